@@ -1,0 +1,1 @@
+"""agdb's Textual application and CLI."""

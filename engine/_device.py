@@ -1,0 +1,51 @@
+"""Device labels: `cpu`, `cuda:0`, ... No accelerator is needed; a device is a queue and a thread.
+
+Imports the standard library only.
+"""
+from __future__ import annotations
+
+
+class device:
+    """A device label that compares equal to its string form, like torch.device."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, spec: str | device, index: int | None = None) -> None:
+        if isinstance(spec, device):
+            self.type, self.index = spec.type, spec.index
+            return
+        if not isinstance(spec, str):
+            raise TypeError(f"device() expected a string like 'cpu' or 'cuda:0', got {type(spec).__name__}")
+        kind, _, idx = spec.partition(":")
+        if kind not in ("cpu", "cuda", "meta"):
+            raise RuntimeError(f"Expected one of cpu, cuda, meta device type at start of device string: {spec}")
+        if idx:
+            if not idx.isdigit():
+                raise RuntimeError(f"Invalid device string: '{spec}'")
+            index = int(idx)
+        if kind == "cuda" and index is None:
+            index = 0
+        self.type, self.index = kind, index
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self) -> str:
+        if self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+
+def canonical_device(spec: object) -> str:
+    """The engine's string form of a device argument (`'cuda'` becomes `'cuda:0'`)."""
+    if spec is None:
+        return "cpu"
+    return str(device(spec))  # type: ignore[arg-type]

@@ -1,0 +1,94 @@
+"""dtypes and sizes with PyTorch's names and reprs.
+
+Imports numpy and the standard library only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["dtype", "float32", "float64", "int64", "bool_", "Size", "get_default_dtype", "as_dtype"]
+
+
+class dtype:
+    """A tensor element type, printed as PyTorch prints it (`torch.float32`)."""
+
+    __slots__ = ("name", "np", "is_floating_point", "_kind", "_itemsize")
+
+    def __init__(self, name: str, np_dtype: np.dtype, kind: int) -> None:
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.is_floating_point = kind == 2
+        self._kind = kind  # 0 bool, 1 integer, 2 floating: PyTorch's promotion categories
+        self._itemsize = self.np.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self._itemsize
+
+    def __repr__(self) -> str:
+        # Error messages quote dtypes the way PyTorch does, so a torch snippet reads the same.
+        return f"torch.{self.name}"
+
+    def __reduce__(self):  # dtypes are singletons
+        return (as_dtype, (self.name,))
+
+
+float32 = dtype("float32", np.float32, 2)
+float64 = dtype("float64", np.float64, 2)
+int64 = dtype("int64", np.int64, 1)
+bool_ = dtype("bool", np.bool_, 0)
+
+_BY_NP = {d.np: d for d in (float32, float64, int64, bool_)}
+_BY_NAME = {d.name: d for d in (float32, float64, int64, bool_)}
+_BY_NAME.update({"float": float32, "double": float64, "long": int64})
+
+
+def get_default_dtype() -> dtype:
+    """The dtype of floating tensors made from Python floats: float32, as in PyTorch."""
+    return float32
+
+
+def as_dtype(value: object) -> dtype:
+    """Map a dtype, a numpy dtype or a name to one of the engine's dtypes.
+
+    Raises:
+        TypeError: for element types the engine does not support.
+    """
+    if isinstance(value, dtype):
+        return value
+    if isinstance(value, str) and value in _BY_NAME:
+        return _BY_NAME[value]
+    try:
+        np_dtype = np.dtype(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(f"unsupported dtype {value!r}: engine supports float32, float64, int64 and bool") from None
+    if np_dtype in _BY_NP:
+        return _BY_NP[np_dtype]
+    if np_dtype.kind == "f":
+        return float64 if np_dtype.itemsize > 4 else float32
+    if np_dtype.kind in "iu":
+        return int64
+    raise TypeError(f"unsupported dtype {value!r}: engine supports float32, float64, int64 and bool")
+
+
+def from_numpy_dtype(np_dtype: np.dtype) -> dtype:
+    """The engine dtype of a numpy array's dtype (fast path for arrays the engine made)."""
+    found = _BY_NP.get(np_dtype)
+    return found if found is not None else as_dtype(np_dtype)
+
+
+class Size(tuple):
+    """A tensor shape: a tuple of ints that prints as `torch.Size([2, 3])`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"torch.Size({list(self)})"
+
+    def numel(self) -> int:
+        """The number of elements a tensor of this shape holds."""
+        n = 1
+        for s in self:
+            n *= s
+        return n

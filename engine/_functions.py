@@ -1,0 +1,738 @@
+"""Backward nodes of the built-in ops, with PyTorch 2.13's names, saved values and formulas.
+
+Imports numpy and the standard library only. Formulas are written in engine ops so that, under
+create_graph, they record the same nodes in the same order as PyTorch's derivative formulas. Where a
+formula computes several input grads, the order is the one PyTorch's generated code uses (measured on
+2.13: `mul`, `div`, `pow`, `where`, `mm` compute the second input's grad first; `dot`, `mv`, `addmm`,
+`mse_loss` the first's). C++ evaluates the operands of `a * b` right to left, so `right` is built first.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import _ops as F
+from ._node import Node
+
+
+class _Generated(Node):
+    """Base of generated nodes: one forward output, undefined grad in → undefined grads out."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list) -> list:
+        self.check_saved()  # generated code unpacks every saved variable first
+        grad = grads[0]
+        n = len(self.next_edges)
+        if grad is None:
+            return [None] * n
+        out: list = [None] * n
+        self.formulas(grad, out)
+        return out
+
+    def formulas(self, grad, out: list) -> None:
+        raise NotImplementedError
+
+
+def _col_major(sizes: tuple, strides: tuple) -> bool:
+    return strides[0] == 1 and strides[1] == sizes[0]
+
+
+# -- arithmetic -----------------------------------------------------------------------------------------
+class AddBackward0(_Generated):
+    __slots__ = ("alpha",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = grad
+        if self.should_compute_output(1):
+            out[1] = grad if self.alpha == 1 else F.mul_scalar(grad, self.alpha)
+
+
+class AddBackward1(_Generated):
+    __slots__ = ()
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = grad
+
+
+class SubBackward0(_Generated):
+    __slots__ = ("alpha",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = grad
+        if self.should_compute_output(1):
+            g = F.neg(grad)
+            out[1] = g if self.alpha == 1 else F.mul_scalar(g, self.alpha)
+
+
+class SubBackward1(AddBackward1):
+    __slots__ = ()
+
+
+class RsubBackward1(_Generated):
+    __slots__ = ("alpha",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            g = F.neg(grad)
+            out[0] = g if self.alpha == 1 else F.mul_scalar(g, self.alpha)
+
+
+class MulBackward0(_Generated):
+    __slots__ = ("self", "other")
+    _saved_tensor_names = ("self", "other")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(1):
+            out[1] = F.mul(grad, self.self)
+        if self.should_compute_output(0):
+            out[0] = F.mul(grad, self.other)
+
+
+class MulBackward1(_Generated):
+    __slots__ = ("other",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.mul_scalar(grad, self.other)
+
+
+class DivBackward0(_Generated):
+    __slots__ = ("self", "other")
+    _saved_tensor_names = ("self", "other")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(1):  # -grad * ((self / other) / other)
+            right = F.div(F.div(self.self, self.other), self.other)
+            out[1] = F.mul(F.neg(grad), right)
+        if self.should_compute_output(0):
+            out[0] = F.div(grad, self.other)
+
+
+class DivBackward1(_Generated):
+    __slots__ = ("other",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.div_scalar(grad, self.other)
+
+
+class ReciprocalBackward0(_Generated):
+    __slots__ = ("result",)
+    _saved_tensor_names = ("result",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # -grad * (result * result)
+            right = F.mul(self.result, self.result)
+            out[0] = F.mul(F.neg(grad), right)
+
+
+class NegBackward0(_Generated):
+    __slots__ = ()
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.neg(grad)
+
+
+class PowBackward0(_Generated):
+    __slots__ = ("self", "exponent")
+    _saved_tensor_names = ("self",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            e = self.exponent
+            if e == 0:
+                out[0] = F.zeros_like_data(self.self)
+            else:  # grad * (exponent * self.pow(exponent - 1))
+                out[0] = F.mul(grad, F.mul_scalar(F.pow(self.self, float(e) - 1), float(e)))
+
+
+class PowBackward1(_Generated):
+    __slots__ = ("self", "exponent", "result")
+    _saved_tensor_names = ("self", "exponent", "result")
+
+    def formulas(self, grad, out):
+        s, e = self.self, self.exponent
+        if self.should_compute_output(1):
+            cond = F.logical_and(F.compare(np.equal, s, 0.0), F.compare(np.greater_equal, e, 0.0))
+            right = F.where(cond, F.zeros_scalar(grad), F.mul(self.result, F.log(s)))
+            out[1] = F.mul(grad, right)
+        if self.should_compute_output(0):
+            g = F.mul(grad, F.mul(e, F.pow(s, F.sub_scalar(e, 1.0))))
+            out[0] = F.where(F.compare(np.equal, e, 0.0), F.zeros_scalar(grad), g)
+
+
+class PowBackward2(_Generated):
+    __slots__ = ("self", "exponent", "result")
+    _saved_tensor_names = ("exponent", "result")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            base = float(self.self)
+            if base == 0.0:
+                cond = F.compare(np.greater_equal, self.exponent, 0.0)
+                right = F.where(cond, F.zeros_scalar(grad), F.mul_scalar(self.result, -math.inf))
+            else:
+                right = F.mul_scalar(self.result, math.log(base))
+            out[0] = F.mul(grad, right)
+
+
+# -- unary pointwise ------------------------------------------------------------------------------------
+class ExpBackward0(_Generated):
+    __slots__ = ("result",)
+    _saved_tensor_names = ("result",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.mul(grad, self.result)
+
+
+class LogBackward0(_Generated):
+    __slots__ = ("self",)
+    _saved_tensor_names = ("self",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.div(grad, self.self)
+
+
+class SinBackward0(_Generated):
+    __slots__ = ("self",)
+    _saved_tensor_names = ("self",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.mul(grad, F.cos(self.self))
+
+
+class CosBackward0(_Generated):
+    __slots__ = ("self",)
+    _saved_tensor_names = ("self",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.mul(grad, F.neg(F.sin(self.self)))
+
+
+class TanhBackward0(_Generated):
+    __slots__ = ("result",)
+    _saved_tensor_names = ("result",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.tanh_backward(grad, self.result)
+
+
+class SigmoidBackward0(_Generated):
+    __slots__ = ("result",)
+    _saved_tensor_names = ("result",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.sigmoid_backward(grad, self.result)
+
+
+class ReluBackward0(_Generated):
+    __slots__ = ("result",)
+    _saved_tensor_names = ("result",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.threshold_backward(grad, self.result, 0)
+
+
+class SqrtBackward0(_Generated):
+    __slots__ = ("result",)
+    _saved_tensor_names = ("result",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # grad / (2 * result)
+            out[0] = F.div(grad, F.mul_scalar(self.result, 2.0))
+
+
+class AbsBackward0(_Generated):
+    __slots__ = ("self",)
+    _saved_tensor_names = ("self",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.mul(grad, F.sgn(self.self))
+
+
+class SgnBackward0(_Generated):
+    __slots__ = ()
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.zeros_like_data(grad)
+
+
+# -- reductions -----------------------------------------------------------------------------------------
+def _sum_backward(grad, sizes: tuple, dims: tuple, keepdim: bool):
+    if not keepdim and len(sizes) > 0:
+        for d in sorted(dims):
+            grad = F.unsqueeze(grad, d)
+    return F.expand(grad, sizes)
+
+
+class SumBackward0(_Generated):
+    __slots__ = ("self_sym_sizes",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.expand(grad, self.self_sym_sizes)
+
+
+class SumBackward1(_Generated):
+    __slots__ = ("self_sym_sizes", "dim", "keepdim")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = _sum_backward(grad, self.self_sym_sizes, self.dim, self.keepdim)
+
+
+class MeanBackward0(_Generated):
+    __slots__ = ("self_sym_sizes", "self_sym_numel")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.div_scalar(F.expand(grad, self.self_sym_sizes), float(self.self_sym_numel))
+
+
+class MeanBackward1(_Generated):
+    __slots__ = ("self_sym_sizes", "dim", "keepdim")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            sizes = self.self_sym_sizes
+            n = 1
+            for d in self.dim:
+                n *= sizes[d] if sizes else 1
+            out[0] = F.div_scalar(_sum_backward(grad, sizes, self.dim, self.keepdim), float(n))
+
+
+class MaxBackward1(_Generated):
+    __slots__ = ("self", "result")
+    _saved_tensor_names = ("self", "result")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # evenly_distribute_backward
+            s, r = self.self._data, self.result._data
+            mask_np = np.isnan(s) if np.isnan(r) else s == r
+            mask = F.make_tensor(mask_np, device=grad._device)
+            count = F.make_tensor(np.asarray(mask_np.sum(), dtype=np.int64), device=grad._device)
+            out[0] = F.masked_fill(F.zeros_like_data(self.self), mask, F.div(grad, count))
+
+
+class MaxBackward0(_Generated):
+    __slots__ = ("dim", "keepdim", "indices", "self_sym_sizes")
+    _saved_tensor_names = ("indices",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # value_selecting_reduction_backward, as a masked fill
+            g = grad if self.keepdim or not self.self_sym_sizes else F.unsqueeze(grad, self.dim)
+            idx = self.indices._data if self.keepdim else np.expand_dims(self.indices._data, self.dim)
+            mask_np = np.zeros(self.self_sym_sizes, dtype=bool)
+            np.put_along_axis(mask_np, idx, True, self.dim)
+            mask = F.make_tensor(mask_np, device=grad._device)
+            zeros = F.make_tensor(np.zeros(self.self_sym_sizes, dtype=grad._data.dtype), device=grad._device)
+            out[0] = F.where(mask, F.expand(g, self.self_sym_sizes), zeros)
+
+
+class MaximumBackward0(_Generated):
+    __slots__ = ("self", "other")
+    _saved_tensor_names = ("self", "other")
+
+    def _part(self, grad, ufunc):
+        s, o = self.self, self.other
+        w = F.where(F.compare(np.equal, s, o), F.div_scalar(grad, 2.0), grad)
+        return F.masked_fill(w, F.compare(ufunc, s, o), 0)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = self._part(grad, np.less)
+        if self.should_compute_output(1):
+            out[1] = self._part(grad, np.greater)
+
+
+# -- linear algebra -------------------------------------------------------------------------------------
+def _mm_mat1_backward(grad, mat2, sizes, strides):
+    if _col_major(sizes, strides):
+        return F.t(F.mm(mat2, F.t(grad)))
+    return F.mm(grad, F.t(mat2))
+
+
+def _mm_mat2_backward(grad, mat1, sizes, strides):
+    if _col_major(sizes, strides):
+        return F.t(F.mm(F.t(grad), mat1))
+    return F.mm(F.t(mat1), grad)
+
+
+class MmBackward0(_Generated):
+    __slots__ = ("self", "mat2", "self_sym_sizes", "self_sym_strides", "mat2_sym_sizes", "mat2_sym_strides")
+    _saved_tensor_names = ("self", "mat2")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(1):
+            out[1] = _mm_mat2_backward(grad, self.self, self.mat2_sym_sizes, self.mat2_sym_strides)
+        if self.should_compute_output(0):
+            out[0] = _mm_mat1_backward(grad, self.mat2, self.self_sym_sizes, self.self_sym_strides)
+
+
+class AddmmBackward0(_Generated):
+    __slots__ = ("mat1", "mat2", "alpha", "beta", "mat1_sym_sizes", "mat1_sym_strides", "mat2_sym_sizes",
+                 "mat2_sym_strides")
+    _saved_tensor_names = ("mat1", "mat2")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = grad if self.beta == 1 else F.mul_scalar(grad, self.beta)
+        if self.should_compute_output(1):
+            g = _mm_mat1_backward(grad, self.mat2, self.mat1_sym_sizes, self.mat1_sym_strides)
+            out[1] = g if self.alpha == 1 else F.mul_scalar(g, self.alpha)
+        if self.should_compute_output(2):
+            g = _mm_mat2_backward(grad, self.mat1, self.mat2_sym_sizes, self.mat2_sym_strides)
+            out[2] = g if self.alpha == 1 else F.mul_scalar(g, self.alpha)
+
+
+class DotBackward0(_Generated):
+    __slots__ = ("self", "tensor")
+    _saved_tensor_names = ("self", "tensor")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.mul(grad, self.tensor)
+        if self.should_compute_output(1):
+            out[1] = F.mul(grad, self.self)
+
+
+class MvBackward0(_Generated):
+    __slots__ = ("self", "vec")
+    _saved_tensor_names = ("self", "vec")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # grad.ger(vec) = grad.reshape(n, 1) * vec
+            out[0] = F.mul(F.reshape(grad, (grad._data.shape[0], 1)), self.vec)
+        if self.should_compute_output(1):
+            out[1] = F.mv(F.t(self.self), grad)
+
+
+# -- shape ops ------------------------------------------------------------------------------------------
+class TBackward0(_Generated):
+    __slots__ = ()
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.t(grad)
+
+
+class PermuteBackward0(_Generated):
+    __slots__ = ("dims",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            inverse = [0] * len(self.dims)
+            for i, d in enumerate(self.dims):
+                inverse[d] = i
+            out[0] = F.permute(grad, inverse)
+
+
+class TransposeBackward0(_Generated):
+    __slots__ = ("dim0", "dim1")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.transpose(grad, self.dim0, self.dim1)
+
+
+class ViewBackward0(_Generated):
+    __slots__ = ("self_sym_sizes",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.reshape(grad, self.self_sym_sizes)
+
+
+class UnsafeViewBackward0(ViewBackward0):
+    __slots__ = ()
+
+
+class AliasBackward0(_Generated):
+    __slots__ = ()
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = grad
+
+
+class UnsqueezeBackward0(_Generated):
+    __slots__ = ("dim",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.squeeze(grad, self.dim)
+
+
+class SqueezeBackward0(_Generated):
+    __slots__ = ("self_sym_sizes",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # unsqueeze_to: every size-1 dim, in order
+            for d, size in enumerate(self.self_sym_sizes):
+                if size == 1:
+                    grad = F.unsqueeze(grad, d)
+            out[0] = grad
+
+
+class SqueezeBackward1(_Generated):
+    __slots__ = ("self_sym_sizes", "dim")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            sizes = self.self_sym_sizes
+            out[0] = F.unsqueeze(grad, self.dim) if sizes and sizes[self.dim] == 1 else grad
+
+
+class SqueezeBackward4(_Generated):
+    __slots__ = ("self_sym_sizes", "dim")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            for d in self.dim:
+                if self.self_sym_sizes[d] == 1:
+                    grad = F.unsqueeze(grad, d)
+            out[0] = grad
+
+
+class ExpandBackward0(_Generated):
+    __slots__ = ("self_sym_sizes",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.sum_to(grad, self.self_sym_sizes)
+
+
+class SelectBackward0(_Generated):
+    __slots__ = ("self_sym_sizes", "dim", "index")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.select_backward(grad, self.self_sym_sizes, self.dim, self.index)
+
+
+class SliceBackward0(_Generated):
+    __slots__ = ("self_sym_sizes", "dim", "start", "end", "step")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.slice_backward(grad, self.self_sym_sizes, self.dim, self.start, self.end, self.step)
+
+
+class CatBackward0(_Generated):
+    __slots__ = ("dim", "sizes")
+
+    def formulas(self, grad, out):
+        # cat_tensors_backward slices every input, needed or not.
+        offset = 0
+        for i, size in enumerate(self.sizes):
+            extent = size[self.dim] if size else 0
+            out[i] = F.slice_(grad, self.dim, offset, offset + extent)
+            offset += extent
+
+
+class StackBackward0(_Generated):
+    __slots__ = ("dim", "n")
+
+    def formulas(self, grad, out):
+        for i in range(self.n):
+            out[i] = F.select(grad, self.dim, i)
+
+
+class CloneBackward0(_Generated):
+    __slots__ = ()
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = grad
+
+
+class CopyBackwards(_Generated):
+    __slots__ = ("src_dtype",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.zeros_like_data(grad)
+        if self.should_compute_output(1):
+            out[1] = grad
+
+
+class ToCopyBackward0(_Generated):
+    __slots__ = ("self_dtype", "self_device")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.to(grad, self.self_dtype, self.self_device)
+
+
+# -- selection ------------------------------------------------------------------------------------------
+class WhereBackward0(_Generated):
+    __slots__ = ("condition",)
+    _saved_tensor_names = ("condition",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(1):
+            out[1] = F.where(self.condition, F.zeros_scalar(grad), grad)
+        if self.should_compute_output(0):
+            out[0] = F.where(self.condition, grad, F.zeros_scalar(grad))
+
+
+class MaskedFillBackward0(_Generated):
+    __slots__ = ("mask",)
+    _saved_tensor_names = ("mask",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.masked_fill(grad, self.mask, 0)
+
+
+class MaskedFillBackward1(_Generated):
+    __slots__ = ("mask",)
+    _saved_tensor_names = ("mask",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.masked_fill(grad, self.mask, 0)
+        if self.should_compute_output(1):
+            out[1] = F.sum(F.where(self.mask, grad, F.zeros_scalar(grad)))
+
+
+# -- softmax, losses and the nodes of derivative formulas -----------------------------------------------
+class SoftmaxBackward0(_Generated):
+    __slots__ = ("dim", "result")
+    _saved_tensor_names = ("result",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.softmax_backward_data(grad, self.result, self.dim)
+
+
+class LogSoftmaxBackward0(_Generated):
+    __slots__ = ("dim", "result")
+    _saved_tensor_names = ("result",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.log_softmax_backward_data(grad, self.result, self.dim)
+
+
+class MseLossBackward0(_Generated):
+    __slots__ = ("self", "target", "reduction")
+    _saved_tensor_names = ("self", "target")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.mse_loss_backward(grad, self.self, self.target, self.reduction)
+        if self.should_compute_output(1):
+            out[1] = F.mse_loss_backward(grad, self.target, self.self, self.reduction)
+
+
+class TanhBackwardBackward0(_Generated):
+    __slots__ = ("grad_output", "output")
+    _saved_tensor_names = ("grad_output", "output")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.tanh_backward(grad, self.output)
+        if self.should_compute_output(1):  # grad * (-2 * output * grad_output)
+            out[1] = F.mul(grad, F.mul(F.mul_scalar(self.output, -2.0), self.grad_output))
+
+
+class SigmoidBackwardBackward0(_Generated):
+    __slots__ = ("grad_output", "output")
+    _saved_tensor_names = ("grad_output", "output")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.sigmoid_backward(grad, self.output)
+        if self.should_compute_output(1):  # grad * grad_output * (-2 * output + 1)
+            right = F.add_scalar(F.mul_scalar(self.output, -2.0), 1.0)
+            out[1] = F.mul(F.mul(grad, self.grad_output), right)
+
+
+class ThresholdBackwardBackward0(_Generated):
+    __slots__ = ("self", "threshold")
+    _saved_tensor_names = ("self",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.threshold_backward(grad, self.self, self.threshold)
+        if self.should_compute_output(1):
+            out[1] = F.zeros_like_data(grad)
+
+
+class SoftmaxBackwardDataBackward0(_Generated):
+    __slots__ = ("grad_output", "output", "dim")
+    _saved_tensor_names = ("grad_output", "output")
+
+    def formulas(self, grad, out):
+        go, o, d = self.grad_output, self.output, self.dim
+        if self.should_compute_output(0):
+            out[0] = F.softmax_backward_data(grad, o, d)
+        if self.should_compute_output(1):
+            # grad_output * grad - (output * grad_output).sum(dim, true) * grad
+            #   - grad_output * (output * grad).sum(dim, true)
+            a = F.sub(F.mul(go, grad), F.mul(F.sum(F.mul(o, go), d, keepdim=True), grad))
+            out[1] = F.sub(a, F.mul(go, F.sum(F.mul(o, grad), d, keepdim=True)))
+
+
+class LogSoftmaxBackwardDataBackward0(_Generated):
+    __slots__ = ("grad_output", "output", "dim")
+    _saved_tensor_names = ("grad_output", "output")
+
+    def formulas(self, grad, out):
+        go, o, d = self.grad_output, self.output, self.dim
+        if self.should_compute_output(0):
+            out[0] = F.log_softmax_backward_data(grad, o, d)
+        if self.should_compute_output(1):
+            out[1] = F.mul(F.neg(F.mul(grad, F.exp(o))), F.sum(go, d, keepdim=True))
+
+
+class MseLossBackwardBackward0(_Generated):
+    __slots__ = ("grad_output", "self", "target", "reduction")
+    _saved_tensor_names = ("grad_output", "self", "target")
+
+    def _norm(self) -> float:
+        return 2.0 / self.self._data.size if self.reduction == 1 else 2.0
+
+    def formulas(self, grad, out):
+        norm = self._norm()
+        if self.should_compute_output(0):
+            g = F.mul_scalar(F.mul(F.sub(self.self, self.target), grad), norm)
+            out[0] = g if self.reduction == 0 else F.sum(g)
+        if self.should_compute_output(1) or self.should_compute_output(2):
+            g = F.mul_scalar(F.mul(grad, self.grad_output), norm)
+            if self.should_compute_output(1):
+                out[1] = g
+            if self.should_compute_output(2):
+                out[2] = F.neg(g)
+
+
+class SelectBackwardBackward0(_Generated):
+    __slots__ = ("dim", "index")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.select(grad, self.dim, self.index)
+
+
+class SliceBackwardBackward0(_Generated):
+    __slots__ = ("dim", "start", "end", "step")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.slice_(grad, self.dim, self.start, self.end, self.step)

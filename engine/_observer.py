@@ -1,0 +1,101 @@
+"""Instrumentation points: what the engine reports to attached observers.
+
+Imports the standard library only. The engine calls these points where PyTorch does the work; with
+no observer attached each point costs one truth test of `observers`.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ._engine import GraphTask, InputBuffer, NodeTask
+    from ._node import Node
+
+observers: list[Any] = []
+"""The attached observers, in attach order. Empty unless someone is watching."""
+
+
+class EngineObserver(Protocol):
+    """What an observer may implement; every method is optional (missing ones are skipped)."""
+
+    def seq_nr_bumped(self, node: Node, seq_nr: int) -> None:
+        """`node` took `seq_nr` from this thread's counter, which is now `seq_nr + 1`."""
+
+    def node_created(self, node: Node) -> None:
+        """`node` was created and its next edges attached."""
+
+    def graph_task_started(self, graph_task: GraphTask) -> None:
+        """A backward or grad call built `graph_task`, before computing dependencies."""
+
+    def dependencies_computed(self, graph_task: GraphTask, min_topo_nr: int, pruned: list[Node]) -> None:
+        """compute_dependencies finished; `pruned` are the nodes not expanded because topo < min."""
+
+    def exec_info_computed(self, graph_task: GraphTask) -> None:
+        """init_to_execute finished; graph_task.exec_info holds needed and captured nodes."""
+
+    def task_pushed(self, graph_task: GraphTask | None, task: NodeTask, queue: Any) -> None:
+        """`task` was pushed onto ready queue `queue` (after the push)."""
+
+    def task_popped(self, graph_task: GraphTask | None, task: NodeTask, queue: Any) -> None:
+        """`task` was popped from `queue` (after the pop)."""
+
+    def buffer_written(self, graph_task: GraphTask, node: Node, slot: int, is_accumulation: bool,
+                       buffer: InputBuffer) -> None:
+        """A grad reached input slot `slot` of `node`: the first write, or a summation into it."""
+
+    def hook_ran(self, graph_task: GraphTask | None, node: Node, kind: str, hook: Any) -> None:
+        """A hook of `kind` ('tensor_pre', 'retains_grad', 'pre', 'post', 'post_accumulate_grad') ran."""
+
+    def node_started(self, graph_task: GraphTask, node: Node, inputs: list) -> None:
+        """`node`'s apply is about to run on `inputs` (its grads after the pre-hooks)."""
+
+    def node_finished(self, graph_task: GraphTask, node: Node, outputs: list) -> None:
+        """`node`'s apply returned `outputs` (after validation and post-hooks)."""
+
+    def grad_captured(self, graph_task: GraphTask, node: Node, output_index: int, grad: Any) -> None:
+        """An `autograd.grad` result slot was written."""
+
+    def grad_accumulated(self, node: Node, variable: Any, grad: Any) -> None:
+        """AccumulateGrad wrote `variable.grad`."""
+
+    def error_raised(self, graph_task: GraphTask, node: Node | None, error: BaseException) -> None:
+        """The first error of `graph_task`."""
+
+    def graph_task_finished(self, graph_task: GraphTask) -> None:
+        """`graph_task` completed, with or without an error."""
+
+
+class ObserverHandle:
+    """Returned by `add_observer`; `.remove()` detaches the observer, like a hook handle."""
+
+    __slots__ = ("_observer",)
+
+    def __init__(self, observer: Any) -> None:
+        self._observer = observer
+
+    def remove(self) -> None:
+        """Detach the observer; calling it twice is harmless."""
+        try:
+            observers.remove(self._observer)
+        except ValueError:
+            pass
+
+    def __enter__(self) -> ObserverHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+def add_observer(observer: Any) -> ObserverHandle:
+    """Attach `observer` to the engine's instrumentation points; returns a removable handle."""
+    observers.append(observer)
+    return ObserverHandle(observer)
+
+
+def notify(point: str, *args: Any) -> None:
+    """Call `point` on every attached observer that implements it. Callers test `observers` first."""
+    for observer in list(observers):
+        method = getattr(observer, point, None)
+        if method is not None:
+            method(*args)

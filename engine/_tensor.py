@@ -1,0 +1,376 @@
+"""The Tensor: a numpy array with PyTorch's autograd attributes and a torch-compatible method set.
+
+Imports numpy and the standard library only. Arithmetic and shape methods delegate to `_ops`.
+"""
+from __future__ import annotations
+
+import warnings
+import weakref
+from typing import Any, Callable
+
+import numpy as np
+
+from . import _observer
+from ._dtype import Size, dtype, from_numpy_dtype
+from ._node import AccumulateGrad, RemovableHandle, _HookDict, add_hook
+from ._state import tls
+
+
+class Tensor:
+    """An n-dimensional array that records the operations applied to it when it requires grad."""
+
+    __slots__ = (
+        "_data", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_grad_accumulator",
+        "_backward_hooks", "_post_acc_hooks", "_retains_grad", "_device", "_is_wrapped_number",
+        "__weakref__", "__dict__",
+    )
+    __array_priority__ = 1000  # numpy scalars on the left defer to our reflected operators
+
+    def __init__(self, data: Any = None) -> None:
+        arr = np.asarray([] if data is None else data)
+        init_tensor(self, _coerce_array(arr))
+
+    # -- autograd attributes ------------------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        """Whether this tensor records history (a leaf flag, or having a grad_fn)."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set the leaf's requires_grad flag in place; returns self."""
+        if self.grad_fn is not None:
+            if not requires_grad:
+                raise RuntimeError(
+                    "you can only change requires_grad flags of leaf variables. If you want to use a "
+                    "computed variable in a subgraph that doesn't require differentiation use "
+                    "var_no_grad = var.detach().")
+            return self
+        if requires_grad and not self.dtype.is_floating_point:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors with no grad_fn: user-made tensors and those that do not require grad."""
+        return self.grad_fn is None
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The accumulated gradient; None until a backward writes it."""
+        if self.grad_fn is not None and not self._retains_grad and self._grad is None:
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its "
+                ".grad attribute won't be populated during autograd.backward(). If you indeed want "
+                "the .grad field to be populated for a non-leaf Tensor, use .retain_grad() on the "
+                "non-leaf Tensor. If you access the non-leaf Tensor by mistake, make sure you access "
+                "the leaf Tensor instead.", UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                                f"{type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError("assigned grad has data of a different size")
+            if value.dtype is not self.dtype:
+                raise RuntimeError("assigned grad has data of a different type")
+        self._grad = value
+
+    @property
+    def retains_grad(self) -> bool:
+        """True for a non-leaf on which retain_grad() was called."""
+        return self._retains_grad
+
+    @property
+    def output_nr(self) -> int:
+        """Which output of its grad_fn this tensor is."""
+        return self._output_nr
+
+    @property
+    def _version(self) -> int:
+        return 0
+
+    def retain_grad(self) -> None:
+        """Make a non-leaf's `.grad` populated by backward (a no-op on leaves, facts §6.5)."""
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is None or self._retains_grad:
+            return
+        grad_fn = self.grad_fn
+        if grad_fn._retains_grad_hooks is None:
+            grad_fn._retains_grad_hooks = {}
+        grad_fn._retains_grad_hooks[self._output_nr] = weakref.ref(self)
+        self._retains_grad = True
+
+    def register_hook(self, hook: Callable) -> RemovableHandle:
+        """Run `hook(grad) -> Tensor | None` when the gradient w.r.t. this tensor is computed."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._backward_hooks is None:
+            self._backward_hooks = _HookDict()
+            if self.grad_fn is not None:
+                self.grad_fn._register_hook_dict(self)
+        return add_hook(self._backward_hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook: Callable) -> RemovableHandle:
+        """Run `hook(tensor)` after AccumulateGrad wrote this leaf's `.grad`."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = _HookDict()
+        return add_hook(self._post_acc_hooks, hook)
+
+    def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs: Any = None) -> None:
+        """Compute the gradient of this tensor w.r.t. graph leaves (see `autograd.backward`)."""
+        from .autograd import backward
+
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def detach(self) -> Tensor:
+        """A new tensor sharing data, cut from the graph."""
+        return make_tensor(self._data, device=self._device)
+
+    def detach_(self) -> Tensor:
+        """Cut this tensor from the graph in place."""
+        self.grad_fn = None
+        self._requires_grad = False
+        self._output_nr = 0
+        return self
+
+    # -- data access --------------------------------------------------------------------------------
+    @property
+    def shape(self) -> Size:
+        """The shape, as a torch.Size."""
+        return Size(self._data.shape)
+
+    def size(self, dim: int | None = None) -> Size | int:
+        """The shape, or its extent along `dim`."""
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[_wrap_dim(dim, self._data.ndim)]
+
+    @property
+    def dtype(self) -> dtype:
+        """The element type."""
+        return from_numpy_dtype(self._data.dtype)
+
+    @property
+    def device(self) -> Any:
+        """The device label (`cpu`, `cuda:0`, ...)."""
+        from ._device import device as device_cls
+
+        return device_cls(self._device)
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return self._data.ndim
+
+    def dim(self) -> int:
+        """Number of dimensions."""
+        return self._data.ndim
+
+    def numel(self) -> int:
+        """Number of elements."""
+        return int(self._data.size)
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def is_contiguous(self) -> bool:
+        """Row-major contiguity, as numpy's flag reports it."""
+        return bool(self._data.flags.c_contiguous)
+
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is float32 or float64."""
+        return self.dtype.is_floating_point
+
+    def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
+        """Strides in elements."""
+        item = self._data.itemsize
+        strides = tuple(s // item for s in self._data.strides)
+        return strides if dim is None else strides[_wrap_dim(dim, self._data.ndim)]
+
+    def numpy(self) -> np.ndarray:
+        """The data as a numpy array (shares memory); refuses tensors that require grad, like torch."""
+        if self._requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                               "instead.")
+        return self._data
+
+    def item(self) -> float | int | bool:
+        """The single value of a one-element tensor, as a Python number."""
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        return self._data.reshape(()).item()
+
+    def tolist(self) -> Any:
+        """The data as (nested) Python lists."""
+        return self._data.tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self._data.reshape(()).item())
+
+    def __index__(self) -> int:
+        if self.dtype.is_floating_point or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def __repr__(self) -> str:
+        return _format_tensor(self)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self._data if dtype is None else self._data.astype(dtype)
+
+    def __reduce_ex__(self, protocol: int):
+        raise TypeError("engine tensors cannot be pickled")
+
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        if self.grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the "
+                               "deepcopy protocol at the moment.")
+        out = make_tensor(self._data.copy(), self._requires_grad, self._device)
+        if self._grad is not None:
+            out._grad = make_tensor(self._grad._data.copy(), device=self._device)
+        return out
+
+
+def init_tensor(t: Tensor, arr: np.ndarray, requires_grad: bool = False, device: str = "cpu") -> None:
+    """Fill every slot of a new Tensor (the one place that lists them)."""
+    t._data = arr
+    t._requires_grad = requires_grad
+    t.grad_fn = None
+    t._output_nr = 0
+    t._grad = None
+    t._grad_accumulator = None
+    t._backward_hooks = None
+    t._post_acc_hooks = None
+    t._retains_grad = False
+    t._device = device
+    t._is_wrapped_number = False
+
+
+_new = object.__new__
+
+
+def make_tensor(arr: np.ndarray, requires_grad: bool = False, device: str = "cpu") -> Tensor:
+    """Wrap a numpy array the engine made (already of a supported dtype) without copying."""
+    t = _new(Tensor)
+    init_tensor(t, arr, requires_grad, device)
+    return t
+
+
+def _coerce_array(arr: np.ndarray) -> np.ndarray:
+    """Bring an array to one of the engine's dtypes, as torch.tensor does with Python data."""
+    kind = arr.dtype.kind
+    if kind == "f":
+        if arr.dtype.itemsize == 8 or arr.dtype.itemsize == 4:
+            return arr
+        return arr.astype(np.float32)
+    if kind in "iu":
+        return arr if arr.dtype == np.int64 else arr.astype(np.int64)
+    if kind == "b":
+        return arr
+    raise TypeError(f"can't convert np.ndarray of type {arr.dtype}. The only supported types are: "
+                    "float64, float32, int64 and bool.")
+
+
+def _wrap_dim(dim: int, ndim: int) -> int:
+    """Normalise a possibly negative dim, with PyTorch's IndexError text."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim + n if dim < 0 else dim
+
+
+def gradient_edge(t: Tensor) -> tuple:
+    """The edge a gradient w.r.t. `t` flows along: (grad_fn, output_nr) or (AccumulateGrad, 0)."""
+    if t.grad_fn is not None:
+        return (t.grad_fn, t._output_nr)
+    if t._requires_grad:
+        return (grad_accumulator(t), 0)
+    return (None, 0)
+
+
+def grad_accumulator(t: Tensor) -> AccumulateGrad:
+    """The leaf's AccumulateGrad, made on first use and cached by weak reference (facts §6.1)."""
+    ref = t._grad_accumulator
+    acc = ref() if ref is not None else None
+    if acc is None:
+        acc = AccumulateGrad(t)
+        t._grad_accumulator = weakref.ref(acc)
+        if _observer.observers:
+            _observer.notify("node_created", acc)
+    return acc
+
+
+def try_get_grad_accumulator(t: Tensor) -> AccumulateGrad | None:
+    """The leaf's AccumulateGrad if it exists, without creating one."""
+    ref = t._grad_accumulator
+    return ref() if ref is not None else None
+
+
+def accumulate_into_grad(variable: Tensor, new_grad: Tensor) -> None:
+    """AccumulateGrad's update of `variable.grad` (facts §6.2)."""
+    old = variable._grad
+    if old is None:
+        if not tls.grad_enabled or not new_grad._requires_grad:
+            # Stealing or cloning are indistinguishable through this API; a copy never aliases user data.
+            variable._grad = make_tensor(np.array(new_grad._data, copy=True), device=new_grad._device)
+        else:
+            from ._ops import copy_to_new
+
+            variable._grad = copy_to_new(new_grad)
+    elif not tls.grad_enabled:
+        np.add(old._data, new_grad._data, out=old._data, casting="unsafe")
+    else:
+        variable._grad = old + new_grad
+
+
+def _format_tensor(t: Tensor) -> str:
+    arr = t._data
+    kwargs = {"separator": ", ", "prefix": "tensor("}
+    if arr.dtype.kind == "f":
+        body = np.array2string(arr, precision=4, floatmode="maxprec_equal", **kwargs)
+    else:
+        body = np.array2string(arr, **kwargs)
+    extras = []
+    if arr.dtype == np.float64:
+        extras.append("dtype=torch.float64")
+    elif arr.dtype == np.int64 and arr.size == 0:
+        extras.append("dtype=torch.int64")
+    if t._device != "cpu":
+        extras.append(f"device='{t._device}'")
+    if t.grad_fn is not None:
+        extras.append(f"grad_fn=<{t.grad_fn.name()}>")
+    elif t._requires_grad:
+        extras.append("requires_grad=True")
+    return "tensor(" + body + "".join(", " + e for e in extras) + ")"

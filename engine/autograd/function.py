@@ -1,0 +1,279 @@
+"""Custom `autograd.Function`: the ctx is the backward node, as in PyTorch (facts §10).
+
+Imports numpy and the standard library only.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any
+
+import numpy as np
+
+from .. import _observer
+from .._node import ERR_BACKWARD_TWICE, UNDEFINED_INPUT, DelayedError, Error, InputMetadata, Node
+from .._state import tls
+from .._tensor import Tensor, make_tensor
+
+
+class FunctionCtx:
+    """What `ctx` offers inside forward and backward."""
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        """Keep tensors for backward; checked (tensors or None only) once forward returns."""
+        self.to_save = tensors
+
+    def mark_non_differentiable(self, *args: Tensor) -> None:
+        """These outputs will not require grad; their grads still arrive materialised as zeros."""
+        self.non_differentiable = args
+
+    def mark_dirty(self, *args: Tensor) -> None:
+        """Declare inputs modified in place (accepted; the engine has no in-place ops to rebase)."""
+        self.dirty_tensors = args
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """Whether undefined output grads reach backward as zeros (default) or as None."""
+        self.materialize_grads = bool(value)
+
+    @property
+    def saved_tensors(self) -> tuple:
+        """The tensors given to save_for_backward; raises once backward has freed them."""
+        if self._released:
+            raise RuntimeError(ERR_BACKWARD_TWICE)
+        return tuple(self._saved) if self._saved is not None else ()
+
+
+class BackwardCFunction(Node, FunctionCtx):
+    """The PyNode of a custom Function: `<Class>Backward`, which is also the `ctx` object."""
+
+    _forward_cls: type
+
+    def __init__(self) -> None:
+        super().__init__()  # a numbered node, even under no_grad (facts §1.4)
+        self.to_save = None
+        self._saved = None
+        self.non_differentiable = ()
+        self.dirty_tensors = ()
+        self.materialize_grads = True
+        self.needs_input_grad: tuple = ()
+        self.is_variable_input: list[bool] = []
+        self._output_info: list = []
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    def apply(self, grads: list) -> list:  # type: ignore[override]
+        """PyNode::apply: materialise grads, call backward, check and map the result (facts §10.5–§10.6)."""
+        args = []
+        for i, g in enumerate(grads):
+            if g is None and self.materialize_grads and self._output_info[i] is not None:
+                shape, np_dtype, device = self._output_info[i]
+                g = make_tensor(np.zeros(shape, dtype=np_dtype), device=device)
+            args.append(g)
+        cls = self._forward_cls
+        backward_fn = cls.backward
+        if getattr(cls, "vjp", Function.vjp) is not Function.vjp:
+            if backward_fn is not Function.backward:
+                raise RuntimeError("Implementing both 'backward' and 'vjp' for a custom Function is not allowed. "
+                                   "You should only implement one of them.")
+            backward_fn = cls.vjp
+        result = backward_fn(self, *args)
+        if not isinstance(result, tuple):
+            result = (result,)
+        n_inputs = len(self.is_variable_input)
+        if len(result) > n_inputs and all(r is None for r in result[n_inputs:]):
+            result = result[:n_inputs]
+        if len(result) != n_inputs:
+            raise RuntimeError(f"function {self.name()} returned an incorrect number of gradients (expected "
+                               f"{n_inputs}, got {len(result)})")
+        out = []
+        for i, r in enumerate(result):
+            if not self.is_variable_input[i]:
+                if r is not None:
+                    raise RuntimeError(
+                        f"function {self.name()} returned a gradient different than None at position {i + 1}, but "
+                        "the corresponding forward input was not a Variable")
+                continue
+            if r is not None and not isinstance(r, Tensor):
+                raise RuntimeError(f"expected Variable or None (got {type(r).__name__})")
+            out.append(r)
+        return out
+
+    def release_variables(self) -> None:
+        self._saved = None
+        self._released = True
+
+
+class FunctionMeta(type):
+    """Gives every Function subclass its `<Name>Backward` node class."""
+
+    def __init__(cls, name: str, bases: tuple, attrs: dict) -> None:
+        cls._backward_cls = type(name + "Backward", (BackwardCFunction,), {"_forward_cls": cls,
+                                                                           "__module__": cls.__module__})
+        super().__init__(name, bases, attrs)
+
+
+class Function(FunctionCtx, metaclass=FunctionMeta):
+    """Base class for custom differentiable operations: define forward and backward as staticmethods."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("Legacy autograd function with non-static forward method is deprecated. Please use "
+                           "new-style autograd function with static forward method.")
+
+    @staticmethod
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Any) -> Any:
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: Any) -> Any:
+        raise NotImplementedError("You must implement either the backward or vjp method for your custom "
+                                  "autograd.Function to use it with backward mode AD.")
+
+    @staticmethod
+    def vjp(ctx: Any, *grad_outputs: Any) -> Any:
+        raise NotImplementedError("You must implement either the backward or vjp method for your custom "
+                                  "autograd.Function to use it with backward mode AD.")
+
+    @classmethod
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        """Run forward with grad mode off and attach `<Name>Backward` to the outputs (facts §10.2)."""
+        has_setup_context = cls.setup_context is not Function.setup_context
+        if kwargs or has_setup_context:
+            args = _bind_args(cls.forward, has_setup_context, args, kwargs)
+        return _apply(cls, args, has_setup_context)
+
+
+def _bind_args(forward: Any, has_setup_context: bool, args: tuple, kwargs: dict) -> tuple:
+    sig = inspect.signature(forward)
+    if not has_setup_context:
+        # old style: forward(ctx, *args); bind against a placeholder ctx
+        bound = sig.bind(None, *args, **kwargs)
+        bound.apply_defaults()
+        return tuple(bound.args[1:])
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return tuple(bound.args)
+
+
+def _apply(cls: type, args: tuple, has_setup_context: bool) -> Any:
+    from .._ops import collect_next_edges
+
+    needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+    is_executable = tls.grad_enabled and any(needs_input_grad)
+    ctx = cls._backward_cls()  # takes the seq_nr before forward runs (facts §10.2 step 4)
+    ctx.is_variable_input = [isinstance(a, Tensor) for a in args]
+    tensor_inputs = [a for a in args if isinstance(a, Tensor)]
+    if is_executable:
+        ctx.set_next_edges(collect_next_edges(tensor_inputs))
+    ctx.needs_input_grad = needs_input_grad
+    prev = tls.grad_enabled
+    tls.grad_enabled = False
+    try:
+        if has_setup_context:
+            output = cls.forward(*args)
+            cls.setup_context(ctx, args, output)
+        else:
+            output = cls.forward(ctx, *args)
+    finally:
+        tls.grad_enabled = prev
+    return _process_outputs(ctx, tensor_inputs, output, is_executable)
+
+
+def _process_outputs(ctx: BackwardCFunction, tensor_inputs: list, output: Any, is_executable: bool) -> Any:
+    is_tuple = isinstance(output, tuple)
+    outputs = output if is_tuple else (output,)
+    input_ids = {id(t) for t in tensor_inputs}
+    non_diff_ids = {id(t) for t in ctx.non_differentiable}
+    result, metadata, output_info = [], [], []
+    for i, o in enumerate(outputs):
+        if not isinstance(o, Tensor):
+            result.append(o)
+            metadata.append(UNDEFINED_INPUT)
+            output_info.append(None)
+            continue
+        output_info.append((o._data.shape, o._data.dtype, o._device))
+        is_input = id(o) in input_ids
+        differentiable = is_executable and id(o) not in non_diff_ids and o.dtype.is_floating_point
+        if not differentiable:
+            metadata.append(UNDEFINED_INPUT)
+            if not o.requires_grad:
+                o = _alias(o) if is_input else o
+            else:
+                o = o.detach() if is_input else o.detach_()
+        else:
+            metadata.append(InputMetadata(o._data.shape, o.dtype, o._device))
+            if is_input:
+                o = _alias(o)
+            o.grad_fn, o._output_nr, o._requires_grad = ctx, i, True
+        result.append(o)
+    ctx._output_info = output_info
+    if is_executable:
+        ctx._input_metadata = metadata
+        if ctx.to_save is not None:
+            for i, t in enumerate(ctx.to_save):
+                if t is not None and not isinstance(t, Tensor):
+                    raise TypeError(f"save_for_backward can only save variables, but argument {i} is of type "
+                                    f"{type(t).__name__}")
+            ctx._saved = tuple(ctx.to_save)
+        if _observer.observers:
+            _observer.notify("node_created", ctx)
+    return tuple(result) if is_tuple else result[0]
+
+
+def _alias(t: Tensor) -> Tensor:
+    """view_as(self) with no grad: a new tensor object sharing data."""
+    return make_tensor(t._data.view(), device=t._device)
+
+
+def once_differentiable(fn: Any) -> Any:
+    """Run backward under no_grad; differentiating its result raises (facts §10.9)."""
+
+    @functools.wraps(fn)
+    def wrapper(ctx: Any, *args: Any) -> Any:
+        prev = tls.grad_enabled
+        tls.grad_enabled = False
+        try:
+            outputs = fn(ctx, *args)
+        finally:
+            tls.grad_enabled = prev
+        if not tls.grad_enabled:
+            return outputs
+        if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            return outputs
+        was_tuple = isinstance(outputs, tuple)
+        outputs = outputs if was_tuple else (outputs,)
+        wrapped = _delayed_error(
+            "trying to differentiate twice a function that was marked with @once_differentiable", outputs)
+        return wrapped if was_tuple else wrapped[0]
+
+    return wrapper
+
+
+def _delayed_error(msg: str, outputs: tuple) -> tuple:
+    """DelayedError: a numbered node whose outputs carry an Error grad_fn (seq 2**64-1)."""
+    from .._ops import collect_next_edges
+
+    DelayedError(msg)
+    fakes = []
+    for v in outputs:
+        if isinstance(v, Tensor):
+            v = v.detach()
+            v._requires_grad = True
+        fakes.append(v)
+    err = Error(msg)
+    err.set_next_edges(collect_next_edges([v if isinstance(v, Tensor) else None for v in fakes]))
+    result = []
+    for i, v in enumerate(fakes):
+        if isinstance(v, Tensor):
+            out = make_tensor(v._data, device=v._device)
+            out.grad_fn, out._output_nr, out._requires_grad = err, i, True
+            err._input_metadata.append(InputMetadata(out._data.shape, out.dtype, out._device))
+            result.append(out)
+        else:
+            err._input_metadata.append(UNDEFINED_INPUT)
+            result.append(v)
+    return tuple(result)

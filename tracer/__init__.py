@@ -1,0 +1,1 @@
+"""agdb tracer package (placeholder until its issue lands)."""

@@ -1,0 +1,1 @@
+"""agdb widgets package (placeholder until its issue lands)."""
