@@ -29,38 +29,41 @@ MAX_DEPTH = 60
 
 
 # -- tasks and queues -------------------------------------------------------------------------------------
+INT_MAX = 2**31 - 1
+
+
 class NodeTask:
     """A node ready to run, with its gathered input grads; ordered by `key` alone (NOTE [ready queue order])."""
 
-    __slots__ = ("graph_task_ref", "fn", "inputs", "key", "is_shutdown")
+    __slots__ = ("owner", "fn", "inputs", "key", "is_shutdown")
 
     def __init__(self, graph_task: GraphTask | None, fn: Node | None, inputs: InputBuffer | None,
                  is_shutdown: bool = False) -> None:
-        self.graph_task_ref = weakref.ref(graph_task) if graph_task is not None else None
+        self.owner = graph_task
         self.fn = fn
         self.inputs = inputs
         self.is_shutdown = is_shutdown
-        # heapq pops the smallest key: shutdown, then dummy (null fn) tasks, then real ones by
-        # largest depth and then largest seq_nr.
+        # heapq pops the smallest key: shutdown, then dummy (null fn) tasks, then real ones by largest
+        # depth and then largest seq_nr. A list, so a gone GraphTask can raise its tasks' depth in place.
         if is_shutdown:
-            self.key = (0, 0, 0)
+            self.key = [0, 0, 0]
         elif fn is None:
-            self.key = (1, 0, 0)
+            self.key = [1, 0, 0]
         else:
-            self.key = (2, -graph_task.reentrant_depth, -fn._seq)
+            self.key = [2, -graph_task.reentrant_depth, -fn._seq]
 
     def __lt__(self, other: NodeTask) -> bool:
         return self.key < other.key
 
     @property
     def graph_task(self) -> GraphTask | None:
-        """The task's GraphTask, or None once it is gone."""
-        ref = self.graph_task_ref
-        return ref() if ref is not None else None
+        """The task's GraphTask, or None once it is gone (its backward call has returned or raised)."""
+        owner = self.owner
+        return None if owner is None or owner.gone else owner
 
     @property
     def priority(self) -> tuple[int, int]:
-        """(reentrant depth, seq_nr) as the queue compares them; dummy tasks report (-1, -1)."""
+        """(reentrant depth, seq_nr) as the queue compares them now; dummy tasks report (-1, -1)."""
         if self.fn is None:
             return (-1, -1)
         return (-self.key[1], -self.key[2])
@@ -180,6 +183,7 @@ class GraphTask:
         self.has_error = False
         self.error: BaseException | None = None
         self.future_completed = False
+        self.gone = False
         self._post_processed = False
         self.owner = NO_DEVICE
         self.final_callbacks: list = []
@@ -250,6 +254,20 @@ class GraphTask:
                 if stack and should_execute(fn):
                     mark_needed(stack[-1][0])
 
+    def mark_gone(self) -> None:
+        """The backward call is over: the GraphTask is gone, as when PyTorch frees it (facts §4.1, §4.6).
+
+        Tasks it left in a queue (after an error) now compare as depth INT_MAX, so they surface first
+        and are discarded. Their keys change in place, without re-heapifying, exactly as the answers of
+        PyTorch's comparator change under a heap that is not rebuilt.
+        """
+        self.gone = True
+        queue = self.cpu_ready_queue
+        with queue.cond:
+            for task in queue.heap:
+                if task.owner is self and task.fn is not None:
+                    task.key[1] = -INT_MAX
+
     def set_exception(self, error: BaseException, fn: Node | None) -> None:
         """Record the first error, complete the future with it (facts §8.1)."""
         with self.mutex:
@@ -310,7 +328,8 @@ def _print_anomaly_stack(fn: Node) -> None:
 
 
 # -- hooks ----------------------------------------------------------------------------------------------------
-def _check_single_result(original: Any, result: Any, hook: Any) -> None:
+def check_single_result(original: Any, result: Any, hook: Any) -> None:
+    """Refuse a hook result that changes a grad's presence, type, device or size (python_hook.cpp)."""
     from ._tensor import Tensor
 
     if result is None:
@@ -342,7 +361,7 @@ def _check_tuple_result(prev: tuple, result: Any, hook: Any) -> None:
         raise RuntimeError(f"hook '{hook_name(hook)}' has returned an incorrect number of values (got "
                            f"{len(result)}, but expected {len(prev)})")
     for p, r in zip(prev, result):
-        _check_single_result(p, r, hook)
+        check_single_result(p, r, hook)
 
 
 def call_tensor_pre_hooks(fn: Node, inputs: list, graph_task: GraphTask | None) -> list:
@@ -357,7 +376,7 @@ def call_tensor_pre_hooks(fn: Node, inputs: list, graph_task: GraphTask | None) 
                 _observer.notify("hook_ran", graph_task, fn, "tensor_pre", hook)
             if res is None or res is value:
                 continue
-            _check_single_result(value, res, hook)
+            check_single_result(value, res, hook)
             value, changed = res, True
         if changed:
             inputs = list(inputs)
@@ -655,10 +674,14 @@ def execute(root_edges: list, inputs: list, keep_graph: bool, create_graph: bool
         buffer.add(root_edges[0][1], inputs[0])
     else:
         buffer = InputBuffer(0)
-    execute_with_graph_task(graph_task, graph_root, buffer)
-    graph_task.done.wait()
-    if graph_task.error is not None:
-        raise graph_task.error
+    try:
+        execute_with_graph_task(graph_task, graph_root, buffer)
+        graph_task.done.wait()
+    finally:
+        graph_task.mark_gone()
+    error, graph_task.error = graph_task.error, None  # no cycle through the traceback
+    if error is not None:
+        raise error
     return graph_task.captured_vars
 
 

@@ -3,7 +3,7 @@
 Imports numpy and the standard library only. Formulas are written in engine ops so that, under
 create_graph, they record the same nodes in the same order as PyTorch's derivative formulas. Where a
 formula computes several input grads, the order is the one PyTorch's generated code uses (measured on
-2.13: `mul`, `div`, `pow`, `where`, `mm` compute the second input's grad first; `dot`, `mv`, `addmm`,
+2.13: `mul`, `div`, `pow`, `where`, `maximum`, `mm` compute the second input's grad first; `dot`, `mv`, `addmm`,
 `mse_loss` the first's). C++ evaluates the operands of `a * b` right to left, so `right` is built first.
 """
 from __future__ import annotations
@@ -354,10 +354,10 @@ class MaximumBackward0(_Generated):
         return F.masked_fill(w, F.compare(ufunc, s, o), 0)
 
     def formulas(self, grad, out):
-        if self.should_compute_output(0):
-            out[0] = self._part(grad, np.less)
         if self.should_compute_output(1):
             out[1] = self._part(grad, np.greater)
+        if self.should_compute_output(0):
+            out[0] = self._part(grad, np.less)
 
 
 # -- linear algebra -------------------------------------------------------------------------------------
@@ -563,6 +563,7 @@ class CloneBackward0(_Generated):
 
 class CopyBackwards(_Generated):
     __slots__ = ("src_dtype",)
+    _name = "torch::autograd::CopyBackwards"
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -696,10 +697,10 @@ class LogSoftmaxBackwardDataBackward0(_Generated):
 
     def formulas(self, grad, out):
         go, o, d = self.grad_output, self.output, self.dim
-        if self.should_compute_output(0):
-            out[0] = F.log_softmax_backward_data(grad, o, d)
-        if self.should_compute_output(1):
-            out[1] = F.mul(F.neg(F.mul(grad, F.exp(o))), F.sum(go, d, keepdim=True))
+        if self.should_compute_output(0):  # grad - (grad * output.exp()).sum(dim, true)
+            out[0] = F.sub(grad, F.sum(F.mul(grad, F.exp(o)), d, keepdim=True))
+        if self.should_compute_output(1):  # -grad_output.sum(dim, true) * output.exp() * grad
+            out[1] = F.mul(F.mul(F.neg(F.sum(go, d, keepdim=True)), F.exp(o)), grad)
 
 
 class MseLossBackwardBackward0(_Generated):

@@ -292,8 +292,13 @@ class AccumulateGrad(Node):
                 _observer.notify("grad_accumulated", self, variable, variable._grad)
         hooks = variable._post_acc_hooks
         if hooks:
+            from ._engine import check_single_result
+
             for hook in list(hooks.values()):
-                if hook(variable) is not None:
+                res = hook(variable)
+                if res is not None and res is not variable:
+                    # PyTorch runs these through its generic hook checks, then refuses any change.
+                    check_single_result(variable, res, hook)
                     raise RuntimeError("Tensor post accumulate grad hooks should return None.")
                 if _observer.observers:
                     _observer.notify("hook_ran", tls.current_graph_task, self, "post_accumulate_grad", hook)

@@ -189,7 +189,7 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
 
         if any(r is None and not isinstance(inputs[i], Tensor) for i, r in enumerate(result)):
             raise RuntimeError("materialize_grads cannot be used when the given input is a GradientEdge")
-        result = tuple(r if r is not None else _factories.zeros_like(inp, requires_grad=True)
+        result = tuple(r if r is not None else _factories.zeros_like(inp)
                        for r, inp in zip(result, inputs))
     return result
 

@@ -1,0 +1,101 @@
+"""Hypothesis strategies and settings shared by the test suite.
+
+Importing this module registers the "ci" and "dev" settings profiles and loads one of them ("ci" unless
+the HYPOTHESIS_PROFILE environment variable names another). Everything here draws float64 numpy arrays
+that are small (0 to 3 dims, each of size 1..4) and finite, so gradient checks by finite differences stay
+fast and well conditioned.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+# -- settings profiles ----------------------------------------------------------------------------------
+_COMMON = dict(deadline=None, max_examples=25, suppress_health_check=[HealthCheck.too_slow],
+               print_blob=True)
+settings.register_profile("ci", **_COMMON)
+settings.register_profile("dev", **_COMMON)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# -- bounds ---------------------------------------------------------------------------------------------
+LIMIT = 3.0
+"""Elements are drawn from [-LIMIT, LIMIT]."""
+
+MAX_DIMS = 3
+MAX_SIDE = 4
+
+
+# -- shapes ---------------------------------------------------------------------------------------------
+def shapes(min_dims: int = 0, max_dims: int = MAX_DIMS, min_side: int = 1, max_side: int = MAX_SIDE):
+    """Small shapes: `min_dims`..`max_dims` dims, each of size `min_side`..`max_side`."""
+    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
+
+
+def broadcastable_shape_pairs(num_shapes: int = 2, min_dims: int = 0, max_dims: int = MAX_DIMS):
+    """Tuples of `num_shapes` shapes that broadcast together under numpy's rules (sizes 1..MAX_SIDE)."""
+    return hnp.mutually_broadcastable_shapes(num_shapes=num_shapes, min_dims=min_dims, max_dims=max_dims,
+                                             min_side=1, max_side=MAX_SIDE).map(lambda b: b.input_shapes)
+
+
+def broadcast_to_shape(shape: tuple[int, ...]):
+    """Shapes that broadcast *to* `shape` exactly: a suffix of `shape` with some sizes replaced by 1."""
+    @st.composite
+    def _draw(draw):
+        n = draw(st.integers(0, len(shape)))
+        tail = shape[len(shape) - n:]
+        return tuple(1 if draw(st.booleans()) else s for s in tail)
+
+    return _draw()
+
+
+# -- elements -------------------------------------------------------------------------------------------
+def floats(lo: float = -LIMIT, hi: float = LIMIT):
+    """Finite float64 scalars in [lo, hi] (no NaN, no inf, no subnormals)."""
+    return st.floats(lo, hi, allow_nan=False, allow_infinity=False, allow_subnormal=False, width=64)
+
+
+def away_from_zero(lo: float = 0.2, hi: float = LIMIT):
+    """Finite floats with lo <= |x| <= hi, either sign (for denominators and kinks at 0)."""
+    return st.tuples(floats(lo, hi), st.booleans()).map(lambda t: t[0] if t[1] else -t[0])
+
+
+def positive(lo: float = 0.2, hi: float = LIMIT):
+    """Finite floats in [lo, hi] with lo > 0 (for log, sqrt and the base of a tensor power)."""
+    return floats(lo, hi)
+
+
+# -- arrays ---------------------------------------------------------------------------------------------
+def arrays(shape, elements=None, unique: bool = False):
+    """float64 arrays of `shape` (a tuple or a strategy of tuples) with finite, bounded elements."""
+    return hnp.arrays(np.float64, shape, elements=elements if elements is not None else floats(),
+                      unique=unique)
+
+
+def arrays_of(shape_strategy=None, elements=None):
+    """Finite bounded float64 arrays of any small shape."""
+    return arrays(shape_strategy if shape_strategy is not None else shapes(), elements)
+
+
+def broadcastable_array_pairs(num_shapes: int = 2, elements=None, min_dims: int = 0,
+                              max_dims: int = MAX_DIMS):
+    """Tuples of `num_shapes` float64 arrays whose shapes broadcast together."""
+    @st.composite
+    def _draw(draw):
+        shps = draw(broadcastable_shape_pairs(num_shapes, min_dims, max_dims))
+        if elements is None or not isinstance(elements, (list, tuple)):
+            elems = [elements] * num_shapes
+        else:
+            elems = list(elements)
+        return tuple(draw(arrays(s, e)) for s, e in zip(shps, elems))
+
+    return _draw()
+
+
+def dims_of(ndim: int):
+    """A valid (possibly negative) dim index for a tensor of `ndim` dims (0-dim tensors accept -1, 0)."""
+    n = max(ndim, 1)
+    return st.integers(-n, n - 1)
