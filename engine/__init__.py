@@ -19,6 +19,7 @@ from ._ops import (abs, argmax, cat, clone, cos, dot, exp, flatten, isnan, log, 
 from ._ops import t as t
 from ._state import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._tensor import Tensor
+from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
 
 _tensor_methods.install()
 
@@ -37,4 +38,5 @@ __all__ = [
     "matmul", "mm", "mv", "dot", "cat", "stack", "where", "maximum", "max", "argmax", "sum", "mean", "pow",
     "reshape", "flatten", "transpose", "t", "squeeze", "unsqueeze", "clone", "softmax", "log_softmax", "isnan",
     "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled", "autograd", "nn", "add_observer",
+    "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
 ]

@@ -350,8 +350,9 @@ def check_single_result(original: Any, result: Any, hook: Any) -> None:
 
 
 def _type_string(t: Any) -> str:
-    backend = "CUDA" if t._device.startswith("cuda") else "CPU"
-    return backend + {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}[t.dtype.name] + "Type"
+    """PyTorch's legacy type name, as hook messages print it: torch.FloatTensor, torch.cuda.DoubleTensor."""
+    kind = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}[t.dtype.name]
+    return ("torch.cuda." if t._device.startswith("cuda") else "torch.") + kind + "Tensor"
 
 
 def _check_tuple_result(prev: tuple, result: Any, hook: Any) -> None:

@@ -191,7 +191,7 @@ class Node:
         return True
 
     def __repr__(self) -> str:
-        return f"<{self.name()} object at {id(self):#x}>"
+        return f"<{type(self).__name__} object at {id(self):#x}>"
 
     def __getattr__(self, attr: str) -> Any:
         # `_saved_self` and friends, as generated nodes expose them.

@@ -101,3 +101,8 @@ class set_grad_enabled(_GradModeContext):
 
     def __enter__(self) -> None:
         tls.grad_enabled = self._mode
+
+    def __call__(self, fn):
+        # As a decorator, the mode set by the constructor is undone at once (torch does the same).
+        tls.grad_enabled = self._prev
+        return super().__call__(fn)

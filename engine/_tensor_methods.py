@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import _ops
+from ._dtype import bool_, float32, float64, int64
 from ._tensor import Tensor
 
 
@@ -89,8 +90,8 @@ _METHODS = {
     "log_softmax": lambda s, dim, dtype=None: _ops.log_softmax(s, dim, dtype),
     "masked_fill": _ops.masked_fill, "isnan": _ops.isnan,
     "to": _ops.to,
-    "float": lambda s: _ops.to(s, "float32"), "double": lambda s: _ops.to(s, "float64"),
-    "long": lambda s: _ops.to(s, "int64"), "bool": lambda s: _ops.to(s, "bool"),
+    "float": lambda s: _ops.to(s, dtype=float32), "double": lambda s: _ops.to(s, dtype=float64),
+    "long": lambda s: _ops.to(s, dtype=int64), "bool": lambda s: _ops.to(s, dtype=bool_),
     "cpu": lambda s: _ops.to(s, "cpu"),
     "cuda": lambda s, device=None: _ops.to(s, "cuda" if device is None else
                                            (f"cuda:{device}" if isinstance(device, int) else device)),

@@ -62,6 +62,10 @@ class BackwardCFunction(Node, FunctionCtx):
     def name(self) -> str:
         return type(self).__name__
 
+    def __repr__(self) -> str:
+        cls = type(self)
+        return f"<{cls.__module__}.{cls.__qualname__} object at {id(self):#x}>"
+
     def apply(self, grads: list) -> list:  # type: ignore[override]
         """PyNode::apply: materialise grads, call backward, check and map the result (facts §10.5–§10.6)."""
         args = []
@@ -108,8 +112,8 @@ class FunctionMeta(type):
     """Gives every Function subclass its `<Name>Backward` node class."""
 
     def __init__(cls, name: str, bases: tuple, attrs: dict) -> None:
-        cls._backward_cls = type(name + "Backward", (BackwardCFunction,), {"_forward_cls": cls,
-                                                                           "__module__": cls.__module__})
+        # Like PyTorch's, the node type lives in this module: engine.autograd.function.<Name>Backward.
+        cls._backward_cls = type(name + "Backward", (BackwardCFunction,), {"_forward_cls": cls})
         super().__init__(name, bases, attrs)
 
 

@@ -179,14 +179,16 @@ def test_detect_anomaly_warns_on_entry():
     assert (UserWarning, ANOMALY_ENABLED) in msgs
 
 
-def test_anomaly_enabled_only_inside_block():
-    """§8.3: anomaly mode is on inside detect_anomaly() and off again after it."""
-    assert torch.autograd.is_anomaly_enabled() is False
+def test_anomaly_mode_only_inside_block():
+    """§8.3: nodes get metadata['traceback_'] only while inside detect_anomaly(); after the block they get {} again."""
+    x = torch.ones(2, requires_grad=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.autograd.detect_anomaly():
-            assert torch.autograd.is_anomaly_enabled() is True
-    assert torch.autograd.is_anomaly_enabled() is False
+            inside = x.exp()
+    after = x.exp()
+    assert "traceback_" in inside.grad_fn.metadata
+    assert after.grad_fn.metadata == {}
 
 
 def test_nodes_store_traceback_under_anomaly():

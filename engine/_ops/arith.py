@@ -1,0 +1,186 @@
+"""Arithmetic ops (+ - * / **, reciprocal, neg) and the scalar forms derivative formulas use.
+
+Imports numpy and the standard library only.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import _functions as fn
+from .._tensor import Tensor
+from ._common import _binary, _check_device, _float_data, _out, _pair, needs_grad, record, scalar_tensor
+
+
+def add(a: Any, b: Any, alpha: float = 1) -> Tensor:
+    """a + alpha * b → AddBackward0 (a Python scalar still gets a slot)."""
+    a, b = _pair(a, b)
+    node = fn.AddBackward0() if needs_grad(a, b) else None
+    data = _binary(np.add, a, b) if alpha == 1 else _binary(lambda x, y: x + alpha * y, a, b)
+    out = _out(data, a if not a._is_wrapped_number else b)
+    if node is not None:
+        node.alpha = alpha
+        record(node, (a, b), out)
+    return out
+
+def sub(a: Any, b: Any, alpha: float = 1) -> Tensor:
+    """a - alpha * b → SubBackward0."""
+    a, b = _pair(a, b)
+    if a._data.dtype == np.bool_ and b._data.dtype == np.bool_:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+                           "`^` or `logical_xor()` operator instead.")
+    node = fn.SubBackward0() if needs_grad(a, b) else None
+    data = _binary(np.subtract, a, b) if alpha == 1 else _binary(lambda x, y: x - alpha * y, a, b)
+    out = _out(data, a if not a._is_wrapped_number else b)
+    if node is not None:
+        node.alpha = alpha
+        record(node, (a, b), out)
+    return out
+
+def rsub(a: Tensor, other: Any, alpha: float = 1) -> Tensor:
+    """other - alpha * a for a Python scalar `other` → RsubBackward1 (one slot)."""
+    b = scalar_tensor(other, a)
+    node = fn.RsubBackward1() if needs_grad(a) else None
+    out = _out(_binary(lambda x, y: y - alpha * x, a, b), a)
+    if node is not None:
+        node.alpha = alpha
+        record(node, (a,), out)
+    return out
+
+def mul(a: Any, b: Any) -> Tensor:
+    """a * b → MulBackward0."""
+    a, b = _pair(a, b)
+    node = fn.MulBackward0() if needs_grad(a, b) else None
+    out = _out(_binary(np.multiply, a, b), a if not a._is_wrapped_number else b)
+    if node is not None:
+        # Saved only when needed for the other input's grad, as the generated code does.
+        node.self = a if b._requires_grad else None
+        node.other = b if a._requires_grad else None
+        record(node, (a, b), out)
+    return out
+
+def mul_scalar(a: Tensor, s: float) -> Tensor:
+    """a * s for a C++ double inside a derivative formula → MulBackward1 (one slot)."""
+    node = fn.MulBackward1() if needs_grad(a) else None
+    out = _out(_binary(np.multiply, a, scalar_tensor(s, a)), a)
+    if node is not None:
+        node.other = s
+        record(node, (a,), out)
+    return out
+
+def div(a: Any, b: Any) -> Tensor:
+    """a / b (true division) → DivBackward0."""
+    a, b = _pair(a, b)
+    node = fn.DivBackward0() if needs_grad(a, b) else None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        data = _binary(np.true_divide, a, b, float_only=True)
+    out = _out(data, a if not a._is_wrapped_number else b)
+    if node is not None:
+        node.self = a if b._requires_grad else None
+        node.other = b
+        record(node, (a, b), out)
+    return out
+
+def div_scalar(a: Tensor, s: float) -> Tensor:
+    """a / s inside a derivative formula → DivBackward1."""
+    node = fn.DivBackward1() if needs_grad(a) else None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = _out(_binary(np.true_divide, a, scalar_tensor(s, a), float_only=True), a)
+    if node is not None:
+        node.other = s
+        record(node, (a,), out)
+    return out
+
+def sub_scalar(a: Tensor, s: float) -> Tensor:
+    """a - s inside a derivative formula → SubBackward1."""
+    node = fn.SubBackward1() if needs_grad(a) else None
+    out = _out(_binary(np.subtract, a, scalar_tensor(s, a)), a)
+    if node is not None:
+        record(node, (a,), out)
+    return out
+
+def add_scalar(a: Tensor, s: float) -> Tensor:
+    """a + s inside a derivative formula → AddBackward1."""
+    node = fn.AddBackward1() if needs_grad(a) else None
+    out = _out(_binary(np.add, a, scalar_tensor(s, a)), a)
+    if node is not None:
+        record(node, (a,), out)
+    return out
+
+def rdiv(a: Tensor, other: Any) -> Tensor:
+    """other / a for a Python scalar: reciprocal then multiply, as PyTorch does."""
+    return mul(reciprocal(a), other)
+
+def reciprocal(a: Tensor) -> Tensor:
+    """1 / a → ReciprocalBackward0."""
+    node = fn.ReciprocalBackward0() if needs_grad(a) else None
+    with np.errstate(divide="ignore"):
+        out = _out(np.reciprocal(_float_data(a)), a)
+    if node is not None:
+        node.result = out
+        record(node, (a,), out)
+    return out
+
+def neg(a: Tensor) -> Tensor:
+    """-a → NegBackward0."""
+    if a._data.dtype == np.bool_:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
+                           "to invert a mask, use the `~` or `logical_not()` operator instead.")
+    node = fn.NegBackward0() if needs_grad(a) else None
+    out = _out(np.negative(a._data), a)
+    if node is not None:
+        record(node, (a,), out)
+    return out
+
+def pow(a: Any, exponent: Any) -> Tensor:  # noqa: A001 - PyTorch's name
+    """a ** exponent: PowBackward0 (scalar exponent), PowBackward1 (tensor), PowBackward2 (scalar base)."""
+    if not isinstance(a, Tensor):
+        return _pow_scalar_base(a, exponent)
+    if isinstance(exponent, Tensor):
+        return _pow_tensor(a, exponent)
+    return _pow_scalar_exp(a, exponent)
+
+def _pow_scalar_exp(a: Tensor, exponent: float) -> Tensor:
+    node = fn.PowBackward0() if needs_grad(a) else None
+    e = scalar_tensor(exponent, a)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = _out(_binary(np.power, a, e), a)
+    if node is not None:
+        node.self = a
+        node.exponent = exponent
+        record(node, (a,), out)
+    return out
+
+def _pow_tensor(a: Tensor, e: Tensor) -> Tensor:
+    node = fn.PowBackward1() if needs_grad(a, e) else None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = _out(_binary(np.power, a, e), a)
+    if node is not None:
+        node.self, node.exponent, node.result = a, e, out
+        record(node, (a, e), out)
+    return out
+
+def _pow_scalar_base(base: float, e: Tensor) -> Tensor:
+    node = fn.PowBackward2() if needs_grad(e) else None
+    b = scalar_tensor(base, e)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        out = _out(_binary(np.power, b, e, float_only=e._data.dtype.kind == "f"), e)
+    if node is not None:
+        node.self, node.exponent, node.result = base, e, out
+        record(node, (e,), out)
+    return out
+
+def compare(np_fn, a: Any, b: Any) -> Tensor:
+    """Elementwise comparison: a bool tensor, never recorded."""
+    a, b = _pair(a, b)
+    _check_device(a, b)
+    return _out(np_fn(a._data, b._data), a if not a._is_wrapped_number else b)
+
+def logical_and(a: Tensor, b: Tensor) -> Tensor:
+    """Elementwise and of truth values (no grad)."""
+    return compare(np.logical_and, a, b)
+
+def isnan(a: Tensor) -> Tensor:
+    """Elementwise NaN test (no grad)."""
+    return _out(np.isnan(a._data), a)

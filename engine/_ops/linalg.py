@@ -1,0 +1,133 @@
+"""Matrix products: mm, dot, mv, matmul, addmm and nn.functional.linear.
+
+Imports numpy and the standard library only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _functions as fn
+from .._tensor import Tensor
+from ._common import _check_device, _out, _strides, needs_grad, record
+from .arith import add
+from .shape import _unsafe_view, reshape, squeeze_dims, t, unsqueeze, view
+
+
+def mm(a: Tensor, b: Tensor) -> Tensor:
+    """Matrix product of two 2-D tensors → MmBackward0."""
+    if a._data.ndim != 2:
+        raise RuntimeError("self must be a matrix")
+    if b._data.ndim != 2:
+        raise RuntimeError("mat2 must be a matrix")
+    if a._data.shape[1] != b._data.shape[0]:
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({a._data.shape[0]}x{a._data.shape[1]} and "
+            f"{b._data.shape[0]}x{b._data.shape[1]})")
+    _check_same_dtype(a, b, "expected m1 and m2 to have the same dtype")
+    _check_device(a, b)
+    node = fn.MmBackward0() if needs_grad(a, b) else None
+    out = _out(a._data @ b._data, a)
+    if node is not None:
+        node.self = a if b._requires_grad else None
+        node.mat2 = b if a._requires_grad else None
+        node.self_sym_sizes, node.self_sym_strides = a._data.shape, _strides(a)
+        node.mat2_sym_sizes, node.mat2_sym_strides = b._data.shape, _strides(b)
+        record(node, (a, b), out)
+    return out
+
+def _check_same_dtype(a: Tensor, b: Tensor, msg: str) -> None:
+    if a._data.dtype != b._data.dtype:
+        raise RuntimeError(f"{msg}, but got: {a.dtype.name.title()} != {b.dtype.name.title()}".replace(
+            "Float32", "float").replace("Float64", "double"))
+
+def dot(a: Tensor, b: Tensor) -> Tensor:
+    """Inner product of two 1-D tensors → DotBackward0."""
+    if a._data.ndim != 1 or b._data.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a._data.ndim}D and {b._data.ndim}D tensors")
+    if a._data.shape[0] != b._data.shape[0]:
+        raise RuntimeError(
+            "inconsistent tensor size, expected tensor [%d] and src [%d] to have the same number of elements, "
+            "but got %d and %d elements respectively" % (a._data.shape[0], b._data.shape[0], a._data.shape[0],
+                                                        b._data.shape[0]))
+    node = fn.DotBackward0() if needs_grad(a, b) else None
+    out = _out(np.dot(a._data, b._data), a)
+    if node is not None:
+        node.self = a if b._requires_grad else None
+        node.tensor = b if a._requires_grad else None
+        record(node, (a, b), out)
+    return out
+
+def mv(a: Tensor, v: Tensor) -> Tensor:
+    """Matrix-vector product → MvBackward0."""
+    if a._data.ndim != 2 or v._data.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a._data.ndim}, {v._data.ndim}")
+    if a._data.shape[1] != v._data.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({a._data.shape[0]}), mat ({a._data.shape[0]}x"
+                           f"{a._data.shape[1]}), vec ({v._data.shape[0]})")
+    node = fn.MvBackward0() if needs_grad(a, v) else None
+    out = _out(a._data @ v._data, a)
+    if node is not None:
+        node.self = a if v._requires_grad else None
+        node.vec = v if a._requires_grad else None
+        record(node, (a, v), out)
+    return out
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """PyTorch's matmul dispatch: dot, mv, mm, and the folded N-D @ 2-D case."""
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError("matmul(): argument 'other' (position 1) must be Tensor")
+    da, db = a._data.ndim, b._data.ndim
+    if da == 0 or db == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {da}D and {db}D")
+    if da == 1 and db == 1:
+        return dot(a, b)
+    if da == 2 and db == 1:
+        return mv(a, b)
+    if da == 1 and db == 2:
+        return squeeze_dims(mm(unsqueeze(a, 0), b), (0,))
+    if da == 2 and db == 2:
+        return mm(a, b)
+    if da >= 3 and db <= 2:
+        # Fold the batch dims into rows, as at::matmul does, and unfold with _unsafe_view.
+        lead = a._data.shape[:-1]
+        folded = reshape(a, (-1, a._data.shape[-1]))
+        if db == 1:
+            res = mv(folded, b)
+            return _unsafe_view(res, lead)
+        res = mm(folded, b)
+        return _unsafe_view(res, lead + (b._data.shape[-1],))
+    raise NotImplementedError(
+        f"engine.matmul supports 1-D and 2-D operands and N-D @ 2-D; got {da}-D @ {db}-D")
+
+def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: float = 1) -> Tensor:
+    """beta * bias + alpha * (mat1 @ mat2) → AddmmBackward0 with edges (bias, mat1, mat2)."""
+    if mat1._data.ndim != 2 or mat2._data.ndim != 2:
+        raise RuntimeError("mat1 must be a matrix, got %d-D tensor" % mat1._data.ndim)
+    if mat1._data.shape[1] != mat2._data.shape[0]:
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({mat1._data.shape[0]}x{mat1._data.shape[1]} and "
+            f"{mat2._data.shape[0]}x{mat2._data.shape[1]})")
+    node = fn.AddmmBackward0() if needs_grad(bias, mat1, mat2) else None
+    prod = mat1._data @ mat2._data
+    data = beta * bias._data + alpha * prod if (beta != 1 or alpha != 1) else bias._data + prod
+    out = _out(np.broadcast_to(data, prod.shape).astype(prod.dtype), mat1)
+    if node is not None:
+        node.mat1 = mat1 if mat2._requires_grad else None
+        node.mat2 = mat2 if mat1._requires_grad else None
+        node.alpha, node.beta = alpha, beta
+        node.mat1_sym_sizes, node.mat1_sym_strides = mat1._data.shape, _strides(mat1)
+        node.mat2_sym_sizes, node.mat2_sym_strides = mat2._data.shape, _strides(mat2)
+        record(node, (bias, mat1, mat2), out)
+    return out
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """x @ weight.t() + bias, decomposed the way PyTorch 2.13 records it."""
+    if x._data.ndim == 2 and bias is not None:
+        return addmm(bias, x, t(weight))
+    if bias is not None and x._data.flags.c_contiguous and x._data.ndim >= 1:
+        lead = x._data.shape[:-1]
+        flat = view(x, (-1, x._data.shape[-1]))
+        res = addmm(bias, flat, t(weight))
+        return view(res, lead + (weight._data.shape[0],))
+    out = matmul(x, t(weight))
+    return add(out, bias) if bias is not None else out

@@ -1,0 +1,111 @@
+"""where, masked_fill, softmax, log_softmax and mse_loss.
+
+Imports numpy and the standard library only.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .. import _functions as fn
+from .._tensor import Tensor, _wrap_dim
+from ._common import _arr, _dtype_title, _float_data, _out, _pair, needs_grad, record, result_dtype, scalar_tensor
+from .shape import to
+
+
+def where(condition: Tensor, a: Any, b: Any) -> Tensor:
+    """Pick from `a` where `condition`, else from `b` → WhereBackward0 with slots (a, b)."""
+    if not isinstance(condition, Tensor):
+        raise TypeError("where(): argument 'condition' must be Tensor")
+    if condition._data.dtype != np.bool_:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                           f"{_dtype_title(condition)}")
+    a, b = _pair(a, b) if isinstance(a, Tensor) or isinstance(b, Tensor) else _pair(
+        scalar_tensor(a, condition), b)
+    node = fn.WhereBackward0() if needs_grad(a, b) else None
+    dt = result_dtype(a, b)
+    out = _out(np.where(condition._data, a._data, b._data).astype(dt, copy=False), condition)
+    if node is not None:
+        node.condition = condition
+        record(node, (a, b), out)
+    return out
+
+def masked_fill(a: Tensor, mask: Tensor, value: Any) -> Tensor:
+    """Fill where `mask` with a number (MaskedFillBackward0) or a 0-dim tensor (MaskedFillBackward1)."""
+    if isinstance(value, Tensor) and value._data.ndim != 0:
+        raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value._data.ndim} dimension(s).")
+    if isinstance(value, Tensor):
+        node = fn.MaskedFillBackward1() if needs_grad(a, value) else None
+        out = _out(np.where(mask._data, value._data.astype(a._data.dtype), a._data), a)
+        if node is not None:
+            node.mask = mask
+            record(node, (a, value), out)
+        return out
+    node = fn.MaskedFillBackward0() if needs_grad(a) else None
+    out = _out(np.where(mask._data, np.asarray(value, dtype=a._data.dtype), a._data), a)
+    if node is not None:
+        node.mask = mask
+        record(node, (a,), out)
+    return out
+
+def _softmax_np(x: np.ndarray, d: int) -> np.ndarray:
+    if x.ndim == 0:
+        return np.ones_like(x)
+    shifted = x - x.max(axis=d, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=d, keepdims=True)
+
+def softmax(a: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    """Softmax along `dim` → SoftmaxBackward0."""
+    if dtype is not None:
+        a = to(a, dtype)
+    d = _wrap_dim(dim, a._data.ndim)
+    node = fn.SoftmaxBackward0() if needs_grad(a) else None
+    out = _out(_softmax_np(_float_data(a), d), a)
+    if node is not None:
+        node.dim, node.result = d, out
+        record(node, (a,), out)
+    return out
+
+def _log_softmax_np(x: np.ndarray, d: int) -> np.ndarray:
+    if x.ndim == 0:
+        return np.zeros_like(x)
+    shifted = x - x.max(axis=d, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=d, keepdims=True))
+
+def log_softmax(a: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    """Log-softmax along `dim` → LogSoftmaxBackward0."""
+    if dtype is not None:
+        a = to(a, dtype)
+    d = _wrap_dim(dim, a._data.ndim)
+    node = fn.LogSoftmaxBackward0() if needs_grad(a) else None
+    out = _out(_log_softmax_np(_float_data(a), d), a)
+    if node is not None:
+        node.dim, node.result = d, out
+        record(node, (a,), out)
+    return out
+
+_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+def mse_loss(a: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Mean squared error → MseLossBackward0 with slots (input, target)."""
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if a._data.shape != target._data.shape:
+        import warnings
+
+        warnings.warn(
+            f"Using a target size ({target.shape}) that is different to the input size ({a.shape}). This will "
+            "likely lead to incorrect results due to broadcasting. Please ensure they have the same size.",
+            UserWarning, stacklevel=3)
+    node = fn.MseLossBackward0() if needs_grad(a, target) else None
+    diff = np.square(a._data - target._data)
+    data = diff if reduction == "none" else (diff.mean() if reduction == "mean" else diff.sum())
+    out = _out(_arr(data).astype(result_dtype(a, target), copy=False), a)
+    if node is not None:
+        node.self, node.target, node.reduction = a, target, _REDUCTIONS[reduction]
+        record(node, (a, target), out)
+    return out

@@ -1,0 +1,348 @@
+"""Views and shape ops: t, permute, transpose, view, reshape, squeeze, expand, indexing, cat, stack, clone, to.
+
+Imports numpy and the standard library only.
+"""
+from __future__ import annotations
+
+import builtins
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import _functions as fn
+from .._dtype import as_dtype
+from .._tensor import Tensor, _wrap_dim, make_tensor
+from ._common import _out, _shape_args, needs_grad, record
+
+
+def t(a: Tensor) -> Tensor:
+    """Transpose of a tensor with at most 2 dims → TBackward0."""
+    if a._data.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {a._data.ndim}D")
+    node = fn.TBackward0() if needs_grad(a) else None
+    out = _out(a._data.T, a)
+    if node is not None:
+        record(node, (a,), out)
+    return out
+
+def permute(a: Tensor, dims: Sequence[int]) -> Tensor:
+    """Reorder dims → PermuteBackward0."""
+    nd = a._data.ndim
+    if len(dims) != nd:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
+                           f"length of the desired ordering of dimensions i.e. input.dim() = {nd} is not equal "
+                           f"to len(dims) = {len(dims)}")
+    dims = tuple(_wrap_dim(d, nd) for d in dims)
+    node = fn.PermuteBackward0() if needs_grad(a) else None
+    out = _out(np.transpose(a._data, dims), a)
+    if node is not None:
+        node.dims = dims
+        record(node, (a,), out)
+    return out
+
+def transpose(a: Tensor, dim0: int, dim1: int) -> Tensor:
+    """Swap two dims → TransposeBackward0."""
+    nd = a._data.ndim
+    d0, d1 = _wrap_dim(dim0, nd), _wrap_dim(dim1, nd)
+    node = fn.TransposeBackward0() if needs_grad(a) else None
+    out = _out(np.swapaxes(a._data, d0, d1) if nd else a._data, a)
+    if node is not None:
+        node.dim0, node.dim1 = d0, d1
+        record(node, (a,), out)
+    return out
+
+def _infer_shape(shape: Sequence[int], numel: int) -> tuple[int, ...]:
+    shape = tuple(int(s) for s in shape)
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s != -1:
+            known *= s
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    elif known != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return shape
+
+def _as_view(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """A view of `data` with `shape`, or None when the strides do not allow one (torch's view rule)."""
+    v = data.view()
+    try:
+        v.shape = shape
+    except AttributeError:
+        return None
+    return v
+
+def view(a: Tensor, *shape: Any) -> Tensor:
+    """Reshape without copying → ViewBackward0; refuses incompatible strides like PyTorch."""
+    shape = _infer_shape(_shape_args(shape), a._data.size)
+    data = _as_view(a._data, shape)
+    if data is None:
+        raise RuntimeError(
+            "view size is not compatible with input tensor's size and stride (at least one dimension spans "
+            "across two contiguous subspaces). Use .reshape(...) instead.")
+    return _view_of(a, data)
+
+def _view_of(a: Tensor, data: np.ndarray) -> Tensor:
+    node = fn.ViewBackward0() if needs_grad(a) else None
+    out = _out(data, a)
+    if node is not None:
+        node.self_sym_sizes = a._data.shape
+        record(node, (a,), out)
+    return out
+
+def reshape(a: Tensor, *shape: Any) -> Tensor:
+    """A view when the strides allow (ViewBackward0), else a clone then _unsafe_view."""
+    shape = _infer_shape(_shape_args(shape), a._data.size)
+    data = _as_view(a._data, shape)
+    if data is not None:
+        return _view_of(a, data)
+    return _unsafe_view(clone(a), shape)
+
+def _unsafe_view(a: Tensor, shape: tuple[int, ...]) -> Tensor:
+    node = fn.UnsafeViewBackward0() if needs_grad(a) else None
+    out = _out(np.ascontiguousarray(a._data).reshape(shape), a)
+    if node is not None:
+        node.self_sym_sizes = a._data.shape
+        record(node, (a,), out)
+    return out
+
+def flatten(a: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge dims start..end into one (a reshape)."""
+    nd = a._data.ndim
+    if nd == 0:
+        return reshape(a, (1,))
+    s, e = _wrap_dim(start_dim, nd), _wrap_dim(end_dim, nd)
+    if s == e:
+        return a
+    shape = a._data.shape
+    return reshape(a, shape[:s] + (-1,) + shape[e + 1:])
+
+def unsqueeze(a: Tensor, dim: int) -> Tensor:
+    """Insert a size-1 dim → UnsqueezeBackward0."""
+    d = _wrap_dim(dim, a._data.ndim + 1)
+    node = fn.UnsqueezeBackward0() if needs_grad(a) else None
+    out = _out(np.expand_dims(a._data, d), a)
+    if node is not None:
+        node.dim = d
+        record(node, (a,), out)
+    return out
+
+def squeeze(a: Tensor, dim: Any = None) -> Tensor:
+    """Drop size-1 dims: all (SqueezeBackward0), or one (SqueezeBackward1)."""
+    nd = a._data.ndim
+    if dim is None:
+        node = fn.SqueezeBackward0() if needs_grad(a) else None
+        out = _out(np.squeeze(a._data), a)
+        if node is not None:
+            node.self_sym_sizes = a._data.shape
+            record(node, (a,), out)
+        return out
+    if isinstance(dim, (tuple, list)):
+        return squeeze_dims(a, tuple(dim))
+    d = _wrap_dim(dim, nd)
+    node = fn.SqueezeBackward1() if needs_grad(a) else None
+    data = np.squeeze(a._data, d) if nd and a._data.shape[d] == 1 else a._data.view()
+    out = _out(data, a)
+    if node is not None:
+        node.self_sym_sizes, node.dim = a._data.shape, d
+        record(node, (a,), out)
+    return out
+
+def squeeze_dims(a: Tensor, dims: tuple[int, ...]) -> Tensor:
+    """squeeze.dims → SqueezeBackward4 (as matmul's 1-D @ 2-D path records)."""
+    nd = a._data.ndim
+    ds = tuple(sorted({_wrap_dim(d, nd) for d in dims}))
+    node = fn.SqueezeBackward4() if needs_grad(a) else None
+    keep = tuple(d for d in ds if a._data.shape[d] == 1)
+    out = _out(np.squeeze(a._data, keep) if keep else a._data.view(), a)
+    if node is not None:
+        node.self_sym_sizes, node.dim = a._data.shape, ds
+        record(node, (a,), out)
+    return out
+
+def expand(a: Tensor, *sizes: Any) -> Tensor:
+    """Broadcast to `sizes` without copying → ExpandBackward0."""
+    sizes = _shape_args(sizes)
+    nd, n = a._data.ndim, len(sizes)
+    if n < nd:
+        raise RuntimeError(
+            f"expand({a.dtype.name.title()}Type{{{list(a._data.shape)}}}, size={list(sizes)}): the number of "
+            f"sizes provided ({n}) must be greater or equal to the number of dimensions in the tensor ({nd})")
+    shape = list(sizes)
+    for i in range(n):
+        j = i - (n - nd)
+        if shape[i] == -1:
+            if j < 0:
+                raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a leading, "
+                                   f"non-existing dimension {i}")
+            shape[i] = a._data.shape[j]
+        elif j >= 0 and a._data.shape[j] != 1 and a._data.shape[j] != shape[i]:
+            raise RuntimeError(
+                f"The expanded size of the tensor ({shape[i]}) must match the existing size "
+                f"({a._data.shape[j]}) at non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor "
+                f"sizes: {list(a._data.shape)}")
+    node = fn.ExpandBackward0() if needs_grad(a) else None
+    out = _out(np.broadcast_to(a._data, tuple(shape)), a)
+    if node is not None:
+        node.self_sym_sizes = a._data.shape
+        record(node, (a,), out)
+    return out
+
+def select(a: Tensor, dim: int, index: int) -> Tensor:
+    """a.select(dim, index), as `a[index]` does → SelectBackward0."""
+    nd = a._data.ndim
+    if nd == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = _wrap_dim(dim, nd)
+    size = a._data.shape[d]
+    if not -size <= index < size:
+        raise IndexError(f"index {index} is out of bounds for dimension {d} with size {size}")
+    i = index + size if index < 0 else index
+    node = fn.SelectBackward0() if needs_grad(a) else None
+    out = _out(a._data[(slice(None),) * d + (i,)], a)
+    if node is not None:
+        node.self_sym_sizes, node.dim, node.index = a._data.shape, d, i
+        record(node, (a,), out)
+    return out
+
+def slice_(a: Tensor, dim: int, start: int | None, end: int | None, step: int = 1) -> Tensor:
+    """a.slice(dim, start, end, step) → SliceBackward0."""
+    if step <= 0:
+        raise ValueError("step must be greater than zero")
+    d = _wrap_dim(dim, a._data.ndim)
+    size = a._data.shape[d]
+    s, e, _ = slice(start, end, step).indices(size)
+    e = builtins.max(e, s)
+    node = fn.SliceBackward0() if needs_grad(a) else None
+    out = _out(a._data[(slice(None),) * d + (slice(s, e, step),)], a)
+    if node is not None:
+        node.self_sym_sizes, node.dim, node.start, node.end, node.step = a._data.shape, d, s, e, step
+        record(node, (a,), out)
+    return out
+
+def getitem(a: Tensor, key: Any) -> Tensor:
+    """Basic indexing with ints, slices, None and Ellipsis, applied dim by dim as PyTorch does."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    n_specified = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+    if n_specified > a._data.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {a._data.ndim}")
+    out, dim = a, 0
+    for i, k in enumerate(key):
+        if k is Ellipsis:
+            dim += a._data.ndim - n_specified
+        elif k is None:
+            out = unsqueeze(out, dim)
+            dim += 1
+        elif isinstance(k, bool):
+            raise NotImplementedError("engine does not support boolean scalar indexing")
+        elif isinstance(k, (int, np.integer)) or (isinstance(k, Tensor) and k._data.ndim == 0
+                                                   and k._data.dtype == np.int64):
+            out = select(out, dim, int(k))
+        elif isinstance(k, slice):
+            size = out._data.shape[dim]
+            s, e, st = k.indices(size)
+            if not (s == 0 and e >= size and st == 1):  # a full slice is skipped, as in PyTorch
+                out = slice_(out, dim, k.start, k.stop, k.step or 1)
+            dim += 1
+        else:
+            raise NotImplementedError(
+                f"engine supports indexing with ints, slices, None and ...; got {type(k).__name__}")
+    if out is a:
+        out = alias(a)
+    return out
+
+def alias(a: Tensor) -> Tensor:
+    """`a[:]` or `a[...]`: a view with no new node when nothing changes (AliasBackward0)."""
+    node = fn.AliasBackward0() if needs_grad(a) else None
+    out = _out(a._data.view(), a)
+    if node is not None:
+        record(node, (a,), out)
+    return out
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Concatenate along `dim` → CatBackward0 with one slot per tensor."""
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    d = _wrap_dim(dim, tensors[0]._data.ndim)
+    node = fn.CatBackward0() if needs_grad(*tensors) else None
+    try:
+        data = np.concatenate([x._data for x in tensors], axis=d)
+    except ValueError as e:
+        raise RuntimeError(f"torch.cat(): {e}") from None
+    out = _out(data, tensors[0])
+    if node is not None:
+        node.dim, node.sizes = d, [x._data.shape for x in tensors]
+        record(node, tensors, out)
+    return out
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Stack along a new dim → StackBackward0 with one slot per tensor."""
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    d = _wrap_dim(dim, tensors[0]._data.ndim + 1)
+    shape0 = tensors[0]._data.shape
+    for i, x in enumerate(tensors):
+        if x._data.shape != shape0:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(shape0)} at entry 0 "
+                               f"and {list(x._data.shape)} at entry {i}")
+    node = fn.StackBackward0() if needs_grad(*tensors) else None
+    out = _out(np.stack([x._data for x in tensors], axis=d), tensors[0])
+    if node is not None:
+        node.dim, node.n = d, len(tensors)
+        record(node, tensors, out)
+    return out
+
+def clone(a: Tensor) -> Tensor:
+    """A copy with its own memory → CloneBackward0."""
+    node = fn.CloneBackward0() if needs_grad(a) else None
+    out = _out(np.array(a._data, copy=True, order="C"), a)
+    if node is not None:
+        record(node, (a,), out)
+    return out
+
+def contiguous(a: Tensor) -> Tensor:
+    """`a` itself when contiguous, else a clone."""
+    return a if a._data.flags.c_contiguous else clone(a)
+
+def copy_to_new(src: Tensor) -> Tensor:
+    """AccumulateGrad's clone under grad mode: `empty_strided(...).copy_(src)` → CopyBackwards."""
+    node = fn.CopyBackwards() if needs_grad(src) else None
+    out = _out(np.array(src._data, copy=True), src)
+    if node is not None:
+        node.src_dtype = src.dtype
+        record(node, (None, src), out)
+    return out
+
+def to(a: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """Convert dtype and/or device → ToCopyBackward0; returns `a` itself when nothing changes."""
+    from .._device import canonical_device, device as device_cls
+
+    dtype, dev = kwargs.pop("dtype", None), kwargs.pop("device", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    for arg in args:
+        if isinstance(arg, Tensor):
+            dtype, dev = arg.dtype, arg._device
+        elif isinstance(arg, (str, device_cls)):
+            dev = arg
+        else:
+            dtype = arg
+    new_dtype = as_dtype(dtype).np if dtype is not None else a._data.dtype
+    new_device = canonical_device(dev) if dev is not None else a._device
+    if new_dtype == a._data.dtype and new_device == a._device and not copy:
+        return a
+    node = fn.ToCopyBackward0() if needs_grad(a) else None
+    out = make_tensor(a._data.astype(new_dtype, copy=True), device=new_device)
+    if node is not None:
+        node.self_dtype, node.self_device = a.dtype, a._device
+        record(node, (a,), out)
+    return out

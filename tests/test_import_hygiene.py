@@ -1,0 +1,24 @@
+"""engine/ and tracer/ never pull in a UI package (STYLE §2)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _modules_after_import(statement: str) -> set[str]:
+    code = f"import sys; {statement}; print('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    return set(out.split())
+
+
+def test_engine_imports_no_ui_package():
+    """Importing engine (and its autograd and nn packages) loads neither textual nor rich."""
+    loaded = _modules_after_import("import engine, engine.autograd, engine.nn.functional")
+    assert "engine" in loaded
+    assert not {m for m in loaded if m.split(".")[0] in {"textual", "rich"}}
+
+
+def test_engine_imports_no_torch():
+    """The engine stands alone: importing it does not import torch."""
+    loaded = _modules_after_import("import engine")
+    assert "torch" not in loaded
