@@ -330,6 +330,7 @@ def _print_anomaly_stack(fn: Node) -> None:
 # -- hooks ----------------------------------------------------------------------------------------------------
 def check_single_result(original: Any, result: Any, hook: Any) -> None:
     """Refuse a hook result that changes a grad's presence, type, device or size (python_hook.cpp)."""
+    from ._ops import legacy_type_name
     from ._tensor import Tensor
 
     if result is None:
@@ -340,19 +341,13 @@ def check_single_result(original: Any, result: Any, hook: Any) -> None:
         raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
     if original._data.dtype != result._data.dtype:
         raise RuntimeError(f"hook '{hook_name(hook)}' has changed the type of value (was "
-                           f"{_type_string(original)} got {_type_string(result)})")
+                           f"{legacy_type_name(original)} got {legacy_type_name(result)})")
     if original._device != result._device:
         was_cuda = original._device.startswith("cuda")
         raise RuntimeError(f"hook '{hook_name(hook)}' has changed the type of value "
                            f"{'(was CUDA tensor got CPU tensor)' if was_cuda else '(was CPU tensor got CUDA tensor)'}")
     if original._data.shape != result._data.shape:
         raise RuntimeError(f"hook '{hook_name(hook)}' has changed the size of value")
-
-
-def _type_string(t: Any) -> str:
-    """PyTorch's legacy type name, as hook messages print it: torch.FloatTensor, torch.cuda.DoubleTensor."""
-    kind = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}[t.dtype.name]
-    return ("torch.cuda." if t._device.startswith("cuda") else "torch.") + kind + "Tensor"
 
 
 def _check_tuple_result(prev: tuple, result: Any, hook: Any) -> None:

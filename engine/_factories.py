@@ -19,7 +19,9 @@ _rng = np.random.default_rng(0)
 def _finish(arr: np.ndarray, requires_grad: bool, device: Any) -> Tensor:
     t = make_tensor(arr, device=canonical_device(device))
     if requires_grad:
-        t.requires_grad_(True)
+        if arr.dtype.kind != "f":  # the factories word it differently from requires_grad_()
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
+        t._requires_grad = True
     return t
 
 

@@ -78,9 +78,13 @@ class Tensor:
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
                                 f"{type(value).__name__}")
             if value.shape != self.shape:
-                raise RuntimeError("assigned grad has data of a different size")
+                raise RuntimeError(
+                    f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor of size "
+                    f"'{list(self.shape)}'. Please ensure that the gradient and the tensor are the same size")
             if value.dtype is not self.dtype:
-                raise RuntimeError("assigned grad has data of a different type")
+                raise RuntimeError(
+                    f"attempting to assign a gradient with dtype '{_c_type(value)}' to a tensor with dtype "
+                    f"'{_c_type(self)}'. Please ensure that the gradient and the tensor have the same dtype")
         self._grad = value
 
     @property
@@ -353,6 +357,10 @@ def accumulate_into_grad(variable: Tensor, new_grad: Tensor) -> None:
         np.add(old._data, new_grad._data, out=old._data, casting="unsafe")
     else:
         variable._grad = old + new_grad
+
+
+def _c_type(t: Tensor) -> str:
+    return {"float32": "float", "float64": "double", "int64": "long int", "bool": "bool"}[t.dtype.name]
 
 
 def _format_tensor(t: Tensor) -> str:

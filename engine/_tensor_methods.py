@@ -13,8 +13,20 @@ from ._dtype import bool_, float32, float64, int64
 from ._tensor import Tensor
 
 
+_NUMBER = (int, float, bool, np.number)
+
+
+def _binary(op):
+    """An operator that defers (NotImplemented) to Python for operands it cannot take, as torch does."""
+    def method(self: Tensor, other: Any) -> Any:
+        if not isinstance(other, (Tensor,) + _NUMBER):
+            return NotImplemented
+        return op(self, other)
+    return method
+
+
 def _reflected(op):
-    return lambda self, other: op(other, self)
+    return _binary(lambda self, other: op(other, self))
 
 
 def _dim_or_none(dim: Any = None, keepdim: bool = False, **kw: Any) -> dict:
@@ -53,12 +65,12 @@ def _not_inplace(name: str):
 
 
 _METHODS = {
-    "__add__": _ops.add, "__radd__": lambda s, o: _ops.add(s, o),
-    "__sub__": _ops.sub, "__rsub__": _rsub,
-    "__mul__": _ops.mul, "__rmul__": lambda s, o: _ops.mul(s, o),
-    "__truediv__": _ops.div, "__rtruediv__": _rtruediv,
-    "__pow__": _pow, "__rpow__": _rpow,
-    "__matmul__": _ops.matmul, "__rmatmul__": _reflected(_ops.matmul),
+    "__add__": _binary(_ops.add), "__radd__": _binary(_ops.add),
+    "__sub__": _binary(_ops.sub), "__rsub__": _binary(_rsub),
+    "__mul__": _binary(_ops.mul), "__rmul__": _binary(_ops.mul),
+    "__truediv__": _binary(_ops.div), "__rtruediv__": _binary(_rtruediv),
+    "__pow__": _binary(_pow), "__rpow__": _binary(_rpow),
+    "__matmul__": _binary(_ops.matmul), "__rmatmul__": _reflected(_ops.matmul),
     "__neg__": _ops.neg, "__abs__": _ops.abs,
     "__getitem__": _ops.getitem,
     "__lt__": lambda s, o: _ops.compare(np.less, s, o),

@@ -7,7 +7,7 @@ PyTorch 2.13 records; tests/engine/test_torch_parity.py compares them with real 
 from __future__ import annotations
 
 from .._tensor import make_tensor
-from ._common import collect_next_edges, needs_grad, record, result_dtype, scalar_tensor
+from ._common import collect_next_edges, legacy_type_name, needs_grad, record, result_dtype, scalar_tensor
 from .arith import (add, add_scalar, compare, div, div_scalar, isnan, logical_and, mul, mul_scalar, neg, pow, rdiv,
                     reciprocal, rsub, sub, sub_scalar)
 from .formulas import (log_softmax_backward_data, mse_loss_backward, select_backward, sigmoid_backward,

@@ -146,3 +146,9 @@ def _shape_args(shape: tuple) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         return tuple(shape[0])
     return shape
+
+
+def legacy_type_name(t: Tensor) -> str:
+    """PyTorch's legacy type name, as some messages print it: torch.FloatTensor, torch.cuda.DoubleTensor."""
+    kind = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}[t.dtype.name]
+    return ("torch.cuda." if t._device.startswith("cuda") else "torch.") + kind + "Tensor"

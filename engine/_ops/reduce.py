@@ -108,7 +108,9 @@ def argmax(a: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
 def maximum(a: Tensor, b: Tensor) -> Tensor:
     """Elementwise maximum → MaximumBackward0."""
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
-        raise TypeError("maximum(): argument 'other' (position 2) must be Tensor")
+        bad = b if isinstance(a, Tensor) else a
+        raise TypeError(f"maximum(): argument '{'other' if isinstance(a, Tensor) else 'input'}' (position "
+                        f"{2 if isinstance(a, Tensor) else 1}) must be Tensor, not {type(bad).__name__}")
     node = fn.MaximumBackward0() if needs_grad(a, b) else None
     out = _out(_binary(np.maximum, a, b), a)
     if node is not None:

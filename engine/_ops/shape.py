@@ -12,7 +12,7 @@ import numpy as np
 from .. import _functions as fn
 from .._dtype import as_dtype
 from .._tensor import Tensor, _wrap_dim, make_tensor
-from ._common import _out, _shape_args, needs_grad, record
+from ._common import legacy_type_name, _out, _shape_args, needs_grad, record
 
 
 def t(a: Tensor) -> Tensor:
@@ -170,7 +170,7 @@ def expand(a: Tensor, *sizes: Any) -> Tensor:
     nd, n = a._data.ndim, len(sizes)
     if n < nd:
         raise RuntimeError(
-            f"expand({a.dtype.name.title()}Type{{{list(a._data.shape)}}}, size={list(sizes)}): the number of "
+            f"expand({legacy_type_name(a)}{{{list(a._data.shape)}}}, size={list(sizes)}): the number of "
             f"sizes provided ({n}) must be greater or equal to the number of dimensions in the tensor ({nd})")
     shape = list(sizes)
     for i in range(n):
@@ -268,18 +268,28 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Concatenate along `dim` → CatBackward0 with one slot per tensor."""
     tensors = list(tensors)
     if not tensors:
-        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     d = _wrap_dim(dim, tensors[0]._data.ndim)
+    _check_cat_shapes(tensors, d)
     node = fn.CatBackward0() if needs_grad(*tensors) else None
-    try:
-        data = np.concatenate([x._data for x in tensors], axis=d)
-    except ValueError as e:
-        raise RuntimeError(f"torch.cat(): {e}") from None
+    data = np.concatenate([x._data for x in tensors], axis=d)
     out = _out(data, tensors[0])
     if node is not None:
         node.dim, node.sizes = d, [x._data.shape for x in tensors]
         record(node, tensors, out)
     return out
+
+def _check_cat_shapes(tensors: list, d: int) -> None:
+    first = tensors[0]._data.shape
+    for i, x in enumerate(tensors[1:], start=1):
+        shape = x._data.shape
+        if len(shape) != len(first):
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {len(first)} and {len(shape)}")
+        for k, (a, b) in enumerate(zip(first, shape)):
+            if k != d and a != b:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size {a} but "
+                                   f"got size {b} for tensor number {i} in the list.")
+
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Stack along a new dim → StackBackward0 with one slot per tensor."""

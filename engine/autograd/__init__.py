@@ -130,7 +130,7 @@ def _run_backward(tensors: tuple, grad_tensors: tuple, keep_graph: bool, create_
         elif isinstance(inp, GradientEdge):
             output_edges.append((inp.node, inp.output_nr))
         else:
-            raise TypeError(f"all inputs have to be Tensors or GradientEdges, but got {type(inp).__name__}")
+            raise RuntimeError(f"all inputs have to be Tensors or GradientEdges, but got {type(inp).__name__}")
 
     outputs = _engine.execute(roots, grads, keep_graph, create_graph, accumulate_grad, output_edges)
     if not accumulate_grad and inputs:
