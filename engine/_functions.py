@@ -334,14 +334,53 @@ class MaxBackward0(_Generated):
     _saved_tensor_names = ("indices",)
 
     def formulas(self, grad, out):
-        if self.should_compute_output(0):  # value_selecting_reduction_backward, as a masked fill
-            g = grad if self.keepdim or not self.self_sym_sizes else F.unsqueeze(grad, self.dim)
-            idx = self.indices._data if self.keepdim else np.expand_dims(self.indices._data, self.dim)
-            mask_np = np.zeros(self.self_sym_sizes, dtype=bool)
-            np.put_along_axis(mask_np, idx, True, self.dim)
-            mask = F.make_tensor(mask_np, device=grad._device)
-            zeros = F.make_tensor(np.zeros(self.self_sym_sizes, dtype=grad._data.dtype), device=grad._device)
-            out[0] = F.where(mask, F.expand(g, self.self_sym_sizes), zeros)
+        if self.should_compute_output(0):  # value_selecting_reduction_backward
+            sizes, d = self.self_sym_sizes, self.dim
+            zeros = F.zeros_of(sizes, grad)
+            if not self.keepdim and sizes:
+                out[0] = F.scatter(zeros, d, F.unsqueeze(self.indices, d), F.unsqueeze(grad, d))
+            else:
+                out[0] = F.scatter(zeros, d, self.indices, grad)
+
+
+class ScatterBackward0(_Generated):
+    __slots__ = ("dim", "index")
+    _saved_tensor_names = ("index",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.scatter(grad, self.dim, self.index, 0)
+        if self.should_compute_output(1):
+            out[1] = F.gather(grad, self.dim, self.index)
+
+
+class ScatterBackward1(_Generated):
+    __slots__ = ("dim", "index")
+    _saved_tensor_names = ("index",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.scatter(grad, self.dim, self.index, 0)
+
+
+class ScatterAddBackward0(_Generated):
+    __slots__ = ("dim", "index")
+    _saved_tensor_names = ("index",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = grad
+        if self.should_compute_output(1):
+            out[1] = F.gather(grad, self.dim, self.index)
+
+
+class GatherBackward0(_Generated):
+    __slots__ = ("dim", "index", "self_sym_sizes")
+    _saved_tensor_names = ("index",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # gather_backward: zeros.scatter_add(dim, index, grad)
+            out[0] = F.scatter_add(F.zeros_of(self.self_sym_sizes, grad), self.dim, self.index, grad)
 
 
 class MaximumBackward0(_Generated):

@@ -16,6 +16,7 @@ from .formulas import (log_softmax_backward_data, mse_loss_backward, select_back
 from .linalg import addmm, dot, linear, matmul, mm, mv
 from .nn import log_softmax, masked_fill, mse_loss, softmax, where
 from .pointwise import abs, cos, exp, log, relu, sgn, sigmoid, sin, sqrt, tanh
+from .scatter import gather, scatter, scatter_add, zeros_of
 from .reduce import MaxResult, argmax, max, maximum, mean, sum
 from .shape import (_unsafe_view, alias, cat, clone, contiguous, copy_to_new, expand, flatten, getitem, permute,
                     reshape, select, slice_, squeeze, squeeze_dims, stack, t, to, transpose, unsqueeze, view)

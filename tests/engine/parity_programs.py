@@ -667,3 +667,6 @@ def _bad_input(t, p):
     p.run("sub bool", lambda: p.const([True], dtype="bool") - p.const([True], dtype="bool"))
     p.run("neg bool", lambda: -p.const([True], dtype="bool"))
     p.run("set grad shape", lambda: setattr(x, "grad", p.const([1.0])))
+_op_all("max_dim", lambda t, a: a.max(1).values, A23)
+_op_all("max_dim_keepdim", lambda t, a: a.max(0, keepdim=True).values, A23)
+_op_all("max_dim_0d", lambda t, a: a.max(0).values, 1.5)

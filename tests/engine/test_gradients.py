@@ -325,6 +325,13 @@ def test_max_dim_no_ties(data):
     check_gradients(lambda t: engine.max(t, dim, keepdim)[0], x)
 
 
+@pytest.mark.parametrize("keepdim", [False, True], ids=["keepdim=False", "keepdim=True"])
+@pytest.mark.parametrize("dim", [0, -1])
+def test_max_dim_of_zero_dim_tensor(dim, keepdim):
+    """x.max(dim) on a 0-dim tensor (allowed by PyTorch: dim 0 / -1) passes the grad straight through."""
+    check_gradients(lambda t: t.max(dim, keepdim=keepdim).values, np.array(1.5))
+
+
 @given(data=st.data())
 def test_maximum_no_ties(data):
     """engine.maximum(a, b) with broadcasting and no ties: each element's grad goes to the larger input."""
@@ -364,6 +371,16 @@ def test_matmul(case, form, n, k, m, b, data):
     a = data.draw(arrays(sa), label="a")
     bb = data.draw(arrays(sb), label="b")
     check_gradients(MATMUL_FORMS[form], a, bb)
+
+
+@given(n=_side, k=_side, m=_side, b=_side, data=st.data())
+def test_matmul_non_contiguous_3d(n, k, m, b, data):
+    """A transposed (non-contiguous) 3-D @ 2-D / 1-D folds through reshape's copy with the right grads."""
+    a = data.draw(arrays((n, b, k)), label="a")
+    mat = data.draw(arrays((k, m)), label="b")
+    vec = data.draw(arrays((k,)), label="v")
+    check_gradients(lambda s, t: s.transpose(0, 1) @ t, a, mat)
+    check_gradients(lambda s, t: s.transpose(0, 1) @ t, a, vec)
 
 
 MM_FORMS = {
@@ -419,6 +436,15 @@ def test_transpose(data):
     check_gradients(lambda a: a.transpose(0, 1), x)
     check_gradients(lambda a: a.transpose(d0, d1), x)
     check_gradients(lambda a: engine.transpose(a, d0, d1), x)
+
+
+@given(data=st.data())
+def test_transpose_low_dim(data):
+    """transpose(d0, d1) of a 0-D or 1-D tensor (dims -1 / 0) is the identity, grad included."""
+    x = data.draw(arrays_of(shapes(max_dims=1)), label="x")
+    d0 = data.draw(dims_of(x.ndim), label="d0")
+    d1 = data.draw(dims_of(x.ndim), label="d1")
+    check_gradients(lambda a: a.transpose(d0, d1), x)
 
 
 def _same_numel_shape(shape: tuple):
@@ -526,6 +552,9 @@ INDEXING = {
     "x[None]": ((None,), 0, 1, 1),
     "x[..., 0]": ((Ellipsis, 0), 1, 1, 1),
     "x[0, None, 1:]": ((0, None, slice(1, None)), 2, 1, 2),
+    "x[-2:]": ((slice(-2, None),), 1, 1, 1),
+    "x[:]": ((slice(None),), 1, 1, 1),
+    "x[...]": ((Ellipsis,), 0, 1, 1),
 }
 
 
@@ -539,6 +568,15 @@ def test_indexing(name, data):
     x = data.draw(arrays(shape), label="x")
     k = key if len(key) > 1 else key[0]
     check_gradients(lambda a: a[k], x)
+
+
+@given(data=st.data())
+def test_cat_and_stack_same_tensor_twice(data):
+    """cat([x, x]) and stack([x, x]) accumulate both slices of the grad into x."""
+    x = data.draw(arrays_of(shapes(min_dims=1)), label="x")
+    d = data.draw(dims_of(x.ndim), label="dim")
+    check_gradients(lambda a: engine.cat([a, a * 2.0, a], d), x)
+    check_gradients(lambda a: engine.stack([a, a.exp()], d), x)
 
 
 @given(data=st.data())
@@ -627,6 +665,7 @@ def test_mse_loss(reduction, data):
     t = data.draw(arrays(shape), label="target")
     check_gradients(lambda s, u: F.mse_loss(s, u, reduction=reduction), a, t)
     check_gradients(lambda s, u: F.mse_loss(s, u, reduction=reduction), a, t, wrt=(0,))
+    check_gradients(lambda s, u: F.mse_loss(s, u, reduction=reduction), a, t, wrt=(1,))
 
 
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
@@ -757,6 +796,61 @@ def test_second_order_linear_composite(n_in, n_out, n, data):
     w = data.draw(arrays((n_out, n_in)), label="W")
     b = data.draw(arrays((n_out,)), label="bias")
     check_second_order(lambda s, u, v: F.linear(s, u, v).tanh().log_softmax(-1), x, w, b)
+
+
+def _alternating_mask(shape: tuple) -> engine.Tensor:
+    return engine.tensor((np.arange(int(np.prod(shape, dtype=np.int64))) % 2 == 0).reshape(shape))
+
+
+SECOND_ORDER_STRUCTURAL = {
+    # name: (f, elements) on an x with >= 2 dims; each f is nonlinear so its Hessian is not zero.
+    "x[0]*x[-1]": (lambda x: x[0] * x[-1], floats()),
+    "x[0:2]**2": (lambda x: x[0:2] ** 2, floats()),
+    "x[::2]**2": (lambda x: x[::2] ** 2, floats()),
+    "x[:,-1]**2": (lambda x: x[:, -1] ** 2, floats()),
+    "x[None]**2": (lambda x: x[None] ** 2, floats()),
+    "expand**2": (lambda x: x[:, :1].expand(2, *x.shape) ** 2, floats()),
+    "cat*cat": (lambda x: engine.cat([x, x * x], 0) * engine.cat([x, x], 0), floats()),
+    "stack**2": (lambda x: engine.stack([x, x * x], -1) ** 2, floats()),
+    "sum(0)**2": (lambda x: x.sum(0) ** 2, floats()),
+    "sum(-1,keepdim)**2": (lambda x: x.sum(-1, keepdim=True) ** 2, floats()),
+    "mean(1)**2": (lambda x: x.mean(1) ** 2, floats()),
+    "mean()**2": (lambda x: x.mean() ** 2, floats()),
+    "transpose*exp": (lambda x: x.transpose(0, 1) * x.transpose(0, 1).exp(), floats()),
+    "T**2": (lambda x: x.T ** 2, floats()),
+    "view**2": (lambda x: x.view(-1) ** 2, floats()),
+    "reshape_nc**2": (lambda x: x.transpose(0, 1).reshape(-1) ** 2, floats()),
+    "unsqueeze_squeeze**2": (lambda x: x.unsqueeze(1).squeeze(1) ** 2, floats()),
+    "squeeze()**2": (lambda x: x[None].squeeze() ** 2, floats()),
+    "clone**2": (lambda x: x.clone() ** 2, floats()),
+    "-x**3": (lambda x: (-x) ** 3, floats()),
+    "(2-x)**2": (lambda x: (2 - x) ** 2, floats()),
+    "max()*x": (lambda x: x.max() * x, None),
+    "max(0)**2": (lambda x: x.max(0).values ** 2, None),
+    "where**2": (lambda x: engine.where(_alternating_mask(tuple(x.shape)), x, x * x) ** 2, floats()),
+    "maximum(x,-x)**2": (lambda x: engine.maximum(x, -x) ** 2, away_from_zero(1e-2)),
+}
+
+
+@pytest.mark.parametrize("name", list(SECOND_ORDER_STRUCTURAL))
+@given(data=st.data())
+def test_second_order_structural(name, data):
+    """Double backward through shape, indexing, reduction and selection ops (their backward-of-backward nodes)."""
+    op, elements = SECOND_ORDER_STRUCTURAL[name]
+    if elements is None:  # max: distinct values on a grid, so there are no ties
+        x = data.draw(arrays(shapes(min_dims=2), elements=grid(), unique=True), label="x")
+    else:
+        x = data.draw(arrays_of(shapes(min_dims=2), elements=elements), label="x")
+    check_second_order(op, x)
+
+
+@given(x=arrays_of())
+def test_grad_accumulates_over_two_backward_calls(x):
+    """Two backward passes into the same leaf add up: .grad is the sum of both gradients."""
+    t = leaf(x)
+    (t.sin() * 2.0).sum().backward()
+    (t * t).sum().backward()
+    np.testing.assert_allclose(to_numpy(t.grad), 2.0 * np.cos(x) + 2.0 * x, rtol=1e-12, atol=1e-12)
 
 
 # -- harness self-check -------------------------------------------------------------------------------------

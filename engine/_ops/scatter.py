@@ -1,0 +1,80 @@
+"""scatter, scatter_add and gather: what max(dim)'s derivative formula records, as in PyTorch.
+
+Imports numpy and the standard library only.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import _functions as fn
+from .._tensor import Tensor, _wrap_dim, make_tensor
+from ._common import _out, needs_grad, record
+
+
+def _put(dst: np.ndarray, dim: int, index: np.ndarray, values: np.ndarray, add: bool) -> None:
+    if dst.ndim == 0:  # a 0-dim scatter writes the one element
+        dst[()] = dst[()] + values[()] if add else values[()]
+    elif add:
+        np.add.at(dst, _full_index(index, dim), np.broadcast_to(values, index.shape) if values.ndim == 0
+                  else values[tuple(slice(0, s) for s in index.shape)])
+    else:
+        np.put_along_axis(dst, index, values if values.ndim == 0 else
+                          values[tuple(slice(0, s) for s in index.shape)], dim)
+
+
+def _full_index(index: np.ndarray, dim: int) -> tuple:
+    grids = list(np.indices(index.shape, sparse=True))
+    grids[dim] = index
+    return tuple(grids)
+
+
+def scatter(a: Tensor, dim: int, index: Tensor, src: Any) -> Tensor:
+    """Write `src` (a tensor: ScatterBackward0, or a number: ScatterBackward1) at `index` along `dim`."""
+    d = _wrap_dim(dim, a._data.ndim)
+    if isinstance(src, Tensor):
+        node = fn.ScatterBackward0() if needs_grad(a, src) else None
+        data = a._data.copy()
+        _put(data, d, index._data, src._data, add=False)
+        inputs = (a, src)
+    else:
+        node = fn.ScatterBackward1() if needs_grad(a) else None
+        data = a._data.copy()
+        _put(data, d, index._data, np.asarray(src, dtype=a._data.dtype), add=False)
+        inputs = (a,)
+    out = _out(data, a)
+    if node is not None:
+        node.dim, node.index = d, index
+        record(node, inputs, out)
+    return out
+
+
+def scatter_add(a: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """Add `src` into `a` at `index` along `dim` → ScatterAddBackward0."""
+    d = _wrap_dim(dim, a._data.ndim)
+    node = fn.ScatterAddBackward0() if needs_grad(a, src) else None
+    data = a._data.copy()
+    _put(data, d, index._data, src._data, add=True)
+    out = _out(data, a)
+    if node is not None:
+        node.dim, node.index = d, index
+        record(node, (a, src), out)
+    return out
+
+
+def gather(a: Tensor, dim: int, index: Tensor) -> Tensor:
+    """Read `a` at `index` along `dim` → GatherBackward0."""
+    d = _wrap_dim(dim, a._data.ndim)
+    node = fn.GatherBackward0() if needs_grad(a) else None
+    data = a._data.copy() if a._data.ndim == 0 else np.take_along_axis(a._data, index._data, d)
+    out = _out(data, a)
+    if node is not None:
+        node.dim, node.index, node.self_sym_sizes = d, index, a._data.shape
+        record(node, (a,), out)
+    return out
+
+
+def zeros_of(sizes: tuple, like: Tensor) -> Tensor:
+    """at::zeros(sizes, grad.options()), recording nothing."""
+    return make_tensor(np.zeros(sizes, dtype=like._data.dtype), device=like._device)
