@@ -22,7 +22,9 @@ import numpy as np
 
 from . import _observer
 from ._node import Node, anomaly, hook_name
+from ._ops import clone, legacy_type_name, sum_to, to
 from ._state import CPU_DEVICE, NO_DEVICE, tls
+from ._tensor import Tensor, make_tensor
 
 MAX_DEPTH = 60
 """Reentrant backward calls nested on one thread before the work moves to a pool thread (facts §7)."""
@@ -82,8 +84,8 @@ class ReadyQueue:
     def push(self, task: NodeTask, increment_outstanding: bool = True) -> None:
         """Push `task`, counting it against its GraphTask (facts §4.4)."""
         if increment_outstanding and not task.is_shutdown:
-            gt = task.graph_task
-            if gt is not None:
+            gt = task.owner
+            if gt is not None and not gt.gone:
                 with gt.mutex:
                     gt.outstanding_tasks += 1
         with self.cond:
@@ -136,8 +138,6 @@ def _accumulate(old: Any, var: Any) -> Any:
     """old + var: recorded (AddBackward0) in grad mode, else a plain numpy sum."""
     if tls.grad_enabled:
         return old + var
-    from ._tensor import make_tensor
-
     res = old._data + var._data
     if res.dtype != old._data.dtype:
         res = res.astype(old._data.dtype)
@@ -330,9 +330,6 @@ def _print_anomaly_stack(fn: Node) -> None:
 # -- hooks ----------------------------------------------------------------------------------------------------
 def check_single_result(original: Any, result: Any, hook: Any) -> None:
     """Refuse a hook result that changes a grad's presence, type, device or size (python_hook.cpp)."""
-    from ._ops import legacy_type_name
-    from ._tensor import Tensor
-
     if result is None:
         return
     if original is None:
@@ -390,8 +387,6 @@ def _retain_grad(var: Any, grad: Any) -> None:
     """The retains_grad hook: clone on the first write, out-of-place sum afterwards (facts §6.5)."""
     if var is None or grad is None:
         return
-    from ._ops import clone
-
     var._grad = clone(grad) if var._grad is None else var._grad + grad
 
 
@@ -432,41 +427,48 @@ def call_post_hooks(fn: Node, outputs: list, inputs: list, had_post_hooks: bool,
 
 
 # -- validation -------------------------------------------------------------------------------------------
-def validate_outputs(edges: list, grads: list, format_error) -> None:
-    """Check grads against the next nodes' input metadata; reduce broadcast grads (facts §5.5)."""
-    if len(grads) != len(edges):
-        raise RuntimeError(format_error(f"invalid number of gradients - expected {len(edges)}, but got {len(grads)}"))
-    from ._ops import sum_to, to
-    from ._tensor import Tensor
+def validate_outputs(edges: list, grads: list, fn: Node | None) -> None:
+    """Check grads against the next nodes' input metadata; reduce broadcast grads (facts §5.5).
 
-    for i, (fn, input_nr) in enumerate(edges):
-        if fn is None:
-            continue
+    Messages name `fn` ("Function XBackward0 returned an ...") when given; root grads pass None.
+    """
+    if len(grads) != len(edges):
+        _validation_error(fn, f"invalid number of gradients - expected {len(edges)}, but got {len(grads)}")
+    for i, (nxt, input_nr) in enumerate(edges):
         grad = grads[i]
-        if grad is None:
+        if nxt is None or grad is None:
             continue
-        if not isinstance(grad, Tensor):
-            raise TypeError(f"expected Tensor or None for gradient {i}, got {type(grad).__name__}")
-        meta = fn._input_metadata[input_nr]
-        if not meta.is_defined:
-            continue
-        shape = meta.shape
-        if grad._data.shape != shape:
-            if _is_expandable_to(shape, grad._data.shape):
-                grad = sum_to(grad, shape)
-            else:
-                raise RuntimeError(format_error(
-                    f"invalid gradient at index {i} - got {list(grad._data.shape)} but expected shape "
-                    f"compatible with {list(shape)}"))
-        if meta.dtype is not None and grad._data.dtype != meta.dtype.np:
-            grad = to(grad, meta.dtype)
-        if grad._device != meta.device:
-            if grad._data.ndim == 0:
-                grad = to(grad, meta.device)
-            else:
-                raise RuntimeError(format_error(
-                    f"invalid gradient at index {i} - expected device {meta.device} but got {grad._device}"))
-        grads[i] = grad
+        meta = nxt._input_metadata[input_nr]
+        data = getattr(grad, "_data", None)
+        if data is not None and data.shape == meta.shape and meta.dtype is not None and \
+                data.dtype == meta.dtype.np and grad._device == meta.device:
+            continue  # the common case: nothing to check further
+        grads[i] = _conform_grad(fn, i, grad, meta)
+
+
+def _conform_grad(fn: Node | None, i: int, grad: Any, meta: Any) -> Any:
+    if not isinstance(grad, Tensor):
+        raise TypeError(f"expected Tensor or None for gradient {i}, got {type(grad).__name__}")
+    if not meta.is_defined:
+        return grad
+    shape = meta.shape
+    if grad._data.shape != shape:
+        if not _is_expandable_to(shape, grad._data.shape):
+            _validation_error(fn, f"invalid gradient at index {i} - got {list(grad._data.shape)} but expected "
+                                  f"shape compatible with {list(shape)}")
+        grad = sum_to(grad, shape)
+    if meta.dtype is not None and grad._data.dtype != meta.dtype.np:
+        grad = to(grad, meta.dtype)
+    if grad._device != meta.device:
+        if grad._data.ndim != 0:
+            _validation_error(fn, f"invalid gradient at index {i} - expected device {meta.device} but got "
+                                  f"{grad._device}")
+        grad = to(grad, meta.device)
+    return grad
+
+
+def _validation_error(fn: Node | None, msg: str) -> None:
+    raise RuntimeError(msg if fn is None else f"Function {fn.name()} returned an {msg}")
 
 
 def _is_expandable_to(shape: tuple, desired: tuple) -> bool:
@@ -489,7 +491,7 @@ def call_function(graph_task: GraphTask, fn: Node, input_buffer: InputBuffer) ->
     if _observer.observers:
         _observer.notify("node_started", graph_task, fn, inputs)
     outputs = fn.apply(list(inputs) if had_post_hooks else inputs)
-    validate_outputs(fn.next_edges, outputs, lambda msg: f"Function {fn.name()} returned an {msg}")
+    validate_outputs(fn.next_edges, outputs, fn)
     outputs = call_post_hooks(fn, outputs, inputs, had_post_hooks, graph_task)
     if _observer.observers:
         _observer.notify("node_finished", graph_task, fn, outputs)
@@ -632,7 +634,7 @@ def execute(root_edges: list, inputs: list, keep_graph: bool, create_graph: bool
             outputs: list) -> list:
     """Engine::execute: run the graph below `root_edges`; returns the captured grads (facts §3.1)."""
     global _warned_create_graph
-    validate_outputs(root_edges, inputs, lambda msg: msg)
+    validate_outputs(root_edges, inputs, None)
     if accumulate_grad and create_graph and not _warned_create_graph:
         _warned_create_graph = True
         warnings.warn(

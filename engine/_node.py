@@ -280,19 +280,17 @@ class AccumulateGrad(Node):
         return ((hooks, 0),) if hooks else ()
 
     def apply(self, grads: list) -> list:
-        from ._tensor import accumulate_into_grad
-
         variable = self.variable
         if variable.grad_fn is not None:
             raise RuntimeError("leaf variable has been moved into the graph interior")
         new_grad = grads[0]
         if new_grad is not None and variable.requires_grad:
-            accumulate_into_grad(variable, new_grad)
+            _tensor_mod().accumulate_into_grad(variable, new_grad)
             if _observer.observers:
                 _observer.notify("grad_accumulated", self, variable, variable._grad)
         hooks = variable._post_acc_hooks
         if hooks:
-            from ._engine import check_single_result
+            from ._engine import check_single_result  # only when post-accumulate hooks exist
 
             for hook in list(hooks.values()):
                 res = hook(variable)
@@ -303,6 +301,13 @@ class AccumulateGrad(Node):
                 if _observer.observers:
                     _observer.notify("hook_ran", tls.current_graph_task, self, "post_accumulate_grad", hook)
         return []
+
+
+def _tensor_mod():
+    """engine._tensor, imported on first use: it imports this module."""
+    from . import _tensor
+
+    return _tensor
 
 
 class GraphRoot(Node):

@@ -65,6 +65,19 @@ class EngineObserver(Protocol):
         """`graph_task` completed, with or without an error."""
 
 
+_dispatch: dict[str, list] = {}
+"""Per instrumentation point, the bound methods of the observers that implement it (rebuilt on attach)."""
+
+
+def _rebuild() -> None:
+    _dispatch.clear()
+    for observer in observers:
+        for point in _POINTS:
+            method = getattr(observer, point, None)
+            if method is not None:
+                _dispatch.setdefault(point, []).append(method)
+
+
 class ObserverHandle:
     """Returned by `add_observer`; `.remove()` detaches the observer, like a hook handle."""
 
@@ -79,6 +92,7 @@ class ObserverHandle:
             observers.remove(self._observer)
         except ValueError:
             pass
+        _rebuild()
 
     def __enter__(self) -> ObserverHandle:
         return self
@@ -90,12 +104,14 @@ class ObserverHandle:
 def add_observer(observer: Any) -> ObserverHandle:
     """Attach `observer` to the engine's instrumentation points; returns a removable handle."""
     observers.append(observer)
+    _rebuild()
     return ObserverHandle(observer)
 
 
 def notify(point: str, *args: Any) -> None:
     """Call `point` on every attached observer that implements it. Callers test `observers` first."""
-    for observer in list(observers):
-        method = getattr(observer, point, None)
-        if method is not None:
-            method(*args)
+    for method in _dispatch.get(point, ()):
+        method(*args)
+
+
+_POINTS = tuple(name for name in EngineObserver.__dict__ if not name.startswith("_"))
