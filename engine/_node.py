@@ -4,6 +4,8 @@ Imports numpy and the standard library only; never the tracer or any UI package.
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import traceback
 import weakref
@@ -34,6 +36,21 @@ class _Anomaly:
 
 
 anomaly = _Anomaly()
+
+
+_ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _user_stack() -> list[str]:
+    """The current Python stack as traceback.format_stack gives it, ending at the caller's own line.
+
+    Frames inside the engine at the top of the stack are dropped: PyTorch's ops are C++, so its
+    stored stacks end at the user's line.
+    """
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_ENGINE_DIR):
+        frame = frame.f_back
+    return traceback.format_stack(frame) if frame is not None else []
 
 
 class RemovableHandle:
@@ -129,7 +146,7 @@ class Node:
         self.thread_id = threading.get_ident()
         if anomaly.enabled:
             # Facts §8.3: each node stores its forward stack and the node being evaluated.
-            self.metadata["traceback_"] = traceback.format_stack()[:-2]
+            self.metadata["traceback_"] = _user_stack()
             self._parent = tls.current_node
 
     # -- PyTorch's Node API ------------------------------------------------------------------------

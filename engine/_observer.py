@@ -44,7 +44,8 @@ class EngineObserver(Protocol):
         """A grad reached input slot `slot` of `node`: the first write, or a summation into it."""
 
     def hook_ran(self, graph_task: GraphTask | None, node: Node, kind: str, hook: Any) -> None:
-        """A hook of `kind` ('tensor_pre', 'retains_grad', 'pre', 'post', 'post_accumulate_grad') ran."""
+        """A hook of `kind` (tensor_pre, retains_grad, pre, post, post_accumulate_grad) returned; one that
+        raises is reported by error_raised instead."""
 
     def node_started(self, graph_task: GraphTask, node: Node, inputs: list) -> None:
         """`node`'s apply is about to run on `inputs` (its grads after the pre-hooks)."""
