@@ -390,40 +390,39 @@ def _retain_grad(var: Any, grad: Any) -> None:
     var._grad = clone(grad) if var._grad is None else var._grad + grad
 
 
+def _call_tuple_hooks(fn: Node, hooks: dict, values: tuple, extra: tuple, kind: str,
+                      graph_task: GraphTask | None) -> tuple:
+    """Run Node hooks in registration order; a returned tuple replaces `values` (python_hook.cpp)."""
+    for hook in list(hooks.values()):
+        res = hook(values, *extra)
+        if _observer.observers:
+            _observer.notify("hook_ran", graph_task, fn, kind, hook)
+        if res is None or res is values:
+            continue
+        _check_tuple_result(values, res, hook)
+        values = res
+    return values
+
+
 def call_pre_hooks(fn: Node, inputs: list, graph_task: GraphTask | None) -> list:
-    """Node pre-hooks, in registration order; a returned tuple replaces the inputs."""
+    """Node pre-hooks `hook(grad_outputs)`; a returned tuple replaces the inputs."""
     hooks = fn._pre_hooks
     if not hooks:
         return inputs
-    args = tuple(inputs)
-    for hook in list(hooks.values()):
-        res = hook(args)
-        if _observer.observers:
-            _observer.notify("hook_ran", graph_task, fn, "pre", hook)
-        if res is None or res is args:
-            continue
-        _check_tuple_result(args, res, hook)
-        args = res
-    return list(args)
+    return list(_call_tuple_hooks(fn, hooks, tuple(inputs), (), "pre", graph_task))
 
 
 def call_post_hooks(fn: Node, outputs: list, inputs: list, had_post_hooks: bool,
                     graph_task: GraphTask | None) -> list:
-    """Node post-hooks with (grad_inputs=outputs, grad_outputs=inputs); a tuple replaces the outputs."""
+    """Node post-hooks `hook(grad_inputs=outputs, grad_outputs=inputs)`; a tuple replaces the outputs.
+
+    A hook added while the node ran (none existed when it started) gets empty grad_outputs, as in PyTorch.
+    """
     hooks = fn._post_hooks
     if not hooks:
         return outputs
-    outs = tuple(outputs)
     ins = tuple(inputs) if had_post_hooks else ()
-    for hook in list(hooks.values()):
-        res = hook(outs, ins)
-        if _observer.observers:
-            _observer.notify("hook_ran", graph_task, fn, "post", hook)
-        if res is None or res is outs:
-            continue
-        _check_tuple_result(outs, res, hook)
-        outs = res
-    return list(outs)
+    return list(_call_tuple_hooks(fn, hooks, tuple(outputs), (ins,), "post", graph_task))
 
 
 # -- validation -------------------------------------------------------------------------------------------

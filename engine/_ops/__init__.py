@@ -22,4 +22,5 @@ from .shape import (_unsafe_view, alias, cat, clone, contiguous, copy_to_new, ex
                     reshape, select, slice_, squeeze, squeeze_dims, stack, t, to, transpose, unsqueeze, view)
 from ._common import _out  # noqa: E402,F401 - used by the Tensor method table
 
+
 __all__ = [name for name in dir() if not name.startswith("__")]

@@ -18,9 +18,12 @@ from .._tensor import Tensor, _wrap_dim, gradient_edge, make_tensor
 
 _KIND = {np.dtype(np.bool_): 0, np.dtype(np.int64): 1, np.dtype(np.float32): 2, np.dtype(np.float64): 2}
 
+
 _DEFAULT_OF_KIND = {0: np.dtype(np.bool_), 1: np.dtype(np.int64), 2: np.dtype(np.float32)}
 
+
 _F32 = np.dtype(np.float32)
+
 
 def needs_grad(*inputs: Tensor | None) -> bool:
     """compute_requires_grad: grad mode is on and some input requires grad."""
@@ -31,9 +34,11 @@ def needs_grad(*inputs: Tensor | None) -> bool:
             return True
     return False
 
+
 def collect_next_edges(inputs: Sequence[Tensor | None]) -> list[tuple]:
     """One edge per input slot; (None, 0) for inputs that do not require grad."""
     return [gradient_edge(t) if t is not None else (None, 0) for t in inputs]
+
 
 def record(node: Node, inputs: Sequence[Tensor | None], out: Tensor) -> Tensor:
     """Attach `node` as `out`'s grad_fn with one edge per input (set_next_edges + set_history)."""
@@ -45,11 +50,14 @@ def record(node: Node, inputs: Sequence[Tensor | None], out: Tensor) -> Tensor:
         _observer.notify("node_created", node)
     return out
 
+
 def _arr(x: Any) -> np.ndarray:
     return x if type(x) is np.ndarray else np.asarray(x)
 
+
 def _out(arr: Any, like: Tensor) -> Tensor:
     return make_tensor(_arr(arr), device=like._device)
+
 
 def scalar_tensor(value: Any, like: Tensor) -> Tensor:
     """Wrap a Python number as a 0-dim tensor that does not drive type promotion (a wrapped number)."""
@@ -67,8 +75,10 @@ def scalar_tensor(value: Any, like: Tensor) -> Tensor:
     t._is_wrapped_number = True
     return t
 
+
 def _tier(t: Tensor) -> int:
     return 0 if t._is_wrapped_number else (1 if t._data.ndim == 0 else 2)
+
 
 def result_dtype(a: Tensor, b: Tensor) -> np.dtype:
     """PyTorch's type promotion for two operands: category first, then dimensioned > 0-dim > number."""
@@ -86,6 +96,7 @@ def result_dtype(a: Tensor, b: Tensor) -> np.dtype:
         return _DEFAULT_OF_KIND[ka]
     return np.promote_types(da, db)
 
+
 def _check_device(a: Tensor, b: Tensor) -> None:
     if a._device != b._device and not (a._is_wrapped_number or b._is_wrapped_number
                                        or a._data.ndim == 0 or b._data.ndim == 0):
@@ -93,8 +104,10 @@ def _check_device(a: Tensor, b: Tensor) -> None:
             f"Expected all tensors to be on the same device, but found at least two devices, "
             f"{_dev_name(a._device)} and {_dev_name(b._device)}!")
 
+
 def _dev_name(d: str) -> str:
     return d
+
 
 def _binary(np_fn, a: Tensor, b: Tensor, float_only: bool = False) -> np.ndarray:
     _check_device(a, b)
@@ -109,6 +122,7 @@ def _binary(np_fn, a: Tensor, b: Tensor, float_only: bool = False) -> np.ndarray
             f"({_mismatch(a, b)[1]}) at non-singleton dimension {_mismatch(a, b)[2]}") from None
     return res if res.dtype == dt else res.astype(dt)
 
+
 def _mismatch(a: Tensor, b: Tensor) -> tuple[int, int, int]:
     sa, sb = a._data.shape, b._data.shape
     n = builtins.max(len(sa), len(sb))
@@ -118,6 +132,7 @@ def _mismatch(a: Tensor, b: Tensor) -> tuple[int, int, int]:
             return sa[i], sb[i], i
     return sa[-1], sb[-1], n - 1
 
+
 def _pair(a: Any, b: Any) -> tuple[Tensor, Tensor]:
     if not isinstance(a, Tensor):
         a = scalar_tensor(a, b)
@@ -125,9 +140,11 @@ def _pair(a: Any, b: Any) -> tuple[Tensor, Tensor]:
         b = scalar_tensor(b, a)
     return a, b
 
+
 def _float_data(a: Tensor) -> np.ndarray:
     d = a._data
     return d if d.dtype.kind == "f" else d.astype(np.float32)
+
 
 def _dims(dim: Any, ndim: int) -> tuple[int, ...]:
     if isinstance(dim, int):
@@ -135,12 +152,15 @@ def _dims(dim: Any, ndim: int) -> tuple[int, ...]:
     dims = tuple(sorted({_wrap_dim(d, ndim) for d in dim}))
     return dims
 
+
 def _dtype_title(a: Tensor) -> str:
     return {"int64": "Long", "bool": "Bool", "float32": "Float", "float64": "Double"}[a.dtype.name]
+
 
 def _strides(a: Tensor) -> tuple[int, ...]:
     item = a._data.itemsize
     return tuple(s // item for s in a._data.strides)
+
 
 def _shape_args(shape: tuple) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):

@@ -24,6 +24,7 @@ def add(a: Any, b: Any, alpha: float = 1) -> Tensor:
         record(node, (a, b), out)
     return out
 
+
 def sub(a: Any, b: Any, alpha: float = 1) -> Tensor:
     """a - alpha * b → SubBackward0."""
     a, b = _pair(a, b)
@@ -38,6 +39,7 @@ def sub(a: Any, b: Any, alpha: float = 1) -> Tensor:
         record(node, (a, b), out)
     return out
 
+
 def rsub(a: Tensor, other: Any, alpha: float = 1) -> Tensor:
     """other - alpha * a for a Python scalar `other` → RsubBackward1 (one slot)."""
     b = scalar_tensor(other, a)
@@ -47,6 +49,7 @@ def rsub(a: Tensor, other: Any, alpha: float = 1) -> Tensor:
         node.alpha = alpha
         record(node, (a,), out)
     return out
+
 
 def mul(a: Any, b: Any) -> Tensor:
     """a * b → MulBackward0."""
@@ -60,6 +63,7 @@ def mul(a: Any, b: Any) -> Tensor:
         record(node, (a, b), out)
     return out
 
+
 def mul_scalar(a: Tensor, s: float) -> Tensor:
     """a * s for a C++ double inside a derivative formula → MulBackward1 (one slot)."""
     node = fn.MulBackward1() if needs_grad(a) else None
@@ -68,6 +72,7 @@ def mul_scalar(a: Tensor, s: float) -> Tensor:
         node.other = s
         record(node, (a,), out)
     return out
+
 
 def div(a: Any, b: Any) -> Tensor:
     """a / b (true division) → DivBackward0."""
@@ -82,6 +87,7 @@ def div(a: Any, b: Any) -> Tensor:
         record(node, (a, b), out)
     return out
 
+
 def div_scalar(a: Tensor, s: float) -> Tensor:
     """a / s inside a derivative formula → DivBackward1."""
     node = fn.DivBackward1() if needs_grad(a) else None
@@ -92,6 +98,7 @@ def div_scalar(a: Tensor, s: float) -> Tensor:
         record(node, (a,), out)
     return out
 
+
 def sub_scalar(a: Tensor, s: float) -> Tensor:
     """a - s inside a derivative formula → SubBackward1."""
     node = fn.SubBackward1() if needs_grad(a) else None
@@ -99,6 +106,7 @@ def sub_scalar(a: Tensor, s: float) -> Tensor:
     if node is not None:
         record(node, (a,), out)
     return out
+
 
 def add_scalar(a: Tensor, s: float) -> Tensor:
     """a + s inside a derivative formula → AddBackward1."""
@@ -108,9 +116,11 @@ def add_scalar(a: Tensor, s: float) -> Tensor:
         record(node, (a,), out)
     return out
 
+
 def rdiv(a: Tensor, other: Any) -> Tensor:
     """other / a for a Python scalar: reciprocal then multiply, as PyTorch does."""
     return mul(reciprocal(a), other)
+
 
 def reciprocal(a: Tensor) -> Tensor:
     """1 / a → ReciprocalBackward0."""
@@ -121,6 +131,7 @@ def reciprocal(a: Tensor) -> Tensor:
         node.result = out
         record(node, (a,), out)
     return out
+
 
 def neg(a: Tensor) -> Tensor:
     """-a → NegBackward0."""
@@ -133,6 +144,7 @@ def neg(a: Tensor) -> Tensor:
         record(node, (a,), out)
     return out
 
+
 def pow(a: Any, exponent: Any) -> Tensor:  # noqa: A001 - PyTorch's name
     """a ** exponent: PowBackward0 (scalar exponent), PowBackward1 (tensor), PowBackward2 (scalar base)."""
     if not isinstance(a, Tensor):
@@ -140,6 +152,7 @@ def pow(a: Any, exponent: Any) -> Tensor:  # noqa: A001 - PyTorch's name
     if isinstance(exponent, Tensor):
         return _pow_tensor(a, exponent)
     return _pow_scalar_exp(a, exponent)
+
 
 def _pow_scalar_exp(a: Tensor, exponent: float) -> Tensor:
     node = fn.PowBackward0() if needs_grad(a) else None
@@ -152,6 +165,7 @@ def _pow_scalar_exp(a: Tensor, exponent: float) -> Tensor:
         record(node, (a,), out)
     return out
 
+
 def _pow_tensor(a: Tensor, e: Tensor) -> Tensor:
     node = fn.PowBackward1() if needs_grad(a, e) else None
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -160,6 +174,7 @@ def _pow_tensor(a: Tensor, e: Tensor) -> Tensor:
         node.self, node.exponent, node.result = a, e, out
         record(node, (a, e), out)
     return out
+
 
 def _pow_scalar_base(base: float, e: Tensor) -> Tensor:
     node = fn.PowBackward2() if needs_grad(e) else None
@@ -171,15 +186,18 @@ def _pow_scalar_base(base: float, e: Tensor) -> Tensor:
         record(node, (e,), out)
     return out
 
+
 def compare(np_fn, a: Any, b: Any) -> Tensor:
     """Elementwise comparison: a bool tensor, never recorded."""
     a, b = _pair(a, b)
     _check_device(a, b)
     return _out(np_fn(a._data, b._data), a if not a._is_wrapped_number else b)
 
+
 def logical_and(a: Tensor, b: Tensor) -> Tensor:
     """Elementwise and of truth values (no grad)."""
     return compare(np.logical_and, a, b)
+
 
 def isnan(a: Tensor) -> Tensor:
     """Elementwise NaN test (no grad)."""

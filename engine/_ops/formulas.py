@@ -23,15 +23,18 @@ def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor) -> T
         record(node, inputs, out)
     return out
 
+
 def tanh_backward(grad: Tensor, output: Tensor) -> Tensor:
     """grad * (1 - output**2) → TanhBackwardBackward0."""
     return _binary_node(fn.TanhBackwardBackward0, lambda: grad._data * (1 - output._data * output._data),
                         (grad, output), {"grad_output": grad, "output": output}, grad)
 
+
 def sigmoid_backward(grad: Tensor, output: Tensor) -> Tensor:
     """grad * output * (1 - output) → SigmoidBackwardBackward0."""
     return _binary_node(fn.SigmoidBackwardBackward0, lambda: grad._data * output._data * (1 - output._data),
                         (grad, output), {"grad_output": grad, "output": output}, grad)
+
 
 def threshold_backward(grad: Tensor, self: Tensor, threshold: float) -> Tensor:
     """grad where self > threshold, else 0 → ThresholdBackwardBackward0."""
@@ -39,6 +42,7 @@ def threshold_backward(grad: Tensor, self: Tensor, threshold: float) -> Tensor:
         fn.ThresholdBackwardBackward0,
         lambda: np.where(self._data > threshold, grad._data, np.zeros((), grad._data.dtype)),
         (grad, self), {"self": self, "threshold": threshold}, grad)
+
 
 def softmax_backward_data(grad: Tensor, output: Tensor, dim: int) -> Tensor:
     """output * (grad - sum(grad * output, dim)) → SoftmaxBackwardDataBackward0."""
@@ -49,6 +53,7 @@ def softmax_backward_data(grad: Tensor, output: Tensor, dim: int) -> Tensor:
     return _binary_node(fn.SoftmaxBackwardDataBackward0, compute, (grad, output),
                         {"grad_output": grad, "output": output, "dim": dim}, grad)
 
+
 def log_softmax_backward_data(grad: Tensor, output: Tensor, dim: int) -> Tensor:
     """grad - exp(output) * sum(grad, dim) → LogSoftmaxBackwardDataBackward0."""
     def compute() -> np.ndarray:
@@ -57,6 +62,7 @@ def log_softmax_backward_data(grad: Tensor, output: Tensor, dim: int) -> Tensor:
 
     return _binary_node(fn.LogSoftmaxBackwardDataBackward0, compute, (grad, output),
                         {"grad_output": grad, "output": output, "dim": dim}, grad)
+
 
 def mse_loss_backward(grad: Tensor, self: Tensor, target: Tensor, reduction: int) -> Tensor:
     """2 * (self - target) * grad (/ numel for mean) → MseLossBackwardBackward0."""
@@ -67,6 +73,7 @@ def mse_loss_backward(grad: Tensor, self: Tensor, target: Tensor, reduction: int
     return _binary_node(fn.MseLossBackwardBackward0, compute, (grad, self, target),
                         {"grad_output": grad, "self": self, "target": target, "reduction": reduction}, self)
 
+
 def select_backward(grad: Tensor, sizes: tuple, dim: int, index: int) -> Tensor:
     """Scatter `grad` into zeros of `sizes` at `index` along `dim` → SelectBackwardBackward0."""
     def compute() -> np.ndarray:
@@ -75,6 +82,7 @@ def select_backward(grad: Tensor, sizes: tuple, dim: int, index: int) -> Tensor:
         return res
 
     return _binary_node(fn.SelectBackwardBackward0, compute, (grad,), {"dim": dim, "index": index}, grad)
+
 
 def slice_backward(grad: Tensor, sizes: tuple, dim: int, start: int, end: int, step: int) -> Tensor:
     """Place `grad` into zeros of `sizes` at the slice → SliceBackwardBackward0."""
@@ -85,6 +93,7 @@ def slice_backward(grad: Tensor, sizes: tuple, dim: int, start: int, end: int, s
 
     return _binary_node(fn.SliceBackwardBackward0, compute, (grad,),
                         {"dim": dim, "start": start, "end": end, "step": step}, grad)
+
 
 def sum_to(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
     """at::sum_to: sum the broadcast dims (SumBackward1, keepdim) and view away leading ones."""
@@ -100,9 +109,11 @@ def sum_to(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
         grad = sum(grad, tuple(reduce), keepdim=True)
     return view(grad, shape) if leading > 0 else grad
 
+
 def zeros_like_data(t: Tensor) -> Tensor:
     """Zeros shaped like `t`, recording nothing."""
     return make_tensor(np.zeros(t._data.shape, dtype=t._data.dtype), device=t._device)
+
 
 def zeros_scalar(like: Tensor) -> Tensor:
     """at::zeros({}, grad.options()): a 0-dim zero that joins type promotion as a tensor."""

@@ -35,10 +35,12 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
         record(node, (a, b), out)
     return out
 
+
 def _check_same_dtype(a: Tensor, b: Tensor, msg: str) -> None:
     if a._data.dtype != b._data.dtype:
         raise RuntimeError(f"{msg}, but got: {a.dtype.name.title()} != {b.dtype.name.title()}".replace(
             "Float32", "float").replace("Float64", "double"))
+
 
 def dot(a: Tensor, b: Tensor) -> Tensor:
     """Inner product of two 1-D tensors → DotBackward0."""
@@ -57,6 +59,7 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
         record(node, (a, b), out)
     return out
 
+
 def mv(a: Tensor, v: Tensor) -> Tensor:
     """Matrix-vector product → MvBackward0."""
     if a._data.ndim != 2 or v._data.ndim != 1:
@@ -71,6 +74,7 @@ def mv(a: Tensor, v: Tensor) -> Tensor:
         node.vec = v if a._requires_grad else None
         record(node, (a, v), out)
     return out
+
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """PyTorch's matmul dispatch: dot, mv, mm, and the folded N-D @ 2-D case."""
@@ -99,6 +103,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     raise NotImplementedError(
         f"engine.matmul supports 1-D and 2-D operands and N-D @ 2-D; got {da}-D @ {db}-D")
 
+
 def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: float = 1) -> Tensor:
     """beta * bias + alpha * (mat1 @ mat2) → AddmmBackward0 with edges (bias, mat1, mat2)."""
     if mat1._data.ndim != 2 or mat2._data.ndim != 2:
@@ -119,6 +124,7 @@ def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: floa
         node.mat2_sym_sizes, node.mat2_sym_strides = mat2._data.shape, _strides(mat2)
         record(node, (bias, mat1, mat2), out)
     return out
+
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """x @ weight.t() + bias, decomposed the way PyTorch 2.13 records it."""

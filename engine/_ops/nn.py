@@ -32,6 +32,7 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
         record(node, (a, b), out)
     return out
 
+
 def masked_fill(a: Tensor, mask: Tensor, value: Any) -> Tensor:
     """Fill where `mask` with a number (MaskedFillBackward0) or a 0-dim tensor (MaskedFillBackward1)."""
     if isinstance(value, Tensor) and value._data.ndim != 0:
@@ -51,6 +52,7 @@ def masked_fill(a: Tensor, mask: Tensor, value: Any) -> Tensor:
         record(node, (a,), out)
     return out
 
+
 def _softmax_np(x: np.ndarray, d: int) -> np.ndarray:
     if x.ndim == 0:
         return np.ones_like(x)
@@ -58,17 +60,6 @@ def _softmax_np(x: np.ndarray, d: int) -> np.ndarray:
     e = np.exp(shifted)
     return e / e.sum(axis=d, keepdims=True)
 
-def softmax(a: Tensor, dim: int, dtype: Any = None) -> Tensor:
-    """Softmax along `dim` → SoftmaxBackward0."""
-    if dtype is not None:
-        a = to(a, dtype)
-    d = _wrap_dim(dim, a._data.ndim)
-    node = fn.SoftmaxBackward0() if needs_grad(a) else None
-    out = _out(_softmax_np(_float_data(a), d), a)
-    if node is not None:
-        node.dim, node.result = d, out
-        record(node, (a,), out)
-    return out
 
 def _log_softmax_np(x: np.ndarray, d: int) -> np.ndarray:
     if x.ndim == 0:
@@ -76,19 +67,31 @@ def _log_softmax_np(x: np.ndarray, d: int) -> np.ndarray:
     shifted = x - x.max(axis=d, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=d, keepdims=True))
 
-def log_softmax(a: Tensor, dim: int, dtype: Any = None) -> Tensor:
-    """Log-softmax along `dim` → LogSoftmaxBackward0."""
+
+def _softmax_like(np_fn, node_cls, a: Tensor, dim: int, dtype: Any) -> Tensor:
     if dtype is not None:
         a = to(a, dtype)
     d = _wrap_dim(dim, a._data.ndim)
-    node = fn.LogSoftmaxBackward0() if needs_grad(a) else None
-    out = _out(_log_softmax_np(_float_data(a), d), a)
+    node = node_cls() if needs_grad(a) else None
+    out = _out(np_fn(_float_data(a), d), a)
     if node is not None:
         node.dim, node.result = d, out
         record(node, (a,), out)
     return out
 
+
+def softmax(a: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    """Softmax along `dim` → SoftmaxBackward0."""
+    return _softmax_like(_softmax_np, fn.SoftmaxBackward0, a, dim, dtype)
+
+
+def log_softmax(a: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    """Log-softmax along `dim` → LogSoftmaxBackward0."""
+    return _softmax_like(_log_softmax_np, fn.LogSoftmaxBackward0, a, dim, dtype)
+
+
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
 
 def mse_loss(a: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """Mean squared error → MseLossBackward0 with slots (input, target)."""

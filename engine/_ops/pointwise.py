@@ -20,32 +20,40 @@ def _unary(np_fn, node_cls, a: Tensor, save: str) -> Tensor:
         record(node, (a,), out)
     return out
 
+
 def exp(a: Tensor) -> Tensor:
     """e ** a → ExpBackward0."""
     return _unary(np.exp, fn.ExpBackward0, a, "result")
+
 
 def log(a: Tensor) -> Tensor:
     """Natural log → LogBackward0."""
     return _unary(np.log, fn.LogBackward0, a, "self")
 
+
 def sin(a: Tensor) -> Tensor:
     """Sine → SinBackward0."""
     return _unary(np.sin, fn.SinBackward0, a, "self")
+
 
 def cos(a: Tensor) -> Tensor:
     """Cosine → CosBackward0."""
     return _unary(np.cos, fn.CosBackward0, a, "self")
 
+
 def tanh(a: Tensor) -> Tensor:
     """Hyperbolic tangent → TanhBackward0."""
     return _unary(np.tanh, fn.TanhBackward0, a, "result")
 
+
 def _sigmoid_np(x: np.ndarray) -> np.ndarray:
     return _arr(1.0 / (1.0 + np.exp(-x))).astype(x.dtype, copy=False)
+
 
 def sigmoid(a: Tensor) -> Tensor:
     """Logistic sigmoid → SigmoidBackward0."""
     return _unary(_sigmoid_np, fn.SigmoidBackward0, a, "result")
+
 
 def relu(a: Tensor) -> Tensor:
     """max(a, 0) → ReluBackward0."""
@@ -56,9 +64,11 @@ def relu(a: Tensor) -> Tensor:
         record(node, (a,), out)
     return out
 
+
 def sqrt(a: Tensor) -> Tensor:
     """Square root → SqrtBackward0."""
     return _unary(np.sqrt, fn.SqrtBackward0, a, "result")
+
 
 def abs(a: Tensor) -> Tensor:  # noqa: A001 - PyTorch's name
     """Absolute value → AbsBackward0."""
@@ -68,6 +78,7 @@ def abs(a: Tensor) -> Tensor:  # noqa: A001 - PyTorch's name
         node.self = a
         record(node, (a,), out)
     return out
+
 
 def sgn(a: Tensor) -> Tensor:
     """Sign → SgnBackward0."""

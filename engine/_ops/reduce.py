@@ -18,6 +18,7 @@ from .shape import to
 MaxResult = namedtuple("max", ["values", "indices"])
 """What `max(dim)` returns, like torch.return_types.max."""
 
+
 def sum(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:  # noqa: A001
     """Sum of all elements (SumBackward0) or along `dim` (SumBackward1)."""
     if dim is None:
@@ -38,8 +39,10 @@ def sum(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
         record(node, (a,), out)
     return _maybe_cast(out, dtype)
 
+
 def _maybe_cast(t: Tensor, dtype: Any) -> Tensor:
     return t if dtype is None else to(t, dtype)
+
 
 def mean(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
     """Mean of all elements (MeanBackward0) or along `dim` (MeanBackward1)."""
@@ -65,6 +68,7 @@ def mean(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -
         node.self_sym_sizes, node.dim, node.keepdim = a._data.shape, dims, keepdim
         record(node, (a,), out)
     return out
+
 
 def max(a: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
     """The largest element (MaxBackward1); with `dim`, (values, indices) (MaxBackward0)."""
@@ -95,6 +99,7 @@ def max(a: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
         record(node, (a,), out)
     return MaxResult(out, indices)
 
+
 def argmax(a: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the largest element (no grad)."""
     if dim is None:
@@ -104,6 +109,7 @@ def argmax(a: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     if keepdim:
         res = np.expand_dims(res, d)
     return _out(res.astype(np.int64), a)
+
 
 def maximum(a: Tensor, b: Tensor) -> Tensor:
     """Elementwise maximum → MaximumBackward0."""

@@ -25,6 +25,7 @@ def t(a: Tensor) -> Tensor:
         record(node, (a,), out)
     return out
 
+
 def permute(a: Tensor, dims: Sequence[int]) -> Tensor:
     """Reorder dims → PermuteBackward0."""
     nd = a._data.ndim
@@ -40,6 +41,7 @@ def permute(a: Tensor, dims: Sequence[int]) -> Tensor:
         record(node, (a,), out)
     return out
 
+
 def transpose(a: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap two dims → TransposeBackward0."""
     nd = a._data.ndim
@@ -50,6 +52,7 @@ def transpose(a: Tensor, dim0: int, dim1: int) -> Tensor:
         node.dim0, node.dim1 = d0, d1
         record(node, (a,), out)
     return out
+
 
 def _infer_shape(shape: Sequence[int], numel: int) -> tuple[int, ...]:
     shape = tuple(int(s) for s in shape)
@@ -67,6 +70,7 @@ def _infer_shape(shape: Sequence[int], numel: int) -> tuple[int, ...]:
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
     return shape
 
+
 def _as_view(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
     """A view of `data` with `shape`, or None when the strides do not allow one (torch's view rule)."""
     v = data.view()
@@ -75,6 +79,7 @@ def _as_view(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
     except AttributeError:
         return None
     return v
+
 
 def view(a: Tensor, *shape: Any) -> Tensor:
     """Reshape without copying → ViewBackward0; refuses incompatible strides like PyTorch."""
@@ -86,6 +91,7 @@ def view(a: Tensor, *shape: Any) -> Tensor:
             "across two contiguous subspaces). Use .reshape(...) instead.")
     return _view_of(a, data)
 
+
 def _view_of(a: Tensor, data: np.ndarray) -> Tensor:
     node = fn.ViewBackward0() if needs_grad(a) else None
     out = _out(data, a)
@@ -93,6 +99,7 @@ def _view_of(a: Tensor, data: np.ndarray) -> Tensor:
         node.self_sym_sizes = a._data.shape
         record(node, (a,), out)
     return out
+
 
 def reshape(a: Tensor, *shape: Any) -> Tensor:
     """A view when the strides allow (ViewBackward0), else a clone then _unsafe_view."""
@@ -102,6 +109,7 @@ def reshape(a: Tensor, *shape: Any) -> Tensor:
         return _view_of(a, data)
     return _unsafe_view(clone(a), shape)
 
+
 def _unsafe_view(a: Tensor, shape: tuple[int, ...]) -> Tensor:
     node = fn.UnsafeViewBackward0() if needs_grad(a) else None
     out = _out(np.ascontiguousarray(a._data).reshape(shape), a)
@@ -109,6 +117,7 @@ def _unsafe_view(a: Tensor, shape: tuple[int, ...]) -> Tensor:
         node.self_sym_sizes = a._data.shape
         record(node, (a,), out)
     return out
+
 
 def flatten(a: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dims start..end into one (a reshape)."""
@@ -121,6 +130,7 @@ def flatten(a: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     shape = a._data.shape
     return reshape(a, shape[:s] + (-1,) + shape[e + 1:])
 
+
 def unsqueeze(a: Tensor, dim: int) -> Tensor:
     """Insert a size-1 dim → UnsqueezeBackward0."""
     d = _wrap_dim(dim, a._data.ndim + 1)
@@ -130,6 +140,7 @@ def unsqueeze(a: Tensor, dim: int) -> Tensor:
         node.dim = d
         record(node, (a,), out)
     return out
+
 
 def squeeze(a: Tensor, dim: Any = None) -> Tensor:
     """Drop size-1 dims: all (SqueezeBackward0), or one (SqueezeBackward1)."""
@@ -152,6 +163,7 @@ def squeeze(a: Tensor, dim: Any = None) -> Tensor:
         record(node, (a,), out)
     return out
 
+
 def squeeze_dims(a: Tensor, dims: tuple[int, ...]) -> Tensor:
     """squeeze.dims → SqueezeBackward4 (as matmul's 1-D @ 2-D path records)."""
     nd = a._data.ndim
@@ -163,6 +175,7 @@ def squeeze_dims(a: Tensor, dims: tuple[int, ...]) -> Tensor:
         node.self_sym_sizes, node.dim = a._data.shape, ds
         record(node, (a,), out)
     return out
+
 
 def expand(a: Tensor, *sizes: Any) -> Tensor:
     """Broadcast to `sizes` without copying → ExpandBackward0."""
@@ -192,6 +205,7 @@ def expand(a: Tensor, *sizes: Any) -> Tensor:
         record(node, (a,), out)
     return out
 
+
 def select(a: Tensor, dim: int, index: int) -> Tensor:
     """a.select(dim, index), as `a[index]` does → SelectBackward0."""
     nd = a._data.ndim
@@ -209,6 +223,7 @@ def select(a: Tensor, dim: int, index: int) -> Tensor:
         record(node, (a,), out)
     return out
 
+
 def slice_(a: Tensor, dim: int, start: int | None, end: int | None, step: int = 1) -> Tensor:
     """a.slice(dim, start, end, step) → SliceBackward0."""
     if step <= 0:
@@ -223,6 +238,7 @@ def slice_(a: Tensor, dim: int, start: int | None, end: int | None, step: int = 
         node.self_sym_sizes, node.dim, node.start, node.end, node.step = a._data.shape, d, s, e, step
         record(node, (a,), out)
     return out
+
 
 def getitem(a: Tensor, key: Any) -> Tensor:
     """Basic indexing with ints, slices, None and Ellipsis, applied dim by dim as PyTorch does."""
@@ -256,6 +272,7 @@ def getitem(a: Tensor, key: Any) -> Tensor:
         out = alias(a)
     return out
 
+
 def alias(a: Tensor) -> Tensor:
     """`a[:]` or `a[...]`: a view with no new node when nothing changes (AliasBackward0)."""
     node = fn.AliasBackward0() if needs_grad(a) else None
@@ -263,6 +280,7 @@ def alias(a: Tensor) -> Tensor:
     if node is not None:
         record(node, (a,), out)
     return out
+
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Concatenate along `dim` → CatBackward0 with one slot per tensor."""
@@ -278,6 +296,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         node.dim, node.sizes = d, [x._data.shape for x in tensors]
         record(node, tensors, out)
     return out
+
 
 def _check_cat_shapes(tensors: list, d: int) -> None:
     first = tensors[0]._data.shape
@@ -309,6 +328,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         record(node, tensors, out)
     return out
 
+
 def clone(a: Tensor) -> Tensor:
     """A copy with its own memory → CloneBackward0."""
     node = fn.CloneBackward0() if needs_grad(a) else None
@@ -317,9 +337,11 @@ def clone(a: Tensor) -> Tensor:
         record(node, (a,), out)
     return out
 
+
 def contiguous(a: Tensor) -> Tensor:
     """`a` itself when contiguous, else a clone."""
     return a if a._data.flags.c_contiguous else clone(a)
+
 
 def copy_to_new(src: Tensor) -> Tensor:
     """AccumulateGrad's clone under grad mode: `empty_strided(...).copy_(src)` → CopyBackwards."""
@@ -329,6 +351,7 @@ def copy_to_new(src: Tensor) -> Tensor:
         node.src_dtype = src.dtype
         record(node, (None, src), out)
     return out
+
 
 def to(a: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """Convert dtype and/or device → ToCopyBackward0; returns `a` itself when nothing changes."""
