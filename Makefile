@@ -20,6 +20,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
+	$(VENV)/bin/ruff check engine app bench tracer widgets
 	$(PY) -m pytest -q -p no:cacheprovider
 
 demo: $(STAMP)

@@ -10,12 +10,54 @@ from . import _tensor_methods
 from ._device import device
 from ._dtype import Size, dtype, float32, float64, get_default_dtype, int64
 from ._dtype import bool_ as bool  # noqa: A001 - torch.bool
-from ._factories import (arange, empty, full, is_tensor, manual_seed, ones, ones_like, rand, randn, tensor,
-                         zeros, zeros_like)
+from ._factories import (
+                         arange,
+                         empty,
+                         full,
+                         is_tensor,
+                         manual_seed,
+                         ones,
+                         ones_like,
+                         rand,
+                         randn,
+                         tensor,
+                         zeros,
+                         zeros_like,
+)
 from ._observer import add_observer
-from ._ops import (abs, argmax, cat, clone, cos, dot, exp, flatten, isnan, log, log_softmax, matmul, max,
-                   maximum, mean, mm, mv, pow, relu, reshape, sigmoid, sin, softmax, sqrt, squeeze, stack, sum,
-                   tanh, transpose, unsqueeze, where)
+from ._ops import (
+                         abs,
+                         argmax,
+                         cat,
+                         clone,
+                         cos,
+                         dot,
+                         exp,
+                         flatten,
+                         isnan,
+                         log,
+                         log_softmax,
+                         matmul,
+                         max,
+                         maximum,
+                         mean,
+                         mm,
+                         mv,
+                         pow,
+                         relu,
+                         reshape,
+                         sigmoid,
+                         sin,
+                         softmax,
+                         sqrt,
+                         squeeze,
+                         stack,
+                         sum,
+                         tanh,
+                         transpose,
+                         unsqueeze,
+                         where,
+)
 from ._ops import t as t
 from ._state import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._tensor import Tensor

@@ -15,7 +15,6 @@ from __future__ import annotations
 import heapq
 import threading
 import warnings
-import weakref
 from typing import Any
 
 import numpy as np
@@ -353,7 +352,7 @@ def _check_tuple_result(prev: tuple, result: Any, hook: Any) -> None:
     if len(prev) != len(result):
         raise RuntimeError(f"hook '{hook_name(hook)}' has returned an incorrect number of values (got "
                            f"{len(result)}, but expected {len(prev)})")
-    for p, r in zip(prev, result):
+    for p, r in zip(prev, result, strict=True):
         check_single_result(p, r, hook)
 
 

@@ -232,7 +232,7 @@ class Tensor:
 
     def __bool__(self) -> bool:
         if self._data.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(self._data.reshape(()).item())
 
     def __index__(self) -> int:

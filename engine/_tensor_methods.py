@@ -12,7 +12,6 @@ from . import _ops
 from ._dtype import bool_, float32, float64, int64
 from ._tensor import Tensor
 
-
 _NUMBER = (int, float, bool, np.number)
 
 

@@ -7,20 +7,73 @@ PyTorch 2.13 records; tests/engine/test_torch_parity.py compares them with real 
 from __future__ import annotations
 
 from .._tensor import make_tensor
-from ._common import collect_next_edges, legacy_type_name, needs_grad, record, result_dtype, scalar_tensor
-from .arith import (add, add_scalar, compare, div, div_scalar, isnan, logical_and, mul, mul_scalar, neg, pow, rdiv,
-                    reciprocal, rsub, sub, sub_scalar)
-from .formulas import (log_softmax_backward_data, mse_loss_backward, select_backward, sigmoid_backward,
-                       slice_backward, softmax_backward_data, sum_to, tanh_backward, threshold_backward,
-                       zeros_like_data, zeros_scalar)
+from ._common import (
+                    _out,  # noqa: E402,F401 - used by the Tensor method table
+                    collect_next_edges,
+                    legacy_type_name,
+                    needs_grad,
+                    record,
+                    result_dtype,
+                    scalar_tensor,
+)
+from .arith import (
+                    add,
+                    add_scalar,
+                    compare,
+                    div,
+                    div_scalar,
+                    isnan,
+                    logical_and,
+                    mul,
+                    mul_scalar,
+                    neg,
+                    pow,
+                    rdiv,
+                    reciprocal,
+                    rsub,
+                    sub,
+                    sub_scalar,
+)
+from .formulas import (
+                    log_softmax_backward_data,
+                    mse_loss_backward,
+                    select_backward,
+                    sigmoid_backward,
+                    slice_backward,
+                    softmax_backward_data,
+                    sum_to,
+                    tanh_backward,
+                    threshold_backward,
+                    zeros_like_data,
+                    zeros_scalar,
+)
 from .linalg import addmm, dot, linear, matmul, mm, mv
 from .nn import log_softmax, masked_fill, mse_loss, softmax, where
 from .pointwise import abs, cos, exp, log, relu, sgn, sigmoid, sin, sqrt, tanh
-from .scatter import gather, scatter, scatter_add, zeros_of
 from .reduce import MaxResult, argmax, max, maximum, mean, sum
-from .shape import (_unsafe_view, alias, cat, clone, contiguous, copy_to_new, expand, flatten, getitem, permute,
-                    reshape, select, slice_, squeeze, squeeze_dims, stack, t, to, transpose, unsqueeze, view)
-from ._common import _out  # noqa: E402,F401 - used by the Tensor method table
-
+from .scatter import gather, scatter, scatter_add, zeros_of
+from .shape import (
+                    _unsafe_view,
+                    alias,
+                    cat,
+                    clone,
+                    contiguous,
+                    copy_to_new,
+                    expand,
+                    flatten,
+                    getitem,
+                    permute,
+                    reshape,
+                    select,
+                    slice_,
+                    squeeze,
+                    squeeze_dims,
+                    stack,
+                    t,
+                    to,
+                    transpose,
+                    unsqueeze,
+                    view,
+)
 
 __all__ = [name for name in dir() if not name.startswith("__")]

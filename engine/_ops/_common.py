@@ -15,7 +15,6 @@ from .._node import InputMetadata, Node
 from .._state import tls
 from .._tensor import Tensor, _wrap_dim, gradient_edge, make_tensor
 
-
 _KIND = {np.dtype(np.bool_): 0, np.dtype(np.int64): 1, np.dtype(np.float32): 2, np.dtype(np.float64): 2}
 
 

@@ -98,8 +98,6 @@ def mse_loss(a: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{reduction} is not a valid value for reduction")
     if a._data.shape != target._data.shape:
-        import warnings
-
         warnings.warn(
             f"Using a target size ({target.shape}) that is different to the input size ({a.shape}). This will "
             "likely lead to incorrect results due to broadcasting. Please ensure they have the same size.",

@@ -14,7 +14,6 @@ from .._tensor import Tensor, _wrap_dim
 from ._common import _binary, _dims, _dtype_title, _out, needs_grad, record
 from .shape import to
 
-
 MaxResult = namedtuple("max", ["values", "indices"])
 """What `max(dim)` returns, like torch.return_types.max."""
 

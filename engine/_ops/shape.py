@@ -12,7 +12,7 @@ import numpy as np
 from .. import _functions as fn
 from .._dtype import as_dtype
 from .._tensor import Tensor, _wrap_dim, make_tensor
-from ._common import legacy_type_name, _out, _shape_args, needs_grad, record
+from ._common import _out, _shape_args, legacy_type_name, needs_grad, record
 
 
 def t(a: Tensor) -> Tensor:
@@ -248,7 +248,7 @@ def getitem(a: Tensor, key: Any) -> Tensor:
     if n_specified > a._data.ndim:
         raise IndexError(f"too many indices for tensor of dimension {a._data.ndim}")
     out, dim = a, 0
-    for i, k in enumerate(key):
+    for k in key:
         if k is Ellipsis:
             dim += a._data.ndim - n_specified
         elif k is None:
@@ -304,7 +304,7 @@ def _check_cat_shapes(tensors: list, d: int) -> None:
         shape = x._data.shape
         if len(shape) != len(first):
             raise RuntimeError(f"Tensors must have same number of dimensions: got {len(first)} and {len(shape)}")
-        for k, (a, b) in enumerate(zip(first, shape)):
+        for k, (a, b) in enumerate(zip(first, shape, strict=True)):
             if k != d and a != b:
                 raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size {a} but "
                                    f"got size {b} for tensor number {i} in the list.")
@@ -355,7 +355,8 @@ def copy_to_new(src: Tensor) -> Tensor:
 
 def to(a: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """Convert dtype and/or device → ToCopyBackward0; returns `a` itself when nothing changes."""
-    from .._device import canonical_device, device as device_cls
+    from .._device import canonical_device
+    from .._device import device as device_cls
 
     dtype, dev = kwargs.pop("dtype", None), kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)

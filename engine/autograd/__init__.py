@@ -46,7 +46,7 @@ def _make_grads(outputs: Sequence[Any], grads: Sequence[Any]) -> tuple:
     from .. import _factories
 
     new_grads = []
-    for i, (out, grad) in enumerate(zip(outputs, grads)):
+    for i, (out, grad) in enumerate(zip(outputs, grads, strict=False)):
         if isinstance(out, GradientEdge):
             meta = out.node._input_metadata[out.output_nr]
             out_size, out_dtype, out_device = tuple(meta.shape), meta.dtype, meta.device
@@ -190,7 +190,7 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
         if any(r is None and not isinstance(inputs[i], Tensor) for i, r in enumerate(result)):
             raise RuntimeError("materialize_grads cannot be used when the given input is a GradientEdge")
         result = tuple(r if r is not None else _factories.zeros_like(inp)
-                       for r, inp in zip(result, inputs))
+                       for r, inp in zip(result, inputs, strict=True))
     return result
 
 
