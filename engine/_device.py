@@ -4,6 +4,8 @@ Imports the standard library only.
 """
 from __future__ import annotations
 
+from ._args import DEVICE_TYPES
+
 
 class device:
     """A device label that compares equal to its string form, like torch.device."""
@@ -18,7 +20,9 @@ class device:
             raise TypeError(f"device() expected a string like 'cpu' or 'cuda:0', got {type(spec).__name__}")
         kind, _, idx = spec.partition(":")
         if kind not in ("cpu", "cuda", "meta"):
-            raise RuntimeError(f"Expected one of cpu, cuda, meta device type at start of device string: {spec}")
+            if kind in DEVICE_TYPES.split(", "):
+                raise RuntimeError(f"engine supports the devices cpu, cuda:N and meta; got {spec}")
+            raise RuntimeError(f"Expected one of {DEVICE_TYPES} device type at start of device string: {spec}")
         if idx:
             if not idx.isdigit():
                 raise RuntimeError(f"Invalid device string: '{spec}'")

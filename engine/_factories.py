@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ._args import factory_size, infer_data_shape
 from ._device import canonical_device
 from ._dtype import as_dtype, get_default_dtype
 from ._tensor import Tensor, _coerce_array, make_tensor
@@ -30,6 +31,8 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
     if isinstance(data, Tensor):
         arr = np.array(data._data, copy=True)
     else:
+        if not isinstance(data, np.ndarray):
+            infer_data_shape(data)
         try:
             arr = np.array(data)
         except ValueError as e:
@@ -44,30 +47,24 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
     return _finish(arr, requires_grad, device)
 
 
-def _shape(size: tuple) -> tuple[int, ...]:
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
-    return tuple(int(s) for s in size)
-
-
 def _np_dtype(dtype: Any) -> np.dtype:
     return (as_dtype(dtype) if dtype is not None else get_default_dtype()).np
 
 
 def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """A tensor of zeros."""
-    return _finish(np.zeros(_shape(size), dtype=_np_dtype(dtype)), requires_grad, device)
+    return _finish(np.zeros(factory_size("zeros", size), dtype=_np_dtype(dtype)), requires_grad, device)
 
 
 def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """A tensor of ones."""
-    return _finish(np.ones(_shape(size), dtype=_np_dtype(dtype)), requires_grad, device)
+    return _finish(np.ones(factory_size("ones", size), dtype=_np_dtype(dtype)), requires_grad, device)
 
 
 def full(size: Any, fill_value: float, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """A tensor filled with `fill_value`."""
     np_dtype = _np_dtype(dtype) if dtype is not None or isinstance(fill_value, float) else np.dtype(np.int64)
-    return _finish(np.full(_shape((size,)), fill_value, dtype=np_dtype), requires_grad, device)
+    return _finish(np.full(factory_size("full", (size,)), fill_value, dtype=np_dtype), requires_grad, device)
 
 
 def _like(t: Tensor, dtype: Any, device: Any) -> tuple[tuple, np.dtype, Any]:
@@ -109,12 +106,12 @@ def manual_seed(seed: int) -> None:
 
 def randn(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Standard normal samples."""
-    return _finish(_rng.standard_normal(_shape(size)).astype(_np_dtype(dtype)), requires_grad, device)
+    return _finish(_rng.standard_normal(factory_size("randn", size)).astype(_np_dtype(dtype)), requires_grad, device)
 
 
 def rand(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1)."""
-    return _finish(_rng.random(_shape(size)).astype(_np_dtype(dtype)), requires_grad, device)
+    return _finish(_rng.random(factory_size("rand", size)).astype(_np_dtype(dtype)), requires_grad, device)
 
 
 def is_tensor(obj: Any) -> bool:

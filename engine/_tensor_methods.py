@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import _ops
+from ._args import reduction_dim, required_dim
 from ._dtype import bool_, float32, float64, int64
 from ._tensor import Tensor
 
@@ -86,8 +87,8 @@ _METHODS = {
     "exp": _ops.exp, "log": _ops.log, "sin": _ops.sin, "cos": _ops.cos, "tanh": _ops.tanh,
     "sigmoid": _ops.sigmoid, "relu": _ops.relu, "sqrt": _ops.sqrt, "abs": _ops.abs, "sgn": _ops.sgn,
     "sign": _ops.sgn,
-    "sum": lambda s, dim=None, keepdim=False, dtype=None: _ops.sum(s, dim, keepdim, dtype),
-    "mean": lambda s, dim=None, keepdim=False, dtype=None: _ops.mean(s, dim, keepdim, dtype),
+    "sum": lambda s, dim=None, keepdim=False, dtype=None: _ops.sum(s, reduction_dim("sum", dim), keepdim, dtype),
+    "mean": lambda s, dim=None, keepdim=False, dtype=None: _ops.mean(s, reduction_dim("mean", dim), keepdim, dtype),
     "max": lambda s, dim=None, keepdim=False: _ops.max(s, dim, keepdim),
     "argmax": _ops.argmax, "maximum": _ops.maximum,
     "matmul": _ops.matmul, "mm": _ops.mm, "mv": _ops.mv, "dot": _ops.dot,
@@ -97,8 +98,8 @@ _METHODS = {
     "expand_as": lambda s, other: _ops.expand(s, other.shape), "view_as": lambda s, other: _ops.view(s, other.shape),
     "reshape_as": lambda s, other: _ops.reshape(s, other.shape),
     "select": _ops.select, "clone": lambda s, memory_format=None: _ops.clone(s), "contiguous": _ops.contiguous,
-    "softmax": lambda s, dim, dtype=None: _ops.softmax(s, dim, dtype),
-    "log_softmax": lambda s, dim, dtype=None: _ops.log_softmax(s, dim, dtype),
+    "softmax": lambda s, dim=None, dtype=None: _ops.softmax(s, required_dim("softmax", dim), dtype),
+    "log_softmax": lambda s, dim=None, dtype=None: _ops.log_softmax(s, required_dim("log_softmax", dim), dtype),
     "masked_fill": _ops.masked_fill, "isnan": _ops.isnan,
     "to": _ops.to,
     "float": lambda s: _ops.to(s, dtype=float32), "double": lambda s: _ops.to(s, dtype=float64),

@@ -161,11 +161,6 @@ def _strides(a: Tensor) -> tuple[int, ...]:
     return tuple(s // item for s in a._data.strides)
 
 
-def _shape_args(shape: tuple) -> tuple:
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        return tuple(shape[0])
-    return shape
-
 
 def legacy_type_name(t: Tensor) -> str:
     """PyTorch's legacy type name, as some messages print it: torch.FloatTensor, torch.cuda.DoubleTensor."""

@@ -10,9 +10,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import _functions as fn
+from .._args import int_arg, size_arg
 from .._dtype import as_dtype
 from .._tensor import Tensor, _wrap_dim, make_tensor
-from ._common import _out, _shape_args, legacy_type_name, needs_grad, record
+from ._common import _out, legacy_type_name, needs_grad, record
 
 
 def t(a: Tensor) -> Tensor:
@@ -45,7 +46,8 @@ def permute(a: Tensor, dims: Sequence[int]) -> Tensor:
 def transpose(a: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap two dims → TransposeBackward0."""
     nd = a._data.ndim
-    d0, d1 = _wrap_dim(dim0, nd), _wrap_dim(dim1, nd)
+    d0 = _wrap_dim(int_arg("transpose", "dim0", 1, dim0), nd)
+    d1 = _wrap_dim(int_arg("transpose", "dim1", 2, dim1), nd)
     node = fn.TransposeBackward0() if needs_grad(a) else None
     out = _out(np.swapaxes(a._data, d0, d1) if nd else a._data, a)
     if node is not None:
@@ -83,13 +85,25 @@ def _as_view(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
 
 def view(a: Tensor, *shape: Any) -> Tensor:
     """Reshape without copying → ViewBackward0; refuses incompatible strides like PyTorch."""
-    shape = _infer_shape(_shape_args(shape), a._data.size)
+    shape = _infer_shape(_view_size(shape), a._data.size)
     data = _as_view(a._data, shape)
     if data is None:
         raise RuntimeError(
             "view size is not compatible with input tensor's size and stride (at least one dimension spans "
             "across two contiguous subspaces). Use .reshape(...) instead.")
     return _view_of(a, data)
+
+
+def _view_size(args: tuple) -> tuple[int, ...]:
+    try:
+        return size_arg("view", "size", args)
+    except TypeError:
+        bad = type(args[0] if len(args) == 1 else next(a for a in args if not isinstance(a, int))).__name__
+        raise TypeError(
+            f"view() received an invalid combination of arguments - got ({bad}), but expected one of:\n"
+            f" * (torch.dtype dtype)\n      didn't match because some of the arguments have invalid types: (!{bad}!)\n"
+            f" * (tuple of ints size)\n      didn't match because some of the arguments have invalid types: "
+            f"(!{bad}!)\n") from None
 
 
 def _view_of(a: Tensor, data: np.ndarray) -> Tensor:
@@ -103,7 +117,7 @@ def _view_of(a: Tensor, data: np.ndarray) -> Tensor:
 
 def reshape(a: Tensor, *shape: Any) -> Tensor:
     """A view when the strides allow (ViewBackward0), else a clone then _unsafe_view."""
-    shape = _infer_shape(_shape_args(shape), a._data.size)
+    shape = _infer_shape(size_arg("reshape", "shape", shape), a._data.size)
     data = _as_view(a._data, shape)
     if data is not None:
         return _view_of(a, data)
@@ -133,7 +147,7 @@ def flatten(a: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 def unsqueeze(a: Tensor, dim: int) -> Tensor:
     """Insert a size-1 dim → UnsqueezeBackward0."""
-    d = _wrap_dim(dim, a._data.ndim + 1)
+    d = _wrap_dim(int_arg("unsqueeze", "dim", 1, dim), a._data.ndim + 1)
     node = fn.UnsqueezeBackward0() if needs_grad(a) else None
     out = _out(np.expand_dims(a._data, d), a)
     if node is not None:
@@ -179,7 +193,7 @@ def squeeze_dims(a: Tensor, dims: tuple[int, ...]) -> Tensor:
 
 def expand(a: Tensor, *sizes: Any) -> Tensor:
     """Broadcast to `sizes` without copying → ExpandBackward0."""
-    sizes = _shape_args(sizes)
+    sizes = size_arg("expand", "size", sizes)
     nd, n = a._data.ndim, len(sizes)
     if n < nd:
         raise RuntimeError(

@@ -28,7 +28,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
     """Softmax along `dim` → SoftmaxBackward0."""
     if dim is None:
-        raise TypeError("softmax() requires dim= (implicit dim choice is deprecated in PyTorch)")
+        raise TypeError("softmax() requires dim= (PyTorch's implicit choice of dim is deprecated; engine has none)")
     return _ops.softmax(input, dim, dtype)
 
 
