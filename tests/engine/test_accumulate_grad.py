@@ -9,13 +9,7 @@ import warnings
 import pytest
 
 import engine as torch
-
-ERR_BACKWARD_TWICE = (
-    "Trying to backward through the graph a second time (or directly access saved tensors after they have "
-    "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
-    "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if "
-    "you need to access saved tensors after calling backward."
-)
+from tests.engine.helpers import ERR_BACKWARD_TWICE, PassFirst
 
 
 # -- accumulation into .grad -------------------------------------------------------------------------------------
@@ -98,21 +92,11 @@ def test_internally_produced_grad_is_contiguous():
 def test_none_grad_still_runs_accumulate_grad_hooks():
     """§5.6 / e12_misc: a None grad into a leaf still runs its tensor hook (None), Acc prehook ((None,)) and post-acc hook."""
     log = []
-
-    class F(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, a, b):
-            return a + b
-
-        @staticmethod
-        def backward(ctx, g):
-            return g, None
-
     a = torch.ones(2, requires_grad=True)
     b = torch.ones(2, requires_grad=True)
     b.register_post_accumulate_grad_hook(lambda p: log.append(("post-acc", p.grad)))
     b.register_hook(lambda g: log.append(("tensor hook", g)))
-    out = F.apply(a, b)
+    out = PassFirst.apply(a, b)
     out.grad_fn.next_functions[1][0].register_prehook(lambda go: log.append(("acc prehook", go)))
     out.sum().backward()
     assert log == [("tensor hook", None), ("acc prehook", (None,)), ("post-acc", None)]

@@ -12,13 +12,8 @@ import pytest
 
 import engine as torch
 from engine.autograd.graph import GradientEdge, get_gradient_edge
+from tests.engine.helpers import ERR_BACKWARD_TWICE
 
-ERR_BACKWARD_TWICE = (
-    "Trying to backward through the graph a second time (or directly access saved tensors after they have "
-    "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
-    "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if "
-    "you need to access saved tensors after calling backward."
-)
 CREATE_GRAPH_WARNING_PREFIX = (
     "Using backward() with create_graph=True will create a reference cycle between the parameter and its "
     "gradient which can cause a memory leak. We recomme"

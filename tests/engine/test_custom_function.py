@@ -8,16 +8,11 @@ import warnings
 import pytest
 
 import engine as torch
-from engine.autograd.function import BackwardCFunction, once_differentiable
+from engine.autograd.function import BackwardCFunction
 from engine.autograd.graph import Node
+from tests.engine.helpers import ERR_BACKWARD_TWICE, OD
 
 UINT64_MAX = 2**64 - 1
-ERR_BACKWARD_TWICE = (
-    "Trying to backward through the graph a second time (or directly access saved tensors after they have "
-    "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
-    "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if "
-    "you need to access saved tensors after calling backward."
-)
 
 
 class F(torch.autograd.Function):
@@ -291,18 +286,21 @@ def test_second_backward_through_custom_node_raises():
     assert str(ei.value) == ERR_BACKWARD_TWICE
 
 
+class SI(torch.autograd.Function):
+    """Saves the int 3 with save_for_backward (not a tensor)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(3)
+        return a * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
 def test_save_for_backward_int_raises_type_error():
     """§10.2 / e12_misc: save_for_backward(3) raises TypeError with the exact text."""
-    class SI(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, a):
-            ctx.save_for_backward(3)
-            return a * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return g
-
     with pytest.raises(TypeError) as ei:
         SI.apply(torch.ones(2, requires_grad=True))
     assert str(ei.value) == "save_for_backward can only save variables, but argument 0 is of type int"
@@ -310,16 +308,6 @@ def test_save_for_backward_int_raises_type_error():
 
 def test_save_for_backward_type_check_only_when_executable():
     """§10.2 step 6: the save_for_backward type check runs only when the node is executable (not under no_grad)."""
-    class SI(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, a):
-            ctx.save_for_backward(3)
-            return a * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return g
-
     with torch.no_grad():
         out = SI.apply(torch.ones(2, requires_grad=True))
     assert out.tolist() == [2.0, 2.0]
@@ -561,17 +549,6 @@ def test_old_style_forward_receives_ctx_first():
 
 
 # -- once_differentiable (§10.9, e12_misc) ----------------------------------------------------------------------------------------
-class OD(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, a):
-        return a * 2
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, g):
-        return g * 2
-
-
 def test_once_differentiable_error_node():
     """§10.9 / e12_misc: the grad's grad_fn is torch::autograd::Error with seq 2**64-1; the counter moved by 2."""
     gs = torch.autograd._get_sequence_nr

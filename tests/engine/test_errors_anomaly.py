@@ -8,6 +8,7 @@ import warnings
 import pytest
 
 import engine as torch
+from tests.engine.helpers import hook_every_node
 
 ANOMALY_ENABLED = ("Anomaly Detection has been enabled. This mode will increase the runtime and should only be "
                    "enabled for debugging.")
@@ -19,19 +20,12 @@ PREVIOUS_OUTER = ("\n\nPrevious calculation was induced by OuterBackward. Traceb
 
 def _instrument(roots):
     """Like sim.instrument: a logging prehook on every reachable node; returns the log (name#relative seq)."""
-    log, seen, stack = [], set(), list(roots)
-    while stack:
-        n = stack.pop()
-        if n is None or n in seen:
-            continue
-        seen.add(n)
+    log = []
 
-        def pre(go, n=n):
-            log.append(n.name() if hasattr(n, "variable") else f"{n.name()}#{n._sequence_nr()}")
+    def record(n):
+        log.append(n.name() if hasattr(n, "variable") else f"{n.name()}#{n._sequence_nr()}")
 
-        n.register_prehook(pre)
-        for c, _ in n.next_functions:
-            stack.append(c)
+    hook_every_node(roots, record)
     return log
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import engine
+from tests.engine.helpers import PassFirst, acc_of
 
 
 class Obs:
@@ -35,10 +36,6 @@ class Obs:
 
 def prehook_log(node, log, label):
     node.register_prehook(lambda go: log.append((label, go)))
-
-
-def acc_of(t):
-    return engine.autograd.graph.get_gradient_edge(t).node
 
 
 # -- §3.2 dependency counts --------------------------------------------------------------------------------
@@ -137,8 +134,8 @@ def test_min_topo_is_min_over_outputs():
 
 
 # -- §3.3/§3.4 exec_info ------------------------------------------------------------------------------------
-def test_backward_inputs_non_leaf_runs_node_but_nothing_below():
-    """§3.4/§13 D2: backward(inputs=[k]) marks k.grad_fn needed and runs it; Exp and Acc(x) get no entry."""
+def _middle_tensor_graph():
+    """x -> Exp -> Mul (k) -> Sin -> Sum (y), a prehook on each logging its label; returns x, k, sin, y, log."""
     x = engine.randn(3, requires_grad=True)
     h = x.exp()
     k = h * 3
@@ -148,6 +145,12 @@ def test_backward_inputs_non_leaf_runs_node_but_nothing_below():
     for n, lbl in ((y.grad_fn, "Sum"), (sin.grad_fn, "Sin"), (k.grad_fn, "Mul"), (h.grad_fn, "Exp"),
                    (acc_of(x), "Acc")):
         prehook_log(n, log, lbl)
+    return x, k, sin, y, log
+
+
+def test_backward_inputs_non_leaf_runs_node_but_nothing_below():
+    """§3.4/§13 D2: backward(inputs=[k]) marks k.grad_fn needed and runs it; Exp and Acc(x) get no entry."""
+    x, k, sin, y, log = _middle_tensor_graph()
     obs = Obs()
     with engine.add_observer(obs):
         y.backward(inputs=[k])
@@ -160,15 +163,7 @@ def test_backward_inputs_non_leaf_runs_node_but_nothing_below():
 
 def test_grad_on_middle_tensor_captures_without_running():
     """§3.4/§5.2/§13 D: grad(y, [k]) captures k's grad at k.grad_fn without running it (no pre-hook)."""
-    x = engine.randn(3, requires_grad=True)
-    h = x.exp()
-    k = h * 3
-    sin = k.sin()
-    y = sin.sum()
-    log = []
-    for n, lbl in ((y.grad_fn, "Sum"), (sin.grad_fn, "Sin"), (k.grad_fn, "Mul"), (h.grad_fn, "Exp"),
-                   (acc_of(x), "Acc")):
-        prehook_log(n, log, lbl)
+    x, k, sin, y, log = _middle_tensor_graph()
     obs = Obs()
     with engine.add_observer(obs):
         (gk,) = engine.autograd.grad(y, [k])
@@ -290,16 +285,6 @@ def test_two_roots_on_same_node_fill_two_slots():
 
 
 # -- §5.6 None grads still schedule the downstream node -------------------------------------------------
-class PassFirst(engine.autograd.Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        return a + b
-
-    @staticmethod
-    def backward(ctx, g):
-        return g, None
-
-
 def test_none_grad_runs_downstream_node_with_none():
     """§5.6/e4_custom: a custom backward returning (g, None) still runs ExpBackward0 below, with (None,)."""
     a = engine.ones(2, requires_grad=True)

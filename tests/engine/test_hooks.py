@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import engine as torch
+from tests.engine.helpers import PassFirst
 
 UINT64_MAX = 2**64 - 1
 
@@ -379,18 +380,9 @@ def test_register_hook_on_tensor_not_requiring_grad_raises():
 
 def test_replacing_none_grad_in_prehook_raises():
     """§5.3: a prehook replacing a None grad with a tensor raises "can't replace a None gradient with a non-None value"."""
-    class F(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, a, b):
-            return a + b
-
-        @staticmethod
-        def backward(ctx, g):
-            return g, None
-
     a = torch.ones(2, requires_grad=True)
     b = torch.ones(2, requires_grad=True)
-    out = F.apply(a, b)
+    out = PassFirst.apply(a, b)
     acc_b = out.grad_fn.next_functions[1][0]
     acc_b.register_prehook(lambda go: (torch.ones(2),))
     with pytest.raises(RuntimeError) as ei:

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import gc
-import threading
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +14,7 @@ from hypothesis import strategies as st
 import engine
 from engine._engine import GraphTask, NodeTask, ReadyQueue
 from engine._node import Node
+from tests.engine.helpers import hook_every_node, node_label, run_in_thread
 
 UINT64_MAX = 2**64 - 1
 INT_MAX = 2**31 - 1
@@ -292,24 +292,6 @@ def test_stale_task_is_popped_first_by_next_backward():
 
 
 # -- (c) end-to-end orders of facts §13 ---------------------------------------------------------------------
-def run_in_thread(fn):
-    """Run `fn` in a fresh thread (fresh sequence counter, fresh ready queue), re-raising its exception."""
-    box: dict = {}
-
-    def target():
-        try:
-            box["result"] = fn()
-        except BaseException as e:  # noqa: BLE001
-            box["error"] = e
-
-    th = threading.Thread(target=target)
-    th.start()
-    th.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
-
-
 def advance_counter_to(n: int) -> None:
     """Make this (fresh) thread's counter equal `n`, as the earlier cases of e2_order.py left it."""
     t = engine.ones(1, requires_grad=True)
@@ -333,25 +315,14 @@ class Labels:
         return t
 
     def label(self, n):
-        if hasattr(n, "variable"):
-            return "Acc(%s)" % self.leaf_names.get(id(n.variable), "?")
-        return "%s#%d" % (n.name(), n._sequence_nr())
+        return node_label(n, self.leaf_names)
 
     def instrument(self, roots):
-        seen = set()
-        stack = list(roots)
-        while stack:
-            n = stack.pop()
-            if n is None or n in seen:
-                continue
-            seen.add(n)
+        hook_every_node(roots, self._record)
 
-            def pre(grad_outputs, n=n):
-                self.log.append(self.label(n))
-                self.ident_log.append(self.node_names.get(id(n), self.label(n)))
-
-            n.register_prehook(pre)
-            stack.extend(c for c, _ in n.next_functions)
+    def _record(self, n):
+        self.log.append(self.label(n))
+        self.ident_log.append(self.node_names.get(id(n), self.label(n)))
 
 
 def test_order_A_diamond():

@@ -10,36 +10,13 @@ import threading
 import pytest
 
 import engine
+from tests.engine.helpers import GraphTaskRecorder, hook_every_node, node_label, run_in_thread
 
 gs = engine.autograd._get_sequence_nr
 
 
-def run_in_thread(fn):
-    """Run `fn` in a fresh thread (fresh sequence counter and ready queue), re-raising its exception."""
-    box: dict = {}
-
-    def target():
-        try:
-            box["result"] = fn()
-        except BaseException as e:  # noqa: BLE001
-            box["error"] = e
-
-    th = threading.Thread(target=target)
-    th.start()
-    th.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
-
-
-class DepthRecorder:
+class DepthRecorder(GraphTaskRecorder):
     """Observer recording every GraphTask started, with its reentrant depth."""
-
-    def __init__(self):
-        self.tasks = []
-
-    def graph_task_started(self, graph_task):
-        self.tasks.append(graph_task)
 
     @property
     def depths(self):
@@ -48,23 +25,7 @@ class DepthRecorder:
 
 def _instrument(roots, log, prefix, leaf_names):
     """Pre-hook on every reachable node logging prefix + `Name#seq` or `Acc(<leaf>)`."""
-    seen = set()
-    stack = list(roots)
-    while stack:
-        n = stack.pop()
-        if n is None or n in seen:
-            continue
-        seen.add(n)
-
-        def pre(go, n=n):
-            if hasattr(n, "variable"):
-                lbl = "Acc(%s)" % leaf_names.get(id(n.variable), "?")
-            else:
-                lbl = "%s#%d" % (n.name(), n._sequence_nr())
-            log.append(prefix + lbl)
-
-        n.register_prehook(pre)
-        stack.extend(c for c, _ in n.next_functions)
+    hook_every_node(roots, lambda n: log.append(prefix + node_label(n, leaf_names)))
 
 
 def test_inner_nodes_run_inside_outer_node():

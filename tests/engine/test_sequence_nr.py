@@ -7,28 +7,10 @@ import threading
 import pytest
 
 import engine
-from engine.autograd.function import once_differentiable
+from tests.engine.helpers import OD, run_in_thread
 
 UINT64_MAX = 2**64 - 1
 gs = engine.autograd._get_sequence_nr
-
-
-def run_in_thread(fn):
-    """Run `fn` in a fresh thread (fresh counter) and return its result, re-raising its exception."""
-    box: dict = {}
-
-    def target():
-        try:
-            box["result"] = fn()
-        except BaseException as e:  # noqa: BLE001 - re-raised on the test thread
-            box["error"] = e
-
-    th = threading.Thread(target=target)
-    th.start()
-    th.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
 
 
 class _Recorder:
@@ -351,17 +333,6 @@ def test_set_sequence_nr_changes_node_not_counter():
 
 
 # -- §1.3 / §1.4 / §10.9 once_differentiable -------------------------------------------------------------
-class OD(engine.autograd.Function):
-    @staticmethod
-    def forward(ctx, a):
-        return a * 2
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, g):
-        return g * 2
-
-
 def test_once_differentiable_error_node_and_bumps():
     """§1.3/§1.4/§10.9: once_differentiable gives an Error grad_fn with seq 2**64-1; OD + DelayedError = +2."""
     x = engine.ones(2, requires_grad=True)

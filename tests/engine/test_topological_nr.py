@@ -9,26 +9,13 @@ from hypothesis import strategies as st
 
 import engine
 from engine._node import Node
+from tests.engine.helpers import GraphTaskRecorder, acc_of
 
 gs = engine.autograd._get_sequence_nr
 
 
 def topo(t):
     return t.grad_fn._topological_nr()
-
-
-def acc_of(leaf):
-    return engine.autograd.graph.get_gradient_edge(leaf).node
-
-
-class _GraphTaskRecorder:
-    """Observer that keeps every GraphTask handed to graph_task_started."""
-
-    def __init__(self) -> None:
-        self.tasks = []
-
-    def graph_task_started(self, graph_task):
-        self.tasks.append(graph_task)
 
 
 # -- sinks --------------------------------------------------------------------------------------------
@@ -211,7 +198,7 @@ def test_graph_root_topo_is_one_plus_max_root_topo():
     y1 = x.exp().sum()  # topo 2
     y2 = x.sin().cos().exp().sum()  # topo 4
     assert (topo(y1), topo(y2)) == (2, 4)
-    rec = _GraphTaskRecorder()
+    rec = GraphTaskRecorder()
     s = gs()
     with engine.add_observer(rec):
         engine.autograd.backward([y1, y2])
@@ -230,7 +217,7 @@ def test_graph_root_topo_with_equal_roots_order_reversed():
     y1 = x.sin().cos().exp().sum()  # topo 4
     y2 = x.exp().sum()  # topo 2
     y3 = (x * 2).sum()  # topo 2
-    rec = _GraphTaskRecorder()
+    rec = GraphTaskRecorder()
     with engine.add_observer(rec):
         engine.autograd.backward([y1, y2, y3])
     assert rec.tasks[0].graph_root._topological_nr() == 5
@@ -240,7 +227,7 @@ def test_graph_root_over_leaf_roots_has_topo_one():
     """§2.4: a GraphRoot whose roots are AccumulateGrads (topo 0) has topo 1."""
     a = engine.randn(3, requires_grad=True)
     b = engine.randn(3, requires_grad=True)
-    rec = _GraphTaskRecorder()
+    rec = GraphTaskRecorder()
     with engine.add_observer(rec):
         engine.autograd.backward([a, b], [engine.ones(3), engine.ones(3)])
     assert rec.tasks[0].graph_root._topological_nr() == 1
@@ -251,7 +238,7 @@ def test_single_root_uses_root_node_no_graph_root():
     """§3.1 step 7: a single-root backward uses the root node itself as graph root; no GraphRoot, no bump."""
     x = engine.randn(3, requires_grad=True)
     y = x.exp().sum()
-    rec = _GraphTaskRecorder()
+    rec = GraphTaskRecorder()
     s = gs()
     with engine.add_observer(rec):
         y.backward()
