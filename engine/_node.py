@@ -307,7 +307,7 @@ class AccumulateGrad(Node):
                 _observer.notify("grad_accumulated", self, variable, variable._grad)
         hooks = variable._post_acc_hooks
         if hooks:
-            from ._engine import check_single_result  # only when post-accumulate hooks exist
+            from ._hooks import check_single_result  # only when post-accumulate hooks exist
 
             for hook in list(hooks.values()):
                 res = hook(variable)

@@ -1,0 +1,66 @@
+"""validate_outputs: check and conform the grads a node returns (facts §5.5).
+
+Imports the standard library only.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ._node import Node
+from ._ops import sum_to, to
+from ._tensor import Tensor
+
+
+def validate_outputs(edges: list, grads: list, fn: Node | None) -> None:
+    """Check grads against the next nodes' input metadata; reduce broadcast grads (facts §5.5).
+
+    Messages name `fn` ("Function XBackward0 returned an ...") when given; root grads pass None.
+    """
+    if len(grads) != len(edges):
+        _validation_error(fn, f"invalid number of gradients - expected {len(edges)}, but got {len(grads)}")
+    for i, (nxt, input_nr) in enumerate(edges):
+        grad = grads[i]
+        if nxt is None or grad is None:
+            continue
+        meta = nxt._input_metadata[input_nr]
+        data = getattr(grad, "_data", None)
+        if data is not None and data.shape == meta.shape and meta.dtype is not None and \
+                data.dtype == meta.dtype.np and grad._device == meta.device:
+            continue  # the common case: nothing to check further
+        grads[i] = _conform_grad(fn, i, grad, meta)
+
+
+def _conform_grad(fn: Node | None, i: int, grad: Any, meta: Any) -> Any:
+    if not isinstance(grad, Tensor):
+        raise TypeError(f"expected Tensor or None for gradient {i}, got {type(grad).__name__}")
+    if not meta.is_defined:
+        return grad
+    shape = meta.shape
+    if grad._data.shape != shape:
+        if not _is_expandable_to(shape, grad._data.shape):
+            _validation_error(fn, f"invalid gradient at index {i} - got {list(grad._data.shape)} but expected "
+                                  f"shape compatible with {list(shape)}")
+        grad = sum_to(grad, shape)
+    if meta.dtype is not None and grad._data.dtype != meta.dtype.np:
+        grad = to(grad, meta.dtype)
+    if grad._device != meta.device:
+        if grad._data.ndim != 0:
+            _validation_error(fn, f"invalid gradient at index {i} - expected device {meta.device} but got "
+                                  f"{grad._device}")
+        grad = to(grad, meta.device)
+    return grad
+
+
+def _validation_error(fn: Node | None, msg: str) -> None:
+    raise RuntimeError(msg if fn is None else f"Function {fn.name()} returned an {msg}")
+
+
+def _is_expandable_to(shape: tuple, desired: tuple) -> bool:
+    nd, nt = len(shape), len(desired)
+    if nd > nt:
+        return False
+    for i in range(nd):
+        size, target = shape[nd - i - 1], desired[nt - i - 1]
+        if size != target and size != 1:
+            return False
+    return True
