@@ -15,6 +15,7 @@ from ._hooks import call_post_hooks, call_pre_hooks, call_tensor_pre_hooks, chec
 from ._node import Node, anomaly
 from ._ready_queue import INT_MAX, InputBuffer, NodeTask, ReadyQueue
 from ._state import CPU_DEVICE, NO_DEVICE, tls
+from ._threads import ready_queue, reentrant_pool, wake_owner
 from ._validate import validate_outputs
 
 __all__ = ["execute", "queue_callback", "GraphTask", "ExecInfo", "NodeTask", "ReadyQueue", "InputBuffer",
@@ -97,7 +98,7 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer, cpu_
                 if observed:
                     _observer.notify("buffer_written", graph_task, nxt, input_nr, accumulated, buffer)
                 if is_ready:
-                    ready_queue(cpu_ready_queue, nxt).push(NodeTask(graph_task, nxt, buffer))
+                    ready_queue(graph_task, nxt.device()).push(NodeTask(graph_task, nxt, buffer))
                 else:
                     not_ready[nxt] = buffer
             else:
@@ -106,12 +107,7 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer, cpu_
                     _observer.notify("buffer_written", graph_task, nxt, input_nr, accumulated, buffer)
                 if is_ready:
                     del not_ready[nxt]
-                    ready_queue(cpu_ready_queue, nxt).push(NodeTask(graph_task, nxt, buffer))
-
-
-def ready_queue(cpu_ready_queue: ReadyQueue, fn: Node) -> ReadyQueue:
-    """The queue a node's task goes to: the graph task's CPU queue (devices come with worker threads)."""
-    return cpu_ready_queue
+                    ready_queue(graph_task, nxt.device()).push(NodeTask(graph_task, nxt, buffer))
 
 
 def thread_main(graph_task: GraphTask | None) -> None:
@@ -140,6 +136,8 @@ def thread_main(graph_task: GraphTask | None) -> None:
             done = local_graph_task.completed()
         if done:
             local_graph_task.mark_as_completed_and_run_post_processing()
+            if tls.worker_device != local_graph_task.owner:
+                wake_owner(local_graph_task)
 
 
 def compute_min_topological_nr(outputs: list) -> int:
@@ -191,6 +189,7 @@ def execute(root_edges: list, inputs: list, keep_graph: bool, create_graph: bool
     graph_root = root_edges[0][0] if len(root_edges) == 1 else None
     graph_task = GraphTask(keep_graph, create_graph, depth, tls.cpu_ready_queue,
                            [e[0] for e in root_edges], accumulate_grad)
+    graph_task.multithreading = tls.multithreading_enabled
     if graph_root is None:
         from ._node import GraphRoot
 
@@ -226,8 +225,9 @@ def execute(root_edges: list, inputs: list, keep_graph: bool, create_graph: bool
 
 
 def execute_with_graph_task(graph_task: GraphTask, graph_root: Node, input_buffer: InputBuffer) -> None:
-    """Queue the root and run the task on this thread, inline when reentrant (facts §3.6, §7.1)."""
-    queue = ready_queue(graph_task.cpu_ready_queue, graph_root)
+    """Queue the root and run the task: on this thread, inline when reentrant, or on a pool thread when
+    this thread already holds MAX_DEPTH nested reentrant calls (facts §3.6, §7.1)."""
+    queue = ready_queue(graph_task, graph_root.device())
     if tls.worker_device == NO_DEVICE:
         tls.worker_device = CPU_DEVICE
         graph_task.owner = CPU_DEVICE
@@ -239,6 +239,9 @@ def execute_with_graph_task(graph_task: GraphTask, graph_root: Node, input_buffe
     else:
         graph_task.owner = tls.worker_device
         queue.push(NodeTask(graph_task, graph_root, input_buffer))
+        if tls.current_depth >= MAX_DEPTH:
+            reentrant_pool.add(graph_task)  # the caller waits on the graph task in execute()
+            return
         tls.total_depth += 1
         tls.current_depth += 1
         try:

@@ -55,6 +55,7 @@ class GraphTask:
         self.gone = False
         self._post_processed = False
         self.owner = NO_DEVICE
+        self.multithreading = True
         self.final_callbacks: list = []
         self.mutex = threading.RLock()
         self.done = threading.Event()
@@ -130,12 +131,14 @@ class GraphTask:
         and are discarded. Their keys change in place, without re-heapifying, exactly as the answers of
         PyTorch's comparator change under a heap that is not rebuilt.
         """
+        from ._threads import all_queues
+
         self.gone = True
-        queue = self.cpu_ready_queue
-        with queue.cond:
-            for task in queue.heap:
-                if task.owner is self and task.fn is not None:
-                    task.key[1] = -INT_MAX
+        for queue in all_queues(self.cpu_ready_queue):
+            with queue.cond:
+                for task in queue.heap:
+                    if task.owner is self and task.fn is not None:
+                        task.key[1] = -INT_MAX
 
     def set_exception(self, error: BaseException, fn: Node | None) -> None:
         """Record the first error, complete the future with it (facts §8.1)."""

@@ -23,6 +23,7 @@ class _ThreadState(threading.local):
 
     seq_nr: int = 0
     grad_enabled: bool = True
+    multithreading_enabled: bool = True
     # Engine state (facts §3.1 step 5, §7): which device this thread works for, if any.
     worker_device: int = NO_DEVICE
     current_depth: int = 0

@@ -54,8 +54,14 @@ def _arr(x: Any) -> np.ndarray:
     return x if type(x) is np.ndarray else np.asarray(x)
 
 
-def _out(arr: Any, like: Tensor) -> Tensor:
-    return make_tensor(_arr(arr), device=like._device)
+def _out(arr: Any, like: Tensor | str) -> Tensor:
+    """Wrap an op's result on `like`'s device (or on the device named by `like`)."""
+    return make_tensor(_arr(arr), device=like if isinstance(like, str) else like._device)
+
+
+def result_device(a: Tensor, b: Tensor) -> str:
+    """Where a binary op's result lives: the non-CPU operand's device, if any (checked by _binary)."""
+    return a._device if a._device != "cpu" else b._device
 
 
 def scalar_tensor(value: Any, like: Tensor) -> Tensor:
@@ -96,20 +102,37 @@ def result_dtype(a: Tensor, b: Tensor) -> np.dtype:
     return np.promote_types(da, db)
 
 
-def _check_device(a: Tensor, b: Tensor) -> None:
-    if a._device != b._device and not (a._is_wrapped_number or b._is_wrapped_number
-                                       or a._data.ndim == 0 or b._data.ndim == 0):
-        raise RuntimeError(
-            f"Expected all tensors to be on the same device, but found at least two devices, "
-            f"{_dev_name(a._device)} and {_dev_name(b._device)}!")
+def common_device(*tensors: Tensor | None) -> str:
+    """TensorIterator's device rule: CPU 0-dim tensors and numbers go anywhere; others must agree."""
+    device = None
+    for t in tensors:
+        if t is None or t._device == device:
+            continue
+        if t._device == "cpu" and (t._data.ndim == 0 or t._is_wrapped_number):
+            continue
+        if device is None:
+            device = t._device
+            continue
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                           f"{device} and {t._device}!")
+    return device or "cpu"
 
 
-def _dev_name(d: str) -> str:
-    return d
+def check_same_device(op: str, **named: Tensor | None) -> str:
+    """The device check of non-TensorIterator kernels (mm, cat, ...): every argument on the first's device."""
+    tensors = [(name, t) for name, t in named.items() if t is not None]
+    common = tensors[0][1]._device
+    for name, t in tensors[1:]:
+        if t._device != common:
+            backend = "CUDA" if any(x._device.startswith("cuda") for _, x in tensors) else "CPU"
+            raise RuntimeError(f"Expected all tensors to be on the same device, but got {name} is on {t._device}, "
+                               f"different from other tensors on {common} (when checking argument in method "
+                               f"wrapper_{backend}_{op})")
+    return common
 
 
 def _binary(np_fn, a: Tensor, b: Tensor, float_only: bool = False) -> np.ndarray:
-    _check_device(a, b)
+    common_device(a, b)
     dt = result_dtype(a, b)
     if float_only and _KIND[dt] < 2:
         dt = _F32

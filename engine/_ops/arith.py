@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _functions as fn
 from .._tensor import Tensor
-from ._common import _binary, _check_device, _float_data, _out, _pair, needs_grad, record, scalar_tensor
+from ._common import _binary, _float_data, _out, _pair, common_device, needs_grad, record, result_device, scalar_tensor
 
 
 def add(a: Any, b: Any, alpha: float = 1) -> Tensor:
@@ -18,7 +18,7 @@ def add(a: Any, b: Any, alpha: float = 1) -> Tensor:
     a, b = _pair(a, b)
     node = fn.AddBackward0() if needs_grad(a, b) else None
     data = _binary(np.add, a, b) if alpha == 1 else _binary(lambda x, y: x + alpha * y, a, b)
-    out = _out(data, a if not a._is_wrapped_number else b)
+    out = _out(data, result_device(a, b))
     if node is not None:
         node.alpha = alpha
         record(node, (a, b), out)
@@ -33,7 +33,7 @@ def sub(a: Any, b: Any, alpha: float = 1) -> Tensor:
                            "`^` or `logical_xor()` operator instead.")
     node = fn.SubBackward0() if needs_grad(a, b) else None
     data = _binary(np.subtract, a, b) if alpha == 1 else _binary(lambda x, y: x - alpha * y, a, b)
-    out = _out(data, a if not a._is_wrapped_number else b)
+    out = _out(data, result_device(a, b))
     if node is not None:
         node.alpha = alpha
         record(node, (a, b), out)
@@ -55,7 +55,7 @@ def mul(a: Any, b: Any) -> Tensor:
     """a * b → MulBackward0."""
     a, b = _pair(a, b)
     node = fn.MulBackward0() if needs_grad(a, b) else None
-    out = _out(_binary(np.multiply, a, b), a if not a._is_wrapped_number else b)
+    out = _out(_binary(np.multiply, a, b), result_device(a, b))
     if node is not None:
         # Saved only when needed for the other input's grad, as the generated code does.
         node.self = a if b._requires_grad else None
@@ -80,7 +80,7 @@ def div(a: Any, b: Any) -> Tensor:
     node = fn.DivBackward0() if needs_grad(a, b) else None
     with np.errstate(divide="ignore", invalid="ignore"):
         data = _binary(np.true_divide, a, b, float_only=True)
-    out = _out(data, a if not a._is_wrapped_number else b)
+    out = _out(data, result_device(a, b))
     if node is not None:
         node.self = a if b._requires_grad else None
         node.other = b
@@ -190,8 +190,7 @@ def _pow_scalar_base(base: float, e: Tensor) -> Tensor:
 def compare(np_fn, a: Any, b: Any) -> Tensor:
     """Elementwise comparison: a bool tensor, never recorded."""
     a, b = _pair(a, b)
-    _check_device(a, b)
-    return _out(np_fn(a._data, b._data), a if not a._is_wrapped_number else b)
+    return _out(np_fn(a._data, b._data), common_device(a, b))
 
 
 def logical_and(a: Tensor, b: Tensor) -> Tensor:

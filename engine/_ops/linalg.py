@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _functions as fn
 from .._tensor import Tensor
-from ._common import _check_device, _out, _strides, needs_grad, record
+from ._common import _out, _strides, check_same_device, needs_grad, record
 from .arith import add
 from .shape import _unsafe_view, reshape, squeeze_dims, t, unsqueeze, view
 
@@ -23,8 +23,8 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
         raise RuntimeError(
             f"mat1 and mat2 shapes cannot be multiplied ({a._data.shape[0]}x{a._data.shape[1]} and "
             f"{b._data.shape[0]}x{b._data.shape[1]})")
+    check_same_device("mm", self=a, mat2=b)
     _check_same_dtype(a, b, "expected m1 and m2 to have the same dtype")
-    _check_device(a, b)
     node = fn.MmBackward0() if needs_grad(a, b) else None
     out = _out(a._data @ b._data, a)
     if node is not None:
@@ -51,6 +51,7 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
             "inconsistent tensor size, expected tensor [%d] and src [%d] to have the same number of elements, "
             "but got %d and %d elements respectively" % (a._data.shape[0], b._data.shape[0], a._data.shape[0],
                                                         b._data.shape[0]))
+    check_same_device("dot", self=a, tensor=b)
     node = fn.DotBackward0() if needs_grad(a, b) else None
     out = _out(np.dot(a._data, b._data), a)
     if node is not None:
@@ -67,6 +68,7 @@ def mv(a: Tensor, v: Tensor) -> Tensor:
     if a._data.shape[1] != v._data.shape[0]:
         raise RuntimeError(f"size mismatch, got input ({a._data.shape[0]}), mat ({a._data.shape[0]}x"
                            f"{a._data.shape[1]}), vec ({v._data.shape[0]})")
+    check_same_device("mv", self=a, vec=v)
     node = fn.MvBackward0() if needs_grad(a, v) else None
     out = _out(a._data @ v._data, a)
     if node is not None:
@@ -112,6 +114,7 @@ def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: floa
         raise RuntimeError(
             f"mat1 and mat2 shapes cannot be multiplied ({mat1._data.shape[0]}x{mat1._data.shape[1]} and "
             f"{mat2._data.shape[0]}x{mat2._data.shape[1]})")
+    check_same_device("addmm", self=bias, mat1=mat1, mat2=mat2)
     node = fn.AddmmBackward0() if needs_grad(bias, mat1, mat2) else None
     prod = mat1._data @ mat2._data
     data = beta * bias._data + alpha * prod if (beta != 1 or alpha != 1) else bias._data + prod

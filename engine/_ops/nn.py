@@ -11,7 +11,18 @@ import numpy as np
 
 from .. import _functions as fn
 from .._tensor import Tensor, _wrap_dim
-from ._common import _arr, _dtype_title, _float_data, _out, _pair, needs_grad, record, result_dtype, scalar_tensor
+from ._common import (
+    _arr,
+    _dtype_title,
+    _float_data,
+    _out,
+    _pair,
+    common_device,
+    needs_grad,
+    record,
+    result_dtype,
+    scalar_tensor,
+)
 from .shape import to
 
 
@@ -24,9 +35,10 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
                            f"{_dtype_title(condition)}")
     a, b = _pair(a, b) if isinstance(a, Tensor) or isinstance(b, Tensor) else _pair(
         scalar_tensor(a, condition), b)
+    device = common_device(condition, a, b)
     node = fn.WhereBackward0() if needs_grad(a, b) else None
     dt = result_dtype(a, b)
-    out = _out(np.where(condition._data, a._data, b._data).astype(dt, copy=False), condition)
+    out = _out(np.where(condition._data, a._data, b._data).astype(dt, copy=False), device)
     if node is not None:
         node.condition = condition
         record(node, (a, b), out)
@@ -38,6 +50,7 @@ def masked_fill(a: Tensor, mask: Tensor, value: Any) -> Tensor:
     if isinstance(value, Tensor) and value._data.ndim != 0:
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value._data.ndim} dimension(s).")
+    common_device(a, mask)
     if isinstance(value, Tensor):
         node = fn.MaskedFillBackward1() if needs_grad(a, value) else None
         out = _out(np.where(mask._data, value._data.astype(a._data.dtype), a._data), a)
@@ -102,10 +115,11 @@ def mse_loss(a: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
             f"Using a target size ({target.shape}) that is different to the input size ({a.shape}). This will "
             "likely lead to incorrect results due to broadcasting. Please ensure they have the same size.",
             UserWarning, stacklevel=3)
+    device = common_device(a, target)
     node = fn.MseLossBackward0() if needs_grad(a, target) else None
     diff = np.square(a._data - target._data)
     data = diff if reduction == "none" else (diff.mean() if reduction == "mean" else diff.sum())
-    out = _out(_arr(data).astype(result_dtype(a, target), copy=False), a)
+    out = _out(_arr(data).astype(result_dtype(a, target), copy=False), device)
     if node is not None:
         node.self, node.target, node.reduction = a, target, _REDUCTIONS[reduction]
         record(node, (a, target), out)

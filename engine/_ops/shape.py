@@ -13,7 +13,7 @@ from .. import _functions as fn
 from .._args import int_arg, size_arg
 from .._dtype import as_dtype
 from .._tensor import Tensor, _wrap_dim, make_tensor
-from ._common import _out, legacy_type_name, needs_grad, record
+from ._common import _out, check_same_device, legacy_type_name, needs_grad, record
 
 
 def t(a: Tensor) -> Tensor:
@@ -303,6 +303,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     d = _wrap_dim(dim, tensors[0]._data.ndim)
     _check_cat_shapes(tensors, d)
+    _check_list_device("cat", tensors)
     node = fn.CatBackward0() if needs_grad(*tensors) else None
     data = np.concatenate([x._data for x in tensors], axis=d)
     out = _out(data, tensors[0])
@@ -310,6 +311,10 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         node.dim, node.sizes = d, [x._data.shape for x in tensors]
         record(node, tensors, out)
     return out
+
+
+def _check_list_device(op: str, tensors: list) -> None:
+    check_same_device(op, **{"tensors" if i == 0 else f"tensors[{i}]": t for i, t in enumerate(tensors)})
 
 
 def _check_cat_shapes(tensors: list, d: int) -> None:
@@ -335,6 +340,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         if x._data.shape != shape0:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(shape0)} at entry 0 "
                                f"and {list(x._data.shape)} at entry {i}")
+    _check_list_device("stack", tensors)
     node = fn.StackBackward0() if needs_grad(*tensors) else None
     out = _out(np.stack([x._data for x in tensors], axis=d), tensors[0])
     if node is not None:

@@ -18,7 +18,7 @@ from .graph import GradientEdge
 __all__ = [
     "backward", "grad", "Function", "FunctionCtx", "once_differentiable", "detect_anomaly",
     "set_detect_anomaly", "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "graph", "Variable",
-    "_get_sequence_nr",
+    "_get_sequence_nr", "set_multithreading_enabled", "is_multithreading_enabled",
 ]
 
 
@@ -192,6 +192,29 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
         result = tuple(r if r is not None else _factories.zeros_like(inp)
                        for r, inp in zip(result, inputs, strict=True))
     return result
+
+
+class set_multithreading_enabled:
+    """Run backward's device tasks on device threads (True, the default) or all on the calling thread.
+
+    Takes effect at once; as a context manager it restores the previous setting on exit. The setting is
+    per thread and is read when a backward starts (facts §4.5).
+    """
+
+    def __init__(self, mode: bool) -> None:
+        self.prev = tls.multithreading_enabled
+        tls.multithreading_enabled = bool(mode)
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc: object) -> None:
+        tls.multithreading_enabled = self.prev
+
+
+def is_multithreading_enabled() -> bool:
+    """Whether backward on this thread uses device threads."""
+    return tls.multithreading_enabled
 
 
 class _ExecutionEngine:
