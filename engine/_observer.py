@@ -16,7 +16,14 @@ observers: list[Any] = []
 
 
 class EngineObserver(Protocol):
-    """What an observer may implement; every method is optional (missing ones are skipped)."""
+    """What an observer may implement; every method is optional (missing ones are skipped).
+
+    Every point is called on the thread doing the work: the caller of backward for CPU nodes, the
+    device's worker (`pt_autograd_N`) for a cuda:N node, a pool thread for reentrant backward past
+    MAX_DEPTH. `threading.get_ident()` inside a method identifies it; queue points also get the
+    ReadyQueue (`queue.name` is `cuda:N`, or `cpu:<thread id>` for a thread's own CPU queue). Observers
+    that keep state must lock: several threads call them at once.
+    """
 
     def seq_nr_bumped(self, node: Node, seq_nr: int) -> None:
         """`node` took `seq_nr` from this thread's counter, which is now `seq_nr + 1`."""
