@@ -5,6 +5,7 @@ no observer attached each point costs one truth test of `observers`.
 """
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -73,17 +74,22 @@ class EngineObserver(Protocol):
         """`graph_task` completed, with or without an error."""
 
 
+_attach_lock = threading.Lock()
 _dispatch: dict[str, list] = {}
 """Per instrumentation point, the bound methods of the observers that implement it (rebuilt on attach)."""
 
 
-def _rebuild() -> None:
-    _dispatch.clear()
-    for observer in observers:
+def _rebuild_with(new_observers: list) -> None:
+    # Build new tables and swap them in, so threads notifying meanwhile see the old set or the new one.
+    global _dispatch
+    table: dict[str, list] = {}
+    for observer in new_observers:
         for point in _POINTS:
             method = getattr(observer, point, None)
             if method is not None:
-                _dispatch.setdefault(point, []).append(method)
+                table.setdefault(point, []).append(method)
+    _dispatch = table
+    observers[:] = new_observers  # the engine's `if observers:` test reads this list
 
 
 class ObserverHandle:
@@ -96,11 +102,8 @@ class ObserverHandle:
 
     def remove(self) -> None:
         """Detach the observer; calling it twice is harmless."""
-        try:
-            observers.remove(self._observer)
-        except ValueError:
-            pass
-        _rebuild()
+        with _attach_lock:
+            _rebuild_with([o for o in observers if o is not self._observer])
 
     def __enter__(self) -> ObserverHandle:
         return self
@@ -111,8 +114,8 @@ class ObserverHandle:
 
 def add_observer(observer: Any) -> ObserverHandle:
     """Attach `observer` to the engine's instrumentation points; returns a removable handle."""
-    observers.append(observer)
-    _rebuild()
+    with _attach_lock:
+        _rebuild_with(observers + [observer])
     return ObserverHandle(observer)
 
 
