@@ -33,3 +33,46 @@ def test_bench_quick_writes_json(tmp_path):
 
     for check in data["checks"]:
         assert check["ratio"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)
+
+
+def test_threads_bench_quick_writes_json(tmp_path):
+    """`bench/threads.py --quick --json` runs and writes positive timings for hops, reentrant and nested calls."""
+    out = tmp_path / "threads.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "threads.py"), "--quick", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "µs/hop" in proc.stdout and "WARNING" not in proc.stdout
+
+    data = json.loads(out.read_text())
+    assert {"meta", "hops", "reentrant", "nested"} <= set(data)
+    timing = {"reps", "times_ms", "median_ms", "min_ms"}
+
+    hops = data["hops"]
+    assert hops["nodes"] > 0 and hops["hops"] > 0
+    assert {r["config"] for r in hops["results"]} == {"cpu-only", "cpu<->cuda:0 threads", "cpu<->cuda:0 no-threads"}
+    for row in hops["results"]:
+        assert timing | {"nodes", "hops", "us_per_node", "us_per_hop"} <= set(row)
+        assert row["nodes"] == hops["nodes"] and len(row["times_ms"]) == row["reps"]
+        assert row["median_ms"] > 0 and row["us_per_node"] > 0
+        # A difference of two medians: a number, of either sign on a noisy machine; none for the cpu-only chain.
+        assert (row["us_per_hop"] is None) == (row["hops"] == 0)
+        assert row["hops"] == 0 or isinstance(row["us_per_hop"], float)
+
+    re = data["reentrant"]
+    assert re["inner_nodes"] == 3 and re["nodes"] == re["functions"] + 2
+    assert [r["config"] for r in re["results"]] == ["reentrant", "plain", "top-level"]
+    for row in re["results"]:
+        assert timing <= set(row) and row["median_ms"] > 0
+    assert re["us_per_toplevel_backward"] > 0 and isinstance(re["us_per_reentrant_backward"], float)
+
+    nested = data["nested"]
+    assert nested["layout_as_expected"] is True
+    assert [r["depth"] for r in nested["results"]] == nested["depths"] == [30, 50, 70]
+    for row in nested["results"]:
+        assert timing | {"levels_on_calling_thread", "threads", "us_per_level"} <= set(row)
+        assert row["median_ms"] > 0 and row["us_per_level"] > 0
+    assert [r["threads"] for r in nested["results"]] == [1, 1, 2]
+    for key in ("us_per_level_one_thread", "us_per_level_across_handoff", "us_extra_across_handoff",
+                "us_per_handoff"):
+        assert isinstance(nested[key], float)
+    assert len(nested["handoff_us"]) == data["meta"]["sizes"]["nest_reps"]
