@@ -27,6 +27,7 @@ from ._factories import (
 from ._observer import add_observer
 from ._ops import (
                          abs,
+                         addmm,
                          argmax,
                          cat,
                          clone,
@@ -77,7 +78,7 @@ __all__ = [
     "Tensor", "tensor", "zeros", "ones", "zeros_like", "ones_like", "full", "empty", "arange", "randn", "rand",
     "manual_seed", "is_tensor", "float32", "float64", "int64", "bool", "float", "double", "long", "dtype",
     "Size", "device", "get_default_dtype", "exp", "log", "sin", "cos", "tanh", "sigmoid", "relu", "sqrt", "abs",
-    "matmul", "mm", "mv", "dot", "cat", "stack", "where", "maximum", "max", "argmax", "sum", "mean", "pow",
+    "matmul", "mm", "mv", "dot", "addmm", "cat", "stack", "where", "maximum", "max", "argmax", "sum", "mean", "pow",
     "reshape", "flatten", "transpose", "t", "squeeze", "unsqueeze", "clone", "softmax", "log_softmax", "isnan",
     "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled", "autograd", "nn", "add_observer",
     "is_anomaly_enabled", "is_anomaly_check_nan_enabled",

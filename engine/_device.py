@@ -27,8 +27,6 @@ class device:
             if not idx.isdigit():
                 raise RuntimeError(f"Invalid device string: '{spec}'")
             index = int(idx)
-        if kind == "cuda" and index is None:
-            index = 0
         self.type, self.index = kind, index
 
     def __str__(self) -> str:
@@ -52,4 +50,5 @@ def canonical_device(spec: object) -> str:
     """The engine's string form of a device argument (`'cuda'` becomes `'cuda:0'`)."""
     if spec is None:
         return "cpu"
-    return str(device(spec))  # type: ignore[arg-type]
+    d = device(spec)  # type: ignore[arg-type]
+    return "cuda:0" if d.type == "cuda" and d.index is None else str(d)  # `cuda` means the current device, 0

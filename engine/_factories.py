@@ -39,8 +39,8 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
             raise ValueError(f"could not make a tensor from {type(data).__name__}: {e}") from None
         if arr.dtype == object:
             raise TypeError(f"could not make a tensor from {data!r}: expected numbers or nested lists of numbers")
-        if arr.dtype.kind == "f" and not isinstance(data, np.ndarray):
-            arr = arr.astype(get_default_dtype().np)
+        if arr.dtype.kind == "f" and not isinstance(data, np.ndarray) and dtype is None:
+            arr = arr.astype(get_default_dtype().np)  # Python floats become float32 unless told otherwise
         arr = _coerce_array(arr)
     if dtype is not None:
         arr = arr.astype(as_dtype(dtype).np)

@@ -289,7 +289,7 @@ class AccumulateGrad(Node):
     def __init__(self, variable: Tensor) -> None:
         super().__init__(UINT64_MAX)  # runs as early as possible and bumps nothing (facts §1.3)
         self.variable = variable
-        self._input_metadata = [InputMetadata(variable.shape, variable.dtype, variable.device)]
+        self._input_metadata = [InputMetadata(variable.shape, variable.dtype, variable._device)]
 
     def tensor_pre_hooks(self) -> list:
         # The leaf's hooks are read lazily, so hooks registered after this node exists still run.

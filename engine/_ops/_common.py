@@ -103,24 +103,29 @@ def result_dtype(a: Tensor, b: Tensor) -> np.dtype:
 
 
 def common_device(*tensors: Tensor | None) -> str:
-    """TensorIterator's device rule: CPU 0-dim tensors and numbers go anywhere; others must agree."""
-    device = None
-    for t in tensors:
-        if t is None or t._device == device:
-            continue
-        if t._device == "cpu" and (t._data.ndim == 0 or t._is_wrapped_number):
-            continue
-        if device is None:
-            device = t._device
-            continue
-        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
-                           f"{device} and {t._device}!")
-    return device or "cpu"
+    """TensorIterator's device rule: CPU 0-dim tensors and numbers go anywhere; others must agree.
+
+    The first non-CPU operand sets the common device, and a disagreeing operand is reported against it,
+    so `cpu + cuda:0` names cuda:0 first, as PyTorch does.
+    """
+    present = [t for t in tensors if t is not None and not (
+        t._device == "cpu" and (t._data.ndim == 0 or t._is_wrapped_number))]
+    if not present:
+        return "cpu"
+    device = next((t._device for t in present if t._device != "cpu"), "cpu")
+    for t in present:
+        if t._device != device:
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                               f"{device} and {t._device}!")
+    return device
 
 
-def check_same_device(op: str, **named: Tensor | None) -> str:
-    """The device check of non-TensorIterator kernels (mm, cat, ...): every argument on the first's device."""
-    tensors = [(name, t) for name, t in named.items() if t is not None]
+def check_same_device(op: str, *pairs: tuple[str, Tensor | None], **named: Tensor | None) -> str:
+    """The device check of non-TensorIterator kernels (mm, cat, ...): every argument on the first's device.
+
+    Arguments come as keywords (`self=a, mat2=b`) or as (name, tensor) pairs when names repeat.
+    """
+    tensors = [(name, t) for name, t in [*pairs, *named.items()] if t is not None]
     common = tensors[0][1]._device
     for name, t in tensors[1:]:
         if t._device != common:
@@ -143,6 +148,22 @@ def _binary(np_fn, a: Tensor, b: Tensor, float_only: bool = False) -> np.ndarray
             f"The size of tensor a ({_mismatch(a, b)[0]}) must match the size of tensor b "
             f"({_mismatch(a, b)[1]}) at non-singleton dimension {_mismatch(a, b)[2]}") from None
     return res if res.dtype == dt else res.astype(dt)
+
+
+def broadcast_shape(*tensors: Tensor) -> tuple[int, ...]:
+    """The broadcast shape, or TensorIterator's error naming the first two tensors that disagree."""
+    try:
+        return np.broadcast_shapes(*(t._data.shape for t in tensors))
+    except ValueError:
+        for i, a in enumerate(tensors):
+            for b in tensors[i + 1:]:
+                try:
+                    np.broadcast_shapes(a._data.shape, b._data.shape)
+                except ValueError:
+                    sa, sb, dim = _mismatch(a, b)
+                    raise RuntimeError(f"The size of tensor a ({sa}) must match the size of tensor b ({sb}) at "
+                                       f"non-singleton dimension {dim}") from None
+        raise
 
 
 def _mismatch(a: Tensor, b: Tensor) -> tuple[int, int, int]:

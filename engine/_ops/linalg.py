@@ -15,6 +15,7 @@ from .shape import _unsafe_view, reshape, squeeze_dims, t, unsqueeze, view
 
 def mm(a: Tensor, b: Tensor) -> Tensor:
     """Matrix product of two 2-D tensors → MmBackward0."""
+    node = fn.MmBackward0() if needs_grad(a, b) else None
     if a._data.ndim != 2:
         raise RuntimeError("self must be a matrix")
     if b._data.ndim != 2:
@@ -25,7 +26,6 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
             f"{b._data.shape[0]}x{b._data.shape[1]})")
     check_same_device("mm", self=a, mat2=b)
     _check_same_dtype(a, b, "expected m1 and m2 to have the same dtype")
-    node = fn.MmBackward0() if needs_grad(a, b) else None
     out = _out(a._data @ b._data, a)
     if node is not None:
         node.self = a if b._requires_grad else None
@@ -44,6 +44,7 @@ def _check_same_dtype(a: Tensor, b: Tensor, msg: str) -> None:
 
 def dot(a: Tensor, b: Tensor) -> Tensor:
     """Inner product of two 1-D tensors → DotBackward0."""
+    node = fn.DotBackward0() if needs_grad(a, b) else None
     if a._data.ndim != 1 or b._data.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {a._data.ndim}D and {b._data.ndim}D tensors")
     if a._data.shape[0] != b._data.shape[0]:
@@ -52,7 +53,6 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
             "but got %d and %d elements respectively" % (a._data.shape[0], b._data.shape[0], a._data.shape[0],
                                                         b._data.shape[0]))
     check_same_device("dot", self=a, tensor=b)
-    node = fn.DotBackward0() if needs_grad(a, b) else None
     out = _out(np.dot(a._data, b._data), a)
     if node is not None:
         node.self = a if b._requires_grad else None
@@ -63,13 +63,13 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
 
 def mv(a: Tensor, v: Tensor) -> Tensor:
     """Matrix-vector product → MvBackward0."""
+    node = fn.MvBackward0() if needs_grad(a, v) else None
     if a._data.ndim != 2 or v._data.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a._data.ndim}, {v._data.ndim}")
     if a._data.shape[1] != v._data.shape[0]:
         raise RuntimeError(f"size mismatch, got input ({a._data.shape[0]}), mat ({a._data.shape[0]}x"
                            f"{a._data.shape[1]}), vec ({v._data.shape[0]})")
     check_same_device("mv", self=a, vec=v)
-    node = fn.MvBackward0() if needs_grad(a, v) else None
     out = _out(a._data @ v._data, a)
     if node is not None:
         node.self = a if v._requires_grad else None
@@ -108,6 +108,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
 
 def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: float = 1) -> Tensor:
     """beta * bias + alpha * (mat1 @ mat2) → AddmmBackward0 with edges (bias, mat1, mat2)."""
+    node = fn.AddmmBackward0() if needs_grad(bias, mat1, mat2) else None
     if mat1._data.ndim != 2 or mat2._data.ndim != 2:
         raise RuntimeError("mat1 must be a matrix, got %d-D tensor" % mat1._data.ndim)
     if mat1._data.shape[1] != mat2._data.shape[0]:
@@ -115,7 +116,6 @@ def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: floa
             f"mat1 and mat2 shapes cannot be multiplied ({mat1._data.shape[0]}x{mat1._data.shape[1]} and "
             f"{mat2._data.shape[0]}x{mat2._data.shape[1]})")
     check_same_device("addmm", self=bias, mat1=mat1, mat2=mat2)
-    node = fn.AddmmBackward0() if needs_grad(bias, mat1, mat2) else None
     prod = mat1._data @ mat2._data
     data = beta * bias._data + alpha * prod if (beta != 1 or alpha != 1) else bias._data + prod
     out = _out(np.broadcast_to(data, prod.shape).astype(prod.dtype), mat1)

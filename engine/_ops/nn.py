@@ -17,6 +17,7 @@ from ._common import (
     _float_data,
     _out,
     _pair,
+    broadcast_shape,
     common_device,
     needs_grad,
     record,
@@ -38,7 +39,8 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
     device = common_device(condition, a, b)
     node = fn.WhereBackward0() if needs_grad(a, b) else None
     dt = result_dtype(a, b)
-    out = _out(np.where(condition._data, a._data, b._data).astype(dt, copy=False), device)
+    shape = broadcast_shape(a, b, condition)
+    out = _out(np.where(condition._data, a._data, b._data).astype(dt, copy=False).reshape(shape), device)
     if node is not None:
         node.condition = condition
         record(node, (a, b), out)
@@ -84,8 +86,8 @@ def _log_softmax_np(x: np.ndarray, d: int) -> np.ndarray:
 def _softmax_like(np_fn, node_cls, a: Tensor, dim: int, dtype: Any) -> Tensor:
     if dtype is not None:
         a = to(a, dtype)
-    d = _wrap_dim(dim, a._data.ndim)
     node = node_cls() if needs_grad(a) else None
+    d = _wrap_dim(dim, a._data.ndim)
     out = _out(np_fn(_float_data(a), d), a)
     if node is not None:
         node.dim, node.result = d, out
@@ -116,6 +118,7 @@ def mse_loss(a: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
             "likely lead to incorrect results due to broadcasting. Please ensure they have the same size.",
             UserWarning, stacklevel=3)
     device = common_device(a, target)
+    broadcast_shape(a, target)  # F.mse_loss broadcasts in Python first: a mismatch takes no seq_nr
     node = fn.MseLossBackward0() if needs_grad(a, target) else None
     diff = np.square(a._data - target._data)
     data = diff if reduction == "none" else (diff.mean() if reduction == "mean" else diff.sum())

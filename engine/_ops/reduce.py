@@ -28,8 +28,8 @@ def sum(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
             node.self_sym_sizes = a._data.shape
             record(node, (a,), out)
         return _maybe_cast(out, dtype)
-    dims = _dims(dim, a._data.ndim)
     node = fn.SumBackward1() if needs_grad(a) else None
+    dims = _dims(dim, a._data.ndim)
     data = a._data.sum(axis=dims if a._data.ndim else None, keepdims=keepdim,
                        dtype=np.int64 if a._data.dtype.kind in "bi" else None)
     out = _out(data, a)
@@ -59,8 +59,8 @@ def mean(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -
             node.self_sym_sizes, node.self_sym_numel = a._data.shape, a._data.size
             record(node, (a,), out)
         return out
-    dims = _dims(dim, a._data.ndim)
     node = fn.MeanBackward1() if needs_grad(a) else None
+    dims = _dims(dim, a._data.ndim)
     with np.errstate(invalid="ignore"):
         out = _out(a._data.mean(axis=dims if a._data.ndim else None, keepdims=keepdim, dtype=a._data.dtype), a)
     if node is not None:
@@ -83,8 +83,8 @@ def max(a: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
             node.self, node.result = a, out
             record(node, (a,), out)
         return out
-    d = _wrap_dim(dim, a._data.ndim)
     node = fn.MaxBackward0() if needs_grad(a) else None
+    d = _wrap_dim(dim, a._data.ndim)
     idx = np.argmax(a._data, axis=d) if a._data.ndim else np.array(0)
     values = np.take_along_axis(a._data, np.expand_dims(idx, d), d) if a._data.ndim else a._data
     if not keepdim and a._data.ndim:

@@ -12,15 +12,16 @@ import numpy as np
 from .. import _functions as fn
 from .._args import int_arg, size_arg
 from .._dtype import as_dtype
+from .._node import Node
 from .._tensor import Tensor, _wrap_dim, make_tensor
 from ._common import _out, check_same_device, legacy_type_name, needs_grad, record
 
 
 def t(a: Tensor) -> Tensor:
     """Transpose of a tensor with at most 2 dims → TBackward0."""
+    node = fn.TBackward0() if needs_grad(a) else None
     if a._data.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {a._data.ndim}D")
-    node = fn.TBackward0() if needs_grad(a) else None
     out = _out(a._data.T, a)
     if node is not None:
         record(node, (a,), out)
@@ -29,13 +30,13 @@ def t(a: Tensor) -> Tensor:
 
 def permute(a: Tensor, dims: Sequence[int]) -> Tensor:
     """Reorder dims → PermuteBackward0."""
+    node = fn.PermuteBackward0() if needs_grad(a) else None
     nd = a._data.ndim
     if len(dims) != nd:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
                            f"length of the desired ordering of dimensions i.e. input.dim() = {nd} is not equal "
                            f"to len(dims) = {len(dims)}")
     dims = tuple(_wrap_dim(d, nd) for d in dims)
-    node = fn.PermuteBackward0() if needs_grad(a) else None
     out = _out(np.transpose(a._data, dims), a)
     if node is not None:
         node.dims = dims
@@ -45,10 +46,10 @@ def permute(a: Tensor, dims: Sequence[int]) -> Tensor:
 
 def transpose(a: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap two dims → TransposeBackward0."""
+    node = fn.TransposeBackward0() if needs_grad(a) else None
     nd = a._data.ndim
     d0 = _wrap_dim(int_arg("transpose", "dim0", 1, dim0), nd)
     d1 = _wrap_dim(int_arg("transpose", "dim1", 2, dim1), nd)
-    node = fn.TransposeBackward0() if needs_grad(a) else None
     out = _out(np.swapaxes(a._data, d0, d1) if nd else a._data, a)
     if node is not None:
         node.dim0, node.dim1 = d0, d1
@@ -85,13 +86,15 @@ def _as_view(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
 
 def view(a: Tensor, *shape: Any) -> Tensor:
     """Reshape without copying → ViewBackward0; refuses incompatible strides like PyTorch."""
-    shape = _infer_shape(_view_size(shape), a._data.size)
+    size = _view_size(shape)
+    node = fn.ViewBackward0() if needs_grad(a) else None  # taken before the kernel checks, as in torch
+    shape = _infer_shape(size, a._data.size)
     data = _as_view(a._data, shape)
     if data is None:
         raise RuntimeError(
             "view size is not compatible with input tensor's size and stride (at least one dimension spans "
             "across two contiguous subspaces). Use .reshape(...) instead.")
-    return _view_of(a, data)
+    return _view_of(a, data, node)
 
 
 def _view_size(args: tuple) -> tuple[int, ...]:
@@ -106,8 +109,7 @@ def _view_size(args: tuple) -> tuple[int, ...]:
             f"(!{bad}!)\n") from None
 
 
-def _view_of(a: Tensor, data: np.ndarray) -> Tensor:
-    node = fn.ViewBackward0() if needs_grad(a) else None
+def _view_of(a: Tensor, data: np.ndarray, node: Node | None) -> Tensor:
     out = _out(data, a)
     if node is not None:
         node.self_sym_sizes = a._data.shape
@@ -117,10 +119,16 @@ def _view_of(a: Tensor, data: np.ndarray) -> Tensor:
 
 def reshape(a: Tensor, *shape: Any) -> Tensor:
     """A view when the strides allow (ViewBackward0), else a clone then _unsafe_view."""
-    shape = _infer_shape(size_arg("reshape", "shape", shape), a._data.size)
+    size = size_arg("reshape", "shape", shape)
+    try:
+        shape = _infer_shape(size, a._data.size)
+    except RuntimeError:
+        if needs_grad(a):
+            fn.ViewBackward0()  # PyTorch's view node takes its seq_nr before the size check fails
+        raise
     data = _as_view(a._data, shape)
     if data is not None:
-        return _view_of(a, data)
+        return _view_of(a, data, fn.ViewBackward0() if needs_grad(a) else None)
     return _unsafe_view(clone(a), shape)
 
 
@@ -147,8 +155,8 @@ def flatten(a: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 def unsqueeze(a: Tensor, dim: int) -> Tensor:
     """Insert a size-1 dim → UnsqueezeBackward0."""
-    d = _wrap_dim(int_arg("unsqueeze", "dim", 1, dim), a._data.ndim + 1)
     node = fn.UnsqueezeBackward0() if needs_grad(a) else None
+    d = _wrap_dim(int_arg("unsqueeze", "dim", 1, dim), a._data.ndim + 1)
     out = _out(np.expand_dims(a._data, d), a)
     if node is not None:
         node.dim = d
@@ -168,8 +176,8 @@ def squeeze(a: Tensor, dim: Any = None) -> Tensor:
         return out
     if isinstance(dim, (tuple, list)):
         return squeeze_dims(a, tuple(dim))
-    d = _wrap_dim(dim, nd)
     node = fn.SqueezeBackward1() if needs_grad(a) else None
+    d = _wrap_dim(dim, nd)
     data = np.squeeze(a._data, d) if nd and a._data.shape[d] == 1 else a._data.view()
     out = _out(data, a)
     if node is not None:
@@ -181,8 +189,8 @@ def squeeze(a: Tensor, dim: Any = None) -> Tensor:
 def squeeze_dims(a: Tensor, dims: tuple[int, ...]) -> Tensor:
     """squeeze.dims → SqueezeBackward4 (as matmul's 1-D @ 2-D path records)."""
     nd = a._data.ndim
-    ds = tuple(sorted({_wrap_dim(d, nd) for d in dims}))
     node = fn.SqueezeBackward4() if needs_grad(a) else None
+    ds = tuple(sorted({_wrap_dim(d, nd) for d in dims}))
     keep = tuple(d for d in ds if a._data.shape[d] == 1)
     out = _out(np.squeeze(a._data, keep) if keep else a._data.view(), a)
     if node is not None:
@@ -193,6 +201,7 @@ def squeeze_dims(a: Tensor, dims: tuple[int, ...]) -> Tensor:
 
 def expand(a: Tensor, *sizes: Any) -> Tensor:
     """Broadcast to `sizes` without copying → ExpandBackward0."""
+    node = fn.ExpandBackward0() if needs_grad(a) else None
     sizes = size_arg("expand", "size", sizes)
     nd, n = a._data.ndim, len(sizes)
     if n < nd:
@@ -212,7 +221,6 @@ def expand(a: Tensor, *sizes: Any) -> Tensor:
                 f"The expanded size of the tensor ({shape[i]}) must match the existing size "
                 f"({a._data.shape[j]}) at non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor "
                 f"sizes: {list(a._data.shape)}")
-    node = fn.ExpandBackward0() if needs_grad(a) else None
     out = _out(np.broadcast_to(a._data, tuple(shape)), a)
     if node is not None:
         node.self_sym_sizes = a._data.shape
@@ -222,6 +230,7 @@ def expand(a: Tensor, *sizes: Any) -> Tensor:
 
 def select(a: Tensor, dim: int, index: int) -> Tensor:
     """a.select(dim, index), as `a[index]` does → SelectBackward0."""
+    node = fn.SelectBackward0() if needs_grad(a) else None
     nd = a._data.ndim
     if nd == 0:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
@@ -230,7 +239,6 @@ def select(a: Tensor, dim: int, index: int) -> Tensor:
     if not -size <= index < size:
         raise IndexError(f"index {index} is out of bounds for dimension {d} with size {size}")
     i = index + size if index < 0 else index
-    node = fn.SelectBackward0() if needs_grad(a) else None
     out = _out(a._data[(slice(None),) * d + (i,)], a)
     if node is not None:
         node.self_sym_sizes, node.dim, node.index = a._data.shape, d, i
@@ -272,6 +280,9 @@ def getitem(a: Tensor, key: Any) -> Tensor:
             raise NotImplementedError("engine does not support boolean scalar indexing")
         elif isinstance(k, (int, np.integer)) or (isinstance(k, Tensor) and k._data.ndim == 0
                                                    and k._data.dtype == np.int64):
+            size = out._data.shape[dim]
+            if not -size <= int(k) < size:  # checked before select, so no node and no seq_nr
+                raise IndexError(f"index {int(k)} is out of bounds for dimension {dim} with size {size}")
             out = select(out, dim, int(k))
         elif isinstance(k, slice):
             size = out._data.shape[dim]
@@ -301,10 +312,10 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
+    node = fn.CatBackward0() if needs_grad(*tensors) else None
     d = _wrap_dim(dim, tensors[0]._data.ndim)
     _check_cat_shapes(tensors, d)
     _check_list_device("cat", tensors)
-    node = fn.CatBackward0() if needs_grad(*tensors) else None
     data = np.concatenate([x._data for x in tensors], axis=d)
     out = _out(data, tensors[0])
     if node is not None:
@@ -314,7 +325,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 
 
 def _check_list_device(op: str, tensors: list) -> None:
-    check_same_device(op, **{"tensors" if i == 0 else f"tensors[{i}]": t for i, t in enumerate(tensors)})
+    check_same_device(op, *[("tensors", t) for t in tensors])  # every element under the one name
 
 
 def _check_cat_shapes(tensors: list, d: int) -> None:
@@ -334,6 +345,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
+    node = fn.StackBackward0() if needs_grad(*tensors) else None
     d = _wrap_dim(dim, tensors[0]._data.ndim + 1)
     shape0 = tensors[0]._data.shape
     for i, x in enumerate(tensors):
@@ -341,7 +353,6 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(shape0)} at entry 0 "
                                f"and {list(x._data.shape)} at entry {i}")
     _check_list_device("stack", tensors)
-    node = fn.StackBackward0() if needs_grad(*tensors) else None
     out = _out(np.stack([x._data for x in tensors], axis=d), tensors[0])
     if node is not None:
         node.dim, node.n = d, len(tensors)

@@ -705,3 +705,28 @@ def _bad_args(t, p):
     p.run("transpose str", lambda: x.transpose("a", 1))
     p.run("expand str", lambda: x.expand("a"))
     p.run("device index", lambda: t.zeros(2, device="cuda:x"))
+
+
+@program("failing_ops_take_seq_nrs")
+def _failing_ops(t, p):
+    """PyTorch creates an op's node before its kernel checks, so most failing ops still take a seq_nr."""
+    x = p.leaf("x", A23)
+    v = p.leaf("v", V3)
+    cases = {
+        "mul bcast": lambda: x * p.leaf("w", [1.0, 2.0]), "mm": lambda: x @ x, "mm 1d": lambda: t.mm(v, x),
+        "dot": lambda: v @ p.leaf("u", [1.0, 2.0]), "mv": lambda: t.mv(x, p.const([1.0, 2.0])),
+        "addmm": lambda: t.addmm(p.const([1.0, 2.0]), x, x), "cat": lambda: t.cat([x, v]),
+        "stack": lambda: t.stack([x, x.t()]), "view": lambda: x.view(4), "view nc": lambda: x.t().view(6),
+        "reshape": lambda: x.reshape(5), "expand": lambda: x.expand(3, 3), "index": lambda: x[5],
+        "select dim": lambda: x.select(3, 0), "too many indices": lambda: x[:, :, 1:2],
+        "transpose": lambda: x.transpose(0, 3), "unsqueeze": lambda: x.unsqueeze(4), "squeeze": lambda: x.squeeze(4),
+        "sum dim": lambda: x.sum(3), "mean dim": lambda: x.mean(3), "softmax": lambda: x.softmax(3),
+        "log_softmax": lambda: x.log_softmax(3), "max dim": lambda: x.max(3),
+        "where": lambda: t.where(x > 0, x, p.const([1.0, 2.0])), "permute": lambda: x.permute(0),
+        "maximum": lambda: t.maximum(x, p.const([1.0, 2.0])), "pow": lambda: x ** p.const([1.0, 2.0]),
+        "linear": lambda: t.nn.functional.linear(x, p.const([[1.0, 2.0]] * 4)),
+        "matmul 3d": lambda: t.matmul(p.leaf("b", [A23, A23]), p.const([[1.0, 2.0], [3.0, 4.0]])),
+    }
+    for name, action in cases.items():
+        p.run(name, action)
+        p.counter(name)
