@@ -41,6 +41,8 @@ class GraphTask:
         self.reentrant_depth = reentrant_depth
         self.cpu_ready_queue = cpu_ready_queue
         self.graph_roots = graph_roots
+        self.graph_root: Node | None = None  # the single root's node, or the GraphRoot made for several
+        self.outputs: list = []  # output edges (inputs= / autograd.grad inputs), as (node, input_nr)
         self.accumulate_grad = accumulate_grad
         self.exit_on_error = False
         self.dependencies: dict[Node, int] = {}
@@ -55,7 +57,7 @@ class GraphTask:
         self.gone = False
         self._post_processed = False
         self.owner = NO_DEVICE
-        self.multithreading = True
+        self.multithreading = True  # the caller's set_multithreading_enabled when backward started
         self.final_callbacks: list = []
         self.mutex = threading.RLock()
         self.done = threading.Event()
