@@ -111,7 +111,7 @@ class NoopObserver:
     def grad_captured(self, graph_task, node, output_index, grad):
         pass
 
-    def grad_accumulated(self, node, variable, grad):
+    def grad_accumulated(self, graph_task, node, variable, grad):
         pass
 
     def error_raised(self, graph_task, node, error):

@@ -4,6 +4,7 @@ Imports numpy and the standard library only; never the tracer or any UI package.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import threading
@@ -37,6 +38,8 @@ class _Anomaly:
 
 anomaly = _Anomaly()
 
+
+_uids = itertools.count(1)
 
 _ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -116,7 +119,7 @@ class Node:
 
     __slots__ = (
         "_seq", "_topo", "_has_parent", "next_edges", "_input_metadata", "_pre_hooks", "_post_hooks",
-        "_tensor_pre_hooks", "_retains_grad_hooks", "_metadata", "thread_id", "_released", "_parent",
+        "_tensor_pre_hooks", "_retains_grad_hooks", "_metadata", "thread_id", "_released", "_parent", "_uid",
         "__weakref__",
     )
 
@@ -126,6 +129,7 @@ class Node:
 
     def __init__(self, sequence_nr: int | None = None) -> None:
         # Two constructors, as in PyTorch (facts §1.2): an explicit seq leaves the counter alone.
+        self._uid = next(_uids)  # unique for the process, unlike id(): observers key nodes by it
         if sequence_nr is None:
             sequence_nr = tls.seq_nr
             tls.seq_nr = sequence_nr + 1
@@ -304,7 +308,7 @@ class AccumulateGrad(Node):
         if new_grad is not None and variable.requires_grad:
             _tensor_mod().accumulate_into_grad(variable, new_grad)
             if _observer.observers:
-                _observer.notify("grad_accumulated", self, variable, variable._grad)
+                _observer.notify("grad_accumulated", tls.current_graph_task, self, variable, variable._grad)
         hooks = variable._post_acc_hooks
         if hooks:
             from ._hooks import check_single_result  # only when post-accumulate hooks exist

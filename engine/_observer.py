@@ -64,7 +64,7 @@ class EngineObserver(Protocol):
     def grad_captured(self, graph_task: GraphTask, node: Node, output_index: int, grad: Any) -> None:
         """An `autograd.grad` result slot was written."""
 
-    def grad_accumulated(self, node: Node, variable: Any, grad: Any) -> None:
+    def grad_accumulated(self, graph_task: GraphTask | None, node: Node, variable: Any, grad: Any) -> None:
         """AccumulateGrad wrote `variable.grad`."""
 
     def error_raised(self, graph_task: GraphTask, node: Node | None, error: BaseException) -> None:

@@ -46,7 +46,7 @@ class Log:
     def grad_captured(self, graph_task, node, output_index, grad):
         self.events.append(("grad_captured", node.name(), output_index))
 
-    def grad_accumulated(self, node, variable, grad):
+    def grad_accumulated(self, graph_task, node, variable, grad):
         self.events.append(("grad_accumulated", tuple(grad.tolist())))
 
     def error_raised(self, graph_task, node, error):
