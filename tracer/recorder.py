@@ -1,0 +1,279 @@
+"""The Recorder: an engine observer that appends every event to plain buffers, then freezes a Trace.
+
+Imports numpy, the standard library and the engine's observer hook only; never textual or rich.
+
+NOTE [recording hot path]
+Each instrumentation point appends one tuple (kind, thread, graph_task, node uid, a, b, c) to a list;
+list.append is atomic under the GIL, so events from worker threads interleave in one global order with
+no lock. Everything else (names, edges, frames, grad summaries) goes to side lists and is decoded when
+the recording finishes. Small grads are copied and summarised at finish; large ones are summarised at
+once, so the recorder never keeps a big tensor alive.
+"""
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import numpy as np
+
+from .events import (
+    HOOK_KINDS,
+    KIND_CODES,
+    UINT64_MAX,
+    BufferWritten,
+    DependenciesComputed,
+    ErrorRaised,
+    ExecInfoComputed,
+    GradAccumulated,
+    GradCaptured,
+    GraphTaskFinished,
+    GraphTaskStarted,
+    HookRan,
+    NodeCreated,
+    NodeFinished,
+    NodeStarted,
+    SeqNrBumped,
+    TaskPopped,
+    TaskPushed,
+)
+
+K_BUMP, K_CREATED, K_STARTED_TASK = KIND_CODES[SeqNrBumped], KIND_CODES[NodeCreated], KIND_CODES[GraphTaskStarted]
+K_DEPS, K_EXEC = KIND_CODES[DependenciesComputed], KIND_CODES[ExecInfoComputed]
+K_PUSH, K_POP, K_BUFFER = KIND_CODES[TaskPushed], KIND_CODES[TaskPopped], KIND_CODES[BufferWritten]
+K_HOOK, K_NSTART, K_NFINISH = KIND_CODES[HookRan], KIND_CODES[NodeStarted], KIND_CODES[NodeFinished]
+K_CAPTURED, K_ACCUM = KIND_CODES[GradCaptured], KIND_CODES[GradAccumulated]
+K_ERROR, K_FINISHED = KIND_CODES[ErrorRaised], KIND_CODES[GraphTaskFinished]
+
+_SMALL = 16  # grads with at most this many elements are copied now and summarised at finish
+_PREVIEW = 3
+
+_AGDB_DIRS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), pkg) + os.sep
+    for pkg in ("engine", "tracer", "app", "widgets"))
+
+
+def seq_code(seq: int) -> int:
+    """A seq_nr as stored in an int64 column: 2**64-1 (AccumulateGrad, Error) becomes -1."""
+    return -1 if seq >= 2**63 else seq
+
+
+def seq_decode(code: int) -> int:
+    """Inverse of seq_code."""
+    return UINT64_MAX if code == -1 else int(code)
+
+
+class Recorder:
+    """Records engine events while attached; `finish()` returns the frozen Trace."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+        self.strings: dict[str, int] = {}
+        self.threads: dict[int, int] = {}
+        self.thread_rows: list[tuple[int, str]] = []
+        self.queues: dict[str, int] = {}
+        self.frames: dict[tuple, int] = {}
+        self.frame_rows: list[tuple[str, int, str]] = []
+        self.nodes: dict[int, tuple] = {}  # uid -> static node info
+        self.groups: list[Any] = []  # ragged payloads: dependencies, exec_info, summaries, graph tasks
+        self.pending: dict[int, int] = {}  # id(NodeTask) -> step of its push
+        self._handle = None
+
+    # -- attaching -------------------------------------------------------------------------------------------
+    def attach(self) -> Recorder:
+        """Start recording (attaches to the engine's observer points)."""
+        from engine import add_observer
+
+        if self._handle is None:
+            self._handle = add_observer(self)
+        return self
+
+    def detach(self) -> None:
+        """Stop recording; the events so far stay."""
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+
+    def finish(self, progress: Any = None) -> Any:
+        """Detach and freeze what was recorded into a Trace."""
+        from .trace import build_trace
+
+        self.detach()
+        return build_trace(self, progress)
+
+    # -- small helpers (hot path) ---------------------------------------------------------------------------
+    def _thread(self) -> int:
+        ident = threading.get_ident()
+        index = self.threads.get(ident)
+        if index is None:
+            index = self.threads.setdefault(ident, len(self.thread_rows))
+            if index == len(self.thread_rows):
+                self.thread_rows.append((ident, threading.current_thread().name))
+        return index
+
+    def _str(self, text: str) -> int:
+        index = self.strings.get(text)
+        if index is None:
+            index = self.strings.setdefault(text, len(self.strings))
+        return index
+
+    def _group(self, payload: Any) -> int:
+        self.groups.append(payload)
+        return len(self.groups) - 1
+
+    def _frame(self) -> int:
+        """The first frame outside agdb: the user's line that caused this."""
+        f = sys._getframe(2)
+        while f is not None and f.f_code.co_filename.startswith(_AGDB_DIRS):
+            f = f.f_back
+        if f is None:
+            return -1
+        key = (f.f_code, f.f_lineno)
+        index = self.frames.get(key)
+        if index is None:
+            index = self.frames.setdefault(key, len(self.frame_rows))
+            if index == len(self.frame_rows):
+                self.frame_rows.append((f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
+        return index
+
+    def _register(self, node: Any) -> int:
+        """Remember a node's static facts the first time it is seen; returns its uid."""
+        uid = node._uid
+        if uid not in self.nodes:
+            self.nodes[uid] = (node.name(), node._seq, node._topo, node.device(), node.thread_id,
+                               tuple((child._uid if child is not None else 0, nr) for child, nr in node.next_edges),
+                               -1, len(self.rows))
+            for child, _ in node.next_edges:
+                if child is not None and child._uid not in self.nodes:
+                    self._register(child)
+        return uid
+
+    def _summaries(self, tensors: Any) -> int:
+        items = []
+        for t in tensors:
+            if t is None or not hasattr(t, "_data"):
+                items.append(None)
+            elif t._data.size <= _SMALL:
+                items.append((t._data.copy(), t._device))
+            else:
+                items.append(summarize(t._data, t._device))
+        return self._group(items)
+
+    # -- observer points ------------------------------------------------------------------------------------
+    def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
+        self.rows.append((K_BUMP, self._thread(), 0, node._uid, self._frame(), seq_nr, 0))
+
+    def node_created(self, node: Any) -> None:
+        frame = self._frame()
+        uid = node._uid
+        self.nodes[uid] = (node.name(), node._seq, node._topo, node.device(), node.thread_id,
+                           tuple((c._uid if c is not None else 0, nr) for c, nr in node.next_edges),
+                           frame, len(self.rows))
+        self.rows.append((K_CREATED, self._thread(), 0, uid, frame, 0, 0))
+
+    def graph_task_started(self, gt: Any) -> None:
+        self._register(gt.graph_root)
+        info = (gt.graph_root._uid, tuple((self._register(n), nr) for n, nr in
+                                          ((r, 0) for r in gt.graph_roots if r is not None)),
+                tuple((self._register(n), nr) for n, nr in gt.outputs),
+                gt.keep_graph, gt.create_graph, gt.accumulate_grad, gt.reentrant_depth)
+        self.rows.append((K_STARTED_TASK, self._thread(), gt.id, gt.graph_root._uid, self._group(info), 0, 0))
+
+    def dependencies_computed(self, gt: Any, min_topo_nr: int, pruned: list) -> None:
+        deps = tuple((self._register(n), c) for n, c in gt.dependencies.items())
+        info = (deps, tuple(self._register(n) for n in pruned))
+        self.rows.append((K_DEPS, self._thread(), gt.id, 0, self._group(info), min_topo_nr, 0))
+
+    def exec_info_computed(self, gt: Any) -> None:
+        needed = tuple(self._register(n) for n, info in gt.exec_info.items() if info.needed)
+        captured = tuple((self._register(n), i, o) for n, info in gt.exec_info.items()
+                         for i, o in (info.captures or ()))
+        self.rows.append((K_EXEC, self._thread(), gt.id, 0, self._group((needed, captured)), 0, 0))
+
+    def task_pushed(self, gt: Any, task: Any, queue: Any) -> None:
+        fn = task.fn
+        self.pending[id(task)] = len(self.rows)
+        self.rows.append((K_PUSH, self._thread(), gt.id if gt is not None else 0, fn._uid if fn is not None else 0,
+                          self._queue(queue), len(queue.heap), seq_code(-task.key[2]) if fn is not None else -2))
+
+    def task_popped(self, gt: Any, task: Any, queue: Any) -> None:
+        fn = task.fn
+        pushed = self.pending.pop(id(task), -1)
+        stale = fn is not None and task.key[1] == -2**31 + 1
+        self.rows.append((K_POP, self._thread(), task.owner.id if task.owner is not None else 0,
+                          fn._uid if fn is not None else 0, self._queue(queue), len(queue.heap),
+                          -pushed - 2 if stale else pushed))
+
+    def _queue(self, queue: Any) -> int:
+        index = self.queues.get(queue.name)
+        if index is None:
+            index = self.queues.setdefault(queue.name, len(self.queues))
+        return index
+
+    def buffer_written(self, gt: Any, node: Any, slot: int, is_accumulation: bool, buffer: Any) -> None:
+        self.rows.append((K_BUFFER, self._thread(), gt.id, node._uid, slot, int(is_accumulation), 0))
+
+    def hook_ran(self, gt: Any, node: Any, kind: str, hook: Any) -> None:
+        name = getattr(hook, "__qualname__", None) or type(hook).__name__
+        self.rows.append((K_HOOK, self._thread(), gt.id if gt is not None else 0, node._uid,
+                          HOOK_KINDS.index(kind), self._str(name), 0))
+
+    def node_started(self, gt: Any, node: Any, inputs: list) -> None:
+        self.rows.append((K_NSTART, self._thread(), gt.id, node._uid, self._summaries(inputs), 0, 0))
+
+    def node_finished(self, gt: Any, node: Any, outputs: list) -> None:
+        self.rows.append((K_NFINISH, self._thread(), gt.id, node._uid, self._summaries(outputs), 0, 0))
+
+    def grad_captured(self, gt: Any, node: Any, output_index: int, grad: Any) -> None:
+        self.rows.append((K_CAPTURED, self._thread(), gt.id, node._uid, output_index, self._summaries((grad,)), 0))
+
+    def grad_accumulated(self, gt: Any, node: Any, variable: Any, grad: Any) -> None:
+        self.rows.append((K_ACCUM, self._thread(), gt.id if gt is not None else 0, node._uid,
+                          self._summaries((grad,)), 0, 0))
+
+    def error_raised(self, gt: Any, node: Any, error: BaseException) -> None:
+        self.rows.append((K_ERROR, self._thread(), gt.id, node._uid if node is not None else 0,
+                          self._str(type(error).__name__), self._str(str(error)), 0))
+
+    def graph_task_finished(self, gt: Any) -> None:
+        self.rows.append((K_FINISHED, self._thread(), gt.id, 0, int(gt.has_error), 0, 0))
+
+
+def summarize(data: np.ndarray, device: str) -> tuple:
+    """(shape, dtype, device, preview, has_nan, has_inf) of an array."""
+    flat = data.reshape(-1)
+    preview = tuple(float(v) for v in flat[:_PREVIEW])
+    if data.dtype.kind == "f":
+        finite = np.isfinite(flat)
+        has_nan = bool(np.isnan(flat).any()) if not finite.all() else False
+        has_inf = bool(np.isinf(flat).any()) if not finite.all() else False
+    else:
+        has_nan = has_inf = False
+    return (tuple(data.shape), data.dtype.name, device, preview, has_nan, has_inf)
+
+
+def source_line(filename: str, lineno: int) -> str:
+    """The stripped source text of a line, or '' when it cannot be read."""
+    return linecache.getline(filename, lineno).strip()
+
+
+@contextmanager
+def record() -> Iterator[Any]:
+    """`with tracer.record() as rec:` records everything inside; `rec.trace` holds the Trace afterwards."""
+    recorder = Recorder().attach()
+    handle = _RecordingHandle(recorder)
+    try:
+        yield handle
+    finally:
+        handle.trace = recorder.finish()
+
+
+class _RecordingHandle:
+    """What `record()` yields: the live recorder, and the trace once the block has ended."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.trace: Any = None
