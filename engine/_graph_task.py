@@ -136,6 +136,8 @@ class GraphTask:
         from ._threads import all_queues
 
         self.gone = True
+        if _observer.observers:
+            _observer.notify("graph_task_finished", self)
         for queue in all_queues(self.cpu_ready_queue):
             with queue.cond:
                 for task in queue.heap:
@@ -170,8 +172,6 @@ class GraphTask:
             return
         with self.mutex:
             self.future_completed = True
-        if _observer.observers:
-            _observer.notify("graph_task_finished", self)
         self.done.set()
 
     def exec_post_processing(self) -> None:

@@ -71,7 +71,7 @@ class EngineObserver(Protocol):
         """The first error of `graph_task`."""
 
     def graph_task_finished(self, graph_task: GraphTask) -> None:
-        """`graph_task` completed, with or without an error."""
+        """`graph_task` is over: its backward call returned or raised; its leftover tasks are now stale."""
 
 
 _attach_lock = threading.Lock()

@@ -12,6 +12,7 @@ once, so the recorder never keeps a big tensor alive.
 from __future__ import annotations
 
 import linecache
+import logging
 import os
 import sys
 import threading
@@ -81,6 +82,7 @@ class Recorder:
         self.groups: list[Any] = []  # ragged payloads: dependencies, exec_info, summaries, graph tasks
         self.pending: dict[int, int] = {}  # id(NodeTask) -> step of its push
         self._handle = None
+        self._log_culprits = False
 
     # -- attaching -------------------------------------------------------------------------------------------
     def attach(self) -> Recorder:
@@ -88,6 +90,7 @@ class Recorder:
         from engine import add_observer
 
         if self._handle is None:
+            self._log_culprits = logging.getLogger("agdb.seq_nr").isEnabledFor(logging.INFO)
             self._handle = add_observer(self)
         return self
 
@@ -143,9 +146,7 @@ class Recorder:
         """Remember a node's static facts the first time it is seen; returns its uid."""
         uid = node._uid
         if uid not in self.nodes:
-            self.nodes[uid] = (node.name(), node._seq, node._topo, node.device(), node.thread_id,
-                               tuple((child._uid if child is not None else 0, nr) for child, nr in node.next_edges),
-                               -1, len(self.rows))
+            self.nodes[uid] = _static(node, -1, len(self.rows))
             for child, _ in node.next_edges:
                 if child is not None and child._uid not in self.nodes:
                     self._register(child)
@@ -165,13 +166,15 @@ class Recorder:
     # -- observer points ------------------------------------------------------------------------------------
     def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
         self.rows.append((K_BUMP, self._thread(), 0, node._uid, self._frame(), seq_nr, 0))
+        if self._log_culprits:
+            from .culprits import log_bump, user_frame
+
+            log_bump(node, seq_nr, user_frame(2))
 
     def node_created(self, node: Any) -> None:
         frame = self._frame()
         uid = node._uid
-        self.nodes[uid] = (node.name(), node._seq, node._topo, node.device(), node.thread_id,
-                           tuple((c._uid if c is not None else 0, nr) for c, nr in node.next_edges),
-                           frame, len(self.rows))
+        self.nodes[uid] = _static(node, frame, len(self.rows))
         self.rows.append((K_CREATED, self._thread(), 0, uid, frame, 0, 0))
 
     def graph_task_started(self, gt: Any) -> None:
@@ -240,6 +243,13 @@ class Recorder:
 
     def graph_task_finished(self, gt: Any) -> None:
         self.rows.append((K_FINISHED, self._thread(), gt.id, 0, int(gt.has_error), 0, 0))
+
+
+def _static(node: Any, frame: int, step: int) -> tuple:
+    """(name, seq, topo, device, thread ident, edges as (child uid, input_nr), frame, step, num inputs)."""
+    return (node.name(), node._seq, node._topo, node.device(), node.thread_id,
+            tuple((c._uid if c is not None else 0, nr) for c, nr in node.next_edges), frame, step,
+            len(node._input_metadata))
 
 
 def summarize(data: np.ndarray, device: str) -> tuple:

@@ -46,6 +46,7 @@ class NodeInfo:
     thread: int  # index into Trace.threads, or -1 for a thread that recorded no event
     next_edges: tuple[tuple[int | None, int], ...]
     created_at: int  # step of its NodeCreated (or of its first mention)
+    num_inputs: int  # input slots (grads it receives): one per output of its forward op
     filename: str
     lineno: int
     function: str
@@ -149,7 +150,7 @@ def _node_info(trace: Trace, i: int) -> NodeInfo:
     filename, lineno, function, source = _frame(trace, frame)
     return NodeInfo(i, s[c["node_name"][i]], seq_decode(int(c["node_seq"][i])), int(c["node_topo"][i]),
                     s[c["node_device"][i]], int(c["node_thread"][i]), edges, int(c["node_step"][i]),
-                    filename, lineno, function, source)
+                    int(c["node_inputs"][i]), filename, lineno, function, source)
 
 
 def _frame(trace: Trace, frame: int) -> tuple[str, int, str, str]:
@@ -214,6 +215,7 @@ def _node_table(rec: Any, uids: list, index_of: dict, sid: Any, columns: dict) -
         node_thread=_compact([thread_index.get(i[4], -1) for i in infos]),
         node_frame=_compact([i[6] for i in infos]),
         node_step=_compact([i[7] for i in infos]),
+        node_inputs=_compact([i[8] for i in infos]),
         node_edge_start=_compact(offsets),
         edge_child=_compact([index_of.get(u, -1) if u else -1 for u, _ in flat]),
         edge_input_nr=_compact([nr for _, nr in flat]),

@@ -1,0 +1,98 @@
+"""Culprits: which Python line bumped the thread's sequence number, from X to Y.
+
+Imports the standard library only. `logging.getLogger("agdb.seq_nr")`, when enabled for INFO, gets one
+line per increment while a Recorder or `watch()` is attached, e.g.
+`seq_nr 41 -> 42 by MulBackward0 at model.py:17 in forward: y = x * w`.
+"""
+from __future__ import annotations
+
+import linecache
+import logging
+import os
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+from .events import SeqNrBumped
+
+logger = logging.getLogger("agdb.seq_nr")
+
+
+@dataclass(frozen=True, slots=True)
+class Culprit:
+    """One increment of a thread's sequence number and the line that caused it."""
+
+    old: int
+    new: int
+    node_name: str
+    thread: int
+    filename: str
+    lineno: int
+    function: str
+    source: str
+    step: int
+
+    def line(self) -> str:
+        """The one-line form the `agdb.seq_nr` logger emits."""
+        where = f"{os.path.basename(self.filename)}:{self.lineno}" if self.filename else "<unknown>"
+        return f"seq_nr {self.old} -> {self.new} by {self.node_name} at {where} in {self.function}: {self.source}"
+
+
+def from_event(e: SeqNrBumped) -> Culprit:
+    """The culprit an event records."""
+    return Culprit(e.old, e.seq_nr, e.node_name, e.thread, e.filename, e.lineno, e.function, e.source, e.step)
+
+
+def select(culprits: Iterable[Culprit], start: int | None = None, stop: int | None = None) -> list[Culprit]:
+    """The increments that moved the counter within [start, stop] (either bound may be None)."""
+    return [c for c in culprits if (start is None or c.new > start) and (stop is None or c.old < stop)]
+
+
+def of_trace(trace: Any) -> list[Culprit]:
+    """Every increment recorded in `trace`, in order."""
+    from .recorder import K_BUMP
+
+    steps = (trace.columns["ev_kind"] == K_BUMP).nonzero()[0]
+    return [from_event(trace[int(s)]) for s in steps]
+
+
+def log_bump(node: Any, seq_nr: int, frame: Any) -> None:
+    """Emit one `agdb.seq_nr` line for a bump seen live (callers check logger.isEnabledFor first)."""
+    if frame is None:
+        filename, lineno, function = "", 0, "?"
+    else:
+        filename, lineno, function = frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
+    source = linecache.getline(filename, lineno).strip() if filename else ""
+    culprit = Culprit(seq_nr, seq_nr + 1, node.name(), 0, filename, lineno, function, source, -1)
+    logger.info(culprit.line())
+
+
+def user_frame(depth: int = 2) -> Any:
+    """The first frame outside agdb's packages, `depth` frames up from the caller's caller."""
+    from .recorder import _AGDB_DIRS
+
+    f = sys._getframe(depth)
+    while f is not None and f.f_code.co_filename.startswith(_AGDB_DIRS):
+        f = f.f_back
+    return f
+
+
+class _Watcher:
+    """An observer that only logs seq_nr bumps."""
+
+    def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
+        if logger.isEnabledFor(logging.INFO):
+            log_bump(node, seq_nr, user_frame(3))
+
+
+@contextmanager
+def watch() -> Iterator[None]:
+    """Log every seq_nr increment inside the block to `agdb.seq_nr`, without recording a trace."""
+    from engine import add_observer
+
+    handle = add_observer(_Watcher())
+    try:
+        yield
+    finally:
+        handle.remove()
