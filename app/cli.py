@@ -1,0 +1,155 @@
+"""`agdb`: record scripts, show traces, list seq_nr culprits (and, later, the TUI and exports)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from tracer import culprits as culprits_mod
+from tracer.replay import Replay
+from tracer.state_json import state_to_json
+from tracer.tracefile import TraceFormatError, load, save
+
+err = Console(stderr=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `agdb` command."""
+    parser = _parser()
+    # agdb's options may sit before or after SCRIPT; what agdb does not know goes to the script, and so
+    # does everything after `--`.
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if not hasattr(args, "script_args"):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.script_args = list(args.script_args) + extra
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except (TraceFormatError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
+        err.print(f"[bold red]agdb:[/] {e}")
+        return 1
+    except KeyboardInterrupt:
+        err.print("[yellow]agdb: interrupted[/]")
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="agdb", description="Debug and visualise autograd execution.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    rec = sub.add_parser("record", help="run a script on agdb's engine and save what it did")
+    rec.add_argument("script")
+    rec.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
+    rec.add_argument("-o", "--output", required=True, help="trace file to write (.agdb)")
+    rec.add_argument("--as-torch", action="store_true", help="let the script's `import torch` get agdb's engine")
+    rec.set_defaults(func=_cmd_record)
+    show = sub.add_parser("show", help="print the engine's state at a step of a trace")
+    show.add_argument("trace")
+    show.add_argument("--step", type=int, default=None, help="step to show (default: the last)")
+    show.add_argument("--json", action="store_true", help="print the agdb.state/1 JSON object")
+    show.set_defaults(func=_cmd_show)
+    cul = sub.add_parser("culprits", help="which lines bumped the sequence number (records the script)")
+    cul.add_argument("script", help="a script, or a saved .agdb trace")
+    cul.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
+    cul.add_argument("--from", dest="start", type=int, default=None, help="from this seq_nr")
+    cul.add_argument("--to", dest="stop", type=int, default=None, help="up to this seq_nr")
+    cul.add_argument("--as-torch", action="store_true", help="let the script's `import torch` get agdb's engine")
+    cul.set_defaults(func=_cmd_culprits)
+    demo = sub.add_parser("demo", help="run the built-in example")
+    demo.set_defaults(func=_cmd_demo)
+    return p
+
+
+def _record(script: str, script_args: list[str], as_torch: bool):
+    from .run_script import run_recorded
+
+    with err.status("recording…") as status:
+        run = run_recorded(script, script_args, as_torch,
+                           on_progress=lambda n: status.update(f"recording… {n:,} events"))
+    if run.error is not None:
+        err.print(f"[bold red]the script raised[/] (the trace up to that point is kept):\n{run.error_text}")
+    return run
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    run = _record(args.script, args.script_args, args.as_torch)
+    with err.status(f"saving {len(run.trace):,} events…"):
+        save(run.trace, args.output)
+    err.print(f"wrote {args.output}: {len(run.trace):,} events, {run.trace.num_nodes:,} nodes")
+    return 1 if run.error is not None else 0
+
+
+def _load(path: str):
+    with err.status(f"loading {path}…"):
+        return load(path)
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    trace = _load(args.trace)
+    if len(trace) == 0:
+        err.print(f"[bold red]agdb:[/] {args.trace} holds no events")
+        return 1
+    step = len(trace) - 1 if args.step is None else args.step
+    if not 0 <= step < len(trace):
+        err.print(f"[bold red]agdb:[/] --step {step} is outside 0..{len(trace) - 1}")
+        return 1
+    state = Replay(trace).state_at(step)
+    data = state_to_json(trace, state)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    _print_state(data)
+    return 0
+
+
+def _print_state(data: dict) -> None:
+    out = Console()
+    event = data["event"]
+    out.print(f"[bold]step {data['step']}[/] of {data['num_steps'] - 1}: [cyan]{event['kind']}[/]")
+    for q in data["ready_queues"]:
+        table = Table(title=f"ready queue {q['queue']}", title_justify="left")
+        for col in ("pop", "node", "name", "priority (depth, seq_nr)"):
+            table.add_column(col)
+        for i, t in enumerate(q["tasks"]):
+            table.add_row(str(i), str(t["node"]), t["name"], str(tuple(t["priority"])))
+        out.print(table)
+    if data["dependencies"]:
+        out.print("dependencies: " + ", ".join(f"{n}={c}" for n, c in data["dependencies"].items()))
+    out.print("executed: " + " → ".join(e["name"] for e in data["executed"]) if data["executed"] else "executed: -")
+    out.print(f"pruned: {data['pruned']}  running: {[r['name'] for r in data['running']]}  "
+              f"culprits so far: {data['culprits']}")
+
+
+def _cmd_culprits(args: argparse.Namespace) -> int:
+    if args.script.endswith(".agdb"):
+        trace, failed = _load(args.script), False
+    else:
+        run = _record(args.script, args.script_args, args.as_torch)
+        trace, failed = run.trace, run.error is not None
+    rows = culprits_mod.select(culprits_mod.of_trace(trace), args.start, args.stop)
+    table = Table(title="sequence-number increments", title_justify="left")
+    for col in ("seq_nr", "node", "thread", "file:line", "function", "source"):
+        table.add_column(col, overflow="fold")
+    for c in rows:
+        table.add_row(f"{c.old} → {c.new}", c.node_name, trace.threads[c.thread][1] if trace.threads else "",
+                      f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", c.function, c.source)
+    Console().print(table)
+    return 1 if failed else 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import main as demo_main
+
+    demo_main()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Run a user's script under the recorder, keeping the trace even when the script raises."""
+from __future__ import annotations
+
+import runpy
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from tracer import Recorder
+
+
+@dataclass
+class ScriptRun:
+    """What running a script produced: the trace, and the script's error if it raised."""
+
+    trace: Any
+    error: BaseException | None
+    error_text: str
+
+
+def run_recorded(script: str, args: list[str], as_torch: bool = False,
+                 on_progress: Callable[[int], None] | None = None) -> ScriptRun:
+    """Run `script` with `args` as `__main__`, recording the engine; the trace is kept if the script fails."""
+    path = Path(script)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such script: {script}")
+    from . import torch_shim
+
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    shim = torch_shim.install() if as_torch else None
+    recorder = Recorder().attach()
+    stop = threading.Event()
+    ticker = threading.Thread(target=_tick, args=(recorder, stop, on_progress), daemon=True) if on_progress else None
+    if ticker:
+        ticker.start()
+    error, error_text = None, ""
+    try:
+        sys.argv = [str(path), *args]
+        sys.path.insert(0, str(path.parent.resolve()))
+        runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            error, error_text = e, f"the script exited with status {e.code}"
+    except BaseException as e:  # noqa: BLE001 - the user's error is reported, the trace is kept
+        error = e
+        error_text = "".join(traceback.format_exception(type(e), e, _user_tb(e.__traceback__, path)))
+    finally:
+        stop.set()
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        if shim is not None:
+            torch_shim.uninstall(shim)
+        trace = recorder.finish()
+    return ScriptRun(trace, error, error_text)
+
+
+def _tick(recorder: Recorder, stop: threading.Event, on_progress: Callable[[int], None]) -> None:
+    while not stop.wait(0.2):
+        on_progress(len(recorder.rows))
+
+
+def _user_tb(tb: Any, script: Path) -> Any:
+    """Drop agdb's own frames from the top of a script's traceback."""
+    target = str(script.resolve())
+    while tb is not None and str(Path(tb.tb_frame.f_code.co_filename).resolve()) != target:
+        tb = tb.tb_next
+    return tb
