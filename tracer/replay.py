@@ -2,19 +2,22 @@
 
 Imports numpy and the standard library only.
 
-NOTE [replaying the ready queues]
-Each ready queue is replayed with the heap algorithm the engine uses (heapq over items compared by key
-alone, see engine/_ready_queue.py), so tie order comes out exactly as recorded. When a graph task is
-gone its leftover tasks' depth becomes INT_MAX in place, without re-heapifying, as in the engine. The
-outputs of a node are routed (dependency counts decremented) at its NodeFinished step. State at a step
-includes that step's event. Checkpoints hold frozen copies every `interval` events; a seek copies the
-nearest checkpoint and applies the events after it, so stepping back is just asking for an earlier step.
+NOTE [replaying a trace]
+Most of the state is a pure function of event prefixes, computed from index arrays built once per trace:
+a node's remaining dependency count is its initial count minus the NodeFinished events of its parents
+so far (the engine routes a node's outputs right after it finishes, so the replay counts that routing at
+the NodeFinished step); a node waits in not_ready from its first BufferWritten until its TaskPushed;
+executed nodes and culprits are prefixes of the NodeStarted and SeqNrBumped events. Only the ready
+queues are replayed event by event, with the heap algorithm the engine uses (heapq over items compared
+by key alone), so ties leave in exactly the recorded order; when a graph task is gone its leftover tasks
+take depth INT_MAX in place, without re-heapifying, as in the engine. Queue checkpoints every `interval`
+events bound the work of any seek. The state at a step includes that step's event.
 """
 from __future__ import annotations
 
 import bisect
 import heapq
-from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -25,54 +28,139 @@ from .trace import Trace, push_priority
 INT_MAX = 2**31 - 1
 K_BUFFER = ev.KIND_CODES[ev.BufferWritten]
 K_ERROR = ev.KIND_CODES[ev.ErrorRaised]
+_NEVER = np.iinfo(np.int64).max
 
 
-@dataclass(frozen=True, slots=True)
+class NodeSeq(Sequence[int]):
+    """A read-only sequence of node indices backed by a numpy array; equal to any equal sequence."""
+
+    __slots__ = ("_arr",)
+
+    def __init__(self, arr: np.ndarray) -> None:
+        self._arr = arr
+
+    def __len__(self) -> int:
+        return len(self._arr)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return NodeSeq(self._arr[i]) if isinstance(i, slice) else int(self._arr[i])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._arr.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, NodeSeq):
+            return np.array_equal(self._arr, other._arr)
+        if isinstance(other, (tuple, list)):
+            return len(other) == len(self._arr) and self._arr.tolist() == list(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._arr.tolist()))
+
+    def __repr__(self) -> str:
+        return f"NodeSeq({self._arr.tolist()})"
+
+    def array(self) -> np.ndarray:
+        """The backing read-only array."""
+        return self._arr
+
+
 class ReadyTask:
     """A task waiting in a ready queue."""
 
-    node: int | None
-    name: str
-    seq_nr: int
-    priority: tuple[int, int]
-    graph_task: int
-    pushed_at: int
+    __slots__ = ("node", "name", "seq_nr", "priority", "graph_task", "pushed_at")
+
+    def __init__(self, node: int | None, name: str, seq_nr: int, priority: tuple[int, int], graph_task: int,
+                 pushed_at: int) -> None:
+        self.node, self.name, self.seq_nr, self.priority = node, name, seq_nr, priority
+        self.graph_task, self.pushed_at = graph_task, pushed_at
+
+    def _key(self) -> tuple:
+        return (self.node, self.name, self.seq_nr, self.priority, self.graph_task, self.pushed_at)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ReadyTask) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"ReadyTask({self.name}, priority={self.priority}, pushed_at={self.pushed_at})"
 
 
-@dataclass(frozen=True, slots=True)
 class QueueState:
     """One ready queue: its tasks in the order they will be popped."""
 
-    name: str
-    tasks: tuple[ReadyTask, ...]
+    __slots__ = ("name", "tasks")
+
+    def __init__(self, name: str, tasks: tuple[ReadyTask, ...]) -> None:
+        self.name, self.tasks = name, tasks
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, QueueState) and (self.name, self.tasks) == (other.name, other.tasks)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.tasks))
+
+    def __repr__(self) -> str:
+        return f"QueueState({self.name}, {len(self.tasks)} tasks)"
 
 
-@dataclass(frozen=True, slots=True)
 class GraphTaskState:
-    """A graph task still running: its counts, waiting buffers and pruning."""
+    """A graph task still running: remaining counts, waiting buffers, pruning and exec_info."""
 
-    graph_task: int
-    reentrant_depth: int
-    min_topo_nr: int
-    dependencies: tuple[tuple[int, int], ...]  # (node, remaining count)
-    not_ready: tuple[tuple[int, tuple[bool, ...]], ...]  # (node, filled slots)
-    pruned: tuple[int, ...]  # not expanded: topological_nr < min_topo_nr
-    needed: tuple[int, ...]  # exec_info (empty: run everything)
-    captured: tuple[int, ...]
+    __slots__ = ("graph_task", "reentrant_depth", "min_topo_nr", "_dep_nodes", "_dep_counts", "_waiting",
+                 "_slots", "pruned", "needed", "captured")
+
+    def __init__(self, graph_task: int, reentrant_depth: int, min_topo_nr: int, dep_nodes: np.ndarray,
+                 dep_counts: np.ndarray, waiting: np.ndarray, slots: Any, pruned: tuple, needed: tuple,
+                 captured: tuple) -> None:
+        self.graph_task, self.reentrant_depth, self.min_topo_nr = graph_task, reentrant_depth, min_topo_nr
+        self._dep_nodes, self._dep_counts, self._waiting, self._slots = dep_nodes, dep_counts, waiting, slots
+        self.pruned, self.needed, self.captured = pruned, needed, captured
+
+    @property
+    def dependencies(self) -> tuple[tuple[int, int], ...]:
+        """(node, remaining count) of every node still counted, by node."""
+        return tuple(zip(self._dep_nodes.tolist(), self._dep_counts.tolist(), strict=True))
+
+    def dependency_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The same as two read-only arrays (nodes, counts): cheap for large graphs."""
+        return self._dep_nodes, self._dep_counts
+
+    @property
+    def not_ready(self) -> tuple[tuple[int, tuple[bool, ...]], ...]:
+        """(node, filled slots) of every node whose input buffer waits for more grads."""
+        return tuple((int(n), self._slots(int(n))) for n in self._waiting)
+
+    def waiting_nodes(self) -> np.ndarray:
+        """The nodes of not_ready as a read-only array."""
+        return self._waiting
+
+    def _key(self) -> tuple:
+        return (self.graph_task, self.reentrant_depth, self.min_topo_nr, self._dep_nodes.tolist(),
+                self._dep_counts.tolist(), self.not_ready, self.pruned, self.needed, self.captured)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GraphTaskState) and self._key() == other._key()
+
+    def __repr__(self) -> str:
+        return (f"GraphTaskState({self.graph_task}, depth={self.reentrant_depth}, {len(self._dep_nodes)} counted, "
+                f"{len(self._waiting)} waiting)")
 
 
-@dataclass(frozen=True, slots=True)
 class EngineState:
-    """Everything the engine holds at one step of a trace."""
+    """Everything the engine holds at one step of a trace. Immutable; large parts are read-only arrays."""
 
-    step: int
-    num_steps: int
-    event: ev.Event
-    ready_queues: tuple[QueueState, ...]
-    graph_tasks: tuple[GraphTaskState, ...]
-    executed: tuple[int, ...]  # nodes in execution order, over every graph task so far
-    running: tuple[tuple[int, int], ...]  # (thread, node) for nodes between NodeStarted and NodeFinished
-    culprits: int  # how many seq_nr bumps happened up to this step (see Replay.culprits)
+    __slots__ = ("step", "num_steps", "event", "ready_queues", "graph_tasks", "executed", "running", "culprits")
+
+    def __init__(self, step: int, num_steps: int, event: ev.Event, ready_queues: tuple[QueueState, ...],
+                 graph_tasks: tuple[GraphTaskState, ...], executed: NodeSeq, running: tuple[tuple[int, int], ...],
+                 culprits: int) -> None:
+        self.step, self.num_steps, self.event = step, num_steps, event
+        self.ready_queues, self.graph_tasks, self.executed = ready_queues, graph_tasks, executed
+        self.running, self.culprits = running, culprits  # running: (thread, node); culprits: bumps so far
 
     @property
     def dependencies(self) -> dict[int, int]:
@@ -95,6 +183,186 @@ class EngineState:
         """Nodes pruned by topological_nr in the running graph tasks."""
         return tuple(n for gt in self.graph_tasks for n in gt.pruned)
 
+    def _key(self) -> tuple:
+        return (self.step, self.num_steps, self.event, self.ready_queues, self.graph_tasks, self.executed,
+                self.running, self.culprits)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EngineState) and self._key() == other._key()
+
+    def __repr__(self) -> str:
+        return f"EngineState(step={self.step}, event={type(self.event).__name__}, executed={len(self.executed)})"
+
+
+class _TaskIndex:
+    """What never changes about one graph task of a trace, plus its event indices."""
+
+    def __init__(self) -> None:
+        self.start, self.end, self.depth, self.min_topo = 0, _NEVER, 0, 0
+        self.dep_nodes = np.zeros(0, np.int64)
+        self.dep_counts = np.zeros(0, np.int64)
+        self.dec_steps = np.zeros(0, np.int64)  # steps at which one parent edge of dec_nodes was routed
+        self.dec_nodes = np.zeros(0, np.int64)
+        self.buf_first = np.zeros(0, np.int64)  # per waiting-capable node: first BufferWritten step
+        self.buf_nodes = np.zeros(0, np.int64)
+        self.buf_pushed = np.zeros(0, np.int64)  # its TaskPushed step, or never
+        self.pruned: tuple = ()
+        self.needed: tuple = ()
+        self.captured: tuple = ()
+
+
+class Replay:
+    """`Replay(trace).state_at(step)`: the engine's state just after event `step`, frozen and cached."""
+
+    def __init__(self, trace: Trace, interval: int = 1024) -> None:
+        if len(trace) == 0:
+            raise ValueError("this trace holds no events, so there is no step to show")
+        self.trace = trace
+        self.interval = max(1, int(interval))
+        c = trace.columns
+        kinds = c["ev_kind"]
+        self._started_steps = np.flatnonzero(kinds == K_NSTART)
+        self._started_nodes = np.asarray(c["ev_node"][self._started_steps], dtype=np.int64)
+        self._started_nodes.flags.writeable = False
+        self._bump_steps = np.flatnonzero(kinds == K_BUMP)
+        self._tasks = _index_tasks(trace)
+        self._runs = _index_runs(trace)
+        self._queue_steps = np.flatnonzero((kinds == K_PUSH) | (kinds == K_POP) | (kinds == K_FINISHED))
+        self._checkpoints = self._queue_checkpoints()
+        self._cache: dict[int, EngineState] = {}
+
+    # -- queues -------------------------------------------------------------------------------------------------
+    def _queue_checkpoints(self) -> list[tuple[int, dict]]:
+        heaps: dict[int, list] = {}
+        checkpoints = [(-1, {})]
+        next_mark = self.interval
+        for step in self._queue_steps.tolist():
+            while step >= next_mark:
+                checkpoints.append((next_mark - 1, _copy_heaps(heaps)))
+                next_mark += self.interval
+            self._apply_queue_event(heaps, step)
+        return checkpoints
+
+    def _apply_queue_event(self, heaps: dict, step: int) -> None:
+        c = self.trace.columns
+        kind, queue, code = int(c["ev_kind"][step]), int(c["ev_a"][step]), int(c["ev_c"][step])
+        task = int(c["ev_task"][step])
+        if kind == K_PUSH:
+            depth, seq = push_priority(self.trace, step)
+            key = [1, 0, 0] if code == -2 else [2, -depth, -seq]
+            heapq.heappush(heaps.setdefault(queue, []), _Item(key, step, task, int(c["ev_node"][step])))
+        elif kind == K_POP:
+            heap = heaps.setdefault(queue, [])
+            pushed = -code - 2 if code < -1 else code
+            if heap and heap[0].push_step == pushed:
+                heapq.heappop(heap)
+            else:  # a trace from elsewhere whose pops do not follow this heap: drop the recorded task
+                kept = [item for item in heap if item.push_step != pushed]
+                heapq.heapify(kept)
+                heaps[queue] = kept
+        else:  # GraphTaskFinished: its leftover tasks turn stale in place
+            for heap in heaps.values():
+                for item in heap:
+                    if item.graph_task == task and item.key[0] == 2:
+                        item.key[1] = -INT_MAX
+
+    def _queues_at(self, step: int) -> tuple[QueueState, ...]:
+        i = bisect.bisect_right(self._checkpoints, step, key=lambda cp: cp[0]) - 1
+        base, saved = self._checkpoints[i]
+        heaps = _copy_heaps(saved)
+        lo = int(np.searchsorted(self._queue_steps, base, side="right"))
+        hi = int(np.searchsorted(self._queue_steps, step, side="right"))
+        for s in self._queue_steps[lo:hi].tolist():
+            self._apply_queue_event(heaps, s)
+        trace = self.trace
+        out = []
+        for q in sorted(heaps):
+            heap = list(heaps[q])
+            tasks = []
+            while heap:
+                item = heapq.heappop(heap)
+                prio = (-item.key[1], -item.key[2]) if item.key[0] == 2 else (-1, -1)
+                node = item.node if item.node >= 0 else None
+                tasks.append(ReadyTask(node, trace.node_name(item.node), prio[1], prio, item.graph_task,
+                                       item.push_step))
+            out.append(QueueState(trace.queues[q], tuple(tasks)))
+        return tuple(out)
+
+    # -- the rest -----------------------------------------------------------------------------------------------
+    def _graph_tasks_at(self, step: int) -> tuple[GraphTaskState, ...]:
+        out = []
+        for tid in sorted(self._tasks):
+            t = self._tasks[tid]
+            if not t.start <= step < t.end:
+                continue
+            done = int(np.searchsorted(t.dec_steps, step, side="right"))
+            counts = t.dep_counts
+            if done:
+                routed = np.bincount(np.searchsorted(t.dep_nodes, t.dec_nodes[:done]), minlength=len(counts))
+                counts = counts - routed
+            live = counts > 0
+            dep_nodes, dep_counts = _ro(t.dep_nodes[live]), _ro(counts[live])
+            waiting = (t.buf_first <= step) & (t.buf_pushed > step)
+            waiting_nodes = _ro(t.buf_nodes[waiting])
+            out.append(GraphTaskState(tid, t.depth, t.min_topo, dep_nodes, dep_counts, waiting_nodes,
+                                      self._slot_reader(tid, step), t.pruned, t.needed, t.captured))
+        return tuple(out)
+
+    def _slot_reader(self, task: int, step: int) -> Any:
+        trace = self.trace
+
+        def slots(node: int) -> tuple[bool, ...]:
+            c = trace.columns
+            writes = self._buffer_writes.get((task, node), ())
+            filled = [False] * max(int(c["node_inputs"][node]), 1)
+            for s, slot in writes:
+                if s <= step:
+                    if slot >= len(filled):
+                        filled.extend([False] * (slot + 1 - len(filled)))
+                    filled[slot] = True
+            return tuple(filled)
+
+        return slots
+
+    @property
+    def _buffer_writes(self) -> dict:
+        writes = self.__dict__.get("_bw")
+        if writes is None:
+            c = self.trace.columns
+            writes = {}
+            for s in np.flatnonzero(c["ev_kind"] == K_BUFFER).tolist():
+                writes.setdefault((int(c["ev_task"][s]), int(c["ev_node"][s])), []).append((s, int(c["ev_a"][s])))
+            self.__dict__["_bw"] = writes
+        return writes
+
+    def _running_at(self, step: int) -> tuple[tuple[int, int], ...]:
+        starts, ends, threads, nodes = self._runs
+        live = (starts <= step) & (ends > step)
+        return tuple(sorted(zip(threads[live].tolist(), nodes[live].tolist(), strict=True)))
+
+    def state_at(self, step: int) -> EngineState:
+        """The state after event `step` (0 <= step < len(trace))."""
+        n = len(self.trace)
+        if not 0 <= step < n:
+            raise IndexError(f"step {step} is outside this trace's steps 0..{n - 1}")
+        cached = self._cache.get(step)
+        if cached is not None:
+            return cached
+        done = int(np.searchsorted(self._started_steps, step, side="right"))
+        state = EngineState(step, n, self.trace[step], self._queues_at(step), self._graph_tasks_at(step),
+                            NodeSeq(self._started_nodes[:done]), self._running_at(step),
+                            int(np.searchsorted(self._bump_steps, step, side="right")))
+        if len(self._cache) > 256:
+            self._cache.clear()
+        self._cache[step] = state
+        return state
+
+    def culprits(self, upto: int | None = None) -> tuple[ev.SeqNrBumped, ...]:
+        """Every sequence-number increment up to step `upto` (all when None), in order."""
+        steps = self._bump_steps if upto is None else self._bump_steps[
+            :int(np.searchsorted(self._bump_steps, upto, side="right"))]
+        return tuple(self.trace[int(s)] for s in steps)
+
 
 class _Item:
     """A heap entry compared by key alone, like the engine's NodeTask."""
@@ -108,191 +376,105 @@ class _Item:
         return self.key < other.key
 
 
-@dataclass
-class _Task:
-    depth: int = 0
-    min_topo: int = 0
-    deps: dict = field(default_factory=dict)
-    buffers: dict = field(default_factory=dict)
-    pruned: tuple = ()
-    needed: tuple = ()
-    captured: tuple = ()
-
-    def copy(self) -> _Task:
-        return _Task(self.depth, self.min_topo, dict(self.deps), {k: list(v) for k, v in self.buffers.items()},
-                     self.pruned, self.needed, self.captured)
+def _copy_heaps(heaps: dict) -> dict:
+    return {q: [_Item(list(i.key), i.push_step, i.graph_task, i.node) for i in heap] for q, heap in heaps.items()}
 
 
-class _Machine:
-    """Mutable engine state advanced one event at a time (used only inside Replay)."""
+def _ro(arr: np.ndarray) -> np.ndarray:
+    arr = np.asarray(arr)
+    arr.flags.writeable = False
+    return arr
 
-    def __init__(self, trace: Trace) -> None:
-        self.trace = trace
-        self.queues: dict[int, list[_Item]] = {}
-        self.tasks: dict[int, _Task] = {}
-        self.running: dict[int, int] = {}
 
-    def copy(self) -> _Machine:
-        m = _Machine(self.trace)
-        m.queues = {q: [_Item(list(i.key), i.push_step, i.graph_task, i.node) for i in heap]
-                    for q, heap in self.queues.items()}
-        m.tasks = {t: task.copy() for t, task in self.tasks.items()}
-        m.running = dict(self.running)
-        return m
-
-    def apply(self, step: int) -> None:
-        c = self.trace.columns
-        kind = int(c["ev_kind"][step])
-        handler = _HANDLERS.get(kind)
-        if handler is not None:
-            handler(self, step, int(c["ev_task"][step]), int(c["ev_node"][step]), int(c["ev_a"][step]),
-                    int(c["ev_b"][step]), int(c["ev_c"][step]), int(c["ev_thread"][step]))
-
-    def _on_task_started(self, step, task, node, a, b, c, thread):
-        self.tasks[task] = _Task(depth=int(self.trace.columns["task_depth"][a]))
-
-    def _on_deps(self, step, task, node, a, b, c, thread):
-        e = self.trace[step]
-        t = self.tasks.setdefault(task, _Task())
-        t.deps, t.min_topo, t.pruned = dict(e.dependencies), e.min_topo_nr, e.pruned
-
-    def _on_exec(self, step, task, node, a, b, c, thread):
-        e = self.trace[step]
-        t = self.tasks.setdefault(task, _Task())
+def _index_tasks(trace: Trace) -> dict[int, _TaskIndex]:
+    """Per graph task: its span, initial counts, routing decrements and buffer lifetimes."""
+    c = trace.columns
+    kinds, tasks_col, nodes_col = c["ev_kind"], c["ev_task"], c["ev_node"]
+    tasks: dict[int, _TaskIndex] = {}
+    for s in np.flatnonzero(kinds == K_STARTED_TASK).tolist():
+        t = tasks.setdefault(int(tasks_col[s]), _TaskIndex())
+        t.start, t.depth = s, int(c["task_depth"][int(c["ev_a"][s])])
+    for s in np.flatnonzero(kinds == K_FINISHED).tolist():
+        tasks.setdefault(int(tasks_col[s]), _TaskIndex()).end = s
+    for s in np.flatnonzero(kinds == K_DEPS).tolist():
+        e = trace[s]
+        t = tasks.setdefault(e.graph_task, _TaskIndex())
+        pairs = sorted(e.dependencies)
+        t.dep_nodes = np.array([p[0] for p in pairs], dtype=np.int64)
+        t.dep_counts = np.array([p[1] for p in pairs], dtype=np.int64)
+        t.min_topo, t.pruned = e.min_topo_nr, e.pruned
+    for s in np.flatnonzero(kinds == K_EXEC).tolist():
+        e = trace[s]
+        t = tasks.setdefault(e.graph_task, _TaskIndex())
         t.needed, t.captured = e.needed, tuple(n for n, _, _ in e.captured)
-
-    def _on_push(self, step, task, node, a, b, c, thread):
-        depth, seq = push_priority(self.trace, step)
-        key = [1, 0, 0] if c == -2 else [2, -depth, -seq]
-        heapq.heappush(self.queues.setdefault(a, []), _Item(key, step, task, node))
-        t = self.tasks.get(task)
-        if t is not None and node >= 0:
-            t.buffers.pop(node, None)
-
-    def _on_pop(self, step, task, node, a, b, c, thread):
-        heap = self.queues.setdefault(a, [])
-        pushed = -c - 2 if c < -1 else c
-        if heap and heap[0].push_step == pushed:
-            heapq.heappop(heap)
-        else:  # a trace from elsewhere whose pops do not follow our heap: remove the recorded one
-            for i, item in enumerate(heap):
-                if item.push_step == pushed:
-                    heap[i] = heap[-1]
-                    heap.pop()
-                    heapq.heapify(heap)
-                    break
-
-    def _on_buffer(self, step, task, node, a, b, c, thread):
-        t = self.tasks.get(task)
-        if t is None:
-            return
-        slots = t.buffers.get(node)
-        if slots is None:
-            slots = t.buffers[node] = [False] * max(int(self.trace.columns["node_inputs"][node]), a + 1)
-        slots[a] = True
-
-    def _on_node_started(self, step, task, node, a, b, c, thread):
-        self.running[thread] = node
-
-    def _on_node_finished(self, step, task, node, a, b, c, thread):
-        self.running.pop(thread, None)
-        t = self.tasks.get(task)
-        if t is None:
-            return
-        for child, _ in self.trace.node(node).next_edges:
-            if child is None:
-                continue
-            count = t.deps.get(child)
-            if count is None:
-                continue
-            if count <= 1:
-                del t.deps[child]
-            else:
-                t.deps[child] = count - 1
-
-    def _on_error(self, step, task, node, a, b, c, thread):
-        self.running.pop(thread, None)
-
-    def _on_finished(self, step, task, node, a, b, c, thread):
-        self.tasks.pop(task, None)
-        for heap in self.queues.values():
-            for item in heap:
-                if item.graph_task == task and item.key[0] == 2:
-                    item.key[1] = -INT_MAX  # stale, in place (NOTE [replaying the ready queues])
-
-    def freeze(self, step: int, executed: tuple, culprits: int) -> EngineState:
-        trace = self.trace
-        queues = []
-        for q, heap in sorted(self.queues.items()):
-            tasks = []
-            heap_copy = list(heap)  # already a heap: popping a shallow copy leaves the machine intact
-            while heap_copy:
-                item = heapq.heappop(heap_copy)
-                prio = (-item.key[1], -item.key[2]) if item.key[0] == 2 else (-1, -1)
-                tasks.append(ReadyTask(item.node if item.node >= 0 else None, trace.node_name(item.node),
-                                       prio[1], prio, item.graph_task, item.push_step))
-            queues.append(QueueState(trace.queues[q], tuple(tasks)))
-        gts = tuple(GraphTaskState(tid, t.depth, t.min_topo, tuple(sorted(t.deps.items())),
-                                   tuple((n, tuple(s)) for n, s in sorted(t.buffers.items())),
-                                   t.pruned, t.needed, t.captured) for tid, t in sorted(self.tasks.items()))
-        return EngineState(step, len(trace), trace[step], tuple(queues), gts, executed,
-                           tuple(sorted(self.running.items())), culprits)
+    _index_routing(trace, tasks)
+    _index_buffers(trace, tasks)
+    del nodes_col
+    return tasks
 
 
-_HANDLERS = {K_STARTED_TASK: _Machine._on_task_started, K_DEPS: _Machine._on_deps, K_EXEC: _Machine._on_exec,
-             K_PUSH: _Machine._on_push, K_POP: _Machine._on_pop, K_BUFFER: _Machine._on_buffer,
-             K_NSTART: _Machine._on_node_started, K_NFINISH: _Machine._on_node_finished,
-             K_ERROR: _Machine._on_error, K_FINISHED: _Machine._on_finished}
+def _index_routing(trace: Trace, tasks: dict[int, _TaskIndex]) -> None:
+    c = trace.columns
+    finished = np.flatnonzero(c["ev_kind"] == K_NFINISH)
+    starts, children = c["node_edge_start"], c["edge_child"]
+    fin_nodes = np.asarray(c["ev_node"][finished], dtype=np.int64)
+    fin_tasks = np.asarray(c["ev_task"][finished], dtype=np.int64)
+    counts = (starts[fin_nodes + 1] - starts[fin_nodes]).astype(np.int64) if len(finished) else np.zeros(0, int)
+    rep_steps = np.repeat(finished, counts)
+    rep_tasks = np.repeat(fin_tasks, counts)
+    offsets = np.repeat(starts[fin_nodes].astype(np.int64), counts) if len(finished) else np.zeros(0, int)
+    within = np.arange(len(rep_steps)) - np.repeat(np.cumsum(counts) - counts, counts) if len(finished) else offsets
+    child = children[offsets + within].astype(np.int64) if len(rep_steps) else np.zeros(0, np.int64)
+    valid = child >= 0
+    rep_steps, rep_tasks, child = rep_steps[valid], rep_tasks[valid], child[valid]
+    for tid, t in tasks.items():
+        mine = rep_tasks == tid
+        nodes = child[mine]
+        counted = np.isin(nodes, t.dep_nodes)  # the engine only decrements counted nodes
+        t.dec_steps, t.dec_nodes = rep_steps[mine][counted], nodes[counted]
 
 
-class Replay:
-    """`Replay(trace).state_at(step)`: the engine's state just after event `step`, frozen and cached."""
+def _index_buffers(trace: Trace, tasks: dict[int, _TaskIndex]) -> None:
+    c = trace.columns
+    kinds = c["ev_kind"]
+    writes = np.flatnonzero(kinds == K_BUFFER)
+    pushes = np.flatnonzero(kinds == K_PUSH)
+    for tid, t in tasks.items():
+        w = writes[c["ev_task"][writes] == tid]
+        if not len(w):
+            continue
+        nodes = np.asarray(c["ev_node"][w], dtype=np.int64)
+        uniq, first = np.unique(nodes, return_index=True)
+        first_steps = w[first]
+        p = pushes[c["ev_task"][pushes] == tid]
+        p_nodes = np.asarray(c["ev_node"][p], dtype=np.int64)
+        pushed = np.full(len(uniq), _NEVER, dtype=np.int64)
+        order = np.argsort(p_nodes, kind="stable")
+        sorted_nodes, sorted_steps = p_nodes[order], p[order]
+        pos = np.searchsorted(sorted_nodes, uniq)
+        ok = (pos < len(sorted_nodes)) & (sorted_nodes[np.minimum(pos, max(len(sorted_nodes) - 1, 0))] == uniq) \
+            if len(sorted_nodes) else np.zeros(len(uniq), bool)
+        pushed[ok] = sorted_steps[pos[ok]]
+        t.buf_nodes, t.buf_first, t.buf_pushed = uniq, first_steps, pushed
 
-    def __init__(self, trace: Trace, interval: int = 2048) -> None:
-        if len(trace) == 0:
-            raise ValueError("this trace holds no events, so there is no step to show")
-        self.trace = trace
-        self.interval = interval
-        kinds = trace.columns["ev_kind"]
-        self._started_steps = np.flatnonzero(kinds == K_NSTART)
-        self._started_nodes = trace.columns["ev_node"][self._started_steps]
-        self._bump_steps = np.flatnonzero(kinds == K_BUMP)
-        self._checkpoints: list[tuple[int, _Machine]] = []
-        self._cache: dict[int, EngineState] = {}
-        self._build_checkpoints()
 
-    def _build_checkpoints(self) -> None:
-        machine = _Machine(self.trace)
-        for step in range(len(self.trace)):
-            if step % self.interval == 0:
-                self._checkpoints.append((step - 1, machine.copy()))
-            machine.apply(step)
-
-    def state_at(self, step: int) -> EngineState:
-        """The state after event `step` (0 <= step < len(trace))."""
-        n = len(self.trace)
-        if not 0 <= step < n:
-            raise IndexError(f"step {step} is outside this trace's steps 0..{n - 1}")
-        cached = self._cache.get(step)
-        if cached is not None:
-            return cached
-        i = bisect.bisect_right(self._checkpoints, step, key=lambda cp: cp[0]) - 1
-        base, machine = self._checkpoints[i]
-        machine = machine.copy()
-        for s in range(base + 1, step + 1):
-            machine.apply(s)
-        done = int(np.searchsorted(self._started_steps, step, side="right"))
-        executed = tuple(int(n) for n in self._started_nodes[:done])
-        culprits = int(np.searchsorted(self._bump_steps, step, side="right"))
-        state = machine.freeze(step, executed, culprits)
-        if len(self._cache) > 256:
-            self._cache.clear()
-        self._cache[step] = state
-        return state
-
-    def culprits(self, upto: int | None = None) -> tuple[ev.SeqNrBumped, ...]:
-        """Every sequence-number increment up to step `upto` (all when None), in order."""
-        steps = self._bump_steps if upto is None else self._bump_steps[
-            :int(np.searchsorted(self._bump_steps, upto, side="right"))]
-        return tuple(self.trace[int(s)] for s in steps)
-
+def _index_runs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, thread, node) of every node execution; end is its NodeFinished or ErrorRaised."""
+    c = trace.columns
+    kinds = c["ev_kind"]
+    steps = np.flatnonzero((kinds == K_NSTART) | (kinds == K_NFINISH) | (kinds == K_ERROR))
+    open_runs: dict[int, list] = {}
+    starts, ends, threads, nodes = [], [], [], []
+    for s in steps.tolist():
+        kind, thread = int(kinds[s]), int(c["ev_thread"][s])
+        stack = open_runs.setdefault(thread, [])
+        if kind == K_NSTART:
+            stack.append(len(starts))
+            starts.append(s)
+            ends.append(_NEVER)
+            threads.append(thread)
+            nodes.append(int(c["ev_node"][s]))
+        elif stack:
+            ends[stack.pop()] = s
+    return (np.array(starts, np.int64), np.array(ends, np.int64), np.array(threads, np.int64),
+            np.array(nodes, np.int64))
