@@ -79,7 +79,11 @@ class Recorder:
         self.frames: dict[tuple, int] = {}
         self.frame_rows: list[tuple[str, int, str]] = []
         self.nodes: dict[int, tuple] = {}  # uid -> static node info
-        self.groups: list[Any] = []  # ragged payloads: dependencies, exec_info, summaries, graph tasks
+        # Ragged payloads, each in step order of the events that own them.
+        self.tasks: list[tuple] = []
+        self.deps: list[tuple] = []
+        self.exec_infos: list[tuple] = []
+        self.summaries: list[list] = []
         self.pending: dict[int, int] = {}  # id(NodeTask) -> step of its push
         self._handle = None
         self._log_culprits = False
@@ -123,10 +127,6 @@ class Recorder:
             index = self.strings.setdefault(text, len(self.strings))
         return index
 
-    def _group(self, payload: Any) -> int:
-        self.groups.append(payload)
-        return len(self.groups) - 1
-
     def _frame(self) -> int:
         """The first frame outside agdb: the user's line that caused this."""
         f = sys._getframe(2)
@@ -152,7 +152,7 @@ class Recorder:
                     self._register(child)
         return uid
 
-    def _summaries(self, tensors: Any) -> int:
+    def _summaries(self, tensors: Any) -> None:
         items = []
         for t in tensors:
             if t is None or not hasattr(t, "_data"):
@@ -161,21 +161,26 @@ class Recorder:
                 items.append((t._data.copy(), t._device))
             else:
                 items.append(summarize(t._data, t._device))
-        return self._group(items)
+        self.summaries.append(items)
 
     # -- observer points ------------------------------------------------------------------------------------
     def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
-        self.rows.append((K_BUMP, self._thread(), 0, node._uid, self._frame(), seq_nr, 0))
+        # The node is not finished yet: remember its name and number now (node_created completes it,
+        # and a custom Function's node that never gets edges keeps just these).
+        frame = self._frame()
+        self.nodes[node._uid] = (node.name(), seq_nr, 0, "cpu", threading.get_ident(), (), frame, len(self.rows), 0)
+        self.rows.append((K_BUMP, self._thread(), 0, node._uid, 0, 0, 0))
         if self._log_culprits:
             from .culprits import log_bump, user_frame
 
             log_bump(node, seq_nr, user_frame(2))
 
     def node_created(self, node: Any) -> None:
-        frame = self._frame()
         uid = node._uid
+        known = self.nodes.get(uid)
+        frame = known[6] if known is not None else self._frame()
         self.nodes[uid] = _static(node, frame, len(self.rows))
-        self.rows.append((K_CREATED, self._thread(), 0, uid, frame, 0, 0))
+        self.rows.append((K_CREATED, self._thread(), 0, uid, 0, 0, 0))
 
     def graph_task_started(self, gt: Any) -> None:
         self._register(gt.graph_root)
@@ -183,18 +188,20 @@ class Recorder:
                                           ((r, 0) for r in gt.graph_roots if r is not None)),
                 tuple((self._register(n), nr) for n, nr in gt.outputs),
                 gt.keep_graph, gt.create_graph, gt.accumulate_grad, gt.reentrant_depth)
-        self.rows.append((K_STARTED_TASK, self._thread(), gt.id, gt.graph_root._uid, self._group(info), 0, 0))
+        self.tasks.append(info)
+        self.rows.append((K_STARTED_TASK, self._thread(), gt.id, gt.graph_root._uid, 0, 0, 0))
 
     def dependencies_computed(self, gt: Any, min_topo_nr: int, pruned: list) -> None:
         deps = tuple((self._register(n), c) for n, c in gt.dependencies.items())
-        info = (deps, tuple(self._register(n) for n in pruned))
-        self.rows.append((K_DEPS, self._thread(), gt.id, 0, self._group(info), min_topo_nr, 0))
+        self.deps.append((deps, tuple(self._register(n) for n in pruned)))
+        self.rows.append((K_DEPS, self._thread(), gt.id, 0, 0, min_topo_nr, 0))
 
     def exec_info_computed(self, gt: Any) -> None:
         needed = tuple(self._register(n) for n, info in gt.exec_info.items() if info.needed)
         captured = tuple((self._register(n), i, o) for n, info in gt.exec_info.items()
                          for i, o in (info.captures or ()))
-        self.rows.append((K_EXEC, self._thread(), gt.id, 0, self._group((needed, captured)), 0, 0))
+        self.exec_infos.append((needed, captured))
+        self.rows.append((K_EXEC, self._thread(), gt.id, 0, 0, 0, 0))
 
     def task_pushed(self, gt: Any, task: Any, queue: Any) -> None:
         fn = task.fn
@@ -224,18 +231,22 @@ class Recorder:
         self.rows.append((K_HOOK, self._thread(), gt.id if gt is not None else 0, node._uid,
                           HOOK_KINDS.index(kind), self._str(name), 0))
 
+    # Summary groups are appended in step order, so the n-th summary-bearing event owns the n-th group.
     def node_started(self, gt: Any, node: Any, inputs: list) -> None:
-        self.rows.append((K_NSTART, self._thread(), gt.id, node._uid, self._summaries(inputs), 0, 0))
+        self._summaries(inputs)
+        self.rows.append((K_NSTART, self._thread(), gt.id, node._uid, 0, 0, 0))
 
     def node_finished(self, gt: Any, node: Any, outputs: list) -> None:
-        self.rows.append((K_NFINISH, self._thread(), gt.id, node._uid, self._summaries(outputs), 0, 0))
+        self._summaries(outputs)
+        self.rows.append((K_NFINISH, self._thread(), gt.id, node._uid, 0, 0, 0))
 
     def grad_captured(self, gt: Any, node: Any, output_index: int, grad: Any) -> None:
-        self.rows.append((K_CAPTURED, self._thread(), gt.id, node._uid, output_index, self._summaries((grad,)), 0))
+        self._summaries((grad,))
+        self.rows.append((K_CAPTURED, self._thread(), gt.id, node._uid, output_index, 0, 0))
 
     def grad_accumulated(self, gt: Any, node: Any, variable: Any, grad: Any) -> None:
-        self.rows.append((K_ACCUM, self._thread(), gt.id if gt is not None else 0, node._uid,
-                          self._summaries((grad,)), 0, 0))
+        self._summaries((grad,))
+        self.rows.append((K_ACCUM, self._thread(), gt.id if gt is not None else 0, node._uid, 0, 0, 0))
 
     def error_raised(self, gt: Any, node: Any, error: BaseException) -> None:
         self.rows.append((K_ERROR, self._thread(), gt.id, node._uid if node is not None else 0,

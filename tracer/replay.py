@@ -23,7 +23,7 @@ import numpy as np
 
 from . import events as ev
 from .recorder import K_BUMP, K_DEPS, K_EXEC, K_FINISHED, K_NFINISH, K_NSTART, K_POP, K_PUSH, K_STARTED_TASK
-from .trace import Trace, push_priority
+from .trace import Trace, pop_origin, push_priority
 
 INT_MAX = 2**31 - 1
 K_BUFFER = ev.KIND_CODES[ev.BufferWritten]
@@ -228,6 +228,7 @@ class Replay:
         self._tasks = _index_tasks(trace)
         self._runs = _index_runs(trace)
         self._queue_steps = np.flatnonzero((kinds == K_PUSH) | (kinds == K_POP) | (kinds == K_FINISHED))
+        self._qevents = self._queue_events()
         self._checkpoints = self._queue_checkpoints()
         self._cache: dict[int, EngineState] = {}
 
@@ -243,21 +244,32 @@ class Replay:
             self._apply_queue_event(heaps, step)
         return checkpoints
 
+    def _queue_events(self) -> dict[int, tuple]:
+        """(kind, queue, graph task, node, key or matching push step) of every queue-relevant event."""
+        trace, c = self.trace, self.trace.columns
+        out = {}
+        for step in self._queue_steps.tolist():
+            kind, task, node = int(c["ev_kind"][step]), int(c["ev_task"][step]), int(c["ev_node"][step])
+            if kind == K_PUSH:
+                depth, seq = push_priority(trace, step)
+                extra: Any = [1, 0, 0] if depth < 0 else [2, -depth, -seq]
+            elif kind == K_POP:
+                extra = pop_origin(trace, step)[0]
+            else:
+                extra = None
+            out[step] = (kind, int(c["ev_a"][step]), task, node, extra)
+        return out
+
     def _apply_queue_event(self, heaps: dict, step: int) -> None:
-        c = self.trace.columns
-        kind, queue, code = int(c["ev_kind"][step]), int(c["ev_a"][step]), int(c["ev_c"][step])
-        task = int(c["ev_task"][step])
+        kind, queue, task, node, extra = self._qevents[step]
         if kind == K_PUSH:
-            depth, seq = push_priority(self.trace, step)
-            key = [1, 0, 0] if code == -2 else [2, -depth, -seq]
-            heapq.heappush(heaps.setdefault(queue, []), _Item(key, step, task, int(c["ev_node"][step])))
+            heapq.heappush(heaps.setdefault(queue, []), _Item(list(extra), step, task, node))
         elif kind == K_POP:
             heap = heaps.setdefault(queue, [])
-            pushed = -code - 2 if code < -1 else code
-            if heap and heap[0].push_step == pushed:
+            if heap and heap[0].push_step == extra:
                 heapq.heappop(heap)
             else:  # a trace from elsewhere whose pops do not follow this heap: drop the recorded task
-                kept = [item for item in heap if item.push_step != pushed]
+                kept = [item for item in heap if item.push_step != extra]
                 heapq.heapify(kept)
                 heaps[queue] = kept
         else:  # GraphTaskFinished: its leftover tasks turn stale in place

@@ -31,7 +31,12 @@ from .recorder import (
     summarize,
 )
 
-EVENT_COLUMNS = ("ev_kind", "ev_thread", "ev_task", "ev_node", "ev_a", "ev_b", "ev_c")
+SUMMARY_KINDS = (K_NSTART, K_NFINISH, K_CAPTURED, K_ACCUM)
+"""Kinds whose events own a group of tensor summaries, in step order."""
+
+EVENT_COLUMNS = ("ev_kind", "ev_thread", "ev_task", "ev_node", "ev_a", "ev_b")
+DERIVED_COLUMNS = ("node_edge_start", "sgroup_start", "s_shape_start", "node_step")
+"""Columns a Trace computes from stored ones when it is made; never written to a file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +105,7 @@ class Trace:
         self.columns = columns
         self.strings = tuple(strings)
         self.meta = dict(meta or {})
+        _derive(columns)
         for arr in columns.values():
             arr.flags.writeable = False
         c = columns
@@ -123,7 +129,7 @@ class Trace:
     @property
     def num_nodes(self) -> int:
         """How many nodes the node table holds."""
-        return len(self.columns["node_uid"])
+        return len(self.columns["node_name"])
 
     def node(self, index: int) -> NodeInfo:
         """Static facts about node `index`."""
@@ -139,6 +145,22 @@ class Trace:
     def kinds(self) -> np.ndarray:
         """The kind code of every event (see events.KINDS)."""
         return self.columns["ev_kind"]
+
+    def steps_of(self, *kinds: int) -> np.ndarray:
+        """The steps of every event of these kind codes, in order (cached)."""
+        cache = self.__dict__.setdefault("_steps_of", {})
+        found = cache.get(kinds)
+        if found is None:
+            k = self.columns["ev_kind"]
+            mask = k == kinds[0]
+            for other in kinds[1:]:
+                mask |= k == other
+            found = cache[kinds] = np.flatnonzero(mask)
+        return found
+
+    def rank(self, step: int, *kinds: int) -> int:
+        """Which event of these kinds `step` is (0 for the first): the row of its side data."""
+        return int(np.searchsorted(self.steps_of(*kinds), step))
 
 
 def _node_info(trace: Trace, i: int) -> NodeInfo:
@@ -162,6 +184,25 @@ def _frame(trace: Trace, frame: int) -> tuple[str, int, str, str]:
 
 
 # -- building a Trace from a Recorder -----------------------------------------------------------------------
+def _derive(c: dict) -> None:
+    """Offsets and steps that are cheaper to recompute than to store."""
+    for derived, counts in (("node_edge_start", "node_nedges"), ("sgroup_start", "s_count"),
+                            ("s_shape_start", "s_ndim")):
+        if counts in c and derived not in c:
+            offsets = np.zeros(len(c[counts]) + 1, dtype=np.int64)
+            np.cumsum(c[counts], out=offsets[1:])
+            offsets.flags.writeable = False
+            c[derived] = offsets
+    if "node_step" not in c and "node_name" in c:
+        steps = np.full(len(c["node_name"]), -1, dtype=np.int64)
+        nodes = c["ev_node"]
+        seen = nodes >= 0
+        uniq, first = np.unique(nodes[seen], return_index=True)
+        steps[uniq] = np.flatnonzero(seen)[first]
+        steps.flags.writeable = False
+        c["node_step"] = steps
+
+
 def build_trace(rec: Any, progress: Any = None) -> Trace:
     """Freeze a Recorder's buffers into a Trace."""
     strings = dict(rec.strings)
@@ -173,21 +214,26 @@ def build_trace(rec: Any, progress: Any = None) -> Trace:
         return index
 
     uids = sorted(rec.nodes)
-    index_of = {uid: i for i, uid in enumerate(uids)}
     rows = rec.rows
     if progress:
         progress(0, len(rows))
-    cols = list(zip(*rows, strict=True)) if rows else [()] * 7
     columns: dict[str, np.ndarray] = {}
-    node_uids = np.asarray(cols[3], dtype=np.int64)
-    dense = np.array([index_of.get(u, -1) for u in node_uids.tolist()], dtype=np.int64) if rows else node_uids
-    kinds = np.asarray(cols[0], dtype=np.uint8)
-    a = np.asarray(cols[4], dtype=np.int64)
-    b = np.asarray(cols[5], dtype=np.int64)
-    c = np.asarray(cols[6], dtype=np.int64)
-    _regroup(rec, kinds, a, b, index_of, sid, columns)
-    columns.update(ev_kind=_compact(kinds, np.uint8), ev_thread=_compact(cols[1]), ev_task=_compact(cols[2]),
-                   ev_node=_compact(dense), ev_a=_compact(a), ev_b=_compact(b), ev_c=_compact(c))
+    if rows:
+        table = np.array(rows, dtype=np.int64)
+    else:
+        table = np.zeros((0, 7), dtype=np.int64)
+    kinds = table[:, 0].astype(np.uint8)
+    uid_array = np.asarray(uids, dtype=np.int64)
+    pos = np.searchsorted(uid_array, table[:, 3])
+    pos_ok = np.minimum(pos, max(len(uid_array) - 1, 0))
+    dense = np.where((table[:, 3] > 0) & (pos < len(uid_array)) & (uid_array[pos_ok] == table[:, 3]) if len(uid_array)
+                     else np.zeros(len(table), bool), pos, -1)
+    c_col = table[:, 6]
+    columns.update(ev_kind=_compact(kinds, np.uint8), ev_thread=_compact(table[:, 1]), ev_task=_compact(table[:, 2]),
+                   ev_node=_compact(dense), ev_a=_compact(table[:, 4]), ev_b=_compact(table[:, 5]),
+                   push_seq=_compact(c_col[kinds == K_PUSH]), pop_push=_compact(c_col[kinds == K_POP]))
+    index_of = {uid: i for i, uid in enumerate(uids)}
+    _side_tables(rec, index_of, sid, columns)
     _node_table(rec, uids, index_of, sid, columns)
     frames = rec.frame_rows
     columns.update(frame_file=_compact([sid(f[0]) for f in frames]), frame_line=_compact([f[1] for f in frames]),
@@ -205,60 +251,38 @@ def build_trace(rec: Any, progress: Any = None) -> Trace:
 def _node_table(rec: Any, uids: list, index_of: dict, sid: Any, columns: dict) -> None:
     thread_index = {ident: i for i, (ident, _) in enumerate(rec.thread_rows)}
     infos = [rec.nodes[u] for u in uids]
-    offsets, flat = _ragged([info[5] for info in infos])
+    flat = [edge for info in infos for edge in info[5]]
     columns.update(
-        node_uid=np.asarray(uids, dtype=np.int64),
         node_name=_compact([sid(i[0]) for i in infos]),
         node_seq=_compact([seq_code(i[1]) for i in infos]),
         node_topo=_compact([i[2] for i in infos]),
         node_device=_compact([sid(i[3]) for i in infos]),
         node_thread=_compact([thread_index.get(i[4], -1) for i in infos]),
         node_frame=_compact([i[6] for i in infos]),
-        node_step=_compact([i[7] for i in infos]),
         node_inputs=_compact([i[8] for i in infos]),
-        node_edge_start=_compact(offsets),
+        node_nedges=_compact([len(i[5]) for i in infos]),
         edge_child=_compact([index_of.get(u, -1) if u else -1 for u, _ in flat]),
         edge_input_nr=_compact([nr for _, nr in flat]),
     )
 
 
-def _regroup(rec: Any, kinds: np.ndarray, a: np.ndarray, b: np.ndarray, index_of: dict, sid: Any,
-             columns: dict) -> None:
-    """Turn the recorder's ragged payloads into per-family tables, and point `a`/`b` at their rows."""
-    groups = rec.groups
-
+def _side_tables(rec: Any, index_of: dict, sid: Any, columns: dict) -> None:
+    """Graph tasks, dependencies, exec_info and tensor summaries, each in its events' step order."""
     def node(uid: int) -> int:
         return index_of.get(uid, -1)
 
-    tasks, deps, pruned, needed, captured, summaries = [], [], [], [], [], []
-    for step in np.flatnonzero(kinds == K_STARTED_TASK).tolist():
-        tasks.append(groups[a[step]])
-        a[step] = len(tasks) - 1
-    for step in np.flatnonzero(kinds == K_DEPS).tolist():
-        d, p = groups[a[step]]
-        deps.append([(node(u), n) for u, n in d])
-        pruned.append([node(u) for u in p])
-        a[step] = len(deps) - 1
-    for step in np.flatnonzero(kinds == K_EXEC).tolist():
-        n, cap = groups[a[step]]
-        needed.append([node(u) for u in n])
-        captured.append([(node(u), i, o) for u, i, o in cap])
-        a[step] = len(needed) - 1
-    for kind, col in ((K_NSTART, a), (K_NFINISH, a), (K_ACCUM, a), (K_CAPTURED, b)):
-        for step in np.flatnonzero(kinds == kind).tolist():
-            summaries.append(groups[col[step]])
-            col[step] = len(summaries) - 1
-
+    tasks = rec.tasks
     columns["task_root"] = _compact([node(t[0]) for t in tasks])
     columns["task_flags"] = _compact([int(t[3]) | int(t[4]) << 1 | int(t[5]) << 2 for t in tasks])
     columns["task_depth"] = _compact([t[6] for t in tasks])
     _ragged_columns(columns, "task_roots", [[(node(u), nr) for u, nr in t[1]] for t in tasks], ("node", "nr"))
     _ragged_columns(columns, "task_inputs", [[(node(u), nr) for u, nr in t[2]] for t in tasks], ("node", "nr"))
-    _ragged_columns(columns, "deps", deps, ("node", "count"))
-    _ragged_columns(columns, "pruned", [[(n,) for n in p] for p in pruned], ("node",))
-    _ragged_columns(columns, "needed", [[(n,) for n in x] for x in needed], ("node",))
-    _ragged_columns(columns, "captured", captured, ("node", "input", "output"))
-    _summary_columns(columns, summaries, sid)
+    _ragged_columns(columns, "deps", [[(node(u), n) for u, n in d[0]] for d in rec.deps], ("node", "count"))
+    _ragged_columns(columns, "pruned", [[(node(u),) for u in d[1]] for d in rec.deps], ("node",))
+    _ragged_columns(columns, "needed", [[(node(u),) for u in x[0]] for x in rec.exec_infos], ("node",))
+    _ragged_columns(columns, "captured", [[(node(u), i, o) for u, i, o in x[1]] for x in rec.exec_infos],
+                    ("node", "input", "output"))
+    _summary_columns(columns, rec.summaries, sid)
 
 
 def _ragged_columns(columns: dict, name: str, rows: list, fields: tuple[str, ...]) -> None:
@@ -269,24 +293,23 @@ def _ragged_columns(columns: dict, name: str, rows: list, fields: tuple[str, ...
 
 
 def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
-    offsets, flat = _ragged(groups)
+    flat = [item for group in groups for item in group]
     summaries = [None if item is None else (summarize(*item) if len(item) == 2 else item) for item in flat]
-    present = [s is not None for s in summaries]
     real = [s if s is not None else ((), "float32", "cpu", (), False, False) for s in summaries]
-    shape_offsets, dims = _ragged([s[0] for s in real])
-    preview = np.full((len(real), 3), np.nan)
+    preview = np.full((len(real), 3), np.nan, dtype=np.float32)
     for i, s in enumerate(real):
         preview[i, :len(s[3])] = s[3]
+    # s_info: bit 0 present, bit 1 NaN, bit 2 inf, bits 3-4 how many preview values
+    info = [int(s is not None) | int(r[4]) << 1 | int(r[5]) << 2 | len(r[3]) << 3 for s, r in zip(summaries, real,
+                                                                                                  strict=True)]
     columns.update(
-        sgroup_start=_compact(offsets),
-        s_present=_compact(present),
+        s_count=_compact([len(g) for g in groups]),
+        s_info=_compact(info),
         s_dtype=_compact([sid(s[1]) for s in real]),
         s_device=_compact([sid(s[2]) for s in real]),
-        s_shape_start=_compact(shape_offsets),
-        s_dims=_compact(dims),
+        s_ndim=_compact([len(s[0]) for s in real]),
+        s_dims=_compact([d for s in real for d in s[0]]),
         s_preview=preview,
-        s_preview_len=_compact([len(s[3]) for s in real]),
-        s_flags=_compact([int(s[4]) | int(s[5]) << 1 for s in real]),
     )
 
 
@@ -304,16 +327,20 @@ def summary_group(trace: Trace, group: int) -> tuple[ev.TensorSummary | None, ..
     start, end = int(c["sgroup_start"][group]), int(c["sgroup_start"][group + 1])
     out = []
     for i in range(start, end):
-        if not c["s_present"][i]:
+        info = int(c["s_info"][i])
+        if not info & 1:
             out.append(None)
             continue
         d0, d1 = int(c["s_shape_start"][i]), int(c["s_shape_start"][i + 1])
-        n = int(c["s_preview_len"][i])
-        flags = int(c["s_flags"][i])
+        n = (info >> 3) & 3
         out.append(ev.TensorSummary(tuple(c["s_dims"][d0:d1].tolist()), s[c["s_dtype"][i]], s[c["s_device"][i]],
-                                    tuple(float(v) for v in c["s_preview"][i, :n]), bool(flags & 1),
-                                    bool(flags & 2)))
+                                    tuple(float(v) for v in c["s_preview"][i, :n]), bool(info & 2),
+                                    bool(info & 4)))
     return tuple(out)
+
+
+def _summaries_of(trace: Trace, step: int) -> tuple[ev.TensorSummary | None, ...]:
+    return summary_group(trace, trace.rank(step, *SUMMARY_KINDS))
 
 
 def _node_ref(trace: Trace, index: int) -> tuple[int | None, str]:
@@ -324,105 +351,110 @@ def _decode(trace: Trace, step: int) -> ev.Event:
     c = trace.columns
     kind = int(c["ev_kind"][step])
     thread, task, node = int(c["ev_thread"][step]), int(c["ev_task"][step]), int(c["ev_node"][step])
-    a, b, cc = int(c["ev_a"][step]), int(c["ev_b"][step]), int(c["ev_c"][step])
-    return _DECODERS[kind](trace, step, thread, task, node, a, b, cc)
+    return _DECODERS[kind](trace, step, thread, task, node, int(c["ev_a"][step]), int(c["ev_b"][step]))
 
 
-def _d_bump(t, step, thread, task, node, a, b, c):
-    filename, lineno, function, source = _frame(t, a)
-    return ev.SeqNrBumped(step, thread, node, t.node_name(node), b, b + 1, filename, lineno, function, source)
-
-
-def _d_created(t, step, thread, task, node, a, b, c):
+def _d_bump(t, step, thread, task, node, a, b):
     info = t.node(node)
-    filename, lineno, function, source = _frame(t, a)
+    return ev.SeqNrBumped(step, thread, node, info.name, info.seq_nr, info.seq_nr + 1, info.filename, info.lineno,
+                          info.function, info.source)
+
+
+def _d_created(t, step, thread, task, node, a, b):
+    info = t.node(node)
     return ev.NodeCreated(step, thread, node, info.name, info.seq_nr, info.topological_nr, info.next_edges,
-                          info.device, info.forward_op, filename, lineno, function, source)
+                          info.device, info.forward_op, info.filename, info.lineno, info.function, info.source)
 
 
-def _d_task(t, step, thread, task, node, a, b, c):
+def _d_task(t, step, thread, task, node, a, b):
     cols = t.columns
-    flags = int(cols["task_flags"][a])
-    return ev.GraphTaskStarted(step, thread, task, int(cols["task_root"][a]),
-                               tuple(_rows(t, "task_roots", a, ("node", "nr"))),
-                               tuple(_rows(t, "task_inputs", a, ("node", "nr"))),
-                               bool(flags & 1), bool(flags & 2), bool(flags & 4), int(cols["task_depth"][a]))
+    row = t.rank(step, K_STARTED_TASK)
+    flags = int(cols["task_flags"][row])
+    return ev.GraphTaskStarted(step, thread, task, int(cols["task_root"][row]),
+                               tuple(_rows(t, "task_roots", row, ("node", "nr"))),
+                               tuple(_rows(t, "task_inputs", row, ("node", "nr"))),
+                               bool(flags & 1), bool(flags & 2), bool(flags & 4), int(cols["task_depth"][row]))
 
 
-def _d_deps(t, step, thread, task, node, a, b, c):
-    return ev.DependenciesComputed(step, thread, task, b, tuple(_rows(t, "deps", a, ("node", "count"))),
-                                   tuple(n for (n,) in _rows(t, "pruned", a, ("node",))))
+def _d_deps(t, step, thread, task, node, a, b):
+    row = t.rank(step, K_DEPS)
+    return ev.DependenciesComputed(step, thread, task, b, tuple(_rows(t, "deps", row, ("node", "count"))),
+                                   tuple(n for (n,) in _rows(t, "pruned", row, ("node",))))
 
 
-def _d_exec(t, step, thread, task, node, a, b, c):
-    return ev.ExecInfoComputed(step, thread, task, tuple(n for (n,) in _rows(t, "needed", a, ("node",))),
-                               tuple(_rows(t, "captured", a, ("node", "input", "output"))))
+def _d_exec(t, step, thread, task, node, a, b):
+    row = t.rank(step, K_EXEC)
+    return ev.ExecInfoComputed(step, thread, task, tuple(n for (n,) in _rows(t, "needed", row, ("node",))),
+                               tuple(_rows(t, "captured", row, ("node", "input", "output"))))
 
 
 def push_priority(trace: Trace, push_step: int) -> tuple[int, int]:
     """(reentrant depth, seq_nr) of the task pushed at `push_step`; (-1, -1) for a dummy task."""
-    c = trace.columns
-    code = int(c["ev_c"][push_step])
+    code = int(trace.columns["push_seq"][trace.rank(push_step, K_PUSH)])
     if code == -2:
         return (-1, -1)
-    return (_task_depth(trace, int(c["ev_task"][push_step])), seq_decode(code))
+    return (_task_depth(trace, int(trace.columns["ev_task"][push_step])), seq_decode(code))
+
+
+def pop_origin(trace: Trace, pop_step: int) -> tuple[int, bool]:
+    """(step of the matching push, whether the task was stale) for the pop at `pop_step`."""
+    code = int(trace.columns["pop_push"][trace.rank(pop_step, K_POP)])
+    return (-code - 2, True) if code < -1 else (code, False)
 
 
 def _task_depth(trace: Trace, task_id: int) -> int:
     depths = trace.__dict__.setdefault("_depths", {})
     if not depths:
         cols = trace.columns
-        steps = np.flatnonzero(cols["ev_kind"] == K_STARTED_TASK)
-        for row, step in enumerate(steps.tolist()):
+        for row, step in enumerate(trace.steps_of(K_STARTED_TASK).tolist()):
             depths[int(cols["ev_task"][step])] = int(cols["task_depth"][row])
     return depths.get(task_id, 0)
 
 
-def _d_push(t, step, thread, task, node, a, b, c):
+def _d_push(t, step, thread, task, node, a, b):
     n, name = _node_ref(t, node)
     return ev.TaskPushed(step, thread, task, n, name, t.queues[a], push_priority(t, step), b)
 
 
-def _d_pop(t, step, thread, task, node, a, b, c):
+def _d_pop(t, step, thread, task, node, a, b):
     n, name = _node_ref(t, node)
-    stale = c < -1
-    pushed = -c - 2 if stale else c
+    pushed, stale = pop_origin(t, step)
     priority = push_priority(t, pushed) if pushed >= 0 else (-1, -1)
     if stale:
         priority = (2**31 - 1, priority[1])
     return ev.TaskPopped(step, thread, task, n, name, t.queues[a], priority, b, pushed, stale)
 
 
-def _d_buffer(t, step, thread, task, node, a, b, c):
+def _d_buffer(t, step, thread, task, node, a, b):
     return ev.BufferWritten(step, thread, task, node, t.node_name(node), a, bool(b))
 
 
-def _d_hook(t, step, thread, task, node, a, b, c):
+def _d_hook(t, step, thread, task, node, a, b):
     return ev.HookRan(step, thread, task, node, t.node_name(node), ev.HOOK_KINDS[a], t.strings[b])
 
 
-def _d_nstart(t, step, thread, task, node, a, b, c):
-    return ev.NodeStarted(step, thread, task, node, t.node_name(node), summary_group(t, a))
+def _d_nstart(t, step, thread, task, node, a, b):
+    return ev.NodeStarted(step, thread, task, node, t.node_name(node), _summaries_of(t, step))
 
 
-def _d_nfinish(t, step, thread, task, node, a, b, c):
-    return ev.NodeFinished(step, thread, task, node, t.node_name(node), summary_group(t, a))
+def _d_nfinish(t, step, thread, task, node, a, b):
+    return ev.NodeFinished(step, thread, task, node, t.node_name(node), _summaries_of(t, step))
 
 
-def _d_captured(t, step, thread, task, node, a, b, c):
-    return ev.GradCaptured(step, thread, task, node, t.node_name(node), a, summary_group(t, b)[0])
+def _d_captured(t, step, thread, task, node, a, b):
+    return ev.GradCaptured(step, thread, task, node, t.node_name(node), a, _summaries_of(t, step)[0])
 
 
-def _d_accum(t, step, thread, task, node, a, b, c):
-    return ev.GradAccumulated(step, thread, task, node, t.node_name(node), summary_group(t, a)[0])
+def _d_accum(t, step, thread, task, node, a, b):
+    return ev.GradAccumulated(step, thread, task, node, t.node_name(node), _summaries_of(t, step)[0])
 
 
-def _d_error(t, step, thread, task, node, a, b, c):
+def _d_error(t, step, thread, task, node, a, b):
     n, name = _node_ref(t, node)
     return ev.ErrorRaised(step, thread, task, n, name, t.strings[a], t.strings[b])
 
 
-def _d_finished(t, step, thread, task, node, a, b, c):
+def _d_finished(t, step, thread, task, node, a, b):
     return ev.GraphTaskFinished(step, thread, task, bool(a))
 
 

@@ -20,13 +20,13 @@ from typing import Callable
 
 import numpy as np
 
-from .trace import EVENT_COLUMNS, Trace
+from .trace import DERIVED_COLUMNS, EVENT_COLUMNS, SUMMARY_KINDS, Trace
 
 MAGIC = b"AGDB-TRACE\n"
 FORMAT_VERSION = 1
 """Bumped whenever the layout or a column's meaning changes; older readers refuse newer files."""
 
-_ALLOWED_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "float64", "bool"}
+_ALLOWED_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "float32", "float64", "bool"}
 _MAX_HEADER = 64 * 1024 * 1024
 
 
@@ -50,7 +50,7 @@ def save(trace: Trace, path: str | os.PathLike, progress: Callable[[int, int], N
     strings = [s.encode("utf-8") for s in trace.strings]
     string_offsets = np.zeros(len(strings) + 1, dtype=np.int64)
     np.cumsum([len(s) for s in strings], out=string_offsets[1:])
-    columns = dict(trace.columns)
+    columns = {k: v for k, v in trace.columns.items() if k not in DERIVED_COLUMNS}
     columns["string_offsets"] = string_offsets
     columns["string_bytes"] = np.frombuffer(b"".join(strings), dtype=np.uint8)
     blobs, directory, offset = [], [], 0
@@ -151,8 +151,11 @@ def _read_columns(header: dict, body: memoryview, name: str) -> dict[str, np.nda
             raise TraceFormatError(f"{name}: column {col} fails its checksum: the file is corrupt")
         arr = np.frombuffer(body[offset:offset + nbytes], dtype=dtype).reshape(shape)
         columns[col] = arr
-    missing = [c for c in (*EVENT_COLUMNS, "string_offsets", "string_bytes", "node_name", "node_edge_start")
+    missing = [c for c in (*EVENT_COLUMNS, "string_offsets", "string_bytes", "node_name", "node_nedges")
                if c not in columns]
+    derived = [c for c in columns if c in DERIVED_COLUMNS]
+    if derived:
+        raise TraceFormatError(f"{name}: the file stores {', '.join(derived)}, which agdb computes itself")
     if missing:
         raise TraceFormatError(f"{name}: the trace lacks columns {', '.join(missing)}")
     return columns
@@ -178,26 +181,56 @@ def _bounded(columns: dict, col: str, low: int, high: int, name: str) -> None:
 
 
 def _check_structure(c: dict, num_strings: int, header: dict, name: str) -> None:
+    from .events import (
+        KIND_CODES,
+        KINDS,
+        DependenciesComputed,
+        ExecInfoComputed,
+        GraphTaskStarted,
+        TaskPopped,
+        TaskPushed,
+    )
+
     n = len(c["ev_kind"])
     if header.get("num_events") != n or any(len(c[col]) != n for col in EVENT_COLUMNS):
         raise TraceFormatError(f"{name}: the event columns disagree on the number of events")
     num_nodes = len(c["node_name"])
-    from .events import KINDS
-
     _bounded(c, "ev_kind", 0, len(KINDS), name)
     _bounded(c, "ev_node", -1, max(num_nodes, 1), name)
     _bounded(c, "ev_thread", 0, max(len(c.get("thread_ident", ())), 1), name)
     for col in ("node_name", "node_device", "frame_file", "frame_func", "frame_source", "thread_name",
                 "queue_name", "s_dtype", "s_device"):
         _bounded(c, col, 0, max(num_strings, 1), name)
+    _bounded(c, "node_frame", -1, max(len(c.get("frame_file", ())), 1), name)
     _bounded(c, "edge_child", -1, max(num_nodes, 1), name)
-    for ragged, items in (("node_edge", "edge_child"), ("deps", "deps_node"), ("pruned", "pruned_node"),
-                          ("needed", "needed_node"), ("captured", "captured_node"), ("task_roots", "task_roots_node"),
-                          ("task_inputs", "task_inputs_node"), ("sgroup", "s_present"), ("s_shape", "s_dims")):
-        start = c.get(f"{ragged}_start")
-        if start is None or not len(start) or start[0] != 0 or start[-1] != len(c.get(items, ())) or \
-                (len(start) > 1 and (np.diff(start) < 0).any()):
-            raise TraceFormatError(f"{name}: the ragged table {ragged} is corrupt")
     for col in ("deps_node", "pruned_node", "needed_node", "captured_node", "task_root", "task_roots_node",
                 "task_inputs_node"):
         _bounded(c, col, -1, max(num_nodes, 1), name)
+    kinds = c["ev_kind"]
+    counts = np.bincount(kinds, minlength=len(KINDS))
+    expect = [
+        ("node_nedges", "edge_child", None), ("s_count", "s_info", None), ("s_ndim", "s_dims", None),
+    ]
+    for count_col, items_col, _ in expect:
+        if count_col not in c or items_col not in c or int(np.asarray(c[count_col], dtype=np.int64).sum()) != \
+                len(c[items_col]) or (len(c[count_col]) and int(c[count_col].min()) < 0):
+            raise TraceFormatError(f"{name}: {count_col} does not add up to the length of {items_col}")
+    owners = [("push_seq", [KIND_CODES[TaskPushed]]), ("pop_push", [KIND_CODES[TaskPopped]]),
+              ("task_root", [KIND_CODES[GraphTaskStarted]]), ("s_count", list(SUMMARY_KINDS))]
+    for col, kind_list in owners:
+        if len(c.get(col, ())) != int(sum(counts[k] for k in kind_list)):
+            raise TraceFormatError(f"{name}: column {col} does not match the number of its events")
+    for ragged, kind in (("deps", DependenciesComputed), ("pruned", DependenciesComputed),
+                         ("needed", ExecInfoComputed), ("captured", ExecInfoComputed),
+                         ("task_roots", GraphTaskStarted), ("task_inputs", GraphTaskStarted)):
+        start = c.get(f"{ragged}_start")
+        first_field = next((k for k in c if k.startswith(ragged + "_") and k != f"{ragged}_start"), None)
+        if start is None or first_field is None or len(start) != counts[KIND_CODES[kind]] + 1 or start[0] != 0 \
+                or start[-1] != len(c[first_field]) or (len(start) > 1 and (np.diff(start) < 0).any()):
+            raise TraceFormatError(f"{name}: the ragged table {ragged} is corrupt")
+    pushes = np.flatnonzero(kinds == KIND_CODES[TaskPushed])
+    pops = c.get("pop_push")
+    if pops is not None and len(pops):
+        origin = np.where(pops < -1, -pops - 2, pops)
+        if int(origin.max()) >= n or int(origin.min()) < -1 or not np.isin(origin[origin >= 0], pushes).all():
+            raise TraceFormatError(f"{name}: a TaskPopped points at no TaskPushed")
