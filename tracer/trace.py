@@ -35,7 +35,7 @@ SUMMARY_KINDS = (K_NSTART, K_NFINISH, K_CAPTURED, K_ACCUM)
 """Kinds whose events own a group of tensor summaries, in step order."""
 
 EVENT_COLUMNS = ("ev_kind", "ev_thread", "ev_task", "ev_node", "ev_a", "ev_b")
-DERIVED_COLUMNS = ("node_edge_start", "sgroup_start", "s_shape_start", "node_step")
+DERIVED_COLUMNS = ("node_edge_start", "sgroup_start", "s_shape_start")
 """Columns a Trace computes from stored ones when it is made; never written to a file."""
 
 
@@ -170,8 +170,11 @@ def _node_info(trace: Trace, i: int) -> NodeInfo:
                   for ch, nr in zip(c["edge_child"][start:end], c["edge_input_nr"][start:end], strict=True))
     frame = int(c["node_frame"][i])
     filename, lineno, function, source = _frame(trace, frame)
+    created = trace.__dict__.get("_created")
+    if created is None:
+        created = trace.__dict__["_created"] = _first_mentions(c)
     return NodeInfo(i, s[c["node_name"][i]], seq_decode(int(c["node_seq"][i])), int(c["node_topo"][i]),
-                    s[c["node_device"][i]], int(c["node_thread"][i]), edges, int(c["node_step"][i]),
+                    s[c["node_device"][i]], int(c["node_thread"][i]), edges, int(created[i]),
                     int(c["node_inputs"][i]), filename, lineno, function, source)
 
 
@@ -193,14 +196,17 @@ def _derive(c: dict) -> None:
             np.cumsum(c[counts], out=offsets[1:])
             offsets.flags.writeable = False
             c[derived] = offsets
-    if "node_step" not in c and "node_name" in c:
-        steps = np.full(len(c["node_name"]), -1, dtype=np.int64)
-        nodes = c["ev_node"]
-        seen = nodes >= 0
-        uniq, first = np.unique(nodes[seen], return_index=True)
-        steps[uniq] = np.flatnonzero(seen)[first]
-        steps.flags.writeable = False
-        c["node_step"] = steps
+
+
+def _first_mentions(c: dict) -> np.ndarray:
+    """The step of the first event naming each node (its NodeCreated when it was recorded)."""
+    steps = np.full(len(c["node_name"]), -1, dtype=np.int64)
+    nodes = c["ev_node"]
+    seen = nodes >= 0
+    uniq, first = np.unique(nodes[seen], return_index=True)
+    steps[uniq] = np.flatnonzero(seen)[first]
+    steps.flags.writeable = False
+    return steps
 
 
 def build_trace(rec: Any, progress: Any = None) -> Trace:

@@ -44,8 +44,13 @@ def _padded(arr: np.ndarray) -> bytes:
     return raw + b"\0" * (-len(raw) % 8)
 
 
-def save(trace: Trace, path: str | os.PathLike, progress: Callable[[int, int], None] | None = None) -> None:
-    """Write `trace` to `path` atomically: a crash mid-save leaves any older file intact."""
+def save(trace: Trace, path: str | os.PathLike, progress: Callable[[int, int], None] | None = None,
+         durable: bool = True) -> None:
+    """Write `trace` to `path` atomically: a crash mid-save leaves any older file intact.
+
+    With `durable` (the default) the data reaches the disk (fsync) before the file takes its name, so
+    even a power loss cannot leave a half-written trace under that name.
+    """
     path = Path(path)
     strings = [s.encode("utf-8") for s in trace.strings]
     string_offsets = np.zeros(len(strings) + 1, dtype=np.int64)
@@ -74,7 +79,8 @@ def save(trace: Trace, path: str | os.PathLike, progress: Callable[[int, int], N
                 if progress:
                     progress(i + 1, len(blobs))
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
