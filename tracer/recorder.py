@@ -84,7 +84,8 @@ class Recorder:
         self.deps: list[tuple] = []
         self.exec_infos: list[tuple] = []
         self.summaries: list[list] = []
-        self.pending: dict[int, int] = {}  # id(NodeTask) -> step of its push
+        self._local = threading.local()  # this thread's index into thread_rows
+        self._lock = threading.Lock()
         self._handle = None
         self._log_culprits = False
 
@@ -113,12 +114,17 @@ class Recorder:
 
     # -- small helpers (hot path) ---------------------------------------------------------------------------
     def _thread(self) -> int:
+        try:
+            return self._local.index
+        except AttributeError:
+            pass
         ident = threading.get_ident()
-        index = self.threads.get(ident)
-        if index is None:
-            index = self.threads.setdefault(ident, len(self.thread_rows))
-            if index == len(self.thread_rows):
+        with self._lock:
+            index = self.threads.get(ident)
+            if index is None:
+                index = self.threads[ident] = len(self.thread_rows)
                 self.thread_rows.append((ident, threading.current_thread().name))
+        self._local.index = index
         return index
 
     def _str(self, text: str) -> int:
@@ -155,12 +161,13 @@ class Recorder:
     def _summaries(self, tensors: Any) -> None:
         items = []
         for t in tensors:
-            if t is None or not hasattr(t, "_data"):
+            data = getattr(t, "_data", None)
+            if data is None:
                 items.append(None)
-            elif t._data.size <= _SMALL:
-                items.append((t._data.copy(), t._device))
+            elif data.size <= _SMALL:
+                items.append((data.copy(), t._device))
             else:
-                items.append(summarize(t._data, t._device))
+                items.append(summarize(data, t._device))
         self.summaries.append(items)
 
     # -- observer points ------------------------------------------------------------------------------------
@@ -205,17 +212,15 @@ class Recorder:
 
     def task_pushed(self, gt: Any, task: Any, queue: Any) -> None:
         fn = task.fn
-        self.pending[id(task)] = len(self.rows)
         self.rows.append((K_PUSH, self._thread(), gt.id if gt is not None else 0, fn._uid if fn is not None else 0,
                           self._queue(queue), len(queue.heap), seq_code(-task.key[2]) if fn is not None else -2))
 
     def task_popped(self, gt: Any, task: Any, queue: Any) -> None:
+        # Which push this pop undoes is worked out when the trace is built (FIFO per task, node and queue).
         fn = task.fn
-        pushed = self.pending.pop(id(task), -1)
-        stale = fn is not None and task.key[1] == -2**31 + 1
         self.rows.append((K_POP, self._thread(), task.owner.id if task.owner is not None else 0,
                           fn._uid if fn is not None else 0, self._queue(queue), len(queue.heap),
-                          -pushed - 2 if stale else pushed))
+                          int(fn is not None and task.key[1] == -2**31 + 1)))
 
     def _queue(self, queue: Any) -> int:
         index = self.queues.get(queue.name)

@@ -235,9 +235,12 @@ def build_trace(rec: Any, progress: Any = None) -> Trace:
     dense = np.where((table[:, 3] > 0) & (pos < len(uid_array)) & (uid_array[pos_ok] == table[:, 3]) if len(uid_array)
                      else np.zeros(len(table), bool), pos, -1)
     c_col = table[:, 6]
+    pushes, pops = np.flatnonzero(kinds == K_PUSH), np.flatnonzero(kinds == K_POP)
+    origin = _match_pops(table, pushes, pops)
+    stale = c_col[pops] != 0
     columns.update(ev_kind=_compact(kinds, np.uint8), ev_thread=_compact(table[:, 1]), ev_task=_compact(table[:, 2]),
                    ev_node=_compact(dense), ev_a=_compact(table[:, 4]), ev_b=_compact(table[:, 5]),
-                   push_seq=_compact(c_col[kinds == K_PUSH]), pop_push=_compact(c_col[kinds == K_POP]))
+                   push_seq=_compact(c_col[pushes]), pop_push=_compact(np.where(stale, -origin - 2, origin)))
     index_of = {uid: i for i, uid in enumerate(uids)}
     _side_tables(rec, index_of, sid, columns)
     _node_table(rec, uids, index_of, sid, columns)
@@ -252,6 +255,39 @@ def build_trace(rec: Any, progress: Any = None) -> Trace:
         progress(len(rows), len(rows))
     ordered = sorted(strings, key=strings.__getitem__)
     return Trace(columns, ordered, {"source": "agdb.engine"})
+
+
+def _match_pops(table: np.ndarray, pushes: np.ndarray, pops: np.ndarray) -> np.ndarray:
+    """The push step each pop undoes: the k-th pop of a (graph task, node, queue) undoes its k-th push.
+
+    Each NodeTask is pushed once and popped once, and a graph task pushes a node at most once, so FIFO
+    order per key is exact; dummy wake-up tasks (no node) are interchangeable. Pops with no push
+    (recording began mid-backward) get -1.
+    """
+    if not len(pops):
+        return np.zeros(0, dtype=np.int64)
+    both = table[np.r_[pushes, pops]][:, [2, 3, 4]]
+    _, key = np.unique(both, axis=0, return_inverse=True)  # dense ids for (task, node, queue)
+    key = key.reshape(-1).astype(np.int64)
+    push_key, pop_key = key[:len(pushes)], key[len(pushes):]
+
+    def rank_within(k: np.ndarray) -> np.ndarray:
+        order = np.argsort(k, kind="stable")  # stable: equal keys stay in step order
+        sk = k[order]
+        starts = np.r_[0, np.flatnonzero(sk[1:] != sk[:-1]) + 1]
+        sizes = np.diff(np.r_[starts, len(sk)])
+        rank = np.empty(len(k), dtype=np.int64)
+        rank[order] = np.arange(len(sk)) - np.repeat(starts, sizes)
+        return rank
+
+    width = max(len(pushes), len(pops)) + 1
+    push_joint = push_key * width + rank_within(push_key)
+    pop_joint = pop_key * width + rank_within(pop_key)
+    order = np.argsort(push_joint)
+    sorted_joint = push_joint[order]
+    pos = np.minimum(np.searchsorted(sorted_joint, pop_joint), max(len(order) - 1, 0))
+    found = (sorted_joint[pos] == pop_joint) if len(order) else np.zeros(len(pops), bool)
+    return np.where(found, pushes[order][pos] if len(order) else -1, -1).astype(np.int64)
 
 
 def _node_table(rec: Any, uids: list, index_of: dict, sid: Any, columns: dict) -> None:
