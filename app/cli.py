@@ -8,36 +8,51 @@ from pathlib import Path
 from typing import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from tracer import culprits as culprits_mod
 from tracer.replay import Replay
 from tracer.state_json import state_to_json
 from tracer.tracefile import TraceFormatError, load, save
 
-err = Console(stderr=True)
+err = Console(stderr=True, highlight=False)
+
+
+def _fail(message: str) -> None:
+    """One plain line on stderr: no markup (paths may hold brackets), no wrapping."""
+    sys.stderr.write(f"agdb: {message}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `agdb` command."""
     parser = _parser()
     # agdb's options may sit before or after SCRIPT; what agdb does not know goes to the script, and so
-    # does everything after `--`.
+    # does everything after the first `--`, untouched.
+    argv = list(sys.argv[1:] if argv is None else argv)
+    passthrough: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, passthrough = argv[:cut], argv[cut + 1:]
     args, extra = parser.parse_known_args(argv)
-    if extra:
+    if extra or passthrough:
         if not hasattr(args, "script_args"):
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
-        args.script_args = list(args.script_args) + extra
+            parser.error(f"unrecognized arguments: {' '.join(extra + passthrough)}")
+        args.script_args = list(args.script_args) + extra + passthrough
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
     try:
         return args.func(args)
-    except (TraceFormatError, FileNotFoundError, IsADirectoryError, PermissionError) as e:
-        err.print(f"[bold red]agdb:[/] {e}")
+    except TraceFormatError as e:
+        _fail(str(e))
+        return 1
+    except OSError as e:
+        _fail(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e))
         return 1
     except KeyboardInterrupt:
-        err.print("[yellow]agdb: interrupted[/]")
+        _fail("interrupted")
         return 130
 
 
@@ -74,7 +89,9 @@ def _record(script: str, script_args: list[str], as_torch: bool):
         run = run_recorded(script, script_args, as_torch,
                            on_progress=lambda n: status.update(f"recording… {n:,} events"))
     if run.error is not None:
-        err.print(f"[bold red]the script raised[/] (the trace up to that point is kept):\n{run.error_text}")
+        sys.stderr.write(f"agdb: the script raised (the trace up to that point is kept):\n{run.error_text}")
+        if not run.error_text.endswith("\n"):
+            sys.stderr.write("\n")
     return run
 
 
@@ -82,23 +99,23 @@ def _cmd_record(args: argparse.Namespace) -> int:
     run = _record(args.script, args.script_args, args.as_torch)
     with err.status(f"saving {len(run.trace):,} events…"):
         save(run.trace, args.output)
-    err.print(f"wrote {args.output}: {len(run.trace):,} events, {run.trace.num_nodes:,} nodes")
+    sys.stderr.write(f"wrote {args.output}: {len(run.trace):,} events, {run.trace.num_nodes:,} nodes\n")
     return 1 if run.error is not None else 0
 
 
 def _load(path: str):
-    with err.status(f"loading {path}…"):
+    with err.status(escape(f"loading {path}…")):
         return load(path)
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
     trace = _load(args.trace)
     if len(trace) == 0:
-        err.print(f"[bold red]agdb:[/] {args.trace} holds no events")
+        _fail(f"{args.trace} holds no events")
         return 1
     step = len(trace) - 1 if args.step is None else args.step
     if not 0 <= step < len(trace):
-        err.print(f"[bold red]agdb:[/] --step {step} is outside 0..{len(trace) - 1}")
+        _fail(f"--step {step} is outside 0..{len(trace) - 1}")
         return 1
     state = Replay(trace).state_at(step)
     data = state_to_json(trace, state)
@@ -118,7 +135,7 @@ def _print_state(data: dict) -> None:
         for col in ("pop", "node", "name", "priority (depth, seq_nr)"):
             table.add_column(col)
         for i, t in enumerate(q["tasks"]):
-            table.add_row(str(i), str(t["node"]), t["name"], str(tuple(t["priority"])))
+            table.add_row(str(i), str(t["node"]), Text(t["name"]), str(tuple(t["priority"])))
         out.print(table)
     if data["dependencies"]:
         out.print("dependencies: " + ", ".join(f"{n}={c}" for n, c in data["dependencies"].items()))
@@ -138,8 +155,9 @@ def _cmd_culprits(args: argparse.Namespace) -> int:
     for col in ("seq_nr", "node", "thread", "file:line", "function", "source"):
         table.add_column(col, overflow="fold")
     for c in rows:
-        table.add_row(f"{c.old} → {c.new}", c.node_name, trace.threads[c.thread][1] if trace.threads else "",
-                      f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", c.function, c.source)
+        cells = (f"{c.old} → {c.new}", c.node_name, trace.threads[c.thread][1] if trace.threads else "",
+                 f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", c.function, c.source)
+        table.add_row(*(Text(cell) for cell in cells))  # Text: source lines are not markup
     Console().print(table)
     return 1 if failed else 0
 

@@ -29,12 +29,12 @@ class _Shim(types.ModuleType):
         self.__dict__["_target"] = target
 
     def __getattr__(self, attr: str) -> Any:
+        qualified = f"{self.__name__}.{attr}"
+        if qualified in _SUBMODULES and qualified in sys.modules:
+            return sys.modules[qualified]  # the shim of the submodule, so its misses are named too
         try:
             return getattr(self.__dict__["_target"], attr)
         except AttributeError:
-            sub = _SUBMODULES.get(f"{self.__name__}.{attr}")
-            if sub is not None:
-                return sys.modules[f"{self.__name__}.{attr}"]
             raise MissingTorchFeature(
                 f"agdb's engine has no {self.__name__}.{attr}: it implements a subset of torch (see README.md, "
                 f"'The engine'); run the script without --as-torch to use real torch") from None

@@ -1,9 +1,10 @@
 """Hypothesis strategies and settings shared by the test suite.
 
 Importing this module registers the "ci" and "dev" settings profiles and loads one of them ("ci" unless
-the HYPOTHESIS_PROFILE environment variable names another). Everything here draws float64 numpy arrays
-that are small (0 to 3 dims, each of size 1..4) and finite, so gradient checks by finite differences stay
-fast and well conditioned.
+the HYPOTHESIS_PROFILE environment variable names another). The array strategies draw float64 numpy
+arrays that are small (0 to 3 dims, each of size 1..4) and finite, so gradient checks by finite
+differences stay fast and well conditioned. `programs()` draws random engine programs as plain data
+(`Program`), for the tracer's replay properties.
 """
 from __future__ import annotations
 
@@ -99,3 +100,72 @@ def dims_of(ndim: int):
     """A valid (possibly negative) dim index for a tensor of `ndim` dims (0-dim tensors accept -1, 0)."""
     n = max(ndim, 1)
     return st.integers(-n, n - 1)
+
+
+# -- random engine programs (tests/tracer) --------------------------------------------------------------
+UNARY_OPS = ("exp", "sin", "cos", "tanh", "sigmoid", "scale", "fn", "od", "reent")
+"""Unary steps of a random program: pointwise ops, `x * 0.5`, and custom Functions (plain, with a
+@once_differentiable backward, and one whose backward runs a reentrant backward of its own)."""
+BINARY_OPS = ("add", "mul", "sub")
+STACK = "stack"
+"""`torch.stack([v, ...]).sum(0)` over 3 to 5 values: one node with many children, so several
+AccumulateGrads become ready together and leave in the heap's tie order (facts §4.2)."""
+ENDINGS = ("backward", "backward_inputs", "grad", "grad_create_graph", "two_roots")
+
+
+class Program:
+    """A random engine program as plain data (so hypothesis can shrink and print it).
+
+    Values are numbered: the leaves first (`leaves` holds each one's requires_grad), then one value per
+    op. `ops` holds (op, args) with args the indices of earlier values; reusing an index makes a shared
+    subexpression. `roots` are the values whose `.sum()` is differentiated (two for the two-root
+    backward), `inputs` the values passed as `inputs=` (backward) or to autograd.grad, `hooks` values that
+    get a tensor hook `g * 2`, `fail_at` a value whose grad_fn pre-hook raises during a first backward
+    (then the program runs a clean one), `repeat` runs the ending twice (first with retain_graph=True).
+    """
+
+    __slots__ = ("leaves", "ops", "ending", "roots", "inputs", "hooks", "fail_at", "repeat")
+
+    def __init__(self, leaves, ops, ending, roots, inputs=(), hooks=(), fail_at=None, repeat=False) -> None:
+        self.leaves, self.ops, self.ending, self.roots = leaves, ops, ending, roots
+        self.inputs, self.hooks, self.fail_at, self.repeat = inputs, hooks, fail_at, repeat
+
+    def __repr__(self) -> str:
+        return ("Program(leaves=%r, ops=%r, ending=%r, roots=%r, inputs=%r, hooks=%r, fail_at=%r, repeat=%r)"
+                % (self.leaves, self.ops, self.ending, self.roots, self.inputs, self.hooks, self.fail_at,
+                   self.repeat))
+
+
+@st.composite
+def programs(draw, max_leaves: int = 5, max_ops: int = 8, endings=ENDINGS):
+    """Random Programs whose every root and input requires grad (so each program is valid on the engine)."""
+    n_leaves = draw(st.integers(1, max_leaves))
+    leaves = (True,) + tuple(draw(st.booleans()) for _ in range(n_leaves - 1))  # leaf 0 always requires grad
+    requires = list(leaves)
+    below = [{i} for i in range(n_leaves)]  # each value and the values it was computed from
+    ops = []
+    for _ in range(draw(st.integers(1, max_ops))):
+        n = len(requires)
+        index = st.integers(0, n - 1)
+        kind = draw(st.sampled_from(("unary", "binary", "binary", STACK)))
+        if kind == "unary":
+            op, args = draw(st.sampled_from(UNARY_OPS)), (draw(index),)
+        elif kind == "binary":
+            op, args = draw(st.sampled_from(BINARY_OPS)), (draw(index), draw(index))
+        else:
+            op, args = STACK, tuple(draw(st.lists(index, min_size=3, max_size=5)))
+        ops.append((op, args))
+        requires.append(any(requires[a] for a in args))
+        below.append(set().union(*(below[a] for a in args)) | {n})
+    requiring = [i for i, r in enumerate(requires) if r]
+    ending = draw(st.sampled_from(endings))
+    pick = st.sampled_from(requiring)
+    roots = (draw(pick), draw(pick)) if ending == "two_roots" else (draw(pick),)
+    inputs = ()
+    if ending in ("backward_inputs", "grad", "grad_create_graph"):
+        inputs = tuple(draw(st.lists(pick, min_size=1, max_size=3, unique=True)))
+    hooks = tuple(draw(st.lists(pick, max_size=2, unique=True)))
+    nonleaf = [i for i in requiring if i >= n_leaves and i in below[roots[0]]]  # on the first root's graph
+    fail_at = draw(st.none() | st.sampled_from(nonleaf)) if nonleaf else None
+    repeat = draw(st.booleans())
+    return Program(leaves, tuple(ops), ending, roots, inputs, hooks, fail_at, repeat)

@@ -76,3 +76,41 @@ def test_threads_bench_quick_writes_json(tmp_path):
                 "us_per_handoff"):
         assert isinstance(nested[key], float)
     assert len(nested["handoff_us"]) == data["meta"]["sizes"]["nest_reps"]
+
+
+def test_tracer_bench_quick_writes_json(tmp_path):
+    """`bench/tracer.py --quick --json` runs and writes positive overhead, size, save/load and seek figures."""
+    out = tmp_path / "tracer.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "tracer.py"), "--quick", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "state_at p99" in proc.stdout
+
+    data = json.loads(out.read_text())
+    assert {"meta", "targets", "overhead", "big_trace", "memory", "io", "seek", "checks"} <= set(data)
+
+    o = data["overhead"]
+    assert o["nodes"] > 0 and o["events"] > o["events_forward"] > 0 and o["events_per_node"] > 0
+    for key in ("plain_forward_ms", "plain_backward_ms", "recorded_forward_ms", "recorded_backward_ms",
+                "recorded_finish_ms", "finish_ns_per_event"):
+        assert o[key] > 0, key
+    assert set(o["ratios"]) == {"backward", "forward_backward", "forward_backward_finish"}
+    assert all(v > 0 for v in o["ratios"].values())
+
+    assert data["big_trace"]["events"] > 0 and data["memory"]["bytes_per_event"] > 0
+    assert data["big_trace"]["buffers"]["rows_bytes_per_event"] > 0
+    io = data["io"]
+    assert io["loaded_events_match"] is True
+    for key in ("file_bytes", "bytes_per_event", "save_ms", "load_ms", "save_mb_s", "load_mb_s",
+                "save_ms_per_1M", "load_ms_per_1M"):
+        assert io[key] > 0, key
+    seek = data["seek"]
+    assert seek["interval"] > 0 and seek["construct_ms"] > 0 and seek["seeks"] > 0
+    for stats in (seek["cold"], seek["warm"]):
+        assert 0 < stats["p50_ms"] <= stats["p99_ms"] <= stats["max_ms"]
+
+    assert len(data["checks"]) == 7 and data["info"]
+    for check in data["checks"]:
+        assert check["value"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)
+    for row in data["info"]:
+        assert row["value"] > 0, row["name"]

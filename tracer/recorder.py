@@ -83,8 +83,10 @@ class Recorder:
         self.tasks: list[tuple] = []
         self.deps: list[tuple] = []
         self.exec_infos: list[tuple] = []
-        self.summaries: list[list] = []
+        self.summaries: list[tuple] = []
         self._local = threading.local()  # this thread's index into thread_rows
+        self._inside: dict[Any, bool] = {}  # code object -> whether it belongs to agdb
+        self.bumps: dict[int, tuple[str, int, int]] = {}  # uid -> (name, seq_nr, frame) at the bump
         self._lock = threading.Lock()
         self._handle = None
         self._log_culprits = False
@@ -136,7 +138,14 @@ class Recorder:
     def _frame(self) -> int:
         """The first frame outside agdb: the user's line that caused this."""
         f = sys._getframe(2)
-        while f is not None and f.f_code.co_filename.startswith(_AGDB_DIRS):
+        inside = self._inside
+        while f is not None:
+            code = f.f_code
+            is_agdb = inside.get(code)
+            if is_agdb is None:
+                is_agdb = inside[code] = code.co_filename.startswith(_AGDB_DIRS)
+            if not is_agdb:
+                break
             f = f.f_back
         if f is None:
             return -1
@@ -159,23 +168,15 @@ class Recorder:
         return uid
 
     def _summaries(self, tensors: Any) -> None:
-        items = []
-        for t in tensors:
-            data = getattr(t, "_data", None)
-            if data is None:
-                items.append(None)
-            elif data.size <= _SMALL:
-                items.append((data.copy(), t._device))
-            else:
-                items.append(summarize(data, t._device))
-        self.summaries.append(items)
+        # Tuples, not lists: the gc stops tracking tuples of untracked objects, so a long recording does
+        # not make every full collection walk its buffers.
+        self.summaries.append(tuple(_capture(t) for t in tensors))
 
     # -- observer points ------------------------------------------------------------------------------------
     def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
-        # The node is not finished yet: remember its name and number now (node_created completes it,
-        # and a custom Function's node that never gets edges keeps just these).
-        frame = self._frame()
-        self.nodes[node._uid] = (node.name(), seq_nr, 0, "cpu", threading.get_ident(), (), frame, len(self.rows), 0)
+        # The node is not finished yet: keep its name, number and line (node_created adds the rest; a
+        # custom Function's node that never gets edges keeps just these).
+        self.bumps[node._uid] = (node.name(), seq_nr, self._frame())
         self.rows.append((K_BUMP, self._thread(), 0, node._uid, 0, 0, 0))
         if self._log_culprits:
             from .culprits import log_bump, user_frame
@@ -184,8 +185,8 @@ class Recorder:
 
     def node_created(self, node: Any) -> None:
         uid = node._uid
-        known = self.nodes.get(uid)
-        frame = known[6] if known is not None else self._frame()
+        bump = self.bumps.get(uid)
+        frame = bump[2] if bump is not None else self._frame()
         self.nodes[uid] = _static(node, frame, len(self.rows))
         self.rows.append((K_CREATED, self._thread(), 0, uid, 0, 0, 0))
 
@@ -259,6 +260,16 @@ class Recorder:
 
     def graph_task_finished(self, gt: Any) -> None:
         self.rows.append((K_FINISHED, self._thread(), gt.id, 0, int(gt.has_error), 0, 0))
+
+
+def _capture(t: Any) -> Any:
+    """None, (a copy of a small array, device), or the summary of a large one."""
+    data = getattr(t, "_data", None)
+    if data is None:
+        return None
+    if data.size <= _SMALL:
+        return (data.copy(), t._device)
+    return summarize(data, t._device)
 
 
 def _static(node: Any, frame: int, step: int) -> tuple:

@@ -403,9 +403,9 @@ def _index_tasks(trace: Trace) -> dict[int, _TaskIndex]:
     c = trace.columns
     kinds, tasks_col, nodes_col = c["ev_kind"], c["ev_task"], c["ev_node"]
     tasks: dict[int, _TaskIndex] = {}
-    for s in np.flatnonzero(kinds == K_STARTED_TASK).tolist():
+    for row, s in enumerate(trace.steps_of(K_STARTED_TASK).tolist()):  # side rows follow step order
         t = tasks.setdefault(int(tasks_col[s]), _TaskIndex())
-        t.start, t.depth = s, int(c["task_depth"][int(c["ev_a"][s])])
+        t.start, t.depth = s, int(c["task_depth"][row])
     for s in np.flatnonzero(kinds == K_FINISHED).tolist():
         tasks.setdefault(int(tasks_col[s]), _TaskIndex()).end = s
     for s in np.flatnonzero(kinds == K_DEPS).tolist():

@@ -28,7 +28,6 @@ from .recorder import (
     seq_code,
     seq_decode,
     source_line,
-    summarize,
 )
 
 SUMMARY_KINDS = (K_NSTART, K_NFINISH, K_CAPTURED, K_ACCUM)
@@ -219,7 +218,8 @@ def build_trace(rec: Any, progress: Any = None) -> Trace:
             index = strings[text] = len(strings)
         return index
 
-    uids = sorted(rec.nodes)
+    nodes = _merge_bumps(rec)
+    uids = sorted(nodes)
     rows = rec.rows
     if progress:
         progress(0, len(rows))
@@ -236,14 +236,14 @@ def build_trace(rec: Any, progress: Any = None) -> Trace:
                      else np.zeros(len(table), bool), pos, -1)
     c_col = table[:, 6]
     pushes, pops = np.flatnonzero(kinds == K_PUSH), np.flatnonzero(kinds == K_POP)
-    origin = _match_pops(table, pushes, pops)
+    origin = _match_pops(table, dense, pushes, pops)
     stale = c_col[pops] != 0
     columns.update(ev_kind=_compact(kinds, np.uint8), ev_thread=_compact(table[:, 1]), ev_task=_compact(table[:, 2]),
                    ev_node=_compact(dense), ev_a=_compact(table[:, 4]), ev_b=_compact(table[:, 5]),
                    push_seq=_compact(c_col[pushes]), pop_push=_compact(np.where(stale, -origin - 2, origin)))
     index_of = {uid: i for i, uid in enumerate(uids)}
     _side_tables(rec, index_of, sid, columns)
-    _node_table(rec, uids, index_of, sid, columns)
+    _node_table(rec, nodes, uids, index_of, sid, columns)
     frames = rec.frame_rows
     columns.update(frame_file=_compact([sid(f[0]) for f in frames]), frame_line=_compact([f[1] for f in frames]),
                    frame_func=_compact([sid(f[2]) for f in frames]),
@@ -257,7 +257,7 @@ def build_trace(rec: Any, progress: Any = None) -> Trace:
     return Trace(columns, ordered, {"source": "agdb.engine"})
 
 
-def _match_pops(table: np.ndarray, pushes: np.ndarray, pops: np.ndarray) -> np.ndarray:
+def _match_pops(table: np.ndarray, dense: np.ndarray, pushes: np.ndarray, pops: np.ndarray) -> np.ndarray:
     """The push step each pop undoes: the k-th pop of a (graph task, node, queue) undoes its k-th push.
 
     Each NodeTask is pushed once and popped once, and a graph task pushes a node at most once, so FIFO
@@ -266,33 +266,47 @@ def _match_pops(table: np.ndarray, pushes: np.ndarray, pops: np.ndarray) -> np.n
     """
     if not len(pops):
         return np.zeros(0, dtype=np.int64)
-    both = table[np.r_[pushes, pops]][:, [2, 3, 4]]
-    _, key = np.unique(both, axis=0, return_inverse=True)  # dense ids for (task, node, queue)
-    key = key.reshape(-1).astype(np.int64)
-    push_key, pop_key = key[:len(pushes)], key[len(pushes):]
+    queues = int(table[:, 4].max(initial=0)) + 1
+    nodes = int(dense.max(initial=0)) + 2
+
+    def keys(steps: np.ndarray) -> np.ndarray:
+        return (table[steps, 2] * nodes + dense[steps] + 1) * queues + table[steps, 4]
 
     def rank_within(k: np.ndarray) -> np.ndarray:
         order = np.argsort(k, kind="stable")  # stable: equal keys stay in step order
         sk = k[order]
         starts = np.r_[0, np.flatnonzero(sk[1:] != sk[:-1]) + 1]
-        sizes = np.diff(np.r_[starts, len(sk)])
         rank = np.empty(len(k), dtype=np.int64)
-        rank[order] = np.arange(len(sk)) - np.repeat(starts, sizes)
+        rank[order] = np.arange(len(sk)) - np.repeat(starts, np.diff(np.r_[starts, len(sk)]))
         return rank
 
+    push_key, pop_key = keys(pushes), keys(pops)
     width = max(len(pushes), len(pops)) + 1
     push_joint = push_key * width + rank_within(push_key)
     pop_joint = pop_key * width + rank_within(pop_key)
     order = np.argsort(push_joint)
     sorted_joint = push_joint[order]
-    pos = np.minimum(np.searchsorted(sorted_joint, pop_joint), max(len(order) - 1, 0))
-    found = (sorted_joint[pos] == pop_joint) if len(order) else np.zeros(len(pops), bool)
-    return np.where(found, pushes[order][pos] if len(order) else -1, -1).astype(np.int64)
+    if not len(order):
+        return np.full(len(pops), -1, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(sorted_joint, pop_joint), len(order) - 1)
+    return np.where(sorted_joint[pos] == pop_joint, pushes[order][pos], -1).astype(np.int64)
 
 
-def _node_table(rec: Any, uids: list, index_of: dict, sid: Any, columns: dict) -> None:
+def _merge_bumps(rec: Any) -> dict:
+    """Static node facts, with the name, number and line kept at the bump for nodes never completed."""
+    nodes = dict(rec.nodes)
+    for uid, (name, seq, frame) in rec.bumps.items():
+        info = nodes.get(uid)
+        if info is None:
+            nodes[uid] = (name, seq, 0, "cpu", 0, (), frame, 0, 0)
+        elif info[6] < 0:
+            nodes[uid] = info[:6] + (frame,) + info[7:]
+    return nodes
+
+
+def _node_table(rec: Any, nodes: dict, uids: list, index_of: dict, sid: Any, columns: dict) -> None:
     thread_index = {ident: i for i, (ident, _) in enumerate(rec.thread_rows)}
-    infos = [rec.nodes[u] for u in uids]
+    infos = [nodes[u] for u in uids]
     flat = [edge for info in infos for edge in info[5]]
     columns.update(
         node_name=_compact([sid(i[0]) for i in infos]),
@@ -335,22 +349,49 @@ def _ragged_columns(columns: dict, name: str, rows: list, fields: tuple[str, ...
 
 
 def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
+    """Tensor summaries, computed block-wise: small grads of one dtype, shape and device are stacked."""
     flat = [item for group in groups for item in group]
-    summaries = [None if item is None else (summarize(*item) if len(item) == 2 else item) for item in flat]
-    real = [s if s is not None else ((), "float32", "cpu", (), False, False) for s in summaries]
-    preview = np.full((len(real), 3), np.nan, dtype=np.float32)
-    for i, s in enumerate(real):
-        preview[i, :len(s[3])] = s[3]
-    # s_info: bit 0 present, bit 1 NaN, bit 2 inf, bits 3-4 how many preview values
-    info = [int(s is not None) | int(r[4]) << 1 | int(r[5]) << 2 | len(r[3]) << 3 for s, r in zip(summaries, real,
-                                                                                                  strict=True)]
+    n = len(flat)
+    info = np.zeros(n, dtype=np.int64)
+    dtype_id = np.zeros(n, dtype=np.int64)
+    device_id = np.zeros(n, dtype=np.int64)
+    ndim = np.zeros(n, dtype=np.int64)
+    preview = np.full((n, 3), np.nan, dtype=np.float32)
+    shapes: dict[int, tuple] = {}
+    blocks: dict[tuple, list[int]] = {}
+    for i, item in enumerate(flat):
+        if item is None:
+            continue
+        if len(item) == 2:  # (small array, device): summarised below, a block at a time
+            arr = item[0]
+            blocks.setdefault((arr.dtype, arr.shape, item[1]), []).append(i)
+            continue
+        shape, dtype, device, values, has_nan, has_inf = item
+        info[i] = 1 | int(has_nan) << 1 | int(has_inf) << 2 | len(values) << 3
+        dtype_id[i], device_id[i], ndim[i] = sid(dtype), sid(device), len(shape)
+        preview[i, :len(values)] = values
+        shapes[i] = shape
+    for (dtype, shape, device), idx_list in blocks.items():
+        idx = np.asarray(idx_list, dtype=np.int64)
+        block = np.stack([flat[i][0] for i in idx_list]).reshape(len(idx_list), -1)
+        k = min(3, block.shape[1])
+        preview[idx, :k] = block[:, :k]
+        bits = np.full(len(idx), 1 | k << 3, dtype=np.int64)
+        if dtype.kind == "f" and block.size:
+            bits |= np.isnan(block).any(axis=1).astype(np.int64) << 1
+            bits |= np.isinf(block).any(axis=1).astype(np.int64) << 2
+        info[idx] = bits
+        dtype_id[idx], device_id[idx], ndim[idx] = sid(dtype.name), sid(device), len(shape)
+        for i in idx_list:
+            shapes[i] = shape
+    dims = [d for i in range(n) for d in shapes.get(i, ())]
     columns.update(
         s_count=_compact([len(g) for g in groups]),
         s_info=_compact(info),
-        s_dtype=_compact([sid(s[1]) for s in real]),
-        s_device=_compact([sid(s[2]) for s in real]),
-        s_ndim=_compact([len(s[0]) for s in real]),
-        s_dims=_compact([d for s in real for d in s[0]]),
+        s_dtype=_compact(dtype_id),
+        s_device=_compact(device_id),
+        s_ndim=_compact(ndim),
+        s_dims=_compact(dims),
         s_preview=preview,
     )
 

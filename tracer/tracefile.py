@@ -12,6 +12,7 @@ checksums and the structure (lengths agree, indices in range) before handing out
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import zlib
@@ -146,7 +147,7 @@ def _read_columns(header: dict, body: memoryview, name: str) -> dict[str, np.nda
             raise TraceFormatError(f"{name}: a column entry of the header is malformed: {entry!r:.200}") from None
         if dtype not in _ALLOWED_DTYPES:
             raise TraceFormatError(f"{name}: column {col} has dtype {dtype!r}, which agdb never writes")
-        count = int(np.prod(shape)) if shape else 1
+        count = math.prod(shape)  # Python ints: a corrupt shape must not overflow
         if min(shape, default=0) < 0 or nbytes != count * np.dtype(dtype).itemsize:
             raise TraceFormatError(f"{name}: column {col} declares {nbytes} bytes for shape {list(shape)}")
         padded = nbytes + (-nbytes % 8)
@@ -234,9 +235,39 @@ def _check_structure(c: dict, num_strings: int, header: dict, name: str) -> None
         if start is None or first_field is None or len(start) != counts[KIND_CODES[kind]] + 1 or start[0] != 0 \
                 or start[-1] != len(c[first_field]) or (len(start) > 1 and (np.diff(start) < 0).any()):
             raise TraceFormatError(f"{name}: the ragged table {ragged} is corrupt")
+    _check_event_fields(c, kinds, num_strings, name)
     pushes = np.flatnonzero(kinds == KIND_CODES[TaskPushed])
     pops = c.get("pop_push")
     if pops is not None and len(pops):
         origin = np.where(pops < -1, -pops - 2, pops)
         if int(origin.max()) >= n or int(origin.min()) < -1 or not np.isin(origin[origin >= 0], pushes).all():
             raise TraceFormatError(f"{name}: a TaskPopped points at no TaskPushed")
+
+
+def _check_event_fields(c: dict, kinds: np.ndarray, num_strings: int, name: str) -> None:
+    """Per-kind ranges of ev_node, ev_a and ev_b, so a consistent-looking file cannot crash a replay."""
+    from . import events as ev
+
+    code = ev.KIND_CODES
+    needs_node = [code[k] for k in (ev.SeqNrBumped, ev.NodeCreated, ev.GraphTaskStarted, ev.BufferWritten, ev.HookRan,
+                                    ev.NodeStarted, ev.NodeFinished, ev.GradCaptured, ev.GradAccumulated)]
+    node, a, b = c["ev_node"], c["ev_a"], c["ev_b"]
+    checks = [
+        (np.isin(kinds, needs_node) & (node < 0), "an event that needs a node has none"),
+        (c["ev_task"] < 0, "a graph task id is negative"),
+        (np.isin(kinds, [code[ev.TaskPushed], code[ev.TaskPopped]]) & ((a < 0) | (a >= len(c["queue_name"]))),
+         "a queue index is out of range"),
+        ((kinds == code[ev.HookRan]) & ((a < 0) | (a >= len(ev.HOOK_KINDS)) | (b < 0) | (b >= num_strings)),
+         "a hook event is out of range"),
+        ((kinds == code[ev.ErrorRaised]) & ((a < 0) | (a >= num_strings) | (b < 0) | (b >= num_strings)),
+         "an error event names no string"),
+        (np.isin(kinds, [code[ev.BufferWritten], code[ev.GradCaptured]]) & (a < 0), "a slot index is negative"),
+    ]
+    for bad, what in checks:
+        if bad.any():
+            raise TraceFormatError(f"{name}: {what} (step {int(np.flatnonzero(bad)[0])})")
+    for col, low in (("node_nedges", 0), ("edge_input_nr", 0), ("s_ndim", 0), ("s_dims", 0), ("task_depth", 0),
+                     ("push_seq", -2), ("deps_count", 0), ("node_inputs", 0)):
+        arr = c.get(col)
+        if arr is not None and arr.size and int(arr.min()) < low:
+            raise TraceFormatError(f"{name}: column {col} holds negative values")
