@@ -22,13 +22,14 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from . import events as ev
-from .recorder import K_BUMP, K_DEPS, K_EXEC, K_FINISHED, K_NFINISH, K_NSTART, K_POP, K_PUSH, K_STARTED_TASK
-from .trace import Trace, pop_origin, push_priority
+from .recorder import K_BUMP, K_DEPS, K_EXEC, K_FINISHED, K_NFINISH, K_NSTART, K_POP, K_PUSH, K_STARTED_TASK, seq_decode
+from .trace import Trace
 
 INT_MAX = 2**31 - 1
 K_BUFFER = ev.KIND_CODES[ev.BufferWritten]
 K_ERROR = ev.KIND_CODES[ev.ErrorRaised]
 _NEVER = np.iinfo(np.int64).max
+_SNAP = 16384  # remaining-count snapshots every this many decrements bound a seek's work
 
 
 class NodeSeq(Sequence[int]):
@@ -203,18 +204,22 @@ class _TaskIndex:
         self.dep_counts = np.zeros(0, np.int64)
         self.dec_steps = np.zeros(0, np.int64)  # steps at which one parent edge of dec_nodes was routed
         self.dec_nodes = np.zeros(0, np.int64)
-        self.buf_first = np.zeros(0, np.int64)  # per waiting-capable node: first BufferWritten step
-        self.buf_nodes = np.zeros(0, np.int64)
-        self.buf_pushed = np.zeros(0, np.int64)  # its TaskPushed step, or never
+        self.dec_pos = np.zeros(0, np.int64)  # index of each dec_nodes entry in dep_nodes
+        self.remaining_snaps: list[np.ndarray] = []  # dep_counts minus the first k*_SNAP decrements
+        self.buf_nodes = np.zeros(0, np.int64)  # nodes that got a BufferWritten, with when their buffer
+        self.buffers = _Intervals(np.zeros(0, np.int64), np.zeros(0, np.int64))  # opened and was pushed
         self.pruned: tuple = ()
         self.needed: tuple = ()
         self.captured: tuple = ()
 
 
 class Replay:
-    """`Replay(trace).state_at(step)`: the engine's state just after event `step`, frozen and cached."""
+    """`Replay(trace).state_at(step)`: the engine's state just after event `step`, frozen and cached.
 
-    def __init__(self, trace: Trace, interval: int = 1024) -> None:
+    `interval` is the number of queue events (pushes, pops, graph-task ends) between queue checkpoints.
+    """
+
+    def __init__(self, trace: Trace, interval: int = 128) -> None:
         if len(trace) == 0:
             raise ValueError("this trace holds no events, so there is no step to show")
         self.trace = trace
@@ -227,6 +232,9 @@ class Replay:
         self._bump_steps = np.flatnonzero(kinds == K_BUMP)
         self._tasks = _index_tasks(trace)
         self._runs = _index_runs(trace)
+        self._run_intervals = _Intervals(self._runs[0], self._runs[1])
+        if trace.num_nodes:
+            trace.node(0)  # builds the trace's node index now, so no seek pays for it
         self._queue_steps = np.flatnonzero((kinds == K_PUSH) | (kinds == K_POP) | (kinds == K_FINISHED))
         self._qevents = self._queue_events()
         self._checkpoints = self._queue_checkpoints()
@@ -234,30 +242,37 @@ class Replay:
 
     # -- queues -------------------------------------------------------------------------------------------------
     def _queue_checkpoints(self) -> list[tuple[int, dict]]:
+        """The queue heaps after every `interval` queue events (pushes, pops, graph-task ends)."""
         heaps: dict[int, list] = {}
         checkpoints = [(-1, {})]
-        next_mark = self.interval
-        for step in self._queue_steps.tolist():
-            while step >= next_mark:
-                checkpoints.append((next_mark - 1, _copy_heaps(heaps)))
-                next_mark += self.interval
+        for i, step in enumerate(self._queue_steps.tolist()):
             self._apply_queue_event(heaps, step)
+            if (i + 1) % self.interval == 0:
+                checkpoints.append((step, _copy_heaps(heaps)))
         return checkpoints
 
     def _queue_events(self) -> dict[int, tuple]:
         """(kind, queue, graph task, node, key or matching push step) of every queue-relevant event."""
-        trace, c = self.trace, self.trace.columns
+        c = self.trace.columns
+        steps = self._queue_steps
+        kinds = c["ev_kind"][steps].tolist()
+        queues = c["ev_a"][steps].tolist()
+        tasks = c["ev_task"][steps].tolist()
+        nodes = c["ev_node"][steps].tolist()
+        depth_of = {task: t.depth for task, t in self._tasks.items()}
+        push_seq = iter(c["push_seq"].tolist())
+        pop_push = iter(c["pop_push"].tolist())
         out = {}
-        for step in self._queue_steps.tolist():
-            kind, task, node = int(c["ev_kind"][step]), int(c["ev_task"][step]), int(c["ev_node"][step])
+        for step, kind, queue, task, node in zip(steps.tolist(), kinds, queues, tasks, nodes, strict=True):
             if kind == K_PUSH:
-                depth, seq = push_priority(trace, step)
-                extra: Any = [1, 0, 0] if depth < 0 else [2, -depth, -seq]
+                code = next(push_seq)
+                extra: Any = [1, 0, 0] if code == -2 else [2, -depth_of.get(task, 0), -seq_decode(code)]
             elif kind == K_POP:
-                extra = pop_origin(trace, step)[0]
+                code = next(pop_push)
+                extra = -code - 2 if code < -1 else code
             else:
                 extra = None
-            out[step] = (kind, int(c["ev_a"][step]), task, node, extra)
+            out[step] = (kind, queue, task, node, extra)
         return out
 
     def _apply_queue_event(self, heaps: dict, step: int) -> None:
@@ -289,10 +304,8 @@ class Replay:
         trace = self.trace
         out = []
         for q in sorted(heaps):
-            heap = list(heaps[q])
             tasks = []
-            while heap:
-                item = heapq.heappop(heap)
+            for item in _pop_order(heaps[q]):
                 prio = (-item.key[1], -item.key[2]) if item.key[0] == 2 else (-1, -1)
                 node = item.node if item.node >= 0 else None
                 tasks.append(ReadyTask(node, trace.node_name(item.node), prio[1], prio, item.graph_task,
@@ -308,14 +321,14 @@ class Replay:
             if not t.start <= step < t.end:
                 continue
             done = int(np.searchsorted(t.dec_steps, step, side="right"))
-            counts = t.dep_counts
-            if done:
-                routed = np.bincount(np.searchsorted(t.dep_nodes, t.dec_nodes[:done]), minlength=len(counts))
-                counts = counts - routed
+            snap = done // _SNAP
+            counts = (t.remaining_snaps[snap - 1] if snap else t.dep_counts).copy()
+            if done > snap * _SNAP:
+                touched, times = np.unique(t.dec_pos[snap * _SNAP:done], return_counts=True)
+                counts[touched] -= times
             live = counts > 0
-            dep_nodes, dep_counts = _ro(t.dep_nodes[live]), _ro(counts[live])
-            waiting = (t.buf_first <= step) & (t.buf_pushed > step)
-            waiting_nodes = _ro(t.buf_nodes[waiting])
+            dep_nodes, dep_counts = _ro(t.dep_nodes[live]), _ro(counts[live].astype(np.int64))
+            waiting_nodes = _ro(t.buf_nodes[t.buffers.open_at(step)])
             out.append(GraphTaskState(tid, t.depth, t.min_topo, dep_nodes, dep_counts, waiting_nodes,
                                       self._slot_reader(tid, step), t.pruned, t.needed, t.captured))
         return tuple(out)
@@ -348,8 +361,8 @@ class Replay:
         return writes
 
     def _running_at(self, step: int) -> tuple[tuple[int, int], ...]:
-        starts, ends, threads, nodes = self._runs
-        live = (starts <= step) & (ends > step)
+        live = self._run_intervals.open_at(step)
+        _, _, threads, nodes = self._runs
         return tuple(sorted(zip(threads[live].tolist(), nodes[live].tolist(), strict=True)))
 
     def state_at(self, step: int) -> EngineState:
@@ -376,6 +389,37 @@ class Replay:
         return tuple(self.trace[int(s)] for s in steps)
 
 
+class _Intervals:
+    """Half-open step intervals [start, end); `open_at(step)` lists those containing a step, quickly.
+
+    Intervals are kept in start order, with the set open at every `every`-th start remembered, so a
+    query looks only at that set and at the intervals started since.
+    """
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray, every: int = 4096) -> None:
+        order = np.argsort(starts, kind="stable")
+        self.order, self.starts, self.ends = order, starts[order], ends[order]
+        self.marks: list[int] = []
+        self.open: list[np.ndarray] = []
+        for upto in range(every, len(order) + 1, every):
+            mark = int(self.starts[upto - 1])
+            idx = np.arange(upto)
+            self.marks.append(mark)
+            self.open.append(idx[self.ends[:upto] > mark])
+
+    def open_at(self, step: int) -> np.ndarray:
+        """Indices (into the arrays given) of the intervals with start <= step < end."""
+        i = bisect.bisect_right(self.marks, step) - 1
+        base = np.zeros(0, np.int64)
+        lo = 0
+        if i >= 0:
+            base = self.open[i]
+            lo = int(np.searchsorted(self.starts, self.marks[i], side="right"))
+        hi = int(np.searchsorted(self.starts, step, side="right"))
+        candidates = np.concatenate([base, np.arange(lo, hi)])
+        return np.sort(self.order[candidates[self.ends[candidates] > step]])
+
+
 class _Item:
     """A heap entry compared by key alone, like the engine's NodeTask."""
 
@@ -386,6 +430,19 @@ class _Item:
 
     def __lt__(self, other: _Item) -> bool:
         return self.key < other.key
+
+
+def _pop_order(heap: list[_Item]) -> list[_Item]:
+    """The order a heap would pop its items in: a sort when no two keys tie, else a simulation.
+
+    With distinct keys every pop takes the least key, so sorting gives the order; ties leave in the
+    order the heap's shape dictates (NOTE [ready queue order] in the engine), which only popping shows.
+    """
+    keys = [tuple(item.key) for item in heap]
+    if len(set(keys)) == len(keys):
+        return [item for _, item in sorted(zip(keys, heap, strict=True), key=lambda pair: pair[0])]
+    copy = list(heap)
+    return [heapq.heappop(copy) for _ in range(len(copy))]
 
 
 def _copy_heaps(heaps: dict) -> dict:
@@ -444,6 +501,9 @@ def _index_routing(trace: Trace, tasks: dict[int, _TaskIndex]) -> None:
         nodes = child[mine]
         counted = np.isin(nodes, t.dep_nodes)  # the engine only decrements counted nodes
         t.dec_steps, t.dec_nodes = rep_steps[mine][counted], nodes[counted]
+        t.dec_pos = np.searchsorted(t.dep_nodes, t.dec_nodes)
+        t.remaining_snaps = [(t.dep_counts - np.bincount(t.dec_pos[:end], minlength=len(t.dep_nodes))).astype(np.int32)
+                             for end in range(_SNAP, len(t.dec_pos) + 1, _SNAP)]
 
 
 def _index_buffers(trace: Trace, tasks: dict[int, _TaskIndex]) -> None:
@@ -467,7 +527,7 @@ def _index_buffers(trace: Trace, tasks: dict[int, _TaskIndex]) -> None:
         ok = (pos < len(sorted_nodes)) & (sorted_nodes[np.minimum(pos, max(len(sorted_nodes) - 1, 0))] == uniq) \
             if len(sorted_nodes) else np.zeros(len(uniq), bool)
         pushed[ok] = sorted_steps[pos[ok]]
-        t.buf_nodes, t.buf_first, t.buf_pushed = uniq, first_steps, pushed
+        t.buf_nodes, t.buffers = uniq, _Intervals(first_steps, pushed)
 
 
 def _index_runs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -1,0 +1,599 @@
+"""Benchmark: what agdb's tracer costs: recording overhead, bytes per event, save/load speed and seek latency.
+
+Run it from the repository root:
+
+    .venv/bin/python bench/tracer.py                 # full run: 100k-node backward, 1M-event trace (~2 minutes)
+    .venv/bin/python bench/tracer.py --quick         # ~2k-node graph, ~20k-event trace: a smoke test of a few seconds
+    .venv/bin/python bench/tracer.py --json out.json # also write the numbers as JSON
+
+What is measured
+----------------
+The graph: a leaf ``x`` of shape (4,) with requires_grad, ``CHAINS`` = 100 branches, each ``LENGTH`` =
+1,000 cheap ops cycling through ``y * 1.0001``, ``y + 0.5`` and ``y.sin()``, the branches summed
+(``AddBackward0`` per branch) and ``.sum()``: 100,101 backward nodes (``--quick``: 10 x 200, 2,011),
+counted by walking ``grad_fn.next_functions`` from the loss, AccumulateGrad included.
+
+1. **Recording overhead.** Two configurations, interleaved, the graph built fresh for each repetition,
+   5 repetitions (``--quick``: 2) after one untimed warm-up each on a small graph, medians reported:
+
+   * ``plain``: no observer; the build (forward) and ``loss.backward()`` timed separately;
+   * ``recorded``: ``tracer.Recorder().attach()`` *before* the build, so forward events (SeqNrBumped,
+     NodeCreated) are recorded too; build, backward and ``finish()`` (which detaches and freezes the
+     buffers into a Trace) timed separately.
+
+   Ratios recorded / plain, each against the 1.5x target: backward only; forward + backward; and forward
+   + backward + finish() (the whole cost of a recording a user waits for). Timed with
+   ``time.perf_counter_ns`` and the garbage collector paused (as ``timeit`` does; everything alive at
+   start-up is ``gc.freeze()``-d). One extra pair of repetitions with the collector *enabled* is reported
+   as information: that is how a user's script runs, and the collector's passes over the big graph
+   differ between the two configurations. Also reported: events recorded (forward and backward), events
+   per node, and finish() in ns per event.
+
+2. **Bytes per event.** A trace of about 1,000,000 events (``--quick``: 20,000) is recorded from the same
+   kind of graph, ``LENGTH`` raised so that events ~= 1M from the events-per-node measured in part 1.
+   In memory: the summed ``nbytes`` of the Trace's numpy columns / events (information: the issue's 24 B
+   target is for the file; the five biggest columns are listed). Before ``finish()``, the recorder's
+   Python buffers are estimated: the ``rows`` list (``sys.getsizeof`` of the list, i.e. its pointer slots, plus the mean
+   ``getsizeof`` of 2,000 sampled row tuples; the boxed ints they point at are counted separately,
+   ints -5..256 being shared singletons; a boxed int shared between rows, e.g. a node uid, is counted once
+   per row: an upper bound), and every other list or dict the Recorder holds (tensor summaries, the node
+   table, payloads, ...) by a recursive ``getsizeof`` over a sample of 2,000 entries each, scaled to its
+   length (each shown if >= 0.5 B/event). On disk: file size / events (target <= 24 B).
+
+3. **Save and load.** ``tracer.tracefile.save`` (default arguments: it fsyncs) and ``load`` of that trace, 5 times each
+   (``--quick``: 3), into a temporary directory; median ms, MB/s of file bytes, and ms per 1M events
+   (targets: save <= 50 ms, load <= 20 ms per 1M events; a linear scaling when the trace is not 1M events,
+   said so in the output). Loading reads a file the OS has just cached: no cold-disk reads.
+
+4. **Seek.** ``Replay(trace)`` with its default interval (reported): construction time, then the time of
+   the first ``state_at`` (it may build lazy indexes) and of ``state_at`` at 500 distinct random steps
+   (``--quick``: 50; seed 0), each cold: the step was never asked before and the Replay's ``_cache`` dict,
+   if it has one, is cleared first. Right after each cold call the same step is asked again (warm: a cache
+   hit if the Replay caches). p50, p99 and max of the cold calls (target: p99 <= 1 ms); seeking stops early
+   if the cold calls together take more than 60 s, and the output says how many were measured.
+
+The closing table lists every figure; those with a target say "met" or "NOT met", the others "info".
+A missed target is reported, not raised: this is a benchmark, not a test. The machine's load average is
+printed, as other work on a 2-vCPU machine moves these numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import math
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# Run as `python bench/tracer.py`, Python puts bench/ first on sys.path, where this very file would shadow
+# the `tracer` package (and bench/engine.py the `engine` package): put the repository root there instead.
+_HERE = Path(__file__).resolve().parent
+_ROOT = _HERE.parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_ROOT))
+
+import numpy as np  # noqa: E402
+
+import engine  # noqa: E402
+from tracer import tracefile  # noqa: E402
+from tracer.events import KIND_CODES, GraphTaskStarted  # noqa: E402
+from tracer.recorder import Recorder  # noqa: E402
+from tracer.replay import Replay  # noqa: E402
+
+OVERHEAD_TARGET = 1.5
+"""Recorded / unrecorded time, every event recorded."""
+BYTES_TARGET = 24.0
+"""Bytes per event on disk (and, as the same columns, in memory)."""
+SAVE_TARGET_MS = 50.0
+"""Milliseconds to save 1M events."""
+LOAD_TARGET_MS = 20.0
+"""Milliseconds to load 1M events."""
+SEEK_TARGET_MS = 1.0
+"""99th percentile of state_at at random steps of a 1M-event trace, milliseconds."""
+
+FULL = {"chains": 100, "length": 1_000, "reps": 5, "trace_events": 1_000_000, "io_reps": 5, "seeks": 500}
+QUICK = {"chains": 10, "length": 200, "reps": 2, "trace_events": 20_000, "io_reps": 3, "seeks": 50}
+SEEK_BUDGET_S = 60.0
+ROW_SAMPLE = 2_000
+GROUP_SAMPLE = 2_000
+
+
+# -- graph -------------------------------------------------------------------------------------------------
+def build_graph(chains: int, length: int) -> Any:
+    """x (4,) -> `chains` branches of `length` ops (*1.0001, +0.5, sin), summed, -> sum; returns the loss."""
+    x = engine.ones(4, requires_grad=True)
+    out = None
+    for _ in range(chains):
+        y = x
+        for i in range(length):
+            k = i % 3
+            if k == 0:
+                y = y * 1.0001
+            elif k == 1:
+                y = y + 0.5
+            else:
+                y = y.sin()
+        out = y if out is None else out + y
+    return out.sum()
+
+
+def graph_nodes(chains: int, length: int) -> int:
+    """Nodes of build_graph: chains * length ops, chains - 1 adds, the sum, one AccumulateGrad."""
+    return chains * length + chains + 1
+
+
+def count_nodes(root: Any) -> int:
+    """Distinct nodes reachable from `root` through next_functions, AccumulateGrad included."""
+    seen = {id(root): root}  # keep the node objects alive so their ids stay unique
+    stack = [root]
+    while stack:
+        fn = stack.pop()
+        for nxt, _ in fn.next_functions:
+            if nxt is not None and id(nxt) not in seen:
+                seen[id(nxt)] = nxt
+                stack.append(nxt)
+    return len(seen)
+
+
+# -- part 1: recording overhead -------------------------------------------------------------------------------
+def run_plain(chains: int, length: int, collect: bool = False) -> dict:
+    """Build (timed) and backward (timed) with no observer; ns. `collect`: leave the collector on."""
+    gc.collect()
+    if not collect:
+        gc.disable()
+    try:
+        t0 = time.perf_counter_ns()
+        loss = build_graph(chains, length)
+        t1 = time.perf_counter_ns()
+        loss.backward()
+        t2 = time.perf_counter_ns()
+    finally:
+        gc.enable()
+    del loss
+    return {"forward": float(t1 - t0), "backward": float(t2 - t1)}
+
+
+def run_recorded(chains: int, length: int, collect: bool = False) -> tuple[dict, Any, int]:
+    """Attach a Recorder, then build, backward and finish() (each timed); ns, the Trace, forward events."""
+    recorder = Recorder().attach()
+    gc.collect()
+    if not collect:
+        gc.disable()
+    try:
+        t0 = time.perf_counter_ns()
+        loss = build_graph(chains, length)
+        t1 = time.perf_counter_ns()
+        loss.backward()
+        t2 = time.perf_counter_ns()
+        trace = recorder.finish()
+        t3 = time.perf_counter_ns()
+    finally:
+        gc.enable()
+    forward_events = _forward_events(recorder, trace)
+    del loss, recorder
+    return {"forward": float(t1 - t0), "backward": float(t2 - t1), "finish": float(t3 - t2)}, trace, forward_events
+
+
+def _forward_events(recorder: Any, trace: Any) -> int:
+    """Events before the backward's GraphTaskStarted (the forward's SeqNrBumped and NodeCreated)."""
+    kinds = np.asarray(trace.columns["ev_kind"])
+    started = np.flatnonzero(kinds == KIND_CODES[GraphTaskStarted])
+    return int(started[0]) if len(started) else len(trace)
+
+
+def measure_overhead(sizes: dict) -> dict:
+    chains, length, reps = sizes["chains"], sizes["length"], sizes["reps"]
+    nodes = count_nodes(build_graph(chains, length).grad_fn)
+    gc.collect()
+    run_plain(2, 50)  # warm-up, untimed
+    run_recorded(2, 50)
+    plain: dict[str, list[float]] = {"forward": [], "backward": []}
+    recorded: dict[str, list[float]] = {"forward": [], "backward": [], "finish": []}
+    events = forward_events = 0
+    for _ in range(reps):
+        for key, value in run_plain(chains, length).items():
+            plain[key].append(value)
+        times, trace, forward_events = run_recorded(chains, length)
+        events = len(trace)
+        del trace
+        for key, value in times.items():
+            recorded[key].append(value)
+    # One pair with the collector on, as a user's script runs: information only.
+    gc_plain = run_plain(chains, length, collect=True)
+    gc_recorded, trace, _ = run_recorded(chains, length, collect=True)
+    del trace
+    gc.collect()
+
+    med = {f"plain_{k}_ms": statistics.median(v) / 1e6 for k, v in plain.items()}
+    med.update({f"recorded_{k}_ms": statistics.median(v) / 1e6 for k, v in recorded.items()})
+    fb_plain = statistics.median([f + b for f, b in zip(plain["forward"], plain["backward"], strict=True)])
+    fb_rec = statistics.median([f + b for f, b in zip(recorded["forward"], recorded["backward"], strict=True)])
+    fbf_rec = statistics.median([f + b + z for f, b, z in zip(recorded["forward"], recorded["backward"],
+                                                               recorded["finish"], strict=True)])
+    ratios = {
+        "backward": statistics.median(recorded["backward"]) / statistics.median(plain["backward"]),
+        "forward_backward": fb_rec / fb_plain,
+        "forward_backward_finish": fbf_rec / fb_plain,
+    }
+    gc_ratios = {
+        "backward": gc_recorded["backward"] / gc_plain["backward"],
+        "forward_backward": (gc_recorded["forward"] + gc_recorded["backward"])
+        / (gc_plain["forward"] + gc_plain["backward"]),
+        "forward_backward_finish": (gc_recorded["forward"] + gc_recorded["backward"] + gc_recorded["finish"])
+        / (gc_plain["forward"] + gc_plain["backward"]),
+    }
+    return {
+        "nodes": nodes, "reps": reps, "events": events, "events_forward": forward_events,
+        "events_backward": events - forward_events, "events_per_node": events / nodes,
+        "backward_events_per_node": (events - forward_events) / nodes,
+        "times_ms": {"plain": {k: [t / 1e6 for t in v] for k, v in plain.items()},
+                     "recorded": {k: [t / 1e6 for t in v] for k, v in recorded.items()}},
+        **med,
+        "finish_ns_per_event": statistics.median(recorded["finish"]) / events,
+        "recording_ns_per_event": (fb_rec - fb_plain) / events,
+        "ratios": ratios,
+        "gc_enabled": {"plain_ms": {k: v / 1e6 for k, v in gc_plain.items()},
+                       "recorded_ms": {k: v / 1e6 for k, v in gc_recorded.items()}, "ratios": gc_ratios},
+    }
+
+
+# -- part 2: bytes per event ---------------------------------------------------------------------------------
+def deep_size(obj: Any, seen: set) -> int:
+    """sys.getsizeof of obj and what it holds (tuples, lists, dicts, arrays owning data), each object once."""
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    size = sys.getsizeof(obj)  # an ndarray owning its data includes the data
+    if isinstance(obj, (tuple, list, set, frozenset)):
+        size += sum(deep_size(x, seen) for x in obj)
+    elif isinstance(obj, dict):
+        size += sum(deep_size(k, seen) + deep_size(v, seen) for k, v in obj.items())
+    return size
+
+
+def buffer_estimate(recorder: Any) -> dict:
+    """Bytes of the recorder's Python buffers before finish(), per event (estimated from samples)."""
+    rows = getattr(recorder, "rows", None)
+    if not isinstance(rows, list) or not rows:
+        return {}
+    n = len(rows)
+    rng = random.Random(1)
+    sample = [rows[i] for i in rng.sample(range(n), min(ROW_SAMPLE, n))]
+    tuple_mean = statistics.fmean(sys.getsizeof(t) for t in sample)
+    boxed_mean = statistics.fmean(sum(sys.getsizeof(x) for x in t if not (isinstance(x, int) and -5 <= x <= 256))
+                                  for t in sample)
+    list_bytes = sys.getsizeof(rows)
+    out = {"rows": n, "row_list_slots_bytes_per_event": list_bytes / n, "row_tuple_bytes_per_event": tuple_mean,
+           "row_boxed_int_bytes_per_event": boxed_mean,
+           "rows_bytes_per_event": list_bytes / n + tuple_mean,
+           "rows_with_ints_bytes_per_event": list_bytes / n + tuple_mean + boxed_mean}
+    side: dict[str, float] = {}
+    for name, value in vars(recorder).items():  # every other buffer: summaries, node table, payloads, ...
+        if name == "rows" or not isinstance(value, (list, dict)) or not value:
+            continue
+        items = list(value.items()) if isinstance(value, dict) else value
+        idx = rng.sample(range(len(items)), min(GROUP_SAMPLE, len(items)))
+        seen: set = set()
+        per = statistics.fmean(deep_size(items[i], seen) - (sys.getsizeof(items[i]) if isinstance(value, dict) else 0)
+                               for i in idx)
+        side[name] = (sys.getsizeof(value) + per * len(items)) / n
+    out["side_buffers"] = side
+    out["side_buffers_bytes_per_event"] = sum(side.values())
+    out["total_bytes_per_event"] = out["rows_with_ints_bytes_per_event"] + out["side_buffers_bytes_per_event"]
+    return out
+
+
+def record_big(sizes: dict, events_per_node: float) -> tuple[Any, dict]:
+    """Record a ~trace_events trace from a graph sized with the measured events per node."""
+    chains = sizes["chains"]
+    want_nodes = sizes["trace_events"] / events_per_node
+    length = max(1, math.ceil((want_nodes - chains - 1) / chains))
+    recorder = Recorder().attach()
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter_ns()
+        loss = build_graph(chains, length)
+        loss.backward()
+        t1 = time.perf_counter_ns()
+    finally:
+        gc.enable()
+    buffers = buffer_estimate(recorder)
+    gc.disable()
+    try:
+        t2 = time.perf_counter_ns()
+        trace = recorder.finish()
+        t3 = time.perf_counter_ns()
+    finally:
+        gc.enable()
+    del loss, recorder
+    gc.collect()
+    info = {"chains": chains, "length": length, "nodes": graph_nodes(chains, length), "events": len(trace),
+            "record_ms": (t1 - t0) / 1e6, "finish_ms": (t3 - t2) / 1e6, "buffers": buffers}
+    return trace, info
+
+
+def memory_figures(trace: Any) -> dict:
+    n = len(trace)
+    sizes = {name: int(arr.nbytes) for name, arr in trace.columns.items()}
+    total = sum(sizes.values())
+    strings = sum(len(s.encode("utf-8")) for s in trace.strings)
+    top = sorted(sizes.items(), key=lambda kv: -kv[1])[:5]
+    event_cols = {name: sizes[name] for name in sizes if name.startswith("ev_")}
+    return {"events": n, "columns_bytes": total, "bytes_per_event": total / n, "string_bytes": strings,
+            "event_columns_bytes_per_event": sum(event_cols.values()) / n,
+            "event_column_dtypes": {name: trace.columns[name].dtype.name for name in event_cols},
+            "top_columns": [{"name": k, "bytes": v, "bytes_per_event": v / n,
+                             "dtype": trace.columns[k].dtype.name} for k, v in top]}
+
+
+# -- part 3: save and load -------------------------------------------------------------------------------------
+def measure_io(trace: Any, reps: int) -> dict:
+    n = len(trace)
+    save_ns, load_ns = [], []
+    with tempfile.TemporaryDirectory(prefix="agdb-bench-") as tmp:
+        path = Path(tmp) / "bench.agdb"
+        loaded = None
+        for _ in range(reps):
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.perf_counter_ns()
+                tracefile.save(trace, path)
+                t1 = time.perf_counter_ns()
+            finally:
+                gc.enable()
+            save_ns.append(t1 - t0)
+            del loaded
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.perf_counter_ns()
+                loaded = tracefile.load(path)
+                t1 = time.perf_counter_ns()
+            finally:
+                gc.enable()
+            load_ns.append(t1 - t0)
+        size = path.stat().st_size
+        same = len(loaded) == n
+    save_ms, load_ms = statistics.median(save_ns) / 1e6, statistics.median(load_ns) / 1e6
+    scale = 1e6 / n
+    return {"events": n, "file_bytes": size, "bytes_per_event": size / n, "reps": reps, "loaded_events_match": same,
+            "save_times_ms": [t / 1e6 for t in save_ns], "load_times_ms": [t / 1e6 for t in load_ns],
+            "save_ms": save_ms, "load_ms": load_ms,
+            "save_mb_s": size / 1e6 / (save_ms / 1e3), "load_mb_s": size / 1e6 / (load_ms / 1e3),
+            "save_ms_per_1M": save_ms * scale, "load_ms_per_1M": load_ms * scale, "scaled": abs(scale - 1) > 0.1}
+
+
+# -- part 4: seek ---------------------------------------------------------------------------------------------
+def _clear_cache(replay: Any) -> None:
+    cache = getattr(replay, "_cache", None)
+    if isinstance(cache, dict):
+        cache.clear()
+
+
+def _stats(ns: list[float]) -> dict:
+    arr = np.asarray(ns, dtype=np.float64) / 1e6
+    return {"p50_ms": float(np.percentile(arr, 50)), "p99_ms": float(np.percentile(arr, 99)),
+            "max_ms": float(arr.max()), "mean_ms": float(arr.mean())}
+
+
+def measure_seek(trace: Any, seeks: int) -> dict:
+    n = len(trace)
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter_ns()
+        replay = Replay(trace)
+        t1 = time.perf_counter_ns()
+    finally:
+        gc.enable()
+    construct_ms = (t1 - t0) / 1e6
+    interval = getattr(replay, "interval", None)
+    rng = random.Random(0)
+    steps = rng.sample(range(n), min(seeks + 1, n))
+    first_step, steps = steps[0], steps[1:]
+    cold, warm = [], []
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter_ns()
+        replay.state_at(first_step)
+        first_ms = (time.perf_counter_ns() - t0) / 1e6
+        spent = 0
+        for step in steps:
+            _clear_cache(replay)
+            t0 = time.perf_counter_ns()
+            replay.state_at(step)
+            t1 = time.perf_counter_ns()
+            replay.state_at(step)
+            t2 = time.perf_counter_ns()
+            cold.append(float(t1 - t0))
+            warm.append(float(t2 - t1))
+            spent += t1 - t0
+            if spent > SEEK_BUDGET_S * 1e9:
+                break
+    finally:
+        gc.enable()
+    del replay
+    gc.collect()
+    return {"events": n, "interval": interval, "construct_ms": construct_ms,
+            "construct_ns_per_event": construct_ms * 1e6 / n, "first_ms": first_ms,
+            "seeks_planned": len(steps), "seeks": len(cold), "cold": _stats(cold), "warm": _stats(warm),
+            "cold_times_ms": [t / 1e6 for t in cold]}
+
+
+# -- main --------------------------------------------------------------------------------------------------
+def _tracer_digest() -> str:
+    """A short hash of tracer/*.py, so numbers can be tied to the code they measured."""
+    h = hashlib.sha256()
+    for path in sorted((_ROOT / "tracer").glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+_TRACER_DIGEST = _tracer_digest()  # at import, when the measured code was read
+
+
+def run(quick: bool, reps: int | None) -> dict:
+    gc.collect()
+    gc.freeze()  # everything alive now is out of the collector's reach: the per-rep collections stay cheap
+    sizes = dict(QUICK if quick else FULL)
+    if reps is not None:
+        sizes["reps"] = reps
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    overhead = measure_overhead(sizes)
+    trace, big = record_big(sizes, overhead["events_per_node"])
+    memory = memory_figures(trace)
+    io = measure_io(trace, sizes["io_reps"])
+    seek = measure_seek(trace, sizes["seeks"])
+    del trace
+    gc.collect()
+    result: dict = {
+        "meta": {
+            "quick": quick, "sizes": sizes, "python": platform.python_version(), "numpy": np.__version__,
+            "engine": getattr(engine, "__version__", None), "platform": platform.platform(),
+            "cpus": os.cpu_count(), "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
+            "tracer_sha256_12": _TRACER_DIGEST, "wall_s": time.perf_counter() - started,
+            "graph": f"x(4,) -> {sizes['chains']} branches x {sizes['length']} ops (*1.0001, +0.5, sin), "
+                     f"summed -> sum",
+        },
+        "targets": {"overhead_ratio": OVERHEAD_TARGET, "bytes_per_event": BYTES_TARGET,
+                    "save_ms_per_1M": SAVE_TARGET_MS, "load_ms_per_1M": LOAD_TARGET_MS,
+                    "seek_p99_ms": SEEK_TARGET_MS},
+        "overhead": overhead, "big_trace": big, "memory": memory, "io": io, "seek": seek,
+    }
+    r = overhead["ratios"]
+    # (name, value, unit, target or None): a None target is information, shown in the table but not checked.
+    rows = [
+        ("overhead: backward only", r["backward"], "x", OVERHEAD_TARGET),
+        ("overhead: forward + backward", r["forward_backward"], "x", OVERHEAD_TARGET),
+        ("overhead: forward + backward + finish()", r["forward_backward_finish"], "x", OVERHEAD_TARGET),
+        ("finish(), ms per 1M events", overhead["finish_ns_per_event"], "ms", None),
+        ("bytes/event on disk", io["bytes_per_event"], "B", BYTES_TARGET),
+        ("bytes/event in memory (Trace columns)", memory["bytes_per_event"], "B", None),
+        ("bytes/event before finish() (Python)", big["buffers"].get("total_bytes_per_event", float("nan")), "B", None),
+        ("save, ms per 1M events", io["save_ms_per_1M"], "ms", SAVE_TARGET_MS),
+        ("load, ms per 1M events", io["load_ms_per_1M"], "ms", LOAD_TARGET_MS),
+        ("Replay() construction, ms per 1M events", seek["construct_ns_per_event"], "ms", None),
+        ("state_at p50 (cold, random steps)", seek["cold"]["p50_ms"], "ms", None),
+        ("state_at p99 (cold, random steps)", seek["cold"]["p99_ms"], "ms", SEEK_TARGET_MS),
+        ("state_at max (cold, random steps)", seek["cold"]["max_ms"], "ms", None),
+    ]
+    result["checks"] = [{"name": name, "value": value, "unit": unit, "target": target, "met": value <= target}
+                        for name, value, unit, target in rows if target is not None]
+    result["info"] = [{"name": name, "value": value, "unit": unit} for name, value, unit, target in rows
+                      if target is None]
+    result["table"] = [name for name, *_ in rows]
+    return result
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "B":
+        return f"{value:.1f} B"
+    if unit == "ms":
+        return f"{value:.3f} ms" if value < 10 else f"{value:.1f} ms"
+    return f"{value:g} {unit}"
+
+
+def print_report(result: dict) -> None:
+    meta, o, big, mem, io, sk = (result[k] for k in ("meta", "overhead", "big_trace", "memory", "io", "seek"))
+    print(f"agdb tracer benchmark ({'quick' if meta['quick'] else 'full'}; python {meta['python']}, "
+          f"numpy {meta['numpy']}, {meta['cpus']} CPUs, load average {meta['loadavg_before'][0]:.2f} before / "
+          f"{meta['loadavg_after'][0]:.2f} after; tracer {meta['tracer_sha256_12']}; {meta['wall_s']:.0f} s)")
+    print()
+    print(f"1. recording: {meta['graph']}: {o['nodes']:,} nodes, median of {o['reps']} reps, gc paused")
+    print(f"   events recorded: {o['events']:,} ({o['events_forward']:,} forward + {o['events_backward']:,} "
+          f"backward) = {o['events_per_node']:.2f}/node ({o['backward_events_per_node']:.2f} backward/node)")
+    header = f"   {'':<10}{'forward ms':>12}{'backward ms':>13}{'finish() ms':>13}"
+    print(header)
+    print(f"   {'plain':<10}{o['plain_forward_ms']:>12.1f}{o['plain_backward_ms']:>13.1f}{'':>13}")
+    print(f"   {'recorded':<10}{o['recorded_forward_ms']:>12.1f}{o['recorded_backward_ms']:>13.1f}"
+          f"{o['recorded_finish_ms']:>13.1f}")
+    print(f"   recording costs {o['recording_ns_per_event']:.0f} ns/event during forward+backward; finish() "
+          f"{o['finish_ns_per_event']:.0f} ns/event")
+    g = o["gc_enabled"]
+    print(f"   one rep with gc enabled (info): backward {g['ratios']['backward']:.2f}x, forward+backward "
+          f"{g['ratios']['forward_backward']:.2f}x, +finish() {g['ratios']['forward_backward_finish']:.2f}x "
+          f"(plain fwd {g['plain_ms']['forward']:.0f} / bwd {g['plain_ms']['backward']:.0f} ms; recorded fwd "
+          f"{g['recorded_ms']['forward']:.0f} / bwd {g['recorded_ms']['backward']:.0f} / finish "
+          f"{g['recorded_ms']['finish']:.0f} ms)")
+    print()
+    print(f"2. trace of {big['events']:,} events ({big['chains']} x {big['length']} graph, {big['nodes']:,} nodes; "
+          f"recorded in {big['record_ms'] / 1e3:.1f} s, finish() {big['finish_ms'] / 1e3:.1f} s)")
+    print(f"   in memory: {mem['columns_bytes'] / 1e6:.1f} MB of numpy columns = {mem['bytes_per_event']:.1f} B/event "
+          f"(event columns alone {mem['event_columns_bytes_per_event']:.1f} B/event: "
+          + ", ".join(f"{k[3:]} {v}" for k, v in mem["event_column_dtypes"].items()) + ")")
+    print("   biggest columns: " + ", ".join(f"{c['name']} {c['bytes_per_event']:.1f} B/ev ({c['dtype']})"
+                                             for c in mem["top_columns"]))
+    b = big["buffers"]
+    if b:
+        print(f"   Python buffers before finish() (estimated): rows {b['rows_bytes_per_event']:.0f} B/event "
+              f"(list slots {b['row_list_slots_bytes_per_event']:.1f} + tuples {b['row_tuple_bytes_per_event']:.0f}), "
+              f"{b['rows_with_ints_bytes_per_event']:.0f} with boxed ints (upper bound); side buffers "
+              f"{b['side_buffers_bytes_per_event']:.0f} B/event ("
+              + ", ".join(f"{k} {v:.0f}" for k, v in sorted(b["side_buffers"].items(), key=lambda kv: -kv[1])
+                          if v >= 0.5)
+              + f"); total ~{b['total_bytes_per_event']:.0f} B/event")
+    print()
+    scaled = " (scaled linearly from this trace)" if io["scaled"] else ""
+    print(f"3. save/load of {io['events']:,} events, {io['file_bytes'] / 1e6:.1f} MB file, median of {io['reps']}:"
+          f" save {io['save_ms']:.1f} ms ({io['save_mb_s']:.0f} MB/s, fsync included), load {io['load_ms']:.1f} ms "
+          f"({io['load_mb_s']:.0f} MB/s, from the OS cache); per 1M events{scaled}: save {io['save_ms_per_1M']:.1f} ms,"
+          f" load {io['load_ms_per_1M']:.1f} ms")
+    print()
+    partial = "" if sk["seeks"] == sk["seeks_planned"] else \
+        f" (stopped after {sk['seeks']} of {sk['seeks_planned']}: over the {SEEK_BUDGET_S:.0f} s budget)"
+    print(f"4. seek in {sk['events']:,} events: Replay(trace) with default interval {sk['interval']} built in "
+          f"{sk['construct_ms']:.0f} ms ({sk['construct_ns_per_event']:.0f} ns/event); first state_at "
+          f"{sk['first_ms']:.2f} ms")
+    c, w = sk["cold"], sk["warm"]
+    print(f"   state_at at {sk['seeks']} random steps{partial}: cold p50 {c['p50_ms']:.3f} / p99 {c['p99_ms']:.3f} / "
+          f"max {c['max_ms']:.3f} ms; warm (same step again) p50 {w['p50_ms']:.4f} / p99 {w['p99_ms']:.4f} / "
+          f"max {w['max_ms']:.4f} ms")
+    print()
+    header = f"{'figure':<42}{'value':>12}  {'target':>12}  status"
+    print(header)
+    print("-" * (len(header) + 4))
+    by_name = {row["name"]: row for row in result["checks"] + result["info"]}
+    for name in result["table"]:
+        row = by_name[name]
+        target = row.get("target")
+        wanted = "-" if target is None else "<= " + _fmt(target, row["unit"])
+        status = "info" if target is None else ("met" if row["met"] else "NOT met")
+        print(f"{name:<42}{_fmt(row['value'], row['unit']):>12}  {wanted:>12}  {status}")
+    if meta["quick"]:
+        print(f"(--quick: small graph and trace: the per-1M figures are linear extrapolations from "
+              f"{io['events']:,} events and the seeks are in {sk['events']:,} events, not 1M: run without --quick)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="~2k-node graph, ~20k-event trace: a few seconds")
+    parser.add_argument("--reps", type=int, default=None, help="timed repetitions of part 1 (default 5, quick 2)")
+    parser.add_argument("--json", metavar="PATH", help="also write the numbers to PATH as JSON")
+    args = parser.parse_args(argv)
+    if args.reps is not None and args.reps < 1:
+        parser.error("--reps must be at least 1")
+    result = run(args.quick, args.reps)
+    print_report(result)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
