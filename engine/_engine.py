@@ -32,12 +32,14 @@ def call_function(graph_task: GraphTask, fn: Node, input_buffer: InputBuffer) ->
     inputs = call_pre_hooks(fn, inputs, graph_task)
     had_post_hooks = bool(fn._post_hooks)
     if _observer.observers:
-        _observer.notify("node_started", graph_task, fn, inputs)
+        for hook in _observer.dispatch.get("node_started", ()):
+            hook(graph_task, fn, inputs)
     outputs = fn.apply(list(inputs) if had_post_hooks else inputs)
     validate_outputs(fn.next_edges, outputs, fn)
     outputs = call_post_hooks(fn, outputs, inputs, had_post_hooks, graph_task)
     if _observer.observers:
-        _observer.notify("node_finished", graph_task, fn, outputs)
+        for hook in _observer.dispatch.get("node_finished", ()):
+            hook(graph_task, fn, outputs)
     return outputs
 
 
@@ -96,7 +98,8 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer, cpu_
                 buffer = InputBuffer(len(nxt._input_metadata))
                 accumulated = buffer.add(input_nr, outputs[i])
                 if observed:
-                    _observer.notify("buffer_written", graph_task, nxt, input_nr, accumulated, buffer)
+                    for hook in _observer.dispatch.get("buffer_written", ()):
+                        hook(graph_task, nxt, input_nr, accumulated, buffer)
                 if is_ready:
                     ready_queue(graph_task, nxt.device()).push(NodeTask(graph_task, nxt, buffer))
                 else:
@@ -104,7 +107,8 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer, cpu_
             else:
                 accumulated = buffer.add(input_nr, outputs[i])
                 if observed:
-                    _observer.notify("buffer_written", graph_task, nxt, input_nr, accumulated, buffer)
+                    for hook in _observer.dispatch.get("buffer_written", ()):
+                        hook(graph_task, nxt, input_nr, accumulated, buffer)
                 if is_ready:
                     del not_ready[nxt]
                     ready_queue(graph_task, nxt.device()).push(NodeTask(graph_task, nxt, buffer))

@@ -75,20 +75,21 @@ class EngineObserver(Protocol):
 
 
 _attach_lock = threading.Lock()
-_dispatch: dict[str, list] = {}
-"""Per instrumentation point, the bound methods of the observers that implement it (rebuilt on attach)."""
+dispatch: dict[str, list] = {}
+"""Per instrumentation point, the bound methods of the observers that implement it (rebuilt on attach).
+The engine's per-task points iterate `dispatch.get(point, ())` inline rather than calling notify()."""
 
 
 def _rebuild_with(new_observers: list) -> None:
     # Build new tables and swap them in, so threads notifying meanwhile see the old set or the new one.
-    global _dispatch
+    global dispatch
     table: dict[str, list] = {}
     for observer in new_observers:
         for point in _POINTS:
             method = getattr(observer, point, None)
             if method is not None:
                 table.setdefault(point, []).append(method)
-    _dispatch = table
+    dispatch = table
     observers[:] = new_observers  # the engine's `if observers:` test reads this list
 
 
@@ -121,7 +122,7 @@ def add_observer(observer: Any) -> ObserverHandle:
 
 def notify(point: str, *args: Any) -> None:
     """Call `point` on every attached observer that implements it. Callers test `observers` first."""
-    for method in _dispatch.get(point, ()):
+    for method in dispatch.get(point, ()):
         method(*args)
 
 

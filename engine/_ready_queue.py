@@ -85,7 +85,8 @@ class ReadyQueue:
             heapq.heappush(self.heap, task)
             self.cond.notify()
         if _observer.observers:
-            _observer.notify("task_pushed", task.graph_task, task, self)
+            for hook in _observer.dispatch.get("task_pushed", ()):
+                hook(task.graph_task, task, self)
 
     def pop(self) -> NodeTask:
         """Take the highest-priority task, waiting for one if the queue is empty."""
@@ -94,7 +95,8 @@ class ReadyQueue:
                 self.cond.wait()
             task = heapq.heappop(self.heap)
         if _observer.observers:
-            _observer.notify("task_popped", task.graph_task, task, self)
+            for hook in _observer.dispatch.get("task_popped", ()):
+                hook(task.graph_task, task, self)
         return task
 
     def __len__(self) -> int:

@@ -169,8 +169,14 @@ class Recorder:
 
     def _summaries(self, tensors: Any) -> None:
         # Tuples, not lists: the gc stops tracking tuples of untracked objects, so a long recording does
-        # not make every full collection walk its buffers.
-        self.summaries.append(tuple(_capture(t) for t in tensors))
+        # not make every full collection walk its buffers. One tensor is the common case: no loop.
+        if len(tensors) == 1:
+            t = tensors[0]
+            data = t._data if t is not None else None
+            if data is not None and data.size <= _SMALL:
+                self.summaries.append(((data.copy(), t._device),))
+                return
+        self.summaries.append(tuple([_capture(t) for t in tensors]))
 
     # -- observer points ------------------------------------------------------------------------------------
     def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
@@ -212,16 +218,34 @@ class Recorder:
         self.rows.append((K_EXEC, self._thread(), gt.id, 0, 0, 0, 0))
 
     def task_pushed(self, gt: Any, task: Any, queue: Any) -> None:
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
+        q = self.queues.get(queue.name)
+        if q is None:
+            q = self._queue(queue)
         fn = task.fn
-        self.rows.append((K_PUSH, self._thread(), gt.id if gt is not None else 0, fn._uid if fn is not None else 0,
-                          self._queue(queue), len(queue.heap), seq_code(-task.key[2]) if fn is not None else -2))
+        if fn is None:
+            self.rows.append((K_PUSH, thread, gt.id if gt is not None else 0, 0, q, len(queue.heap), -2))
+            return
+        seq = -task.key[2]
+        self.rows.append((K_PUSH, thread, gt.id if gt is not None else 0, fn._uid, q, len(queue.heap),
+                          seq if seq < 2**63 else -1))
 
     def task_popped(self, gt: Any, task: Any, queue: Any) -> None:
         # Which push this pop undoes is worked out when the trace is built (FIFO per task, node and queue).
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
+        q = self.queues.get(queue.name)
+        if q is None:
+            q = self._queue(queue)
         fn = task.fn
-        self.rows.append((K_POP, self._thread(), task.owner.id if task.owner is not None else 0,
-                          fn._uid if fn is not None else 0, self._queue(queue), len(queue.heap),
-                          int(fn is not None and task.key[1] == -2**31 + 1)))
+        owner = task.owner
+        self.rows.append((K_POP, thread, owner.id if owner is not None else 0, fn._uid if fn is not None else 0, q,
+                          len(queue.heap), int(fn is not None and task.key[1] == -2**31 + 1)))
 
     def _queue(self, queue: Any) -> int:
         index = self.queues.get(queue.name)
@@ -230,7 +254,11 @@ class Recorder:
         return index
 
     def buffer_written(self, gt: Any, node: Any, slot: int, is_accumulation: bool, buffer: Any) -> None:
-        self.rows.append((K_BUFFER, self._thread(), gt.id, node._uid, slot, int(is_accumulation), 0))
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
+        self.rows.append((K_BUFFER, thread, gt.id, node._uid, slot, int(is_accumulation), 0))
 
     def hook_ran(self, gt: Any, node: Any, kind: str, hook: Any) -> None:
         name = getattr(hook, "__qualname__", None) or type(hook).__name__
@@ -239,12 +267,20 @@ class Recorder:
 
     # Summary groups are appended in step order, so the n-th summary-bearing event owns the n-th group.
     def node_started(self, gt: Any, node: Any, inputs: list) -> None:
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
         self._summaries(inputs)
-        self.rows.append((K_NSTART, self._thread(), gt.id, node._uid, 0, 0, 0))
+        self.rows.append((K_NSTART, thread, gt.id, node._uid, 0, 0, 0))
 
     def node_finished(self, gt: Any, node: Any, outputs: list) -> None:
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
         self._summaries(outputs)
-        self.rows.append((K_NFINISH, self._thread(), gt.id, node._uid, 0, 0, 0))
+        self.rows.append((K_NFINISH, thread, gt.id, node._uid, 0, 0, 0))
 
     def grad_captured(self, gt: Any, node: Any, output_index: int, grad: Any) -> None:
         self._summaries((grad,))
