@@ -182,19 +182,29 @@ class Recorder:
     def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
         # The node is not finished yet: keep its name, number and line (node_created adds the rest; a
         # custom Function's node that never gets edges keeps just these).
-        self.bumps[node._uid] = (node.name(), seq_nr, self._frame())
-        self.rows.append((K_BUMP, self._thread(), 0, node._uid, 0, 0, 0))
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
+        uid = node._uid
+        self.bumps[uid] = (node._name or node.name(), seq_nr, self._frame())
+        self.rows.append((K_BUMP, thread, 0, uid, 0, 0, 0))
         if self._log_culprits:
             from .culprits import log_bump, user_frame
 
             log_bump(node, seq_nr, user_frame(2))
 
     def node_created(self, node: Any) -> None:
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
         uid = node._uid
         bump = self.bumps.get(uid)
         frame = bump[2] if bump is not None else self._frame()
-        self.nodes[uid] = _static(node, frame, len(self.rows))
-        self.rows.append((K_CREATED, self._thread(), 0, uid, 0, 0, 0))
+        rows = self.rows
+        self.nodes[uid] = _static(node, frame, len(rows))
+        rows.append((K_CREATED, thread, 0, uid, 0, 0, 0))
 
     def graph_task_started(self, gt: Any) -> None:
         self._register(gt.graph_root)
@@ -310,9 +320,14 @@ def _capture(t: Any) -> Any:
 
 def _static(node: Any, frame: int, step: int) -> tuple:
     """(name, seq, topo, device, thread ident, edges as (child uid, input_nr), frame, step, num inputs)."""
-    return (node.name(), node._seq, node._topo, node.device(), node.thread_id,
-            tuple((c._uid if c is not None else 0, nr) for c, nr in node.next_edges), frame, step,
-            len(node._input_metadata))
+    metadata = node._input_metadata
+    device = "cpu"
+    for meta in metadata:  # Node.device(), inlined: the first non-CPU input device
+        if meta.device != "cpu" and meta.is_defined:
+            device = meta.device
+            break
+    return (node._name or node.name(), node._seq, node._topo, device, node.thread_id,
+            tuple([(c._uid if c is not None else 0, nr) for c, nr in node.next_edges]), frame, step, len(metadata))
 
 
 def summarize(data: np.ndarray, device: str) -> tuple:
