@@ -1,37 +1,53 @@
-"""`make demo` until the TUI lands: runs a small graph on the engine and prints what it did.
+"""`make demo` until the TUI lands: records a small example and prints what the engine did.
 
-Shows the seq_nr of every backward node and the order the engine ran them, as seen by an observer.
+Shows the lines that bumped the sequence number, the order the engine ran the nodes in, and the ready
+queue at the step where two AccumulateGrads tie.
 """
 from __future__ import annotations
 
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 import engine as torch
+import tracer
+from tracer import culprits
+from tracer.events import TaskPushed
+from tracer.replay import Replay
 
 
-class _PrintingObserver:
-    """Prints each node as the engine starts it."""
-
-    def __init__(self) -> None:
-        self.step = 0
-
-    def node_started(self, graph_task, node, inputs) -> None:
-        self.step += 1
-        seq = node._sequence_nr()
-        seq_text = "2**64-1" if seq == 2**64 - 1 else str(seq)
-        print(f"  {self.step:2d}. {node.name():<34} seq_nr={seq_text:<8} topo={node._topological_nr()}")
-
-
-def main() -> None:
-    """Build a diamond with a shared leaf and run backward under an observer."""
+def example() -> None:
+    """A diamond with gradient accumulation and a shared leaf, then a two-root backward."""
     x = torch.tensor([1.0, 2.0], requires_grad=True)
     w = torch.tensor([0.5, -1.0], requires_grad=True)
     y = x.exp()
     z = (y.sin() * w + y.cos()).sum()
-    print("forward built; next seq_nr on this thread:", torch.autograd._get_sequence_nr())
-    print("backward execution order:")
-    with torch.add_observer(_PrintingObserver()):
-        z.backward()
-    print("x.grad =", x.grad)
-    print("w.grad =", w.grad)
+    z.backward(retain_graph=True)
+    torch.autograd.backward([(x * 2).sum(), (w * w).sum()])
+
+
+def main() -> None:
+    """Record the example and print culprits, execution order and one ready queue."""
+    out = Console()
+    with tracer.record() as rec:
+        example()
+    trace = rec.trace
+    table = Table(title="who bumped seq_nr", title_justify="left")
+    for col in ("seq_nr", "node", "line"):
+        table.add_column(col)
+    for c in culprits.of_trace(trace):
+        table.add_row(f"{c.old} → {c.new}", c.node_name, Text(f"{c.lineno}: {c.source}"))
+    out.print(table)
+    replay = Replay(trace)
+    final = replay.state_at(len(trace) - 1)
+    out.print("execution order: " + " → ".join(trace.node_name(n) for n in final.executed))
+    tie = next((e.step for e in trace if isinstance(e, TaskPushed) and e.queue_length >= 2), None)
+    if tie is not None:
+        state = replay.state_at(tie)
+        for q in state.ready_queues:
+            out.print(f"ready queue at step {tie} (pop order): " +
+                      ", ".join(f"{t.name} {t.priority}" for t in q.tasks))
+    out.print(f"{len(trace)} events recorded; try `agdb show` and `agdb culprits` on your own script.")
 
 
 if __name__ == "__main__":

@@ -52,9 +52,11 @@ K_ERROR, K_FINISHED = KIND_CODES[ErrorRaised], KIND_CODES[GraphTaskFinished]
 _SMALL = 16  # grads with at most this many elements are copied now and summarised at finish
 _PREVIEW = 3
 
+# Frames in these packages are skipped when looking for the user's line. The app is not among them:
+# it calls the user's script from above, so the walk outward from the engine meets the user first.
 _AGDB_DIRS = tuple(
     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), pkg) + os.sep
-    for pkg in ("engine", "tracer", "app", "widgets"))
+    for pkg in ("engine", "tracer"))
 
 
 def seq_code(seq: int) -> int:
