@@ -69,9 +69,7 @@ average before and after the run is printed, as hops are sensitive to other work
 """
 from __future__ import annotations
 
-import argparse
 import gc
-import json
 import os
 import platform
 import statistics
@@ -80,6 +78,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+from _cli import bench_main  # noqa: E402 - bench/ is the script's directory
 
 # Run as `python bench/threads.py`, Python puts bench/ first on sys.path, where bench/engine.py would
 # shadow the `engine` package: put the repository root there instead.
@@ -458,20 +458,10 @@ def print_report(result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small graphs and few reps: a few seconds")
-    parser.add_argument("--reps", type=int, default=None,
-                        help="timed repetitions for parts 1 and 2 (default 11 and 7, quick 3)")
-    parser.add_argument("--json", metavar="PATH", help="also write the numbers to PATH as JSON")
-    args = parser.parse_args(argv)
-    if args.reps is not None and args.reps < 1:
-        parser.error("--reps must be at least 1")
-    result = run(args.quick, args.reps)
-    print_report(result)
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
-    return 0
+    """Run the benchmark from the command line."""
+    return bench_main(__doc__, run, print_report,
+                      quick_help='small graphs and few reps: a few seconds',
+                      reps_help='timed repetitions for parts 1 and 2 (default 11 and 7, quick 3)', argv=argv)
 
 
 if __name__ == "__main__":

@@ -58,10 +58,8 @@ printed, as other work on a 2-vCPU machine moves these numbers.
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import hashlib
-import json
 import math
 import os
 import platform
@@ -72,6 +70,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _cli import bench_main  # noqa: E402 - bench/ is the script's directory
 
 # Run as `python bench/tracer.py`, Python puts bench/ first on sys.path, where this very file would shadow
 # the `tracer` package (and bench/engine.py the `engine` package): put the repository root there instead.
@@ -580,19 +580,10 @@ def print_report(result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="~2k-node graph, ~20k-event trace: a few seconds")
-    parser.add_argument("--reps", type=int, default=None, help="timed repetitions of part 1 (default 5, quick 2)")
-    parser.add_argument("--json", metavar="PATH", help="also write the numbers to PATH as JSON")
-    args = parser.parse_args(argv)
-    if args.reps is not None and args.reps < 1:
-        parser.error("--reps must be at least 1")
-    result = run(args.quick, args.reps)
-    print_report(result)
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
-    return 0
+    """Run the benchmark from the command line."""
+    return bench_main(__doc__, run, print_report,
+                      quick_help='~2k-node graph, ~20k-event trace: a few seconds',
+                      reps_help='timed repetitions of part 1 (default 5, quick 2)', argv=argv)
 
 
 if __name__ == "__main__":
