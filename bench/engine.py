@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from _cli import bench_main  # noqa: E402 - bench/ is the script's directory
+from _common import bench_main, count_nodes  # noqa: E402 - bench/ is the script's directory
 
 # Run as `python bench/engine.py`, Python puts bench/ first on sys.path, where this very file would shadow
 # the `engine` package: put the repository root there instead.
@@ -171,18 +171,6 @@ def build_mlp(lib: Any, arrays: tuple) -> Any:
         out = h if out is None else out + h
     return out.sum()
 
-
-def count_nodes(root: Any) -> int:
-    """Distinct nodes reachable from `root` through next_functions, AccumulateGrad included."""
-    seen = {id(root): root}  # keep the node objects alive so their ids stay unique
-    stack = [root]
-    while stack:
-        fn = stack.pop()
-        for nxt, _ in fn.next_functions:
-            if nxt is not None and id(nxt) not in seen:
-                seen[id(nxt)] = nxt
-                stack.append(nxt)
-    return len(seen)
 
 
 # -- timing ------------------------------------------------------------------------------------------------

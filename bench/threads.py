@@ -79,7 +79,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from _cli import bench_main  # noqa: E402 - bench/ is the script's directory
+from _common import bench_main, count_nodes  # noqa: E402 - bench/ is the script's directory
 
 # Run as `python bench/threads.py`, Python puts bench/ first on sys.path, where bench/engine.py would
 # shadow the `engine` package: put the repository root there instead.
@@ -204,9 +204,6 @@ def walk(root: Any) -> list[Any]:
                 stack.append(nxt)
     return list(seen.values())
 
-
-def count_nodes(root: Any) -> int:
-    return len(walk(root))
 
 
 def count_hops(root: Any) -> int:

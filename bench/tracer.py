@@ -71,7 +71,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _cli import bench_main  # noqa: E402 - bench/ is the script's directory
+from _common import bench_main, count_nodes  # noqa: E402 - bench/ is the script's directory
 
 # Run as `python bench/tracer.py`, Python puts bench/ first on sys.path, where this very file would shadow
 # the `tracer` package (and bench/engine.py the `engine` package): put the repository root there instead.
@@ -129,18 +129,6 @@ def graph_nodes(chains: int, length: int) -> int:
     """Nodes of build_graph: chains * length ops, chains - 1 adds, the sum, one AccumulateGrad."""
     return chains * length + chains + 1
 
-
-def count_nodes(root: Any) -> int:
-    """Distinct nodes reachable from `root` through next_functions, AccumulateGrad included."""
-    seen = {id(root): root}  # keep the node objects alive so their ids stay unique
-    stack = [root]
-    while stack:
-        fn = stack.pop()
-        for nxt, _ in fn.next_functions:
-            if nxt is not None and id(nxt) not in seen:
-                seen[id(nxt)] = nxt
-                stack.append(nxt)
-    return len(seen)
 
 
 # -- part 1: recording overhead -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The command line every agdb benchmark shares: --quick, --reps, --json PATH."""
+"""What every agdb benchmark shares: the command line (--quick, --reps, --json PATH) and node counting."""
 from __future__ import annotations
 
 import argparse
@@ -23,3 +23,16 @@ def bench_main(doc: str, run: Callable[[bool, int | None], dict], report: Callab
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     return 0
+
+
+def count_nodes(root: Any) -> int:
+    """Distinct nodes reachable from `root` through next_functions, AccumulateGrad included."""
+    seen = {id(root): root}  # keep the node objects alive so their ids stay unique
+    stack = [root]
+    while stack:
+        fn = stack.pop()
+        for nxt, _ in fn.next_functions:
+            if nxt is not None and id(nxt) not in seen:
+                seen[id(nxt)] = nxt
+                stack.append(nxt)
+    return len(seen)
