@@ -18,6 +18,14 @@ def test_engine_imports_no_ui_package():
     assert not {m for m in loaded if m.split(".")[0] in {"textual", "rich"}}
 
 
+def test_tracer_imports_no_ui_package():
+    """Importing the tracer (recording, files, replay, culprits, JSON) loads neither textual nor rich."""
+    loaded = _modules_after_import(
+        "import tracer, tracer.replay, tracer.tracefile, tracer.culprits, tracer.state_json")
+    assert "tracer.replay" in loaded
+    assert not {m for m in loaded if m.split(".")[0] in {"textual", "rich"}}
+
+
 def test_engine_imports_no_torch():
     """The engine stands alone: importing it does not import torch."""
     loaded = _modules_after_import("import engine")
