@@ -24,7 +24,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 demo: $(STAMP)
-	$(PY) -m app.demo
+	$(VENV)/bin/agdb demo
 
 bench: $(STAMP)
 	$(PY) bench/engine.py

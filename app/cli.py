@@ -77,8 +77,17 @@ def _parser() -> argparse.ArgumentParser:
     cul.add_argument("--to", dest="stop", type=int, default=None, help="up to this seq_nr")
     cul.add_argument("--as-torch", action="store_true", help="let the script's `import torch` get agdb's engine")
     cul.set_defaults(func=_cmd_culprits)
-    demo = sub.add_parser("demo", help="run the built-in example")
+    demo = sub.add_parser("demo", help="open the TUI on the built-in example")
+    demo.add_argument("--print", action="store_true", help="print a summary instead of opening the TUI")
     demo.set_defaults(func=_cmd_demo)
+    tui = sub.add_parser("tui", help="record a script and step through it in the TUI")
+    tui.add_argument("script")
+    tui.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
+    tui.add_argument("--as-torch", action="store_true", help="let the script's `import torch` get agdb's engine")
+    tui.set_defaults(func=_cmd_tui)
+    opener = sub.add_parser("open", help="step through a saved trace in the TUI")
+    opener.add_argument("trace")
+    opener.set_defaults(func=_cmd_open)
     return p
 
 
@@ -163,9 +172,28 @@ def _cmd_culprits(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import main as demo_main
+    from . import demo
 
-    demo_main()
+    if args.print:
+        demo.main()
+        return 0
+    from .app import AgdbApp
+
+    AgdbApp(trace=demo.record_example(), title="built-in example").run()
+    return 0
+
+
+def _cmd_tui(args: argparse.Namespace) -> int:
+    from .app import AgdbApp
+
+    AgdbApp(script=args.script, script_args=args.script_args, as_torch=args.as_torch).run()
+    return 0
+
+
+def _cmd_open(args: argparse.Namespace) -> int:
+    from .app import AgdbApp
+
+    AgdbApp(path=args.trace).run()
     return 0
 
 

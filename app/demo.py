@@ -26,12 +26,17 @@ def example() -> None:
     torch.autograd.backward([(x * 2).sum(), (w * w).sum()])
 
 
+def record_example() -> tracer.Trace:
+    """The example's trace."""
+    with tracer.record() as rec:
+        example()
+    return rec.trace
+
+
 def main() -> None:
     """Record the example and print culprits, execution order and one ready queue."""
     out = Console()
-    with tracer.record() as rec:
-        example()
-    trace = rec.trace
+    trace = record_example()
     table = Table(title="who bumped seq_nr", title_justify="left")
     for col in ("seq_nr", "node", "line"):
         table.add_column(col)

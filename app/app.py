@@ -1,0 +1,83 @@
+"""AgdbApp: opens a trace, a saved file or a script to record, and steps through it."""
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.widgets import Static
+from textual.worker import get_current_worker
+
+from .messages import TraceFailed, TraceLoaded, TraceProgress
+from .screens.step import StepScreen
+
+
+class AgdbApp(App[None]):
+    """The agdb TUI. Give it a Trace, a path to a .agdb file, or a script to record."""
+
+    CSS_PATH = "agdb.tcss"
+    TITLE = "agdb"
+
+    def __init__(self, trace: Any = None, path: str | None = None, script: str | None = None,
+                 script_args: list[str] | None = None, as_torch: bool = False, title: str = "") -> None:
+        super().__init__()
+        self.trace, self.path, self.script = trace, path, script
+        self.script_args, self.as_torch, self.title_text = script_args or [], as_torch, title
+
+    def compose(self) -> ComposeResult:
+        yield Static("loading…", id="status")
+
+    def on_mount(self) -> None:
+        if self.trace is not None:
+            self.post_message(TraceLoaded(self.trace, self.title_text or "trace"))
+        elif self.path is not None:
+            self._load(self.path)
+        elif self.script is not None:
+            self._record(self.script)
+        else:
+            self.post_message(TraceFailed("nothing to open: give a trace, a .agdb file or a script"))
+
+    @work(thread=True, exclusive=True, group="trace", exit_on_error=False)
+    def _load(self, path: str) -> None:
+        from tracer.tracefile import TraceFormatError, load
+
+        self.post_message(TraceProgress(f"loading {path}…"))
+        try:
+            trace = load(path)
+        except (TraceFormatError, OSError) as e:
+            self.post_message(TraceFailed(str(e)))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(TraceLoaded(trace, path))
+
+    @work(thread=True, exclusive=True, group="trace", exit_on_error=False)
+    def _record(self, script: str) -> None:
+        from .run_script import run_recorded
+
+        worker = get_current_worker()
+        try:
+            run = run_recorded(script, self.script_args, self.as_torch,
+                               on_progress=lambda n: self.post_message(TraceProgress(f"recording… {n:,} events")))
+        except OSError as e:
+            self.post_message(TraceFailed(str(e)))
+            return
+        if not worker.is_cancelled:
+            self.post_message(TraceLoaded(run.trace, script, run.error_text))
+
+    @on(TraceProgress)
+    def _progress(self, message: TraceProgress) -> None:
+        self.query_one("#status", Static).update(message.text)
+
+    @on(TraceLoaded)
+    def _loaded(self, message: TraceLoaded) -> None:
+        if len(message.trace) == 0:
+            self._failed(TraceFailed(f"{message.title}: the trace holds no events"
+                                     + (f"\n\n{message.script_error}" if message.script_error else "")))
+            return
+        title = f"agdb · {message.title} · {len(message.trace):,} events · ? for help"
+        self.push_screen(StepScreen(message.trace, title, message.script_error))
+
+    @on(TraceFailed)
+    def _failed(self, message: TraceFailed) -> None:
+        self.query_one("#status", Static).update(f"agdb could not open this: {message.error}\n\npress q to quit")
+        self.bind("q", "quit", description="Quit")

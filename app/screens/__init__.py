@@ -1,0 +1,1 @@
+"""agdb's screens: stepping through a trace, and help."""

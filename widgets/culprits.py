@@ -1,0 +1,45 @@
+"""CulpritsView: every sequence-number increment so far with its line; Enter shows the source."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.message import Message
+
+from tracer.culprits import Culprit
+
+from .lazy_list import LazyList
+
+
+class CulpritsView(LazyList):
+    """One row per seq_nr bump up to the step (the culprits of the trace, in order)."""
+
+    class CulpritSelected(Message):
+        """The user chose a culprit; the screen shows its source."""
+
+        def __init__(self, culprit: Culprit) -> None:
+            super().__init__()
+            self.culprit = culprit
+
+    def __init__(self, culprits: list[Culprit], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.culprits = culprits
+        self.shown = 0
+
+    def show_upto(self, count: int) -> None:
+        """Show the first `count` culprits (those that happened by the step)."""
+        self.shown = count
+        self.rows_changed()
+        if count:
+            self.cursor = count - 1
+
+    def row_count(self) -> int:
+        return max(self.shown, 1)
+
+    def row_text(self, index: int) -> Text:
+        if not self.shown:
+            return Text("no sequence number was taken yet", style="italic")
+        c = self.culprits[index]
+        return Text(f"{c.old:>5} → {c.new:<5} {c.node_name:<28} {c.lineno:>5}: {c.source}")
+
+    def action_select(self) -> None:
+        if self.shown:
+            self.post_message(self.CulpritSelected(self.culprits[self.cursor]))

@@ -1,0 +1,57 @@
+"""DependenciesView: every node still counted, its remaining count and its input buffer's slots."""
+from __future__ import annotations
+
+import numpy as np
+from rich.text import Text
+
+from tracer.replay import EngineState
+from tracer.trace import Trace
+
+from .lazy_list import LazyList
+
+
+class DependenciesView(LazyList):
+    """Rows of (node, remaining count, filled slots); counts that changed at this step are highlighted."""
+
+    COMPONENT_CLASSES = LazyList.COMPONENT_CLASSES | {"dependencies--changed"}
+    DEFAULT_CSS = """
+    DependenciesView > .dependencies--changed { color: $warning; text-style: bold; }
+    """
+
+    def __init__(self, trace: Trace, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.trace = trace
+        self.nodes = np.zeros(0, dtype=np.int64)
+        self.counts = np.zeros(0, dtype=np.int64)
+        self.previous: dict[int, int] = {}
+        self.waiting: dict[int, tuple[bool, ...]] = {}
+        self.state: EngineState | None = None
+
+    def show(self, state: EngineState) -> None:
+        """Take a new step's counts, remembering the last step's to highlight changes."""
+        old_nodes, old_counts = self.nodes, self.counts
+        if len(old_nodes) <= 100_000:
+            self.previous = dict(zip(old_nodes.tolist(), old_counts.tolist(), strict=True))
+        parts = [gt.dependency_arrays() for gt in state.graph_tasks]
+        self.nodes = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        self.counts = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+        self.waiting = {}
+        for gt in state.graph_tasks:
+            if len(gt.waiting_nodes()) <= 2048:
+                self.waiting.update(gt.not_ready)
+        self.state = state
+        self.rows_changed()
+
+    def row_count(self) -> int:
+        return max(len(self.nodes), 1)
+
+    def row_text(self, index: int) -> Text:
+        if not len(self.nodes):
+            return Text("no node is counted at this step", style="italic")
+        node, count = int(self.nodes[index]), int(self.counts[index])
+        slots = self.waiting.get(node)
+        filled = "" if slots is None else "  buffer [" + "".join("x" if s else "." for s in slots) + "]"
+        text = Text(f"{self.trace.node_name(node):<32} {count:>3} to go{filled}")
+        if self.previous.get(node, count) != count:
+            text.stylize(self.get_component_rich_style("dependencies--changed"))
+        return text

@@ -1,0 +1,90 @@
+"""LazyList: a line-API list that renders only the rows on screen, for panels of any length."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+
+class LazyList(ScrollView, can_focus=True):
+    """Rows made on demand by `row_text(i)`; a cursor row; Enter posts `Selected`."""
+
+    COMPONENT_CLASSES = {"lazy-list--cursor"}
+    DEFAULT_CSS = """
+    LazyList { height: 1fr; }
+    LazyList > .lazy-list--cursor { background: $accent 30%; }
+    LazyList:focus > .lazy-list--cursor { background: $accent 60%; }
+    """
+    BINDINGS = [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "cursor(-10)", "Page up", show=False),
+        Binding("pagedown", "cursor(10)", "Page down", show=False),
+        Binding("enter", "select", "Select", show=False),
+    ]
+
+    cursor: reactive[int] = reactive(0)
+    """Index of the highlighted row."""
+
+    class Selected(Message):
+        """The user chose row `index` of `view`."""
+
+        def __init__(self, view: LazyList, index: int) -> None:
+            super().__init__()
+            self.view = view
+            self.index = index
+
+    def row_count(self) -> int:
+        """How many rows there are now."""
+        return 0
+
+    def row_text(self, index: int) -> Text:
+        """The text of row `index` (0 <= index < row_count())."""
+        return Text()
+
+    def rows_changed(self) -> None:
+        """Call after the data behind the rows changed."""
+        count = self.row_count()
+        self.virtual_size = Size(self.size.width, count)
+        if count and self.cursor >= count:
+            self.cursor = count - 1
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        index = self.scroll_offset.y + y
+        width = self.size.width
+        if index >= self.row_count():
+            return Strip.blank(width, self.rich_style)
+        text = self.row_text(index)
+        text.end = ""
+        text.no_wrap = True
+        text.truncate(width, overflow="ellipsis", pad=True)
+        if index == self.cursor:
+            text.stylize(self.get_component_rich_style("lazy-list--cursor"))
+        segments = list(text.render(self.app.console))
+        return Strip(segments, width).crop(0, width).apply_style(self.rich_style)
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self.scroll_to_row(new)
+        self.refresh()
+
+    def scroll_to_row(self, index: int) -> None:
+        """Scroll so that row `index` is visible."""
+        top, height = self.scroll_offset.y, max(self.size.height, 1)
+        if index < top:
+            self.scroll_to(y=index, animate=False)
+        elif index >= top + height:
+            self.scroll_to(y=index - height + 1, animate=False)
+
+    def action_cursor(self, delta: int) -> None:
+        count = self.row_count()
+        if count:
+            self.cursor = max(0, min(count - 1, self.cursor + delta))
+
+    def action_select(self) -> None:
+        if self.row_count():
+            self.post_message(self.Selected(self, self.cursor))

@@ -1,0 +1,43 @@
+"""PruningView: min_topo_nr, the nodes it pruned and why, and exec_info's needed and captured nodes."""
+from __future__ import annotations
+
+from rich.text import Text
+
+from tracer.replay import EngineState
+from tracer.trace import Trace
+
+from .lazy_list import LazyList
+
+
+class PruningView(LazyList):
+    """Per running graph task: what topological_nr pruning and exec_info removed from the run."""
+
+    def __init__(self, trace: Trace, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.trace = trace
+        self.rows: list[Text] = [Text("no graph task is running")]
+
+    def show(self, state: EngineState) -> None:
+        """Lay out the pruning of the running graph tasks."""
+        rows: list[Text] = []
+        name = self.trace.node_name
+        for gt in state.graph_tasks:
+            rows.append(Text(f"graph task {gt.graph_task} (depth {gt.reentrant_depth}): min_topo_nr "
+                             f"{gt.min_topo_nr}", style="bold"))
+            for node in gt.pruned:
+                topo = self.trace.node(node).topological_nr
+                rows.append(Text(f"  pruned  {name(node):<32} topo {topo} < min {gt.min_topo_nr}"))
+            if gt.needed or gt.captured:
+                rows.append(Text(f"  exec_info: {len(gt.needed)} needed, {len(gt.captured)} captured"))
+                rows.extend(Text(f"  needed  {name(n)}") for n in gt.needed)
+                rows.extend(Text(f"  capture {name(n)}") for n in gt.captured)
+            else:
+                rows.append(Text("  exec_info empty: every reachable node runs", style="italic"))
+        self.rows = rows or [Text("no graph task is running")]
+        self.rows_changed()
+
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    def row_text(self, index: int) -> Text:
+        return self.rows[index].copy()

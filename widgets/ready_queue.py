@@ -1,0 +1,59 @@
+"""ReadyQueueView: each ready queue's tasks in pop order, with priorities and why the head is first."""
+from __future__ import annotations
+
+from rich.text import Text
+
+from tracer.replay import EngineState
+
+from .lazy_list import LazyList
+
+_UINT64_MAX = 2**64 - 1
+
+
+def _seq(seq: int) -> str:
+    return "max" if seq == _UINT64_MAX else str(seq)
+
+
+class ReadyQueueView(LazyList):
+    """A header per queue, then its tasks in the order they will be popped."""
+
+    COMPONENT_CLASSES = LazyList.COMPONENT_CLASSES | {"ready-queue--head", "ready-queue--title"}
+    DEFAULT_CSS = """
+    ReadyQueueView > .ready-queue--title { text-style: bold; }
+    ReadyQueueView > .ready-queue--head { color: $success; text-style: bold; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.rows: list[Text] = [Text("no queue yet")]
+
+    def show(self, state: EngineState) -> None:
+        """Lay out the queues of a step."""
+        rows: list[Text] = []
+        title = self.get_component_rich_style("ready-queue--title")
+        head = self.get_component_rich_style("ready-queue--head")
+        for q in state.ready_queues:
+            rows.append(Text(f"{q.name}: {len(q.tasks)} task(s)", style=title))
+            for i, t in enumerate(q.tasks):
+                depth, seq = t.priority
+                line = Text(f"  {i:>3}  {t.name or '(wake-up)':<32} depth {depth:<3} seq {_seq(seq)}")
+                if i == 0:
+                    line.stylize(head)
+                rows.append(line)
+            if q.tasks:
+                rows.append(Text(f"  head first: largest depth, then largest seq_nr{self._tie(q.tasks)}",
+                                 style="italic"))
+        self.rows = rows or [Text("all ready queues are empty")]
+        self.rows_changed()
+
+    @staticmethod
+    def _tie(tasks) -> str:
+        if len(tasks) > 1 and tasks[0].priority == tasks[1].priority:
+            return "; tied with the next, so the heap's shape decides (libstdc++ order)"
+        return ""
+
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    def row_text(self, index: int) -> Text:
+        return self.rows[index].copy()
