@@ -140,7 +140,7 @@ def _print_state(data: dict) -> None:
     event = data["event"]
     out.print(f"[bold]step {data['step']}[/] of {data['num_steps'] - 1}: [cyan]{event['kind']}[/]")
     for q in data["ready_queues"]:
-        table = Table(title=f"ready queue {q['queue']}", title_justify="left")
+        table = Table(title=Text(f"ready queue {q['label']}"), title_justify="left")
         for col in ("pop", "node", "name", "priority (depth, seq_nr)"):
             table.add_column(col)
         for i, t in enumerate(q["tasks"]):

@@ -2,7 +2,7 @@
 
     {"schema": "agdb.state/1", "step": int, "num_steps": int,
      "event": {"kind": "TaskPopped", ...the event's fields...},
-     "ready_queues": [{"queue": str, "tasks": [{"node": int|null, "name": str, "seq_nr": int,
+     "ready_queues": [{"queue": str, "label": str, "tasks": [{"node": int|null, "name": str, "seq_nr": int,
                                                 "priority": [depth, seq_nr], "graph_task": int}]}],
      "dependencies": {"<node>": remaining count},
      "not_ready": {"<node>": [filled, ...] one bool per input slot},
@@ -47,7 +47,7 @@ def state_to_json(trace: Any, state: Any) -> dict:
         "step": state.step,
         "num_steps": state.num_steps,
         "event": event_to_json(state.event),
-        "ready_queues": [{"queue": q.name, "tasks": [
+        "ready_queues": [{"queue": q.name, "label": trace.queue_label(q.name), "tasks": [
             {"node": t.node, "name": t.name, "seq_nr": t.seq_nr, "priority": list(t.priority),
              "graph_task": t.graph_task} for t in q.tasks]} for q in state.ready_queues],
         "dependencies": {str(n): c for n, c in state.dependencies.items()},

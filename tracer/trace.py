@@ -137,6 +137,14 @@ class Trace:
             info = self._node_cache[index] = _node_info(self, index)
         return info
 
+    def queue_label(self, name: str) -> str:
+        """A queue's name for people: `cpu (MainThread)` for a thread's CPU queue, else the name."""
+        kind, _, ident = name.partition(":")
+        if kind == "cpu" and ident.isdigit():
+            names = {i: n for i, n in self.threads}
+            return f"cpu ({names.get(int(ident), 'thread ' + ident)})"
+        return name
+
     def node_name(self, index: int) -> str:
         """A node's name (fast path for displays)."""
         return self.strings[self.columns["node_name"][index]] if index >= 0 else ""

@@ -23,8 +23,9 @@ class ReadyQueueView(LazyList):
     ReadyQueueView > .ready-queue--head { color: $success; text-style: bold; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, label=lambda name: name, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.label = label  # how a queue's name is shown (the trace's queue_label)
         self.rows: list[Text] = [Text("no queue yet")]
 
     def show(self, state: EngineState) -> None:
@@ -33,7 +34,7 @@ class ReadyQueueView(LazyList):
         title = self.get_component_rich_style("ready-queue--title")
         head = self.get_component_rich_style("ready-queue--head")
         for q in state.ready_queues:
-            rows.append(Text(f"{q.name}: {len(q.tasks)} task(s)", style=title))
+            rows.append(Text(f"{self.label(q.name)}: {len(q.tasks)} task(s)", style=title))
             for i, t in enumerate(q.tasks):
                 depth, seq = t.priority
                 line = Text(f"  {i:>3}  {t.name or '(wake-up)':<32} depth {depth:<3} seq {_seq(seq)}")

@@ -71,7 +71,7 @@ class StepScreen(Screen[None]):
                 yield GraphView(self.trace, id="graph")
             with TabbedContent(id="right"):
                 with TabPane("Queues", id="tab-queues"):
-                    yield ReadyQueueView(id="queues")
+                    yield ReadyQueueView(self.trace.queue_label, id="queues")
                 with TabPane("Deps", id="tab-deps"):
                     yield DependenciesView(self.trace, id="deps")
                 with TabPane("Pruning", id="tab-pruning"):
