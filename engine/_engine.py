@@ -43,7 +43,7 @@ def call_function(graph_task: GraphTask, fn: Node, input_buffer: InputBuffer) ->
     return outputs
 
 
-def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer, cpu_ready_queue: ReadyQueue) -> None:
+def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> None:
     """Run one node and route its outputs to the next nodes' buffers (facts §5.1, §5.2, §5.6)."""
     exec_info = graph_task.exec_info
     if exec_info:
@@ -130,7 +130,7 @@ def thread_main(graph_task: GraphTask | None) -> None:
             tls.current_graph_task = local_graph_task
             tls.current_node = task.fn
             try:
-                evaluate_function(local_graph_task, task.fn, task.inputs, local_graph_task.cpu_ready_queue)
+                evaluate_function(local_graph_task, task.fn, task.inputs)
             except BaseException as e:  # noqa: BLE001 - the first error completes the future
                 local_graph_task.set_exception(e, task.fn)
             finally:

@@ -102,12 +102,6 @@ class ReadyQueue:
     def __len__(self) -> int:
         return len(self.heap)
 
-    def snapshot(self) -> list[NodeTask]:
-        """The tasks in the order they would be popped now (for debuggers; does not change the queue)."""
-        with self.cond:
-            heap = list(self.heap)
-        return [heapq.heappop(heap) for _ in range(len(heap))]
-
 
 class InputBuffer:
     """The grads gathered for one node, one slot per input; later writes to a slot are summed."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import linecache
 import logging
 import os
-import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
@@ -68,22 +67,14 @@ def log_bump(node: Any, seq_nr: int, frame: Any) -> None:
     logger.info(culprit.line())
 
 
-def user_frame(depth: int = 2) -> Any:
-    """The first frame outside agdb's packages, `depth` frames up from the caller's caller."""
-    from .recorder import _AGDB_DIRS
-
-    f = sys._getframe(depth)
-    while f is not None and f.f_code.co_filename.startswith(_AGDB_DIRS):
-        f = f.f_back
-    return f
-
-
 class _Watcher:
     """An observer that only logs seq_nr bumps."""
 
     def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
         if logger.isEnabledFor(logging.INFO):
-            log_bump(node, seq_nr, user_frame(3))
+            from .recorder import user_frame
+
+            log_bump(node, seq_nr, user_frame())
 
 
 @contextmanager

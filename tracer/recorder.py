@@ -88,7 +88,6 @@ class Recorder:
         self.exec_infos: list[tuple] = []
         self.summaries: list[tuple] = []
         self._local = threading.local()  # this thread's index into thread_rows
-        self._inside: dict[Any, bool] = {}  # code object -> whether it belongs to agdb
         self.bumps: dict[int, tuple[str, int, int]] = {}  # uid -> (name, seq_nr, frame) at the bump
         self._lock = threading.Lock()
         self._handle = None
@@ -138,18 +137,8 @@ class Recorder:
             index = self.strings.setdefault(text, len(self.strings))
         return index
 
-    def _frame(self) -> int:
-        """The first frame outside agdb: the user's line that caused this."""
-        f = sys._getframe(2)
-        inside = self._inside
-        while f is not None:
-            code = f.f_code
-            is_agdb = inside.get(code)
-            if is_agdb is None:
-                is_agdb = inside[code] = code.co_filename.startswith(_AGDB_DIRS)
-            if not is_agdb:
-                break
-            f = f.f_back
+    def _frame_index(self, f: Any) -> int:
+        """The frame table row of frame `f` (the user's line), or -1 for none."""
         if f is None:
             return -1
         key = (f.f_code, f.f_lineno)
@@ -190,12 +179,13 @@ class Recorder:
         except AttributeError:
             thread = self._thread()
         uid = node._uid
-        self.bumps[uid] = (node._name or node.name(), seq_nr, self._frame())
+        frame = user_frame()
+        self.bumps[uid] = (node._name or node.name(), seq_nr, self._frame_index(frame))
         self.rows.append((K_BUMP, thread, 0, uid, 0, 0, 0))
         if self._log_culprits:
-            from .culprits import log_bump, user_frame
+            from .culprits import log_bump
 
-            log_bump(node, seq_nr, user_frame(2))
+            log_bump(node, seq_nr, frame)
 
     def node_created(self, node: Any) -> None:
         try:
@@ -204,7 +194,7 @@ class Recorder:
             thread = self._thread()
         uid = node._uid
         bump = self.bumps.get(uid)
-        frame = bump[2] if bump is not None else self._frame()
+        frame = bump[2] if bump is not None else self._frame_index(user_frame())
         rows = self.rows
         self.nodes[uid] = _static(node, frame, len(rows))
         rows.append((K_CREATED, thread, 0, uid, 0, 0, 0))
@@ -309,6 +299,25 @@ class Recorder:
 
     def graph_task_finished(self, gt: Any) -> None:
         self.rows.append((K_FINISHED, self._thread(), gt.id, 0, int(gt.has_error), 0, 0))
+
+
+_inside: dict[Any, bool] = {}  # code object -> whether it belongs to engine/ or tracer/
+
+
+def user_frame() -> Any:
+    """The innermost frame outside engine/ and tracer/: the user's line that caused what is happening."""
+    f = sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        inside = _inside.get(code)
+        if inside is None:
+            if len(_inside) > 100_000:  # code made by exec() keeps coming: do not keep all of it alive
+                _inside.clear()
+            inside = _inside[code] = code.co_filename.startswith(_AGDB_DIRS)
+        if not inside:
+            return f
+        f = f.f_back
+    return None
 
 
 def _capture(t: Any) -> Any:

@@ -458,7 +458,7 @@ def _ro(arr: np.ndarray) -> np.ndarray:
 def _index_tasks(trace: Trace) -> dict[int, _TaskIndex]:
     """Per graph task: its span, initial counts, routing decrements and buffer lifetimes."""
     c = trace.columns
-    kinds, tasks_col, nodes_col = c["ev_kind"], c["ev_task"], c["ev_node"]
+    kinds, tasks_col = c["ev_kind"], c["ev_task"]
     tasks: dict[int, _TaskIndex] = {}
     for row, s in enumerate(trace.steps_of(K_STARTED_TASK).tolist()):  # side rows follow step order
         t = tasks.setdefault(int(tasks_col[s]), _TaskIndex())
@@ -478,7 +478,6 @@ def _index_tasks(trace: Trace) -> dict[int, _TaskIndex]:
         t.needed, t.captured = e.needed, tuple(n for n, _, _ in e.captured)
     _index_routing(trace, tasks)
     _index_buffers(trace, tasks)
-    del nodes_col
     return tasks
 
 

@@ -215,10 +215,7 @@ def _check_structure(c: dict, num_strings: int, header: dict, name: str) -> None
         _bounded(c, col, -1, max(num_nodes, 1), name)
     kinds = c["ev_kind"]
     counts = np.bincount(kinds, minlength=len(KINDS))
-    expect = [
-        ("node_nedges", "edge_child", None), ("s_count", "s_info", None), ("s_ndim", "s_dims", None),
-    ]
-    for count_col, items_col, _ in expect:
+    for count_col, items_col in (("node_nedges", "edge_child"), ("s_count", "s_info"), ("s_ndim", "s_dims")):
         if count_col not in c or items_col not in c or int(np.asarray(c[count_col], dtype=np.int64).sum()) != \
                 len(c[items_col]) or (len(c[count_col]) and int(c[count_col].min()) < 0):
             raise TraceFormatError(f"{name}: {count_col} does not add up to the length of {items_col}")

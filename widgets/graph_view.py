@@ -20,7 +20,7 @@ def node_states(trace: Trace, state: EngineState) -> tuple[np.ndarray, np.ndarra
     """(state code per node, execution index or -1 per node) at this step; vectorised over the nodes."""
     n = trace.num_nodes
     codes = np.zeros(n, dtype=np.int8)
-    executed = state.executed.array() if hasattr(state.executed, "array") else np.asarray(list(state.executed))
+    executed = state.executed.array()
     order = np.full(n, -1, dtype=np.int64)
     if len(executed):
         order[executed] = np.arange(len(executed))

@@ -230,11 +230,3 @@ class Variable(Tensor):
     """Alias kept for `Variable._execution_engine.queue_callback`, as PyTorch code uses it."""
 
     _execution_engine = _ExecutionEngine()
-
-
-def _current_graph_task_id() -> int | None:
-    """The id of the graph task running on this thread, if any (an agdb addition)."""
-    gt = tls.current_graph_task
-    return gt.id if gt is not None else None
-
-
