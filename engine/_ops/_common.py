@@ -108,6 +108,9 @@ def common_device(*tensors: Tensor | None) -> str:
     The first non-CPU operand sets the common device, and a disagreeing operand is reported against it,
     so `cpu + cuda:0` names cuda:0 first, as PyTorch does.
     """
+    if len(tensors) == 2 and tensors[0] is not None and tensors[1] is not None and \
+            tensors[0]._device == tensors[1]._device:
+        return tensors[0]._device  # the common case of every binary op: nothing to reconcile
     present = [t for t in tensors if t is not None and not (
         t._device == "cpu" and (t._data.ndim == 0 or t._is_wrapped_number))]
     if not present:
