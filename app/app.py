@@ -1,10 +1,12 @@
 """AgdbApp: opens a trace, a saved file or a script to record, and steps through it."""
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
+from typing import Any, Iterable
 
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
+from textual.screen import Screen
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
@@ -36,6 +38,16 @@ class AgdbApp(App[None]):
             self._record(self.script)
         else:
             self.post_message(TraceFailed("nothing to open: give a trace, a .agdb file or a script"))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The command palette (ctrl+p) offers every action of the step screen, with its key."""
+        yield from super().get_system_commands(screen)
+        if isinstance(screen, StepScreen):
+            for binding in screen.BINDINGS:
+                if binding.action.startswith("app."):
+                    continue
+                keys = ", ".join(k.strip() for k in binding.key.split(","))
+                yield SystemCommand(binding.description, f"key: {keys}", partial(screen.run_action, binding.action))
 
     @work(thread=True, exclusive=True, group="trace", exit_on_error=False)
     def _load(self, path: str) -> None:

@@ -1,9 +1,13 @@
-"""`make demo` until the TUI lands: records a small example and prints what the engine did.
+"""The built-in example behind `agdb demo`: one small program that shows every concept the TUI explains.
 
-Shows the lines that bumped the sequence number, the order the engine ran the nodes in, and the ready
-queue at the step where two AccumulateGrads tie.
+A diamond whose branches meet again (gradient accumulation into one input buffer), a backward with two
+roots, an `inputs=` backward that prunes the branch it does not need, a custom Function whose backward
+runs a reentrant backward of its own, and a tensor hook. It is recorded on a fresh thread, whose sequence
+number starts at 0, so its seq_nrs are the same in every process (the snapshot tests rely on that).
 """
 from __future__ import annotations
+
+import threading
 
 from rich.console import Console
 from rich.table import Table
@@ -16,21 +20,51 @@ from tracer.events import TaskPushed
 from tracer.replay import Replay
 
 
+class Cube(torch.autograd.Function):
+    """x**3, whose backward asks the engine for d(x**3)/dx with a nested (reentrant) backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            inner = x.detach().requires_grad_()
+            (inner * inner * inner).sum().backward()  # reentrant: runs inside this node
+        return grad * inner.grad
+
+
 def example() -> None:
-    """A diamond with gradient accumulation and a shared leaf, then a two-root backward."""
+    """The program the demo records."""
     x = torch.tensor([1.0, 2.0], requires_grad=True)
     w = torch.tensor([0.5, -1.0], requires_grad=True)
     y = x.exp()
-    z = (y.sin() * w + y.cos()).sum()
+    y.register_hook(lambda g: g * 2)                   # a tensor hook on the diamond's top
+    z = (y.sin() * w + y.cos()).sum()                  # the diamond: y feeds sin and cos
     z.backward(retain_graph=True)
-    torch.autograd.backward([(x * 2).sum(), (w * w).sum()])
+    torch.autograd.backward([(x * 2).sum(), (w * w).sum()])   # two roots
+    h = x * w
+    u = h.sum() + w.exp().sum()
+    u.backward(inputs=[h])     # exec_info runs only the path to h; topological_nr prunes what lies below it
+    Cube.apply(x).sum().backward()                     # custom Function + reentrant backward
 
 
 def record_example() -> tracer.Trace:
-    """The example's trace."""
-    with tracer.record() as rec:
-        example()
-    return rec.trace
+    """The example's trace, recorded on a thread of its own (named `demo`)."""
+    result: list = []
+
+    def run() -> None:
+        with tracer.record() as rec:
+            example()
+        result.append(rec.trace)
+
+    thread = threading.Thread(target=run, name="demo")
+    thread.start()
+    thread.join()
+    return result[0]
 
 
 def main() -> None:

@@ -89,6 +89,7 @@ class Recorder:
         self.summaries: list[tuple] = []
         self._local = threading.local()  # this thread's index into thread_rows
         self.bumps: dict[int, tuple[str, int, int]] = {}  # uid -> (name, seq_nr, frame) at the bump
+        self.stacks: dict[int, str] = {}  # uid -> forward stack, for nodes made under anomaly mode
         self._lock = threading.Lock()
         self._handle = None
         self._log_culprits = False
@@ -198,6 +199,8 @@ class Recorder:
         rows = self.rows
         self.nodes[uid] = _static(node, frame, len(rows))
         rows.append((K_CREATED, thread, 0, uid, 0, 0, 0))
+        if node._metadata is not None and "traceback_" in node._metadata:  # made under anomaly mode
+            self.stacks[uid] = "".join(node._metadata["traceback_"])
 
     def graph_task_started(self, gt: Any) -> None:
         self._register(gt.graph_root)

@@ -55,6 +55,7 @@ class NodeInfo:
     lineno: int
     function: str
     source: str
+    forward_stack: str = ""  # the forward traceback, for nodes made under anomaly mode
 
     @property
     def forward_op(self) -> str:
@@ -149,6 +150,13 @@ class Trace:
         """A node's name (fast path for displays)."""
         return self.strings[self.columns["node_name"][index]] if index >= 0 else ""
 
+    def created_steps(self) -> np.ndarray:
+        """The step each node was made at: its NodeCreated, or its first mention (cached)."""
+        created = self.__dict__.get("_created")
+        if created is None:
+            created = self.__dict__["_created"] = _first_mentions(self.columns)
+        return created
+
     def kinds(self) -> np.ndarray:
         """The kind code of every event (see events.KINDS)."""
         return self.columns["ev_kind"]
@@ -177,12 +185,12 @@ def _node_info(trace: Trace, i: int) -> NodeInfo:
                   for ch, nr in zip(c["edge_child"][start:end], c["edge_input_nr"][start:end], strict=True))
     frame = int(c["node_frame"][i])
     filename, lineno, function, source = _frame(trace, frame)
-    created = trace.__dict__.get("_created")
-    if created is None:
-        created = trace.__dict__["_created"] = _first_mentions(c)
+    created = trace.created_steps()
+    stacks = c.get("node_stack")  # optional: only traces recorded under anomaly mode have it
+    stack = s[stacks[i]] if stacks is not None and stacks[i] >= 0 else ""
     return NodeInfo(i, s[c["node_name"][i]], seq_decode(int(c["node_seq"][i])), int(c["node_topo"][i]),
                     s[c["node_device"][i]], int(c["node_thread"][i]), edges, int(created[i]),
-                    int(c["node_inputs"][i]), filename, lineno, function, source)
+                    int(c["node_inputs"][i]), filename, lineno, function, source, stack)
 
 
 def _frame(trace: Trace, frame: int) -> tuple[str, int, str, str]:
@@ -328,6 +336,8 @@ def _node_table(rec: Any, nodes: dict, uids: list, index_of: dict, sid: Any, col
         edge_child=_compact([index_of.get(u, -1) if u else -1 for u, _ in flat]),
         edge_input_nr=_compact([nr for _, nr in flat]),
     )
+    if rec.stacks:
+        columns["node_stack"] = _compact([sid(rec.stacks[u]) if u in rec.stacks else -1 for u in uids])
 
 
 def _side_tables(rec: Any, index_of: dict, sid: Any, columns: dict) -> None:

@@ -208,6 +208,8 @@ def _check_structure(c: dict, num_strings: int, header: dict, name: str) -> None
     for col in ("node_name", "node_device", "frame_file", "frame_func", "frame_source", "thread_name",
                 "queue_name", "s_dtype", "s_device"):
         _bounded(c, col, 0, max(num_strings, 1), name)
+    if "node_stack" in c:  # optional: written only for traces recorded under anomaly mode
+        _bounded(c, "node_stack", -1, max(num_strings, 1), name)
     _bounded(c, "node_frame", -1, max(len(c.get("frame_file", ())), 1), name)
     _bounded(c, "edge_child", -1, max(num_nodes, 1), name)
     for col in ("deps_node", "pruned_node", "needed_node", "captured_node", "task_root", "task_roots_node",

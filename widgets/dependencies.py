@@ -45,6 +45,9 @@ class DependenciesView(LazyList):
     def row_count(self) -> int:
         return max(len(self.nodes), 1)
 
+    def node_at_row(self, index: int) -> int | None:
+        return int(self.nodes[index]) if index < len(self.nodes) else None
+
     def row_text(self, index: int) -> Text:
         if not len(self.nodes):
             return Text("no node is counted at this step", style="italic")

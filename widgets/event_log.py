@@ -14,9 +14,16 @@ _SKIP = {"step", "thread", "graph_task", "filename", "function", "inputs", "outp
          "dependencies", "pruned", "needed", "captured", "roots"}
 
 
-def describe(event) -> str:
-    """A one-line summary of an event."""
-    parts = [f"{f.name}={getattr(event, f.name)!r}" for f in fields(event) if f.name not in _SKIP]
+def describe(event, queue_label=None) -> str:
+    """A one-line summary of an event; `queue_label` names queues for people (Trace.queue_label)."""
+    parts = []
+    for f in fields(event):
+        if f.name in _SKIP:
+            continue
+        value = getattr(event, f.name)
+        if f.name == "queue" and queue_label is not None:
+            value = queue_label(value)
+        parts.append(f"{f.name}={value!r}")
     return f"{type(event).__name__}  " + " ".join(parts)
 
 
@@ -43,7 +50,11 @@ class EventLog(LazyList):
         return len(self.trace)
 
     def row_text(self, index: int) -> Text:
-        return Text(f"{index:>7}  {describe(self.trace[index])}")
+        return Text(f"{index:>7}  {describe(self.trace[index], self.trace.queue_label)}")
+
+    def node_at_row(self, index: int) -> int | None:
+        node = int(self.trace.columns["ev_node"][index])
+        return node if node >= 0 else None
 
     def action_select(self) -> None:
         self.post_message(self.StepChosen(self.cursor))

@@ -3,47 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 from rich.text import Text
-from textual.message import Message
 
+from tracer.node_states import STATES, node_states
 from tracer.replay import EngineState
 from tracer.trace import Trace
 
 from .lazy_list import LazyList
 
-STATES = ("unreached", "counted", "waiting", "ready", "running", "done", "pruned", "skipped", "captured")
-"""A node's state at a step, as the graph panel shows it (each has a component class)."""
-_CODE = {name: i for i, name in enumerate(STATES)}
 _UINT64_MAX = 2**64 - 1
-
-
-def node_states(trace: Trace, state: EngineState) -> tuple[np.ndarray, np.ndarray]:
-    """(state code per node, execution index or -1 per node) at this step; vectorised over the nodes."""
-    n = trace.num_nodes
-    codes = np.zeros(n, dtype=np.int8)
-    executed = state.executed.array()
-    order = np.full(n, -1, dtype=np.int64)
-    if len(executed):
-        order[executed] = np.arange(len(executed))
-        codes[executed] = _CODE["done"]
-    for gt in state.graph_tasks:
-        nodes, _ = gt.dependency_arrays()
-        codes[nodes] = np.where(codes[nodes] == _CODE["done"], codes[nodes], _CODE["counted"])
-        if gt.needed or gt.captured:
-            wanted = np.zeros(n, dtype=bool)
-            wanted[list(gt.needed) + list(gt.captured)] = True
-            skipped = nodes[~wanted[nodes]]
-            codes[skipped] = _CODE["skipped"]
-        if gt.captured:
-            codes[list(gt.captured)] = _CODE["captured"]
-        codes[gt.waiting_nodes()] = _CODE["waiting"]
-        if gt.pruned:
-            codes[list(gt.pruned)] = _CODE["pruned"]
-    for q in state.ready_queues:
-        ready = [t.node for t in q.tasks if t.node is not None]
-        codes[ready] = _CODE["ready"]
-    for _, node in state.running:
-        codes[node] = _CODE["running"]
-    return codes, order
 
 
 class GraphView(LazyList):
@@ -61,13 +28,6 @@ class GraphView(LazyList):
     GraphView > .graph-view--skipped { color: $error; text-style: dim; }
     GraphView > .graph-view--captured { color: $secondary; text-style: bold; }
     """
-
-    class NodeSelected(Message):
-        """The user chose node `node` (an index into the trace's node table)."""
-
-        def __init__(self, node: int) -> None:
-            super().__init__()
-            self.node = node
 
     def __init__(self, trace: Trace, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -114,6 +74,5 @@ class GraphView(LazyList):
             (f" deps {count}" if count is not None else ""),
         )
 
-    def action_select(self) -> None:
-        if self.row_count():
-            self.post_message(self.NodeSelected(self.node_at(self.cursor)))
+    def node_at_row(self, index: int) -> int | None:
+        return self.node_at(index)

@@ -11,13 +11,18 @@ from textual.strip import Strip
 
 
 class LazyList(ScrollView, can_focus=True):
-    """Rows made on demand by `row_text(i)`; a cursor row; Enter posts `Selected`."""
+    """Rows made on demand by `row_text(i)`; a cursor row; Enter posts `NodeSelected` or `Selected`.
 
-    COMPONENT_CLASSES = {"lazy-list--cursor"}
+    A panel whose rows show nodes says which in `node_at_row`; the row of `selected_node` (the node the
+    user chose in any panel) is marked, so a selection can be followed from panel to panel.
+    """
+
+    COMPONENT_CLASSES = {"lazy-list--cursor", "lazy-list--selected"}
     DEFAULT_CSS = """
-    LazyList { height: 1fr; }
+    LazyList { height: 1fr; overflow-x: hidden; }
     LazyList > .lazy-list--cursor { background: $accent 30%; }
     LazyList:focus > .lazy-list--cursor { background: $accent 60%; }
+    LazyList > .lazy-list--selected { text-style: underline; background: $secondary 25%; }
     """
     BINDINGS = [
         Binding("up,k", "cursor(-1)", "Up", show=False),
@@ -29,6 +34,8 @@ class LazyList(ScrollView, can_focus=True):
 
     cursor: reactive[int] = reactive(0)
     """Index of the highlighted row."""
+    selected_node: reactive[int | None] = reactive(None)
+    """The node chosen in some panel; rows showing it are marked."""
 
     class Selected(Message):
         """The user chose row `index` of `view`."""
@@ -38,6 +45,13 @@ class LazyList(ScrollView, can_focus=True):
             self.view = view
             self.index = index
 
+    class NodeSelected(Message):
+        """The user chose a row that shows node `node` (an index into the trace's node table)."""
+
+        def __init__(self, node: int) -> None:
+            super().__init__()
+            self.node = node
+
     def row_count(self) -> int:
         """How many rows there are now."""
         return 0
@@ -45,6 +59,10 @@ class LazyList(ScrollView, can_focus=True):
     def row_text(self, index: int) -> Text:
         """The text of row `index` (0 <= index < row_count())."""
         return Text()
+
+    def node_at_row(self, index: int) -> int | None:
+        """The node row `index` shows, if it shows one."""
+        return None
 
     def rows_changed(self) -> None:
         """Call after the data behind the rows changed."""
@@ -63,6 +81,8 @@ class LazyList(ScrollView, can_focus=True):
         text.end = ""
         text.no_wrap = True
         text.truncate(width, overflow="ellipsis", pad=True)
+        if self.selected_node is not None and self.node_at_row(index) == self.selected_node:
+            text.stylize(self.get_component_rich_style("lazy-list--selected"))
         if index == self.cursor:
             text.stylize(self.get_component_rich_style("lazy-list--cursor"))
         segments = list(text.render(self.app.console))
@@ -72,9 +92,12 @@ class LazyList(ScrollView, can_focus=True):
         self.scroll_to_row(new)
         self.refresh()
 
+    def watch_selected_node(self) -> None:
+        self.refresh()
+
     def scroll_to_row(self, index: int) -> None:
         """Scroll so that row `index` is visible."""
-        top, height = self.scroll_offset.y, max(self.size.height, 1)
+        top, height = self.scroll_offset.y, max(self.scrollable_content_region.height, 1)
         if index < top:
             self.scroll_to(y=index, animate=False)
         elif index >= top + height:
@@ -86,5 +109,7 @@ class LazyList(ScrollView, can_focus=True):
             self.cursor = max(0, min(count - 1, self.cursor + delta))
 
     def action_select(self) -> None:
-        if self.row_count():
-            self.post_message(self.Selected(self, self.cursor))
+        if not self.row_count():
+            return
+        node = self.node_at_row(self.cursor)
+        self.post_message(self.Selected(self, self.cursor) if node is None else self.NodeSelected(node))

@@ -16,28 +16,34 @@ class PruningView(LazyList):
         super().__init__(**kwargs)
         self.trace = trace
         self.rows: list[Text] = [Text("no graph task is running")]
+        self.row_nodes: list[int | None] = [None]
 
     def show(self, state: EngineState) -> None:
         """Lay out the pruning of the running graph tasks."""
-        rows: list[Text] = []
+        rows: list[tuple[Text, int | None]] = []
         name = self.trace.node_name
         for gt in state.graph_tasks:
-            rows.append(Text(f"graph task {gt.graph_task} (depth {gt.reentrant_depth}): min_topo_nr "
-                             f"{gt.min_topo_nr}", style="bold"))
+            rows.append((Text(f"graph task {gt.graph_task} (depth {gt.reentrant_depth}): min_topo_nr "
+                              f"{gt.min_topo_nr}", style="bold"), None))
             for node in gt.pruned:
                 topo = self.trace.node(node).topological_nr
-                rows.append(Text(f"  pruned  {name(node):<32} topo {topo} < min {gt.min_topo_nr}"))
+                rows.append((Text(f"  pruned  {name(node):<32} topo {topo} < min {gt.min_topo_nr}"), node))
             if gt.needed or gt.captured:
-                rows.append(Text(f"  exec_info: {len(gt.needed)} needed, {len(gt.captured)} captured"))
-                rows.extend(Text(f"  needed  {name(n)}") for n in gt.needed)
-                rows.extend(Text(f"  capture {name(n)}") for n in gt.captured)
+                rows.append((Text(f"  exec_info: {len(gt.needed)} needed, {len(gt.captured)} captured"), None))
+                rows.extend((Text(f"  needed  {name(n)}"), n) for n in gt.needed)
+                rows.extend((Text(f"  capture {name(n)}"), n) for n in gt.captured)
             else:
-                rows.append(Text("  exec_info empty: every reachable node runs", style="italic"))
-        self.rows = rows or [Text("no graph task is running")]
+                rows.append((Text("  exec_info empty: every reachable node runs", style="italic"), None))
+        rows = rows or [(Text("no graph task is running"), None)]
+        self.rows = [text for text, _ in rows]
+        self.row_nodes = [node for _, node in rows]
         self.rows_changed()
 
     def row_count(self) -> int:
         return len(self.rows)
+
+    def node_at_row(self, index: int) -> int | None:
+        return self.row_nodes[index]
 
     def row_text(self, index: int) -> Text:
         return self.rows[index].copy()

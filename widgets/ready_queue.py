@@ -27,24 +27,30 @@ class ReadyQueueView(LazyList):
         super().__init__(**kwargs)
         self.label = label  # how a queue's name is shown (the trace's queue_label)
         self.rows: list[Text] = [Text("no queue yet")]
+        self.row_nodes: list[int | None] = [None]
 
     def show(self, state: EngineState) -> None:
         """Lay out the queues of a step."""
         rows: list[Text] = []
+        nodes: list[int | None] = []
         title = self.get_component_rich_style("ready-queue--title")
         head = self.get_component_rich_style("ready-queue--head")
         for q in state.ready_queues:
             rows.append(Text(f"{self.label(q.name)}: {len(q.tasks)} task(s)", style=title))
+            nodes.append(None)
             for i, t in enumerate(q.tasks):
                 depth, seq = t.priority
                 line = Text(f"  {i:>3}  {t.name or '(wake-up)':<32} depth {depth:<3} seq {_seq(seq)}")
                 if i == 0:
                     line.stylize(head)
                 rows.append(line)
+                nodes.append(t.node)
             if q.tasks:
                 rows.append(Text(f"  head first: largest depth, then largest seq_nr{self._tie(q.tasks)}",
                                  style="italic"))
+                nodes.append(None)
         self.rows = rows or [Text("all ready queues are empty")]
+        self.row_nodes = nodes or [None]
         self.rows_changed()
 
     @staticmethod
@@ -55,6 +61,9 @@ class ReadyQueueView(LazyList):
 
     def row_count(self) -> int:
         return len(self.rows)
+
+    def node_at_row(self, index: int) -> int | None:
+        return self.row_nodes[index]
 
     def row_text(self, index: int) -> Text:
         return self.rows[index].copy()

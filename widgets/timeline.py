@@ -15,8 +15,8 @@ class Timeline(Static):
     Timeline { height: 1; background: $panel; }
     """
 
-    def show(self, state: EngineState) -> None:
+    def show(self, state: EngineState, queue_label=None) -> None:
         """Describe the step of `state`."""
         task = getattr(state.event, "graph_task", 0)
         where = f" · graph task {task}" if task else ""
-        self.update(f"step {state.step}/{state.num_steps - 1} · {describe(state.event)}{where}")
+        self.update(f"step {state.step}/{state.num_steps - 1} · {describe(state.event, queue_label)}{where}")

@@ -27,6 +27,11 @@ class HelpScreen(ModalScreen[None]):
         for b in self.bindings_shown:
             keys = ", ".join(k.strip() for k in b.key.split(","))
             lines.append(f"  [b]{keys:<22}[/b] {b.description}")
-        lines += ["", "Panels: Tab moves between them; Enter selects a row.", "Escape or ? closes this help."]
+        lines += ["",
+                  "In a panel: up/down or j/k move the cursor, Enter selects its node (every panel marks it",
+                  "and the node inspector shows it) or, in the event log, goes to that step.",
+                  "Tab and shift+Tab move between panels; ctrl+p opens the command palette.",
+                  "Breakpoints: node NAME, seq N, push [NAME], nan, error.",
+                  "Escape or ? closes this help."]
         with VerticalScroll():
             yield Static("\n".join(lines), markup=True)

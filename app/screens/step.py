@@ -1,30 +1,37 @@
-"""StepScreen: the main screen. It owns `step`, derives `state` and routes messages between panels."""
+"""StepScreen: the main screen. It owns `step` and the selected node, and routes messages between panels."""
 from __future__ import annotations
 
 import numpy as np
-from rich.syntax import Syntax
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
+from textual.events import Resize
 from textual.message import Message
 from textual.reactive import reactive, var
 from textual.screen import Screen
-from textual.widgets import Input, Static, TabbedContent, TabPane
+from textual.widgets import Input, Static, Tab, Tabs
 
+from tracer import breakpoints as bp_mod
 from tracer import culprits as culprits_mod
 from tracer.recorder import K_NSTART
 from tracer.replay import EngineState, Replay
+from tracer.search import find_nodes
 from tracer.trace import Trace
 from widgets.culprits import CulpritsView
 from widgets.dependencies import DependenciesView
 from widgets.event_log import EventLog
+from widgets.forward_backward import ForwardBackwardView
 from widgets.graph_view import GraphView
+from widgets.lazy_list import LazyList
+from widgets.node_inspector import NodeInspector
 from widgets.pruning import PruningView
 from widgets.ready_queue import ReadyQueueView
 from widgets.timeline import Timeline
 
 from .help import HelpScreen
+from .panels import BY_ID, PANELS, WIDE_MIN, PanelLayout
+from .source import show_source
 
 
 class StepChanged(Message):
@@ -35,8 +42,29 @@ class StepChanged(Message):
         self.step = step
 
 
+class NodeFollowed(Message):
+    """The user selected `node`; every panel now marks it (None: the selection was cleared)."""
+
+    def __init__(self, node: int | None) -> None:
+        super().__init__()
+        self.node = node
+
+
+class BreakpointHit(Message):
+    """Running to a breakpoint stopped at `step`, on `breakpoint`."""
+
+    def __init__(self, step: int, breakpoint: bp_mod.Breakpoint) -> None:
+        super().__init__()
+        self.step = step
+        self.breakpoint = breakpoint
+
+
+_PROMPTS = {"goto": "go to step…", "search": "search nodes: a name (mul, AccumulateGrad) or a seq_nr (12)",
+            "break": "break on: node NAME | seq N | push [NAME] | nan | error"}
+
+
 class StepScreen(Screen[None]):
-    """Step through a trace: graph, ready queues, dependencies, pruning, culprits, events."""
+    """Step through a trace: graph, ready queues, dependencies, pruning, forward↔backward, culprits, events."""
 
     BINDINGS = [
         Binding("right,l", "step(1)", "Next event"),
@@ -45,7 +73,20 @@ class StepScreen(Screen[None]):
         Binding("N,p", "node(-1)", "Previous node run"),
         Binding("home,g", "jump(0)", "Start"),
         Binding("end,G", "jump(-1)", "End"),
-        Binding("colon", "ask_step", "Go to step"),
+        Binding("colon", "ask('goto')", "Go to step"),
+        Binding("slash", "ask('search')", "Search nodes by name or seq_nr"),
+        Binding("right_square_bracket", "search_next(1)", "Next search match"),
+        Binding("left_square_bracket", "search_next(-1)", "Previous search match"),
+        Binding("b", "ask('break')", "Add a breakpoint"),
+        Binding("c", "run_to_breakpoint(1)", "Run to the next breakpoint"),
+        Binding("C", "run_to_breakpoint(-1)", "Run back to the previous breakpoint"),
+        Binding("B", "clear_breakpoints", "Clear breakpoints"),
+        Binding("i", "inspect_running", "Select the running node"),
+        Binding("escape", "clear_selection", "Clear the selection", show=False),
+        *[Binding(str(i), f"show_panel('{p.id}')", f"Show the {p.title} panel") for i, p in enumerate(PANELS, 1)],
+        Binding("x", "hide_panel", "Hide the focused panel"),
+        Binding("X", "show_all_panels", "Show every panel"),
+        Binding("z", "zoom", "Zoom the focused panel (again to restore)"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "app.quit", "Quit"),
     ]
@@ -54,6 +95,8 @@ class StepScreen(Screen[None]):
     """The event the screen shows (0-based)."""
     state: var[EngineState | None] = var(None)
     """The engine's state after `step`."""
+    selected_node: var[int | None] = var(None)
+    """The node the user chose in some panel; every panel marks it and the inspector shows it."""
 
     def __init__(self, trace: Trace, title: str = "", script_error: str = "") -> None:
         super().__init__()
@@ -63,33 +106,60 @@ class StepScreen(Screen[None]):
         self.script_error = script_error
         self.node_steps = trace.steps_of(K_NSTART)
         self.culprit_list = culprits_mod.of_trace(trace)
+        self.layout_state = PanelLayout()
+        self.breakpoints: list[bp_mod.Breakpoint] = []
+        self.matches = np.zeros(0, dtype=np.int64)  # nodes found by the last search, in graph row order
+        self.prompt_mode = "goto"
 
     def compose(self) -> ComposeResult:
         yield Static(self.title_text, id="title")
-        with Horizontal(id="main"):
-            with Vertical(id="left"):
-                yield GraphView(self.trace, id="graph")
-            with TabbedContent(id="right"):
-                with TabPane("Queues", id="tab-queues"):
-                    yield ReadyQueueView(self.trace.queue_label, id="queues")
-                with TabPane("Deps", id="tab-deps"):
-                    yield DependenciesView(self.trace, id="deps")
-                with TabPane("Pruning", id="tab-pruning"):
-                    yield PruningView(self.trace, id="pruning")
-                with TabPane("Culprits", id="tab-culprits"):
-                    yield CulpritsView(self.culprit_list, id="culprits")
-                    yield Static(id="source")
-                with TabPane("Events", id="tab-events"):
-                    yield EventLog(self.trace, id="events")
-        yield Input(placeholder="go to step…", id="goto", classes="-hidden")
+        with Vertical(id="panels"):
+            for panel in PANELS:
+                if panel is next(p for p in PANELS if p.lower):
+                    # The tab bar sits between the upper and lower panels (NOTE [panel layout]).
+                    yield Tabs(*[Tab(p.tab, id=f"tab-{p.id}") for p in PANELS], id="tabs")
+                with Vertical(id=f"panel-{panel.id}", classes="panel -lower" if panel.lower else "panel") as box:
+                    box.border_title = panel.title
+                    yield from self._panel_widgets(panel.id)
+        yield Input(id="prompt", classes="-hidden")
         yield Timeline(id="timeline")
+
+    def _panel_widgets(self, panel_id: str) -> ComposeResult:
+        trace = self.trace
+        if panel_id == "graph":
+            yield GraphView(trace, id="graph")
+        elif panel_id == "queues":
+            yield ReadyQueueView(trace.queue_label, id="queues")
+        elif panel_id == "deps":
+            yield DependenciesView(trace, id="deps")
+        elif panel_id == "fwd":
+            yield ForwardBackwardView(trace, id="fwd")
+        elif panel_id == "inspector":
+            yield NodeInspector(trace, id="inspector")
+        elif panel_id == "pruning":
+            yield PruningView(trace, id="pruning")
+        elif panel_id == "culprits":
+            yield CulpritsView(self.culprit_list, id="culprits")
+            yield Static(id="source")
+        elif panel_id == "events":
+            yield EventLog(trace, id="events")
 
     def on_mount(self) -> None:
         if self.script_error:
             self.notify(self.script_error, title="the script raised", severity="error", timeout=10)
+        self._relayout(self.size.width, self.size.height)
         self.step = 0
         self.watch_step(0)
+        self.query_one(GraphView).focus()
 
+    def on_resize(self, event: Resize) -> None:
+        self._relayout(event.size.width, event.size.height)
+
+    def _relayout(self, width: int, height: int) -> None:
+        self.layout_state.wide = width >= WIDE_MIN[0] and height >= WIDE_MIN[1]
+        self.layout_state.apply(self.query_one("#panels", Vertical), self.query_one(Tabs))
+
+    # -- state flowing down ---------------------------------------------------------------------------------
     def watch_step(self, step: int) -> None:
         self.state = self.replay.state_at(step)
         self.post_message(StepChanged(step))
@@ -101,11 +171,22 @@ class StepScreen(Screen[None]):
         self.query_one(ReadyQueueView).show(state)
         self.query_one(DependenciesView).show(state)
         self.query_one(PruningView).show(state)
+        self.query_one(ForwardBackwardView).show_upto(state.step)
         self.query_one(CulpritsView).show_upto(state.culprits)
         self.query_one(EventLog).follow(state.step)
-        self.query_one(Timeline).show(state)
+        self.query_one(NodeInspector).inspect(self.selected_node, state.step)
+        self.query_one(Timeline).show(state, self.trace.queue_label)
 
-    # -- actions -------------------------------------------------------------------------------------------
+    def watch_selected_node(self, node: int | None) -> None:
+        for view in self.query(LazyList):
+            view.selected_node = node
+        if node is not None:
+            self.query_one(GraphView).cursor = self.query_one(GraphView).row_of(node)
+            self.query_one(ForwardBackwardView).cursor = self.query_one(ForwardBackwardView).row_of_node(node)
+        self.query_one(NodeInspector).inspect(node, self.step)
+        self.post_message(NodeFollowed(node))
+
+    # -- actions: moving in time ----------------------------------------------------------------------------
     def action_step(self, delta: int) -> None:
         """Move `delta` events forward or back."""
         self.step = max(0, min(len(self.trace) - 1, self.step + delta))
@@ -126,32 +207,158 @@ class StepScreen(Screen[None]):
             if i >= 0:
                 self.step = int(steps[i])
 
-    def action_ask_step(self) -> None:
-        """Show the go-to-step box."""
-        box = self.query_one("#goto", Input)
-        box.remove_class("-hidden")
+    def action_run_to_breakpoint(self, direction: int) -> None:
+        """Run forward (or back) to the nearest step where a breakpoint stops."""
+        if not self.breakpoints:
+            self.notify("no breakpoint is set: press b to add one", severity="warning")
+            return
+        hit = bp_mod.next_hit(self.trace, self.breakpoints, self.step, direction)
+        if hit is None:
+            where = "after" if direction > 0 else "before"
+            self.notify(f"no breakpoint stops {where} step {self.step}", severity="warning")
+            return
+        self.step = hit[0]
+        self.post_message(BreakpointHit(hit[0], hit[1]))
+        self.notify(f"stopped at step {hit[0]} on breakpoint `{hit[1]}`", title="breakpoint")
+
+    def action_clear_breakpoints(self) -> None:
+        """Remove every breakpoint."""
+        count = len(self.breakpoints)
+        self.breakpoints = []
+        self.notify(f"cleared {count} breakpoint(s)")
+
+    # -- actions: finding and selecting nodes ---------------------------------------------------------------
+    def action_ask(self, mode: str) -> None:
+        """Open the prompt for a step number, a search or a breakpoint."""
+        self.prompt_mode = mode
+        box = self.query_one("#prompt", Input)
+        box.placeholder = _PROMPTS[mode]
         box.value = ""
+        box.remove_class("-hidden")
         box.focus()
+
+    def action_search_next(self, direction: int) -> None:
+        """Select the next (or previous) node the last search found, in graph order."""
+        if not len(self.matches):
+            self.notify("no search matches: press / to search", severity="warning")
+            return
+        graph = self.query_one(GraphView)
+        rows = graph.trace.num_nodes - 1 - self.matches  # graph rows of the matches, ascending
+        current = graph.cursor
+        if direction > 0:
+            i = int(np.searchsorted(rows, current, side="right"))
+            row = int(rows[i % len(rows)])
+        else:
+            i = int(np.searchsorted(rows, current, side="left")) - 1
+            row = int(rows[i % len(rows)])
+        self.selected_node = graph.node_at(row)
+
+    def action_inspect_running(self) -> None:
+        """Select the node running at this step (the innermost one)."""
+        if self.state is not None and self.state.running:
+            self.selected_node = self.state.running[-1][1]
+        else:
+            self.notify("no node is running at this step", severity="warning")
+
+    def action_clear_selection(self) -> None:
+        """Forget the selected node (and close the prompt if it is open)."""
+        self.query_one("#prompt", Input).add_class("-hidden")
+        self.selected_node = None
+
+    # -- actions: panels and help ---------------------------------------------------------------------------
+    def action_show_panel(self, panel_id: str) -> None:
+        """Bring a panel on screen (showing it again if hidden) and focus it."""
+        self.layout_state.choose(panel_id)
+        self._relayout(self.size.width, self.size.height)
+        self.query_one(f"#{panel_id}").focus()
+
+    def action_hide_panel(self) -> None:
+        """Hide the panel that has the focus; its digit key shows it again."""
+        panel_id = self._focused_panel()
+        if panel_id is None:
+            return
+        self.layout_state.hide(panel_id)
+        self._relayout(self.size.width, self.size.height)
+        self.notify(f"hid the {BY_ID[panel_id].title} panel; X shows every panel")
+
+    def action_show_all_panels(self) -> None:
+        """Show every hidden panel again."""
+        self.layout_state.hidden.clear()
+        self._relayout(self.size.width, self.size.height)
+
+    def action_zoom(self) -> None:
+        """Let the focused panel fill the screen, or restore the layout."""
+        if self.maximized is not None:
+            self.minimize()
+            return
+        if self._focused_panel() is not None and self.focused is not None:
+            self.maximize(self.focused, container=False)
 
     def action_help(self) -> None:
         """Show every key."""
         self.app.push_screen(HelpScreen(list(self.BINDINGS)))
 
-    # -- routing -------------------------------------------------------------------------------------------
-    @on(Input.Submitted, "#goto")
-    def _go_to(self, event: Input.Submitted) -> None:
-        box = self.query_one("#goto", Input)
-        box.add_class("-hidden")
+    def _focused_panel(self) -> str | None:
+        widget = self.focused
+        while widget is not None and not (widget.id or "").startswith("panel-"):
+            widget = widget.parent  # type: ignore[assignment]
+        return widget.id.removeprefix("panel-") if widget is not None and widget.id else None
+
+    # -- routing --------------------------------------------------------------------------------------------
+    @on(Input.Submitted, "#prompt")
+    def _prompt_submitted(self, event: Input.Submitted) -> None:
+        self.query_one("#prompt", Input).add_class("-hidden")
+        handler = {"goto": self._go_to, "search": self._search, "break": self._add_breakpoint}[self.prompt_mode]
+        handler(event.value.strip())
+        self.query_one(GraphView).focus()
+
+    def _go_to(self, text: str) -> None:
         try:
-            wanted = int(event.value)
+            wanted = int(text)
         except ValueError:
-            self.notify(f"not a step number: {event.value!r}", severity="warning")
+            self.notify(f"not a step number: {text!r}", severity="warning")
             return
         if not 0 <= wanted < len(self.trace):
             self.notify(f"step {wanted} is outside 0..{len(self.trace) - 1}", severity="warning")
             return
         self.step = wanted
-        self.query_one(GraphView).focus()
+
+    def _search(self, text: str) -> None:
+        found = find_nodes(self.trace, text)
+        self.matches = found[::-1].copy()  # newest first, as the graph lists them
+        if not len(found):
+            self.notify(f"no node matches {text!r}", severity="warning")
+            return
+        self.notify(f"{len(found)} node(s) match {text!r}; ] and [ go to the next and previous")
+        self.selected_node = int(self.matches[0])
+
+    def _add_breakpoint(self, text: str) -> None:
+        try:
+            bp = bp_mod.parse(text)
+        except ValueError as e:
+            self.notify(str(e), severity="error", timeout=8)
+            return
+        if bp not in self.breakpoints:
+            self.breakpoints = [*self.breakpoints, bp]
+        count = len(bp_mod.hits(self.trace, bp))
+        self.notify(f"breakpoint `{bp}` stops at {count} step(s); c runs to the next", title="breakpoint")
+
+    @on(Tabs.TabActivated, "#tabs")
+    def _tab_activated(self, event: Tabs.TabActivated) -> None:
+        panel_id = (event.tab.id or "").removeprefix("tab-")
+        if panel_id in BY_ID and self.layout_state.has_tab(panel_id):
+            wanted = self.layout_state.active_lower if self.layout_state.wide else self.layout_state.active
+            if panel_id != wanted:
+                self.layout_state.choose(panel_id)
+                self._relayout(self.size.width, self.size.height)
+
+    @on(LazyList.NodeSelected)
+    def _node_selected(self, event: LazyList.NodeSelected) -> None:
+        self.selected_node = event.node
+        source = self._focused_panel()
+        if self.layout_state.wide and source != "fwd":
+            self.layout_state.choose("inspector")
+            self._relayout(self.size.width, self.size.height)
 
     @on(EventLog.StepChosen)
     def _event_chosen(self, event: EventLog.StepChosen) -> None:
@@ -159,20 +366,4 @@ class StepScreen(Screen[None]):
 
     @on(CulpritsView.CulpritSelected)
     def _show_source(self, event: CulpritsView.CulpritSelected) -> None:
-        c = event.culprit
-        source = self.query_one("#source", Static)
-        try:
-            with open(c.filename, encoding="utf-8") as f:
-                code = f.read()
-        except OSError:
-            source.update(f"{c.filename}:{c.lineno} (source not readable)")
-            return
-        first = max(1, c.lineno - 3)
-        source.update(Syntax(code, "python", line_numbers=True, line_range=(first, c.lineno + 3),
-                             highlight_lines={c.lineno}))
-
-    @on(GraphView.NodeSelected)
-    def _node_selected(self, event: GraphView.NodeSelected) -> None:
-        info = self.trace.node(event.node)
-        self.notify(f"{info.name} seq {info.seq_nr} topo {info.topological_nr}, made at "
-                    f"{info.filename}:{info.lineno}: {info.source}", title="node")
+        show_source(self.query_one("#source", Static), event.culprit.filename, event.culprit.lineno)

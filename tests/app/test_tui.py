@@ -8,7 +8,8 @@ from app.demo import record_example
 from app.screens.help import HelpScreen
 from app.screens.step import StepChanged, StepScreen
 from tracer.events import GraphTaskFinished, NodeStarted, SeqNrBumped
-from widgets.graph_view import STATES, GraphView
+from tracer.node_states import STATES
+from widgets.graph_view import GraphView
 
 
 @pytest.fixture(scope="module")
