@@ -1,11 +1,13 @@
 """AgdbApp: opens a trace, a saved file or a script to record, and steps through it."""
 from __future__ import annotations
 
+import threading
 from functools import partial
 from typing import Any, Iterable
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 from textual.worker import get_current_worker
@@ -19,12 +21,15 @@ class AgdbApp(App[None]):
 
     CSS_PATH = "agdb.tcss"
     TITLE = "agdb"
+    BINDINGS = [Binding("escape", "cancel", "Cancel loading or recording", show=False)]
 
     def __init__(self, trace: Any = None, path: str | None = None, script: str | None = None,
                  script_args: list[str] | None = None, as_torch: bool = False, title: str = "") -> None:
         super().__init__()
         self.trace, self.path, self.script = trace, path, script
         self.script_args, self.as_torch, self.title_text = script_args or [], as_torch, title
+        self._script_thread: int | None = None  # the thread running the user's script, while it runs
+        self._cancelled = False
 
     def compose(self) -> ComposeResult:
         yield Static("loading…", id="status")
@@ -53,7 +58,7 @@ class AgdbApp(App[None]):
     def _load(self, path: str) -> None:
         from tracer.tracefile import TraceFormatError, load
 
-        self.post_message(TraceProgress(f"loading {path}…"))
+        self.post_message(TraceProgress(f"loading {path}… (Escape cancels)"))
         try:
             trace = load(path)
         except (TraceFormatError, OSError) as e:
@@ -66,15 +71,35 @@ class AgdbApp(App[None]):
     def _record(self, script: str) -> None:
         from .run_script import run_recorded
 
-        worker = get_current_worker()
+        self._script_thread = threading.get_ident()
         try:
             run = run_recorded(script, self.script_args, self.as_torch,
-                               on_progress=lambda n: self.post_message(TraceProgress(f"recording… {n:,} events")))
+                               on_progress=lambda n: self.post_message(
+                                   TraceProgress(f"recording {script}… {n:,} events (Escape cancels)")))
         except OSError as e:
             self.post_message(TraceFailed(str(e)))
             return
-        if not worker.is_cancelled:
-            self.post_message(TraceLoaded(run.trace, script, run.error_text))
+        finally:
+            self._script_thread = None
+        error = run.error_text
+        if self._cancelled:
+            error = f"recording cancelled: showing the {len(run.trace):,} events recorded until then"
+        self.post_message(TraceLoaded(run.trace, script, error))
+
+    def action_cancel(self) -> None:
+        """Stop a recording (keeping what it recorded) or a load; does nothing once a trace is open."""
+        if isinstance(self.screen, StepScreen) or self._cancelled:
+            return
+        self._cancelled = True
+        if self._script_thread is not None:
+            from .run_script import interrupt
+
+            interrupt(self._script_thread)
+            self.query_one("#status", Static).update("cancelling the recording…")
+        else:
+            self.workers.cancel_group(self, "trace")
+            self.query_one("#status", Static).update("cancelled\n\npress q to quit")
+            self.bind("q", "quit", description="Quit")
 
     @on(TraceProgress)
     def _progress(self, message: TraceProgress) -> None:

@@ -1,6 +1,7 @@
 """Run a user's script under the recorder, keeping the trace even when the script raises."""
 from __future__ import annotations
 
+import ctypes
 import runpy
 import sys
 import threading
@@ -54,6 +55,15 @@ def run_recorded(script: str, args: list[str], as_torch: bool = False,
             torch_shim.uninstall(shim)
         trace = recorder.finish()
     return ScriptRun(trace, error, error_text)
+
+
+def interrupt(thread_ident: int) -> bool:
+    """Raise KeyboardInterrupt in the thread running a script, which stops it at its next bytecode.
+
+    run_recorded catches it like any error of the script, so what was recorded so far is kept.
+    """
+    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_ident), ctypes.py_object(KeyboardInterrupt))
+    return done == 1
 
 
 def _tick(recorder: Recorder, stop: threading.Event, on_progress: Callable[[int], None]) -> None:

@@ -10,7 +10,8 @@ from typing import Literal
 
 import numpy as np
 
-from .recorder import K_BUMP, K_ERROR, K_NSTART, K_PUSH, seq_code
+from .recorder import K_BUMP, K_ERROR, K_NSTART, K_PUSH
+from .search import is_number, nodes_with_seq
 from .trace import SUMMARY_KINDS, Trace
 
 BreakpointKind = Literal["node", "seq_nr", "push", "nan", "error"]
@@ -43,8 +44,8 @@ def parse(text: str) -> Breakpoint:
         raise ValueError(f"an empty breakpoint; write one of: {SYNTAX}")
     head, rest = words[0].lower(), " ".join(words[1:])
     if head in ("seq", "seq_nr"):
-        if not rest.isdigit():
-            raise ValueError(f"`{text}`: seq needs a number, as in `seq 12`")
+        if not is_number(rest):
+            raise ValueError(f"`{text}`: seq needs a number, as in `seq 12`; write one of: {SYNTAX}")
         return Breakpoint("seq_nr", rest)
     if head in ("nan", "error") and not rest:
         return Breakpoint(head)  # type: ignore[arg-type]
@@ -98,7 +99,7 @@ def _node_hits(trace: Trace, name: str) -> np.ndarray:
 
 
 def _seq_hits(trace: Trace, value: str) -> np.ndarray:
-    nodes = np.flatnonzero(trace.columns["node_seq"] == seq_code(int(value)))
+    nodes = nodes_with_seq(trace, int(value))
     return _steps_at_nodes(trace, trace.steps_of(K_BUMP, K_NSTART), nodes)
 
 

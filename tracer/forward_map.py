@@ -94,7 +94,7 @@ def _flags(trace: Trace, created: np.ndarray) -> np.ndarray:
         return flags
     names = np.asarray(trace.strings, dtype=object)[c["node_name"]]
     is_accumulate = np.fromiter((str(s).endswith("AccumulateGrad") for s in names), bool, n)
-    is_engine = np.isin(names, ENGINE_MADE)
+    is_engine = np.fromiter((str(s).removeprefix("torch::autograd::") in ENGINE_MADE for s in names), bool, n)
     flags |= is_accumulate.astype(np.uint8) << 0
     flags |= is_engine.astype(np.uint8) << 1
     ev_node, ev_thread = c["ev_node"], c["ev_thread"]

@@ -6,6 +6,20 @@ import numpy as np
 from .recorder import seq_code
 from .trace import Trace
 
+_UINT64_MAX = 2**64 - 1
+
+
+def is_number(text: str) -> bool:
+    """ASCII digits only (`str.isdigit` also accepts `²`, which `int` refuses)."""
+    return text.isascii() and text.isdigit()
+
+
+def nodes_with_seq(trace: Trace, seq: int) -> np.ndarray:
+    """Nodes whose seq_nr is `seq` (2**64-1 is AccumulateGrad's and Error's; no other seq reaches 2**63)."""
+    if seq >= 2**63 and seq != _UINT64_MAX:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(trace.columns["node_seq"] == seq_code(seq))
+
 
 def find_nodes(trace: Trace, query: str) -> np.ndarray:
     """Nodes matching `query`, in node-table order.
@@ -15,10 +29,10 @@ def find_nodes(trace: Trace, query: str) -> np.ndarray:
     """
     text = query.strip()
     words = text.split()
-    if len(words) == 2 and words[0].lower() in ("seq", "seq_nr") and words[1].isdigit():
+    if len(words) == 2 and words[0].lower() in ("seq", "seq_nr") and is_number(words[1]):
         text = words[1]
-    if text.isdigit():
-        return np.flatnonzero(trace.columns["node_seq"] == seq_code(int(text)))
+    if is_number(text):
+        return nodes_with_seq(trace, int(text))
     if not text:
         return np.zeros(0, dtype=np.int64)
     lowered = text.lower()

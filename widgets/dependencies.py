@@ -54,7 +54,8 @@ class DependenciesView(LazyList):
         node, count = int(self.nodes[index]), int(self.counts[index])
         slots = self.waiting.get(node)
         filled = "" if slots is None else "  buffer [" + "".join("x" if s else "." for s in slots) + "]"
-        text = Text(f"{self.trace.node_name(node):<32} {count:>3} to go{filled}")
+        name = self.trace.node_name(node).replace("torch::autograd::", "")
+        text = Text(f"{name:<22} {count:>3} to go{filled}")
         if self.previous.get(node, count) != count:
             text.stylize(self.get_component_rich_style("dependencies--changed"))
         return text

@@ -30,10 +30,12 @@ class ForwardBackwardView(LazyList):
         self.forward_map = ForwardMap(trace)
         self.step = len(trace)  # ops that run after this step are dimmed
 
-    def show_upto(self, step: int) -> None:
-        """Dim the ops that had not run by `step`."""
+    def show_upto(self, step: int, running: tuple[tuple[int, int], ...] = ()) -> None:
+        """Dim the ops that had not run by `step`; keep the op of the running node in view."""
         self.step = step
         self.rows_changed()
+        if running:
+            self.cursor = self.row_of_node(running[-1][1])
 
     def row_count(self) -> int:
         return max(len(self.forward_map), 1)

@@ -68,9 +68,9 @@ class GraphView(LazyList):
         count = self.counts.get(node)
         name = info.name.replace("torch::autograd::", "")
         return Text.assemble(
-            (f"{order:>4} " if order >= 0 else "     "),
-            (f"{name:<22} ", self.get_component_rich_style(f"graph-view--{state}")),
-            f"{state:<9} seq {seq:>4} topo {info.topological_nr:>3}",
+            (f"{order:>3} " if order >= 0 else "    "),
+            (f"{name:<20} ", self.get_component_rich_style(f"graph-view--{state}")),
+            f"{state:<9} seq {seq:>3} topo {info.topological_nr:>2}",
             (f" deps {count}" if count is not None else ""),
         )
 

@@ -146,7 +146,7 @@ class StepScreen(Screen[None]):
 
     def on_mount(self) -> None:
         if self.script_error:
-            self.notify(self.script_error, title="the script raised", severity="error", timeout=10)
+            self.notify(self.script_error, title="the script did not finish", severity="error", timeout=10)
         self._relayout(self.size.width, self.size.height)
         self.step = 0
         self.watch_step(0)
@@ -171,7 +171,7 @@ class StepScreen(Screen[None]):
         self.query_one(ReadyQueueView).show(state)
         self.query_one(DependenciesView).show(state)
         self.query_one(PruningView).show(state)
-        self.query_one(ForwardBackwardView).show_upto(state.step)
+        self.query_one(ForwardBackwardView).show_upto(state.step, state.running)
         self.query_one(CulpritsView).show_upto(state.culprits)
         self.query_one(EventLog).follow(state.step)
         self.query_one(NodeInspector).inspect(self.selected_node, state.step)

@@ -1,0 +1,356 @@
+"""Pilot tests for every action of the step screen beyond stepping: search, breakpoints, selection that
+follows across panels, the node inspector, panels (show, hide, zoom, tabs), the palette and cancelling."""
+from __future__ import annotations
+
+import pytest
+
+from app.app import AgdbApp
+from app.demo import record_example
+from app.screens.panels import PANELS
+from app.screens.step import BreakpointHit, NodeFollowed, StepScreen
+from tracer.events import ErrorRaised, HookRan, NodeStarted, TaskPushed
+from widgets.culprits import CulpritsView
+from widgets.forward_backward import ForwardBackwardView
+from widgets.graph_view import GraphView
+from widgets.lazy_list import LazyList
+from widgets.node_inspector import NodeInspector, tensor_text
+
+
+@pytest.fixture(scope="module")
+def demo_trace():
+    return record_example()
+
+
+async def _opened(app, pilot) -> StepScreen:
+    await pilot.pause()
+    assert isinstance(app.screen, StepScreen)
+    return app.screen
+
+
+def _unique(messages, kind):
+    """Messages of one kind, once each (bubbling delivers a message to several hooks)."""
+    return list({id(m): m for m in messages if isinstance(m, kind)}.values())
+
+
+def _displayed(screen: StepScreen) -> set[str]:
+    return {p.id for p in PANELS if screen.query_one(f"#panel-{p.id}").display}
+
+
+# -- search --------------------------------------------------------------------------------------------------
+async def test_search_by_name_selects_matches_in_graph_order(demo_trace):
+    """`/mul` selects the newest MulBackward0; `]` walks to older matches and wraps; `[` walks back."""
+    muls = sorted((i for i in range(demo_trace.num_nodes) if "mul" in demo_trace.node(i).name.lower()), reverse=True)
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        await pilot.press("slash", *"mul", "enter")
+        await pilot.pause()
+        assert screen.selected_node == muls[0]
+        seen = [screen.selected_node]
+        for _ in range(len(muls)):
+            await pilot.press("right_square_bracket")
+            await pilot.pause()
+            seen.append(screen.selected_node)
+        assert seen == muls + [muls[0]]
+        await pilot.press("left_square_bracket")
+        await pilot.pause()
+        assert screen.selected_node == muls[-1]
+
+
+async def test_search_by_seq_nr_and_no_match(demo_trace):
+    """`/seq 3` selects the node with seq_nr 3; a query nothing matches warns and keeps the selection."""
+    node3 = next(i for i in range(demo_trace.num_nodes) if demo_trace.node(i).seq_nr == 3)
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        screen = await _opened(app, pilot)
+        await pilot.press("slash", *"seq 3", "enter")
+        await pilot.pause()
+        assert screen.selected_node == node3
+        await pilot.press("slash", *"nosuchnode", "enter")
+        await pilot.pause()
+        assert screen.selected_node == node3
+        assert any("no node matches" in n.message for n in app._notifications)
+
+
+# -- breakpoints ---------------------------------------------------------------------------------------------
+async def test_breakpoint_on_node_name_runs_forward_and_back(demo_trace):
+    """`b` + `node CosBackward0`, then `c` stops where CosBackward0 starts, `C` returns to the one before."""
+    starts = [e.step for e in demo_trace if isinstance(e, NodeStarted) and e.node_name == "CosBackward0"]
+    assert starts
+    seen = []
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        screen = await _opened(app, pilot)
+        await pilot.press("b", *"node CosBackward0", "enter", "c")
+        await pilot.pause()
+        assert screen.step == starts[0]
+        assert screen.state.event.node_name == "CosBackward0"
+        hits = _unique(seen, BreakpointHit)
+        assert [h.step for h in hits] == [starts[0]] and str(hits[0].breakpoint) == "node CosBackward0"
+        await pilot.press("G", "C")
+        await pilot.pause()
+        assert screen.step == starts[-1]
+
+
+async def test_breakpoints_on_push_seq_and_several_at_once(demo_trace):
+    """With `push SumBackward0` and `seq 16` set, `c` stops at whichever comes first, each time."""
+    pushes = [e.step for e in demo_trace if isinstance(e, TaskPushed) and e.node_name == "SumBackward0"]
+    seq16 = [e.step for e in demo_trace if getattr(e, "old", None) == 16 or
+             (isinstance(e, NodeStarted) and demo_trace.node(e.node).seq_nr == 16)]
+    expected = sorted(set(pushes) | set(seq16))
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        await pilot.press("b", *"push SumBackward0", "enter", "b", *"seq 16", "enter")
+        stops = []
+        for _ in range(len(expected)):
+            await pilot.press("c")
+            await pilot.pause()
+            stops.append(screen.step)
+        assert stops == expected
+
+
+async def test_breakpoint_on_error_and_nan():
+    """`error` stops at the ErrorRaised of a failing backward; `nan` at the first event carrying a NaN grad."""
+    import engine as torch
+    import tracer
+
+    class Boom(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            raise ValueError("boom in backward")
+
+    with tracer.record() as rec:
+        x = torch.tensor([0.0, 1.0], requires_grad=True)
+        (x / x).sum().backward()  # 0/0: the grads carry NaN
+        with pytest.raises(ValueError):
+            Boom.apply(x).sum().backward()
+    trace = rec.trace
+    error_step = next(e.step for e in trace if isinstance(e, ErrorRaised))
+    nan_step = next(e.step for e in trace
+                    if any(t is not None and t.has_nan
+                           for t in (getattr(e, "inputs", ()) + getattr(e, "outputs", ()) +
+                                     ((e.grad,) if hasattr(e, "grad") else ()))))
+    app = AgdbApp(trace=trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        await pilot.press("b", *"error", "enter", "c")
+        await pilot.pause()
+        assert screen.step == error_step
+        await pilot.press("B", "b", *"nan", "enter", "g", "c")
+        await pilot.pause()
+        assert screen.step == nan_step
+
+
+async def test_bad_breakpoint_and_none_set_are_explained(demo_trace):
+    """A malformed breakpoint is refused with the accepted forms; `c` with none set or none ahead warns."""
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        screen = await _opened(app, pilot)
+        await pilot.press("c")
+        await pilot.pause()
+        assert screen.step == 0 and any("no breakpoint is set" in n.message for n in app._notifications)
+        await pilot.press("b", *"seq x", "enter")
+        await pilot.pause()
+        assert screen.breakpoints == [] and any("seq needs a number" in n.message for n in app._notifications)
+        await pilot.press("b", *"error", "enter", "c")  # the demo raises nothing
+        await pilot.pause()
+        assert screen.step == 0 and any("no breakpoint stops after" in n.message for n in app._notifications)
+
+
+# -- selection that follows across panels --------------------------------------------------------------------
+async def test_enter_on_a_graph_node_is_followed_everywhere(demo_trace):
+    """Enter in the graph selects its node: every panel marks it, F↔B moves to its op, the inspector shows it."""
+    seen = []
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        screen = await _opened(app, pilot)
+        graph = screen.query_one(GraphView)
+        graph.focus()
+        await pilot.press("down", "down", "enter")
+        await pilot.pause()
+        node = graph.node_at(graph.cursor)
+        assert screen.selected_node == node
+        assert [m.node for m in _unique(seen, NodeFollowed)][-1] == node
+        assert all(view.selected_node == node for view in screen.query(LazyList))
+        fwd = screen.query_one(ForwardBackwardView)
+        assert fwd.node_at_row(fwd.cursor) == node
+        inspector = screen.query_one(NodeInspector)
+        assert inspector.node == node and demo_trace.node(node).name in inspector.lines[0].plain
+        assert screen.layout_state.active_lower == "inspector"  # the wide layout brings the inspector up
+
+
+async def test_enter_on_a_forward_op_selects_its_backward_node(demo_trace):
+    """Enter on the F↔B panel's 4th op selects the 4th node made and puts the graph cursor on it."""
+    made = sorted(range(demo_trace.num_nodes), key=lambda i: demo_trace.node(i).created_at)
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        await pilot.press("4")  # the F↔B panel
+        await pilot.press("down", "down", "down", "enter")
+        await pilot.pause()
+        assert screen.selected_node == made[3]
+        graph = screen.query_one(GraphView)
+        assert graph.node_at(graph.cursor) == made[3]
+        assert screen.layout_state.active_lower == "fwd"  # selecting from F↔B keeps it on screen
+
+
+async def test_inspect_running_node_shows_its_grads_in(demo_trace):
+    """`i` at a NodeStarted step selects that node; the inspector lists the grads it started with."""
+    start = next(e for e in demo_trace if isinstance(e, NodeStarted) and e.node_name == "CosBackward0")
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        screen.step = start.step
+        await pilot.pause()
+        await pilot.press("i")
+        await pilot.pause()
+        assert screen.selected_node == start.node
+        text = "\n".join(line.plain for line in screen.query_one(NodeInspector).lines)
+        for i, grad in enumerate(start.inputs):
+            assert f"in[{i}]  {tensor_text(grad)}" in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert screen.selected_node is None
+
+
+async def test_inspector_lists_hooks_that_ran(demo_trace):
+    """At the end of the demo the inspector of the node whose hook ran lists that hook."""
+    hook = next(e for e in demo_trace if isinstance(e, HookRan))
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        screen.step = len(demo_trace) - 1
+        screen.selected_node = hook.node
+        await pilot.pause()
+        text = "\n".join(line.plain for line in screen.query_one(NodeInspector).lines)
+        assert f"{hook.hook_kind} hook {hook.hook_name} ran" in text
+
+
+async def test_culprit_enter_shows_its_source_line(demo_trace):
+    """Enter on a culprit shows the demo's source around that line, the line itself included."""
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        screen.step = len(demo_trace) - 1
+        await pilot.press("7")
+        view = screen.query_one(CulpritsView)
+        view.cursor = 0
+        await pilot.press("enter")
+        await pilot.pause()
+        culprit = view.culprits[0]
+        rendered = screen.query_one("#source").content
+        code = getattr(rendered, "code", "")
+        assert culprit.source in code.splitlines()[culprit.lineno - 1]
+
+
+# -- panels --------------------------------------------------------------------------------------------------
+async def test_wide_layout_shows_upper_panels_and_one_lower(demo_trace):
+    """At 120x40 the graph, queues and deps are on screen with one lower panel; digits switch the lower one."""
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        assert _displayed(screen) == {"graph", "queues", "deps", "fwd"}
+        await pilot.press("8")
+        await pilot.pause()
+        assert _displayed(screen) == {"graph", "queues", "deps", "events"}
+        assert screen.focused.id == "events"
+
+
+async def test_narrow_layout_collapses_panels_into_tabs(demo_trace):
+    """At 80x24 one panel fills the screen; every panel has a tab, and digits and the tab bar switch."""
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _opened(app, pilot)
+        assert _displayed(screen) == {"graph"}
+        tabs = screen.query_one("#tabs")
+        visible_tabs = [t.id for t in tabs.query("Tab") if not t.has_class("-hidden")]
+        assert visible_tabs == [f"tab-{p.id}" for p in PANELS]
+        await pilot.press("2")
+        await pilot.pause()
+        assert _displayed(screen) == {"queues"}
+        await pilot.click("#tab-deps")
+        await pilot.pause()
+        assert _displayed(screen) == {"deps"}
+
+
+async def test_resizing_moves_between_layouts_and_survives_60x20(demo_trace):
+    """Shrinking 120x40 -> 80x24 -> 60x20 collapses to tabs and keeps working; growing back restores."""
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert len(_displayed(screen)) == 1
+        await pilot.resize_terminal(60, 20)
+        await pilot.press("n", "5", "l")
+        await pilot.pause()
+        assert _displayed(screen) == {"inspector"}
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        assert {"graph", "queues", "deps"} <= _displayed(screen)
+
+
+async def test_hide_and_show_panels(demo_trace):
+    """`x` hides the focused panel, its digit brings it back, `X` shows every panel again."""
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        await pilot.press("2", "x")
+        await pilot.pause()
+        assert "queues" not in _displayed(screen)
+        await pilot.press("3", "x")
+        await pilot.pause()
+        assert not {"queues", "deps"} & _displayed(screen)
+        await pilot.press("2")
+        await pilot.pause()
+        assert "queues" in _displayed(screen) and "deps" not in _displayed(screen)
+        await pilot.press("X")
+        await pilot.pause()
+        assert {"graph", "queues", "deps"} <= _displayed(screen)
+
+
+async def test_zoom_toggles_the_focused_panel(demo_trace):
+    """`z` maximises the focused panel's view and `z` again restores the layout."""
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        await pilot.press("3", "z")
+        await pilot.pause()
+        assert screen.maximized is not None and screen.maximized.id == "deps"
+        await pilot.press("z")
+        await pilot.pause()
+        assert screen.maximized is None
+
+
+# -- palette and cancelling ----------------------------------------------------------------------------------
+async def test_command_palette_offers_and_runs_every_action(demo_trace):
+    """The palette lists each step-screen binding by its description, and choosing one runs it."""
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        titles = {c.title for c in app.get_system_commands(screen)}
+        assert {b.description for b in StepScreen.BINDINGS if not b.action.startswith("app.")} <= titles
+        await pilot.press("ctrl+p", *"End", "enter")
+        await pilot.pause(0.3)
+        assert app.screen is screen and screen.step == len(demo_trace) - 1
+
+
+async def test_escape_cancels_a_recording_and_keeps_what_it_recorded(tmp_path):
+    """Escape while a never-ending script records stops it and opens the events recorded so far."""
+    script = tmp_path / "forever.py"
+    script.write_text("import engine as torch\nx = torch.ones(2, requires_grad=True)\n"
+                      "while True:\n    (x * 2).sum().backward()\n")
+    app = AgdbApp(script=str(script))
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await pilot.pause(0.5)
+        await pilot.press("escape")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.pause()
+        assert isinstance(app.screen, StepScreen) and len(app.screen.trace) > 0
+        assert any("recording cancelled" in n.message for n in app._notifications)

@@ -1,0 +1,54 @@
+"""Snapshots of the main screen at three steps of the demo, at 120x40 and 80x24, and of the help screen.
+
+The demo is recorded on a fresh thread named `demo`, so its seq_nrs, thread names and queue labels are the
+same in every process; nothing on screen shows a clock, a path or an address. Refresh with
+`pytest tests/snapshots --snapshot-update` and read the SVG diff before committing.
+"""
+from __future__ import annotations
+
+import pytest
+
+from app.app import AgdbApp
+from app.demo import record_example
+from tracer.events import DependenciesComputed, GraphTaskStarted, TaskPushed
+
+_TRACE = record_example()
+
+
+def _tie_step() -> int:
+    """The first push that leaves two tasks in a ready queue (the diamond's branches)."""
+    return next(e.step for e in _TRACE if isinstance(e, TaskPushed) and e.queue_length >= 2)
+
+
+def _pruning_step() -> int:
+    """compute_dependencies of the `inputs=` backward, which prunes by topological_nr."""
+    return next(e.step for e in _TRACE if isinstance(e, DependenciesComputed) and e.pruned)
+
+
+def _reentrant_step() -> int:
+    """A few events into the reentrant backward run by the custom Function's backward."""
+    return next(e.step for e in _TRACE if isinstance(e, GraphTaskStarted) and e.reentrant_depth > 0) + 6
+
+
+STEPS = {"tie": _tie_step, "pruning": _pruning_step, "reentrant": _reentrant_step}
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
+@pytest.mark.parametrize("moment", list(STEPS))
+def test_main_screen(snap_compare, moment, size):
+    """The main screen at a telling step of the demo looks as pinned."""
+    step = STEPS[moment]()
+
+    async def go_to_step(pilot) -> None:
+        await pilot.pause()
+        pilot.app.screen.step = step
+        await pilot.pause()
+
+    assert snap_compare(AgdbApp(trace=_TRACE, title="built-in example"), run_before=go_to_step,
+                        terminal_size=size)
+
+
+def test_help_screen(snap_compare):
+    """The help screen lists every key."""
+    assert snap_compare(AgdbApp(trace=_TRACE, title="built-in example"), press=["question_mark"],
+                        terminal_size=(120, 40))
