@@ -11,7 +11,7 @@ import logging
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from .events import SeqNrBumped
 
@@ -46,6 +46,24 @@ def from_event(e: SeqNrBumped) -> Culprit:
 def select(culprits: Iterable[Culprit], start: int | None = None, stop: int | None = None) -> list[Culprit]:
     """The increments that moved the counter within [start, stop] (either bound may be None)."""
     return [c for c in culprits if (start is None or c.new > start) and (stop is None or c.old < stop)]
+
+
+class TraceCulprits(Sequence[Culprit]):
+    """The increments of a trace as a sequence whose items are decoded when read (for traces of any size)."""
+
+    def __init__(self, trace: Any) -> None:
+        from .recorder import K_BUMP
+
+        self.trace = trace
+        self.steps = trace.steps_of(K_BUMP)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return from_event(self.trace[int(self.steps[i])])
 
 
 def of_trace(trace: Any) -> list[Culprit]:

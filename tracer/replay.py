@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import threading
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -236,47 +237,40 @@ class Replay:
         if trace.num_nodes:
             trace.node(0)  # builds the trace's node index now, so no seek pays for it
         self._queue_steps = np.flatnonzero((kinds == K_PUSH) | (kinds == K_POP) | (kinds == K_FINISHED))
-        self._qevents = self._queue_events()
-        self._checkpoints = self._queue_checkpoints()
+        self._qevents = _QueueEvents(trace, self._queue_steps, {task: t.depth for task, t in self._tasks.items()})
+        # Checkpoints are built on demand, in order, up to the step asked for (NOTE [lazy checkpoints]).
+        self._checkpoints: list[tuple[int, dict]] = [(-1, {})]
+        self._built = 0  # queue events applied to `_building` so far
+        self._building: dict[int, list] = {}
+        self._lock = threading.Lock()
         self._cache: dict[int, EngineState] = {}
 
     # -- queues -------------------------------------------------------------------------------------------------
-    def _queue_checkpoints(self) -> list[tuple[int, dict]]:
-        """The queue heaps after every `interval` queue events (pushes, pops, graph-task ends)."""
-        heaps: dict[int, list] = {}
-        checkpoints = [(-1, {})]
-        for i, step in enumerate(self._queue_steps.tolist()):
-            self._apply_queue_event(heaps, step)
-            if (i + 1) % self.interval == 0:
-                checkpoints.append((step, _copy_heaps(heaps)))
-        return checkpoints
-
-    def _queue_events(self) -> dict[int, tuple]:
-        """(kind, queue, graph task, node, key or matching push step) of every queue-relevant event."""
-        c = self.trace.columns
+    # NOTE [lazy checkpoints]: building every queue checkpoint of a 1M-event trace takes about half a
+    # second, which would delay the TUI's first paint. So they are built as far as a step needs, in
+    # chunks under a lock, and `warm()` (run by the TUI in a worker thread) builds the rest ahead of time.
+    def _extend_checkpoints(self, upto: int, chunk: int = 1 << 62) -> None:
+        """Apply queue events until a checkpoint at or past step `upto` exists (at most `chunk` events)."""
         steps = self._queue_steps
-        kinds = c["ev_kind"][steps].tolist()
-        queues = c["ev_a"][steps].tolist()
-        tasks = c["ev_task"][steps].tolist()
-        nodes = c["ev_node"][steps].tolist()
-        depth_of = {task: t.depth for task, t in self._tasks.items()}
-        push_seq = iter(c["push_seq"].tolist())
-        pop_push = iter(c["pop_push"].tolist())
-        out = {}
-        for step, kind, queue, task, node in zip(steps.tolist(), kinds, queues, tasks, nodes, strict=True):
-            if kind == K_PUSH:
-                code = next(push_seq)
-                extra: Any = [1, 0, 0] if code == -2 else [2, -depth_of.get(task, 0), -seq_decode(code)]
-            elif kind == K_POP:
-                code = next(pop_push)
-                extra = -code - 2 if code < -1 else code
-            else:
-                extra = None
-            out[step] = (kind, queue, task, node, extra)
-        return out
+        with self._lock:
+            target = int(np.searchsorted(steps, upto, side="right"))
+            stop = min(target, self._built + chunk)
+            heaps = self._building
+            for i in range(self._built, stop):
+                self._apply_queue_event(heaps, i)
+                if (i + 1) % self.interval == 0:
+                    self._checkpoints.append((int(steps[i]), _copy_heaps(heaps)))
+            self._built = max(self._built, stop)
 
-    def _apply_queue_event(self, heaps: dict, step: int) -> None:
-        kind, queue, task, node, extra = self._qevents[step]
+    def warm(self, should_stop: Any = lambda: False) -> None:
+        """Build every queue checkpoint now, a chunk at a time, until done or `should_stop()` is true."""
+        last = int(self._queue_steps[-1]) if len(self._queue_steps) else -1
+        while self._built < len(self._queue_steps) and not should_stop():
+            self._extend_checkpoints(last, chunk=self.interval * 64)
+
+    def _apply_queue_event(self, heaps: dict, i: int) -> None:
+        kind, queue, task, node, extra = self._qevents.get(i)
+        step = int(self._queue_steps[i])
         if kind == K_PUSH:
             heapq.heappush(heaps.setdefault(queue, []), _Item(list(extra), step, task, node))
         elif kind == K_POP:
@@ -294,13 +288,15 @@ class Replay:
                         item.key[1] = -INT_MAX
 
     def _queues_at(self, step: int) -> tuple[QueueState, ...]:
+        if self._checkpoints[-1][0] < step and self._built < len(self._queue_steps):
+            self._extend_checkpoints(step)
         i = bisect.bisect_right(self._checkpoints, step, key=lambda cp: cp[0]) - 1
         base, saved = self._checkpoints[i]
         heaps = _copy_heaps(saved)
         lo = int(np.searchsorted(self._queue_steps, base, side="right"))
         hi = int(np.searchsorted(self._queue_steps, step, side="right"))
-        for s in self._queue_steps[lo:hi].tolist():
-            self._apply_queue_event(heaps, s)
+        for k in range(lo, hi):
+            self._apply_queue_event(heaps, k)
         trace = self.trace
         out = []
         for q in sorted(heaps):
@@ -387,6 +383,31 @@ class Replay:
         steps = self._bump_steps if upto is None else self._bump_steps[
             :int(np.searchsorted(self._bump_steps, upto, side="right"))]
         return tuple(self.trace[int(s)] for s in steps)
+
+
+class _QueueEvents:
+    """(kind, queue, graph task, node, key or matching push step) of the i-th queue event, made on demand."""
+
+    def __init__(self, trace: Trace, steps: np.ndarray, depth_of: dict[int, int]) -> None:
+        c = trace.columns
+        kinds = c["ev_kind"][steps]
+        self.kinds, self.queues = kinds.tolist(), c["ev_a"][steps].tolist()
+        self.tasks, self.nodes = c["ev_task"][steps].tolist(), c["ev_node"][steps].tolist()
+        # The i-th queue event's row in push_seq (a push) or pop_push (a pop).
+        self.rank = (np.cumsum(kinds == K_PUSH) - 1).tolist(), (np.cumsum(kinds == K_POP) - 1).tolist()
+        self.push_seq, self.pop_push = c["push_seq"], c["pop_push"]
+        self.depth_of = depth_of
+
+    def get(self, i: int) -> tuple:
+        kind, task = self.kinds[i], self.tasks[i]
+        extra: Any = None
+        if kind == K_PUSH:
+            code = int(self.push_seq[self.rank[0][i]])
+            extra = [1, 0, 0] if code == -2 else [2, -self.depth_of.get(task, 0), -seq_decode(code)]
+        elif kind == K_POP:
+            code = int(self.pop_push[self.rank[1][i]])
+            extra = -code - 2 if code < -1 else code
+        return kind, self.queues[i], task, self.nodes[i], extra
 
 
 class _Intervals:
@@ -533,6 +554,10 @@ def _index_runs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     """(start, end, thread, node) of every node execution; end is its NodeFinished or ErrorRaised."""
     c = trace.columns
     kinds = c["ev_kind"]
+    if not (kinds == K_ERROR).any():
+        found = _index_runs_nested(trace)
+        if found is not None:
+            return found
     steps = np.flatnonzero((kinds == K_NSTART) | (kinds == K_NFINISH) | (kinds == K_ERROR))
     open_runs: dict[int, list] = {}
     starts, ends, threads, nodes = [], [], [], []
@@ -549,3 +574,38 @@ def _index_runs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
             ends[stack.pop()] = s
     return (np.array(starts, np.int64), np.array(ends, np.int64), np.array(threads, np.int64),
             np.array(nodes, np.int64))
+
+
+def _index_runs_nested(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """_index_runs, vectorised, for a trace whose runs nest properly on each thread (no errors); else None.
+
+    On one thread, a run's NodeFinished is the next end event at the run's own nesting level, so sorting the
+    events by (thread, level, step) puts each start right before its end.
+    """
+    c = trace.columns
+    kinds = c["ev_kind"]
+    steps = np.flatnonzero((kinds == K_NSTART) | (kinds == K_NFINISH))
+    threads = np.asarray(c["ev_thread"][steps], dtype=np.int64)
+    by_thread = np.lexsort((steps, threads))
+    steps, threads = steps[by_thread], threads[by_thread]
+    is_start = kinds[steps] == K_NSTART
+    total = np.cumsum(np.where(is_start, 1, -1))
+    first = np.flatnonzero(np.r_[True, threads[1:] != threads[:-1]]) if len(steps) else np.zeros(0, np.int64)
+    offsets = np.where(first > 0, total[np.maximum(first - 1, 0)], 0)
+    depth = total - np.repeat(offsets, np.diff(np.r_[first, len(steps)]))
+    if len(depth) and depth.min() < 0:
+        return None  # an end with no run open: leave it to the general loop
+    level = np.where(is_start, depth, depth + 1)
+    order = np.lexsort((steps, level, threads))
+    s_steps, s_start, s_level, s_thread = steps[order], is_start[order], level[order], threads[order]
+    nxt = np.arange(1, len(order) + 1)
+    has_next = nxt < len(order)
+    nxt = np.minimum(nxt, max(len(order) - 1, 0))
+    closes = has_next & ~s_start[nxt] & (s_level[nxt] == s_level) & (s_thread[nxt] == s_thread)
+    starts = s_steps[s_start]
+    ends = np.where(closes, s_steps[nxt], _NEVER)[s_start]
+    run_threads = s_thread[s_start]
+    by_start = np.argsort(starts, kind="stable")
+    starts, ends, run_threads = starts[by_start], ends[by_start], run_threads[by_start]
+    nodes = np.asarray(c["ev_node"][starts], dtype=np.int64)
+    return starts.astype(np.int64), ends.astype(np.int64), run_threads, nodes

@@ -1,6 +1,8 @@
 """CulpritsView: every sequence-number increment so far with its line; Enter shows the source."""
 from __future__ import annotations
 
+from typing import Sequence
+
 from rich.text import Text
 from textual.message import Message
 
@@ -19,13 +21,15 @@ class CulpritsView(LazyList):
             super().__init__()
             self.culprit = culprit
 
-    def __init__(self, culprits: list[Culprit], **kwargs) -> None:
+    def __init__(self, culprits: Sequence[Culprit], **kwargs) -> None:
         super().__init__(**kwargs)
         self.culprits = culprits
         self.shown = 0
 
     def show_upto(self, count: int) -> None:
         """Show the first `count` culprits (those that happened by the step)."""
+        if count == self.shown and count:
+            return  # nothing new: no repaint
         self.shown = count
         self.rows_changed()
         if count:

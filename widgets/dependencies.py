@@ -23,18 +23,17 @@ class DependenciesView(LazyList):
         self.trace = trace
         self.nodes = np.zeros(0, dtype=np.int64)
         self.counts = np.zeros(0, dtype=np.int64)
-        self.previous: dict[int, int] = {}
+        self.changed = np.zeros(0, dtype=bool)  # per row: its count differs from the last step's
         self.waiting: dict[int, tuple[bool, ...]] = {}
         self.state: EngineState | None = None
 
     def show(self, state: EngineState) -> None:
-        """Take a new step's counts, remembering the last step's to highlight changes."""
+        """Take a new step's counts, comparing them with the last step's to highlight changes."""
         old_nodes, old_counts = self.nodes, self.counts
-        if len(old_nodes) <= 100_000:
-            self.previous = dict(zip(old_nodes.tolist(), old_counts.tolist(), strict=True))
         parts = [gt.dependency_arrays() for gt in state.graph_tasks]
         self.nodes = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
         self.counts = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+        self.changed = _changed(old_nodes, old_counts, self.nodes, self.counts)
         self.waiting = {}
         for gt in state.graph_tasks:
             if len(gt.waiting_nodes()) <= 2048:
@@ -56,6 +55,24 @@ class DependenciesView(LazyList):
         filled = "" if slots is None else "  buffer [" + "".join("x" if s else "." for s in slots) + "]"
         name = self.trace.node_name(node).replace("torch::autograd::", "")
         text = Text(f"{name:<22} {count:>3} to go{filled}")
-        if self.previous.get(node, count) != count:
+        if self.changed[index]:
             text.stylize(self.get_component_rich_style("dependencies--changed"))
         return text
+
+
+def _changed(old_nodes: np.ndarray, old_counts: np.ndarray, nodes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per row of (nodes, counts): whether the node's count differs from its count in (old_nodes, old_counts).
+
+    Vectorised: a step usually keeps the same rows, so that case is one array comparison; otherwise a
+    sorted lookup. Nodes that were not counted before are not marked (they are new, not changed).
+    """
+    if len(old_nodes) == len(nodes) and np.array_equal(old_nodes, nodes):
+        return counts != old_counts
+    changed = np.zeros(len(nodes), dtype=bool)
+    if not len(old_nodes) or not len(nodes):
+        return changed
+    order = np.argsort(old_nodes, kind="stable")
+    pos = np.minimum(np.searchsorted(old_nodes[order], nodes), len(order) - 1)
+    found = old_nodes[order][pos] == nodes
+    changed[found] = old_counts[order][pos][found] != counts[found]
+    return changed

@@ -72,21 +72,34 @@ class LazyList(ScrollView, can_focus=True):
             self.cursor = count - 1
         self.refresh()
 
+    def notify_style_update(self) -> None:
+        self._styles = None
+        super().notify_style_update()
+
+    def line_styles(self) -> tuple:
+        """(base, cursor, selected) rich styles, looked up once per style change, not once per line."""
+        styles = getattr(self, "_styles", None)
+        if styles is None:
+            styles = self._styles = (self.rich_style, self.get_component_rich_style("lazy-list--cursor"),
+                                     self.get_component_rich_style("lazy-list--selected"))
+        return styles
+
     def render_line(self, y: int) -> Strip:
         index = self.scroll_offset.y + y
         width = self.size.width
+        base, cursor, selected = self.line_styles()
         if index >= self.row_count():
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, base)
         text = self.row_text(index)
         text.end = ""
         text.no_wrap = True
         text.truncate(width, overflow="ellipsis", pad=True)
         if self.selected_node is not None and self.node_at_row(index) == self.selected_node:
-            text.stylize(self.get_component_rich_style("lazy-list--selected"))
+            text.stylize(selected)
         if index == self.cursor:
-            text.stylize(self.get_component_rich_style("lazy-list--cursor"))
+            text.stylize(cursor)
         segments = list(text.render(self.app.console))
-        return Strip(segments, width).crop(0, width).apply_style(self.rich_style)
+        return Strip(segments, width).crop(0, width).apply_style(base)
 
     def watch_cursor(self, old: int, new: int) -> None:
         self.scroll_to_row(new)

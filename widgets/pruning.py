@@ -20,6 +20,9 @@ class PruningView(LazyList):
 
     def show(self, state: EngineState) -> None:
         """Lay out the pruning of the running graph tasks."""
+        if state.graph_tasks == getattr(self, "_shown", None):
+            return  # same graph tasks in the same state: no repaint
+        self._shown = state.graph_tasks
         rows: list[tuple[Text, int | None]] = []
         name = self.trace.node_name
         for gt in state.graph_tasks:

@@ -31,6 +31,9 @@ class ReadyQueueView(LazyList):
 
     def show(self, state: EngineState) -> None:
         """Lay out the queues of a step."""
+        if state.ready_queues == getattr(self, "_shown", None):
+            return  # the queues did not change at this step: no repaint
+        self._shown = state.ready_queues
         rows: list[Text] = []
         nodes: list[int | None] = []
         title = self.get_component_rich_style("ready-queue--title")

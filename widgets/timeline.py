@@ -19,4 +19,6 @@ class Timeline(Static):
         """Describe the step of `state`."""
         task = getattr(state.event, "graph_task", 0)
         where = f" · graph task {task}" if task else ""
-        self.update(f"step {state.step}/{state.num_steps - 1} · {describe(state.event, queue_label)}{where}")
+        # One line whatever it says: no layout pass needed (it would cost the whole screen a relayout).
+        self.update(f"step {state.step}/{state.num_steps - 1} · {describe(state.event, queue_label)}{where}",
+                    layout=False)
