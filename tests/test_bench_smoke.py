@@ -114,3 +114,39 @@ def test_tracer_bench_quick_writes_json(tmp_path):
         assert check["value"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)
     for row in data["info"]:
         assert row["value"] > 0, row["name"]
+
+
+def test_tui_bench_tiny_writes_json(tmp_path):
+    """`bench/tui.py` on a tiny trace prints its rows and writes first-paint, step and jump timings."""
+    out = tmp_path / "tui.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "tui.py"), "--quick", "--nodes", "300",
+                           "--repeats", "3", "--reps", "1", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+    rows = {}  # the closing table: "name   12.34 ms   <= 22 ms  met"
+    for line in proc.stdout.splitlines():
+        if line.endswith((" met", " NOT met", " info")) and " ms" in line:
+            name, value = line.split(" ms")[0].rsplit(None, 1)
+            rows[name.strip()] = float(value)
+    for name in ("first paint, direct (median)", "step l, direct p95", "step n, direct p95",
+                 "jump warm, direct p95", "jump cold, direct p95"):
+        assert rows.get(name, 0) > 0, (name, proc.stdout)
+    for name in ("overhead: unbound key, pilot", "overhead: pause, pilot", "step l, pilot minus overhead"):
+        assert name in proc.stdout
+
+    data = json.loads(out.read_text())
+    assert {"meta", "targets", "trace", "first_paint", "interaction", "checks", "info"} <= set(data)
+    assert data["trace"]["nodes"] >= 300 and data["trace"]["events"] >= 3_000
+    first = data["first_paint"]
+    assert first["painted_ok"] is True and len(first["runs"]) == 2
+    assert 0 < first["init_median_ms"] < first["direct_median_ms"]
+    assert data["keys_moved"] == {"l": 6, "n": 6, "presses": 6}
+    for name, stats in data["interaction"].items():
+        assert stats["n"] == 3 and len(stats["times_ms"]) == 3, name
+        assert stats["p50_ms"] <= stats["p95_ms"] <= stats["p99_ms"] <= stats["max_ms"], name
+        if "minus overhead" not in name:  # a difference may be negative on a noisy machine
+            assert stats["p50_ms"] > 0, name
+    assert len(data["checks"]) == 5
+    for check in data["checks"]:
+        assert check["value"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)

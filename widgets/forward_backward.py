@@ -1,6 +1,7 @@
 """ForwardBackwardView: forward ops with their seq_nr and line, each beside the backward node it made."""
 from __future__ import annotations
 
+import numpy as np
 from rich.text import Text
 
 from tracer.forward_map import ForwardMap
@@ -29,10 +30,16 @@ class ForwardBackwardView(LazyList):
         self.trace = trace
         self.forward_map = ForwardMap(trace)
         self.step = len(trace)  # ops that run after this step are dimmed
+        self._made_steps = trace.created_steps()[self.forward_map.order]  # ascending: rows in creation order
+        self._shown: tuple = ()
 
     def show_upto(self, step: int, running: tuple[tuple[int, int], ...] = ()) -> None:
         """Dim the ops that had not run by `step`; keep the op of the running node in view."""
         self.step = step
+        made = int(np.searchsorted(self._made_steps, step, side="right"))
+        if (made, running) == self._shown:
+            return  # same rows dimmed, same running op: nothing to repaint
+        self._shown = (made, running)
         self.rows_changed()
         if running:
             self.cursor = self.row_of_node(running[-1][1])

@@ -67,7 +67,13 @@ class LazyList(ScrollView, can_focus=True):
     def rows_changed(self) -> None:
         """Call after the data behind the rows changed."""
         count = self.row_count()
-        self.virtual_size = Size(self.size.width, count)
+        size = Size(self.size.width, count)
+        if size != self.virtual_size:
+            # Assigning virtual_size would relayout the whole screen (it is a layout reactive), yet a panel's
+            # box does not depend on how many rows it holds: update the scroll range and scrollbars only.
+            # A scrollbar that appears or disappears still asks for a layout itself.
+            self.set_reactive(LazyList.virtual_size, size)
+            self._scroll_update(size)
         if count and self.cursor >= count:
             self.cursor = count - 1
         self.refresh()

@@ -20,9 +20,11 @@ class PruningView(LazyList):
 
     def show(self, state: EngineState) -> None:
         """Lay out the pruning of the running graph tasks."""
-        if state.graph_tasks == getattr(self, "_shown", None):
-            return  # same graph tasks in the same state: no repaint
-        self._shown = state.graph_tasks
+        shown = tuple((gt.graph_task, gt.reentrant_depth, gt.min_topo_nr, gt.pruned, gt.needed, gt.captured)
+                      for gt in state.graph_tasks)
+        if shown == getattr(self, "_shown", None):
+            return  # what this panel shows did not change at this step: no repaint
+        self._shown = shown
         rows: list[tuple[Text, int | None]] = []
         name = self.trace.node_name
         for gt in state.graph_tasks:

@@ -94,8 +94,8 @@ class StepScreen(Screen[None]):
         Binding("q", "app.quit", "Quit"),
     ]
 
-    step: reactive[int] = reactive(0, init=False)
-    """The event the screen shows (0-based)."""
+    step: reactive[int] = reactive(0, init=False, repaint=False)
+    """The event the screen shows (0-based). No repaint of its own: each panel repaints what changed."""
     state: var[EngineState | None] = var(None)
     """The engine's state after `step`."""
     selected_node: var[int | None] = var(None)
@@ -164,6 +164,7 @@ class StepScreen(Screen[None]):
         """Build the replay's queue checkpoints ahead of the user's jumps (NOTE [lazy checkpoints])."""
         worker = get_current_worker()
         self.replay.warm(should_stop=lambda: worker.is_cancelled)
+        gc.freeze()  # the checkpoints just built live as long as the screen, like the trace's indexes
 
     def on_resize(self, event: Resize) -> None:
         self._relayout(event.size.width, event.size.height)

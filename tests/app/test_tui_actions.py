@@ -354,3 +354,13 @@ async def test_escape_cancels_a_recording_and_keeps_what_it_recorded(tmp_path):
         await pilot.pause()
         assert isinstance(app.screen, StepScreen) and len(app.screen.trace) > 0
         assert any("recording cancelled" in n.message for n in app._notifications)
+
+
+async def test_q_quits(demo_trace):
+    """`q` on the step screen ends the app."""
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _opened(app, pilot)
+        await pilot.press("q")
+        await pilot.pause()
+        assert app._exit
