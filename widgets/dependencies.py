@@ -44,6 +44,12 @@ class DependenciesView(LazyList):
     def row_count(self) -> int:
         return max(len(self.nodes), 1)
 
+    def row_key(self, index: int) -> object:
+        if not len(self.nodes):
+            return None
+        node = int(self.nodes[index])
+        return node, int(self.counts[index]), bool(self.changed[index]), self.waiting.get(node)
+
     def node_at_row(self, index: int) -> int | None:
         return int(self.nodes[index]) if index < len(self.nodes) else None
 

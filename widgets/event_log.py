@@ -52,6 +52,9 @@ class EventLog(LazyList):
     def row_text(self, index: int) -> Text:
         return Text(f"{index:>7}  {describe(self.trace[index], self.trace.queue_label)}")
 
+    def row_key(self, index: int) -> object:
+        return index  # an event's line never changes
+
     def node_at_row(self, index: int) -> int | None:
         node = int(self.trace.columns["ev_node"][index])
         return node if node >= 0 else None

@@ -50,6 +50,9 @@ class ForwardBackwardView(LazyList):
     def node_at_row(self, index: int) -> int | None:
         return int(self.forward_map.order[index]) if len(self.forward_map) else None
 
+    def row_key(self, index: int) -> object:
+        return index, index < self._shown[0] if self._shown else True  # a row changes only when dimmed or not
+
     def row_of_node(self, node: int) -> int:
         """The row of the op that made `node`."""
         return self.forward_map.row_of(node)

@@ -74,5 +74,9 @@ class GraphView(LazyList):
             (f" deps {count}" if count is not None else ""),
         )
 
+    def row_key(self, index: int) -> object:
+        node = self.node_at(index)
+        return node, int(self.codes[node]), int(self.order[node]), self.counts.get(node)
+
     def node_at_row(self, index: int) -> int | None:
         return self.node_at(index)

@@ -78,8 +78,16 @@ class LazyList(ScrollView, can_focus=True):
             self.cursor = count - 1
         self.refresh()
 
+    def row_key(self, index: int) -> object:
+        """A hashable summary of everything row `index` shows, or None; equal keys mean equal rows.
+
+        A panel that defines it has its rendered rows cached: a step repaints only rows whose key changed.
+        """
+        return None
+
     def notify_style_update(self) -> None:
         self._styles = None
+        self._strips: dict = {}
         super().notify_style_update()
 
     def line_styles(self) -> tuple:
@@ -96,11 +104,26 @@ class LazyList(ScrollView, can_focus=True):
         base, cursor, selected = self.line_styles()
         if index >= self.row_count():
             return Strip.blank(width, base)
+        is_selected = self.selected_node is not None and self.node_at_row(index) == self.selected_node
+        key = self.row_key(index)
+        if key is not None:
+            key = (key, width, is_selected, index == self.cursor)
+            strips = self.__dict__.setdefault("_strips", {})
+            strip = strips.get(key)
+            if strip is None:
+                if len(strips) > 8192:
+                    strips.clear()
+                strip = strips[key] = self._render_row(index, width, is_selected)
+            return strip
+        return self._render_row(index, width, is_selected)
+
+    def _render_row(self, index: int, width: int, is_selected: bool) -> Strip:
+        base, cursor, selected = self.line_styles()
         text = self.row_text(index)
         text.end = ""
         text.no_wrap = True
         text.truncate(width, overflow="ellipsis", pad=True)
-        if self.selected_node is not None and self.node_at_row(index) == self.selected_node:
+        if is_selected:
             text.stylize(selected)
         if index == self.cursor:
             text.stylize(cursor)
