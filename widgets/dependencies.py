@@ -23,7 +23,8 @@ class DependenciesView(LazyList):
         self.trace = trace
         self.nodes = np.zeros(0, dtype=np.int64)
         self.counts = np.zeros(0, dtype=np.int64)
-        self.changed = np.zeros(0, dtype=bool)  # per row: its count differs from the last step's
+        self.changed: np.ndarray | None = np.zeros(0, dtype=bool)  # per row: count differs from the last step's
+        self.old_nodes = self.old_counts = np.zeros(0, dtype=np.int64)
         self.waiting: dict[int, tuple[bool, ...]] = {}
         self.state: EngineState | None = None
 
@@ -33,13 +34,26 @@ class DependenciesView(LazyList):
         parts = [gt.dependency_arrays() for gt in state.graph_tasks]
         self.nodes = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
         self.counts = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
-        self.changed = _changed(old_nodes, old_counts, self.nodes, self.counts)
+        self.old_nodes, self.old_counts = old_nodes, old_counts
+        same_rows = len(old_nodes) == len(self.nodes) and np.array_equal(old_nodes, self.nodes)
+        self.changed = (self.counts != old_counts) if same_rows else None  # else found row by row: is_changed
         self.waiting = {}
         for gt in state.graph_tasks:
             if len(gt.waiting_nodes()) <= 2048:
                 self.waiting.update(gt.not_ready)
         self.state = state
         self.rows_changed()
+
+    def is_changed(self, index: int) -> bool:
+        """Whether row `index`'s count differs from its node's count at the last step shown.
+
+        When the counted nodes are the ones of the last step, one vectorised comparison answered for every
+        row in `show`; otherwise (a node just left the counts) only rows on screen ask, one lookup each.
+        """
+        if self.changed is not None:
+            return bool(self.changed[index])
+        where = np.flatnonzero(self.old_nodes == self.nodes[index])
+        return bool(len(where)) and int(self.old_counts[where[0]]) != int(self.counts[index])
 
     def row_count(self) -> int:
         return max(len(self.nodes), 1)
@@ -48,7 +62,7 @@ class DependenciesView(LazyList):
         if not len(self.nodes):
             return None
         node = int(self.nodes[index])
-        return node, int(self.counts[index]), bool(self.changed[index]), self.waiting.get(node)
+        return node, int(self.counts[index]), self.is_changed(index), self.waiting.get(node)
 
     def node_at_row(self, index: int) -> int | None:
         return int(self.nodes[index]) if index < len(self.nodes) else None
@@ -61,24 +75,6 @@ class DependenciesView(LazyList):
         filled = "" if slots is None else "  buffer [" + "".join("x" if s else "." for s in slots) + "]"
         name = self.trace.node_name(node).replace("torch::autograd::", "")
         text = Text(f"{name:<22} {count:>3} to go{filled}")
-        if self.changed[index]:
+        if self.is_changed(index):
             text.stylize(self.get_component_rich_style("dependencies--changed"))
         return text
-
-
-def _changed(old_nodes: np.ndarray, old_counts: np.ndarray, nodes: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Per row of (nodes, counts): whether the node's count differs from its count in (old_nodes, old_counts).
-
-    Vectorised: a step usually keeps the same rows, so that case is one array comparison; otherwise a
-    sorted lookup. Nodes that were not counted before are not marked (they are new, not changed).
-    """
-    if len(old_nodes) == len(nodes) and np.array_equal(old_nodes, nodes):
-        return counts != old_counts
-    changed = np.zeros(len(nodes), dtype=bool)
-    if not len(old_nodes) or not len(nodes):
-        return changed
-    order = np.argsort(old_nodes, kind="stable")
-    pos = np.minimum(np.searchsorted(old_nodes[order], nodes), len(order) - 1)
-    found = old_nodes[order][pos] == nodes
-    changed[found] = old_counts[order][pos][found] != counts[found]
-    return changed

@@ -364,3 +364,27 @@ async def test_q_quits(demo_trace):
         await pilot.press("q")
         await pilot.pause()
         assert app._exit
+
+
+async def test_dependencies_panel_marks_counts_that_changed(demo_trace):
+    """Stepping onto an event that lowers a count marks exactly the rows whose count moved."""
+    from tracer.replay import Replay
+
+    replay = Replay(demo_trace)
+    step = next(s for s in range(1, len(demo_trace))
+                if any(replay.state_at(s).dependencies.get(n, c) != c
+                       for n, c in replay.state_at(s - 1).dependencies.items()))
+    before, after = replay.state_at(step - 1).dependencies, replay.state_at(step).dependencies
+    expected = {n for n, c in after.items() if n in before and before[n] != c}
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        screen.step = step - 1
+        await pilot.pause()
+        screen.step = step
+        await pilot.pause()
+        from widgets.dependencies import DependenciesView
+
+        deps = screen.query_one(DependenciesView)
+        marked = {int(deps.nodes[i]) for i in range(len(deps.nodes)) if deps.is_changed(i)}
+        assert marked == expected and expected
