@@ -45,7 +45,8 @@ counted by walking ``grad_fn.next_functions`` from the loss, AccumulateGrad incl
    (targets: save <= 50 ms, load <= 20 ms per 1M events; a linear scaling when the trace is not 1M events,
    said so in the output). Loading reads a file the OS has just cached: no cold-disk reads.
 
-4. **Seek.** ``Replay(trace)`` with its default interval (reported): construction time, then the time of
+4. **Seek.** ``Replay(trace)`` with its default interval (reported): construction time (with ``warm()``,
+   which builds the queue checkpoints that are otherwise built on demand), then the time of
    the first ``state_at`` (it may build lazy indexes) and of ``state_at`` at 500 distinct random steps
    (``--quick``: 50; seed 0), each cold: the step was never asked before and the Replay's ``_cache`` dict,
    if it has one, is cleared first. Right after each cold call the same step is asked again (warm: a cache
@@ -381,6 +382,8 @@ def measure_seek(trace: Any, seeks: int) -> dict:
     try:
         t0 = time.perf_counter_ns()
         replay = Replay(trace)
+        if hasattr(replay, "warm"):  # queue checkpoints are built lazily; build them all, as the TUI does
+            replay.warm()
         t1 = time.perf_counter_ns()
     finally:
         gc.enable()
