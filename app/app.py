@@ -30,6 +30,8 @@ class AgdbApp(App[None]):
         self.script_args, self.as_torch, self.title_text = script_args or [], as_torch, title
         self._script_thread: int | None = None  # the thread running the user's script, while it runs
         self._cancelled = False
+        self._cancel_lock = threading.Lock()
+        self._interrupt_timer: Any = None
 
     def compose(self) -> ComposeResult:
         yield Static("loading…", id="status")
@@ -69,9 +71,21 @@ class AgdbApp(App[None]):
 
     @work(thread=True, exclusive=True, group="trace", exit_on_error=False)
     def _record(self, script: str) -> None:
-        from .run_script import run_recorded
+        try:
+            self._record_script(script)
+        except KeyboardInterrupt:  # a cancel that landed outside the script (before it ran, or just after)
+            self.post_message(TraceFailed("the recording was cancelled"))
 
-        self._script_thread = threading.get_ident()
+    def _record_script(self, script: str) -> None:
+        from .run_script import interrupt, run_recorded
+
+        # The lock orders this against action_cancel: a cancel either comes first and the script never
+        # starts, or it finds the thread and interrupts it.
+        with self._cancel_lock:
+            if self._cancelled:
+                self.post_message(TraceFailed("cancelled before the script started"))
+                return
+            self._script_thread = threading.get_ident()
         try:
             run = run_recorded(script, self.script_args, self.as_torch,
                                on_progress=lambda n: self.post_message(
@@ -80,7 +94,9 @@ class AgdbApp(App[None]):
             self.post_message(TraceFailed(str(e)))
             return
         finally:
-            self._script_thread = None
+            with self._cancel_lock:
+                self._script_thread = None
+                interrupt(threading.get_ident(), clear=True)  # drop an interrupt sent as the script ended
         error = run.error_text
         if self._cancelled:
             error = f"recording cancelled: showing the {len(run.trace):,} events recorded until then"
@@ -90,16 +106,29 @@ class AgdbApp(App[None]):
         """Stop a recording (keeping what it recorded) or a load; does nothing once a trace is open."""
         if isinstance(self.screen, StepScreen) or self._cancelled:
             return
-        self._cancelled = True
-        if self._script_thread is not None:
-            from .run_script import interrupt
-
-            interrupt(self._script_thread)
+        with self._cancel_lock:
+            self._cancelled = True
+            thread = self._script_thread
+        if thread is not None:
+            self._interrupt_script()
+            # An interrupt that lands in a destructor or a gc callback is dropped by Python ("Exception
+            # ignored in ..."), so it is repeated until the script's thread has stopped.
+            self._interrupt_timer = self.set_interval(0.2, self._interrupt_script)
             self.query_one("#status", Static).update("cancelling the recording…")
         else:
             self.workers.cancel_group(self, "trace")
             self.query_one("#status", Static).update("cancelled\n\npress q to quit")
             self.bind("q", "quit", description="Quit")
+
+    def _interrupt_script(self) -> None:
+        from .run_script import interrupt
+
+        with self._cancel_lock:
+            thread = self._script_thread
+            if thread is not None:
+                interrupt(thread)
+            elif self._interrupt_timer is not None:
+                self._interrupt_timer.stop()
 
     @on(TraceProgress)
     def _progress(self, message: TraceProgress) -> None:

@@ -57,12 +57,14 @@ def run_recorded(script: str, args: list[str], as_torch: bool = False,
     return ScriptRun(trace, error, error_text)
 
 
-def interrupt(thread_ident: int) -> bool:
+def interrupt(thread_ident: int, clear: bool = False) -> bool:
     """Raise KeyboardInterrupt in the thread running a script, which stops it at its next bytecode.
 
-    run_recorded catches it like any error of the script, so what was recorded so far is kept.
+    run_recorded catches it like any error of the script, so what was recorded so far is kept. With
+    `clear`, drop an interrupt sent but not yet raised instead.
     """
-    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_ident), ctypes.py_object(KeyboardInterrupt))
+    exc = ctypes.py_object(KeyboardInterrupt) if not clear else None
+    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_ident), exc)
     return done == 1
 
 

@@ -76,7 +76,25 @@ class LazyList(ScrollView, can_focus=True):
             self._scroll_update(size)
         if count and self.cursor >= count:
             self.cursor = count - 1
-        self.refresh()
+        self.refresh_rows()
+
+    def refresh_rows(self) -> None:
+        """Repaint the rows on screen whose content changed (all of them for a panel without row_key).
+
+        NOTE [row repaint]: a step changes a handful of rows; repainting only those keeps Textual's
+        compositor from re-rendering every line of every panel on each key press.
+        """
+        top = self.scroll_offset.y
+        height = max(self.scrollable_content_region.height, 1)
+        width = self.size.width
+        painted = self.__dict__.setdefault("_painted", {})
+        for index in range(top, min(top + height, self.row_count())):
+            key = self._line_key(index, width)
+            if key is None:
+                self.refresh()
+                return
+            if painted.get(index) != key:
+                self.refresh_line(index)
 
     def row_key(self, index: int) -> object:
         """A hashable summary of everything row `index` shows, or None; equal keys mean equal rows.
@@ -88,6 +106,7 @@ class LazyList(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         self._styles = None
         self._strips: dict = {}
+        self._painted: dict = {}  # a style change repaints everything
         super().notify_style_update()
 
     def line_styles(self) -> tuple:
@@ -105,9 +124,12 @@ class LazyList(ScrollView, can_focus=True):
         if index >= self.row_count():
             return Strip.blank(width, base)
         is_selected = self.selected_node is not None and self.node_at_row(index) == self.selected_node
-        key = self.row_key(index)
+        key = self._line_key(index, width)
         if key is not None:
-            key = (key, width, is_selected, index == self.cursor)
+            painted = self.__dict__.setdefault("_painted", {})
+            if len(painted) > 4096:
+                painted.clear()
+            painted[index] = key
             strips = self.__dict__.setdefault("_strips", {})
             strip = strips.get(key)
             if strip is None:
@@ -116,6 +138,14 @@ class LazyList(ScrollView, can_focus=True):
                 strip = strips[key] = self._render_row(index, width, is_selected)
             return strip
         return self._render_row(index, width, is_selected)
+
+    def _line_key(self, index: int, width: int) -> object:
+        """Everything a painted line depends on, or None when the panel has no row_key."""
+        key = self.row_key(index)
+        if key is None:
+            return None
+        is_selected = self.selected_node is not None and self.node_at_row(index) == self.selected_node
+        return key, width, is_selected, index == self.cursor
 
     def _render_row(self, index: int, width: int, is_selected: bool) -> Strip:
         base, cursor, selected = self.line_styles()
@@ -132,10 +162,10 @@ class LazyList(ScrollView, can_focus=True):
 
     def watch_cursor(self, old: int, new: int) -> None:
         self.scroll_to_row(new)
-        self.refresh()
+        self.refresh_rows()
 
     def watch_selected_node(self) -> None:
-        self.refresh()
+        self.refresh_rows()
 
     def scroll_to_row(self, index: int) -> None:
         """Scroll so that row `index` is visible."""
