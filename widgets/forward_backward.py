@@ -33,16 +33,14 @@ class ForwardBackwardView(LazyList):
         self._made_steps = trace.created_steps()[self.forward_map.order]  # ascending: rows in creation order
         self._shown: tuple = ()
 
-    def show_upto(self, step: int, running: tuple[tuple[int, int], ...] = ()) -> None:
-        """Dim the ops that had not run by `step`; keep the op of the running node in view."""
+    def show_upto(self, step: int) -> None:
+        """Dim the ops that had not run by `step`."""
         self.step = step
         made = int(np.searchsorted(self._made_steps, step, side="right"))
-        if (made, running) == self._shown:
-            return  # same rows dimmed, same running op: nothing to repaint
-        self._shown = (made, running)
+        if (made,) == self._shown:
+            return  # the same rows are dimmed: nothing to repaint
+        self._shown = (made,)
         self.rows_changed()
-        if running:
-            self.cursor = self.row_of_node(running[-1][1])
 
     def row_count(self) -> int:
         return max(len(self.forward_map), 1)

@@ -193,7 +193,7 @@ class StepScreen(Screen[None]):
         self.query_one(ReadyQueueView).show(state)
         self.query_one(DependenciesView).show(state)
         self.query_one(PruningView).show(state)
-        self.query_one(ForwardBackwardView).show_upto(state.step, state.running)
+        self.query_one(ForwardBackwardView).show_upto(state.step)
         self.query_one(CulpritsView).show_upto(state.culprits)
         self.query_one(EventLog).follow(state.step)
         self.query_one(NodeInspector).inspect(self.selected_node, state.step)
