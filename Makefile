@@ -4,7 +4,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench clean
+.PHONY: test demo bench clean graphviz
+
+# Graphviz's `dot` renders exports to SVG/PNG/PDF (DOT text needs nothing). It comes from the system's
+# packages; without root or apt, exports other than .dot explain how to install it.
+graphviz:
+	@command -v dot >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+		(apt-get install -y -q graphviz >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q graphviz >/dev/null)); } || \
+		echo "Graphviz's dot was not installed: rendering tests will be skipped (apt-get install graphviz)"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,18 +19,20 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	# torch 2.13.0 only from the local CPU wheel (--no-index): never download the multi-GB CUDA build.
 	# Its small dependencies then come from the index. Without the wheel, torch-parity tests skip.
+	# torchviz (bench/export.py compares with its make_dot) with --no-deps, so it cannot pull a torch.
 	@if $(PY) -m pip install -q --no-index --no-deps torch==2.13.0 2>/dev/null; then \
 		$(PY) -m pip install -q torch==2.13.0; \
+		$(PY) -m pip install -q --no-deps torchviz==0.0.3 || echo "torchviz not installed: bench/export.py skips make_dot"; \
 	else \
 		echo "torch 2.13.0 CPU wheel not found locally: the torch-parity tests will be skipped"; \
 	fi
 	touch $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) graphviz
 	$(VENV)/bin/ruff check engine app bench tracer widgets
 	$(PY) -m pytest -q -p no:cacheprovider
 
-demo: $(STAMP)
+demo: $(STAMP) graphviz
 	$(VENV)/bin/agdb demo
 
 bench: $(STAMP)

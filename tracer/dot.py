@@ -1,0 +1,301 @@
+"""DOT text of a trace's graph at a step: labelled, styled by state, with the ready queue and a legend.
+
+Imports numpy and the tracer only: this is pure text making. Running Graphviz's `dot` on the text is
+the app's business (app/export.py), because it is slow and needs a program that may be missing.
+Nothing here recurses on the graph's depth; nodes and edges are read from the trace's columns.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from .graph_views import Folding, edges, focus_nodes, fold_chains, no_folding
+from .node_states import STATE_CODE, STATES, node_states
+from .recorder import K_DEPS, K_EXEC, K_NSTART
+from .replay import EngineState, Replay
+from .trace import Trace
+
+View = Literal["backward", "forward", "joint"]
+VIEWS: tuple[View, ...] = ("backward", "forward", "joint")
+_UINT64_MAX = 2**64 - 1
+
+STATE_STYLE = {
+    "unreached": 'color="#9e9e9e", fontcolor="#757575", fillcolor="#ffffff"',
+    "counted": 'color="#424242", fillcolor="#ffffff"',
+    "waiting": 'color="#b7950b", fillcolor="#fff3c4"',
+    "ready": 'color="#1e8449", fillcolor="#c8f7c5", penwidth=2',
+    "running": 'color="#1f618d", fillcolor="#9ad0ff", penwidth=3',
+    "done": 'color="#7f8c8d", fillcolor="#e8e8e8", fontcolor="#555555"',
+    "pruned": 'color="#c0392b", fillcolor="#fdecea", fontcolor="#c0392b", style="rounded,filled,dashed"',
+    "skipped": 'color="#c0392b", fillcolor="#ffffff", fontcolor="#c0392b", style="rounded,filled,dotted"',
+    "captured": 'color="#6c3483", fillcolor="#e0c8ff", penwidth=2',
+}
+"""Graphviz attributes per node state (the TUI's graph panel shows the same states)."""
+STATE_TEXT = {"unreached": "not reached", "counted": "counted", "waiting": "waiting (not_ready)",
+              "ready": "ready (in a queue)", "running": "running", "done": "done",
+              "pruned": "pruned: topo < min_topo_nr", "skipped": "skipped by exec_info",
+              "captured": "captured (autograd.grad)"}
+
+
+class ViewError(ValueError):
+    """The view asked for cannot be drawn from this trace; the message says what to do instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class Picture:
+    """What `picture` decided to draw: the DOT text and how many boxes and arrows it holds."""
+
+    dot: str
+    num_boxes: int
+    num_arrows: int
+
+
+def to_dot(trace: Trace, step: int | None = None, view: View = "backward", focus: int | None = None,
+           radius: int = 2, collapse: bool = False, state: EngineState | None = None) -> str:
+    """The DOT text of `view` after event `step` (None: after the whole trace). See `picture`."""
+    return picture(trace, step, view, focus, radius, collapse, state).dot
+
+
+def picture(trace: Trace, step: int | None = None, view: View = "backward", focus: int | None = None,
+            radius: int = 2, collapse: bool = False, state: EngineState | None = None) -> Picture:
+    """Draw the trace's graph.
+
+    Args:
+        step: the event after which states are shown; None means the whole trace has run.
+        view: `backward` (nodes and next edges), `forward` (forward ops, data flowing from inputs), or
+            `joint` (needs the FX graphs, not yet in agdb).
+        focus, radius: draw only the nodes within `radius` edges of node `focus`.
+        collapse: fold linear chains into one summary box each.
+        state: the EngineState at `step`, when the caller already has it (saves a replay).
+
+    Raises:
+        ViewError: an unknown or unavailable view, a step outside the trace, a focus node not in it.
+    """
+    if view not in VIEWS:
+        raise ViewError(f"unknown view {view!r}: choose one of {', '.join(VIEWS)}")
+    if view == "joint":
+        raise ViewError("the joint forward/backward view needs the FX graphs, which agdb does not build yet; "
+                        "draw --view backward or --view forward")
+    if step is not None and not 0 <= step < len(trace):
+        raise ViewError(f"step {step} is outside this trace's steps 0..{len(trace) - 1}")
+    if focus is not None and not 0 <= focus < trace.num_nodes:
+        raise ViewError(f"node {focus} is not in this trace (its nodes are 0..{trace.num_nodes - 1})")
+    codes, order, state = _states(trace, step, state)
+    nodes = (focus_nodes(trace, focus, radius) if focus is not None
+             else np.arange(trace.num_nodes, dtype=np.int64))
+    folding = fold_chains(trace, nodes) if collapse else no_folding(nodes, trace.num_nodes)
+    title = _title(trace, step, view, focus, radius, collapse)
+    return _Drawing(trace, codes, order, folding, view, focus).text(title, state)
+
+
+# -- states -----------------------------------------------------------------------------------------------
+def _states(trace: Trace, step: int | None,
+            state: EngineState | None) -> tuple[np.ndarray, np.ndarray, EngineState | None]:
+    """(state code per node, execution index per node, the EngineState or None for 'after the trace')."""
+    if step is not None:
+        state = state if state is not None and state.step == step else Replay(trace).state_at(step)
+        codes, order = node_states(trace, state)
+        return codes, order, state
+    return (*_final_states(trace), None)
+
+
+def _final_states(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """After the whole trace: done, or why not (pruned, skipped by exec_info, captured), else not reached."""
+    n = trace.num_nodes
+    c = trace.columns
+    codes = np.full(n, STATE_CODE["unreached"], dtype=np.int8)
+    ran = np.asarray(c["ev_node"][trace.steps_of(K_NSTART)], dtype=np.int64)
+    order = np.full(n, -1, dtype=np.int64)
+    order[ran] = np.arange(len(ran))
+    for task_rows, code in _why_not_run(trace):
+        codes[task_rows] = code
+    codes[ran] = STATE_CODE["done"]
+    captured = np.asarray(c["captured_node"], dtype=np.int64)
+    codes[captured[captured >= 0]] = STATE_CODE["captured"]
+    return codes, order
+
+
+def _why_not_run(trace: Trace) -> list[tuple[np.ndarray, int]]:
+    """Per graph task: the nodes exec_info skipped, and those topological_nr pruned."""
+    c = trace.columns
+    out = []
+    needed_by_task = {}
+    for row, s in enumerate(trace.steps_of(K_EXEC).tolist()):
+        lo, hi = int(c["needed_start"][row]), int(c["needed_start"][row + 1])
+        clo, chi = int(c["captured_start"][row]), int(c["captured_start"][row + 1])
+        needed_by_task[int(c["ev_task"][s])] = np.concatenate([c["needed_node"][lo:hi], c["captured_node"][clo:chi]])
+    for row, s in enumerate(trace.steps_of(K_DEPS).tolist()):
+        task = int(c["ev_task"][s])
+        if task in needed_by_task:
+            lo, hi = int(c["deps_start"][row]), int(c["deps_start"][row + 1])
+            counted = np.asarray(c["deps_node"][lo:hi], dtype=np.int64)
+            out.append((counted[~np.isin(counted, needed_by_task[task])], STATE_CODE["skipped"]))
+        lo, hi = int(c["pruned_start"][row]), int(c["pruned_start"][row + 1])
+        out.append((np.asarray(c["pruned_node"][lo:hi], dtype=np.int64), STATE_CODE["pruned"]))
+    return out
+
+
+# -- drawing ------------------------------------------------------------------------------------------------
+def _q(text: str) -> str:
+    """A DOT double-quoted string's inside."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _short(name: str) -> str:
+    return name.replace("torch::autograd::", "")
+
+
+def _title(trace: Trace, step: int | None, view: str, focus: int | None, radius: int, collapse: bool) -> str:
+    when = f"after step {step} of {len(trace)}" if step is not None else f"after all {len(trace)} events"
+    around = f", within {radius} edges of node {focus}" if focus is not None else ""
+    folded = ", linear chains folded" if collapse else ""
+    return f"agdb: {view} graph {when}{around}{folded}"
+
+
+class _Drawing:
+    """Builds the DOT lines for one picture; the steps are methods so each stays short."""
+
+    def __init__(self, trace: Trace, codes: np.ndarray, order: np.ndarray, folding: Folding, view: str,
+                 focus: int | None) -> None:
+        self.trace, self.codes, self.order, self.folding, self.view, self.focus = (
+            trace, codes, order, folding, view, focus)
+        c = trace.columns
+        self.names = [_short(trace.strings[i]) for i in c["node_name"].tolist()]
+        seqs = np.asarray(c["node_seq"], dtype=np.int64)
+        self.seqs = ["max" if s < 0 else str(s) for s in seqs.tolist()]
+        self.topos = c["node_topo"].tolist()
+        parent, child, slot, input_nr = edges(trace)
+        self.edges = parent, child, slot, input_nr
+        self.users = np.bincount(child, minlength=trace.num_nodes)
+
+    def text(self, title: str, state: EngineState | None) -> Picture:
+        lines = ["digraph agdb {",
+                 f'  graph [label="{_q(title)}", labelloc=t, fontname="Helvetica", rankdir=TB];',
+                 '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
+                 '  edge [fontname="Helvetica", fontsize=9, color="#555555"];']
+        boxes = self._boxes()
+        set_apart = [line for line, code in boxes if code in (STATE_CODE["pruned"], STATE_CODE["skipped"])]
+        lines.extend(line for line, code in boxes if code not in (STATE_CODE["pruned"], STATE_CODE["skipped"]))
+        if set_apart:
+            lines.append('  subgraph cluster_pruned { label="not run: pruned by topological_nr or skipped by '
+                         'exec_info"; style=dashed; color="#c0392b"; fontcolor="#c0392b";')
+            lines.extend("  " + line for line in set_apart)
+            lines.append("  }")
+        arrows = self._arrows()
+        lines.extend(arrows)
+        if state is not None:
+            lines.extend(self._queues(state))
+        lines.extend(_legend())
+        lines.append("}")
+        return Picture("\n".join(lines) + "\n", len(boxes), len(arrows))
+
+    # boxes ---------------------------------------------------------------------------------------------------
+    def _boxes(self) -> list[tuple[str, int]]:
+        f = self.folding
+        sizes = np.diff(f.starts)
+        singles = f.members[f.starts[:-1][sizes == 1]]
+        out = [self._box(int(v)) for v in singles.tolist()]
+        out.extend(self._chain_box(g) for g in np.flatnonzero(sizes > 1).tolist())
+        return out
+
+    def _box(self, v: int) -> tuple[str, int]:
+        code = int(self.codes[v])
+        state = STATES[code]
+        if self.view == "forward":
+            info = self.trace.node(v)
+            where = f"line {info.lineno}: {info.source[:48]}" if info.lineno else ""
+            label = f"{info.forward_op}\\nseq {self.seqs[v]}\\n{_q(where)}"
+        else:
+            order = int(self.order[v])
+            ran = f"#{order} " if order >= 0 else ""
+            label = f"{_q(self.names[v])}\\nseq {self.seqs[v]} · topo {self.topos[v]}\\n{ran}{STATE_TEXT[state]}"
+        extra = ""
+        if self.names[v].endswith("AccumulateGrad"):
+            label += "\\naccumulates into .grad"
+            extra = ", peripheries=2"
+        elif self.users[v] >= 2:
+            label += f"\\n⊕ sums {int(self.users[v])} grads"
+            extra = ", peripheries=2"
+        if v == self.focus:
+            extra += ", penwidth=4"
+        return (f'  n{v} [label="{label}", class="agdb-{state}", {STATE_STYLE[state]}{extra}];', code)
+
+    def _chain_box(self, g: int) -> tuple[str, int]:
+        members = self.folding.group(g)
+        names, counts = np.unique(np.asarray(self.names, dtype=object)[members], return_counts=True)
+        ops = ", ".join(f"{n} ×{k}" for n, k in sorted(zip(names.tolist(), counts.tolist(), strict=True),
+                                                          key=lambda p: -p[1])[:4])
+        codes = self.codes[members]
+        kinds, per = np.unique(codes, return_counts=True)
+        states = ", ".join(f"{k} {STATES[c]}" for c, k in zip(kinds.tolist(), per.tolist(), strict=True))
+        code = int(kinds[0]) if len(kinds) == 1 else STATE_CODE["counted"]
+        first, last = int(members[0]), int(members[-1])
+        label = (f"{len(members)} nodes in a chain\\n{_q(ops)}\\nseq {self.seqs[first]} … {self.seqs[last]}"
+                 f"\\n{states}")
+        return (f'  chain{g} [label="{label}", class="agdb-chain agdb-{STATES[code]}", '
+                f'{STATE_STYLE[STATES[code]]}, shape=box3d];', code)
+
+    # arrows --------------------------------------------------------------------------------------------------
+    def _box_id(self, groups: np.ndarray) -> list[str]:
+        f = self.folding
+        sizes = np.diff(f.starts)
+        firsts = f.members[f.starts[:-1]].tolist()
+        return [f"n{firsts[g]}" if sizes[g] == 1 else f"chain{g}" for g in groups.tolist()]
+
+    def _arrows(self) -> list[str]:
+        parent, child, slot, input_nr = self.edges
+        gp, gc = self.folding.group_of[parent], self.folding.group_of[child]
+        keep = (gp >= 0) & (gc >= 0) & (gp != gc)
+        gp, gc, slot, input_nr = gp[keep], gc[keep], slot[keep], input_nr[keep]
+        if not len(gp):
+            return []
+        pairs = gp * (self.folding.num_groups + 1) + gc
+        uniq, first, count = np.unique(pairs, return_index=True, return_counts=True)
+        tails, heads = self._box_id(gp[first]), self._box_id(gc[first])
+        nrs, slots = input_nr[first].tolist(), slot[first].tolist()
+        out = []
+        for tail, head, nr, sl, k in zip(tails, heads, nrs, slots, count.tolist(), strict=True):
+            if self.view == "forward":  # data flows from the input's producer to the op
+                label = f"in {sl}" if k == 1 else f"×{k}"
+                out.append(f'  {head} -> {tail} [label="{label}"];')
+            else:
+                label = str(nr) if k == 1 else f"×{k}"
+                out.append(f'  {tail} -> {head} [label="{label}"];')
+        return out
+
+    # the ready queue -----------------------------------------------------------------------------------------
+    def _queues(self, state: EngineState) -> list[str]:
+        out = []
+        for qi, q in enumerate(state.ready_queues):
+            if not q.tasks:
+                continue
+            out.append(f'  subgraph cluster_queue{qi} {{ label="ready queue {_q(self.trace.queue_label(q.name))}: '
+                       f'pops top first"; style=filled; fillcolor="#f4f9f4"; color="#1e8449";')
+            for i, t in enumerate(q.tasks):
+                depth, seq = t.priority
+                seq_text = "max" if seq == _UINT64_MAX else str(seq)
+                name = _short(t.name) if t.name else "(wake-up)"
+                out.append(f'    q{qi}_{i} [label="{i + 1}. {_q(name)}\\ndepth {depth}, seq {seq_text}", '
+                           f'shape=box, style="filled", fillcolor="#c8f7c5", class="agdb-queue"];')
+            out.extend(f"    q{qi}_{i} -> q{qi}_{i + 1} [style=invis];" for i in range(len(q.tasks) - 1))
+            out.append("  }")
+            for i, t in enumerate(q.tasks):
+                if t.node is not None and self.folding.group_of[t.node] >= 0:
+                    box = self._box_id(np.array([self.folding.group_of[t.node]]))[0]
+                    out.append(f"  q{qi}_{i} -> {box} [style=dotted, color=\"#1e8449\", constraint=false];")
+        return out
+
+
+def _legend() -> list[str]:
+    out = ['  subgraph cluster_legend { label="legend"; style=rounded; color="#bbbbbb"; fontsize=10;']
+    for state in STATES:
+        out.append(f'    legend_{state} [label="{STATE_TEXT[state]}", class="agdb-legend", {STATE_STYLE[state]}];')
+    out.append('    legend_accumulation [label="⊕ sums grads / AccumulateGrad", peripheries=2, fillcolor="#ffffff",'
+               ' class="agdb-legend"];')
+    names = [f"legend_{s}" for s in STATES] + ["legend_accumulation"]
+    out.extend(f"    {a} -> {b} [style=invis];" for a, b in zip(names, names[1:], strict=False))
+    out.append("  }")
+    return out
+
