@@ -7,6 +7,7 @@ Nothing here recurses on the graph's depth; nodes and edges are read from the tr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import compress
 from typing import Literal
 
 import numpy as np
@@ -162,9 +163,16 @@ class _Drawing:
         self.trace, self.codes, self.order, self.folding, self.view, self.focus = (
             trace, codes, order, folding, view, focus)
         c = trace.columns
-        self.names = [_short(trace.strings[i]) for i in c["node_name"].tolist()]
+        # Per distinct string, then spread to the nodes: a 100k-node graph has a few dozen distinct names.
+        name_ids = np.asarray(c["node_name"], dtype=np.int64)
+        distinct = np.unique(name_ids)
+        short = np.empty(len(trace.strings), dtype=object)
+        short[distinct] = [_q(_short(trace.strings[i])) for i in distinct.tolist()]
+        self.names = short[name_ids].tolist()
+        accumulate_ids = [i for i in distinct.tolist() if trace.strings[i].endswith("AccumulateGrad")]
+        self.is_accumulate = np.isin(name_ids, accumulate_ids)
         seqs = np.asarray(c["node_seq"], dtype=np.int64)
-        self.seqs = ["max" if s < 0 else str(s) for s in seqs.tolist()]
+        self.seqs = np.where(seqs < 0, "max", seqs.astype(str)).tolist()
         self.topos = c["node_topo"].tolist()
         parent, child, slot, input_nr = edges(trace)
         self.edges = parent, child, slot, input_nr
@@ -175,9 +183,10 @@ class _Drawing:
                  f'  graph [label="{_q(title)}", labelloc=t, fontname="Helvetica", rankdir=TB];',
                  '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
                  '  edge [fontname="Helvetica", fontsize=9, color="#555555"];']
-        boxes = self._boxes()
-        set_apart = [line for line, code in boxes if code in (STATE_CODE["pruned"], STATE_CODE["skipped"])]
-        lines.extend(line for line, code in boxes if code not in (STATE_CODE["pruned"], STATE_CODE["skipped"]))
+        boxes, codes = self._boxes()
+        apart = np.isin(np.asarray(codes, dtype=np.int64), (STATE_CODE["pruned"], STATE_CODE["skipped"]))
+        set_apart = list(compress(boxes, apart.tolist()))
+        lines.extend(compress(boxes, (~apart).tolist()))
         if set_apart:
             lines.append('  subgraph cluster_pruned { label="not run: pruned by topological_nr or skipped by '
                          'exec_info"; style=dashed; color="#c0392b"; fontcolor="#c0392b";')
@@ -192,35 +201,56 @@ class _Drawing:
         return Picture("\n".join(lines) + "\n", len(boxes), len(arrows))
 
     # boxes ---------------------------------------------------------------------------------------------------
-    def _boxes(self) -> list[tuple[str, int]]:
+    def _boxes(self) -> tuple[list[str], list[int]]:
+        """Every box's DOT line, and its state code (pruned and skipped boxes are drawn apart)."""
         f = self.folding
         sizes = np.diff(f.starts)
         singles = f.members[f.starts[:-1][sizes == 1]]
-        out = [self._box(int(v)) for v in singles.tolist()]
-        out.extend(self._chain_box(g) for g in np.flatnonzero(sizes > 1).tolist())
-        return out
+        if self.view == "backward":
+            lines, codes = self._single_boxes(singles), self.codes[singles].tolist()
+        else:
+            made = [self._box(int(v)) for v in singles]
+            lines, codes = [m[0] for m in made], [m[1] for m in made]
+        for g in np.flatnonzero(sizes > 1).tolist():
+            line, code = self._chain_box(g)
+            lines.append(line)
+            codes.append(code)
+        return lines, codes
+
+    def _marks(self, vs: np.ndarray) -> tuple[list[str], list[str]]:
+        """Per node: the label's last line for accumulation points, and the extra attributes."""
+        is_acc = self.is_accumulate[vs]
+        sums = (self.users[vs] >= 2) & ~is_acc
+        lines = np.full(len(vs), "", dtype=object)
+        extras = np.full(len(vs), "", dtype=object)
+        lines[is_acc] = "\\naccumulates into .grad"
+        lines[sums] = ["\\n⊕ sums %d grads" % u for u in self.users[vs][sums].tolist()]
+        extras[is_acc | sums] = ", peripheries=2"
+        if self.focus is not None:
+            extras[vs == self.focus] += ", penwidth=4"
+        return lines.tolist(), extras.tolist()
+
+    def _single_boxes(self, vs: np.ndarray) -> list[str]:
+        """The backward view's boxes, one formatted string per node (the hot path on 100k-node graphs)."""
+        codes = self.codes[vs].tolist()
+        orders = self.order[vs].tolist()
+        head = [f'class="agdb-{s}", {STATE_STYLE[s]}' for s in STATES]
+        text = [STATE_TEXT[s] for s in STATES]
+        names, seqs, topos = self.names, self.seqs, self.topos
+        lines, extras = self._marks(vs)
+        return [f'  n{v} [label="{names[v]}\\nseq {seqs[v]} · topo {topos[v]}\\n'
+                f'{"#%d " % o if o >= 0 else ""}{text[c]}{line}", {head[c]}{extra}];'
+                for v, c, o, line, extra in zip(vs.tolist(), codes, orders, lines, extras, strict=True)]
 
     def _box(self, v: int) -> tuple[str, int]:
         code = int(self.codes[v])
         state = STATES[code]
-        if self.view == "forward":
-            info = self.trace.node(v)
-            where = f"line {info.lineno}: {info.source[:48]}" if info.lineno else ""
-            label = f"{info.forward_op}\\nseq {self.seqs[v]}\\n{_q(where)}"
-        else:
-            order = int(self.order[v])
-            ran = f"#{order} " if order >= 0 else ""
-            label = f"{_q(self.names[v])}\\nseq {self.seqs[v]} · topo {self.topos[v]}\\n{ran}{STATE_TEXT[state]}"
-        extra = ""
-        if self.names[v].endswith("AccumulateGrad"):
-            label += "\\naccumulates into .grad"
-            extra = ", peripheries=2"
-        elif self.users[v] >= 2:
-            label += f"\\n⊕ sums {int(self.users[v])} grads"
-            extra = ", peripheries=2"
-        if v == self.focus:
-            extra += ", penwidth=4"
-        return (f'  n{v} [label="{label}", class="agdb-{state}", {STATE_STYLE[state]}{extra}];', code)
+        info = self.trace.node(v)
+        where = f"line {info.lineno}: {info.source[:48]}" if info.lineno else ""
+        label = f"{info.forward_op}\\nseq {self.seqs[v]}\\n{_q(where)}"
+        lines, extras = self._marks(np.array([v]))
+        return (f'  n{v} [label="{label}{lines[0]}", class="agdb-{state}", {STATE_STYLE[state]}{extras[0]}];',
+                code)
 
     def _chain_box(self, g: int) -> tuple[str, int]:
         members = self.folding.group(g)
@@ -232,17 +262,21 @@ class _Drawing:
         states = ", ".join(f"{k} {STATES[c]}" for c, k in zip(kinds.tolist(), per.tolist(), strict=True))
         code = int(kinds[0]) if len(kinds) == 1 else STATE_CODE["counted"]
         first, last = int(members[0]), int(members[-1])
-        label = (f"{len(members)} nodes in a chain\\n{_q(ops)}\\nseq {self.seqs[first]} … {self.seqs[last]}"
+        label = (f"{len(members)} nodes in a chain\\n{ops}\\nseq {self.seqs[first]} … {self.seqs[last]}"
                  f"\\n{states}")
         return (f'  chain{g} [label="{label}", class="agdb-chain agdb-{STATES[code]}", '
                 f'{STATE_STYLE[STATES[code]]}, shape=box3d];', code)
 
     # arrows --------------------------------------------------------------------------------------------------
     def _box_id(self, groups: np.ndarray) -> list[str]:
-        f = self.folding
-        sizes = np.diff(f.starts)
-        firsts = f.members[f.starts[:-1]].tolist()
-        return [f"n{firsts[g]}" if sizes[g] == 1 else f"chain{g}" for g in groups.tolist()]
+        names = self.__dict__.get("_group_names")
+        if names is None:
+            f = self.folding
+            sizes = np.diff(f.starts).tolist()
+            firsts = f.members[f.starts[:-1]].tolist()
+            names = self._group_names = [f"n{v}" if k == 1 else f"chain{g}"
+                                         for g, (v, k) in enumerate(zip(firsts, sizes, strict=True))]
+        return [names[g] for g in groups.tolist()]
 
     def _arrows(self) -> list[str]:
         parent, child, slot, input_nr = self.edges
@@ -254,16 +288,12 @@ class _Drawing:
         pairs = gp * (self.folding.num_groups + 1) + gc
         uniq, first, count = np.unique(pairs, return_index=True, return_counts=True)
         tails, heads = self._box_id(gp[first]), self._box_id(gc[first])
-        nrs, slots = input_nr[first].tolist(), slot[first].tolist()
-        out = []
-        for tail, head, nr, sl, k in zip(tails, heads, nrs, slots, count.tolist(), strict=True):
-            if self.view == "forward":  # data flows from the input's producer to the op
-                label = f"in {sl}" if k == 1 else f"×{k}"
-                out.append(f'  {head} -> {tail} [label="{label}"];')
-            else:
-                label = str(nr) if k == 1 else f"×{k}"
-                out.append(f'  {tail} -> {head} [label="{label}"];')
-        return out
+        if self.view == "forward":  # data flows from the input's producer to the op
+            labels = np.where(count == 1, np.char.add("in ", slot[first].astype(str)),
+                              np.char.add("×", count.astype(str)))
+            return [f'  {h} -> {t} [label="{lab}"];' for t, h, lab in zip(tails, heads, labels.tolist(), strict=True)]
+        labels = np.where(count == 1, input_nr[first].astype(str), np.char.add("×", count.astype(str)))
+        return [f'  {t} -> {h} [label="{lab}"];' for t, h, lab in zip(tails, heads, labels.tolist(), strict=True)]
 
     # the ready queue -----------------------------------------------------------------------------------------
     def _queues(self, state: EngineState) -> list[str]:
