@@ -1,4 +1,4 @@
-"""`agdb`: record scripts, show traces, list seq_nr culprits (and, later, the TUI and exports)."""
+"""`agdb`: record scripts, show traces, list seq_nr culprits, export pictures, open the TUI."""
 from __future__ import annotations
 
 import argparse
@@ -77,6 +77,21 @@ def _parser() -> argparse.ArgumentParser:
     cul.add_argument("--to", dest="stop", type=int, default=None, help="up to this seq_nr")
     cul.add_argument("--as-torch", action="store_true", help="let the script's `import torch` get agdb's engine")
     cul.set_defaults(func=_cmd_culprits)
+    exp = sub.add_parser("export", help="draw the graph of a trace at a step (DOT, SVG, PNG or PDF)",
+                         description="Draw a trace's graph, labelled and styled by each node's state at a step. "
+                                     "The output's suffix picks the format; .dot needs nothing, the others "
+                                     "need Graphviz's dot program.")
+    exp.add_argument("trace", help="a saved .agdb trace")
+    exp.add_argument("-o", "--output", required=True, help="FILE.dot, .svg, .png or .pdf")
+    exp.add_argument("--step", type=int, default=None, help="show the state after this step (default: the end)")
+    exp.add_argument("--view", choices=("backward", "forward", "joint"), default="backward",
+                     help="backward graph (default), forward ops, or both (needs FX graphs: not yet)")
+    exp.add_argument("--focus", default=None, metavar="NODE",
+                     help="draw only around this node: its index, seq:N, or a name only one node has")
+    exp.add_argument("--radius", type=int, default=2, help="edges from the focus node to include (default 2)")
+    exp.add_argument("--collapse", action="store_true", help="fold linear chains into summary boxes")
+    exp.add_argument("--force", action="store_true", help="render even a picture too large to lay out quickly")
+    exp.set_defaults(func=_cmd_export)
     demo = sub.add_parser("demo", help="open the TUI on the built-in example")
     demo.add_argument("--print", action="store_true", help="print a summary instead of opening the TUI")
     demo.set_defaults(func=_cmd_demo)
@@ -169,6 +184,25 @@ def _cmd_culprits(args: argparse.Namespace) -> int:
         table.add_row(*(Text(cell) for cell in cells))  # Text: source lines are not markup
     Console().print(table)
     return 1 if failed else 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .export import ExportError, export, resolve_focus
+
+    trace = _load(args.trace)
+    if len(trace) == 0:
+        _fail(f"{args.trace} holds no events")
+        return 1
+    try:
+        focus = resolve_focus(trace, args.focus) if args.focus is not None else None
+        with err.status(escape(f"drawing {args.output}…")):
+            done = export(trace, args.output, step=args.step, view=args.view, focus=focus, radius=args.radius,
+                          collapse=args.collapse, force=args.force)
+    except ExportError as e:
+        _fail(str(e))
+        return 1
+    sys.stderr.write(f"wrote {done.path}: {done.num_boxes:,} boxes, {done.num_arrows:,} arrows\n")
+    return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

@@ -150,3 +150,38 @@ def test_tui_bench_tiny_writes_json(tmp_path):
     assert len(data["checks"]) == 5
     for check in data["checks"]:
         assert check["value"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)
+
+
+def test_export_bench_tiny_writes_json(tmp_path):
+    """`bench/export.py` on tiny graphs prints its rows and writes agdb, make_dot and layout timings."""
+    out = tmp_path / "export.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "export.py"), "--quick", "--sizes", "300,1200",
+                           "--chain-nodes", "1500", "--reps", "1", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+    rows = {}  # the closing table: "name   12.34 ms   >= 10.0x  met"
+    for line in proc.stdout.splitlines():
+        if line.endswith((" met", " NOT met", " info")) and line.split()[0].endswith(":"):
+            name, value = line[:42].strip(), line[42:54].split()[0]
+            rows[name] = float(value.rstrip("x"))
+    data = json.loads(out.read_text())
+    assert {"meta", "targets", "graphs", "chain", "checks", "info", "table"} <= set(data)
+    assert [g["wanted"] for g in data["graphs"]] == [300, 1200]
+    torch_ok = data["meta"]["torchviz"] is not None
+    for g, label in zip(data["graphs"], ("300", "1k"), strict=True):
+        assert g["nodes"] == g["trace_nodes"] >= g["wanted"] > 0
+        assert g["full"]["boxes"] == g["nodes"] and g["full"]["median_ms"] > 0
+        assert 0 < g["collapsed"]["boxes"] <= g["nodes"] and g["collapsed"]["median_ms"] > 0
+        assert rows[f"{label}: agdb full view"] > 0 and rows[f"{label}: agdb collapsed view"] > 0
+        if torch_ok:
+            assert g["torch_nodes"] == g["nodes"] and g["torchviz"]["status"] == "ok", g["torchviz"]
+            assert g["ratio"] > 0 and abs(rows[f"{label}: make_dot / agdb full view"] - g["ratio"]) <= 0.051
+        if g["layout"]["status"] == "ok":
+            assert rows[f"{label}: dot -Tsvg of collapsed view"] > 0
+    assert data["chain"]["nodes"] == 1500
+    assert data["chain"]["full"]["status"] == data["chain"]["collapsed"]["status"] == "ok"
+    assert data["chain"]["recursion_limit"] == data["meta"]["default_recursion_limit"]
+    assert "agdb picture, default recursion limit" in proc.stdout
+    for check in data["checks"]:
+        assert check["value"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)

@@ -16,7 +16,7 @@ from .graph_views import Folding, edges, focus_nodes, fold_chains, no_folding
 from .node_states import STATE_CODE, STATES, node_states
 from .recorder import K_DEPS, K_EXEC, K_NSTART
 from .replay import EngineState, Replay
-from .trace import Trace
+from .trace import Trace, forward_op
 
 View = Literal["backward", "forward", "joint"]
 VIEWS: tuple[View, ...] = ("backward", "forward", "joint")
@@ -38,6 +38,10 @@ STATE_TEXT = {"unreached": "not reached", "counted": "counted", "waiting": "wait
               "ready": "ready (in a queue)", "running": "running", "done": "done",
               "pruned": "pruned: topo < min_topo_nr", "skipped": "skipped by exec_info",
               "captured": "captured (autograd.grad)"}
+
+
+LARGE = 100
+"""Pictures with more boxes than this are laid out with straight edges (see _Drawing.text)."""
 
 
 class ViewError(ValueError):
@@ -179,11 +183,14 @@ class _Drawing:
         self.users = np.bincount(child, minlength=trace.num_nodes)
 
     def text(self, title: str, state: EngineState | None) -> Picture:
+        boxes, codes = self._boxes()
+        # Past a few hundred boxes, routing curved edges around many long ones takes dot minutes (a 200-box
+        # folded 100k-node graph: over 60 s); straight edges and a bounded crossing search take about 1 s.
+        quick = ", splines=line, mclimit=0.2, nslimit=1, nslimit1=1" if len(boxes) > LARGE else ""
         lines = ["digraph agdb {",
-                 f'  graph [label="{_q(title)}", labelloc=t, fontname="Helvetica", rankdir=TB];',
+                 f'  graph [label="{_q(title)}", labelloc=t, fontname="Helvetica", rankdir=TB{quick}];',
                  '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
                  '  edge [fontname="Helvetica", fontsize=9, color="#555555"];']
-        boxes, codes = self._boxes()
         apart = np.isin(np.asarray(codes, dtype=np.int64), (STATE_CODE["pruned"], STATE_CODE["skipped"]))
         set_apart = list(compress(boxes, apart.tolist()))
         lines.extend(compress(boxes, (~apart).tolist()))
@@ -246,15 +253,18 @@ class _Drawing:
         code = int(self.codes[v])
         state = STATES[code]
         info = self.trace.node(v)
-        where = f"line {info.lineno}: {info.source[:48]}" if info.lineno else ""
-        label = f"{info.forward_op}\\nseq {self.seqs[v]}\\n{_q(where)}"
+        where = f"line {info.lineno}: {info.source[:48].rstrip()}" if info.lineno else ""
+        label = f"{_q(info.forward_op)}\\nseq {self.seqs[v]}\\n{_q(where)}"
         lines, extras = self._marks(np.array([v]))
         return (f'  n{v} [label="{label}{lines[0]}", class="agdb-{state}", {STATE_STYLE[state]}{extras[0]}];',
                 code)
 
     def _chain_box(self, g: int) -> tuple[str, int]:
         members = self.folding.group(g)
-        names, counts = np.unique(np.asarray(self.names, dtype=object)[members], return_counts=True)
+        labels = np.asarray(self.names, dtype=object)[members]
+        if self.view == "forward":
+            labels = np.asarray([forward_op(str(n)) for n in labels], dtype=object)
+        names, counts = np.unique(labels, return_counts=True)
         ops = ", ".join(f"{n} ×{k}" for n, k in sorted(zip(names.tolist(), counts.tolist(), strict=True),
                                                           key=lambda p: -p[1])[:4])
         codes = self.codes[members]
@@ -285,8 +295,14 @@ class _Drawing:
         gp, gc, slot, input_nr = gp[keep], gc[keep], slot[keep], input_nr[keep]
         if not len(gp):
             return []
-        pairs = gp * (self.folding.num_groups + 1) + gc
+        # Arrows between two folded chains (or a chain and a node) are merged and counted; arrows between
+        # plain nodes are all drawn, each with its own input_nr (x * x has two edges to one node).
+        sizes = np.diff(self.folding.starts)
+        plain = (sizes[gp] == 1) & (sizes[gc] == 1)
+        pairs = np.where(plain, -1 - np.arange(len(gp)), gp * (self.folding.num_groups + 1) + gc)
         uniq, first, count = np.unique(pairs, return_index=True, return_counts=True)
+        order = np.argsort(first, kind="stable")  # arrows in edge order, as the trace lists them
+        first, count = first[order], count[order]
         tails, heads = self._box_id(gp[first]), self._box_id(gc[first])
         if self.view == "forward":  # data flows from the input's producer to the op
             labels = np.where(count == 1, np.char.add("in ", slot[first].astype(str)),

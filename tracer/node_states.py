@@ -30,8 +30,11 @@ def node_states(trace: Trace, state: EngineState) -> tuple[np.ndarray, np.ndarra
         order[executed] = np.arange(len(executed))
         codes[executed] = STATE_CODE["done"]
     for gt in state.graph_tasks:
+        # A counted node has not run in this graph task (its count would be 0), even if an earlier backward
+        # ran it: it is counted again, and its old execution index no longer says anything.
         nodes, _ = gt.dependency_arrays()
-        codes[nodes] = np.where(codes[nodes] == STATE_CODE["done"], codes[nodes], STATE_CODE["counted"])
+        codes[nodes] = STATE_CODE["counted"]
+        order[nodes] = -1
         if gt.needed or gt.captured:
             wanted = np.zeros(n, dtype=bool)
             wanted[list(gt.needed) + list(gt.captured)] = True

@@ -1,0 +1,122 @@
+"""Export a picture of a trace's graph: DOT text, or SVG/PNG/PDF rendered by Graphviz's `dot`.
+
+The DOT text comes from tracer/dot.py (pure); this module writes files and runs `dot`, which can be slow
+and can be missing, so it says so plainly and refuses pictures too large to lay out unless forced.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracer.dot import View, ViewError, picture
+from tracer.replay import EngineState
+from tracer.search import find_nodes, is_number
+from tracer.trace import Trace
+
+FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf"}
+"""File suffixes agdb writes, and the Graphviz format of each (`dot` is the text itself)."""
+MAX_BOXES = 3000
+"""Larger pictures take `dot` minutes or more to lay out; they are refused unless forced."""
+LAYOUT_TIMEOUT_S = 600
+
+
+class ExportError(Exception):
+    """An export that cannot be done; the message says why and what to do instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class Exported:
+    """What an export wrote."""
+
+    path: str
+    num_boxes: int
+    num_arrows: int
+
+
+def resolve_focus(trace: Trace, text: str) -> int:
+    """A node from `12` (its index), `seq:5` / `seq 5` (its seq_nr) or a name that only one node has.
+
+    Raises:
+        ExportError: nothing or several nodes match; the message lists how to be precise.
+    """
+    text = text.strip()
+    if is_number(text):
+        node = int(text)
+        if node >= trace.num_nodes:
+            raise ExportError(f"there is no node {node}: this trace has nodes 0..{trace.num_nodes - 1}")
+        return node
+    query = "seq " + text[4:] if text.lower().startswith("seq:") else text
+    found = find_nodes(trace, query)
+    if len(found) == 1:
+        return int(found[0])
+    what = "no node" if not len(found) else f"{len(found)} nodes ({', '.join(map(str, found[:5].tolist()))}…)"
+    raise ExportError(f"--focus {text!r} matches {what}; give a node index (as the TUI shows it) or seq:N")
+
+
+def export(trace: Trace, output: str, *, step: int | None = None, view: View = "backward", focus: int | None = None,
+           radius: int = 2, collapse: bool = False, force: bool = False,
+           state: EngineState | None = None) -> Exported:
+    """Write the picture to `output`, whose suffix picks the format (.dot, .gv, .svg, .png, .pdf).
+
+    Raises:
+        ExportError: an unknown format, a view that cannot be drawn, a picture too large to lay out
+            (unless `force`), Graphviz missing, or `dot` failing.
+    """
+    suffix = Path(output).suffix.lower()
+    if suffix not in FORMATS:
+        raise ExportError(f"{output}: unknown format {suffix or '(none)'}; use one of {', '.join(FORMATS)}")
+    try:
+        pic = picture(trace, step, view, focus, radius, collapse, state)
+    except ViewError as e:
+        raise ExportError(str(e)) from None
+    if FORMATS[suffix] == "dot":
+        _write_atomically(output, pic.dot.encode("utf-8"))
+        return Exported(output, pic.num_boxes, pic.num_arrows)
+    if pic.num_boxes > MAX_BOXES and not force:
+        raise ExportError(f"{pic.num_boxes:,} boxes are too many for dot to lay out in reasonable time; draw "
+                          "fewer with --collapse (folds linear chains) or --focus NODE --radius R, write .dot "
+                          "text instead, or add --force to try anyway")
+    _write_atomically(output, render(pic.dot, FORMATS[suffix]))
+    return Exported(output, pic.num_boxes, pic.num_arrows)
+
+
+def render(dot_text: str, fmt: str) -> bytes:
+    """Lay out and render DOT text with Graphviz's `dot` program.
+
+    Raises:
+        ExportError: `dot` is not installed, fails, or takes longer than LAYOUT_TIMEOUT_S.
+    """
+    import subprocess
+
+    dot = shutil.which("dot")
+    if dot is None:
+        raise ExportError("Graphviz's dot program is not installed, so agdb cannot render "
+                          f"{fmt.upper()}: install it (Debian/Ubuntu: apt-get install graphviz; macOS: brew "
+                          "install graphviz), or export .dot text, which needs nothing")
+    try:
+        done = subprocess.run([dot, f"-T{fmt}"], input=dot_text.encode("utf-8"), capture_output=True,
+                              timeout=LAYOUT_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise ExportError(f"dot did not finish laying out in {LAYOUT_TIMEOUT_S} s; draw fewer boxes with "
+                          "--collapse or --focus") from None
+    if done.returncode != 0:
+        detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise ExportError(f"dot failed (exit {done.returncode}): {detail[-1] if detail else 'no message'}")
+    return done.stdout
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    """Write via a temporary file in the same folder, so a failure never leaves half a file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".agdb-export-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
