@@ -7,7 +7,6 @@ Nothing here recurses on the graph's depth; nodes and edges are read from the tr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import compress
 from typing import Literal
 
 import numpy as np
@@ -176,53 +175,55 @@ class _Drawing:
         accumulate_ids = [i for i in distinct.tolist() if trace.strings[i].endswith("AccumulateGrad")]
         self.is_accumulate = np.isin(name_ids, accumulate_ids)
         seqs = np.asarray(c["node_seq"], dtype=np.int64)
-        self.seqs = np.where(seqs < 0, "max", seqs.astype(str)).tolist()
-        self.topos = c["node_topo"].tolist()
+        self.seq_of = lambda v: "max" if seqs[v] < 0 else str(int(seqs[v]))
         parent, child, slot, input_nr = edges(trace)
         self.edges = parent, child, slot, input_nr
         self.users = np.bincount(child, minlength=trace.num_nodes)
 
     def text(self, title: str, state: EngineState | None) -> Picture:
-        boxes, codes = self._boxes()
+        by_state, num_boxes = self._boxes()
         # Past a few hundred boxes, routing curved edges around many long ones takes dot minutes (a 200-box
         # folded 100k-node graph: over 60 s); straight edges and a bounded crossing search take about 1 s.
-        quick = ", splines=line, mclimit=0.2, nslimit=1, nslimit1=1" if len(boxes) > LARGE else ""
+        quick = ", splines=line, mclimit=0.2, nslimit=1, nslimit1=1" if num_boxes > LARGE else ""
         lines = ["digraph agdb {",
                  f'  graph [label="{_q(title)}", labelloc=t, fontname="Helvetica", rankdir=TB{quick}];',
                  '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
                  '  edge [fontname="Helvetica", fontsize=9, color="#555555"];']
-        apart = np.isin(np.asarray(codes, dtype=np.int64), (STATE_CODE["pruned"], STATE_CODE["skipped"]))
-        set_apart = list(compress(boxes, apart.tolist()))
-        lines.extend(compress(boxes, (~apart).tolist()))
+        set_apart = [code for code in (STATE_CODE["pruned"], STATE_CODE["skipped"]) if code in by_state]
+        for code, group in by_state.items():
+            if code not in set_apart:
+                lines.extend(_state_subgraph(code, group))
         if set_apart:
             lines.append('  subgraph cluster_pruned { label="not run: pruned by topological_nr or skipped by '
                          'exec_info"; style=dashed; color="#c0392b"; fontcolor="#c0392b";')
-            lines.extend("  " + line for line in set_apart)
+            for code in set_apart:
+                lines.extend(_state_subgraph(code, by_state[code]))
             lines.append("  }")
-        arrows = self._arrows()
-        lines.extend(arrows)
+        arrows, num_arrows = self._arrows()
+        lines.append(arrows)
         if state is not None:
             lines.extend(self._queues(state))
         lines.extend(_legend())
         lines.append("}")
-        return Picture("\n".join(lines) + "\n", len(boxes), len(arrows))
+        return Picture("\n".join(line for line in lines if line) + "\n", num_boxes, num_arrows)
 
     # boxes ---------------------------------------------------------------------------------------------------
-    def _boxes(self) -> tuple[list[str], list[int]]:
-        """Every box's DOT line, and its state code (pruned and skipped boxes are drawn apart)."""
+    def _boxes(self) -> tuple[dict[int, list[str]], int]:
+        """Box lines by state code (each entry may hold many lines), and how many boxes there are."""
         f = self.folding
         sizes = np.diff(f.starts)
         singles = f.members[f.starts[:-1][sizes == 1]]
-        if self.view == "backward":
-            lines, codes = self._single_boxes(singles), self.codes[singles].tolist()
-        else:
-            made = [self._box(int(v)) for v in singles]
-            lines, codes = [m[0] for m in made], [m[1] for m in made]
-        for g in np.flatnonzero(sizes > 1).tolist():
+        codes = self.codes[singles]
+        by_state: dict[int, list[str]] = {}
+        for code in np.unique(codes).tolist():
+            vs = singles[codes == code]
+            by_state[code] = ([self._single_boxes(vs)] if self.view == "backward"
+                              else [self._box(int(v))[0] for v in vs.tolist()])
+        chains = np.flatnonzero(sizes > 1).tolist()
+        for g in chains:
             line, code = self._chain_box(g)
-            lines.append(line)
-            codes.append(code)
-        return lines, codes
+            by_state.setdefault(code, []).append(line)
+        return dict(sorted(by_state.items())), len(singles) + len(chains)
 
     def _marks(self, vs: np.ndarray) -> tuple[list[str], list[str]]:
         """Per node: the label's last line for accumulation points, and the extra attributes."""
@@ -237,27 +238,43 @@ class _Drawing:
             extras[vs == self.focus] += ", penwidth=4"
         return lines.tolist(), extras.tolist()
 
-    def _single_boxes(self, vs: np.ndarray) -> list[str]:
-        """The backward view's boxes, one formatted string per node (the hot path on 100k-node graphs)."""
-        codes = self.codes[vs].tolist()
-        orders = self.order[vs].tolist()
-        head = [f'class="agdb-{s}", {STATE_STYLE[s]}' for s in STATES]
-        text = [STATE_TEXT[s] for s in STATES]
-        names, seqs, topos = self.names, self.seqs, self.topos
-        lines, extras = self._marks(vs)
-        return [f'  n{v} [label="{names[v]}\\nseq {seqs[v]} · topo {topos[v]}\\n'
-                f'{"#%d " % o if o >= 0 else ""}{text[c]}{line}", {head[c]}{extra}];'
-                for v, c, o, line, extra in zip(vs.tolist(), codes, orders, lines, extras, strict=True)]
+    def _single_boxes(self, vs: np.ndarray) -> str:
+        """The backward view's boxes of `vs`, as one block of lines (the hot path on 100k-node graphs).
+
+        Built by interleaving whole columns of pieces and joining once: per node, only C-level work
+        (int to str, list slicing), about 3x faster than one f-string per node.
+        """
+        c = self.trace.columns
+        vl = vs.tolist()
+        seqs = np.asarray(c["node_seq"], dtype=np.int64)[vs]
+        seq_text = list(map(str, seqs.tolist()))
+        for i in np.flatnonzero(seqs < 0).tolist():
+            seq_text[i] = "max"
+        orders = self.order[vs]
+        ran = list(map("\\n#{}".format, orders.tolist()))
+        for i in np.flatnonzero(orders < 0).tolist():
+            ran[i] = ""
+        marks, extras = self._marks(vs)
+        names = self.names if len(vl) == len(self.names) and vl[:1] == [0] and vl[-1] == len(vl) - 1 \
+            else [self.names[v] for v in vl]
+        columns = (map(str, vl), names, seq_text, map(str, np.asarray(c["node_topo"])[vs].tolist()), ran, marks,
+                   extras)
+        fixed = ("    n", ' [label="', "\\nseq ", " · topo ", "", "", '"', "];\n")
+        pieces: list = [None] * (len(vl) * 15)
+        for k, text in enumerate(fixed):
+            pieces[2 * k::15] = [text] * len(vl)
+        for k, column in enumerate(columns):
+            pieces[2 * k + 1::15] = list(column)
+        # No style here: each box sits in its state's subgraph, whose node defaults carry the style.
+        return "".join(pieces).rstrip("\n")
 
     def _box(self, v: int) -> tuple[str, int]:
         code = int(self.codes[v])
-        state = STATES[code]
         info = self.trace.node(v)
         where = f"line {info.lineno}: {info.source[:48].rstrip()}" if info.lineno else ""
-        label = f"{_q(info.forward_op)}\\nseq {self.seqs[v]}\\n{_q(where)}"
+        label = f"{_q(info.forward_op)}\\nseq {self.seq_of(v)}\\n{_q(where)}"
         lines, extras = self._marks(np.array([v]))
-        return (f'  n{v} [label="{label}{lines[0]}", class="agdb-{state}", {STATE_STYLE[state]}{extras[0]}];',
-                code)
+        return f'    n{v} [label="{label}{lines[0]}"{extras[0]}];', code
 
     def _chain_box(self, g: int) -> tuple[str, int]:
         members = self.folding.group(g)
@@ -272,10 +289,9 @@ class _Drawing:
         states = ", ".join(f"{k} {STATES[c]}" for c, k in zip(kinds.tolist(), per.tolist(), strict=True))
         code = int(kinds[0]) if len(kinds) == 1 else STATE_CODE["counted"]
         first, last = int(members[0]), int(members[-1])
-        label = (f"{len(members)} nodes in a chain\\n{ops}\\nseq {self.seqs[first]} … {self.seqs[last]}"
+        label = (f"{len(members)} nodes in a chain\\n{ops}\\nseq {self.seq_of(first)} … {self.seq_of(last)}"
                  f"\\n{states}")
-        return (f'  chain{g} [label="{label}", class="agdb-chain agdb-{STATES[code]}", '
-                f'{STATE_STYLE[STATES[code]]}, shape=box3d];', code)
+        return (f'    chain{g} [label="{label}", class="agdb-chain agdb-{STATES[code]}", shape=box3d];', code)
 
     # arrows --------------------------------------------------------------------------------------------------
     def _box_id(self, groups: np.ndarray) -> list[str]:
@@ -288,28 +304,41 @@ class _Drawing:
                                          for g, (v, k) in enumerate(zip(firsts, sizes, strict=True))]
         return [names[g] for g in groups.tolist()]
 
-    def _arrows(self) -> list[str]:
+    def _arrows(self) -> tuple[str, int]:
         parent, child, slot, input_nr = self.edges
-        gp, gc = self.folding.group_of[parent], self.folding.group_of[child]
+        f = self.folding
+        gp, gc = f.group_of[parent], f.group_of[child]
         keep = (gp >= 0) & (gc >= 0) & (gp != gc)
-        gp, gc, slot, input_nr = gp[keep], gc[keep], slot[keep], input_nr[keep]
-        if not len(gp):
-            return []
+        if not keep.any():
+            return "", 0
+        forward = self.view == "forward"
+        numbers = slot if forward else input_nr
+        small = [("in %d" if forward else "%d") % i for i in range(int(numbers.max(initial=0)) + 1)]
+        if len(f.members) == f.num_groups:  # nothing folded: one arrow per next edge, named by node
+            tails, heads = parent[keep].tolist(), child[keep].tolist()
+            if forward:  # data flows from the input's producer to the op
+                tails, heads = heads, tails
+            labels = [small[i] for i in numbers[keep].tolist()]
+            pieces: list = [None] * (len(tails) * 7)
+            pieces[0::7], pieces[2::7], pieces[4::7], pieces[6::7] = ([text] * len(tails) for text in
+                                                                      ("  n", " -> n", ' [label="', '"];\n'))
+            pieces[1::7], pieces[3::7], pieces[5::7] = list(map(str, tails)), list(map(str, heads)), labels
+            return "".join(pieces).rstrip("\n"), len(tails)
+        gp, gc, numbers = gp[keep], gc[keep], numbers[keep]
         # Arrows between two folded chains (or a chain and a node) are merged and counted; arrows between
         # plain nodes are all drawn, each with its own input_nr (x * x has two edges to one node).
-        sizes = np.diff(self.folding.starts)
+        sizes = np.diff(f.starts)
         plain = (sizes[gp] == 1) & (sizes[gc] == 1)
-        pairs = np.where(plain, -1 - np.arange(len(gp)), gp * (self.folding.num_groups + 1) + gc)
-        uniq, first, count = np.unique(pairs, return_index=True, return_counts=True)
+        pairs = np.where(plain, -1 - np.arange(len(gp)), gp * (f.num_groups + 1) + gc)
+        _, first, count = np.unique(pairs, return_index=True, return_counts=True)
         order = np.argsort(first, kind="stable")  # arrows in edge order, as the trace lists them
         first, count = first[order], count[order]
         tails, heads = self._box_id(gp[first]), self._box_id(gc[first])
-        if self.view == "forward":  # data flows from the input's producer to the op
-            labels = np.where(count == 1, np.char.add("in ", slot[first].astype(str)),
-                              np.char.add("×", count.astype(str)))
-            return [f'  {h} -> {t} [label="{lab}"];' for t, h, lab in zip(tails, heads, labels.tolist(), strict=True)]
-        labels = np.where(count == 1, input_nr[first].astype(str), np.char.add("×", count.astype(str)))
-        return [f'  {t} -> {h} [label="{lab}"];' for t, h, lab in zip(tails, heads, labels.tolist(), strict=True)]
+        labels = [small[i] if k == 1 else f"×{k}" for i, k in zip(numbers[first].tolist(), count.tolist(), strict=True)]
+        if forward:
+            tails, heads = heads, tails
+        return "\n".join(f'  {t} -> {h} [label="{lab}"];' for t, h, lab in zip(tails, heads, labels, strict=True)), \
+            len(labels)
 
     # the ready queue -----------------------------------------------------------------------------------------
     def _queues(self, state: EngineState) -> list[str]:
@@ -332,6 +361,12 @@ class _Drawing:
                     box = self._box_id(np.array([self.folding.group_of[t.node]]))[0]
                     out.append(f"  q{qi}_{i} -> {box} [style=dotted, color=\"#1e8449\", constraint=false];")
         return out
+
+
+def _state_subgraph(code: int, boxes: list[str]) -> list[str]:
+    """An anonymous subgraph whose node defaults style its boxes by their state."""
+    state = STATES[code]
+    return [f'  subgraph {{ node [class="agdb-{state}", {STATE_STYLE[state]}];', *boxes, "  }"]
 
 
 def _legend() -> list[str]:
