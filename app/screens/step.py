@@ -62,8 +62,18 @@ class BreakpointHit(Message):
         self.breakpoint = breakpoint
 
 
+class GraphExported(Message):
+    """The graph at `step` was written to `path`."""
+
+    def __init__(self, path: str, step: int) -> None:
+        super().__init__()
+        self.path = path
+        self.step = step
+
+
 _PROMPTS = {"goto": "go to step…", "search": "search nodes: a name (mul, AccumulateGrad) or a seq_nr (12)",
-            "break": "break on: node NAME | seq N | push [NAME] | nan | error"}
+            "break": "break on: node NAME | seq N | push [NAME] | nan | error",
+            "export": "export the graph at this step to FILE.svg, .png, .pdf or .dot"}
 
 
 class StepScreen(Screen[None]):
@@ -85,6 +95,7 @@ class StepScreen(Screen[None]):
         Binding("C", "run_to_breakpoint(-1)", "Run back to the previous breakpoint"),
         Binding("B", "clear_breakpoints", "Clear breakpoints"),
         Binding("i", "inspect_running", "Select the running node"),
+        Binding("e", "ask('export')", "Export the graph at this step (Graphviz)"),
         Binding("escape", "clear_selection", "Clear the selection", show=False),
         *[Binding(str(i), f"show_panel('{p.id}')", f"Show the {p.title} panel") for i, p in enumerate(PANELS, 1)],
         Binding("x", "hide_panel", "Hide the focused panel"),
@@ -255,7 +266,7 @@ class StepScreen(Screen[None]):
         self.prompt_mode = mode
         box = self.query_one("#prompt", Input)
         box.placeholder = _PROMPTS[mode]
-        box.value = ""
+        box.value = self._default_export_name() if mode == "export" else ""
         box.remove_class("-hidden")
         box.focus()
 
@@ -330,7 +341,8 @@ class StepScreen(Screen[None]):
     @on(Input.Submitted, "#prompt")
     def _prompt_submitted(self, event: Input.Submitted) -> None:
         self.query_one("#prompt", Input).add_class("-hidden")
-        handler = {"goto": self._go_to, "search": self._search, "break": self._add_breakpoint}[self.prompt_mode]
+        handler = {"goto": self._go_to, "search": self._search, "break": self._add_breakpoint,
+                   "export": self._export}[self.prompt_mode]
         handler(event.value.strip())
         self.query_one(GraphView).focus()
 
@@ -364,6 +376,34 @@ class StepScreen(Screen[None]):
             self.breakpoints = [*self.breakpoints, bp]
         count = len(bp_mod.hits(self.trace, bp))
         self.notify(f"breakpoint `{bp}` stops at {count} step(s); c runs to the next", title="breakpoint")
+
+    def _default_export_name(self) -> str:
+        import shutil
+
+        return f"agdb-step{self.step}.{'svg' if shutil.which('dot') else 'dot'}"
+
+    def _export(self, path: str) -> None:
+        if not path:
+            return
+        # Around the selected node if there is one, else the whole graph, folded when it is large.
+        focus = self.selected_node
+        self.notify(f"exporting {path}…", timeout=2)
+        self._run_export(path, self.step, focus, self.state)
+
+    @work(thread=True, exclusive=True, group="export", exit_on_error=False)
+    def _run_export(self, path: str, step: int, focus: int | None, state: EngineState | None) -> None:
+        from ..export import MAX_BOXES, ExportError, export
+
+        collapse = focus is None and self.trace.num_nodes > MAX_BOXES
+        try:
+            done = export(self.trace, path, step=step, focus=focus, collapse=collapse, state=state)
+        except (ExportError, OSError) as e:
+            self.app.call_from_thread(self.notify, str(e), title="export failed", severity="error", timeout=10)
+            return
+        self.post_message(GraphExported(done.path, step))
+        what = f"around node {focus}" if focus is not None else ("folded" if collapse else "whole graph")
+        self.app.call_from_thread(self.notify, f"wrote {done.path}: {done.num_boxes} boxes ({what})",
+                                  title="export")
 
     @on(Tabs.TabActivated, "#tabs")
     def _tab_activated(self, event: Tabs.TabActivated) -> None:

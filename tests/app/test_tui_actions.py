@@ -388,3 +388,42 @@ async def test_dependencies_panel_marks_counts_that_changed(demo_trace):
         deps = screen.query_one(DependenciesView)
         marked = {int(deps.nodes[i]) for i in range(len(deps.nodes)) if deps.is_changed(i)}
         assert marked == expected and expected
+
+
+async def test_export_key_writes_the_graph_at_this_step(demo_trace, tmp_path):
+    """`e` + a .dot path writes the graph at the current step, with the queue of that step, and announces it."""
+    from app.screens.step import GraphExported
+    from tracer.replay import Replay
+
+    step = next(e.step for e in demo_trace if isinstance(e, TaskPushed) and e.queue_length >= 2)
+    queue = [t.name for t in Replay(demo_trace).state_at(step).ready_queues[0].tasks]
+    out = tmp_path / "graph.dot"
+    seen = []
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        screen = await _opened(app, pilot)
+        screen.step = step
+        await pilot.pause()
+        await pilot.press("e")
+        screen.query_one("#prompt").value = str(out)
+        await pilot.press("enter")
+        await screen.workers.wait_for_complete()
+        await pilot.pause()
+        text = out.read_text()
+        assert f"after step {step} of" in text and text.count(" -> ") > 0
+        assert [f"{k + 1}. {n}" in text for k, n in enumerate(queue)] == [True] * len(queue)
+        assert [m.path for m in _unique(seen, GraphExported)] == [str(out)]
+
+
+async def test_export_to_an_unknown_format_is_reported(demo_trace, tmp_path):
+    """Exporting to .jpg notifies an error naming the formats, and writes nothing."""
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        screen = await _opened(app, pilot)
+        await pilot.press("e")
+        screen.query_one("#prompt").value = str(tmp_path / "graph.jpg")
+        await pilot.press("enter")
+        await screen.workers.wait_for_complete()
+        await pilot.pause()
+        assert any("unknown format" in n.message for n in app._notifications)
+        assert not list(tmp_path.iterdir())
