@@ -171,10 +171,11 @@ class _Drawing:
         distinct = np.unique(name_ids)
         short = np.empty(len(trace.strings), dtype=object)
         short[distinct] = [_q(_short(trace.strings[i])) for i in distinct.tolist()]
-        self.names = short[name_ids].tolist()
+        self.names_arr = short[name_ids]
+        self.names = self.names_arr.tolist()
         accumulate_ids = [i for i in distinct.tolist() if trace.strings[i].endswith("AccumulateGrad")]
         self.is_accumulate = np.isin(name_ids, accumulate_ids)
-        seqs = np.asarray(c["node_seq"], dtype=np.int64)
+        seqs = self.seq_codes = np.asarray(c["node_seq"], dtype=np.int64)
         self.seq_of = lambda v: "max" if seqs[v] < 0 else str(int(seqs[v]))
         parent, child, slot, input_nr = edges(trace)
         self.edges = parent, child, slot, input_nr
@@ -245,26 +246,24 @@ class _Drawing:
         (int to str, list slicing), about 3x faster than one f-string per node.
         """
         c = self.trace.columns
-        vl = vs.tolist()
-        seqs = np.asarray(c["node_seq"], dtype=np.int64)[vs]
+        n = len(vs)
+        seqs = self.seq_codes[vs]
         seq_text = list(map(str, seqs.tolist()))
         for i in np.flatnonzero(seqs < 0).tolist():
             seq_text[i] = "max"
         orders = self.order[vs]
-        ran = list(map("\\n#{}".format, orders.tolist()))
+        hashes, ran = ["\\n#"] * n, list(map(str, orders.tolist()))
         for i in np.flatnonzero(orders < 0).tolist():
-            ran[i] = ""
+            hashes[i] = ran[i] = ""
         marks, extras = self._marks(vs)
-        names = self.names if len(vl) == len(self.names) and vl[:1] == [0] and vl[-1] == len(vl) - 1 \
-            else [self.names[v] for v in vl]
-        columns = (map(str, vl), names, seq_text, map(str, np.asarray(c["node_topo"])[vs].tolist()), ran, marks,
-                   extras)
-        fixed = ("    n", ' [label="', "\\nseq ", " · topo ", "", "", '"', "];\n")
-        pieces: list = [None] * (len(vl) * 15)
+        columns = (list(map(str, vs.tolist())), self.names_arr[vs].tolist(), seq_text,
+                   list(map(str, np.asarray(c["node_topo"])[vs].tolist())), hashes, ran, marks, extras)
+        fixed = ("    n", ' [label="', "\\nseq ", " · topo ", "", "", "", '"', "];\n")
+        pieces: list = [None] * (n * 17)
         for k, text in enumerate(fixed):
-            pieces[2 * k::15] = [text] * len(vl)
+            pieces[2 * k::17] = [text] * n
         for k, column in enumerate(columns):
-            pieces[2 * k + 1::15] = list(column)
+            pieces[2 * k + 1::17] = column
         # No style here: each box sits in its state's subgraph, whose node defaults carry the style.
         return "".join(pieces).rstrip("\n")
 
@@ -318,7 +317,7 @@ class _Drawing:
             tails, heads = parent[keep].tolist(), child[keep].tolist()
             if forward:  # data flows from the input's producer to the op
                 tails, heads = heads, tails
-            labels = [small[i] for i in numbers[keep].tolist()]
+            labels = list(map(small.__getitem__, numbers[keep].tolist()))
             pieces: list = [None] * (len(tails) * 7)
             pieces[0::7], pieces[2::7], pieces[4::7], pieces[6::7] = ([text] * len(tails) for text in
                                                                       ("  n", " -> n", ' [label="', '"];\n'))
