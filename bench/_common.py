@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -36,3 +38,15 @@ def count_nodes(root: Any) -> int:
                 seen[id(nxt)] = nxt
                 stack.append(nxt)
     return len(seen)
+
+
+def load_bench_module(name: str) -> Any:
+    """bench/NAME.py as the module `bench_NAME`: bench/tracer.py's own name would be the `tracer` package's."""
+    key = f"bench_{name}"
+    if key in sys.modules:
+        return sys.modules[key]
+    spec = importlib.util.spec_from_file_location(key, Path(__file__).resolve().parent / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[key] = module
+    spec.loader.exec_module(module)
+    return module

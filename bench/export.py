@@ -76,7 +76,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from _common import bench_main, count_nodes  # noqa: E402 - bench/ is the script's directory
+from _common import bench_main, count_nodes, load_bench_module  # noqa: E402 - bench/ is the script's directory
 
 # Run as `python bench/export.py`, Python puts bench/ first on sys.path, where bench/tracer.py would shadow the
 # `tracer` package (and bench/engine.py the `engine` package): put the repository root there instead.
@@ -110,16 +110,7 @@ except ImportError as e:
     TORCH_SKIPPED = TORCH_SKIPPED if torch is None else f"torchviz does not import ({type(e).__name__}: {e})"
 
 
-def _load_tracer_bench() -> Any:
-    """bench/tracer.py as the module `bench_tracer` (its own name would be the `tracer` package's)."""
-    spec = importlib.util.spec_from_file_location("bench_tracer", _HERE / "tracer.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_tracer"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench_tracer = _load_tracer_bench()
+bench_tracer = load_bench_module("tracer")
 
 RATIO_TARGET = 10.0
 """make_dot time / agdb full-view picture time, at every size."""
@@ -145,20 +136,7 @@ def shape(nodes: int) -> tuple[int, int]:
 
 def build_torch(chains: int, length: int) -> Any:
     """bench/tracer.py's build_graph, op for op, in PyTorch."""
-    x = torch.ones(4, requires_grad=True)
-    out = None
-    for _ in range(chains):
-        y = x
-        for i in range(length):
-            k = i % 3
-            if k == 0:
-                y = y * 1.0001
-            elif k == 1:
-                y = y + 0.5
-            else:
-                y = y.sin()
-        out = y if out is None else out + y
-    return out.sum()
+    return bench_tracer.build_graph(chains, length, lib=torch)
 
 
 def record(chains: int, length: int) -> tuple[Any, bytes, int, float]:

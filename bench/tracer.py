@@ -108,9 +108,12 @@ GROUP_SAMPLE = 2_000
 
 
 # -- graph -------------------------------------------------------------------------------------------------
-def build_graph(chains: int, length: int) -> Any:
-    """x (4,) -> `chains` branches of `length` ops (*1.0001, +0.5, sin), summed, -> sum; returns the loss."""
-    x = engine.ones(4, requires_grad=True)
+def build_graph(chains: int, length: int, lib: Any = engine) -> Any:
+    """x (4,) -> `chains` branches of `length` ops (*1.0001, +0.5, sin), summed, -> sum; returns the loss.
+
+    `lib` is agdb's engine, or torch for the same graph in PyTorch (bench/export.py compares them).
+    """
+    x = lib.ones(4, requires_grad=True)
     out = None
     for _ in range(chains):
         y = x

@@ -66,7 +66,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
-import importlib.util
 import math
 import os
 import platform
@@ -77,7 +76,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from _common import bench_main  # noqa: E402 - bench/ is the script's directory
+from _common import bench_main, load_bench_module  # noqa: E402 - bench/ is the script's directory
 
 # Run as `python bench/tui.py`, Python puts bench/ first on sys.path, where bench/tracer.py would shadow the
 # `tracer` package (and bench/engine.py the `engine` package): put the repository root there instead.
@@ -97,17 +96,7 @@ from tracer import tracefile  # noqa: E402
 from tracer.recorder import K_NSTART, Recorder  # noqa: E402
 from tracer.replay import Replay  # noqa: E402
 
-
-def _load_tracer_bench() -> Any:
-    """bench/tracer.py as the module `bench_tracer` (its own name would be the `tracer` package's)."""
-    spec = importlib.util.spec_from_file_location("bench_tracer", _HERE / "tracer.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_tracer"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench_tracer = _load_tracer_bench()
+bench_tracer = load_bench_module("tracer")
 
 FIRST_PAINT_TARGET_MS = 500.0
 STEP_TARGET_MS = 22.0
