@@ -86,17 +86,21 @@ class AgdbApp(App[None]):
                 self.post_message(TraceFailed("cancelled before the script started"))
                 return
             self._script_thread = threading.get_ident()
+        def script_ended() -> None:
+            with self._cancel_lock:
+                self._script_thread = None
+                interrupt(threading.get_ident(), clear=True)  # drop an interrupt sent as the script ended
+
         try:
             run = run_recorded(script, self.script_args, self.as_torch,
                                on_progress=lambda n: self.post_message(
-                                   TraceProgress(f"recording {script}… {n:,} events (Escape cancels)")))
+                                   TraceProgress(f"recording {script}… {n:,} events (Escape cancels)")),
+                               on_script_end=script_ended)
         except OSError as e:
             self.post_message(TraceFailed(str(e)))
             return
         finally:
-            with self._cancel_lock:
-                self._script_thread = None
-                interrupt(threading.get_ident(), clear=True)  # drop an interrupt sent as the script ended
+            script_ended()
         error = run.error_text
         if self._cancelled:
             error = f"recording cancelled: showing the {len(run.trace):,} events recorded until then"

@@ -23,8 +23,13 @@ class ScriptRun:
 
 
 def run_recorded(script: str, args: list[str], as_torch: bool = False,
-                 on_progress: Callable[[int], None] | None = None) -> ScriptRun:
-    """Run `script` with `args` as `__main__`, recording the engine; the trace is kept if the script fails."""
+                 on_progress: Callable[[int], None] | None = None,
+                 on_script_end: Callable[[], None] | None = None) -> ScriptRun:
+    """Run `script` with `args` as `__main__`, recording the engine; the trace is kept if the script fails.
+
+    `on_script_end` is called the moment the script stops, before agdb's own clean-up (the app uses it to
+    stop sending interrupts, which must reach the script and nothing after it).
+    """
     path = Path(script)
     if not path.is_file():
         raise FileNotFoundError(f"no such script: {script}")
@@ -41,7 +46,11 @@ def run_recorded(script: str, args: list[str], as_torch: bool = False,
     try:
         sys.argv = [str(path), *args]
         sys.path.insert(0, str(path.parent.resolve()))
-        runpy.run_path(str(path), run_name="__main__")
+        try:
+            runpy.run_path(str(path), run_name="__main__")
+        finally:
+            if on_script_end is not None:
+                on_script_end()
     except SystemExit as e:
         if e.code not in (None, 0):
             error, error_text = e, f"the script exited with status {e.code}"
