@@ -265,7 +265,8 @@ class _Drawing:
         for k, column in enumerate(columns):
             pieces[2 * k + 1::17] = column
         # No style here: each box sits in its state's subgraph, whose node defaults carry the style.
-        return "".join(pieces).rstrip("\n")
+        pieces[-1] = "];"  # no newline after the last box: lines are joined with one later
+        return "".join(pieces)
 
     def _box(self, v: int) -> tuple[str, int]:
         code = int(self.codes[v])
@@ -322,7 +323,8 @@ class _Drawing:
             pieces[0::7], pieces[2::7], pieces[4::7], pieces[6::7] = ([text] * len(tails) for text in
                                                                       ("  n", " -> n", ' [label="', '"];\n'))
             pieces[1::7], pieces[3::7], pieces[5::7] = list(map(str, tails)), list(map(str, heads)), labels
-            return "".join(pieces).rstrip("\n"), len(tails)
+            pieces[-1] = '"];'
+            return "".join(pieces), len(tails)
         gp, gc, numbers = gp[keep], gc[keep], numbers[keep]
         # Arrows between two folded chains (or a chain and a node) are merged and counted; arrows between
         # plain nodes are all drawn, each with its own input_nr (x * x has two edges to one node).
