@@ -230,14 +230,15 @@ class _Drawing:
         """Per node: the label's last line for accumulation points, and the extra attributes."""
         is_acc = self.is_accumulate[vs]
         sums = (self.users[vs] >= 2) & ~is_acc
-        lines = np.full(len(vs), "", dtype=object)
-        extras = np.full(len(vs), "", dtype=object)
-        lines[is_acc] = "\\naccumulates into .grad"
-        lines[sums] = ["\\n⊕ sums %d grads" % u for u in self.users[vs][sums].tolist()]
-        extras[is_acc | sums] = ", peripheries=2"
+        lines, extras = [""] * len(vs), [""] * len(vs)
+        for i in np.flatnonzero(is_acc).tolist():  # few: one per leaf
+            lines[i], extras[i] = "\\naccumulates into .grad", ", peripheries=2"
+        for i, u in zip(np.flatnonzero(sums).tolist(), self.users[vs][sums].tolist(), strict=True):
+            lines[i], extras[i] = "\\n⊕ sums %d grads" % u, ", peripheries=2"
         if self.focus is not None:
-            extras[vs == self.focus] += ", penwidth=4"
-        return lines.tolist(), extras.tolist()
+            for i in np.flatnonzero(vs == self.focus).tolist():
+                extras[i] += ", penwidth=4"
+        return lines, extras
 
     def _single_boxes(self, vs: np.ndarray) -> str:
         """The backward view's boxes of `vs`, as one block of lines (the hot path on 100k-node graphs).
@@ -248,16 +249,16 @@ class _Drawing:
         c = self.trace.columns
         n = len(vs)
         seqs = self.seq_codes[vs]
-        seq_text = list(map(str, seqs.tolist()))
+        seq_text = _texts(seqs.tolist())
         for i in np.flatnonzero(seqs < 0).tolist():
             seq_text[i] = "max"
         orders = self.order[vs]
-        hashes, ran = ["\\n#"] * n, list(map(str, orders.tolist()))
+        hashes, ran = ["\\n#"] * n, _texts(orders.tolist())
         for i in np.flatnonzero(orders < 0).tolist():
             hashes[i] = ran[i] = ""
         marks, extras = self._marks(vs)
-        columns = (list(map(str, vs.tolist())), self.names_arr[vs].tolist(), seq_text,
-                   list(map(str, np.asarray(c["node_topo"])[vs].tolist())), hashes, ran, marks, extras)
+        columns = (_texts(vs.tolist()), self.names_arr[vs].tolist(), seq_text,
+                   _texts(np.asarray(c["node_topo"])[vs].tolist()), hashes, ran, marks, extras)
         fixed = ("    n", ' [label="', "\\nseq ", " · topo ", "", "", "", '"', "];\n")
         pieces: list = [None] * (n * 17)
         for k, text in enumerate(fixed):
@@ -322,7 +323,7 @@ class _Drawing:
             pieces: list = [None] * (len(tails) * 7)
             pieces[0::7], pieces[2::7], pieces[4::7], pieces[6::7] = ([text] * len(tails) for text in
                                                                       ("  n", " -> n", ' [label="', '"];\n'))
-            pieces[1::7], pieces[3::7], pieces[5::7] = list(map(str, tails)), list(map(str, heads)), labels
+            pieces[1::7], pieces[3::7], pieces[5::7] = _texts(tails), _texts(heads), labels
             pieces[-1] = '"];'
             return "".join(pieces), len(tails)
         gp, gc, numbers = gp[keep], gc[keep], numbers[keep]
@@ -362,6 +363,21 @@ class _Drawing:
                     box = self._box_id(np.array([self.folding.group_of[t.node]]))[0]
                     out.append(f"  q{qi}_{i} -> {box} [style=dotted, color=\"#1e8449\", constraint=false];")
         return out
+
+
+_NUMBER_TEXT_LIMIT = 1 << 20
+_NUMBER_TEXT: list[str] = []
+"""str(i) for small ints, kept between pictures: turning 100k ints into text is a large part of a picture."""
+
+
+def _texts(values: list[int]) -> list[str]:
+    """The decimal text of each value (negative values come out wrong: callers overwrite them)."""
+    top = max(values, default=-1)
+    if top >= _NUMBER_TEXT_LIMIT:  # seq_nrs of a long-running program: not worth keeping that many
+        return list(map(str, values))
+    if top >= len(_NUMBER_TEXT):
+        _NUMBER_TEXT.extend(map(str, range(len(_NUMBER_TEXT), top + 1)))
+    return list(map(_NUMBER_TEXT.__getitem__, values))
 
 
 def _state_subgraph(code: int, boxes: list[str]) -> list[str]:
