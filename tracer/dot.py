@@ -206,7 +206,7 @@ class _Drawing:
             lines.extend(self._queues(state))
         lines.extend(_legend())
         lines.append("}")
-        return Picture("\n".join(line for line in lines if line) + "\n", num_boxes, num_arrows)
+        return Picture("\n".join([line for line in lines if line]) + "\n", num_boxes, num_arrows)
 
     # boxes ---------------------------------------------------------------------------------------------------
     def _boxes(self) -> tuple[dict[int, list[str]], int]:
@@ -249,16 +249,16 @@ class _Drawing:
         c = self.trace.columns
         n = len(vs)
         seqs = self.seq_codes[vs]
-        seq_text = _texts(seqs.tolist())
+        seq_text = _texts(seqs)
         for i in np.flatnonzero(seqs < 0).tolist():
             seq_text[i] = "max"
         orders = self.order[vs]
-        hashes, ran = ["\\n#"] * n, _texts(orders.tolist())
+        hashes, ran = ["\\n#"] * n, _texts(orders)
         for i in np.flatnonzero(orders < 0).tolist():
             hashes[i] = ran[i] = ""
         marks, extras = self._marks(vs)
-        columns = (_texts(vs.tolist()), self.names_arr[vs].tolist(), seq_text,
-                   _texts(np.asarray(c["node_topo"])[vs].tolist()), hashes, ran, marks, extras)
+        columns = (_texts(vs), self.names_arr[vs].tolist(), seq_text,
+                   _texts(np.asarray(c["node_topo"])[vs]), hashes, ran, marks, extras)
         fixed = ("    n", ' [label="', "\\nseq ", " · topo ", "", "", "", '"', "];\n")
         pieces: list = [None] * (n * 17)
         for k, text in enumerate(fixed):
@@ -316,7 +316,7 @@ class _Drawing:
         numbers = slot if forward else input_nr
         small = [("in %d" if forward else "%d") % i for i in range(int(numbers.max(initial=0)) + 1)]
         if len(f.members) == f.num_groups:  # nothing folded: one arrow per next edge, named by node
-            tails, heads = parent[keep].tolist(), child[keep].tolist()
+            tails, heads = parent[keep], child[keep]
             if forward:  # data flows from the input's producer to the op
                 tails, heads = heads, tails
             labels = list(map(small.__getitem__, numbers[keep].tolist()))
@@ -370,9 +370,11 @@ _NUMBER_TEXT: list[str] = []
 """str(i) for small ints, kept between pictures: turning 100k ints into text is a large part of a picture."""
 
 
-def _texts(values: list[int]) -> list[str]:
+def _texts(values: np.ndarray) -> list[str]:
     """The decimal text of each value (negative values come out wrong: callers overwrite them)."""
-    top = max(values, default=-1)
+    values = np.asarray(values)
+    top = int(values.max()) if len(values) else -1
+    values = values.tolist()
     if top >= _NUMBER_TEXT_LIMIT:  # seq_nrs of a long-running program: not worth keeping that many
         return list(map(str, values))
     if top >= len(_NUMBER_TEXT):
