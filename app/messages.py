@@ -1,9 +1,11 @@
-"""App-level messages: a trace was loaded or failed to load, and loading progress."""
+"""Messages of the app and its step screen: loading a trace, and what the user did on the screen."""
 from __future__ import annotations
 
 from typing import Any
 
 from textual.message import Message
+
+from tracer.breakpoints import Breakpoint
 
 
 class TraceLoaded(Message):
@@ -33,3 +35,37 @@ class TraceProgress(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, TraceProgress)
+
+
+class StepChanged(Message):
+    """The screen moved to `step`."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.step = step
+
+
+class NodeFollowed(Message):
+    """The user selected `node`; every panel now marks it (None: the selection was cleared)."""
+
+    def __init__(self, node: int | None) -> None:
+        super().__init__()
+        self.node = node
+
+
+class BreakpointHit(Message):
+    """Running to a breakpoint stopped at `step`, on `breakpoint`."""
+
+    def __init__(self, step: int, breakpoint: Breakpoint) -> None:
+        super().__init__()
+        self.step = step
+        self.breakpoint = breakpoint
+
+
+class GraphExported(Message):
+    """The graph at `step` was written to `path`."""
+
+    def __init__(self, path: str, step: int) -> None:
+        super().__init__()
+        self.path = path
+        self.step = step

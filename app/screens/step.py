@@ -9,7 +9,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.events import Resize
-from textual.message import Message
 from textual.reactive import reactive, var
 from textual.screen import Screen
 from textual.widgets import Input, Static, Tab, Tabs
@@ -32,44 +31,10 @@ from widgets.pruning import PruningView
 from widgets.ready_queue import ReadyQueueView
 from widgets.timeline import Timeline
 
+from ..messages import BreakpointHit, GraphExported, NodeFollowed, StepChanged
 from .help import HelpScreen
 from .panels import BY_ID, PANELS, WIDE_MIN, PanelLayout
 from .source import show_source
-
-
-class StepChanged(Message):
-    """The screen moved to `step`."""
-
-    def __init__(self, step: int) -> None:
-        super().__init__()
-        self.step = step
-
-
-class NodeFollowed(Message):
-    """The user selected `node`; every panel now marks it (None: the selection was cleared)."""
-
-    def __init__(self, node: int | None) -> None:
-        super().__init__()
-        self.node = node
-
-
-class BreakpointHit(Message):
-    """Running to a breakpoint stopped at `step`, on `breakpoint`."""
-
-    def __init__(self, step: int, breakpoint: bp_mod.Breakpoint) -> None:
-        super().__init__()
-        self.step = step
-        self.breakpoint = breakpoint
-
-
-class GraphExported(Message):
-    """The graph at `step` was written to `path`."""
-
-    def __init__(self, path: str, step: int) -> None:
-        super().__init__()
-        self.path = path
-        self.step = step
-
 
 _PROMPTS = {"goto": "go to step…", "search": "search nodes: a name (mul, AccumulateGrad) or a seq_nr (12)",
             "break": "break on: node NAME | seq N | push [NAME] | nan | error",
