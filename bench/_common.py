@@ -50,3 +50,18 @@ def load_bench_module(name: str) -> Any:
     sys.modules[key] = module
     spec.loader.exec_module(module)
     return module
+
+
+def print_target_table(result: dict, value_text: Callable[[dict], str], target_text: Callable[[dict], str],
+                       target_width: int = 10) -> None:
+    """The closing table of a benchmark: each figure of `result["table"]`, its target and whether it is met."""
+    header = f"{'figure':<42}{'value':>12}  {'target':>{target_width}}  status"
+    print(header)
+    print("-" * (len(header) + 4))
+    by_name = {row["name"]: row for row in result["checks"] + result["info"]}
+    for name in result["table"]:
+        row = by_name[name]
+        target = row.get("target")
+        wanted = "-" if target is None else target_text(row)
+        status = "info" if target is None else ("met" if row["met"] else "NOT met")
+        print(f"{name:<42}{value_text(row):>12}  {wanted:>{target_width}}  {status}")

@@ -76,7 +76,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from _common import bench_main, count_nodes, load_bench_module  # noqa: E402 - bench/ is the script's directory
+from _common import bench_main, count_nodes, load_bench_module, print_target_table  # noqa: E402 - bench/ is the script's directory
 
 # Run as `python bench/export.py`, Python puts bench/ first on sys.path, where bench/tracer.py would shadow the
 # `tracer` package (and bench/engine.py the `engine` package): put the repository root there instead.
@@ -496,16 +496,8 @@ def print_report(result: dict) -> None:
         print(f"  agdb {name} view at limit {chain['recursion_limit']:,}: {what}")
     print(f"  make_dot at the default limit: {_short_error(chain['torchviz_at_default_limit'])}")
     print()
-    header = f"{'figure':<42}{'value':>12}  {'target':>10}  status"
-    print(header)
-    print("-" * (len(header) + 4))
-    by_name = {row["name"]: row for row in result["checks"] + result["info"]}
-    for name in result["table"]:
-        row = by_name[name]
-        target = row.get("target")
-        wanted = "-" if target is None else f"{row['direction']} {_fmt(target, row['unit'])}"
-        status = "info" if target is None else ("met" if row["met"] else "NOT met")
-        print(f"{name:<42}{_fmt(row['value'], row['unit']):>12}  {wanted:>10}  {status}")
+    print_target_table(result, lambda row: _fmt(row["value"], row["unit"]),
+                       lambda row: f"{row['direction']} {_fmt(row['target'], row['unit'])}")
     for row in result["checks"]:
         if row["value"] is None:
             print(f"{row['name']:<42}{'-':>12}  {row['direction']} {_fmt(row['target'], row['unit']):>7}  NOT met "

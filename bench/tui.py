@@ -76,7 +76,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from _common import bench_main, load_bench_module  # noqa: E402 - bench/ is the script's directory
+from _common import bench_main, load_bench_module, print_target_table  # noqa: E402 - bench/ is the script's directory
 
 # Run as `python bench/tui.py`, Python puts bench/ first on sys.path, where bench/tracer.py would shadow the
 # `tracer` package (and bench/engine.py the `engine` package): put the repository root there instead.
@@ -519,16 +519,8 @@ def print_report(result: dict) -> None:
     print("   (pilot: press sleeps >= 2 x 20 ms and pause >= 20 ms until the process looks idle, so its figures "
           "move in ~20 ms steps; direct: no sleeps)")
     print()
-    header = f"{'figure':<42}{'value':>12}  {'target':>12}  status"
-    print(header)
-    print("-" * (len(header) + 4))
-    by_name = {row["name"]: row for row in result["checks"] + result["info"]}
-    for name in result["table"]:
-        row = by_name[name]
-        target = row.get("target")
-        wanted = "-" if target is None else f"<= {target:g} ms"
-        status = "info" if target is None else ("met" if row["met"] else "NOT met")
-        print(f"{name:<42}{_fmt(row['value']) + ' ms':>12}  {wanted:>12}  {status}")
+    print_target_table(result, lambda row: _fmt(row["value"]) + " ms", lambda row: f"<= {row['target']:g} ms",
+                       target_width=12)
     if tr["events"] < 900_000 or tr["nodes"] < 90_000:
         print(f"(a {tr['nodes']:,}-node, {tr['events']:,}-event trace: the targets are for ~100k nodes and ~1M "
               f"events: run without --quick/--nodes)")
