@@ -32,8 +32,11 @@ class DependenciesView(LazyList):
         """Take a new step's counts, comparing them with the last step's to highlight changes."""
         old_nodes, old_counts = self.nodes, self.counts
         parts = [gt.dependency_arrays() for gt in state.graph_tasks]
-        self.nodes = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-        self.counts = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+        if len(parts) == 1:  # the usual case: no copy of the (read-only) arrays
+            self.nodes, self.counts = parts[0]
+        else:
+            self.nodes = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+            self.counts = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
         self.old_nodes, self.old_counts = old_nodes, old_counts
         same_rows = len(old_nodes) == len(self.nodes) and np.array_equal(old_nodes, self.nodes)
         self.changed = (self.counts != old_counts) if same_rows else None  # else found row by row: is_changed
