@@ -172,7 +172,6 @@ class _Drawing:
         short = np.empty(len(trace.strings), dtype=object)
         short[distinct] = [_q(_short(trace.strings[i])) for i in distinct.tolist()]
         self.names_arr = short[name_ids]
-        self.names = self.names_arr.tolist()
         accumulate_ids = [i for i in distinct.tolist() if trace.strings[i].endswith("AccumulateGrad")]
         self.is_accumulate = np.isin(name_ids, accumulate_ids)
         seqs = self.seq_codes = np.asarray(c["node_seq"], dtype=np.int64)
@@ -279,7 +278,7 @@ class _Drawing:
 
     def _chain_box(self, g: int) -> tuple[str, int]:
         members = self.folding.group(g)
-        labels = np.asarray(self.names, dtype=object)[members]
+        labels = self.names_arr[members]
         if self.view == "forward":
             labels = np.asarray([forward_op(str(n)) for n in labels], dtype=object)
         names, counts = np.unique(labels, return_counts=True)
