@@ -72,7 +72,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import bench_main, count_nodes  # noqa: E402 - bench/ is the script's directory
+from _common import bench_main, count_nodes, print_target_table  # noqa: E402 - bench/ is the script's directory
 
 # Run as `python bench/tracer.py`, Python puts bench/ first on sys.path, where this very file would shadow
 # the `tracer` package (and bench/engine.py the `engine` package): put the repository root there instead.
@@ -558,16 +558,8 @@ def print_report(result: dict) -> None:
           f"max {c['max_ms']:.3f} ms; warm (same step again) p50 {w['p50_ms']:.4f} / p99 {w['p99_ms']:.4f} / "
           f"max {w['max_ms']:.4f} ms")
     print()
-    header = f"{'figure':<42}{'value':>12}  {'target':>12}  status"
-    print(header)
-    print("-" * (len(header) + 4))
-    by_name = {row["name"]: row for row in result["checks"] + result["info"]}
-    for name in result["table"]:
-        row = by_name[name]
-        target = row.get("target")
-        wanted = "-" if target is None else "<= " + _fmt(target, row["unit"])
-        status = "info" if target is None else ("met" if row["met"] else "NOT met")
-        print(f"{name:<42}{_fmt(row['value'], row['unit']):>12}  {wanted:>12}  {status}")
+    print_target_table(result, lambda row: _fmt(row["value"], row["unit"]),
+                       lambda row: "<= " + _fmt(row["target"], row["unit"]), target_width=12)
     if meta["quick"]:
         print(f"(--quick: small graph and trace: the per-1M figures are linear extrapolations from "
               f"{io['events']:,} events and the seeks are in {sk['events']:,} events, not 1M: run without --quick)")
