@@ -86,8 +86,7 @@ def next_hit(trace: Trace, breakpoints: list[Breakpoint], step: int,
 
 def _nodes_named(trace: Trace, name: str) -> np.ndarray:
     """Node indices whose name is `name` (or ends with `::name`, for `AccumulateGrad`)."""
-    ids = [i for i, s in enumerate(trace.strings) if s == name or s.endswith("::" + name)]
-    return np.flatnonzero(np.isin(trace.columns["node_name"], ids))
+    return np.flatnonzero(trace.nodes_named(lambda s: s == name or s.endswith("::" + name)))
 
 
 def _steps_at_nodes(trace: Trace, steps: np.ndarray, nodes: np.ndarray) -> np.ndarray:

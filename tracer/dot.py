@@ -172,8 +172,7 @@ class _Drawing:
         short = np.empty(len(trace.strings), dtype=object)
         short[distinct] = [_q(_short(trace.strings[i])) for i in distinct.tolist()]
         self.names_arr = short[name_ids]
-        accumulate_ids = [i for i in distinct.tolist() if trace.strings[i].endswith("AccumulateGrad")]
-        self.is_accumulate = np.isin(name_ids, accumulate_ids)
+        self.is_accumulate = trace.nodes_named(lambda s: s.endswith("AccumulateGrad"))
         seqs = self.seq_codes = np.asarray(c["node_seq"], dtype=np.int64)
         self.seq_of = lambda v: "max" if seqs[v] < 0 else str(int(seqs[v]))
         parent, child, slot, input_nr = edges(trace)

@@ -92,13 +92,8 @@ def _flags(trace: Trace, created: np.ndarray) -> np.ndarray:
     flags = np.zeros(n, dtype=np.uint8)
     if not n:
         return flags
-    # Decide per distinct name (a few dozen), then spread to the nodes: traces hold 100k+ nodes.
-    name_ids = np.asarray(c["node_name"], dtype=np.int64)
-    distinct = np.unique(name_ids)
-    accumulate_ids = [i for i in distinct.tolist() if trace.strings[i].endswith("AccumulateGrad")]
-    engine_ids = [i for i in distinct.tolist() if trace.strings[i].removeprefix("torch::autograd::") in ENGINE_MADE]
-    is_accumulate = np.isin(name_ids, accumulate_ids)
-    is_engine = np.isin(name_ids, engine_ids)
+    is_accumulate = trace.nodes_named(lambda s: s.endswith("AccumulateGrad"))
+    is_engine = trace.nodes_named(lambda s: s.removeprefix("torch::autograd::") in ENGINE_MADE)
     flags |= is_accumulate.astype(np.uint8) << 0
     flags |= is_engine.astype(np.uint8) << 1
     ev_node, ev_thread = c["ev_node"], c["ev_thread"]

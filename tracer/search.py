@@ -36,5 +36,4 @@ def find_nodes(trace: Trace, query: str) -> np.ndarray:
     if not text:
         return np.zeros(0, dtype=np.int64)
     lowered = text.lower()
-    ids = [i for i, s in enumerate(trace.strings) if lowered in s.lower()]
-    return np.flatnonzero(np.isin(trace.columns["node_name"], ids))
+    return np.flatnonzero(trace.nodes_named(lambda s: lowered in s.lower()))

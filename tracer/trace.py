@@ -6,7 +6,7 @@ references in events are indices into the node table; `Trace.node(i)` gives a no
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -149,6 +149,14 @@ class Trace:
     def node_name(self, index: int) -> str:
         """A node's name (fast path for displays)."""
         return self.strings[self.columns["node_name"][index]] if index >= 0 else ""
+
+    def nodes_named(self, wanted: Callable[[str], bool]) -> np.ndarray:
+        """Per node, whether `wanted(its name)`: asked once per distinct name (a few dozen), not per node."""
+        c = self.columns
+        distinct = self.__dict__.get("_distinct_names")
+        if distinct is None:
+            distinct = self.__dict__["_distinct_names"] = np.unique(c["node_name"]).tolist()
+        return np.isin(c["node_name"], [i for i in distinct if wanted(self.strings[i])])
 
     def created_steps(self) -> np.ndarray:
         """The step each node was made at: its NodeCreated, or its first mention (cached)."""
