@@ -2,8 +2,9 @@
 
 Imports the standard library only; never the engine, textual or rich. A record never holds a live engine
 object: a node appears as its index in the trace's node table (`node`) and its name, a tensor as a
-TensorSummary. `thread` indexes `Trace.threads`; `graph_task` is the engine's graph task id (0 outside
-backward). Records define `__rich_repr__` (a plain generator) so a debugger prints them nicely.
+TensorSummary. `thread` indexes `Trace.threads`; `graph_task` numbers the trace's graph tasks 1, 2, ... in
+the order they appear (0 outside backward). Records define `__rich_repr__` (a plain generator) so a
+debugger prints them nicely.
 """
 from __future__ import annotations
 

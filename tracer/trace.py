@@ -262,8 +262,9 @@ def build_trace(rec: Any, progress: Any = None) -> Trace:
     pushes, pops = np.flatnonzero(kinds == K_PUSH), np.flatnonzero(kinds == K_POP)
     origin = _match_pops(table, dense, pushes, pops)
     stale = c_col[pops] != 0
-    columns.update(ev_kind=_compact(kinds, np.uint8), ev_thread=_compact(table[:, 1]), ev_task=_compact(table[:, 2]),
-                   ev_node=_compact(dense), ev_a=_compact(table[:, 4]), ev_b=_compact(table[:, 5]),
+    columns.update(ev_kind=_compact(kinds, np.uint8), ev_thread=_compact(table[:, 1]),
+                   ev_task=_compact(_number_tasks(table[:, 2])), ev_node=_compact(dense),
+                   ev_a=_compact(table[:, 4]), ev_b=_compact(table[:, 5]),
                    push_seq=_compact(c_col[pushes]), pop_push=_compact(np.where(stale, -origin - 2, origin)))
     index_of = {uid: i for i, uid in enumerate(uids)}
     _side_tables(rec, index_of, sid, columns)
@@ -279,6 +280,21 @@ def build_trace(rec: Any, progress: Any = None) -> Trace:
         progress(len(rows), len(rows))
     ordered = sorted(strings, key=strings.__getitem__)
     return Trace(columns, ordered, {"source": "agdb.engine"})
+
+
+def _number_tasks(ids: np.ndarray) -> np.ndarray:
+    """The engine's graph task ids renumbered 1, 2, ... in order of first appearance (0 stays 0).
+
+    The engine's ids come from a process-wide counter, so the same program recorded twice in one process
+    would get different ids; a trace numbers its own graph tasks, and the same program gives the same trace.
+    """
+    dense = np.zeros_like(ids)
+    inside = ids != 0
+    uniq, first = np.unique(ids[inside], return_index=True)
+    rank = np.empty(len(uniq), dtype=ids.dtype)
+    rank[np.argsort(first, kind="stable")] = np.arange(1, len(uniq) + 1)
+    dense[inside] = rank[np.searchsorted(uniq, ids[inside])]
+    return dense
 
 
 def _match_pops(table: np.ndarray, dense: np.ndarray, pushes: np.ndarray, pops: np.ndarray) -> np.ndarray:

@@ -392,3 +392,13 @@ def test_forward_stack_survives_save_load(tmp_path):
         [trace.node(i).forward_stack for i in range(trace.num_nodes)]
 
     assert loaded.node(total).forward_stack == ""
+
+
+def test_same_program_twice_gives_the_same_trace():
+    """Graph tasks are numbered per trace (1, 2, ...), so a second recording in one process matches the first."""
+    from app.demo import record_example
+
+    first, second = list(record_example()), list(record_example())
+    assert first == second
+    started = [e.graph_task for e in first if isinstance(e, ev.GraphTaskStarted)]
+    assert started == list(range(1, len(started) + 1))
