@@ -150,6 +150,12 @@ class Trace:
         """A node's name (fast path for displays)."""
         return self.strings[self.columns["node_name"][index]] if index >= 0 else ""
 
+    def node_brief(self, index: int) -> tuple[str, int, int]:
+        """(name, seq_nr, topological_nr) of a node, read from the columns: for a list's rows, where
+        building the whole NodeInfo (edges, frame, creation step) would cost ~20 us a row."""
+        c = self.columns
+        return self.strings[c["node_name"][index]], seq_decode(int(c["node_seq"][index])), int(c["node_topo"][index])
+
     def nodes_named(self, wanted: Callable[[str], bool]) -> np.ndarray:
         """Per node, whether `wanted(its name)`: asked once per distinct name (a few dozen), not per node."""
         c = self.columns

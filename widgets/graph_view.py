@@ -61,16 +61,16 @@ class GraphView(LazyList):
 
     def row_text(self, index: int) -> Text:
         node = self.node_at(index)
-        info = self.trace.node(node)
+        name, seq_nr, topo = self.trace.node_brief(node)
         state = STATES[int(self.codes[node])]
         order = int(self.order[node])
-        seq = "max" if info.seq_nr == _UINT64_MAX else str(info.seq_nr)
+        seq = "max" if seq_nr == _UINT64_MAX else str(seq_nr)
         count = self.counts.get(node)
-        name = info.name.replace("torch::autograd::", "")
+        name = name.replace("torch::autograd::", "")
         return Text.assemble(
             (f"{order:>3} " if order >= 0 else "    "),
             (f"{name:<20} ", self.get_component_rich_style(f"graph-view--{state}")),
-            f"{state:<9} seq {seq:>3} topo {info.topological_nr:>2}",
+            f"{state:<9} seq {seq:>3} topo {topo:>2}",
             (f" deps {count}" if count is not None else ""),
         )
 

@@ -19,7 +19,7 @@ class LazyList(ScrollView, can_focus=True):
 
     COMPONENT_CLASSES = {"lazy-list--cursor", "lazy-list--selected"}
     DEFAULT_CSS = """
-    LazyList { height: 1fr; overflow-x: hidden; }
+    LazyList { height: 1fr; overflow-x: hidden; overflow-y: scroll; scrollbar-size-vertical: 1; }
     LazyList > .lazy-list--cursor { background: $accent 30%; }
     LazyList:focus > .lazy-list--cursor { background: $accent 60%; }
     LazyList > .lazy-list--selected { text-style: underline; background: $secondary 25%; }
@@ -32,10 +32,10 @@ class LazyList(ScrollView, can_focus=True):
         Binding("enter", "select", "Select", show=False),
     ]
 
-    cursor: reactive[int] = reactive(0)
-    """Index of the highlighted row."""
-    selected_node: reactive[int | None] = reactive(None)
-    """The node chosen in some panel; rows showing it are marked."""
+    cursor: reactive[int] = reactive(0, repaint=False)
+    """Index of the highlighted row. Its watcher repaints the rows that changed, not the whole panel."""
+    selected_node: reactive[int | None] = reactive(None, repaint=False)
+    """The node chosen in some panel; rows showing it are marked (repainted by the watcher, too)."""
 
     class Selected(Message):
         """The user chose row `index` of `view`."""
@@ -67,16 +67,47 @@ class LazyList(ScrollView, can_focus=True):
     def rows_changed(self) -> None:
         """Call after the data behind the rows changed."""
         count = self.row_count()
-        size = Size(self.size.width, count)
-        if size != self.virtual_size:
-            # Assigning virtual_size would relayout the whole screen (it is a layout reactive), yet a panel's
-            # box does not depend on how many rows it holds: update the scroll range and scrollbars only.
-            # A scrollbar that appears or disappears still asks for a layout itself.
-            self.set_reactive(LazyList.virtual_size, size)
-            self._scroll_update(size)
+        if self._hidden():
+            if count and self.cursor >= count:
+                self.cursor = count - 1
+            return
+        self._update_size(count)
         if count and self.cursor >= count:
             self.cursor = count - 1
         self.refresh_rows()
+
+    def _update_size(self, count: int) -> None:
+        # NOTE [steady scrollbar]: a scrollbar that appears or disappears relayouts the whole screen (~10 ms),
+        # as a queue's rows cross the panel's height while stepping. So the bar is always there
+        # (overflow-y: scroll), and the scroll range is at least the panel's height: with nothing to
+        # scroll, Textual draws the bar as an empty track.
+        size = Size(self.size.width, max(count, self.scrollable_content_region.height))
+        if size != self.virtual_size:
+            # Assigning virtual_size would relayout the whole screen (it is a layout reactive), yet a panel's
+            # box does not depend on how many rows it holds: update the scroll range and scrollbars only.
+            self.set_reactive(LazyList.virtual_size, size)
+            self._scroll_update(size)
+
+    def on_resize(self) -> None:
+        self._update_size(self.row_count())
+
+    def _hidden(self) -> bool:
+        """Whether the panel is off screen (in a tab not chosen, or hidden); if so it repaints when shown.
+
+        NOTE [hidden panels]: a refresh of a widget that is not on screen makes Textual's compositor rebuild
+        its whole map of the screen (~1 ms) at the next repaint, on every step, for a panel nobody sees. So a
+        hidden panel keeps its data up to date but asks for no repaint until Textual sends it Show.
+        """
+        if self.is_on_screen:
+            return False
+        self.__dict__["_stale"] = True
+        return True
+
+    def on_show(self) -> None:
+        if self.__dict__.pop("_stale", False):
+            self._update_size(self.row_count())
+            self.scroll_to_row(self.cursor)
+            self.refresh()
 
     def refresh_rows(self) -> None:
         """Repaint the rows on screen whose content changed (all of them for a panel without row_key).
@@ -161,11 +192,13 @@ class LazyList(ScrollView, can_focus=True):
         return Strip(segments, width).crop(0, width).apply_style(base)
 
     def watch_cursor(self, old: int, new: int) -> None:
-        self.scroll_to_row(new)
-        self.refresh_rows()
+        if not self._hidden():
+            self.scroll_to_row(new)
+            self.refresh_rows()
 
     def watch_selected_node(self) -> None:
-        self.refresh_rows()
+        if not self._hidden():
+            self.refresh_rows()
 
     def scroll_to_row(self, index: int) -> None:
         """Scroll so that row `index` is visible."""

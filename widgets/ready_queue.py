@@ -43,7 +43,7 @@ class ReadyQueueView(LazyList):
             nodes.append(None)
             for i, t in enumerate(q.tasks):
                 depth, seq = t.priority
-                line = Text(f"  {i:>3}  {t.name or '(wake-up)':<32} depth {depth:<3} seq {_seq(seq)}")
+                line = Text(f"  {i:>3}  {t.name or '(wake-up)':<22} depth {depth:<2} seq {_seq(seq)}")
                 if i == 0:
                     line.stylize(head)
                 rows.append(line)

@@ -314,6 +314,36 @@ async def test_hide_and_show_panels(demo_trace):
         assert {"graph", "queues", "deps"} <= _displayed(screen)
 
 
+def _screen_lines(app) -> list[str]:
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+async def test_a_hidden_panel_catches_up_when_shown(demo_trace):
+    """Panels off screen skip their repaints (NOTE [hidden panels]); shown again they show this step."""
+    last = len(demo_trace) - 1
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        await pilot.press("n", "enter")  # select the graph row under the cursor: the first node to run
+        await pilot.pause()
+        node = screen.selected_node
+        await pilot.press("6")  # the pruning panel takes the lower place: events and inspector are off screen
+        await pilot.pause()
+        assert node is not None and not {"events", "inspector"} & _displayed(screen)
+        await pilot.press("G", "h", "h")
+        await pilot.pause()
+        step = screen.step
+        assert step == last - 2
+        await pilot.press("8")
+        await pilot.pause()
+        lines = [line for line in _screen_lines(app) if f" {step}  " in line]
+        assert any(type(demo_trace[step]).__name__ in line for line in lines), lines
+        await pilot.press("5")
+        await pilot.pause()
+        text = "\n".join(_screen_lines(app))
+        assert f"(node {node})" in text and f"events up to step {step}:" in text
+
+
 async def test_zoom_toggles_the_focused_panel(demo_trace):
     """`z` maximises the focused panel's view and `z` again restores the layout."""
     app = AgdbApp(trace=demo_trace)
