@@ -20,14 +20,34 @@ does not need it; captured: autograd.grad captures the grad flowing into it.
 STATE_CODE = {name: i for i, name in enumerate(STATES)}
 
 
-def node_states(trace: Trace, state: EngineState) -> tuple[np.ndarray, np.ndarray]:
-    """(state code per node, execution index or -1 per node) at this step; vectorised over the nodes."""
+_IOTA = np.arange(0, dtype=np.int32)
+
+
+def _iota(k: int) -> np.ndarray:
+    """0, 1, ..., k-1 as a view of one array kept between calls."""
+    global _IOTA
+    if len(_IOTA) < k:
+        _IOTA = np.arange(max(k, 2 * len(_IOTA)), dtype=np.int32)
+    return _IOTA[:k]
+
+
+def node_states(trace: Trace, state: EngineState,
+                out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(state code per node, execution index or -1 per node) at this step; vectorised over the nodes.
+
+    `out`, two arrays of num_nodes (int8 codes, int32 or wider indexes) to fill in place: a view that asks
+    on every step reuses its arrays instead of touching fresh memory (NOTE [fresh memory] in replay.py).
+    """
     n = trace.num_nodes
-    codes = np.zeros(n, dtype=np.int8)
+    if out is None:
+        codes, order = np.zeros(n, dtype=np.int8), np.full(n, -1, dtype=np.int32)
+    else:
+        codes, order = out
+        codes.fill(0)
+        order.fill(-1)
     executed = state.executed.array()
-    order = np.full(n, -1, dtype=np.int64)
     if len(executed):
-        order[executed] = np.arange(len(executed))
+        order[executed] = _iota(len(executed))
         codes[executed] = STATE_CODE["done"]
     for gt in state.graph_tasks:
         # A counted node has not run in this graph task (its count would be 0), even if an earlier backward

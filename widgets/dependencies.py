@@ -79,5 +79,5 @@ class DependenciesView(LazyList):
         name = self.trace.node_name(node).replace("torch::autograd::", "")
         text = Text(f"{name:<22} {count:>3} to go{filled}")
         if self.is_changed(index):
-            text.stylize(self.get_component_rich_style("dependencies--changed"))
+            text.stylize(self.component_style("dependencies--changed"))
         return text

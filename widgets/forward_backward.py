@@ -65,7 +65,7 @@ class ForwardBackwardView(LazyList):
                              f"{op.lineno:>4}: {op.source}")
         if op.flags:
             style = "forward-backward--accumulate" if op.flags == ("accumulate",) else "forward-backward--flag"
-            text.append("  ⚑ " + ", ".join(_FLAG_TEXT[f] for f in op.flags), self.get_component_rich_style(style))
+            text.append("  ⚑ " + ", ".join(_FLAG_TEXT[f] for f in op.flags), self.component_style(style))
         if op.step > self.step:
             text.stylize("dim")
         return text

@@ -32,13 +32,13 @@ class GraphView(LazyList):
     def __init__(self, trace: Trace, **kwargs) -> None:
         super().__init__(**kwargs)
         self.trace = trace
-        self.codes = np.zeros(trace.num_nodes, dtype=np.int8)
-        self.order = np.full(trace.num_nodes, -1, dtype=np.int64)
+        self.codes = np.zeros(trace.num_nodes, dtype=np.int8)  # filled in place at each step
+        self.order = np.full(trace.num_nodes, -1, dtype=np.int32)
         self.counts: dict[int, int] = {}
 
     def show(self, state: EngineState) -> None:
         """Take the state at a new step; keep the running node in view."""
-        self.codes, self.order = node_states(self.trace, state)
+        node_states(self.trace, state, out=(self.codes, self.order))
         self.counts = {}
         for gt in state.graph_tasks:
             nodes, counts = gt.dependency_arrays()
@@ -69,7 +69,7 @@ class GraphView(LazyList):
         name = name.replace("torch::autograd::", "")
         return Text.assemble(
             (f"{order:>3} " if order >= 0 else "    "),
-            (f"{name:<20} ", self.get_component_rich_style(f"graph-view--{state}")),
+            (f"{name:<20} ", self.component_style(f"graph-view--{state}")),
             f"{state:<9} seq {seq:>3} topo {topo:>2}",
             (f" deps {count}" if count is not None else ""),
         )

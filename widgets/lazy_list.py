@@ -1,6 +1,7 @@
 """LazyList: a line-API list that renders only the rows on screen, for panels of any length."""
 from __future__ import annotations
 
+from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
 from textual.geometry import Size
@@ -134,8 +135,17 @@ class LazyList(ScrollView, can_focus=True):
         """
         return None
 
+    def component_style(self, name: str) -> Style:
+        """get_component_rich_style(name), looked up once per style change: rows ask for it per line."""
+        cache = self.__dict__.setdefault("_rich_component_styles", {})
+        style = cache.get(name)
+        if style is None:
+            style = cache[name] = self.get_component_rich_style(name)
+        return style
+
     def notify_style_update(self) -> None:
         self._styles = None
+        self._rich_component_styles: dict = {}
         self._strips: dict = {}
         self._painted: dict = {}  # a style change repaints everything
         super().notify_style_update()
@@ -144,8 +154,8 @@ class LazyList(ScrollView, can_focus=True):
         """(base, cursor, selected) rich styles, looked up once per style change, not once per line."""
         styles = getattr(self, "_styles", None)
         if styles is None:
-            styles = self._styles = (self.rich_style, self.get_component_rich_style("lazy-list--cursor"),
-                                     self.get_component_rich_style("lazy-list--selected"))
+            styles = self._styles = (self.rich_style, self.component_style("lazy-list--cursor"),
+                                     self.component_style("lazy-list--selected"))
         return styles
 
     def render_line(self, y: int) -> Strip:

@@ -36,8 +36,8 @@ class ReadyQueueView(LazyList):
         self._shown = state.ready_queues
         rows: list[Text] = []
         nodes: list[int | None] = []
-        title = self.get_component_rich_style("ready-queue--title")
-        head = self.get_component_rich_style("ready-queue--head")
+        title = self.component_style("ready-queue--title")
+        head = self.component_style("ready-queue--head")
         for q in state.ready_queues:
             rows.append(Text(f"{self.label(q.name)}: {len(q.tasks)} task(s)", style=title))
             nodes.append(None)
