@@ -219,3 +219,21 @@ def test_five_ready_accumulate_grads_replay_in_libstdcxx_tie_order():
     assert all(t.priority == (0, 2**64 - 1) for t in queue.tasks)
     ran = [e.node for e in events if isinstance(e, ev.NodeStarted) and e.step > stack.step]
     assert ran == [accs[i] for i in (0, 2, 4, 1, 3)]
+
+
+def test_state_cache_stays_within_its_bytes_and_recomputes_what_it_evicted():
+    """The Replay's state cache (NOTE [fresh memory]) never holds more than its byte bound; a step evicted from
+    it comes back equal, and a step asked again is the same object while it is cached."""
+    from tracer.replay import state_bytes
+
+    trace = run_program(EXAMPLES[0]).trace
+    fresh = Replay(trace)
+    expected = [fresh.state_at(step) for step in range(len(trace))]
+    replay = Replay(trace)
+    replay._CACHE_BYTES = 3 * max(state_bytes(s) for s in expected)  # a few states at most
+    for step in list(range(len(trace))) * 2:
+        got = replay.state_at(step)
+        assert got == expected[step]
+        assert replay._cache_bytes == sum(state_bytes(s) for s in replay._cache.values()) <= replay._CACHE_BYTES
+        assert replay.state_at(step) is got
+    assert len(replay._cache) <= 3 < len(trace)
