@@ -167,11 +167,10 @@ class _Drawing:
             trace, codes, order, folding, view, focus)
         c = trace.columns
         # Per distinct string, then spread to the nodes: a 100k-node graph has a few dozen distinct names.
-        name_ids = np.asarray(c["node_name"], dtype=np.int64)
-        distinct = np.unique(name_ids)
+        distinct = trace.distinct_names()
         short = np.empty(len(trace.strings), dtype=object)
-        short[distinct] = [_q(_short(trace.strings[i])) for i in distinct.tolist()]
-        self.names_arr = short[name_ids]
+        short[distinct] = [_q(_short(trace.strings[i])) for i in distinct]
+        self.names_arr = short[c["node_name"]]
         self.is_accumulate = trace.nodes_named(lambda s: s.endswith("AccumulateGrad"))
         seqs = self.seq_codes = np.asarray(c["node_seq"], dtype=np.int64)
         self.seq_of = lambda v: "max" if seqs[v] < 0 else str(int(seqs[v]))
@@ -204,7 +203,9 @@ class _Drawing:
             lines.extend(self._queues(state))
         lines.extend(_legend())
         lines.append("}")
-        return Picture("\n".join([line for line in lines if line]) + "\n", num_boxes, num_arrows)
+        body = [line for line in lines if line]
+        body.append("")  # the text ends with a newline (`+ "\n"` would copy the whole text once more)
+        return Picture("\n".join(body), num_boxes, num_arrows)
 
     # boxes ---------------------------------------------------------------------------------------------------
     def _boxes(self) -> tuple[dict[int, list[str]], int]:
@@ -214,7 +215,7 @@ class _Drawing:
         singles = f.members[f.starts[:-1][sizes == 1]]
         codes = self.codes[singles]
         by_state: dict[int, list[str]] = {}
-        for code in np.unique(codes).tolist():
+        for code in np.flatnonzero(np.bincount(codes, minlength=len(STATES))).tolist():  # np.unique: slower
             vs = singles[codes == code]
             by_state[code] = ([self._single_boxes(vs)] if self.view == "backward"
                               else [self._box(int(v))[0] for v in vs.tolist()])
@@ -257,14 +258,19 @@ class _Drawing:
         marks, extras = self._marks(vs)
         columns = (_texts(vs), self.names_arr[vs].tolist(), seq_text,
                    _texts(np.asarray(c["node_topo"])[vs]), hashes, ran, marks, extras)
-        fixed = ("    n", ' [label="', "\\nseq ", " · topo ", "", "", "", '"', "];\n")
-        pieces: list = [None] * (n * 17)
-        for k, text in enumerate(fixed):
-            pieces[2 * k::17] = [text] * n
-        for k, column in enumerate(columns):
-            pieces[2 * k + 1::17] = column
+        # 13 pieces a box: "    n" is printed once and then as the tail of the box before ("];\n    n").
+        fixed = ("];\n    n", ' [label="', "\\nseq ", " · topo ", None, None, None, '"', None)
+        pieces: list = [None] * (n * 13)
+        slot = 0
+        for k in range(8):
+            if fixed[k] is not None:
+                pieces[slot::13] = [fixed[k]] * n
+                slot += 1
+            pieces[slot::13] = columns[k]
+            slot += 1
+        pieces[0] = "    n"
         # No style here: each box sits in its state's subgraph, whose node defaults carry the style.
-        pieces[-1] = "];"  # no newline after the last box: lines are joined with one later
+        pieces.append("];")  # no newline after the last box: lines are joined with one later
         return "".join(pieces)
 
     def _box(self, v: int) -> tuple[str, int]:
@@ -317,12 +323,14 @@ class _Drawing:
             tails, heads = parent[keep], child[keep]
             if forward:  # data flows from the input's producer to the op
                 tails, heads = heads, tails
-            labels = list(map(small.__getitem__, numbers[keep].tolist()))
-            pieces: list = [None] * (len(tails) * 7)
-            pieces[0::7], pieces[2::7], pieces[4::7], pieces[6::7] = ([text] * len(tails) for text in
-                                                                      ("  n", " -> n", ' [label="', '"];\n'))
-            pieces[1::7], pieces[3::7], pieces[5::7] = _texts(tails), _texts(heads), labels
-            pieces[-1] = '"];'
+            numbers = numbers[keep].tolist()
+            # 5 pieces an arrow: each label piece also closes its line and opens the next ('0"];\n  n').
+            closing = [f'{text}"];\n  n' for text in small]
+            pieces: list = [None] * (len(tails) * 5)
+            pieces[0::5], pieces[2::5] = _texts(tails), _texts(heads)
+            pieces[1::5], pieces[3::5] = [" -> n"] * len(tails), [' [label="'] * len(tails)
+            pieces[4::5] = map(closing.__getitem__, numbers)
+            pieces[0], pieces[-1] = "  n" + pieces[0], small[numbers[-1]] + '"];'
             return "".join(pieces), len(tails)
         gp, gc, numbers = gp[keep], gc[keep], numbers[keep]
         # Arrows between two folded chains (or a chain and a node) are merged and counted; arrows between
@@ -364,20 +372,26 @@ class _Drawing:
 
 
 _NUMBER_TEXT_LIMIT = 1 << 20
-_NUMBER_TEXT: list[str] = []
-"""str(i) for small ints, kept between pictures: turning 100k ints into text is a large part of a picture."""
+_NUMBER_TEXT = np.zeros(0, dtype=object)
+"""str(i) for small ints, kept between pictures: turning 100k ints into text is a large part of a picture.
+An object array, so that a fancy index picks the texts in C, with no Python int made per value."""
 
 
 def _texts(values: np.ndarray) -> list[str]:
     """The decimal text of each value (negative values come out wrong: callers overwrite them)."""
+    global _NUMBER_TEXT
     values = np.asarray(values)
     top = int(values.max()) if len(values) else -1
-    values = values.tolist()
     if top >= _NUMBER_TEXT_LIMIT:  # seq_nrs of a long-running program: not worth keeping that many
-        return list(map(str, values))
-    if top >= len(_NUMBER_TEXT):
-        _NUMBER_TEXT.extend(map(str, range(len(_NUMBER_TEXT), top + 1)))
-    return list(map(_NUMBER_TEXT.__getitem__, values))
+        return list(map(str, values.tolist()))
+    known = _NUMBER_TEXT
+    if top >= len(known):
+        size = min(max(top + 1, 2 * len(known)), _NUMBER_TEXT_LIMIT)
+        grown = np.empty(size, dtype=object)
+        grown[:len(known)] = known
+        grown[len(known):] = list(map(str, range(len(known), size)))
+        _NUMBER_TEXT = known = grown  # one assignment: a picture drawn in a worker thread sees either array
+    return known[np.maximum(values, 0)].tolist()
 
 
 def _state_subgraph(code: int, boxes: list[str]) -> list[str]:

@@ -156,13 +156,22 @@ class Trace:
         c = self.columns
         return self.strings[c["node_name"][index]], seq_decode(int(c["node_seq"][index])), int(c["node_topo"][index])
 
-    def nodes_named(self, wanted: Callable[[str], bool]) -> np.ndarray:
-        """Per node, whether `wanted(its name)`: asked once per distinct name (a few dozen), not per node."""
-        c = self.columns
+    def distinct_names(self) -> list[int]:
+        """The string ids of the node names in this trace, ascending (cached): a few dozen, even for 100k nodes."""
         distinct = self.__dict__.get("_distinct_names")
         if distinct is None:
-            distinct = self.__dict__["_distinct_names"] = np.unique(c["node_name"]).tolist()
-        return np.isin(c["node_name"], [i for i in distinct if wanted(self.strings[i])])
+            # Ids index `strings`, so a bincount finds them in one pass (np.unique would sort or hash: ~70 us
+            # for 1k nodes, a tenth of drawing them).
+            ids = self.columns["node_name"]
+            present = np.bincount(ids, minlength=len(self.strings)) if len(ids) else np.zeros(0, np.int64)
+            distinct = self.__dict__["_distinct_names"] = np.flatnonzero(present).tolist()
+        return distinct
+
+    def nodes_named(self, wanted: Callable[[str], bool]) -> np.ndarray:
+        """Per node, whether `wanted(its name)`: asked once per distinct name (a few dozen), not per node."""
+        table = np.zeros(len(self.strings), dtype=bool)
+        table[[i for i in self.distinct_names() if wanted(self.strings[i])]] = True
+        return table[self.columns["node_name"]]
 
     def created_steps(self) -> np.ndarray:
         """The step each node was made at: its NodeCreated, or its first mention (cached)."""

@@ -285,3 +285,15 @@ def test_dot_snapshot(snapshot, moment, view):
         for v in range(DEMO.num_nodes):
             assert f"line {DEMO.node(v).lineno}: {DEMO.node(v).source[:20]}" in text
     assert text == snapshot.use_extension(DotSnapshot)
+
+
+@pytest.mark.parametrize("values", [[0, 5, 3], [70_000, 1, 69_999], [2**20 + 5, 7], [], [12, 2**20 - 1, 0]])
+def test_number_texts_are_the_decimal_text_of_each_value(values):
+    """dot._texts keeps the texts of small ints between pictures and grows its table on demand; whatever it
+    held before, each value comes out as str(value), past the table's limit too."""
+    import numpy as np
+
+    from tracer.dot import _texts
+
+    assert _texts(np.asarray(values, dtype=np.int64)) == [str(v) for v in values]
+    assert _texts(np.asarray(values[::-1], dtype=np.int64)) == [str(v) for v in values[::-1]]
