@@ -12,7 +12,7 @@ import numpy as np
 
 from .recorder import K_BUMP, K_CREATED, K_FINISHED, K_STARTED_TASK
 from .replay import _index_runs
-from .trace import Trace
+from .trace import Trace, first_positions
 
 # NOTE [seq_nr anomalies]
 # - accumulate: an AccumulateGrad. It takes no seq_nr (it holds 2**64-1 so that it runs as early as it
@@ -98,14 +98,11 @@ def _flags(trace: Trace, created: np.ndarray) -> np.ndarray:
     flags |= is_engine.astype(np.uint8) << 1
     ev_node, ev_thread = c["ev_node"], c["ev_thread"]
     made_steps = trace.steps_of(K_BUMP, K_CREATED)
-    first = np.full(n, -1, dtype=np.int64)
-    first_thread = np.zeros(n, dtype=np.int64)
     # The first bump or creation of each node: its step and its thread.
-    uniq, at = np.unique(ev_node[made_steps], return_index=True)
-    keep = uniq >= 0
-    first[uniq[keep]] = made_steps[at[keep]]
-    first_thread[uniq[keep]] = ev_thread[made_steps[at[keep]]]
-    known = first >= 0
+    at = first_positions(ev_node[made_steps], n)
+    known = at >= 0
+    first = np.where(known, made_steps[np.maximum(at, 0)], -1)
+    first_thread = np.where(known, ev_thread[made_steps[np.maximum(at, 0)]], 0).astype(np.int64)
     flags |= (known & _inside_backward(trace, np.where(known, first, created), first_thread)).astype(np.uint8) << 2
     bumped = np.zeros(n, bool)
     bumped[ev_node[trace.steps_of(K_BUMP)]] = True
@@ -152,8 +149,12 @@ def _shared_across_threads(trace: Trace, threads: np.ndarray, considered: np.nda
     shared = np.zeros(len(seqs), bool)
     if len(idx) < 2:
         return shared
-    pairs = np.stack([seqs[idx], threads[idx]], axis=1)
-    uniq_pairs = np.unique(pairs, axis=0)
-    seq_values, counts = np.unique(uniq_pairs[:, 0], return_counts=True)
+    mine = threads[idx]
+    if mine.min() == mine.max():  # one thread made every node (the usual case): nothing to compare
+        return shared
+    _, thread_rank = np.unique(mine, return_inverse=True)
+    width = int(thread_rank.max()) + 1
+    pairs = np.unique(seqs[idx] * width + thread_rank)  # distinct (seq_nr, thread), as one sortable key
+    seq_values, counts = np.unique(pairs // width, return_counts=True)
     shared[idx] = np.isin(seqs[idx], seq_values[counts > 1])
     return shared

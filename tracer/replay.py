@@ -512,13 +512,15 @@ def _index_tasks(trace: Trace) -> dict[int, _TaskIndex]:
         t.start, t.depth = s, int(c["task_depth"][row])
     for s in np.flatnonzero(kinds == K_FINISHED).tolist():
         tasks.setdefault(int(tasks_col[s]), _TaskIndex()).end = s
-    for s in np.flatnonzero(kinds == K_DEPS).tolist():
-        e = trace[s]
-        t = tasks.setdefault(e.graph_task, _TaskIndex())
-        pairs = sorted(e.dependencies)
-        t.dep_nodes = np.array([p[0] for p in pairs], dtype=np.int32)
-        t.dep_counts = np.array([p[1] for p in pairs], dtype=np.int32)
-        t.min_topo, t.pruned = e.min_topo_nr, e.pruned
+    # Read from the columns: decoding the DependenciesComputed event would make a tuple of 100k pairs.
+    for row, s in enumerate(trace.steps_of(K_DEPS).tolist()):  # side rows follow step order
+        t = tasks.setdefault(int(tasks_col[s]), _TaskIndex())
+        lo, hi = int(c["deps_start"][row]), int(c["deps_start"][row + 1])
+        nodes = np.asarray(c["deps_node"][lo:hi], dtype=np.int32)
+        by_node = np.argsort(nodes, kind="stable")
+        t.dep_nodes, t.dep_counts = nodes[by_node], np.asarray(c["deps_count"][lo:hi], dtype=np.int32)[by_node]
+        plo, phi = int(c["pruned_start"][row]), int(c["pruned_start"][row + 1])
+        t.min_topo, t.pruned = int(c["ev_b"][s]), tuple(c["pruned_node"][plo:phi].tolist())
     for s in np.flatnonzero(kinds == K_EXEC).tolist():
         e = trace[s]
         t = tasks.setdefault(e.graph_task, _TaskIndex())
@@ -577,7 +579,17 @@ def _index_buffers(trace: Trace, tasks: dict[int, _TaskIndex]) -> None:
 
 
 def _index_runs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(start, end, thread, node) of every node execution; end is its NodeFinished or ErrorRaised."""
+    """(start, end, thread, node) of every node execution; end is its NodeFinished or ErrorRaised.
+
+    Kept on the trace (read-only arrays): the Replay and the forward map both need it.
+    """
+    found = trace.__dict__.get("_run_index")
+    if found is None:
+        found = trace.__dict__["_run_index"] = tuple(_ro(a) for a in _find_runs(trace))
+    return found
+
+
+def _find_runs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     c = trace.columns
     kinds = c["ev_kind"]
     if not (kinds == K_ERROR).any():

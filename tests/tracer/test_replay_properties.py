@@ -237,3 +237,17 @@ def test_state_cache_stays_within_its_bytes_and_recomputes_what_it_evicted():
         assert replay._cache_bytes == sum(state_bytes(s) for s in replay._cache.values()) <= replay._CACHE_BYTES
         assert replay.state_at(step) is got
     assert len(replay._cache) <= 3 < len(trace)
+
+
+@given(st.lists(st.integers(-3, 40), max_size=200), st.integers(0, 45))
+def test_first_positions_finds_each_keys_first_position(keys, size):
+    """trace.first_positions (np.minimum.at, no sort) against a plain loop: the first index of each key in
+    0..size-1, -1 for keys never seen; negative keys and keys past `size` are not asked for."""
+    from tracer.trace import first_positions
+
+    keys = [k for k in keys if k < size]
+    expected = [-1] * size
+    for i, k in reversed(list(enumerate(keys))):
+        if k >= 0:
+            expected[k] = i
+    assert first_positions(np.asarray(keys, dtype=np.int64), size).tolist() == expected
