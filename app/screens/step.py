@@ -137,7 +137,8 @@ class StepScreen(Screen[None]):
         gc.freeze()
         self._gc_threshold = gc.get_threshold()
         gc.set_threshold(20_000, 50, 50)
-        self._warm_replay()
+        # After the first paint: the worker thread would hold the GIL for part of the first layout.
+        self.call_after_refresh(self._warm_replay)
 
     def on_unmount(self) -> None:
         gc.set_threshold(*self._gc_threshold)
