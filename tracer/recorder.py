@@ -76,7 +76,7 @@ class Recorder:
     def __init__(self) -> None:
         self.rows: list[tuple] = []
         self.strings: dict[str, int] = {}
-        self.threads: dict[int, int] = {}
+        self.node_threads: dict[int, int] = {}  # node uid -> row of the thread that made it, as recorded
         self.thread_rows: list[tuple[int, str]] = []
         self.queues: dict[str, int] = {}
         self.frames: dict[tuple, int] = {}
@@ -123,12 +123,11 @@ class Recorder:
             return self._local.index
         except AttributeError:
             pass
-        ident = threading.get_ident()
+        # A thread's first event: it gets a row of its own. Not looked up by ident: Python hands a finished
+        # thread's ident to the next thread it starts, and two threads must not become one.
         with self._lock:
-            index = self.threads.get(ident)
-            if index is None:
-                index = self.threads[ident] = len(self.thread_rows)
-                self.thread_rows.append((ident, threading.current_thread().name))
+            index = len(self.thread_rows)
+            self.thread_rows.append((threading.get_ident(), threading.current_thread().name))
         self._local.index = index
         return index
 
@@ -198,6 +197,7 @@ class Recorder:
         frame = bump[2] if bump is not None else self._frame_index(user_frame())
         rows = self.rows
         self.nodes[uid] = _static(node, frame, len(rows))
+        self.node_threads[uid] = thread
         rows.append((K_CREATED, thread, 0, uid, 0, 0, 0))
         if node._metadata is not None and "traceback_" in node._metadata:  # made under anomaly mode
             self.stacks[uid] = "".join(node._metadata["traceback_"])

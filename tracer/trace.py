@@ -142,8 +142,9 @@ class Trace:
         """A queue's name for people: `cpu (MainThread)` for a thread's CPU queue, else the name."""
         kind, _, ident = name.partition(":")
         if kind == "cpu" and ident.isdigit():
-            names = {i: n for i, n in self.threads}
-            return f"cpu ({names.get(int(ident), 'thread ' + ident)})"
+            # Python reuses a finished thread's ident, so threads run one after another can share a queue name.
+            names = [n for i, n in self.threads if i == int(ident)]
+            return f"cpu ({', then '.join(names) if names else 'thread ' + ident})"
         return name
 
     def node_name(self, index: int) -> str:
@@ -371,7 +372,10 @@ def _merge_bumps(rec: Any) -> dict:
 
 
 def _node_table(rec: Any, nodes: dict, uids: list, index_of: dict, sid: Any, columns: dict) -> None:
+    # A node made while recording names the thread row its NodeCreated came from; one made before (seen
+    # only later) has just its ident, which names the latest thread that had it.
     thread_index = {ident: i for i, (ident, _) in enumerate(rec.thread_rows)}
+    made_on = rec.node_threads
     infos = [nodes[u] for u in uids]
     flat = [edge for info in infos for edge in info[5]]
     columns.update(
@@ -379,7 +383,7 @@ def _node_table(rec: Any, nodes: dict, uids: list, index_of: dict, sid: Any, col
         node_seq=_compact([seq_code(i[1]) for i in infos]),
         node_topo=_compact([i[2] for i in infos]),
         node_device=_compact([sid(i[3]) for i in infos]),
-        node_thread=_compact([thread_index.get(i[4], -1) for i in infos]),
+        node_thread=_compact([made_on.get(u, thread_index.get(i[4], -1)) for u, i in zip(uids, infos, strict=True)]),
         node_frame=_compact([i[6] for i in infos]),
         node_inputs=_compact([i[8] for i in infos]),
         node_nedges=_compact([len(i[5]) for i in infos]),

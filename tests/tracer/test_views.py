@@ -187,6 +187,33 @@ def test_other_thread_when_two_threads_take_seq_0():
     assert all(fm.flags_of(n) == ("accumulate",) for n in named(trace, ACC))
 
 
+def test_threads_run_one_after_the_other_are_told_apart_even_when_python_reuses_their_ident():
+    """Two short-lived threads, the second started after the first ended (CPython then often hands it the
+    same ident): each is its own thread row with its own name, each node names the thread that made it,
+    and both seq 0 nodes are flagged other_thread."""
+    idents = []
+
+    def worker():
+        idents.append(threading.get_ident())
+        torch.tensor([1.0], requires_grad=True) * 2  # MulBackward0, seq 0 of this fresh thread
+
+    def body():
+        for name in ("first", "second"):
+            t = threading.Thread(target=worker, name=name)
+            t.start()
+            t.join()
+    trace = recorded(body)
+    names = [name for _, name in trace.threads]
+    assert names.count("first") == 1 and names.count("second") == 1, trace.threads
+    muls = named(trace, "MulBackward0")
+    assert sorted(trace.threads[trace.node(n).thread][1] for n in muls) == ["first", "second"]
+    fm = ForwardMap(trace)
+    assert all(fm.flags_of(n) == ("other_thread",) for n in muls)
+    if idents[0] == idents[1]:  # the case this test is about: one CPU queue name for both threads
+        label = trace.queue_label(f"cpu:{idents[0]}")
+        assert "first" in label and "second" in label, label
+
+
 def test_engine_flag_on_identity_for_unused_input():
     """grad(y, [w, unused], allow_unused=True) makes an Identity that takes a seq_nr: flagged engine."""
     def body():
