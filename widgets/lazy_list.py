@@ -68,7 +68,7 @@ class LazyList(ScrollView, can_focus=True):
     def rows_changed(self) -> None:
         """Call after the data behind the rows changed."""
         count = self.row_count()
-        if self._hidden():
+        if self._postpone_if_hidden():
             if count and self.cursor >= count:
                 self.cursor = count - 1
             return
@@ -92,7 +92,7 @@ class LazyList(ScrollView, can_focus=True):
     def on_resize(self) -> None:
         self._update_size(self.row_count())
 
-    def _hidden(self) -> bool:
+    def _postpone_if_hidden(self) -> bool:
         """Whether the panel is off screen (in a tab not chosen, or hidden); if so it repaints when shown.
 
         NOTE [hidden panels]: a refresh of a widget that is not on screen makes Textual's compositor rebuild
@@ -202,12 +202,12 @@ class LazyList(ScrollView, can_focus=True):
         return Strip(segments, width).crop(0, width).apply_style(base)
 
     def watch_cursor(self, old: int, new: int) -> None:
-        if not self._hidden():
+        if not self._postpone_if_hidden():
             self.scroll_to_row(new)
             self.refresh_rows()
 
     def watch_selected_node(self) -> None:
-        if not self._hidden():
+        if not self._postpone_if_hidden():
             self.refresh_rows()
 
     def scroll_to_row(self, index: int) -> None:

@@ -43,7 +43,8 @@ class ReadyQueueView(LazyList):
             nodes.append(None)
             for i, t in enumerate(q.tasks):
                 depth, seq = t.priority
-                line = Text(f"  {i:>3}  {t.name or '(wake-up)':<22} depth {depth:<2} seq {_seq(seq)}")
+                name = t.name.replace("torch::autograd::", "") if t.name else "(wake-up)"
+                line = Text(f"  {i:>3}  {name:<22} depth {depth:<2} seq {_seq(seq)}")
                 if i == 0:
                     line.stylize(head)
                 rows.append(line)
