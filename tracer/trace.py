@@ -245,7 +245,8 @@ def _first_mentions(c: dict) -> np.ndarray:
 
 
 def first_positions(keys: np.ndarray, size: int) -> np.ndarray:
-    """For each key 0..size-1, the first position in `keys` that holds it, or -1; negative keys are skipped.
+    """For each key 0..size-1, the first position in `keys` that holds it, or -1 (keys < size; negative keys are
+    skipped).
 
     np.minimum.at visits every position once with no sort: 5 ms for 1M events, where
     np.unique(return_index=True) sorted them in 20-170 ms.
