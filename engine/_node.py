@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import _observer
 from ._state import UINT64_MAX, tls
+from ._version import any_writes, version_of
 
 if TYPE_CHECKING:
     from ._tensor import Tensor
@@ -37,6 +38,25 @@ class _Anomaly:
 
 
 anomaly = _Anomaly()
+
+
+_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor", "bool": "BoolTensor"}
+
+
+def modified_in_place(tensor: Any, grad_fn: Any, output_nr: int, now: int, expected: int) -> str:
+    """PyTorch's text for a saved tensor that an in-place op changed after it was saved."""
+    kind = _TYPE_NAMES.get(str(tensor._data.dtype), "Tensor")
+    shape = ", ".join(str(d) for d in tensor._data.shape)
+    which = ""
+    if grad_fn is not None:  # PyTorch names the op that made it: MulBackward0 -> Mul
+        op = grad_fn.name().removeprefix("torch::autograd::")
+        which = f", which is output {output_nr} of {op.split('Backward')[0]},"
+    hint = ("Hint: the backtrace further above shows the operation that failed to compute its gradient. The "
+            "variable in question was changed in there or anywhere later. Good luck!" if anomaly.enabled else
+            "Hint: enable anomaly detection to find the operation that failed to compute its gradient, with "
+            "torch.autograd.set_detect_anomaly(True, check_nan=False).")
+    return (f"one of the variables needed for gradient computation has been modified by an inplace operation: "
+            f"[torch.{kind} [{shape}]]{which} is at version {now}; expected version {expected} instead. {hint}")
 
 
 _uids = itertools.count(1)
@@ -120,7 +140,7 @@ class Node:
     __slots__ = (
         "_seq", "_topo", "_has_parent", "next_edges", "_input_metadata", "_pre_hooks", "_post_hooks",
         "_tensor_pre_hooks", "_retains_grad_hooks", "_metadata", "thread_id", "_released", "_parent", "_uid",
-        "__weakref__",
+        "_saved_versions", "__weakref__",
     )
 
     _name: str | None = None
@@ -146,6 +166,7 @@ class Node:
         self._retains_grad_hooks: dict | None = None
         self._metadata: dict | None = None
         self._released = False
+        self._saved_versions: tuple | None = None  # (tensor, version, grad_fn, output_nr) when saved
         self._parent = None
         self.thread_id = threading.get_ident()
         if anomaly.enabled:
@@ -261,9 +282,15 @@ class Node:
             self._released = True
 
     def check_saved(self) -> None:
-        """Raise PyTorch's backward-twice error if the saved tensors were freed."""
+        """Raise PyTorch's errors for saved tensors: freed (backward twice), or modified in place since."""
         if self._released:
             raise RuntimeError(ERR_BACKWARD_TWICE)
+        if self._saved_versions is None or not any_writes():  # no in-place write ever: versions all 0
+            return
+        for tensor, version, grad_fn, output_nr in self._saved_versions:
+            now = version_of(tensor._data)
+            if now != version:
+                raise RuntimeError(modified_in_place(tensor, grad_fn, output_nr, now, version))
 
     def should_compute_output(self, index: int) -> bool:
         """task_should_compute_output: the edge is valid and, under exec_info, leads somewhere needed."""

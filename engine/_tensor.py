@@ -14,6 +14,7 @@ from . import _observer
 from ._dtype import Size, dtype, from_numpy_dtype
 from ._node import AccumulateGrad, RemovableHandle, _HookDict, add_hook
 from ._state import tls
+from ._version import version_of
 
 
 class Tensor:
@@ -99,7 +100,8 @@ class Tensor:
 
     @property
     def _version(self) -> int:
-        return 0
+        """How many in-place writes the tensor's memory has had (shared with its views and detach()es)."""
+        return version_of(self._data)
 
     def retain_grad(self) -> None:
         """Make a non-leaf's `.grad` populated by backward (a no-op on leaves, facts §6.5)."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _ops
+from . import _inplace, _ops
 from ._args import reduction_dim, required_dim
 from ._dtype import bool_, float32, float64, int64
 from ._tensor import Tensor
@@ -112,9 +112,9 @@ _METHODS = {
     "gt": lambda s, o: _ops.compare(np.greater, s, o), "ge": lambda s, o: _ops.compare(np.greater_equal, s, o),
 }
 
-for _name in ("add_", "sub_", "mul_", "div_", "pow_", "zero_", "fill_", "copy_", "exp_", "neg_", "clamp_",
-              "masked_fill_", "relu_", "sigmoid_", "tanh_", "sqrt_", "abs_", "t_", "transpose_", "unsqueeze_",
-              "squeeze_"):
+_METHODS.update(_inplace.METHODS)
+for _name in ("pow_", "exp_", "neg_", "clamp_", "masked_fill_", "relu_", "sigmoid_", "tanh_", "sqrt_", "abs_", "t_",
+              "transpose_", "unsqueeze_", "squeeze_"):
     _METHODS[_name] = _not_inplace(_name)
 
 

@@ -14,6 +14,7 @@ from .._dtype import from_numpy_dtype
 from .._node import InputMetadata, Node
 from .._state import tls
 from .._tensor import Tensor, _wrap_dim, gradient_edge, make_tensor
+from .._version import saved_versions
 
 _KIND = {np.dtype(np.bool_): 0, np.dtype(np.int64): 1, np.dtype(np.float32): 2, np.dtype(np.float64): 2}
 
@@ -45,6 +46,8 @@ def record(node: Node, inputs: Sequence[Tensor | None], out: Tensor) -> Tensor:
     node._input_metadata = [InputMetadata(out._data.shape, from_numpy_dtype(out._data.dtype), out._device)]
     out.grad_fn = node
     out._requires_grad = True
+    if node._saved_tensor_names:  # what backward will check: the saved tensors' versions now
+        node._saved_versions = saved_versions(getattr(node, name, None) for name in node._saved_tensor_names)
     if _observer.observers:
         _observer.notify("node_created", node)
     return out

@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from .. import _observer
-from .._node import ERR_BACKWARD_TWICE, UNDEFINED_INPUT, DelayedError, Error, InputMetadata, Node
+from .._node import UNDEFINED_INPUT, DelayedError, Error, InputMetadata, Node
 from .._state import tls
 from .._tensor import Tensor, make_tensor
+from .._version import saved_versions
 
 
 class FunctionCtx:
@@ -38,8 +39,7 @@ class FunctionCtx:
     @property
     def saved_tensors(self) -> tuple:
         """The tensors given to save_for_backward; raises once backward has freed them."""
-        if self._released:
-            raise RuntimeError(ERR_BACKWARD_TWICE)
+        self.check_saved()  # freed, or modified in place since it was saved
         return tuple(self._saved) if self._saved is not None else ()
 
 
@@ -223,6 +223,7 @@ def _process_outputs(ctx: BackwardCFunction, tensor_inputs: list, output: Any, i
                     raise TypeError(f"save_for_backward can only save variables, but argument {i} is of type "
                                     f"{type(t).__name__}")
             ctx._saved = tuple(ctx.to_save)
+            ctx._saved_versions = saved_versions(ctx._saved)
         if _observer.observers:
             _observer.notify("node_created", ctx)
     return tuple(result) if is_tuple else result[0]

@@ -730,3 +730,96 @@ def _failing_ops(t, p):
     for name, action in cases.items():
         p.run(name, action)
         p.counter(name)
+
+
+# -- in-place ops (engine/_inplace.py) --------------------------------------------------------------------
+@program("inplace_sgd_steps")
+def _inplace_sgd(t, p):
+    """The training-loop update: in place under no_grad, then zero_ the grad; w stays the same leaf."""
+    w = p.leaf("w", [0.5, -1.0, 2.0])
+    x = p.const([1.0, 2.0, 3.0])
+    for step in range(3):
+        loss = (w * x * w).sum()
+        p.run(f"backward {step}", loss.backward)
+        p.value(f"grad {step}", w.grad)
+        with t.no_grad():
+            w -= 0.1 * w.grad
+        w.grad.zero_()
+        p.value(f"w {step}", (w, w.is_leaf, w.requires_grad, w._version))
+    p.counter("after the loop")
+
+
+@program("inplace_rebases_history")
+def _inplace_rebase(t, p):
+    """f.mul_(2) on a non-leaf: one MulBackward0 (one seq_nr) becomes f's grad_fn, over its old history."""
+    w = p.leaf("w", [1.0, 2.0])
+    f = w.clone()
+    p.counter("before mul_")
+    f.mul_(w)
+    p.counter("after mul_")
+    f += 1
+    f.sub_(w, alpha=0.5)
+    f /= 4
+    p.watch(f)
+    p.value("f", (f, f._version))
+    p.run("backward", lambda: f.sum().backward())
+    p.value("w.grad", w.grad)
+
+
+@program("inplace_errors")
+def _inplace_errors(t, p):
+    """A leaf that requires grad refuses in-place ops in grad mode; int += float cannot cast."""
+    w = p.leaf("w", [1.0, 2.0])
+    p.run("leaf add_", lambda: w.add_(1))
+    i = p.const([1, 2], dtype="int64")
+    p.run("int += 0.5", lambda: i.add_(0.5))
+    p.run("shape", lambda: w.detach().add_(p.const([[1.0, 2.0], [3.0, 4.0]])))
+    p.value("w unchanged", (w, w._version))
+
+
+@program("inplace_saved_then_modified")
+def _inplace_saved(t, p):
+    """Backward refuses a saved tensor written in place since: a plain input, a leaf and a node's output."""
+    w = p.leaf("w", [1.0, 2.0])
+    x = p.const([3.0, 4.0])
+    y = (w * x).sum()
+    x.mul_(2)
+    p.run("saved input", y.backward)
+    a = w.exp()
+    z = (a * 2).sum()
+    with t.no_grad():
+        a.add_(1)
+    p.run("saved output", z.backward)
+    u = (w * w).sum()
+    with t.no_grad():
+        w.detach().zero_()  # detach() shares memory and version with w
+    p.run("saved leaf, through detach", u.backward)
+    p.value("w", (w, w._version))
+
+
+@program("inplace_fill_copy_views")
+def _inplace_fill_copy(t, p):
+    """zero_, fill_ and copy_ (broadcast and cast) write memory that views share, outside autograd."""
+    x = p.const([[1.0, 2.0], [3.0, 4.0]])
+    row = x[0]
+    row.fill_(7.0)  # through the view, into x
+    x.copy_(p.const([0.5, 1.5]))  # broadcast over the rows
+    p.value("x", (x, x._version, row._version))
+    i = p.const([1, 2], dtype="int64")
+    i.copy_(p.const([2.9, -1.2]))  # copy_ casts, as torch does
+    p.value("i", i)
+    p.run("fill_ with a vector", lambda: x.fill_(p.const([1.0, 2.0])))
+    w = p.leaf("w", [1.0, 2.0])
+    y = (w * x[1]).sum()
+    with t.no_grad():
+        x.zero_()
+    p.run("saved view of x", y.backward)
+
+
+@program("inplace_on_expanded")
+def _inplace_expanded(t, p):
+    """Writing into an expand()ed tensor, whose elements share memory, is refused."""
+    x = p.const([1.0, 2.0])
+    e = x.expand(3, 2)
+    p.run("add_ into expand", lambda: e.add_(1))
+    p.value("x", x)

@@ -1,0 +1,132 @@
+"""In-place ops: add_, sub_, mul_, div_, zero_, fill_, copy_, and +=, -=, *=, /=.
+
+Imports numpy and the standard library only.
+
+Each op computes its out-of-place result, writes it into the tensor's own memory (which its views and
+`detach()`es share), and bumps the memory's version (engine/_version.py): a node that saved the old
+value then refuses to run backward, with PyTorch's error.
+
+When autograd records the op (grad mode on, and the tensor or an operand requires grad), the out-of-place
+op's node becomes the tensor's grad_fn. This is PyTorch's rebase_history for a tensor that is not a view
+(facts §1.9: `f.mul_(2)` makes one MulBackward0 and takes one seq_nr). The node is computed on a copy of
+the old value that carries the tensor's old history, so what it saves is the value before the write.
+
+Not recorded yet, with a clear error instead: in-place ops on views (PyTorch's CopySlices), on tensors whose
+retain_grad or hooks would have to move to the new grad_fn, and zero_/fill_/copy_ with history.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from . import _ops, _version
+from ._ops._common import needs_grad
+from ._tensor import Tensor, make_tensor
+
+ERR_LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
+ERR_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
+               "location. Please clone() the tensor before performing the operation.")
+_NUMBER = (int, float, bool, np.number)
+_TYPE = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+
+
+def _records(self: Tensor, operands: tuple) -> bool:
+    """Whether autograd records this in-place op; raises where PyTorch does, or where agdb cannot yet."""
+    if not needs_grad(self, *[o for o in operands if isinstance(o, Tensor)]):
+        return False
+    if self.grad_fn is None and self._requires_grad:
+        raise RuntimeError(ERR_LEAF)
+    if not self._data.flags.owndata:
+        raise NotImplementedError("agdb's engine does not record in-place ops on views yet (PyTorch's "
+                                  "CopySlices); use the out-of-place form, or clone() the view first")
+    if self._retains_grad or self._backward_hooks:
+        raise NotImplementedError("agdb's engine does not yet move retain_grad or tensor hooks to the new grad_fn "
+                                  "of an in-place op; use the out-of-place form")
+    return True
+
+
+def _write(self: Tensor, value: np.ndarray) -> None:
+    """Write `value` into the tensor's memory, with PyTorch's checks, and count the write."""
+    if value.shape != self._data.shape:
+        raise RuntimeError(f"output with shape {list(self._data.shape)} doesn't match the broadcast shape "
+                           f"{list(value.shape)}")
+    if not np.can_cast(value.dtype, self._data.dtype, casting="same_kind"):
+        raise RuntimeError(f"result type {_TYPE.get(str(value.dtype), value.dtype)} can't be cast to the desired "
+                           f"output type {_TYPE.get(str(self._data.dtype), self._data.dtype)}")
+    if not self._data.flags.writeable:  # an expand()ed tensor: many elements share one memory location
+        raise RuntimeError(ERR_OVERLAP)
+    np.copyto(self._data, value, casting="unsafe")
+    _version.bump(self._data)
+
+
+def _arithmetic(compute: Callable[[Tensor, Any], Tensor], saves_self: bool = False) -> Callable[..., Tensor]:
+    """An in-place form of `compute(self, other)`.
+
+    `saves_self`: the grad of `other` needs the value of self from before the write (mul_, div_). PyTorch
+    then saves `self.clone()`, made after the op's node: a CloneBackward0, and one more seq_nr, when self
+    requires grad. Checked against torch 2.13: f.mul_(w) takes 2 seq_nrs, f.mul_(2) and f.add_(w) take 1.
+    """
+    def method(self: Tensor, other: Any, **kwargs: Any) -> Tensor:
+        if not _records(self, (other,)):
+            _write(self, compute(self, other, **kwargs)._data)
+            return self
+        old = make_tensor(self._data.copy(), device=self._device)  # the value before, with the old history
+        old.grad_fn, old._output_nr, old._requires_grad = self.grad_fn, self._output_nr, self._requires_grad
+        result = compute(old, other, **kwargs)
+        if saves_self and isinstance(other, Tensor) and other._requires_grad:
+            _ops.clone(old)  # PyTorch's original_self: its node is made and dropped, its seq_nr stays taken
+        _write(self, result._data)
+        self.grad_fn, self._output_nr, self._requires_grad = result.grad_fn, result._output_nr, True
+        return self
+    return method
+
+
+def _operator(inplace: Callable[..., Tensor]) -> Callable[[Tensor, Any], Any]:
+    """`t += x` and friends: in place for tensors and numbers, else Python's fallback (NotImplemented)."""
+    def method(self: Tensor, other: Any) -> Any:
+        if not isinstance(other, (Tensor,) + _NUMBER):
+            return NotImplemented
+        return inplace(self, other)
+    return method
+
+
+def _fill_value(self: Tensor, value: Any) -> Tensor:
+    if _records(self, (value,)):
+        raise NotImplementedError("agdb's engine does not record fill_/zero_/copy_ on a tensor that requires grad "
+                                  "yet; use torch.no_grad() or an out-of-place form")
+    data = value._data if isinstance(value, Tensor) else np.asarray(value)
+    if data.ndim:
+        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {data.ndim} "
+                           "dimensions.")
+    _write(self, np.full(self._data.shape, data, dtype=self._data.dtype))
+    return self
+
+
+def zero_(self: Tensor) -> Tensor:
+    """Fill with zeros in place."""
+    return _fill_value(self, 0)
+
+
+def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
+    """Copy `src` (broadcast to this shape, cast to this dtype) into this tensor's memory."""
+    if _records(self, (src,)):
+        raise NotImplementedError("agdb's engine does not record fill_/zero_/copy_ on a tensor that requires grad "
+                                  "yet; use torch.no_grad() or an out-of-place form")
+    data = src._data if isinstance(src, Tensor) else np.asarray(src)
+    _write(self, np.broadcast_to(data, self._data.shape).astype(self._data.dtype))
+    return self
+
+
+add_ = _arithmetic(_ops.add)
+sub_ = _arithmetic(_ops.sub)
+mul_ = _arithmetic(lambda a, b: _ops.mul(a, b), saves_self=True)
+div_ = _arithmetic(lambda a, b: _ops.div(a, b), saves_self=True)
+
+METHODS = {
+    "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "zero_": zero_, "fill_": _fill_value,
+    "copy_": copy_,
+    "__iadd__": _operator(add_), "__isub__": _operator(sub_), "__imul__": _operator(mul_),
+    "__itruediv__": _operator(div_),
+}
+"""The in-place methods and operators, for engine/_tensor_methods.py to attach to Tensor."""

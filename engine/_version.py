@@ -1,0 +1,60 @@
+"""Version counters: how many times a tensor's data was modified in place, shared by every tensor that
+shares the data (views, `detach()`), as in PyTorch.
+
+Imports numpy and the standard library only.
+
+A counter belongs to the numpy array that owns the memory (the root of a view's `.base` chain), so tensors
+whose arrays view the same memory see the same version without knowing of each other. Counters are made
+on the first in-place write: reading the version of untouched data allocates nothing.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+
+_counters: dict[int, list[int]] = {}  # id(owning array) -> [version]
+_lock = threading.Lock()
+
+
+def _owner(arr: np.ndarray) -> np.ndarray:
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return arr
+
+
+def version_of(data: np.ndarray) -> int:
+    """The version of the memory `data` views (0 until something writes it in place)."""
+    if not _counters:  # nothing was ever written in place: the common case, and the cheap one
+        return 0
+    counter = _counters.get(id(_owner(data)))
+    return counter[0] if counter is not None else 0
+
+
+def any_writes() -> bool:
+    """Whether some live memory was written in place. If not, every version is 0: nothing to check.
+
+    (A counter goes only with its array, and a saved tensor keeps its array alive.)
+    """
+    return bool(_counters)
+
+
+def bump(data: np.ndarray) -> None:
+    """Count one in-place write to the memory `data` views."""
+    owner = _owner(data)
+    key = id(owner)
+    with _lock:
+        counter = _counters.get(key)
+        if counter is None:
+            counter = _counters[key] = [0]
+            weakref.finalize(owner, _counters.pop, key, None)  # the id may be reused once the array is gone
+        counter[0] += 1
+
+
+def saved_versions(tensors: Any) -> tuple | None:
+    """(tensor, its version, its grad_fn, its output_nr) for each tensor a node saves, or None."""
+    out = tuple((t, version_of(t._data), t.grad_fn, t._output_nr) for t in tensors
+                if getattr(t, "_data", None) is not None)  # tensors only: some saved slots hold numbers
+    return out or None
