@@ -601,14 +601,44 @@ class CloneBackward0(_Generated):
 
 
 class CopyBackwards(_Generated):
-    __slots__ = ("src_dtype",)
+    __slots__ = ("src_dtype", "src_device")
     _name = "torch::autograd::CopyBackwards"
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
             out[0] = F.zeros_like_data(grad)
+        if self.should_compute_output(1):  # grad.to(src's options); validate_outputs sums it to src's shape
+            dtype = getattr(self, "src_dtype", None)
+            out[1] = grad if dtype is None else F.to(grad, dtype, self.src_device)
+
+
+class ZeroBackward0(_Generated):
+    """zero_ with history: nothing of the old value reaches the output."""
+    __slots__ = ()
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.zeros_like_data(grad)
+
+
+class FillBackward2(_Generated):
+    """fill_ with a number."""
+    __slots__ = ()
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.zeros_like_data(grad)
+
+
+class FillBackward3(_Generated):
+    """fill_ with a 0-dim tensor: the value gets the sum of the grad."""
+    __slots__ = ()
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = F.zeros_like_data(grad)
         if self.should_compute_output(1):
-            out[1] = grad
+            out[1] = F.sum(grad, None, False, None)
 
 
 class ToCopyBackward0(_Generated):

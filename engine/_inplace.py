@@ -11,8 +11,9 @@ op's node becomes the tensor's grad_fn. This is PyTorch's rebase_history for a t
 (facts §1.9: `f.mul_(2)` makes one MulBackward0 and takes one seq_nr). The node is computed on a copy of
 the old value that carries the tensor's old history, so what it saves is the value before the write.
 
-Not recorded yet, with a clear error instead: in-place ops on views (PyTorch's CopySlices), on tensors whose
-retain_grad or hooks would have to move to the new grad_fn, and zero_/fill_/copy_ with history.
+zero_, fill_ and copy_ record ZeroBackward0, FillBackward2 (a number), FillBackward3 (a 0-dim tensor) and
+CopyBackwards, as PyTorch does. Not recorded yet, with a clear error instead: in-place ops on views
+(PyTorch's CopySlices), and on tensors whose retain_grad or hooks would have to move to the new grad_fn.
 """
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import _functions as fn
 from . import _ops, _version
-from ._ops._common import needs_grad
+from ._ops._common import needs_grad, record
 from ._tensor import Tensor, make_tensor
 
 ERR_LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -71,14 +73,11 @@ def _arithmetic(compute: Callable[[Tensor, Any], Tensor], saves_self: bool = Fal
         if not _records(self, (other,)):
             _write(self, compute(self, other, **kwargs)._data)
             return self
-        old = make_tensor(self._data.copy(), device=self._device)  # the value before, with the old history
-        old.grad_fn, old._output_nr, old._requires_grad = self.grad_fn, self._output_nr, self._requires_grad
+        old = _old(self)
         result = compute(old, other, **kwargs)
         if saves_self and isinstance(other, Tensor) and other._requires_grad:
             _ops.clone(old)  # PyTorch's original_self: its node is made and dropped, its seq_nr stays taken
-        _write(self, result._data)
-        self.grad_fn, self._output_nr, self._requires_grad = result.grad_fn, result._output_nr, True
-        return self
+        return _rebase(self, result)
     return method
 
 
@@ -91,31 +90,64 @@ def _operator(inplace: Callable[..., Tensor]) -> Callable[[Tensor, Any], Any]:
     return method
 
 
+def _old(self: Tensor) -> Tensor:
+    """A copy of the tensor's value that carries its history: what a recorded in-place op reads and saves."""
+    old = make_tensor(self._data.copy(), device=self._device)
+    old.grad_fn, old._output_nr, old._requires_grad = self.grad_fn, self._output_nr, self._requires_grad
+    return old
+
+
+def _rebase(self: Tensor, result: Tensor) -> Tensor:
+    """Write `result` into the tensor, whose grad_fn becomes result's node (rebase_history)."""
+    _write(self, result._data)
+    self.grad_fn, self._output_nr, self._requires_grad = result.grad_fn, result._output_nr, True
+    return self
+
+
+def _recorded(self: Tensor, node: Any, inputs: tuple, value: np.ndarray) -> Tensor:
+    """Record `node` over `inputs` for a result holding `value`, then rebase the tensor onto it."""
+    result = make_tensor(value, device=self._device)
+    record(node, inputs, result)
+    return _rebase(self, result)
+
+
 def _fill_value(self: Tensor, value: Any) -> Tensor:
-    if _records(self, (value,)):
-        raise NotImplementedError("agdb's engine does not record fill_/zero_/copy_ on a tensor that requires grad "
-                                  "yet; use torch.no_grad() or an out-of-place form")
+    """fill_: every element becomes `value` (a number or a 0-dim tensor)."""
     data = value._data if isinstance(value, Tensor) else np.asarray(value)
     if data.ndim:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {data.ndim} "
                            "dimensions.")
-    _write(self, np.full(self._data.shape, data, dtype=self._data.dtype))
-    return self
+    filled = np.full(self._data.shape, data, dtype=self._data.dtype)
+    if not _records(self, (value,)):
+        _write(self, filled)
+        return self
+    if isinstance(value, Tensor):
+        return _recorded(self, fn.FillBackward3(), (_old(self), value), filled)
+    return _recorded(self, fn.FillBackward2(), (_old(self),), filled)
 
 
 def zero_(self: Tensor) -> Tensor:
     """Fill with zeros in place."""
-    return _fill_value(self, 0)
+    zeros = np.zeros_like(self._data)
+    if not _records(self, ()):
+        _write(self, zeros)
+        return self
+    return _recorded(self, fn.ZeroBackward0(), (_old(self),), zeros)
 
 
 def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     """Copy `src` (broadcast to this shape, cast to this dtype) into this tensor's memory."""
-    if _records(self, (src,)):
-        raise NotImplementedError("agdb's engine does not record fill_/zero_/copy_ on a tensor that requires grad "
-                                  "yet; use torch.no_grad() or an out-of-place form")
-    data = src._data if isinstance(src, Tensor) else np.asarray(src)
-    _write(self, np.broadcast_to(data, self._data.shape).astype(self._data.dtype))
-    return self
+    if isinstance(src, _NUMBER):  # torch takes a number too, as a 0-dim tensor
+        src = make_tensor(np.asarray(src, dtype=self._data.dtype), device=self._device)
+    elif not isinstance(src, Tensor):
+        raise TypeError(f"copy_(): argument 'src' (position 1) must be Tensor, not {type(src).__name__}")
+    copied = np.broadcast_to(src._data, self._data.shape).astype(self._data.dtype)
+    if not _records(self, (src,)):
+        _write(self, copied)
+        return self
+    node = fn.CopyBackwards()
+    node.src_dtype, node.src_device = src.dtype, src._device
+    return _recorded(self, node, (_old(self), src), copied)
 
 
 add_ = _arithmetic(_ops.add)

@@ -823,3 +823,27 @@ def _inplace_expanded(t, p):
     e = x.expand(3, 2)
     p.run("add_ into expand", lambda: e.add_(1))
     p.value("x", x)
+
+
+@program("inplace_fill_zero_copy_recorded")
+def _inplace_fill_zero_copy(t, p):
+    """zero_, fill_ (a number, a 0-dim tensor that requires grad) and copy_ (cast, broadcast) with history:
+    ZeroBackward0, FillBackward2/3 and CopyBackwards, their seq_nrs, grads and second-order graphs."""
+    w = p.leaf("w", [1.0, 2.0])
+    v = p.leaf("v", 3.0)
+    src = p.leaf("src", [0.5], dtype="float32")
+    parts = []
+    for tag, action in (("zero_", lambda f: f.zero_()), ("fill_ 4", lambda f: f.fill_(4.0)),
+                        ("fill_ v", lambda f: f.fill_(v)), ("copy_ src", lambda f: f.copy_(src))):
+        f = w * 1.0
+        p.counter(f"before {tag}")
+        action(f)
+        p.counter(f"after {tag}")
+        parts.append((f * w).sum())
+    total = parts[0] + parts[1] + parts[2] + parts[3]
+    p.watch(total)
+    grads = p.run("grad", lambda: t.autograd.grad(total, (w, v, src), create_graph=True))
+    p.value("grads", grads)
+    if grads is not None:
+        p.watch(*[g for g in grads if g.requires_grad], hooks=False, tag="formula graph")
+    p.run("copy_ a number", lambda: w.detach().copy_(1.0))
