@@ -13,7 +13,7 @@ the old value that carries the tensor's old history, so what it saves is the val
 
 zero_, fill_ and copy_ record ZeroBackward0, FillBackward2 (a number), FillBackward3 (a 0-dim tensor) and
 CopyBackwards, as PyTorch does. Not recorded yet, with a clear error instead: in-place ops on views
-(PyTorch's CopySlices), and on tensors whose retain_grad or hooks would have to move to the new grad_fn.
+(PyTorch's CopySlices).
 """
 from __future__ import annotations
 
@@ -42,9 +42,6 @@ def _records(self: Tensor, operands: tuple) -> bool:
     if not self._data.flags.owndata:
         raise NotImplementedError("agdb's engine does not record in-place ops on views yet (PyTorch's "
                                   "CopySlices); use the out-of-place form, or clone() the view first")
-    if self._retains_grad or self._backward_hooks:
-        raise NotImplementedError("agdb's engine does not yet move retain_grad or tensor hooks to the new grad_fn "
-                                  "of an in-place op; use the out-of-place form")
     return True
 
 
@@ -98,9 +95,20 @@ def _old(self: Tensor) -> Tensor:
 
 
 def _rebase(self: Tensor, result: Tensor) -> Tensor:
-    """Write `result` into the tensor, whose grad_fn becomes result's node (rebase_history)."""
+    """Write `result` into the tensor, whose grad_fn becomes result's node (rebase_history).
+
+    As in PyTorch (checked on torch 2.13): tensor hooks registered so far stay on the old grad_fn and see the
+    grad of the old value, hooks registered later go on the new one; retain_grad moves to the new grad_fn
+    (facts §6.5), so `.grad` is the grad of the new value.
+    """
     _write(self, result._data)
+    old_fn, old_nr = self.grad_fn, self._output_nr
     self.grad_fn, self._output_nr, self._requires_grad = result.grad_fn, result._output_nr, True
+    self._backward_hooks = None  # the old dict stays registered on the old node
+    if self._retains_grad and old_fn is not None:
+        old_fn._retains_grad_hooks.pop(old_nr, None)
+        self._retains_grad = False
+        self.retain_grad()
     return self
 
 

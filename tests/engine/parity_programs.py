@@ -847,3 +847,17 @@ def _inplace_fill_zero_copy(t, p):
     if grads is not None:
         p.watch(*[g for g in grads if g.requires_grad], hooks=False, tag="formula graph")
     p.run("copy_ a number", lambda: w.detach().copy_(1.0))
+
+
+@program("inplace_moves_retain_grad_not_hooks")
+def _inplace_hooks(t, p):
+    """Hooks registered before an in-place op see the old value's grad; later ones, and retain_grad, the new."""
+    w = p.leaf("w", [1.0, 2.0])
+    f = w * 1
+    f.retain_grad()
+    f.register_hook(lambda g: p.value("hook before", g))
+    f.mul_(3)
+    f.register_hook(lambda g: p.value("hook after", g))
+    p.watch(f)
+    p.run("backward", lambda: (f * f).sum().backward())
+    p.value("grads", (f.grad, w.grad, f.retains_grad))

@@ -20,18 +20,6 @@ def test_history_on_a_view_is_refused_not_half_recorded():
     assert base.grad_fn.name() == "MulBackward0" and base._version == 0  # nothing half done
 
 
-def test_retain_grad_and_hooks_are_refused():
-    w = torch.ones(2, requires_grad=True)
-    f = w * 1
-    f.retain_grad()
-    with pytest.raises(NotImplementedError, match="retain_grad"):
-        f.add_(1)
-    g = w * 1
-    g.register_hook(lambda grad: grad)
-    with pytest.raises(NotImplementedError, match="hooks"):
-        g.add_(1)
-
-
 def test_iadd_with_something_else_falls_back_to_python():
     """`t += obj` for an unsupported operand returns NotImplemented, so Python raises its TypeError."""
     x = torch.ones(2)
