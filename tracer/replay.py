@@ -31,6 +31,7 @@ INT_MAX = 2**31 - 1
 K_BUFFER = ev.KIND_CODES[ev.BufferWritten]
 K_ERROR = ev.KIND_CODES[ev.ErrorRaised]
 _NEVER = np.iinfo(np.int64).max
+_ONE = np.int32(1)
 _SNAP = 16384  # remaining-count snapshots every this many decrements bound a seek's work
 
 
@@ -330,8 +331,9 @@ class Replay:
             done = int(np.searchsorted(t.dec_steps, step, side="right"))
             snap = done // _SNAP
             counts = (t.remaining_snaps[snap - 1] if snap else t.dep_counts).astype(np.int32)  # a copy
-            # In place: a bincount would allocate a count per node (NOTE [fresh memory]).
-            np.subtract.at(counts, t.dec_pos[snap * _SNAP:done], 1)
+            # In place: a bincount would allocate a count per node (NOTE [fresh memory]). The 1 must be an
+            # int32 like the counts: with a Python int, ufunc.at leaves its fast path and is 30x slower.
+            np.subtract.at(counts, t.dec_pos[snap * _SNAP:done], _ONE)
             live = counts > 0
             dep_nodes, dep_counts = _ro(t.dep_nodes[live]), _ro(counts[live])
             waiting_nodes = _ro(t.buf_nodes[t.buffers.open_at(step)])
