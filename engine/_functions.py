@@ -621,22 +621,17 @@ class ZeroBackward0(_Generated):
             out[0] = F.zeros_like_data(grad)
 
 
-class FillBackward2(_Generated):
-    """fill_ with a number."""
+class FillBackward2(ZeroBackward0):
+    """fill_ with a number: zero_'s formula."""
+    __slots__ = ()
+
+
+class FillBackward3(ZeroBackward0):
+    """fill_ with a 0-dim tensor: zero_'s formula, and the value gets the sum of the grad."""
     __slots__ = ()
 
     def formulas(self, grad, out):
-        if self.should_compute_output(0):
-            out[0] = F.zeros_like_data(grad)
-
-
-class FillBackward3(_Generated):
-    """fill_ with a 0-dim tensor: the value gets the sum of the grad."""
-    __slots__ = ()
-
-    def formulas(self, grad, out):
-        if self.should_compute_output(0):
-            out[0] = F.zeros_like_data(grad)
+        super().formulas(grad, out)
         if self.should_compute_output(1):
             out[1] = F.sum(grad, None, False, None)
 
