@@ -160,8 +160,8 @@ def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
 
 add_ = _arithmetic(_ops.add)
 sub_ = _arithmetic(_ops.sub)
-mul_ = _arithmetic(lambda a, b: _ops.mul(a, b), saves_self=True)
-div_ = _arithmetic(lambda a, b: _ops.div(a, b), saves_self=True)
+mul_ = _arithmetic(_ops.mul, saves_self=True)
+div_ = _arithmetic(_ops.div, saves_self=True)
 
 METHODS = {
     "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "zero_": zero_, "fill_": _fill_value,
