@@ -23,6 +23,7 @@ import numpy as np
 
 from . import _functions as fn
 from . import _ops, _version
+from ._node import _TYPE_NAMES
 from ._ops._common import needs_grad, record
 from ._tensor import Tensor, make_tensor
 
@@ -30,7 +31,7 @@ ERR_LEAF = "a leaf Variable that requires grad is being used in an in-place oper
 ERR_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
                "location. Please clone() the tensor before performing the operation.")
 _NUMBER = (int, float, bool, np.number)
-_TYPE = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+_TYPE = {dtype: name.removesuffix("Tensor") for dtype, name in _TYPE_NAMES.items()}  # "float32" -> "Float"
 
 
 def _records(self: Tensor, operands: tuple) -> bool:
