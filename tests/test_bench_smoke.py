@@ -8,15 +8,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _run_bench(tmp_path: Path, script: str, *args: str, timeout: int = 300) -> tuple[str, dict]:
+    """Run `bench/<script> ARGS --json FILE`; check it exited 0; return its stdout and the JSON it wrote."""
+    out = tmp_path / f"{Path(script).stem}.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, json.loads(out.read_text())
+
+
 def test_bench_quick_writes_json(tmp_path):
     """`bench/engine.py --quick --json` runs and writes positive µs/node for every graph and config."""
-    out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "engine.py"), "--quick", "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert "µs/node" in proc.stdout
+    stdout, data = _run_bench(tmp_path, "engine.py", "--quick")
+    assert "µs/node" in stdout
 
-    data = json.loads(out.read_text())
     assert {"meta", "targets", "graphs", "results", "checks"} <= set(data)
     assert set(data["graphs"]) == {"chain", "mlp"}
     for graph in data["graphs"].values():
@@ -37,13 +42,9 @@ def test_bench_quick_writes_json(tmp_path):
 
 def test_threads_bench_quick_writes_json(tmp_path):
     """`bench/threads.py --quick --json` runs and writes positive timings for hops, reentrant and nested calls."""
-    out = tmp_path / "threads.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "threads.py"), "--quick", "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert "µs/hop" in proc.stdout and "WARNING" not in proc.stdout
+    stdout, data = _run_bench(tmp_path, "threads.py", "--quick")
+    assert "µs/hop" in stdout and "WARNING" not in stdout
 
-    data = json.loads(out.read_text())
     assert {"meta", "hops", "reentrant", "nested"} <= set(data)
     timing = {"reps", "times_ms", "median_ms", "min_ms"}
 
@@ -80,13 +81,9 @@ def test_threads_bench_quick_writes_json(tmp_path):
 
 def test_tracer_bench_quick_writes_json(tmp_path):
     """`bench/tracer.py --quick --json` runs and writes positive overhead, size, save/load and seek figures."""
-    out = tmp_path / "tracer.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "tracer.py"), "--quick", "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert "state_at p99" in proc.stdout
+    stdout, data = _run_bench(tmp_path, "tracer.py", "--quick")
+    assert "state_at p99" in stdout
 
-    data = json.loads(out.read_text())
     assert {"meta", "targets", "overhead", "big_trace", "memory", "io", "seek", "checks"} <= set(data)
 
     o = data["overhead"]
@@ -118,24 +115,20 @@ def test_tracer_bench_quick_writes_json(tmp_path):
 
 def test_tui_bench_tiny_writes_json(tmp_path):
     """`bench/tui.py` on a tiny trace prints its rows and writes first-paint, step and jump timings."""
-    out = tmp_path / "tui.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "tui.py"), "--quick", "--nodes", "300",
-                           "--repeats", "3", "--reps", "1", "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    stdout, data = _run_bench(tmp_path, "tui.py", "--quick", "--nodes", "300", "--repeats", "3", "--reps", "1",
+                              timeout=120)
 
     rows = {}  # the closing table: "name   12.34 ms   <= 22 ms  met"
-    for line in proc.stdout.splitlines():
+    for line in stdout.splitlines():
         if line.endswith((" met", " NOT met", " info")) and " ms" in line:
             name, value = line.split(" ms")[0].rsplit(None, 1)
             rows[name.strip()] = float(value)
     for name in ("first paint, direct (median)", "step l, direct p95", "step n, direct p95",
                  "jump warm, direct p95", "jump cold, direct p95"):
-        assert rows.get(name, 0) > 0, (name, proc.stdout)
+        assert rows.get(name, 0) > 0, (name, stdout)
     for name in ("overhead: unbound key, pilot", "overhead: pause, pilot", "step l, pilot minus overhead"):
-        assert name in proc.stdout
+        assert name in stdout
 
-    data = json.loads(out.read_text())
     assert {"meta", "targets", "trace", "first_paint", "interaction", "checks", "info"} <= set(data)
     assert data["trace"]["nodes"] >= 300 and data["trace"]["events"] >= 3_000
     first = data["first_paint"]
@@ -154,18 +147,14 @@ def test_tui_bench_tiny_writes_json(tmp_path):
 
 def test_export_bench_tiny_writes_json(tmp_path):
     """`bench/export.py` on tiny graphs prints its rows and writes agdb, make_dot and layout timings."""
-    out = tmp_path / "export.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "export.py"), "--quick", "--sizes", "300,1200",
-                           "--chain-nodes", "1500", "--reps", "1", "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    stdout, data = _run_bench(tmp_path, "export.py", "--quick", "--sizes", "300,1200", "--chain-nodes", "1500",
+                              "--reps", "1", timeout=120)
 
     rows = {}  # the closing table: "name   12.34 ms   >= 10.0x  met"
-    for line in proc.stdout.splitlines():
+    for line in stdout.splitlines():
         if line.endswith((" met", " NOT met", " info")) and line.split()[0].endswith(":"):
             name, value = line[:42].strip(), line[42:54].split()[0]
             rows[name] = float(value.rstrip("x"))
-    data = json.loads(out.read_text())
     assert {"meta", "targets", "graphs", "chain", "checks", "info", "table"} <= set(data)
     assert [g["wanted"] for g in data["graphs"]] == [300, 1200]
     torch_ok = data["meta"]["torchviz"] is not None
@@ -182,6 +171,6 @@ def test_export_bench_tiny_writes_json(tmp_path):
     assert data["chain"]["nodes"] == 1500
     assert data["chain"]["full"]["status"] == data["chain"]["collapsed"]["status"] == "ok"
     assert data["chain"]["recursion_limit"] == data["meta"]["default_recursion_limit"]
-    assert "agdb picture, default recursion limit" in proc.stdout
+    assert "agdb picture, default recursion limit" in stdout
     for check in data["checks"]:
         assert check["value"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)
