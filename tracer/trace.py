@@ -29,6 +29,7 @@ from .recorder import (
     seq_decode,
     source_line,
 )
+from .schema import Kind, Provenance
 
 SUMMARY_KINDS = (K_NSTART, K_NFINISH, K_CAPTURED, K_ACCUM)
 """Kinds whose events own a group of tensor summaries, in step order."""
@@ -127,6 +128,20 @@ class Trace:
             yield _decode(self, step)
 
     @property
+    def source(self) -> str:
+        """What wrote this trace: `engine` (agdb's engine), `torch` (the bridge), or a tool's or test's name."""
+        return str(self.meta.get("source", "engine"))
+
+    def provenance(self, kind: Kind) -> Provenance:
+        """Whether this trace's source observed events of `kind`, reconstructed them with agdb's model of the
+        engine, or cannot provide them at all (then their absence says nothing about what happened)."""
+        known = self.meta.get("provenance")
+        if not isinstance(known, dict):
+            return "observed"  # a trace that does not say: the engine's own recorder sees everything
+        found = known.get(kind.name.lower(), "missing")
+        return found if found in ("observed", "reconstructed") else "missing"
+
+    @property
     def num_nodes(self) -> int:
         """How many nodes the node table holds."""
         return len(self.columns["node_name"])
@@ -150,6 +165,10 @@ class Trace:
     def node_name(self, index: int) -> str:
         """A node's name (fast path for displays)."""
         return self.strings[self.columns["node_name"][index]] if index >= 0 else ""
+
+    def event_node(self, step: int) -> int:
+        """The node event `step` names, or -1 (cheaper than decoding the whole event)."""
+        return int(self.columns["ev_node"][step])
 
     def node_brief(self, index: int) -> tuple[str, int, int]:
         """(name, seq_nr, topological_nr) of a node, read from the columns: for a list's rows, where

@@ -56,7 +56,7 @@ class EventLog(LazyList):
         return index  # an event's line never changes
 
     def node_at_row(self, index: int) -> int | None:
-        node = int(self.trace.columns["ev_node"][index])
+        node = self.trace.event_node(index)
         return node if node >= 0 else None
 
     def action_select(self) -> None:
