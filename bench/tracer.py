@@ -85,9 +85,9 @@ import numpy as np  # noqa: E402
 
 import engine  # noqa: E402
 from tracer import tracefile  # noqa: E402
-from tracer.events import KIND_CODES, GraphTaskStarted  # noqa: E402
 from tracer.recorder import Recorder  # noqa: E402
 from tracer.replay import Replay  # noqa: E402
+from tracer.schema import Kind  # noqa: E402
 
 OVERHEAD_TARGET = 1.5
 """Recorded / unrecorded time, every event recorded."""
@@ -177,7 +177,7 @@ def run_recorded(chains: int, length: int, collect: bool = False) -> tuple[dict,
 def _forward_events(recorder: Any, trace: Any) -> int:
     """Events before the backward's GraphTaskStarted (the forward's SeqNrBumped and NodeCreated)."""
     kinds = np.asarray(trace.columns["ev_kind"])
-    started = np.flatnonzero(kinds == KIND_CODES[GraphTaskStarted])
+    started = np.flatnonzero(kinds == Kind.GRAPH_TASK_STARTED)
     return int(started[0]) if len(started) else len(trace)
 
 
@@ -268,7 +268,9 @@ def buffer_estimate(recorder: Any) -> dict:
            "rows_bytes_per_event": list_bytes / n + tuple_mean,
            "rows_with_ints_bytes_per_event": list_bytes / n + tuple_mean + boxed_mean}
     side: dict[str, float] = {}
-    for name, value in vars(recorder).items():  # every other buffer: summaries, node table, payloads, ...
+    builder = vars(recorder.builder)  # the Recorder writes through a TraceBuilder; its own dicts are aliases or small
+    own = {k: v for k, v in vars(recorder).items() if not any(v is b for b in builder.values())}
+    for name, value in {**builder, **own}.items():  # every other buffer: summaries, node table, payloads, ...
         if name == "rows" or not isinstance(value, (list, dict)) or not value:
             continue
         items = list(value.items()) if isinstance(value, dict) else value

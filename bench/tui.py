@@ -95,8 +95,9 @@ from app.app import AgdbApp  # noqa: E402
 from app.screens.step import StepScreen  # noqa: E402
 from tracer import culprits as culprits_mod  # noqa: E402
 from tracer import tracefile  # noqa: E402
-from tracer.recorder import K_NSTART, Recorder  # noqa: E402
+from tracer.recorder import Recorder  # noqa: E402
 from tracer.replay import Replay  # noqa: E402
+from tracer.schema import Kind  # noqa: E402
 
 bench_tracer = load_bench_module("tracer")
 
@@ -294,7 +295,7 @@ def _init_parts(trace: Any) -> dict:
     t0 = _now()
     Replay(trace)
     t1 = _now()
-    trace.steps_of(K_NSTART)
+    trace.steps_of(Kind.NODE_STARTED)
     t2 = _now()
     culprits_mod.of_trace(trace)
     t3 = _now()
@@ -310,7 +311,7 @@ PILOT = ("overhead: unbound key", "overhead: pause", "step l", "step n", "jump w
 async def _interaction(trace: Any, repeats: int) -> dict:
     rng = random.Random(0)
     n = len(trace)
-    node_steps = trace.steps_of(K_NSTART)
+    node_steps = trace.steps_of(Kind.NODE_STARTED)
     last_node_step = int(node_steps[-1]) if len(node_steps) else 0
     direct: dict[str, list[list[int]]] = {name: [] for name in DIRECT}
     pilot_ns: dict[str, list[int]] = {name: [] for name in PILOT}

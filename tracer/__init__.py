@@ -4,8 +4,10 @@ Imports numpy, the standard library and the engine's observer API; never textual
 """
 from __future__ import annotations
 
-from . import events
+from . import events, schema
+from .builder import TraceBuilder
 from .recorder import Recorder, record
+from .schema import Kind
 from .trace import NodeInfo, Trace
 
-__all__ = ["Recorder", "record", "Trace", "NodeInfo", "events"]
+__all__ = ["Recorder", "record", "Trace", "TraceBuilder", "NodeInfo", "Kind", "events", "schema"]

@@ -10,9 +10,9 @@ from typing import Literal
 
 import numpy as np
 
-from .recorder import K_BUMP, K_ERROR, K_NSTART, K_PUSH
+from .schema import SUMMARY_KINDS, Kind
 from .search import is_number, nodes_with_seq
-from .trace import SUMMARY_KINDS, Trace
+from .trace import Trace
 
 BreakpointKind = Literal["node", "seq_nr", "push", "nan", "error"]
 KINDS: tuple[BreakpointKind, ...] = ("node", "seq_nr", "push", "nan", "error")
@@ -59,12 +59,8 @@ def parse(text: str) -> Breakpoint:
 
 
 def hits(trace: Trace, bp: Breakpoint) -> np.ndarray:
-    """The steps at which `bp` stops, in order (cached on the trace)."""
-    cache = trace.__dict__.setdefault("_breakpoint_hits", {})
-    found = cache.get(bp)
-    if found is None:
-        found = cache[bp] = _HITS[bp.kind](trace, bp.value)
-    return found
+    """The steps at which `bp` stops, in order (kept in the trace's index)."""
+    return trace.index.memo(("breakpoint", bp), lambda: _HITS[bp.kind](trace, bp.value))
 
 
 def next_hit(trace: Trace, breakpoints: list[Breakpoint], step: int,
@@ -94,16 +90,16 @@ def _steps_at_nodes(trace: Trace, steps: np.ndarray, nodes: np.ndarray) -> np.nd
 
 
 def _node_hits(trace: Trace, name: str) -> np.ndarray:
-    return _steps_at_nodes(trace, trace.steps_of(K_NSTART), _nodes_named(trace, name))
+    return _steps_at_nodes(trace, trace.steps_of(Kind.NODE_STARTED), _nodes_named(trace, name))
 
 
 def _seq_hits(trace: Trace, value: str) -> np.ndarray:
     nodes = nodes_with_seq(trace, int(value))
-    return _steps_at_nodes(trace, trace.steps_of(K_BUMP, K_NSTART), nodes)
+    return _steps_at_nodes(trace, trace.steps_of(Kind.SEQ_NR_BUMPED, Kind.NODE_STARTED), nodes)
 
 
 def _push_hits(trace: Trace, name: str) -> np.ndarray:
-    steps = trace.steps_of(K_PUSH)
+    steps = trace.steps_of(Kind.TASK_PUSHED)
     return _steps_at_nodes(trace, steps, _nodes_named(trace, name)) if name else steps
 
 
@@ -115,7 +111,7 @@ def _nan_hits(trace: Trace, value: str) -> np.ndarray:
 
 
 def _error_hits(trace: Trace, value: str) -> np.ndarray:
-    return trace.steps_of(K_ERROR)
+    return trace.steps_of(Kind.ERROR_RAISED)
 
 
 _HITS = {"node": _node_hits, "seq_nr": _seq_hits, "push": _push_hits, "nan": _nan_hits, "error": _error_hits}

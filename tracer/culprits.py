@@ -1,7 +1,7 @@
 """Culprits: which Python line bumped the thread's sequence number, from X to Y.
 
-Imports the standard library only. `logging.getLogger("agdb.seq_nr")`, when enabled for INFO, gets one
-line per increment while a Recorder or `watch()` is attached, e.g.
+Never imports textual or rich; imports the engine only inside `watch()`. `logging.getLogger("agdb.seq_nr")`,
+when enabled for INFO, gets one line per increment while a Recorder or `watch()` is attached, e.g.
 `seq_nr 41 -> 42 by MulBackward0 at model.py:17 in forward: y = x * w`.
 """
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 from .events import SeqNrBumped
+from .frames import user_frame
+from .schema import Kind
 
 logger = logging.getLogger("agdb.seq_nr")
 
@@ -52,10 +54,8 @@ class TraceCulprits(Sequence[Culprit]):
     """The increments of a trace as a sequence whose items are decoded when read (for traces of any size)."""
 
     def __init__(self, trace: Any) -> None:
-        from .recorder import K_BUMP
-
         self.trace = trace
-        self.steps = trace.steps_of(K_BUMP)
+        self.steps = trace.steps_of(Kind.SEQ_NR_BUMPED)
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -68,10 +68,7 @@ class TraceCulprits(Sequence[Culprit]):
 
 def of_trace(trace: Any) -> list[Culprit]:
     """Every increment recorded in `trace`, in order."""
-    from .recorder import K_BUMP
-
-    steps = (trace.columns["ev_kind"] == K_BUMP).nonzero()[0]
-    return [from_event(trace[int(s)]) for s in steps]
+    return [from_event(trace[int(s)]) for s in trace.steps_of(Kind.SEQ_NR_BUMPED)]
 
 
 def log_bump(node: Any, seq_nr: int, frame: Any) -> None:
@@ -90,8 +87,6 @@ class _Watcher:
 
     def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
         if logger.isEnabledFor(logging.INFO):
-            from .recorder import user_frame
-
             log_bump(node, seq_nr, user_frame())
 
 

@@ -13,8 +13,8 @@ import numpy as np
 
 from .graph_views import Folding, edges, focus_nodes, fold_chains, no_folding
 from .node_states import STATE_CODE, STATES, node_states
-from .recorder import K_DEPS, K_EXEC, K_NSTART
 from .replay import EngineState, Replay
+from .schema import Kind
 from .trace import Trace, forward_op
 
 View = Literal["backward", "forward", "joint"]
@@ -110,7 +110,7 @@ def _final_states(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     n = trace.num_nodes
     c = trace.columns
     codes = np.full(n, STATE_CODE["unreached"], dtype=np.int8)
-    ran = np.asarray(c["ev_node"][trace.steps_of(K_NSTART)], dtype=np.int64)
+    ran = np.asarray(c["ev_node"][trace.steps_of(Kind.NODE_STARTED)], dtype=np.int64)
     order = np.full(n, -1, dtype=np.int64)
     order[ran] = np.arange(len(ran))
     for task_rows, code in _why_not_run(trace):
@@ -126,11 +126,11 @@ def _why_not_run(trace: Trace) -> list[tuple[np.ndarray, int]]:
     c = trace.columns
     out = []
     needed_by_task = {}
-    for row, s in enumerate(trace.steps_of(K_EXEC).tolist()):
+    for row, s in enumerate(trace.steps_of(Kind.EXEC_INFO_COMPUTED).tolist()):
         lo, hi = int(c["needed_start"][row]), int(c["needed_start"][row + 1])
         clo, chi = int(c["captured_start"][row]), int(c["captured_start"][row + 1])
         needed_by_task[int(c["ev_task"][s])] = np.concatenate([c["needed_node"][lo:hi], c["captured_node"][clo:chi]])
-    for row, s in enumerate(trace.steps_of(K_DEPS).tolist()):
+    for row, s in enumerate(trace.steps_of(Kind.DEPENDENCIES_COMPUTED).tolist()):
         task = int(c["ev_task"][s])
         if task in needed_by_task:
             lo, hi = int(c["deps_start"][row]), int(c["deps_start"][row + 1])

@@ -1,6 +1,6 @@
 """Trace events: frozen records of ints, strs and tuples, one type per kind of engine event.
 
-Imports the standard library only; never the engine, textual or rich. A record never holds a live engine
+Never imports the engine, textual or rich. A record never holds a live engine
 object: a node appears as its index in the trace's node table (`node`) and its name, a tensor as a
 TensorSummary. `thread` indexes `Trace.threads`; `graph_task` numbers the trace's graph tasks 1, 2, ... in
 the order they appear (0 outside backward). Records define `__rich_repr__` (a plain generator) so a
@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Iterator, Union
 
-UINT64_MAX = 2**64 - 1
+from .schema import HOOK_KINDS, UINT64_MAX, Kind
+
+__all__ = ["HOOK_KINDS", "UINT64_MAX"]  # re-exported: older code reads them here
 
 
 class _Repr:
@@ -242,10 +244,10 @@ Event = Union[SeqNrBumped, NodeCreated, GraphTaskStarted, DependenciesComputed, 
               TaskPopped, BufferWritten, HookRan, NodeStarted, NodeFinished, GradCaptured, GradAccumulated,
               ErrorRaised, GraphTaskFinished]
 
-KINDS: tuple[type, ...] = (SeqNrBumped, NodeCreated, GraphTaskStarted, DependenciesComputed, ExecInfoComputed,
-                           TaskPushed, TaskPopped, BufferWritten, HookRan, NodeStarted, NodeFinished, GradCaptured,
-                           GradAccumulated, ErrorRaised, GraphTaskFinished)
-"""Every event type; an event's kind code in a trace is its index here. Append only: saved traces use it."""
-
-KIND_CODES = {cls: i for i, cls in enumerate(KINDS)}
-HOOK_KINDS = ("tensor_pre", "retains_grad", "pre", "post", "post_accumulate_grad")
+EVENT_TYPES: dict[Kind, type] = dict(zip(Kind, (
+    SeqNrBumped, NodeCreated, GraphTaskStarted, DependenciesComputed, ExecInfoComputed, TaskPushed, TaskPopped,
+    BufferWritten, HookRan, NodeStarted, NodeFinished, GradCaptured, GradAccumulated, ErrorRaised,
+    GraphTaskFinished), strict=True))
+"""The record type of each kind."""
+KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in EVENT_TYPES.items()}
+"""The kind of each record type: `KIND_OF[type(event)]`."""

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .recorder import K_BUMP, K_CREATED, K_FINISHED, K_STARTED_TASK
-from .replay import _index_runs
-from .trace import Trace, first_positions
+from .indexes import first_positions
+from .schema import Kind
+from .trace import Trace
 
 # NOTE [seq_nr anomalies]
 # - accumulate: an AccumulateGrad. It takes no seq_nr (it holds 2**64-1 so that it runs as early as it
@@ -31,7 +31,6 @@ FLAGS = ("accumulate", "engine", "in_backward", "no_graph", "other_thread")
 """Flag names; flag i is bit i of ForwardMap.flags."""
 ENGINE_MADE = ("GraphRoot", "Identity", "DelayedError", "UndefinedGrad", "UndefinedGradBackward")
 """Nodes the engine makes that take a seq_nr from the counter (facts §1.4)."""
-_UINT64_MAX = 2**64 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +96,7 @@ def _flags(trace: Trace, created: np.ndarray) -> np.ndarray:
     flags |= is_accumulate.astype(np.uint8) << 0
     flags |= is_engine.astype(np.uint8) << 1
     ev_node, ev_thread = c["ev_node"], c["ev_thread"]
-    made_steps = trace.steps_of(K_BUMP, K_CREATED)
+    made_steps = trace.steps_of(Kind.SEQ_NR_BUMPED, Kind.NODE_CREATED)
     # The first bump or creation of each node: its step and its thread.
     at = first_positions(ev_node[made_steps], n)
     known = at >= 0
@@ -105,9 +104,9 @@ def _flags(trace: Trace, created: np.ndarray) -> np.ndarray:
     first_thread = np.where(known, ev_thread[made_steps[np.maximum(at, 0)]], 0).astype(np.int64)
     flags |= (known & _inside_backward(trace, np.where(known, first, created), first_thread)).astype(np.uint8) << 2
     bumped = np.zeros(n, bool)
-    bumped[ev_node[trace.steps_of(K_BUMP)]] = True
+    bumped[ev_node[trace.steps_of(Kind.SEQ_NR_BUMPED)]] = True
     in_graph = np.zeros(n, bool)
-    in_graph[ev_node[trace.steps_of(K_CREATED)]] = True
+    in_graph[ev_node[trace.steps_of(Kind.NODE_CREATED)]] = True
     # A node is in a graph when it was created with edges or when another node points at it.
     children = c["edge_child"]
     in_graph[children[children >= 0]] = True
@@ -119,13 +118,13 @@ def _flags(trace: Trace, created: np.ndarray) -> np.ndarray:
 def _inside_backward(trace: Trace, steps: np.ndarray, threads: np.ndarray) -> np.ndarray:
     """Whether each (step, thread) lies inside a graph task started on that thread, or inside a node run."""
     c = trace.columns
-    starts_t = trace.steps_of(K_STARTED_TASK)
-    ends_t = trace.steps_of(K_FINISHED)
+    starts_t = trace.steps_of(Kind.GRAPH_TASK_STARTED)
+    ends_t = trace.steps_of(Kind.GRAPH_TASK_FINISHED)
     task_end = dict(zip(c["ev_task"][ends_t].tolist(), ends_t.tolist(), strict=True))
     t_start = starts_t
     t_end = np.array([task_end.get(int(t), len(trace)) for t in c["ev_task"][starts_t]], dtype=np.int64)
     t_thread = c["ev_thread"][starts_t].astype(np.int64)
-    r_start, r_end, r_thread, _ = _index_runs(trace)
+    r_start, r_end, r_thread, _ = trace.index.runs
     all_start = np.concatenate([t_start, r_start])
     all_end = np.concatenate([t_end, r_end])
     all_thread = np.concatenate([t_thread, r_thread])

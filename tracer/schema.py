@@ -119,3 +119,98 @@ EVENT_COLUMNS = ("ev_kind", "ev_thread", "ev_task", "ev_node", "ev_a", "ev_b")
 
 DERIVED_COLUMNS = ("node_edge_start", "sgroup_start", "s_shape_start")
 """Columns a Trace computes from stored ones when it is made; never written to a file."""
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One stored column: the table it belongs to, what its values index, and what they mean."""
+
+    name: str
+    table: str  # its rows: one per item of this table (see TABLES)
+    doc: str
+    refers: str = ""  # the table its values index ("string", "node", ...), -1 allowed when `lowest` is -1
+    lowest: int | None = None  # the least value allowed
+    optional: bool = False
+
+
+TABLES: dict[str, str] = {
+    "events": "one row per event, in step order",
+    "pushes": "one row per TaskPushed event",
+    "pops": "one row per TaskPopped event",
+    "node": "one row per node; events and edges name nodes by row",
+    "edge": "the next edges of every node, node by node (node_nedges of them each)",
+    "frame": "one row per distinct Python line",
+    "thread": "one row per thread; events name threads by row",
+    "queue": "one row per ready queue",
+    "task": "one row per GraphTaskStarted event",
+    "task_roots": "the roots of every graph task, task by task (ragged: task_roots_start)",
+    "task_inputs": "the inputs= of every graph task, task by task (ragged)",
+    "deps": "the (node, count) pairs of every DependenciesComputed event (ragged)",
+    "pruned": "the nodes each DependenciesComputed event pruned (ragged)",
+    "needed": "the nodes each ExecInfoComputed event marked needed (ragged)",
+    "captured": "the captures of each ExecInfoComputed event (ragged)",
+    "summary_group": "one row per event of a SUMMARY_KINDS kind: how many tensors it summarises",
+    "summary": "one row per tensor summary, group by group",
+    "dim": "the shape of every summarised tensor, summary by summary (s_ndim each)",
+    "string": "the string table (string_offsets, string_bytes)",
+}
+"""Every table of a trace file and what its rows are."""
+
+COLUMNS: tuple[Column, ...] = (
+    Column("ev_kind", "events", "the event's Kind", lowest=0),
+    Column("ev_thread", "events", "the thread that did the work", refers="thread", lowest=0),
+    Column("ev_task", "events", "the graph task, numbered 1, 2, ... in order of appearance; 0 outside backward",
+           lowest=0),
+    Column("ev_node", "events", "the node the event is about (see SPECS), or -1", refers="node", lowest=-1),
+    Column("ev_a", "events", "a kind's first payload (see SPECS)"),
+    Column("ev_b", "events", "a kind's second payload (see SPECS)"),
+    Column("push_seq", "pushes", "the pushed task's seq_nr (seq_code), or WAKE_UP", lowest=WAKE_UP),
+    Column("pop_push", "pops", "the step of the push this pop undoes; -1 none; -(step)-2 when stale"),
+    Column("node_name", "node", "its name, e.g. MulBackward0", refers="string", lowest=0),
+    Column("node_seq", "node", "its seq_nr (seq_code: -1 is 2**64-1)", lowest=-1),
+    Column("node_topo", "node", "its topological_nr"),
+    Column("node_device", "node", "its device, e.g. cpu, cuda:0", refers="string", lowest=0),
+    Column("node_thread", "node", "the thread that made it, or -1", refers="thread", lowest=-1),
+    Column("node_frame", "node", "the user's line that made it, or -1", refers="frame", lowest=-1),
+    Column("node_inputs", "node", "its input slots (one per output of its forward op)", lowest=0),
+    Column("node_nedges", "node", "how many next edges it has", lowest=0),
+    Column("node_stack", "node", "its forward traceback under anomaly mode, or -1", refers="string", lowest=-1,
+           optional=True),
+    Column("edge_child", "edge", "the node the edge leads to, or -1 for an undefined edge", refers="node",
+           lowest=-1),
+    Column("edge_input_nr", "edge", "the child's input slot it feeds", lowest=0),
+    Column("frame_file", "frame", "the file", refers="string", lowest=0),
+    Column("frame_line", "frame", "the line number"),
+    Column("frame_func", "frame", "the function", refers="string", lowest=0),
+    Column("frame_source", "frame", "the line's stripped text", refers="string", lowest=0),
+    Column("thread_name", "thread", "the thread's name", refers="string", lowest=0),
+    Column("queue_name", "queue", "`cuda:N`, or `cpu:T` for the CPU queue of thread row T", refers="string", lowest=0),
+    Column("task_root", "task", "its GraphRoot node", refers="node", lowest=-1),
+    Column("task_flags", "task", "bit 0 keep_graph, bit 1 create_graph, bit 2 accumulate_grad", lowest=0),
+    Column("task_depth", "task", "its reentrant depth", lowest=0),
+    Column("task_roots_node", "task_roots", "a root", refers="node", lowest=-1),
+    Column("task_roots_nr", "task_roots", "its input_nr", lowest=0),
+    Column("task_inputs_node", "task_inputs", "an input's node", refers="node", lowest=-1),
+    Column("task_inputs_nr", "task_inputs", "its input_nr", lowest=0),
+    Column("deps_node", "deps", "a counted node", refers="node", lowest=-1),
+    Column("deps_count", "deps", "its dependency count", lowest=0),
+    Column("pruned_node", "pruned", "a node not expanded because its topological_nr < min_topo_nr",
+           refers="node", lowest=-1),
+    Column("needed_node", "needed", "a node exec_info marked needed", refers="node", lowest=-1),
+    Column("captured_node", "captured", "a node whose incoming grad is captured", refers="node", lowest=-1),
+    Column("captured_input", "captured", "the input slot captured", lowest=0),
+    Column("captured_output", "captured", "the result index of autograd.grad it becomes", lowest=0),
+    Column("s_count", "summary_group", "how many tensors the event summarises", lowest=0),
+    Column("s_info", "summary", "bit 0 defined, 1 has NaN, 2 has inf, bits 3-4 preview length", lowest=0),
+    Column("s_dtype", "summary", "the dtype's name", refers="string", lowest=0),
+    Column("s_device", "summary", "the device", refers="string", lowest=0),
+    Column("s_ndim", "summary", "the number of dimensions", lowest=0),
+    Column("s_preview", "summary", "the first 3 values (float32, n x 3; NaN-padded)"),
+    Column("s_dims", "dim", "the sizes", lowest=0),
+)
+"""Every stored column except the string table's; derived ones (DERIVED_COLUMNS) are never stored."""
+
+RAGGED: dict[str, Kind] = {"task_roots": Kind.GRAPH_TASK_STARTED, "task_inputs": Kind.GRAPH_TASK_STARTED,
+                           "deps": Kind.DEPENDENCIES_COMPUTED, "pruned": Kind.DEPENDENCIES_COMPUTED,
+                           "needed": Kind.EXEC_INFO_COMPUTED, "captured": Kind.EXEC_INFO_COMPUTED}
+"""Ragged tables: `<table>_start` has one offset per event of the kind, plus one."""

@@ -3,10 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .recorder import seq_code
+from .schema import UINT64_MAX, seq_code
 from .trace import Trace
-
-_UINT64_MAX = 2**64 - 1
 
 
 def is_number(text: str) -> bool:
@@ -16,7 +14,7 @@ def is_number(text: str) -> bool:
 
 def nodes_with_seq(trace: Trace, seq: int) -> np.ndarray:
     """Nodes whose seq_nr is `seq` (2**64-1 is AccumulateGrad's and Error's; no other seq reaches 2**63)."""
-    if seq >= 2**63 and seq != _UINT64_MAX:
+    if seq >= 2**63 and seq != UINT64_MAX:
         return np.zeros(0, dtype=np.int64)
     return np.flatnonzero(trace.columns["node_seq"] == seq_code(seq))
 

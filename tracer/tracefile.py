@@ -1,6 +1,7 @@
 """The .agdb trace file: versioned, self-describing, columnar, never pickle, written atomically.
 
-Imports numpy and the standard library only.
+Never imports the engine, textual or rich. The columns and what they mean are in `tracer.schema` and
+docs/trace-format.md; loading checks a file against that schema.
 
 Layout: the magic line `AGDB-TRACE\\n`, an 8-byte little-endian header length, the header's CRC-32 (4
 bytes), a JSON header, then each
@@ -21,11 +22,15 @@ from typing import Callable
 
 import numpy as np
 
-from .trace import DERIVED_COLUMNS, EVENT_COLUMNS, SUMMARY_KINDS, Trace
+from .schema import COLUMNS, DERIVED_COLUMNS, EVENT_COLUMNS, HOOK_KINDS, NODE_KINDS, RAGGED, SUMMARY_KINDS, Kind
+from .trace import Trace
 
 MAGIC = b"AGDB-TRACE\n"
-FORMAT_VERSION = 1
-"""Bumped whenever the layout or a column's meaning changes; older readers refuse newer files."""
+FORMAT_VERSION = 2
+"""Bumped whenever the layout or a column's meaning changes; older readers refuse newer files. Version 2
+dropped the thread idents (a trace must not depend on them) and added the source and provenance to `meta`;
+version 1 files still load."""
+_READABLE = (1, 2)
 
 _ALLOWED_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "float32", "float64", "bool"}
 _MAX_HEADER = 64 * 1024 * 1024
@@ -121,10 +126,11 @@ def loads(data: bytes, name: str = "<bytes>") -> Trace:
         raise TraceFormatError(f"{name}: the header is not valid JSON ({e}): corrupt file") from None
     body = memoryview(data)[pos + header_len:]
     version = header.get("format_version") if isinstance(header, dict) else None
-    if version != FORMAT_VERSION:
+    if version not in _READABLE:
         raise TraceFormatError(f"{name}: trace format version {version!r} is not supported (this agdb reads "
                                f"version {FORMAT_VERSION}); record the trace again with this version")
     columns = _read_columns(header, body, name)
+    columns.pop("thread_ident", None)  # version 1 kept the threads' idents, which nothing reads now
     strings = _read_strings(columns.pop("string_offsets"), columns.pop("string_bytes"), name)
     _check_structure(columns, len(strings), header, name)
     meta = header.get("meta") if isinstance(header.get("meta"), dict) else {}
@@ -179,94 +185,75 @@ def _read_strings(offsets: np.ndarray, blob: np.ndarray, name: str) -> list[str]
         raise TraceFormatError(f"{name}: the string table is not valid UTF-8") from None
 
 
-def _bounded(columns: dict, col: str, low: int, high: int, name: str) -> None:
-    arr = columns.get(col)
-    if arr is None:
-        raise TraceFormatError(f"{name}: the trace lacks column {col}")
-    if arr.size and (int(arr.min()) < low or int(arr.max()) >= high):
-        raise TraceFormatError(f"{name}: column {col} holds values outside [{low}, {high})")
-
-
 def _check_structure(c: dict, num_strings: int, header: dict, name: str) -> None:
-    from .events import (
-        KIND_CODES,
-        KINDS,
-        DependenciesComputed,
-        ExecInfoComputed,
-        GraphTaskStarted,
-        TaskPopped,
-        TaskPushed,
-    )
+    """Check the columns against the schema: each present, 1-D, as long as its table, every index in range."""
+    def bad(what: str) -> TraceFormatError:
+        return TraceFormatError(f"{name}: {what}")
 
-    n = len(c["ev_kind"])
-    if header.get("num_events") != n or any(len(c[col]) != n for col in EVENT_COLUMNS):
-        raise TraceFormatError(f"{name}: the event columns disagree on the number of events")
-    num_nodes = len(c["node_name"])
-    _bounded(c, "ev_kind", 0, len(KINDS), name)
-    _bounded(c, "ev_node", -1, max(num_nodes, 1), name)
-    _bounded(c, "ev_thread", 0, max(len(c.get("thread_ident", ())), 1), name)
-    for col in ("node_name", "node_device", "frame_file", "frame_func", "frame_source", "thread_name",
-                "queue_name", "s_dtype", "s_device"):
-        _bounded(c, col, 0, max(num_strings, 1), name)
-    if "node_stack" in c:  # optional: written only for traces recorded under anomaly mode
-        _bounded(c, "node_stack", -1, max(num_strings, 1), name)
-    _bounded(c, "node_frame", -1, max(len(c.get("frame_file", ())), 1), name)
-    _bounded(c, "edge_child", -1, max(num_nodes, 1), name)
-    for col in ("deps_node", "pruned_node", "needed_node", "captured_node", "task_root", "task_roots_node",
-                "task_inputs_node"):
-        _bounded(c, col, -1, max(num_nodes, 1), name)
+    for col in COLUMNS:
+        arr = c.get(col.name)
+        if arr is None:
+            if col.optional:
+                continue
+            raise bad(f"the trace lacks column {col.name}")
+        want_dims = 2 if col.name == "s_preview" else 1
+        if arr.ndim != want_dims or (want_dims == 2 and arr.shape[1] != 3):
+            raise bad(f"column {col.name} has shape {list(arr.shape)}")
+        if (col.name == "s_preview") != (arr.dtype.kind == "f"):
+            raise bad(f"column {col.name} has dtype {arr.dtype.name}")
+        if col.lowest is not None and arr.size and int(arr.min()) < col.lowest:
+            raise bad(f"column {col.name} holds values below {col.lowest}")
     kinds = c["ev_kind"]
-    counts = np.bincount(kinds, minlength=len(KINDS))
-    for count_col, items_col in (("node_nedges", "edge_child"), ("s_count", "s_info"), ("s_ndim", "s_dims")):
-        if count_col not in c or items_col not in c or int(np.asarray(c[count_col], dtype=np.int64).sum()) != \
-                len(c[items_col]) or (len(c[count_col]) and int(c[count_col].min()) < 0):
-            raise TraceFormatError(f"{name}: {count_col} does not add up to the length of {items_col}")
-    owners = [("push_seq", [KIND_CODES[TaskPushed]]), ("pop_push", [KIND_CODES[TaskPopped]]),
-              ("task_root", [KIND_CODES[GraphTaskStarted]]), ("s_count", list(SUMMARY_KINDS))]
-    for col, kind_list in owners:
-        if len(c.get(col, ())) != int(sum(counts[k] for k in kind_list)):
-            raise TraceFormatError(f"{name}: column {col} does not match the number of its events")
-    for ragged, kind in (("deps", DependenciesComputed), ("pruned", DependenciesComputed),
-                         ("needed", ExecInfoComputed), ("captured", ExecInfoComputed),
-                         ("task_roots", GraphTaskStarted), ("task_inputs", GraphTaskStarted)):
-        start = c.get(f"{ragged}_start")
-        first_field = next((k for k in c if k.startswith(ragged + "_") and k != f"{ragged}_start"), None)
-        if start is None or first_field is None or len(start) != counts[KIND_CODES[kind]] + 1 or start[0] != 0 \
-                or start[-1] != len(c[first_field]) or (len(start) > 1 and (np.diff(start) < 0).any()):
-            raise TraceFormatError(f"{name}: the ragged table {ragged} is corrupt")
-    _check_event_fields(c, kinds, num_strings, name)
-    pushes = np.flatnonzero(kinds == KIND_CODES[TaskPushed])
-    pops = c.get("pop_push")
-    if pops is not None and len(pops):
+    n = len(kinds)
+    if header.get("num_events") != n:
+        raise bad("the header and the event columns disagree on the number of events")
+    if n and int(kinds.max()) >= len(Kind):
+        raise bad(f"an event has an unknown kind (step {int(np.flatnonzero(kinds >= len(Kind))[0])})")
+    counts = np.bincount(kinds, minlength=len(Kind))
+    sizes = {"events": n, "pushes": counts[Kind.TASK_PUSHED], "pops": counts[Kind.TASK_POPPED],
+             "node": len(c["node_name"]), "frame": len(c["frame_file"]), "thread": len(c["thread_name"]),
+             "queue": len(c["queue_name"]), "task": counts[Kind.GRAPH_TASK_STARTED],
+             "summary_group": int(sum(counts[k] for k in SUMMARY_KINDS)), "string": num_strings,
+             "edge": int(c["node_nedges"].sum(dtype=np.int64)), "summary": int(c["s_count"].sum(dtype=np.int64)),
+             "dim": int(c["s_ndim"].sum(dtype=np.int64))}
+    for table, kind in RAGGED.items():
+        start = c.get(f"{table}_start")
+        if start is None or start.ndim != 1 or len(start) != counts[kind] + 1 or start[0] != 0 or \
+                (len(start) > 1 and (np.diff(start) < 0).any()):
+            raise bad(f"the ragged table {table} is corrupt")
+        sizes[table] = int(start[-1])
+    for col in COLUMNS:
+        arr = c.get(col.name)
+        if arr is None:
+            continue
+        if len(arr) != sizes[col.table]:
+            raise bad(f"column {col.name} has {len(arr)} rows but its table ({col.table}) has {sizes[col.table]}")
+        if col.refers and arr.size and int(arr.max()) >= sizes[col.refers]:
+            raise bad(f"column {col.name} names a {col.refers} that does not exist")
+    _check_event_fields(c, kinds, sizes, name)
+    pops = c["pop_push"]
+    if len(pops):
         origin = np.where(pops < -1, -pops - 2, pops)
+        pushes = np.flatnonzero(kinds == Kind.TASK_PUSHED)
         if int(origin.max()) >= n or int(origin.min()) < -1 or not np.isin(origin[origin >= 0], pushes).all():
-            raise TraceFormatError(f"{name}: a TaskPopped points at no TaskPushed")
+            raise bad("a TaskPopped points at no TaskPushed")
 
 
-def _check_event_fields(c: dict, kinds: np.ndarray, num_strings: int, name: str) -> None:
-    """Per-kind ranges of ev_node, ev_a and ev_b, so a consistent-looking file cannot crash a replay."""
-    from . import events as ev
-
-    code = ev.KIND_CODES
-    needs_node = [code[k] for k in (ev.SeqNrBumped, ev.NodeCreated, ev.GraphTaskStarted, ev.BufferWritten, ev.HookRan,
-                                    ev.NodeStarted, ev.NodeFinished, ev.GradCaptured, ev.GradAccumulated)]
+def _check_event_fields(c: dict, kinds: np.ndarray, sizes: dict, name: str) -> None:
+    """Per-kind ranges of ev_node, ev_a and ev_b (schema.SPECS), so a consistent-looking file cannot crash a
+    replay."""
     node, a, b = c["ev_node"], c["ev_a"], c["ev_b"]
+    strings, queues = sizes["string"], sizes["queue"]
     checks = [
-        (np.isin(kinds, needs_node) & (node < 0), "an event that needs a node has none"),
-        (c["ev_task"] < 0, "a graph task id is negative"),
-        (np.isin(kinds, [code[ev.TaskPushed], code[ev.TaskPopped]]) & ((a < 0) | (a >= len(c["queue_name"]))),
+        (np.isin(kinds, NODE_KINDS) & (node < 0), "an event that needs a node has none"),
+        (np.isin(kinds, [Kind.TASK_PUSHED, Kind.TASK_POPPED]) & ((a < 0) | (a >= queues)),
          "a queue index is out of range"),
-        ((kinds == code[ev.HookRan]) & ((a < 0) | (a >= len(ev.HOOK_KINDS)) | (b < 0) | (b >= num_strings)),
+        ((kinds == Kind.HOOK_RAN) & ((a < 0) | (a >= len(HOOK_KINDS)) | (b < 0) | (b >= strings)),
          "a hook event is out of range"),
-        ((kinds == code[ev.ErrorRaised]) & ((a < 0) | (a >= num_strings) | (b < 0) | (b >= num_strings)),
+        ((kinds == Kind.ERROR_RAISED) & ((a < 0) | (a >= strings) | (b < 0) | (b >= strings)),
          "an error event names no string"),
-        (np.isin(kinds, [code[ev.BufferWritten], code[ev.GradCaptured]]) & (a < 0), "a slot index is negative"),
+        (np.isin(kinds, [Kind.BUFFER_WRITTEN, Kind.GRAD_CAPTURED]) & (a < 0), "a slot index is negative"),
     ]
-    for bad, what in checks:
-        if bad.any():
-            raise TraceFormatError(f"{name}: {what} (step {int(np.flatnonzero(bad)[0])})")
-    for col, low in (("node_nedges", 0), ("edge_input_nr", 0), ("s_ndim", 0), ("s_dims", 0), ("task_depth", 0),
-                     ("push_seq", -2), ("deps_count", 0), ("node_inputs", 0)):
-        arr = c.get(col)
-        if arr is not None and arr.size and int(arr.min()) < low:
-            raise TraceFormatError(f"{name}: column {col} holds negative values")
+    for wrong, what in checks:
+        if wrong.any():
+            raise TraceFormatError(f"{name}: {what} (step {int(np.flatnonzero(wrong)[0])})")

@@ -16,8 +16,8 @@ from textual.worker import get_current_worker
 
 from tracer import breakpoints as bp_mod
 from tracer import culprits as culprits_mod
-from tracer.recorder import K_NSTART
 from tracer.replay import EngineState, Replay
+from tracer.schema import Kind
 from tracer.search import find_nodes
 from tracer.trace import Trace
 from widgets.culprits import CulpritsView
@@ -83,7 +83,7 @@ class StepScreen(Screen[None]):
         self.replay = Replay(trace)
         self.title_text = title
         self.script_error = script_error
-        self.node_steps = trace.steps_of(K_NSTART)
+        self.node_steps = trace.steps_of(Kind.NODE_STARTED)
         self.culprit_list = culprits_mod.TraceCulprits(trace)  # decoded row by row as the panel shows them
         self.layout_state = PanelLayout()
         self.breakpoints: list[bp_mod.Breakpoint] = []

@@ -241,9 +241,9 @@ def test_state_cache_stays_within_its_bytes_and_recomputes_what_it_evicted():
 
 @given(st.lists(st.integers(-3, 40), max_size=200), st.integers(0, 45))
 def test_first_positions_finds_each_keys_first_position(keys, size):
-    """trace.first_positions (np.minimum.at, no sort) against a plain loop: the first index of each key in
+    """indexes.first_positions (np.minimum.at, no sort) against a plain loop: the first index of each key in
     0..size-1, -1 for keys never seen; negative keys and keys past `size` are not asked for."""
-    from tracer.trace import first_positions
+    from tracer.indexes import first_positions
 
     keys = [k for k in keys if k < size]
     expected = [-1] * size

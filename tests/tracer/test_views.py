@@ -169,7 +169,7 @@ def test_other_thread_when_two_threads_take_seq_0():
 
     def worker():
         barrier.wait()
-        torch.tensor([1.0], requires_grad=True) * 2  # MulBackward0, seq 0 of this fresh thread
+        (torch.tensor([1.0], requires_grad=True) * 2).sum().backward()  # MulBackward0 takes seq 0 of this thread
         barrier.wait()
 
     def body():
@@ -190,12 +190,12 @@ def test_other_thread_when_two_threads_take_seq_0():
 def test_threads_run_one_after_the_other_are_told_apart_even_when_python_reuses_their_ident():
     """Two short-lived threads, the second started after the first ended (CPython then often hands it the
     same ident): each is its own thread row with its own name, each node names the thread that made it,
-    and both seq 0 nodes are flagged other_thread."""
+    both seq 0 nodes are flagged other_thread, and each thread's CPU queue is its own."""
     idents = []
 
     def worker():
         idents.append(threading.get_ident())
-        torch.tensor([1.0], requires_grad=True) * 2  # MulBackward0, seq 0 of this fresh thread
+        (torch.tensor([1.0], requires_grad=True) * 2).sum().backward()  # MulBackward0 takes seq 0 of this thread
 
     def body():
         for name in ("first", "second"):
@@ -209,9 +209,7 @@ def test_threads_run_one_after_the_other_are_told_apart_even_when_python_reuses_
     assert sorted(trace.threads[trace.node(n).thread][1] for n in muls) == ["first", "second"]
     fm = ForwardMap(trace)
     assert all(fm.flags_of(n) == ("other_thread",) for n in muls)
-    if idents[0] == idents[1]:  # the case this test is about: one CPU queue name for both threads
-        label = trace.queue_label(f"cpu:{idents[0]}")
-        assert "first" in label and "second" in label, label
+    assert sorted(trace.queue_label(q) for q in trace.queues) == ["cpu (first)", "cpu (second)"], idents
 
 
 def test_engine_flag_on_identity_for_unused_input():

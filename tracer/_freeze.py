@@ -1,0 +1,240 @@
+"""Freezing a TraceBuilder's buffers into a Trace's columns (see docs/trace-format.md for the columns).
+
+Never imports the engine, textual or rich.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from .frames import source_line
+from .schema import Kind, seq_code
+from .trace import Trace
+
+if TYPE_CHECKING:
+    from .builder import TraceBuilder
+
+
+def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) -> Trace:
+    """The Trace of everything `b` holds."""
+    strings = dict(b.strings)
+
+    def sid(text: str) -> int:
+        index = strings.get(text)
+        if index is None:
+            index = strings[text] = len(strings)
+        return index
+
+    threads, queues, frames, tasks, deps, exec_infos = b._tables()
+    nodes = _merge_bumps(b)
+    keys = sorted(nodes)
+    rows = b.rows
+    if progress:
+        progress(0, len(rows))
+    table = np.array(rows, dtype=np.int64) if rows else np.zeros((0, 7), dtype=np.int64)
+    kinds = table[:, 0].astype(np.uint8)
+    dense = _dense_nodes(table[:, 3], np.asarray(keys, dtype=np.int64))
+    c_col = table[:, 6]
+    pushes, pops = np.flatnonzero(kinds == Kind.TASK_PUSHED), np.flatnonzero(kinds == Kind.TASK_POPPED)
+    origin = _match_pops(table, dense, pushes, pops)
+    stale = c_col[pops] != 0
+    columns: dict[str, np.ndarray] = dict(
+        ev_kind=compact(kinds, np.uint8), ev_thread=compact(table[:, 1]),
+        ev_task=compact(_number_tasks(table[:, 2])), ev_node=compact(dense),
+        ev_a=compact(table[:, 4]), ev_b=compact(table[:, 5]),
+        push_seq=compact(c_col[pushes]), pop_push=compact(np.where(stale, -origin - 2, origin)))
+    index_of = {key: i for i, key in enumerate(keys)}
+    _side_tables(b, tasks, deps, exec_infos, index_of, sid, columns)
+    _node_table(b, nodes, keys, index_of, sid, columns)
+    columns.update(frame_file=compact([sid(f[0]) for f in frames]), frame_line=compact([f[1] for f in frames]),
+                   frame_func=compact([sid(f[2]) for f in frames]),
+                   frame_source=compact([sid(source_line(f[0], f[1]) if f[3] is None else f[3]) for f in frames]),
+                   thread_name=compact([sid(name) for name in threads]),
+                   queue_name=compact([sid(q) for q in queues]))
+    if progress:
+        progress(len(rows), len(rows))
+    ordered = sorted(strings, key=strings.__getitem__)
+    return Trace(columns, ordered, b._meta())
+
+
+def compact(values: Any, dtype: Any = None) -> np.ndarray:
+    """An integer column in the smallest dtype that holds it (keeps traces small on disk)."""
+    arr = np.asarray(values, dtype=dtype or np.int64)
+    if arr.dtype.kind in "iu" and arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        for cand in (np.int8, np.int16, np.int32, np.int64):
+            info = np.iinfo(cand)
+            if info.min <= lo and hi <= info.max:
+                arr = arr.astype(cand)
+                break
+    elif arr.dtype.kind in "iu":
+        arr = arr.astype(np.int8)
+    arr.flags.writeable = False
+    return arr
+
+
+def _dense_nodes(node_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Each row's node key as its index in the node table (ascending keys), or -1 for none."""
+    if not len(keys):
+        return np.full(len(node_keys), -1, dtype=np.int64)
+    pos = np.searchsorted(keys, node_keys)
+    ok = (node_keys > 0) & (pos < len(keys)) & (keys[np.minimum(pos, len(keys) - 1)] == node_keys)
+    return np.where(ok, pos, -1)
+
+
+def _number_tasks(ids: np.ndarray) -> np.ndarray:
+    """The source's graph task ids renumbered 1, 2, ... in order of first appearance (0 stays 0).
+
+    The engine's ids come from a process-wide counter, so the same program recorded twice in one process
+    would get different ids; a trace numbers its own graph tasks, and the same program gives the same trace.
+    """
+    dense = np.zeros_like(ids)
+    inside = ids != 0
+    uniq, first = np.unique(ids[inside], return_index=True)
+    rank = np.empty(len(uniq), dtype=ids.dtype)
+    rank[np.argsort(first, kind="stable")] = np.arange(1, len(uniq) + 1)
+    dense[inside] = rank[np.searchsorted(uniq, ids[inside])]
+    return dense
+
+
+def _match_pops(table: np.ndarray, dense: np.ndarray, pushes: np.ndarray, pops: np.ndarray) -> np.ndarray:
+    """The push step each pop undoes: the k-th pop of a (graph task, node, queue) undoes its k-th push.
+
+    Each NodeTask is pushed once and popped once, and a graph task pushes a node at most once, so FIFO
+    order per key is exact; wake-up tasks (no node) are interchangeable. Pops with no push (recording
+    began mid-backward) get -1.
+    """
+    if not len(pops):
+        return np.zeros(0, dtype=np.int64)
+    queues = int(table[:, 4].max(initial=0)) + 1
+    nodes = int(dense.max(initial=0)) + 2
+
+    def keys(steps: np.ndarray) -> np.ndarray:
+        return (table[steps, 2] * nodes + dense[steps] + 1) * queues + table[steps, 4]
+
+    def rank_within(k: np.ndarray) -> np.ndarray:
+        order = np.argsort(k, kind="stable")  # stable: equal keys stay in step order
+        sk = k[order]
+        starts = np.r_[0, np.flatnonzero(sk[1:] != sk[:-1]) + 1]
+        rank = np.empty(len(k), dtype=np.int64)
+        rank[order] = np.arange(len(sk)) - np.repeat(starts, np.diff(np.r_[starts, len(sk)]))
+        return rank
+
+    push_key, pop_key = keys(pushes), keys(pops)
+    width = max(len(pushes), len(pops)) + 1
+    push_joint = push_key * width + rank_within(push_key)
+    pop_joint = pop_key * width + rank_within(pop_key)
+    order = np.argsort(push_joint)
+    sorted_joint = push_joint[order]
+    if not len(order):
+        return np.full(len(pops), -1, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(sorted_joint, pop_joint), len(order) - 1)
+    return np.where(sorted_joint[pos] == pop_joint, pushes[order][pos], -1).astype(np.int64)
+
+
+def _merge_bumps(b: TraceBuilder) -> dict:
+    """Static node facts, with the name, number and line kept at the bump for nodes never completed."""
+    nodes = dict(b.node_facts)
+    for key, (name, seq, frame) in b.bumps.items():
+        info = nodes.get(key)
+        if info is None:
+            nodes[key] = (name, seq, 0, "cpu", -1, (), frame, 0, 0)
+        elif info[6] < 0:
+            nodes[key] = info[:6] + (frame,) + info[7:]
+    return nodes
+
+
+def _node_table(b: TraceBuilder, nodes: dict, keys: list, index_of: dict, sid: Any, columns: dict) -> None:
+    infos = [nodes[k] for k in keys]
+    flat = [edge for info in infos for edge in info[5]]
+    columns.update(
+        node_name=compact([sid(i[0]) for i in infos]),
+        node_seq=compact([seq_code(i[1]) for i in infos]),
+        node_topo=compact([i[2] for i in infos]),
+        node_device=compact([sid(i[3]) for i in infos]),
+        node_thread=compact([i[4] for i in infos]),
+        node_frame=compact([i[6] for i in infos]),
+        node_inputs=compact([i[8] for i in infos]),
+        node_nedges=compact([len(i[5]) for i in infos]),
+        edge_child=compact([index_of.get(k, -1) if k else -1 for k, _ in flat]),
+        edge_input_nr=compact([nr for _, nr in flat]),
+    )
+    if b.stacks:
+        columns["node_stack"] = compact([sid(b.stacks[k]) if k in b.stacks else -1 for k in keys])
+
+
+def _side_tables(b: TraceBuilder, tasks: list, deps: list, exec_infos: list, index_of: dict, sid: Any,
+                 columns: dict) -> None:
+    """Graph tasks, dependencies, exec_info and tensor summaries, each in its events' step order."""
+    def node(key: int) -> int:
+        return index_of.get(key, -1)
+
+    columns["task_root"] = compact([node(t[0]) for t in tasks])
+    columns["task_flags"] = compact([int(t[3]) | int(t[4]) << 1 | int(t[5]) << 2 for t in tasks])
+    columns["task_depth"] = compact([t[6] for t in tasks])
+    _ragged_columns(columns, "task_roots", [[(node(u), nr) for u, nr in t[1]] for t in tasks], ("node", "nr"))
+    _ragged_columns(columns, "task_inputs", [[(node(u), nr) for u, nr in t[2]] for t in tasks], ("node", "nr"))
+    _ragged_columns(columns, "deps", [[(node(u), n) for u, n in d[0]] for d in deps], ("node", "count"))
+    _ragged_columns(columns, "pruned", [[(node(u),) for u in d[1]] for d in deps], ("node",))
+    _ragged_columns(columns, "needed", [[(node(u),) for u in x[0]] for x in exec_infos], ("node",))
+    _ragged_columns(columns, "captured", [[(node(u), i, o) for u, i, o in x[1]] for x in exec_infos],
+                    ("node", "input", "output"))
+    _summary_columns(columns, b.summaries, sid)
+
+
+def _ragged_columns(columns: dict, name: str, rows: list, fields: tuple[str, ...]) -> None:
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=offsets[1:])
+    flat = [item for row in rows for item in row]
+    columns[f"{name}_start"] = compact(offsets)
+    for i, field in enumerate(fields):
+        columns[f"{name}_{field}"] = compact([item[i] for item in flat])
+
+
+def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
+    """Tensor summaries, computed block-wise: small grads of one dtype, shape and device are stacked."""
+    flat = [item for group in groups for item in group]
+    n = len(flat)
+    info = np.zeros(n, dtype=np.int64)
+    dtype_id = np.zeros(n, dtype=np.int64)
+    device_id = np.zeros(n, dtype=np.int64)
+    ndim = np.zeros(n, dtype=np.int64)
+    preview = np.full((n, 3), np.nan, dtype=np.float32)
+    shapes: dict[int, tuple] = {}
+    blocks: dict[tuple, list[int]] = {}
+    for i, item in enumerate(flat):
+        if item is None:
+            continue
+        if len(item) == 2:  # (small array, device): summarised below, a block at a time
+            arr = item[0]
+            blocks.setdefault((arr.dtype, arr.shape, item[1]), []).append(i)
+            continue
+        shape, dtype, device, values, has_nan, has_inf = item
+        info[i] = 1 | int(has_nan) << 1 | int(has_inf) << 2 | len(values) << 3
+        dtype_id[i], device_id[i], ndim[i] = sid(dtype), sid(device), len(shape)
+        preview[i, :len(values)] = values
+        shapes[i] = shape
+    for (dtype, shape, device), idx_list in blocks.items():
+        idx = np.asarray(idx_list, dtype=np.int64)
+        block = np.stack([flat[i][0] for i in idx_list]).reshape(len(idx_list), -1)
+        k = min(3, block.shape[1])
+        preview[idx, :k] = block[:, :k]
+        bits = np.full(len(idx), 1 | k << 3, dtype=np.int64)
+        if dtype.kind == "f" and block.size:
+            bits |= np.isnan(block).any(axis=1).astype(np.int64) << 1
+            bits |= np.isinf(block).any(axis=1).astype(np.int64) << 2
+        info[idx] = bits
+        dtype_id[idx], device_id[idx], ndim[idx] = sid(dtype.name), sid(device), len(shape)
+        for i in idx_list:
+            shapes[i] = shape
+    dims = [d for i in range(n) for d in shapes.get(i, ())]
+    columns.update(
+        s_count=compact([len(g) for g in groups]),
+        s_info=compact(info),
+        s_dtype=compact(dtype_id),
+        s_device=compact(device_id),
+        s_ndim=compact(ndim),
+        s_dims=compact(dims),
+        s_preview=preview,
+    )

@@ -1,0 +1,333 @@
+"""TraceIndex: the derived indexes of one Trace (kind steps, first mentions, node runs, graph tasks, buffers),
+built when first asked and owned here alone.
+
+Never imports the engine, textual or rich. Every index is read-only once built.
+"""
+from __future__ import annotations
+
+import bisect
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from .schema import Kind
+
+if TYPE_CHECKING:
+    from .trace import Trace
+
+NEVER = np.iinfo(np.int64).max
+"""An end step that never comes (a run or buffer still open when the trace ends)."""
+SNAP = 16384
+"""Remaining-count snapshots every this many decrements bound a seek's work."""
+
+
+class TaskIndex:
+    """What never changes about one graph task of a trace, plus its event indices."""
+
+    def __init__(self) -> None:
+        self.start, self.end, self.depth, self.min_topo = 0, NEVER, 0, 0
+        self.dep_nodes = np.zeros(0, np.int32)  # int32: half the bytes a step copies (NOTE [fresh memory])
+        self.dep_counts = np.zeros(0, np.int32)
+        self.dec_steps = np.zeros(0, np.int64)  # steps at which one parent edge of dec_nodes was routed
+        self.dec_nodes = np.zeros(0, np.int64)
+        self.dec_pos = np.zeros(0, np.int64)  # index of each dec_nodes entry in dep_nodes
+        self.remaining_snaps: list[np.ndarray] = []  # dep_counts minus the first k*SNAP decrements
+        self.buf_nodes = np.zeros(0, np.int64)  # nodes that got a BufferWritten, with when their buffer
+        self.buffers = Intervals(np.zeros(0, np.int64), np.zeros(0, np.int64))  # opened and was pushed
+        self.pruned: tuple = ()
+        self.needed: tuple = ()
+        self.captured: tuple = ()
+
+
+class Intervals:
+    """Half-open step intervals [start, end); `open_at(step)` lists those containing a step, quickly.
+
+    Intervals are kept in start order, with the set open at every `every`-th start remembered, so a
+    query looks only at that set and at the intervals started since.
+    """
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray, every: int = 4096) -> None:
+        order = np.argsort(starts, kind="stable")
+        self.order, self.starts, self.ends = order, starts[order], ends[order]
+        self.marks: list[int] = []
+        self.open: list[np.ndarray] = []
+        for upto in range(every, len(order) + 1, every):
+            mark = int(self.starts[upto - 1])
+            idx = np.arange(upto)
+            self.marks.append(mark)
+            self.open.append(idx[self.ends[:upto] > mark])
+
+    def open_at(self, step: int) -> np.ndarray:
+        """Indices (into the arrays given) of the intervals with start <= step < end."""
+        i = bisect.bisect_right(self.marks, step) - 1
+        base = np.zeros(0, np.int64)
+        lo = 0
+        if i >= 0:
+            base = self.open[i]
+            lo = int(np.searchsorted(self.starts, self.marks[i], side="right"))
+        hi = int(np.searchsorted(self.starts, step, side="right"))
+        candidates = np.concatenate([base, np.arange(lo, hi)])
+        return np.sort(self.order[candidates[self.ends[candidates] > step]])
+
+
+def _ro(arr: np.ndarray) -> np.ndarray:
+    arr = np.asarray(arr)
+    arr.flags.writeable = False
+    return arr
+
+
+def _groups(keys: np.ndarray) -> dict[int, np.ndarray]:
+    """Positions of each distinct key, each in ascending order: one sort, not a scan per key."""
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    cuts = np.flatnonzero(sk[1:] != sk[:-1]) + 1
+    return {int(sk[lo]): order[lo:hi] for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(sk)].tolist(),
+                                                         strict=True) if hi > lo}
+
+
+def index_tasks(trace: Trace) -> dict[int, TaskIndex]:
+    """Per graph task: its span, initial counts, routing decrements and buffer lifetimes.
+
+    Work is linear in the events whatever the number of graph tasks: a training loop's trace holds
+    thousands of small backward calls.
+    """
+    c = trace.columns
+    tasks_col = c["ev_task"]
+    index = trace.index
+    tasks: dict[int, TaskIndex] = {}
+    for row, s in enumerate(index.steps_of(Kind.GRAPH_TASK_STARTED).tolist()):  # side rows follow step order
+        t = tasks.setdefault(int(tasks_col[s]), TaskIndex())
+        t.start, t.depth = s, int(c["task_depth"][row])
+    for s in index.steps_of(Kind.GRAPH_TASK_FINISHED).tolist():
+        tasks.setdefault(int(tasks_col[s]), TaskIndex()).end = s
+    # Read from the columns: decoding the DependenciesComputed event would make a tuple of 100k pairs.
+    deps_start, deps_node, deps_count = c["deps_start"], c["deps_node"], c["deps_count"]
+    for row, s in enumerate(index.steps_of(Kind.DEPENDENCIES_COMPUTED).tolist()):  # side rows follow step order
+        t = tasks.setdefault(int(tasks_col[s]), TaskIndex())
+        lo, hi = int(deps_start[row]), int(deps_start[row + 1])
+        nodes = np.asarray(deps_node[lo:hi], dtype=np.int32)
+        by_node = np.argsort(nodes, kind="stable")
+        t.dep_nodes, t.dep_counts = nodes[by_node], np.asarray(deps_count[lo:hi], dtype=np.int32)[by_node]
+        plo, phi = int(c["pruned_start"][row]), int(c["pruned_start"][row + 1])
+        t.min_topo, t.pruned = int(c["ev_b"][s]), tuple(c["pruned_node"][plo:phi].tolist())
+    for row, s in enumerate(index.steps_of(Kind.EXEC_INFO_COMPUTED).tolist()):
+        t = tasks.setdefault(int(tasks_col[s]), TaskIndex())
+        lo, hi = int(c["needed_start"][row]), int(c["needed_start"][row + 1])
+        t.needed = tuple(c["needed_node"][lo:hi].tolist())
+        lo, hi = int(c["captured_start"][row]), int(c["captured_start"][row + 1])
+        t.captured = tuple(c["captured_node"][lo:hi].tolist())
+    _index_routing(trace, tasks)
+    _index_buffers(trace, tasks)
+    return tasks
+
+
+def _lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position of each key in sorted_keys, whether it is there)."""
+    pos = np.searchsorted(sorted_keys, keys)
+    if not len(sorted_keys):
+        return pos, np.zeros(len(keys), bool)
+    return pos, (pos < len(sorted_keys)) & (sorted_keys[np.minimum(pos, len(sorted_keys) - 1)] == keys)
+
+
+def _index_routing(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
+    """Each task's decrements: one per edge of a finished node to a node the task counts."""
+    c = trace.columns
+    finished = trace.index.steps_of(Kind.NODE_FINISHED)
+    starts = np.asarray(c["node_edge_start"], dtype=np.int64)
+    fin_nodes = np.asarray(c["ev_node"][finished], dtype=np.int64)
+    counts = starts[fin_nodes + 1] - starts[fin_nodes]
+    rep_steps = np.repeat(finished, counts)
+    rep_tasks = np.repeat(np.asarray(c["ev_task"][finished], dtype=np.int64), counts)
+    within = np.arange(len(rep_steps)) - np.repeat(np.cumsum(counts) - counts, counts)
+    child = np.asarray(c["edge_child"][np.repeat(starts[fin_nodes], counts) + within], dtype=np.int64)
+    valid = child >= 0
+    rep_steps, rep_tasks, child = rep_steps[valid], rep_tasks[valid], child[valid]
+    # The engine only decrements counted nodes: look each (task, child) up among every task's counted nodes,
+    # keyed task * width + node, which sorts by task and then by node as dep_nodes is.
+    width = trace.num_nodes + 1
+    ids = sorted(tasks)
+    counted = np.concatenate([tid * width + tasks[tid].dep_nodes.astype(np.int64) for tid in ids] +
+                             [np.zeros(0, np.int64)])
+    first_of = dict(zip(ids, np.cumsum([0] + [len(tasks[tid].dep_nodes) for tid in ids]).tolist(), strict=False))
+    pos, ok = _lookup(counted, rep_tasks * width + child)
+    picked_all = np.flatnonzero(ok)
+    for tid, where in _groups(rep_tasks[picked_all]).items():
+        t = tasks[tid]
+        picked = picked_all[where]  # in step order: _groups keeps positions ascending
+        t.dec_steps, t.dec_nodes = rep_steps[picked], child[picked]
+        t.dec_pos = pos[picked] - first_of[tid]
+        t.remaining_snaps = [(t.dep_counts - np.bincount(t.dec_pos[:end], minlength=len(t.dep_nodes))).astype(np.int32)
+                             for end in range(SNAP, len(t.dec_pos) + 1, SNAP)]
+
+
+def _index_buffers(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
+    """Per task, the nodes whose input buffer was written, open from their first write to their first push."""
+    c = trace.columns
+    index = trace.index
+    width = trace.num_nodes + 1
+    writes = index.steps_of(Kind.BUFFER_WRITTEN)
+    pushes = index.steps_of(Kind.TASK_PUSHED)
+    w_keys = np.asarray(c["ev_task"][writes], dtype=np.int64) * width + c["ev_node"][writes]
+    p_keys = np.asarray(c["ev_task"][pushes], dtype=np.int64) * width + c["ev_node"][pushes]
+    uniq, first = np.unique(w_keys, return_index=True)  # each (task, node) written, and its first write
+    p_uniq, p_first = np.unique(p_keys, return_index=True)  # each (task, node) pushed, and its first push
+    pos, ok = _lookup(p_uniq, uniq)
+    pushed = np.full(len(uniq), NEVER, dtype=np.int64)
+    pushed[ok] = pushes[p_first[pos[ok]]]
+    for tid, where in _groups(uniq // width).items():
+        t = tasks.get(tid)
+        if t is not None:
+            t.buf_nodes = uniq[where] % width
+            t.buffers = Intervals(writes[first[where]], pushed[where])
+
+
+def find_runs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, thread, node) of every node execution; end is its NodeFinished or ErrorRaised."""
+    c = trace.columns
+    kinds = c["ev_kind"]
+    if not len(trace.index.steps_of(Kind.ERROR_RAISED)):
+        found = _index_runs_nested(trace)
+        if found is not None:
+            return found
+    steps = trace.index.steps_of(Kind.NODE_STARTED, Kind.NODE_FINISHED, Kind.ERROR_RAISED)
+    open_runs: dict[int, list] = {}
+    starts, ends, threads, nodes = [], [], [], []
+    for s in steps.tolist():
+        kind, thread = int(kinds[s]), int(c["ev_thread"][s])
+        stack = open_runs.setdefault(thread, [])
+        if kind == Kind.NODE_STARTED:
+            stack.append(len(starts))
+            starts.append(s)
+            ends.append(NEVER)
+            threads.append(thread)
+            nodes.append(int(c["ev_node"][s]))
+        elif stack:
+            ends[stack.pop()] = s
+    return (np.array(starts, np.int64), np.array(ends, np.int64), np.array(threads, np.int64),
+            np.array(nodes, np.int64))
+
+
+def _index_runs_nested(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """find_runs, vectorised, for a trace whose runs nest properly on each thread (no errors); else None.
+
+    On one thread, a run's NodeFinished is the next end event at the run's own nesting level, so sorting the
+    events by (thread, level, step) puts each start right before its end.
+    """
+    c = trace.columns
+    kinds = c["ev_kind"]
+    steps = trace.index.steps_of(Kind.NODE_STARTED, Kind.NODE_FINISHED)
+    threads = np.asarray(c["ev_thread"][steps], dtype=np.int64)
+    by_thread = np.lexsort((steps, threads))
+    steps, threads = steps[by_thread], threads[by_thread]
+    is_start = kinds[steps] == Kind.NODE_STARTED
+    total = np.cumsum(np.where(is_start, 1, -1))
+    first = np.flatnonzero(np.r_[True, threads[1:] != threads[:-1]]) if len(steps) else np.zeros(0, np.int64)
+    offsets = np.where(first > 0, total[np.maximum(first - 1, 0)], 0)
+    depth = total - np.repeat(offsets, np.diff(np.r_[first, len(steps)]))
+    if len(depth) and depth.min() < 0:
+        return None  # an end with no run open: leave it to the general loop
+    level = np.where(is_start, depth, depth + 1)
+    order = np.lexsort((steps, level, threads))
+    s_steps, s_start, s_level, s_thread = steps[order], is_start[order], level[order], threads[order]
+    nxt = np.arange(1, len(order) + 1)
+    has_next = nxt < len(order)
+    nxt = np.minimum(nxt, max(len(order) - 1, 0))
+    closes = has_next & ~s_start[nxt] & (s_level[nxt] == s_level) & (s_thread[nxt] == s_thread)
+    starts = s_steps[s_start]
+    ends = np.where(closes, s_steps[nxt], NEVER)[s_start]
+    run_threads = s_thread[s_start]
+    by_start = np.argsort(starts, kind="stable")
+    starts, ends, run_threads = starts[by_start], ends[by_start], run_threads[by_start]
+    nodes = np.asarray(c["ev_node"][starts], dtype=np.int64)
+    return starts.astype(np.int64), ends.astype(np.int64), run_threads, nodes
+
+
+def first_positions(keys: np.ndarray, size: int) -> np.ndarray:
+    """For each key 0..size-1, the first position in `keys` that holds it, or -1 (keys < size; negative keys are
+    skipped).
+
+    np.minimum.at visits every position once with no sort: 5 ms for 1M events, where
+    np.unique(return_index=True) sorted them in 20-170 ms.
+    """
+    keys = np.asarray(keys)
+    where = np.flatnonzero(keys >= 0)
+    none = np.iinfo(np.int64).max
+    first = np.full(size, none, dtype=np.int64)
+    np.minimum.at(first, keys[where], where)
+    first[first == none] = -1
+    return first
+
+
+class TraceIndex:
+    """The derived indexes of one Trace, each built on first use and then kept (read-only)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self._trace = trace
+        self._steps_of: dict[tuple[int, ...], np.ndarray] = {}
+        self._memo: dict[Any, Any] = {}
+
+    def steps_of(self, *kinds: Kind) -> np.ndarray:
+        """The steps of every event of these kinds, in order."""
+        key = tuple(sorted(int(k) for k in kinds))
+        found = self._steps_of.get(key)
+        if found is None:
+            k = self._trace.columns["ev_kind"]
+            mask = k == key[0]
+            for other in key[1:]:
+                mask |= k == other
+            found = self._steps_of[key] = _ro(np.flatnonzero(mask))
+        return found
+
+    def rank(self, step: int, *kinds: Kind) -> int:
+        """Which event of these kinds `step` is (0 for the first): the row of its side data."""
+        return int(np.searchsorted(self.steps_of(*kinds), step))
+
+    @cached_property
+    def created_steps(self) -> np.ndarray:
+        """The step each node was made at: its NodeCreated, or its first mention."""
+        c = self._trace.columns
+        return _ro(first_positions(c["ev_node"], len(c["node_name"])))
+
+    @cached_property
+    def distinct_names(self) -> list[int]:
+        """The string ids of the node names, ascending: a few dozen, even for 100k nodes."""
+        # Ids index `strings`, so a bincount finds them in one pass (np.unique would sort or hash: ~70 us
+        # for 1k nodes, a tenth of drawing them).
+        ids = self._trace.columns["node_name"]
+        present = np.bincount(ids, minlength=len(self._trace.strings)) if len(ids) else np.zeros(0, np.int64)
+        return np.flatnonzero(present).tolist()
+
+    @cached_property
+    def task_depths(self) -> dict[int, int]:
+        """The reentrant depth of each graph task."""
+        c = self._trace.columns
+        return {int(c["ev_task"][s]): int(c["task_depth"][row])
+                for row, s in enumerate(self.steps_of(Kind.GRAPH_TASK_STARTED).tolist())}
+
+    @cached_property
+    def runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(start, end, thread, node) of every node execution, by start; end is NEVER for a run still open."""
+        return tuple(_ro(a) for a in find_runs(self._trace))  # type: ignore[return-value]
+
+    @cached_property
+    def tasks(self) -> dict[int, TaskIndex]:
+        """Per graph task: span, counts, decrements and buffers (see TaskIndex)."""
+        return index_tasks(self._trace)
+
+    @cached_property
+    def buffer_writes(self) -> dict[tuple[int, int], list[tuple[int, int]]]:
+        """(graph task, node) -> [(step, slot)] of its BufferWritten events, in step order."""
+        c = self._trace.columns
+        writes: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        steps = self.steps_of(Kind.BUFFER_WRITTEN)
+        for s, task, node, slot in zip(steps.tolist(), c["ev_task"][steps].tolist(), c["ev_node"][steps].tolist(),
+                                       c["ev_a"][steps].tolist(), strict=True):
+            writes.setdefault((task, node), []).append((s, slot))
+        return writes
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """A value derived from the trace alone, computed once per key (e.g. a breakpoint's hits)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
