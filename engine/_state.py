@@ -46,11 +46,6 @@ def is_grad_enabled() -> bool:
     return tls.grad_enabled
 
 
-def set_grad_enabled_(mode: bool) -> None:
-    """Switch grad mode on this thread (the plain function; see `set_grad_enabled` for the context)."""
-    tls.grad_enabled = bool(mode)
-
-
 class _GradModeContext:
     """Base of no_grad, enable_grad and set_grad_enabled: a context manager and a decorator."""
 

@@ -29,10 +29,6 @@ def _reflected(op):
     return _binary(lambda self, other: op(other, self))
 
 
-def _dim_or_none(dim: Any = None, keepdim: bool = False, **kw: Any) -> dict:
-    return {"dim": dim, "keepdim": keepdim, **kw}
-
-
 def _size_args(args: tuple) -> tuple:
     return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
 
