@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 from app.cli import main
+from engine._state import UINT64_MAX
 from tests.engine.helpers import run_in_thread
 from tracer import events as ev
 from tracer.tracefile import load
@@ -26,7 +27,6 @@ DIAMOND = textwrap.dedent("""\
     z.backward()
 """)
 # seq_nrs by hand (fresh counter): Exp 0, Sin 1, Cos 2, Add 3, Sum 4; AccumulateGrad 2**64-1.
-UINT64_MAX = 2**64 - 1
 
 SCHEMA_FIELDS = {"schema", "step", "num_steps", "event", "ready_queues", "dependencies", "not_ready", "executed",
                  "pruned", "running", "graph_tasks", "culprits"}

@@ -8,11 +8,10 @@ import warnings
 import pytest
 
 import engine as torch
+from engine._state import UINT64_MAX
 from engine.autograd.function import BackwardCFunction
 from engine.autograd.graph import Node
 from tests.engine.helpers import ERR_BACKWARD_TWICE, OD
-
-UINT64_MAX = 2**64 - 1
 
 
 class F(torch.autograd.Function):

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 import engine as torch
+from engine._state import UINT64_MAX
 from tests.engine.helpers import PassFirst
-
-UINT64_MAX = 2**64 - 1
 
 
 def _lst(t):

@@ -14,9 +14,8 @@ from hypothesis import strategies as st
 import engine
 from engine._engine import GraphTask, NodeTask, ReadyQueue
 from engine._node import Node
+from engine._state import UINT64_MAX
 from tests.engine.helpers import hook_every_node, node_label, run_in_thread
-
-UINT64_MAX = 2**64 - 1
 INT_MAX = 2**31 - 1
 gs = engine.autograd._get_sequence_nr
 

@@ -7,9 +7,8 @@ import threading
 import pytest
 
 import engine
+from engine._state import UINT64_MAX
 from tests.engine.helpers import OD, run_in_thread
-
-UINT64_MAX = 2**64 - 1
 gs = engine.autograd._get_sequence_nr
 
 
@@ -21,6 +20,11 @@ class _Recorder:
 
     def seq_nr_bumped(self, node, seq_nr):
         self.bumped.append((node.name(), seq_nr))
+
+
+def test_uint64_max_is_two_to_the_64_minus_one():
+    """The engine's UINT64_MAX, which the tests below compare against, is 2**64 - 1 = 18446744073709551615."""
+    assert UINT64_MAX == 2**64 - 1 == 18446744073709551615
 
 
 # -- §1.1 thread-local counter -------------------------------------------------------------------------
