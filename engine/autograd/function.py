@@ -29,7 +29,7 @@ class FunctionCtx:
         self.non_differentiable = args
 
     def mark_dirty(self, *args: Tensor) -> None:
-        """Declare inputs modified in place (accepted; the engine has no in-place ops to rebase)."""
+        """Declare inputs forward modified in place (recorded only: their history is not rebased onto this node)."""
         self.dirty_tensors = args
 
     def set_materialize_grads(self, value: bool) -> None:
