@@ -1,7 +1,4 @@
-"""The autograd engine: Engine::execute, evaluate_function and thread_main, as PyTorch 2.13 runs them.
-
-Imports numpy and the standard library only; never the tracer or any UI package.
-"""
+"""The autograd engine: Engine::execute, evaluate_function and thread_main, as PyTorch 2.13 runs them."""
 from __future__ import annotations
 
 import threading

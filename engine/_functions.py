@@ -1,6 +1,6 @@
 """Backward nodes of the built-in ops, with PyTorch 2.13's names, saved values and formulas.
 
-Imports numpy and the standard library only. Formulas are written in engine ops so that, under
+Formulas are written in engine ops so that, under
 create_graph, they record the same nodes in the same order as PyTorch's derivative formulas. Where a
 formula computes several input grads, the order is the one PyTorch's generated code uses (measured on
 2.13: `mul`, `div`, `pow`, `where`, `maximum`, `mm` compute the second input's grad first; `dot`, `mv`, `addmm`,

@@ -1,7 +1,4 @@
-"""GraphTask: the state of one backward or grad call, with exec_info (facts §3, §4.4, §8.1).
-
-Imports the standard library only.
-"""
+"""GraphTask: the state of one backward or grad call, with exec_info (facts §3, §4.4, §8.1)."""
 from __future__ import annotations
 
 import threading

@@ -1,7 +1,4 @@
-"""Running hooks the way the engine does: tensor, retains_grad, Node pre- and post-hooks (facts §5.1, §5.3).
-
-Imports the standard library only.
-"""
+"""Running hooks the way the engine does: tensor, retains_grad, Node pre- and post-hooks (facts §5.1, §5.3)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any

@@ -1,7 +1,5 @@
 """In-place ops: add_, sub_, mul_, div_, zero_, fill_, copy_, and +=, -=, *=, /=.
 
-Imports numpy and the standard library only.
-
 Each op computes its out-of-place result, writes it into the tensor's own memory (which its views and
 `detach()`es share), and bumps the memory's version (engine/_version.py): a node that saved the old
 value then refuses to run backward, with PyTorch's error.

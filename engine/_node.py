@@ -1,7 +1,4 @@
-"""Backward nodes: the Node base class, hooks, AccumulateGrad, GraphRoot, Identity and Error.
-
-Imports numpy and the standard library only; never the tracer or any UI package.
-"""
+"""Backward nodes: the Node base class, hooks, AccumulateGrad, GraphRoot, Identity and Error."""
 from __future__ import annotations
 
 import itertools

@@ -1,7 +1,5 @@
 """Ready queues: NodeTask, ReadyQueue and InputBuffer.
 
-Imports numpy and the standard library only.
-
 NOTE [ready queue order]
 A ReadyQueue is a max-heap on (reentrant depth, seq_nr) (facts §4.1); tasks with equal keys leave in
 the order libstdc++'s std::priority_queue gives them (facts §4.2), which is neither FIFO nor stable.

@@ -1,7 +1,5 @@
 """Thread-local autograd state: the global sequence number and grad mode.
 
-Imports the standard library only.
-
 NOTE [seq_nr across threads]
 PyTorch keeps the sequence number in a `thread_local uint64_t` (facts §1.1): every thread starts at 0,
 and a node takes the value of the thread that creates it. Numbers from different threads cannot be

@@ -1,6 +1,6 @@
 """The Tensor: a numpy array with PyTorch's autograd attributes and a torch-compatible method set.
 
-Imports numpy and the standard library only. Arithmetic and shape methods delegate to `_ops`.
+Arithmetic and shape methods delegate to `_ops`.
 """
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Binds the op functions to Tensor as methods and operators, the way torch.Tensor exposes them.
-
-Imports numpy and the standard library only.
-"""
+"""Binds the op functions to Tensor as methods and operators, the way torch.Tensor exposes them."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,7 +1,5 @@
 """Device worker threads, queue choice and the reentrant thread pool (facts §4.5–§4.7, §7).
 
-Imports the standard library only.
-
 NOTE [device threads]
 Devices are labels: a node's device is the first non-CPU device of its input metadata. CPU work always
 runs on the thread that called backward, from that thread's own ready queue. Each `cuda:N` device gets

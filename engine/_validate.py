@@ -1,7 +1,4 @@
-"""validate_outputs: check and conform the grads a node returns (facts §5.5).
-
-Imports the standard library only.
-"""
+"""validate_outputs: check and conform the grads a node returns (facts §5.5)."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,7 +1,4 @@
-"""`engine.autograd`: backward, grad, Function and anomaly mode, with PyTorch's checks and messages.
-
-Imports numpy and the standard library only.
-"""
+"""`engine.autograd`: backward, grad, Function and anomaly mode, with PyTorch's checks and messages."""
 from __future__ import annotations
 
 from typing import Any, Sequence

@@ -1,7 +1,4 @@
-"""Custom `autograd.Function`: the ctx is the backward node, as in PyTorch (facts §10).
-
-Imports numpy and the standard library only.
-"""
+"""Custom `autograd.Function`: the ctx is the backward node, as in PyTorch (facts §10)."""
 from __future__ import annotations
 
 import functools
