@@ -1,6 +1,6 @@
 """agdb's autograd engine: a numpy implementation of PyTorch 2.13's autograd, with a torch-compatible API.
 
-Imports numpy and the standard library only; never the tracer or any UI package. A PyTorch snippet runs
+A PyTorch snippet runs
 on it unchanged (`import engine as torch`), producing the same backward nodes, sequence numbers and
 execution order as PyTorch 2.13 on CPU.
 """

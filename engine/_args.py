@@ -1,7 +1,4 @@
-"""Argument checks with the wording of PyTorch's argument parser, for the engine's public entry points.
-
-Imports the standard library only.
-"""
+"""Argument checks with the wording of PyTorch's argument parser, for the engine's public entry points."""
 from __future__ import annotations
 
 from typing import Any

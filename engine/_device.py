@@ -1,7 +1,4 @@
-"""Device labels: `cpu`, `cuda:0`, ... No accelerator is needed; a device is a queue and a thread.
-
-Imports the standard library only.
-"""
+"""Device labels: `cpu`, `cuda:0`, ... No accelerator is needed; a device is a queue and a thread."""
 from __future__ import annotations
 
 from ._args import DEVICE_TYPES

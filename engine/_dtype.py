@@ -1,7 +1,4 @@
-"""dtypes and sizes with PyTorch's names and reprs.
-
-Imports numpy and the standard library only.
-"""
+"""dtypes and sizes with PyTorch's names and reprs."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,7 +1,4 @@
-"""The autograd engine: Engine::execute, evaluate_function and thread_main, as PyTorch 2.13 runs them.
-
-Imports numpy and the standard library only; never the tracer or any UI package.
-"""
+"""The autograd engine: Engine::execute, evaluate_function and thread_main, as PyTorch 2.13 runs them."""
 from __future__ import annotations
 
 import threading
@@ -22,12 +19,12 @@ __all__ = ["execute", "queue_callback", "GraphTask", "ExecInfo", "NodeTask", "Re
            "MAX_DEPTH", "INT_MAX", "check_single_result"]
 
 MAX_DEPTH = 60
-"""Reentrant backward calls nested on one thread before the work moves to a pool thread (facts §7)."""
+"""Reentrant backward calls nested on one thread before the work moves to a pool thread (engine-semantics §13)."""
 
 
 # -- execution --------------------------------------------------------------------------------------------
 def call_function(graph_task: GraphTask, fn: Node, input_buffer: InputBuffer) -> list:
-    """Hooks, apply, validate and post-hooks for one node (facts §5.1 step 3)."""
+    """Hooks, apply, validate and post-hooks for one node (engine-semantics §7.1 step 3)."""
     inputs = call_tensor_pre_hooks(fn, input_buffer.buffer, graph_task)
     inputs = call_pre_hooks(fn, inputs, graph_task)
     had_post_hooks = bool(fn._post_hooks)
@@ -44,7 +41,7 @@ def call_function(graph_task: GraphTask, fn: Node, input_buffer: InputBuffer) ->
 
 
 def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> None:
-    """Run one node and route its outputs to the next nodes' buffers (facts §5.1, §5.2, §5.6)."""
+    """Run one node and route its outputs to the next nodes' buffers (engine-semantics §7.1, §4.5, §5.3)."""
     exec_info = graph_task.exec_info
     if exec_info:
         fn_info = exec_info[fn]
@@ -115,7 +112,7 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
 
 
 def thread_main(graph_task: GraphTask | None) -> None:
-    """Pop and run tasks until `graph_task` completes (facts §4.7)."""
+    """Pop and run tasks until `graph_task` completes (engine-semantics §12.3)."""
     queue: ReadyQueue = tls.cpu_ready_queue
     while graph_task is None or not graph_task.future_completed:
         task = queue.pop()
@@ -145,14 +142,14 @@ def thread_main(graph_task: GraphTask | None) -> None:
 
 
 def compute_min_topological_nr(outputs: list) -> int:
-    """The smallest topological_nr among the output edges' nodes; 0 without outputs (facts §3.1 step 8)."""
+    """The smallest topological_nr among the output edges' nodes; 0 without outputs (engine-semantics §3.1 step 8)."""
     if not outputs:
         return 0
     return min(fn._topological_nr() for fn, _ in outputs)
 
 
 def compute_dependencies(root: Node, graph_task: GraphTask, min_topo_nr: int) -> list[Node]:
-    """Count, per node, the edges reaching it from expanded nodes; returns the pruned nodes (facts §3.2)."""
+    """Count, per node, the edges reaching it from expanded nodes; returns the pruned nodes (engine-semantics §3.4)."""
     dependencies = graph_task.dependencies
     nodes_in_graph = graph_task.nodes_in_graph
     pruned: list[Node] = []
@@ -176,7 +173,7 @@ _warned_create_graph = False
 
 def execute(root_edges: list, inputs: list, keep_graph: bool, create_graph: bool, accumulate_grad: bool,
             outputs: list) -> list:
-    """Engine::execute: run the graph below `root_edges`; returns the captured grads (facts §3.1)."""
+    """Engine::execute: run the graph below `root_edges`; returns the captured grads (engine-semantics §3.1)."""
     global _warned_create_graph
     validate_outputs(root_edges, inputs, None)
     if accumulate_grad and create_graph and not _warned_create_graph:
@@ -230,7 +227,7 @@ def execute(root_edges: list, inputs: list, keep_graph: bool, create_graph: bool
 
 def execute_with_graph_task(graph_task: GraphTask, graph_root: Node, input_buffer: InputBuffer) -> None:
     """Queue the root and run the task: on this thread, inline when reentrant, or on a pool thread when
-    this thread already holds MAX_DEPTH nested reentrant calls (facts §3.6, §7.1)."""
+    this thread already holds MAX_DEPTH nested reentrant calls (engine-semantics §3.5, §13.1)."""
     queue = ready_queue(graph_task, graph_root.device())
     if tls.worker_device == NO_DEVICE:
         tls.worker_device = CPU_DEVICE

@@ -1,7 +1,6 @@
 """Tensor factories: tensor, zeros, ones, the *_like forms, and a few random ones.
 
-Imports numpy and the standard library only. Random factories draw from numpy's generator, so their
-values differ from PyTorch's for the same seed.
+Random factories draw from numpy's generator, so their values differ from PyTorch's for the same seed.
 """
 from __future__ import annotations
 

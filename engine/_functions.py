@@ -1,6 +1,6 @@
 """Backward nodes of the built-in ops, with PyTorch 2.13's names, saved values and formulas.
 
-Imports numpy and the standard library only. Formulas are written in engine ops so that, under
+Formulas are written in engine ops so that, under
 create_graph, they record the same nodes in the same order as PyTorch's derivative formulas. Where a
 formula computes several input grads, the order is the one PyTorch's generated code uses (measured on
 2.13: `mul`, `div`, `pow`, `where`, `maximum`, `mm` compute the second input's grad first; `dot`, `mv`, `addmm`,
@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from . import _ops as F
+from . import _ops as ops
 from ._node import Node
 
 
@@ -47,7 +47,7 @@ class AddBackward0(_Generated):
         if self.should_compute_output(0):
             out[0] = grad
         if self.should_compute_output(1):
-            out[1] = grad if self.alpha == 1 else F.mul_scalar(grad, self.alpha)
+            out[1] = grad if self.alpha == 1 else ops.mul_scalar(grad, self.alpha)
 
 
 class AddBackward1(_Generated):
@@ -65,8 +65,8 @@ class SubBackward0(_Generated):
         if self.should_compute_output(0):
             out[0] = grad
         if self.should_compute_output(1):
-            g = F.neg(grad)
-            out[1] = g if self.alpha == 1 else F.mul_scalar(g, self.alpha)
+            g = ops.neg(grad)
+            out[1] = g if self.alpha == 1 else ops.mul_scalar(g, self.alpha)
 
 
 class SubBackward1(AddBackward1):
@@ -78,8 +78,8 @@ class RsubBackward1(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            g = F.neg(grad)
-            out[0] = g if self.alpha == 1 else F.mul_scalar(g, self.alpha)
+            g = ops.neg(grad)
+            out[0] = g if self.alpha == 1 else ops.mul_scalar(g, self.alpha)
 
 
 class MulBackward0(_Generated):
@@ -88,9 +88,9 @@ class MulBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):
-            out[1] = F.mul(grad, self.self)
+            out[1] = ops.mul(grad, self.self)
         if self.should_compute_output(0):
-            out[0] = F.mul(grad, self.other)
+            out[0] = ops.mul(grad, self.other)
 
 
 class MulBackward1(_Generated):
@@ -98,7 +98,7 @@ class MulBackward1(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.mul_scalar(grad, self.other)
+            out[0] = ops.mul_scalar(grad, self.other)
 
 
 class DivBackward0(_Generated):
@@ -107,10 +107,10 @@ class DivBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):  # -grad * ((self / other) / other)
-            right = F.div(F.div(self.self, self.other), self.other)
-            out[1] = F.mul(F.neg(grad), right)
+            right = ops.div(ops.div(self.self, self.other), self.other)
+            out[1] = ops.mul(ops.neg(grad), right)
         if self.should_compute_output(0):
-            out[0] = F.div(grad, self.other)
+            out[0] = ops.div(grad, self.other)
 
 
 class DivBackward1(_Generated):
@@ -118,7 +118,7 @@ class DivBackward1(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.div_scalar(grad, self.other)
+            out[0] = ops.div_scalar(grad, self.other)
 
 
 class ReciprocalBackward0(_Generated):
@@ -127,8 +127,8 @@ class ReciprocalBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # -grad * (result * result)
-            right = F.mul(self.result, self.result)
-            out[0] = F.mul(F.neg(grad), right)
+            right = ops.mul(self.result, self.result)
+            out[0] = ops.mul(ops.neg(grad), right)
 
 
 class NegBackward0(_Generated):
@@ -136,7 +136,7 @@ class NegBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.neg(grad)
+            out[0] = ops.neg(grad)
 
 
 class PowBackward0(_Generated):
@@ -147,9 +147,9 @@ class PowBackward0(_Generated):
         if self.should_compute_output(0):
             e = self.exponent
             if e == 0:
-                out[0] = F.zeros_like_data(self.self)
+                out[0] = ops.zeros_like_data(self.self)
             else:  # grad * (exponent * self.pow(exponent - 1))
-                out[0] = F.mul(grad, F.mul_scalar(F.pow(self.self, float(e) - 1), float(e)))
+                out[0] = ops.mul(grad, ops.mul_scalar(ops.pow(self.self, float(e) - 1), float(e)))
 
 
 class PowBackward1(_Generated):
@@ -159,12 +159,12 @@ class PowBackward1(_Generated):
     def formulas(self, grad, out):
         s, e = self.self, self.exponent
         if self.should_compute_output(1):
-            cond = F.logical_and(F.compare(np.equal, s, 0.0), F.compare(np.greater_equal, e, 0.0))
-            right = F.where(cond, F.zeros_scalar(grad), F.mul(self.result, F.log(s)))
-            out[1] = F.mul(grad, right)
+            cond = ops.logical_and(ops.compare(np.equal, s, 0.0), ops.compare(np.greater_equal, e, 0.0))
+            right = ops.where(cond, ops.zeros_scalar(grad), ops.mul(self.result, ops.log(s)))
+            out[1] = ops.mul(grad, right)
         if self.should_compute_output(0):
-            g = F.mul(grad, F.mul(e, F.pow(s, F.sub_scalar(e, 1.0))))
-            out[0] = F.where(F.compare(np.equal, e, 0.0), F.zeros_scalar(grad), g)
+            g = ops.mul(grad, ops.mul(e, ops.pow(s, ops.sub_scalar(e, 1.0))))
+            out[0] = ops.where(ops.compare(np.equal, e, 0.0), ops.zeros_scalar(grad), g)
 
 
 class PowBackward2(_Generated):
@@ -175,11 +175,11 @@ class PowBackward2(_Generated):
         if self.should_compute_output(0):
             base = float(self.self)
             if base == 0.0:
-                cond = F.compare(np.greater_equal, self.exponent, 0.0)
-                right = F.where(cond, F.zeros_scalar(grad), F.mul_scalar(self.result, -math.inf))
+                cond = ops.compare(np.greater_equal, self.exponent, 0.0)
+                right = ops.where(cond, ops.zeros_scalar(grad), ops.mul_scalar(self.result, -math.inf))
             else:
-                right = F.mul_scalar(self.result, math.log(base))
-            out[0] = F.mul(grad, right)
+                right = ops.mul_scalar(self.result, math.log(base))
+            out[0] = ops.mul(grad, right)
 
 
 # -- unary pointwise ------------------------------------------------------------------------------------
@@ -189,7 +189,7 @@ class ExpBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.mul(grad, self.result)
+            out[0] = ops.mul(grad, self.result)
 
 
 class LogBackward0(_Generated):
@@ -198,7 +198,7 @@ class LogBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.div(grad, self.self)
+            out[0] = ops.div(grad, self.self)
 
 
 class SinBackward0(_Generated):
@@ -207,7 +207,7 @@ class SinBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.mul(grad, F.cos(self.self))
+            out[0] = ops.mul(grad, ops.cos(self.self))
 
 
 class CosBackward0(_Generated):
@@ -216,7 +216,7 @@ class CosBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.mul(grad, F.neg(F.sin(self.self)))
+            out[0] = ops.mul(grad, ops.neg(ops.sin(self.self)))
 
 
 class TanhBackward0(_Generated):
@@ -225,7 +225,7 @@ class TanhBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.tanh_backward(grad, self.result)
+            out[0] = ops.tanh_backward(grad, self.result)
 
 
 class SigmoidBackward0(_Generated):
@@ -234,7 +234,7 @@ class SigmoidBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.sigmoid_backward(grad, self.result)
+            out[0] = ops.sigmoid_backward(grad, self.result)
 
 
 class ReluBackward0(_Generated):
@@ -243,7 +243,7 @@ class ReluBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.threshold_backward(grad, self.result, 0)
+            out[0] = ops.threshold_backward(grad, self.result, 0)
 
 
 class SqrtBackward0(_Generated):
@@ -252,7 +252,7 @@ class SqrtBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # grad / (2 * result)
-            out[0] = F.div(grad, F.mul_scalar(self.result, 2.0))
+            out[0] = ops.div(grad, ops.mul_scalar(self.result, 2.0))
 
 
 class AbsBackward0(_Generated):
@@ -261,7 +261,7 @@ class AbsBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.mul(grad, F.sgn(self.self))
+            out[0] = ops.mul(grad, ops.sgn(self.self))
 
 
 class SgnBackward0(_Generated):
@@ -269,15 +269,15 @@ class SgnBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.zeros_like_data(grad)
+            out[0] = ops.zeros_like_data(grad)
 
 
 # -- reductions -----------------------------------------------------------------------------------------
 def _sum_backward(grad, sizes: tuple, dims: tuple, keepdim: bool):
     if not keepdim and len(sizes) > 0:
         for d in sorted(dims):
-            grad = F.unsqueeze(grad, d)
-    return F.expand(grad, sizes)
+            grad = ops.unsqueeze(grad, d)
+    return ops.expand(grad, sizes)
 
 
 class SumBackward0(_Generated):
@@ -285,7 +285,7 @@ class SumBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.expand(grad, self.self_sym_sizes)
+            out[0] = ops.expand(grad, self.self_sym_sizes)
 
 
 class SumBackward1(_Generated):
@@ -301,7 +301,7 @@ class MeanBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.div_scalar(F.expand(grad, self.self_sym_sizes), float(self.self_sym_numel))
+            out[0] = ops.div_scalar(ops.expand(grad, self.self_sym_sizes), float(self.self_sym_numel))
 
 
 class MeanBackward1(_Generated):
@@ -313,7 +313,7 @@ class MeanBackward1(_Generated):
             n = 1
             for d in self.dim:
                 n *= sizes[d] if sizes else 1
-            out[0] = F.div_scalar(_sum_backward(grad, sizes, self.dim, self.keepdim), float(n))
+            out[0] = ops.div_scalar(_sum_backward(grad, sizes, self.dim, self.keepdim), float(n))
 
 
 class MaxBackward1(_Generated):
@@ -324,9 +324,9 @@ class MaxBackward1(_Generated):
         if self.should_compute_output(0):  # evenly_distribute_backward
             s, r = self.self._data, self.result._data
             mask_np = np.isnan(s) if np.isnan(r) else s == r
-            mask = F.make_tensor(mask_np, device=grad._device)
-            count = F.make_tensor(np.asarray(mask_np.sum(), dtype=np.int64), device=grad._device)
-            out[0] = F.masked_fill(F.zeros_like_data(self.self), mask, F.div(grad, count))
+            mask = ops.make_tensor(mask_np, device=grad._device)
+            count = ops.make_tensor(np.asarray(mask_np.sum(), dtype=np.int64), device=grad._device)
+            out[0] = ops.masked_fill(ops.zeros_like_data(self.self), mask, ops.div(grad, count))
 
 
 class MaxBackward0(_Generated):
@@ -336,11 +336,11 @@ class MaxBackward0(_Generated):
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # value_selecting_reduction_backward
             sizes, d = self.self_sym_sizes, self.dim
-            zeros = F.zeros_of(sizes, grad)
+            zeros = ops.zeros_of(sizes, grad)
             if not self.keepdim and sizes:
-                out[0] = F.scatter(zeros, d, F.unsqueeze(self.indices, d), F.unsqueeze(grad, d))
+                out[0] = ops.scatter(zeros, d, ops.unsqueeze(self.indices, d), ops.unsqueeze(grad, d))
             else:
-                out[0] = F.scatter(zeros, d, self.indices, grad)
+                out[0] = ops.scatter(zeros, d, self.indices, grad)
 
 
 class ScatterBackward0(_Generated):
@@ -349,9 +349,9 @@ class ScatterBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.scatter(grad, self.dim, self.index, 0)
+            out[0] = ops.scatter(grad, self.dim, self.index, 0)
         if self.should_compute_output(1):
-            out[1] = F.gather(grad, self.dim, self.index)
+            out[1] = ops.gather(grad, self.dim, self.index)
 
 
 class ScatterBackward1(_Generated):
@@ -360,7 +360,7 @@ class ScatterBackward1(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.scatter(grad, self.dim, self.index, 0)
+            out[0] = ops.scatter(grad, self.dim, self.index, 0)
 
 
 class ScatterAddBackward0(_Generated):
@@ -371,7 +371,7 @@ class ScatterAddBackward0(_Generated):
         if self.should_compute_output(0):
             out[0] = grad
         if self.should_compute_output(1):
-            out[1] = F.gather(grad, self.dim, self.index)
+            out[1] = ops.gather(grad, self.dim, self.index)
 
 
 class GatherBackward0(_Generated):
@@ -380,7 +380,7 @@ class GatherBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # gather_backward: zeros.scatter_add(dim, index, grad)
-            out[0] = F.scatter_add(F.zeros_of(self.self_sym_sizes, grad), self.dim, self.index, grad)
+            out[0] = ops.scatter_add(ops.zeros_of(self.self_sym_sizes, grad), self.dim, self.index, grad)
 
 
 class MaximumBackward0(_Generated):
@@ -389,8 +389,8 @@ class MaximumBackward0(_Generated):
 
     def _part(self, grad, ufunc):
         s, o = self.self, self.other
-        w = F.where(F.compare(np.equal, s, o), F.div_scalar(grad, 2.0), grad)
-        return F.masked_fill(w, F.compare(ufunc, s, o), 0)
+        w = ops.where(ops.compare(np.equal, s, o), ops.div_scalar(grad, 2.0), grad)
+        return ops.masked_fill(w, ops.compare(ufunc, s, o), 0)
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):
@@ -402,14 +402,14 @@ class MaximumBackward0(_Generated):
 # -- linear algebra -------------------------------------------------------------------------------------
 def _mm_mat1_backward(grad, mat2, sizes, strides):
     if _col_major(sizes, strides):
-        return F.t(F.mm(mat2, F.t(grad)))
-    return F.mm(grad, F.t(mat2))
+        return ops.t(ops.mm(mat2, ops.t(grad)))
+    return ops.mm(grad, ops.t(mat2))
 
 
 def _mm_mat2_backward(grad, mat1, sizes, strides):
     if _col_major(sizes, strides):
-        return F.t(F.mm(F.t(grad), mat1))
-    return F.mm(F.t(mat1), grad)
+        return ops.t(ops.mm(ops.t(grad), mat1))
+    return ops.mm(ops.t(mat1), grad)
 
 
 class MmBackward0(_Generated):
@@ -430,13 +430,13 @@ class AddmmBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = grad if self.beta == 1 else F.mul_scalar(grad, self.beta)
+            out[0] = grad if self.beta == 1 else ops.mul_scalar(grad, self.beta)
         if self.should_compute_output(1):
             g = _mm_mat1_backward(grad, self.mat2, self.mat1_sym_sizes, self.mat1_sym_strides)
-            out[1] = g if self.alpha == 1 else F.mul_scalar(g, self.alpha)
+            out[1] = g if self.alpha == 1 else ops.mul_scalar(g, self.alpha)
         if self.should_compute_output(2):
             g = _mm_mat2_backward(grad, self.mat1, self.mat2_sym_sizes, self.mat2_sym_strides)
-            out[2] = g if self.alpha == 1 else F.mul_scalar(g, self.alpha)
+            out[2] = g if self.alpha == 1 else ops.mul_scalar(g, self.alpha)
 
 
 class DotBackward0(_Generated):
@@ -445,9 +445,9 @@ class DotBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.mul(grad, self.tensor)
+            out[0] = ops.mul(grad, self.tensor)
         if self.should_compute_output(1):
-            out[1] = F.mul(grad, self.self)
+            out[1] = ops.mul(grad, self.self)
 
 
 class MvBackward0(_Generated):
@@ -456,9 +456,9 @@ class MvBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # grad.ger(vec) = grad.reshape(n, 1) * vec
-            out[0] = F.mul(F.reshape(grad, (grad._data.shape[0], 1)), self.vec)
+            out[0] = ops.mul(ops.reshape(grad, (grad._data.shape[0], 1)), self.vec)
         if self.should_compute_output(1):
-            out[1] = F.mv(F.t(self.self), grad)
+            out[1] = ops.mv(ops.t(self.self), grad)
 
 
 # -- shape ops ------------------------------------------------------------------------------------------
@@ -467,7 +467,7 @@ class TBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.t(grad)
+            out[0] = ops.t(grad)
 
 
 class PermuteBackward0(_Generated):
@@ -478,7 +478,7 @@ class PermuteBackward0(_Generated):
             inverse = [0] * len(self.dims)
             for i, d in enumerate(self.dims):
                 inverse[d] = i
-            out[0] = F.permute(grad, inverse)
+            out[0] = ops.permute(grad, inverse)
 
 
 class TransposeBackward0(_Generated):
@@ -486,7 +486,7 @@ class TransposeBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.transpose(grad, self.dim0, self.dim1)
+            out[0] = ops.transpose(grad, self.dim0, self.dim1)
 
 
 class ViewBackward0(_Generated):
@@ -494,7 +494,7 @@ class ViewBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.reshape(grad, self.self_sym_sizes)
+            out[0] = ops.reshape(grad, self.self_sym_sizes)
 
 
 class UnsafeViewBackward0(ViewBackward0):
@@ -514,7 +514,7 @@ class UnsqueezeBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.squeeze(grad, self.dim)
+            out[0] = ops.squeeze(grad, self.dim)
 
 
 class SqueezeBackward0(_Generated):
@@ -524,7 +524,7 @@ class SqueezeBackward0(_Generated):
         if self.should_compute_output(0):  # unsqueeze_to: every size-1 dim, in order
             for d, size in enumerate(self.self_sym_sizes):
                 if size == 1:
-                    grad = F.unsqueeze(grad, d)
+                    grad = ops.unsqueeze(grad, d)
             out[0] = grad
 
 
@@ -534,7 +534,7 @@ class SqueezeBackward1(_Generated):
     def formulas(self, grad, out):
         if self.should_compute_output(0):
             sizes = self.self_sym_sizes
-            out[0] = F.unsqueeze(grad, self.dim) if sizes and sizes[self.dim] == 1 else grad
+            out[0] = ops.unsqueeze(grad, self.dim) if sizes and sizes[self.dim] == 1 else grad
 
 
 class SqueezeBackward4(_Generated):
@@ -544,7 +544,7 @@ class SqueezeBackward4(_Generated):
         if self.should_compute_output(0):
             for d in self.dim:
                 if self.self_sym_sizes[d] == 1:
-                    grad = F.unsqueeze(grad, d)
+                    grad = ops.unsqueeze(grad, d)
             out[0] = grad
 
 
@@ -553,7 +553,7 @@ class ExpandBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.sum_to(grad, self.self_sym_sizes)
+            out[0] = ops.sum_to(grad, self.self_sym_sizes)
 
 
 class SelectBackward0(_Generated):
@@ -561,7 +561,7 @@ class SelectBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.select_backward(grad, self.self_sym_sizes, self.dim, self.index)
+            out[0] = ops.select_backward(grad, self.self_sym_sizes, self.dim, self.index)
 
 
 class SliceBackward0(_Generated):
@@ -569,7 +569,7 @@ class SliceBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.slice_backward(grad, self.self_sym_sizes, self.dim, self.start, self.end, self.step)
+            out[0] = ops.slice_backward(grad, self.self_sym_sizes, self.dim, self.start, self.end, self.step)
 
 
 class CatBackward0(_Generated):
@@ -580,7 +580,7 @@ class CatBackward0(_Generated):
         offset = 0
         for i, size in enumerate(self.sizes):
             extent = size[self.dim] if size else 0
-            out[i] = F.slice_(grad, self.dim, offset, offset + extent)
+            out[i] = ops.slice_(grad, self.dim, offset, offset + extent)
             offset += extent
 
 
@@ -589,7 +589,7 @@ class StackBackward0(_Generated):
 
     def formulas(self, grad, out):
         for i in range(self.n):
-            out[i] = F.select(grad, self.dim, i)
+            out[i] = ops.select(grad, self.dim, i)
 
 
 class CloneBackward0(_Generated):
@@ -606,10 +606,10 @@ class CopyBackwards(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.zeros_like_data(grad)
+            out[0] = ops.zeros_like_data(grad)
         if self.should_compute_output(1):  # grad.to(src's options); validate_outputs sums it to src's shape
             dtype = getattr(self, "src_dtype", None)
-            out[1] = grad if dtype is None else F.to(grad, dtype, self.src_device)
+            out[1] = grad if dtype is None else ops.to(grad, dtype, self.src_device)
 
 
 class ZeroBackward0(_Generated):
@@ -618,7 +618,7 @@ class ZeroBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.zeros_like_data(grad)
+            out[0] = ops.zeros_like_data(grad)
 
 
 class FillBackward2(ZeroBackward0):
@@ -633,7 +633,7 @@ class FillBackward3(ZeroBackward0):
     def formulas(self, grad, out):
         super().formulas(grad, out)
         if self.should_compute_output(1):
-            out[1] = F.sum(grad, None, False, None)
+            out[1] = ops.sum(grad, None, False, None)
 
 
 class ToCopyBackward0(_Generated):
@@ -641,7 +641,7 @@ class ToCopyBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.to(grad, self.self_dtype, self.self_device)
+            out[0] = ops.to(grad, self.self_dtype, self.self_device)
 
 
 # -- selection ------------------------------------------------------------------------------------------
@@ -651,9 +651,9 @@ class WhereBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):
-            out[1] = F.where(self.condition, F.zeros_scalar(grad), grad)
+            out[1] = ops.where(self.condition, ops.zeros_scalar(grad), grad)
         if self.should_compute_output(0):
-            out[0] = F.where(self.condition, grad, F.zeros_scalar(grad))
+            out[0] = ops.where(self.condition, grad, ops.zeros_scalar(grad))
 
 
 class MaskedFillBackward0(_Generated):
@@ -662,7 +662,7 @@ class MaskedFillBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.masked_fill(grad, self.mask, 0)
+            out[0] = ops.masked_fill(grad, self.mask, 0)
 
 
 class MaskedFillBackward1(_Generated):
@@ -671,9 +671,9 @@ class MaskedFillBackward1(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.masked_fill(grad, self.mask, 0)
+            out[0] = ops.masked_fill(grad, self.mask, 0)
         if self.should_compute_output(1):
-            out[1] = F.sum(F.where(self.mask, grad, F.zeros_scalar(grad)))
+            out[1] = ops.sum(ops.where(self.mask, grad, ops.zeros_scalar(grad)))
 
 
 # -- softmax, losses and the nodes of derivative formulas -----------------------------------------------
@@ -683,7 +683,7 @@ class SoftmaxBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.softmax_backward_data(grad, self.result, self.dim)
+            out[0] = ops.softmax_backward_data(grad, self.result, self.dim)
 
 
 class LogSoftmaxBackward0(_Generated):
@@ -692,7 +692,7 @@ class LogSoftmaxBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.log_softmax_backward_data(grad, self.result, self.dim)
+            out[0] = ops.log_softmax_backward_data(grad, self.result, self.dim)
 
 
 class MseLossBackward0(_Generated):
@@ -701,9 +701,9 @@ class MseLossBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.mse_loss_backward(grad, self.self, self.target, self.reduction)
+            out[0] = ops.mse_loss_backward(grad, self.self, self.target, self.reduction)
         if self.should_compute_output(1):
-            out[1] = F.mse_loss_backward(grad, self.target, self.self, self.reduction)
+            out[1] = ops.mse_loss_backward(grad, self.target, self.self, self.reduction)
 
 
 class TanhBackwardBackward0(_Generated):
@@ -712,9 +712,9 @@ class TanhBackwardBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.tanh_backward(grad, self.output)
+            out[0] = ops.tanh_backward(grad, self.output)
         if self.should_compute_output(1):  # grad * (-2 * output * grad_output)
-            out[1] = F.mul(grad, F.mul(F.mul_scalar(self.output, -2.0), self.grad_output))
+            out[1] = ops.mul(grad, ops.mul(ops.mul_scalar(self.output, -2.0), self.grad_output))
 
 
 class SigmoidBackwardBackward0(_Generated):
@@ -723,10 +723,10 @@ class SigmoidBackwardBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.sigmoid_backward(grad, self.output)
+            out[0] = ops.sigmoid_backward(grad, self.output)
         if self.should_compute_output(1):  # grad * grad_output * (-2 * output + 1)
-            right = F.add_scalar(F.mul_scalar(self.output, -2.0), 1.0)
-            out[1] = F.mul(F.mul(grad, self.grad_output), right)
+            right = ops.add_scalar(ops.mul_scalar(self.output, -2.0), 1.0)
+            out[1] = ops.mul(ops.mul(grad, self.grad_output), right)
 
 
 class ThresholdBackwardBackward0(_Generated):
@@ -735,9 +735,9 @@ class ThresholdBackwardBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.threshold_backward(grad, self.self, self.threshold)
+            out[0] = ops.threshold_backward(grad, self.self, self.threshold)
         if self.should_compute_output(1):
-            out[1] = F.zeros_like_data(grad)
+            out[1] = ops.zeros_like_data(grad)
 
 
 class SoftmaxBackwardDataBackward0(_Generated):
@@ -747,12 +747,12 @@ class SoftmaxBackwardDataBackward0(_Generated):
     def formulas(self, grad, out):
         go, o, d = self.grad_output, self.output, self.dim
         if self.should_compute_output(0):
-            out[0] = F.softmax_backward_data(grad, o, d)
+            out[0] = ops.softmax_backward_data(grad, o, d)
         if self.should_compute_output(1):
             # grad_output * grad - (output * grad_output).sum(dim, true) * grad
             #   - grad_output * (output * grad).sum(dim, true)
-            a = F.sub(F.mul(go, grad), F.mul(F.sum(F.mul(o, go), d, keepdim=True), grad))
-            out[1] = F.sub(a, F.mul(go, F.sum(F.mul(o, grad), d, keepdim=True)))
+            a = ops.sub(ops.mul(go, grad), ops.mul(ops.sum(ops.mul(o, go), d, keepdim=True), grad))
+            out[1] = ops.sub(a, ops.mul(go, ops.sum(ops.mul(o, grad), d, keepdim=True)))
 
 
 class LogSoftmaxBackwardDataBackward0(_Generated):
@@ -762,9 +762,9 @@ class LogSoftmaxBackwardDataBackward0(_Generated):
     def formulas(self, grad, out):
         go, o, d = self.grad_output, self.output, self.dim
         if self.should_compute_output(0):  # grad - (grad * output.exp()).sum(dim, true)
-            out[0] = F.sub(grad, F.sum(F.mul(grad, F.exp(o)), d, keepdim=True))
+            out[0] = ops.sub(grad, ops.sum(ops.mul(grad, ops.exp(o)), d, keepdim=True))
         if self.should_compute_output(1):  # -grad_output.sum(dim, true) * output.exp() * grad
-            out[1] = F.mul(F.mul(F.neg(F.sum(go, d, keepdim=True)), F.exp(o)), grad)
+            out[1] = ops.mul(ops.mul(ops.neg(ops.sum(go, d, keepdim=True)), ops.exp(o)), grad)
 
 
 class MseLossBackwardBackward0(_Generated):
@@ -777,14 +777,14 @@ class MseLossBackwardBackward0(_Generated):
     def formulas(self, grad, out):
         norm = self._norm()
         if self.should_compute_output(0):
-            g = F.mul_scalar(F.mul(F.sub(self.self, self.target), grad), norm)
-            out[0] = g if self.reduction == 0 else F.sum(g)
+            g = ops.mul_scalar(ops.mul(ops.sub(self.self, self.target), grad), norm)
+            out[0] = g if self.reduction == 0 else ops.sum(g)
         if self.should_compute_output(1) or self.should_compute_output(2):
-            g = F.mul_scalar(F.mul(grad, self.grad_output), norm)
+            g = ops.mul_scalar(ops.mul(grad, self.grad_output), norm)
             if self.should_compute_output(1):
                 out[1] = g
             if self.should_compute_output(2):
-                out[2] = F.neg(g)
+                out[2] = ops.neg(g)
 
 
 class SelectBackwardBackward0(_Generated):
@@ -792,7 +792,7 @@ class SelectBackwardBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.select(grad, self.dim, self.index)
+            out[0] = ops.select(grad, self.dim, self.index)
 
 
 class SliceBackwardBackward0(_Generated):
@@ -800,4 +800,4 @@ class SliceBackwardBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = F.slice_(grad, self.dim, self.start, self.end, self.step)
+            out[0] = ops.slice_(grad, self.dim, self.start, self.end, self.step)

@@ -1,7 +1,4 @@
-"""GraphTask: the state of one backward or grad call, with exec_info (facts §3, §4.4, §8.1).
-
-Imports the standard library only.
-"""
+"""GraphTask: the state of one backward or grad call, with exec_info (engine-semantics §3, §4, §11.1)."""
 from __future__ import annotations
 
 import threading
@@ -14,7 +11,7 @@ from ._state import NO_DEVICE, tls
 
 
 class ExecInfo:
-    """Whether a node runs (`needed`) and which of its input grads `autograd.grad` captures (facts §3.3)."""
+    """Whether a node runs (`needed`) and which of its input grads `autograd.grad` captures (engine-semantics §4.2)."""
 
     __slots__ = ("needed", "captures")
 
@@ -31,7 +28,7 @@ _graph_task_ids = iter(range(1, 1 << 62))
 
 
 class GraphTask:
-    """The state of one backward or grad call (facts §3)."""
+    """The state of one backward or grad call (engine-semantics §3)."""
 
     def __init__(self, keep_graph: bool, create_graph: bool, reentrant_depth: int,
                  cpu_ready_queue: ReadyQueue, graph_roots: list, accumulate_grad: bool) -> None:
@@ -64,11 +61,11 @@ class GraphTask:
         self.thread_id = threading.get_ident()
 
     def completed(self) -> bool:
-        """No task outstanding, or an error when exit_on_error (facts §4.4)."""
+        """No task outstanding, or an error when exit_on_error (engine-semantics §3.6)."""
         return self.outstanding_tasks <= 0 or (self.exit_on_error and self.has_error)
 
     def init_to_execute(self, graph_root: Node, outputs: list, accumulate_grad: bool, min_topo_nr: int) -> None:
-        """Mark the nodes on a path to `outputs` as needed, and set up captures (facts §3.3)."""
+        """Mark the nodes on a path to `outputs` as needed, and set up captures (engine-semantics §4.2)."""
         exec_info = self.exec_info
         output_idx = 0
         for fn, input_nr in outputs:
@@ -127,7 +124,7 @@ class GraphTask:
                     mark_needed(stack[-1][0])
 
     def mark_gone(self) -> None:
-        """The backward call is over: the GraphTask is gone, as when PyTorch frees it (facts §4.1, §4.6).
+        """The backward call is over: the GraphTask is gone, as when PyTorch frees it (engine-semantics §6.1, §12.2).
 
         Tasks it left in a queue (after an error) now compare as depth INT_MAX, so they surface first
         and are discarded. Their keys change in place, without re-heapifying, exactly as the answers of
@@ -145,7 +142,7 @@ class GraphTask:
                         task.key[1] = -INT_MAX
 
     def set_exception(self, error: BaseException, fn: Node | None) -> None:
-        """Record the first error, complete the future with it (facts §8.1)."""
+        """Record the first error, complete the future with it (engine-semantics §11.1)."""
         with self.mutex:
             first = not self.has_error
             self.has_error = True
@@ -160,7 +157,7 @@ class GraphTask:
                 self.done.set()
 
     def mark_as_completed_and_run_post_processing(self) -> None:
-        """Run post-processing once and complete the future with the captured grads (facts §4.4)."""
+        """Run post-processing once and complete the future with the captured grads (engine-semantics §3.6)."""
         with self.mutex:
             if self.future_completed or self._post_processed:
                 return
@@ -189,7 +186,7 @@ class GraphTask:
 
 
 def _print_anomaly_stack(fn: Node) -> None:
-    """Warn with the failing node's forward stack, then its parents' (facts §8.3)."""
+    """Warn with the failing node's forward stack, then its parents' (engine-semantics §11.3)."""
     stack = "".join((fn._metadata or {}).get("traceback_", []))
     warnings.warn(f"Error detected in {fn.name()}. Traceback of forward call that caused the error:\n{stack}",
                   UserWarning, stacklevel=2)

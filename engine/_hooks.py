@@ -1,7 +1,4 @@
-"""Running hooks the way the engine does: tensor, retains_grad, Node pre- and post-hooks (facts §5.1, §5.3).
-
-Imports the standard library only.
-"""
+"""Running hooks as the engine does: tensor, retains_grad, Node pre- and post-hooks (engine-semantics §7.1, §7.2)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -45,7 +42,7 @@ def _check_tuple_result(prev: tuple, result: Any, hook: Any) -> None:
 
 
 def call_tensor_pre_hooks(fn: Node, inputs: list, graph_task: GraphTask | None) -> list:
-    """Tensor hooks, then retains_grad hooks, in that order (facts §5.1 a-b)."""
+    """Tensor hooks, then retains_grad hooks, in that order (engine-semantics §7.1 steps 3a-3b)."""
     observed = bool(_observer.observers)
     for hooks, slot in fn.tensor_pre_hooks():
         value = inputs[slot]
@@ -71,7 +68,7 @@ def call_tensor_pre_hooks(fn: Node, inputs: list, graph_task: GraphTask | None) 
 
 
 def _retain_grad(var: Any, grad: Any) -> None:
-    """The retains_grad hook: clone on the first write, out-of-place sum afterwards (facts §6.5)."""
+    """The retains_grad hook: clone on the first write, out-of-place sum afterwards (engine-semantics §7.4)."""
     if var is None or grad is None:
         return
     var._grad = clone(grad) if var._grad is None else var._grad + grad

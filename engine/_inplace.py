@@ -1,14 +1,12 @@
 """In-place ops: add_, sub_, mul_, div_, zero_, fill_, copy_, and +=, -=, *=, /=.
 
-Imports numpy and the standard library only.
-
 Each op computes its out-of-place result, writes it into the tensor's own memory (which its views and
 `detach()`es share), and bumps the memory's version (engine/_version.py): a node that saved the old
 value then refuses to run backward, with PyTorch's error.
 
 When autograd records the op (grad mode on, and the tensor or an operand requires grad), the out-of-place
 op's node becomes the tensor's grad_fn. This is PyTorch's rebase_history for a tensor that is not a view
-(facts §1.9: `f.mul_(2)` makes one MulBackward0 and takes one seq_nr). The node is computed on a copy of
+(engine-semantics §1.9: `f.mul_(2)` makes one MulBackward0 and takes one seq_nr). The node is computed on a copy of
 the old value that carries the tensor's old history, so what it saves is the value before the write.
 
 zero_, fill_ and copy_ record ZeroBackward0, FillBackward2 (a number), FillBackward3 (a 0-dim tensor) and
@@ -100,7 +98,7 @@ def _rebase(self: Tensor, result: Tensor) -> Tensor:
 
     As in PyTorch (checked on torch 2.13): tensor hooks registered so far stay on the old grad_fn and see the
     grad of the old value, hooks registered later go on the new one; retain_grad moves to the new grad_fn
-    (facts §6.5), so `.grad` is the grad of the new value.
+    (engine-semantics §7.4), so `.grad` is the grad of the new value.
     """
     _write(self, result._data)
     old_fn, old_nr = self.grad_fn, self._output_nr

@@ -1,7 +1,4 @@
-"""Backward nodes: the Node base class, hooks, AccumulateGrad, GraphRoot, Identity and Error.
-
-Imports numpy and the standard library only; never the tracer or any UI package.
-"""
+"""Backward nodes: the Node base class, hooks, AccumulateGrad, GraphRoot, Identity and Error."""
 from __future__ import annotations
 
 import itertools
@@ -148,7 +145,7 @@ class Node:
     """Attributes holding saved tensors; they are freed after the node runs unless retain_graph."""
 
     def __init__(self, sequence_nr: int | None = None) -> None:
-        # Two constructors, as in PyTorch (facts §1.2): an explicit seq leaves the counter alone.
+        # Two constructors, as in PyTorch (engine-semantics §1.2): an explicit seq leaves the counter alone.
         self._uid = next(_uids)  # unique for the process, unlike id(): observers key nodes by it
         if sequence_nr is None:
             sequence_nr = tls.seq_nr
@@ -170,7 +167,7 @@ class Node:
         self._parent = None
         self.thread_id = threading.get_ident()
         if anomaly.enabled:
-            # Facts §8.3: each node stores its forward stack and the node being evaluated.
+            # engine-semantics §11.3: each node stores its forward stack and the node being evaluated.
             self.metadata["traceback_"] = _user_stack()
             self._parent = tls.current_node
 
@@ -198,7 +195,7 @@ class Node:
         self._seq = int(sequence_nr)
 
     def _topological_nr(self) -> int:
-        """Longest path to a sink (facts §2). Reading it freezes the node, as in PyTorch."""
+        """Longest path to a sink (engine-semantics §2). Reading it freezes the node, as in PyTorch."""
         self._has_parent = True
         return self._topo
 
@@ -248,7 +245,7 @@ class Node:
 
     # -- what the engine uses ---------------------------------------------------------------------
     def set_next_edges(self, edges: list[Edge]) -> None:
-        """Attach next edges and raise topological_nr accordingly (facts §2.2)."""
+        """Attach next edges and raise topological_nr accordingly (engine-semantics §2.2)."""
         self.next_edges = edges
         for edge in edges:
             self._update_topological_nr(edge)
@@ -274,7 +271,7 @@ class Node:
         raise NotImplementedError(f"{self.name()} does not implement apply")
 
     def release_variables(self) -> None:
-        """Free saved tensors so a second backward through this node raises (facts §5.7)."""
+        """Free saved tensors so a second backward through this node raises (engine-semantics §5.4)."""
         names = self._saved_tensor_names
         if names:
             for name in names:
@@ -304,7 +301,7 @@ class Node:
         return True
 
     def device(self) -> str:
-        """First non-CPU device among the input metadata, else cpu (facts §4.5)."""
+        """First non-CPU device among the input metadata, else cpu (engine-semantics §12.1)."""
         for meta in self._input_metadata:
             if meta.is_defined and meta.device != "cpu":
                 return meta.device
@@ -312,13 +309,13 @@ class Node:
 
 
 class AccumulateGrad(Node):
-    """Sink node of a leaf: writes the incoming grad into `variable.grad` (facts §6)."""
+    """Sink node of a leaf: writes the incoming grad into `variable.grad` (engine-semantics §8)."""
 
     __slots__ = ("variable",)
     _name = "torch::autograd::AccumulateGrad"
 
     def __init__(self, variable: Tensor) -> None:
-        super().__init__(UINT64_MAX)  # runs as early as possible and bumps nothing (facts §1.3)
+        super().__init__(UINT64_MAX)  # runs as early as possible and bumps nothing (engine-semantics §1.3)
         self.variable = variable
         self._input_metadata = [InputMetadata(variable.shape, variable.dtype, variable._device)]
 
@@ -359,7 +356,7 @@ def _tensor_mod():
 
 
 class GraphRoot(Node):
-    """The dummy root of a backward with several roots; returns the root grads (facts §3.1)."""
+    """The dummy root of a backward with several roots; returns the root grads (engine-semantics §3.1)."""
 
     __slots__ = ("outputs",)
     _name = "GraphRoot"
@@ -384,7 +381,7 @@ class Identity(Node):
 
 
 class Error(Node):
-    """A node that raises when run; seq 2**64-1 so it runs at once (facts §1.3)."""
+    """A node that raises when run; seq 2**64-1 so it runs at once (engine-semantics §1.3)."""
 
     __slots__ = ("msg",)
     _name = "torch::autograd::Error"
@@ -398,7 +395,7 @@ class Error(Node):
 
 
 class DelayedError(Node):
-    """Wraps outputs so that differentiating them raises; a numbered node (facts §1.4, §10.9)."""
+    """Wraps outputs so that differentiating them raises; a numbered node (engine-semantics §1.4, §10.9)."""
 
     __slots__ = ("msg",)
     _name = "torch::autograd::DelayedError"

@@ -1,6 +1,6 @@
 """Instrumentation points: what the engine reports to attached observers.
 
-Imports the standard library only. The engine calls these points where PyTorch does the work; with
+The engine calls these points where PyTorch does the work; with
 no observer attached each point costs one truth test of `observers`.
 """
 from __future__ import annotations

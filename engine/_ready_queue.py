@@ -1,10 +1,8 @@
 """Ready queues: NodeTask, ReadyQueue and InputBuffer.
 
-Imports numpy and the standard library only.
-
 NOTE [ready queue order]
-A ReadyQueue is a max-heap on (reentrant depth, seq_nr) (facts §4.1); tasks with equal keys leave in
-the order libstdc++'s std::priority_queue gives them (facts §4.2), which is neither FIFO nor stable.
+A ReadyQueue is a max-heap on (reentrant depth, seq_nr) (engine-semantics §6.1); tasks with equal keys leave in
+the order libstdc++'s std::priority_queue gives them (engine-semantics §6.2), which is neither FIFO nor stable.
 Python's heapq makes exactly the same moves as libstdc++'s push_heap/pop_heap when items compare by
 their key alone: sift-up on a strict comparison, and on pop a hole walked to a leaf through the child
 that is not strictly better on the left (the right one on ties). So NodeTask compares by key only, with
@@ -75,7 +73,7 @@ class ReadyQueue:
         self.name = name
 
     def push(self, task: NodeTask, increment_outstanding: bool = True) -> None:
-        """Push `task`, counting it against its GraphTask (facts §4.4)."""
+        """Push `task`, counting it against its GraphTask (engine-semantics §3.6)."""
         if increment_outstanding and not task.is_shutdown:
             gt = task.owner
             if gt is not None and not gt.gone:
@@ -112,7 +110,7 @@ class InputBuffer:
         self.buffer: list = [None] * size
 
     def add(self, pos: int, var: Any) -> bool:
-        """Add `var` at slot `pos`; returns True when it was summed into an earlier grad (facts §5.4)."""
+        """Add `var` at slot `pos`; returns True when it was summed into an earlier grad (engine-semantics §5.1)."""
         if var is None:
             return False
         old = self.buffer[pos]

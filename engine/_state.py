@@ -1,9 +1,7 @@
 """Thread-local autograd state: the global sequence number and grad mode.
 
-Imports the standard library only.
-
 NOTE [seq_nr across threads]
-PyTorch keeps the sequence number in a `thread_local uint64_t` (facts §1.1): every thread starts at 0,
+PyTorch keeps the sequence number in a `thread_local uint64_t` (engine-semantics §1.1): every thread starts at 0,
 and a node takes the value of the thread that creates it. Numbers from different threads cannot be
 compared. Nodes created while a backward formula runs (create_graph) take numbers from the thread that
 runs the node, which for CPU is the thread that called backward. Each node records its thread id.
@@ -24,7 +22,7 @@ class _ThreadState(threading.local):
     seq_nr: int = 0
     grad_enabled: bool = True
     multithreading_enabled: bool = True
-    # Engine state (facts §3.1 step 5, §7): which device this thread works for, if any.
+    # Engine state (engine-semantics §3.1 step 5, §13): which device this thread works for, if any.
     worker_device: int = NO_DEVICE
     current_depth: int = 0
     total_depth: int = 0
@@ -44,11 +42,6 @@ def peek_sequence_nr() -> int:
 def is_grad_enabled() -> bool:
     """Whether ops on this thread record history."""
     return tls.grad_enabled
-
-
-def set_grad_enabled_(mode: bool) -> None:
-    """Switch grad mode on this thread (the plain function; see `set_grad_enabled` for the context)."""
-    tls.grad_enabled = bool(mode)
 
 
 class _GradModeContext:

@@ -1,6 +1,6 @@
 """The Tensor: a numpy array with PyTorch's autograd attributes and a torch-compatible method set.
 
-Imports numpy and the standard library only. Arithmetic and shape methods delegate to `_ops`.
+Arithmetic and shape methods delegate to `_ops`.
 """
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ class Tensor:
         return version_of(self._data)
 
     def retain_grad(self) -> None:
-        """Make a non-leaf's `.grad` populated by backward (a no-op on leaves, facts §6.5)."""
+        """Make a non-leaf's `.grad` populated by backward (a no-op on leaves, engine-semantics §7.4)."""
         if not self._requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self.grad_fn is None or self._retains_grad:
@@ -327,7 +327,7 @@ def gradient_edge(t: Tensor) -> tuple:
 
 
 def grad_accumulator(t: Tensor) -> AccumulateGrad:
-    """The leaf's AccumulateGrad, made on first use and cached by weak reference (facts §6.1)."""
+    """The leaf's AccumulateGrad, made on first use and cached by weak reference (engine-semantics §8.1)."""
     ref = t._grad_accumulator
     acc = ref() if ref is not None else None
     if acc is None:
@@ -345,7 +345,7 @@ def try_get_grad_accumulator(t: Tensor) -> AccumulateGrad | None:
 
 
 def accumulate_into_grad(variable: Tensor, new_grad: Tensor) -> None:
-    """AccumulateGrad's update of `variable.grad` (facts §6.2)."""
+    """AccumulateGrad's update of `variable.grad` (engine-semantics §8.2)."""
     old = variable._grad
     if old is None:
         if not tls.grad_enabled or not new_grad._requires_grad:

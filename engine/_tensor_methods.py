@@ -1,7 +1,4 @@
-"""Binds the op functions to Tensor as methods and operators, the way torch.Tensor exposes them.
-
-Imports numpy and the standard library only.
-"""
+"""Binds the op functions to Tensor as methods and operators, the way torch.Tensor exposes them."""
 from __future__ import annotations
 
 from typing import Any
@@ -27,10 +24,6 @@ def _binary(op):
 
 def _reflected(op):
     return _binary(lambda self, other: op(other, self))
-
-
-def _dim_or_none(dim: Any = None, keepdim: bool = False, **kw: Any) -> dict:
-    return {"dim": dim, "keepdim": keepdim, **kw}
 
 
 def _size_args(args: tuple) -> tuple:

@@ -1,6 +1,4 @@
-"""Device worker threads, queue choice and the reentrant thread pool (facts §4.5–§4.7, §7).
-
-Imports the standard library only.
+"""Device worker threads, queue choice and the reentrant thread pool (engine-semantics §12.1–§12.3, §13).
 
 NOTE [device threads]
 Devices are labels: a node's device is the first non-CPU device of its input metadata. CPU work always
@@ -63,7 +61,7 @@ def _device_thread_main(index: int, queue: ReadyQueue) -> None:
 
 
 def ready_queue(graph_task: GraphTask, device: str) -> ReadyQueue:
-    """The queue a task for a node on `device` goes to (facts §4.5)."""
+    """The queue a task for a node on `device` goes to (engine-semantics §12.1)."""
     if not graph_task.multithreading:
         return graph_task.cpu_ready_queue
     index = device_index(device)
@@ -81,7 +79,7 @@ def all_queues(cpu_ready_queue: ReadyQueue) -> list[ReadyQueue]:
 
 
 def wake_owner(graph_task: GraphTask) -> None:
-    """A thread other than the owner finished `graph_task`: send the owner a dummy task (facts §4.4)."""
+    """A thread other than the owner finished `graph_task`: send the owner a dummy task (engine-semantics §3.6)."""
     from ._ready_queue import InputBuffer
 
     ready_queue_by_index(graph_task.cpu_ready_queue, graph_task.owner).push(
@@ -89,7 +87,7 @@ def wake_owner(graph_task: GraphTask) -> None:
 
 
 class _ReentrantPool:
-    """Threads that take over reentrant backward calls nested too deep on one thread (facts §7.1)."""
+    """Threads that take over reentrant backward calls nested too deep on one thread (engine-semantics §13.1)."""
 
     def __init__(self) -> None:
         self.cond = threading.Condition()

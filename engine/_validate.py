@@ -1,7 +1,4 @@
-"""validate_outputs: check and conform the grads a node returns (facts §5.5).
-
-Imports the standard library only.
-"""
+"""validate_outputs: check and conform the grads a node returns (engine-semantics §5.2)."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,7 +9,7 @@ from ._tensor import Tensor
 
 
 def validate_outputs(edges: list, grads: list, fn: Node | None) -> None:
-    """Check grads against the next nodes' input metadata; reduce broadcast grads (facts §5.5).
+    """Check grads against the next nodes' input metadata; reduce broadcast grads (engine-semantics §5.2).
 
     Messages name `fn` ("Function XBackward0 returned an ...") when given; root grads pass None.
     """

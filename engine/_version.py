@@ -1,8 +1,6 @@
 """Version counters: how many times a tensor's data was modified in place, shared by every tensor that
 shares the data (views, `detach()`), as in PyTorch.
 
-Imports numpy and the standard library only.
-
 A counter belongs to the numpy array that owns the memory (the root of a view's `.base` chain), so tensors
 whose arrays view the same memory see the same version without knowing of each other. Counters are made
 on the first in-place write: reading the version of untouched data allocates nothing.

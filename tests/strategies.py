@@ -109,7 +109,7 @@ UNARY_OPS = ("exp", "sin", "cos", "tanh", "sigmoid", "scale", "fn", "od", "reent
 BINARY_OPS = ("add", "mul", "sub")
 STACK = "stack"
 """`torch.stack([v, ...]).sum(0)` over 3 to 5 values: one node with many children, so several
-AccumulateGrads become ready together and leave in the heap's tie order (facts §4.2)."""
+AccumulateGrads become ready together and leave in the heap's tie order (engine-semantics §6.2)."""
 ENDINGS = ("backward", "backward_inputs", "grad", "grad_create_graph", "two_roots")
 
 

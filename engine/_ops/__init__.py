@@ -1,6 +1,6 @@
 """Forward ops: compute with numpy and, when grad mode is on and an input requires grad, record a node.
 
-Imports numpy and the standard library only. Each op follows PyTorch's generated code: create the node
+Each op follows PyTorch's generated code: create the node
 (taking a seq_nr), compute, then attach edges and history. Node names and edge slots are the ones
 PyTorch 2.13 records; tests/engine/test_torch_parity.py compares them with real torch.
 """

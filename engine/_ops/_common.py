@@ -1,7 +1,4 @@
-"""Shared machinery of the ops: recording a node, wrapping Python numbers, type promotion.
-
-Imports numpy and the standard library only.
-"""
+"""Shared machinery of the ops: recording a node, wrapping Python numbers, type promotion."""
 from __future__ import annotations
 
 import builtins

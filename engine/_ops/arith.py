@@ -1,7 +1,4 @@
-"""Arithmetic ops (+ - * / **, reciprocal, neg) and the scalar forms derivative formulas use.
-
-Imports numpy and the standard library only.
-"""
+"""Arithmetic ops (+ - * / **, reciprocal, neg) and the scalar forms derivative formulas use."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,7 +1,4 @@
-"""Ops PyTorch only records inside derivative formulas (tanh_backward, sum_to, ...).
-
-Imports numpy and the standard library only.
-"""
+"""Ops PyTorch only records inside derivative formulas (tanh_backward, sum_to, ...)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,7 +1,4 @@
-"""Matrix products: mm, dot, mv, matmul, addmm and nn.functional.linear.
-
-Imports numpy and the standard library only.
-"""
+"""Matrix products: mm, dot, mv, matmul, addmm and nn.functional.linear."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,7 +1,4 @@
-"""where, masked_fill, softmax, log_softmax and mse_loss.
-
-Imports numpy and the standard library only.
-"""
+"""where, masked_fill, softmax, log_softmax and mse_loss."""
 from __future__ import annotations
 
 import warnings

@@ -1,7 +1,4 @@
-"""Unary pointwise ops: exp, log, sin, cos, tanh, sigmoid, relu, sqrt, abs, sgn.
-
-Imports numpy and the standard library only.
-"""
+"""Unary pointwise ops: exp, log, sin, cos, tanh, sigmoid, relu, sqrt, abs, sgn."""
 from __future__ import annotations
 
 import numpy as np

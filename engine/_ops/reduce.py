@@ -1,7 +1,4 @@
-"""Reductions: sum, mean, max, argmax, and the elementwise maximum.
-
-Imports numpy and the standard library only.
-"""
+"""Reductions: sum, mean, max, argmax, and the elementwise maximum."""
 from __future__ import annotations
 
 from collections import namedtuple

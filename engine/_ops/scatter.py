@@ -1,7 +1,4 @@
-"""scatter, scatter_add and gather: what max(dim)'s derivative formula records, as in PyTorch.
-
-Imports numpy and the standard library only.
-"""
+"""scatter, scatter_add and gather: what max(dim)'s derivative formula records, as in PyTorch."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,7 +1,4 @@
-"""Views and shape ops: t, permute, transpose, view, reshape, squeeze, expand, indexing, cat, stack, clone, to.
-
-Imports numpy and the standard library only.
-"""
+"""Views and shape ops: t, permute, transpose, view, reshape, squeeze, expand, indexing, cat, stack, clone, to."""
 from __future__ import annotations
 
 import builtins

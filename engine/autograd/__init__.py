@@ -1,7 +1,4 @@
-"""`engine.autograd`: backward, grad, Function and anomaly mode, with PyTorch's checks and messages.
-
-Imports numpy and the standard library only.
-"""
+"""`engine.autograd`: backward, grad, Function and anomaly mode, with PyTorch's checks and messages."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -23,7 +20,7 @@ __all__ = [
 
 
 def _get_sequence_nr() -> int:
-    """The seq_nr the next numbered node created on this thread will take (facts §1.6)."""
+    """The seq_nr the next numbered node created on this thread will take (engine-semantics §1.6)."""
     return peek_sequence_nr()
 
 
@@ -88,7 +85,7 @@ def _size_repr(shape: tuple) -> str:
 
 def _run_backward(tensors: tuple, grad_tensors: tuple, keep_graph: bool, create_graph: bool, inputs: tuple,
                   allow_unreachable: bool, accumulate_grad: bool) -> tuple | None:
-    """THPEngine_run_backward: roots, output edges, then Engine::execute (facts §3.7, §3.8)."""
+    """THPEngine_run_backward: roots, output edges, then Engine::execute (engine-semantics §3.2, §3.3)."""
     if len(tensors) != len(grad_tensors):
         raise RuntimeError(f"got {len(tensors)} tensors and {len(grad_tensors)} gradients")
     roots, grads = [], []
@@ -198,7 +195,7 @@ class set_multithreading_enabled:
     """Run backward's device tasks on device threads (True, the default) or all on the calling thread.
 
     Takes effect at once; as a context manager it restores the previous setting on exit. The setting is
-    per thread and is read when a backward starts (facts §4.5).
+    per thread and is read when a backward starts (engine-semantics §12.1).
     """
 
     def __init__(self, mode: bool) -> None:

@@ -1,7 +1,4 @@
-"""Anomaly detection: forward stacks on nodes and NaN checks on backward outputs (facts §8.3–§8.4).
-
-Imports the standard library only.
-"""
+"""Anomaly detection: forward stacks on nodes and NaN checks on backward outputs (engine-semantics §11.3–§11.4)."""
 from __future__ import annotations
 
 import warnings

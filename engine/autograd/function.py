@@ -1,7 +1,4 @@
-"""Custom `autograd.Function`: the ctx is the backward node, as in PyTorch (facts §10).
-
-Imports numpy and the standard library only.
-"""
+"""Custom `autograd.Function`: the ctx is the backward node, as in PyTorch (engine-semantics §10)."""
 from __future__ import annotations
 
 import functools
@@ -29,7 +26,7 @@ class FunctionCtx:
         self.non_differentiable = args
 
     def mark_dirty(self, *args: Tensor) -> None:
-        """Declare inputs modified in place (accepted; the engine has no in-place ops to rebase)."""
+        """Declare inputs forward modified in place (recorded only: their history is not rebased onto this node)."""
         self.dirty_tensors = args
 
     def set_materialize_grads(self, value: bool) -> None:
@@ -49,7 +46,7 @@ class BackwardCFunction(Node, FunctionCtx):
     _forward_cls: type
 
     def __init__(self) -> None:
-        super().__init__()  # a numbered node, even under no_grad (facts §1.4)
+        super().__init__()  # a numbered node, even under no_grad (engine-semantics §1.4)
         self.to_save = None
         self._saved = None
         self.non_differentiable = ()
@@ -67,7 +64,7 @@ class BackwardCFunction(Node, FunctionCtx):
         return f"<{cls.__module__}.{cls.__qualname__} object at {id(self):#x}>"
 
     def apply(self, grads: list) -> list:  # type: ignore[override]
-        """PyNode::apply: materialise grads, call backward, check and map the result (facts §10.5–§10.6)."""
+        """PyNode::apply: materialise grads, call backward, check and map the result (engine-semantics §10.5–§10.6)."""
         args = []
         for i, g in enumerate(grads):
             if g is None and self.materialize_grads and self._output_info[i] is not None:
@@ -144,7 +141,7 @@ class Function(FunctionCtx, metaclass=FunctionMeta):
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
-        """Run forward with grad mode off and attach `<Name>Backward` to the outputs (facts §10.2)."""
+        """Run forward with grad mode off and attach `<Name>Backward` to the outputs (engine-semantics §10.2)."""
         has_setup_context = cls.setup_context is not Function.setup_context
         if kwargs or has_setup_context:
             args = _bind_args(cls.forward, has_setup_context, args, kwargs)
@@ -168,7 +165,7 @@ def _apply(cls: type, args: tuple, has_setup_context: bool) -> Any:
 
     needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
     is_executable = tls.grad_enabled and any(needs_input_grad)
-    ctx = cls._backward_cls()  # takes the seq_nr before forward runs (facts §10.2 step 4)
+    ctx = cls._backward_cls()  # takes the seq_nr before forward runs (engine-semantics §10.2 step 4)
     ctx.is_variable_input = [isinstance(a, Tensor) for a in args]
     tensor_inputs = [a for a in args if isinstance(a, Tensor)]
     if is_executable:
@@ -235,7 +232,7 @@ def _alias(t: Tensor) -> Tensor:
 
 
 def once_differentiable(fn: Any) -> Any:
-    """Run backward under no_grad; differentiating its result raises (facts §10.9)."""
+    """Run backward under no_grad; differentiating its result raises (engine-semantics §10.9)."""
 
     @functools.wraps(fn)
     def wrapper(ctx: Any, *args: Any) -> Any:

@@ -1,7 +1,4 @@
-"""`engine.autograd.graph`: the Node type, GradientEdge and get_gradient_edge.
-
-Imports the standard library only.
-"""
+"""`engine.autograd.graph`: the Node type, GradientEdge and get_gradient_edge."""
 from __future__ import annotations
 
 from typing import NamedTuple

@@ -1,7 +1,4 @@
-"""`engine.nn`: only `functional` is provided.
-
-Imports numpy and the standard library only.
-"""
+"""`engine.nn`: only `functional` is provided."""
 from __future__ import annotations
 
 from . import functional

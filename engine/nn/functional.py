@@ -1,7 +1,4 @@
-"""`engine.nn.functional`: mse_loss, linear, softmax, log_softmax, relu, sigmoid, tanh.
-
-Imports numpy and the standard library only.
-"""
+"""`engine.nn.functional`: mse_loss, linear, softmax, log_softmax, relu, sigmoid, tanh."""
 from __future__ import annotations
 
 from typing import Any

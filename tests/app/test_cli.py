@@ -2,7 +2,7 @@
 
 Every command runs through `app.cli.main(argv)` in a fresh thread, so the recorded script starts with a
 sequence counter of 0 and an empty ready queue; expected values are worked out by hand from
-torch-engine-facts.md (§13 A for the diamond's order, §4.1 for priorities, §3.2 for dependency counts).
+docs/engine-semantics.md (§15 A for the diamond's order, §6.1 for priorities, §3.4 for dependency counts).
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 from app.cli import main
+from engine._state import UINT64_MAX
 from tests.engine.helpers import run_in_thread
 from tracer import events as ev
 from tracer.tracefile import load
@@ -26,7 +27,6 @@ DIAMOND = textwrap.dedent("""\
     z.backward()
 """)
 # seq_nrs by hand (fresh counter): Exp 0, Sin 1, Cos 2, Add 3, Sum 4; AccumulateGrad 2**64-1.
-UINT64_MAX = 2**64 - 1
 
 SCHEMA_FIELDS = {"schema", "step", "num_steps", "event", "ready_queues", "dependencies", "not_ready", "executed",
                  "pruned", "running", "graph_tasks", "culprits"}
@@ -67,7 +67,7 @@ def show_json(path, capsys, *extra) -> dict:
 
 # -- record ------------------------------------------------------------------------------------------------------
 def test_record_writes_a_trace_of_what_the_script_did(diamond, capsys):
-    """`agdb record` saves a trace whose nodes ran in the diamond's order (§13 A) with the hand-derived seq_nrs."""
+    """`agdb record` saves a trace whose nodes ran in the diamond's order (engine-semantics §15 A) with the hand-derived seq_nrs."""
     _, trace = diamond
     ran = [(e.node_name, trace.node(e.node).seq_nr) for e in trace if isinstance(e, ev.NodeStarted)]
     assert ran == [("SumBackward0", 4), ("AddBackward0", 3), ("CosBackward0", 2), ("SinBackward0", 1),

@@ -7,7 +7,7 @@ import threading
 import engine
 from engine.autograd.function import once_differentiable
 
-# torch's exact text for a second backward through freed saved tensors (facts §5.7, e3_hooks).
+# torch's exact text for a second backward through freed saved tensors (engine-semantics §5.4, e3_hooks).
 ERR_BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they have "
     "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "

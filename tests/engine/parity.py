@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-UINT64_MAX = 2**64 - 1
+from engine._state import UINT64_MAX
 
 
 class Probe:

@@ -171,7 +171,7 @@ def _float32(t, p):
     p.value("x.grad", x.grad)
 
 
-# -- facts §13 worked examples and the engine's ordering ------------------------------------------------
+# -- engine-semantics §15 worked examples and the engine's ordering -------------------------------------
 @program("diamond")
 def _diamond(t, p):
     x = p.leaf("x", [1.0, 2.0])

@@ -1,5 +1,5 @@
 """AccumulateGrad, retain_grad, InputBuffer summation and freed saved tensors, written by hand from
-torch-engine-facts.md §5.4, §5.7, §6 and the outputs recorded from real torch 2.13 in experiments/e3_hooks.out,
+engine-semantics §5.1, §5.4, §8 and the outputs recorded from real torch 2.13 in experiments/e3_hooks.out,
 e7_api.out, e9_acc.out, e10_quirks.out and e12_misc.out.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tests.engine.helpers import ERR_BACKWARD_TWICE, PassFirst
 
 # -- accumulation into .grad -------------------------------------------------------------------------------------
 def test_backward_twice_accumulates():
-    """§9.2 / e7_api: two backward(retain_graph=True) of (x*2).sum() leave x.grad = 4."""
+    """engine-semantics §9.2 / e7_api: two backward(retain_graph=True) of (x*2).sum() leave x.grad = 4."""
     x = torch.ones(2, requires_grad=True)
     y = (x * 2).sum()
     y.backward(retain_graph=True)
@@ -24,7 +24,7 @@ def test_backward_twice_accumulates():
 
 
 def test_user_supplied_grad_is_not_stored_as_is():
-    """§6.2 / e9_acc: x.backward(g) on a leaf does not store the user's g object as x.grad."""
+    """engine-semantics §8.2 / e9_acc: x.backward(g) on a leaf does not store the user's g object as x.grad."""
     x = torch.ones(3, requires_grad=True)
     g = torch.full((3,), 2.0)
     x.backward(g)
@@ -33,7 +33,7 @@ def test_user_supplied_grad_is_not_stored_as_is():
 
 
 def test_second_accumulation_is_in_place():
-    """§6.2 / e9_acc: a later accumulation without grad mode keeps the same .grad object (2 + 3 = 5)."""
+    """engine-semantics §8.2 / e9_acc: a later accumulation without grad mode keeps the same .grad object (2 + 3 = 5)."""
     x = torch.ones(3, requires_grad=True)
     x.backward(torch.full((3,), 2.0))
     first = x.grad
@@ -43,7 +43,7 @@ def test_second_accumulation_is_in_place():
 
 
 def test_create_graph_accumulation_is_out_of_place_e9():
-    """§6.2 / e9_acc: with create_graph, .grad + grad makes a new tensor; here it needs no grad (grad_fn None)."""
+    """engine-semantics §8.2 / e9_acc: with create_graph, .grad + grad makes a new tensor; here it needs no grad (grad_fn None)."""
     x = torch.ones(3, requires_grad=True)
     x.backward(torch.full((3,), 2.0))
     first = x.grad
@@ -57,7 +57,7 @@ def test_create_graph_accumulation_is_out_of_place_e9():
 
 
 def test_create_graph_accumulation_gives_grad_with_grad_fn():
-    """§6.2: with create_graph and a grad that requires grad, .grad = .grad + grad has grad_fn AddBackward0."""
+    """engine-semantics §8.2: with create_graph and a grad that requires grad, .grad = .grad + grad has grad_fn AddBackward0."""
     x = torch.ones(2, requires_grad=True)
     x.grad = torch.zeros(2)
     before = x.grad
@@ -90,7 +90,7 @@ def test_internally_produced_grad_is_contiguous():
 
 
 def test_none_grad_still_runs_accumulate_grad_hooks():
-    """§5.6 / e12_misc: a None grad into a leaf still runs its tensor hook (None), Acc prehook ((None,)) and post-acc hook."""
+    """engine-semantics §5.3 / e12_misc: a None grad into a leaf still runs its tensor hook (None), Acc prehook ((None,)) and post-acc hook."""
     log = []
     a = torch.ones(2, requires_grad=True)
     b = torch.ones(2, requires_grad=True)
@@ -106,7 +106,7 @@ def test_none_grad_still_runs_accumulate_grad_hooks():
 
 # -- retain_grad ------------------------------------------------------------------------------------------------------
 def test_retain_grad_accumulates_with_new_object_each_call():
-    """§6.5 / e9_acc: h.grad is 3 then 6 across two backward calls, a new tensor object each time."""
+    """engine-semantics §7.4 / e9_acc: h.grad is 3 then 6 across two backward calls, a new tensor object each time."""
     a = torch.ones(2, requires_grad=True)
     h = a * 2
     h.retain_grad()
@@ -121,7 +121,7 @@ def test_retain_grad_accumulates_with_new_object_each_call():
 
 
 def test_retain_grad_sets_retains_grad_on_non_leaf():
-    """§6.5: retain_grad() on a non-leaf makes retains_grad True."""
+    """engine-semantics §7.4: retain_grad() on a non-leaf makes retains_grad True."""
     a = torch.ones(2, requires_grad=True)
     h = a * 2
     assert h.retains_grad is False
@@ -130,7 +130,7 @@ def test_retain_grad_sets_retains_grad_on_non_leaf():
 
 
 def test_retain_grad_on_leaf_is_noop():
-    """§6.5 / e7_api: retain_grad() on a leaf leaves retains_grad False; the leaf still gets .grad normally."""
+    """engine-semantics §7.4 / e7_api: retain_grad() on a leaf leaves retains_grad False; the leaf still gets .grad normally."""
     a = torch.ones(2, requires_grad=True)
     assert a.retains_grad is False
     a.retain_grad()
@@ -140,7 +140,7 @@ def test_retain_grad_on_leaf_is_noop():
 
 
 def test_non_leaf_without_retain_grad_has_no_grad():
-    """§5.1: without retain_grad a non-leaf's .grad stays None after backward."""
+    """engine-semantics §7.1: without retain_grad a non-leaf's .grad stays None after backward."""
     a = torch.ones(2, requires_grad=True)
     h = a * 2
     (h * 3).sum().backward()
@@ -149,9 +149,9 @@ def test_non_leaf_without_retain_grad_has_no_grad():
         assert h.grad is None
 
 
-# -- InputBuffer (§5.4) -----------------------------------------------------------------------------------------------
+# -- InputBuffer (engine-semantics §5.1) ------------------------------------------------------------------------------
 def test_input_buffer_sums_before_node_runs():
-    """§5.4 / e9_acc: MulBackward0 receives 3+4=7 in a single call."""
+    """engine-semantics §5.1 / e9_acc: MulBackward0 receives 3+4=7 in a single call."""
     calls = []
     b = torch.ones(2, requires_grad=True)
     m = b * 2
@@ -162,7 +162,7 @@ def test_input_buffer_sums_before_node_runs():
 
 
 def test_x_times_x_runs_accumulate_grad_once_with_sum():
-    """§5.4 / e12_misc: x*x has two edges to one AccumulateGrad, which runs once with 6 for x=3."""
+    """engine-semantics §5.1 / e12_misc: x*x has two edges to one AccumulateGrad, which runs once with 6 for x=3."""
     calls = []
     x = torch.tensor([3.], requires_grad=True)
     y = x * x
@@ -174,9 +174,9 @@ def test_x_times_x_runs_accumulate_grad_once_with_sum():
     assert x.grad.tolist() == [6.0]
 
 
-# -- freed saved tensors (§5.7) ----------------------------------------------------------------------------------------
+# -- freed saved tensors (engine-semantics §5.4) -----------------------------------------------------------------------
 def test_second_backward_through_freed_saved_tensors_raises():
-    """§5.7 / e3_hooks: a second backward of (x*x).sum() raises the exact backward-twice RuntimeError."""
+    """engine-semantics §5.4 / e3_hooks: a second backward of (x*x).sum() raises the exact backward-twice RuntimeError."""
     x = torch.tensor([1., 2.], requires_grad=True)
     y = (x * x).sum()
     y.backward()
@@ -187,7 +187,7 @@ def test_second_backward_through_freed_saved_tensors_raises():
 
 
 def test_saved_self_access_after_free_raises():
-    """§5.7 / e3_hooks: reading grad_fn._saved_self after the node ran raises the same message."""
+    """engine-semantics §5.4 / e3_hooks: reading grad_fn._saved_self after the node ran raises the same message."""
     x = torch.tensor([1., 2.], requires_grad=True)
     y = (x * x).sum()
     mul = y.grad_fn.next_functions[0][0]
@@ -200,7 +200,7 @@ def test_saved_self_access_after_free_raises():
 
 
 def test_retain_graph_keeps_saved_tensors():
-    """§5.7: with retain_graph=True the saved tensors survive and a second backward works (accumulating)."""
+    """engine-semantics §5.4: with retain_graph=True the saved tensors survive and a second backward works (accumulating)."""
     x = torch.tensor([1., 2.], requires_grad=True)
     y = (x * x).sum()
     y.backward(retain_graph=True)
@@ -209,7 +209,7 @@ def test_retain_graph_keeps_saved_tensors():
 
 
 def test_nodes_saving_nothing_can_rerun():
-    """§5.7 / e3_hooks: (x+1).sum() can be backpropagated twice without retain_graph; x.grad = 2."""
+    """engine-semantics §5.4 / e3_hooks: (x+1).sum() can be backpropagated twice without retain_graph; x.grad = 2."""
     x = torch.tensor([1., 2.], requires_grad=True)
     y = (x + 1).sum()
     y.backward()
@@ -218,7 +218,7 @@ def test_nodes_saving_nothing_can_rerun():
 
 
 def test_pruned_nodes_keep_saved_tensors():
-    """§5.7 / e12_misc: un-executed nodes keep saved tensors; the executed MulBackward0 does not."""
+    """engine-semantics §5.4 / e12_misc: un-executed nodes keep saved tensors; the executed MulBackward0 does not."""
     a = torch.ones(2, requires_grad=True)
     b = torch.ones(2, requires_grad=True)
     c = torch.ones(2, requires_grad=True)
@@ -233,9 +233,9 @@ def test_pruned_nodes_keep_saved_tensors():
     assert str(ei.value) == ERR_BACKWARD_TWICE
 
 
-# -- autograd.grad and AccumulateGrad (§6.4) ----------------------------------------------------------------------------
+# -- autograd.grad and AccumulateGrad (engine-semantics §8.3) -----------------------------------------------------------
 def test_autograd_grad_never_touches_dot_grad():
-    """§9.2 / e7_api: grad() returns 2 and leaves x.grad None."""
+    """engine-semantics §9.2 / e7_api: grad() returns 2 and leaves x.grad None."""
     x = torch.ones(2, requires_grad=True)
     y = (x * 2).sum()
     g, = torch.autograd.grad(y, x)
@@ -244,7 +244,7 @@ def test_autograd_grad_never_touches_dot_grad():
 
 
 def test_autograd_grad_leaves_existing_grad_unchanged():
-    """§6.4: grad() does not add into an existing .grad."""
+    """engine-semantics §8.3: grad() does not add into an existing .grad."""
     x = torch.ones(2, requires_grad=True)
     (x * 2).sum().backward()
     before = x.grad
@@ -254,7 +254,7 @@ def test_autograd_grad_leaves_existing_grad_unchanged():
 
 
 def test_autograd_grad_runs_leaf_tensor_hook():
-    """§6.4 / e10_quirks (4): grad w.r.t. a leaf with hook g*7 returns 14."""
+    """engine-semantics §8.3 / e10_quirks (4): grad w.r.t. a leaf with hook g*7 returns 14."""
     x = torch.ones(2, requires_grad=True)
     x.register_hook(lambda g: g * 7)
     r = torch.autograd.grad((x * 2).sum(), x)
@@ -264,7 +264,7 @@ def test_autograd_grad_runs_leaf_tensor_hook():
 
 
 def test_autograd_grad_skips_post_accumulate_hook():
-    """§6.4 / e10_quirks (4b): grad() does not run the post-accumulate-grad hook; x.grad stays None."""
+    """engine-semantics §8.3 / e10_quirks (4b): grad() does not run the post-accumulate-grad hook; x.grad stays None."""
     ran = []
     x = torch.ones(2, requires_grad=True)
     x.register_post_accumulate_grad_hook(lambda p: ran.append(1))
@@ -274,7 +274,7 @@ def test_autograd_grad_skips_post_accumulate_hook():
 
 
 def test_autograd_grad_skips_accumulate_grad_prehook():
-    """§6.4 / e10_quirks (5): grad() does not execute AccumulateGrad, so its Node prehook never runs."""
+    """engine-semantics §8.3 / e10_quirks (5): grad() does not execute AccumulateGrad, so its Node prehook never runs."""
     ran = []
     x = torch.ones(2, requires_grad=True)
     y = (x * 2).sum()
@@ -286,7 +286,7 @@ def test_autograd_grad_skips_accumulate_grad_prehook():
 
 
 def test_retain_grad_populated_by_autograd_grad_capture():
-    """§5.2 / e10_quirks (2): grad(y, [h]) with h.retain_grad() sets h.grad = 3."""
+    """engine-semantics §4.5 / e10_quirks (2): grad(y, [h]) with h.retain_grad() sets h.grad = 3."""
     x = torch.ones(2, requires_grad=True)
     h = x * 2
     h.retain_grad()
@@ -307,7 +307,7 @@ def test_retain_grad_below_captured_node_not_populated():
 
 
 def test_leaf_no_longer_requiring_grad_is_not_accumulated_but_post_hook_runs():
-    """§6.2: if the leaf no longer requires grad, .grad is unchanged, yet the post-accumulate-grad hook still runs."""
+    """engine-semantics §8.2: if the leaf no longer requires grad, .grad is unchanged, yet the post-accumulate-grad hook still runs."""
     ran = []
     x = torch.ones(2, requires_grad=True)
     x.register_post_accumulate_grad_hook(lambda p: ran.append(p.grad))

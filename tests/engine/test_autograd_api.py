@@ -1,5 +1,5 @@
-"""autograd.grad / backward argument checks and semantics, written by hand from torch-engine-facts.md §3.1, §3.7,
-§3.8, §9 and the outputs recorded from real torch 2.13 in experiments/e7_api.out.
+"""autograd.grad / backward argument checks and semantics, written by hand from engine-semantics §3.1, §3.2,
+§3.3, §9 and the outputs recorded from real torch 2.13 in experiments/e7_api.out.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _xzy():
 
 # -- argument checks (e7_api) ------------------------------------------------------------------------------------
 def test_grad_unused_input_raises():
-    """§9.3 / e7_api: an unused input without allow_unused raises the indexed RuntimeError."""
+    """engine-semantics §9.3 / e7_api: an unused input without allow_unused raises the indexed RuntimeError."""
     x, z, y = _xzy()
     with pytest.raises(RuntimeError) as ei:
         torch.autograd.grad(y, [x, z], retain_graph=True)
@@ -38,7 +38,7 @@ def test_grad_unused_input_raises():
 
 
 def test_grad_allow_unused_returns_none():
-    """§9.3 / e7_api: allow_unused=True gives (tensor([2., 2.]), None)."""
+    """engine-semantics §9.3 / e7_api: allow_unused=True gives (tensor([2., 2.]), None)."""
     x, z, y = _xzy()
     gx, gz = torch.autograd.grad(y, [x, z], retain_graph=True, allow_unused=True)
     assert gx.tolist() == [2.0, 2.0]
@@ -46,7 +46,7 @@ def test_grad_allow_unused_returns_none():
 
 
 def test_grad_materialize_grads_gives_zeros():
-    """§9.3 / e7_api: materialize_grads=True gives zeros instead of None and implies allow_unused."""
+    """engine-semantics §9.3 / e7_api: materialize_grads=True gives zeros instead of None and implies allow_unused."""
     x, z, y = _xzy()
     gx, gz = torch.autograd.grad(y, [x, z], retain_graph=True, materialize_grads=True)
     assert gx.tolist() == [2.0, 2.0]
@@ -62,7 +62,7 @@ def test_materialized_zeros_do_not_require_grad():
 
 
 def test_materialize_grads_with_allow_unused_false_raises_value_error():
-    """§9.3 / e7_api: materialize_grads=True with allow_unused=False raises the exact ValueError."""
+    """engine-semantics §9.3 / e7_api: materialize_grads=True with allow_unused=False raises the exact ValueError."""
     x, z, y = _xzy()
     with pytest.raises(ValueError) as ei:
         torch.autograd.grad(y, [x, z], retain_graph=True, materialize_grads=True, allow_unused=False)
@@ -71,7 +71,7 @@ def test_materialize_grads_with_allow_unused_false_raises_value_error():
 
 
 def test_grad_empty_inputs_raises():
-    """§9.3 / e7_api: grad(y, []) raises "`inputs` argument to `grad()` cannot be empty."."""
+    """engine-semantics §9.3 / e7_api: grad(y, []) raises "`inputs` argument to `grad()` cannot be empty."."""
     x, z, y = _xzy()
     with pytest.raises(RuntimeError) as ei:
         torch.autograd.grad(y, [], retain_graph=True)
@@ -79,7 +79,7 @@ def test_grad_empty_inputs_raises():
 
 
 def test_backward_empty_inputs_raises():
-    """§9.3 / e7_api: backward(inputs=[]) raises "`inputs` argument to `backward()` cannot be empty."."""
+    """engine-semantics §9.3 / e7_api: backward(inputs=[]) raises "`inputs` argument to `backward()` cannot be empty."."""
     x, z, y = _xzy()
     with pytest.raises(RuntimeError) as ei:
         y.backward(inputs=[], retain_graph=True)
@@ -87,7 +87,7 @@ def test_backward_empty_inputs_raises():
 
 
 def test_grad_input_not_requiring_grad_raises():
-    """§9.3 / e7_api: grad() w.r.t. a tensor not requiring grad raises 'One of the differentiated Tensors does not require grad'."""
+    """engine-semantics §9.3 / e7_api: grad() w.r.t. a tensor not requiring grad raises 'One of the differentiated Tensors does not require grad'."""
     x, z, y = _xzy()
     with pytest.raises(RuntimeError) as ei:
         torch.autograd.grad(y, [torch.ones(2)], retain_graph=True)
@@ -95,14 +95,14 @@ def test_grad_input_not_requiring_grad_raises():
 
 
 def test_backward_on_tensor_not_requiring_grad_raises():
-    """§3.7 / e7_api: backward on a tensor without grad_fn raises 'element 0 of tensors does not require grad...'."""
+    """engine-semantics §3.2 / e7_api: backward on a tensor without grad_fn raises 'element 0 of tensors does not require grad...'."""
     with pytest.raises(RuntimeError) as ei:
         torch.ones(2).sum().backward()
     assert str(ei.value) == "element 0 of tensors does not require grad and does not have a grad_fn"
 
 
 def test_backward_non_scalar_without_grad_raises():
-    """§9.3 / e7_api: a non-scalar output without grad raises 'grad can be implicitly created only for scalar outputs'."""
+    """engine-semantics §9.3 / e7_api: a non-scalar output without grad raises 'grad can be implicitly created only for scalar outputs'."""
     x = torch.ones(2, requires_grad=True)
     with pytest.raises(RuntimeError) as ei:
         (x * 2).backward()
@@ -111,7 +111,7 @@ def test_backward_non_scalar_without_grad_raises():
 
 
 def test_backward_grad_shape_mismatch_raises():
-    """§9.3 / e7_api: a [3] grad for a [2] output raises the exact 'Mismatch in shape' text."""
+    """engine-semantics §9.3 / e7_api: a [3] grad for a [2] output raises the exact 'Mismatch in shape' text."""
     x = torch.ones(2, requires_grad=True)
     with pytest.raises(RuntimeError) as ei:
         (x * 2).backward(torch.ones(3))
@@ -120,7 +120,7 @@ def test_backward_grad_shape_mismatch_raises():
 
 
 def test_backward_inputs_non_requires_grad_leaf_raises():
-    """§3.8 / e7_api: backward(inputs=[leaf without requires_grad]) raises "can't retain_grad on Tensor that has requires_grad=False"."""
+    """engine-semantics §3.3 / e7_api: backward(inputs=[leaf without requires_grad]) raises "can't retain_grad on Tensor that has requires_grad=False"."""
     x = torch.ones(2, requires_grad=True)
     y = (x * 2).sum()
     with pytest.raises(RuntimeError) as ei:
@@ -130,7 +130,7 @@ def test_backward_inputs_non_requires_grad_leaf_raises():
 
 
 def test_backward_inputs_non_requires_grad_non_leaf_raises():
-    """§3.8 / e7_api: the same message for a computed tensor that does not require grad."""
+    """engine-semantics §3.3 / e7_api: the same message for a computed tensor that does not require grad."""
     x = torch.ones(2, requires_grad=True)
     y = (x * 2).sum()
     with pytest.raises(RuntimeError) as ei:
@@ -139,7 +139,7 @@ def test_backward_inputs_non_requires_grad_non_leaf_raises():
 
 
 def test_backward_inputs_unreachable_leaf_is_silent_noop():
-    """§9.3 / e7_api: backward(inputs=[z]) with z unreachable returns None and leaves z.grad and x.grad None."""
+    """engine-semantics §9.3 / e7_api: backward(inputs=[z]) with z unreachable returns None and leaves z.grad and x.grad None."""
     x, z, y = _xzy()
     assert y.backward(inputs=[z], retain_graph=True) is None
     assert z.grad is None
@@ -147,7 +147,7 @@ def test_backward_inputs_unreachable_leaf_is_silent_noop():
 
 
 def test_backward_inputs_only_fills_given_leaves():
-    """§9.2: backward(inputs=[a]) fills a.grad only."""
+    """engine-semantics §9.2: backward(inputs=[a]) fills a.grad only."""
     a = torch.ones(2, requires_grad=True)
     b = torch.ones(2, requires_grad=True)
     (a * b * 3).sum().backward(inputs=[a])
@@ -156,7 +156,7 @@ def test_backward_inputs_only_fills_given_leaves():
 
 
 def test_backward_inputs_non_leaf_gets_grad():
-    """§3.8 / §13 D2: backward(inputs=[k]) for a non-leaf k calls retain_grad, so k.grad is set and x.grad is not."""
+    """engine-semantics §3.3 / §15 D2: backward(inputs=[k]) for a non-leaf k calls retain_grad, so k.grad is set and x.grad is not."""
     x = torch.ones(2, requires_grad=True)
     h = x.exp()
     k = h * 3
@@ -168,16 +168,16 @@ def test_backward_inputs_non_leaf_gets_grad():
 
 
 def test_backward_returns_none_and_grad_returns_tuple():
-    """§9.2: backward returns None; grad returns a tuple."""
+    """engine-semantics §9.2: backward returns None; grad returns a tuple."""
     x = torch.ones(2, requires_grad=True)
     assert (x * 2).sum().backward() is None
     r = torch.autograd.grad((x * 2).sum(), x)
     assert isinstance(r, tuple) and len(r) == 1 and r[0].tolist() == [2.0, 2.0]
 
 
-# -- create_graph / retain_graph (§9.4) -------------------------------------------------------------------------
+# -- create_graph / retain_graph (engine-semantics §9.4) --------------------------------------------------------
 def test_create_graph_grad_has_grad_fn_add_backward():
-    """§9.4 / e7_api: grad((x*x).sum(), x, create_graph=True) requires grad with grad_fn AddBackward0."""
+    """engine-semantics §9.4 / e7_api: grad((x*x).sum(), x, create_graph=True) requires grad with grad_fn AddBackward0."""
     x = torch.ones(2, requires_grad=True)
     g, = torch.autograd.grad((x * x).sum(), x, create_graph=True)
     assert g.requires_grad is True
@@ -186,7 +186,7 @@ def test_create_graph_grad_has_grad_fn_add_backward():
 
 
 def test_double_backward_gives_two():
-    """§9.4 / e7_api: grad(g.sum(), x) after the create_graph grad is 2."""
+    """engine-semantics §9.4 / e7_api: grad(g.sum(), x) after the create_graph grad is 2."""
     x = torch.ones(2, requires_grad=True)
     g, = torch.autograd.grad((x * x).sum(), x, create_graph=True)
     g2, = torch.autograd.grad(g.sum(), x)
@@ -194,7 +194,7 @@ def test_double_backward_gives_two():
 
 
 def test_grad_without_create_graph_does_not_require_grad():
-    """§9.4 / e7_api: without create_graph the returned grad does not require grad."""
+    """engine-semantics §9.4 / e7_api: without create_graph the returned grad does not require grad."""
     x = torch.ones(2, requires_grad=True)
     g, = torch.autograd.grad((x * x).sum(), x)
     assert g.requires_grad is False
@@ -202,7 +202,7 @@ def test_grad_without_create_graph_does_not_require_grad():
 
 
 def test_retain_graph_defaults_to_create_graph():
-    """§5.7 / §9.4 / e7_api: after grad(..., create_graph=True) a second grad on the same graph works (2)."""
+    """engine-semantics §5.4 / §9.4 / e7_api: after grad(..., create_graph=True) a second grad on the same graph works (2)."""
     x = torch.ones(2, requires_grad=True)
     y4 = (x * x).sum()
     torch.autograd.grad(y4, x, create_graph=True)
@@ -211,7 +211,7 @@ def test_retain_graph_defaults_to_create_graph():
 
 
 def test_retain_graph_defaults_false_without_create_graph():
-    """§5.7: without create_graph, retain_graph defaults False, so a second grad raises the backward-twice error."""
+    """engine-semantics §5.4: without create_graph, retain_graph defaults False, so a second grad raises the backward-twice error."""
     x = torch.ones(2, requires_grad=True)
     y = (x * x).sum()
     torch.autograd.grad(y, x)
@@ -221,7 +221,7 @@ def test_retain_graph_defaults_false_without_create_graph():
 
 
 def test_backward_create_graph_warns_once_in_fresh_process():
-    """§3.1 step 2 / e7_api: backward(create_graph=True) warns 'Using backward() with create_graph=True ...' once."""
+    """engine-semantics §3.1 step 2 / e7_api: backward(create_graph=True) warns 'Using backward() with create_graph=True ...' once."""
     code = textwrap.dedent("""
         import warnings
         import engine as torch
@@ -248,7 +248,7 @@ def test_backward_create_graph_warns_once_in_fresh_process():
 
 
 def test_grad_create_graph_does_not_warn_in_fresh_process():
-    """§3.1 step 2: the reference-cycle warning is only for backward (accumulate_grad), not autograd.grad."""
+    """engine-semantics §3.1 step 2: the reference-cycle warning is only for backward (accumulate_grad), not autograd.grad."""
     code = textwrap.dedent("""
         import warnings
         import engine as torch
@@ -263,9 +263,9 @@ def test_grad_create_graph_does_not_warn_in_fresh_process():
     assert not [m for m in msgs if m.startswith("Using backward() with create_graph=True")]
 
 
-# -- GradientEdge (§9.5) --------------------------------------------------------------------------------------
+# -- GradientEdge (engine-semantics §9.5) ---------------------------------------------------------------------
 def test_get_gradient_edge_of_non_leaf():
-    """§12.3 / e7_api: get_gradient_edge(h) for h = a*3 is (MulBackward0, 0)."""
+    """engine-semantics §14.3 / e7_api: get_gradient_edge(h) for h = a*3 is (MulBackward0, 0)."""
     a = torch.ones(2, requires_grad=True)
     h = a * 3
     ge = get_gradient_edge(h)
@@ -276,7 +276,7 @@ def test_get_gradient_edge_of_non_leaf():
 
 
 def test_get_gradient_edge_of_leaf_is_accumulate_grad():
-    """§3.7: the gradient edge of a requires-grad leaf is (AccumulateGrad, 0)."""
+    """engine-semantics §3.2: the gradient edge of a requires-grad leaf is (AccumulateGrad, 0)."""
     a = torch.ones(2, requires_grad=True)
     ge = get_gradient_edge(a)
     assert ge.node.name() == "torch::autograd::AccumulateGrad"
@@ -285,7 +285,7 @@ def test_get_gradient_edge_of_leaf_is_accumulate_grad():
 
 
 def test_grad_wrt_gradient_edge():
-    """§9.5 / e7_api: grad((h*h).sum(), get_gradient_edge(h)) with h = a*3 gives (tensor([6., 6.]),)."""
+    """engine-semantics §9.5 / e7_api: grad((h*h).sum(), get_gradient_edge(h)) with h = a*3 gives (tensor([6., 6.]),)."""
     a = torch.ones(2, requires_grad=True)
     h = a * 3
     out = (h * h).sum()
@@ -297,7 +297,7 @@ def test_grad_wrt_gradient_edge():
 
 
 def test_gradient_edge_as_output():
-    """§3.7 / §9.5: a GradientEdge is accepted as an output of grad()."""
+    """engine-semantics §3.2 / §9.5: a GradientEdge is accepted as an output of grad()."""
     x = torch.ones(2, requires_grad=True)
     s = (x * 3).sum()
     g, = torch.autograd.grad(get_gradient_edge(s), [x], grad_outputs=[torch.tensor(1.)])
@@ -306,7 +306,7 @@ def test_gradient_edge_as_output():
 
 # -- dtypes --------------------------------------------------------------------------------------------------------
 def test_grad_dtype_follows_input_float64():
-    """§5.5: the grad of a float64 leaf is float64."""
+    """engine-semantics §5.2: the grad of a float64 leaf is float64."""
     x = torch.tensor([1., 2.], dtype=torch.float64, requires_grad=True)
     (x * 3).sum().backward()
     assert x.grad.dtype == torch.float64
@@ -314,7 +314,7 @@ def test_grad_dtype_follows_input_float64():
 
 
 def test_root_grad_cast_to_output_dtype():
-    """§3.1 step 1 / §5.5: a float64 root grad for a float32 output is cast, so the float32 leaf's grad is float32."""
+    """engine-semantics §3.1 step 1 / §5.2: a float64 root grad for a float32 output is cast, so the float32 leaf's grad is float32."""
     x = torch.ones(2, requires_grad=True)
     assert x.dtype == torch.float32
     (x * 2).backward(torch.ones(2, dtype=torch.float64))
@@ -323,7 +323,7 @@ def test_root_grad_cast_to_output_dtype():
 
 
 def test_grad_through_int_tensor_product_is_float():
-    """§5.5: x (float32) * k (int64): x's grad is float32 and equals k."""
+    """engine-semantics §5.2: x (float32) * k (int64): x's grad is float32 and equals k."""
     x = torch.tensor([1., 2.], requires_grad=True)
     k = torch.tensor([3, 4])
     assert k.dtype == torch.int64
@@ -333,7 +333,7 @@ def test_grad_through_int_tensor_product_is_float():
 
 
 def test_autograd_grad_dtype_float32():
-    """§5.5: autograd.grad of a float32 leaf returns a float32 grad."""
+    """engine-semantics §5.2: autograd.grad of a float32 leaf returns a float32 grad."""
     x = torch.ones(2, requires_grad=True)
     g, = torch.autograd.grad((x * x).sum(), x)
     assert g.dtype == torch.float32
@@ -346,7 +346,7 @@ def test_grad_enabled_by_default():
 
 
 def test_no_grad_disables_recording_and_counter():
-    """§1.5: under no_grad an op records no node and does not bump the sequence counter."""
+    """engine-semantics §1.5: under no_grad an op records no node and does not bump the sequence counter."""
     x = torch.ones(2, requires_grad=True)
     with torch.no_grad():
         assert torch.is_grad_enabled() is False
@@ -410,7 +410,7 @@ def test_no_grad_as_decorator():
 
 
 def test_backward_works_under_no_grad():
-    """§4.7: backward of a graph built earlier works inside no_grad (the task's grad mode is create_graph)."""
+    """engine-semantics §12.3: backward of a graph built earlier works inside no_grad (the task's grad mode is create_graph)."""
     x = torch.ones(2, requires_grad=True)
     y = (x * 3).sum()
     with torch.no_grad():
@@ -420,7 +420,7 @@ def test_backward_works_under_no_grad():
 
 
 def test_backward_retain_graph_defaults_to_create_graph():
-    """§5.7 / §9.4: after backward(create_graph=True) a second backward on the same graph works."""
+    """engine-semantics §5.4 / §9.4: after backward(create_graph=True) a second backward on the same graph works."""
     x = torch.ones(2, requires_grad=True)
     y = (x * x).sum()
     with warnings.catch_warnings():
@@ -431,7 +431,7 @@ def test_backward_retain_graph_defaults_to_create_graph():
 
 
 def test_unused_never_used_leaf_input_bumps_counter_once():
-    """§1.4 / §3.8: grad(y, [unused_leaf], allow_unused=True) bumps the counter by 1 (Identity) if that leaf never fed an op."""
+    """engine-semantics §1.4 / §3.3: grad(y, [unused_leaf], allow_unused=True) bumps the counter by 1 (Identity) if that leaf never fed an op."""
     x = torch.ones(2, requires_grad=True)
     z = torch.ones(2, requires_grad=True)
     y = (x * 2).sum()
@@ -442,7 +442,7 @@ def test_unused_never_used_leaf_input_bumps_counter_once():
 
 
 def test_unused_leaf_with_accumulate_grad_bumps_nothing():
-    """§1.4: an unused input leaf that already owns an AccumulateGrad bumps the counter by 0."""
+    """engine-semantics §1.4: an unused input leaf that already owns an AccumulateGrad bumps the counter by 0."""
     x = torch.ones(2, requires_grad=True)
     z = torch.ones(2, requires_grad=True)
     other = z * 3  # gives z an AccumulateGrad (kept alive through `other`)
@@ -455,7 +455,7 @@ def test_unused_leaf_with_accumulate_grad_bumps_nothing():
 
 
 def test_two_roots_backward_bumps_counter_once():
-    """§1.4 / §3.1 step 7: backward([y1, y2]) makes a GraphRoot (+1); a single-root backward bumps nothing."""
+    """engine-semantics §1.4 / §3.1 step 7: backward([y1, y2]) makes a GraphRoot (+1); a single-root backward bumps nothing."""
     x = torch.ones(2, requires_grad=True)
     y1 = (x * 2).sum()
     y2 = x.exp().sum()

@@ -1,4 +1,4 @@
-"""Custom autograd.Function, written by hand from torch-engine-facts.md §1.4, §5.5, §5.6, §10 and the outputs
+"""Custom autograd.Function, written by hand from engine-semantics §1.4, §5.2, §5.3, §10 and the outputs
 recorded from real torch 2.13 in experiments/e4_custom.out and e12_misc.out.
 """
 from __future__ import annotations
@@ -8,11 +8,10 @@ import warnings
 import pytest
 
 import engine as torch
+from engine._state import UINT64_MAX
 from engine.autograd.function import BackwardCFunction
 from engine.autograd.graph import Node
 from tests.engine.helpers import ERR_BACKWARD_TWICE, OD
-
-UINT64_MAX = 2**64 - 1
 
 
 class F(torch.autograd.Function):
@@ -25,9 +24,9 @@ class F(torch.autograd.Function):
         return g, None
 
 
-# -- node name and type (§10.1) ---------------------------------------------------------------------------------
+# -- node name and type (engine-semantics §10.1) ----------------------------------------------------------------
 def test_node_name_is_class_plus_backward():
-    """§10.1 / e4_custom: grad_fn.name() and type name are 'FBackward' (no numeric suffix)."""
+    """engine-semantics §10.1 / e4_custom: grad_fn.name() and type name are 'FBackward' (no numeric suffix)."""
     a = torch.ones(2, requires_grad=True)
     out = F.apply(a, torch.ones(2))
     assert out.grad_fn.name() == "FBackward"
@@ -35,7 +34,7 @@ def test_node_name_is_class_plus_backward():
 
 
 def test_node_type_derives_from_backward_cfunction():
-    """§10.1 / §12.1 / e4_custom: the node type's MRO is (FBackward, BackwardCFunction, ...) and it is a graph Node."""
+    """engine-semantics §10.1 / §14.1 / e4_custom: the node type's MRO is (FBackward, BackwardCFunction, ...) and it is a graph Node."""
     a = torch.ones(2, requires_grad=True)
     out = F.apply(a, torch.ones(2))
     mro = type(out.grad_fn).__mro__
@@ -45,7 +44,7 @@ def test_node_type_derives_from_backward_cfunction():
 
 
 def test_node_type_lives_in_autograd_function_module():
-    """§10.1 / e4_custom: the type is torch.autograd.function.FBackward, i.e. engine.autograd.function.FBackward here."""
+    """engine-semantics §10.1 / e4_custom: the type is torch.autograd.function.FBackward, i.e. engine.autograd.function.FBackward here."""
     a = torch.ones(2, requires_grad=True)
     out = F.apply(a, torch.ones(2))
     cls = type(out.grad_fn)
@@ -53,7 +52,7 @@ def test_node_type_lives_in_autograd_function_module():
 
 
 def test_custom_node_supports_node_hooks_and_seq():
-    """§10.8: a custom node has register_prehook/register_hook/_sequence_nr like generated nodes."""
+    """engine-semantics §10.8: a custom node has register_prehook/register_hook/_sequence_nr like generated nodes."""
     seen = []
     a = torch.ones(2, requires_grad=True)
     out = F.apply(a, torch.ones(2))
@@ -64,9 +63,9 @@ def test_custom_node_supports_node_hooks_and_seq():
     assert seen == [("pre", [[1.0, 1.0]]), ("post", [[1.0, 1.0], None])]
 
 
-# -- None grads downstream (§5.6, e4_custom block 1) -------------------------------------------------------------------
+# -- None grads downstream (engine-semantics §5.3, e4_custom block 1) --------------------------------------------------
 def test_none_grad_still_schedules_downstream_node():
-    """§5.6 / e4_custom: returning None for e=x.exp() still runs ExpBackward0 with (None,) in pre- and post-hook; x.grad None."""
+    """engine-semantics §5.3 / e4_custom: returning None for e=x.exp() still runs ExpBackward0 with (None,) in pre- and post-hook; x.grad None."""
     log = []
     a = torch.ones(2, requires_grad=True)
     x = torch.ones(2, requires_grad=True)
@@ -109,20 +108,20 @@ def _run_g():
 
 
 def test_forward_runs_with_grad_mode_off():
-    """§10.2 step 5 / e4_custom: torch.is_grad_enabled() is False inside forward."""
+    """engine-semantics §10.2 step 5 / e4_custom: torch.is_grad_enabled() is False inside forward."""
     _run_g()
     assert G.log[0][0] == "forward"
     assert G.log[0][1] is False
 
 
 def test_needs_input_grad_with_non_tensor_arg():
-    """§10.2 step 3 / e4_custom: needs_input_grad is (True, False, False) for (a requiring grad, 3.0, b)."""
+    """engine-semantics §10.2 step 3 / e4_custom: needs_input_grad is (True, False, False) for (a requiring grad, 3.0, b)."""
     _run_g()
     assert G.log[0][2] == (True, False, False)
 
 
 def test_outputs_requires_grad_and_non_differentiable():
-    """§10.4 / e4_custom: o1, o2 require grad (sharing GBackward); the marked idx does not."""
+    """engine-semantics §10.4 / e4_custom: o1, o2 require grad (sharing GBackward); the marked idx does not."""
     a, b, o1, o2, idx = _run_g()
     assert o1.requires_grad is True
     assert o2.requires_grad is True
@@ -133,14 +132,14 @@ def test_outputs_requires_grad_and_non_differentiable():
 
 
 def test_several_outputs_have_output_nr_in_order():
-    """§10.2 step 6: outputs are wrapped with output_nr 0 and 1 on the same node."""
+    """engine-semantics §10.2 step 6: outputs are wrapped with output_nr 0 and 1 on the same node."""
     a, b, o1, o2, idx = _run_g()
     assert o1.output_nr == 0
     assert o2.output_nr == 1
 
 
 def test_unused_grads_materialised_as_zeros():
-    """§10.4-§10.5 / e4_custom: g1 = [1, 1]; unused o2 arrives as zeros [0, 0]; the non-differentiable idx as tensor(0)."""
+    """engine-semantics §10.4-§10.5 / e4_custom: g1 = [1, 1]; unused o2 arrives as zeros [0, 0]; the non-differentiable idx as tensor(0)."""
     a, b, o1, o2, idx = _run_g()
     o1.sum().backward()
     rec = [r for r in G.log if r[0] == "backward"]
@@ -155,7 +154,7 @@ def test_unused_grads_materialised_as_zeros():
 
 
 def test_needs_input_grad_and_grad_mode_inside_backward():
-    """§10.5 / e4_custom: inside backward needs_input_grad is (True, False, False) and grad mode is off."""
+    """engine-semantics §10.5 / e4_custom: inside backward needs_input_grad is (True, False, False) and grad mode is off."""
     a, b, o1, o2, idx = _run_g()
     o1.sum().backward()
     rec = [r for r in G.log if r[0] == "backward"][0]
@@ -164,7 +163,7 @@ def test_needs_input_grad_and_grad_mode_inside_backward():
 
 
 def test_saved_tensors_in_backward():
-    """§10.3: ctx.saved_tensors returns the tensors given to save_for_backward."""
+    """engine-semantics §10.3: ctx.saved_tensors returns the tensors given to save_for_backward."""
     a, b, o1, o2, idx = _run_g()
     o1.sum().backward()
     rec = [r for r in G.log if r[0] == "backward"][0]
@@ -173,14 +172,14 @@ def test_saved_tensors_in_backward():
 
 
 def test_non_tensor_argument_used_in_backward():
-    """§10.6 / e4_custom: a.grad = 3 using ctx.k = 3.0 (the non-tensor forward argument)."""
+    """engine-semantics §10.6 / e4_custom: a.grad = 3 using ctx.k = 3.0 (the non-tensor forward argument)."""
     a, b, o1, o2, idx = _run_g()
     o1.sum().backward()
     assert a.grad.tolist() == [3.0, 3.0]
 
 
 def test_set_materialize_grads_false_gives_none():
-    """§10.5 / e4_custom: with set_materialize_grads(False) the unused output's grad arrives as None."""
+    """engine-semantics §10.5 / e4_custom: with set_materialize_grads(False) the unused output's grad arrives as None."""
     seen = []
 
     class H(torch.autograd.Function):
@@ -204,7 +203,7 @@ def test_set_materialize_grads_false_gives_none():
 
 
 def test_grad_mode_in_backward_equals_create_graph():
-    """§10.5: backward runs with grad mode = create_graph (True under create_graph=True, False otherwise)."""
+    """engine-semantics §10.5: backward runs with grad mode = create_graph (True under create_graph=True, False otherwise)."""
     modes = []
 
     class M(torch.autograd.Function):
@@ -224,7 +223,7 @@ def test_grad_mode_in_backward_equals_create_graph():
 
 
 def test_needs_input_grad_ignores_grad_mode():
-    """§10.2 / e12_misc: under no_grad needs_input_grad is still (True, False)."""
+    """engine-semantics §10.2 / e12_misc: under no_grad needs_input_grad is still (True, False)."""
     seen = []
 
     class N(torch.autograd.Function):
@@ -258,7 +257,7 @@ class S(torch.autograd.Function):
 
 
 def test_saved_tensors_after_backward_raises():
-    """§10.3 / e4_custom: grad_fn.saved_tensors after a backward without retain_graph raises the backward-twice error."""
+    """engine-semantics §10.3 / e4_custom: grad_fn.saved_tensors after a backward without retain_graph raises the backward-twice error."""
     a = torch.ones(2, requires_grad=True)
     o = S.apply(a)
     o.sum().backward()
@@ -268,7 +267,7 @@ def test_saved_tensors_after_backward_raises():
 
 
 def test_saved_tensors_survive_retain_graph():
-    """§10.3 / e4_custom: with retain_graph=True grad_fn.saved_tensors still has 1 tensor."""
+    """engine-semantics §10.3 / e4_custom: with retain_graph=True grad_fn.saved_tensors still has 1 tensor."""
     a = torch.ones(2, requires_grad=True)
     o = S.apply(a)
     o.sum().backward(retain_graph=True)
@@ -277,7 +276,7 @@ def test_saved_tensors_survive_retain_graph():
 
 
 def test_second_backward_through_custom_node_raises():
-    """§5.7 / §10.3: a second backward through a custom node whose saved tensors were freed raises the same text."""
+    """engine-semantics §5.4 / §10.3: a second backward through a custom node whose saved tensors were freed raises the same text."""
     a = torch.ones(2, requires_grad=True)
     y = S.apply(a).sum()
     y.backward()
@@ -300,22 +299,22 @@ class SI(torch.autograd.Function):
 
 
 def test_save_for_backward_int_raises_type_error():
-    """§10.2 / e12_misc: save_for_backward(3) raises TypeError with the exact text."""
+    """engine-semantics §10.2 / e12_misc: save_for_backward(3) raises TypeError with the exact text."""
     with pytest.raises(TypeError) as ei:
         SI.apply(torch.ones(2, requires_grad=True))
     assert str(ei.value) == "save_for_backward can only save variables, but argument 0 is of type int"
 
 
 def test_save_for_backward_type_check_only_when_executable():
-    """§10.2 step 6: the save_for_backward type check runs only when the node is executable (not under no_grad)."""
+    """engine-semantics §10.2 step 6: the save_for_backward type check runs only when the node is executable (not under no_grad)."""
     with torch.no_grad():
         out = SI.apply(torch.ones(2, requires_grad=True))
     assert out.tolist() == [2.0, 2.0]
 
 
-# -- returned-gradient checks (§10.6, e4_custom) ----------------------------------------------------------------------------
+# -- returned-gradient checks (engine-semantics §10.6, e4_custom) -----------------------------------------------------------
 def test_too_few_grads_raises():
-    """§10.6 / e4_custom: one grad for two inputs raises 'function WBackward returned an incorrect number of gradients (expected 2, got 1)'."""
+    """engine-semantics §10.6 / e4_custom: one grad for two inputs raises 'function WBackward returned an incorrect number of gradients (expected 2, got 1)'."""
     class W(torch.autograd.Function):
         @staticmethod
         def forward(ctx, a, b):
@@ -333,7 +332,7 @@ def test_too_few_grads_raises():
 
 
 def test_extra_trailing_none_grads_accepted():
-    """§10.6 / e4_custom: (g, None, None) for one input is accepted."""
+    """engine-semantics §10.6 / e4_custom: (g, None, None) for one input is accepted."""
     class W2(torch.autograd.Function):
         @staticmethod
         def forward(ctx, a):
@@ -349,7 +348,7 @@ def test_extra_trailing_none_grads_accepted():
 
 
 def test_extra_non_none_grads_raise():
-    """§10.6 / e4_custom: (g, g) for one input raises 'function W3Backward returned an incorrect number of gradients (expected 1, got 2)'."""
+    """engine-semantics §10.6 / e4_custom: (g, g) for one input raises 'function W3Backward returned an incorrect number of gradients (expected 1, got 2)'."""
     class W3(torch.autograd.Function):
         @staticmethod
         def forward(ctx, a):
@@ -366,7 +365,7 @@ def test_extra_non_none_grads_raise():
 
 
 def test_grad_for_non_tensor_input_raises():
-    """§10.6 / e4_custom: a non-None grad for the float argument raises the 1-based 'position 2' message."""
+    """engine-semantics §10.6 / e4_custom: a non-None grad for the float argument raises the 1-based 'position 2' message."""
     class W4(torch.autograd.Function):
         @staticmethod
         def forward(ctx, a, k):
@@ -384,7 +383,7 @@ def test_grad_for_non_tensor_input_raises():
 
 
 def test_grad_with_wrong_shape_raises():
-    """§5.5 / e4_custom: a [3] grad for a [2] input raises 'Function W5Backward returned an invalid gradient at index 0 - ...'."""
+    """engine-semantics §5.2 / e4_custom: a [3] grad for a [2] input raises 'Function W5Backward returned an invalid gradient at index 0 - ...'."""
     class W5(torch.autograd.Function):
         @staticmethod
         def forward(ctx, a):
@@ -402,7 +401,7 @@ def test_grad_with_wrong_shape_raises():
 
 
 def test_expandable_grad_is_reduced():
-    """§5.5 / e4_custom (W6): g.expand(1, 2) for a [2] input is reduced with sum_to; a2.grad = [1, 1]."""
+    """engine-semantics §5.2 / e4_custom (W6): g.expand(1, 2) for a [2] input is reduced with sum_to; a2.grad = [1, 1]."""
     class W6(torch.autograd.Function):
         @staticmethod
         def forward(ctx, a):
@@ -419,7 +418,7 @@ def test_expandable_grad_is_reduced():
 
 
 def test_non_tensor_grad_raises():
-    """§10.6 / e4_custom (W7): returning 5 raises RuntimeError 'expected Variable or None (got int)'."""
+    """engine-semantics §10.6 / e4_custom (W7): returning 5 raises RuntimeError 'expected Variable or None (got int)'."""
     class W7(torch.autograd.Function):
         @staticmethod
         def forward(ctx, a):
@@ -435,9 +434,9 @@ def test_non_tensor_grad_raises():
     assert str(ei.value) == "expected Variable or None (got int)"
 
 
-# -- sequence numbers (§1.4, §10.2 step 4) -----------------------------------------------------------------------------------
+# -- sequence numbers (engine-semantics §1.4, §10.2 step 4) ------------------------------------------------------------------
 def test_custom_node_seq_taken_before_forward():
-    """§10.2 step 4 / e4_custom: node seq == counter before apply; counter is +1 already inside forward and after."""
+    """engine-semantics §10.2 step 4 / e4_custom: node seq == counter before apply; counter is +1 already inside forward and after."""
     seen = []
     gs = torch.autograd._get_sequence_nr
 
@@ -460,7 +459,7 @@ def test_custom_node_seq_taken_before_forward():
 
 
 def test_apply_bumps_counter_under_no_grad_and_without_requires_grad():
-    """§1.4: every Function.apply bumps the counter by 1, even under no_grad or with no input requiring grad."""
+    """engine-semantics §1.4: every Function.apply bumps the counter by 1, even under no_grad or with no input requiring grad."""
     gs = torch.autograd._get_sequence_nr
     s = gs()
     F.apply(torch.ones(2), torch.ones(2))
@@ -471,16 +470,16 @@ def test_apply_bumps_counter_under_no_grad_and_without_requires_grad():
 
 
 def test_no_input_requires_grad_gives_plain_output():
-    """§10.2 step 6: when nothing requires grad the output does not require grad and has no grad_fn."""
+    """engine-semantics §10.2 step 6: when nothing requires grad the output does not require grad and has no grad_fn."""
     out = F.apply(torch.ones(2), torch.ones(2))
     assert out.requires_grad is False
     assert out.grad_fn is None
     assert out.tolist() == [2.0, 2.0]
 
 
-# -- new-style Function (§10.2 step 5) -----------------------------------------------------------------------------------------
+# -- new-style Function (engine-semantics §10.2 step 5) ------------------------------------------------------------------------
 def test_new_style_forward_with_setup_context():
-    """§10.2 step 5: new style calls forward(*args) then setup_context(ctx, inputs, output); backward uses what it saved."""
+    """engine-semantics §10.2 step 5: new style calls forward(*args) then setup_context(ctx, inputs, output); backward uses what it saved."""
     calls = []
 
     class NS(torch.autograd.Function):
@@ -510,7 +509,7 @@ def test_new_style_forward_with_setup_context():
 
 
 def test_new_style_setup_context_sees_needs_input_grad():
-    """§10.2: needs_input_grad is available on ctx in setup_context."""
+    """engine-semantics §10.2: needs_input_grad is available on ctx in setup_context."""
     seen = []
 
     class NS2(torch.autograd.Function):
@@ -531,7 +530,7 @@ def test_new_style_setup_context_sees_needs_input_grad():
 
 
 def test_old_style_forward_receives_ctx_first():
-    """§10.2 step 5: old style forward(ctx, *args) gets the node (ctx) as first argument."""
+    """engine-semantics §10.2 step 5: old style forward(ctx, *args) gets the node (ctx) as first argument."""
     got = []
 
     class OS(torch.autograd.Function):
@@ -548,9 +547,9 @@ def test_old_style_forward_receives_ctx_first():
     assert got[0] is out.grad_fn
 
 
-# -- once_differentiable (§10.9, e12_misc) ----------------------------------------------------------------------------------------
+# -- once_differentiable (engine-semantics §10.9, e12_misc) -----------------------------------------------------------------------
 def test_once_differentiable_error_node():
-    """§10.9 / e12_misc: the grad's grad_fn is torch::autograd::Error with seq 2**64-1; the counter moved by 2."""
+    """engine-semantics §10.9 / e12_misc: the grad's grad_fn is torch::autograd::Error with seq 2**64-1; the counter moved by 2."""
     gs = torch.autograd._get_sequence_nr
     x = torch.ones(2, requires_grad=True)
     v = torch.ones(2, requires_grad=True)
@@ -563,7 +562,7 @@ def test_once_differentiable_error_node():
 
 
 def test_once_differentiable_double_backward_raises():
-    """§10.9 / e12_misc: differentiating through it raises 'trying to differentiate twice a function that was marked with @once_differentiable'."""
+    """engine-semantics §10.9 / e12_misc: differentiating through it raises 'trying to differentiate twice a function that was marked with @once_differentiable'."""
     x = torch.ones(2, requires_grad=True)
     v = torch.ones(2, requires_grad=True)
     g, = torch.autograd.grad(OD.apply(x), x, grad_outputs=v, create_graph=True)
@@ -573,7 +572,7 @@ def test_once_differentiable_double_backward_raises():
 
 
 def test_once_differentiable_plain_grad_outputs():
-    """§10.9: when the grad_outputs do not require grad, the returned grad simply has no grad_fn."""
+    """engine-semantics §10.9: when the grad_outputs do not require grad, the returned grad simply has no grad_fn."""
     x = torch.ones(2, requires_grad=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -583,7 +582,7 @@ def test_once_differentiable_plain_grad_outputs():
 
 
 def test_new_style_default_args_are_bound():
-    """§10.2 step 1: with setup_context, default forward args are bound, so inputs has them (k = 2.0)."""
+    """engine-semantics §10.2 step 1: with setup_context, default forward args are bound, so inputs has them (k = 2.0)."""
     seen = []
 
     class ND(torch.autograd.Function):
@@ -607,7 +606,7 @@ def test_new_style_default_args_are_bound():
 
 
 def test_custom_grad_dtype_cast_to_input_dtype():
-    """§5.5: a float64 grad returned for a float32 input is cast to float32."""
+    """engine-semantics §5.2: a float64 grad returned for a float32 input is cast to float32."""
     class D(torch.autograd.Function):
         @staticmethod
         def forward(ctx, a):

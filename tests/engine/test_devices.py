@@ -1,4 +1,4 @@
-"""Devices as labels (facts §4.5, §5.5): where tensors live, what `.to` records, where results and
+"""Devices as labels (engine-semantics §12.1, §5.2): where tensors live, what `.to` records, where results and
 gradients land, and the mixed-device errors.
 
 Expected values come from hand derivations and numpy, from PyTorch's own sources where no GPU can
@@ -180,7 +180,7 @@ def test_to_without_grad_records_nothing():
 
 
 def test_to_bumps_sequence_counter_once():
-    """ToCopyBackward0 is an ordinary generated node: it takes the counter's value and bumps it by one (§1.4)."""
+    """ToCopyBackward0 is an ordinary generated node: it takes the counter's value and bumps it by one (engine-semantics §1.4)."""
     x = engine.ones(2, requires_grad=True)
     before = engine.autograd._get_sequence_nr()
     y = x.to("cuda:0")
@@ -411,7 +411,7 @@ def test_device_leaf_grad_through_cpu():
 
 def test_cpu_scalar_operand_grad_moves_back_to_cpu():
     """CPU 0-dim s · cuda:0 v: s.grad (Σv) is moved back to cpu, v's grad is s."""
-    # validate_outputs moves a 0-dim grad to the input's device (§5.5).
+    # validate_outputs moves a 0-dim grad to the input's device (engine-semantics §5.2).
     s = engine.tensor(2.0, requires_grad=True)
     v0 = engine.tensor([1.0, 2.0, 3.0], requires_grad=True)
     v = v0.to("cuda:0")

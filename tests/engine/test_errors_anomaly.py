@@ -1,4 +1,4 @@
-"""Error propagation, stale tasks and anomaly mode, written by hand from torch-engine-facts.md §4.6, §8 and the
+"""Error propagation, stale tasks and anomaly mode, written by hand from engine-semantics §12.2, §11 and the
 outputs recorded from real torch 2.13 in experiments/e5_err.out and e11_err2.out.
 """
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _user_warnings(records):
     return [str(r.message) for r in records if issubclass(r.category, UserWarning)]
 
 
-# -- first error wins (§8.1, §8.2) ------------------------------------------------------------------------------
+# -- first error wins (engine-semantics §11.1, §11.2) -----------------------------------------------------------
 def _e5_graph():
     x = torch.ones(2, requires_grad=True)
     base = torch.autograd._get_sequence_nr()
@@ -67,7 +67,7 @@ def _e5_graph():
 
 
 def test_error_stops_execution_in_e5_order():
-    """§8.2 / e5_err: Sum, Add, Add, Cos, Sin (error) ran; Exp and AccumulateGrad never ran."""
+    """engine-semantics §11.2 / e5_err: Sum, Add, Add, Cos, Sin (error) ran; Exp and AccumulateGrad never ran."""
     x, a, b, c, y, base = _e5_graph()
     log = _instrument([y.grad_fn])
 
@@ -83,7 +83,7 @@ def test_error_stops_execution_in_e5_order():
 
 
 def test_original_exception_type_and_message_reach_caller():
-    """§8.1 / e5_err: a ValueError raised in a prehook reaches the caller as ValueError with its message."""
+    """engine-semantics §11.1 / e5_err: a ValueError raised in a prehook reaches the caller as ValueError with its message."""
     x, a, b, c, y, _ = _e5_graph()
 
     def boom(go):
@@ -97,7 +97,7 @@ def test_original_exception_type_and_message_reach_caller():
 
 
 def test_leaf_grad_stays_none_after_error():
-    """§8.2 / e5_err: after the error x.grad is still None."""
+    """engine-semantics §11.2 / e5_err: after the error x.grad is still None."""
     x, a, b, c, y, _ = _e5_graph()
 
     def boom(go):
@@ -110,7 +110,7 @@ def test_leaf_grad_stays_none_after_error():
 
 
 def test_first_error_wins():
-    """§8.1: with two failing nodes, the first to run (Cos, larger seq) decides the exception; Sin never runs."""
+    """engine-semantics §11.1: with two failing nodes, the first to run (Cos, larger seq) decides the exception; Sin never runs."""
     x, a, b, c, y, _ = _e5_graph()
     ran = []
 
@@ -131,7 +131,7 @@ def test_first_error_wins():
 
 
 def test_error_from_node_apply_propagates():
-    """§8.1: an exception raised inside a custom backward reaches the caller unchanged."""
+    """engine-semantics §11.1: an exception raised inside a custom backward reaches the caller unchanged."""
     x = torch.ones(2, requires_grad=True)
     y = Bad.apply(x).sum()
     with pytest.raises(RuntimeError) as ei:
@@ -141,7 +141,7 @@ def test_error_from_node_apply_propagates():
 
 
 def test_stale_tasks_never_run_and_next_backward_works():
-    """§4.6 / e11_err2: the ExpBackward0 left over from an errored backward never runs; the next backward works."""
+    """engine-semantics §12.2 / e11_err2: the ExpBackward0 left over from an errored backward never runs; the next backward works."""
     log = []
     x = torch.ones(2, requires_grad=True)
     a = x.exp()
@@ -162,9 +162,9 @@ def test_stale_tasks_never_run_and_next_backward_works():
     assert x2.grad.tolist() == [2.0, 2.0]
 
 
-# -- anomaly mode (§8.3, §8.4) -------------------------------------------------------------------------------------
+# -- anomaly mode (engine-semantics §11.3, §11.4) ------------------------------------------------------------------
 def test_detect_anomaly_warns_on_entry():
-    """§8.3 / e5_err: detect_anomaly() warns the exact 'Anomaly Detection has been enabled...' UserWarning."""
+    """engine-semantics §11.3 / e5_err: detect_anomaly() warns the exact 'Anomaly Detection has been enabled...' UserWarning."""
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         with torch.autograd.detect_anomaly():
@@ -174,7 +174,7 @@ def test_detect_anomaly_warns_on_entry():
 
 
 def test_anomaly_mode_only_inside_block():
-    """§8.3: nodes get metadata['traceback_'] only while inside detect_anomaly(); after the block they get {} again."""
+    """engine-semantics §11.3: nodes get metadata['traceback_'] only while inside detect_anomaly(); after the block they get {} again."""
     x = torch.ones(2, requires_grad=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -186,7 +186,7 @@ def test_anomaly_mode_only_inside_block():
 
 
 def test_nodes_store_traceback_under_anomaly():
-    """§8.3 / e5_err: every node created under anomaly mode has metadata['traceback_'] (a list of str) and no other key."""
+    """engine-semantics §11.3 / e5_err: every node created under anomaly mode has metadata['traceback_'] (a list of str) and no other key."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.autograd.detect_anomaly():
@@ -203,7 +203,7 @@ def test_nodes_store_traceback_under_anomaly():
 
 
 def test_traceback_mentions_forward_line():
-    """§8.3: the stored stack contains the user's forward line."""
+    """engine-semantics §11.3: the stored stack contains the user's forward line."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.autograd.detect_anomaly():
@@ -213,14 +213,14 @@ def test_traceback_mentions_forward_line():
 
 
 def test_nodes_outside_anomaly_have_empty_metadata():
-    """§12.3: without anomaly mode a node's metadata is {}."""
+    """engine-semantics §14.3: without anomaly mode a node's metadata is {}."""
     x = torch.ones(2, requires_grad=True)
     y = x.exp()
     assert y.grad_fn.metadata == {}
 
 
 def test_anomaly_error_warns_with_forward_stack():
-    """§8.3 / e5_err: an error in BadBackward warns 'Error detected in BadBackward. ...' with the forward line; the exception stays."""
+    """engine-semantics §11.3 / e5_err: an error in BadBackward warns 'Error detected in BadBackward. ...' with the forward line; the exception stays."""
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         with torch.autograd.detect_anomaly():
@@ -238,7 +238,7 @@ def test_anomaly_error_warns_with_forward_stack():
 
 
 def test_anomaly_nan_check_raises():
-    """§8.4 / e5_err: (x/x).sum() with x = zeros raises "Function 'DivBackward0' returned nan values in its 1th output."."""
+    """engine-semantics §11.4 / e5_err: (x/x).sum() with x = zeros raises "Function 'DivBackward0' returned nan values in its 1th output."."""
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         with torch.autograd.detect_anomaly():
@@ -253,7 +253,7 @@ def test_anomaly_nan_check_raises():
 
 
 def test_anomaly_check_nan_false_disables_nan_check():
-    """§8.4 / e5_err: detect_anomaly(check_nan=False) lets (x/x).sum() backward finish with grad [nan, nan]."""
+    """engine-semantics §11.4 / e5_err: detect_anomaly(check_nan=False) lets (x/x).sum() backward finish with grad [nan, nan]."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.autograd.detect_anomaly(check_nan=False):
@@ -264,7 +264,7 @@ def test_anomaly_check_nan_false_disables_nan_check():
 
 
 def test_no_nan_check_without_anomaly_mode():
-    """§8.4: outside anomaly mode a NaN grad is no error."""
+    """engine-semantics §11.4: outside anomaly mode a NaN grad is no error."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         x = torch.zeros(2, requires_grad=True)
@@ -273,7 +273,7 @@ def test_no_nan_check_without_anomaly_mode():
 
 
 def test_anomaly_previous_calculation_warning():
-    """§8.3 / e11_err2: a node made during a create_graph backward warns 'Previous calculation was induced by OuterBackward...'."""
+    """engine-semantics §11.3 / e11_err2: a node made during a create_graph backward warns 'Previous calculation was induced by OuterBackward...'."""
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         with torch.autograd.detect_anomaly():
@@ -294,7 +294,7 @@ def test_anomaly_previous_calculation_warning():
 
 
 def test_anomaly_hook_error_warns_for_failing_node():
-    """§8.1 / §8.3: under anomaly mode a ValueError from SinBackward0's prehook still reaches the caller, after an 'Error detected in SinBackward0' warning."""
+    """engine-semantics §11.1 / §11.3: under anomaly mode a ValueError from SinBackward0's prehook still reaches the caller, after an 'Error detected in SinBackward0' warning."""
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         with torch.autograd.detect_anomaly():

@@ -1,7 +1,7 @@
-"""Engine::execute bookkeeping (facts §3): dependency counts, min_topo_nr pruning, exec_info (needed /
-captured), the single-root InputBuffer slot, and None grads still scheduling their node (§5.2, §5.6).
+"""Engine::execute bookkeeping (engine-semantics §3, §4): dependency counts, min_topo_nr pruning, exec_info (needed /
+captured), the single-root InputBuffer slot, and None grads still scheduling their node (§4.5, §5.3).
 
-Expected values come from the facts text and experiments e2_order, e4_custom, e7_api, e10_quirks, e12_misc."""
+Expected values come from docs/engine-semantics.md and experiments e2_order, e4_custom, e7_api, e10_quirks, e12_misc."""
 from __future__ import annotations
 
 import pytest
@@ -38,9 +38,9 @@ def prehook_log(node, log, label):
     node.register_prehook(lambda go: log.append((label, go)))
 
 
-# -- §3.2 dependency counts --------------------------------------------------------------------------------
+# -- engine-semantics §3.4 dependency counts ---------------------------------------------------------------
 def test_two_edges_to_one_child_count_two():
-    """§3.2/§5.4: x*x gives its AccumulateGrad dependency 2; it runs once, with the summed grad 2x = 6."""
+    """engine-semantics §3.4/§5.1: x*x gives its AccumulateGrad dependency 2; it runs once, with the summed grad 2x = 6."""
     x = engine.tensor([3.0], requires_grad=True)
     y = x * x
     acc = y.grad_fn.next_functions[0][0]
@@ -56,7 +56,7 @@ def test_two_edges_to_one_child_count_two():
 
 
 def test_diamond_dependency_counts():
-    """§3.2: diamond: Exp counted 2 (two parents), the others 1; the root gets no entry."""
+    """engine-semantics §3.4: diamond: Exp counted 2 (two parents), the others 1; the root gets no entry."""
     x = engine.randn(3, requires_grad=True)
     y = x.exp()
     u = y.sin()
@@ -72,7 +72,7 @@ def test_diamond_dependency_counts():
 
 
 def test_graph_root_two_edges_to_same_root():
-    """§3.2/§5.4: backward([y, y]) gives y.grad_fn dependency 2 and one run with the summed grad."""
+    """engine-semantics §3.4/§5.1: backward([y, y]) gives y.grad_fn dependency 2 and one run with the summed grad."""
     x = engine.tensor([1.0, 2.0], requires_grad=True)
     y = (x * 3).sum()
     calls = []
@@ -86,7 +86,7 @@ def test_graph_root_two_edges_to_same_root():
 
 
 def test_plain_backward_has_empty_exec_info():
-    """§3.3/§9.2: plain backward without inputs= leaves exec_info empty (init_to_execute is not run)."""
+    """engine-semantics §4.2/§9.2: plain backward without inputs= leaves exec_info empty (init_to_execute is not run)."""
     x = engine.randn(3, requires_grad=True)
     y = x.exp().sum()
     obs = Obs()
@@ -96,9 +96,9 @@ def test_plain_backward_has_empty_exec_info():
     assert obs.tasks[0].exec_info == {}
 
 
-# -- §3.1 step 8 / §3.2 min_topo_nr pruning -------------------------------------------------------------------
+# -- engine-semantics §3.1 step 8 / §3.4 min_topo_nr pruning --------------------------------------------------
 def test_min_topo_pruning_in_compute_dependencies():
-    """§3.1 step 8/§3.2: grad wrt a topo-2 tensor does not expand nodes with topo < 2; they keep their counts."""
+    """engine-semantics §3.1 step 8/§3.4: grad wrt a topo-2 tensor does not expand nodes with topo < 2; they keep their counts."""
     a = engine.tensor([0.5, 1.0], requires_grad=True)
     b = engine.tensor([2.0, 3.0], requires_grad=True)
     e = a.exp()  # topo 1
@@ -120,7 +120,7 @@ def test_min_topo_pruning_in_compute_dependencies():
 
 
 def test_min_topo_is_min_over_outputs():
-    """§3.1 step 8: with several inputs, min_topo is the minimum topo over their nodes (a leaf gives 0)."""
+    """engine-semantics §3.1 step 8: with several inputs, min_topo is the minimum topo over their nodes (a leaf gives 0)."""
     x = engine.randn(2, requires_grad=True)
     k = x.exp().sin()  # topo 2
     y = (k * 2).sum()
@@ -133,7 +133,7 @@ def test_min_topo_is_min_over_outputs():
     assert obs.min_topo == 0
 
 
-# -- §3.3/§3.4 exec_info ------------------------------------------------------------------------------------
+# -- engine-semantics §4.2/§4.3 exec_info -------------------------------------------------------------------
 def _middle_tensor_graph():
     """x -> Exp -> Mul (k) -> Sin -> Sum (y), a prehook on each logging its label; returns x, k, sin, y, log."""
     x = engine.randn(3, requires_grad=True)
@@ -149,7 +149,7 @@ def _middle_tensor_graph():
 
 
 def test_backward_inputs_non_leaf_runs_node_but_nothing_below():
-    """§3.4/§13 D2: backward(inputs=[k]) marks k.grad_fn needed and runs it; Exp and Acc(x) get no entry."""
+    """engine-semantics §4.3/§15 D2: backward(inputs=[k]) marks k.grad_fn needed and runs it; Exp and Acc(x) get no entry."""
     x, k, sin, y, log = _middle_tensor_graph()
     obs = Obs()
     with engine.add_observer(obs):
@@ -162,7 +162,7 @@ def test_backward_inputs_non_leaf_runs_node_but_nothing_below():
 
 
 def test_grad_on_middle_tensor_captures_without_running():
-    """§3.4/§5.2/§13 D: grad(y, [k]) captures k's grad at k.grad_fn without running it (no pre-hook)."""
+    """engine-semantics §4.3/§4.5/§15 D: grad(y, [k]) captures k's grad at k.grad_fn without running it (no pre-hook)."""
     x, k, sin, y, log = _middle_tensor_graph()
     obs = Obs()
     with engine.add_observer(obs):
@@ -174,7 +174,7 @@ def test_grad_on_middle_tensor_captures_without_running():
 
 
 def test_captured_and_needed_quirk():
-    """§5.2 quirk/e10 (3): grad(y, [k, h]) with k hook ×100: k's capture is the raw 3, h's grad includes it: 1500."""
+    """engine-semantics §4.5 quirk/e10 (3): grad(y, [k, h]) with k hook ×100: k's capture is the raw 3, h's grad includes it: 1500."""
     x = engine.ones(2, requires_grad=True)
     h = x * 2
     k = h * 5
@@ -191,7 +191,7 @@ def test_captured_and_needed_quirk():
 
 
 def test_captured_only_applies_tensor_hooks():
-    """§5.2/e10 (3b): grad(y, [k]) alone captures k's grad after its tensor hook: 300."""
+    """engine-semantics §4.5/e10 (3b): grad(y, [k]) alone captures k's grad after its tensor hook: 300."""
     x = engine.ones(2, requires_grad=True)
     h = x * 2
     k = h * 5
@@ -202,7 +202,7 @@ def test_captured_only_applies_tensor_hooks():
 
 
 def test_pruned_node_tensor_hook_does_not_run():
-    """§5.2/§13 C/e10 (1): backward(inputs=[a]) gives b's branch no task: b's hook never runs, b.grad None."""
+    """engine-semantics §4.5/§15 C/e10 (1): backward(inputs=[a]) gives b's branch no task: b's hook never runs, b.grad None."""
     a = engine.ones(2, requires_grad=True)
     b = engine.ones(2, requires_grad=True)
     calls = []
@@ -219,7 +219,7 @@ def test_pruned_node_tensor_hook_does_not_run():
 
 
 def test_captures_in_input_order():
-    """§3.3/§3.5: grad(y, [b, a]) fills one captured slot per input, in the inputs' order."""
+    """engine-semantics §4.2/§4.4: grad(y, [b, a]) fills one captured slot per input, in the inputs' order."""
     a = engine.tensor([1.0, 2.0], requires_grad=True)
     b = engine.tensor([5.0, 7.0], requires_grad=True)
     y = (a * b).sum()
@@ -233,7 +233,7 @@ def test_captures_in_input_order():
 
 
 def test_backward_inputs_unused_leaf_is_silent_noop():
-    """§3.8: backward(inputs=[z]) with a never-used leaf maps to an unreachable Identity: nothing runs, z.grad None."""
+    """engine-semantics §3.3: backward(inputs=[z]) with a never-used leaf maps to an unreachable Identity: nothing runs, z.grad None."""
     x = engine.randn(3, requires_grad=True)
     z = engine.randn(3, requires_grad=True)
     y = (x * 2).sum()
@@ -245,7 +245,7 @@ def test_backward_inputs_unused_leaf_is_silent_noop():
     assert log == []
 
 
-# -- §3.1 step 11 the single-root InputBuffer slot ----------------------------------------------------------
+# -- engine-semantics §3.1 step 11 the single-root InputBuffer slot -----------------------------------------
 class Three(engine.autograd.Function):
     @staticmethod
     def forward(ctx, a):
@@ -261,7 +261,7 @@ def _fmt(grads):
 
 
 def test_single_root_grad_goes_to_input_nr_slot():
-    """§3.1 step 11/e7_api: backward(outputs[1], 5.) gives the node (None, 5., None), not slot 0."""
+    """engine-semantics §3.1 step 11/e7_api: backward(outputs[1], 5.) gives the node (None, 5., None), not slot 0."""
     a = engine.tensor(1.0, requires_grad=True)
     outs = Three.apply(a)
     node = outs[1].grad_fn
@@ -274,7 +274,7 @@ def test_single_root_grad_goes_to_input_nr_slot():
 
 
 def test_two_roots_on_same_node_fill_two_slots():
-    """§3.1 step 11/e12_misc: backward([o0, o2], [1., 3.]) gives the node (1., None, 3.)."""
+    """engine-semantics §3.1 step 11/e12_misc: backward([o0, o2], [1., 3.]) gives the node (1., None, 3.)."""
     a = engine.tensor(1.0, requires_grad=True)
     outs = Three.apply(a)
     seen = []
@@ -284,9 +284,9 @@ def test_two_roots_on_same_node_fill_two_slots():
     assert a.grad.item() == 10.0  # 1 + 0*2 + 3*3
 
 
-# -- §5.6 None grads still schedule the downstream node -------------------------------------------------
+# -- engine-semantics §5.3 None grads still schedule the downstream node --------------------------------
 def test_none_grad_runs_downstream_node_with_none():
-    """§5.6/e4_custom: a custom backward returning (g, None) still runs ExpBackward0 below, with (None,)."""
+    """engine-semantics §5.3/e4_custom: a custom backward returning (g, None) still runs ExpBackward0 below, with (None,)."""
     a = engine.ones(2, requires_grad=True)
     x = engine.ones(2, requires_grad=True)
     e = x.exp()
@@ -302,7 +302,7 @@ def test_none_grad_runs_downstream_node_with_none():
 
 
 def test_none_grad_runs_accumulate_grad_with_none():
-    """§5.6/e12_misc: a None grad to a leaf still runs its tensor hook (None), Acc pre-hook (None,), post-acc hook."""
+    """engine-semantics §5.3/e12_misc: a None grad to a leaf still runs its tensor hook (None), Acc pre-hook (None,), post-acc hook."""
     a = engine.ones(2, requires_grad=True)
     b = engine.ones(2, requires_grad=True)
     log = []

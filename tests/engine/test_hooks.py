@@ -1,4 +1,4 @@
-"""Hook order, values and error texts, written by hand from torch-engine-facts.md §5.1-§5.3, §6.3, §12
+"""Hook order, values and error texts, written by hand from engine-semantics §7.1, §4.5, §7.2, §7.3, §14
 and the outputs recorded from real torch 2.13 in experiments/e3_hooks.out, e7_api.out, e10_quirks.out and
 e12_misc.out. The expected values below are the recorded ones, not what the engine prints.
 """
@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 import engine as torch
+from engine._state import UINT64_MAX
 from tests.engine.helpers import PassFirst
-
-UINT64_MAX = 2**64 - 1
 
 
 def _lst(t):
@@ -50,21 +49,21 @@ def test_nonleaf_hook_order_matches_e3():
 
 
 def test_retain_grad_runs_after_all_tensor_hooks():
-    """§5.1 b: retain_grad registered first still sees the grad after every tensor hook (h.grad = 30, not 3)."""
+    """engine-semantics §7.1 step 3b: retain_grad registered first still sees the grad after every tensor hook (h.grad = 30, not 3)."""
     _, _, h, y = _nonleaf_setup()
     y.backward()
     assert h.grad.tolist() == [30.0, 30.0]
 
 
 def test_prehook_changing_grad_feeds_the_node():
-    """§5.1: a Node prehook returning (go[0]+1,) makes the node compute with 31, so x.grad = 62."""
+    """engine-semantics §7.1: a Node prehook returning (go[0]+1,) makes the node compute with 31, so x.grad = 62."""
     _, x, _, y = _nonleaf_setup()
     y.backward()
     assert x.grad.tolist() == [62.0, 62.0]
 
 
 def test_tensor_hook_value_seen_by_second_tensor_hook():
-    """§5.3: tensor hooks chain: the second tensor hook sees the first one's x10 result."""
+    """engine-semantics §7.2: tensor hooks chain: the second tensor hook sees the first one's x10 result."""
     seen = []
     x = torch.tensor([1., 2.], requires_grad=True)
     h = x * 2
@@ -76,7 +75,7 @@ def test_tensor_hook_value_seen_by_second_tensor_hook():
 
 
 def test_posthook_receives_grad_inputs_and_grad_outputs():
-    """§12.3: posthook gets (grad_inputs = node outputs incl. None for the scalar slot, grad_outputs = node inputs)."""
+    """engine-semantics §14.3: posthook gets (grad_inputs = node outputs incl. None for the scalar slot, grad_outputs = node inputs)."""
     got = []
     x = torch.tensor([1., 2.], requires_grad=True)
     h = x * 2
@@ -91,7 +90,7 @@ def test_posthook_receives_grad_inputs_and_grad_outputs():
 
 
 def test_posthook_returning_tuple_replaces_outputs():
-    """§5.3: a posthook returning a tuple replaces the node's outputs that are routed further."""
+    """engine-semantics §7.2: a posthook returning a tuple replaces the node's outputs that are routed further."""
     x = torch.tensor([1., 2.], requires_grad=True)
     h = x * 2
     h.grad_fn.register_hook(lambda gi, go: (gi[0] + 100, None))
@@ -101,7 +100,7 @@ def test_posthook_returning_tuple_replaces_outputs():
 
 # -- e3_hooks: leaf --------------------------------------------------------------------------------------------
 def test_leaf_hook_order_matches_e3():
-    """§6.3 / e3_hooks: tensor hook -> AccumulateGrad prehook -> post-accumulate-grad hook -> AccumulateGrad posthook gi=()."""
+    """engine-semantics §7.3 / e3_hooks: tensor hook -> AccumulateGrad prehook -> post-accumulate-grad hook -> AccumulateGrad posthook gi=()."""
     log = []
     w = torch.tensor([1., 2.], requires_grad=True)
     z = (w * 3).sum()
@@ -122,7 +121,7 @@ def test_leaf_hook_order_matches_e3():
 
 
 def test_post_accumulate_grad_hook_receives_the_leaf_itself():
-    """§6.2: the post-accumulate-grad hook is called with the leaf tensor object as its argument."""
+    """engine-semantics §8.2: the post-accumulate-grad hook is called with the leaf tensor object as its argument."""
     got = []
     w = torch.tensor([1., 2.], requires_grad=True)
     w.register_post_accumulate_grad_hook(lambda p: got.append(p))
@@ -131,7 +130,7 @@ def test_post_accumulate_grad_hook_receives_the_leaf_itself():
 
 
 def test_leaf_hook_registered_after_accumulate_grad_exists_runs():
-    """§5.3 / e12_misc: a leaf hook registered after its AccumulateGrad exists still runs (sees [2, 2])."""
+    """engine-semantics §7.2 / e12_misc: a leaf hook registered after its AccumulateGrad exists still runs (sees [2, 2])."""
     seen = []
     a = torch.ones(2, requires_grad=True)
     y = a * 2  # creates a's AccumulateGrad
@@ -141,9 +140,9 @@ def test_leaf_hook_registered_after_accumulate_grad_exists_runs():
     assert seen == [[2.0, 2.0]]
 
 
-# -- capture path (§5.2) ----------------------------------------------------------------------------------
+# -- capture path (engine-semantics §4.5) -----------------------------------------------------------------
 def test_grad_on_middle_tensor_runs_tensor_hook_but_not_prehook():
-    """§5.2 / e3_hooks: grad(y, [k]) runs k's tensor hook (captured 30) but not k.grad_fn's prehook."""
+    """engine-semantics §4.5 / e3_hooks: grad(y, [k]) runs k's tensor hook (captured 30) but not k.grad_fn's prehook."""
     log = []
     x = torch.tensor([1., 2.], requires_grad=True)
     k = x * 2
@@ -156,7 +155,7 @@ def test_grad_on_middle_tensor_runs_tensor_hook_but_not_prehook():
 
 
 def test_captured_only_grad_includes_tensor_hook():
-    """§5.2 / e10_quirks (3b): grad(y, [k]) alone returns the hooked value 300."""
+    """engine-semantics §4.5 / e10_quirks (3b): grad(y, [k]) alone returns the hooked value 300."""
     x = torch.ones(2, requires_grad=True)
     h = x * 2
     k = h * 5
@@ -167,7 +166,7 @@ def test_captured_only_grad_includes_tensor_hook():
 
 
 def test_captured_and_needed_node_captures_raw_value():
-    """§5.2 quirk / e10_quirks (3): grad(y, [k, h]) captures k's raw 3 but the hook still flows down (h: 1500)."""
+    """engine-semantics §4.5 quirk / e10_quirks (3): grad(y, [k, h]) captures k's raw 3 but the hook still flows down (h: 1500)."""
     x = torch.ones(2, requires_grad=True)
     h = x * 2
     k = h * 5
@@ -179,7 +178,7 @@ def test_captured_and_needed_node_captures_raw_value():
 
 
 def test_pruned_leaf_hook_does_not_run():
-    """§5.2 / e10_quirks (1): backward(inputs=[a]) never runs b's tensor hook; b.grad stays None."""
+    """engine-semantics §4.5 / e10_quirks (1): backward(inputs=[a]) never runs b's tensor hook; b.grad stays None."""
     ran = []
     a = torch.ones(2, requires_grad=True)
     b = torch.ones(2, requires_grad=True)
@@ -191,9 +190,9 @@ def test_pruned_leaf_hook_does_not_run():
     assert b.grad is None
 
 
-# -- hook mechanics (§5.3) ------------------------------------------------------------------------------------
+# -- hook mechanics (engine-semantics §7.2) -------------------------------------------------------------------
 def test_prehooks_run_in_registration_order():
-    """§5.3: several Node prehooks of one node run in registration order."""
+    """engine-semantics §7.2: several Node prehooks of one node run in registration order."""
     order = []
     x = torch.ones(2, requires_grad=True)
     y = (x * 2).sum()
@@ -204,7 +203,7 @@ def test_prehooks_run_in_registration_order():
 
 
 def test_posthooks_run_in_registration_order():
-    """§5.3: several Node posthooks of one node run in registration order."""
+    """engine-semantics §7.2: several Node posthooks of one node run in registration order."""
     order = []
     x = torch.ones(2, requires_grad=True)
     y = (x * 2).sum()
@@ -215,7 +214,7 @@ def test_posthooks_run_in_registration_order():
 
 
 def test_hooks_returning_their_argument_are_noops():
-    """§5.3: tensor hook returning g, prehook returning go, posthook returning gi change nothing."""
+    """engine-semantics §7.2: tensor hook returning g, prehook returning go, posthook returning gi change nothing."""
     x = torch.tensor([1., 2.], requires_grad=True)
     h = x * 2
     h.register_hook(lambda g: g)
@@ -236,7 +235,7 @@ def test_post_acc_hook_returning_its_argument_is_accepted():
 
 # -- removable handles ---------------------------------------------------------------------------------------
 def test_tensor_hook_handle_remove_stops_hook():
-    """§12.3: handle.remove() on a tensor hook stops it from running."""
+    """engine-semantics §14.3: handle.remove() on a tensor hook stops it from running."""
     ran = []
     x = torch.ones(2, requires_grad=True)
     h = x * 2
@@ -248,7 +247,7 @@ def test_tensor_hook_handle_remove_stops_hook():
 
 
 def test_leaf_hook_handle_remove_stops_hook():
-    """§12.3: handle.remove() on a leaf tensor hook stops it from running."""
+    """engine-semantics §14.3: handle.remove() on a leaf tensor hook stops it from running."""
     ran = []
     x = torch.ones(2, requires_grad=True)
     handle = x.register_hook(lambda g: (ran.append(1), g * 10)[1])
@@ -259,7 +258,7 @@ def test_leaf_hook_handle_remove_stops_hook():
 
 
 def test_node_prehook_and_posthook_handle_remove():
-    """§12.3: register_prehook/register_hook return RemovableHandles whose remove() stops the hook."""
+    """engine-semantics §14.3: register_prehook/register_hook return RemovableHandles whose remove() stops the hook."""
     ran = []
     x = torch.ones(2, requires_grad=True)
     y = (x * 2).sum()
@@ -272,7 +271,7 @@ def test_node_prehook_and_posthook_handle_remove():
 
 
 def test_removing_one_hook_keeps_the_others():
-    """§12.3: removing one of several prehooks leaves the remaining ones in order."""
+    """engine-semantics §14.3: removing one of several prehooks leaves the remaining ones in order."""
     ran = []
     x = torch.ones(2, requires_grad=True)
     y = (x * 2).sum()
@@ -285,7 +284,7 @@ def test_removing_one_hook_keeps_the_others():
 
 
 def test_post_acc_hook_handle_remove_stops_hook():
-    """§6.2: handle.remove() on a post-accumulate-grad hook stops it from running."""
+    """engine-semantics §8.2: handle.remove() on a post-accumulate-grad hook stops it from running."""
     ran = []
     x = torch.ones(2, requires_grad=True)
     handle = x.register_post_accumulate_grad_hook(lambda p: ran.append(1))
@@ -296,7 +295,7 @@ def test_post_acc_hook_handle_remove_stops_hook():
 
 
 def test_handle_remove_between_backwards():
-    """§12.3: a hook that ran in the first backward does not run after remove() in the second."""
+    """engine-semantics §14.3: a hook that ran in the first backward does not run after remove() in the second."""
     ran = []
     x = torch.ones(2, requires_grad=True)
     y = (x + 1).sum()
@@ -309,7 +308,7 @@ def test_handle_remove_between_backwards():
 
 # -- errors --------------------------------------------------------------------------------------------------
 def test_prehook_returning_non_tuple_raises_type_error():
-    """§5.3 / e12_misc: a prehook returning 3 raises TypeError "expected tuple, but hook returned 'int'"."""
+    """engine-semantics §7.2 / e12_misc: a prehook returning 3 raises TypeError "expected tuple, but hook returned 'int'"."""
     x = torch.ones(2, requires_grad=True)
     y = (x * 2).sum()
     y.grad_fn.register_prehook(lambda go: 3)
@@ -319,7 +318,7 @@ def test_prehook_returning_non_tuple_raises_type_error():
 
 
 def test_prehook_wrong_arity_raises():
-    """§5.3 / e3_hooks: a prehook returning 2 values for 1 raises the exact 'incorrect number of values' text."""
+    """engine-semantics §7.2 / e3_hooks: a prehook returning 2 values for 1 raises the exact 'incorrect number of values' text."""
     x = torch.tensor([1., 2.], requires_grad=True)
     y = (x * 2).sum()
     y.grad_fn.register_prehook(lambda go: (go[0], go[0]))
@@ -330,7 +329,7 @@ def test_prehook_wrong_arity_raises():
 
 
 def test_tensor_hook_changing_shape_raises():
-    """§5.3 / e3_hooks: a tensor hook returning ones(3) for a [2] grad raises 'has changed the size of value'."""
+    """engine-semantics §7.2 / e3_hooks: a tensor hook returning ones(3) for a [2] grad raises 'has changed the size of value'."""
     x = torch.tensor([1., 2.], requires_grad=True)
     y = x * 2
     y.register_hook(lambda g: torch.ones(3))
@@ -340,7 +339,7 @@ def test_tensor_hook_changing_shape_raises():
 
 
 def test_leaf_tensor_hook_changing_shape_raises():
-    """§5.3: the size check applies to a leaf's hook too (run as AccumulateGrad's tensor pre-hook)."""
+    """engine-semantics §7.2: the size check applies to a leaf's hook too (run as AccumulateGrad's tensor pre-hook)."""
     x = torch.tensor([1., 2.], requires_grad=True)
     x.register_hook(lambda g: torch.ones(3))
     with pytest.raises(RuntimeError) as ei:
@@ -350,7 +349,7 @@ def test_leaf_tensor_hook_changing_shape_raises():
 
 
 def test_named_hook_error_quotes_function_name():
-    """§5.3: the quoted hook name is the function's name (here 'my_hook', not '<lambda>')."""
+    """engine-semantics §7.2: the quoted hook name is the function's name (here 'my_hook', not '<lambda>')."""
     def my_hook(go):
         return (go[0], go[0])
 
@@ -363,7 +362,7 @@ def test_named_hook_error_quotes_function_name():
 
 
 def test_post_acc_hook_returning_value_raises():
-    """§6.2 / e12_misc: a post-accumulate-grad hook returning p*1 raises 'Tensor post accumulate grad hooks should return None.'"""
+    """engine-semantics §8.2 / e12_misc: a post-accumulate-grad hook returning p*1 raises 'Tensor post accumulate grad hooks should return None.'"""
     x = torch.ones(2, requires_grad=True)
     x.register_post_accumulate_grad_hook(lambda p: p * 1)
     with pytest.raises(RuntimeError) as ei:
@@ -372,14 +371,14 @@ def test_post_acc_hook_returning_value_raises():
 
 
 def test_register_hook_on_tensor_not_requiring_grad_raises():
-    """§12.3 / e7_api: register_hook on a tensor without requires_grad raises the exact RuntimeError."""
+    """engine-semantics §14.3 / e7_api: register_hook on a tensor without requires_grad raises the exact RuntimeError."""
     with pytest.raises(RuntimeError) as ei:
         torch.ones(2).register_hook(lambda g: g)
     assert str(ei.value) == "cannot register a hook on a tensor that doesn't require gradient"
 
 
 def test_replacing_none_grad_in_prehook_raises():
-    """§5.3: a prehook replacing a None grad with a tensor raises "can't replace a None gradient with a non-None value"."""
+    """engine-semantics §7.2: a prehook replacing a None grad with a tensor raises "can't replace a None gradient with a non-None value"."""
     a = torch.ones(2, requires_grad=True)
     b = torch.ones(2, requires_grad=True)
     out = PassFirst.apply(a, b)
@@ -390,9 +389,9 @@ def test_replacing_none_grad_in_prehook_raises():
     assert str(ei.value) == "can't replace a None gradient with a non-None value"
 
 
-# -- Node API (§12) -----------------------------------------------------------------------------------------------
+# -- Node API (engine-semantics §14) ------------------------------------------------------------------------------
 def test_accumulate_grad_node_api():
-    """§6.1 / §12.3: AccumulateGrad name, seq 2**64-1, no next functions, .variable is the leaf, empty metadata."""
+    """engine-semantics §8.1 / §14.3: AccumulateGrad name, seq 2**64-1, no next functions, .variable is the leaf, empty metadata."""
     x = torch.ones(2, requires_grad=True)
     y = x * x
     acc0, acc1 = y.grad_fn.next_functions[0][0], y.grad_fn.next_functions[1][0]
@@ -405,7 +404,7 @@ def test_accumulate_grad_node_api():
 
 
 def test_generated_node_metadata_is_persistent_dict():
-    """§12.3: `metadata` is {} by default and persists between accesses."""
+    """engine-semantics §14.3: `metadata` is {} by default and persists between accesses."""
     x = torch.ones(2, requires_grad=True)
     y = x * 2
     assert y.grad_fn.metadata == {}
@@ -414,7 +413,7 @@ def test_generated_node_metadata_is_persistent_dict():
 
 
 def test_next_functions_has_none_for_scalar_slot():
-    """§12.3: x*2 gives MulBackward0 with next_functions ((AccumulateGrad, 0), (None, 0))."""
+    """engine-semantics §14.3: x*2 gives MulBackward0 with next_functions ((AccumulateGrad, 0), (None, 0))."""
     x = torch.ones(2, requires_grad=True)
     y = x * 2
     nf = y.grad_fn.next_functions
@@ -425,7 +424,7 @@ def test_next_functions_has_none_for_scalar_slot():
 
 
 def test_prehook_returning_list_raises_type_error():
-    """§5.3: a prehook returning a list (not a tuple) raises TypeError "expected tuple, but hook returned 'list'"."""
+    """engine-semantics §7.2: a prehook returning a list (not a tuple) raises TypeError "expected tuple, but hook returned 'list'"."""
     x = torch.ones(2, requires_grad=True)
     y = (x * 2).sum()
     y.grad_fn.register_prehook(lambda go: [go[0]])
@@ -435,7 +434,7 @@ def test_prehook_returning_list_raises_type_error():
 
 
 def test_post_acc_hook_on_non_leaf_rejected():
-    """§6.2 / §12.3: register_post_accumulate_grad_hook is for leaves only; a non-leaf raises RuntimeError."""
+    """engine-semantics §8.2 / §14.3: register_post_accumulate_grad_hook is for leaves only; a non-leaf raises RuntimeError."""
     x = torch.ones(2, requires_grad=True)
     h = x * 2
     with pytest.raises(RuntimeError):
@@ -443,7 +442,7 @@ def test_post_acc_hook_on_non_leaf_rejected():
 
 
 def test_tensor_hook_replaces_only_its_own_output_slot():
-    """§5.3: a hook on output 1 of a two-output node replaces only slot 1 (g2 x10), slot 0 is unchanged."""
+    """engine-semantics §7.2: a hook on output 1 of a two-output node replaces only slot 1 (g2 x10), slot 0 is unchanged."""
     seen = []
 
     class Two(torch.autograd.Function):
@@ -465,7 +464,7 @@ def test_tensor_hook_replaces_only_its_own_output_slot():
 
 
 def test_retain_grad_on_second_output_slot():
-    """§6.5: retain_grad on output 1 of a two-output node stores that slot's grad (after its tensor hook)."""
+    """engine-semantics §7.4: retain_grad on output 1 of a two-output node stores that slot's grad (after its tensor hook)."""
     class Two(torch.autograd.Function):
         @staticmethod
         def forward(ctx, a):
@@ -485,7 +484,7 @@ def test_retain_grad_on_second_output_slot():
 
 
 def test_posthook_added_during_apply_gets_empty_grad_outputs():
-    """§5.3: a posthook registered while the node's apply runs (no posthooks before) receives grad_outputs == ()."""
+    """engine-semantics §7.2: a posthook registered while the node's apply runs (no posthooks before) receives grad_outputs == ()."""
     got = []
 
     class P(torch.autograd.Function):
@@ -507,7 +506,7 @@ def test_posthook_added_during_apply_gets_empty_grad_outputs():
 
 
 def test_hooks_on_the_root_tensor_run():
-    """§3.1 step 11 / §5.1: the root's tensor hook and retain_grad run on the root grad (1 -> 5), which then flows down."""
+    """engine-semantics §3.1 step 11 / §7.1: the root's tensor hook and retain_grad run on the root grad (1 -> 5), which then flows down."""
     x = torch.ones(2, requires_grad=True)
     y = (x * 2).sum()
     y.retain_grad()

@@ -1,7 +1,7 @@
-"""The ready queue (facts §4.1, §4.2) and the end-to-end execution orders of facts §13.
+"""The ready queue (engine-semantics §6.1, §6.2) and the end-to-end execution orders of engine-semantics §15.
 
 (a) ReadyQueue against an independent model of libstdc++'s std::priority_queue (push_heap/pop_heap);
-(b) the observed tie orders of facts §4.2; (c) the orders observed on torch 2.13 in experiments/e2_order.out.
+(b) the observed tie orders of engine-semantics §6.2; (c) the orders observed on torch 2.13 in experiments/e2_order.out.
 """
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from hypothesis import strategies as st
 import engine
 from engine._engine import GraphTask, NodeTask, ReadyQueue
 from engine._node import Node
+from engine._state import UINT64_MAX
 from tests.engine.helpers import hook_every_node, node_label, run_in_thread
-
-UINT64_MAX = 2**64 - 1
 INT_MAX = 2**31 - 1
 gs = engine.autograd._get_sequence_nr
 
@@ -87,7 +86,7 @@ class ModelTask:
 
 
 def compare_node_task_time(t1: ModelTask, t2: ModelTask) -> bool:
-    """facts §4.1 rules 2-5 (no shutdown tasks): True iff t2 has priority over t1."""
+    """engine-semantics §6.1 rules 2-5 (no shutdown tasks): True iff t2 has priority over t1."""
     if t1.null_fn:
         return False
     if t2.null_fn:
@@ -117,7 +116,7 @@ def _engine_task(gt: GraphTask, seq: int | None) -> NodeTask:
     return NodeTask(gt, None if seq is None else Node(sequence_nr=seq), None)
 
 
-# -- (b) the tie table of facts §4.2 -----------------------------------------------------------------------
+# -- (b) the tie table of engine-semantics §6.2 ------------------------------------------------------------
 TIE_ORDERS = {
     2: [0, 1],
     3: [0, 1, 2],
@@ -131,14 +130,14 @@ TIE_ORDERS = {
 
 @pytest.mark.parametrize("k", sorted(TIE_ORDERS))
 def test_model_reproduces_observed_tie_orders(k):
-    """§4.2: the libstdc++ model in this file pops k equal-key tasks in the observed order (model check)."""
+    """engine-semantics §6.2: the libstdc++ model in this file pops k equal-key tasks in the observed order (model check)."""
     assert _model_pop_order([(0, 7)] * k) == TIE_ORDERS[k]
 
 
 @pytest.mark.parametrize("key", [(0, UINT64_MAX), (0, 5), (3, 1000)], ids=["acc", "seq5", "depth3"])
 @pytest.mark.parametrize("k", sorted(TIE_ORDERS))
 def test_ready_queue_tie_orders(k, key):
-    """§4.2: k equal-key tasks pushed in order 0..k-1 into an empty ReadyQueue pop in the observed order."""
+    """engine-semantics §6.2: k equal-key tasks pushed in order 0..k-1 into an empty ReadyQueue pop in the observed order."""
     queue = ReadyQueue("test")
     gt = _graph_task(key[0], queue)
     tasks = [_engine_task(gt, key[1]) for _ in range(k)]
@@ -183,27 +182,27 @@ def _check_against_model(ops):
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_OP, max_size=60))
 def test_ready_queue_matches_libstdcxx_model(ops):
-    """§4.1/§4.2: any interleaving of pushes (many equal (depth, seq) keys) and pops matches libstdc++."""
+    """engine-semantics §6.1/§6.2: any interleaving of pushes (many equal (depth, seq) keys) and pops matches libstdc++."""
     _check_against_model(ops)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from([("push", 0, UINT64_MAX), ("pop", 0, 0)]), max_size=60))
 def test_ready_queue_all_equal_keys_matches_model(ops):
-    """§4.2: with every key equal (all AccumulateGrads), pops follow libstdc++'s tie pattern exactly."""
+    """engine-semantics §6.2: with every key equal (all AccumulateGrads), pops follow libstdc++'s tie pattern exactly."""
     _check_against_model(ops)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(_OP, st.tuples(st.just("dummy"), _DEPTHS, st.just(0))), max_size=50))
 def test_ready_queue_with_null_fn_tasks_matches_model(ops):
-    """§4.1 rules 2-3: null-fn (dummy) tasks beat every real task and tie among themselves, as libstdc++."""
+    """engine-semantics §6.1 rules 2-3: null-fn (dummy) tasks beat every real task and tie among themselves, as libstdc++."""
     _check_against_model(ops)
 
 
-# -- §4.1 deterministic rules ---------------------------------------------------------------------------
+# -- engine-semantics §6.1 deterministic rules ----------------------------------------------------------
 def test_larger_seq_first_at_same_depth():
-    """§4.1 rule 4: at equal depth the larger sequence_nr pops first; AccumulateGrad's 2**64-1 beats all."""
+    """engine-semantics §6.1 rule 4: at equal depth the larger sequence_nr pops first; AccumulateGrad's 2**64-1 beats all."""
     queue = ReadyQueue("test")
     gt = _graph_task(0, queue)
     tasks = [_engine_task(gt, s) for s in (3, UINT64_MAX, 10, 0, 7)]
@@ -213,7 +212,7 @@ def test_larger_seq_first_at_same_depth():
 
 
 def test_larger_depth_beats_larger_seq():
-    """§4.1 rule 5: a task of larger reentrant depth pops before any task of smaller depth, whatever the seqs."""
+    """engine-semantics §6.1 rule 5: a task of larger reentrant depth pops before any task of smaller depth, whatever the seqs."""
     queue = ReadyQueue("test")
     outer = _graph_task(0, queue)
     inner = _graph_task(1, queue)
@@ -226,7 +225,7 @@ def test_larger_depth_beats_larger_seq():
 
 
 def test_null_fn_task_beats_real_tasks():
-    """§4.1 rules 2-3: a dummy (null fn) task has priority over any real task, even a deeper one."""
+    """engine-semantics §6.1 rules 2-3: a dummy (null fn) task has priority over any real task, even a deeper one."""
     queue = ReadyQueue("test")
     gt0 = _graph_task(0, queue)
     gt5 = _graph_task(5, queue)
@@ -239,7 +238,7 @@ def test_null_fn_task_beats_real_tasks():
 
 
 def test_model_stale_task_surfaces_first():
-    """§4.1 (model check): a task whose GraphTask is gone (depth INT_MAX) is not passed by a later push."""
+    """engine-semantics §6.1 (model check): a task whose GraphTask is gone (depth INT_MAX) is not passed by a later push."""
     model = LibstdcxxPQ(compare_node_task_time)
     gone = ModelTask(0, 0, 5, alive=lambda: False)
     model.push(gone)
@@ -248,7 +247,7 @@ def test_model_stale_task_surfaces_first():
 
 
 def test_stale_task_is_popped_first_by_next_backward():
-    """§4.1/§4.6: a task left by an errored backward is popped (and dropped, unrun) first by the next backward."""
+    """engine-semantics §6.1/§12.2: a task left by an errored backward is popped (and dropped, unrun) first by the next backward."""
 
     class PopRecorder:
         def __init__(self):
@@ -291,7 +290,7 @@ def test_stale_task_is_popped_first_by_next_backward():
     assert left == 0
 
 
-# -- (c) end-to-end orders of facts §13 ---------------------------------------------------------------------
+# -- (c) end-to-end orders of engine-semantics §15 ----------------------------------------------------------
 def advance_counter_to(n: int) -> None:
     """Make this (fresh) thread's counter equal `n`, as the earlier cases of e2_order.py left it."""
     t = engine.ones(1, requires_grad=True)
@@ -326,7 +325,7 @@ class Labels:
 
 
 def test_order_A_diamond():
-    """§13 A: diamond: Sum#4, Add#3, Cos#2, Sin#1, Exp#0, Acc(x) (larger seq first; Exp waits for both)."""
+    """engine-semantics §15 A: diamond: Sum#4, Add#3, Cos#2, Sin#1, Exp#0, Acc(x) (larger seq first; Exp waits for both)."""
 
     def case():
         L = Labels()
@@ -344,7 +343,7 @@ def test_order_A_diamond():
 
 
 def test_order_B_two_accumulate_grads():
-    """§13 B: two AccumulateGrads ready together keep push order: Sum#6, Mul#5, Acc(a), Acc(b)."""
+    """engine-semantics §15 B: two AccumulateGrads ready together keep push order: Sum#6, Mul#5, Acc(a), Acc(b)."""
 
     def case():
         advance_counter_to(5)
@@ -359,7 +358,7 @@ def test_order_B_two_accumulate_grads():
 
 
 def test_order_B2_five_accumulate_grads():
-    """§13 B2: five AccumulateGrads from one Cat follow the libstdc++ tie order p, r, t, q, s."""
+    """engine-semantics §15 B2: five AccumulateGrads from one Cat follow the libstdc++ tie order p, r, t, q, s."""
 
     def case():
         advance_counter_to(7)
@@ -375,7 +374,7 @@ def test_order_B2_five_accumulate_grads():
 
 
 def test_order_eight_leaf_cat():
-    """§4.2: an 8-leaf cat runs its AccumulateGrads in the order a, c, g, f, h, e, b, d."""
+    """engine-semantics §6.2: an 8-leaf cat runs its AccumulateGrads in the order a, c, g, f, h, e, b, d."""
 
     def case():
         L = Labels()
@@ -389,7 +388,7 @@ def test_order_eight_leaf_cat():
 
 
 def test_order_B3_accumulate_grad_preempts():
-    """§13 B3: Acc(w) runs right after Mul#10, before Cat#9, then the tie order p, r, t, q, s."""
+    """engine-semantics §15 B3: Acc(w) runs right after Mul#10, before Cat#9, then the tie order p, r, t, q, s."""
 
     def case():
         advance_counter_to(9)
@@ -407,7 +406,7 @@ def test_order_B3_accumulate_grad_preempts():
 
 
 def test_order_C_inputs_prunes_branch():
-    """§13 C: backward(inputs=[a]) runs Sum#15, Add#14, Mul#12, Acc(a); Exp#13/Acc(b) never run, b's hook silent."""
+    """engine-semantics §15 C: backward(inputs=[a]) runs Sum#15, Add#14, Mul#12, Acc(a); Exp#13/Acc(b) never run, b's hook silent."""
 
     def case():
         advance_counter_to(12)
@@ -428,7 +427,7 @@ def test_order_C_inputs_prunes_branch():
 
 
 def test_order_D_grad_on_middle_tensor():
-    """§13 D: grad(y, [k]) runs only Sum#19, Sin#18; k.grad_fn (Mul#17) is captured, not run."""
+    """engine-semantics §15 D: grad(y, [k]) runs only Sum#19, Sin#18; k.grad_fn (Mul#17) is captured, not run."""
 
     def case():
         advance_counter_to(16)
@@ -449,7 +448,7 @@ def test_order_D_grad_on_middle_tensor():
 
 
 def test_order_D2_backward_inputs_non_leaf():
-    """§13 D2: backward(inputs=[k]) runs Sum#23, Sin#22, Mul#21 (k.grad_fn runs) and nothing below; k.grad set."""
+    """engine-semantics §15 D2: backward(inputs=[k]) runs Sum#23, Sin#22, Mul#21 (k.grad_fn runs) and nothing below; k.grad set."""
 
     def case():
         advance_counter_to(20)
@@ -470,7 +469,7 @@ def test_order_D2_backward_inputs_non_leaf():
 
 
 def test_order_E_two_roots():
-    """§13 E: two roots: Sum#27, Exp#26, Sum#25, Mul#24, Acc(x); the GraphRoot takes seq 28."""
+    """engine-semantics §15 E: two roots: Sum#27, Exp#26, Sum#25, Mul#24, Acc(x); the GraphRoot takes seq 28."""
 
     class Rec:
         roots: list = []
@@ -497,7 +496,7 @@ def test_order_E_two_roots():
 
 
 def test_order_F_forced_ties():
-    """§13 F: five Exp nodes forced to seq 1000: Exp(p), Acc(p), Exp(t), Acc(t), Exp(s), Acc(s), Exp(r), ..."""
+    """engine-semantics §15 F: five Exp nodes forced to seq 1000: Exp(p), Acc(p), Exp(t), Acc(t), Exp(s), Acc(s), Exp(r), ..."""
 
     def case():
         advance_counter_to(29)
@@ -521,7 +520,7 @@ def test_order_F_forced_ties():
 
 
 def test_stale_tasks_do_not_disturb_later_tie_orders():
-    """§4.1/§4.6: stale tasks of a failed backward are dropped by the next; a later 4-leaf cat keeps a, c, b, d."""
+    """engine-semantics §6.1/§12.2: stale tasks of a failed backward are dropped by the next; a later 4-leaf cat keeps a, c, b, d."""
 
     def case():
         stale_ran = []

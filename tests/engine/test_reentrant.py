@@ -1,7 +1,7 @@
-"""Reentrant backward (facts §7.1, §7.2, §13 G): a backward started inside a running node.
+"""Reentrant backward (engine-semantics §13.1, §13.2, §15 G): a backward started inside a running node.
 
 Expected orders are those recorded on torch 2.13 in experiments/e6_reentrant.out and e6b_depth.out.
-The depth > 60 thread hand-off (§7.3) is not tested here."""
+The depth > 60 thread hand-off (engine-semantics §13.3) is not tested here."""
 from __future__ import annotations
 
 import math
@@ -29,7 +29,7 @@ def _instrument(roots, log, prefix, leaf_names):
 
 
 def test_inner_nodes_run_inside_outer_node():
-    """§7.2/e6_reentrant: inner nodes run between ReentBackward's start and end, before Acc(x) and the outer Exp."""
+    """engine-semantics §13.2/e6_reentrant: inner nodes run between ReentBackward's start and end, before Acc(x) and the outer Exp."""
 
     def case():
         log: list[str] = []
@@ -83,13 +83,13 @@ def test_inner_nodes_run_inside_outer_node():
         "outer node executed: ExpBackward0#0",
         "outer node executed: Acc(y)",
     ]
-    assert threads == {caller}  # §4.6/§7.1: run inline on the calling thread
+    assert threads == {caller}  # engine-semantics §12.2/§13.1: run inline on the calling thread
     assert xg == [2.0, 2.0]
     assert yg == pytest.approx([math.e, math.e])
 
 
 def test_depth_priority_beats_seq():
-    """§7.2/§13 G/e6b_depth: inner nodes forced to seq 1..4 run before an outer ExpBackward0 forced to seq 100."""
+    """engine-semantics §13.2/§15 G/e6b_depth: inner nodes forced to seq 1..4 run before an outer ExpBackward0 forced to seq 100."""
     log: list[str] = []
 
     class Reent(engine.autograd.Function):
@@ -137,7 +137,7 @@ def test_depth_priority_beats_seq():
 
 
 def test_reentrant_graph_task_depth_and_queue():
-    """§7.1: the reentrant GraphTask has reentrant_depth 1 (outer 0) and uses the outer task's CPU queue."""
+    """engine-semantics §13.1: the reentrant GraphTask has reentrant_depth 1 (outer 0) and uses the outer task's CPU queue."""
     rec = DepthRecorder()
 
     class Reent(engine.autograd.Function):
@@ -162,7 +162,7 @@ def test_reentrant_graph_task_depth_and_queue():
 
 
 def test_reentrant_autograd_grad_inside_backward():
-    """§7.1: an autograd.grad started inside a running node is reentrant (depth 1) and returns the right grad."""
+    """engine-semantics §13.1: an autograd.grad started inside a running node is reentrant (depth 1) and returns the right grad."""
     rec = DepthRecorder()
 
     class SquareViaGrad(engine.autograd.Function):
@@ -187,7 +187,7 @@ def test_reentrant_autograd_grad_inside_backward():
 
 
 def test_nested_reentrant_five_levels():
-    """§7.1: reentrant backward nested 5 levels deep runs inline with depths 0..5 and gives correct grads."""
+    """engine-semantics §13.1: reentrant backward nested 5 levels deep runs inline with depths 0..5 and gives correct grads."""
     rec = DepthRecorder()
     calls: list[tuple[int, list[float], int]] = []
 

@@ -1,4 +1,4 @@
-"""Reentrant backward on the CPU, side by side with real PyTorch 2.13 (facts §7.1–§7.3, §13 G).
+"""Reentrant backward on the CPU, side by side with real PyTorch 2.13 (engine-semantics §13.1–§13.3, §15 G).
 
 Each program is written once against a module `t` (engine or torch) and returns plain Python data;
 the two runs must be equal. The programs are experiments/e6_reentrant.py (Nest, 70 levels) and
@@ -96,7 +96,7 @@ def test_nest_70_levels_matches_torch():
     ours = nest_program(engine)
     theirs = nest_program(torch)
     assert ours == theirs
-    rows, xgrad, nthreads = theirs  # and torch itself shows what facts §7.3 says
+    rows, xgrad, nthreads = theirs  # and torch itself shows what engine-semantics §13.3 says
     assert [r[0] for r in rows if r[1]] == list(range(70, 9, -1))
     assert [r[0] for r in rows if not r[1]] == list(range(9, -1, -1))
     assert {r[2] for r in rows if not r[1]} == {1}

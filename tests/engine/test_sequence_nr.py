@@ -1,4 +1,4 @@
-"""The thread-local global sequence number (facts §1), with values taken from the facts and from
+"""The thread-local global sequence number (engine-semantics §1), with values taken from that section and from
 experiments/e1_seq.out and e12_misc.out, not from what the engine prints."""
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ import threading
 import pytest
 
 import engine
+from engine._state import UINT64_MAX
 from tests.engine.helpers import OD, run_in_thread
-
-UINT64_MAX = 2**64 - 1
 gs = engine.autograd._get_sequence_nr
 
 
@@ -23,9 +22,14 @@ class _Recorder:
         self.bumped.append((node.name(), seq_nr))
 
 
-# -- §1.1 thread-local counter -------------------------------------------------------------------------
+def test_uint64_max_is_two_to_the_64_minus_one():
+    """The engine's UINT64_MAX, which the tests below compare against, is 2**64 - 1 = 18446744073709551615."""
+    assert UINT64_MAX == 2**64 - 1 == 18446744073709551615
+
+
+# -- engine-semantics §1.1 thread-local counter --------------------------------------------------------
 def test_new_thread_counter_starts_at_zero():
-    """§1.1: a fresh thread sees counter 0, its first node gets seq 0, and it then reads 1."""
+    """engine-semantics §1.1: a fresh thread sees counter 0, its first node gets seq 0, and it then reads 1."""
     a = engine.randn(3, requires_grad=True)
     for _ in range(3):
         a * 2  # make sure the main thread's counter is not 0
@@ -48,7 +52,7 @@ def test_new_thread_counter_starts_at_zero():
 
 
 def test_nodes_record_creating_thread():
-    """§1.2: a node records the id of the thread that created it."""
+    """engine-semantics §1.2: a node records the id of the thread that created it."""
     a = engine.randn(3, requires_grad=True)
     main_node = (a * 2).grad_fn
     assert main_node.thread_id == threading.get_ident()
@@ -62,9 +66,9 @@ def test_nodes_record_creating_thread():
     assert node_tid != main_node.thread_id
 
 
-# -- §1.2 / §1.6 a recorded op ----------------------------------------------------------------------------
+# -- engine-semantics §1.2 / §1.6 a recorded op -----------------------------------------------------------
 def test_recorded_op_takes_pre_increment_value():
-    """§1.2/§1.6: after b = a*2 with counter s, b.grad_fn has seq s and the counter is s+1."""
+    """engine-semantics §1.2/§1.6: after b = a*2 with counter s, b.grad_fn has seq s and the counter is s+1."""
     a = engine.randn(3, requires_grad=True)
     s0 = gs()
     b = a * 2
@@ -74,7 +78,7 @@ def test_recorded_op_takes_pre_increment_value():
 
 
 def test_fresh_thread_op_chain_numbers():
-    """§1.1/§1.2: in a fresh thread the first ops get seqs 0, 1, 2, 3 (as in facts §13 example A)."""
+    """engine-semantics §1.1/§1.2: in a fresh thread the first ops get seqs 0, 1, 2, 3 (as in §15 example A)."""
 
     def build():
         x = engine.randn(3, requires_grad=True)
@@ -90,9 +94,9 @@ def test_fresh_thread_op_chain_numbers():
     assert after == 5
 
 
-# -- §1.3 AccumulateGrad ---------------------------------------------------------------------------------
+# -- engine-semantics §1.3 AccumulateGrad ----------------------------------------------------------------
 def test_accumulate_grad_seq_is_uint64_max():
-    """§1.3/§6.1: AccumulateGrad has seq 2**64-1, its name, no next edges, and .variable is the leaf."""
+    """engine-semantics §1.3/§8.1: AccumulateGrad has seq 2**64-1, its name, no next edges, and .variable is the leaf."""
     a = engine.randn(3, requires_grad=True)
     b = a * 2
     acc = b.grad_fn.next_functions[0][0]
@@ -103,7 +107,7 @@ def test_accumulate_grad_seq_is_uint64_max():
 
 
 def test_creating_accumulate_grad_does_not_bump():
-    """§1.3/§1.5: creating a leaf's AccumulateGrad leaves the counter unchanged."""
+    """engine-semantics §1.3/§1.5: creating a leaf's AccumulateGrad leaves the counter unchanged."""
     a = engine.randn(3, requires_grad=True)
     s = gs()
     edge = engine.autograd.graph.get_gradient_edge(a)  # creates the AccumulateGrad
@@ -112,7 +116,7 @@ def test_creating_accumulate_grad_does_not_bump():
 
 
 def test_first_op_on_leaf_bumps_once_despite_creating_accumulator():
-    """§1.3/§1.4: a*2 on a fresh leaf creates MulBackward0 and AccumulateGrad but bumps only 1."""
+    """engine-semantics §1.3/§1.4: a*2 on a fresh leaf creates MulBackward0 and AccumulateGrad but bumps only 1."""
     a = engine.randn(3, requires_grad=True)
     s = gs()
     b = a * 2
@@ -120,9 +124,9 @@ def test_first_op_on_leaf_bumps_once_despite_creating_accumulator():
     assert b.grad_fn.next_functions[0][0]._sequence_nr() == UINT64_MAX
 
 
-# -- §1.5 things that do not bump -----------------------------------------------------------------------
+# -- engine-semantics §1.5 things that do not bump ------------------------------------------------------
 def test_no_bump_under_no_grad():
-    """§1.5: an op under no_grad does not bump the counter."""
+    """engine-semantics §1.5: an op under no_grad does not bump the counter."""
     a = engine.randn(3, requires_grad=True)
     s = gs()
     with engine.no_grad():
@@ -132,7 +136,7 @@ def test_no_bump_under_no_grad():
 
 
 def test_no_bump_for_non_requiring_inputs():
-    """§1.5: an op whose inputs do not require grad does not bump the counter."""
+    """engine-semantics §1.5: an op whose inputs do not require grad does not bump the counter."""
     s = gs()
     d = engine.randn(3) * 4
     d2 = (d.exp() + d).sum()
@@ -141,7 +145,7 @@ def test_no_bump_for_non_requiring_inputs():
 
 
 def test_no_bump_for_leaf_creation():
-    """§1.5: creating leaf tensors (requiring grad or not) does not bump the counter."""
+    """engine-semantics §1.5: creating leaf tensors (requiring grad or not) does not bump the counter."""
     s = gs()
     engine.randn(3, requires_grad=True)
     engine.tensor([1.0, 2.0], requires_grad=True)
@@ -151,7 +155,7 @@ def test_no_bump_for_leaf_creation():
 
 
 def test_mixed_op_bumps_once_with_none_edge():
-    """§1.5: an op with one non-requiring and one requiring input bumps 1 and has a None next edge."""
+    """engine-semantics §1.5: an op with one non-requiring and one requiring input bumps 1 and has a None next edge."""
     a = engine.randn(3, requires_grad=True)
     keep = a * 2
     acc = keep.grad_fn.next_functions[0][0]
@@ -162,9 +166,9 @@ def test_mixed_op_bumps_once_with_none_edge():
     assert e.grad_fn.next_functions[1][0] is acc
 
 
-# -- §1.4 GraphRoot -----------------------------------------------------------------------------------
+# -- engine-semantics §1.4 GraphRoot ------------------------------------------------------------------
 def test_single_root_backward_bumps_zero():
-    """§1.4/§3.1 step 7: a single-root backward makes no GraphRoot and bumps the counter by 0."""
+    """engine-semantics §1.4/§3.1 step 7: a single-root backward makes no GraphRoot and bumps the counter by 0."""
     x = engine.randn(3, requires_grad=True)
     y1 = (x * 2).sum()
     s = gs()
@@ -174,7 +178,7 @@ def test_single_root_backward_bumps_zero():
 
 
 def test_two_root_backward_bumps_one():
-    """§1.4: backward([y1, y2]) creates a GraphRoot and bumps the counter by exactly 1."""
+    """engine-semantics §1.4: backward([y1, y2]) creates a GraphRoot and bumps the counter by exactly 1."""
     x = engine.randn(3, requires_grad=True)
     y1 = (x * 2).sum()
     y2 = (x * 3).sum()
@@ -184,9 +188,9 @@ def test_two_root_backward_bumps_one():
     assert x.grad.tolist() == pytest.approx([5.0, 5.0, 5.0])
 
 
-# -- §1.4 Identity -------------------------------------------------------------------------------------
+# -- engine-semantics §1.4 Identity --------------------------------------------------------------------
 def test_grad_unused_fresh_leaf_bumps_identity():
-    """§1.4/§3.8: grad(y, [leaf never used], allow_unused=True) creates an Identity: +1, result (None,)."""
+    """engine-semantics §1.4/§3.3: grad(y, [leaf never used], allow_unused=True) creates an Identity: +1, result (None,)."""
     x = engine.randn(3, requires_grad=True)
     z = engine.randn(3, requires_grad=True)
     y = (x * 2).sum()
@@ -197,7 +201,7 @@ def test_grad_unused_fresh_leaf_bumps_identity():
 
 
 def test_grad_unused_leaf_with_accumulator_bumps_zero():
-    """§1.4: grad(y, [unreachable leaf that already owns an AccumulateGrad]) bumps 0, result (None,)."""
+    """engine-semantics §1.4: grad(y, [unreachable leaf that already owns an AccumulateGrad]) bumps 0, result (None,)."""
     x = engine.randn(3, requires_grad=True)
     w = engine.randn(3, requires_grad=True)
     ww = w * 2  # gives w an AccumulateGrad, kept alive by ww's graph
@@ -209,7 +213,7 @@ def test_grad_unused_leaf_with_accumulator_bumps_zero():
     assert ww.grad_fn.next_functions[0][0].variable is w
 
 
-# -- §1.4 / §10.2 custom Function ------------------------------------------------------------------------
+# -- engine-semantics §1.4 / §10.2 custom Function -------------------------------------------------------
 class MyFn(engine.autograd.Function):
     @staticmethod
     def forward(ctx, x):
@@ -236,7 +240,7 @@ class MyFn2(engine.autograd.Function):
 
 
 def test_custom_function_non_requiring_input_bumps_one():
-    """§1.4: Function.apply bumps 1 even when no input requires grad; the output has no grad_fn."""
+    """engine-semantics §1.4: Function.apply bumps 1 even when no input requires grad; the output has no grad_fn."""
     s = gs()
     out = MyFn.apply(engine.randn(2))
     assert gs() - s == 1
@@ -245,7 +249,7 @@ def test_custom_function_non_requiring_input_bumps_one():
 
 
 def test_custom_function_requiring_input_seq_is_counter_before_apply():
-    """§1.4/§10.2 step 4: the PyNode's seq equals the counter before apply, and apply bumps 1."""
+    """engine-semantics §1.4/§10.2 step 4: the PyNode's seq equals the counter before apply, and apply bumps 1."""
     a = engine.randn(3, requires_grad=True)
     s = gs()
     out = MyFn.apply(a)
@@ -255,7 +259,7 @@ def test_custom_function_requiring_input_seq_is_counter_before_apply():
 
 
 def test_custom_function_under_no_grad_bumps_one():
-    """§1.4: Function.apply under no_grad still bumps 1; the output has no grad_fn."""
+    """engine-semantics §1.4: Function.apply under no_grad still bumps 1; the output has no grad_fn."""
     a = engine.randn(3, requires_grad=True)
     with engine.no_grad():
         s = gs()
@@ -265,7 +269,7 @@ def test_custom_function_under_no_grad_bumps_one():
 
 
 def test_custom_function_enable_grad_op_inside_forward_gets_next_seq():
-    """§10.2 step 4: an op under enable_grad inside forward gets node seq + 1; apply bumps 2 in total."""
+    """engine-semantics §10.2 step 4: an op under enable_grad inside forward gets node seq + 1; apply bumps 2 in total."""
     a = engine.randn(3, requires_grad=True)
     MyFn2.inner_seq.clear()
     s = gs()
@@ -275,9 +279,9 @@ def test_custom_function_enable_grad_op_inside_forward_gets_next_seq():
     assert MyFn2.inner_seq == [s + 1]
 
 
-# -- §1.7 nodes created during backward -----------------------------------------------------------------
+# -- engine-semantics §1.7 nodes created during backward ------------------------------------------------
 def test_create_graph_grad_creates_three_nodes():
-    """§1.7: create_graph grad of (x*x).sum() creates exactly two MulBackward0 and one AddBackward0."""
+    """engine-semantics §1.7: create_graph grad of (x*x).sum() creates exactly two MulBackward0 and one AddBackward0."""
     x = engine.randn(3, requires_grad=True)
     y = (x * x).sum()
     rec = _Recorder()
@@ -292,7 +296,7 @@ def test_create_graph_grad_creates_three_nodes():
 
 
 def test_grad_without_create_graph_creates_no_nodes():
-    """§1.7: without create_graph the backward formulas run with grad off and create no nodes."""
+    """engine-semantics §1.7: without create_graph the backward formulas run with grad off and create no nodes."""
     x = engine.randn(3, requires_grad=True)
     y = (x * x).sum()
     s = gs()
@@ -303,7 +307,7 @@ def test_grad_without_create_graph_creates_no_nodes():
 
 
 def test_create_graph_nodes_take_calling_threads_counter():
-    """§1.7: nodes made during a create_graph backward take numbers from the thread that ran backward."""
+    """engine-semantics §1.7: nodes made during a create_graph backward take numbers from the thread that ran backward."""
     x = engine.randn(3, requires_grad=True)
     y = (x * x).sum()  # graph built on the main thread
 
@@ -319,9 +323,9 @@ def test_create_graph_nodes_take_calling_threads_counter():
     assert gs() == main_before
 
 
-# -- §1.8 _set_sequence_nr -----------------------------------------------------------------------------
+# -- engine-semantics §1.8 _set_sequence_nr ------------------------------------------------------------
 def test_set_sequence_nr_changes_node_not_counter():
-    """§1.8: _set_sequence_nr overwrites the node's seq and leaves the counter alone."""
+    """engine-semantics §1.8: _set_sequence_nr overwrites the node's seq and leaves the counter alone."""
     a = engine.randn(3, requires_grad=True)
     b = a.exp()
     s = gs()
@@ -332,9 +336,9 @@ def test_set_sequence_nr_changes_node_not_counter():
     assert c.grad_fn._sequence_nr() == s
 
 
-# -- §1.3 / §1.4 / §10.9 once_differentiable -------------------------------------------------------------
+# -- engine-semantics §1.3 / §1.4 / §10.9 once_differentiable --------------------------------------------
 def test_once_differentiable_error_node_and_bumps():
-    """§1.3/§1.4/§10.9: once_differentiable gives an Error grad_fn with seq 2**64-1; OD + DelayedError = +2."""
+    """engine-semantics §1.3/§1.4/§10.9: once_differentiable gives an Error grad_fn with seq 2**64-1; OD + DelayedError = +2."""
     x = engine.ones(2, requires_grad=True)
     v = engine.ones(2, requires_grad=True)
     s = gs()
@@ -346,7 +350,7 @@ def test_once_differentiable_error_node_and_bumps():
 
 
 def test_once_differentiable_double_backward_raises():
-    """§10.9: differentiating through the once_differentiable result raises the documented message."""
+    """engine-semantics §10.9: differentiating through the once_differentiable result raises the documented message."""
     x = engine.ones(2, requires_grad=True)
     v = engine.ones(2, requires_grad=True)
     (g,) = engine.autograd.grad(OD.apply(x), x, grad_outputs=v, create_graph=True)
@@ -356,7 +360,7 @@ def test_once_differentiable_double_backward_raises():
 
 
 def test_once_differentiable_without_grad_outputs_requiring_grad():
-    """§10.9: when the grad_outputs do not require grad, the result has no grad_fn and OD bumps only 1."""
+    """engine-semantics §10.9: when the grad_outputs do not require grad, the result has no grad_fn and OD bumps only 1."""
     x = engine.ones(2, requires_grad=True)
     s = gs()
     (g,) = engine.autograd.grad(OD.apply(x).sum(), x, create_graph=True)

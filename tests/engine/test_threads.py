@@ -1,8 +1,8 @@
-"""Device worker threads and the reentrant pool (facts §4.1, §4.4–§4.7, §7, §8): which thread runs each
+"""Device worker threads and the reentrant pool (engine-semantics §6.1, §3.6, §12.1–§12.3, §13, §11): which thread runs each
 node, in what order, how errors cross threads, and that many threads can run backward at once.
 
 Expected values are derived by hand: the per-queue orders from the (depth, seq_nr) max-first rule of
-§4.1 applied to the tasks each queue holds, the thread of each node from §4.5/§4.6 (a node's device is
+engine-semantics §6.1 applied to the tasks each queue holds, the thread of each node from §12.1/§12.2 (a node's device is
 the first non-CPU device of its input metadata; CPU work runs on the caller), gradients from numpy.
 """
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _four_hop_grad() -> np.ndarray:
     return h + x * (np.exp(e) + np.cos(e)) * np.cos(2 * a) * a
 
 
-# Hand derivation of who runs what, and in which order (§4.1, §4.5, §4.6):
+# Hand derivation of who runs what, and in which order (engine-semantics §6.1, §12.1, §12.2):
 # caller:  Sum#11 (root) → Mul#10 routes to ToCopy#9 (ready) and Acc(x) (1 of 2 deps) → ToCopy#9 pushes Add#8
 #          onto cuda:1, then the caller sleeps on its empty queue.
 # cuda:1:  Add#8 pushes Exp#6 (slot 0) then Sin#7 (slot 1); max seq first → Sin#7, Exp#6 (not FIFO). ToCopy#5
@@ -166,7 +166,7 @@ def test_multithreading_disabled_takes_effect_at_once_and_is_thread_local():
 
 def test_device_leaves_accumulate_on_their_workers():
     """AccumulateGrad of a cuda:N leaf runs on pt_autograd_N; .grad lands on cuda:N."""
-    # Each runs before its sibling ToCopy (seq 2**64-1 first, §4.1).
+    # Each runs before its sibling ToCopy (seq 2**64-1 first, engine-semantics §6.1).
 
     def case():
         base = gs()
@@ -221,7 +221,7 @@ def test_worker_thread_started_lazily_and_reused():
     np.testing.assert_allclose(x.grad.numpy(), 2 + 2 * np.exp([1.0, 2.0]), rtol=1e-6)
 
 
-# -- deep reentrant backward (§7.1, §7.3) -------------------------------------------------------------------------
+# -- deep reentrant backward (engine-semantics §13.1, §13.3) ------------------------------------------------------
 def _run_nest(levels: int = 70):
     """Nest(levels) as in experiments/e6_reentrant.py, with factor depth+1 so each level's grad is distinct.
     Returns ({depth: (ident, thread name)}, {depth: inner q.grad}, outer x.grad)."""
@@ -265,7 +265,7 @@ def _wait_pool_idle(timeout: float = 5.0) -> None:
 
 def test_deep_reentrant_moves_to_one_pool_thread():
     """Nest(70): levels 70..10 on the caller, 9..0 on one pt_autograd_reentrant thread."""
-    # 1 outer + MAX_DEPTH (60) inline reentrant levels; then the pool (§7.1, §7.3). GraphTask depths 0..70.
+    # 1 outer + MAX_DEPTH (60) inline reentrant levels; then the pool (engine-semantics §13.1, §13.3). GraphTask depths 0..70.
     rec = GraphTaskRecorder()
     with engine.add_observer(rec):
         where, inner, xg = _run_nest(70)
@@ -276,7 +276,7 @@ def test_deep_reentrant_moves_to_one_pool_thread():
     assert len(pool_ids) == 1 and caller not in pool_ids
     assert {where[d][1] for d in range(0, 10)} == {POOL}
     assert len({ident for ident, _ in where.values()}) == 2
-    # The pool thread takes total_depth from the task (61) and keeps counting from there (§7.1).
+    # The pool thread takes total_depth from the task (61) and keeps counting from there (engine-semantics §13.1).
     assert [t.reentrant_depth for t in rec.tasks] == list(range(71))
     assert xg == [71.0]
     assert inner == {d: [float(d + 1)] for d in range(70)}
@@ -342,7 +342,7 @@ def test_reentrant_on_device_worker():
     assert inner_grads == {2: [3.0, 3.0], 1: [2.0, 2.0], 0: [1.0, 1.0]}
 
 
-# -- errors across threads (§8.1, §8.2, §4.6) --------------------------------------------------------------------------
+# -- errors across threads (engine-semantics §11.1, §11.2, §12.2) ------------------------------------------------------
 def _check_next_backwards_work(x_values: list[float]) -> None:
     """After an error: a CPU-only backward and a multi-device one both work and give exact grads."""
     x = engine.tensor(x_values, dtype=engine.float64, requires_grad=True)

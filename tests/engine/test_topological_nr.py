@@ -1,6 +1,6 @@
-"""topological_nr (facts §2): longest path to a sink, fixed when edges are attached; GraphRoot's topo.
+"""topological_nr (engine-semantics §2): longest path to a sink, fixed when edges are attached; GraphRoot's topo.
 
-Expected values are worked out by hand from the definition in facts §2.1/§2.4."""
+Expected values are worked out by hand from the definition in engine-semantics §2.1/§2.4."""
 from __future__ import annotations
 
 import pytest
@@ -20,7 +20,7 @@ def topo(t):
 
 # -- sinks --------------------------------------------------------------------------------------------
 def test_accumulate_grad_topo_zero():
-    """§2.1/§6.1: AccumulateGrad (no next edges) has topo 0."""
+    """engine-semantics §2.1/§8.1: AccumulateGrad (no next edges) has topo 0."""
     x = engine.randn(3, requires_grad=True)
     y = x.exp()
     acc = y.grad_fn.next_functions[0][0]
@@ -29,14 +29,14 @@ def test_accumulate_grad_topo_zero():
 
 
 def test_node_with_only_none_edges_topo_zero():
-    """§2.1: a node whose next edges are all None has topo 0."""
+    """engine-semantics §2.1: a node whose next edges are all None has topo 0."""
     n = Node(sequence_nr=0)
     n.set_next_edges([(None, 0), (None, 0)])
     assert n._topological_nr() == 0
 
 
 def test_leaf_op_topo_one():
-    """§2.1: an op whose only child is an AccumulateGrad has topo 1; a None edge does not count."""
+    """engine-semantics §2.1: an op whose only child is an AccumulateGrad has topo 1; a None edge does not count."""
     x = engine.randn(3, requires_grad=True)
     assert topo(x.exp()) == 1
     assert topo(engine.randn(3) * x) == 1  # ((None, 0), (Acc, 0))
@@ -44,7 +44,7 @@ def test_leaf_op_topo_one():
 
 # -- hand-built graphs from ops ----------------------------------------------------------------------
 def test_chain_topos():
-    """§2.1: a chain x→exp→sin→cos→sum has topos 1, 2, 3, 4 above Acc(x)=0."""
+    """engine-semantics §2.1: a chain x→exp→sin→cos→sum has topos 1, 2, 3, 4 above Acc(x)=0."""
     x = engine.randn(3, requires_grad=True)
     a = x.exp()
     b = a.sin()
@@ -55,7 +55,7 @@ def test_chain_topos():
 
 
 def test_diamond_topos():
-    """§2.1: diamond (facts §13 A): Exp 1, Sin 2, Cos 2, Add 3, Sum 4."""
+    """engine-semantics §2.1: diamond (§15 A): Exp 1, Sin 2, Cos 2, Add 3, Sum 4."""
     x = engine.randn(3, requires_grad=True)
     y = x.exp()
     u = y.sin()
@@ -66,7 +66,7 @@ def test_diamond_topos():
 
 
 def test_unequal_branch_lengths_take_longest():
-    """§2.1: with branches of length 3 and 0 below an add, topo is 1 + the longer one."""
+    """engine-semantics §2.1: with branches of length 3 and 0 below an add, topo is 1 + the longer one."""
     x = engine.randn(3, requires_grad=True)
     long = x.exp().sin().cos()  # topo 3
     w = long + x  # children Cos (3) and Acc(x) (0)
@@ -80,7 +80,7 @@ def test_unequal_branch_lengths_take_longest():
 
 
 def test_unequal_branches_order_independent():
-    """§2.2: topo is the max over children whichever argument slot holds the longer branch."""
+    """engine-semantics §2.2: topo is the max over children whichever argument slot holds the longer branch."""
     x = engine.randn(3, requires_grad=True)
     y = engine.randn(3, requires_grad=True)
     deep = y.exp().exp().exp().exp()  # topo 4
@@ -97,7 +97,7 @@ def _node(*children):
 
 
 def test_raw_nodes_chain_diamond_unequal():
-    """§2.1/§2.2: raw Node graphs: chain 0,1,2; diamond top 3; unequal branches take the longest."""
+    """engine-semantics §2.1/§2.2: raw Node graphs: chain 0,1,2; diamond top 3; unequal branches take the longest."""
     sink = _node()
     a = _node(sink)
     b = _node(a)
@@ -121,7 +121,7 @@ def test_raw_nodes_chain_diamond_unequal():
 
 
 def test_reading_topo_freezes_node():
-    """§2.3: once a node's topo was read (or it became a child), attaching edges raises the assertion."""
+    """engine-semantics §2.3: once a node's topo was read (or it became a child), attaching edges raises the assertion."""
     child = _node()
     frozen = Node(sequence_nr=0)
     frozen._topological_nr()
@@ -163,7 +163,7 @@ _OPS = st.lists(
 @settings(max_examples=150, deadline=None)
 @given(_OPS, st.integers(1, 4))
 def test_topo_is_longest_path_and_decreases_along_paths(ops, n_leaves):
-    """§2.1: on random op graphs topo == longest path to a sink, and a path X→Y implies topo(X) > topo(Y)."""
+    """engine-semantics §2.1: on random op graphs topo == longest path to a sink, and a path X→Y implies topo(X) > topo(Y)."""
     pool = [engine.randn(2, requires_grad=True) for _ in range(n_leaves)]
     for op, i, j in ops:
         a = pool[i % len(pool)]
@@ -193,7 +193,7 @@ def test_topo_is_longest_path_and_decreases_along_paths(ops, n_leaves):
 
 # -- GraphRoot ----------------------------------------------------------------------------------------
 def test_graph_root_topo_is_one_plus_max_root_topo():
-    """§2.4/§3.1 step 7: a two-root backward makes a GraphRoot with topo 1 + max(root topos)."""
+    """engine-semantics §2.4/§3.1 step 7: a two-root backward makes a GraphRoot with topo 1 + max(root topos)."""
     x = engine.randn(3, requires_grad=True)
     y1 = x.exp().sum()  # topo 2
     y2 = x.sin().cos().exp().sum()  # topo 4
@@ -212,7 +212,7 @@ def test_graph_root_topo_is_one_plus_max_root_topo():
 
 
 def test_graph_root_topo_with_equal_roots_order_reversed():
-    """§2.4: GraphRoot's topo is 1 + the max root topo, whichever root comes first."""
+    """engine-semantics §2.4: GraphRoot's topo is 1 + the max root topo, whichever root comes first."""
     x = engine.randn(3, requires_grad=True)
     y1 = x.sin().cos().exp().sum()  # topo 4
     y2 = x.exp().sum()  # topo 2
@@ -224,7 +224,7 @@ def test_graph_root_topo_with_equal_roots_order_reversed():
 
 
 def test_graph_root_over_leaf_roots_has_topo_one():
-    """§2.4: a GraphRoot whose roots are AccumulateGrads (topo 0) has topo 1."""
+    """engine-semantics §2.4: a GraphRoot whose roots are AccumulateGrads (topo 0) has topo 1."""
     a = engine.randn(3, requires_grad=True)
     b = engine.randn(3, requires_grad=True)
     rec = GraphTaskRecorder()
@@ -235,7 +235,7 @@ def test_graph_root_over_leaf_roots_has_topo_one():
 
 
 def test_single_root_uses_root_node_no_graph_root():
-    """§3.1 step 7: a single-root backward uses the root node itself as graph root; no GraphRoot, no bump."""
+    """engine-semantics §3.1 step 7: a single-root backward uses the root node itself as graph root; no GraphRoot, no bump."""
     x = engine.randn(3, requires_grad=True)
     y = x.exp().sum()
     rec = GraphTaskRecorder()

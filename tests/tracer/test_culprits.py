@@ -1,9 +1,9 @@
 """Culprits: which line of a user's script bumped the sequence number, by trace, CLI table and logger.
 
 The script below is run in a fresh thread, so its counter starts at 0. The expected increments are derived
-by hand from torch-engine-facts.md: §1.2/§1.4 (generated nodes, GraphRoot for several roots, Identity for
-an unused `inputs=` leaf, a custom Function's ctx node even under no_grad), §1.7 and §5.4 (create_graph
-nodes: two MulBackward0 and an AddBackward0 for the InputBuffer sum), §5.1 (a tensor hook runs before its
+by hand from docs/engine-semantics.md: §1.2/§1.4 (generated nodes, GraphRoot for several roots, Identity for
+an unused `inputs=` leaf, a custom Function's ctx node even under no_grad), §1.7 and §5.1 (create_graph
+nodes: two MulBackward0 and an AddBackward0 for the InputBuffer sum), §7.1 (a tensor hook runs before its
 node, so its op is created between the accumulation and the node's own formula).
 """
 from __future__ import annotations
@@ -67,21 +67,21 @@ EXPECTED = [
     (2, "SumBackward0", 26, "<module>"),
     (3, "ExpBackward0", 27, "<module>"),
     (4, "SumBackward0", 27, "<module>"),
-    (5, "GraphRoot", 28, "<module>"),                   # two roots: a GraphRoot (§1.4)
-    (6, "ScaleBackward", 30, "<module>"),               # Function.apply under no_grad still bumps (§1.4)
-    (7, "torch::autograd::Identity", 31, "<module>"),   # `unused` never fed an op: Identity (§3.8)
+    (5, "GraphRoot", 28, "<module>"),                   # two roots: a GraphRoot (engine-semantics §1.4)
+    (6, "ScaleBackward", 30, "<module>"),               # Function.apply under no_grad still bumps (engine-semantics §1.4)
+    (7, "torch::autograd::Identity", 31, "<module>"),   # `unused` never fed an op: Identity (engine-semantics §3.3)
     (8, "MulBackward0", 32, "<module>"),
     (9, "SumBackward0", 32, "<module>"),
-    (10, "MulBackward0", 33, "<module>"),               # create_graph: grad * other, grad * self (§1.7)
+    (10, "MulBackward0", 33, "<module>"),               # create_graph: grad * other, grad * self (engine-semantics §1.7)
     (11, "MulBackward0", 33, "<module>"),
-    (12, "AddBackward0", 33, "<module>"),               # both reach Acc(x) slot 0: summed (§5.4)
+    (12, "AddBackward0", 33, "<module>"),               # both reach Acc(x) slot 0: summed (engine-semantics §5.1)
     (13, "MulBackward0", 34, "<module>"),               # p = x * x
     (14, "MulBackward0", 36, "<module>"),               # forward p * p
     (15, "SumBackward0", 36, "<module>"),               # forward .sum()
     (16, "MulBackward0", 36, "<module>"),               # backward of p * p under create_graph
     (17, "MulBackward0", 36, "<module>"),
     (18, "AddBackward0", 36, "<module>"),               # both grads into p's node slot 0
-    (19, "MulBackward0", 15, "triple"),                 # p's tensor hook runs before p's node (§5.1)
+    (19, "MulBackward0", 15, "triple"),                 # p's tensor hook runs before p's node (engine-semantics §7.1)
     (20, "MulBackward0", 36, "<module>"),               # backward of x * x
     (21, "MulBackward0", 36, "<module>"),
     (22, "AddBackward0", 36, "<module>"),

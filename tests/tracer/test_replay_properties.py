@@ -39,7 +39,7 @@ EXAMPLES = (
             hooks=(2,), fail_at=4, repeat=True),
     # grad with an unused leaf among the inputs (an Identity stands in for it) and a shared subexpression.
     Program((True, True, True), (("sin", (0,)), ("mul", (3, 3)), ("add", (4, 0))), "grad", (5,), (2, 3, 0)),
-    # Five AccumulateGrads ready at once (facts §13 B2): they leave in libstdc++'s tie order 0, 2, 4, 1, 3.
+    # Five AccumulateGrads ready at once (engine-semantics §15 B2): they leave in libstdc++'s tie order 0, 2, 4, 1, 3.
     Program((True,) * 5, (("stack", (0, 1, 2, 3, 4)),), "backward", (5,)),
 )
 
@@ -179,9 +179,9 @@ def test_node_started_order_equals_prehook_order(program):
         first_started.setdefault(e.graph_task, e.node_name)
     top_level = [e.graph_task for e in _of(trace, ev.GraphTaskStarted) if e.reentrant_depth == 0]
     if program.ending == "two_roots":
-        assert all(first_started[t] == "GraphRoot" for t in top_level if t in first_started)  # facts §13 E
+        assert all(first_started[t] == "GraphRoot" for t in top_level if t in first_started)  # engine-semantics §15 E
     else:
-        assert "GraphRoot" not in [name for name, _ in ran]  # facts §3.1 step 7: one root, no GraphRoot
+        assert "GraphRoot" not in [name for name, _ in ran]  # engine-semantics §3.1 step 7: one root, no GraphRoot
 
 
 @given(programs())
@@ -215,7 +215,7 @@ def test_five_ready_accumulate_grads_replay_in_libstdcxx_tie_order():
     first_pop = next(e.step for e in events[stack.step:] if isinstance(e, ev.TaskPopped))
     accs = [child for child, _ in trace.node(stack.node).next_edges]  # Acc(l0) .. Acc(l4), pushed in edge order
     (queue,) = Replay(trace).state_at(first_pop - 1).ready_queues
-    assert [t.node for t in queue.tasks] == [accs[i] for i in (0, 2, 4, 1, 3)]  # facts §4.2, k = 5
+    assert [t.node for t in queue.tasks] == [accs[i] for i in (0, 2, 4, 1, 3)]  # engine-semantics §6.2, k = 5
     assert all(t.priority == (0, 2**64 - 1) for t in queue.tasks)
     ran = [e.node for e in events if isinstance(e, ev.NodeStarted) and e.step > stack.step]
     assert ran == [accs[i] for i in (0, 2, 4, 1, 3)]

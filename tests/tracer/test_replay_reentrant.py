@@ -1,4 +1,4 @@
-"""Replay of a reentrant backward: graph task depths and the priorities of inner tasks (facts §7)."""
+"""Replay of a reentrant backward: graph task depths and the priorities of inner tasks (engine-semantics §13)."""
 from __future__ import annotations
 
 import engine as torch

@@ -122,7 +122,7 @@ def test_engine_flag_on_multi_root_graph_root():
 
 
 def test_in_backward_for_create_graph_nodes():
-    """grad((x*x).sum(), x, create_graph=True) makes MulBackward0 x2 and AddBackward0 in backward (facts 1.7)."""
+    """grad((x*x).sum(), x, create_graph=True) makes MulBackward0 x2 and AddBackward0 in backward (engine-semantics §1.7)."""
     def body():
         x = torch.tensor([1.0, 2.0], requires_grad=True)
         torch.autograd.grad((x * x).sum(), x, create_graph=True)  # forward: Mul seq 0, Sum seq 1
@@ -149,7 +149,7 @@ def test_in_backward_for_nodes_made_in_function_backward():
 
 
 def test_no_graph_for_function_under_no_grad():
-    """A custom Function applied under no_grad still takes seq 0 (facts 1.4) and is flagged no_graph."""
+    """A custom Function applied under no_grad still takes seq 0 (engine-semantics §1.4) and is flagged no_graph."""
     def body():
         x = torch.tensor([1.0], requires_grad=True)
         with torch.no_grad():
