@@ -1,7 +1,7 @@
 """The forward-to-backward map: which forward op made each backward node, and which seq_nrs look odd.
 
 Imports numpy and the tracer only. A backward node is made by one forward op (a multi-output op makes one
-node for all its outputs, facts §1.5), so the map is one row per node, in the order the nodes were made.
+node for all its outputs, engine-semantics §1.5), so the map is one row per node, in the order the nodes were made.
 Flags mark what a reader of seq_nrs trips over; see NOTE [seq_nr anomalies].
 """
 from __future__ import annotations
@@ -18,19 +18,19 @@ from .trace import Trace
 # - accumulate: an AccumulateGrad. It takes no seq_nr (it holds 2**64-1 so that it runs as early as it
 #   can) and marks where a leaf's gradient accumulates.
 # - engine: a node the engine (not a forward op) made that still took a number from the counter: GraphRoot
-#   of a multi-root backward, Identity for an unused `inputs=` leaf, DelayedError (facts §1.4). These are
+#   of a multi-root backward, Identity for an unused `inputs=` leaf, DelayedError (engine-semantics §1.4). These are
 #   the usual answer to "which line bumped seq_nr?" when no op is to blame.
 # - in_backward: made while its thread ran a backward (create_graph formulas, ops in a hook or a custom
-#   Function's backward). Its seq_nr comes from the thread running the node (facts §1.7), not from the
+#   Function's backward). Its seq_nr comes from the thread running the node (engine-semantics §1.7), not from the
 #   forward pass.
 # - no_graph: took a seq_nr but never joined a graph (a custom Function applied under no_grad or to inputs
-#   that need no grad: facts §1.4, PyNode).
+#   that need no grad: engine-semantics §1.4, PyNode).
 # - other_thread: another thread made a node with the same seq_nr; seq_nrs of different threads cannot be
-#   compared (facts §1.2).
+#   compared (engine-semantics §1.2).
 FLAGS = ("accumulate", "engine", "in_backward", "no_graph", "other_thread")
 """Flag names; flag i is bit i of ForwardMap.flags."""
 ENGINE_MADE = ("GraphRoot", "Identity", "DelayedError", "UndefinedGrad", "UndefinedGradBackward")
-"""Nodes the engine makes that take a seq_nr from the counter (facts §1.4)."""
+"""Nodes the engine makes that take a seq_nr from the counter (engine-semantics §1.4)."""
 
 
 @dataclass(frozen=True, slots=True)
