@@ -106,7 +106,9 @@ def test_tracer_bench_quick_writes_json(tmp_path):
     for stats in (seek["cold"], seek["warm"]):
         assert 0 < stats["p50_ms"] <= stats["p99_ms"] <= stats["max_ms"]
 
-    assert len(data["checks"]) == 7 and data["info"]
+    assert len(data["checks"]) == 8 and data["info"]
+    loop = data["loop"]
+    assert loop["graph_tasks"] == loop["calls"] == 30 and loop["events"] > 30 * 500 and loop["open_s"] > 0
     for check in data["checks"]:
         assert check["value"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)
     for row in data["info"]:
@@ -140,7 +142,8 @@ def test_tui_bench_tiny_writes_json(tmp_path):
         assert stats["p50_ms"] <= stats["p95_ms"] <= stats["p99_ms"] <= stats["max_ms"], name
         if "minus overhead" not in name:  # a difference may be negative on a noisy machine
             assert stats["p50_ms"] > 0, name
-    assert len(data["checks"]) == 5
+    assert len(data["checks"]) == 6
+    assert data["training_loop"]["calls"] == 30 and data["training_loop"]["painted_ok"] is True
     for check in data["checks"]:
         assert check["value"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)
 
