@@ -233,7 +233,7 @@ def run_recorded(chains: int, length: int, collect: bool = False) -> tuple[dict,
 
 def _forward_events(recorder: Any, trace: Any) -> int:
     """Events before the backward's GraphTaskStarted (the forward's SeqNrBumped and NodeCreated)."""
-    kinds = np.asarray(trace.columns["ev_kind"])
+    kinds = np.asarray(trace.kinds())
     started = np.flatnonzero(kinds == Kind.GRAPH_TASK_STARTED)
     return int(started[0]) if len(started) else len(trace)
 
