@@ -130,14 +130,35 @@ def loads(data: bytes, name: str = "<bytes>") -> Trace:
         raise TraceFormatError(f"{name}: trace format version {version!r} is not supported (this agdb reads "
                                f"version {FORMAT_VERSION}); record the trace again with this version")
     columns = _read_columns(header, body, name)
-    columns.pop("thread_ident", None)  # version 1 kept the threads' idents, which nothing reads now
     strings = _read_strings(columns.pop("string_offsets"), columns.pop("string_bytes"), name)
     _check_structure(columns, len(strings), header, name)
+    if "thread_ident" in columns:
+        upgrade_v1_queues(columns, strings)
     meta = header.get("meta") if isinstance(header.get("meta"), dict) else {}
     try:
         return Trace(columns, strings, meta)
     except (KeyError, IndexError, ValueError) as e:
         raise TraceFormatError(f"{name}: inconsistent trace tables ({e})") from None
+
+
+def upgrade_v1_queues(columns: dict[str, np.ndarray], strings: list[str]) -> None:
+    """Version 1 named a thread's CPU queue `cpu:<thread ident>` and kept the idents in `thread_ident`: rename
+    such queues `cpu:<thread row>` (the latest thread that had the ident), as version 2 does, and drop the
+    idents. Adds strings to `strings` as needed."""
+    idents = columns.pop("thread_ident")
+    if idents.ndim != 1 or len(idents) != len(columns["thread_name"]):
+        return
+    row_of = {int(ident): row for row, ident in enumerate(idents.tolist())}
+    names = []
+    for sid in columns["queue_name"].tolist():
+        kind, _, ident = strings[sid].partition(":")
+        row = row_of.get(int(ident)) if kind == "cpu" and ident.isdigit() else None
+        if row is None:
+            names.append(sid)
+        else:
+            strings.append(f"cpu:{row}")
+            names.append(len(strings) - 1)
+    columns["queue_name"] = np.asarray(names, dtype=np.int64)
 
 
 def _read_columns(header: dict, body: memoryview, name: str) -> dict[str, np.ndarray]:

@@ -171,3 +171,15 @@ def test_the_same_program_in_two_processes_gives_the_same_file(tmp_path):
     for path in paths:
         subprocess.run([sys.executable, "-c", _RECORD, str(path)], cwd=ROOT, check=True, timeout=120)
     assert paths[0].read_bytes() == paths[1].read_bytes()
+
+
+def test_version_1_queue_names_become_thread_rows():
+    """A version 1 file named a CPU queue by its thread's ident; loading renames it cpu:<row> of the latest thread
+    with that ident (the second of two threads that shared ident 7), leaves device queues alone, drops idents."""
+    from tracer.tracefile import upgrade_v1_queues
+
+    strings = ["first", "second", "cpu:7", "cuda:0", "cpu:99"]
+    columns = {"thread_ident": np.array([7, 7]), "thread_name": np.array([0, 1]), "queue_name": np.array([2, 3, 4])}
+    upgrade_v1_queues(columns, strings)
+    assert "thread_ident" not in columns
+    assert [strings[i] for i in columns["queue_name"]] == ["cpu:1", "cuda:0", "cpu:99"]
