@@ -68,11 +68,11 @@ EXPECTED = [
     (3, "ExpBackward0", 27, "<module>"),
     (4, "SumBackward0", 27, "<module>"),
     (5, "GraphRoot", 28, "<module>"),                   # two roots: a GraphRoot (engine-semantics §1.4)
-    (6, "ScaleBackward", 30, "<module>"),               # Function.apply under no_grad still bumps (engine-semantics §1.4)
+    (6, "ScaleBackward", 30, "<module>"),               # Function.apply under no_grad still bumps (§1.4)
     (7, "torch::autograd::Identity", 31, "<module>"),   # `unused` never fed an op: Identity (engine-semantics §3.3)
     (8, "MulBackward0", 32, "<module>"),
     (9, "SumBackward0", 32, "<module>"),
-    (10, "MulBackward0", 33, "<module>"),               # create_graph: grad * other, grad * self (engine-semantics §1.7)
+    (10, "MulBackward0", 33, "<module>"),               # create_graph: grad * other, grad * self (§1.7)
     (11, "MulBackward0", 33, "<module>"),
     (12, "AddBackward0", 33, "<module>"),               # both reach Acc(x) slot 0: summed (engine-semantics §5.1)
     (13, "MulBackward0", 34, "<module>"),               # p = x * x

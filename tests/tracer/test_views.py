@@ -122,7 +122,8 @@ def test_engine_flag_on_multi_root_graph_root():
 
 
 def test_in_backward_for_create_graph_nodes():
-    """grad((x*x).sum(), x, create_graph=True) makes MulBackward0 x2 and AddBackward0 in backward (engine-semantics §1.7)."""
+    """grad((x*x).sum(), x, create_graph=True) makes MulBackward0 x2 and AddBackward0 in backward
+    (engine-semantics §1.7)."""
     def body():
         x = torch.tensor([1.0, 2.0], requires_grad=True)
         torch.autograd.grad((x * x).sum(), x, create_graph=True)  # forward: Mul seq 0, Sum seq 1
