@@ -26,7 +26,7 @@ from widgets.graph_view import GraphView
 from widgets.lazy_list import LazyList
 from widgets.timeline import Timeline
 
-from ..messages import BreakpointHit, GraphExported, NodeFollowed, StepChanged
+from ..messages import BreakpointHit, ExportFailed, GraphExported, NodeFollowed, StepChanged
 from .help import HelpScreen
 from .panels import BY_ID, PANELS, WIDE_MIN, PanelLayout
 from .source import show_source
@@ -206,7 +206,6 @@ class StepScreen(Screen[None]):
             return
         self.step = hit[0]
         self.post_message(BreakpointHit(hit[0], hit[1]))
-        self.notify(f"stopped at step {hit[0]} on breakpoint `{hit[1]}`", title="breakpoint")
 
     def action_clear_breakpoints(self) -> None:
         """Remove every breakpoint."""
@@ -354,12 +353,22 @@ class StepScreen(Screen[None]):
         try:
             done = export(self.trace, path, step=step, focus=focus, collapse=collapse, state=state)
         except (ExportError, OSError) as e:
-            self.app.call_from_thread(self.notify, str(e), title="export failed", severity="error", timeout=10)
+            self.post_message(ExportFailed(str(e)))
             return
-        self.post_message(GraphExported(done.path, step))
         what = f"around node {focus}" if focus is not None else ("folded" if collapse else "whole graph")
-        self.app.call_from_thread(self.notify, f"wrote {done.path}: {done.num_boxes} boxes ({what})",
-                                  title="export")
+        self.post_message(GraphExported(done.path, step, f"{done.num_boxes} boxes ({what})"))
+
+    @on(GraphExported)
+    def _exported(self, message: GraphExported) -> None:
+        self.notify(f"wrote {message.path}: {message.summary}", title="export")
+
+    @on(ExportFailed)
+    def _export_failed(self, message: ExportFailed) -> None:
+        self.notify(message.error, title="export failed", severity="error", timeout=10)
+
+    @on(BreakpointHit)
+    def _breakpoint_hit(self, message: BreakpointHit) -> None:
+        self.notify(f"stopped at step {message.step} on breakpoint `{message.breakpoint}`", title="breakpoint")
 
     @on(Tabs.TabActivated, "#tabs")
     def _tab_activated(self, event: Tabs.TabActivated) -> None:
