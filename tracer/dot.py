@@ -216,6 +216,10 @@ class _Ids:
         self._all: np.ndarray | None = None
 
     def of(self, rows: np.ndarray) -> list[str]:
+        first = self.model.nodes[0] if self.model.nodes else None
+        if (isinstance(first, NodeBlock) and isinstance(first.id_key, Ints) and len(rows)
+                and int(rows.max()) < len(first)):  # the usual case: arrows among plain nodes
+            return _number_texts(first.id_key.values[rows], first.id_prefix).tolist()
         if self._all is None:
             self._all = np.concatenate([_id_texts(b) for b in self.model.nodes]) if self.model.nodes else \
                 np.zeros(0, dtype=object)
