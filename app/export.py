@@ -1,15 +1,18 @@
 """Export a picture of a trace's graph: DOT text, or SVG/PNG/PDF rendered by Graphviz's `dot`.
 
-The DOT text comes from tracer/dot.py (pure); this module writes files and runs `dot`, which can be slow
-and can be missing, so it says so plainly and refuses pictures too large to lay out unless forced.
+The DOT text comes from tracer/dot.py (pure); this module writes files and runs `dot` through the `graphviz`
+package. `dot` can be slow and can be missing, so this says so plainly and refuses pictures too large to lay
+out unless forced.
 """
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+
+import graphviz
 
 from tracer.dot import View, ViewError, picture
 from tracer.replay import EngineState
@@ -21,6 +24,7 @@ FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png", ".pdf": "p
 MAX_BOXES = 3000
 """Larger pictures take `dot` minutes or more to lay out; they are refused unless forced."""
 LAYOUT_TIMEOUT_S = 600
+"""How long a layout may take before the export gives up on it."""
 
 
 class ExportError(Exception):
@@ -83,29 +87,40 @@ def export(trace: Trace, output: str, *, step: int | None = None, view: View = "
     return Exported(output, pic.num_boxes, pic.num_arrows)
 
 
-def render(dot_text: str, fmt: str) -> bytes:
-    """Lay out and render DOT text with Graphviz's `dot` program.
+def render(dot_text: str, fmt: str, timeout_s: float = LAYOUT_TIMEOUT_S) -> bytes:
+    """Lay out and render DOT text with Graphviz's `dot`, through the `graphviz` package.
+
+    The package's pipe has no timeout, so it runs in a daemon thread that is waited for at most `timeout_s`:
+    past that the export fails (and agdb can exit) while `dot` finishes on its own.
 
     Raises:
-        ExportError: `dot` is not installed, fails, or takes longer than LAYOUT_TIMEOUT_S.
+        ExportError: `dot` is not installed, fails, or takes longer than `timeout_s`.
     """
-    import subprocess
+    done: list[bytes | BaseException] = []
 
-    dot = shutil.which("dot")
-    if dot is None:
+    def lay_out() -> None:
+        try:
+            done.append(graphviz.pipe("dot", fmt, dot_text.encode("utf-8"), quiet=True))
+        except BaseException as e:  # handed to the caller's thread
+            done.append(e)
+
+    worker = threading.Thread(target=lay_out, name="agdb-dot", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if not done:
+        raise ExportError(f"dot did not finish laying out in {timeout_s:g} s; draw fewer boxes with "
+                          "--collapse or --focus")
+    result = done[0]
+    if isinstance(result, graphviz.ExecutableNotFound):
         raise ExportError("Graphviz's dot program is not installed, so agdb cannot render "
                           f"{fmt.upper()}: install it (Debian/Ubuntu: apt-get install graphviz; macOS: brew "
                           "install graphviz), or export .dot text, which needs nothing")
-    try:
-        done = subprocess.run([dot, f"-T{fmt}"], input=dot_text.encode("utf-8"), capture_output=True,
-                              timeout=LAYOUT_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        raise ExportError(f"dot did not finish laying out in {LAYOUT_TIMEOUT_S} s; draw fewer boxes with "
-                          "--collapse or --focus") from None
-    if done.returncode != 0:
-        detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise ExportError(f"dot failed (exit {done.returncode}): {detail[-1] if detail else 'no message'}")
-    return done.stdout
+    if isinstance(result, graphviz.CalledProcessError):
+        detail = (result.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+        raise ExportError(f"dot failed (exit {result.returncode}): {detail[-1] if detail else 'no message'}")
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 def _write_atomically(path: str, data: bytes) -> None:

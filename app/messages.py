@@ -38,7 +38,8 @@ class TraceProgress(Message):
 
 
 class StepChanged(Message):
-    """The screen moved to `step`."""
+    """The screen moved to `step`. An announcement for observers (tests, benchmarks, a future plugin): the
+    screen itself routes the step to its panels through `state`."""
 
     def __init__(self, step: int) -> None:
         super().__init__()
@@ -63,9 +64,18 @@ class BreakpointHit(Message):
 
 
 class GraphExported(Message):
-    """The graph at `step` was written to `path`."""
+    """An export worker wrote the graph at `step` to `path`; `summary` says what it drew."""
 
-    def __init__(self, path: str, step: int) -> None:
+    def __init__(self, path: str, step: int, summary: str = "") -> None:
         super().__init__()
         self.path = path
         self.step = step
+        self.summary = summary
+
+
+class ExportFailed(Message):
+    """An export worker could not write the picture; `error` says why and what to do instead."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error

@@ -1,25 +1,36 @@
-"""DOT text of a trace's graph at a step: labelled, styled by state, with the ready queue and a legend.
+"""DOT text of a graph model: boxes styled by state, the pruned nodes set apart, the ready queue, a legend.
 
-Imports numpy and the tracer only: this is pure text making. Running Graphviz's `dot` on the text is
-the app's business (app/export.py), because it is slow and needs a program that may be missing.
-Nothing here recurses on the graph's depth; nodes and edges are read from the trace's columns.
+`render(model)` draws any `tracer.graph_model.GraphModel`; `picture` and `to_dot` build the model of a view
+of a trace and draw it. Imports numpy and the tracer only: this is pure text making. Running Graphviz's `dot`
+on the text is the app's business (app/export.py), because it is slow and needs a program that may be missing.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
-from .graph_views import Folding, edges, focus_nodes, fold_chains, no_folding
-from .node_states import STATE_CODE, STATES, node_states
-from .replay import EngineState, Replay
-from .schema import Kind
-from .trace import Trace, forward_op
+from .graph_model import (
+    LARGE,
+    LEGEND,
+    VIEWS,
+    Cluster,
+    EdgeBlock,
+    GraphModel,
+    Ints,
+    NodeBlock,
+    Piece,
+    Texts,
+    View,
+    ViewError,
+    _take,
+    graph_model,
+)
+from .node_states import STATES
+from .replay import EngineState
+from .trace import Trace
 
-View = Literal["backward", "forward", "joint"]
-VIEWS: tuple[View, ...] = ("backward", "forward", "joint")
-_UINT64_MAX = 2**64 - 1
+__all__ = ["LARGE", "STATE_STYLE", "VIEWS", "Picture", "View", "ViewError", "picture", "render", "to_dot"]
 
 STATE_STYLE = {
     "unreached": 'color="#9e9e9e", fontcolor="#757575", fillcolor="#ffffff"',
@@ -33,18 +44,13 @@ STATE_STYLE = {
     "captured": 'color="#6c3483", fillcolor="#e0c8ff", penwidth=2',
 }
 """Graphviz attributes per node state (the TUI's graph panel shows the same states)."""
-STATE_TEXT = {"unreached": "not reached", "counted": "counted", "waiting": "waiting (not_ready)",
-              "ready": "ready (in a queue)", "running": "running", "done": "done",
-              "pruned": "pruned: topo < min_topo_nr", "skipped": "skipped by exec_info",
-              "captured": "captured (autograd.grad)"}
-
-
-LARGE = 100
-"""Pictures with more boxes than this are laid out with straight edges (see _Drawing.text)."""
-
-
-class ViewError(ValueError):
-    """The view asked for cannot be drawn from this trace; the message says what to do instead."""
+_CLUSTER_STYLE = {"set_apart": 'style=dashed; color="#c0392b"; fontcolor="#c0392b";',
+                  "queue": 'style=filled; fillcolor="#f4f9f4"; color="#1e8449";',
+                  "legend": 'style=rounded; color="#bbbbbb"; fontsize=10;'}
+_EDGE_STYLE = {"order": "style=invis", "points_at": 'style=dotted, color="#1e8449", constraint=false'}
+# Straight edges and a bounded crossing search past LARGE boxes: routing curved edges around many long ones
+# takes dot minutes (a 200-box folded 100k-node graph: over 60 s); this way about 1 s.
+_STRAIGHT = ", splines=line, mclimit=0.2, nslimit=1, nslimit1=1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,350 +70,292 @@ def to_dot(trace: Trace, step: int | None = None, view: View = "backward", focus
 
 def picture(trace: Trace, step: int | None = None, view: View = "backward", focus: int | None = None,
             radius: int = 2, collapse: bool = False, state: EngineState | None = None) -> Picture:
-    """Draw the trace's graph.
-
-    Args:
-        step: the event after which states are shown; None means the whole trace has run.
-        view: `backward` (nodes and next edges), `forward` (forward ops, data flowing from inputs), or
-            `joint` (needs the FX graphs, not yet in agdb).
-        focus, radius: draw only the nodes within `radius` edges of node `focus`.
-        collapse: fold linear chains into one summary box each.
-        state: the EngineState at `step`, when the caller already has it (saves a replay).
+    """Draw the trace's graph: `graph_model.graph_model`'s model (same arguments) as DOT text.
 
     Raises:
         ViewError: an unknown or unavailable view, a step outside the trace, a focus node not in it.
     """
-    if view not in VIEWS:
-        raise ViewError(f"unknown view {view!r}: choose one of {', '.join(VIEWS)}")
-    if view == "joint":
-        raise ViewError("the joint forward/backward view needs the FX graphs, which agdb does not build yet; "
-                        "draw --view backward or --view forward")
-    if step is not None and not 0 <= step < len(trace):
-        raise ViewError(f"step {step} is outside this trace's steps 0..{len(trace) - 1}")
-    if focus is not None and not 0 <= focus < trace.num_nodes:
-        raise ViewError(f"node {focus} is not in this trace (its nodes are 0..{trace.num_nodes - 1})")
-    codes, order, state = _states(trace, step, state)
-    nodes = (focus_nodes(trace, focus, radius) if focus is not None
-             else np.arange(trace.num_nodes, dtype=np.int64))
-    folding = fold_chains(trace, nodes) if collapse else no_folding(nodes, trace.num_nodes)
-    title = _title(trace, step, view, focus, radius, collapse)
-    return _Drawing(trace, codes, order, folding, view, focus).text(title, state)
+    model = graph_model(trace, step, view, focus, radius, collapse, state)
+    return Picture(render(model), model.num_boxes, model.num_arrows)
 
 
-# -- states -----------------------------------------------------------------------------------------------
-def _states(trace: Trace, step: int | None,
-            state: EngineState | None) -> tuple[np.ndarray, np.ndarray, EngineState | None]:
-    """(state code per node, execution index per node, the EngineState or None for 'after the trace')."""
-    if step is not None:
-        state = state if state is not None and state.step == step else Replay(trace).state_at(step)
-        codes, order = node_states(trace, state)
-        return codes, order, state
-    return (*_final_states(trace), None)
+def render(model: GraphModel) -> str:
+    """The DOT text of a model: the free boxes grouped by state, the set-apart cluster, the arrows, then the
+    other clusters (each queue followed by its arrows to the graph) and the legend."""
+    a = model.attrs
+    lines = ["digraph agdb {",
+             f'  graph [label="{_q(a.title)}", labelloc=t, fontname="Helvetica", '
+             f'rankdir={a.rankdir}{_STRAIGHT if a.has_straight_edges else ""}];',
+             '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
+             '  edge [fontname="Helvetica", fontsize=9, color="#555555"];']
+    cluster_of = model.cluster_of_rows()
+    lines.extend(_by_state(model, cluster_of, -1))
+    ids = _Ids(model)
+    for k, c in enumerate(model.clusters):
+        if c.kind == "set_apart":
+            lines.append(f'  subgraph cluster_{c.id} {{ label="{_q(c.label)}"; {_CLUSTER_STYLE[c.kind]}')
+            lines.extend(_by_state(model, cluster_of, k))
+            lines.append("  }")
+    lines.extend(_edge_text(e, ids, "  ") for e in model.edges if e.kind == "next")
+    for c in model.clusters:
+        if c.kind != "set_apart":
+            lines.extend(_cluster_lines(model, c, ids))
+            lines.extend(_edge_text(e, ids, "  ") for e in model.edges if e.kind == "points_at" and e.cluster == c.id)
+    lines.append("}")
+    body = [line for line in lines if line]
+    body.append("")  # the text ends with a newline (`+ "\n"` would copy the whole text once more)
+    return "\n".join(body)
 
 
-def _final_states(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """After the whole trace: done, or why not (pruned, skipped by exec_info, captured), else not reached."""
-    n = trace.num_nodes
-    c = trace.columns
-    codes = np.full(n, STATE_CODE["unreached"], dtype=np.int8)
-    ran = np.asarray(c["ev_node"][trace.steps_of(Kind.NODE_STARTED)], dtype=np.int64)
-    order = np.full(n, -1, dtype=np.int64)
-    order[ran] = np.arange(len(ran))
-    for task_rows, code in _why_not_run(trace):
-        codes[task_rows] = code
-    codes[ran] = STATE_CODE["done"]
-    captured = np.asarray(c["captured_node"], dtype=np.int64)
-    codes[captured[captured >= 0]] = STATE_CODE["captured"]
-    return codes, order
+def _cluster_lines(model: GraphModel, c: Cluster, ids: _Ids) -> list[str]:
+    """A cluster with its boxes and the arrows that order them; the legend's, the same in every picture, once."""
+    blocks = _rows_by_block(model, c.members)
+    is_legend = len(blocks) == 1 and blocks[0][0] is LEGEND and len(blocks[0][1]) == len(LEGEND)
+    if is_legend and _LEGEND_LINES:
+        return _LEGEND_LINES
+    lines = [f'  subgraph cluster_{c.id} {{ label="{_q(c.label)}"; {_CLUSTER_STYLE[c.kind]}']
+    lines.extend(_box_text(b.take(rows)) for b, rows in blocks)
+    lines.extend(_edge_text(e, ids, "    ") for e in model.edges if e.kind == "order" and e.cluster == c.id)
+    lines.append("  }")
+    if is_legend:
+        _LEGEND_LINES[:] = lines
+    return lines
 
 
-def _why_not_run(trace: Trace) -> list[tuple[np.ndarray, int]]:
-    """Per graph task: the nodes exec_info skipped, and those topological_nr pruned."""
-    c = trace.columns
+_LEGEND_LINES: list[str] = []
+
+
+# -- boxes ----------------------------------------------------------------------------------------------------
+def _rows_by_block(model: GraphModel, rows: np.ndarray) -> list[tuple[NodeBlock, np.ndarray]]:
+    """`rows` (model rows, ascending within each block) split by block: (block, indexes within it)."""
     out = []
-    needed_by_task = {}
-    for row, s in enumerate(trace.steps_of(Kind.EXEC_INFO_COMPUTED).tolist()):
-        lo, hi = int(c["needed_start"][row]), int(c["needed_start"][row + 1])
-        clo, chi = int(c["captured_start"][row]), int(c["captured_start"][row + 1])
-        needed_by_task[int(c["ev_task"][s])] = np.concatenate([c["needed_node"][lo:hi], c["captured_node"][clo:chi]])
-    for row, s in enumerate(trace.steps_of(Kind.DEPENDENCIES_COMPUTED).tolist()):
-        task = int(c["ev_task"][s])
-        if task in needed_by_task:
-            lo, hi = int(c["deps_start"][row]), int(c["deps_start"][row + 1])
-            counted = np.asarray(c["deps_node"][lo:hi], dtype=np.int64)
-            out.append((counted[~np.isin(counted, needed_by_task[task])], STATE_CODE["skipped"]))
-        lo, hi = int(c["pruned_start"][row]), int(c["pruned_start"][row + 1])
-        out.append((np.asarray(c["pruned_node"][lo:hi], dtype=np.int64), STATE_CODE["pruned"]))
+    starts = model.starts
+    for b, block in enumerate(model.nodes):
+        inside = rows[(rows >= starts[b]) & (rows < starts[b + 1])]
+        if len(inside):
+            out.append((block, inside - starts[b]))
     return out
 
 
-# -- drawing ------------------------------------------------------------------------------------------------
+def _by_state(model: GraphModel, cluster_of: np.ndarray, cluster: int) -> list[str]:
+    """The graph boxes of one cluster (-1: none), in one anonymous subgraph per state, whose node defaults
+    carry the state's style; states in code order, blocks in model order within a state."""
+    groups: dict[int, list[str]] = {}
+    for b, block in enumerate(model.nodes):
+        if block.kind not in ("node", "chain"):
+            continue
+        here = cluster_of[model.starts[b]:model.starts[b + 1]] == cluster
+        codes = block.state
+        present = np.flatnonzero(np.bincount(codes[here], minlength=len(STATES))).tolist()  # np.unique: slower
+        if not present:
+            continue
+        parts = _box_parts(block)
+        if len(present) == 1 and here.all():
+            groups.setdefault(present[0], []).append(_rows_text(parts, None, len(block)))
+            continue
+        for code in present:
+            rows = np.flatnonzero(here & (codes == code))
+            groups.setdefault(code, []).append(_rows_text(parts, rows, len(rows)))
+    out = []
+    for code in sorted(groups):
+        state = STATES[code]
+        out.extend([f'  subgraph {{ node [class="agdb-{state}", {STATE_STYLE[state]}];', *groups[code], "  }"])
+    return out
+
+
+_NODE_EXTRAS = ("", ", peripheries=2", ", penwidth=4", ", peripheries=2, penwidth=4")
+
+
+def _box_text(block: NodeBlock) -> str:
+    """One line per box of `block` (no newline after the last)."""
+    return _rows_text(_box_parts(block), None, len(block))
+
+
+def _rows_text(parts: list[Piece], rows: np.ndarray | None, n: int) -> str:
+    """The lines of `rows` (None: all n) of a block whose line pieces are `parts` (no newline after the last)."""
+    if rows is not None:
+        parts = [_take(p, rows) for p in parts]
+    text = _interleave(parts, n)  # type: ignore[arg-type]
+    return text[1:] if text else text  # drop the first line's newline
+
+
+def _box_parts(block: NodeBlock) -> list[Piece]:
+    """The pieces of a box's line, escaped: columns of the block."""
+    n = len(block)
+    parts: list[Piece | list[str]] = ["\n    ", *_escaped(_id_pieces(block)), ' [label="', *_escaped(block.label), '"']
+    if block.kind == "node":
+        # No style here: each box sits in its state's subgraph, whose node defaults carry the style.
+        extra = np.zeros(n, dtype=np.int8)
+        if block.peripheries is not None:
+            extra += block.peripheries == 2
+        if block.is_emphasized is not None:
+            extra += 2 * block.is_emphasized
+        parts.append(Texts(extra, _NODE_EXTRAS))
+    elif block.kind == "chain":
+        parts.append(Texts(block.state, tuple(f', class="agdb-chain agdb-{s}", shape=box3d' for s in STATES)))
+    elif block.kind == "task":
+        parts.append(', shape=box, style="filled", fillcolor="#c8f7c5", class="agdb-queue"')
+    else:  # legend
+        parts.append(Texts(block.state.astype(np.int64) + 1,
+                           (', peripheries=2, fillcolor="#ffffff", class="agdb-legend"',
+                            *(f', class="agdb-legend", {STATE_STYLE[s]}' for s in STATES))))
+    parts.append("];")
+    return parts  # type: ignore[return-value]
+
+
+def _id_pieces(block: NodeBlock) -> tuple[Piece, ...]:
+    return (block.id_prefix, block.id_key)
+
+
+# -- arrows ---------------------------------------------------------------------------------------------------
+class _Ids:
+    """Each model row's id text, made on first use (the legend's arrows need only the legend's)."""
+
+    def __init__(self, model: GraphModel) -> None:
+        self.model = model
+        self._all: np.ndarray | None = None
+
+    def of(self, rows: np.ndarray) -> list[str]:
+        first = self.model.nodes[0] if self.model.nodes else None
+        if (isinstance(first, NodeBlock) and isinstance(first.id_key, Ints) and len(rows)
+                and int(rows.max()) < len(first)):  # the usual case: arrows among plain nodes
+            return _number_texts(first.id_key.values[rows], first.id_prefix).tolist()
+        if self._all is None:
+            self._all = np.concatenate([_id_texts(b) for b in self.model.nodes]) if self.model.nodes else \
+                np.zeros(0, dtype=object)
+        return self._all[rows].tolist()
+
+
+def _id_texts(block: NodeBlock) -> np.ndarray:
+    """The ids of a block's boxes, as an object array."""
+    key = block.id_key
+    if isinstance(key, Ints):
+        return _number_texts(key.values, block.id_prefix)
+    table = np.asarray([block.id_prefix + _q(t) for t in key.table], dtype=object)
+    return table[key.codes]
+
+
+def _edge_text(edges: EdgeBlock, ids: _Ids, indent: str) -> str:
+    """One line per arrow (no newline after the last)."""
+    n = len(edges)
+    if not n:
+        return ""
+    style = _EDGE_STYLE.get(edges.kind)
+    parts: list[Piece | list[str]] = ["\n" + indent, ids.of(edges.tail), " -> ", ids.of(edges.head)]
+    if edges.label:
+        parts.extend([' [label="', *_escaped(edges.label), '"'])
+        parts.append(f", {style}];" if style else "];")
+    else:
+        parts.append(f" [{style}];" if style else ";")
+    return _interleave(parts, n)[1:]
+
+
+# -- columns of text ------------------------------------------------------------------------------------------
+def _escaped(pieces: tuple[Piece, ...]) -> list[Piece]:
+    """Pieces of a quoted string, DOT-escaped (a Texts' table once, not each row)."""
+    out: list[Piece] = []
+    for p in pieces:
+        if isinstance(p, str):
+            out.append(_q(p))
+        elif isinstance(p, Ints):
+            out.append(Ints(p.values, _q(p.negative)))
+        else:
+            out.append(Texts(p.codes, tuple(_q(t) for t in p.table)))
+    return out
+
+
+_FEW = 16
+"""Up to this many rows, text is made row by row."""
+
+
+def _few_texts(piece: Ints | Texts) -> list[str]:
+    if isinstance(piece, Ints):
+        return [piece.negative if v < 0 else str(v) for v in piece.values.tolist()]
+    return [piece.table[c] for c in piece.codes.tolist()]
+
+
+def _column(piece: Piece | list[str], n: int) -> str | list[str]:
+    """A piece's text, as is (escaping is the caller's): one str for a constant piece, else a list of n."""
+    if isinstance(piece, (str, list)):
+        return piece
+    if isinstance(piece, Ints):
+        values = np.asarray(piece.values)
+        out = _texts(values)
+        for i in np.flatnonzero(values < 0).tolist():
+            out[i] = piece.negative
+        return out
+    table = np.asarray(piece.table, dtype=object)
+    return table[np.asarray(piece.codes, dtype=np.intp)].tolist()
+
+
+def _small_ints(piece: Ints, n: int) -> Piece:
+    """Ints with few distinct small values (arrow labels: input_nr) as Texts, so a constant can join them."""
+    values = np.asarray(piece.values)
+    top = int(values.max(initial=0))
+    if top >= 256 or top * 4 > n:
+        return piece
+    return Texts(np.maximum(values + 1, 0), (piece.negative, *map(str, range(top + 1))))
+
+
+def _fold(parts: list[Piece | list[str]], n: int) -> list[Piece | list[str]]:
+    """Merge adjacent constants, and a constant into the small table of the column before it: fewer pieces
+    a row to join (a 100k-node graph's boxes are ~10 pieces each)."""
+    out: list[Piece | list[str]] = []
+    for p in parts:
+        if isinstance(p, Ints):
+            p = _small_ints(p, n)
+        last = out[-1] if out else None
+        if isinstance(p, str) and isinstance(last, str):
+            out[-1] = last + p
+        elif isinstance(p, str) and isinstance(last, Texts) and len(last.table) < max(n, 2):
+            out[-1] = Texts(last.codes, tuple(t + p for t in last.table))
+        else:
+            out.append(p)
+    return out
+
+
+def _interleave(parts: list[Piece | list[str]], n: int) -> str:
+    """Row after row, each row's pieces in order, joined once: per row only C-level work (list slicing, a
+    fancy index of texts), about 3x faster than one f-string per row on a 100k-node graph."""
+    if n <= _FEW:  # a queue, the legend: numpy's fixed costs would outweigh the rows'
+        cols = [[p] * n if isinstance(p, str) else p if isinstance(p, list) else _few_texts(p) for p in parts]
+        return "".join("".join(row) for row in zip(*cols, strict=True))
+    merged = [_column(p, n) for p in _fold(parts, n)]
+    m = len(merged)
+    pieces: list = [None] * (n * m)
+    for k, col in enumerate(merged):
+        pieces[k::m] = [col] * n if isinstance(col, str) else col
+    return "".join(pieces)
+
+
 def _q(text: str) -> str:
     """A DOT double-quoted string's inside."""
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _short(name: str) -> str:
-    return name.replace("torch::autograd::", "")
-
-
-def _title(trace: Trace, step: int | None, view: str, focus: int | None, radius: int, collapse: bool) -> str:
-    when = f"after step {step} of {len(trace)}" if step is not None else f"after all {len(trace)} events"
-    around = f", within {radius} edges of node {focus}" if focus is not None else ""
-    folded = ", linear chains folded" if collapse else ""
-    return f"agdb: {view} graph {when}{around}{folded}"
-
-
-class _Drawing:
-    """Builds the DOT lines for one picture; the steps are methods so each stays short."""
-
-    def __init__(self, trace: Trace, codes: np.ndarray, order: np.ndarray, folding: Folding, view: str,
-                 focus: int | None) -> None:
-        self.trace, self.codes, self.order, self.folding, self.view, self.focus = (
-            trace, codes, order, folding, view, focus)
-        c = trace.columns
-        # Per distinct string, then spread to the nodes: a 100k-node graph has a few dozen distinct names.
-        distinct = trace.distinct_names()
-        short = np.empty(len(trace.strings), dtype=object)
-        short[distinct] = [_q(_short(trace.strings[i])) for i in distinct]
-        self.names_arr = short[c["node_name"]]
-        self.is_accumulate = trace.nodes_named(lambda s: s.endswith("AccumulateGrad"))
-        seqs = self.seq_codes = np.asarray(c["node_seq"], dtype=np.int64)
-        self.seq_of = lambda v: "max" if seqs[v] < 0 else str(int(seqs[v]))
-        parent, child, slot, input_nr = edges(trace)
-        self.edges = parent, child, slot, input_nr
-        self.users = np.bincount(child, minlength=trace.num_nodes)
-
-    def text(self, title: str, state: EngineState | None) -> Picture:
-        by_state, num_boxes = self._boxes()
-        # Past a few hundred boxes, routing curved edges around many long ones takes dot minutes (a 200-box
-        # folded 100k-node graph: over 60 s); straight edges and a bounded crossing search take about 1 s.
-        quick = ", splines=line, mclimit=0.2, nslimit=1, nslimit1=1" if num_boxes > LARGE else ""
-        lines = ["digraph agdb {",
-                 f'  graph [label="{_q(title)}", labelloc=t, fontname="Helvetica", rankdir=TB{quick}];',
-                 '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
-                 '  edge [fontname="Helvetica", fontsize=9, color="#555555"];']
-        set_apart = [code for code in (STATE_CODE["pruned"], STATE_CODE["skipped"]) if code in by_state]
-        for code, group in by_state.items():
-            if code not in set_apart:
-                lines.extend(_state_subgraph(code, group))
-        if set_apart:
-            lines.append('  subgraph cluster_pruned { label="not run: pruned by topological_nr or skipped by '
-                         'exec_info"; style=dashed; color="#c0392b"; fontcolor="#c0392b";')
-            for code in set_apart:
-                lines.extend(_state_subgraph(code, by_state[code]))
-            lines.append("  }")
-        arrows, num_arrows = self._arrows()
-        lines.append(arrows)
-        if state is not None:
-            lines.extend(self._queues(state))
-        lines.extend(_legend())
-        lines.append("}")
-        body = [line for line in lines if line]
-        body.append("")  # the text ends with a newline (`+ "\n"` would copy the whole text once more)
-        return Picture("\n".join(body), num_boxes, num_arrows)
-
-    # boxes ---------------------------------------------------------------------------------------------------
-    def _boxes(self) -> tuple[dict[int, list[str]], int]:
-        """Box lines by state code (each entry may hold many lines), and how many boxes there are."""
-        f = self.folding
-        sizes = np.diff(f.starts)
-        singles = f.members[f.starts[:-1][sizes == 1]]
-        codes = self.codes[singles]
-        by_state: dict[int, list[str]] = {}
-        for code in np.flatnonzero(np.bincount(codes, minlength=len(STATES))).tolist():  # np.unique: slower
-            vs = singles[codes == code]
-            by_state[code] = ([self._single_boxes(vs)] if self.view == "backward"
-                              else [self._box(int(v))[0] for v in vs.tolist()])
-        chains = np.flatnonzero(sizes > 1).tolist()
-        for g in chains:
-            line, code = self._chain_box(g)
-            by_state.setdefault(code, []).append(line)
-        return dict(sorted(by_state.items())), len(singles) + len(chains)
-
-    def _marks(self, vs: np.ndarray) -> tuple[list[str], list[str]]:
-        """Per node: the label's last line for accumulation points, and the extra attributes."""
-        is_acc = self.is_accumulate[vs]
-        sums = (self.users[vs] >= 2) & ~is_acc
-        lines, extras = [""] * len(vs), [""] * len(vs)
-        for i in np.flatnonzero(is_acc).tolist():  # few: one per leaf
-            lines[i], extras[i] = "\\naccumulates into .grad", ", peripheries=2"
-        for i, u in zip(np.flatnonzero(sums).tolist(), self.users[vs][sums].tolist(), strict=True):
-            lines[i], extras[i] = "\\n⊕ sums %d grads" % u, ", peripheries=2"
-        if self.focus is not None:
-            for i in np.flatnonzero(vs == self.focus).tolist():
-                extras[i] += ", penwidth=4"
-        return lines, extras
-
-    def _single_boxes(self, vs: np.ndarray) -> str:
-        """The backward view's boxes of `vs`, as one block of lines (the hot path on 100k-node graphs).
-
-        Built by interleaving whole columns of pieces and joining once: per node, only C-level work
-        (int to str, list slicing), about 3x faster than one f-string per node.
-        """
-        c = self.trace.columns
-        n = len(vs)
-        seqs = self.seq_codes[vs]
-        seq_text = _texts(seqs)
-        for i in np.flatnonzero(seqs < 0).tolist():
-            seq_text[i] = "max"
-        orders = self.order[vs]
-        hashes, ran = ["\\n#"] * n, _texts(orders)
-        for i in np.flatnonzero(orders < 0).tolist():
-            hashes[i] = ran[i] = ""
-        marks, extras = self._marks(vs)
-        columns = (_texts(vs), self.names_arr[vs].tolist(), seq_text,
-                   _texts(np.asarray(c["node_topo"])[vs]), hashes, ran, marks, extras)
-        # 13 pieces a box: "    n" is printed once and then as the tail of the box before ("];\n    n").
-        fixed = ("];\n    n", ' [label="', "\\nseq ", " · topo ", None, None, None, '"', None)
-        pieces: list = [None] * (n * 13)
-        slot = 0
-        for k in range(8):
-            if fixed[k] is not None:
-                pieces[slot::13] = [fixed[k]] * n
-                slot += 1
-            pieces[slot::13] = columns[k]
-            slot += 1
-        pieces[0] = "    n"
-        # No style here: each box sits in its state's subgraph, whose node defaults carry the style.
-        pieces.append("];")  # no newline after the last box: lines are joined with one later
-        return "".join(pieces)
-
-    def _box(self, v: int) -> tuple[str, int]:
-        code = int(self.codes[v])
-        info = self.trace.node(v)
-        where = f"line {info.lineno}: {info.source[:48].rstrip()}" if info.lineno else ""
-        label = f"{_q(info.forward_op)}\\nseq {self.seq_of(v)}\\n{_q(where)}"
-        lines, extras = self._marks(np.array([v]))
-        return f'    n{v} [label="{label}{lines[0]}"{extras[0]}];', code
-
-    def _chain_box(self, g: int) -> tuple[str, int]:
-        members = self.folding.group(g)
-        labels = self.names_arr[members]
-        if self.view == "forward":
-            labels = np.asarray([forward_op(str(n)) for n in labels], dtype=object)
-        names, counts = np.unique(labels, return_counts=True)
-        ops = ", ".join(f"{n} ×{k}" for n, k in sorted(zip(names.tolist(), counts.tolist(), strict=True),
-                                                          key=lambda p: -p[1])[:4])
-        codes = self.codes[members]
-        kinds, per = np.unique(codes, return_counts=True)
-        states = ", ".join(f"{k} {STATES[c]}" for c, k in zip(kinds.tolist(), per.tolist(), strict=True))
-        code = int(kinds[0]) if len(kinds) == 1 else STATE_CODE["counted"]
-        first, last = int(members[0]), int(members[-1])
-        label = (f"{len(members)} nodes in a chain\\n{ops}\\nseq {self.seq_of(first)} … {self.seq_of(last)}"
-                 f"\\n{states}")
-        return (f'    chain{g} [label="{label}", class="agdb-chain agdb-{STATES[code]}", shape=box3d];', code)
-
-    # arrows --------------------------------------------------------------------------------------------------
-    def _box_id(self, groups: np.ndarray) -> list[str]:
-        names = self.__dict__.get("_group_names")
-        if names is None:
-            f = self.folding
-            sizes = np.diff(f.starts).tolist()
-            firsts = f.members[f.starts[:-1]].tolist()
-            names = self._group_names = [f"n{v}" if k == 1 else f"chain{g}"
-                                         for g, (v, k) in enumerate(zip(firsts, sizes, strict=True))]
-        return [names[g] for g in groups.tolist()]
-
-    def _arrows(self) -> tuple[str, int]:
-        parent, child, slot, input_nr = self.edges
-        f = self.folding
-        gp, gc = f.group_of[parent], f.group_of[child]
-        keep = (gp >= 0) & (gc >= 0) & (gp != gc)
-        if not keep.any():
-            return "", 0
-        forward = self.view == "forward"
-        numbers = slot if forward else input_nr
-        small = [("in %d" if forward else "%d") % i for i in range(int(numbers.max(initial=0)) + 1)]
-        if len(f.members) == f.num_groups:  # nothing folded: one arrow per next edge, named by node
-            tails, heads = parent[keep], child[keep]
-            if forward:  # data flows from the input's producer to the op
-                tails, heads = heads, tails
-            numbers = numbers[keep].tolist()
-            # 5 pieces an arrow: each label piece also closes its line and opens the next ('0"];\n  n').
-            closing = [f'{text}"];\n  n' for text in small]
-            pieces: list = [None] * (len(tails) * 5)
-            pieces[0::5], pieces[2::5] = _texts(tails), _texts(heads)
-            pieces[1::5], pieces[3::5] = [" -> n"] * len(tails), [' [label="'] * len(tails)
-            pieces[4::5] = map(closing.__getitem__, numbers)
-            pieces[0], pieces[-1] = "  n" + pieces[0], small[numbers[-1]] + '"];'
-            return "".join(pieces), len(tails)
-        gp, gc, numbers = gp[keep], gc[keep], numbers[keep]
-        # Arrows between two folded chains (or a chain and a node) are merged and counted; arrows between
-        # plain nodes are all drawn, each with its own input_nr (x * x has two edges to one node).
-        sizes = np.diff(f.starts)
-        plain = (sizes[gp] == 1) & (sizes[gc] == 1)
-        pairs = np.where(plain, -1 - np.arange(len(gp)), gp * (f.num_groups + 1) + gc)
-        _, first, count = np.unique(pairs, return_index=True, return_counts=True)
-        order = np.argsort(first, kind="stable")  # arrows in edge order, as the trace lists them
-        first, count = first[order], count[order]
-        tails, heads = self._box_id(gp[first]), self._box_id(gc[first])
-        labels = [small[i] if k == 1 else f"×{k}" for i, k in zip(numbers[first].tolist(), count.tolist(), strict=True)]
-        if forward:
-            tails, heads = heads, tails
-        return "\n".join(f'  {t} -> {h} [label="{lab}"];' for t, h, lab in zip(tails, heads, labels, strict=True)), \
-            len(labels)
-
-    # the ready queue -----------------------------------------------------------------------------------------
-    def _queues(self, state: EngineState) -> list[str]:
-        out = []
-        for qi, q in enumerate(state.ready_queues):
-            if not q.tasks:
-                continue
-            out.append(f'  subgraph cluster_queue{qi} {{ label="ready queue {_q(self.trace.queue_label(q.name))}: '
-                       f'pops top first"; style=filled; fillcolor="#f4f9f4"; color="#1e8449";')
-            for i, t in enumerate(q.tasks):
-                depth, seq = t.priority
-                seq_text = "max" if seq == _UINT64_MAX else str(seq)
-                name = _short(t.name) if t.name else "(wake-up)"
-                out.append(f'    q{qi}_{i} [label="{i + 1}. {_q(name)}\\ndepth {depth}, seq {seq_text}", '
-                           f'shape=box, style="filled", fillcolor="#c8f7c5", class="agdb-queue"];')
-            out.extend(f"    q{qi}_{i} -> q{qi}_{i + 1} [style=invis];" for i in range(len(q.tasks) - 1))
-            out.append("  }")
-            for i, t in enumerate(q.tasks):
-                if t.node is not None and self.folding.group_of[t.node] >= 0:
-                    box = self._box_id(np.array([self.folding.group_of[t.node]]))[0]
-                    out.append(f"  q{qi}_{i} -> {box} [style=dotted, color=\"#1e8449\", constraint=false];")
-        return out
-
-
 _NUMBER_TEXT_LIMIT = 1 << 20
-_NUMBER_TEXT = np.zeros(0, dtype=object)
-"""str(i) for small ints, kept between pictures: turning 100k ints into text is a large part of a picture.
-An object array, so that a fancy index picks the texts in C, with no Python int made per value."""
+_NUMBER_TEXT: dict[str, np.ndarray] = {}
+"""Per prefix, prefix + str(i) for small ints, kept between pictures: turning 100k ints into text is a large
+part of a picture. Object arrays, so that a fancy index picks the texts in C, with no Python int made per value."""
 
 
-def _texts(values: np.ndarray) -> list[str]:
-    """The decimal text of each value (negative values come out wrong: callers overwrite them)."""
-    global _NUMBER_TEXT
+def _number_texts(values: np.ndarray, prefix: str = "") -> np.ndarray:
+    """prefix + the decimal text of each value, as an object array (negative values come out wrong: callers
+    overwrite them)."""
     values = np.asarray(values)
     top = int(values.max()) if len(values) else -1
     if top >= _NUMBER_TEXT_LIMIT:  # seq_nrs of a long-running program: not worth keeping that many
-        return list(map(str, values.tolist()))
-    known = _NUMBER_TEXT
+        return np.asarray([prefix + str(v) for v in values.tolist()] or [], dtype=object)
+    known = _NUMBER_TEXT.get(prefix, np.zeros(0, dtype=object))
     if top >= len(known):
         size = min(max(top + 1, 2 * len(known)), _NUMBER_TEXT_LIMIT)
         grown = np.empty(size, dtype=object)
         grown[:len(known)] = known
-        grown[len(known):] = list(map(str, range(len(known), size)))
-        _NUMBER_TEXT = known = grown  # one assignment: a picture drawn in a worker thread sees either array
-    return known[np.maximum(values, 0)].tolist()
+        grown[len(known):] = [prefix + str(i) for i in range(len(known), size)]
+        _NUMBER_TEXT[prefix] = known = grown  # one assignment: a picture drawn in a worker thread sees either
+    return known[np.maximum(values, 0)]
 
 
-def _state_subgraph(code: int, boxes: list[str]) -> list[str]:
-    """An anonymous subgraph whose node defaults style its boxes by their state."""
-    state = STATES[code]
-    return [f'  subgraph {{ node [class="agdb-{state}", {STATE_STYLE[state]}];', *boxes, "  }"]
-
-
-def _legend() -> list[str]:
-    out = ['  subgraph cluster_legend { label="legend"; style=rounded; color="#bbbbbb"; fontsize=10;']
-    for state in STATES:
-        out.append(f'    legend_{state} [label="{STATE_TEXT[state]}", class="agdb-legend", {STATE_STYLE[state]}];')
-    out.append('    legend_accumulation [label="⊕ sums grads / AccumulateGrad", peripheries=2, fillcolor="#ffffff",'
-               ' class="agdb-legend"];')
-    names = [f"legend_{s}" for s in STATES] + ["legend_accumulation"]
-    out.extend(f"    {a} -> {b} [style=invis];" for a, b in zip(names, names[1:], strict=False))
-    out.append("  }")
-    return out
-
+def _texts(values: np.ndarray) -> list[str]:
+    """The decimal text of each value (negative values come out wrong: callers overwrite them)."""
+    return _number_texts(values).tolist()

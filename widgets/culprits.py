@@ -6,7 +6,9 @@ from typing import Sequence
 from rich.text import Text
 from textual.message import Message
 
-from tracer.culprits import Culprit
+from tracer.culprits import Culprit, TraceCulprits
+from tracer.replay import EngineState
+from tracer.trace import Trace
 
 from .lazy_list import LazyList
 
@@ -21,13 +23,14 @@ class CulpritsView(LazyList):
             super().__init__()
             self.culprit = culprit
 
-    def __init__(self, culprits: Sequence[Culprit], **kwargs) -> None:
+    def __init__(self, trace: Trace, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.culprits = culprits
+        self.culprits: Sequence[Culprit] = TraceCulprits(trace)  # decoded row by row as the panel shows them
         self.shown = 0
 
-    def show_upto(self, count: int) -> None:
-        """Show the first `count` culprits (those that happened by the step)."""
+    def show_state(self, state: EngineState, selected: int | None = None) -> None:
+        """Show the culprits that happened by the state's step."""
+        count = state.culprits
         if count == self.shown and count:
             return  # nothing new: no repaint
         self.shown = count

@@ -5,6 +5,7 @@ import numpy as np
 from rich.text import Text
 
 from tracer.replay import EngineState
+from tracer.schema import short_name
 from tracer.trace import Trace
 
 from .lazy_list import LazyList
@@ -28,7 +29,7 @@ class DependenciesView(LazyList):
         self.waiting: dict[int, tuple[bool, ...]] = {}
         self.state: EngineState | None = None
 
-    def show(self, state: EngineState) -> None:
+    def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Take a new step's counts, comparing them with the last step's to highlight changes."""
         old_nodes, old_counts = self.nodes, self.counts
         parts = [gt.dependency_arrays() for gt in state.graph_tasks]
@@ -76,7 +77,7 @@ class DependenciesView(LazyList):
         node, count = int(self.nodes[index]), int(self.counts[index])
         slots = self.waiting.get(node)
         filled = "" if slots is None else "  buffer [" + "".join("x" if s else "." for s in slots) + "]"
-        name = self.trace.node_name(node).replace("torch::autograd::", "")
+        name = short_name(self.trace.node_name(node))
         text = Text(f"{name:<22} {count:>3} to go{filled}")
         if self.is_changed(index):
             text.stylize(self.component_style("dependencies--changed"))

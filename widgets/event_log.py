@@ -6,6 +6,7 @@ from dataclasses import fields
 from rich.text import Text
 from textual.message import Message
 
+from tracer.replay import EngineState
 from tracer.trace import Trace
 
 from .lazy_list import LazyList
@@ -41,10 +42,10 @@ class EventLog(LazyList):
         super().__init__(**kwargs)
         self.trace = trace
 
-    def follow(self, step: int) -> None:
-        """Move the cursor to `step`."""
+    def show_state(self, state: EngineState, selected: int | None = None) -> None:
+        """Move the cursor to the state's step."""
         self.rows_changed()
-        self.cursor = step
+        self.cursor = state.step
 
     def row_count(self) -> int:
         return len(self.trace)

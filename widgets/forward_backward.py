@@ -5,11 +5,12 @@ import numpy as np
 from rich.text import Text
 
 from tracer.forward_map import ForwardMap
+from tracer.replay import EngineState
+from tracer.schema import UINT64_MAX, short_name
 from tracer.trace import Trace
 
 from .lazy_list import LazyList
 
-_UINT64_MAX = 2**64 - 1
 _FLAG_TEXT = {"accumulate": "grad accumulation", "engine": "engine node took a seq_nr",
               "in_backward": "made during backward", "no_graph": "took a seq_nr, joined no graph",
               "other_thread": "seq_nr also used on another thread"}
@@ -33,9 +34,9 @@ class ForwardBackwardView(LazyList):
         self._made_steps = trace.created_steps()[self.forward_map.order]  # ascending: rows in creation order
         self._shown: tuple = ()
 
-    def show_upto(self, step: int) -> None:
-        """Dim the ops that had not run by `step`."""
-        self.step = step
+    def show_state(self, state: EngineState, selected: int | None = None) -> None:
+        """Dim the ops that had not run by the state's step."""
+        step = self.step = state.step
         made = int(np.searchsorted(self._made_steps, step, side="right"))
         if (made,) == self._shown:
             return  # the same rows are dimmed: nothing to repaint
@@ -59,8 +60,8 @@ class ForwardBackwardView(LazyList):
         if not len(self.forward_map):
             return Text("the trace holds no node", style="italic")
         op = self.forward_map.op(index)
-        seq = "max" if op.seq_nr == _UINT64_MAX else str(op.seq_nr)
-        name = self.trace.node_name(op.node).replace("torch::autograd::", "")
+        seq = "max" if op.seq_nr == UINT64_MAX else str(op.seq_nr)
+        name = short_name(self.trace.node_name(op.node))
         text = Text.assemble(f"seq {seq:>4} ", (f"{op.op:<10} ", "bold"), f"→ {name:<20} ",
                              f"{op.lineno:>4}: {op.source}")
         if op.flags:

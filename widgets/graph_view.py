@@ -6,11 +6,10 @@ from rich.text import Text
 
 from tracer.node_states import STATES, node_states
 from tracer.replay import EngineState
+from tracer.schema import UINT64_MAX, short_name
 from tracer.trace import Trace
 
 from .lazy_list import LazyList
-
-_UINT64_MAX = 2**64 - 1
 
 
 class GraphView(LazyList):
@@ -36,7 +35,7 @@ class GraphView(LazyList):
         self.order = np.full(trace.num_nodes, -1, dtype=np.int32)
         self.counts: dict[int, int] = {}
 
-    def show(self, state: EngineState) -> None:
+    def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Take the state at a new step; keep the running node in view."""
         node_states(self.trace, state, out=(self.codes, self.order))
         self.counts = {}
@@ -64,9 +63,9 @@ class GraphView(LazyList):
         name, seq_nr, topo = self.trace.node_brief(node)
         state = STATES[int(self.codes[node])]
         order = int(self.order[node])
-        seq = "max" if seq_nr == _UINT64_MAX else str(seq_nr)
+        seq = "max" if seq_nr == UINT64_MAX else str(seq_nr)
         count = self.counts.get(node)
-        name = name.replace("torch::autograd::", "")
+        name = short_name(name)
         return Text.assemble(
             (f"{order:>3} " if order >= 0 else "    "),
             (f"{name:<20} ", self.component_style(f"graph-view--{state}")),

@@ -10,6 +10,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from tracer.replay import EngineState
+
 
 class LazyList(ScrollView, can_focus=True):
     """Rows made on demand by `row_text(i)`; a cursor row; Enter posts `NodeSelected` or `Selected`.
@@ -52,6 +54,9 @@ class LazyList(ScrollView, can_focus=True):
         def __init__(self, node: int) -> None:
             super().__init__()
             self.node = node
+
+    def show_state(self, state: EngineState, selected: int | None) -> None:
+        """Take the engine's state at a new step (and the selected node); every panel's one way in."""
 
     def row_count(self) -> int:
         """How many rows there are now."""

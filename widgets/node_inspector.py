@@ -7,11 +7,11 @@ from rich.text import Text
 
 from tracer import events as ev
 from tracer.node_details import NodeDetails, node_details
+from tracer.replay import EngineState
+from tracer.schema import UINT64_MAX
 from tracer.trace import Trace
 
 from .lazy_list import LazyList
-
-_UINT64_MAX = 2**64 - 1
 
 
 def tensor_text(t: ev.TensorSummary | None) -> str:
@@ -60,7 +60,7 @@ def detail_lines(trace: Trace, d: NodeDetails) -> list[Text]:
     """The inspector's lines for one node's details."""
     info = d.info
     name = trace.node_name
-    seq = "2**64-1" if info.seq_nr == _UINT64_MAX else str(info.seq_nr)
+    seq = "2**64-1" if info.seq_nr == UINT64_MAX else str(info.seq_nr)
     where = f"{os.path.basename(info.filename)}:{info.lineno}" if info.filename else "unknown line"
     lines = [Text(f"{info.name}  (node {info.index})", style="bold"),
              Text(f"seq_nr {seq}  topological_nr {info.topological_nr}  device {info.device}"),
@@ -95,11 +95,11 @@ class NodeInspector(LazyList):
         self.node: int | None = None
         self.lines: list[Text] = [Text("press Enter on a node in any panel to inspect it", style="italic")]
 
-    def inspect(self, node: int | None, step: int) -> None:
-        """Show `node` as it is after `step`."""
-        self.node = node
-        if node is not None:
-            self.lines = detail_lines(self.trace, node_details(self.trace, node, step))
+    def show_state(self, state: EngineState, selected: int | None = None) -> None:
+        """Show the selected node as it is after the state's step."""
+        self.node = selected
+        if selected is not None:
+            self.lines = detail_lines(self.trace, node_details(self.trace, selected, state.step))
         self.rows_changed()
 
     def row_count(self) -> int:

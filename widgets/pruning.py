@@ -18,7 +18,7 @@ class PruningView(LazyList):
         self.rows: list[Text] = [Text("no graph task is running")]
         self.row_nodes: list[int | None] = [None]
 
-    def show(self, state: EngineState) -> None:
+    def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Lay out the pruning of the running graph tasks."""
         shown = tuple((gt.graph_task, gt.reentrant_depth, gt.min_topo_nr, gt.pruned, gt.needed, gt.captured)
                       for gt in state.graph_tasks)

@@ -4,14 +4,14 @@ from __future__ import annotations
 from rich.text import Text
 
 from tracer.replay import EngineState
+from tracer.schema import UINT64_MAX, short_name
+from tracer.trace import Trace
 
 from .lazy_list import LazyList
 
-_UINT64_MAX = 2**64 - 1
-
 
 def _seq(seq: int) -> str:
-    return "max" if seq == _UINT64_MAX else str(seq)
+    return "max" if seq == UINT64_MAX else str(seq)
 
 
 class ReadyQueueView(LazyList):
@@ -23,13 +23,13 @@ class ReadyQueueView(LazyList):
     ReadyQueueView > .ready-queue--head { color: $success; text-style: bold; }
     """
 
-    def __init__(self, label=lambda name: name, **kwargs) -> None:
+    def __init__(self, trace: Trace, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.label = label  # how a queue's name is shown (the trace's queue_label)
+        self.label = trace.queue_label  # how a queue's name is shown
         self.rows: list[Text] = [Text("no queue yet")]
         self.row_nodes: list[int | None] = [None]
 
-    def show(self, state: EngineState) -> None:
+    def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Lay out the queues of a step."""
         if state.ready_queues == getattr(self, "_shown", None):
             return  # the queues did not change at this step: no repaint
@@ -43,7 +43,7 @@ class ReadyQueueView(LazyList):
             nodes.append(None)
             for i, t in enumerate(q.tasks):
                 depth, seq = t.priority
-                name = t.name.replace("torch::autograd::", "") if t.name else "(wake-up)"
+                name = short_name(t.name) if t.name else "(wake-up)"
                 line = Text(f"  {i:>3}  {name:<22} depth {depth:<2} seq {_seq(seq)}")
                 if i == 0:
                     line.stylize(head)

@@ -1,4 +1,4 @@
-"""The step screen's panels and how they are laid out: a grid when the terminal is large, tabs when small.
+"""The step screen's panels, each declared once in PANELS, and their layout: a grid when wide, tabs when small.
 
 Every panel is always mounted, so its widget keeps its cursor and scroll position across a resize; the
 layout only decides which panels are displayed and which tabs the tab bar offers.
@@ -13,31 +13,75 @@ from dataclasses import dataclass
 from textual.containers import Vertical
 from textual.widgets import Tabs
 
+from tracer.schema import Kind
+from tracer.trace import Trace
+from widgets.culprits import CulpritsView
+from widgets.dependencies import DependenciesView
+from widgets.event_log import EventLog
+from widgets.forward_backward import ForwardBackwardView
+from widgets.graph_view import GraphView
+from widgets.lazy_list import LazyList
+from widgets.node_inspector import NodeInspector
+from widgets.pruning import PruningView
+from widgets.ready_queue import ReadyQueueView
+
 WIDE_MIN = (110, 30)
 """The smallest terminal (columns, rows) that gets the wide layout."""
 
 
 @dataclass(frozen=True, slots=True)
 class Panel:
-    """One panel: its id (also its widget's id), its tab label, its title and where it sits when wide."""
+    """One panel, declared once: the screen composes, keys, feeds and lays out every panel from this."""
 
-    id: str
+    id: str  # also its widget's id; its container is `panel-{id}`, its tab `tab-{id}`
     tab: str
     title: str
+    key: str  # the key that shows and focuses it
+    widget: type[LazyList]  # made with (trace, id=...); fed each step through show_state
     lower: bool  # in the wide layout: below the graph (chosen by the tab bar) rather than always shown
+    kinds: tuple[Kind, ...]  # the event kinds it shows; a source that cannot record them makes it say so
+    follows_selection: bool = False  # also fed when the selected node changes
+    beside: tuple[str, ...] = ()  # ids of Statics composed under the widget (the culprits' source)
 
+    def notice(self, trace: Trace) -> str:
+        """What the panel says before its rows about the trace's source: nothing, a missing kind, or that its
+        events were reconstructed by agdb's model."""
+        missing = [k for k in self.kinds if trace.provenance(k) == "missing"]
+        if missing:
+            what = ", ".join(dict.fromkeys(KIND_TEXT[k] for k in missing))
+            return f"this trace's source ({trace.source}) does not record {what} events"
+        if any(trace.provenance(k) == "reconstructed" for k in self.kinds):
+            return "reconstructed by agdb's model"
+        return ""
+
+
+KIND_TEXT = {
+    Kind.SEQ_NR_BUMPED: "seq_nr", Kind.NODE_CREATED: "node-creation", Kind.GRAPH_TASK_STARTED: "graph-task",
+    Kind.DEPENDENCIES_COMPUTED: "dependency-count", Kind.EXEC_INFO_COMPUTED: "exec_info",
+    Kind.TASK_PUSHED: "ready-queue", Kind.TASK_POPPED: "ready-queue", Kind.BUFFER_WRITTEN: "input-buffer",
+    Kind.HOOK_RAN: "hook", Kind.NODE_STARTED: "node-run", Kind.NODE_FINISHED: "node-run",
+    Kind.GRAD_CAPTURED: "grad-capture", Kind.GRAD_ACCUMULATED: "grad-accumulation", Kind.ERROR_RAISED: "error",
+    Kind.GRAPH_TASK_FINISHED: "graph-task",
+}
+"""How a panel's notice names the events of each kind."""
 
 PANELS = (
-    Panel("graph", "Graph", "backward graph", False),
-    Panel("queues", "Queues", "ready queues", False),
-    Panel("deps", "Deps", "dependencies and input buffers", False),
-    Panel("fwd", "F↔B", "forward ↔ backward", True),
-    Panel("inspector", "Node", "node inspector", True),
-    Panel("pruning", "Prune", "pruning", True),
-    Panel("culprits", "Culprits", "seq_nr culprits", True),
-    Panel("events", "Events", "event log", True),
+    Panel("graph", "Graph", "backward graph", "1", GraphView, False,
+          (Kind.NODE_CREATED, Kind.DEPENDENCIES_COMPUTED, Kind.NODE_STARTED, Kind.NODE_FINISHED)),
+    Panel("queues", "Queues", "ready queues", "2", ReadyQueueView, False, (Kind.TASK_PUSHED, Kind.TASK_POPPED)),
+    Panel("deps", "Deps", "dependencies and input buffers", "3", DependenciesView, False,
+          (Kind.DEPENDENCIES_COMPUTED, Kind.BUFFER_WRITTEN)),
+    Panel("fwd", "F↔B", "forward ↔ backward", "4", ForwardBackwardView, True,
+          (Kind.SEQ_NR_BUMPED, Kind.NODE_CREATED)),
+    Panel("inspector", "Node", "node inspector", "5", NodeInspector, True, (Kind.NODE_CREATED,),
+          follows_selection=True),
+    Panel("pruning", "Prune", "pruning", "6", PruningView, True,
+          (Kind.DEPENDENCIES_COMPUTED, Kind.EXEC_INFO_COMPUTED)),
+    Panel("culprits", "Culprits", "seq_nr culprits", "7", CulpritsView, True, (Kind.SEQ_NR_BUMPED,),
+          beside=("source",)),
+    Panel("events", "Events", "event log", "8", EventLog, True, ()),
 )
-"""The panels in tab order; the digit keys 1..8 go to them."""
+"""The panels in tab order."""
 BY_ID = {p.id: p for p in PANELS}
 
 

@@ -15,23 +15,18 @@ from textual.widgets import Input, Static, Tab, Tabs
 from textual.worker import get_current_worker
 
 from tracer import breakpoints as bp_mod
-from tracer import culprits as culprits_mod
 from tracer.replay import EngineState, Replay
 from tracer.schema import Kind
 from tracer.search import find_nodes
 from tracer.trace import Trace
 from widgets.culprits import CulpritsView
-from widgets.dependencies import DependenciesView
 from widgets.event_log import EventLog
 from widgets.forward_backward import ForwardBackwardView
 from widgets.graph_view import GraphView
 from widgets.lazy_list import LazyList
-from widgets.node_inspector import NodeInspector
-from widgets.pruning import PruningView
-from widgets.ready_queue import ReadyQueueView
 from widgets.timeline import Timeline
 
-from ..messages import BreakpointHit, GraphExported, NodeFollowed, StepChanged
+from ..messages import BreakpointHit, ExportFailed, GraphExported, NodeFollowed, StepChanged
 from .help import HelpScreen
 from .panels import BY_ID, PANELS, WIDE_MIN, PanelLayout
 from .source import show_source
@@ -62,7 +57,7 @@ class StepScreen(Screen[None]):
         Binding("i", "inspect_running", "Select the running node"),
         Binding("e", "ask('export')", "Export the graph at this step (Graphviz)"),
         Binding("escape", "clear_selection", "Clear the selection", show=False),
-        *[Binding(str(i), f"show_panel('{p.id}')", f"Show the {p.title} panel") for i, p in enumerate(PANELS, 1)],
+        *[Binding(p.key, f"show_panel('{p.id}')", f"Show the {p.title} panel") for p in PANELS],
         Binding("x", "hide_panel", "Hide the focused panel"),
         Binding("X", "show_all_panels", "Show every panel"),
         Binding("z", "zoom", "Zoom the focused panel (again to restore)"),
@@ -84,7 +79,7 @@ class StepScreen(Screen[None]):
         self.title_text = title
         self.script_error = script_error
         self.node_steps = trace.steps_of(Kind.NODE_STARTED)
-        self.culprit_list = culprits_mod.TraceCulprits(trace)  # decoded row by row as the panel shows them
+        self.panel_widgets: dict[str, LazyList] = {}  # by panel id; a panel whose events are missing has none
         self.layout_state = PanelLayout()
         self.breakpoints: list[bp_mod.Breakpoint] = []
         self.matches = np.zeros(0, dtype=np.int64)  # nodes found by the last search, in graph row order
@@ -99,29 +94,21 @@ class StepScreen(Screen[None]):
                     yield Tabs(*[Tab(p.tab, id=f"tab-{p.id}") for p in PANELS], id="tabs")
                 with Vertical(id=f"panel-{panel.id}", classes="panel -lower" if panel.lower else "panel") as box:
                     box.border_title = panel.title
-                    yield from self._panel_widgets(panel.id)
+                    notice = panel.notice(self.trace)
+                    if notice.startswith("this trace's source"):  # nothing to show: say why, not an empty list
+                        yield Static(notice, id=panel.id, classes="panel--missing")
+                        continue
+                    if notice:
+                        box.border_title = f"{panel.title} · {notice}"
+                    widget = self.panel_widgets[panel.id] = panel.widget(self.trace, id=panel.id)
+                    yield widget
+                    yield from (Static(id=extra) for extra in panel.beside)
         yield Input(id="prompt", classes="-hidden")
         yield Timeline(id="timeline")
 
-    def _panel_widgets(self, panel_id: str) -> ComposeResult:
-        trace = self.trace
-        if panel_id == "graph":
-            yield GraphView(trace, id="graph")
-        elif panel_id == "queues":
-            yield ReadyQueueView(trace.queue_label, id="queues")
-        elif panel_id == "deps":
-            yield DependenciesView(trace, id="deps")
-        elif panel_id == "fwd":
-            yield ForwardBackwardView(trace, id="fwd")
-        elif panel_id == "inspector":
-            yield NodeInspector(trace, id="inspector")
-        elif panel_id == "pruning":
-            yield PruningView(trace, id="pruning")
-        elif panel_id == "culprits":
-            yield CulpritsView(self.culprit_list, id="culprits")
-            yield Static(id="source")
-        elif panel_id == "events":
-            yield EventLog(trace, id="events")
+    def _panel(self, panel_id: str) -> LazyList | None:
+        """The widget of a panel, or None when the trace's source cannot provide its events."""
+        return self.panel_widgets.get(panel_id)
 
     def on_mount(self) -> None:
         if self.script_error:
@@ -129,7 +116,7 @@ class StepScreen(Screen[None]):
         self._relayout(self.size.width, self.size.height)
         self.step = 0
         self.watch_step(0)
-        self.query_one(GraphView).focus()
+        self.query_one(f"#{PANELS[0].id}").focus()
         # NOTE [collector and repaint]: the trace's indexes live as long as the screen, so the collector
         # need not rescan them (a full collection over a 1M-event trace's objects costs ~200 ms, a stall in
         # the middle of a step); and young collections every 700 allocations put a 100 ms p99 on a step.
@@ -166,23 +153,24 @@ class StepScreen(Screen[None]):
     def watch_state(self, state: EngineState | None) -> None:
         if state is None:
             return
-        self.query_one(GraphView).show(state)
-        self.query_one(ReadyQueueView).show(state)
-        self.query_one(DependenciesView).show(state)
-        self.query_one(PruningView).show(state)
-        self.query_one(ForwardBackwardView).show_upto(state.step)
-        self.query_one(CulpritsView).show_upto(state.culprits)
-        self.query_one(EventLog).follow(state.step)
-        self.query_one(NodeInspector).inspect(self.selected_node, state.step)
+        selected = self.selected_node
+        for widget in self.panel_widgets.values():
+            widget.show_state(state, selected)
         self.query_one(Timeline).show(state, self.trace.queue_label)
 
     def watch_selected_node(self, node: int | None) -> None:
         for view in self.query(LazyList):
             view.selected_node = node
-        if node is not None:
-            self.query_one(GraphView).cursor = self.query_one(GraphView).row_of(node)
-            self.query_one(ForwardBackwardView).cursor = self.query_one(ForwardBackwardView).row_of_node(node)
-        self.query_one(NodeInspector).inspect(node, self.step)
+        graph, fwd = self._panel("graph"), self._panel("fwd")
+        if node is not None and isinstance(graph, GraphView):
+            graph.cursor = graph.row_of(node)
+        if node is not None and isinstance(fwd, ForwardBackwardView):
+            fwd.cursor = fwd.row_of_node(node)
+        if self.state is not None:
+            for panel in PANELS:
+                widget = self._panel(panel.id)
+                if panel.follows_selection and widget is not None:
+                    widget.show_state(self.state, node)
         self.post_message(NodeFollowed(node))
 
     # -- actions: moving in time ----------------------------------------------------------------------------
@@ -218,7 +206,6 @@ class StepScreen(Screen[None]):
             return
         self.step = hit[0]
         self.post_message(BreakpointHit(hit[0], hit[1]))
-        self.notify(f"stopped at step {hit[0]} on breakpoint `{hit[1]}`", title="breakpoint")
 
     def action_clear_breakpoints(self) -> None:
         """Remove every breakpoint."""
@@ -241,7 +228,9 @@ class StepScreen(Screen[None]):
         if not len(self.matches):
             self.notify("no search matches: press / to search", severity="warning")
             return
-        graph = self.query_one(GraphView)
+        graph = self._panel("graph")
+        if not isinstance(graph, GraphView):
+            return
         rows = graph.trace.num_nodes - 1 - self.matches  # graph rows of the matches, ascending
         current = graph.cursor
         if direction > 0:
@@ -310,7 +299,7 @@ class StepScreen(Screen[None]):
         handler = {"goto": self._go_to, "search": self._search, "break": self._add_breakpoint,
                    "export": self._export}[self.prompt_mode]
         handler(event.value.strip())
-        self.query_one(GraphView).focus()
+        self.query_one(f"#{PANELS[0].id}").focus()
 
     def _go_to(self, text: str) -> None:
         try:
@@ -364,12 +353,22 @@ class StepScreen(Screen[None]):
         try:
             done = export(self.trace, path, step=step, focus=focus, collapse=collapse, state=state)
         except (ExportError, OSError) as e:
-            self.app.call_from_thread(self.notify, str(e), title="export failed", severity="error", timeout=10)
+            self.post_message(ExportFailed(str(e)))
             return
-        self.post_message(GraphExported(done.path, step))
         what = f"around node {focus}" if focus is not None else ("folded" if collapse else "whole graph")
-        self.app.call_from_thread(self.notify, f"wrote {done.path}: {done.num_boxes} boxes ({what})",
-                                  title="export")
+        self.post_message(GraphExported(done.path, step, f"{done.num_boxes} boxes ({what})"))
+
+    @on(GraphExported)
+    def _exported(self, message: GraphExported) -> None:
+        self.notify(f"wrote {message.path}: {message.summary}", title="export")
+
+    @on(ExportFailed)
+    def _export_failed(self, message: ExportFailed) -> None:
+        self.notify(message.error, title="export failed", severity="error", timeout=10)
+
+    @on(BreakpointHit)
+    def _breakpoint_hit(self, message: BreakpointHit) -> None:
+        self.notify(f"stopped at step {message.step} on breakpoint `{message.breakpoint}`", title="breakpoint")
 
     @on(Tabs.TabActivated, "#tabs")
     def _tab_activated(self, event: Tabs.TabActivated) -> None:

@@ -48,7 +48,7 @@ def test_export_renders_with_graphviz(demo_file, tmp_path, capsys, suffix, magic
 
 def test_missing_dot_is_explained_and_dot_text_still_works(demo_file, tmp_path, capsys, monkeypatch):
     """Without the dot program, .svg fails with how to install it; .dot still exports."""
-    monkeypatch.setattr(export_mod.shutil, "which", lambda name: None)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-programs-here"))  # graphviz finds no `dot` on it
     code, _, err = agdb(["export", demo_file, "-o", str(tmp_path / "g.svg")], capsys)
     assert code == 1 and "not installed" in err and "apt-get install graphviz" in err and ".dot" in err
     assert not (tmp_path / "g.svg").exists()
@@ -64,6 +64,26 @@ def test_too_large_is_refused_unless_forced(demo_file, tmp_path, capsys, monkeyp
     if shutil.which("dot"):
         code, _, err = agdb(["export", demo_file, "-o", str(tmp_path / "g.svg"), "--force"], capsys)
         assert code == 0, err
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+def test_bad_dot_text_reports_dots_own_error():
+    """DOT text that dot rejects fails with dot's exit status and the last line of what it said."""
+    with pytest.raises(export_mod.ExportError, match=r"dot failed \(exit 1\): .*syntax error"):
+        export_mod.render("digraph { a -> }", "svg")
+
+
+def test_slow_layout_gives_up_after_the_timeout(monkeypatch):
+    """A layout that outlasts the timeout fails with a message suggesting fewer boxes."""
+    import threading
+
+    release = threading.Event()
+    monkeypatch.setattr(export_mod.graphviz, "pipe", lambda *args, **kwargs: release.wait(5) and b"")
+    try:
+        with pytest.raises(export_mod.ExportError, match=r"did not finish laying out in 0\.05 s.*--collapse"):
+            export_mod.render("digraph { a }", "svg", timeout_s=0.05)
+    finally:
+        release.set()
 
 
 @pytest.mark.parametrize("extra,message", [

@@ -461,3 +461,36 @@ async def test_export_to_an_unknown_format_is_reported(demo_trace, tmp_path):
         await pilot.pause()
         assert any("unknown format" in n.message for n in app._notifications)
         assert not list(tmp_path.iterdir())
+
+
+def _from_source(trace, source: str, provenance: dict[str, str]):
+    """The same events, as if written by another source that declares what it observed."""
+    from tracer.schema import DERIVED_COLUMNS
+    from tracer.trace import Trace
+
+    columns = {k: v for k, v in trace.columns.items() if k not in DERIVED_COLUMNS}
+    return Trace(columns, list(trace.strings), {"source": source, "provenance": provenance})
+
+
+async def test_panels_say_when_the_source_lacks_or_reconstructs_their_events(demo_trace):
+    """A torch trace without ready-queue events says so in the queues panel, instead of an empty list; panels
+    whose events agdb reconstructed say so in their title; stepping still updates the other panels."""
+    from tracer.schema import Kind
+
+    lacking = (Kind.TASK_PUSHED, Kind.TASK_POPPED)
+    provenance = {k.name.lower(): "observed" for k in Kind if k not in lacking}
+    provenance["dependencies_computed"] = "reconstructed"
+    trace = _from_source(demo_trace, "torch", provenance)
+    app = AgdbApp(trace=trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        notice = screen.query_one("#queues")
+        assert not isinstance(notice, LazyList)
+        assert str(notice.render()) == "this trace's source (torch) does not record ready-queue events"
+        titles = {p.id: screen.query_one(f"#panel-{p.id}").border_title for p in PANELS}
+        assert titles["deps"] == "dependencies and input buffers · reconstructed by agdb's model"
+        assert titles["pruning"].endswith("· reconstructed by agdb's model")
+        assert titles["fwd"] == "forward ↔ backward"
+        await pilot.press("l", "l")
+        await pilot.pause()
+        assert screen.step == 2 and screen.query_one(GraphView).cursor >= 0
