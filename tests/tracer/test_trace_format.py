@@ -20,12 +20,13 @@ ROOT = Path(__file__).resolve().parents[2]
 ACC = "torch::autograd::AccumulateGrad"
 
 
-def hand_trace(source: str = "test", provenance: dict | None = None):
+def hand_trace(source: str = "test", provenance: dict | None = None, queues: bool = True):
     """`y = (x * w)` with w a leaf, backward from MulBackward0, written event by event.
 
     Node keys: 10 MulBackward0 (seq 0), 20 w's AccumulateGrad. Steps, by hand:
     0 bump, 1 created, 2 task started, 3 deps, 4 push Mul, 5 pop Mul, 6 Mul starts, 7 buffer of Acc, 8 Mul
     finishes, 9 push Acc, 10 pop Acc, 11 Acc starts, 12 grad accumulated, 13 Acc finishes, 14 task ends.
+    Without `queues`, the four push and pop events are left out, as a source that cannot see them would.
     """
     b = TraceBuilder(source=source, provenance=provenance)
     main = b.thread("MainThread")
@@ -37,13 +38,15 @@ def hand_trace(source: str = "test", provenance: dict | None = None):
     b.graph_task_started(thread=main, graph_task=7, graph_root=10, roots=[(10, 0)])
     b.dependencies_computed(thread=main, graph_task=7, min_topo_nr=0, dependencies=[(10, 0), (20, 1)])
     cpu = b.queue(f"cpu:{main}")
-    b.task_pushed(thread=main, graph_task=7, node=10, queue=cpu, seq_nr=0, queue_length=1)
-    b.task_popped(thread=main, graph_task=7, node=10, queue=cpu, queue_length=0)
+    if queues:
+        b.task_pushed(thread=main, graph_task=7, node=10, queue=cpu, seq_nr=0, queue_length=1)
+        b.task_popped(thread=main, graph_task=7, node=10, queue=cpu, queue_length=0)
     b.node_started(thread=main, graph_task=7, node=10, inputs=[np.ones(2)])
     b.buffer_written(thread=main, graph_task=7, node=20, slot=0, is_accumulation=False)
     b.node_finished(thread=main, graph_task=7, node=10, outputs=[None, np.array([3.0, 4.0])])
-    b.task_pushed(thread=main, graph_task=7, node=20, queue=cpu, seq_nr=UINT64_MAX, queue_length=1)
-    b.task_popped(thread=main, graph_task=7, node=20, queue=cpu, queue_length=0)
+    if queues:
+        b.task_pushed(thread=main, graph_task=7, node=20, queue=cpu, seq_nr=UINT64_MAX, queue_length=1)
+        b.task_popped(thread=main, graph_task=7, node=20, queue=cpu, queue_length=0)
     b.node_started(thread=main, graph_task=7, node=20, inputs=[np.array([3.0, 4.0])])
     b.grad_accumulated(thread=main, graph_task=7, node=20, grad=np.array([3.0, 4.0]))
     b.node_finished(thread=main, graph_task=7, node=20, outputs=[])
