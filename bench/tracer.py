@@ -374,16 +374,17 @@ def record_big(sizes: dict, events_per_node: float) -> tuple[Any, dict]:
 
 def memory_figures(trace: Any) -> dict:
     n = len(trace)
-    sizes = {name: int(arr.nbytes) for name, arr in trace.columns.items()}
+    columns = trace.column_sizes()
+    sizes = {name: nbytes for name, (nbytes, _) in columns.items()}
     total = sum(sizes.values())
     strings = sum(len(s.encode("utf-8")) for s in trace.strings)
     top = sorted(sizes.items(), key=lambda kv: -kv[1])[:5]
     event_cols = {name: sizes[name] for name in sizes if name.startswith("ev_")}
     return {"events": n, "columns_bytes": total, "bytes_per_event": total / n, "string_bytes": strings,
             "event_columns_bytes_per_event": sum(event_cols.values()) / n,
-            "event_column_dtypes": {name: trace.columns[name].dtype.name for name in event_cols},
+            "event_column_dtypes": {name: columns[name][1] for name in event_cols},
             "top_columns": [{"name": k, "bytes": v, "bytes_per_event": v / n,
-                             "dtype": trace.columns[k].dtype.name} for k, v in top]}
+                             "dtype": columns[k][1]} for k, v in top]}
 
 
 # -- part 3: save and load -------------------------------------------------------------------------------------

@@ -116,6 +116,10 @@ class Trace:
         """A node's name (fast path for displays)."""
         return self.strings[self.columns["node_name"][index]] if index >= 0 else ""
 
+    def column_sizes(self) -> dict[str, tuple[int, str]]:
+        """(bytes, dtype name) of every column held in memory: what the format costs, column by column."""
+        return {name: (int(arr.nbytes), arr.dtype.name) for name, arr in self.columns.items()}
+
     def event_node(self, step: int) -> int:
         """The node event `step` names, or -1 (cheaper than decoding the whole event)."""
         return int(self.columns["ev_node"][step])
