@@ -25,6 +25,7 @@ the op returns:
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, TypeVar
@@ -113,7 +114,9 @@ def _dispatcher(entry: OpEntry) -> Callable[..., Any]:
               f"        return _call_observed(_op, _impl, {args}, {kwargs})\n"
               f"    return _impl({call})\n")
     scope = {"_observers": observers, "_call_observed": _call_observed, "_op": op, "_impl": impl, **defaults}
-    exec(source, scope)  # noqa: S102 - built from a signature, as dataclasses build __init__
+    # A file name inside engine/, so that stack walks stopping at the user's line skip this frame too.
+    filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<dispatch {entry.surface}.{entry.attr}>")
+    exec(compile(source, filename, "exec"), scope)  # noqa: S102 - built from a signature, as dataclasses do
     dispatched = scope["dispatched"]
     dispatched.__name__ = entry.attr
     dispatched.__qualname__ = ("Tensor." if entry.surface.startswith("Tensor") else "") + entry.attr

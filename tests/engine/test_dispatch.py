@@ -185,6 +185,7 @@ def test_ops_an_observer_runs_are_not_reported():
     assert log.names == ["add"]
 
 
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
 def test_derivative_formulas_are_silent_and_hooks_report_their_node():
     """Under create_graph, formulas and AccumulateGrad report nothing; an op in a tensor hook names the node."""
     x = torch.tensor([2.0, 3.0], requires_grad=True)
