@@ -56,6 +56,7 @@ REGISTRY: dict[tuple[Surface, str], OpEntry] = {}
 """Every public entry, by (surface, attribute name), in declaration order."""
 
 _tables: dict[Surface, dict[str, Callable[..., Any]]] = {}
+_Tensor: type = type(None)  # the Tensor class, set by install()
 
 
 def public(op: str, *, torch: _Names = False, tensor: _Names = False, functional: _Names = False,
@@ -96,8 +97,10 @@ def table(surface: Surface) -> dict[str, Callable[..., Any]]:
 
 def install() -> None:
     """Attach the Tensor methods, operators and properties (called once by engine/__init__)."""
+    global _Tensor
     from ._tensor import Tensor
 
+    _Tensor = Tensor  # for _tensors; _tensor imports this module, so it cannot be imported at the top
     for attr, func in table("Tensor").items():
         setattr(Tensor, attr, func)
     for attr, func in table("Tensor.property").items():
@@ -176,16 +179,15 @@ def _call_observed(op: str, impl: Callable[..., Any], args: tuple, kwargs: dict)
         return impl(*args, **kwargs)
     inputs = _tensors(args) + (_tensors(kwargs.values()) if kwargs else ())
     had = [t.grad_fn for t in inputs]
-    before = tuple(_observer.tensor_meta(t) for t in inputs)
+    meta = _observer.tensor_meta
+    before = tuple([meta(t) for t in inputs])  # before the op runs: an in-place op changes the version
     _reporting.active = True
     try:
         result = impl(*args, **kwargs)
         if result is NotImplemented:
             return result
         outputs = _tensors((result,))
-        node = next((t.grad_fn for t in outputs if t.grad_fn is not None and
-                     not any(t.grad_fn is g for g in had)), None)
-        call = _observer.OpCall(op, before, tuple(_observer.tensor_meta(t) for t in outputs), node,
+        call = _observer.OpCall(op, before, tuple([meta(t) for t in outputs]), _new_node(outputs, had),
                                 tls.current_node, inputs, outputs)
         for method in methods:
             method(call)
@@ -194,14 +196,21 @@ def _call_observed(op: str, impl: Callable[..., Any], args: tuple, kwargs: dict)
     return result
 
 
+def _new_node(outputs: tuple, had: list) -> Any:
+    """The first output's grad_fn that no input had before the call: the node this op recorded."""
+    for t in outputs:
+        fn = t.grad_fn
+        if fn is not None and not any(fn is g for g in had):
+            return fn
+    return None
+
+
 def _tensors(values: Any) -> tuple:
     """The tensors among `values`, looking one level into lists and tuples (cat's list, max's pair)."""
-    from ._tensor import Tensor
-
     found = []
     for v in values:
-        if isinstance(v, Tensor):
+        if isinstance(v, _Tensor):
             found.append(v)
         elif isinstance(v, (list, tuple)):
-            found.extend(x for x in v if isinstance(x, Tensor))
+            found.extend(x for x in v if isinstance(x, _Tensor))
     return tuple(found)

@@ -128,15 +128,14 @@ _uid_lock = threading.Lock()
 def tensor_uid(t: Tensor) -> int:
     """`t`'s stable id: taken from a per-process counter the first time anyone asks, so unobserved
     programs pay nothing and the same program numbers its tensors the same way."""
-    try:
-        return t._uid
-    except AttributeError:
-        with _uid_lock:
-            try:
-                return t._uid
-            except AttributeError:
-                uid = t._uid = next(_uids)
-                return uid
+    uid = getattr(t, "_uid", 0)
+    if uid:
+        return uid
+    with _uid_lock:  # two threads may ask for the same new tensor at once
+        uid = getattr(t, "_uid", 0)
+        if not uid:
+            uid = t._uid = next(_uids)
+        return uid
 
 
 def tensor_meta(t: Tensor) -> TensorMeta:
