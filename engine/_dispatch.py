@@ -21,6 +21,11 @@ the op returns:
   called by user code inside backward (a tensor hook, a custom Function's backward) is reported, with
   `backward_node` set to the node running on this thread; ops outside backward have None there.
 - A call that raises, or an operator that returns NotImplemented to Python, is not reported.
+- An op is a public call that returns tensors, factories (`zeros`, `tensor`, ...) included. Metadata reads
+  (`size`, `dtype`), conversions to Python (`item`, `tolist`, `numpy`) and autograd's API (`backward`,
+  hooks, `requires_grad_`, `retain_grad`) are not ops.
+- Tensor ids are `_observer.tensor_uid`, numbered on first report; nodes have their own `_uid` numbers.
+  The report comes on the calling thread, like every other point.
 """
 from __future__ import annotations
 
