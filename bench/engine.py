@@ -120,6 +120,9 @@ class NoopObserver:
     def graph_task_finished(self, graph_task):
         pass
 
+    def op_called(self, call):
+        pass
+
 
 def _protocol_methods() -> set[str]:
     return {name for name, value in vars(EngineObserver).items()

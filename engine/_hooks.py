@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _observer
 from ._node import Node, hook_name
-from ._ops import clone, legacy_type_name
+from ._ops import add, clone, legacy_type_name
 from ._tensor import Tensor
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def _retain_grad(var: Any, grad: Any) -> None:
     """The retains_grad hook: clone on the first write, out-of-place sum afterwards (engine-semantics §7.4)."""
     if var is None or grad is None:
         return
-    var._grad = clone(grad) if var._grad is None else var._grad + grad
+    var._grad = clone(grad) if var._grad is None else add(var._grad, grad)  # the engine's op, not the user's
 
 
 def _call_tuple_hooks(fn: Node, hooks: dict, values: tuple, extra: tuple, kind: str,

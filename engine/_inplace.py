@@ -21,6 +21,7 @@ import numpy as np
 
 from . import _functions as fn
 from . import _ops, _version
+from ._dispatch import public
 from ._node import _TYPE_NAMES
 from ._ops._common import needs_grad, record
 from ._tensor import Tensor, make_tensor
@@ -118,6 +119,7 @@ def _recorded(self: Tensor, node: Any, inputs: tuple, value: np.ndarray) -> Tens
     return _rebase(self, result)
 
 
+@public("fill_", tensor=True)
 def _fill_value(self: Tensor, value: Any) -> Tensor:
     """fill_: every element becomes `value` (a number or a 0-dim tensor)."""
     data = value._data if isinstance(value, Tensor) else np.asarray(value)
@@ -133,6 +135,7 @@ def _fill_value(self: Tensor, value: Any) -> Tensor:
     return _recorded(self, fn.FillBackward2(), (_old(self),), filled)
 
 
+@public("zero_", tensor=True)
 def zero_(self: Tensor) -> Tensor:
     """Fill with zeros in place."""
     zeros = np.zeros_like(self._data)
@@ -142,6 +145,7 @@ def zero_(self: Tensor) -> Tensor:
     return _recorded(self, fn.ZeroBackward0(), (_old(self),), zeros)
 
 
+@public("copy_", tensor=True)
 def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     """Copy `src` (broadcast to this shape, cast to this dtype) into this tensor's memory."""
     if isinstance(src, _NUMBER):  # torch takes a number too, as a 0-dim tensor
@@ -162,10 +166,22 @@ sub_ = _arithmetic(_ops.sub)
 mul_ = _arithmetic(_ops.mul, saves_self=True)
 div_ = _arithmetic(_ops.div, saves_self=True)
 
-METHODS = {
-    "add_": add_, "sub_": sub_, "mul_": mul_, "div_": div_, "zero_": zero_, "fill_": _fill_value,
-    "copy_": copy_,
-    "__iadd__": _operator(add_), "__isub__": _operator(sub_), "__imul__": _operator(mul_),
-    "__itruediv__": _operator(div_),
-}
-"""The in-place methods and operators, for engine/_tensor_methods.py to attach to Tensor."""
+for _op, _method in (("add_", add_), ("sub_", sub_), ("mul_", mul_), ("div_", div_)):
+    public(_op, tensor=True)(_method)
+public("add_", tensor="__iadd__")(_operator(add_))
+public("sub_", tensor="__isub__")(_operator(sub_))
+public("mul_", tensor="__imul__")(_operator(mul_))
+public("div_", tensor="__itruediv__")(_operator(div_))
+
+
+def _not_inplace(name: str):
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        raise NotImplementedError(f"agdb's engine does not implement Tensor.{name} (its in-place ops are add_, "
+                                  f"sub_, mul_, div_, zero_, fill_ and copy_); use the out-of-place "
+                                  f"{name.rstrip('_')}")
+    return method
+
+
+for _op in ("pow_", "exp_", "neg_", "clamp_", "masked_fill_", "relu_", "sigmoid_", "tanh_", "sqrt_", "abs_", "t_",
+            "transpose_", "unsqueeze_", "squeeze_"):
+    public(_op, tensor=True)(_not_inplace(_op))

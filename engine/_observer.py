@@ -5,12 +5,15 @@ no observer attached each point costs one truth test of `observers`.
 """
 from __future__ import annotations
 
+import itertools
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ._engine import GraphTask, InputBuffer, NodeTask
     from ._node import Node
+    from ._tensor import Tensor
 
 observers: list[Any] = []
 """The attached observers, in attach order. Empty unless someone is watching."""
@@ -72,6 +75,73 @@ class EngineObserver(Protocol):
 
     def graph_task_finished(self, graph_task: GraphTask) -> None:
         """`graph_task` is over: its backward call returned or raised; its leftover tasks are now stale."""
+
+    def op_called(self, call: OpCall) -> None:
+        """A public op returned; reported once per user-visible call, after it (NOTE [op_called] in
+        engine/_dispatch.py)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMeta:
+    """A tensor as an op saw it: its stable id and what it looked like at that moment."""
+
+    uid: int
+    """`tensor_uid(t)`: unique in the process, never reused, never Python's id()."""
+    shape: tuple[int, ...]
+    dtype: str
+    """PyTorch's dtype name without `torch.`: float32, float64, int64, bool."""
+    device: str
+    """cpu, cuda:0, ..."""
+    requires_grad: bool
+    version: int
+    """The memory's in-place write count (`t._version`): an in-place op's output has its input's uid and a
+    higher version."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpCall:
+    """One call of a public op, as `op_called` reports it."""
+
+    name: str
+    """PyTorch's op name: mul, add_, matmul, sum, rsub, numpy_T (`x.T`), linear (nn.functional.linear)."""
+    inputs: tuple[TensorMeta, ...]
+    """The tensor arguments, in argument order (self first for methods and operators, so `2 - x` has one
+    input); lists such as cat's are flattened. Taken before the op ran."""
+    outputs: tuple[TensorMeta, ...]
+    """The tensors returned: one, or each of a tuple's (max(dim) returns values and indices)."""
+    node: Node | None
+    """The node autograd recorded for the outputs (their new grad_fn), or None: grad mode off, no input
+    requires grad, the op does not record (comparisons), or it returned an input unchanged."""
+    backward_node: Node | None
+    """The node whose backward this thread was running when the op was called (the op came from a hook or a
+    custom Function's backward), or None for an op called outside backward."""
+    input_tensors: tuple[Tensor, ...]
+    """The live input tensors, for previews; read them during the call only (they may change later)."""
+    output_tensors: tuple[Tensor, ...]
+    """The live output tensors, likewise."""
+
+
+_uids = itertools.count(1)
+_uid_lock = threading.Lock()
+
+
+def tensor_uid(t: Tensor) -> int:
+    """`t`'s stable id: taken from a per-process counter the first time anyone asks, so unobserved
+    programs pay nothing and the same program numbers its tensors the same way."""
+    uid = getattr(t, "_uid", 0)
+    if uid:
+        return uid
+    with _uid_lock:  # two threads may ask for the same new tensor at once
+        uid = getattr(t, "_uid", 0)
+        if not uid:
+            uid = t._uid = next(_uids)
+        return uid
+
+
+def tensor_meta(t: Tensor) -> TensorMeta:
+    """What TensorMeta records of `t` now."""
+    data = t._data
+    return TensorMeta(tensor_uid(t), data.shape, t.dtype.name, t._device, t._requires_grad, t._version)
 
 
 _attach_lock = threading.Lock()

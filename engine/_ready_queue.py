@@ -124,7 +124,9 @@ class InputBuffer:
 def _accumulate(old: Any, var: Any) -> Any:
     """old + var: recorded (AddBackward0) in grad mode, else a plain numpy sum."""
     if tls.grad_enabled:
-        return old + var
+        from ._ops import add
+
+        return add(old, var)  # not `old + var`: the engine's own op, which observers are not told of
     res = old._data + var._data
     if res.dtype != old._data.dtype:
         res = res.astype(old._data.dtype)

@@ -11,6 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _observer
+from ._dispatch import public
 from ._dtype import Size, dtype, from_numpy_dtype
 from ._node import AccumulateGrad, RemovableHandle, _HookDict, add_hook
 from ._state import tls
@@ -23,6 +24,7 @@ class Tensor:
     __slots__ = (
         "_data", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_grad_accumulator",
         "_backward_hooks", "_post_acc_hooks", "_retains_grad", "_device", "_is_wrapped_number",
+        "_uid",  # set only when an observer asks (engine/_observer.tensor_uid), never by init_tensor
         "__weakref__", "__dict__",
     )
     __array_priority__ = 1000  # numpy scalars on the left defer to our reflected operators
@@ -142,10 +144,12 @@ class Tensor:
 
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
+    @public("detach", tensor=True)
     def detach(self) -> Tensor:
         """A new tensor sharing data, cut from the graph."""
         return make_tensor(self._data, device=self._device)
 
+    @public("detach_", tensor=True)
     def detach_(self) -> Tensor:
         """Cut this tensor from the graph in place."""
         self.grad_fn = None
@@ -358,7 +362,9 @@ def accumulate_into_grad(variable: Tensor, new_grad: Tensor) -> None:
     elif not tls.grad_enabled:
         np.add(old._data, new_grad._data, out=old._data, casting="unsafe")
     else:
-        variable._grad = old + new_grad
+        from ._ops import add
+
+        variable._grad = add(old, new_grad)  # not `old + new_grad`: the engine's own op, not the user's
 
 
 def _c_type(t: Tensor) -> str:

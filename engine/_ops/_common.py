@@ -22,6 +22,9 @@ _DEFAULT_OF_KIND = {0: np.dtype(np.bool_), 1: np.dtype(np.int64), 2: np.dtype(np
 _F32 = np.dtype(np.float32)
 
 
+_NUMBER = (int, float, bool, np.number)
+
+
 def needs_grad(*inputs: Tensor | None) -> bool:
     """compute_requires_grad: grad mode is on and some input requires grad."""
     if not tls.grad_enabled:
@@ -207,6 +210,15 @@ def _strides(a: Tensor) -> tuple[int, ...]:
     item = a._data.itemsize
     return tuple(s // item for s in a._data.strides)
 
+
+
+def binary_operator(op):
+    """An operator that defers (NotImplemented) to Python for operands it cannot take, as torch does."""
+    def method(self: Tensor, other: Any) -> Any:
+        if not isinstance(other, (Tensor,) + _NUMBER):
+            return NotImplemented
+        return op(self, other)
+    return method
 
 
 def legacy_type_name(t: Tensor) -> str:

@@ -6,10 +6,23 @@ from typing import Any
 import numpy as np
 
 from .. import _functions as fn
+from .._dispatch import public
 from .._tensor import Tensor
-from ._common import _binary, _float_data, _out, _pair, common_device, needs_grad, record, result_device, scalar_tensor
+from ._common import (
+    _binary,
+    _float_data,
+    _out,
+    _pair,
+    binary_operator,
+    common_device,
+    needs_grad,
+    record,
+    result_device,
+    scalar_tensor,
+)
 
 
+@public("add", tensor=True)
 def add(a: Any, b: Any, alpha: float = 1) -> Tensor:
     """a + alpha * b → AddBackward0 (a Python scalar still gets a slot)."""
     a, b = _pair(a, b)
@@ -22,6 +35,7 @@ def add(a: Any, b: Any, alpha: float = 1) -> Tensor:
     return out
 
 
+@public("sub", tensor=True)
 def sub(a: Any, b: Any, alpha: float = 1) -> Tensor:
     """a - alpha * b → SubBackward0."""
     a, b = _pair(a, b)
@@ -48,6 +62,7 @@ def rsub(a: Tensor, other: Any, alpha: float = 1) -> Tensor:
     return out
 
 
+@public("mul", tensor=True)
 def mul(a: Any, b: Any) -> Tensor:
     """a * b → MulBackward0."""
     a, b = _pair(a, b)
@@ -71,6 +86,7 @@ def mul_scalar(a: Tensor, s: float) -> Tensor:
     return out
 
 
+@public("div", tensor=True)
 def div(a: Any, b: Any) -> Tensor:
     """a / b (true division) → DivBackward0."""
     a, b = _pair(a, b)
@@ -119,6 +135,7 @@ def rdiv(a: Tensor, other: Any) -> Tensor:
     return mul(reciprocal(a), other)
 
 
+@public("reciprocal", tensor=True)
 def reciprocal(a: Tensor) -> Tensor:
     """1 / a → ReciprocalBackward0."""
     node = fn.ReciprocalBackward0() if needs_grad(a) else None
@@ -130,6 +147,7 @@ def reciprocal(a: Tensor) -> Tensor:
     return out
 
 
+@public("neg", tensor=("neg", "__neg__"))
 def neg(a: Tensor) -> Tensor:
     """-a → NegBackward0."""
     if a._data.dtype == np.bool_:
@@ -142,6 +160,7 @@ def neg(a: Tensor) -> Tensor:
     return out
 
 
+@public("pow", torch=True, tensor=True)
 def pow(a: Any, exponent: Any) -> Tensor:  # noqa: A001 - PyTorch's name
     """a ** exponent: PowBackward0 (scalar exponent), PowBackward1 (tensor), PowBackward2 (scalar base)."""
     if not isinstance(a, Tensor):
@@ -195,6 +214,44 @@ def logical_and(a: Tensor, b: Tensor) -> Tensor:
     return compare(np.logical_and, a, b)
 
 
+@public("isnan", torch=True, tensor=True)
 def isnan(a: Tensor) -> Tensor:
     """Elementwise NaN test (no grad)."""
     return _out(np.isnan(a._data), a)
+
+
+def bitwise_not(a: Tensor) -> Tensor:
+    """`~a`: logical not of a bool tensor, bitwise not of an integer one (no grad)."""
+    return _out(np.logical_not(a._data) if a._data.dtype == np.bool_ else ~a._data, a)
+
+
+def _comparison(np_fn):
+    return lambda self, other: compare(np_fn, self, other)
+
+
+def _rsub(self: Tensor, other: Any) -> Tensor:
+    if isinstance(other, Tensor):
+        return sub(other, self)
+    return rsub(self, other)
+
+
+def _rtruediv(self: Tensor, other: Any) -> Tensor:
+    if isinstance(other, Tensor):
+        return div(other, self)
+    return rdiv(self, other)
+
+
+public("add", tensor=("__add__", "__radd__"))(binary_operator(add))
+public("sub", tensor="__sub__")(binary_operator(sub))
+public("rsub", tensor="__rsub__")(binary_operator(_rsub))
+public("mul", tensor=("__mul__", "__rmul__"))(binary_operator(mul))
+public("div", tensor="__truediv__")(binary_operator(div))
+public("div", tensor="__rtruediv__")(binary_operator(_rtruediv))  # number / x: PyTorch's __rdiv__
+public("pow", tensor="__pow__")(binary_operator(pow))
+public("pow", tensor="__rpow__")(binary_operator(lambda self, base: pow(base, self)))
+public("bitwise_not", tensor="__invert__")(bitwise_not)
+for _op, _np_fn in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal),
+                    ("eq", np.equal), ("ne", np.not_equal)):
+    public(_op, tensor=(_op, f"__{_op}__"))(_comparison(_np_fn))
+public("__and__", tensor=True)(_comparison(np.logical_and))
+public("__or__", tensor=True)(_comparison(np.logical_or))

@@ -4,12 +4,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _functions as fn
+from .._dispatch import public
 from .._tensor import Tensor
-from ._common import _out, _strides, check_same_device, needs_grad, record
+from ._common import _out, _strides, binary_operator, check_same_device, needs_grad, record
 from .arith import add
 from .shape import _unsafe_view, reshape, squeeze_dims, t, unsqueeze, view
 
 
+@public("mm", torch=True, tensor=True)
 def mm(a: Tensor, b: Tensor) -> Tensor:
     """Matrix product of two 2-D tensors → MmBackward0."""
     node = fn.MmBackward0() if needs_grad(a, b) else None
@@ -39,6 +41,7 @@ def _check_same_dtype(a: Tensor, b: Tensor, msg: str) -> None:
             "Float32", "float").replace("Float64", "double"))
 
 
+@public("dot", torch=True, tensor=True)
 def dot(a: Tensor, b: Tensor) -> Tensor:
     """Inner product of two 1-D tensors → DotBackward0."""
     node = fn.DotBackward0() if needs_grad(a, b) else None
@@ -58,6 +61,7 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
     return out
 
 
+@public("mv", torch=True, tensor=True)
 def mv(a: Tensor, v: Tensor) -> Tensor:
     """Matrix-vector product → MvBackward0."""
     node = fn.MvBackward0() if needs_grad(a, v) else None
@@ -75,6 +79,7 @@ def mv(a: Tensor, v: Tensor) -> Tensor:
     return out
 
 
+@public("matmul", torch=True, tensor=True)
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """PyTorch's matmul dispatch: dot, mv, mm, and the folded N-D @ 2-D case."""
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
@@ -103,6 +108,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         f"engine.matmul supports 1-D and 2-D operands and N-D @ 2-D; got {da}-D @ {db}-D")
 
 
+@public("addmm", torch=True)
 def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: float = 1) -> Tensor:
     """beta * bias + alpha * (mat1 @ mat2) → AddmmBackward0 with edges (bias, mat1, mat2)."""
     node = fn.AddmmBackward0() if needs_grad(bias, mat1, mat2) else None
@@ -137,3 +143,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         return view(res, lead + (weight._data.shape[0],))
     out = matmul(x, t(weight))
     return add(out, bias) if bias is not None else out
+
+
+public("matmul", tensor="__matmul__")(binary_operator(matmul))
+public("matmul", tensor="__rmatmul__")(binary_operator(lambda self, other: matmul(other, self)))

@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 
 from .. import _functions as fn
+from .._args import required_dim
+from .._dispatch import public
 from .._tensor import Tensor, _wrap_dim
 from ._common import (
     _arr,
@@ -24,6 +26,7 @@ from ._common import (
 from .shape import to
 
 
+@public("where", torch=True)
 def where(condition: Tensor, a: Any, b: Any) -> Tensor:
     """Pick from `a` where `condition`, else from `b` → WhereBackward0 with slots (a, b)."""
     if not isinstance(condition, Tensor):
@@ -44,6 +47,7 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
     return out
 
 
+@public("masked_fill", tensor=True)
 def masked_fill(a: Tensor, mask: Tensor, value: Any) -> Tensor:
     """Fill where `mask` with a number (MaskedFillBackward0) or a 0-dim tensor (MaskedFillBackward1)."""
     if isinstance(value, Tensor) and value._data.ndim != 0:
@@ -92,14 +96,28 @@ def _softmax_like(np_fn, node_cls, a: Tensor, dim: int, dtype: Any) -> Tensor:
     return out
 
 
+@public("softmax", torch=True)
 def softmax(a: Tensor, dim: int, dtype: Any = None) -> Tensor:
     """Softmax along `dim` → SoftmaxBackward0."""
     return _softmax_like(_softmax_np, fn.SoftmaxBackward0, a, dim, dtype)
 
 
+@public("log_softmax", torch=True)
 def log_softmax(a: Tensor, dim: int, dtype: Any = None) -> Tensor:
     """Log-softmax along `dim` → LogSoftmaxBackward0."""
     return _softmax_like(_log_softmax_np, fn.LogSoftmaxBackward0, a, dim, dtype)
+
+
+@public("softmax", tensor=True)
+def _softmax_method(self: Tensor, dim: Any = None, dtype: Any = None) -> Tensor:
+    """Tensor.softmax: as `softmax`, with the argument parser's check that `dim` is given."""
+    return softmax(self, required_dim("softmax", dim), dtype)
+
+
+@public("log_softmax", tensor=True)
+def _log_softmax_method(self: Tensor, dim: Any = None, dtype: Any = None) -> Tensor:
+    """Tensor.log_softmax: as `log_softmax`, with the argument parser's check that `dim` is given."""
+    return log_softmax(self, required_dim("log_softmax", dim), dtype)
 
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}

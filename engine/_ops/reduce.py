@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 
 from .. import _functions as fn
+from .._args import reduction_dim
+from .._dispatch import public
 from .._tensor import Tensor, _wrap_dim
 from ._common import _binary, _dims, _dtype_title, _out, needs_grad, record
 from .shape import to
@@ -15,6 +17,7 @@ MaxResult = namedtuple("max", ["values", "indices"])
 """What `max(dim)` returns, like torch.return_types.max."""
 
 
+@public("sum", torch=True)
 def sum(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:  # noqa: A001
     """Sum of all elements (SumBackward0) or along `dim` (SumBackward1)."""
     if dim is None:
@@ -36,10 +39,23 @@ def sum(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
     return _maybe_cast(out, dtype)
 
 
+@public("sum", tensor=True)
+def _sum_method(self: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+    """Tensor.sum: as `sum`, with the argument parser's check of `dim`."""
+    return sum(self, reduction_dim("sum", dim), keepdim, dtype)
+
+
+@public("mean", tensor=True)
+def _mean_method(self: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+    """Tensor.mean: as `mean`, with the argument parser's check of `dim`."""
+    return mean(self, reduction_dim("mean", dim), keepdim, dtype)
+
+
 def _maybe_cast(t: Tensor, dtype: Any) -> Tensor:
     return t if dtype is None else to(t, dtype)
 
 
+@public("mean", torch=True)
 def mean(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
     """Mean of all elements (MeanBackward0) or along `dim` (MeanBackward1)."""
     if dtype is not None:
@@ -66,6 +82,7 @@ def mean(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -
     return out
 
 
+@public("max", torch=True, tensor=True)
 def max(a: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
     """The largest element (MaxBackward1); with `dim`, (values, indices) (MaxBackward0)."""
     if isinstance(dim, Tensor):
@@ -96,6 +113,7 @@ def max(a: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
     return MaxResult(out, indices)
 
 
+@public("argmax", torch=True, tensor=True)
 def argmax(a: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the largest element (no grad)."""
     if dim is None:
@@ -107,6 +125,7 @@ def argmax(a: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     return _out(res.astype(np.int64), a)
 
 
+@public("maximum", torch=True, tensor=True)
 def maximum(a: Tensor, b: Tensor) -> Tensor:
     """Elementwise maximum → MaximumBackward0."""
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):

@@ -8,12 +8,14 @@ import numpy as np
 
 from .. import _functions as fn
 from .._args import int_arg, size_arg
-from .._dtype import as_dtype
+from .._dispatch import public
+from .._dtype import as_dtype, bool_, float32, float64, int64
 from .._node import Node
 from .._tensor import Tensor, _wrap_dim, make_tensor
 from ._common import _out, check_same_device, legacy_type_name, needs_grad, record
 
 
+@public("t", torch=True, tensor=True)
 def t(a: Tensor) -> Tensor:
     """Transpose of a tensor with at most 2 dims → TBackward0."""
     node = fn.TBackward0() if needs_grad(a) else None
@@ -41,6 +43,7 @@ def permute(a: Tensor, dims: Sequence[int]) -> Tensor:
     return out
 
 
+@public("transpose", torch=True, tensor=True)
 def transpose(a: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap two dims → TransposeBackward0."""
     node = fn.TransposeBackward0() if needs_grad(a) else None
@@ -81,6 +84,7 @@ def _as_view(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
     return v
 
 
+@public("view", tensor=True)
 def view(a: Tensor, *shape: Any) -> Tensor:
     """Reshape without copying → ViewBackward0; refuses incompatible strides like PyTorch."""
     size = _view_size(shape)
@@ -114,6 +118,7 @@ def _view_of(a: Tensor, data: np.ndarray, node: Node | None) -> Tensor:
     return out
 
 
+@public("reshape", torch=True, tensor=True)
 def reshape(a: Tensor, *shape: Any) -> Tensor:
     """A view when the strides allow (ViewBackward0), else a clone then _unsafe_view."""
     size = size_arg("reshape", "shape", shape)
@@ -138,6 +143,7 @@ def _unsafe_view(a: Tensor, shape: tuple[int, ...]) -> Tensor:
     return out
 
 
+@public("flatten", torch=True, tensor=True)
 def flatten(a: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dims start..end into one (a reshape)."""
     nd = a._data.ndim
@@ -150,6 +156,7 @@ def flatten(a: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     return reshape(a, shape[:s] + (-1,) + shape[e + 1:])
 
 
+@public("unsqueeze", torch=True, tensor=True)
 def unsqueeze(a: Tensor, dim: int) -> Tensor:
     """Insert a size-1 dim → UnsqueezeBackward0."""
     node = fn.UnsqueezeBackward0() if needs_grad(a) else None
@@ -161,6 +168,7 @@ def unsqueeze(a: Tensor, dim: int) -> Tensor:
     return out
 
 
+@public("squeeze", torch=True, tensor=True)
 def squeeze(a: Tensor, dim: Any = None) -> Tensor:
     """Drop size-1 dims: all (SqueezeBackward0), or one (SqueezeBackward1)."""
     nd = a._data.ndim
@@ -196,6 +204,7 @@ def squeeze_dims(a: Tensor, dims: tuple[int, ...]) -> Tensor:
     return out
 
 
+@public("expand", tensor=True)
 def expand(a: Tensor, *sizes: Any) -> Tensor:
     """Broadcast to `sizes` without copying → ExpandBackward0."""
     node = fn.ExpandBackward0() if needs_grad(a) else None
@@ -225,6 +234,7 @@ def expand(a: Tensor, *sizes: Any) -> Tensor:
     return out
 
 
+@public("select", tensor=True)
 def select(a: Tensor, dim: int, index: int) -> Tensor:
     """a.select(dim, index), as `a[index]` does → SelectBackward0."""
     node = fn.SelectBackward0() if needs_grad(a) else None
@@ -259,6 +269,7 @@ def slice_(a: Tensor, dim: int, start: int | None, end: int | None, step: int = 
     return out
 
 
+@public("__getitem__", tensor=True)
 def getitem(a: Tensor, key: Any) -> Tensor:
     """Basic indexing with ints, slices, None and Ellipsis, applied dim by dim as PyTorch does."""
     if not isinstance(key, tuple):
@@ -304,6 +315,7 @@ def alias(a: Tensor) -> Tensor:
     return out
 
 
+@public("cat", torch=True)
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Concatenate along `dim` → CatBackward0 with one slot per tensor."""
     tensors = list(tensors)
@@ -337,6 +349,7 @@ def _check_cat_shapes(tensors: list, d: int) -> None:
                                    f"got size {b} for tensor number {i} in the list.")
 
 
+@public("stack", torch=True)
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Stack along a new dim → StackBackward0 with one slot per tensor."""
     tensors = list(tensors)
@@ -357,6 +370,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     return out
 
 
+@public("clone", torch=True)
 def clone(a: Tensor) -> Tensor:
     """A copy with its own memory → CloneBackward0."""
     node = fn.CloneBackward0() if needs_grad(a) else None
@@ -366,6 +380,7 @@ def clone(a: Tensor) -> Tensor:
     return out
 
 
+@public("contiguous", tensor=True)
 def contiguous(a: Tensor) -> Tensor:
     """`a` itself when contiguous, else a clone."""
     return a if a._data.flags.c_contiguous else clone(a)
@@ -381,6 +396,7 @@ def copy_to_new(src: Tensor) -> Tensor:
     return out
 
 
+@public("to", tensor=True)
 def to(a: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """Convert dtype and/or device → ToCopyBackward0; returns `a` itself when nothing changes."""
     from .._device import canonical_device
@@ -408,3 +424,85 @@ def to(a: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         node.self_dtype, node.self_device = a.dtype, a._device
         record(node, (a,), out)
     return out
+
+
+def _size_args(args: tuple) -> tuple:
+    return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+
+
+@public("permute", tensor=True)
+def _permute_method(self: Tensor, *dims: Any) -> Tensor:
+    """Tensor.permute: dims as separate ints or as one sequence."""
+    return permute(self, _size_args(dims))
+
+
+@public("numpy_T", tensor_property="T")
+def _numpy_t(self: Tensor) -> Tensor:
+    """The tensor with its dims reversed."""
+    return permute(self, tuple(range(self._data.ndim - 1, -1, -1)))
+
+
+@public("mT", tensor_property=True)
+def _mt(self: Tensor) -> Tensor:
+    """The tensor with its last two dims swapped."""
+    return transpose(self, -2, -1)
+
+
+@public("clone", tensor=True)
+def _clone_method(self: Tensor, memory_format: Any = None) -> Tensor:
+    """A copy with its own memory → CloneBackward0 (memory_format is accepted and ignored)."""
+    return clone(self)
+
+
+@public("expand_as", tensor=True)
+def _expand_as(self: Tensor, other: Tensor) -> Tensor:
+    """Tensor.expand_as: expand to other's shape."""
+    return expand(self, other.shape)
+
+
+@public("view_as", tensor=True)
+def _view_as(self: Tensor, other: Tensor) -> Tensor:
+    """Tensor.view_as: view with other's shape."""
+    return view(self, other.shape)
+
+
+@public("reshape_as", tensor=True)
+def _reshape_as(self: Tensor, other: Tensor) -> Tensor:
+    """Tensor.reshape_as: reshape to other's shape."""
+    return reshape(self, other.shape)
+
+
+@public("to", tensor="float")
+def _float(self: Tensor) -> Tensor:
+    """self.to(torch.float32)."""
+    return to(self, dtype=float32)
+
+
+@public("to", tensor="double")
+def _double(self: Tensor) -> Tensor:
+    """self.to(torch.float64)."""
+    return to(self, dtype=float64)
+
+
+@public("to", tensor="long")
+def _long(self: Tensor) -> Tensor:
+    """self.to(torch.int64)."""
+    return to(self, dtype=int64)
+
+
+@public("to", tensor="bool")
+def _bool(self: Tensor) -> Tensor:
+    """self.to(torch.bool)."""
+    return to(self, dtype=bool_)
+
+
+@public("to", tensor="cpu")
+def _cpu(self: Tensor) -> Tensor:
+    """self.to("cpu")."""
+    return to(self, "cpu")
+
+
+@public("to", tensor="cuda")
+def _cuda(self: Tensor, device: Any = None) -> Tensor:
+    """self.to a cuda device: cuda, an index N (cuda:N), or a device."""
+    return to(self, "cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))

@@ -1,0 +1,221 @@
+"""The dispatch point: every public op is declared once, beside its implementation, and called through here.
+
+Imports the standard library only (Tensor, to attach methods, when `install` runs).
+
+An op module declares each public entry with `public(...)`: `engine.exp`, `Tensor.exp`, `Tensor.__add__`,
+`Tensor.add_`, `engine.nn.functional.linear`. `table(surface)` builds the namespace of a surface from those
+declarations (engine/__init__ and nn/functional export it, `install` attaches the Tensor one), so adding
+an op touches its module and its test only. `public` returns the implementation unchanged: the engine's
+own calls (derivative formulas, linear's addmm, add_'s add) call it directly and never pass through here.
+
+NOTE [op_called]
+Each public entry is a wrapper whose whole cost, with no observer attached, is one truth test of
+`_observer.observers`. With an observer implementing `op_called`, the wrapper reports one `OpCall` after
+the op returns:
+
+- Only the outermost call is reported. An op implemented with other ops calls their implementations
+  directly; and while a reported op runs (and while observers are told of it), this thread reports
+  nothing more. So `F.linear(x, w, b)` is one `linear` call, not t + addmm: the data flow a user wrote.
+  Its inner nodes (TBackward0, AddmmBackward0) are still reported by seq_nr_bumped and node_created.
+- Derivative formulas never report, even under create_graph: their nodes come from node_created. An op
+  called by user code inside backward (a tensor hook, a custom Function's backward) is reported, with
+  `backward_node` set to the node running on this thread; ops outside backward have None there.
+- A call that raises, or an operator that returns NotImplemented to Python, is not reported.
+- An op is a public call that returns tensors, factories (`zeros`, `tensor`, ...) included. Metadata reads
+  (`size`, `dtype`), conversions to Python (`item`, `tolist`, `numpy`) and autograd's API (`backward`,
+  hooks, `requires_grad_`, `retain_grad`) are not ops.
+- Tensor ids are `_observer.tensor_uid`, numbered on first report; nodes have their own `_uid` numbers.
+  The report comes on the calling thread, like every other point.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, TypeVar
+
+from . import _observer
+from ._observer import observers
+from ._state import tls
+
+Surface = Literal["torch", "Tensor", "Tensor.property", "nn.functional"]
+"""Where a public entry lives: `engine.*`, a Tensor method or operator, a Tensor property, or
+`engine.nn.functional.*`."""
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_Names = bool | str | tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OpEntry:
+    """One public entry: the attribute `attr` of `surface` runs `impl`, reported as op `op`."""
+
+    surface: Surface
+    attr: str
+    op: str
+    impl: Callable[..., Any]
+
+
+REGISTRY: dict[tuple[Surface, str], OpEntry] = {}
+"""Every public entry, by (surface, attribute name), in declaration order."""
+
+_tables: dict[Surface, dict[str, Callable[..., Any]]] = {}
+_Tensor: type = type(None)  # the Tensor class, set by install()
+
+
+def public(op: str, *, torch: _Names = False, tensor: _Names = False, functional: _Names = False,
+           tensor_property: _Names = False) -> Callable[[_F], _F]:
+    """Declare the decorated function as public op `op` under the given names; returns it unchanged.
+
+    Each surface takes True (the name `op`), a name, or a tuple of names: `public("add", tensor=("__add__",
+    "__radd__"))` makes both operators report `add`.
+
+    Raises:
+        ValueError: a name of the surface is declared twice, or after its table was built.
+    """
+    def declare(impl: _F) -> _F:
+        for surface, names in (("torch", torch), ("Tensor", tensor), ("nn.functional", functional),
+                               ("Tensor.property", tensor_property)):
+            for attr in _attrs(names, op):
+                if (surface, attr) in REGISTRY or surface in _tables:
+                    raise ValueError(f"{surface}.{attr} is declared twice, or after its table was built")
+                REGISTRY[surface, attr] = OpEntry(surface, attr, op, impl)
+        return impl
+    return declare
+
+
+def _attrs(names: _Names, op: str) -> tuple[str, ...]:
+    if names is True:
+        return (op,)
+    if not names:
+        return ()
+    return (names,) if isinstance(names, str) else names
+
+
+def table(surface: Surface) -> dict[str, Callable[..., Any]]:
+    """The dispatching entry of every name declared on `surface`, built once (no later declarations)."""
+    if surface not in _tables:
+        _tables[surface] = {e.attr: _dispatcher(e) for e in REGISTRY.values() if e.surface == surface}
+    return _tables[surface]
+
+
+def install() -> None:
+    """Attach the Tensor methods, operators and properties (called once by engine/__init__)."""
+    global _Tensor
+    from ._tensor import Tensor
+
+    _Tensor = Tensor  # for _tensors; _tensor imports this module, so it cannot be imported at the top
+    for attr, func in table("Tensor").items():
+        setattr(Tensor, attr, func)
+    for attr, func in table("Tensor.property").items():
+        setattr(Tensor, attr, property(func, doc=func.__doc__))
+
+
+def _dispatcher(entry: OpEntry) -> Callable[..., Any]:
+    """The public entry of `entry`, with `impl`'s own parameters: forwarding *args/**kwargs would cost more
+    than the truth test."""
+    op, impl = entry.op, entry.impl
+    params, args, kwargs, call, defaults = _forwarding(inspect.signature(impl))
+    source = (f"def dispatched({params}):\n"
+              f"    if _observers:  # NOTE [op_called]: the only cost when nobody watches\n"
+              f"        return _call_observed(_op, _impl, {args}, {kwargs})\n"
+              f"    return _impl({call})\n")
+    scope = {"_observers": observers, "_call_observed": _call_observed, "_op": op, "_impl": impl, **defaults}
+    # A file name inside engine/, so that stack walks stopping at the user's line skip this frame too.
+    filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<dispatch {entry.surface}.{entry.attr}>")
+    exec(compile(source, filename, "exec"), scope)  # noqa: S102 - built from a signature, as dataclasses do
+    dispatched = scope["dispatched"]
+    dispatched.__name__ = entry.attr
+    dispatched.__qualname__ = ("Tensor." if entry.surface.startswith("Tensor") else "") + entry.attr
+    dispatched.__doc__ = impl.__doc__
+    dispatched.__wrapped__ = impl  # inspect.signature and help() show the implementation's
+    return dispatched
+
+
+def _forwarding(sig: inspect.Signature) -> tuple[str, str, str, str, dict[str, Any]]:
+    """For a wrapper with `sig`: its parameter list, the positional arguments as a tuple and the keyword ones
+    as a dict (for the observed path), the same as a call's arguments, and the names its defaults take."""
+    params: list[str] = []
+    args: list[str] = []
+    kwargs: list[str] = []
+    call: list[str] = []
+    defaults: dict[str, Any] = {}
+    for p in sig.parameters.values():
+        name, default = p.name, ""
+        if p.default is not p.empty:
+            defaults[f"_default_{name}"] = p.default
+            default = f"=_default_{name}"
+        if p.kind is p.POSITIONAL_OR_KEYWORD:
+            params.append(name + default)
+            args.append(name)
+            call.append(name)
+        elif p.kind is p.VAR_POSITIONAL:
+            params.append(f"*{name}")
+            args.append(f"*{name}")
+            call.append(f"*{name}")
+        elif p.kind is p.KEYWORD_ONLY:
+            if not any(x.startswith("*") for x in params):
+                params.append("*")
+            params.append(name + default)
+            kwargs.append(f"{name!r}: {name}")
+            call.append(f"{name}={name}")
+        elif p.kind is p.VAR_KEYWORD:
+            params.append(f"**{name}")
+            kwargs.append(f"**{name}")
+            call.append(f"**{name}")
+        else:
+            raise TypeError(f"positional-only parameter {name!r}: declare public ops without `/`")
+    return ", ".join(params), "(" + "".join(f"{a}, " for a in args) + ")", "{" + ", ".join(kwargs) + "}", \
+        ", ".join(call), defaults
+
+
+class _Reporting(threading.local):
+    active: bool = False
+    """True while this thread runs (or reports) an op it will report: nested calls stay silent."""
+
+
+_reporting = _Reporting()
+
+
+def _call_observed(op: str, impl: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    methods = _observer.dispatch.get("op_called")
+    if not methods or _reporting.active:
+        return impl(*args, **kwargs)
+    inputs = _tensors(args) + (_tensors(kwargs.values()) if kwargs else ())
+    had = [t.grad_fn for t in inputs]
+    meta = _observer.tensor_meta
+    before = tuple([meta(t) for t in inputs])  # before the op runs: an in-place op changes the version
+    _reporting.active = True
+    try:
+        result = impl(*args, **kwargs)
+        if result is NotImplemented:
+            return result
+        outputs = _tensors((result,))
+        call = _observer.OpCall(op, before, tuple([meta(t) for t in outputs]), _new_node(outputs, had),
+                                tls.current_node, inputs, outputs)
+        for method in methods:
+            method(call)
+    finally:
+        _reporting.active = False
+    return result
+
+
+def _new_node(outputs: tuple, had: list) -> Any:
+    """The first output's grad_fn that no input had before the call: the node this op recorded."""
+    for t in outputs:
+        fn = t.grad_fn
+        if fn is not None and not any(fn is g for g in had):
+            return fn
+    return None
+
+
+def _tensors(values: Any) -> tuple:
+    """The tensors among `values`, looking one level into lists and tuples (cat's list, max's pair)."""
+    found = []
+    for v in values:
+        if isinstance(v, _Tensor):
+            found.append(v)
+        elif isinstance(v, (list, tuple)):
+            found.extend(x for x in v if isinstance(x, _Tensor))
+    return tuple(found)
