@@ -9,9 +9,9 @@ an op touches its module and its test only. `public` returns the implementation 
 own calls (derivative formulas, linear's addmm, add_'s add) call it directly and never pass through here.
 
 NOTE [op_called]
-Each public entry is a wrapper whose whole cost, with no observer attached, is one truth test of
-`_observer.observers`. With an observer implementing `op_called`, the wrapper reports one `OpCall` after
-the op returns:
+Each public entry is a wrapper whose whole cost, while no attached observer implements `op_called`, is one
+truth test of `_observer.op_watchers` (so a Recorder, which watches only the engine's points, adds nothing to
+an op). With an observer implementing `op_called`, the wrapper reports one `OpCall` after the op returns:
 
 - Only the outermost call is reported. An op implemented with other ops calls their implementations
   directly; and while a reported op runs (and while observers are told of it), this thread reports
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, TypeVar
 
 from . import _observer
-from ._observer import observers
+from ._observer import op_watchers
 from ._state import tls
 
 Surface = Literal["torch", "Tensor", "Tensor.property", "nn.functional"]
@@ -118,10 +118,10 @@ def _dispatcher(entry: OpEntry) -> Callable[..., Any]:
     op, impl = entry.op, entry.impl
     params, args, kwargs, call, defaults = _forwarding(inspect.signature(impl))
     source = (f"def dispatched({params}):\n"
-              f"    if _observers:  # NOTE [op_called]: the only cost when nobody watches\n"
+              f"    if _op_watchers:  # NOTE [op_called]: the only cost when nobody watches ops\n"
               f"        return _call_observed(_op, _impl, {args}, {kwargs})\n"
               f"    return _impl({call})\n")
-    scope = {"_observers": observers, "_call_observed": _call_observed, "_op": op, "_impl": impl, **defaults}
+    scope = {"_op_watchers": op_watchers, "_call_observed": _call_observed, "_op": op, "_impl": impl, **defaults}
     # A file name inside engine/, so that stack walks stopping at the user's line skip this frame too.
     filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<dispatch {entry.surface}.{entry.attr}>")
     exec(compile(source, filename, "exec"), scope)  # noqa: S102 - built from a signature, as dataclasses do
@@ -179,7 +179,7 @@ _reporting = _Reporting()
 
 
 def _call_observed(op: str, impl: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-    methods = _observer.dispatch.get("op_called")
+    methods = tuple(op_watchers)  # a copy: an observer may attach or detach while the op runs
     if not methods or _reporting.active:
         return impl(*args, **kwargs)
     inputs = _tensors(args) + (_tensors(kwargs.values()) if kwargs else ())

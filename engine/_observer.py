@@ -145,6 +145,9 @@ def tensor_meta(t: Tensor) -> TensorMeta:
 
 
 _attach_lock = threading.Lock()
+op_watchers: list[Any] = []
+"""The bound `op_called` methods of the attached observers: empty while none watches ops (a Recorder does not),
+so that ops then cost one truth test even while other points are observed."""
 dispatch: dict[str, list] = {}
 """Per instrumentation point, the bound methods of the observers that implement it (rebuilt on attach).
 The engine's per-task points iterate `dispatch.get(point, ())` inline rather than calling notify()."""
@@ -161,6 +164,7 @@ def _rebuild_with(new_observers: list) -> None:
                 table.setdefault(point, []).append(method)
     dispatch = table
     observers[:] = new_observers  # the engine's `if observers:` test reads this list
+    op_watchers[:] = table.get("op_called", ())  # the op wrappers' test reads this one (NOTE [op_called])
 
 
 class ObserverHandle:

@@ -312,3 +312,33 @@ def test_every_tensor_method_operator_and_property_is_a_registered_op():
     for name in ("__add__", "__radd__", "__matmul__", "__iadd__", "add_", "mul", "sum", "view", "__getitem__"):
         assert vars(torch.Tensor)[name] is table("Tensor")[name]
     assert vars(torch.Tensor)["T"].fget is table("Tensor.property")["T"]
+
+
+def test_an_observer_without_op_called_leaves_ops_on_the_unobserved_path(monkeypatch):
+    """A Recorder-like observer (engine points only) must not send ops down the reporting path: while it is
+    attached, no op so much as looks for op_called observers (the reporting path's first step)."""
+    from engine import _observer
+
+    class NodesOnly:
+        def __init__(self):
+            self.created = []
+
+        def node_created(self, node):
+            self.created.append(node.name())
+
+    class RefuseOpLookups(dict):
+        def get(self, point, default=None):
+            assert point != "op_called", "an op took the reporting path with no op_called observer attached"
+            return super().get(point, default)
+
+    watcher = NodesOnly()
+    handle = torch.add_observer(watcher)
+    monkeypatch.setattr(_observer, "dispatch", RefuseOpLookups(_observer.dispatch))
+    try:
+        x = torch.tensor([1.0, 2.0], requires_grad=True)
+        (x * 2).sin().sum().backward()
+    finally:
+        monkeypatch.undo()
+        handle.remove()
+    # x * 2 makes x's AccumulateGrad first (its edge), then each op its node
+    assert watcher.created == ["torch::autograd::AccumulateGrad", "MulBackward0", "SinBackward0", "SumBackward0"]
