@@ -161,21 +161,6 @@ def test_forward_view_reverses_edges():
     assert sorted(graph_arrows(arrows)) == expected
 
 
-@pytest.fixture(scope="module")
-def small():
-    """x.exp().sin().cos() * w, summed: Sum -> Mul -> {Cos -> Sin -> Exp -> Acc_x, Acc_w}."""
-    with tracer.record() as rec:
-        x = torch.tensor([1.0, 2.0], requires_grad=True)
-        w = torch.tensor([3.0, 4.0], requires_grad=True)
-        (x.exp().sin().cos() * w).sum().backward()
-    t = rec.trace
-    idx = {short(t.node(i).name): i for i in range(t.num_nodes) if "AccumulateGrad" not in t.node(i).name}
-    idx["Acc_x"] = t.node(idx["ExpBackward0"]).next_edges[0][0]
-    idx["Acc_w"] = t.node(idx["MulBackward0"]).next_edges[1][0]
-    assert len(idx) == t.num_nodes == 7
-    return t, idx
-
-
 @pytest.mark.parametrize("radius, names", [
     (0, {"CosBackward0"}),
     (1, {"CosBackward0", "MulBackward0", "SinBackward0"}),

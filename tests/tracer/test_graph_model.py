@@ -7,25 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-import engine as torch
-import tracer
 from tracer import events as ev
 from tracer.graph_model import LEGEND, ViewError, backward_graph, forward_graph, graph_model
 from tracer.node_states import STATES
 from tracer.schema import short_name
-
-
-@pytest.fixture(scope="module")
-def small():
-    with tracer.record() as rec:
-        x = torch.tensor([1.0, 2.0], requires_grad=True)
-        w = torch.tensor([3.0, 4.0], requires_grad=True)
-        (x.exp().sin().cos() * w).sum().backward()
-    t = rec.trace
-    idx = {short_name(t.node(i).name): i for i in range(t.num_nodes) if "AccumulateGrad" not in t.node(i).name}
-    idx["Acc_x"] = t.node(idx["ExpBackward0"]).next_edges[0][0]
-    idx["Acc_w"] = t.node(idx["MulBackward0"]).next_edges[1][0]
-    return t, idx
 
 
 def boxes(model):
