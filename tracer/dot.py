@@ -146,11 +146,13 @@ def _by_state(model: GraphModel, cluster_of: np.ndarray, cluster: int) -> list[s
             continue
         here = cluster_of[model.starts[b]:model.starts[b + 1]] == cluster
         codes = block.state
-        present = np.flatnonzero(np.bincount(codes[here], minlength=len(STATES))).tolist()  # np.unique: slower
+        everywhere = bool(here.all())  # the usual case: no box set apart, no copy of the codes to count them
+        present = np.flatnonzero(np.bincount(codes if everywhere else codes[here],
+                                             minlength=len(STATES))).tolist()  # np.unique: slower
         if not present:
             continue
         parts = _box_parts(block)
-        if len(present) == 1 and here.all():
+        if len(present) == 1 and everywhere:
             groups.setdefault(present[0], []).append(_rows_text(parts, None, len(block)))
             continue
         for code in present:
