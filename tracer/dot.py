@@ -146,11 +146,13 @@ def _by_state(model: GraphModel, cluster_of: np.ndarray, cluster: int) -> list[s
             continue
         here = cluster_of[model.starts[b]:model.starts[b + 1]] == cluster
         codes = block.state
-        present = np.flatnonzero(np.bincount(codes[here], minlength=len(STATES))).tolist()  # np.unique: slower
+        everywhere = bool(here.all())  # the usual case: no box set apart, no copy of the codes to count them
+        present = np.flatnonzero(np.bincount(codes if everywhere else codes[here],
+                                             minlength=len(STATES))).tolist()  # np.unique: slower
         if not present:
             continue
         parts = _box_parts(block)
-        if len(present) == 1 and here.all():
+        if len(present) == 1 and everywhere:
             groups.setdefault(present[0], []).append(_rows_text(parts, None, len(block)))
             continue
         for code in present:
@@ -175,14 +177,13 @@ def _rows_text(parts: list[Piece], rows: np.ndarray | None, n: int) -> str:
     """The lines of `rows` (None: all n) of a block whose line pieces are `parts` (no newline after the last)."""
     if rows is not None:
         parts = [_take(p, rows) for p in parts]
-    text = _interleave(parts, n)  # type: ignore[arg-type]
-    return text[1:] if text else text  # drop the first line's newline
+    return _lines(parts, n, "    ")  # type: ignore[arg-type]
 
 
 def _box_parts(block: NodeBlock) -> list[Piece]:
     """The pieces of a box's line, escaped: columns of the block."""
     n = len(block)
-    parts: list[Piece | list[str]] = ["\n    ", *_escaped(_id_pieces(block)), ' [label="', *_escaped(block.label), '"']
+    parts: list[Piece | list[str]] = [*_escaped(_id_pieces(block)), ' [label="', *_escaped(block.label), '"']
     if block.kind == "node":
         # No style here: each box sits in its state's subgraph, whose node defaults carry the style.
         extra = np.zeros(n, dtype=np.int8)
@@ -241,13 +242,13 @@ def _edge_text(edges: EdgeBlock, ids: _Ids, indent: str) -> str:
     if not n:
         return ""
     style = _EDGE_STYLE.get(edges.kind)
-    parts: list[Piece | list[str]] = ["\n" + indent, ids.of(edges.tail), " -> ", ids.of(edges.head)]
+    parts: list[Piece | list[str]] = [ids.of(edges.tail), " -> ", ids.of(edges.head)]
     if edges.label:
         parts.extend([' [label="', *_escaped(edges.label), '"'])
         parts.append(f", {style}];" if style else "];")
     else:
         parts.append(f" [{style}];" if style else ";")
-    return _interleave(parts, n)[1:]
+    return _lines(parts, n, indent)
 
 
 # -- columns of text ------------------------------------------------------------------------------------------
@@ -274,15 +275,17 @@ def _few_texts(piece: Ints | Texts) -> list[str]:
     return [piece.table[c] for c in piece.codes.tolist()]
 
 
-def _column(piece: Piece | list[str], n: int) -> str | list[str]:
+def _column(piece: _Column, n: int) -> str | list[str]:
     """A piece's text, as is (escaping is the caller's): one str for a constant piece, else a list of n."""
     if isinstance(piece, (str, list)):
         return piece
-    if isinstance(piece, Ints):
-        values = np.asarray(piece.values)
-        out = _texts(values)
-        for i in np.flatnonzero(values < 0).tolist():
-            out[i] = piece.negative
+    if isinstance(piece, (Ints, _Numbers)):
+        prefix, ints = (piece.prefix, piece.ints) if isinstance(piece, _Numbers) else ("", piece)
+        values = np.asarray(ints.values)
+        out = _number_texts(values, prefix).tolist()
+        if len(values) and values.min() < 0:
+            for i in np.flatnonzero(values < 0).tolist():
+                out[i] = prefix + ints.negative
         return out
     table = np.asarray(piece.table, dtype=object)
     return table[np.asarray(piece.codes, dtype=np.intp)].tolist()
@@ -297,10 +300,22 @@ def _small_ints(piece: Ints, n: int) -> Piece:
     return Texts(np.maximum(values + 1, 0), (piece.negative, *map(str, range(top + 1))))
 
 
-def _fold(parts: list[Piece | list[str]], n: int) -> list[Piece | list[str]]:
-    """Merge adjacent constants, and a constant into the small table of the column before it: fewer pieces
-    a row to join (a 100k-node graph's boxes are ~10 pieces each)."""
-    out: list[Piece | list[str]] = []
+@dataclass(frozen=True, slots=True)
+class _Numbers:
+    """Ints each drawn after the same text: the kept number texts carry it (one piece fewer a row)."""
+
+    prefix: str
+    ints: Ints
+
+
+_Column = Piece | _Numbers | list[str]
+
+
+def _fold(parts: list[_Column], n: int) -> list[_Column]:
+    """Fewer pieces a row to join (a 100k-node graph's boxes are ~14 pieces each): merge adjacent constants, a
+    constant into the column beside it (the small table of a Texts, the number texts of an Ints), and two
+    adjacent Texts of small tables into one."""
+    out: list[_Column] = []
     for p in parts:
         if isinstance(p, Ints):
             p = _small_ints(p, n)
@@ -309,22 +324,49 @@ def _fold(parts: list[Piece | list[str]], n: int) -> list[Piece | list[str]]:
             out[-1] = last + p
         elif isinstance(p, str) and isinstance(last, Texts) and len(last.table) < max(n, 2):
             out[-1] = Texts(last.codes, tuple(t + p for t in last.table))
+        elif isinstance(last, str) and isinstance(p, Texts) and len(p.table) < max(n, 2):
+            out[-1] = Texts(p.codes, tuple(last + t for t in p.table))
+        elif isinstance(last, str) and isinstance(p, Ints):
+            out[-1] = _Numbers(last, p)
+        elif isinstance(last, Texts) and isinstance(p, Texts) and len(last.table) * len(p.table) <= n // 4:
+            out[-1] = Texts(last.codes.astype(np.int64) * len(p.table) + p.codes,
+                            tuple(a + b for a in last.table for b in p.table))
         else:
             out.append(p)
     return out
 
 
-def _interleave(parts: list[Piece | list[str]], n: int) -> str:
-    """Row after row, each row's pieces in order, joined once: per row only C-level work (list slicing, a
-    fancy index of texts), about 3x faster than one f-string per row on a 100k-node graph."""
+def _lines(parts: list[_Column], n: int, indent: str) -> str:
+    """n lines, line i being `indent` then row i's pieces, joined by newlines (none after the last)."""
     if n <= _FEW:  # a queue, the legend: numpy's fixed costs would outweigh the rows'
         cols = [[p] * n if isinstance(p, str) else p if isinstance(p, list) else _few_texts(p) for p in parts]
-        return "".join("".join(row) for row in zip(*cols, strict=True))
-    merged = [_column(p, n) for p in _fold(parts, n)]
+        return "\n".join(indent + "".join(row) for row in zip(*cols, strict=True))
+    cols = _fold(parts, n)
+    if len(cols) == 1 and isinstance(cols[0], str):
+        return "\n".join([indent + cols[0]] * n)
+    # A row's leading constant and the newline before it end the row before (base's "];\n    n"): the
+    # first line gets them in front, the last line's end is put back.
+    lead = cols.pop(0) if isinstance(cols[0], str) else ""
+    sep = "\n" + indent + lead
+    end = cols[-1]
+    if isinstance(end, Texts):
+        cols[-1] = Texts(end.codes, tuple(t + sep for t in end.table))
+        last = end.table[int(end.codes[-1])]
+    else:
+        cols.append(sep)
+        last = ""
+    return indent + lead + _interleave(cols, n, last)
+
+
+def _interleave(cols: list[_Column], n: int, last: str) -> str:
+    """Row after row, each row's pieces in order, joined once, the very last piece replaced by `last`: per
+    row only C-level work (list slicing, a fancy index of texts), ~3x faster than an f-string per row."""
+    merged = [_column(p, n) for p in cols]
     m = len(merged)
     pieces: list = [None] * (n * m)
     for k, col in enumerate(merged):
         pieces[k::m] = [col] * n if isinstance(col, str) else col
+    pieces[-1] = last
     return "".join(pieces)
 
 
@@ -334,6 +376,7 @@ def _q(text: str) -> str:
 
 
 _NUMBER_TEXT_LIMIT = 1 << 20
+_NUMBER_TEXT_PREFIXES = 16
 _NUMBER_TEXT: dict[str, np.ndarray] = {}
 """Per prefix, prefix + str(i) for small ints, kept between pictures: turning 100k ints into text is a large
 part of a picture. Object arrays, so that a fancy index picks the texts in C, with no Python int made per value."""
@@ -344,7 +387,8 @@ def _number_texts(values: np.ndarray, prefix: str = "") -> np.ndarray:
     overwrite them)."""
     values = np.asarray(values)
     top = int(values.max()) if len(values) else -1
-    if top >= _NUMBER_TEXT_LIMIT:  # seq_nrs of a long-running program: not worth keeping that many
+    # seq_nrs of a long-running program, or a model with many constants before numbers: not worth keeping
+    if top >= _NUMBER_TEXT_LIMIT or (prefix not in _NUMBER_TEXT and len(_NUMBER_TEXT) >= _NUMBER_TEXT_PREFIXES):
         return np.asarray([prefix + str(v) for v in values.tolist()] or [], dtype=object)
     known = _NUMBER_TEXT.get(prefix, np.zeros(0, dtype=object))
     if top >= len(known):

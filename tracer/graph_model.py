@@ -34,6 +34,8 @@ STATE_TEXT = {"unreached": "not reached", "counted": "counted", "waiting": "wait
 """What each node state means, as a legend says it."""
 SET_APART = (STATE_CODE["pruned"], STATE_CODE["skipped"])
 """States of nodes the step's graph tasks will not run: drawn apart, in the `pruned` cluster."""
+_IS_SET_APART = np.isin(np.arange(len(STATES)), SET_APART)
+"""Per state code, whether it is set apart: one lookup a box instead of a comparison per state."""
 LARGE = 100
 """Pictures with more boxes than this ask for straight edges (GraphAttrs.has_straight_edges)."""
 
@@ -334,21 +336,12 @@ class _Builder:
 
     def model(self, title: str, state: EngineState | None) -> GraphModel:
         f = self.folding
-        sizes = np.diff(f.starts)
-        single_groups = np.flatnonzero(sizes == 1)
-        chain_groups = np.flatnonzero(sizes > 1)
-        blocks = [self._singles(f.members[f.starts[:-1][single_groups]])]
-        if len(chain_groups):
-            blocks.append(self._chains(chain_groups))
-        # Model row of each group's box: plain nodes first (in folding order), then the chains.
-        self.row_of_group = np.empty(f.num_groups, dtype=np.int64)
-        self.row_of_group[single_groups] = np.arange(len(single_groups))
-        self.row_of_group[chain_groups] = len(single_groups) + np.arange(len(chain_groups))
+        blocks = self._boxes()
         num_boxes = f.num_groups
         edge_blocks = [self._arrows()]
-        states = np.concatenate([b.state for b in blocks])
+        states = np.concatenate([b.state for b in blocks]) if len(blocks) > 1 else blocks[0].state
         clusters = []
-        apart = np.flatnonzero((states == SET_APART[0]) | (states == SET_APART[1]))
+        apart = np.flatnonzero(_IS_SET_APART[states])
         if len(apart):
             clusters.append(Cluster("pruned", "set_apart", "not run: pruned by topological_nr or skipped by "
                                     "exec_info", apart))
@@ -373,6 +366,24 @@ class _Builder:
         return GraphModel(attrs, tuple(blocks), tuple(e for e in edge_blocks if len(e)), tuple(clusters))
 
     # boxes --------------------------------------------------------------------------------------------------
+    def _boxes(self) -> list[NodeBlock]:
+        """The plain nodes' block, then the chains' (if any); sets the model row of each group's box."""
+        f = self.folding
+        if len(f.members) == f.num_groups:  # nothing folded (the usual case): a group is a node, in order
+            self.row_of_group = np.arange(f.num_groups, dtype=np.int64)
+            return [self._singles(f.members)]
+        sizes = np.diff(f.starts)
+        single_groups = np.flatnonzero(sizes == 1)
+        chain_groups = np.flatnonzero(sizes > 1)
+        blocks = [self._singles(f.members[f.starts[:-1][single_groups]])]
+        if len(chain_groups):
+            blocks.append(self._chains(chain_groups))
+        # Plain nodes first (in folding order), then the chains.
+        self.row_of_group = np.empty(f.num_groups, dtype=np.int64)
+        self.row_of_group[single_groups] = np.arange(len(single_groups))
+        self.row_of_group[chain_groups] = len(single_groups) + np.arange(len(chain_groups))
+        return blocks
+
     def _marks(self, vs: np.ndarray) -> tuple[Texts, np.ndarray, np.ndarray | None]:
         """The label's last line (accumulation points), the peripheries and the focus emphasis of `vs`."""
         is_acc = self.is_accumulate[vs]
