@@ -40,7 +40,6 @@ class Recorder:
         self.nodes = b.node_facts
         self.summaries = b.summaries
         self.bumps = b.bumps
-        self._idents: list[int] = []  # per thread row, the Python ident it had (never saved: not deterministic)
         self._row_of_ident: dict[int, int] = {}  # the latest thread row with each ident
         self._queues: dict[str, int] = {}  # engine queue name -> queue row
         self._frames: dict[tuple, int] = {}  # (code, line) -> frame row
@@ -81,7 +80,6 @@ class Recorder:
         ident = threading.get_ident()
         with self._lock:
             index = self.builder.thread(threading.current_thread().name)
-            self._idents.append(ident)
             self._row_of_ident[ident] = index
             self._queues.pop(f"cpu:{ident}", None)  # that name now means this thread's queue
         self._local.index = index
