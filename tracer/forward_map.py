@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .indexes import first_positions
-from .schema import Kind
+from .schema import Kind, short_name
 from .trace import Trace
 
 # NOTE [seq_nr anomalies]
@@ -92,7 +92,7 @@ def _flags(trace: Trace, created: np.ndarray) -> np.ndarray:
     if not n:
         return flags
     is_accumulate = trace.nodes_named(lambda s: s.endswith("AccumulateGrad"))
-    is_engine = trace.nodes_named(lambda s: s.removeprefix("torch::autograd::") in ENGINE_MADE)
+    is_engine = trace.nodes_named(lambda s: short_name(s) in ENGINE_MADE)
     flags |= is_accumulate.astype(np.uint8) << 0
     flags |= is_engine.astype(np.uint8) << 1
     ev_node, ev_thread = c["ev_node"], c["ev_thread"]

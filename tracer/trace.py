@@ -12,7 +12,7 @@ import numpy as np
 
 from . import events as ev
 from .indexes import TraceIndex
-from .schema import HOOK_KINDS, SUMMARY_KINDS, WAKE_UP, Kind, Provenance, seq_decode
+from .schema import HOOK_KINDS, SUMMARY_KINDS, WAKE_UP, Kind, Provenance, seq_decode, short_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,7 @@ def forward_op(name: str) -> str:
     """`MulBackward0` -> `mul`, `AddmmBackward0` -> `addmm`, a leaf's AccumulateGrad -> `leaf`."""
     if name.endswith("AccumulateGrad"):
         return "leaf"
-    base = name.split("::")[-1]
+    base = short_name(name)
     cut = base.find("Backward")
     return (base[:cut] if cut > 0 else base).lower()
 

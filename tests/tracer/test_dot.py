@@ -23,8 +23,8 @@ from app.demo import record_example
 from tracer import events as ev
 from tracer.dot import ViewError, picture, to_dot
 from tracer.replay import Replay
+from tracer.schema import UINT64_MAX
 
-U64 = 2**64 - 1
 DEMO = record_example()
 STEPS = {
     "tie": next(e.step for e in DEMO if isinstance(e, ev.TaskPushed) and e.queue_length >= 2),
@@ -122,7 +122,7 @@ def test_backward_picture_matches_trace(moment):
         info = DEMO.node(v)
         cls, lines = boxes[f"n{v}"]
         assert lines[0] == short(info.name)
-        seq = "max" if info.seq_nr == U64 else str(info.seq_nr)
+        seq = "max" if info.seq_nr == UINT64_MAX else str(info.seq_nr)
         assert re.search(rf"\bseq {seq}\b", lines[1]) and re.search(rf"\btopo {info.topological_nr}\b", lines[1])
         if states[v] is not None:
             assert cls == f"agdb-{states[v]}", (v, info.name)

@@ -14,11 +14,11 @@ from tracer import events as ev
 from tracer.breakpoints import Breakpoint, hits, next_hit, parse
 from tracer.forward_map import ForwardMap
 from tracer.node_details import node_details
+from tracer.schema import UINT64_MAX
 from tracer.search import find_nodes
 from tracer.tracefile import load, save
 
 ACC = "torch::autograd::AccumulateGrad"
-U64 = 2**64 - 1
 
 
 def recorded(body):
@@ -92,7 +92,7 @@ def test_rows_follow_creation_order(mul_sum):
     ops = [fm.op(r) for r in range(len(fm))]
     assert [o.node for o in ops] == sorted(first, key=first.get)
     assert [o.op for o in ops] == ["mul", "leaf", "leaf", "sum"]
-    assert [o.seq_nr for o in ops] == [0, U64, U64, 1]
+    assert [o.seq_nr for o in ops] == [0, UINT64_MAX, UINT64_MAX, 1]
     assert [o.step for o in ops] == sorted(first.values())
     assert "y = x * w" in ops[0].source
     assert len(fm) == mul_sum.num_nodes
