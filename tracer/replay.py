@@ -55,6 +55,11 @@ class Replay:
         self._started_nodes.flags.writeable = False
         self._bump_steps = index.steps_of(Kind.SEQ_NR_BUMPED)
         self._tasks = index.tasks
+        # Which graph tasks are running at a step, by one comparison over arrays: a training loop's trace has
+        # thousands of graph tasks, and a loop over them all cost ~1 ms a step.
+        self._task_ids = np.array(sorted(self._tasks), dtype=np.int64)
+        self._task_spans = np.array([(self._tasks[t].start, self._tasks[t].end) for t in self._task_ids.tolist()],
+                                    dtype=np.int64).reshape(-1, 2)
         self._runs = index.runs
         self._run_intervals = Intervals(self._runs[0], self._runs[1])
         if trace.num_nodes:
@@ -136,10 +141,9 @@ class Replay:
     # -- the rest -----------------------------------------------------------------------------------------------
     def _graph_tasks_at(self, step: int) -> tuple[GraphTaskState, ...]:
         out = []
-        for tid in sorted(self._tasks):
+        spans = self._task_spans
+        for tid in self._task_ids[(spans[:, 0] <= step) & (step < spans[:, 1])].tolist():
             t = self._tasks[tid]
-            if not t.start <= step < t.end:
-                continue
             done = int(np.searchsorted(t.dec_steps, step, side="right"))
             snap = done // SNAP
             counts = (t.remaining_snaps[snap - 1] if snap else t.dep_counts).astype(np.int32)  # a copy
