@@ -88,18 +88,18 @@ def render(model: GraphModel) -> str:
              f'rankdir={a.rankdir}{_STRAIGHT if a.has_straight_edges else ""}];',
              '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
              '  edge [fontname="Helvetica", fontsize=9, color="#555555"];']
-    cluster_of = model.cluster_of_rows()
-    lines.extend(_by_state(model, cluster_of, -1))
+    placed = [_rows_by_block(model, c.members) for c in model.clusters]
+    lines.extend(_by_state(model, placed, -1))
     ids = _Ids(model)
     for k, c in enumerate(model.clusters):
         if c.kind == "set_apart":
             lines.append(f'  subgraph cluster_{c.id} {{ label="{_q(c.label)}"; {_CLUSTER_STYLE[c.kind]}')
-            lines.extend(_by_state(model, cluster_of, k))
+            lines.extend(_by_state(model, placed, k))
             lines.append("  }")
     lines.extend(_edge_text(e, ids, "  ") for e in model.edges if e.kind == "next")
-    for c in model.clusters:
+    for c, blocks in zip(model.clusters, placed, strict=True):
         if c.kind != "set_apart":
-            lines.extend(_cluster_lines(model, c, ids))
+            lines.extend(_cluster_lines(model, c, blocks, ids))
             lines.extend(_edge_text(e, ids, "  ") for e in model.edges if e.kind == "points_at" and e.cluster == c.id)
     lines.append("}")
     body = [line for line in lines if line]
@@ -107,14 +107,14 @@ def render(model: GraphModel) -> str:
     return "\n".join(body)
 
 
-def _cluster_lines(model: GraphModel, c: Cluster, ids: _Ids) -> list[str]:
-    """A cluster with its boxes and the arrows that order them; the legend's, the same in every picture, once."""
-    blocks = _rows_by_block(model, c.members)
-    is_legend = len(blocks) == 1 and blocks[0][0] is LEGEND and len(blocks[0][1]) == len(LEGEND)
+def _cluster_lines(model: GraphModel, c: Cluster, blocks: list[tuple[int, np.ndarray]], ids: _Ids) -> list[str]:
+    """A cluster (its members split by `_rows_by_block`) with its boxes and the arrows that order them; the
+    legend's, the same in every picture, once."""
+    is_legend = len(blocks) == 1 and model.nodes[blocks[0][0]] is LEGEND and len(blocks[0][1]) == len(LEGEND)
     if is_legend and _LEGEND_LINES:
         return _LEGEND_LINES
     lines = [f'  subgraph cluster_{c.id} {{ label="{_q(c.label)}"; {_CLUSTER_STYLE[c.kind]}']
-    lines.extend(_box_text(b.take(rows)) for b, rows in blocks)
+    lines.extend(_box_text(model.nodes[b].take(rows)) for b, rows in blocks)
     lines.extend(_edge_text(e, ids, "    ") for e in model.edges if e.kind == "order" and e.cluster == c.id)
     lines.append("  }")
     if is_legend:
@@ -126,27 +126,34 @@ _LEGEND_LINES: list[str] = []
 
 
 # -- boxes ----------------------------------------------------------------------------------------------------
-def _rows_by_block(model: GraphModel, rows: np.ndarray) -> list[tuple[NodeBlock, np.ndarray]]:
-    """`rows` (model rows, ascending within each block) split by block: (block, indexes within it)."""
+def _rows_by_block(model: GraphModel, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """`rows` (model rows, ascending within each block) split by block: (block number, indexes within it).
+    Only blocks that the rows' span reaches are searched: a cluster is usually one block's rows, or a few."""
+    if not len(rows):
+        return []
+    lo, hi = int(rows.min()), int(rows.max())
+    starts = model.starts.tolist()
     out = []
-    starts = model.starts
-    for b, block in enumerate(model.nodes):
-        inside = rows[(rows >= starts[b]) & (rows < starts[b + 1])]
-        if len(inside):
-            out.append((block, inside - starts[b]))
+    for b in range(len(model.nodes)):
+        start, end = starts[b], starts[b + 1]
+        if lo < end and start <= hi:
+            inside = rows if start <= lo and hi < end else rows[(rows >= start) & (rows < end)]
+            if len(inside):
+                out.append((b, inside - start))
     return out
 
 
-def _by_state(model: GraphModel, cluster_of: np.ndarray, cluster: int) -> list[str]:
-    """The graph boxes of one cluster (-1: none), in one anonymous subgraph per state, whose node defaults
-    carry the state's style; states in code order, blocks in model order within a state."""
+def _by_state(model: GraphModel, placed: list[list[tuple[int, np.ndarray]]], cluster: int) -> list[str]:
+    """The graph boxes of one cluster (-1: those in none; `placed`: each cluster's rows by block), in one
+    anonymous subgraph per state, whose node defaults carry the state's style; states in code order, blocks
+    in model order within a state."""
     groups: dict[int, list[str]] = {}
     for b, block in enumerate(model.nodes):
         if block.kind not in ("node", "chain"):
             continue
-        here = cluster_of[model.starts[b]:model.starts[b + 1]] == cluster
+        here = _here(b, len(block), placed, cluster)
         codes = block.state
-        everywhere = bool(here.all())  # the usual case: no box set apart, no copy of the codes to count them
+        everywhere = here is None  # the usual case: no box set apart, no copy of the codes to count them
         present = np.flatnonzero(np.bincount(codes if everywhere else codes[here],
                                              minlength=len(STATES))).tolist()  # np.unique: slower
         if not present:
@@ -156,13 +163,24 @@ def _by_state(model: GraphModel, cluster_of: np.ndarray, cluster: int) -> list[s
             groups.setdefault(present[0], []).append(_rows_text(parts, None, len(block)))
             continue
         for code in present:
-            rows = np.flatnonzero(here & (codes == code))
+            rows = np.flatnonzero(codes == code) if everywhere else np.flatnonzero(here & (codes == code))
             groups.setdefault(code, []).append(_rows_text(parts, rows, len(rows)))
     out = []
     for code in sorted(groups):
         state = STATES[code]
         out.extend([f'  subgraph {{ node [class="agdb-{state}", {STATE_STYLE[state]}];', *groups[code], "  }"])
     return out
+
+
+def _here(b: int, n: int, placed: list[list[tuple[int, np.ndarray]]], cluster: int) -> np.ndarray | None:
+    """Which of block b's n boxes are in `cluster` (-1: in no cluster), as a mask; None: all of them."""
+    mine = [rows for blocks in (placed if cluster < 0 else [placed[cluster]]) for bb, rows in blocks if bb == b]
+    if cluster < 0 and not mine:
+        return None
+    here = np.zeros(n, dtype=bool)
+    for rows in mine:
+        here[rows] = True
+    return ~here if cluster < 0 else here
 
 
 _NODE_EXTRAS = ("", ", peripheries=2", ", penwidth=4", ", peripheries=2, penwidth=4")
