@@ -183,7 +183,9 @@ def _here(b: int, n: int, placed: list[list[tuple[int, np.ndarray]]], cluster: i
     return ~here if cluster < 0 else here
 
 
-_NODE_EXTRAS = ("", ", peripheries=2", ", penwidth=4", ", peripheries=2, penwidth=4")
+_NODE_EXTRAS = ("", "", ", peripheries=2", ", penwidth=4", ", penwidth=4", ", peripheries=2, penwidth=4")
+"""A box's extra attributes, by its peripheries (0 to 2), plus 3 when it is emphasized: the peripheries column
+is the codes as it is (no numpy call a picture)."""
 
 
 def _box_text(block: NodeBlock) -> str:
@@ -204,11 +206,9 @@ def _box_parts(block: NodeBlock) -> list[Piece]:
     parts: list[Piece | list[str]] = [*_escaped(_id_pieces(block)), ' [label="', *_escaped(block.label), '"']
     if block.kind == "node":
         # No style here: each box sits in its state's subgraph, whose node defaults carry the style.
-        extra = np.zeros(n, dtype=np.int8)
-        if block.peripheries is not None:
-            extra += block.peripheries == 2
+        extra = block.peripheries if block.peripheries is not None else np.ones(n, dtype=np.int8)
         if block.is_emphasized is not None:
-            extra += 2 * block.is_emphasized
+            extra = extra + 3 * block.is_emphasized
         parts.append(Texts(extra, _NODE_EXTRAS))
     elif block.kind == "chain":
         parts.append(Texts(block.state, tuple(f', class="agdb-chain agdb-{s}", shape=box3d' for s in STATES)))
@@ -233,12 +233,16 @@ class _Ids:
     def __init__(self, model: GraphModel) -> None:
         self.model = model
         self._all: np.ndarray | None = None
+        self._first_top: int | None = None  # the first block's largest key, found once for all arrow blocks
 
     def of(self, rows: np.ndarray) -> list[str]:
         first = self.model.nodes[0] if self.model.nodes else None
         if (isinstance(first, NodeBlock) and isinstance(first.id_key, Ints) and len(rows)
                 and int(rows.max()) < len(first)):  # the usual case: arrows among plain nodes
-            return _number_texts(first.id_key.values[rows], first.id_prefix).tolist()
+            keys = first.id_key.values
+            if self._first_top is None:
+                self._first_top = int(keys.max())
+            return _number_texts(keys[rows], first.id_prefix, self._first_top).tolist()
         if self._all is None:
             self._all = np.concatenate([_id_texts(b) for b in self.model.nodes]) if self.model.nodes else \
                 np.zeros(0, dtype=object)
@@ -297,33 +301,38 @@ def _column(piece: _Column, n: int) -> str | list[str]:
     """A piece's text, as is (escaping is the caller's): one str for a constant piece, else a list of n."""
     if isinstance(piece, (str, list)):
         return piece
-    if isinstance(piece, (Ints, _Numbers)):
-        prefix, ints = (piece.prefix, piece.ints) if isinstance(piece, _Numbers) else ("", piece)
-        values = np.asarray(ints.values)
-        out = _number_texts(values, prefix).tolist()
-        if len(values) and values.min() < 0:
-            for i in np.flatnonzero(values < 0).tolist():
+    if isinstance(piece, _Numbers):
+        prefix, ints = piece.prefix, piece.ints
+        out = _number_texts(ints.values, prefix, piece.top, piece.low >= 0).tolist()
+        if piece.low < 0:
+            for i in np.flatnonzero(np.asarray(ints.values) < 0).tolist():
                 out[i] = prefix + ints.negative
         return out
     table = np.asarray(piece.table, dtype=object)
     return table[np.asarray(piece.codes, dtype=np.intp)].tolist()
 
 
-def _small_ints(piece: Ints, n: int) -> Piece:
-    """Ints with few distinct small values (arrow labels: input_nr) as Texts, so a constant can join them."""
+def _numbers(piece: Ints, n: int) -> Texts | _Numbers:
+    """Ints as a column to draw: few distinct small values (arrow labels: input_nr) as Texts, so a constant can
+    join them; others as _Numbers."""
     values = np.asarray(piece.values)
-    top = int(values.max(initial=0))
+    low, top = (int(values.min()), max(int(values.max()), 0)) if len(values) else (0, 0)
     if top >= 256 or top * 4 > n:
-        return piece
-    return Texts(np.maximum(values + 1, 0), (piece.negative, *map(str, range(top + 1))))
+        return _Numbers("", piece, low, top)
+    codes = values + 1 if low >= 0 else np.maximum(values + 1, 0)
+    return Texts(codes, (piece.negative, *map(str, range(top + 1))))
 
 
 @dataclass(frozen=True, slots=True)
 class _Numbers:
-    """Ints each drawn after the same text: the kept number texts carry it (one piece fewer a row)."""
+    """Ints each drawn after the same text: the kept number texts carry it (one piece fewer a row). Their
+    smallest and largest (at least 0) values are found once: each numpy call costs microseconds on a cold
+    cache, a good part of a 1k-node picture."""
 
     prefix: str
     ints: Ints
+    low: int
+    top: int
 
 
 _Column = Piece | _Numbers | list[str]
@@ -336,7 +345,7 @@ def _fold(parts: list[_Column], n: int) -> list[_Column]:
     out: list[_Column] = []
     for p in parts:
         if isinstance(p, Ints):
-            p = _small_ints(p, n)
+            p = _numbers(p, n)
         last = out[-1] if out else None
         if isinstance(p, str) and isinstance(last, str):
             out[-1] = last + p
@@ -344,8 +353,8 @@ def _fold(parts: list[_Column], n: int) -> list[_Column]:
             out[-1] = Texts(last.codes, tuple(t + p for t in last.table))
         elif isinstance(last, str) and isinstance(p, Texts) and len(p.table) < max(n, 2):
             out[-1] = Texts(p.codes, tuple(last + t for t in p.table))
-        elif isinstance(last, str) and isinstance(p, Ints):
-            out[-1] = _Numbers(last, p)
+        elif isinstance(last, str) and isinstance(p, _Numbers):
+            out[-1] = _Numbers(last + p.prefix, p.ints, p.low, p.top)
         elif isinstance(last, Texts) and isinstance(p, Texts) and len(last.table) * len(p.table) <= n // 4:
             out[-1] = Texts(last.codes.astype(np.int64) * len(p.table) + p.codes,
                             tuple(a + b for a in last.table for b in p.table))
@@ -400,11 +409,13 @@ _NUMBER_TEXT: dict[str, np.ndarray] = {}
 part of a picture. Object arrays, so that a fancy index picks the texts in C, with no Python int made per value."""
 
 
-def _number_texts(values: np.ndarray, prefix: str = "") -> np.ndarray:
+def _number_texts(values: np.ndarray, prefix: str = "", top: int | None = None,
+                  nonnegative: bool = False) -> np.ndarray:
     """prefix + the decimal text of each value, as an object array (negative values come out wrong: callers
-    overwrite them)."""
+    overwrite them). `top`: a bound on the values, `nonnegative`: none is negative, when the caller knows."""
     values = np.asarray(values)
-    top = int(values.max()) if len(values) else -1
+    if top is None:
+        top = int(values.max()) if len(values) else -1
     # seq_nrs of a long-running program, or a model with many constants before numbers: not worth keeping
     if top >= _NUMBER_TEXT_LIMIT or (prefix not in _NUMBER_TEXT and len(_NUMBER_TEXT) >= _NUMBER_TEXT_PREFIXES):
         return np.asarray([prefix + str(v) for v in values.tolist()] or [], dtype=object)
@@ -415,7 +426,7 @@ def _number_texts(values: np.ndarray, prefix: str = "") -> np.ndarray:
         grown[:len(known)] = known
         grown[len(known):] = [prefix + str(i) for i in range(len(known), size)]
         _NUMBER_TEXT[prefix] = known = grown  # one assignment: a picture drawn in a worker thread sees either
-    return known[np.maximum(values, 0)]
+    return known[values if nonnegative else np.maximum(values, 0)]
 
 
 def _texts(values: np.ndarray) -> list[str]:

@@ -111,7 +111,7 @@ class NodeBlock:
     label: tuple[Piece, ...]
     node: np.ndarray  # int64: the trace node the box stands for (a chain: its first node), or -1
     state: np.ndarray  # int8: index into node_states.STATES, or -1 for a box with no state (a queue entry)
-    peripheries: np.ndarray | None = None  # int8 borders per box (2: an accumulation point); None: all 1
+    peripheries: np.ndarray | None = None  # int8 borders per box: 1, or 2 (an accumulation point); None: all 1
     is_emphasized: np.ndarray | None = None  # bool: the focus node, drawn with a heavier border; None: none
 
     def __len__(self) -> int:
