@@ -287,13 +287,16 @@ def final_states(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         codes[task_rows] = code
     codes[ran] = STATE_CODE["done"]
     captured = np.asarray(c["captured_node"], dtype=np.int64)
-    codes[captured[captured >= 0]] = STATE_CODE["captured"]
+    if len(captured):  # only autograd.grad captures
+        codes[captured[captured >= 0]] = STATE_CODE["captured"]
     return codes, order
 
 
 def _why_not_run(trace: Trace) -> list[tuple[np.ndarray, int]]:
     """Per graph task: the nodes exec_info skipped, and those topological_nr pruned."""
     c = trace.columns
+    if len(c["needed_start"]) <= 1 and not len(c["pruned_node"]):
+        return []  # no exec_info and nothing pruned (a plain backward()): no scan of the events for their steps
     out = []
     needed_by_task = {}
     for row, s in enumerate(trace.steps_of(Kind.EXEC_INFO_COMPUTED).tolist()):
