@@ -356,8 +356,9 @@ def _fold(parts: list[_Column], n: int) -> list[_Column]:
         elif isinstance(last, str) and isinstance(p, _Numbers):
             out[-1] = _Numbers(last + p.prefix, p.ints, p.low, p.top)
         elif isinstance(last, Texts) and isinstance(p, Texts) and len(last.table) * len(p.table) <= n // 4:
-            out[-1] = Texts(last.codes.astype(np.int64) * len(p.table) + p.codes,
-                            tuple(a + b for a in last.table for b in p.table))
+            codes = np.multiply(last.codes, len(p.table), dtype=np.int64)
+            codes += p.codes
+            out[-1] = Texts(codes, tuple(a + b for a in last.table for b in p.table))
         else:
             out.append(p)
     return out

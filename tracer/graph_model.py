@@ -379,7 +379,7 @@ class _Builder:
         """The plain nodes' block, then the chains' (if any); sets the model row of each group's box."""
         f = self.folding
         if len(f.members) == f.num_groups:  # nothing folded (the usual case): a group is a node, in order
-            self.row_of_group = np.arange(f.num_groups, dtype=np.int64)
+            self.row_of_group = f.starts[:-1]  # a group's row is its number, as its start in `members` is
             return [self._singles(f.members)]
         sizes = np.diff(f.starts)
         single_groups = np.flatnonzero(sizes == 1)

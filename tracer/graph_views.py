@@ -61,10 +61,13 @@ class Folding:
 
 
 def no_folding(nodes: np.ndarray, num_nodes: int) -> Folding:
-    """Every shown node in a group of its own."""
+    """Every shown node (`nodes`: distinct, ascending) in a group of its own."""
+    members = np.asarray(nodes, dtype=np.int64)
+    if len(members) == num_nodes:  # every node: node v is group v, as `members` already says
+        return Folding(members, members, np.arange(len(nodes) + 1, dtype=np.int64))
     group_of = np.full(num_nodes, -1, dtype=np.int64)
     group_of[nodes] = np.arange(len(nodes))
-    return Folding(group_of, np.asarray(nodes, dtype=np.int64), np.arange(len(nodes) + 1, dtype=np.int64))
+    return Folding(group_of, members, np.arange(len(nodes) + 1, dtype=np.int64))
 
 
 MIN_CHAIN = 3
