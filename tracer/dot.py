@@ -281,10 +281,26 @@ def _escaped(pieces: tuple[Piece, ...]) -> list[Piece]:
         if isinstance(p, str):
             out.append(_q(p))
         elif isinstance(p, Ints):
-            out.append(Ints(p.values, _q(p.negative)))
+            out.append(p if not p.negative else Ints(p.values, _q(p.negative)))
         else:
-            out.append(Texts(p.codes, tuple(_q(t) for t in p.table)))
+            out.append(Texts(p.codes, _q_table(p.table)))
     return out
+
+
+_ESCAPED_TABLES: dict[tuple[str, ...], tuple[str, ...]] = {}
+"""Small tables (names, marks) escaped once, kept between pictures: they repeat from picture to picture."""
+_SMALL_TABLE = 64
+
+
+def _q_table(table: tuple[str, ...]) -> tuple[str, ...]:
+    if len(table) > _SMALL_TABLE:  # per-box labels: hashing them would cost as much as escaping them
+        return tuple(_q(t) for t in table)
+    found = _ESCAPED_TABLES.get(table)
+    if found is None:
+        if len(_ESCAPED_TABLES) >= 256:  # many traces drawn in one process: start afresh
+            _ESCAPED_TABLES.clear()
+        found = _ESCAPED_TABLES[table] = tuple(_q(t) for t in table)
+    return found
 
 
 _FEW = 16
