@@ -235,18 +235,20 @@ class _Ids:
         self._all: np.ndarray | None = None
         self._first_top: int | None = None  # the first block's largest key, found once for all arrow blocks
 
-    def of(self, rows: np.ndarray) -> list[str]:
+    def of(self, rows: np.ndarray) -> list[str | list[str]]:
+        """The ids of `rows`, as pieces of a line: usually the id prefix, then the keys' number texts (the same
+        text objects as the boxes' numbers: on a cold cache, reading them again is cheaper than other ones)."""
         first = self.model.nodes[0] if self.model.nodes else None
         if (isinstance(first, NodeBlock) and isinstance(first.id_key, Ints) and len(rows)
                 and int(rows.max()) < len(first)):  # the usual case: arrows among plain nodes
             keys = first.id_key.values
             if self._first_top is None:
                 self._first_top = int(keys.max())
-            return _number_texts(keys[rows], first.id_prefix, self._first_top).tolist()
+            return [first.id_prefix, _number_texts(keys[rows], "", self._first_top).tolist()]
         if self._all is None:
             self._all = np.concatenate([_id_texts(b) for b in self.model.nodes]) if self.model.nodes else \
                 np.zeros(0, dtype=object)
-        return self._all[rows].tolist()
+        return [self._all[rows].tolist()]
 
 
 def _id_texts(block: NodeBlock) -> np.ndarray:
@@ -264,7 +266,7 @@ def _edge_text(edges: EdgeBlock, ids: _Ids, indent: str) -> str:
     if not n:
         return ""
     style = _EDGE_STYLE.get(edges.kind)
-    parts: list[Piece | list[str]] = [ids.of(edges.tail), " -> ", ids.of(edges.head)]
+    parts: list[Piece | list[str]] = [*ids.of(edges.tail), " -> ", *ids.of(edges.head)]
     if edges.label:
         parts.extend([' [label="', *_escaped(edges.label), '"'])
         parts.append(f", {style}];" if style else "];")
@@ -318,11 +320,11 @@ def _column(piece: _Column, n: int) -> str | list[str]:
     if isinstance(piece, (str, list)):
         return piece
     if isinstance(piece, _Numbers):
-        prefix, ints = piece.prefix, piece.ints
-        out = _number_texts(ints.values, prefix, piece.top, piece.low >= 0).tolist()
+        ints = piece.ints
+        out = _number_texts(ints.values, "", piece.top, piece.low >= 0).tolist()
         if piece.low < 0:
             for i in np.flatnonzero(np.asarray(ints.values) < 0).tolist():
-                out[i] = prefix + ints.negative
+                out[i] = ints.negative
         return out
     table = np.asarray(piece.table, dtype=object)
     return table[np.asarray(piece.codes, dtype=np.intp)].tolist()
@@ -334,18 +336,21 @@ def _numbers(piece: Ints, n: int) -> Texts | _Numbers:
     values = np.asarray(piece.values)
     low, top = (int(values.min()), max(int(values.max()), 0)) if len(values) else (0, 0)
     if top >= 256 or top * 4 > n:
-        return _Numbers("", piece, low, top)
+        return _Numbers(piece, low, top)
     codes = values + 1 if low >= 0 else np.maximum(values + 1, 0)
     return Texts(codes, (piece.negative, *map(str, range(top + 1))))
 
 
 @dataclass(frozen=True, slots=True)
 class _Numbers:
-    """Ints each drawn after the same text: the kept number texts carry it (one piece fewer a row). Their
-    smallest and largest (at least 0) values are found once: each numpy call costs microseconds on a cold
-    cache, a good part of a 1k-node picture."""
+    """Ints to draw, with their smallest and largest (at least 0) values, found once: each numpy call costs
+    microseconds on a cold cache, a good part of a 1k-node picture.
 
-    prefix: str
+    A constant before them is not folded into their texts (one piece fewer a row): every number column of a
+    picture then picks from the same kept texts, which after the first column are in the CPU's cache, while
+    texts of their own per prefix ("n12", " · topo 12") would be read from memory (a 1k-node picture: ~0.1 ms).
+    """
+
     ints: Ints
     low: int
     top: int
@@ -356,8 +361,7 @@ _Column = Piece | _Numbers | list[str]
 
 def _fold(parts: list[_Column], n: int) -> list[_Column]:
     """Fewer pieces a row to join (a 100k-node graph's boxes are ~14 pieces each): merge adjacent constants, a
-    constant into the column beside it (the small table of a Texts, the number texts of an Ints), and two
-    adjacent Texts of small tables into one."""
+    constant into the small table of a Texts beside it, and two adjacent Texts of small tables into one."""
     out: list[_Column] = []
     for p in parts:
         if isinstance(p, Ints):
@@ -369,8 +373,6 @@ def _fold(parts: list[_Column], n: int) -> list[_Column]:
             out[-1] = Texts(last.codes, tuple(t + p for t in last.table))
         elif isinstance(last, str) and isinstance(p, Texts) and len(p.table) < max(n, 2):
             out[-1] = Texts(p.codes, tuple(last + t for t in p.table))
-        elif isinstance(last, str) and isinstance(p, _Numbers):
-            out[-1] = _Numbers(last + p.prefix, p.ints, p.low, p.top)
         elif isinstance(last, Texts) and isinstance(p, Texts) and len(last.table) * len(p.table) <= n // 4:
             codes = np.multiply(last.codes, len(p.table), dtype=np.int64)
             codes += p.codes
