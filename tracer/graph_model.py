@@ -280,7 +280,7 @@ def final_states(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     n = trace.num_nodes
     c = trace.columns
     codes = np.full(n, STATE_CODE["unreached"], dtype=np.int8)
-    ran = np.asarray(c["ev_node"][trace.steps_of(Kind.NODE_STARTED)], dtype=np.int64)
+    ran = c["ev_node"][trace.steps_of(Kind.NODE_STARTED)]  # only an index here: no int64 copy
     order = np.full(n, -1, dtype=np.int64)
     order[ran] = np.arange(len(ran))
     for task_rows, code in _why_not_run(trace):

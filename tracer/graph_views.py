@@ -17,10 +17,10 @@ def edges(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     c = trace.columns
     start = c["node_edge_start"]
     child = np.asarray(c["edge_child"], dtype=np.int64)
-    parent = np.repeat(np.arange(trace.num_nodes, dtype=np.int64), np.diff(start))
-    slot = np.arange(len(child), dtype=np.int64) - start[parent] if len(child) else np.zeros(0, np.int64)
-    keep = child >= 0
-    return parent[keep], child[keep], slot[keep], np.asarray(c["edge_input_nr"], dtype=np.int64)[keep]
+    real = np.flatnonzero(child >= 0)  # positions of the kept edges: a slot is one minus its node's start
+    parent = np.repeat(np.arange(trace.num_nodes, dtype=np.int64), np.diff(start))[real]
+    slot = real - start[parent]
+    return parent, child[real], slot, np.asarray(c["edge_input_nr"], dtype=np.int64)[real]
 
 
 def focus_nodes(trace: Trace, center: int, radius: int) -> np.ndarray:
