@@ -13,14 +13,24 @@ from .trace import Trace
 
 
 def edges(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(parent, child, slot, input_nr) of every next edge that points at a node (None edges left out)."""
+    """(parent, child, slot, input_nr) of every next edge that points at a node (None edges left out).
+
+    Made once per trace and kept in its index (a folded or focused picture asks twice, the TUI at every
+    export); the arrays are read-only, as they are shared.
+    """
+    return trace.index.memo("graph_views.edges", lambda: _edges(trace))
+
+
+def _edges(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     c = trace.columns
     start = c["node_edge_start"]
     child = np.asarray(c["edge_child"], dtype=np.int64)
     real = np.flatnonzero(child >= 0)  # positions of the kept edges: a slot is one minus its node's start
     parent = np.repeat(np.arange(trace.num_nodes, dtype=np.int64), np.diff(start))[real]
-    slot = real - start[parent]
-    return parent, child[real], slot, np.asarray(c["edge_input_nr"], dtype=np.int64)[real]
+    out = (parent, child[real], real - start[parent], np.asarray(c["edge_input_nr"], dtype=np.int64)[real])
+    for a in out:
+        a.flags.writeable = False
+    return out
 
 
 def focus_nodes(trace: Trace, center: int, radius: int) -> np.ndarray:
