@@ -88,18 +88,18 @@ def render(model: GraphModel) -> str:
              f'rankdir={a.rankdir}{_STRAIGHT if a.has_straight_edges else ""}];',
              '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
              '  edge [fontname="Helvetica", fontsize=9, color="#555555"];']
-    cluster_of = model.cluster_of_rows()
-    lines.extend(_by_state(model, cluster_of, -1))
+    placed = [_rows_by_block(model, c.members) for c in model.clusters]
+    lines.extend(_by_state(model, placed, -1))
     ids = _Ids(model)
     for k, c in enumerate(model.clusters):
         if c.kind == "set_apart":
             lines.append(f'  subgraph cluster_{c.id} {{ label="{_q(c.label)}"; {_CLUSTER_STYLE[c.kind]}')
-            lines.extend(_by_state(model, cluster_of, k))
+            lines.extend(_by_state(model, placed, k))
             lines.append("  }")
     lines.extend(_edge_text(e, ids, "  ") for e in model.edges if e.kind == "next")
-    for c in model.clusters:
+    for c, blocks in zip(model.clusters, placed, strict=True):
         if c.kind != "set_apart":
-            lines.extend(_cluster_lines(model, c, ids))
+            lines.extend(_cluster_lines(model, c, blocks, ids))
             lines.extend(_edge_text(e, ids, "  ") for e in model.edges if e.kind == "points_at" and e.cluster == c.id)
     lines.append("}")
     body = [line for line in lines if line]
@@ -107,14 +107,14 @@ def render(model: GraphModel) -> str:
     return "\n".join(body)
 
 
-def _cluster_lines(model: GraphModel, c: Cluster, ids: _Ids) -> list[str]:
-    """A cluster with its boxes and the arrows that order them; the legend's, the same in every picture, once."""
-    blocks = _rows_by_block(model, c.members)
-    is_legend = len(blocks) == 1 and blocks[0][0] is LEGEND and len(blocks[0][1]) == len(LEGEND)
+def _cluster_lines(model: GraphModel, c: Cluster, blocks: list[tuple[int, np.ndarray]], ids: _Ids) -> list[str]:
+    """A cluster (its members split by `_rows_by_block`) with its boxes and the arrows that order them; the
+    legend's, the same in every picture, once."""
+    is_legend = len(blocks) == 1 and model.nodes[blocks[0][0]] is LEGEND and len(blocks[0][1]) == len(LEGEND)
     if is_legend and _LEGEND_LINES:
         return _LEGEND_LINES
     lines = [f'  subgraph cluster_{c.id} {{ label="{_q(c.label)}"; {_CLUSTER_STYLE[c.kind]}']
-    lines.extend(_box_text(b.take(rows)) for b, rows in blocks)
+    lines.extend(_box_text(model.nodes[b].take(rows)) for b, rows in blocks)
     lines.extend(_edge_text(e, ids, "    ") for e in model.edges if e.kind == "order" and e.cluster == c.id)
     lines.append("  }")
     if is_legend:
@@ -126,27 +126,34 @@ _LEGEND_LINES: list[str] = []
 
 
 # -- boxes ----------------------------------------------------------------------------------------------------
-def _rows_by_block(model: GraphModel, rows: np.ndarray) -> list[tuple[NodeBlock, np.ndarray]]:
-    """`rows` (model rows, ascending within each block) split by block: (block, indexes within it)."""
+def _rows_by_block(model: GraphModel, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """`rows` (model rows, ascending within each block) split by block: (block number, indexes within it).
+    Only blocks that the rows' span reaches are searched: a cluster is usually one block's rows, or a few."""
+    if not len(rows):
+        return []
+    lo, hi = int(rows.min()), int(rows.max())
+    starts = model.starts.tolist()
     out = []
-    starts = model.starts
-    for b, block in enumerate(model.nodes):
-        inside = rows[(rows >= starts[b]) & (rows < starts[b + 1])]
-        if len(inside):
-            out.append((block, inside - starts[b]))
+    for b in range(len(model.nodes)):
+        start, end = starts[b], starts[b + 1]
+        if lo < end and start <= hi:
+            inside = rows if start <= lo and hi < end else rows[(rows >= start) & (rows < end)]
+            if len(inside):
+                out.append((b, inside - start))
     return out
 
 
-def _by_state(model: GraphModel, cluster_of: np.ndarray, cluster: int) -> list[str]:
-    """The graph boxes of one cluster (-1: none), in one anonymous subgraph per state, whose node defaults
-    carry the state's style; states in code order, blocks in model order within a state."""
+def _by_state(model: GraphModel, placed: list[list[tuple[int, np.ndarray]]], cluster: int) -> list[str]:
+    """The graph boxes of one cluster (-1: those in none; `placed`: each cluster's rows by block), in one
+    anonymous subgraph per state, whose node defaults carry the state's style; states in code order, blocks
+    in model order within a state."""
     groups: dict[int, list[str]] = {}
     for b, block in enumerate(model.nodes):
         if block.kind not in ("node", "chain"):
             continue
-        here = cluster_of[model.starts[b]:model.starts[b + 1]] == cluster
+        here = _here(b, len(block), placed, cluster)
         codes = block.state
-        everywhere = bool(here.all())  # the usual case: no box set apart, no copy of the codes to count them
+        everywhere = here is None  # the usual case: no box set apart, no copy of the codes to count them
         present = np.flatnonzero(np.bincount(codes if everywhere else codes[here],
                                              minlength=len(STATES))).tolist()  # np.unique: slower
         if not present:
@@ -156,7 +163,7 @@ def _by_state(model: GraphModel, cluster_of: np.ndarray, cluster: int) -> list[s
             groups.setdefault(present[0], []).append(_rows_text(parts, None, len(block)))
             continue
         for code in present:
-            rows = np.flatnonzero(here & (codes == code))
+            rows = np.flatnonzero(codes == code) if everywhere else np.flatnonzero(here & (codes == code))
             groups.setdefault(code, []).append(_rows_text(parts, rows, len(rows)))
     out = []
     for code in sorted(groups):
@@ -165,7 +172,20 @@ def _by_state(model: GraphModel, cluster_of: np.ndarray, cluster: int) -> list[s
     return out
 
 
-_NODE_EXTRAS = ("", ", peripheries=2", ", penwidth=4", ", peripheries=2, penwidth=4")
+def _here(b: int, n: int, placed: list[list[tuple[int, np.ndarray]]], cluster: int) -> np.ndarray | None:
+    """Which of block b's n boxes are in `cluster` (-1: in no cluster), as a mask; None: all of them."""
+    mine = [rows for blocks in (placed if cluster < 0 else [placed[cluster]]) for bb, rows in blocks if bb == b]
+    if cluster < 0 and not mine:
+        return None
+    here = np.zeros(n, dtype=bool)
+    for rows in mine:
+        here[rows] = True
+    return ~here if cluster < 0 else here
+
+
+_NODE_EXTRAS = ("", "", ", peripheries=2", ", penwidth=4", ", penwidth=4", ", peripheries=2, penwidth=4")
+"""A box's extra attributes, by its peripheries (0 to 2), plus 3 when it is emphasized: the peripheries column
+is the codes as it is (no numpy call a picture)."""
 
 
 def _box_text(block: NodeBlock) -> str:
@@ -186,11 +206,9 @@ def _box_parts(block: NodeBlock) -> list[Piece]:
     parts: list[Piece | list[str]] = [*_escaped(_id_pieces(block)), ' [label="', *_escaped(block.label), '"']
     if block.kind == "node":
         # No style here: each box sits in its state's subgraph, whose node defaults carry the style.
-        extra = np.zeros(n, dtype=np.int8)
-        if block.peripheries is not None:
-            extra += block.peripheries == 2
+        extra = block.peripheries if block.peripheries is not None else np.ones(n, dtype=np.int8)
         if block.is_emphasized is not None:
-            extra += 2 * block.is_emphasized
+            extra = extra + 3 * block.is_emphasized
         parts.append(Texts(extra, _NODE_EXTRAS))
     elif block.kind == "chain":
         parts.append(Texts(block.state, tuple(f', class="agdb-chain agdb-{s}", shape=box3d' for s in STATES)))
@@ -215,16 +233,22 @@ class _Ids:
     def __init__(self, model: GraphModel) -> None:
         self.model = model
         self._all: np.ndarray | None = None
+        self._first_top: int | None = None  # the first block's largest key, found once for all arrow blocks
 
-    def of(self, rows: np.ndarray) -> list[str]:
+    def of(self, rows: np.ndarray) -> list[str | list[str]]:
+        """The ids of `rows`, as pieces of a line: usually the id prefix, then the keys' number texts (the same
+        text objects as the boxes' numbers: on a cold cache, reading them again is cheaper than other ones)."""
         first = self.model.nodes[0] if self.model.nodes else None
         if (isinstance(first, NodeBlock) and isinstance(first.id_key, Ints) and len(rows)
                 and int(rows.max()) < len(first)):  # the usual case: arrows among plain nodes
-            return _number_texts(first.id_key.values[rows], first.id_prefix).tolist()
+            keys = first.id_key.values
+            if self._first_top is None:
+                self._first_top = int(keys.max())
+            return [first.id_prefix, _number_texts(keys[rows], "", self._first_top).tolist()]
         if self._all is None:
             self._all = np.concatenate([_id_texts(b) for b in self.model.nodes]) if self.model.nodes else \
                 np.zeros(0, dtype=object)
-        return self._all[rows].tolist()
+        return [self._all[rows].tolist()]
 
 
 def _id_texts(block: NodeBlock) -> np.ndarray:
@@ -242,7 +266,7 @@ def _edge_text(edges: EdgeBlock, ids: _Ids, indent: str) -> str:
     if not n:
         return ""
     style = _EDGE_STYLE.get(edges.kind)
-    parts: list[Piece | list[str]] = [ids.of(edges.tail), " -> ", ids.of(edges.head)]
+    parts: list[Piece | list[str]] = [*ids.of(edges.tail), " -> ", *ids.of(edges.head)]
     if edges.label:
         parts.extend([' [label="', *_escaped(edges.label), '"'])
         parts.append(f", {style}];" if style else "];")
@@ -259,10 +283,26 @@ def _escaped(pieces: tuple[Piece, ...]) -> list[Piece]:
         if isinstance(p, str):
             out.append(_q(p))
         elif isinstance(p, Ints):
-            out.append(Ints(p.values, _q(p.negative)))
+            out.append(p if not p.negative else Ints(p.values, _q(p.negative)))
         else:
-            out.append(Texts(p.codes, tuple(_q(t) for t in p.table)))
+            out.append(Texts(p.codes, _q_table(p.table)))
     return out
+
+
+_ESCAPED_TABLES: dict[tuple[str, ...], tuple[str, ...]] = {}
+"""Small tables (names, marks) escaped once, kept between pictures: they repeat from picture to picture."""
+_SMALL_TABLE = 64
+
+
+def _q_table(table: tuple[str, ...]) -> tuple[str, ...]:
+    if len(table) > _SMALL_TABLE:  # per-box labels: hashing them would cost as much as escaping them
+        return tuple(_q(t) for t in table)
+    found = _ESCAPED_TABLES.get(table)
+    if found is None:
+        if len(_ESCAPED_TABLES) >= 256:  # many traces drawn in one process: start afresh
+            _ESCAPED_TABLES.clear()
+        found = _ESCAPED_TABLES[table] = tuple(_q(t) for t in table)
+    return found
 
 
 _FEW = 16
@@ -279,33 +319,41 @@ def _column(piece: _Column, n: int) -> str | list[str]:
     """A piece's text, as is (escaping is the caller's): one str for a constant piece, else a list of n."""
     if isinstance(piece, (str, list)):
         return piece
-    if isinstance(piece, (Ints, _Numbers)):
-        prefix, ints = (piece.prefix, piece.ints) if isinstance(piece, _Numbers) else ("", piece)
-        values = np.asarray(ints.values)
-        out = _number_texts(values, prefix).tolist()
-        if len(values) and values.min() < 0:
-            for i in np.flatnonzero(values < 0).tolist():
-                out[i] = prefix + ints.negative
+    if isinstance(piece, _Numbers):
+        ints = piece.ints
+        out = _number_texts(ints.values, "", piece.top, piece.low >= 0).tolist()
+        if piece.low < 0:
+            for i in np.flatnonzero(np.asarray(ints.values) < 0).tolist():
+                out[i] = ints.negative
         return out
     table = np.asarray(piece.table, dtype=object)
     return table[np.asarray(piece.codes, dtype=np.intp)].tolist()
 
 
-def _small_ints(piece: Ints, n: int) -> Piece:
-    """Ints with few distinct small values (arrow labels: input_nr) as Texts, so a constant can join them."""
+def _numbers(piece: Ints, n: int) -> Texts | _Numbers:
+    """Ints as a column to draw: few distinct small values (arrow labels: input_nr) as Texts, so a constant can
+    join them; others as _Numbers."""
     values = np.asarray(piece.values)
-    top = int(values.max(initial=0))
+    low, top = (int(values.min()), max(int(values.max()), 0)) if len(values) else (0, 0)
     if top >= 256 or top * 4 > n:
-        return piece
-    return Texts(np.maximum(values + 1, 0), (piece.negative, *map(str, range(top + 1))))
+        return _Numbers(piece, low, top)
+    codes = values + 1 if low >= 0 else np.maximum(values + 1, 0)
+    return Texts(codes, (piece.negative, *map(str, range(top + 1))))
 
 
 @dataclass(frozen=True, slots=True)
 class _Numbers:
-    """Ints each drawn after the same text: the kept number texts carry it (one piece fewer a row)."""
+    """Ints to draw, with their smallest and largest (at least 0) values, found once: each numpy call costs
+    microseconds on a cold cache, a good part of a 1k-node picture.
 
-    prefix: str
+    A constant before them is not folded into their texts (one piece fewer a row): every number column of a
+    picture then picks from the same kept texts, which after the first column are in the CPU's cache, while
+    texts of their own per prefix ("n12", " · topo 12") would be read from memory (a 1k-node picture: ~0.1 ms).
+    """
+
     ints: Ints
+    low: int
+    top: int
 
 
 _Column = Piece | _Numbers | list[str]
@@ -313,12 +361,11 @@ _Column = Piece | _Numbers | list[str]
 
 def _fold(parts: list[_Column], n: int) -> list[_Column]:
     """Fewer pieces a row to join (a 100k-node graph's boxes are ~14 pieces each): merge adjacent constants, a
-    constant into the column beside it (the small table of a Texts, the number texts of an Ints), and two
-    adjacent Texts of small tables into one."""
+    constant into the small table of a Texts beside it, and two adjacent Texts of small tables into one."""
     out: list[_Column] = []
     for p in parts:
         if isinstance(p, Ints):
-            p = _small_ints(p, n)
+            p = _numbers(p, n)
         last = out[-1] if out else None
         if isinstance(p, str) and isinstance(last, str):
             out[-1] = last + p
@@ -326,11 +373,10 @@ def _fold(parts: list[_Column], n: int) -> list[_Column]:
             out[-1] = Texts(last.codes, tuple(t + p for t in last.table))
         elif isinstance(last, str) and isinstance(p, Texts) and len(p.table) < max(n, 2):
             out[-1] = Texts(p.codes, tuple(last + t for t in p.table))
-        elif isinstance(last, str) and isinstance(p, Ints):
-            out[-1] = _Numbers(last, p)
         elif isinstance(last, Texts) and isinstance(p, Texts) and len(last.table) * len(p.table) <= n // 4:
-            out[-1] = Texts(last.codes.astype(np.int64) * len(p.table) + p.codes,
-                            tuple(a + b for a in last.table for b in p.table))
+            codes = np.multiply(last.codes, len(p.table), dtype=np.int64)
+            codes += p.codes
+            out[-1] = Texts(codes, tuple(a + b for a in last.table for b in p.table))
         else:
             out.append(p)
     return out
@@ -382,11 +428,13 @@ _NUMBER_TEXT: dict[str, np.ndarray] = {}
 part of a picture. Object arrays, so that a fancy index picks the texts in C, with no Python int made per value."""
 
 
-def _number_texts(values: np.ndarray, prefix: str = "") -> np.ndarray:
+def _number_texts(values: np.ndarray, prefix: str = "", top: int | None = None,
+                  nonnegative: bool = False) -> np.ndarray:
     """prefix + the decimal text of each value, as an object array (negative values come out wrong: callers
-    overwrite them)."""
+    overwrite them). `top`: a bound on the values, `nonnegative`: none is negative, when the caller knows."""
     values = np.asarray(values)
-    top = int(values.max()) if len(values) else -1
+    if top is None:
+        top = int(values.max()) if len(values) else -1
     # seq_nrs of a long-running program, or a model with many constants before numbers: not worth keeping
     if top >= _NUMBER_TEXT_LIMIT or (prefix not in _NUMBER_TEXT and len(_NUMBER_TEXT) >= _NUMBER_TEXT_PREFIXES):
         return np.asarray([prefix + str(v) for v in values.tolist()] or [], dtype=object)
@@ -397,7 +445,7 @@ def _number_texts(values: np.ndarray, prefix: str = "") -> np.ndarray:
         grown[:len(known)] = known
         grown[len(known):] = [prefix + str(i) for i in range(len(known), size)]
         _NUMBER_TEXT[prefix] = known = grown  # one assignment: a picture drawn in a worker thread sees either
-    return known[np.maximum(values, 0)]
+    return known[values if nonnegative else np.maximum(values, 0)]
 
 
 def _texts(values: np.ndarray) -> list[str]:

@@ -111,7 +111,7 @@ class NodeBlock:
     label: tuple[Piece, ...]
     node: np.ndarray  # int64: the trace node the box stands for (a chain: its first node), or -1
     state: np.ndarray  # int8: index into node_states.STATES, or -1 for a box with no state (a queue entry)
-    peripheries: np.ndarray | None = None  # int8 borders per box (2: an accumulation point); None: all 1
+    peripheries: np.ndarray | None = None  # int8 borders per box: 1, or 2 (an accumulation point); None: all 1
     is_emphasized: np.ndarray | None = None  # bool: the focus node, drawn with a heavier border; None: none
 
     def __len__(self) -> int:
@@ -241,7 +241,8 @@ def graph_model(trace: Trace, step: int | None = None, view: View = "backward", 
              else np.arange(trace.num_nodes, dtype=np.int64))
     folding = fold_chains(trace, nodes) if collapse else no_folding(nodes, trace.num_nodes)
     title = _title(trace, step, view, focus, radius, collapse)
-    return _Builder(trace, codes, order, folding, view, focus).model(title, state)
+    every = focus is None and not collapse
+    return _Builder(trace, codes, order, folding, view, focus, every).model(title, state)
 
 
 def backward_graph(trace: Trace, step: int | None = None, focus: int | None = None, radius: int = 2,
@@ -279,20 +280,23 @@ def final_states(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     n = trace.num_nodes
     c = trace.columns
     codes = np.full(n, STATE_CODE["unreached"], dtype=np.int8)
-    ran = np.asarray(c["ev_node"][trace.steps_of(Kind.NODE_STARTED)], dtype=np.int64)
+    ran = c["ev_node"][trace.steps_of(Kind.NODE_STARTED)]  # only an index here: no int64 copy
     order = np.full(n, -1, dtype=np.int64)
     order[ran] = np.arange(len(ran))
     for task_rows, code in _why_not_run(trace):
         codes[task_rows] = code
     codes[ran] = STATE_CODE["done"]
     captured = np.asarray(c["captured_node"], dtype=np.int64)
-    codes[captured[captured >= 0]] = STATE_CODE["captured"]
+    if len(captured):  # only autograd.grad captures
+        codes[captured[captured >= 0]] = STATE_CODE["captured"]
     return codes, order
 
 
 def _why_not_run(trace: Trace) -> list[tuple[np.ndarray, int]]:
     """Per graph task: the nodes exec_info skipped, and those topological_nr pruned."""
     c = trace.columns
+    if len(c["needed_start"]) <= 1 and not len(c["pruned_node"]):
+        return []  # no exec_info and nothing pruned (a plain backward()): no scan of the events for their steps
     out = []
     needed_by_task = {}
     for row, s in enumerate(trace.steps_of(Kind.EXEC_INFO_COMPUTED).tolist()):
@@ -316,12 +320,17 @@ def _seq_text(seq: int) -> str:
 
 
 class _Builder:
-    """Builds one view's model; the steps are methods so each stays short."""
+    """Builds one view's model; the steps are methods so each stays short.
+
+    `every`: the view shows every node, each in its own box, in node order (no focus, no folding), so a
+    node's row is the node and per-node columns are used as they are, not copied row by row: on a cold cache
+    (the first picture after others ran) each such copy costs microseconds, a good part of a 1k-node picture.
+    """
 
     def __init__(self, trace: Trace, codes: np.ndarray, order: np.ndarray, folding: Folding, view: str,
-                 focus: int | None) -> None:
-        self.trace, self.codes, self.order, self.folding, self.view, self.focus = (
-            trace, codes, order, folding, view, focus)
+                 focus: int | None, every: bool = False) -> None:
+        self.trace, self.codes, self.order, self.folding, self.view, self.focus, self.every = (
+            trace, codes, order, folding, view, focus, every)
         c = trace.columns
         # Names per distinct string, spread to the nodes as codes: a 100k-node graph has a few dozen names.
         distinct = trace.distinct_names()
@@ -370,7 +379,7 @@ class _Builder:
         """The plain nodes' block, then the chains' (if any); sets the model row of each group's box."""
         f = self.folding
         if len(f.members) == f.num_groups:  # nothing folded (the usual case): a group is a node, in order
-            self.row_of_group = np.arange(f.num_groups, dtype=np.int64)
+            self.row_of_group = f.starts[:-1]  # a group's row is its number, as its start in `members` is
             return [self._singles(f.members)]
         sizes = np.diff(f.starts)
         single_groups = np.flatnonzero(sizes == 1)
@@ -384,28 +393,34 @@ class _Builder:
         self.row_of_group[chain_groups] = len(single_groups) + np.arange(len(chain_groups))
         return blocks
 
+    def _at(self, column: np.ndarray, vs: np.ndarray) -> np.ndarray:
+        """column[vs], or the column itself when the view shows every node in order (see `every`)."""
+        return column if self.every else column[vs]
+
     def _marks(self, vs: np.ndarray) -> tuple[Texts, np.ndarray, np.ndarray | None]:
         """The label's last line (accumulation points), the peripheries and the focus emphasis of `vs`."""
-        is_acc = self.is_accumulate[vs]
-        users = self.users[vs]
-        sums = (users >= 2) & ~is_acc
-        summed = users[sums]
-        counts = np.flatnonzero(np.bincount(summed)) if len(summed) else summed  # np.unique: slower
+        is_acc = self._at(self.is_accumulate, vs)
+        users = self._at(self.users, vs)
+        sums = (users >= 2) > is_acc  # summed by the engine, and not an AccumulateGrad (bools: a > b is a & ~b)
         mark = is_acc.astype(np.int64)
-        mark[sums] = 2 + np.searchsorted(counts, summed)
+        summed = users[sums]
+        counts = summed
+        if len(summed):  # none in a single chain
+            counts = np.flatnonzero(np.bincount(summed))  # np.unique: slower
+            mark[sums] = 2 + np.searchsorted(counts, summed)
         table = ("", "\naccumulates into .grad", *(f"\n⊕ sums {u} grads" for u in counts.tolist()))
-        peripheries = (mark > 0).astype(np.int8) + 1
+        peripheries = (sums | is_acc).view(np.int8) + 1
         emphasis = (vs == self.focus) if self.focus is not None else None
         return Texts(mark, table), peripheries, emphasis
 
     def _singles(self, vs: np.ndarray) -> NodeBlock:
         marks, peripheries, emphasis = self._marks(vs)
-        seq = Ints(self.seq_codes[vs], "max")
+        seq = Ints(self._at(self.seq_codes, vs), "max")
         if self.view == "backward":
-            orders = self.order[vs]
+            orders = self._at(self.order, vs)
             label: tuple[Piece, ...] = (
-                Texts(self.name_codes[vs], self.names), "\nseq ", seq, " · topo ",
-                Ints(np.asarray(self.trace.columns["node_topo"])[vs]),
+                Texts(self._at(self.name_codes, vs), self.names), "\nseq ", seq, " · topo ",
+                Ints(self._at(np.asarray(self.trace.columns["node_topo"]), vs)),
                 Texts((orders >= 0).view(np.int8), ("", "\n#")), Ints(orders), marks)
         else:  # the forward view: the op, its seq_nr and its line, read node by node (no hot path)
             ops, wheres = [], []
@@ -415,7 +430,7 @@ class _Builder:
                 wheres.append(f"line {info.lineno}: {info.source[:48].rstrip()}" if info.lineno else "")
             rows = np.arange(len(vs))
             label = (Texts(rows, tuple(ops)), "\nseq ", seq, "\n", Texts(rows, tuple(wheres)), marks)
-        return NodeBlock("node", "n", Ints(vs), label, vs, self.codes[vs], peripheries, emphasis)
+        return NodeBlock("node", "n", Ints(vs), label, vs, self._at(self.codes, vs), peripheries, emphasis)
 
     def _chains(self, groups: np.ndarray) -> NodeBlock:
         labels, states, firsts = [], [], []
@@ -448,12 +463,18 @@ class _Builder:
     # arrows -------------------------------------------------------------------------------------------------
     def _arrows(self) -> EdgeBlock:
         parent, child, slot, input_nr = self.edges
+        if self.every:  # a node's row is the node: an arrow per edge, as the edges are
+            forward = self.view == "forward"
+            label = ("in ", Ints(slot)) if forward else (Ints(input_nr),)
+            return EdgeBlock("next", child, parent, label) if forward else EdgeBlock("next", parent, child, label)
         f = self.folding
         gp, gc = f.group_of[parent], f.group_of[child]
         keep = (gp >= 0) & (gc >= 0) & (gp != gc)
         forward = self.view == "forward"
         numbers = (slot if forward else input_nr)[keep]
         gp, gc = gp[keep], gc[keep]
+        if not len(gp):  # no arrow (one folded chain): the model drops the block; np.unique of nothing costs ~50 us
+            return EdgeBlock("next", gp, gc)
         prefix: tuple[str, ...] = ("in ",) if forward else ()
         if len(f.members) != f.num_groups:
             # Arrows between two folded chains (or a chain and a node) are merged and counted; arrows between

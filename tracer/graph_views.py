@@ -13,14 +13,24 @@ from .trace import Trace
 
 
 def edges(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(parent, child, slot, input_nr) of every next edge that points at a node (None edges left out)."""
+    """(parent, child, slot, input_nr) of every next edge that points at a node (None edges left out).
+
+    Made once per trace and kept in its index (a folded or focused picture asks twice, the TUI at every
+    export); the arrays are read-only, as they are shared.
+    """
+    return trace.index.memo("graph_views.edges", lambda: _edges(trace))
+
+
+def _edges(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     c = trace.columns
     start = c["node_edge_start"]
     child = np.asarray(c["edge_child"], dtype=np.int64)
-    parent = np.repeat(np.arange(trace.num_nodes, dtype=np.int64), np.diff(start))
-    slot = np.arange(len(child), dtype=np.int64) - start[parent] if len(child) else np.zeros(0, np.int64)
-    keep = child >= 0
-    return parent[keep], child[keep], slot[keep], np.asarray(c["edge_input_nr"], dtype=np.int64)[keep]
+    real = np.flatnonzero(child >= 0)  # positions of the kept edges: a slot is one minus its node's start
+    parent = np.repeat(np.arange(trace.num_nodes, dtype=np.int64), np.diff(start))[real]
+    out = (parent, child[real], real - start[parent], np.asarray(c["edge_input_nr"], dtype=np.int64)[real])
+    for a in out:
+        a.flags.writeable = False
+    return out
 
 
 def focus_nodes(trace: Trace, center: int, radius: int) -> np.ndarray:
@@ -61,10 +71,13 @@ class Folding:
 
 
 def no_folding(nodes: np.ndarray, num_nodes: int) -> Folding:
-    """Every shown node in a group of its own."""
+    """Every shown node (`nodes`: distinct, ascending) in a group of its own."""
+    members = np.asarray(nodes, dtype=np.int64)
+    if len(members) == num_nodes:  # every node: node v is group v, as `members` already says
+        return Folding(members, members, np.arange(len(nodes) + 1, dtype=np.int64))
     group_of = np.full(num_nodes, -1, dtype=np.int64)
     group_of[nodes] = np.arange(len(nodes))
-    return Folding(group_of, np.asarray(nodes, dtype=np.int64), np.arange(len(nodes) + 1, dtype=np.int64))
+    return Folding(group_of, members, np.arange(len(nodes) + 1, dtype=np.int64))
 
 
 MIN_CHAIN = 3
