@@ -24,7 +24,7 @@ class AgdbApp(App[None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel loading or recording", show=False)]
 
     def __init__(self, trace: Any = None, path: str | None = None, script: str | None = None,
-                 script_args: list[str] | None = None, as_torch: bool = False, title: str = "") -> None:
+                 script_args: list[str] | None = None, as_torch: bool | None = None, title: str = "") -> None:
         super().__init__()
         self.trace, self.path, self.script = trace, path, script
         self.script_args, self.as_torch, self.title_text = script_args or [], as_torch, title
@@ -101,7 +101,7 @@ class AgdbApp(App[None]):
             return
         finally:
             script_ended()
-        error = run.error_text
+        error = "\n".join(text for text in (run.error_text, run.note) if text)
         if self._cancelled:
             error = f"recording cancelled: showing the {len(run.trace):,} events recorded until then"
         self.post_message(TraceLoaded(run.trace, script, error))

@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("script")
     rec.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
     rec.add_argument("-o", "--output", required=True, help="trace file to write (.agdb)")
-    rec.add_argument("--as-torch", action="store_true", help="let the script's `import torch` get agdb's engine")
+    _torch_flags(rec)
     rec.set_defaults(func=_cmd_record)
     show = sub.add_parser("show", help="print the engine's state at a step of a trace")
     show.add_argument("trace")
@@ -75,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     cul.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
     cul.add_argument("--from", dest="start", type=int, default=None, help="from this seq_nr")
     cul.add_argument("--to", dest="stop", type=int, default=None, help="up to this seq_nr")
-    cul.add_argument("--as-torch", action="store_true", help="let the script's `import torch` get agdb's engine")
+    _torch_flags(cul)
     cul.set_defaults(func=_cmd_culprits)
     exp = sub.add_parser("export", help="draw the graph of a trace at a step (DOT, SVG, PNG or PDF)",
                          description="Draw a trace's graph, labelled and styled by each node's state at a step. "
@@ -98,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     tui = sub.add_parser("tui", help="record a script and step through it in the TUI")
     tui.add_argument("script")
     tui.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
-    tui.add_argument("--as-torch", action="store_true", help="let the script's `import torch` get agdb's engine")
+    _torch_flags(tui)
     tui.set_defaults(func=_cmd_tui)
     opener = sub.add_parser("open", help="step through a saved trace in the TUI")
     opener.add_argument("trace")
@@ -106,7 +106,16 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _record(script: str, script_args: list[str], as_torch: bool):
+def _torch_flags(parser: argparse.ArgumentParser) -> None:
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--as-torch", dest="as_torch", action="store_const", const=True, default=None,
+                       help="let the script's `import torch` get agdb's engine (the default when the script "
+                            "imports torch)")
+    which.add_argument("--real-torch", dest="as_torch", action="store_const", const=False,
+                       help="let the script use real torch (agdb cannot record its autograd yet)")
+
+
+def _record(script: str, script_args: list[str], as_torch: bool | None):
     from .run_script import run_recorded
 
     with err.status("recording…") as status:
@@ -116,11 +125,15 @@ def _record(script: str, script_args: list[str], as_torch: bool):
         sys.stderr.write(f"agdb: the script raised (the trace up to that point is kept):\n{run.error_text}")
         if not run.error_text.endswith("\n"):
             sys.stderr.write("\n")
+    if run.note:
+        _fail(run.note)
     return run
 
 
 def _cmd_record(args: argparse.Namespace) -> int:
     run = _record(args.script, args.script_args, args.as_torch)
+    if run.note:
+        return 1  # nothing recorded, and said why: no empty file
     with err.status(f"saving {len(run.trace):,} events…"):
         save(run.trace, args.output)
     sys.stderr.write(f"wrote {args.output}: {len(run.trace):,} events, {run.trace.num_nodes:,} nodes\n")
@@ -173,7 +186,7 @@ def _cmd_culprits(args: argparse.Namespace) -> int:
         trace, failed = _load(args.script), False
     else:
         run = _record(args.script, args.script_args, args.as_torch)
-        trace, failed = run.trace, run.error is not None
+        trace, failed = run.trace, run.error is not None or bool(run.note)
     rows = culprits_mod.select(culprits_mod.of_trace(trace), args.start, args.stop)
     table = Table(title="sequence-number increments", title_justify="left")
     for col in ("seq_nr", "node", "thread", "file:line", "function", "source"):

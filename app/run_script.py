@@ -20,12 +20,22 @@ class ScriptRun:
     trace: Any
     error: BaseException | None
     error_text: str
+    as_torch: bool = False  # whether `import torch` got agdb's engine
+    note: str = ""  # what the user should know about an empty recording, and what to do
 
 
-def run_recorded(script: str, args: list[str], as_torch: bool = False,
+REAL_TORCH_NOTE = ("the script ran on real PyTorch, whose autograd engine agdb cannot record yet, so nothing was "
+                   "recorded. Run it on agdb's engine with --as-torch (the default for a script that imports "
+                   "torch).")
+
+
+def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
                  on_progress: Callable[[int], None] | None = None,
                  on_script_end: Callable[[], None] | None = None) -> ScriptRun:
     """Run `script` with `args` as `__main__`, recording the engine; the trace is kept if the script fails.
+
+    `as_torch`: let the script's `import torch` get agdb's engine; None (the default) does so when the
+    script's source imports torch.
 
     `on_script_end` is called the moment the script stops, before agdb's own clean-up (the app uses it to
     stop sending interrupts, which must reach the script and nothing after it).
@@ -35,6 +45,9 @@ def run_recorded(script: str, args: list[str], as_torch: bool = False,
         raise FileNotFoundError(f"no such script: {script}")
     from . import torch_shim
 
+    wants_torch = torch_shim.imports_torch(path)
+    if as_torch is None:
+        as_torch = wants_torch
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     shim = torch_shim.install() if as_torch else None
     recorder = Recorder().attach()
@@ -63,7 +76,8 @@ def run_recorded(script: str, args: list[str], as_torch: bool = False,
         if shim is not None:
             torch_shim.uninstall(shim)
         trace = recorder.finish()
-    return ScriptRun(trace, error, error_text)
+    note = REAL_TORCH_NOTE if wants_torch and not as_torch and len(trace) == 0 else ""
+    return ScriptRun(trace, error, error_text, as_torch, note)
 
 
 def interrupt(thread_ident: int, clear: bool = False) -> bool:
