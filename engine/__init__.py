@@ -10,8 +10,9 @@ from . import _dispatch, _factories, _inplace, _ops  # noqa: F401 - importing an
 from ._device import device
 from ._dtype import Size, dtype, float32, float64, get_default_dtype, int64
 from ._dtype import bool_ as bool  # noqa: A001 - torch.bool
-from ._factories import is_tensor, manual_seed
+from ._factories import is_tensor
 from ._observer import add_observer
+from ._random import Generator, default_generator, manual_seed
 from ._state import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._tensor import Tensor
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
@@ -19,7 +20,7 @@ from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enab
 globals().update(_dispatch.table("torch"))  # engine.exp, engine.matmul, ...: the ops declared as torch=
 _dispatch.install()  # Tensor's methods, operators and properties
 
-from . import autograd, nn  # noqa: E402 - needs the Tensor methods installed
+from . import autograd, nn, optim  # noqa: E402 - needs the Tensor methods installed
 
 float = float32  # noqa: A001 - torch.float
 double = float64
@@ -28,8 +29,9 @@ long = int64
 __version__ = "2.13.0+agdb"
 
 __all__ = [
-    "Tensor", "manual_seed", "is_tensor", "float32", "float64", "int64", "bool", "float", "double", "long", "dtype",
+    "Tensor", "manual_seed", "Generator", "default_generator",
+    "is_tensor", "float32", "float64", "int64", "bool", "float", "double", "long", "dtype",
     "Size", "device", "get_default_dtype", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",
-    "autograd", "nn", "add_observer", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
+    "autograd", "nn", "optim", "add_observer", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
     *_dispatch.table("torch"),
 ]

@@ -1,6 +1,8 @@
-"""Tensor factories: tensor, zeros, ones, the *_like forms, and a few random ones.
+"""Tensor factories: tensor, zeros, ones, full, empty, arange, linspace, eye, the random ones and the *_like
+forms, with PyTorch 2.13's default dtypes, `size=` and `*size` forms, and errors.
 
-Random factories draw from numpy's generator, so their values differ from PyTorch's for the same seed.
+Random factories draw from engine/_random.py's generators (numpy's PCG64): the same seed gives the same values
+in the engine, but not PyTorch's values. `empty` and `empty_like` return zeros.
 """
 from __future__ import annotations
 
@@ -8,13 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from ._args import factory_size, infer_data_shape
+from ._args import factory_size, infer_data_shape, int_arg
 from ._device import canonical_device
 from ._dispatch import public
 from ._dtype import as_dtype, get_default_dtype
+from ._random import rng
 from ._tensor import Tensor, _coerce_array, make_tensor
-
-_rng = np.random.default_rng(0)
 
 
 def _finish(arr: np.ndarray, requires_grad: bool, device: Any) -> Tensor:
@@ -48,27 +49,77 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
     return _finish(arr, requires_grad, device)
 
 
+_TYPE = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+_NUMBER = (int, float, bool, np.number)
+
+
 def _np_dtype(dtype: Any) -> np.dtype:
     return (as_dtype(dtype) if dtype is not None else get_default_dtype()).np
 
 
+def _size(fn: str, size: tuple, kwargs: dict) -> tuple[int, ...]:
+    """The size of `fn(*size)` or `fn(size=...)`, as PyTorch's parser takes it."""
+    if "size" in kwargs:
+        if size:
+            raise TypeError(f"{fn}() got multiple values for argument 'size'")
+        size = (kwargs.pop("size"),)
+    if kwargs:
+        raise TypeError(f"{fn}() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    if not size:
+        raise TypeError(f'{fn}() missing 1 required positional arguments: "size"')
+    return factory_size(fn, size)
+
+
+def _tuple_size(fn: str, size: Any, position: int = 1) -> tuple[int, ...]:
+    """A size that must be one tuple or list of ints (full, randint)."""
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"{fn}(): argument 'size' (position {position}) must be tuple of ints, not "
+                        f"{type(size).__name__}")
+    return factory_size(fn, (size,))
+
+
+def _floating(kernel: str, np_dtype: np.dtype) -> None:
+    """Random floats need a floating dtype: PyTorch's kernel refuses the others."""
+    if np_dtype.kind != "f":
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{_TYPE[str(np_dtype)]}\'')
+
+
+def _number(value: Any) -> Any:
+    return value.item() if isinstance(value, Tensor) and value.ndim == 0 else value
+
+
 @public("zeros", torch=True)
-def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """A tensor of zeros."""
-    return _finish(np.zeros(factory_size("zeros", size), dtype=_np_dtype(dtype)), requires_grad, device)
+def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False, **kwargs: Any) -> Tensor:
+    """A tensor of zeros: `zeros(2, 3)`, `zeros((2, 3))` or `zeros(size=(2, 3))`."""
+    return _finish(np.zeros(_size("zeros", size, kwargs), dtype=_np_dtype(dtype)), requires_grad, device)
 
 
 @public("ones", torch=True)
-def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False, **kwargs: Any) -> Tensor:
     """A tensor of ones."""
-    return _finish(np.ones(factory_size("ones", size), dtype=_np_dtype(dtype)), requires_grad, device)
+    return _finish(np.ones(_size("ones", size, kwargs), dtype=_np_dtype(dtype)), requires_grad, device)
+
+
+@public("empty", torch=True)
+def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False, **kwargs: Any) -> Tensor:
+    """A tensor of the given size (zero-filled here, where PyTorch leaves memory as it was)."""
+    return _finish(np.zeros(_size("empty", size, kwargs), dtype=_np_dtype(dtype)), requires_grad, device)
 
 
 @public("full", torch=True)
-def full(size: Any, fill_value: float, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """A tensor filled with `fill_value`."""
-    np_dtype = _np_dtype(dtype) if dtype is not None or isinstance(fill_value, float) else np.dtype(np.int64)
-    return _finish(np.full(factory_size("full", (size,)), fill_value, dtype=np_dtype), requires_grad, device)
+def full(size: Any, fill_value: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """A tensor filled with `fill_value`; its dtype follows the value (bool, int64, or the default float)."""
+    shape = _tuple_size("full", size)
+    fill_value = _number(fill_value)
+    if dtype is not None:
+        np_dtype = _np_dtype(dtype)
+    elif isinstance(fill_value, (bool, np.bool_)):
+        np_dtype = np.dtype(np.bool_)
+    elif isinstance(fill_value, (int, np.integer)):
+        np_dtype = np.dtype(np.int64)
+    else:
+        np_dtype = _np_dtype(None)
+    return _finish(np.full(shape, fill_value, dtype=np_dtype), requires_grad, device)
 
 
 def _like(t: Tensor, dtype: Any, device: Any) -> tuple[tuple, np.dtype, Any]:
@@ -89,39 +140,168 @@ def ones_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: b
     return _finish(np.ones(shape, dtype=np_dtype), requires_grad, dev)
 
 
-@public("empty", torch=True)
-def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """A tensor of the given size (zero-filled here)."""
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+@public("empty_like", torch=True)
+def empty_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False, **_: Any) -> Tensor:
+    """A tensor with `t`'s shape, dtype and device (zero-filled here)."""
+    shape, np_dtype, dev = _like(t, dtype, device)
+    return _finish(np.zeros(shape, dtype=np_dtype), requires_grad, dev)
+
+
+@public("full_like", torch=True)
+def full_like(t: Tensor, fill_value: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+              **_: Any) -> Tensor:
+    """`fill_value` (cast to the dtype, so 2.7 becomes 2 in an int64 tensor) with `t`'s shape, dtype and device."""
+    shape, np_dtype, dev = _like(t, dtype, device)
+    return _finish(np.full(shape, _number(fill_value), dtype=np_dtype), requires_grad, dev)
+
+
+@public("rand_like", torch=True)
+def rand_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+              generator: Any = None, **_: Any) -> Tensor:
+    """Uniform samples in [0, 1) with `t`'s shape, dtype and device."""
+    shape, np_dtype, dev = _like(t, dtype, device)
+    _floating("check_uniform_bounds", np_dtype)
+    return _finish(rng("rand_like", generator).random(shape, dtype=np_dtype), requires_grad, dev)
+
+
+@public("randn_like", torch=True)
+def randn_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+               generator: Any = None, **_: Any) -> Tensor:
+    """Standard normal samples with `t`'s shape, dtype and device."""
+    shape, np_dtype, dev = _like(t, dtype, device)
+    _floating("normal_kernel_cpu", np_dtype)
+    return _finish(rng("randn_like", generator).standard_normal(shape, dtype=np_dtype), requires_grad, dev)
 
 
 @public("arange", torch=True)
-def arange(start: float, end: float | None = None, step: float = 1, dtype: Any = None, device: Any = None,
+def arange(start: Any = None, end: Any = None, step: Any = 1, dtype: Any = None, device: Any = None,
            requires_grad: bool = False) -> Tensor:
-    """Evenly spaced values in [start, end)."""
+    """Evenly spaced values in [start, end): int64 when every bound is an int, else the default float dtype."""
+    start, end, step = _number(start), _number(end), _number(step)
     if end is None:
         start, end = 0, start
-    is_float = any(isinstance(v, float) for v in (start, end, step))
+    if start is None:
+        start = 0
+    for name, position, v in (("start", 0, start), ("end", 1, end), ("step", 2, step)):
+        if not isinstance(v, _NUMBER):
+            raise TypeError(f"arange(): argument '{name}' (position {position}) must be Number, not "
+                            f"{type(v).__name__}")
+    is_float = any(isinstance(v, (float, np.floating)) for v in (start, end, step))
     np_dtype = _np_dtype(dtype) if (dtype is not None or is_float) else np.dtype(np.int64)
-    return _finish(np.arange(start, end, step).astype(np_dtype), requires_grad, device)
+    if np_dtype.kind in "iub":  # the bounds are cast to the dtype first
+        if step != 0 and int(step) == 0:  # a step the cast made zero
+            raise ValueError("step must be nonzero")
+        start, end, step = int(start), int(end), int(step)
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if not (np.isfinite(start) and np.isfinite(end)):
+        raise RuntimeError(f"unsupported range: {start} -> {end}")
+    if (step > 0 and end < start) or (step < 0 and end > start):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    return _finish(np.arange(start, end, step, dtype=np.float64 if is_float else None).astype(np_dtype),
+                   requires_grad, device)
 
 
-def manual_seed(seed: int) -> None:
-    """Seed the generator behind randn and rand (numpy's, so values differ from PyTorch's)."""
-    global _rng
-    _rng = np.random.default_rng(int(seed))
+@public("linspace", torch=True)
+def linspace(start: Any, end: Any, steps: Any = None, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """`steps` values from start to end inclusive (default float dtype), computed as ATen's CPU kernel does:
+    the first half up from start, the second half down from end."""
+    start, end = _number(start), _number(end)
+    if steps is None or not isinstance(steps, (int, np.integer)) or isinstance(steps, bool):
+        got = ", ".join(type(v).__name__ for v in (start, end, steps) if v is not None)
+        raise TypeError(f"linspace() received an invalid combination of arguments - got ({got}), but expected one "
+                        "of:\n * (Number start, Number end, int steps, *, torch.dtype dtype = None, torch.device "
+                        "device = None, bool requires_grad = False)")
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    np_dtype = _np_dtype(dtype)
+    if np_dtype.kind == "b":
+        raise NotImplementedError("\"linspace_cpu\" not implemented for 'Bool'")
+    idx = np.arange(steps)
+    if np_dtype.kind == "f":
+        s, e = np_dtype.type(start), np_dtype.type(end)
+        step = (e - s) / np_dtype.type(steps - 1) if steps > 1 else np_dtype.type(0)
+        idx = idx.astype(np_dtype)
+        n = np_dtype.type(steps - 1)
+    else:  # integers: the step in double, the values cast (truncated) to the dtype
+        s, e = float(int(start)), float(int(end))
+        step = (e - s) / (steps - 1) if steps > 1 else 0.0
+        n = float(steps - 1)
+    values = np.where(np.arange(steps) < steps // 2, s + step * idx, e - step * (n - idx))
+    if steps == 1:
+        values = np.array([s])
+    return _finish(values.astype(np_dtype), requires_grad, device)
+
+
+@public("eye", torch=True)
+def eye(n: Any, m: Any = None, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """The n x m (default n x n) identity matrix."""
+    n = int_arg("eye", "n", 1, n)
+    if m is not None and not (isinstance(m, (int, np.integer)) and not isinstance(m, bool)):
+        raise TypeError(f"eye() received an invalid combination of arguments - got (int, {type(m).__name__}), but "
+                        "expected one of:\n * (int n, *, torch.dtype dtype = None, torch.device device = None, "
+                        "bool requires_grad = False)\n * (int n, int m, *, torch.dtype dtype = None, "
+                        "torch.device device = None, bool requires_grad = False)")
+    if n < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {n}")
+    m = n if m is None else int(m)
+    if m < 0:
+        raise RuntimeError(f"m must be greater or equal to 0, got {m}")
+    return _finish(np.eye(n, m, dtype=_np_dtype(dtype)), requires_grad, device)
 
 
 @public("randn", torch=True)
-def randn(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """Standard normal samples."""
-    return _finish(_rng.standard_normal(factory_size("randn", size)).astype(_np_dtype(dtype)), requires_grad, device)
+def randn(*size: Any, generator: Any = None, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+          **kwargs: Any) -> Tensor:
+    """Standard normal samples (engine values: the same seed repeats them, PyTorch's differ)."""
+    shape, np_dtype = _size("randn", size, kwargs), _np_dtype(dtype)
+    _floating("normal_kernel_cpu", np_dtype)
+    return _finish(rng("randn", generator).standard_normal(shape, dtype=np_dtype), requires_grad, device)
 
 
 @public("rand", torch=True)
-def rand(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """Uniform samples in [0, 1)."""
-    return _finish(_rng.random(factory_size("rand", size)).astype(_np_dtype(dtype)), requires_grad, device)
+def rand(*size: Any, generator: Any = None, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+         **kwargs: Any) -> Tensor:
+    """Uniform samples in [0, 1) (engine values: the same seed repeats them, PyTorch's differ)."""
+    shape, np_dtype = _size("rand", size, kwargs), _np_dtype(dtype)
+    _floating("check_uniform_bounds", np_dtype)
+    return _finish(rng("rand", generator).random(shape, dtype=np_dtype), requires_grad, device)
+
+
+@public("randint", torch=True)
+def randint(*args: Any, generator: Any = None, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+            **kwargs: Any) -> Tensor:
+    """Integers drawn uniformly from [low, high): `randint(high, size)` or `randint(low, high, size)`; int64
+    unless told otherwise."""
+    names = ("low", "high", "size") if len(args) + len(kwargs) == 3 or "low" in kwargs else ("high", "size")
+    if len(args) > len(names) or any(k not in names for k in kwargs):
+        raise TypeError("randint() received an invalid combination of arguments: expected (int high, tuple of ints "
+                        "size) or (int low, int high, tuple of ints size)")
+    bound = dict(zip(names, args, strict=False))
+    for k, v in kwargs.items():
+        if k in bound:
+            raise TypeError(f"randint() got multiple values for argument '{k}'")
+        bound[k] = v
+    if set(bound) != set(names):
+        raise TypeError("randint() received an invalid combination of arguments: expected (int high, tuple of ints "
+                        "size) or (int low, int high, tuple of ints size)")
+    if "low" in bound:  # the three-argument form: PyTorch's parser names no single argument
+        if not all(isinstance(bound[k], (int, np.integer)) and not isinstance(bound[k], bool) for k in ("low", "high")):
+            got = ", ".join(type(bound[k]).__name__ for k in names)
+            raise TypeError(f"randint() received an invalid combination of arguments - got ({got}), but expected "
+                            "(int low, int high, tuple of ints size)")
+        low, high = int(bound["low"]), int(bound["high"])
+    else:
+        low, high = 0, int_arg("randint", "high", 1, bound["high"])
+    shape = _tuple_size("randint", bound["size"], len(names))
+    np_dtype = np.dtype(np.int64) if dtype is None else _np_dtype(dtype)
+    if np_dtype.kind == "b" and (low < 0 or high > 2):
+        raise RuntimeError("from is out of bounds for bool")
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    values = rng("randint", generator).integers(low, high, size=shape, dtype=np.int64)
+    return _finish(values.astype(np_dtype), requires_grad, device)
 
 
 def is_tensor(obj: Any) -> bool:
