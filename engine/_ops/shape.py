@@ -391,7 +391,7 @@ def copy_to_new(src: Tensor) -> Tensor:
     node = fn.CopyBackwards() if needs_grad(src) else None
     out = _out(np.array(src._data, copy=True), src)
     if node is not None:
-        node.src_dtype = src.dtype
+        node.src_dtype, node.src_device = src.dtype, src._device
         record(node, (None, src), out)
     return out
 
@@ -418,7 +418,8 @@ def to(a: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     new_device = canonical_device(dev) if dev is not None else a._device
     if new_dtype == a._data.dtype and new_device == a._device and not copy:
         return a
-    node = fn.ToCopyBackward0() if needs_grad(a) else None
+    # An integer or bool result is not differentiable: torch makes no node and takes no seq_nr.
+    node = fn.ToCopyBackward0() if new_dtype.kind == "f" and needs_grad(a) else None
     out = make_tensor(a._data.astype(new_dtype, copy=True), device=new_device)
     if node is not None:
         node.self_dtype, node.self_device = a.dtype, a._device
