@@ -252,7 +252,19 @@ class Tensor:
     def __iter__(self):
         if self._data.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self._data.shape[0]))
+        from ._ops import unbind
+
+        return iter(unbind(self, 0))  # torch's __iter__: one UnbindBackward0 for all rows
+
+    @public("data", tensor_property=True)
+    def data(self) -> Tensor:
+        """The same memory as a tensor with no history (like detach()); assigning `.data` is not supported."""
+        return make_tensor(self._data, device=self._device)
+
+    @public("to", tensor="type_as")
+    def type_as(self, other: Tensor) -> Tensor:
+        """self.to(other.dtype)."""
+        return self.to(other.dtype)
 
     def __repr__(self) -> str:
         return _format_tensor(self)
