@@ -991,8 +991,13 @@ class LinalgVectorNormBackward0(_Generated):
         elif p == 2.0:
             scaled = ops.masked_fill(ops.div(s, norm), ops.compare(np.equal, norm, 0), 0)
             out[0] = ops.mul(grad, scaled)
-        else:
-            self_scaled = ops.mul(s, ops.pow(ops.abs(s), p - 2))
+        else:  # self * self.abs().pow_(p - 2), or self.sgn() * self.abs().pow_(p - 1) for p < 2
+            if p < 2.0:
+                powed = _pow_inplace(ops.abs(s), p - 1)
+                self_scaled = ops.mul(ops.sgn(s), powed)
+            else:
+                powed = _pow_inplace(ops.abs(s), p - 2)
+                self_scaled = ops.mul(s, powed)
             scale_v = ops.div(grad, ops.pow(norm, p - 1))
             scale_v = ops.masked_fill(scale_v, ops.compare(np.equal, norm, 0), 0)
             out[0] = ops.mul(self_scaled, scale_v)
@@ -1045,3 +1050,19 @@ class BmmBackward0(_Generated):
             out[1] = ops.bmm(ops.transpose(self.self, 1, 2), grad)
         if self.should_compute_output(0):  # grad.bmm(mat2.transpose(1, 2))
             out[0] = ops.bmm(grad, ops.transpose(self.mat2, 1, 2))
+
+
+class ReshapeAliasBackward0(_Generated):
+    __slots__ = ("self_sym_sizes",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # grad.reshape_symint(self.sym_sizes())
+            out[0] = ops.reshape(grad, self.self_sym_sizes)
+
+
+def _pow_inplace(t, exponent: float):
+    """t.pow_(exponent) on a fresh tensor: PowBackward0, then the clone of the original self it saves."""
+    out = ops.pow(t, exponent)
+    if out.grad_fn is not None:
+        out.grad_fn.self = ops.clone(t)  # generated in-place code: original_self = self.clone() after the node
+    return out

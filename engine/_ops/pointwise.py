@@ -145,9 +145,9 @@ def clamp(a: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         raise NotImplementedError("engine.clamp supports number bounds only (torch's ClampBackward0 with "
                                   "tensor bounds is not implemented); use engine.maximum/minimum")
+    node = fn.ClampBackward1() if needs_grad(a) else None  # taken before the check, as in torch
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    node = fn.ClampBackward1() if needs_grad(a) else None
     out = _out(_clamp_data(a, min, max), a)
     if node is not None:
         node.self, node.min, node.max = a, min, max

@@ -270,7 +270,8 @@ def norm(a: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtyp
             (x ** p).sum(axis=axis, keepdims=keepdim) ** (1 / p)
     out = _out(np.asarray(res, dtype=a._data.dtype), a)
     if node is not None:
-        node.self, node.ord, node.dim, node.keepdim, node.result = a, p, dims, keepdim, out
+        node.self, node.ord, node.keepdim, node.result = a, p, keepdim, out
+        node.dim = () if dim is None else dims  # linalg_vector_norm's dim: empty when reducing everything
         record(node, (a,), out)
     return out
 

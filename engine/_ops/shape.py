@@ -130,7 +130,10 @@ def reshape(a: Tensor, *shape: Any) -> Tensor:
         raise
     data = _as_view(a._data, shape)
     if data is not None:
-        return _view_of(a, data, fn.ViewBackward0() if needs_grad(a) else None)
+        if a._data.flags.c_contiguous:
+            return _view_of(a, data, fn.ViewBackward0() if needs_grad(a) else None)
+        # A non-contiguous input the strides still allow viewing goes through _reshape_alias.
+        return _view_of(a, data, fn.ReshapeAliasBackward0() if needs_grad(a) else None)
     return _unsafe_view(clone(a), shape)
 
 
@@ -332,6 +335,8 @@ def _check_mask(a: Tensor, mask: Tensor, dim: int) -> None:
     for j, n in enumerate(mask._data.shape):
         size = a._data.shape[dim + j]
         if n != size:
+            if needs_grad(a):
+                fn.IndexBackward0()  # torch's index node takes its seq_nr before the check fails
             raise IndexError(f"The shape of the mask {list(mask._data.shape)} at index {j} does not match the shape "
                              f"of the indexed tensor {list(a._data.shape)} at index {dim + j}")
 
