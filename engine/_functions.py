@@ -801,3 +801,268 @@ class SliceBackwardBackward0(_Generated):
     def formulas(self, grad, out):
         if self.should_compute_output(0):
             out[0] = ops.slice_(grad, self.dim, self.start, self.end, self.step)
+
+
+# -- issue 12: the Tensor surface -----------------------------------------------------------------------
+class _MultiOutput(Node):
+    """Base of generated nodes with several differentiable outputs (unbind, split): one grad slot each."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list) -> list:
+        self.check_saved()
+        if all(g is None for g in grads):
+            return [None] * len(self.next_edges)
+        out: list = [None] * len(self.next_edges)
+        if self.should_compute_output(0):
+            out[0] = self.formula(grads)
+        return out
+
+    def formula(self, grads: list):
+        raise NotImplementedError
+
+
+class UnbindBackward0(_MultiOutput):
+    __slots__ = ("dim",)
+
+    def formula(self, grads):  # unbind_backward: undefined grads are zeros({}).expand(sizes); then stack
+        like = next(g for g in grads if g is not None)
+        zero = ops.zeros_of((), like)
+        return ops.stack([g if g is not None else ops.expand(zero, like._data.shape) for g in grads], self.dim)
+
+
+class SplitBackward0(_MultiOutput):
+    __slots__ = ("dim", "sizes", "self_sym_sizes")
+
+    def formula(self, grads):  # split_with_sizes_backward: undefined grads are zeros; then cat
+        like = next(g for g in grads if g is not None)
+        parts = []
+        for g, n in zip(grads, self.sizes, strict=True):
+            if g is None:
+                shape = list(self.self_sym_sizes)
+                shape[self.dim] = n
+                g = ops.zeros_of(tuple(shape), like)
+            parts.append(g)
+        return ops.cat(parts, self.dim)
+
+
+class SplitWithSizesBackward0(SplitBackward0):
+    __slots__ = ()
+
+
+def _where_zero(cond, grad):
+    """where(cond, grad, at::scalar_tensor(0., grad.options()))."""
+    return ops.where(cond, grad, ops.zeros_scalar(grad))
+
+
+class ClampBackward1(_Generated):
+    __slots__ = ("self", "min", "max")
+    _saved_tensor_names = ("self",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # clamp_backward
+            s = self.self
+            if self.min is not None and self.max is not None:
+                cond = ops.logical_and(ops.compare(np.greater_equal, s, self.min),
+                                       ops.compare(np.less_equal, s, self.max))
+            elif self.min is not None:
+                cond = ops.compare(np.greater_equal, s, self.min)
+            else:
+                cond = ops.compare(np.less_equal, s, self.max)
+            out[0] = _where_zero(cond, grad)
+
+
+class ClampMinBackward0(_Generated):
+    __slots__ = ("self", "min")
+    _saved_tensor_names = ("self",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = _where_zero(ops.compare(np.greater_equal, self.self, self.min), grad)
+
+
+class ClampMaxBackward0(_Generated):
+    __slots__ = ("self", "max")
+    _saved_tensor_names = ("self",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = _where_zero(ops.compare(np.less_equal, self.self, self.max), grad)
+
+
+class Log1PBackward0(_Generated):
+    __slots__ = ("self",)
+    _saved_tensor_names = ("self",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # grad / (self + 1)
+            out[0] = ops.div(grad, ops.add_scalar(self.self, 1))
+
+
+class Expm1Backward0(_Generated):
+    __slots__ = ("result",)
+    _saved_tensor_names = ("result",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # grad * (result + 1)
+            out[0] = ops.mul(grad, ops.add_scalar(self.result, 1))
+
+
+class SignBackward0(SgnBackward0):
+    __slots__ = ()
+
+
+class MinBackward0(MaxBackward0):
+    __slots__ = ()
+
+
+class MinBackward1(MaxBackward1):
+    __slots__ = ()
+
+
+def _unsqueeze_multiple(t, dims: tuple, ndim: int):
+    for d in sorted(dims):
+        t = ops.unsqueeze(t, d)
+    return t
+
+
+def _var_backward(grad, self_, dims, correction: float, keepdim: bool):
+    """var_backward: (2 / dof) * grad * (self - self.mean(dim, keepdim=True))."""
+    if self_._data.ndim == 0 or dims is None:
+        dof = self_._data.size - correction
+        right = ops.sub(self_, ops.mean(self_))
+        return ops.mul(ops.mul_scalar(grad, 2.0 / dof if dof > 0 else math.nan), right)
+    if not keepdim and self_._data.ndim > 1:
+        grad = _unsqueeze_multiple(grad, dims, self_._data.ndim)
+    n = 1
+    for d in dims:
+        n *= self_._data.shape[d]
+    dof = n - correction
+    right = ops.sub(self_, ops.mean(self_, dims, True))
+    return ops.mul(ops.mul_scalar(grad, 2.0 / dof if dof > 0 else math.inf), right)
+
+
+class VarBackward0(_Generated):
+    __slots__ = ("self", "dim", "correction", "keepdim")
+    _saved_tensor_names = ("self",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = _var_backward(grad, self.self, self.dim, self.correction, self.keepdim)
+
+
+class StdBackward0(_Generated):
+    __slots__ = ("self", "dim", "correction", "keepdim", "result")
+    _saved_tensor_names = ("self", "result")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # (grad / (result * 2)).masked_fill_(result == 0, 0), then var's
+            g = ops.div(grad, ops.mul_scalar(self.result, 2))
+            g = ops.masked_fill(g, ops.compare(np.equal, self.result, 0), 0)
+            out[0] = _var_backward(g, self.self, self.dim, self.correction, self.keepdim)
+
+
+class LogsumexpBackward0(_Generated):
+    __slots__ = ("self", "dim", "keepdim", "result")
+    _saved_tensor_names = ("self", "result")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # grad * (self - result).exp()
+            result = self.result
+            if not self.keepdim and self.self._data.ndim:
+                grad = _unsqueeze_multiple(grad, self.dim, self.self._data.ndim)
+                result = _unsqueeze_multiple(result, self.dim, self.self._data.ndim)
+            out[0] = ops.mul(grad, ops.exp(ops.sub(self.self, result)))
+
+
+class LinalgVectorNormBackward0(_Generated):
+    __slots__ = ("self", "ord", "dim", "keepdim", "result")
+    _saved_tensor_names = ("self", "result")
+
+    def formulas(self, grad, out):
+        if not self.should_compute_output(0):
+            return
+        s, norm, p = self.self, self.result, float(self.ord)  # norm_backward
+        if not self.keepdim and s._data.ndim:
+            grad = _unsqueeze_multiple(grad, self.dim, s._data.ndim)
+            norm = _unsqueeze_multiple(norm, self.dim, s._data.ndim)
+        if p == 1.0:
+            out[0] = ops.mul(ops.sgn(s), grad)
+        elif p == 2.0:
+            scaled = ops.masked_fill(ops.div(s, norm), ops.compare(np.equal, norm, 0), 0)
+            out[0] = ops.mul(grad, scaled)
+        else:  # self * self.abs().pow_(p - 2), or self.sgn() * self.abs().pow_(p - 1) for p < 2
+            if p < 2.0:
+                powed = _pow_inplace(ops.abs(s), p - 1)
+                self_scaled = ops.mul(ops.sgn(s), powed)
+            else:
+                powed = _pow_inplace(ops.abs(s), p - 2)
+                self_scaled = ops.mul(s, powed)
+            scale_v = ops.div(grad, ops.pow(norm, p - 1))
+            scale_v = ops.masked_fill(scale_v, ops.compare(np.equal, norm, 0), 0)
+            out[0] = ops.mul(self_scaled, scale_v)
+
+
+class IndexSelectBackward0(_Generated):
+    __slots__ = ("dim", "index", "self_sym_sizes")
+    _saved_tensor_names = ("index",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # zeros(self_sizes).index_add_(dim, index, grad)
+            out[0] = ops.index_add(ops.zeros_of(self.self_sym_sizes, grad), self.dim, self.index, grad)
+
+
+class IndexAddBackward0(_Generated):
+    __slots__ = ("dim", "index")
+    _saved_tensor_names = ("index",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = grad
+        if self.should_compute_output(1):
+            out[1] = ops.index_select(grad, self.dim, self.index)
+
+
+class IndexBackward0(_Generated):
+    __slots__ = ("key", "self_sym_sizes")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # zeros(self_sizes).index_put_(indices, grad, accumulate=True)
+            out[0] = ops.index_put_accumulate(ops.zeros_of(self.self_sym_sizes, grad), self.key, grad)
+
+
+class IndexPutImplBackward0(_Generated):
+    __slots__ = ("key",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(1):
+            out[1] = ops.index_key(grad, self.key)
+        if self.should_compute_output(0):
+            out[0] = grad
+
+
+class BmmBackward0(_Generated):
+    __slots__ = ("self", "mat2")
+    _saved_tensor_names = ("self", "mat2")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(1):  # self.transpose(1, 2).bmm(grad)
+            out[1] = ops.bmm(ops.transpose(self.self, 1, 2), grad)
+        if self.should_compute_output(0):  # grad.bmm(mat2.transpose(1, 2))
+            out[0] = ops.bmm(grad, ops.transpose(self.mat2, 1, 2))
+
+
+class ReshapeAliasBackward0(_Generated):
+    __slots__ = ("self_sym_sizes",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # grad.reshape_symint(self.sym_sizes())
+            out[0] = ops.reshape(grad, self.self_sym_sizes)
+
+
+def _pow_inplace(t, exponent: float):
+    """t.pow_(exponent) on a fresh tensor: PowBackward0, then the clone of the original self it saves."""
+    out = ops.pow(t, exponent)
+    if out.grad_fn is not None:
+        out.grad_fn.self = ops.clone(t)  # generated in-place code: original_self = self.clone() after the node
+    return out

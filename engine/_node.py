@@ -330,7 +330,10 @@ class AccumulateGrad(Node):
             raise RuntimeError("leaf variable has been moved into the graph interior")
         new_grad = grads[0]
         if new_grad is not None and variable.requires_grad:
-            _tensor_mod().accumulate_into_grad(variable, new_grad)
+            # torch steals new_grad when nothing else holds it: use_count() <= 1 + (post hooks hold the
+            # inputs list too). Here the one expected holder is the list given to apply (two with post hooks).
+            refs = sys.getrefcount(new_grad) - 2  # less getrefcount's argument and the local `new_grad`
+            _tensor_mod().accumulate_into_grad(variable, new_grad, refs <= 1 + bool(self._post_hooks))
             if _observer.observers:
                 _observer.notify("grad_accumulated", tls.current_graph_task, self, variable, variable._grad)
         hooks = variable._post_acc_hooks

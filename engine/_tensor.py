@@ -252,7 +252,19 @@ class Tensor:
     def __iter__(self):
         if self._data.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self._data.shape[0]))
+        from ._ops import unbind
+
+        return iter(unbind(self, 0))  # torch's __iter__: one UnbindBackward0 for all rows
+
+    @public("data", tensor_property=True)
+    def data(self) -> Tensor:
+        """The same memory as a tensor with no history (like detach()); assigning `.data` is not supported."""
+        return make_tensor(self._data, device=self._device)
+
+    @public("to", tensor="type_as")
+    def type_as(self, other: Tensor) -> Tensor:
+        """self.to(other.dtype)."""
+        return self.to(other.dtype)
 
     def __repr__(self) -> str:
         return _format_tensor(self)
@@ -348,12 +360,18 @@ def try_get_grad_accumulator(t: Tensor) -> AccumulateGrad | None:
     return ref() if ref is not None else None
 
 
-def accumulate_into_grad(variable: Tensor, new_grad: Tensor) -> None:
-    """AccumulateGrad's update of `variable.grad` (engine-semantics §8.2)."""
+def accumulate_into_grad(variable: Tensor, new_grad: Tensor, unreferenced: bool = False) -> None:
+    """AccumulateGrad's update of `variable.grad` (engine-semantics §8.2).
+
+    With no `.grad` yet, torch adopts (steals) the incoming grad, sharing its memory, when grad mode is off,
+    nothing else references it (`unreferenced`, the caller's use_count test) and its strides obey the layout
+    contract; otherwise it clones (recording CopyBackwards under grad mode when the grad requires grad).
+    """
     old = variable._grad
     if old is None:
-        if not tls.grad_enabled or not new_grad._requires_grad:
-            # Stealing or cloning are indistinguishable through this API; a copy never aliases user data.
+        if not tls.grad_enabled and unreferenced and _obeys_layout_contract(new_grad._data, variable._data):
+            variable._grad = make_tensor(new_grad._data, device=new_grad._device)  # new_grad.detach()
+        elif not tls.grad_enabled or not new_grad._requires_grad:
             variable._grad = make_tensor(np.array(new_grad._data, copy=True), device=new_grad._device)
         else:
             from ._ops import copy_to_new
@@ -365,6 +383,18 @@ def accumulate_into_grad(variable: Tensor, new_grad: Tensor) -> None:
         from ._ops import add
 
         variable._grad = add(old, new_grad)  # not `old + new_grad`: the engine's own op, not the user's
+
+
+def _obeys_layout_contract(grad: np.ndarray, variable: np.ndarray) -> bool:
+    """utils::obeys_layout_contract: the grad's strides are the variable's on every dim of size > 1.
+
+    A read-only array (a broadcast) is never adopted: the accumulation that follows writes into it.
+    """
+    if not grad.flags.writeable or grad.shape != variable.shape or grad.dtype != variable.dtype:
+        return False
+    if not (variable.flags.c_contiguous or variable.flags.f_contiguous):
+        return bool(grad.flags.c_contiguous)
+    return all(n == 1 or a == b for n, a, b in zip(grad.shape, grad.strides, variable.strides, strict=True))
 
 
 def _c_type(t: Tensor) -> str:
@@ -386,7 +416,7 @@ def _format_tensor(t: Tensor) -> str:
     if t._device != "cpu":
         extras.append(f"device='{t._device}'")
     if t.grad_fn is not None:
-        extras.append(f"grad_fn=<{t.grad_fn.name()}>")
+        extras.append(f"grad_fn=<{type(t.grad_fn).__name__}>")  # torch prints the class name
     elif t._requires_grad:
         extras.append("requires_grad=True")
     return "tensor(" + body + "".join(", " + e for e in extras) + ")"

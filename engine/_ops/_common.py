@@ -225,3 +225,15 @@ def legacy_type_name(t: Tensor) -> str:
     """PyTorch's legacy type name, as some messages print it: torch.FloatTensor, torch.cuda.DoubleTensor."""
     kind = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}[t.dtype.name]
     return ("torch.cuda." if t._device.startswith("cuda") else "torch.") + kind + "Tensor"
+
+
+def record_outputs(node: Node, inputs: Sequence[Tensor | None], outs: Sequence[Tensor]) -> None:
+    """record() for a node with several differentiable outputs: output i is slot i of the node."""
+    node.set_next_edges(collect_next_edges(inputs))
+    node._input_metadata = [InputMetadata(o._data.shape, from_numpy_dtype(o._data.dtype), o._device) for o in outs]
+    for i, o in enumerate(outs):
+        o.grad_fn, o._output_nr, o._requires_grad = node, i, True
+    if node._saved_tensor_names:
+        node._saved_versions = saved_versions(getattr(node, name, None) for name in node._saved_tensor_names)
+    if _observer.observers:
+        _observer.notify("node_created", node)

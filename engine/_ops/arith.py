@@ -209,9 +209,67 @@ def compare(np_fn, a: Any, b: Any) -> Tensor:
     return _out(np_fn(a._data, b._data), common_device(a, b))
 
 
+@public("logical_and", torch=True, tensor=True)
 def logical_and(a: Tensor, b: Tensor) -> Tensor:
     """Elementwise and of truth values (no grad)."""
     return compare(np.logical_and, a, b)
+
+
+@public("logical_or", torch=True, tensor=True)
+def logical_or(a: Tensor, b: Tensor) -> Tensor:
+    """Elementwise or of truth values (no grad)."""
+    return compare(np.logical_or, a, b)
+
+
+@public("logical_xor", torch=True, tensor=True)
+def logical_xor(a: Tensor, b: Tensor) -> Tensor:
+    """Elementwise exclusive or of truth values (no grad)."""
+    return compare(np.logical_xor, a, b)
+
+
+@public("logical_not", torch=True, tensor=True)
+def logical_not(a: Tensor) -> Tensor:
+    """Elementwise not of truth values (no grad)."""
+    return _out(np.logical_not(a._data), a)
+
+
+@public("isclose", torch=True, tensor=True)
+def isclose(a: Tensor, b: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """|a - b| <= atol + rtol * |b|, computed with the ops torch's composite uses (their seq_nrs too)."""
+    if a._data.dtype != b._data.dtype:
+        raise RuntimeError(f"{a.dtype} did not match {b.dtype}")
+    close = compare(np.equal, a, b)
+    if equal_nan and a._data.dtype.kind == "f":
+        close = _out(close._data | (np.isnan(a._data) & np.isnan(b._data)), a)
+    if rtol == 0 and atol == 0:
+        return close
+    from .pointwise import abs as abs_
+
+    with np.errstate(all="ignore"):
+        allowed = add_scalar(abs_(mul_scalar(b, rtol)), atol)
+        actual = abs_(sub(a, b))
+        finite = _out(np.isfinite(actual._data), a)
+        if needs_grad(actual):
+            abs_(actual)  # at::isfinite(x) is (x == x) * (x.abs() != inf): one more node
+        return _out(close._data | (finite._data & (actual._data <= allowed._data)), a)
+
+
+@public("allclose", torch=True, tensor=True)
+def allclose(a: Tensor, b: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """Whether every element is close (a Python bool; records nothing, as in torch)."""
+    from .._state import tls
+
+    saved, tls.grad_enabled = tls.grad_enabled, False
+    try:
+        return bool(isclose(a, b, rtol, atol, equal_nan)._data.all())
+    finally:
+        tls.grad_enabled = saved
+
+
+@public("equal", torch=True, tensor=True)
+def equal(a: Tensor, b: Tensor) -> bool:
+    """Same shape and the same elements (a Python bool)."""
+    return a._data.shape == b._data.shape and bool(np.array_equal(a._data, b._data))
 
 
 @public("isnan", torch=True, tensor=True)
@@ -255,3 +313,4 @@ for _op, _np_fn in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater), 
     public(_op, tensor=(_op, f"__{_op}__"))(_comparison(_np_fn))
 public("__and__", tensor=True)(_comparison(np.logical_and))
 public("__or__", tensor=True)(_comparison(np.logical_or))
+public("__xor__", tensor=True)(_comparison(np.logical_xor))

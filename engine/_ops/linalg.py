@@ -8,7 +8,7 @@ from .._dispatch import public
 from .._tensor import Tensor
 from ._common import _out, _strides, binary_operator, check_same_device, needs_grad, record
 from .arith import add
-from .shape import _unsafe_view, reshape, squeeze_dims, t, unsqueeze, view
+from .shape import _unsafe_view, expand, reshape, squeeze_dims, t, unsqueeze, view
 
 
 @public("mm", torch=True, tensor=True)
@@ -104,8 +104,51 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
             return _unsafe_view(res, lead)
         res = mm(folded, b)
         return _unsafe_view(res, lead + (b._data.shape[-1],))
-    raise NotImplementedError(
-        f"engine.matmul supports 1-D and 2-D operands and N-D @ 2-D; got {da}-D @ {db}-D")
+    if da <= 2:
+        raise NotImplementedError(f"engine.matmul does not support {da}-D @ {db}-D yet (torch folds it through a "
+                                  "transpose); give the first operand a batch dim")
+    return _matmul_batched(a, b)
+
+
+def _matmul_batched(a: Tensor, b: Tensor) -> Tensor:
+    """at::matmul's broadcast path: expand both to the common batch, fold it, bmm, _unsafe_view back."""
+    sa, sb = a._data.shape, b._data.shape
+    n, m1 = sa[-2], sa[-1]
+    m2 = sb[-2] if b._data.ndim > 1 else sb[0]
+    p = sb[-1] if b._data.ndim > 1 else 1
+    try:
+        batch = np.broadcast_shapes(sa[:-2], sb[:-2] if b._data.ndim > 1 else ())
+    except ValueError:
+        raise RuntimeError(f"The size of tensor a ({sa[-3]}) must match the size of tensor b ({sb[-3]}) at "
+                           "non-singleton dimension 0") from None
+    prod = int(np.prod(batch))
+    a3 = reshape(expand(a, batch + (n, m1)), (prod, n, m1))
+    if b._data.ndim == 1:
+        b3 = unsqueeze(reshape(expand(b, batch + (m2,)), (prod, m2)), 2)
+        return _unsafe_view(squeeze_dims(bmm(a3, b3), (-1,)), batch + (n,))
+    b3 = reshape(expand(b, batch + (m2, p)), (prod, m2, p))
+    return _unsafe_view(bmm(a3, b3), batch + (n, p))
+
+
+@public("bmm", torch=True, tensor=True)
+def bmm(a: Tensor, b: Tensor) -> Tensor:
+    """Batched matrix product of two 3-D tensors → BmmBackward0."""
+    node = fn.BmmBackward0() if needs_grad(a, b) else None
+    if a._data.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if b._data.ndim != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    if a._data.shape[0] != b._data.shape[0] or a._data.shape[2] != b._data.shape[1]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{a._data.shape[0]}, "
+                           f"{a._data.shape[2]}] but got: [{b._data.shape[0]}, {b._data.shape[1]}].")
+    check_same_device("bmm", self=a, mat2=b)
+    _check_same_dtype(a, b, "expected scalar type")
+    out = _out(np.matmul(a._data, b._data), a)
+    if node is not None:
+        node.self = a if b._requires_grad else None
+        node.mat2 = b if a._requires_grad else None
+        record(node, (a, b), out)
+    return out
 
 
 @public("addmm", torch=True)

@@ -1,6 +1,8 @@
 """Reductions: sum, mean, max, argmax, and the elementwise maximum."""
 from __future__ import annotations
 
+import builtins
+import warnings
 from collections import namedtuple
 from typing import Any
 
@@ -15,6 +17,8 @@ from .shape import to
 
 MaxResult = namedtuple("max", ["values", "indices"])
 """What `max(dim)` returns, like torch.return_types.max."""
+MinResult = namedtuple("min", ["values", "indices"])
+"""What `min(dim)` returns, like torch.return_types.min."""
 
 
 @public("sum", torch=True)
@@ -87,19 +91,35 @@ def max(a: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
     """The largest element (MaxBackward1); with `dim`, (values, indices) (MaxBackward0)."""
     if isinstance(dim, Tensor):
         return maximum(a, dim)
+    return _extreme(a, dim, keepdim, "max")
+
+
+@public("min", torch=True, tensor=True)
+def min(a: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+    """The smallest element (MinBackward1); with `dim`, (values, indices) (MinBackward0)."""
+    if isinstance(dim, Tensor):
+        raise NotImplementedError("engine.min(a, b) (torch.minimum) is not implemented")
+    return _extreme(a, dim, keepdim, "min")
+
+
+def _extreme(a: Tensor, dim: Any, keepdim: bool, which: str) -> Any:
+    is_max = which == "max"
     if dim is None:
         if a._data.size == 0:
-            raise RuntimeError("max(): Expected reduction dim to be specified for input.numel() == 0. Specify "
-                               "the reduction dim with the 'dim' argument.")
-        node = fn.MaxBackward1() if needs_grad(a) else None
-        out = _out(a._data.max(), a)
+            raise RuntimeError(f"{which}(): Expected reduction dim to be specified for input.numel() == 0. "
+                               "Specify the reduction dim with the 'dim' argument.")
+        node = (fn.MaxBackward1() if is_max else fn.MinBackward1()) if needs_grad(a) else None
+        out = _out(a._data.max() if is_max else a._data.min(), a)
         if node is not None:
             node.self, node.result = a, out
             record(node, (a,), out)
         return out
-    node = fn.MaxBackward0() if needs_grad(a) else None
+    node = (fn.MaxBackward0() if is_max else fn.MinBackward0()) if needs_grad(a) else None
     d = _wrap_dim(dim, a._data.ndim)
-    idx = np.argmax(a._data, axis=d) if a._data.ndim else np.array(0)
+    if a._data.ndim and a._data.shape[d] == 0:
+        raise IndexError(f"{which}(): Expected reduction dim {d} to have non-zero size.")
+    arg = np.argmax if is_max else np.argmin
+    idx = arg(a._data, axis=d) if a._data.ndim else np.array(0)
     values = np.take_along_axis(a._data, np.expand_dims(idx, d), d) if a._data.ndim else a._data
     if not keepdim and a._data.ndim:
         values = values.squeeze(d)
@@ -110,7 +130,7 @@ def max(a: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
     if node is not None:
         node.dim, node.keepdim, node.indices, node.self_sym_sizes = d, keepdim, indices, a._data.shape
         record(node, (a,), out)
-    return MaxResult(out, indices)
+    return (MaxResult if is_max else MinResult)(out, indices)
 
 
 @public("argmax", torch=True, tensor=True)
@@ -138,3 +158,138 @@ def maximum(a: Tensor, b: Tensor) -> Tensor:
         node.self, node.other = a, b
         record(node, (a, b), out)
     return out
+
+
+@public("argmin", torch=True, tensor=True)
+def argmin(a: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the smallest element (no grad)."""
+    if dim is None:
+        return _out(np.array(np.argmin(a._data), dtype=np.int64), a)
+    d = _wrap_dim(dim, a._data.ndim)
+    res = np.argmin(a._data, axis=d)
+    if keepdim:
+        res = np.expand_dims(res, d)
+    return _out(res.astype(np.int64), a)
+
+
+def _correction(unbiased: Any, correction: Any) -> float:
+    if correction is not None:
+        return float(correction)
+    return 1.0 if unbiased is None or unbiased else 0.0
+
+
+def _var_args(a: Tensor, dim: Any, unbiased: Any, correction: Any) -> tuple:
+    if isinstance(dim, bool):  # var(unbiased) positional, as torch's overload
+        dim, unbiased = None, dim
+    if a._data.dtype.kind != "f":
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+    dims = None if dim is None else _dims(dim, a._data.ndim)
+    return dims, _correction(unbiased, correction)
+
+
+def _var_data(a: Tensor, dims: Any, corr: float, keepdim: bool) -> np.ndarray:
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        axis = None if dims is None or not a._data.ndim else dims
+        n = a._data.size if axis is None else int(np.prod([a._data.shape[d] for d in axis]))
+        mean = a._data.mean(axis=axis, keepdims=True)
+        ss = ((a._data - mean) ** 2).sum(axis=axis, keepdims=keepdim and axis is not None)
+        res = ss / builtins.max(n - corr, 0)
+    return np.asarray(res, dtype=a._data.dtype)
+
+
+@public("var", torch=True, tensor=True)
+def var(a: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+        correction: Any = None) -> Tensor:
+    """Variance with Bessel's correction by default → VarBackward0."""
+    dims, corr = _var_args(a, dim, unbiased, correction)
+    node = fn.VarBackward0() if needs_grad(a) else None
+    out = _out(_var_data(a, dims, corr, keepdim), a)
+    if node is not None:
+        node.self, node.dim, node.correction, node.keepdim = a, dims, corr, keepdim
+        record(node, (a,), out)
+    return out
+
+
+@public("std", torch=True, tensor=True)
+def std(a: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+        correction: Any = None) -> Tensor:
+    """Standard deviation with Bessel's correction by default → StdBackward0."""
+    dims, corr = _var_args(a, dim, unbiased, correction)
+    node = fn.StdBackward0() if needs_grad(a) else None
+    out = _out(np.sqrt(_var_data(a, dims, corr, keepdim)), a)
+    if node is not None:
+        node.self, node.dim, node.correction, node.keepdim, node.result = a, dims, corr, keepdim, out
+        record(node, (a,), out)
+    return out
+
+
+@public("logsumexp", torch=True, tensor=True)
+def logsumexp(a: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
+    """log(sum(exp(a), dim)), computed stably → LogsumexpBackward0."""
+    if a._data.dtype.kind != "f":
+        a = to(a, np.float32)
+    node = fn.LogsumexpBackward0() if needs_grad(a) else None
+    dims = _dims(dim, a._data.ndim)
+    axis = dims if a._data.ndim else None
+    with np.errstate(all="ignore"):
+        m = np.max(a._data, axis=axis, keepdims=True) if a._data.size else np.zeros((1,) * a._data.ndim)
+        m = np.where(np.isfinite(m), m, 0)
+        res = np.log(np.exp(a._data - m).sum(axis=axis, keepdims=True)) + m
+    if not keepdim and a._data.ndim:
+        res = res.squeeze(axis)
+    out = _out(np.asarray(res, dtype=a._data.dtype).reshape(res.shape if a._data.ndim else ()), a)
+    if node is not None:
+        node.self, node.dim, node.keepdim, node.result = a, dims, keepdim, out
+        record(node, (a,), out)
+    return out
+
+
+@public("norm", torch=True, tensor=True)
+def norm(a: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+    """Vector p-norm over all elements or `dim` (torch's linalg_vector_norm) → LinalgVectorNormBackward0."""
+    if p == "fro" or p is None:
+        p = 2
+    if isinstance(p, str) or (dim is not None and not isinstance(dim, int) and len(dim) == 2 and p != 2):
+        raise NotImplementedError(f"engine.norm supports vector p-norms with p >= 1 only; got p={p!r}")
+    p = float(p)
+    if not p >= 1 or np.isinf(p):
+        raise NotImplementedError(f"engine.norm supports vector p-norms with finite p >= 1 only; got p={p}")
+    if dtype is not None:
+        a = to(a, dtype)
+    if a._data.dtype.kind != "f":
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+                           f"{_dtype_title(a)}")
+    node = fn.LinalgVectorNormBackward0() if needs_grad(a) else None
+    dims = tuple(range(a._data.ndim)) if dim is None else _dims(dim, a._data.ndim)
+    axis = dims if a._data.ndim else None
+    with np.errstate(all="ignore"):
+        x = np.abs(a._data)
+        res = x.sum(axis=axis, keepdims=keepdim) if p == 1 else \
+            np.sqrt((x * x).sum(axis=axis, keepdims=keepdim)) if p == 2 else \
+            (x ** p).sum(axis=axis, keepdims=keepdim) ** (1 / p)
+    out = _out(np.asarray(res, dtype=a._data.dtype), a)
+    if node is not None:
+        node.self, node.ord, node.keepdim, node.result = a, p, keepdim, out
+        node.dim = () if dim is None else dims  # linalg_vector_norm's dim: empty when reducing everything
+        record(node, (a,), out)
+    return out
+
+
+def _truth(a: Tensor, dim: Any, keepdim: bool, np_fn) -> Tensor:
+    if dim is None:
+        return _out(np.asarray(np_fn(a._data)), a)
+    dims = _dims(dim, a._data.ndim)
+    return _out(np.asarray(np_fn(a._data, axis=dims if a._data.ndim else None, keepdims=keepdim)), a)
+
+
+@public("any", torch=True, tensor=True)
+def any(a: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    """Whether any element is nonzero (a bool tensor, never recorded)."""
+    return _truth(a, dim, keepdim, np.any)
+
+
+@public("all", torch=True, tensor=True)
+def all(a: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    """Whether every element is nonzero (a bool tensor, never recorded)."""
+    return _truth(a, dim, keepdim, np.all)

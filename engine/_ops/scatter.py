@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from .. import _functions as fn
+from .._dispatch import public
 from .._tensor import Tensor, _wrap_dim, make_tensor
 from ._common import _out, needs_grad, record
 
@@ -60,10 +61,15 @@ def scatter_add(a: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     return out
 
 
+@public("gather", torch=True, tensor=True)
 def gather(a: Tensor, dim: int, index: Tensor) -> Tensor:
     """Read `a` at `index` along `dim` → GatherBackward0."""
     d = _wrap_dim(dim, a._data.ndim)
     node = fn.GatherBackward0() if needs_grad(a) else None
+    if index._data.dtype != np.int64:
+        raise RuntimeError("gather(): Expected dtype int64 for index")
+    if index._data.ndim != a._data.ndim and a._data.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
     data = a._data.copy() if a._data.ndim == 0 else np.take_along_axis(a._data, index._data, d)
     out = _out(data, a)
     if node is not None:

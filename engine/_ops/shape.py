@@ -12,7 +12,7 @@ from .._dispatch import public
 from .._dtype import as_dtype, bool_, float32, float64, int64
 from .._node import Node
 from .._tensor import Tensor, _wrap_dim, make_tensor
-from ._common import _out, check_same_device, legacy_type_name, needs_grad, record
+from ._common import _out, check_same_device, legacy_type_name, needs_grad, record, record_outputs
 
 
 @public("t", torch=True, tensor=True)
@@ -130,7 +130,10 @@ def reshape(a: Tensor, *shape: Any) -> Tensor:
         raise
     data = _as_view(a._data, shape)
     if data is not None:
-        return _view_of(a, data, fn.ViewBackward0() if needs_grad(a) else None)
+        if a._data.flags.c_contiguous:
+            return _view_of(a, data, fn.ViewBackward0() if needs_grad(a) else None)
+        # A non-contiguous input the strides still allow viewing goes through _reshape_alias.
+        return _view_of(a, data, fn.ReshapeAliasBackward0() if needs_grad(a) else None)
     return _unsafe_view(clone(a), shape)
 
 
@@ -274,12 +277,25 @@ def getitem(a: Tensor, key: Any) -> Tensor:
     """Basic indexing with ints, slices, None and Ellipsis, applied dim by dim as PyTorch does."""
     if not isinstance(key, tuple):
         key = (key,)
-    n_specified = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+    key = tuple(_as_index_tensor(k) for k in key)
+    n_specified = builtins.sum(_index_width(k) for k in key if k is not None and k is not Ellipsis)
     if n_specified > a._data.ndim:
         raise IndexError(f"too many indices for tensor of dimension {a._data.ndim}")
     out, dim = a, 0
+    advanced: dict[int, np.ndarray] = {}  # dim of the result of the basic indexing -> index array
     for k in key:
-        if k is Ellipsis:
+        if isinstance(k, Tensor) and (k._data.dtype == np.bool_ or k._data.ndim > 0):
+            if k._data.dtype == np.bool_:
+                _check_mask(out, k, dim)
+                for j, idx in enumerate(np.nonzero(k._data)):  # a mask is its nonzero() indices
+                    advanced[dim + j] = idx
+                dim += k._data.ndim
+            else:
+                if k._data.dtype.kind != "i":
+                    raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+                advanced[dim] = k._data
+                dim += 1
+        elif k is Ellipsis:
             dim += a._data.ndim - n_specified
         elif k is None:
             out = unsqueeze(out, dim)
@@ -301,8 +317,158 @@ def getitem(a: Tensor, key: Any) -> Tensor:
         else:
             raise NotImplementedError(
                 f"engine supports indexing with ints, slices, None and ...; got {type(k).__name__}")
+    if advanced:
+        return index(out, tuple(advanced.get(d, slice(None)) for d in range(builtins.max(advanced) + 1)))
     if out is a:
         out = alias(a)
+    return out
+
+
+def _as_index_tensor(k: Any) -> Any:
+    """A list of ints or bools indexes like a tensor of them, as in torch."""
+    if isinstance(k, list):
+        return make_tensor(np.asarray(k, dtype=np.bool_ if k and all(isinstance(v, bool) for v in k) else np.int64))
+    return k
+
+
+def _check_mask(a: Tensor, mask: Tensor, dim: int) -> None:
+    for j, n in enumerate(mask._data.shape):
+        size = a._data.shape[dim + j]
+        if n != size:
+            if needs_grad(a):
+                fn.IndexBackward0()  # torch's index node takes its seq_nr before the check fails
+            raise IndexError(f"The shape of the mask {list(mask._data.shape)} at index {j} does not match the shape "
+                             f"of the indexed tensor {list(a._data.shape)} at index {dim + j}")
+
+
+def _index_width(k: Any) -> int:
+    return k._data.ndim if isinstance(k, Tensor) and k._data.dtype == np.bool_ else 1
+
+
+def _check_index(a: Tensor, key: tuple) -> None:
+    for d, k in enumerate(key):
+        if isinstance(k, np.ndarray) and k.size:
+            size = a._data.shape[d]
+            bad = k[(k >= size) | (k < -size)]
+            if bad.size:
+                raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {d} with size {size}")
+
+
+def index(a: Tensor, key: tuple) -> Tensor:
+    """Advanced indexing with index arrays (None-padded by full slices) → IndexBackward0."""
+    node = fn.IndexBackward0() if needs_grad(a) else None
+    _check_index(a, key)
+    out = _out(a._data[key], a)
+    if node is not None:
+        node.key, node.self_sym_sizes = key, a._data.shape
+        record(node, (a,), out)
+    return out
+
+
+def index_key(a: Tensor, key: tuple) -> Tensor:
+    """`a[key]` for a numpy key inside a derivative formula (IndexBackward0)."""
+    return index(a, key)
+
+
+def index_put_accumulate(a: Tensor, key: tuple, values: Tensor) -> Tensor:
+    """_index_put_impl_(a, key, values, accumulate=True) on a fresh `a` → IndexPutImplBackward0."""
+    node = fn.IndexPutImplBackward0() if needs_grad(a, values) else None
+    data = a._data.copy()
+    np.add.at(data, key, values._data)
+    out = _out(data, a)
+    if node is not None:
+        node.key = key
+        record(node, (a, values), out)
+    return out
+
+
+@public("unbind", torch=True, tensor=True)
+def unbind(a: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    """Views of each slice along `dim` → one UnbindBackward0 shared by all outputs."""
+    node = fn.UnbindBackward0() if needs_grad(a) else None
+    if a._data.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    d = _wrap_dim(dim, a._data.ndim)
+    outs = tuple(_out(a._data[(slice(None),) * d + (i,)], a)
+                 for i in range(a._data.shape[d]))
+    if node is not None:
+        node.dim = d
+        record_outputs(node, (a,), outs)
+    return outs
+
+
+@public("split", torch=True, tensor=True)
+def split(a: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """Pieces along `dim`: equal sizes (SplitBackward0) or given sizes (SplitWithSizesBackward0)."""
+    nd = a._data.ndim
+    if nd == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = _wrap_dim(dim, nd)
+    size = a._data.shape[d]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [int(s) for s in split_size_or_sections]
+        node = fn.SplitWithSizesBackward0() if needs_grad(a) else None
+        if builtins.sum(sizes) != size:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's "
+                               f"size at dimension {d}), but got split_sizes={sizes}")
+    else:
+        step = int(split_size_or_sections)
+        node = fn.SplitBackward0() if needs_grad(a) else None
+        if step < 0 or (step == 0 and size != 0):
+            raise RuntimeError(f"split expects split_size be non-negative, but got split_size={step}")
+        sizes = [builtins.min(step, size - i) for i in range(0, size, step)] if step else [0]
+    starts = np.cumsum([0] + sizes[:-1])
+    outs = tuple(_out(a._data[(slice(None),) * d + (slice(int(s), int(s) + n),)], a)
+                 for s, n in zip(starts, sizes, strict=True))
+    if node is not None:
+        node.dim, node.sizes, node.self_sym_sizes = d, sizes, a._data.shape
+        record_outputs(node, (a,), outs)
+    return outs
+
+
+@public("chunk", torch=True, tensor=True)
+def chunk(a: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """At most `chunks` equal pieces (the last smaller) → SplitBackward0, as torch splits."""
+    if chunks <= 0:
+        raise RuntimeError("chunk expects `chunks` to be greater than 0, got: %d" % chunks)
+    if a._data.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
+    size = a._data.shape[_wrap_dim(dim, a._data.ndim)]
+    return split(a, (size + chunks - 1) // chunks, dim)
+
+
+@public("index_select", torch=True, tensor=True)
+def index_select(a: Tensor, dim: int, index: Tensor) -> Tensor:
+    """Slices at `index` along `dim` → IndexSelectBackward0."""
+    node = fn.IndexSelectBackward0() if needs_grad(a) else None
+    if index._data.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if index._data.dtype != np.int64:
+        raise RuntimeError("index_select(): Expected dtype int32/int64 for index but got: "
+                           f"{index.dtype}")
+    d = _wrap_dim(dim, a._data.ndim)
+    idx = index._data.reshape(-1)
+    size = a._data.shape[d] if a._data.ndim else 1
+    bad = idx[(idx >= size) | (idx < -size)]
+    if bad.size:
+        raise IndexError("index out of range in self")
+    out = _out(np.take(a._data, idx, axis=d) if a._data.ndim else a._data.copy(), a)
+    if node is not None:
+        node.dim, node.index, node.self_sym_sizes = d, index, a._data.shape
+        record(node, (a,), out)
+    return out
+
+
+def index_add(a: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    """a.index_add_(dim, index, source) on a fresh `a` inside a formula → IndexAddBackward0."""
+    node = fn.IndexAddBackward0() if needs_grad(a, source) else None
+    data = a._data.copy()
+    key = (slice(None),) * dim + (index._data.reshape(-1),)
+    np.add.at(data, key, source._data)
+    out = _out(data, a)
+    if node is not None:
+        node.dim, node.index = dim, index
+        record(node, (a, source), out)
     return out
 
 
@@ -391,7 +557,7 @@ def copy_to_new(src: Tensor) -> Tensor:
     node = fn.CopyBackwards() if needs_grad(src) else None
     out = _out(np.array(src._data, copy=True), src)
     if node is not None:
-        node.src_dtype = src.dtype
+        node.src_dtype, node.src_device = src.dtype, src._device
         record(node, (None, src), out)
     return out
 
@@ -418,7 +584,8 @@ def to(a: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     new_device = canonical_device(dev) if dev is not None else a._device
     if new_dtype == a._data.dtype and new_device == a._device and not copy:
         return a
-    node = fn.ToCopyBackward0() if needs_grad(a) else None
+    # An integer or bool result is not differentiable: torch makes no node and takes no seq_nr.
+    node = fn.ToCopyBackward0() if new_dtype.kind == "f" and needs_grad(a) else None
     out = make_tensor(a._data.astype(new_dtype, copy=True), device=new_device)
     if node is not None:
         node.self_dtype, node.self_device = a.dtype, a._device

@@ -1,0 +1,249 @@
+"""Programs of the Tensor surface (issue 12) run on both engine and torch by test_surface_parity.py.
+
+Each is `fn(t, p)`; see parity.py. Data is written out, so both modules see the same numbers.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tests.engine.parity_programs import A23, B23, POS23, V3, _forward_and_grads
+
+PROGRAMS: dict[str, Callable] = {}
+
+A234 = [[[0.5, -1.2, 2.0, 0.1], [1.5, 0.3, -0.7, 0.9], [0.2, 0.4, -0.6, 1.1]],
+        [[1.1, 0.4, -0.9, -0.3], [0.2, -1.3, 0.8, 0.6], [-0.5, 0.7, 1.2, -1.0]]]
+B242 = [[[0.1, 0.2], [0.3, -0.4], [0.5, 0.6], [-0.7, 0.8]],
+        [[0.9, -1.0], [1.1, 0.2], [-0.3, 0.4], [0.5, 0.6]]]
+
+
+def program(name: str):
+    def register(fn: Callable) -> Callable:
+        PROGRAMS[name] = fn
+        return fn
+    return register
+
+
+def _op(name: str, build: Callable, *data: Any) -> None:
+    """Forward graph, formula graph under create_graph, and second order, for every leaf."""
+    def fn(t, p):
+        leaves = [p.leaf(f"x{i}", d) for i, d in enumerate(data)]
+        _forward_and_grads(t, p, lambda *xs: build(t, *leaves), *leaves)
+    PROGRAMS[f"op_{name}"] = fn
+
+
+# -- bugs ------------------------------------------------------------------------------------------------
+@program("bug_double_backward_through_grad")
+def _hvp(t, p):
+    """Hessian-vector product through the `.grad` made by backward(create_graph=True)."""
+    x = p.leaf("x", V3)
+    y = (x ** 3).sum()
+    p.run("backward", lambda: y.backward(create_graph=True))
+    g = x.grad
+    p.watch(g, hooks=False, tag="grad graph")
+    p.value("grad", g)
+    v = p.const([1.0, 0.5, 0.25])
+    hv = p.run("hvp", lambda: t.autograd.grad((g * v).sum(), x))
+    p.value("hvp", hv)
+    p.counter("after")
+
+
+@program("bug_gradient_penalty")
+def _penalty(t, p):
+    """The gradient-penalty pattern: backward of a loss made of a create_graph grad."""
+    w = p.leaf("w", A23)
+    x = p.leaf("x", B23)
+    out = (w * x).tanh().sum()
+    out.backward(create_graph=True)
+    penalty = (x.grad ** 2).sum()
+    p.watch(penalty, hooks=False)
+    w.grad = None
+    p.run("backward", penalty.backward)
+    p.value("w.grad", w.grad)
+    p.counter("after")
+
+
+@program("bug_post_accumulate_hook_edits_grad")
+def _post_acc(t, p):
+    """A post-accumulate-grad hook that edits `.grad` in place: the node's post-hooks see the edit."""
+    w = p.leaf("w", V3)
+
+    def edit(param):
+        param.grad.mul_(10)
+
+    w.register_post_accumulate_grad_hook(edit)
+    acc = (w * 1).grad_fn.next_functions[0][0]
+    acc.register_hook(lambda gi, go: p.value("post hook grad_outputs", go))
+    p.run("backward", (w * 2).sum().backward)
+    p.value("w.grad", w.grad)
+    p.run("backward again", (w * 2).sum().backward)
+    p.value("w.grad again", w.grad)
+
+
+@program("bug_accumulate_steal_or_clone")
+def _steal(t, p):
+    """Which first grads are adopted (shared) and which are cloned: seen through in-place edits."""
+    a = p.leaf("a", V3)
+    b = p.leaf("b", V3)
+    kept = []
+    b.register_hook(lambda g: kept.append(g))
+    ((a + b) * 2).sum().backward()  # one grad object reaches both leaves
+    a.grad.mul_(3)
+    p.value("a, b, kept", (a.grad, b.grad, kept[0]))
+    c = p.leaf("c", V3)
+    g = p.const([1.0, 2.0, 3.0])
+    (c + 0).backward(g)  # the user's tensor passes through unchanged: cloned
+    c.grad.mul_(2)
+    p.value("c.grad, g", (c.grad, g))
+    d = p.leaf("d", V3)
+    d.sum().backward()  # an expanded grad breaks the layout contract: cloned
+    d.grad.add_(1)
+    p.value("d.grad", d.grad)
+
+
+@program("bug_long_has_no_grad_fn")
+def _long(t, p):
+    x = p.leaf("x", [1.5, -2.5, 0.2])
+    for name in ("long", "bool"):
+        r = getattr(x, name)()
+        p.value(name, (r, r.grad_fn is None, r.requires_grad))
+    r = x.to(t.int64)
+    p.value("to int64", (r, r.grad_fn is None, r.requires_grad))
+    r = x.to(t.float32)
+    p.watch(r)
+    p.counter("after")
+
+
+# -- iteration and multi-output ops ------------------------------------------------------------------------
+@program("iterate_rows_one_unbind")
+def _iterate(t, p):
+    x = p.leaf("x", A23)
+    rows = [r for r in x]
+    a, b = x
+    p.counter("after iterating")
+    y = rows[0] * 2 + b.exp()
+    p.watch(y)
+    p.run("backward", lambda: y.sum().backward())
+    p.value("x.grad", x.grad)
+
+
+_op("unbind", lambda t, a: t.stack([u * (i + 1) for i, u in enumerate(a.unbind(1))]), A23)
+_op("unbind_one_used", lambda t, a: a.unbind(0)[1], A23)
+_op("split", lambda t, a: a.split(2, 1)[1] * 2, A23)
+_op("split_all", lambda t, a: t.cat(a.split(2, 1), 1), A23)
+_op("split_sizes", lambda t, a: a.split([1, 2], 1)[0].exp(), A23)
+_op("chunk", lambda t, a: a.chunk(2, 1)[0] + 1, A23)
+
+# -- pointwise ---------------------------------------------------------------------------------------------
+_op("clamp", lambda t, a: a.clamp(-1.0, 1.0), A23)
+_op("clamp_min_kw", lambda t, a: a.clamp(min=0.0), A23)
+_op("clamp_max_kw", lambda t, a: t.clamp(a, max=0.5), A23)
+_op("clamp_min", lambda t, a: a.clamp_min(0.0), A23)
+_op("clamp_max", lambda t, a: a.clamp_max(0.4), A23)
+_op("square", lambda t, a: a.square(), A23)
+_op("log1p", lambda t, a: a.log1p(), POS23)
+_op("expm1", lambda t, a: a.expm1(), A23)
+_op("sign", lambda t, a: a.sign() * a, A23)
+_op("neg_method", lambda t, a: a.neg(), A23)
+_op("pow_method", lambda t, a: t.pow(a, 2), A23)
+
+# -- reductions ----------------------------------------------------------------------------------------------
+_op("min", lambda t, a: a.min(), A23)
+_op("max_dim", lambda t, a: a.max(1).values, A23)
+_op("max_dim_keepdim", lambda t, a: a.max(dim=0, keepdim=True)[0], A23)
+_op("min_dim", lambda t, a: a.min(1).values, A23)
+_op("var", lambda t, a: a.var(), A23)
+_op("var_dim", lambda t, a: a.var(1), A23)
+_op("var_unbiased_false", lambda t, a: a.var(0, unbiased=False), A23)
+_op("var_keepdim", lambda t, a: a.var(1, keepdim=True), A23)
+_op("var_1d_dim", lambda t, a: a.var(0), V3)
+_op("std", lambda t, a: a.std(), A23)
+_op("std_dim", lambda t, a: t.std(a, 0, keepdim=True), A23)
+_op("logsumexp", lambda t, a: a.logsumexp(1), A23)
+_op("logsumexp_keepdim", lambda t, a: t.logsumexp(a, 0, keepdim=True), A23)
+_op("norm", lambda t, a: a.norm(), A23)
+_op("norm_1", lambda t, a: a.norm(1), A23)
+_op("norm_3", lambda t, a: a.norm(3, 1), A23)
+_op("norm_1_5", lambda t, a: a.norm(1.5), A23)
+_op("norm_dim", lambda t, a: a.norm(dim=1), A23)
+_op("norm_dim_keepdim", lambda t, a: a.norm(2, 1, True), A23)
+
+# -- selection and indexing ------------------------------------------------------------------------------------
+_op("gather", lambda t, a: a.gather(1, t.tensor([[0, 0], [2, 1]])), A23)
+_op("index_select", lambda t, a: a.index_select(1, t.tensor([0, 2, 0])), A23)
+_op("index_bool_mask", lambda t, a: a[a > 0], A23)
+_op("index_int_tensor", lambda t, a: a[t.tensor([1, 0, 1])], A23)
+_op("index_int_list", lambda t, a: a[[1, 0]], A23)
+_op("index_mixed", lambda t, a: a[:, t.tensor([2, 0])], A23)
+_op("index_two_tensors", lambda t, a: a[t.tensor([0, 1]), t.tensor([2, 2])], A23)
+_op("masked_fill", lambda t, a: a.masked_fill(a > 0, 0.0), A23)
+_op("where_scalar_other", lambda t, a: t.where(a > 0, a, 0.0), A23)
+_op("where_scalar_self", lambda t, a: t.where(a > 0, 1.0, a), A23)
+
+# -- products ---------------------------------------------------------------------------------------------------
+_op("bmm", lambda t, a, b: t.bmm(a, b), A234, B242)
+_op("matmul_3d_3d", lambda t, a, b: a @ b, A234, B242)
+_op("matmul_broadcast", lambda t, a, b: a[None] @ b[:1], A234, B242)
+_op("matmul_3d_1d", lambda t, a, b: a @ b, A234, [0.5, -1.0, 0.3, 0.2])
+
+# -- views and conversions --------------------------------------------------------------------------------------
+_op("mT", lambda t, a: a.mT, A234)
+_op("permute", lambda t, a: a.permute(2, 0, 1), A234)
+_op("permute_tuple", lambda t, a: a.permute((1, 0)), A23)
+_op("flatten", lambda t, a: a.flatten(), A234)
+_op("flatten_dims", lambda t, a: a.flatten(1), A234)
+_op("contiguous", lambda t, a: a.t().contiguous(), A23)
+_op("float", lambda t, a: a.float(), A23)
+_op("double_noop", lambda t, a: a.double() * 2, A23)
+_op("type_as", lambda t, a: a.type_as(t.zeros(1)), A23)
+
+
+@program("metadata")
+def _metadata(t, p):
+    x = p.leaf("x", A234)
+    y = x.permute(2, 0, 1)
+    p.value("meta", (x.numel(), x.dim(), tuple(x.size()), x.size(1), x.ndim, x.stride(), y.stride(),
+                     x.is_contiguous(), y.is_contiguous(), y.contiguous().is_contiguous(), x.T.shape == (4, 3, 2)))
+    d = x.data
+    p.value("data", (d, d.requires_grad, d.grad_fn is None))
+    p.value("item", x[0, 1, 2].item())
+    p.counter("after")
+
+
+@program("truth_and_comparison")
+def _truth(t, p):
+    x = p.leaf("x", A23)
+    y = p.leaf("y", B23)
+    for tag, f in (("lt", lambda: x < y), ("le", lambda: x <= 0.3), ("gt", lambda: x > y), ("ge", lambda: x >= y),
+                   ("eq", lambda: x == x), ("ne", lambda: x != y), ("and", lambda: (x > 0) & (y > 0)),
+                   ("or", lambda: (x > 0) | (y > 0)), ("xor", lambda: (x > 0) ^ (y > 0)),
+                   ("not", lambda: t.logical_not(x > 0)), ("land", lambda: t.logical_and(x > 0, y > 0)),
+                   ("lor", lambda: (x > 0).logical_or(y > 0)), ("lxor", lambda: t.logical_xor(x > 0, y > 0)),
+                   ("any", lambda: (x > 1).any()), ("all", lambda: (x > -2).all()),
+                   ("any_dim", lambda: (x > 1).any(1)), ("all_dim", lambda: (x > 0).all(0, keepdim=True)),
+                   ("argmax", lambda: x.argmax(1)), ("argmin", lambda: x.argmin()),
+                   ("argmin_dim", lambda: t.argmin(x, 0, keepdim=True)),
+                   ("max_indices", lambda: x.max(1).indices), ("min_indices", lambda: x.min(0)[1]),
+                   ("isclose", lambda: x.isclose(x + 1e-9)), ("isclose_fn", lambda: t.isclose(x, y)),
+                   ("allclose", lambda: x.allclose(x + 1e-9)), ("allclose_no", lambda: t.allclose(x, y)),
+                   ("equal", lambda: x.equal(x)), ("equal_no", lambda: t.equal(x, y))):
+        r = p.run(tag, f)
+        p.value(tag, r)
+        p.counter(tag)
+
+
+@program("surface_errors")
+def _errors(t, p):
+    x = p.leaf("x", A23)
+    idx = p.const([0, 3], dtype="int64")
+    for tag, f in (("clamp none", lambda: x.clamp()),
+                   ("index out of range", lambda: x[idx]),
+                   ("mask shape", lambda: x[p.const([True, False, True], dtype="bool")]),
+                   ("split sizes", lambda: x.split([1, 1], 1)),
+                   ("chunk zero", lambda: x.chunk(0)),
+                   ("bmm 2d", lambda: t.bmm(x, x)),
+                   ("unbind 0-dim", lambda: x.sum().unbind()),
+                   ("iterate 0-dim", lambda: list(x.sum())),
+                   ("item many", lambda: x.item()),
+                   ("bool many", lambda: bool(x))):
+        p.run(tag, f)
+        p.counter(tag)
