@@ -121,10 +121,10 @@ class GeluBackwardBackward0(_Generated):
 
 def gelu(a: Tensor, approximate: str = "none") -> Tensor:
     """GELU, exact (erf) or tanh-approximated → GeluBackward0."""
+    node = GeluBackward0() if needs_grad(a) else None  # takes its seq_nr before the kernel's checks
     _check_approximate(approximate)
     if a._data.dtype.kind != "f":
         raise NotImplementedError(f"\"GeluKernelImpl\" not implemented for '{_title(a)}'")
-    node = GeluBackward0() if needs_grad(a) else None
     out = _out(_gelu_parts(a._data, approximate)[0].astype(a._data.dtype), a)
     if node is not None:
         node.self, node.approximate = a, approximate
@@ -194,6 +194,7 @@ def _ln_axes(a: Tensor, normalized_shape: tuple) -> tuple[int, ...]:
 def layer_norm(a: Tensor, normalized_shape: Any, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """Normalise over the last dims → NativeLayerNormBackward0 with slots (input, weight, bias)."""
+    node = NativeLayerNormBackward0() if needs_grad(a, weight, bias) else None  # before the kernel's checks
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
     shape = a._data.shape
     if len(ns) == 0 or len(shape) < len(ns) or tuple(shape[len(shape) - len(ns):]) != ns:
@@ -206,7 +207,6 @@ def layer_norm(a: Tensor, normalized_shape: Any, weight: Tensor | None = None, b
     if a._data.dtype.kind != "f":
         raise NotImplementedError(f"\"LayerNormKernelImpl\" not implemented for '{_title(a)}'")
     common_device(a, weight, bias)
-    node = NativeLayerNormBackward0() if needs_grad(a, weight, bias) else None
     x = a._data
     axes = _ln_axes(a, ns)
     mu = x.mean(axis=axes, keepdims=True)
@@ -307,16 +307,16 @@ class EmbeddingDenseBackwardBackward0(_Generated):
 
 def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1) -> Tensor:
     """weight[indices] → EmbeddingBackward0 (one slot: weight)."""
+    if weight._data.ndim != 2:
+        raise RuntimeError("'weight' must be 2-D")
+    node = EmbeddingBackward0() if needs_grad(weight) else None  # before the kernel's checks
     if indices._data.dtype != np.int64:
         raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
                            f"Long, Int; but got {_legacy(indices)} instead (while checking arguments for embedding)")
-    if weight._data.ndim != 2:
-        raise RuntimeError("'weight' must be 2-D")
     num = weight._data.shape[0]
     idx = indices._data
     if idx.size and (idx.min() < 0 or idx.max() >= num):
         raise IndexError("index out of range in self")
-    node = EmbeddingBackward0() if needs_grad(weight) else None
     out = _out(weight._data[idx], weight)
     if node is not None:
         node.indices, node.weight_sym_size_0, node.padding_idx = indices, num, padding_idx
@@ -385,18 +385,23 @@ class NllLossBackwardBackward0(_Generated):
 
 
 def _nll_check(a: Tensor, target: Tensor) -> None:
-    if target._data.dtype != np.int64:
-        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_title(target)}")
+    """nll_loss_nd's checks, made before the node is created (so before it takes a seq_nr)."""
     nd = a._data.ndim
     if nd < 1 or nd > 2:
         if nd == 0:
             raise ValueError(f"Expected 1 or more dimensions (got {nd})")
         raise NotImplementedError("agdb's engine implements nll_loss for (C,) and (N, C) inputs only")
-    if target._data.ndim > 1:
-        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
-    if nd == 2 and target._data.shape[0] != a._data.shape[0]:
+    if nd == 2 and target._data.ndim >= 1 and target._data.shape[0] != a._data.shape[0]:
         raise ValueError(f"Expected input batch_size ({a._data.shape[0]}) to match target batch_size "
                          f"({target._data.shape[0]}).")
+
+
+def _nll_kernel_check(target: Tensor) -> None:
+    """The kernel's checks, made after the node took its seq_nr, as in PyTorch."""
+    if target._data.ndim > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if target._data.dtype != np.int64:
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_title(target)}")
 
 
 def _nll_rows(a: Tensor, target: Tensor, ignore_index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -414,8 +419,9 @@ def _nll_rows(a: Tensor, target: Tensor, ignore_index: int) -> tuple[np.ndarray,
 def nll_loss(a: Tensor, target: Tensor, reduction: int = 1, ignore_index: int = -100) -> Tensor:
     """-input[i, target[i]], reduced → NllLossBackward0 (one slot: self)."""
     _nll_check(a, target)
-    x, t, keep = _nll_rows(a, target, ignore_index)
     node = NllLossBackward0() if needs_grad(a) else None
+    _nll_kernel_check(target)
+    x, t, keep = _nll_rows(a, target, ignore_index)
     picked = np.where(keep, -x[np.arange(len(t)), np.where(keep, t, 0)], 0).astype(x.dtype)
     total = np.asarray(keep.sum(), dtype=x.dtype)
     if reduction == 0 and a._data.ndim == 2:
@@ -455,7 +461,7 @@ def nll_loss_backward(grad: Tensor, a: Tensor, target: Tensor, reduction: int, i
 
 def cross_entropy(a: Tensor, target: Tensor, reduction: int = 1, ignore_index: int = -100) -> Tensor:
     """nll_loss(log_softmax(input, class dim)) → NllLossBackward0 over LogSoftmaxBackward0."""
-    if target._data.dtype.kind == "f":
+    if target._data.dtype.kind == "f" and target._data.shape == a._data.shape:
         raise NotImplementedError("agdb's engine implements cross_entropy with class-index targets only "
                                   "(not class probabilities)")
     nd = a._data.ndim
@@ -482,12 +488,12 @@ def binary_cross_entropy_with_logits(a: Tensor, target: Tensor, reduction: int =
     """(1 - t) * x - log(sigmoid(x)), reduced → BinaryCrossEntropyWithLogitsBackward0 (slots self, target)."""
     if a._data.shape != target._data.shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size ({a.shape})")
+    node = BinaryCrossEntropyWithLogitsBackward0() if needs_grad(a, target) else None  # before the kernel
     dt = result_dtype(a, target)
     if target._data.dtype.kind != "f":
         raise RuntimeError(f"result type {_title(make_tensor(np.zeros((), dt)))} can't be cast to the desired "
                            f"output type {_title(target)}")
     common_device(a, target)
-    node = BinaryCrossEntropyWithLogitsBackward0() if needs_grad(a, target) else None
     x = _float_data(a).astype(np.float64)
     t = target._data.astype(np.float64)
     loss = (1 - t) * x + np.logaddexp(0.0, -x)
