@@ -1,6 +1,34 @@
-"""`engine.nn`: only `functional` is provided."""
+"""`engine.nn`: Module, Parameter, the layers, containers and losses, `functional` and `init`."""
 from __future__ import annotations
 
-from . import functional
+from . import functional, init
+from .module import Module
+from .modules import (
+    GELU,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    Dropout,
+    Embedding,
+    Flatten,
+    Identity,
+    L1Loss,
+    LayerNorm,
+    Linear,
+    LogSoftmax,
+    ModuleDict,
+    ModuleList,
+    MSELoss,
+    NLLLoss,
+    ReLU,
+    Sequential,
+    Sigmoid,
+    Softmax,
+    Tanh,
+)
+from .parameter import Parameter
 
-__all__ = ["functional"]
+__all__ = [
+    "functional", "init", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Linear", "ReLU", "Tanh",
+    "Sigmoid", "GELU", "Softmax", "LogSoftmax", "Flatten", "Identity", "Dropout", "Embedding", "LayerNorm",
+    "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss",
+]

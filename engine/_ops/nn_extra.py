@@ -1,0 +1,528 @@
+"""The ops behind engine.nn: gelu, layer_norm, embedding, dropout, nll_loss, binary_cross_entropy_with_logits,
+l1_loss, with the backward nodes PyTorch 2.13 records on CPU (checked by tests/engine/test_nn_parity.py).
+
+Nodes live here too (not in engine/_functions.py): GeluBackward0, NativeLayerNormBackward0, EmbeddingBackward0,
+NllLossBackward0, BinaryCrossEntropyWithLogitsBackward0 and the nodes their derivative formulas record under
+create_graph (GeluBackwardBackward0, NativeLayerNormBackwardBackward0, EmbeddingDenseBackwardBackward0,
+NllLossBackwardBackward0). The second-order nodes compute values in numpy: a third-order graph through them
+(create_graph while running them) is refused with NotImplementedError rather than recorded wrongly.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .. import _observer
+from .._dtype import from_numpy_dtype
+from .._functions import _Generated
+from .._node import UNDEFINED_INPUT, InputMetadata
+from .._tensor import Tensor, make_tensor
+from .._version import saved_versions
+from ._common import (
+    _float_data,
+    _out,
+    broadcast_shape,
+    collect_next_edges,
+    common_device,
+    needs_grad,
+    record,
+    result_dtype,
+)
+from .arith import div_scalar, mul, neg, sub
+from .nn import _REDUCTIONS, log_softmax
+from .pointwise import abs as abs_
+from .pointwise import sigmoid
+from .reduce import mean, sum
+from .shape import expand
+
+_SQRT_2 = math.sqrt(2.0)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_K = 0.044715
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def reduction_enum(reduction: str) -> int:
+    """torch.nn._reduction.get_enum: 'none' 0, 'mean' 1, 'sum' 2; anything else is a ValueError."""
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return _REDUCTIONS[reduction]
+
+
+def _no_third_order(name: str, *tensors: Tensor | None) -> None:
+    if needs_grad(*tensors):
+        raise NotImplementedError(f"agdb's engine does not record the derivative of {name} (a third-order graph); "
+                                  "take this grad without create_graph=True")
+
+
+def _record_many(node: Any, inputs: tuple, outs: list) -> None:
+    """record() for a node with several outputs (None for an undefined one)."""
+    node.set_next_edges(collect_next_edges(inputs))
+    node._input_metadata = [UNDEFINED_INPUT if o is None else InputMetadata(
+        o._data.shape, from_numpy_dtype(o._data.dtype), o._device) for o in outs]
+    for i, o in enumerate(outs):
+        if o is not None:
+            o.grad_fn, o._output_nr, o._requires_grad = node, i, True
+    if node._saved_tensor_names:
+        node._saved_versions = saved_versions(getattr(node, n, None) for n in node._saved_tensor_names)
+    if _observer.observers:
+        _observer.notify("node_created", node)
+
+
+# -- gelu -----------------------------------------------------------------------------------------------
+def _gelu_parts(x: np.ndarray, approximate: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """gelu(x), gelu'(x), gelu''(x) in float64."""
+    x = x.astype(np.float64)
+    if approximate == "tanh":
+        u = _SQRT_2_OVER_PI * (x + _K * x ** 3)
+        du = _SQRT_2_OVER_PI * (1 + 3 * _K * x * x)
+        ddu = _SQRT_2_OVER_PI * 6 * _K * x
+        t = np.tanh(u)
+        s = 1 - t * t
+        y = 0.5 * x * (1 + t)
+        d1 = 0.5 * (1 + t) + 0.5 * x * s * du
+        d2 = s * du + 0.5 * x * (-2 * t * s * du * du + s * ddu)
+        return y, d1, d2
+    cdf = 0.5 * (1 + _erf(x / _SQRT_2))
+    pdf = _INV_SQRT_2PI * np.exp(-0.5 * x * x)
+    return x * cdf, cdf + x * pdf, pdf * (2 - x * x)
+
+
+def _check_approximate(approximate: str) -> None:
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError("approximate argument must be either none or tanh.")
+
+
+class GeluBackward0(_Generated):
+    __slots__ = ("self", "approximate")
+    _saved_tensor_names = ("self",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = gelu_backward(grad, self.self, self.approximate)
+
+
+class GeluBackwardBackward0(_Generated):
+    __slots__ = ("grad_output", "self", "approximate")
+    _saved_tensor_names = ("grad_output", "self")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = gelu_backward(grad, self.self, self.approximate)
+        if self.should_compute_output(1):
+            _no_third_order("gelu_backward", grad, self.grad_output, self.self)
+            d2 = _gelu_parts(self.self._data, self.approximate)[2]
+            data = (grad._data * self.grad_output._data * d2).astype(self.self._data.dtype)
+            out[1] = _out(data, self.self)
+
+
+def gelu(a: Tensor, approximate: str = "none") -> Tensor:
+    """GELU, exact (erf) or tanh-approximated → GeluBackward0."""
+    node = GeluBackward0() if needs_grad(a) else None  # takes its seq_nr before the kernel's checks
+    _check_approximate(approximate)
+    if a._data.dtype.kind != "f":
+        raise NotImplementedError(f"\"GeluKernelImpl\" not implemented for '{_title(a)}'")
+    out = _out(_gelu_parts(a._data, approximate)[0].astype(a._data.dtype), a)
+    if node is not None:
+        node.self, node.approximate = a, approximate
+        record(node, (a,), out)
+    return out
+
+
+def gelu_backward(grad: Tensor, self: Tensor, approximate: str) -> Tensor:
+    """grad * gelu'(self) → GeluBackwardBackward0 (slots grad_output, self)."""
+    node = GeluBackwardBackward0() if needs_grad(grad, self) else None
+    d1 = _gelu_parts(self._data, approximate)[1]
+    out = _out((grad._data * d1).astype(self._data.dtype), self)
+    if node is not None:
+        node.grad_output, node.self, node.approximate = grad, self, approximate
+        record(node, (grad, self), out)
+    return out
+
+
+def _title(a: Tensor) -> str:
+    return {"int64": "Long", "bool": "Bool", "float32": "Float", "float64": "Double"}[a._data.dtype.name]
+
+
+# -- layer_norm -----------------------------------------------------------------------------------------
+def _shape_list(shape: tuple) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+class NativeLayerNormBackward0(_Generated):
+    __slots__ = ("input", "normalized_shape", "weight", "bias", "result1", "result2")
+    _saved_tensor_names = ("input", "weight", "bias", "result1", "result2")
+
+    def formulas(self, grad, out):
+        mask = [self.should_compute_output(i) for i in range(3)]
+        if any(mask):
+            res = native_layer_norm_backward(grad, self.input, self.normalized_shape, self.result1, self.result2,
+                                             self.weight, self.bias, mask)
+            for i in range(3):
+                if mask[i]:
+                    out[i] = res[i]
+
+
+class NativeLayerNormBackwardBackward0(_Generated):
+    __slots__ = ("grad_out", "input", "mean", "rstd", "weight", "normalized_shape")
+    _saved_tensor_names = ("grad_out", "input", "mean", "rstd", "weight")
+
+    def apply(self, grads: list) -> list:
+        self.check_saved()
+        out: list = [None] * 6
+        if all(g is None for g in grads):
+            return out
+        mask = [self.should_compute_output(i) for i in (0, 1, 4)]
+        if not any(mask):
+            return out
+        _no_third_order("native_layer_norm_backward", *grads, self.grad_out, self.input, self.weight)
+        res = _layer_norm_double_backward(self, grads)
+        for slot, m, r in zip((0, 1, 4), mask, res, strict=True):
+            if m:
+                out[slot] = r
+        return out
+
+
+def _ln_axes(a: Tensor, normalized_shape: tuple) -> tuple[int, ...]:
+    nd = a._data.ndim
+    return tuple(range(nd - len(normalized_shape), nd))
+
+
+def layer_norm(a: Tensor, normalized_shape: Any, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """Normalise over the last dims → NativeLayerNormBackward0 with slots (input, weight, bias)."""
+    node = NativeLayerNormBackward0() if needs_grad(a, weight, bias) else None  # before the kernel's checks
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
+    shape = a._data.shape
+    if len(ns) == 0 or len(shape) < len(ns) or tuple(shape[len(shape) - len(ns):]) != ns:
+        raise RuntimeError(f"Given normalized_shape={_shape_list(ns)}, expected input with shape "
+                           f"[*, {', '.join(str(s) for s in ns)}], but got input of size{_shape_list(shape)}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t._data.shape) != ns:
+            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
+                               f"{_shape_list(t._data.shape)} and normalized_shape = {_shape_list(ns)}")
+    if a._data.dtype.kind != "f":
+        raise NotImplementedError(f"\"LayerNormKernelImpl\" not implemented for '{_title(a)}'")
+    common_device(a, weight, bias)
+    x = a._data
+    axes = _ln_axes(a, ns)
+    mu = x.mean(axis=axes, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=axes, keepdims=True)
+    rstd = 1.0 / np.sqrt(var + eps)
+    y = (x - mu) * rstd
+    if weight is not None:
+        y = y * weight._data
+    if bias is not None:
+        y = y + bias._data
+    out = _out(y.astype(x.dtype), a)
+    if node is not None:
+        node.input, node.normalized_shape, node.weight, node.bias = a, ns, weight, bias
+        node.result1 = _out(mu.astype(x.dtype), a)
+        node.result2 = _out(rstd.astype(x.dtype), a)
+        record(node, (a, weight, bias), out)
+    return out
+
+
+def native_layer_norm_backward(grad: Tensor, a: Tensor, ns: tuple, mu: Tensor, rstd: Tensor,
+                               weight: Tensor | None, bias: Tensor | None, mask: list) -> list:
+    """(grad_input, grad_weight, grad_bias), each None unless asked for → NativeLayerNormBackwardBackward0."""
+    node = NativeLayerNormBackwardBackward0() if needs_grad(grad, a, weight) else None
+    axes = _ln_axes(a, ns)
+    batch = tuple(range(a._data.ndim - len(ns)))
+    x, g, r = a._data, grad._data, rstd._data
+    xhat = (x - mu._data) * r
+    res: list = [None, None, None]
+    if mask[0]:
+        gx = g * weight._data if weight is not None else g
+        n = math.prod(ns)
+        dx = (r / n) * (n * gx - gx.sum(axis=axes, keepdims=True) - xhat * (gx * xhat).sum(axis=axes, keepdims=True))
+        res[0] = _out(dx.astype(x.dtype), a)
+    if mask[1] and weight is not None:
+        res[1] = _out(np.asarray((g * xhat).sum(axis=batch)).astype(x.dtype), a)
+    if mask[2] and bias is not None:
+        res[2] = _out(np.asarray(g.sum(axis=batch)).astype(x.dtype), a)
+    if node is not None:
+        node.grad_out, node.input, node.mean, node.rstd = grad, a, mu, rstd
+        node.weight, node.normalized_shape = weight, ns
+        _record_many(node, (grad, a, None, None, weight, bias), res)
+    return res
+
+
+def _layer_norm_double_backward(node: NativeLayerNormBackwardBackward0, grads: list) -> list:
+    """Values of the grads w.r.t. (grad_out, input, weight) given the grads of (dx, dw, db)."""
+    ns, a = node.normalized_shape, node.input
+    axes = _ln_axes(a, ns)
+    batch = tuple(range(a._data.ndim - len(ns)))
+    n = math.prod(ns)
+    x = a._data.astype(np.float64)
+    go = node.grad_out._data.astype(np.float64)
+    r = node.rstd._data.astype(np.float64)
+    xhat = (x - node.mean._data) * r
+    w = node.weight._data.astype(np.float64) if node.weight is not None else np.ones(ns)
+    u = grads[0]._data if grads[0] is not None else np.zeros_like(x)
+    p = grads[1]._data if grads[1] is not None else np.zeros(ns)
+    q = grads[2]._data if grads[2] is not None else np.zeros(ns)
+    g = go * w
+    def rowsum(v):
+        return v.sum(axis=axes, keepdims=True)
+    h = (r / n) * (n * u - rowsum(u) - xhat * rowsum(u * xhat))  # d/dg of sum(u * dx)
+    ggo = h * w + p * xhat + q
+    gw = (h * go).sum(axis=batch)
+    dx = (r / n) * (n * g - rowsum(g) - xhat * rowsum(g * xhat))
+    g_xhat = (r / n) * (-u * rowsum(g * xhat) - rowsum(u * xhat) * g) + p * go
+    g_r = rowsum(u * dx) / r + rowsum(g_xhat * xhat) / r
+    gx = r * (g_xhat - g_xhat.mean(axis=axes, keepdims=True)) - g_r * r * r * xhat / n
+    dt = a._data.dtype
+    # a grad is undefined when no defined incoming grad reaches it, as in layer_norm_double_backward
+    has_u, has_p = grads[0] is not None, grads[1] is not None
+    return [_out(ggo.astype(dt), a), _out(gx.astype(dt), a) if has_u or has_p else None,
+            _out(np.asarray(gw).astype(dt), a) if has_u else None]
+
+
+# -- embedding ------------------------------------------------------------------------------------------
+class EmbeddingBackward0(_Generated):
+    __slots__ = ("indices", "weight_sym_size_0", "padding_idx")
+    _saved_tensor_names = ("indices",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = embedding_dense_backward(grad, self.indices, self.weight_sym_size_0, self.padding_idx)
+
+
+class EmbeddingDenseBackwardBackward0(_Generated):
+    __slots__ = ("indices", "padding_idx")
+    _saved_tensor_names = ("indices",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            _no_third_order("embedding_dense_backward", grad)
+            rows = grad._data[self.indices._data]
+            if self.padding_idx >= 0:
+                rows = np.where((self.indices._data == self.padding_idx)[..., None], 0, rows)
+            out[0] = _out(rows.astype(grad._data.dtype), grad)
+
+
+def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1) -> Tensor:
+    """weight[indices] → EmbeddingBackward0 (one slot: weight)."""
+    if weight._data.ndim != 2:
+        raise RuntimeError("'weight' must be 2-D")
+    node = EmbeddingBackward0() if needs_grad(weight) else None  # before the kernel's checks
+    if indices._data.dtype != np.int64:
+        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got {_legacy(indices)} instead (while checking arguments for embedding)")
+    num = weight._data.shape[0]
+    idx = indices._data
+    if idx.size and (idx.min() < 0 or idx.max() >= num):
+        raise IndexError("index out of range in self")
+    out = _out(weight._data[idx], weight)
+    if node is not None:
+        node.indices, node.weight_sym_size_0, node.padding_idx = indices, num, padding_idx
+        record(node, (weight,), out)
+    return out
+
+
+def _legacy(t: Tensor) -> str:
+    return "torch." + _title(t) + "Tensor"
+
+
+def embedding_dense_backward(grad: Tensor, indices: Tensor, num_weights: int, padding_idx: int) -> Tensor:
+    """Sum grad rows into a (num_weights, dim) zero matrix → EmbeddingDenseBackwardBackward0."""
+    node = EmbeddingDenseBackwardBackward0() if needs_grad(grad) else None
+    dim = grad._data.shape[-1]
+    idx = indices._data.reshape(-1)
+    rows = grad._data.reshape(-1, dim)
+    res = np.zeros((num_weights, dim), dtype=grad._data.dtype)
+    keep = idx != padding_idx
+    np.add.at(res, idx[keep], rows[keep])
+    out = _out(res, grad)
+    if node is not None:
+        node.indices, node.padding_idx = indices, padding_idx
+        record(node, (grad,), out)
+    return out
+
+
+# -- dropout --------------------------------------------------------------------------------------------
+def dropout(a: Tensor, p: float, train: bool, rng: Any) -> Tensor:
+    """at::dropout on CPU: the input itself (p == 0, eval, empty), else input * noise → MulBackward0."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if p == 0 or not train or a._data.size == 0:
+        return a
+    if a._device != "cpu":
+        raise NotImplementedError("agdb's engine implements dropout on CPU only (on CUDA PyTorch records "
+                                  "NativeDropoutBackward0); move the tensor to 'cpu'")
+    if p == 1:
+        return mul(a, make_tensor(np.zeros((), dtype=a._data.dtype), device=a._device))
+    keep = rng.random(a._data.shape) >= p
+    noise = make_tensor((keep / (1.0 - p)).astype(a._data.dtype), device=a._device)
+    return mul(a, noise)
+
+
+# -- losses ---------------------------------------------------------------------------------------------
+class NllLossBackward0(_Generated):
+    __slots__ = ("self", "target", "reduction", "ignore_index", "total_weight")
+    _saved_tensor_names = ("self", "target", "total_weight")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = nll_loss_backward(grad, self.self, self.target, self.reduction, self.ignore_index,
+                                       self.total_weight)
+
+
+class NllLossBackwardBackward0(_Generated):
+    __slots__ = ("target", "reduction", "ignore_index", "self")
+    _saved_tensor_names = ("target",)
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            _no_third_order("nll_loss_backward", grad)
+            out[0] = nll_loss(grad, self.target, self.reduction, self.ignore_index)
+        if self.should_compute_output(1):
+            out[1] = _out(np.zeros_like(grad._data), grad)
+
+
+def _nll_check(a: Tensor, target: Tensor) -> None:
+    """nll_loss_nd's checks, made before the node is created (so before it takes a seq_nr)."""
+    nd = a._data.ndim
+    if nd < 1 or nd > 2:
+        if nd == 0:
+            raise ValueError(f"Expected 1 or more dimensions (got {nd})")
+        raise NotImplementedError("agdb's engine implements nll_loss for (C,) and (N, C) inputs only")
+    if nd == 2 and target._data.ndim >= 1 and target._data.shape[0] != a._data.shape[0]:
+        raise ValueError(f"Expected input batch_size ({a._data.shape[0]}) to match target batch_size "
+                         f"({target._data.shape[0]}).")
+
+
+def _nll_kernel_check(target: Tensor) -> None:
+    """The kernel's checks, made after the node took its seq_nr, as in PyTorch."""
+    if target._data.ndim > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if target._data.dtype != np.int64:
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_title(target)}")
+
+
+def _nll_rows(a: Tensor, target: Tensor, ignore_index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(2-D input view, 1-D targets, mask of counted rows); raises for targets out of range."""
+    x = a._data.reshape(1, -1) if a._data.ndim == 1 else a._data
+    t = target._data.reshape(-1)
+    keep = t != ignore_index
+    classes = x.shape[1]
+    for v in t[keep]:
+        if v < 0 or v >= classes:
+            raise IndexError(f"Target {v} is out of bounds.")
+    return x, t, keep
+
+
+def nll_loss(a: Tensor, target: Tensor, reduction: int = 1, ignore_index: int = -100) -> Tensor:
+    """-input[i, target[i]], reduced → NllLossBackward0 (one slot: self)."""
+    _nll_check(a, target)
+    node = NllLossBackward0() if needs_grad(a) else None
+    _nll_kernel_check(target)
+    x, t, keep = _nll_rows(a, target, ignore_index)
+    picked = np.where(keep, -x[np.arange(len(t)), np.where(keep, t, 0)], 0).astype(x.dtype)
+    total = np.asarray(keep.sum(), dtype=x.dtype)
+    if reduction == 0 and a._data.ndim == 2:
+        data = picked
+    elif reduction == 2 or reduction == 0:
+        data = picked.sum()
+    else:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            data = picked.sum() / total
+    out = _out(np.asarray(data, dtype=x.dtype), a)
+    if node is not None:
+        node.self, node.target, node.reduction, node.ignore_index = a, target, reduction, ignore_index
+        node.total_weight = _out(total, a)
+        record(node, (a,), out)
+    return out
+
+
+def nll_loss_backward(grad: Tensor, a: Tensor, target: Tensor, reduction: int, ignore_index: int,
+                      total_weight: Tensor) -> Tensor:
+    """Scatter -grad at the targets → NllLossBackwardBackward0 (slots grad_output, self)."""
+    node = NllLossBackwardBackward0() if needs_grad(grad, a) else None
+    x, t, keep = _nll_rows(a, target, ignore_index)
+    g = grad._data
+    rows = np.arange(len(t))
+    res = np.zeros_like(x)
+    if g.ndim == 1:
+        scale = g
+    else:
+        scale = np.full(len(t), g / total_weight._data if reduction == 1 else g)
+    res[rows[keep], t[keep]] = -scale[keep]
+    out = _out(res.reshape(a._data.shape), a)
+    if node is not None:
+        node.target, node.reduction, node.ignore_index = target, reduction, ignore_index
+        record(node, (grad, a), out)
+    return out
+
+
+def cross_entropy(a: Tensor, target: Tensor, reduction: int = 1, ignore_index: int = -100) -> Tensor:
+    """nll_loss(log_softmax(input, class dim)) → NllLossBackward0 over LogSoftmaxBackward0."""
+    if target._data.dtype.kind == "f" and target._data.shape == a._data.shape:
+        raise NotImplementedError("agdb's engine implements cross_entropy with class-index targets only "
+                                  "(not class probabilities)")
+    nd = a._data.ndim
+    if nd == 0:
+        raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got 1)")
+    return nll_loss(log_softmax(a, 0 if nd == 1 else 1, None), target, reduction, ignore_index)
+
+
+class BinaryCrossEntropyWithLogitsBackward0(_Generated):
+    __slots__ = ("self", "target", "reduction")
+    _saved_tensor_names = ("self", "target")
+
+    def formulas(self, grad, out):
+        x, t = self.self, self.target
+        if self.should_compute_output(0):  # (self.sigmoid() - target) * grad, / numel for mean
+            g = mul(sub(sigmoid(x), t), grad)
+            out[0] = div_scalar(g, x._data.size) if self.reduction == 1 else g
+        if self.should_compute_output(1):  # -self * grad, / numel for mean
+            g = mul(neg(x), grad)
+            out[1] = div_scalar(g, x._data.size) if self.reduction == 1 else g
+
+
+def binary_cross_entropy_with_logits(a: Tensor, target: Tensor, reduction: int = 1) -> Tensor:
+    """(1 - t) * x - log(sigmoid(x)), reduced → BinaryCrossEntropyWithLogitsBackward0 (slots self, target)."""
+    if a._data.shape != target._data.shape:
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size ({a.shape})")
+    node = BinaryCrossEntropyWithLogitsBackward0() if needs_grad(a, target) else None  # before the kernel
+    dt = result_dtype(a, target)
+    if target._data.dtype.kind != "f":
+        raise RuntimeError(f"result type {_title(make_tensor(np.zeros((), dt)))} can't be cast to the desired "
+                           f"output type {_title(target)}")
+    common_device(a, target)
+    x = _float_data(a).astype(np.float64)
+    t = target._data.astype(np.float64)
+    loss = (1 - t) * x + np.logaddexp(0.0, -x)
+    data = loss if reduction == 0 else (loss.mean() if reduction == 1 else loss.sum())
+    out = _out(np.asarray(data).astype(dt), a)
+    if node is not None:
+        node.self, node.target, node.reduction = a, target, reduction
+        record(node, (a, target), out)
+    return out
+
+
+def _size_warning(a: Tensor, target: Tensor) -> None:
+    if a._data.shape != target._data.shape:
+        warnings.warn(
+            f"Using a target size ({target.shape}) that is different to the input size ({a.shape}). This will "
+            "likely lead to incorrect results due to broadcasting. Please ensure they have the same size.",
+            UserWarning, stacklevel=4)
+
+
+def l1_loss(a: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """|input - target|, reduced: SubBackward0, AbsBackward0, then MeanBackward0 / SumBackward0 (composite)."""
+    _size_warning(a, target)
+    shape = broadcast_shape(a, target)  # torch.broadcast_tensors: expands only what needs it
+    if a._data.shape != shape:
+        a = expand(a, shape)
+    if target._data.shape != shape:
+        target = expand(target, shape)
+    reduction = reduction_enum(reduction)
+    loss = abs_(sub(a, target))
+    if reduction == 0:
+        return loss
+    return mean(loss) if reduction == 1 else sum(loss)
