@@ -8,7 +8,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from .. import _factories, _ops
+from .. import _ops, _random
 from .._dispatch import public, table
 from .._ops import nn_extra
 from .._tensor import Tensor
@@ -94,7 +94,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     generator (engine.manual_seed), so its values differ from PyTorch's.
     """
     _unsupported(inplace=inplace)
-    return nn_extra.dropout(input, p, training, _factories._rng)
+    return nn_extra.dropout(input, p, training, _random.rng("dropout", None))
 
 
 @public("embedding", functional=True)

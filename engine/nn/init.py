@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _factories
+from .. import _random
 from .._state import no_grad
 from .._tensor import Tensor, make_tensor
 
@@ -21,7 +21,7 @@ def _fill(tensor: Tensor, values: np.ndarray) -> Tensor:
 
 
 def _rng() -> Any:
-    return _factories._rng  # looked up per call: manual_seed replaces it
+    return _random.rng("init", None)  # the default generator's, as it is now
 
 
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
