@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import OrderedDict, namedtuple
 from typing import Any, Callable, Iterator
 
+from .._grads import zero_grads
 from .._node import RemovableHandle, _HookDict
 from .._state import no_grad
 from .._tensor import Tensor
@@ -335,16 +336,7 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for p in self.parameters():
-            if p.grad is not None:
-                if set_to_none:
-                    p.grad = None
-                else:
-                    if p.grad.grad_fn is not None:
-                        p.grad.detach_()
-                    else:
-                        p.grad.requires_grad_(False)
-                    p.grad.zero_()
+        zero_grads(self.parameters(), set_to_none)
 
     # -- conversion -----------------------------------------------------------------------------------------
     def _apply(self, fn: Callable[[Tensor], Tensor]) -> Module:

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .._grads import zero_grads
 from .._state import enable_grad, is_grad_enabled, set_grad_enabled
 from .._tensor import Tensor, make_tensor
 
@@ -88,17 +89,7 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all optimized tensors: to None (default), or detached and zero-filled."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    if set_to_none:
-                        p.grad = None
-                    else:
-                        if p.grad.grad_fn is not None:
-                            p.grad.detach_()
-                        else:
-                            p.grad.requires_grad_(False)
-                        p.grad.zero_()
+        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Perform a single optimization step (implemented by each optimizer)."""
