@@ -22,7 +22,8 @@ Gaps found (the engine differs from torch 2.13; the affected parts are left out 
   `no_grad`, `enable_grad` and `set_grad_enabled` only.
 - `torch.optim.RMSprop` does not exist (`AttributeError: module 'engine.optim' has no attribute
   'RMSprop'`). The "optim" step uses Adam in its place.
-- `grad_fn._saved_exponent` on PowBackward0 (torch returns the Python number, e.g. 2): the engine raises
+- Non-tensor saved attributes: `grad_fn._saved_exponent` on PowBackward0 (torch returns the number, e.g. 2),
+  `_saved_self_sym_sizes` on SumBackward1, and the like; the engine raises
   `AttributeError: 'PowBackward0' object has no attribute '_saved_exponent'`. `_saved_self` and
   `_saved_result` work and are compared.
 - `grad_fn._saved_result is y`: torch unpacks a saved *output* into a new Python tensor object (equal
@@ -806,3 +807,27 @@ def _dynamic(t, p):
         optimizer.step()
     p.value("fitted", tuple(model.parameters()))
     p.counter("end")
+
+
+@program("mechanics_backward_hooks")
+def _backward_hooks(t, p):
+    """The mechanics page's hook kinds: a tensor hook that rewrites the grad, a post-accumulate-grad hook on a
+    leaf, and Node pre- and post-hooks; the order they fire in and the grads they see."""
+    x = p.leaf("x", XS)
+    seen = []
+    y = x.sin()
+    z = y * 2
+
+    def tensor_hook(g):
+        seen.append(("tensor hook on y", g))
+        return g * 10
+
+    y.register_hook(tensor_hook)
+    x.register_post_accumulate_grad_hook(lambda leaf: seen.append(("post accumulate", leaf.grad)))
+    y.grad_fn.register_prehook(lambda go: seen.append(("node prehook", go)))
+    y.grad_fn.register_hook(lambda gi, go: seen.append(("node hook", gi, go)))
+    p.watch(z)
+    z.sum().backward()
+    for event in seen:
+        p.value(event[0], event[1:])
+    p.value("x.grad", x.grad)
