@@ -148,7 +148,7 @@ def vjp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False, 
             _, v = _as_tuple(v, "v", "vjp")
             v = _grad_preprocess(v, create_graph=create_graph, need_graph=False)
             _validate_v(v, outputs, is_outputs_tuple)
-        elif len(outputs) != 1 or outputs[0].nelement() != 1:
+        elif len(outputs) != 1 or outputs[0].numel() != 1:
             raise RuntimeError("The vector v can only be None if the user-provided function returns a single "
                                "Tensor with a single element.")
     with set_grad_enabled(True if create_graph else is_grad_enabled()):
@@ -193,7 +193,7 @@ def jacobian(func: Callable, inputs: Any, create_graph: bool = False, strict: bo
         jac: tuple = ()
         for i, out in enumerate(outputs):
             jac_i: tuple = tuple([] for _ in range(len(inputs)))
-            for j in range(out.nelement()):
+            for j in range(out.numel()):
                 vj = _autograd_grad((out.reshape(-1)[j],), inputs, retain_graph=True, create_graph=create_graph)
                 for el_idx, (jac_i_el, vj_el, inp_el) in enumerate(zip(jac_i, vj, inputs, strict=True)):
                     if vj_el is not None:
@@ -227,7 +227,7 @@ def hessian(func: Callable, inputs: Any, create_graph: bool = False, strict: boo
         _check_requires_grad(t_out, "outputs", strict=strict)
         if is_out_tuple or not isinstance(out, Tensor):
             raise RuntimeError("The function given to hessian should return a single Tensor")
-        if out.nelement() != 1:
+        if out.numel() != 1:
             raise RuntimeError("The Tensor returned by the function given to hessian should contain a single element")
         return out.squeeze()
 
@@ -250,7 +250,7 @@ def hvp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False, 
             _, v = _as_tuple(v, "v", "hvp")
             v = _grad_preprocess(v, create_graph=create_graph, need_graph=False)
             _validate_v(v, inputs, is_inputs_tuple)
-        elif len(inputs) != 1 or inputs[0].nelement() != 1:
+        elif len(inputs) != 1 or inputs[0].numel() != 1:
             raise RuntimeError("The vector v can only be None if the input to the user-provided function is a single "
                                "Tensor with a single element.")
         outputs = func(*inputs)
@@ -258,7 +258,7 @@ def hvp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False, 
         _check_requires_grad(outputs, "outputs", strict=strict)
         if is_outputs_tuple or not isinstance(outputs[0], Tensor):
             raise RuntimeError("The function given to hvp should return a single Tensor")
-        if outputs[0].nelement() != 1:
+        if outputs[0].numel() != 1:
             raise RuntimeError("The Tensor returned by the function given to hvp should contain a single element")
         jac = _autograd_grad(outputs, inputs, create_graph=True)
         _check_requires_grad(jac, "jacobian", strict=strict)
