@@ -10,12 +10,14 @@ from .._tensor import Tensor, gradient_edge, try_get_grad_accumulator
 from . import graph
 from .anomaly_mode import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly
 from .function import Function, FunctionCtx, once_differentiable
+from .gradcheck import gradcheck, gradgradcheck  # shadows the submodule, as in torch
 from .graph import GradientEdge
 
 __all__ = [
     "backward", "grad", "Function", "FunctionCtx", "once_differentiable", "detect_anomaly",
     "set_detect_anomaly", "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "graph", "Variable",
-    "_get_sequence_nr", "set_multithreading_enabled", "is_multithreading_enabled",
+    "_get_sequence_nr", "set_multithreading_enabled", "is_multithreading_enabled", "gradcheck", "gradgradcheck",
+    "functional",
 ]
 
 
@@ -227,3 +229,6 @@ class Variable(Tensor):
     """Alias kept for `Variable._execution_engine.queue_callback`, as PyTorch code uses it."""
 
     _execution_engine = _ExecutionEngine()
+
+
+from . import functional  # noqa: E402 - needs grad defined
