@@ -261,12 +261,11 @@ def index_put_(self: Tensor, indices: Any, values: Tensor, accumulate: bool = Fa
 
 
 def _index_put(self: Tensor, key: tuple, values: Tensor, accumulate: bool) -> Tensor:
-    from ._ops.index_put import check_index_put, index_put, put
+    from ._ops.index_put import index_put, put_checked
     if not _records(self, (values,)):
-        check_index_put(self._data, key, values)
         if not self._data.flags.writeable:
             raise RuntimeError(ERR_OVERLAP)
-        put(self._data, key, values._data, accumulate)
+        put_checked(self._data, key, values, accumulate)
         _version.bump(self._data)
         return self
     return _rebase(self, index_put(_old(self), key, values, accumulate))
@@ -290,6 +289,8 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
     records = needs_grad(self, value)
     if records:
         if self.grad_fn is None and self._requires_grad:
+            if is_view and tensors is None:  # torch made the view (and its node) before the check
+                fn.SelectBackward0()
             raise RuntimeError(ERR_VIEW_LEAF if is_view else ERR_LEAF)
         if is_view or not self._data.flags.owndata:
             raise NotImplementedError(ERR_COPY_SLICES)
@@ -301,9 +302,8 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
     if stripped != value._data.shape:
         value = _ops.view(value, *stripped) if stripped else _ops.view(value, ())
     if not records:
-        from ._ops.index_put import check_index_put, put
-        check_index_put(view, adv, value)
-        put(view, adv, value._data, False)
+        from ._ops.index_put import put_checked
+        put_checked(view, adv, value, False)
         _version.bump(self._data)
         return
     _index_put(self, adv, value, False)

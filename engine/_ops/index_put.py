@@ -61,6 +61,27 @@ def put(dst: np.ndarray, key: tuple, values: np.ndarray, accumulate: bool) -> No
         dst[key] = values
 
 
+def put_checked(dst: np.ndarray, key: tuple, values: Tensor, accumulate: bool) -> None:
+    """check_index_put then put; an index out of range leaves the elements before it written, as torch's CPU
+    kernel does (for index arrays that lead the key)."""
+    try:
+        check_index_put(dst, key, values)
+    except IndexError:
+        if key and all(isinstance(k, np.ndarray) for k in key):
+            arrays = [a.ravel() for a in np.broadcast_arrays(*key)]
+            size = arrays[0].size
+            bad = np.zeros(size, dtype=bool)
+            for d, a in enumerate(arrays):
+                bad |= (a >= dst.shape[d]) | (a < -dst.shape[d])
+            first = int(np.argmax(bad))
+            rest = dst.shape[len(key):]
+            shape = np.broadcast_shapes(*(k.shape for k in key)) + rest
+            vals = np.broadcast_to(values._data, shape).reshape((size,) + rest)[:first]
+            put(dst, tuple(a[:first] for a in arrays), vals, accumulate)
+        raise
+    put(dst, key, values._data, accumulate)
+
+
 def index_put(a: Tensor, key: tuple, values: Tensor, accumulate: bool) -> Tensor:
     """a.index_put(indices, values, accumulate) out of place → IndexPutBackward0."""
     node = IndexPutBackward0() if needs_grad(a, values) else None
