@@ -23,7 +23,7 @@ from . import _functions as fn
 from . import _ops, _version
 from ._dispatch import public
 from ._node import _TYPE_NAMES
-from ._ops._common import needs_grad, record
+from ._ops._common import broadcast_shape, needs_grad, record
 from ._tensor import Tensor, make_tensor
 
 ERR_LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -177,11 +177,242 @@ public("div_", tensor="__itruediv__")(_operator(div_))
 def _not_inplace(name: str):
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         raise NotImplementedError(f"agdb's engine does not implement Tensor.{name} (its in-place ops are add_, "
-                                  f"sub_, mul_, div_, zero_, fill_ and copy_); use the out-of-place "
-                                  f"{name.rstrip('_')}")
+                                  f"sub_, mul_, div_, zero_, fill_, copy_, masked_fill_ and index_put_); use the "
+                                  f"out-of-place {name.rstrip('_')}")
     return method
 
 
-for _op in ("pow_", "exp_", "neg_", "clamp_", "masked_fill_", "relu_", "sigmoid_", "tanh_", "sqrt_", "abs_", "t_",
+for _op in ("pow_", "exp_", "neg_", "clamp_", "relu_", "sigmoid_", "tanh_", "sqrt_", "abs_", "t_",
             "transpose_", "unsqueeze_", "squeeze_"):
     public(_op, tensor=True)(_not_inplace(_op))
+
+
+# -- masked_fill_, index_put_ and `t[key] = value` ----------------------------------------------------------
+ERR_VIEW_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+ERR_COPY_SLICES = ("agdb's engine does not record in-place ops on views yet (PyTorch's CopySlices): `t[key] = v` "
+                   "with ints, slices or None in `key` writes through a view of t; use the out-of-place form, or "
+                   "assign under no_grad()")
+_SCALAR_NAMES = {"float32": "float", "float64": "double", "float16": "half", "int64": "long", "int32": "int",
+                 "int16": "short", "int8": "signed char", "uint8": "unsigned char", "bool": "bool"}
+
+
+@public("masked_fill_", tensor=True)
+def masked_fill_(self: Tensor, mask: Tensor, value: Any) -> Tensor:
+    """Fill where `mask` (broadcast to this shape) with a number (MaskedFillBackward0) or a 0-dim tensor
+    (MaskedFillBackward1)."""
+    if mask._data.dtype != np.bool_:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{_SCALAR_NAMES.get(str(mask._data.dtype), mask._data.dtype)}")
+    broadcast_shape(self, mask)  # TensorIterator's error for a mask that does not broadcast
+    if not _records(self, (value,)):
+        _write(self, _ops.masked_fill(self, mask, value)._data)
+        return self
+    return _rebase(self, _ops.masked_fill(_old(self), mask, value))
+
+
+def _index_key(self: Tensor, indices: Any) -> tuple:
+    """index_put_'s `indices` (a tuple or list of index tensors, bool masks among them) as a numpy key."""
+    from ._ops.index_put import check_index_put  # noqa: F401 - the module must be loaded for its node
+    if not isinstance(indices, (tuple, list)):
+        raise TypeError(f"index_put_(): argument 'indices' (position 1) must be tuple of Tensors, not "
+                        f"{type(indices).__name__}")
+    key: list = []
+    for i, k in enumerate(indices):
+        if not isinstance(k, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(k).__name__}")
+        key.append(k)
+    return _advanced_key(self._data.shape, key)
+
+
+def _advanced_key(shape: tuple, tensors: list) -> tuple:
+    """A numpy key from index tensors (bool masks become their nonzero() indices); None is a full slice."""
+    width = sum(1 if k is None else k._data.ndim if k._data.dtype == np.bool_ else 1 for k in tensors)
+    if width > len(shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(shape)} (got {width})")
+    key: list = []
+    for k in tensors:
+        if k is None:
+            key.append(slice(None))
+        elif k._data.dtype == np.bool_:
+            _check_mask_shape(shape, k, len(key))
+            key.extend(np.nonzero(k._data))
+        elif k._data.dtype.kind == "i":
+            key.append(k._data)
+        else:
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    while key and isinstance(key[-1], slice):
+        key.pop()
+    return tuple(key)
+
+
+def _check_mask_shape(shape: tuple, mask: Tensor, dim: int) -> None:
+    for j, n in enumerate(mask._data.shape):
+        if n != shape[dim + j]:
+            raise IndexError(f"The shape of the mask {list(mask._data.shape)} at index {j} does not match the shape "
+                             f"of the indexed tensor {list(shape)} at index {dim + j}")
+
+
+@public("index_put_", tensor=True)
+def index_put_(self: Tensor, indices: Any, values: Tensor, accumulate: bool = False) -> Tensor:
+    """Write (or, with accumulate, add) `values` at `indices` → IndexPutBackward0."""
+    if not isinstance(values, Tensor):
+        raise TypeError(f"index_put_(): argument 'values' (position 2) must be Tensor, not {type(values).__name__}")
+    return _index_put(self, _index_key(self, indices), values, accumulate)
+
+
+def _index_put(self: Tensor, key: tuple, values: Tensor, accumulate: bool) -> Tensor:
+    from ._ops.index_put import index_put, put_checked
+    if not _records(self, (values,)):
+        if not self._data.flags.writeable:
+            raise RuntimeError(ERR_OVERLAP)
+        put_checked(self._data, key, values, accumulate)
+        _version.bump(self._data)
+        return self
+    return _rebase(self, index_put(_old(self), key, values, accumulate))
+
+
+@public("__setitem__", tensor=True)
+def setitem(self: Tensor, key: Any, value: Any) -> None:
+    """`t[key] = value`, as PyTorch's set_item: basic indexing makes a view that value is copied into,
+    index tensors (and bool masks) then go to index_put_ (IndexPutBackward0).
+
+    With autograd recording, a write through a view (ints, slices that are not full, None) is PyTorch's
+    CopySlices, which agdb refuses for now.
+    """
+    if key is False:
+        return
+    if isinstance(value, _NUMBER):
+        value = make_tensor(np.asarray(value, dtype=self._data.dtype), device=self._device)
+    elif not isinstance(value, Tensor):
+        raise TypeError(f"can't assign a {type(value).__name__} to a {_TYPE.get(str(self._data.dtype), '')}Tensor")
+    view, tensors, is_view = _basic(self, key)
+    records = needs_grad(self, value)
+    if records:
+        if self.grad_fn is None and self._requires_grad:
+            if is_view and tensors is None:  # torch made the view (and its node) before the check
+                fn.SelectBackward0()
+            raise RuntimeError(ERR_VIEW_LEAF if is_view else ERR_LEAF)
+        if is_view or not self._data.flags.owndata:
+            raise NotImplementedError(ERR_COPY_SLICES)
+    if tensors is None:
+        _copy_to(self, view, value, records)
+        return
+    adv = _advanced_key(view.shape, tensors)
+    stripped = _strip_leading_ones(value._data.shape)
+    if stripped != value._data.shape:
+        value = _ops.view(value, *stripped) if stripped else _ops.view(value, ())
+    if not records:
+        from ._ops.index_put import put_checked
+        put_checked(view, adv, value, False)
+        _version.bump(self._data)
+        return
+    _index_put(self, adv, value, False)
+
+
+def _strip_leading_ones(shape: tuple) -> tuple:
+    i = 0
+    while i < len(shape) and shape[i] == 1:
+        i += 1
+    return tuple(shape[i:])
+
+
+def _copy_to(self: Tensor, view: np.ndarray, value: Tensor, records: bool) -> None:
+    """PyTorch's copy_to(dst, src): copy_ for equal shapes, fill_ for a 0-dim src, else view + expand + copy_."""
+    if not records:
+        src = value._data.reshape(_strip_leading_ones(value._data.shape))
+        _check_expand(src.shape, view.shape)
+        if not view.flags.writeable:
+            raise RuntimeError(ERR_OVERLAP)
+        np.copyto(view, np.broadcast_to(src, view.shape), casting="unsafe")
+        _version.bump(self._data)
+        return
+    if value._data.shape == self._data.shape:
+        copy_(self, value)
+    elif value._data.ndim == 0:
+        _fill_value(self, value)
+    else:
+        stripped = _strip_leading_ones(value._data.shape)
+        _check_expand(stripped, self._data.shape)
+        src = _ops.view(value, *stripped)
+        if src._data.shape != self._data.shape:
+            src = _ops.expand(src, *self._data.shape)
+        copy_(self, src)
+
+
+def _check_expand(src: tuple, dst: tuple) -> None:
+    """expand_inplace's check: `src` broadcasts to `dst` without growing."""
+    if len(src) > len(dst):
+        raise RuntimeError(f"expand(torch.FloatTensor{{{list(src)}}}, size={list(dst)}): the number of sizes "
+                           f"provided ({len(dst)}) must be greater or equal to the number of dimensions in the "
+                           f"tensor ({len(src)})")
+    for i in range(1, len(src) + 1):
+        if src[-i] != 1 and src[-i] != dst[-i]:
+            raise RuntimeError(f"The expanded size of the tensor ({dst[-i]}) must match the existing size "
+                               f"({src[-i]}) at non-singleton dimension {len(dst) - i}.  Target sizes: "
+                               f"{list(dst)}.  Tensor sizes: {list(src)}")
+
+
+def _basic(self: Tensor, key: Any) -> tuple:
+    """Apply the basic part of `key` (ints, slices, None, ...) to the tensor's memory.
+
+    Returns the written-to numpy view, the index tensors left for index_put_ (None when there are none), and
+    whether the view is not the whole tensor (PyTorch would write through a view: CopySlices).
+    """
+    if not isinstance(key, tuple):
+        key = (key,)
+    key = tuple(_list_index(k) for k in key)
+    data = self._data
+    n_specified = sum(k._data.ndim if isinstance(k, Tensor) and k._data.dtype == np.bool_ else 1
+                      for k in key if k is not None and k is not Ellipsis and not isinstance(k, bool))
+    if n_specified > data.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {data.ndim}")
+    view, dim, real, is_view = data, 0, 0, False  # real: the dim of the tensor itself, for errors
+    positions: dict[int, Tensor] = {}  # dim of the view -> the index tensor there
+    for k in key:
+        if isinstance(k, Tensor) and (k._data.dtype == np.bool_ or k._data.ndim > 0):
+            if k._data.dtype != np.bool_ and k._data.dtype.kind != "i":
+                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+            positions[dim] = k
+            dim += k._data.ndim if k._data.dtype == np.bool_ else 1
+            real += k._data.ndim if k._data.dtype == np.bool_ else 1
+        elif k is Ellipsis:
+            dim += data.ndim - n_specified
+            real += data.ndim - n_specified
+        elif k is None or k is True:
+            view = view[(slice(None),) * dim + (None,)]
+            dim, is_view = dim + 1, True
+        elif k is False:
+            raise NotImplementedError("agdb's engine does not support False inside an index tuple")
+        elif isinstance(k, (int, np.integer)) or (isinstance(k, Tensor) and k._data.ndim == 0
+                                                   and k._data.dtype.kind == "i"):
+            size = view.shape[dim]
+            if not -size <= int(k) < size:
+                raise IndexError(f"index {int(k)} is out of bounds for dimension {real} with size {size}")
+            view = view[(slice(None),) * dim + (int(k),)]
+            real, is_view = real + 1, True
+        elif isinstance(k, slice):
+            if k.step is not None and k.step <= 0:
+                raise ValueError("step must be greater than zero")
+            s, e, st = k.indices(view.shape[dim])
+            if not (s == 0 and e >= view.shape[dim] and st == 1):
+                view = view[(slice(None),) * dim + (k,)]
+                is_view = True
+            dim, real = dim + 1, real + 1
+        else:
+            raise NotImplementedError(f"engine supports `t[key] = v` with ints, slices, None, ..., index tensors "
+                                      f"and bool masks; got {type(k).__name__}")
+    if not positions:
+        return view, None, is_view
+    tensors: list = []
+    d = 0
+    while d <= max(positions):
+        k = positions.get(d)
+        tensors.append(k)
+        d += 1 if k is None or k._data.dtype != np.bool_ else max(k._data.ndim, 1)
+    return view, tensors, is_view
+
+
+def _list_index(k: Any) -> Any:
+    if isinstance(k, list):
+        return make_tensor(np.asarray(k, dtype=np.bool_ if k and all(isinstance(v, bool) for v in k) else np.int64))
+    return k
