@@ -2,34 +2,14 @@
 seq_nrs, errors and grads agree (tests/engine/parity_setitem.py); grads match central differences."""
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 
 import engine
-from tests.engine.parity import assert_same, describe
 from tests.engine.parity_setitem import PROGRAMS
+from tests.engine.parity_suite import parity_tests
 
-
-def _describe(module, program):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return describe(module, program)
-
-
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_program_runs_on_engine(name):
-    """Every program runs on the engine and records events (no torch needed)."""
-    assert _describe(engine, PROGRAMS[name])
-
-
-@pytest.mark.torch
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_program_matches_torch(name):
-    """Node names, next_functions, relative seq_nrs, execution order, errors, values and versions match torch."""
-    torch = pytest.importorskip("torch")
-    assert_same(_describe(engine, PROGRAMS[name]), _describe(torch, PROGRAMS[name]))
+test_program_runs_on_engine, test_program_matches_torch = parity_tests(PROGRAMS)
 
 
 A = np.array([[0.5, -1.2, 2.0], [1.5, 0.3, -0.7]])
