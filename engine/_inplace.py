@@ -388,7 +388,9 @@ def _basic(self: Tensor, key: Any) -> tuple:
             size = view.shape[dim]
             if not -size <= int(k) < size:
                 raise IndexError(f"index {int(k)} is out of bounds for dimension {real} with size {size}")
-            view = view[(slice(None),) * dim + (int(k),)]
+            # The Ellipsis keeps a 0-dim result an array view: a bare int index would give a numpy scalar, a
+            # copy that cannot be written to (t[0] = 5.0 on a 1-D tensor).
+            view = view[(slice(None),) * dim + (int(k), Ellipsis)]
             real, is_view = real + 1, True
         elif isinstance(k, slice):
             if k.step is not None and k.step <= 0:
