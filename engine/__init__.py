@@ -13,7 +13,7 @@ from ._dtype import bool_ as bool  # noqa: A001 - torch.bool
 from ._factories import is_tensor
 from ._observer import add_observer
 from ._random import Generator, default_generator, manual_seed
-from ._state import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ._state import enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled
 from ._tensor import Tensor
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
 
@@ -32,6 +32,7 @@ __all__ = [
     "Tensor", "manual_seed", "Generator", "default_generator",
     "is_tensor", "float32", "float64", "int64", "bool", "float", "double", "long", "dtype",
     "Size", "device", "get_default_dtype", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",
+    "inference_mode", "is_inference_mode_enabled",
     "autograd", "nn", "optim", "add_observer", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
     *_dispatch.table("torch"),
 ]

@@ -56,7 +56,7 @@ def _write(self: Tensor, value: np.ndarray) -> None:
     if not self._data.flags.writeable:  # an expand()ed tensor: many elements share one memory location
         raise RuntimeError(ERR_OVERLAP)
     np.copyto(self._data, value, casting="unsafe")
-    _version.bump(self._data)
+    _version.bump_tensor(self)
 
 
 def _arithmetic(compute: Callable[[Tensor, Any], Tensor], saves_self: bool = False) -> Callable[..., Tensor]:
@@ -266,7 +266,7 @@ def _index_put(self: Tensor, key: tuple, values: Tensor, accumulate: bool) -> Te
         if not self._data.flags.writeable:
             raise RuntimeError(ERR_OVERLAP)
         put_checked(self._data, key, values, accumulate)
-        _version.bump(self._data)
+        _version.bump_tensor(self)
         return self
     return _rebase(self, index_put(_old(self), key, values, accumulate))
 
@@ -304,7 +304,7 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
     if not records:
         from ._ops.index_put import put_checked
         put_checked(view, adv, value, False)
-        _version.bump(self._data)
+        _version.bump_tensor(self)
         return
     _index_put(self, adv, value, False)
 
@@ -324,7 +324,7 @@ def _copy_to(self: Tensor, view: np.ndarray, value: Tensor, records: bool) -> No
         if not view.flags.writeable:
             raise RuntimeError(ERR_OVERLAP)
         np.copyto(view, np.broadcast_to(src, view.shape), casting="unsafe")
-        _version.bump(self._data)
+        _version.bump_tensor(self)
         return
     if value._data.shape == self._data.shape:
         copy_(self, value)

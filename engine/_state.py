@@ -21,6 +21,8 @@ class _ThreadState(threading.local):
 
     seq_nr: int = 0
     grad_enabled: bool = True
+    inference_mode: bool = False
+    inference_grad_mode: bool = False  # the grad mode is_grad_enabled() reports inside inference_mode
     multithreading_enabled: bool = True
     # Engine state (engine-semantics §3.1 step 5, §13): which device this thread works for, if any.
     worker_device: int = NO_DEVICE
@@ -33,6 +35,10 @@ class _ThreadState(threading.local):
 
 tls = _ThreadState()
 
+inference_seen = False
+"""True once some thread entered inference_mode(True): until then no inference tensor exists, and making a
+tensor costs no look-up of the mode."""
+
 
 def peek_sequence_nr() -> int:
     """The seq_nr the next numbered node on this thread will take."""
@@ -40,8 +46,16 @@ def peek_sequence_nr() -> int:
 
 
 def is_grad_enabled() -> bool:
-    """Whether ops on this thread record history."""
-    return tls.grad_enabled
+    """Whether grad mode is on (inside inference_mode, history is not recorded even when it is)."""
+    return tls.inference_grad_mode if tls.inference_mode else tls.grad_enabled
+
+
+def _set_grad_mode(mode: bool) -> None:
+    """Set the grad mode user code sees; inside inference_mode the recording flag stays off."""
+    if tls.inference_mode:
+        tls.inference_grad_mode = mode
+    else:
+        tls.grad_enabled = mode
 
 
 class _GradModeContext:
@@ -50,11 +64,11 @@ class _GradModeContext:
     _mode: bool
 
     def __enter__(self) -> None:
-        self._prev = tls.grad_enabled
-        tls.grad_enabled = self._mode
+        self._prev = is_grad_enabled()
+        _set_grad_mode(self._mode)
 
     def __exit__(self, *exc: object) -> None:
-        tls.grad_enabled = self._prev
+        _set_grad_mode(self._prev)
 
     def __call__(self, fn):
         import functools
@@ -63,12 +77,12 @@ class _GradModeContext:
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            prev = tls.grad_enabled
-            tls.grad_enabled = mode
+            prev = is_grad_enabled()
+            _set_grad_mode(mode)
             try:
                 return fn(*args, **kwargs)
             finally:
-                tls.grad_enabled = prev
+                _set_grad_mode(prev)
 
         return wrapper
 
@@ -89,14 +103,61 @@ class set_grad_enabled(_GradModeContext):
     """Set grad mode to `mode`; takes effect at once, and as a context restores the old mode on exit."""
 
     def __init__(self, mode: bool) -> None:
-        self._prev = tls.grad_enabled
+        self._prev = is_grad_enabled()
         self._mode = bool(mode)
-        tls.grad_enabled = self._mode
+        _set_grad_mode(self._mode)
 
     def __enter__(self) -> None:
-        tls.grad_enabled = self._mode
+        _set_grad_mode(self._mode)
 
     def __call__(self, fn):
         # As a decorator, the mode set by the constructor is undone at once (torch does the same).
-        tls.grad_enabled = self._prev
+        _set_grad_mode(self._prev)
         return super().__call__(fn)
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether this thread is inside inference_mode(True)."""
+    return tls.inference_mode
+
+
+class inference_mode:
+    """torch.inference_mode(mode=True): a context manager and decorator (also bare, `@inference_mode`).
+
+    Like torch's InferenceMode guard, entering sets grad mode to `not mode` and the inference flag to `mode`,
+    and exiting restores both. Tensors made inside (other than views of normal tensors) are inference tensors.
+    """
+
+    def __new__(cls, mode: object = True):
+        if callable(mode) and not isinstance(mode, bool):  # bare @inference_mode
+            return cls()(mode)
+        return super().__new__(cls)
+
+    def __init__(self, mode: bool = True) -> None:
+        self.mode = bool(mode)
+
+    def __enter__(self) -> None:
+        global inference_seen
+        self._prev = (tls.grad_enabled, tls.inference_mode, tls.inference_grad_mode)
+        if self.mode:
+            inference_seen = True
+        # torch's InferenceMode guard: grad mode `not mode`; inside, nothing records whatever the grad mode.
+        tls.grad_enabled, tls.inference_mode, tls.inference_grad_mode = not self.mode, self.mode, False
+
+    def __exit__(self, *exc: object) -> None:
+        tls.grad_enabled, tls.inference_mode, tls.inference_grad_mode = self._prev
+
+    def clone(self) -> inference_mode:
+        return type(self)(self.mode)
+
+    def __call__(self, fn):
+        import functools
+
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _observer
+from . import _observer, _state
 from ._dispatch import public
 from ._dtype import Size, dtype, from_numpy_dtype
 from ._node import AccumulateGrad, RemovableHandle, _HookDict, add_hook
@@ -23,7 +23,7 @@ class Tensor:
 
     __slots__ = (
         "_data", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_grad_accumulator",
-        "_backward_hooks", "_post_acc_hooks", "_retains_grad", "_device", "_is_wrapped_number",
+        "_backward_hooks", "_post_acc_hooks", "_retains_grad", "_device", "_is_wrapped_number", "_inference",
         "_uid",  # set only when an observer asks (engine/_observer.tensor_uid), never by init_tensor
         "__weakref__", "__dict__",
     )
@@ -54,6 +54,8 @@ class Tensor:
             return self
         if requires_grad and not self.dtype.is_floating_point:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if requires_grad and self._inference and not tls.inference_mode:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.")
         self._requires_grad = bool(requires_grad)
         return self
 
@@ -103,7 +105,13 @@ class Tensor:
     @property
     def _version(self) -> int:
         """How many in-place writes the tensor's memory has had (shared with its views and detach()es)."""
+        if self._inference:
+            raise RuntimeError("Inference tensors do not track version counter.")
         return version_of(self._data)
+
+    def is_inference(self) -> bool:
+        """Whether this is an inference tensor: made inside inference_mode, or a view of one."""
+        return self._inference
 
     def retain_grad(self) -> None:
         """Make a non-leaf's `.grad` populated by backward (a no-op on leaves, engine-semantics §7.4)."""
@@ -147,7 +155,7 @@ class Tensor:
     @public("detach", tensor=True)
     def detach(self) -> Tensor:
         """A new tensor sharing data, cut from the graph."""
-        return make_tensor(self._data, device=self._device)
+        return alias_tensor(self._data, self)
 
     @public("detach_", tensor=True)
     def detach_(self) -> Tensor:
@@ -259,7 +267,7 @@ class Tensor:
     @public("data", tensor_property=True)
     def data(self) -> Tensor:
         """The same memory as a tensor with no history (like detach()); assigning `.data` is not supported."""
-        return make_tensor(self._data, device=self._device)
+        return alias_tensor(self._data, self)
 
     @public("to", tensor="type_as")
     def type_as(self, other: Tensor) -> Tensor:
@@ -298,6 +306,15 @@ def init_tensor(t: Tensor, arr: np.ndarray, requires_grad: bool = False, device:
     t._retains_grad = False
     t._device = device
     t._is_wrapped_number = False
+    t._inference = _state.inference_seen and tls.inference_mode
+
+
+def alias_tensor(arr: np.ndarray, of: Tensor) -> Tensor:
+    """A tensor on `of`'s device holding `arr`, a view of `of`'s memory: an inference tensor iff `of` is one
+    (a view of a normal tensor made inside inference_mode stays normal, as in torch)."""
+    t = make_tensor(arr, device=of._device)
+    t._inference = of._inference
+    return t
 
 
 _new = object.__new__

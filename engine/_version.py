@@ -13,6 +13,16 @@ from typing import Any
 
 import numpy as np
 
+from . import _state
+
+ERR_INFERENCE_SAVED = (
+    "Inference tensors cannot be saved for backward. Please do not use Tensors created in inference mode in "
+    "computation tracked by autograd. To work around this, you can make a clone to get a normal tensor and use it "
+    "in autograd, or use `torch.no_grad()` instead of `torch.inference_mode()`.")
+ERR_INFERENCE_INPLACE = (
+    "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone to get a normal "
+    "tensor before doing inplace update.See https://github.com/pytorch/rfcs/pull/17 for more details.")
+
 _counters: dict[int, list[int]] = {}  # id(owning array) -> [version]
 _lock = threading.Lock()
 
@@ -52,7 +62,25 @@ def bump(data: np.ndarray) -> None:
 
 
 def saved_versions(tensors: Any) -> tuple | None:
-    """(tensor, its version, its grad_fn, its output_nr) for each tensor a node saves, or None."""
+    """(tensor, its version, its grad_fn, its output_nr) for each tensor a node saves, or None.
+
+    Raises:
+        RuntimeError: a saved tensor is an inference tensor (torch's SavedVariable check).
+    """
     out = tuple((t, version_of(t._data), t.grad_fn, t._output_nr) for t in tensors
                 if getattr(t, "_data", None) is not None)  # tensors only: some saved slots hold numbers
+    if _state.inference_seen:
+        for t, *_ in out:
+            if t._inference:
+                raise RuntimeError(ERR_INFERENCE_SAVED)
     return out or None
+
+
+def bump_tensor(t: Any) -> None:
+    """Count one in-place write to `t` (after the write, as torch's increment_version): an inference tensor has
+    no counter, and outside inference_mode the write is refused (the data is already written, as in torch)."""
+    if t._inference:
+        if not _state.tls.inference_mode:
+            raise RuntimeError(ERR_INFERENCE_INPLACE)
+        return
+    bump(t._data)

@@ -6,12 +6,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .. import _observer
+from .. import _observer, _state
 from .._dtype import from_numpy_dtype
 from .._node import InputMetadata, Node
 from .._state import tls
 from .._tensor import Tensor, _wrap_dim, gradient_edge, make_tensor
-from .._version import saved_versions
+from .._version import _owner, saved_versions
 
 _KIND = {np.dtype(np.bool_): 0, np.dtype(np.int64): 1, np.dtype(np.float32): 2, np.dtype(np.float64): 2}
 
@@ -58,8 +58,15 @@ def _arr(x: Any) -> np.ndarray:
 
 
 def _out(arr: Any, like: Tensor | str) -> Tensor:
-    """Wrap an op's result on `like`'s device (or on the device named by `like`)."""
-    return make_tensor(_arr(arr), device=like if isinstance(like, str) else like._device)
+    """Wrap an op's result on `like`'s device (or on the device named by `like`).
+
+    A result viewing `like`'s memory is an inference tensor iff `like` is one (see alias_tensor)."""
+    if isinstance(like, str):
+        return make_tensor(_arr(arr), device=like)
+    t = make_tensor(_arr(arr), device=like._device)
+    if _state.inference_seen and t._inference is not like._inference and _owner(t._data) is _owner(like._data):
+        t._inference = like._inference
+    return t
 
 
 def result_device(a: Tensor, b: Tensor) -> str:

@@ -266,13 +266,14 @@ def test_observation_changes_no_node_name_seq_nr_or_grad():
 
 # -- the registry covers the public surface -------------------------------------------------------------------
 NOT_OPS_ENGINE = {"manual_seed", "is_tensor", "get_default_dtype", "no_grad", "enable_grad", "is_grad_enabled",
-                  "set_grad_enabled", "add_observer", "is_anomaly_enabled", "is_anomaly_check_nan_enabled"}
+                  "set_grad_enabled", "add_observer", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
+                  "inference_mode", "is_inference_mode_enabled"}
 """engine.* callables that return no tensor: settings, predicates, context managers."""
 
 NOT_OPS_TENSOR = {"backward", "register_hook", "register_post_accumulate_grad_hook", "retain_grad",
                   "requires_grad_", "dim", "size", "numel", "stride", "is_contiguous", "is_floating_point", "item",
                   "tolist", "numpy", "requires_grad", "is_leaf", "grad", "retains_grad", "output_nr", "shape",
-                  "dtype", "device", "ndim", "_version"}
+                  "dtype", "device", "ndim", "_version", "is_inference"}
 """Tensor methods and properties that are autograd's API or read metadata and Python values."""
 
 PYTHON_PROTOCOL = {"__init__", "__repr__", "__hash__", "__bool__", "__float__", "__int__", "__index__", "__len__",
