@@ -7,7 +7,7 @@ State per parameter is made in the constructor, for every parameter (with a grad
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -53,18 +53,11 @@ class Adagrad(Optimizer):
             group.setdefault("maximize", False)
             group.setdefault("differentiable", False)
             group.setdefault("fused", None)
-            for p in group["params"]:
-                p_state = self.state.get(p, [])
-                if len(p_state) != 0 and not isinstance(p_state["step"], Tensor):
-                    p_state["step"] = make_tensor(np.array(float(p_state["step"]), dtype=np.float32))
+        self._steps_as_tensors()
         state_values = list(self.state.values())
         if len(state_values) != 0 and not isinstance(state_values[0]["step"], Tensor):
             for s in state_values:
                 s["step"] = make_tensor(np.array(float(s["step"]), dtype=np.float32))
-
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Perform a single optimization step; returns the closure's loss (or None)."""
-        return self._run_step(closure, self._update)
 
     def _update(self, group: dict[str, Any]) -> None:
         lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]

@@ -8,7 +8,7 @@ State per parameter, made on its first step with a grad: `step` (a float32 0-dim
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -54,14 +54,7 @@ class Adam(Optimizer):
             group.setdefault("differentiable", False)
             group.setdefault("decoupled_weight_decay", False)
             group.setdefault("fused", None)
-            for p in group["params"]:
-                p_state = self.state.get(p, [])
-                if len(p_state) != 0 and not isinstance(p_state["step"], Tensor):
-                    p_state["step"] = make_tensor(np.array(float(p_state["step"]), dtype=np.float32))
-
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Perform a single optimization step; returns the closure's loss (or None)."""
-        return self._run_step(closure, self._update)
+        self._steps_as_tensors()
 
     def _update(self, group: dict[str, Any]) -> None:
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]

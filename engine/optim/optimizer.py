@@ -92,12 +92,11 @@ class Optimizer:
         zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Perform a single optimization step (implemented by each optimizer)."""
-        raise NotImplementedError
+        """Perform a single optimization step; returns the closure's loss (or None).
 
-    def _run_step(self, closure: Callable[[], Any] | None, update: Callable[[dict[str, Any]], None]) -> Any:
-        """The frame of every step: the closure under enable_grad, then `update(group)` for each group under
-        no_grad (PyTorch's _use_grad_for_differentiable with differentiable=False)."""
+        The frame of every step: the closure under enable_grad, then `_update(group)` for each group under
+        no_grad (PyTorch's _use_grad_for_differentiable with differentiable=False).
+        """
         prev = is_grad_enabled()
         try:
             set_grad_enabled(False)
@@ -107,10 +106,22 @@ class Optimizer:
                     loss = closure()
             for group in self.param_groups:
                 _check_supported(group)
-                update(group)
+                self._update(group)
         finally:
             set_grad_enabled(prev)
         return loss
+
+    def _update(self, group: dict[str, Any]) -> None:
+        """One group's update, in place under no_grad (each optimizer's own)."""
+        raise NotImplementedError
+
+    def _steps_as_tensors(self) -> None:
+        """State loaded from an older PyTorch keeps `step` as a number; make it the float32 tensor it is now."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                p_state = self.state.get(p, [])
+                if len(p_state) != 0 and not isinstance(p_state["step"], Tensor):
+                    p_state["step"] = make_tensor(np.array(float(p_state["step"]), dtype=np.float32))
 
     def state_dict(self) -> dict[str, Any]:
         """{"state": {index: state}, "param_groups": [group with params as indices]}, indices in group order.

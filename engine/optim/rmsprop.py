@@ -10,11 +10,11 @@ and `avg = sqrt(square_avg - grad_avg**2) + eps`, else `avg = sqrt(square_avg) +
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from .._tensor import Tensor, make_tensor
+from .._tensor import make_tensor
 from . import _kernels as k
 from .optimizer import Optimizer, refuse_tensor_hyperparameter
 
@@ -50,14 +50,7 @@ class RMSprop(Optimizer):
             group.setdefault("maximize", False)
             group.setdefault("differentiable", False)
             group.setdefault("capturable", False)
-            for p in group["params"]:
-                p_state = self.state.get(p, [])
-                if len(p_state) != 0 and not isinstance(p_state["step"], Tensor):
-                    p_state["step"] = make_tensor(np.array(float(p_state["step"]), dtype=np.float32))
-
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Perform a single optimization step; returns the closure's loss (or None)."""
-        return self._run_step(closure, self._update)
+        self._steps_as_tensors()
 
     def _update(self, group: dict[str, Any]) -> None:
         lr, alpha, eps = group["lr"], group["alpha"], group["eps"]

@@ -7,7 +7,7 @@ the buffer is a clone of grad on the first step, then `buf.mul_(momentum).add_(g
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from . import _kernels as k
 from .optimizer import Optimizer, refuse_tensor_hyperparameter
@@ -42,10 +42,6 @@ class SGD(Optimizer):
             group.setdefault("foreach", None)
             group.setdefault("differentiable", False)
             group.setdefault("fused", False)
-
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Perform a single optimization step; returns the closure's loss (or None)."""
-        return self._run_step(closure, self._update)
 
     def _update(self, group: dict[str, Any]) -> None:
         weight_decay, momentum, lr = group["weight_decay"], group["momentum"], group["lr"]
