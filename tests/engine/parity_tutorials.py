@@ -696,24 +696,28 @@ def _examples_nn(t, p):
     p.counter("end")
 
 
-@program("examples_optim_adam")
-def _examples_optim(t, p):
-    """The nn fit driven by an optimizer. The tutorial uses RMSprop, which the engine lacks: Adam instead."""
+def _fit_with(t, p, make_optimizer, state_key: str) -> None:
+    """The nn fit driven by an optimizer: losses, fitted parameters and one piece of the optimizer's state."""
     x, y = _sine_data(t)
     xx = _powers(t, x)
     model = _poly_model(t)
     loss_fn = t.nn.MSELoss(reduction="sum")
-    optimizer = t.optim.Adam(model.parameters(), lr=1e-2)
+    optimizer = make_optimizer(model.parameters())
     for step in range(30):
-        y_pred = model(xx)
-        loss = loss_fn(y_pred, y)
+        loss = loss_fn(model(xx), y)
         if step % 10 == 0:
             p.value(f"loss {step}", loss)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
     p.value("fitted", tuple(model.parameters()))
-    p.value("exp_avg_sq", tuple(optimizer.state[q]["exp_avg_sq"] for q in model.parameters()))
+    p.value(state_key, tuple(optimizer.state[q][state_key] for q in model.parameters()))
+
+
+@program("examples_optim_adam")
+def _examples_optim(t, p):
+    """The nn fit driven by Adam."""
+    _fit_with(t, p, lambda params: t.optim.Adam(params, lr=1e-2), "exp_avg_sq")
 
 
 @program("examples_optim_sgd")
@@ -849,20 +853,7 @@ def _inference_mode(t, p):
 @program("examples_optim_rmsprop")
 def _examples_rmsprop(t, p):
     """The nn fit driven by RMSprop, as the tutorial has it."""
-    x, y = _sine_data(t)
-    xx = _powers(t, x)
-    model = _poly_model(t)
-    loss_fn = t.nn.MSELoss(reduction="sum")
-    optimizer = t.optim.RMSprop(model.parameters(), lr=1e-3)
-    for step in range(30):
-        loss = loss_fn(model(xx), y)
-        if step % 10 == 0:
-            p.value(f"loss {step}", loss)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    p.value("fitted", tuple(model.parameters()))
-    p.value("square_avg", tuple(optimizer.state[q]["square_avg"] for q in model.parameters()))
+    _fit_with(t, p, lambda params: t.optim.RMSprop(params, lr=1e-3), "square_avg")
 
 
 @program("custom_legendre_gradcheck")
