@@ -136,13 +136,7 @@ def _extreme(a: Tensor, dim: Any, keepdim: bool, which: str) -> Any:
 @public("argmax", torch=True, tensor=True)
 def argmax(a: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the largest element (no grad)."""
-    if dim is None:
-        return _out(np.array(np.argmax(a._data), dtype=np.int64), a)
-    d = _wrap_dim(dim, a._data.ndim)
-    res = np.argmax(a._data, axis=d)
-    if keepdim:
-        res = np.expand_dims(res, d)
-    return _out(res.astype(np.int64), a)
+    return _arg_index(np.argmax, a, dim, keepdim)
 
 
 @public("maximum", torch=True, tensor=True)
@@ -163,10 +157,15 @@ def maximum(a: Tensor, b: Tensor) -> Tensor:
 @public("argmin", torch=True, tensor=True)
 def argmin(a: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the smallest element (no grad)."""
+    return _arg_index(np.argmin, a, dim, keepdim)
+
+
+def _arg_index(find: Any, a: Tensor, dim: int | None, keepdim: bool) -> Tensor:
+    """argmax/argmin: `find` over all elements (dim None) or along `dim`, as int64."""
     if dim is None:
-        return _out(np.array(np.argmin(a._data), dtype=np.int64), a)
+        return _out(np.array(find(a._data), dtype=np.int64), a)
     d = _wrap_dim(dim, a._data.ndim)
-    res = np.argmin(a._data, axis=d)
+    res = find(a._data, axis=d)
     if keepdim:
         res = np.expand_dims(res, d)
     return _out(res.astype(np.int64), a)
