@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from .frames import source_line
+from .indexes import lookup_sorted
 from .schema import Kind, seq_code
 from .trace import Trace
 
@@ -76,11 +77,8 @@ def compact(values: Any, dtype: Any = None) -> np.ndarray:
 
 def _dense_nodes(node_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Each row's node key as its index in the node table (ascending keys), or -1 for none."""
-    if not len(keys):
-        return np.full(len(node_keys), -1, dtype=np.int64)
-    pos = np.searchsorted(keys, node_keys)
-    ok = (node_keys > 0) & (pos < len(keys)) & (keys[np.minimum(pos, len(keys) - 1)] == node_keys)
-    return np.where(ok, pos, -1)
+    pos, found = lookup_sorted(keys, node_keys)
+    return np.where(found & (node_keys > 0), pos, -1)
 
 
 def _number_tasks(ids: np.ndarray) -> np.ndarray:

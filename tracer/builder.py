@@ -232,10 +232,15 @@ def _summary_item(t: Any) -> Any:
         return None
     if isinstance(t, TensorSummary):
         return (t.shape, t.dtype, t.device, t.preview[:_PREVIEW], t.has_nan, t.has_inf)
-    data = np.asarray(t)
+    return summary_of(np.asarray(t), "cpu")
+
+
+def summary_of(data: np.ndarray, device: str) -> tuple:
+    """A small array is copied, to be summarised at finish with others of its shape; a large one summarised now,
+    so a trace never keeps a big tensor alive."""
     if data.size <= SMALL:
-        return (data.copy(), "cpu")
-    return summarize(data, "cpu")
+        return (data.copy(), device)
+    return summarize(data, device)
 
 
 def summarize(data: np.ndarray, device: str) -> tuple:

@@ -71,7 +71,8 @@ class Intervals:
         return np.sort(self.order[candidates[self.ends[candidates] > step]])
 
 
-def _ro(arr: np.ndarray) -> np.ndarray:
+def read_only(arr: np.ndarray) -> np.ndarray:
+    """`arr` as an array that refuses writes (indexes and states are shared, never changed)."""
     arr = np.asarray(arr)
     arr.flags.writeable = False
     return arr
@@ -122,7 +123,7 @@ def index_tasks(trace: Trace) -> dict[int, TaskIndex]:
     return tasks
 
 
-def _lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def lookup_sorted(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(position of each key in sorted_keys, whether it is there)."""
     pos = np.searchsorted(sorted_keys, keys)
     if not len(sorted_keys):
@@ -150,7 +151,7 @@ def _index_routing(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
     counted = np.concatenate([tid * width + tasks[tid].dep_nodes.astype(np.int64) for tid in ids] +
                              [np.zeros(0, np.int64)])
     first_of = dict(zip(ids, np.cumsum([0] + [len(tasks[tid].dep_nodes) for tid in ids]).tolist(), strict=False))
-    pos, ok = _lookup(counted, rep_tasks * width + child)
+    pos, ok = lookup_sorted(counted, rep_tasks * width + child)
     picked_all = np.flatnonzero(ok)
     for tid, where in _groups(rep_tasks[picked_all]).items():
         t = tasks[tid]
@@ -172,7 +173,7 @@ def _index_buffers(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
     p_keys = np.asarray(c["ev_task"][pushes], dtype=np.int64) * width + c["ev_node"][pushes]
     uniq, first = np.unique(w_keys, return_index=True)  # each (task, node) written, and its first write
     p_uniq, p_first = np.unique(p_keys, return_index=True)  # each (task, node) pushed, and its first push
-    pos, ok = _lookup(p_uniq, uniq)
+    pos, ok = lookup_sorted(p_uniq, uniq)
     pushed = np.full(len(uniq), NEVER, dtype=np.int64)
     pushed[ok] = pushes[p_first[pos[ok]]]
     for tid, where in _groups(uniq // width).items():
@@ -276,7 +277,7 @@ class TraceIndex:
             mask = k == key[0]
             for other in key[1:]:
                 mask |= k == other
-            found = self._steps_of[key] = _ro(np.flatnonzero(mask))
+            found = self._steps_of[key] = read_only(np.flatnonzero(mask))
         return found
 
     def rank(self, step: int, *kinds: Kind) -> int:
@@ -287,7 +288,7 @@ class TraceIndex:
     def created_steps(self) -> np.ndarray:
         """The step each node was made at: its NodeCreated, or its first mention."""
         c = self._trace.columns
-        return _ro(first_positions(c["ev_node"], len(c["node_name"])))
+        return read_only(first_positions(c["ev_node"], len(c["node_name"])))
 
     @cached_property
     def distinct_names(self) -> list[int]:
@@ -308,7 +309,7 @@ class TraceIndex:
     @cached_property
     def runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(start, end, thread, node) of every node execution, by start; end is NEVER for a run still open."""
-        return tuple(_ro(a) for a in find_runs(self._trace))  # type: ignore[return-value]
+        return tuple(read_only(a) for a in find_runs(self._trace))  # type: ignore[return-value]
 
     @cached_property
     def tasks(self) -> dict[int, TaskIndex]:

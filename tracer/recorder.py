@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from . import culprits
-from .builder import SMALL, TraceBuilder, summarize
+from .builder import SMALL, TraceBuilder, summary_of
 from .frames import user_frame
 from .schema import WAKE_UP, Kind
 
@@ -257,11 +257,7 @@ class Recorder:
 def _capture(t: Any) -> Any:
     """None, (a copy of a small array, device), or the summary of a large one."""
     data = getattr(t, "_data", None)
-    if data is None:
-        return None
-    if data.size <= SMALL:
-        return (data.copy(), t._device)
-    return summarize(data, t._device)
+    return None if data is None else summary_of(data, t._device)
 
 
 def _static(node: Any, frame: int, step: int, thread: int) -> tuple:

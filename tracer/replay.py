@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from . import events as ev
-from .indexes import SNAP, Intervals
+from .indexes import SNAP, Intervals, read_only
 from .replay_state import EngineState, GraphTaskState, NodeSeq, QueueState, ReadyTask, state_bytes
 from .schema import WAKE_UP, Kind, seq_decode
 from .trace import Trace
@@ -151,8 +151,8 @@ class Replay:
             # int32 like the counts: with a Python int, ufunc.at leaves its fast path and is 30x slower.
             np.subtract.at(counts, t.dec_pos[snap * SNAP:done], _ONE)
             live = counts > 0
-            dep_nodes, dep_counts = _ro(t.dep_nodes[live]), _ro(counts[live])
-            waiting_nodes = _ro(t.buf_nodes[t.buffers.open_at(step)])
+            dep_nodes, dep_counts = read_only(t.dep_nodes[live]), read_only(counts[live])
+            waiting_nodes = read_only(t.buf_nodes[t.buffers.open_at(step)])
             out.append(GraphTaskState(tid, t.depth, t.min_topo, dep_nodes, dep_counts, waiting_nodes,
                                       self._slot_reader(tid, step), t.pruned, t.needed, t.captured))
         return tuple(out)
@@ -270,9 +270,3 @@ def _pop_order(heap: list[_Item]) -> list[_Item]:
 
 def _copy_heaps(heaps: dict) -> dict:
     return {q: [_Item(list(i.key), i.push_step, i.graph_task, i.node) for i in heap] for q, heap in heaps.items()}
-
-
-def _ro(arr: np.ndarray) -> np.ndarray:
-    arr = np.asarray(arr)
-    arr.flags.writeable = False
-    return arr
