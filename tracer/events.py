@@ -11,9 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Iterator, Union
 
-from .schema import HOOK_KINDS, UINT64_MAX, Kind
-
-__all__ = ["HOOK_KINDS", "UINT64_MAX"]  # re-exported: older code reads them here
+from .schema import Kind
 
 
 class _Repr:
