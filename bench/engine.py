@@ -1,4 +1,5 @@
-"""Benchmark: microseconds per backward node of agdb's engine, with and without an observer, and against PyTorch.
+"""Benchmark: microseconds per op (forward) and per node (backward) of agdb's engine, with and without an observer,
+and against PyTorch.
 
 Run it from the repository root:
 
@@ -8,7 +9,7 @@ Run it from the repository root:
 
 What is measured
 ----------------
-Two graphs, each built fresh for every repetition (the build is not timed):
+Three graphs, each built fresh for every repetition:
 
 * ``chain``: a leaf ``x`` of shape (4,) with requires_grad, through 10,000 cheap ops cycling through
   ``y * 1.0001``, ``y + 0.5`` and ``y.sin()``, then ``.sum()``: one long dependency chain.
@@ -16,10 +17,17 @@ Two graphs, each built fresh for every repetition (the build is not timed):
   ``h`` of shape (4, 8), ``W_i`` (8, 8) and ``b_i`` (8,), all starting from one shared leaf input and
   summed at the end (``AddBackward0`` per branch, then ``.sum()``): a wide graph where every layer also
   feeds two AccumulateGrad nodes.
+* ``nn``: a real model, ``nn.Sequential`` of ``NN_LAYERS`` ``Linear`` layers (width ``NN_WIDTH``, ReLU
+  between them) on a batch of ``NN_BATCH``, scored with ``nn.CrossEntropyLoss``, and one
+  ``optim.SGD(momentum=0.9)`` step after backward. Its weights are built once per configuration; each
+  repetition runs ``zero_grad``, forward, backward and the step.
 
-Only the ``loss.backward()`` call (``retain_graph=False``) is timed, with ``time.perf_counter_ns``
-and the garbage collector paused (as ``timeit`` does), 7 times per configuration (3 with ``--quick``);
-the median is reported. The configurations run interleaved, after one untimed warm-up each, so that
+Each repetition times the forward pass (the graph's build, tensor creation included) and the
+``loss.backward()`` call (``retain_graph=False``) separately, with ``time.perf_counter_ns`` and the
+garbage collector paused (as ``timeit`` does), 7 times per configuration (3 with ``--quick``); the
+median is reported. Forward cost is given per op (the graph's nodes other than AccumulateGrad: one per
+recorded op), backward cost per node (all nodes). The ``nn`` graph's optimizer step is reported as
+information. The configurations run interleaved, after one untimed warm-up each, so that
 load on the machine hits them alike:
 
 * ``engine``: the engine with no observer attached;
@@ -30,8 +38,9 @@ load on the machine hits them alike:
 
 The node count of a graph is the number of distinct nodes reached by walking ``grad_fn.next_functions``
 from the loss' ``grad_fn``, AccumulateGrad nodes included. µs/node = median backward time / node count.
-Ratios: no-op observer / no observer (target <= 1.15) and engine / torch (target <= 3). A missed target
-is reported, not raised: this is a benchmark, not a test.
+Ratios: no-op observer / no observer (target <= 1.15, backward), engine / torch backward per node
+(target <= 3) and forward per op (target <= 2). A missed target is reported, not raised: this is a
+benchmark, not a test.
 """
 from __future__ import annotations
 
@@ -66,7 +75,9 @@ except ImportError:  # the torch comparison is optional
 OBSERVER_TARGET = 1.15
 """Target for median backward time with a no-op observer / without an observer."""
 TORCH_TARGET = 3.0
-"""Target for median backward time of the engine (no observer) / real PyTorch."""
+"""Target for median backward time per node of the engine (no observer) / real PyTorch."""
+FORWARD_TARGET = 2.0
+"""Target for median forward time per op of the engine (no observer) / real PyTorch."""
 
 FULL = {"chain_ops": 10_000, "mlp_width": 100, "mlp_depth": 20, "reps": 7}
 QUICK = {"chain_ops": 1_000, "mlp_width": 10, "mlp_depth": 20, "reps": 3}
@@ -177,19 +188,28 @@ def build_mlp(lib: Any, arrays: tuple) -> Any:
 
 
 # -- timing ------------------------------------------------------------------------------------------------
-def time_backward(build: Callable[[], Any]) -> float:
-    """Build a fresh graph (untimed), then time one loss.backward(); returns nanoseconds."""
-    loss = build()
-    gc.collect()
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """(fn(), nanoseconds it took), with the collector paused as timeit does."""
     gc.disable()
     try:
         start = time.perf_counter_ns()
-        loss.backward(retain_graph=False)
+        value = fn()
         elapsed = time.perf_counter_ns() - start
     finally:
         gc.enable()
+    return value, float(elapsed)
+
+
+def time_pass(build: Callable[[], Any], after: Callable[[], Any] | None = None) -> dict[str, float]:
+    """Time one forward (`build()`, returning the loss), one backward and, if given, `after()`; ns each."""
+    gc.collect()
+    loss, forward = _timed(build)
+    _, backward = _timed(lambda: loss.backward(retain_graph=False))
+    times = {"forward": forward, "backward": backward}
+    if after is not None:
+        _, times["step"] = _timed(after)
     del loss
-    return float(elapsed)
+    return times
 
 
 class Config:
@@ -200,28 +220,115 @@ class Config:
         self.lib = lib
         self.observed = observed
 
-    def run(self, build: Callable[[Any], Any]) -> float:
+    def run(self, graph: Graph) -> dict[str, float]:
+        build, after = graph.pass_for(self.lib)
         if not self.observed:
-            return time_backward(lambda: build(self.lib))
+            return time_pass(build, after)
         handle = engine.add_observer(NoopObserver())
         try:
-            return time_backward(lambda: build(self.lib))
+            return time_pass(build, after)
         finally:
             handle.remove()
 
 
-def measure(graph_build: Callable[[Any], Any], configs: list[Config], reps: int) -> dict[str, list[float]]:
-    """Per config, `reps` backward times in ns; configs interleaved, each warmed up once first."""
+class Graph:
+    """A graph to time: `make(lib)` returns (build, after) callables for one repetition on `lib`."""
+
+    def __init__(self, name: str, description: str, make: Callable[[Any], tuple]) -> None:
+        self.name = name
+        self.description = description
+        self._make = make
+        self._made: dict[str, tuple] = {}
+
+    def pass_for(self, lib: Any) -> tuple:
+        key = lib.__name__
+        if key not in self._made:  # the nn model keeps its weights and optimizer across repetitions
+            self._made[key] = self._make(lib)
+        return self._made[key]
+
+
+def measure(graph: Graph, configs: list[Config], reps: int) -> dict[str, dict[str, list[float]]]:
+    """Per config and phase, `reps` times in ns; configs interleaved, each warmed up once first."""
     for config in configs:
-        config.run(graph_build)
-    times: dict[str, list[float]] = {c.name: [] for c in configs}
+        config.run(graph)
+    times: dict[str, dict[str, list[float]]] = {c.name: {} for c in configs}
     for _ in range(reps):
         for config in configs:
-            times[config.name].append(config.run(graph_build))
+            for phase, ns in config.run(graph).items():
+                times[config.name].setdefault(phase, []).append(ns)
     return times
 
 
+# -- the nn model ------------------------------------------------------------------------------------------
+NN_LAYERS, NN_WIDTH, NN_BATCH, NN_CLASSES = 4, 64, 16, 10
+
+
+def nn_arrays(seed: int = 1) -> dict[str, np.ndarray]:
+    """Weights, input and targets of the nn model, shared by the engine and torch builds."""
+    rng = np.random.default_rng(seed)
+    sizes = [NN_WIDTH] * NN_LAYERS + [NN_CLASSES]
+    arrays = {"x": rng.standard_normal((NN_BATCH, NN_WIDTH)).astype(np.float32),
+              "y": rng.integers(0, NN_CLASSES, NN_BATCH)}
+    for i, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:])):
+        arrays[f"w{i}"] = (rng.standard_normal((fan_out, fan_in)) / np.sqrt(fan_in)).astype(np.float32)
+        arrays[f"b{i}"] = (rng.standard_normal(fan_out) * 0.1).astype(np.float32)
+    return arrays
+
+
+def make_nn(lib: Any, arrays: dict[str, np.ndarray]) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """The model, loss and optimizer on `lib`; returns (forward building the loss, optimizer step)."""
+    layers: list[Any] = []
+    for i in range(NN_LAYERS):
+        linear = lib.nn.Linear(arrays[f"w{i}"].shape[1], arrays[f"w{i}"].shape[0])
+        with lib.no_grad():
+            linear.weight.copy_(lib.tensor(arrays[f"w{i}"]))
+            linear.bias.copy_(lib.tensor(arrays[f"b{i}"]))
+        layers += [linear, lib.nn.ReLU()] if i < NN_LAYERS - 1 else [linear]
+    model = lib.nn.Sequential(*layers)
+    criterion = lib.nn.CrossEntropyLoss()
+    optimizer = lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = lib.tensor(arrays["x"]), lib.tensor(arrays["y"])
+
+    def forward() -> Any:
+        optimizer.zero_grad()
+        return criterion(model(x), y)
+
+    return forward, optimizer.step
+
+
+def count_ops(root: Any) -> int:
+    """Nodes reachable from `root` other than AccumulateGrad: one per op the forward recorded."""
+    seen = {id(root): root}
+    stack = [root]
+    while stack:
+        for nxt, _ in stack.pop().next_functions:
+            if nxt is not None and id(nxt) not in seen:
+                seen[id(nxt)] = nxt
+                stack.append(nxt)
+    return sum(type(fn).__name__ != "AccumulateGrad" for fn in seen.values())
+
+
 # -- main --------------------------------------------------------------------------------------------------
+def _graphs(sizes: dict) -> list[Graph]:
+    arrays = mlp_arrays(sizes["mlp_width"], sizes["mlp_depth"])
+    weights = nn_arrays()
+    return [
+        Graph("chain", f"x(4,) -> {sizes['chain_ops']} ops (*1.0001, +0.5, sin) -> sum",
+              lambda lib: (lambda: build_chain(lib, sizes["chain_ops"]), None)),
+        Graph("mlp", f"{sizes['mlp_width']} branches x {sizes['mlp_depth']} layers tanh(h(4,8) @ W(8,8) + b(8,)), "
+                     "summed", lambda lib: (lambda: build_mlp(lib, arrays), None)),
+        Graph("nn", f"nn.Sequential of {NN_LAYERS} Linear({NN_WIDTH}) + ReLU, batch {NN_BATCH}, CrossEntropyLoss, "
+                    "SGD(momentum) step", lambda lib: make_nn(lib, weights)),
+    ]
+
+
+def _row(graph: str, config: Config, phase: str, times_ns: list[float], count: int, unit: str) -> dict:
+    median_ns = statistics.median(times_ns)
+    return {"graph": graph, "config": config.name, "phase": phase, "reps": len(times_ns), unit: count,
+            "times_ms": [t / 1e6 for t in times_ns], "median_ms": median_ns / 1e6,
+            "min_ms": min(times_ns) / 1e6, f"us_per_{unit[:-1]}": median_ns / 1e3 / count}
+
+
 def run(quick: bool, reps: int | None) -> dict:
     # Move everything alive now (the torch import: ~1e5 objects) out of the collector's reach, so the
     # gc.collect() before each repetition is cheap.
@@ -235,78 +342,72 @@ def run(quick: bool, reps: int | None) -> dict:
     if torch is not None:
         configs.append(Config("torch", torch))
 
-    arrays = mlp_arrays(sizes["mlp_width"], sizes["mlp_depth"])
-    graphs = {
-        "chain": (lambda lib: build_chain(lib, sizes["chain_ops"]),
-                  f"x(4,) -> {sizes['chain_ops']} ops (*1.0001, +0.5, sin) -> sum"),
-        "mlp": (lambda lib: build_mlp(lib, arrays),
-                f"{sizes['mlp_width']} branches x {sizes['mlp_depth']} layers tanh(h(4,8) @ W(8,8) + b(8,)), summed"),
-    }
-
     result: dict = {
         "meta": {
             "quick": quick, "reps": reps, "sizes": sizes,
             "python": platform.python_version(), "numpy": np.__version__, "engine": engine.__version__,
             "torch": torch.__version__ if torch is not None else None, "platform": platform.platform(),
         },
-        "targets": {"noop_observer_over_engine": OBSERVER_TARGET, "engine_over_torch": TORCH_TARGET},
+        "targets": {"noop_observer_over_engine": OBSERVER_TARGET, "engine_over_torch": TORCH_TARGET,
+                    "forward_engine_over_torch": FORWARD_TARGET},
         "graphs": {},
         "results": [],
         "checks": [],
     }
-    for gname, (build, description) in graphs.items():
-        nodes = {c.name: None for c in configs}
-        for lib_name, lib in (("engine", engine), ("torch", torch)):
+    for graph in _graphs(sizes):
+        counts: dict[str, tuple[int, int]] = {}
+        for lib in (engine, torch):
             if lib is not None:
-                nodes[lib_name] = count_nodes(build(lib).grad_fn)
-        n_engine = nodes["engine"]
-        result["graphs"][gname] = {"description": description, "nodes": n_engine, "torch_nodes": nodes.get("torch")}
-        times = measure(build, configs, reps)
-        medians, per_node = {}, {}
+                build, _ = graph.pass_for(lib)
+                root = build().grad_fn
+                counts[lib.__name__] = (count_nodes(root), count_ops(root))
+        nodes, ops = counts["engine"]
+        torch_counts = counts.get("torch", (None, None))
+        result["graphs"][graph.name] = {"description": graph.description, "nodes": nodes, "ops": ops,
+                                        "torch_nodes": torch_counts[0], "torch_ops": torch_counts[1]}
+        times = measure(graph, configs, reps)
+        per: dict[tuple[str, str], float] = {}
         for config in configs:
-            n = nodes["torch"] if config.lib is torch else n_engine
-            median_ns = statistics.median(times[config.name])
-            medians[config.name] = median_ns
-            per_node[config.name] = median_ns / 1e3 / n
-            result["results"].append({
-                "graph": gname, "config": config.name, "nodes": n, "reps": reps,
-                "times_ms": [t / 1e6 for t in times[config.name]],
-                "median_ms": median_ns / 1e6, "min_ms": min(times[config.name]) / 1e6,
-                "us_per_node": per_node[config.name],
-            })
-        ratio = medians["engine+noop-observer"] / medians["engine"]
-        result["checks"].append({"graph": gname, "name": "engine+noop-observer / engine", "ratio": ratio,
-                                 "target": OBSERVER_TARGET, "met": ratio <= OBSERVER_TARGET})
-        if "torch" in medians:
-            # Per node, so a differing node count (there should be none) does not skew the ratio.
-            ratio = per_node["engine"] / per_node["torch"]
-            result["checks"].append({"graph": gname, "name": "engine / torch", "ratio": ratio,
-                                     "target": TORCH_TARGET, "met": ratio <= TORCH_TARGET})
+            n_nodes, n_ops = counts[config.lib.__name__]
+            for phase, phase_times in times[config.name].items():
+                count, unit = {"forward": (n_ops, "ops"), "backward": (n_nodes, "nodes")}.get(phase, (1, "steps"))
+                row = _row(graph.name, config, phase, phase_times, count, unit)
+                result["results"].append(row)
+                per[(config.name, phase)] = row["median_ms"] / count
+        _checks(result["checks"], graph.name, per)
     return result
+
+
+def _checks(checks: list, graph: str, per: dict[tuple[str, str], float]) -> None:
+    """The targets: observer cost on backward, engine against torch on backward (per node) and forward (per op)."""
+    def check(name: str, ratio: float, target: float) -> None:
+        checks.append({"graph": graph, "name": name, "ratio": ratio, "target": target, "met": ratio <= target})
+
+    check("engine+noop-observer / engine", per[("engine+noop-observer", "backward")] / per[("engine", "backward")],
+          OBSERVER_TARGET)
+    if ("torch", "backward") in per:
+        check("engine / torch", per[("engine", "backward")] / per[("torch", "backward")], TORCH_TARGET)
+        check("forward engine / torch", per[("engine", "forward")] / per[("torch", "forward")], FORWARD_TARGET)
 
 
 def print_report(result: dict) -> None:
     meta = result["meta"]
-    print(f"agdb engine backward benchmark ({'quick' if meta['quick'] else 'full'}, median of {meta['reps']} reps; "
+    print(f"agdb engine benchmark ({'quick' if meta['quick'] else 'full'}, median of {meta['reps']} reps; "
           f"python {meta['python']}, numpy {meta['numpy']}, torch {meta['torch'] or 'not installed'})")
     print()
     for gname, g in result["graphs"].items():
-        extra = "" if g["torch_nodes"] in (None, g["nodes"]) else f"  (torch graph: {g['torch_nodes']} nodes!)"
-        print(f"  {gname}: {g['description']}{extra}")
+        differs = g["torch_nodes"] not in (None, g["nodes"]) or g["torch_ops"] not in (None, g["ops"])
+        extra = f"  (torch graph: {g['torch_nodes']} nodes, {g['torch_ops']} ops!)" if differs else ""
+        print(f"  {gname}: {g['description']}; {g['ops']} ops, {g['nodes']} nodes{extra}")
     print()
-    checks = {(c["graph"], c["name"]): c for c in result["checks"]}
-    header = f"{'graph':<7}{'nodes':>7}  {'config':<22}{'median ms':>11}{'µs/node':>10}  ratio"
+    header = f"{'graph':<7}{'phase':<10}{'config':<22}{'median ms':>11}{'µs/unit':>10}"
     print(header)
-    print("-" * (len(header) + 24))
+    print("-" * len(header))
     for row in result["results"]:
-        if row["config"] == "engine+noop-observer":
-            ratio = f"{checks[(row['graph'], 'engine+noop-observer / engine')]['ratio']:.2f}x  (observer / engine)"
-        elif row["config"] == "torch":
-            ratio = f"{checks[(row['graph'], 'engine / torch')]['ratio']:.1f}x  (engine / torch)"
-        else:
-            ratio = ""
-        print(f"{row['graph']:<7}{row['nodes']:>7}  {row['config']:<22}{row['median_ms']:>11.2f}"
-              f"{row['us_per_node']:>10.2f}  {ratio}")
+        unit = next(u for u in ("op", "node", "step") if f"us_per_{u}" in row)
+        per = row[f"us_per_{unit}"]
+        print(f"{row['graph']:<7}{row['phase']:<10}{row['config']:<22}{row['median_ms']:>11.2f}{per:>10.2f}"
+              f"  µs/{unit}")
     print()
     print("targets:")
     for c in result["checks"]:

@@ -18,23 +18,26 @@ def _run_bench(tmp_path: Path, script: str, *args: str, timeout: int = 300) -> t
 
 
 def test_bench_quick_writes_json(tmp_path):
-    """`bench/engine.py --quick --json` runs and writes positive µs/node for every graph and config."""
+    """`bench/engine.py --quick --json` writes positive forward µs/op and backward µs/node for every graph and
+    config, and the nn model's optimizer step."""
     stdout, data = _run_bench(tmp_path, "engine.py", "--quick")
-    assert "µs/node" in stdout
+    assert "µs/node" in stdout and "µs/op" in stdout
 
     assert {"meta", "targets", "graphs", "results", "checks"} <= set(data)
-    assert set(data["graphs"]) == {"chain", "mlp"}
+    assert set(data["graphs"]) == {"chain", "mlp", "nn"}
     for graph in data["graphs"].values():
-        assert graph["nodes"] > 0
+        assert 0 < graph["ops"] < graph["nodes"]
 
     configs = {"engine", "engine+noop-observer"} | ({"torch"} if data["meta"]["torch"] else set())
     seen = set()
     for row in data["results"]:
-        assert {"graph", "config", "nodes", "reps", "times_ms", "median_ms", "us_per_node"} <= set(row)
-        assert row["nodes"] > 0 and len(row["times_ms"]) == row["reps"]
-        assert row["median_ms"] > 0 and row["us_per_node"] > 0
-        seen.add((row["graph"], row["config"]))
-    assert seen == {(g, c) for g in ("chain", "mlp") for c in configs}
+        assert {"graph", "config", "phase", "reps", "times_ms", "median_ms"} <= set(row)
+        unit = {"forward": "op", "backward": "node", "step": "step"}[row["phase"]]
+        assert row[f"{unit}s"] > 0 and len(row["times_ms"]) == row["reps"]
+        assert row["median_ms"] > 0 and row[f"us_per_{unit}"] > 0
+        seen.add((row["graph"], row["config"], row["phase"]))
+    phases = {"chain": ("forward", "backward"), "mlp": ("forward", "backward"), "nn": ("forward", "backward", "step")}
+    assert seen == {(g, c, p) for g, ps in phases.items() for c in configs for p in ps}
 
     for check in data["checks"]:
         assert check["ratio"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)
