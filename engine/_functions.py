@@ -13,7 +13,9 @@ import math
 import numpy as np
 
 from . import _ops as ops
-from ._node import Node
+from ._graph_task import ExecInfo
+from ._node import ERR_BACKWARD_TWICE, Node
+from ._state import tls
 
 
 class _Generated(Node):
@@ -1066,3 +1068,61 @@ def _pow_inplace(t, exponent: float):
     if out.grad_fn is not None:
         out.grad_fn.self = ops.clone(t)  # generated in-place code: original_self = self.clone() after the node
     return out
+
+
+# -- views written in place (engine/_views.py) ------------------------------------------------------------
+class AsStridedBackward0(_Generated):
+    """The grad_fn a view gets when its memory was written in place since its own was set."""
+
+    __slots__ = ("size", "stride", "storage_offset", "self_geometry")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = ops.as_strided_backward(grad, self.self_geometry, self.size, self.stride, self.storage_offset)
+
+
+class CopySlices(Node):
+    """The base's grad_fn after an in-place op with history on one of its views: runs the op's node `fn` on
+    the view's part of the base's grad and passes the rest through (PyTorch's CopySlices)."""
+
+    __slots__ = ("base_geometry", "view_geometry", "fn")
+    _name = "torch::autograd::CopySlices"
+
+    def apply(self, grads: list) -> list:
+        grad = grads[0]
+        n = len(self.next_edges)
+        if grad is None:
+            return [None] * n
+        from ._inplace import copy_  # it imports this module
+
+        if self.fn is None:
+            raise RuntimeError(ERR_BACKWARD_TWICE)
+        result = ops.empty_like_geometry(grad, self.base_geometry)
+        copy_(result, grad)
+        grad_slice = ops.as_strided(result, *self.view_geometry)
+        self._update_exec_info()
+        res = self.fn.apply([ops.clone(grad_slice)])
+        out: list = [None] * n
+        for i in range(n):
+            if self.should_compute_output(i) and res[i] is not None:  # an undefined grad counts as zeros
+                if i == 0:
+                    copy_(grad_slice, res[0])
+                    out[0] = result
+                else:
+                    out[i] = res[i]
+        return out
+
+    def _update_exec_info(self) -> None:
+        """Under autograd.grad's pruning, mark `fn`'s first next node (the view's old history, which the
+        engine never walked to) as needed when this node's first output is: so `fn` computes it."""
+        graph_task = tls.current_graph_task
+        if graph_task is None or not graph_task.exec_info:
+            return
+        node = self.fn.next_edges[0][0]
+        if node is not None and node not in graph_task.exec_info and self.should_compute_output(0):
+            info = graph_task.exec_info[node] = ExecInfo()
+            info.needed = True
+
+    def release_variables(self) -> None:
+        self.fn = None
+        self._released = True

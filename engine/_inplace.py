@@ -20,11 +20,11 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _functions as fn
-from . import _ops, _version
+from . import _observer, _ops, _version, _views
 from ._dispatch import public
-from ._node import _TYPE_NAMES
+from ._node import _TYPE_NAMES, InputMetadata
 from ._ops._common import broadcast_shape, needs_grad, record
-from ._tensor import Tensor, make_tensor
+from ._tensor import Tensor, gradient_edge, make_tensor
 
 ERR_LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
 ERR_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
@@ -37,12 +37,20 @@ def _records(self: Tensor, operands: tuple) -> bool:
     """Whether autograd records this in-place op; raises where PyTorch does, or where agdb cannot yet."""
     if not needs_grad(self, *[o for o in operands if isinstance(o, Tensor)]):
         return False
-    if self.grad_fn is None and self._requires_grad:
-        raise RuntimeError(ERR_LEAF)
-    if not self._data.flags.owndata:
-        raise NotImplementedError("agdb's engine does not record in-place ops on views yet (PyTorch's "
-                                  "CopySlices); use the out-of-place form, or clone() the view first")
+    check_inplace(self)
     return True
+
+
+def check_inplace(self: Tensor) -> None:
+    """PyTorch's check_inplace for an op with history: views made so that they may not be written, then leaves
+    that require grad (and views of them)."""
+    info = self._view
+    if info is not None:
+        _views.check_view_inplace(self)
+        if info.base._grad_fn is None and info.base._requires_grad:
+            raise RuntimeError(ERR_VIEW_LEAF)
+    if self._grad_fn is None and self._requires_grad:
+        raise RuntimeError(ERR_LEAF)
 
 
 def _write(self: Tensor, value: np.ndarray) -> None:
@@ -73,7 +81,11 @@ def _arithmetic(compute: Callable[[Tensor, Any], Tensor], saves_self: bool = Fal
         old = _old(self)
         result = compute(old, other, **kwargs)
         if saves_self and isinstance(other, Tensor) and other._requires_grad:
-            _ops.clone(old)  # PyTorch's original_self: its node is made and dropped, its seq_nr stays taken
+            # PyTorch's original_self: the node saves a clone of self (a CloneBackward0, one more seq_nr),
+            # which create_graph then differentiates through.
+            node = result._grad_fn
+            node.self = _ops.clone(old)
+            node._saved_versions = _version.saved_versions(getattr(node, n, None) for n in node._saved_tensor_names)
         return _rebase(self, result)
     return method
 
@@ -95,21 +107,46 @@ def _old(self: Tensor) -> Tensor:
 
 
 def _rebase(self: Tensor, result: Tensor) -> Tensor:
-    """Write `result` into the tensor, whose grad_fn becomes result's node (rebase_history).
+    """Write `result` into the tensor, whose grad_fn becomes result's node (rebase_history)."""
+    _write(self, result._data)
+    if self._view is not None:
+        _rebase_view(self, result._grad_fn)
+    else:
+        _set_history(self, result._grad_fn, result._output_nr)
+    return self
+
+
+def _set_history(self: Tensor, node: Any, output_nr: int) -> None:
+    """Make `node` the tensor's grad_fn.
 
     As in PyTorch (checked on torch 2.13): tensor hooks registered so far stay on the old grad_fn and see the
     grad of the old value, hooks registered later go on the new one; retain_grad moves to the new grad_fn
     (engine-semantics §7.4), so `.grad` is the grad of the new value.
     """
-    _write(self, result._data)
-    old_fn, old_nr = self.grad_fn, self._output_nr
-    self.grad_fn, self._output_nr, self._requires_grad = result.grad_fn, result._output_nr, True
+    old_fn, old_nr = self._grad_fn, self._output_nr
+    self._grad_fn, self._output_nr, self._requires_grad = node, output_nr, True
     self._backward_hooks = None  # the old dict stays registered on the old node
     if self._retains_grad and old_fn is not None:
         old_fn._retains_grad_hooks.pop(old_nr, None)
         self._retains_grad = False
         self.retain_grad()
-    return self
+
+
+def _rebase_view(view: Tensor, node: Any) -> None:
+    """rebase_history for a view: the op's node goes inside a CopySlices that becomes the base's grad_fn, and
+    the view's own grad_fn is regenerated at once (AsStridedBackward0 onto the CopySlices)."""
+    base = view._view.base
+    copy_slices = fn.CopySlices()
+    copy_slices.base_geometry = _views.geometry(base, base)
+    copy_slices.view_geometry = _views.geometry(view, base)
+    copy_slices.fn = node
+    edges = [gradient_edge(base)] + list(node.next_edges[1:])
+    copy_slices.set_next_edges(edges)
+    copy_slices._input_metadata = [InputMetadata(base._data.shape, base.dtype, base._device)]
+    if _observer.observers:
+        _observer.notify("node_created", copy_slices)
+    _set_history(base, copy_slices, 0)
+    view.grad_fn  # noqa: B018 - reading it regenerates it, as rebase_history does
 
 
 def _recorded(self: Tensor, node: Any, inputs: tuple, value: np.ndarray) -> Tensor:
@@ -189,9 +226,6 @@ for _op in ("pow_", "exp_", "neg_", "clamp_", "relu_", "sigmoid_", "tanh_", "sqr
 
 # -- masked_fill_, index_put_ and `t[key] = value` ----------------------------------------------------------
 ERR_VIEW_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
-ERR_COPY_SLICES = ("agdb's engine does not record in-place ops on views yet (PyTorch's CopySlices): `t[key] = v` "
-                   "with ints, slices or None in `key` writes through a view of t; use the out-of-place form, or "
-                   "assign under no_grad()")
 _SCALAR_NAMES = {"float32": "float", "float64": "double", "float16": "half", "int64": "long", "int32": "int",
                  "int16": "short", "int8": "signed char", "uint8": "unsigned char", "bool": "bool"}
 
@@ -276,8 +310,8 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
     """`t[key] = value`, as PyTorch's set_item: basic indexing makes a view that value is copied into,
     index tensors (and bool masks) then go to index_put_ (IndexPutBackward0).
 
-    With autograd recording, a write through a view (ints, slices that are not full, None) is PyTorch's
-    CopySlices, which agdb refuses for now.
+    With autograd recording, a write through a view (ints, slices that are not full, None) makes the view with
+    view ops, then the write is an in-place op on that view: PyTorch's CopySlices (engine/_views.py).
     """
     if key is False:
         return
@@ -292,8 +326,8 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
             if is_view and tensors is None:  # torch made the view (and its node) before the check
                 fn.SelectBackward0()
             raise RuntimeError(ERR_VIEW_LEAF if is_view else ERR_LEAF)
-        if is_view or not self._data.flags.owndata:
-            raise NotImplementedError(ERR_COPY_SLICES)
+        if is_view:  # PyTorch slices with view ops (their nodes and seq_nrs), then writes into that view
+            self = _basic_view(self, key)
     if tensors is None:
         _copy_to(self, view, value, records)
         return
@@ -307,6 +341,22 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
         _version.bump_tensor(self)
         return
     _index_put(self, adv, value, False)
+
+
+def _basic_view(self: Tensor, key: Any) -> Tensor:
+    """The view `t[key]` selects before any index tensor applies, made with the view ops (select, slice,
+    unsqueeze): each index tensor or mask of `key` stands for full slices over the dims it indexes."""
+    from ._ops.shape import getitem
+
+    if not isinstance(key, tuple):
+        key = (key,)
+    basic: list = []
+    for k in (_list_index(k) for k in key):
+        if isinstance(k, Tensor) and (k._data.dtype == np.bool_ or k._data.ndim > 0):
+            basic += [slice(None)] * (k._data.ndim if k._data.dtype == np.bool_ else 1)
+        else:
+            basic.append(k)
+    return getitem(self, tuple(basic))
 
 
 def _strip_leading_ones(shape: tuple) -> tuple:

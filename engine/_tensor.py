@@ -10,10 +10,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _observer, _state
+from . import _observer, _state, _views
 from ._dispatch import public
 from ._dtype import Size, dtype, from_numpy_dtype
-from ._node import AccumulateGrad, RemovableHandle, _HookDict, add_hook
+from ._node import AccumulateGrad, Node, RemovableHandle, _HookDict, add_hook
 from ._state import tls
 from ._version import version_of
 
@@ -22,8 +22,9 @@ class Tensor:
     """An n-dimensional array that records the operations applied to it when it requires grad."""
 
     __slots__ = (
-        "_data", "_requires_grad", "grad_fn", "_output_nr", "_grad", "_grad_accumulator",
+        "_data", "_requires_grad", "_grad_fn", "_output_nr", "_grad", "_grad_accumulator",
         "_backward_hooks", "_post_acc_hooks", "_retains_grad", "_device", "_is_wrapped_number", "_inference",
+        "_view",  # a ViewInfo (engine/_views.py) for the output of a view op, else None
         "_uid",  # set only when an observer asks (engine/_observer.tensor_uid), never by init_tensor
         "__weakref__", "__dict__",
     )
@@ -36,8 +37,30 @@ class Tensor:
     # -- autograd attributes ------------------------------------------------------------------------
     @property
     def requires_grad(self) -> bool:
-        """Whether this tensor records history (a leaf flag, or having a grad_fn)."""
-        return self._requires_grad
+        """Whether this tensor records history (a leaf flag, a grad_fn, or a base that requires grad)."""
+        return self._requires_grad or (self._view is not None and self._view.base._requires_grad)
+
+    @property
+    def grad_fn(self) -> Node | None:
+        """The node that made this tensor; a view written in place since gets a fresh one here."""
+        if self._view is None:
+            return self._grad_fn
+        return _views.view_grad_fn(self)
+
+    @grad_fn.setter
+    def grad_fn(self, node: Node | None) -> None:
+        self._grad_fn = node
+        if self._view is not None:
+            self._view.attr_version = version_of(self._data)
+
+    @property
+    def _base(self) -> Tensor | None:
+        """The tensor this one is a view of (the root of a chain of views), or None."""
+        return None if self._view is None else self._view.base
+
+    def _is_view(self) -> bool:
+        """Whether this tensor is the output of a view op."""
+        return self._view is not None
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
@@ -297,7 +320,8 @@ def init_tensor(t: Tensor, arr: np.ndarray, requires_grad: bool = False, device:
     """Fill every slot of a new Tensor (the one place that lists them)."""
     t._data = arr
     t._requires_grad = requires_grad
-    t.grad_fn = None
+    t._grad_fn = None
+    t._view = None
     t._output_nr = 0
     t._grad = None
     t._grad_accumulator = None
@@ -352,8 +376,9 @@ def _wrap_dim(dim: int, ndim: int) -> int:
 
 def gradient_edge(t: Tensor) -> tuple:
     """The edge a gradient w.r.t. `t` flows along: (grad_fn, output_nr) or (AccumulateGrad, 0)."""
-    if t.grad_fn is not None:
-        return (t.grad_fn, t._output_nr)
+    node = t._grad_fn if t._view is None else _views.view_grad_fn(t)
+    if node is not None:
+        return (node, t._output_nr)
     if t._requires_grad:
         return (grad_accumulator(t), 0)
     return (None, 0)

@@ -37,6 +37,8 @@ from .arith import (
                     sub_scalar,
 )
 from .formulas import (
+                    as_strided_backward,
+                    empty_like_geometry,
                     log_softmax_backward_data,
                     mse_loss_backward,
                     select_backward,
@@ -91,6 +93,7 @@ from .scatter import gather, scatter, scatter_add, zeros_of
 from .shape import (
                     _unsafe_view,
                     alias,
+                    as_strided,
                     cat,
                     chunk,
                     clone,

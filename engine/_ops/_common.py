@@ -11,7 +11,7 @@ from .._dtype import from_numpy_dtype
 from .._node import InputMetadata, Node
 from .._state import tls
 from .._tensor import Tensor, _wrap_dim, gradient_edge, make_tensor
-from .._version import _owner, saved_versions
+from .._version import _owner, saved_versions, version_of
 
 _KIND = {np.dtype(np.bool_): 0, np.dtype(np.int64): 1, np.dtype(np.float32): 2, np.dtype(np.float64): 2}
 
@@ -30,7 +30,7 @@ def needs_grad(*inputs: Tensor | None) -> bool:
     if not tls.grad_enabled:
         return False
     for t in inputs:
-        if t is not None and t._requires_grad:
+        if t is not None and (t._requires_grad or (t._view is not None and t._view.base._requires_grad)):
             return True
     return False
 
@@ -44,7 +44,9 @@ def record(node: Node, inputs: Sequence[Tensor | None], out: Tensor) -> Tensor:
     """Attach `node` as `out`'s grad_fn with one edge per input (set_next_edges + set_history)."""
     node.set_next_edges(collect_next_edges(inputs))
     node._input_metadata = [InputMetadata(out._data.shape, from_numpy_dtype(out._data.dtype), out._device)]
-    out.grad_fn = node
+    out._grad_fn = node
+    if out._view is not None:  # the version the view's grad_fn belongs to (engine/_views.py)
+        out._view.attr_version = version_of(out._data)
     out._requires_grad = True
     if node._saved_tensor_names:  # what backward will check: the saved tensors' versions now
         node._saved_versions = saved_versions(getattr(node, name, None) for name in node._saved_tensor_names)

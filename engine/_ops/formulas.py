@@ -115,3 +115,35 @@ def zeros_like_data(t: Tensor) -> Tensor:
 def zeros_scalar(like: Tensor) -> Tensor:
     """at::zeros({}, grad.options()): a 0-dim zero that joins type promotion as a tensor."""
     return make_tensor(np.zeros((), dtype=like._data.dtype), device=like._device)
+
+
+def empty_like_geometry(like: Tensor, geometry: tuple) -> Tensor:
+    """An uninitialised tensor with `like`'s dtype and device and the sizes of `geometry` (sizes, strides,
+    offset), C-contiguous: what CopySlices copies the base's grad into. Records nothing."""
+    return make_tensor(np.empty(geometry[0], dtype=like._data.dtype), device=like._device)
+
+
+def as_strided_backward(grad: Tensor, input_geometry: tuple, sizes: tuple, strides: tuple, offset: int) -> Tensor:
+    """The grad w.r.t. an as_strided input: scatter `grad` into zeros of the input's storage at the view's
+    elements, then read the input's geometry from it. In engine ops (a copy_ into a view of the zeros, then
+    as_strided), so create_graph records CopySlices and AsStridedBackward0 as PyTorch's formula does."""
+    from .. import _views
+    from .._inplace import copy_  # it imports the ops
+    from .shape import as_strided
+
+    in_sizes, in_strides, in_offset = input_geometry
+    numel = max(_extent(sizes, strides, offset), _extent(in_sizes, in_strides, in_offset))
+    storage = make_tensor(np.zeros(numel, dtype=grad._data.dtype), device=grad._device)
+    index = _views.strided_indices(sizes, strides, offset)
+    if np.unique(index).size == index.size:
+        copy_(as_strided(storage, sizes, strides, offset), grad)
+    else:  # the view reads some element twice: its grads add up (index_add in PyTorch; not recorded here)
+        np.add.at(storage._data, index.reshape(-1), grad._data.reshape(-1))
+    return as_strided(storage, in_sizes, in_strides, in_offset)
+
+
+def _extent(sizes: tuple, strides: tuple, offset: int) -> int:
+    """How many storage elements a geometry needs: one past its furthest element (0 when it is empty)."""
+    if any(n == 0 for n in sizes):
+        return 0
+    return offset + 1 + int(np.dot(np.subtract(sizes, 1), strides))

@@ -12,7 +12,33 @@ from .._dispatch import public
 from .._dtype import as_dtype, bool_, float32, float64, int64
 from .._node import Node
 from .._tensor import Tensor, _wrap_dim, make_tensor
+from .._version import version_of
+from .._views import creation_meta_now, geometry, mark_view, strided_data
 from ._common import _out, check_same_device, legacy_type_name, needs_grad, record, record_outputs
+
+
+def _view_out(data: np.ndarray, a: Tensor, multi_output: bool = False) -> Tensor:
+    """Wrap `data`, a numpy view of `a`'s memory, as a view of `a` (engine/_views.py)."""
+    out = _out(data, a)
+    mark_view(out, a, creation_meta_now(multi_output), version_of(a._data))
+    return out
+
+
+@public("as_strided", torch=True, tensor=True)
+def as_strided(a: Tensor, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None) -> Tensor:
+    """A view of `a`'s storage with the given sizes, strides (in elements) and offset → AsStridedBackward0."""
+    node = fn.AsStridedBackward0() if needs_grad(a) else None
+    base = a if a._view is None else a._view.base
+    size, stride = tuple(int(n) for n in size), tuple(int(st) for st in stride)
+    if len(size) != len(stride):
+        raise RuntimeError(f"mismatch in length of strides and shape")
+    offset = geometry(a, base)[2] if storage_offset is None else int(storage_offset)
+    out = _view_out(strided_data(base._data, size, stride, offset), a)
+    if node is not None:
+        node.size, node.stride, node.storage_offset = size, stride, offset
+        node.self_geometry = geometry(a, base)
+        record(node, (a,), out)
+    return out
 
 
 @public("t", torch=True, tensor=True)
@@ -21,7 +47,7 @@ def t(a: Tensor) -> Tensor:
     node = fn.TBackward0() if needs_grad(a) else None
     if a._data.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {a._data.ndim}D")
-    out = _out(a._data.T, a)
+    out = _view_out(a._data.T, a)
     if node is not None:
         record(node, (a,), out)
     return out
@@ -36,7 +62,7 @@ def permute(a: Tensor, dims: Sequence[int]) -> Tensor:
                            f"length of the desired ordering of dimensions i.e. input.dim() = {nd} is not equal "
                            f"to len(dims) = {len(dims)}")
     dims = tuple(_wrap_dim(d, nd) for d in dims)
-    out = _out(np.transpose(a._data, dims), a)
+    out = _view_out(np.transpose(a._data, dims), a)
     if node is not None:
         node.dims = dims
         record(node, (a,), out)
@@ -50,7 +76,7 @@ def transpose(a: Tensor, dim0: int, dim1: int) -> Tensor:
     nd = a._data.ndim
     d0 = _wrap_dim(int_arg("transpose", "dim0", 1, dim0), nd)
     d1 = _wrap_dim(int_arg("transpose", "dim1", 2, dim1), nd)
-    out = _out(np.swapaxes(a._data, d0, d1) if nd else a._data, a)
+    out = _view_out(np.swapaxes(a._data, d0, d1) if nd else a._data, a)
     if node is not None:
         node.dim0, node.dim1 = d0, d1
         record(node, (a,), out)
@@ -111,7 +137,7 @@ def _view_size(args: tuple) -> tuple[int, ...]:
 
 
 def _view_of(a: Tensor, data: np.ndarray, node: Node | None) -> Tensor:
-    out = _out(data, a)
+    out = _view_out(data, a)
     if node is not None:
         node.self_sym_sizes = a._data.shape
         record(node, (a,), out)
@@ -164,7 +190,7 @@ def unsqueeze(a: Tensor, dim: int) -> Tensor:
     """Insert a size-1 dim → UnsqueezeBackward0."""
     node = fn.UnsqueezeBackward0() if needs_grad(a) else None
     d = _wrap_dim(int_arg("unsqueeze", "dim", 1, dim), a._data.ndim + 1)
-    out = _out(np.expand_dims(a._data, d), a)
+    out = _view_out(np.expand_dims(a._data, d), a)
     if node is not None:
         node.dim = d
         record(node, (a,), out)
@@ -177,7 +203,7 @@ def squeeze(a: Tensor, dim: Any = None) -> Tensor:
     nd = a._data.ndim
     if dim is None:
         node = fn.SqueezeBackward0() if needs_grad(a) else None
-        out = _out(np.squeeze(a._data), a)
+        out = _view_out(np.squeeze(a._data), a)
         if node is not None:
             node.self_sym_sizes = a._data.shape
             record(node, (a,), out)
@@ -187,7 +213,7 @@ def squeeze(a: Tensor, dim: Any = None) -> Tensor:
     node = fn.SqueezeBackward1() if needs_grad(a) else None
     d = _wrap_dim(dim, nd)
     data = np.squeeze(a._data, d) if nd and a._data.shape[d] == 1 else a._data.view()
-    out = _out(data, a)
+    out = _view_out(data, a)
     if node is not None:
         node.self_sym_sizes, node.dim = a._data.shape, d
         record(node, (a,), out)
@@ -200,7 +226,7 @@ def squeeze_dims(a: Tensor, dims: tuple[int, ...]) -> Tensor:
     node = fn.SqueezeBackward4() if needs_grad(a) else None
     ds = tuple(sorted({_wrap_dim(d, nd) for d in dims}))
     keep = tuple(d for d in ds if a._data.shape[d] == 1)
-    out = _out(np.squeeze(a._data, keep) if keep else a._data.view(), a)
+    out = _view_out(np.squeeze(a._data, keep) if keep else a._data.view(), a)
     if node is not None:
         node.self_sym_sizes, node.dim = a._data.shape, ds
         record(node, (a,), out)
@@ -230,7 +256,7 @@ def expand(a: Tensor, *sizes: Any) -> Tensor:
                 f"The expanded size of the tensor ({shape[i]}) must match the existing size "
                 f"({a._data.shape[j]}) at non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor "
                 f"sizes: {list(a._data.shape)}")
-    out = _out(np.broadcast_to(a._data, tuple(shape)), a)
+    out = _view_out(np.broadcast_to(a._data, tuple(shape)), a)
     if node is not None:
         node.self_sym_sizes = a._data.shape
         record(node, (a,), out)
@@ -249,7 +275,7 @@ def select(a: Tensor, dim: int, index: int) -> Tensor:
     if not -size <= index < size:
         raise IndexError(f"index {index} is out of bounds for dimension {d} with size {size}")
     i = index + size if index < 0 else index
-    out = _out(a._data[(slice(None),) * d + (i,)], a)
+    out = _view_out(a._data[(slice(None),) * d + (i, Ellipsis)], a)
     if node is not None:
         node.self_sym_sizes, node.dim, node.index = a._data.shape, d, i
         record(node, (a,), out)
@@ -265,7 +291,7 @@ def slice_(a: Tensor, dim: int, start: int | None, end: int | None, step: int = 
     s, e, _ = slice(start, end, step).indices(size)
     e = builtins.max(e, s)
     node = fn.SliceBackward0() if needs_grad(a) else None
-    out = _out(a._data[(slice(None),) * d + (slice(s, e, step),)], a)
+    out = _view_out(a._data[(slice(None),) * d + (slice(s, e, step),)], a)
     if node is not None:
         node.self_sym_sizes, node.dim, node.start, node.end, node.step = a._data.shape, d, s, e, step
         record(node, (a,), out)
@@ -389,7 +415,7 @@ def unbind(a: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     if a._data.ndim == 0:
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     d = _wrap_dim(dim, a._data.ndim)
-    outs = tuple(_out(a._data[(slice(None),) * d + (i,)], a)
+    outs = tuple(_view_out(a._data[(slice(None),) * d + (i, Ellipsis)], a, multi_output=True)
                  for i in range(a._data.shape[d]))
     if node is not None:
         node.dim = d
@@ -418,7 +444,7 @@ def split(a: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor,
             raise RuntimeError(f"split expects split_size be non-negative, but got split_size={step}")
         sizes = [builtins.min(step, size - i) for i in range(0, size, step)] if step else [0]
     starts = np.cumsum([0] + sizes[:-1])
-    outs = tuple(_out(a._data[(slice(None),) * d + (slice(int(s), int(s) + n),)], a)
+    outs = tuple(_view_out(a._data[(slice(None),) * d + (slice(int(s), int(s) + n),)], a, multi_output=True)
                  for s, n in zip(starts, sizes, strict=True))
     if node is not None:
         node.dim, node.sizes, node.self_sym_sizes = d, sizes, a._data.shape
@@ -475,7 +501,7 @@ def index_add(a: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
 def alias(a: Tensor) -> Tensor:
     """`a[:]` or `a[...]`: a view with no new node when nothing changes (AliasBackward0)."""
     node = fn.AliasBackward0() if needs_grad(a) else None
-    out = _out(a._data.view(), a)
+    out = _view_out(a._data.view(), a)
     if node is not None:
         record(node, (a,), out)
     return out

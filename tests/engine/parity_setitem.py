@@ -2,8 +2,8 @@
 
 Each is `fn(t, p)` (see parity.py). Plain tensors and no_grad check values and `_version`; tensors with history
 check the node torch records (IndexPutBackward0, MaskedFillBackward0/1, CopyBackwards, FillBackward3), the
-seq_nrs, and grads of both the old history and the value, first and second order. Writes through a view with
-history (torch's CopySlices) are refused by the engine and so are not here; test_setitem_parity.py checks that.
+seq_nrs, and grads of both the old history and the value, first and second order; writes through a view with
+history (torch's CopySlices and the view's AsStridedBackward0) likewise.
 """
 from __future__ import annotations
 
@@ -155,6 +155,85 @@ _HISTORY: dict[str, Callable] = {
 
 for _name, _write in _HISTORY.items():
     _history(_name, _write, create_graph=_name != "masked_fill_ v.sum()")  # see below
+
+# Writes through a view with history: the view ops' nodes, then the write's node inside a CopySlices on the
+# base, and the view's AsStridedBackward0; first- and second-order grads through all of them.
+_THROUGH_VIEW: dict[str, Callable] = {
+    "x[0] = 1": lambda t, x, v: x.__setitem__(0, 1.0),
+    "x[0] = v": lambda t, x, v: x.__setitem__(0, v),
+    "x[:, 0] = v[:2]": lambda t, x, v: x.__setitem__((slice(None), 0), v[:2]),
+    "x[0, 1:] = v.sum()": lambda t, x, v: x.__setitem__((0, slice(1, None)), v.sum()),
+    "x[None] = v": lambda t, x, v: x.__setitem__(None, v),
+    "x[0, idx] = v[:2]": lambda t, x, v: x.__setitem__((0, t.tensor([0, 2])), v[:2]),
+    "x[0:1] = v": lambda t, x, v: x.__setitem__(slice(0, 1), v),
+    "x[..., 1] = 2": lambda t, x, v: x.__setitem__((Ellipsis, 1), 2.0),
+    "x[1][mask] = 0": lambda t, x, v: x[1].__setitem__(x[1].detach() > 0, 0.0),
+    "x[0].mul_(v)": lambda t, x, v: x[0].mul_(v),
+    "x[1].add_(v, alpha=2)": lambda t, x, v: x[1].add_(v, alpha=2),
+    "x[:, 1:].div_(3)": lambda t, x, v: x[:, 1:].div_(3.0),
+    "x.t()[0].zero_()": lambda t, x, v: x.t()[0].zero_(),
+    "x[0].fill_(v.sum())": lambda t, x, v: x[0].fill_(v.sum()),
+    "x[1].copy_(v)": lambda t, x, v: x[1].copy_(v),
+    "x.view(6)[2:4] += v[:2]": lambda t, x, v: x.view(6)[2:4].__iadd__(v[:2]),
+    "x[0].masked_fill_(mask, v.sum())": lambda t, x, v: x[0].masked_fill_(x[0].detach() > 0, v.sum()),
+    "x[1].index_put_(idx, v[:2])": lambda t, x, v: x[1].index_put_((t.tensor([2, 0]),), v[:2]),
+}
+
+for _name, _write in _THROUGH_VIEW.items():  # masked_fill_'s value grad: as for "masked_fill_ v.sum()" below
+    _history(f"through a view {_name}", _write, create_graph="masked_fill_" not in _name)
+
+
+@program("through a view: the view's grad_fn after the write")
+def _view_after(t, p):
+    a = p.leaf("a", A23)
+    w = p.leaf("w", V3)
+    x = a * 1.0
+    row = x[0]
+    other = x[1]
+    row.mul_(w)
+    p.counter("after the write")
+    p.value("names", (x.grad_fn.name(), row.grad_fn.name(), row.grad_fn.next_functions[0][0] is x.grad_fn))
+    p.value("versions", (x._version, row._version, other._version))
+    p.counter("before reading the other view")
+    p.value("other", other.grad_fn.name())  # regenerated now: one seq_nr
+    p.counter("after reading it")
+    p.watch(x, row, other)
+    p.run("backward", lambda: (row * other).sum().backward())
+    p.value("grads", (a.grad, w.grad))
+
+
+@program("through a view: base written, then the view used")
+def _base_then_view(t, p):
+    a = p.leaf("a", A23)
+    x = a * 2.0
+    col = x[:, 2]
+    x.add_(1.0)
+    p.counter("base written")
+    y = col * col
+    p.counter("view used")
+    p.watch(y)
+    p.run("backward", lambda: y.sum().backward())
+    p.value("a.grad", a.grad)
+
+
+@program("through a view: refused cases")
+def _view_refused(t, p):
+    a = p.leaf("a", A23)
+    x = a * 1.0
+    p.run("view of a leaf", lambda: a[0].mul_(2.0))
+    p.counter("view of a leaf")
+    first, second = x.unbind()
+    p.run("unbind output", lambda: first.mul_(2.0))
+    p.run("split output", lambda: x.split(1)[0].add_(1.0))
+    with t.no_grad():
+        nv = x[0]
+    p.value("no_grad view", (nv.requires_grad, nv.grad_fn is None, nv.is_leaf))
+    p.run("no_grad view written", lambda: nv.mul_(2.0))
+    with t.no_grad():
+        nv2 = x[1]
+    x.mul_(2.0)
+    p.run("no_grad view read after the base was written", lambda: nv2.grad_fn)
+    p.counter("end")
 
 
 @program("history only v requires grad")

@@ -1,4 +1,4 @@
-"""In-place ops the engine does not record yet refuse with a clear error instead of diverging from PyTorch.
+"""In-place ops: hand-derived checks beside the parity programs.
 
 The cases PyTorch and the engine share (updates under no_grad, rebased history, saved tensors modified since,
 views sharing versions, casting and shape errors) are parity programs in parity_programs.py, compared with
@@ -11,13 +11,21 @@ import pytest
 import engine as torch
 
 
-def test_history_on_a_view_is_refused_not_half_recorded():
-    """PyTorch records a CopySlices on the base; the engine would rebase the view alone, so it refuses."""
-    w = torch.ones(2, 2, requires_grad=True)
-    base = w * 1
-    with pytest.raises(NotImplementedError, match="views"):
-        base[0].mul_(2)
-    assert base.grad_fn.name() == "MulBackward0" and base._version == 0  # nothing half done
+def test_history_on_a_view_goes_through_copy_slices():
+    """`base[0].mul_(w)`: the base's grad_fn becomes CopySlices over the mul, and the grads are those derived by
+    hand: d/dw sum(base) = base[0] before the write, d/dbase0 = w on row 0 and 1 elsewhere."""
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    w = torch.tensor([5.0, 7.0], requires_grad=True)
+    base = x * 1
+    row = base[0]
+    row.mul_(w)
+    assert base.grad_fn.name() == "torch::autograd::CopySlices"
+    assert type(row.grad_fn).__name__ == "AsStridedBackward0"
+    assert row.grad_fn.next_functions == ((base.grad_fn, 0),)
+    assert base._version == row._version == 1
+    base.sum().backward()
+    assert x.grad.tolist() == [[5.0, 7.0], [1.0, 1.0]]
+    assert w.grad.tolist() == [1.0, 2.0]
 
 
 def test_iadd_with_something_else_falls_back_to_python():
