@@ -74,7 +74,7 @@ def geometry(t: Any, base: Any) -> tuple[tuple[int, ...], tuple[int, ...], int]:
 def strided_indices(sizes: tuple, strides: tuple, offset: int) -> np.ndarray:
     """The flat storage index of every element of a strided view, in the view's (C) order."""
     idx = np.full(sizes, offset, dtype=np.int64)
-    for dim, (n, st) in enumerate(zip(sizes, strides)):
+    for dim, (n, st) in enumerate(zip(sizes, strides, strict=True)):
         shape = [1] * len(sizes)
         shape[dim] = n
         idx = idx + (np.arange(n, dtype=np.int64) * st).reshape(shape)
@@ -173,7 +173,7 @@ def strided_data(origin: np.ndarray, sizes: tuple, strides: tuple, offset: int) 
         owner = owner.base
     item = origin.itemsize
     start = origin.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
-    needed = 0 if 0 in sizes else offset + 1 + sum((n - 1) * st for n, st in zip(sizes, strides))
+    needed = 0 if 0 in sizes else offset + 1 + sum((n - 1) * st for n, st in zip(sizes, strides, strict=True))
     available = owner.nbytes // item - start // item
     if offset < 0 or any(st < 0 for st in strides) or needed > available:
         raise RuntimeError(

@@ -31,7 +31,7 @@ def as_strided(a: Tensor, size: Sequence[int], stride: Sequence[int], storage_of
     base = a if a._view is None else a._view.base
     size, stride = tuple(int(n) for n in size), tuple(int(st) for st in stride)
     if len(size) != len(stride):
-        raise RuntimeError(f"mismatch in length of strides and shape")
+        raise RuntimeError("mismatch in length of strides and shape")
     offset = geometry(a, base)[2] if storage_offset is None else int(storage_offset)
     out = _view_out(strided_data(base._data, size, stride, offset), a)
     if node is not None:
