@@ -175,7 +175,9 @@ def strided_data(origin: np.ndarray, sizes: tuple, strides: tuple, offset: int) 
     start = origin.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
     needed = 0 if 0 in sizes else offset + 1 + sum((n - 1) * st for n, st in zip(sizes, strides, strict=True))
     available = owner.nbytes // item - start // item
-    if offset < 0 or any(st < 0 for st in strides) or needed > available:
+    if offset < 0:
+        raise RuntimeError(f"Tensor: invalid storage offset {offset}")
+    if any(st < 0 for st in strides) or needed > available:
         raise RuntimeError(
             f"setStorage: sizes {list(sizes)}, strides {list(strides)}, storage offset {offset}, and itemsize "
             f"{item} requiring a storage size of {needed * item} are out of bounds for storage of size "

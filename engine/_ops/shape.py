@@ -301,6 +301,10 @@ def slice_(a: Tensor, dim: int, start: int | None, end: int | None, step: int = 
 @public("__getitem__", tensor=True)
 def getitem(a: Tensor, key: Any) -> Tensor:
     """Basic indexing with ints, slices, None and Ellipsis, applied dim by dim as PyTorch does."""
+    if isinstance(key, slice):  # a lone slice is always sliced, full or not (torch: SliceBackward0 for x[:])
+        if a._data.ndim == 0:
+            raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+        return slice_(a, 0, key.start, key.stop, key.step or 1)
     if not isinstance(key, tuple):
         key = (key,)
     key = tuple(_as_index_tensor(k) for k in key)
