@@ -208,7 +208,6 @@ def time_pass(build: Callable[[], Any], after: Callable[[], Any] | None = None) 
     times = {"forward": forward, "backward": backward}
     if after is not None:
         _, times["step"] = _timed(after)
-    del loss
     return times
 
 
@@ -269,7 +268,7 @@ def nn_arrays(seed: int = 1) -> dict[str, np.ndarray]:
     sizes = [NN_WIDTH] * NN_LAYERS + [NN_CLASSES]
     arrays = {"x": rng.standard_normal((NN_BATCH, NN_WIDTH)).astype(np.float32),
               "y": rng.integers(0, NN_CLASSES, NN_BATCH)}
-    for i, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:])):
+    for i, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:], strict=False)):
         arrays[f"w{i}"] = (rng.standard_normal((fan_out, fan_in)) / np.sqrt(fan_in)).astype(np.float32)
         arrays[f"b{i}"] = (rng.standard_normal(fan_out) * 0.1).astype(np.float32)
     return arrays
