@@ -207,3 +207,48 @@ def _twice(t, p):
     p.run("retain", lambda: out.backward(retain_graph=True))
     p.run("again", lambda: out.backward())
     p.value("a.grad", a.grad)
+
+
+def _saved_then_written(t, p, tag: str, make: Callable, write: Callable) -> None:
+    """Save a tensor (by `make`), change it (by `write`), and report backward's error: which node it names."""
+    def run():
+        out = make()
+        write()
+        out.sum().backward()
+    p.run(tag, run)
+    p.counter(tag)
+
+
+@program("saved tensor modified: the error names the node as it is now")
+def _modified_names(t, p):
+    a = p.leaf("a", V4)
+    w = p.leaf("w", V4)
+    cases = {
+        "input rebased": lambda x: (lambda: x.pow(2), lambda: x.add_(1.0)),
+        "input rebased twice": lambda x: (lambda: x ** x, lambda: x.mul_(2.0)),
+        "output written": lambda x: (lambda: x.exp(), None),
+        "view, base written": lambda x: (lambda: x[:2] * x[:2], lambda: x.add_(1.0)),
+        "view written": lambda x: (lambda: x[:2].sin(), lambda: x[:2].mul_(2.0)),
+        "masked_fill_": lambda x: (lambda: x.sin(), lambda: x.masked_fill_(x.detach() > 0, 0.0)),
+    }
+    for tag, case in cases.items():
+        x = a * 1.0
+        make, write = case(x)
+        if write is None:  # write the saved output itself
+            made = {}
+
+            def make_and_keep(make=make, made=made):
+                made["y"] = make()
+                return made["y"]
+            _saved_then_written(t, p, tag, make_and_keep, lambda made=made: made["y"].add_(1.0))
+        else:
+            _saved_then_written(t, p, tag, make, write)
+    for tag, op in (("PowBackward1", lambda x: x.pow(w)), ("PowBackward2", lambda x: 2.0 ** x),
+                    ("RsubBackward1", lambda x: 1 - x), ("CopyBackwards", lambda x: x.copy_(w * 2.0)),
+                    ("CopySlices", lambda x: x[0:2].mul_(2.0))):
+        x = a * 1.0
+        z = op(x)
+        q = z * z
+        with t.no_grad():
+            z.add_(1.0)
+        p.run(tag, lambda q=q: q.sum().backward())
