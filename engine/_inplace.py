@@ -15,6 +15,7 @@ CopyBackwards, as PyTorch does. Not recorded yet, with a clear error instead: in
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 import numpy as np
@@ -39,10 +40,37 @@ def _records(self: Tensor, operands: tuple) -> bool:
         return False
     if self.grad_fn is None and self._requires_grad:
         raise RuntimeError(ERR_LEAF)
+    if hasattr(self, "_view_creation_meta"):
+        raise custom_view_error(self, self.grad_fn, self._output_nr)
     if not self._data.flags.owndata:
         raise NotImplementedError("agdb's engine does not record in-place ops on views yet (PyTorch's "
                                   "CopySlices); use the out-of-place form, or clone() the view first")
     return True
+
+
+_VIEW_REASONS = {
+    "IN_CUSTOM_FUNCTION": (
+        "This view was created inside a custom Function (or because an input was returned as-is) and the autograd "
+        "logic to handle view+inplace would override the custom backward associated with the custom Function, "
+        "leading to incorrect gradients. This behavior is forbidden. You can fix this by cloning the output of the "
+        "custom Function."),
+    "MULTI_OUTPUT_NODE": (
+        "This view is the output of a function that returns multiple views. Such functions do not allow the output "
+        "views to be modified inplace. You should replace the inplace operation by an out-of-place one."),
+}
+"""Why PyTorch refuses an in-place write into a view, by the view's creation_meta (the engine marks only the
+views custom Functions return: inputs returned as-is, in engine/autograd/function.py)."""
+
+
+def custom_view_error(base: Tensor, grad_fn: Any, output_nr: int) -> RuntimeError:
+    """PyTorch's refusal to write in place, with grad recording, into the marked view `base` or a view of it
+    whose node is `grad_fn` (None for a non-differentiable output)."""
+    reason = _VIEW_REASONS[base._view_creation_meta]
+    if grad_fn is None:
+        return RuntimeError("A view was created in no_grad mode and is being modified inplace with grad mode "
+                            "enabled. " + reason)
+    name = re.sub(r"Backward\d*$", "", grad_fn.name())  # PyTorch names the view's op: SelectBackward0 -> Select
+    return RuntimeError(f"Output {output_nr} of {name} is a view and is being modified inplace. " + reason)
 
 
 def _write(self: Tensor, value: np.ndarray) -> None:
@@ -285,13 +313,19 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
         value = make_tensor(np.asarray(value, dtype=self._data.dtype), device=self._device)
     elif not isinstance(value, Tensor):
         raise TypeError(f"can't assign a {type(value).__name__} to a {_TYPE.get(str(self._data.dtype), '')}Tensor")
-    view, tensors, is_view = _basic(self, key)
+    views: list = []
+    view, tensors, is_view = _basic(self, key, views)
     records = needs_grad(self, value)
     if records:
         if self.grad_fn is None and self._requires_grad:
             if is_view and tensors is None:  # torch made the view (and its node) before the check
                 fn.SelectBackward0()
             raise RuntimeError(ERR_VIEW_LEAF if is_view else ERR_LEAF)
+        if hasattr(self, "_view_creation_meta"):
+            # torch makes the key's views (their nodes take seq_nrs) before it refuses to write through the last
+            nodes = [node_cls() for node_cls in views]
+            raise custom_view_error(self, nodes[-1], 0) if nodes else custom_view_error(self, self.grad_fn,
+                                                                                        self._output_nr)
         if is_view or not self._data.flags.owndata:
             raise NotImplementedError(ERR_COPY_SLICES)
     if tensors is None:
@@ -352,12 +386,14 @@ def _check_expand(src: tuple, dst: tuple) -> None:
                                f"{list(dst)}.  Tensor sizes: {list(src)}")
 
 
-def _basic(self: Tensor, key: Any) -> tuple:
+def _basic(self: Tensor, key: Any, views: list | None = None) -> tuple:
     """Apply the basic part of `key` (ints, slices, None, ...) to the tensor's memory.
 
     Returns the written-to numpy view, the index tensors left for index_put_ (None when there are none), and
-    whether the view is not the whole tensor (PyTorch would write through a view: CopySlices).
+    whether the view is not the whole tensor (PyTorch would write through a view: CopySlices). `views`, when
+    given, receives the node class of each view PyTorch's indexing makes, in order.
     """
+    views = [] if views is None else views
     if not isinstance(key, tuple):
         key = (key,)
     key = tuple(_list_index(k) for k in key)
@@ -381,6 +417,7 @@ def _basic(self: Tensor, key: Any) -> tuple:
         elif k is None or k is True:
             view = view[(slice(None),) * dim + (None,)]
             dim, is_view = dim + 1, True
+            views.append(fn.UnsqueezeBackward0)
         elif k is False:
             raise NotImplementedError("agdb's engine does not support False inside an index tuple")
         elif isinstance(k, (int, np.integer)) or (isinstance(k, Tensor) and k._data.ndim == 0
@@ -392,6 +429,7 @@ def _basic(self: Tensor, key: Any) -> tuple:
             # copy that cannot be written to (t[0] = 5.0 on a 1-D tensor).
             view = view[(slice(None),) * dim + (int(k), Ellipsis)]
             real, is_view = real + 1, True
+            views.append(fn.SelectBackward0)
         elif isinstance(k, slice):
             if k.step is not None and k.step <= 0:
                 raise ValueError("step must be greater than zero")
@@ -399,6 +437,7 @@ def _basic(self: Tensor, key: Any) -> tuple:
             if not (s == 0 and e >= view.shape[dim] and st == 1):
                 view = view[(slice(None),) * dim + (k,)]
                 is_view = True
+                views.append(fn.SliceBackward0)
             dim, real = dim + 1, real + 1
         else:
             raise NotImplementedError(f"engine supports `t[key] = v` with ints, slices, None, ..., index tensors "

@@ -160,6 +160,12 @@ class Tensor:
     @public("detach_", tensor=True)
     def detach_(self) -> Tensor:
         """Cut this tensor from the graph in place."""
+        if hasattr(self, "_view_creation_meta"):  # the one kind of view the engine marks
+            raise RuntimeError(
+                "Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel (DDP) "
+                "for training, and gradient_as_bucket_view is set as True, gradients are views of DDP buckets, and "
+                "hence detach_() cannot be called on these gradients. To fix this error, please refer to the "
+                "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.")
         self.grad_fn = None
         self._requires_grad = False
         self._output_nr = 0

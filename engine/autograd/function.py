@@ -190,6 +190,7 @@ def _process_outputs(ctx: BackwardCFunction, tensor_inputs: list, output: Any, i
     input_ids = {id(t) for t in tensor_inputs}
     non_diff_ids = {id(t) for t in ctx.non_differentiable}
     result, metadata, output_info = [], [], []
+    views: list = []  # inputs returned as-is, which become views of them
     for i, o in enumerate(outputs):
         if not isinstance(o, Tensor):
             result.append(o)
@@ -202,16 +203,20 @@ def _process_outputs(ctx: BackwardCFunction, tensor_inputs: list, output: Any, i
         if not differentiable:
             metadata.append(UNDEFINED_INPUT)
             if not o.requires_grad:
-                o = _alias(o) if is_input else o
+                o = _alias(o, is_executable and views) if is_input else o
             else:
                 o = o.detach() if is_input else o.detach_()
         else:
             metadata.append(InputMetadata(o._data.shape, o.dtype, o._device))
             if is_input:
-                o = _alias(o)
+                o = _alias(o, views)
             o.grad_fn, o._output_nr, o._requires_grad = ctx, i, True
         result.append(o)
     ctx._output_info = output_info
+    if views:  # how PyTorch refuses in-place writes into them later (engine/_inplace.custom_view_error)
+        n_differentiable = sum(meta is not UNDEFINED_INPUT for meta in metadata)
+        for view in views:
+            view._view_creation_meta = "MULTI_OUTPUT_NODE" if n_differentiable > 1 else "IN_CUSTOM_FUNCTION"
     if is_executable:
         ctx._input_metadata = metadata
         if ctx.to_save is not None:
@@ -226,9 +231,14 @@ def _process_outputs(ctx: BackwardCFunction, tensor_inputs: list, output: Any, i
     return tuple(result) if is_tuple else result[0]
 
 
-def _alias(t: Tensor) -> Tensor:
-    """view_as(self) with no grad: a new tensor object sharing data."""
-    return make_tensor(t._data.view(), device=t._device)
+def _alias(t: Tensor, views: list | bool) -> Tensor:
+    """view_as(self) with no grad: a new tensor object sharing data; appended to `views` when it is a list.
+
+    An input returned as-is by a recorded Function is a view that PyTorch refuses to modify in place later."""
+    out = make_tensor(t._data.view(), device=t._device)
+    if isinstance(views, list):
+        views.append(out)
+    return out
 
 
 def once_differentiable(fn: Any) -> Any:
