@@ -10,8 +10,7 @@ op's node becomes the tensor's grad_fn. This is PyTorch's rebase_history for a t
 the old value that carries the tensor's old history, so what it saves is the value before the write.
 
 zero_, fill_ and copy_ record ZeroBackward0, FillBackward2 (a number), FillBackward3 (a 0-dim tensor) and
-CopyBackwards, as PyTorch does. Not recorded yet, with a clear error instead: in-place ops on views
-(PyTorch's CopySlices).
+CopyBackwards, as PyTorch does. On a view, the op's node goes inside a CopySlices on the base (engine/_views.py).
 """
 from __future__ import annotations
 

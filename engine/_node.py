@@ -42,10 +42,12 @@ _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "Lo
 
 def _op_name(node_name: str) -> str:
     """How PyTorch's saved-tensor message names a node (checked on torch 2.13): MulBackward0 -> Mul, PowBackward2
-    -> Pow2, a custom Function's FBackward -> F; torch::autograd::CopySlices and the like stay whole."""
+    -> Pow2, a custom Function's FBackward -> F (the last "Backward" goes); torch::autograd::CopySlices and the
+    like stay whole."""
     if "::" in node_name:
         return node_name
-    return node_name.replace("Backward0", "").replace("Backward", "")
+    head, found, tail = node_name.rpartition("Backward")  # BackwardHookFunctionBackward -> BackwardHookFunction
+    return head + ("" if tail == "0" else tail) if found else node_name
 
 
 def modified_in_place(tensor: Any, grad_fn: Any, output_nr: int, now: int, expected: int) -> str:

@@ -54,7 +54,8 @@ def mark_view(out: Any, of: Any, creation_meta: int, version: int) -> None:
     info = of._view
     if info is not None:
         base = info.base
-        if info.creation_meta != DEFAULT:  # PyTorch's propagate_creation_meta
+        # PyTorch's propagate_creation_meta: a DEFAULT view keeps its base view's meta; inference mode sticks.
+        if creation_meta == DEFAULT or info.creation_meta == INFERENCE_MODE:
             creation_meta = info.creation_meta
     else:
         base = of
@@ -82,38 +83,49 @@ def strided_indices(sizes: tuple, strides: tuple, offset: int) -> np.ndarray:
 
 
 # -- errors ----------------------------------------------------------------------------------------------------
-ERR_NO_GRAD_INPLACE = (
-    "A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that this use "
-    "case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both the view and the "
-    "inplace either both inside the no_grad block (if you don't want the inplace to be tracked) or both outside (if "
-    "you want the inplace to be tracked).")
-ERR_NO_GRAD_REBASE = (
-    "A view was created in no_grad mode and its base or another view of its base has been modified inplace with "
-    "grad mode enabled. Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
-    "your code by moving both the view and the inplace either both inside the no_grad block (if you don't want the "
-    "inplace to be tracked) or both outside (if you want the inplace to be tracked).")
+_WHY = {
+    MULTI_OUTPUT_NODE: (
+        " This view is the output of a function that returns multiple views. Such functions do not allow the output "
+        "views to be modified inplace. You should replace the inplace operation by an out-of-place one."),
+    NO_GRAD_MODE: (
+        " Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
+        "both the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
+        "tracked) or both outside (if you want the inplace to be tracked)."),
+    INFERENCE_MODE: (
+        " Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving "
+        "both the view and the inplace either both inside the inference_mode block (if you don't want the inplace to "
+        "be tracked) or both outside (if you want the inplace to be tracked)."),
+    IN_CUSTOM_FUNCTION: (
+        " This view was created inside a custom Function (or because an input was returned as-is) and the autograd "
+        "logic to handle view+inplace would override the custom backward associated with the custom Function, "
+        "leading to incorrect gradients. This behavior is forbidden. You can fix this by cloning the output of the "
+        "custom Function."),
+}
+
+
+def view_error(view: Any, indirect: bool) -> str:
+    """PyTorch's handle_view_on_rebase text for a view that may not be written in place: written itself, or
+    (`indirect`) through its base or another view of it."""
+    from ._node import _op_name
+
+    meta, node = view._view.creation_meta, view._grad_fn
+    modified = "its base or another view of its base has been" if indirect else "is being"
+    if meta in (INFERENCE_MODE, NO_GRAD_MODE) or node is None:
+        prefix = (f"Output {view._output_nr} of {_op_name(node.name())} is a view of a view which was created in"
+                  if node is not None else "A view was created in")
+        if meta == INFERENCE_MODE:
+            head = f"{prefix} inference mode and {modified} modified inplace in normal mode."
+        else:
+            head = f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
+    else:
+        head = f"Output {view._output_nr} of {_op_name(node.name())} is a view and {modified} modified inplace."
+    return head + _WHY[meta]
 
 
 def check_view_inplace(view: Any) -> None:
-    """PyTorch's handle_view_on_rebase for an in-place op with history on `view` itself."""
-    meta = view._view.creation_meta
-    if meta == DEFAULT:
-        return
-    if meta == NO_GRAD_MODE:
-        raise RuntimeError(ERR_NO_GRAD_INPLACE)
-    if meta == MULTI_OUTPUT_NODE:
-        raise RuntimeError(_multi_output_message(view))
-    raise RuntimeError(
-        "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone to get a "
-        "normal tensor before doing inplace update.See https://github.com/pytorch/rfcs/pull/17 for more details.")
-
-
-def _multi_output_message(view: Any) -> str:
-    node = view._grad_fn
-    name = type(node).__name__.removesuffix("Backward0") if node is not None else "a function"
-    return (f"Output {view._output_nr} of {name} is a view and is being modified inplace. This view is the output "
-            "of a function that returns multiple views. Such functions do not allow the output views to be modified "
-            "inplace. You should replace the inplace operation by an out-of-place one.")
+    """Refuse an in-place op with history on a view made so that it may not be written (handle_view_on_rebase)."""
+    if view._view.creation_meta != DEFAULT:
+        raise RuntimeError(view_error(view, indirect=False))
 
 
 # -- the view's grad_fn ------------------------------------------------------------------------------------------
@@ -129,10 +141,7 @@ def view_grad_fn(view: Any) -> Any:
     current = version_of(view._data)
     if info.attr_version != current:
         if info.creation_meta != DEFAULT:
-            if info.creation_meta == NO_GRAD_MODE:
-                raise RuntimeError(ERR_NO_GRAD_REBASE)
-            if info.creation_meta == MULTI_OUTPUT_NODE:
-                raise RuntimeError(_multi_output_message(view))
+            raise RuntimeError(view_error(view, indirect=True))
         old = view._grad_fn
         view._output_nr = 0
         node = _as_strided_node(view, base)  # sets the view's grad_fn and attr_version

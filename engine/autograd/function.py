@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import _observer
+from .. import _observer, _views
 from .._node import UNDEFINED_INPUT, DelayedError, Error, InputMetadata, Node
 from .._state import tls
 from .._tensor import Tensor, make_tensor
-from .._version import saved_versions
+from .._version import saved_versions, version_of
 
 
 class FunctionCtx:
@@ -190,6 +190,7 @@ def _process_outputs(ctx: BackwardCFunction, tensor_inputs: list, output: Any, i
     input_ids = {id(t) for t in tensor_inputs}
     non_diff_ids = {id(t) for t in ctx.non_differentiable}
     result, metadata, output_info = [], [], []
+    views: list = []  # (alias, input) for inputs returned as-is, which become views of them
     for i, o in enumerate(outputs):
         if not isinstance(o, Tensor):
             result.append(o)
@@ -202,16 +203,24 @@ def _process_outputs(ctx: BackwardCFunction, tensor_inputs: list, output: Any, i
         if not differentiable:
             metadata.append(UNDEFINED_INPUT)
             if not o.requires_grad:
-                o = _alias(o) if is_input else o
+                o = _alias(o, is_executable and views) if is_input else o
             else:
                 o = o.detach() if is_input else o.detach_()
         else:
             metadata.append(InputMetadata(o._data.shape, o.dtype, o._device))
             if is_input:
-                o = _alias(o)
+                o = _alias(o, views)
             o.grad_fn, o._output_nr, o._requires_grad = ctx, i, True
         result.append(o)
     ctx._output_info = output_info
+    if is_executable:  # views among the outputs may not be written in place later (engine/_views.py)
+        n_differentiable = sum(meta is not UNDEFINED_INPUT for meta in metadata)
+        meta = _views.MULTI_OUTPUT_NODE if n_differentiable > 1 else _views.IN_CUSTOM_FUNCTION
+        for view, of in views:
+            _views.mark_view(view, of, meta, version_of(of._data))
+        for o, info in zip(result, metadata, strict=True):
+            if info is not UNDEFINED_INPUT and o._view is not None:
+                o._view.creation_meta = meta
     if is_executable:
         ctx._input_metadata = metadata
         if ctx.to_save is not None:
@@ -226,9 +235,14 @@ def _process_outputs(ctx: BackwardCFunction, tensor_inputs: list, output: Any, i
     return tuple(result) if is_tuple else result[0]
 
 
-def _alias(t: Tensor) -> Tensor:
-    """view_as(self) with no grad: a new tensor object sharing data."""
-    return make_tensor(t._data.view(), device=t._device)
+def _alias(t: Tensor, views: list | bool) -> Tensor:
+    """view_as(self) with no grad: a new tensor object sharing data; appended to `views` when it is a list.
+
+    An input returned as-is by a recorded Function is a view that PyTorch refuses to modify in place later."""
+    out = make_tensor(t._data.view(), device=t._device)
+    if isinstance(views, list):
+        views.append((out, t))
+    return out
 
 
 def once_differentiable(fn: Any) -> Any:

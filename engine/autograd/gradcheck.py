@@ -1,20 +1,35 @@
-"""`engine.autograd.gradcheck` and `gradgradcheck`: PyTorch 2.13's slow-mode checks and messages.
+"""`engine.autograd.gradcheck` and `gradgradcheck`: PyTorch 2.13's checks, messages and recorded ops.
 
-The numerical Jacobian is taken by central differences, one input element at a time, perturbing the
-input's array in place (torch perturbs `input.data`, which leaves the version counter alone); the
-analytical one row by row through `autograd.grad`. Forward AD and batched grads do not exist in the
-engine: asking for them raises NotImplementedError. `fast_mode=True` runs the slow mode.
+The slow mode compares whole Jacobians (numerical by central differences, one input element at a time;
+analytical row by row through `autograd.grad`); the fast one (`fast_mode=True`, in _gradcheck_fast.py)
+compares v^T J u for random unit vectors u and v. Every autograd-recording op PyTorch's gradcheck runs is run here too,
+in the same order, so a gradcheck moves the thread's seq_nr counter exactly as far as torch's does (see
+NOTE [gradcheck's recorded ops]). Forward AD and batched grads do not exist in the engine: asking for them
+raises NotImplementedError. Imports numpy and the engine only.
 """
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any, Callable
 
 import numpy as np
 
+from .._node import Node
 from .._tensor import Tensor, make_tensor
 
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
+
+# NOTE [gradcheck's recorded ops]
+# Measured on torch 2.13 with autograd._get_sequence_nr() around each step, these are the nodes a gradcheck
+# makes besides those of `func` itself (and GraphRoots of multi-output autograd.grad calls):
+# - each central difference clones every output of both evaluations (CloneBackward0 when the output requires
+#   grad) and takes (b - a) / (2 * eps) in tensor ops before detaching it: SubBackward0 and DivBackward0;
+# - each analytical Jacobian clones the output twice (once per pass of the reentrancy check);
+# - the undefined-grad check calls UndefinedGrad()(o) per output: the UndefinedGrad function object is itself
+#   a numbered node, and its call records a clone before making an UndefinedGradBackward node: three numbers.
+# The input is perturbed through its data (torch's `input.data`), which records nothing and leaves its
+# version counter alone.
 
 
 class GradcheckError(RuntimeError):
@@ -38,6 +53,34 @@ If the test
 """
 
 
+# -- torch._C._functions.UndefinedGrad ---------------------------------------------------------------------
+class UndefinedGradBackward(Node):
+    """Sends an undefined grad to every input, whatever grad it receives."""
+
+    __slots__ = ()
+    _name = "torch::autograd::UndefinedGradBackward"
+
+    def apply(self, grads: list) -> list:
+        return [None] * len(self.next_edges)
+
+
+class UndefinedGrad(Node):
+    """A forward function object that is a numbered node itself; calling it copies a tensor whose grads
+    come back undefined (see NOTE [gradcheck's recorded ops])."""
+
+    __slots__ = ()
+    _name = "torch::autograd::UndefinedGrad"
+
+    def __call__(self, x: Tensor) -> Tensor:
+        from .._ops._common import record
+
+        out = make_tensor(x.clone()._data, device=x._device)  # the clone's data, without its history
+        if x.requires_grad:  # like any C++ function's outputs: grad mode is not consulted
+            record(UndefinedGradBackward(), (x,), out)
+        return out
+
+
+# -- inputs and outputs -----------------------------------------------------------------------------------
 def _as_tuple(x: Any) -> tuple:
     if isinstance(x, tuple):
         return x
@@ -50,8 +93,16 @@ def _differentiable_outputs(x: Any) -> tuple:
     return tuple(o for o in _as_tuple(x) if o.requires_grad)
 
 
+def _requires_grad(x: Any) -> bool:
+    return isinstance(x, Tensor) and x.requires_grad
+
+
 def _diff_inputs(inputs: tuple) -> list:
-    return [t for t in inputs if isinstance(t, Tensor) and t.requires_grad]
+    return [t for t in inputs if _requires_grad(t)]
+
+
+def _is_float_tensor(x: Any) -> bool:
+    return isinstance(x, Tensor) and x.is_floating_point()
 
 
 def _refuse(**flags: bool) -> None:
@@ -66,7 +117,7 @@ def _check_inputs(tupled_inputs: tuple) -> None:
 
     any_input_requiring_grad = False
     for idx, inp in enumerate(tupled_inputs):
-        if isinstance(inp, Tensor) and inp.requires_grad:
+        if _requires_grad(inp):
             if inp.dtype != float64:
                 warnings.warn(
                     f"Input #{idx} requires gradient and is not a double precision floating point or complex. "
@@ -83,43 +134,90 @@ def _check_inputs(tupled_inputs: tuple) -> None:
                          "requires_grad=True.")
 
 
-def _numerical_jacobian(func: Callable, inputs: tuple, func_out: tuple, eps: float) -> list[list[np.ndarray]]:
-    """numerical[j][i]: d output i / d diff input j, shaped (input numel, output numel), by central differences."""
-    def run() -> tuple:
-        return tuple(a.clone() for a in _as_tuple(func(*inputs)))
+def _scalar_text(x: Any) -> str:
+    """How an f-string shows a 0-dim tensor in torch (its item) and any other tensor (its repr)."""
+    return str(float(x)) if np.ndim(x) == 0 else repr(make_tensor(np.asarray(x)))
 
+
+# -- numerical derivatives ----------------------------------------------------------------------------------
+def _runner(func: Callable, inputs: tuple) -> Callable[[], tuple]:
+    """func on the (perturbed in place) inputs, each output cloned so later perturbations leave it alone."""
+    return lambda: tuple(a.clone() for a in _as_tuple(func(*inputs)))
+
+
+def _check_same_dtype_and_shape(a: Tensor, b: Tensor, eps: float, idx: tuple | None = None) -> None:
+    on_index = f"on index {idx} " if idx is not None else ""
+    if a.shape != b.shape:
+        raise AssertionError(f"Expected `func` to return outputs with the same shape when inputs are perturbed "
+                             f"{on_index}by {eps}, but got: shapes {a.shape} and {b.shape}.")
+    if a.dtype != b.dtype:
+        raise AssertionError(f"Expected `func` to return outputs with the same dtype when inputs are perturbed "
+                             f"{on_index}by {eps}, but got: dtypes {a.dtype} and {b.dtype}.")
+
+
+def _central_difference(run: Callable, arr: np.ndarray, where: Any, delta: Any, eps: float,
+                        check: Callable) -> tuple[np.ndarray, ...]:
+    """Per output of `run`: (f(x + delta) - f(x - delta)) / 2 eps, flat, with arr[where] perturbed by delta."""
+    orig = np.array(arr[where], copy=True)
+    arr[where] = orig - delta
+    outa = run()
+    arr[where] = orig + delta
+    outb = run()
+    arr[where] = orig
+    columns = []
+    for a, b in zip(outa, outb, strict=False):
+        check(a, b)
+        # tensor ops, not numpy: they record Sub and Div nodes when the outputs require grad, as torch's do
+        columns.append(((b - a) / (2 * eps)).detach().reshape(-1)._data)
+    return tuple(columns)
+
+
+def _numerical_jacobian(func: Callable, inputs: tuple, outputs: tuple, eps: float) -> list[tuple]:
+    """Per input requiring grad, per floating output of `outputs`: a (input numel, output numel) Jacobian.
+
+    Columns come from all of func's outputs and fill the floating ones of `outputs` by position, as in torch
+    (the two lists differ when some output does not require grad)."""
     jacobians = []
     for inp in _diff_inputs(inputs):
-        arr = inp._data  # perturbed in place, like torch's input.data: the version counter does not move
-        cols = [np.zeros((inp.numel(), o.numel()), dtype=o._data.dtype) for o in func_out]
-        for k, idx in enumerate(np.ndindex(arr.shape)):
-            orig = arr[idx].copy()
-            arr[idx] = orig - eps
-            outa = run()
-            arr[idx] = orig + eps
-            outb = run()
-            arr[idx] = orig
-            for i, (a, b) in enumerate(zip(outa, outb, strict=True)):
-                if a.shape != b.shape:
-                    raise AssertionError(f"Expected `func` to return outputs with the same shape when inputs are "
-                                         f"perturbed by {eps}, but got: shapes {a.shape} and {b.shape}.")
-                cols[i][k] = ((b._data - a._data) / (2 * eps)).reshape(-1)
-        jacobians.append(cols)
+        run, arr = _runner(func, inputs), inp._data  # perturbed in place, like torch's input.data
+        columns = [_central_difference(run, arr, idx, eps, eps, functools.partial(
+            _check_same_dtype_and_shape, eps=eps, idx=idx)) for idx in np.ndindex(arr.shape)]
+        jacs = tuple(np.zeros((inp.numel(), o.numel()), dtype=o._data.dtype) for o in outputs if _is_float_tensor(o))
+        for i, jac in enumerate(jacs):
+            for k, column in enumerate(columns):
+                jac[k] = column[i]
+        jacobians.append(jacs)
     return jacobians
 
 
-def _analytical_rows(output: Tensor, diff_inputs: list) -> list[list]:
+def _numerical_jvp(func: Callable, inputs: tuple, index: int, u: np.ndarray, eps: float) -> tuple:
+    """J u for input `index`, by one central difference along u (fast mode)."""
+    arr = inputs[index]._data
+    check = functools.partial(_check_same_dtype_and_shape, eps=eps)
+    return _central_difference(_runner(func, inputs), arr, Ellipsis, eps * u.reshape(arr.shape), eps, check)
+
+
+# -- analytical derivatives ---------------------------------------------------------------------------------
+def _vjps(output: Tensor, diff_inputs: list, grad_outputs: list) -> list[list]:
+    """vjps[i][j]: the grad of input i for the j-th grad_output (a clone), or None."""
     from . import grad
 
     rows: list[list] = [[] for _ in diff_inputs]
-    for j in range(output.numel()):
-        base = np.zeros(output._data.size, dtype=output._data.dtype)
-        base[j] = 1.0
-        grads = grad(output, diff_inputs, make_tensor(base.reshape(output._data.shape)), retain_graph=True,
-                     allow_unused=True)
+    for grad_output in grad_outputs:
+        grads = grad(output, diff_inputs, grad_output, retain_graph=True, allow_unused=True)
         for i, d_x in enumerate(grads):
             rows[i].append(d_x.clone() if isinstance(d_x, Tensor) else None)
     return rows
+
+
+def _basis(sample: Tensor) -> list[Tensor]:
+    """One-hot grad_outputs shaped like `sample`, one per element (the rows of the Jacobian)."""
+    basis = []
+    for j in range(sample.numel()):
+        flat = np.zeros(sample.numel(), dtype=sample._data.dtype)
+        flat[j] = 1.0
+        basis.append(make_tensor(flat.reshape(sample._data.shape), device=sample._device))
+    return basis
 
 
 def _stack(rows: list[list], diff_inputs: list, output_numel: int) -> tuple[list, bool, bool]:
@@ -140,10 +238,22 @@ def _stack(rows: list[list], diff_inputs: list, output_numel: int) -> tuple[list
     return jacobians, sizes_ok, types_ok
 
 
-def _analytical_jacobian(inputs: tuple, output: Tensor, nondet_tol: float, check_grad_dtypes: bool) -> list:
+def _analytical_jacobian(inputs: tuple, output: Tensor, nondet_tol: float, check_grad_dtypes: bool,
+                         v: np.ndarray | None = None) -> list[np.ndarray]:
+    """Per input requiring grad: d output / d input (numel_in, numel_out), or v^T J as (numel_in, 1) when v is
+    given; computed twice to check that backward is reentrant."""
     diff_inputs = _diff_inputs(inputs)
-    jac1, sizes_ok, types_ok = _stack(_analytical_rows(output.clone(), diff_inputs), diff_inputs, output.numel())
-    jac2, _, _ = _stack(_analytical_rows(output.clone(), diff_inputs), diff_inputs, output.numel())
+
+    def vjps() -> list[list]:
+        sample = output.clone()  # torch clones the output for each pass, and differentiates the output itself
+        if v is None:
+            return _vjps(output, diff_inputs, _basis(sample))
+        return _vjps(output, diff_inputs, [make_tensor(v.reshape(sample._data.shape), device=sample._device)])
+
+    vjps1, vjps2 = vjps(), vjps()
+    numel = output.numel() if v is None else 1
+    jac1, sizes_ok, types_ok = _stack(vjps1, diff_inputs, numel)
+    jac2, _, _ = _stack(vjps2, diff_inputs, numel)
     reentrant = all(a.size == 0 or np.abs(a - b).max() <= nondet_tol for a, b in zip(jac1, jac2, strict=True))
     # torch 2.13 unpacks (sizes_ok, types_ok) as (types_ok, sizes_ok): the two messages are crossed there too
     if not sizes_ok and check_grad_dtypes:
@@ -158,10 +268,18 @@ def _analytical_jacobian(inputs: tuple, output: Tensor, nondet_tol: float, check
     return jac1
 
 
-def _allclose(a: np.ndarray, n: np.ndarray, rtol: float, atol: float) -> bool:
-    return bool(np.all(np.abs(a - n) <= atol + rtol * np.abs(n)))
+def _allclose(a: Any, n: Any, rtol: float, atol: float) -> bool:
+    a, n = np.asarray(a), np.asarray(n)
+    dtype = np.result_type(a, n)
+    return bool(np.allclose(a.astype(dtype), n.astype(dtype), rtol=rtol, atol=atol))
 
 
+def _mismatch(a: Any, n: Any, output_idx: int, input_idx: int) -> str:
+    return (f"Jacobian mismatch for output {output_idx:d} with respect to input {input_idx:d},\n"
+            f"numerical:{_scalar_text(n)}\nanalytical:{_scalar_text(a)}\n")
+
+
+# -- the slow mode ------------------------------------------------------------------------------------------
 def _slow_gradcheck(func: Callable, func_out: Any, inputs: tuple, outputs: tuple, eps: float, rtol: float,
                     atol: float, check_grad_dtypes: bool, nondet_tol: float) -> bool:
     func_out = _as_tuple(func_out)
@@ -176,13 +294,12 @@ def _slow_gradcheck(func: Callable, func_out: Any, inputs: tuple, outputs: tuple
     for i, o in enumerate(outputs):
         analytical = _analytical_jacobian(inputs, o, nondet_tol, check_grad_dtypes)
         for j, (a, n) in enumerate(zip(analytical, numerical[i], strict=False)):
-            if not _allclose(a, n.astype(np.result_type(a, n)), rtol, atol):
-                raise GradcheckError(
-                    f"Jacobian mismatch for output {i:d} with respect to input {j:d},\n"
-                    f"numerical:{make_tensor(n)}\nanalytical:{make_tensor(a)}\n")
+            if not _allclose(a, n, rtol, atol):
+                raise GradcheckError(_mismatch(a, n, i, j))
     return True
 
 
+# -- checks of backward itself ------------------------------------------------------------------------------
 def _test_backward_mul_by_grad_output(outputs: tuple, inputs: tuple) -> bool:
     from .. import _factories
     from . import grad
@@ -201,22 +318,6 @@ def _test_backward_mul_by_grad_output(outputs: tuple, inputs: tuple) -> bool:
         if gi.size() != di.size():
             raise GradcheckError("grad is incorrect size")
     return True
-
-
-def _undefined_grad(o: Tensor) -> Tensor:
-    """torch._C._functions.UndefinedGrad: an identity whose backward sends an undefined grad."""
-    from .function import Function
-
-    class UndefinedGrad(Function):
-        @staticmethod
-        def forward(ctx: Any, x: Tensor) -> Tensor:
-            return x.clone()
-
-        @staticmethod
-        def backward(ctx: Any, g: Tensor) -> None:
-            return None
-
-    return UndefinedGrad.apply(o)
 
 
 def _test_undefined_backward_mode(func: Callable, outputs: tuple, inputs: tuple) -> bool:
@@ -250,22 +351,26 @@ def _test_undefined_backward_mode(func: Callable, outputs: tuple, inputs: tuple)
                     'Please look at "Notes about undefined output gradients" in "tools/autograd/derivatives.yaml"')
         return True
 
-    outputs_to_check = [[_undefined_grad(o) for o in _differentiable_outputs(func(*inputs))]]
+    outputs_to_check = [[UndefinedGrad()(o) for o in _differentiable_outputs(func(*inputs))
+                         if isinstance(o, Tensor)]]
     if len(outputs_to_check[0]) > 1:
         for undef_idx in range(len(outputs)):
             out = _differentiable_outputs(func(*inputs))
-            outputs_to_check.append([_undefined_grad(o) if k == undef_idx else o for k, o in enumerate(out)])
+            outputs_to_check.append([UndefinedGrad()(o) if k == undef_idx else o for k, o in enumerate(out)])
     return all(check(o) for o in outputs_to_check)
 
 
+# -- the public functions -----------------------------------------------------------------------------------
 def gradcheck(func: Callable, inputs: Any, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
               raise_exception: bool = True, nondet_tol: float = 0.0, check_undefined_grad: bool = True,
               check_grad_dtypes: bool = False, check_batched_grad: bool = False,
               check_batched_forward_grad: bool = False, check_forward_ad: bool = False,
               check_backward_ad: bool = True, fast_mode: bool = False, masked: bool | None = None) -> bool:
-    """Check `func`'s analytical Jacobians against central differences; True, or GradcheckError (False when
-    raise_exception=False). fast_mode=True falls back to the slow mode (full Jacobians); forward AD and
-    batched grads raise NotImplementedError."""
+    """Check `func`'s analytical Jacobians against finite differences; True, or GradcheckError (False when
+    raise_exception=False). Forward AD and batched grads raise NotImplementedError.
+
+    fast_mode draws its random vectors as torch does (the same values), but sums and norms them in numpy:
+    a fast-mode failure's printed numbers can differ from torch's in the last digits."""
     if not (check_forward_ad or check_backward_ad):
         raise AssertionError("Expected at least one of check_forward_ad or check_backward_ad to be True")
     if check_batched_grad and not check_backward_ad:
@@ -276,7 +381,7 @@ def gradcheck(func: Callable, inputs: Any, *, eps: float = 1e-6, atol: float = 1
             check_batched_forward_grad=check_batched_forward_grad)
     try:
         return _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad,
-                                 check_grad_dtypes)
+                                 check_grad_dtypes, fast_mode)
     except GradcheckError:
         if raise_exception:
             raise
@@ -284,12 +389,16 @@ def gradcheck(func: Callable, inputs: Any, *, eps: float = 1e-6, atol: float = 1
 
 
 def _gradcheck_helper(func: Callable, inputs: Any, eps: float, atol: float, rtol: float, nondet_tol: float,
-                      check_undefined_grad: bool, check_grad_dtypes: bool) -> bool:
+                      check_undefined_grad: bool, check_grad_dtypes: bool, fast_mode: bool) -> bool:
     tupled_inputs = _as_tuple(inputs)
     _check_inputs(tupled_inputs)
     func_out = func(*tupled_inputs)
     outputs = _differentiable_outputs(func_out)
-    _slow_gradcheck(func, func_out, tupled_inputs, outputs, eps, rtol, atol, check_grad_dtypes, nondet_tol)
+    if fast_mode:
+        from ._gradcheck_fast import fast_gradcheck as check
+    else:
+        check = _slow_gradcheck
+    check(func, func_out, tupled_inputs, outputs, eps, rtol, atol, check_grad_dtypes, nondet_tol)
     _test_backward_mul_by_grad_output(outputs, tupled_inputs)
     if check_undefined_grad:
         _test_undefined_backward_mode(func, outputs, tupled_inputs)
@@ -328,7 +437,7 @@ def gradgradcheck(func: Callable, inputs: Any, grad_outputs: Any = None, *, eps:
     else:
         tupled_grad_outputs = _as_tuple(grad_outputs)
     num_outputs = len(tupled_grad_outputs)
-    diff_input_idx = {i for i, x in enumerate(tupled_inputs) if isinstance(x, Tensor) and x.requires_grad}
+    diff_input_idx = {i for i, x in enumerate(tupled_inputs) if _requires_grad(x)}
     diff_grad_output_idx = {i for i, x in enumerate(tupled_grad_outputs) if x.requires_grad}
 
     def new_func(*args: Any) -> tuple:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from . import functional, init
+from . import module as _module
+from . import modules as _modules
 from .module import Module
 from .modules import (
     GELU,
@@ -26,6 +28,8 @@ from .modules import (
     Tanh,
 )
 from .parameter import Parameter
+
+_modules.module = _module  # torch.nn.modules.module: where torch keeps the global module hook functions
 
 __all__ = [
     "functional", "init", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Linear", "ReLU", "Tanh",

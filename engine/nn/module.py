@@ -1,10 +1,12 @@
 """`engine.nn.Module`: PyTorch's Module plumbing (registration, traversal, hooks, state_dict, train/eval, repr).
 
-Written after torch/nn/modules/module.py of PyTorch 2.13, with its names, orders and messages. Not provided:
-backward hooks on modules, state_dict hooks, `_apply`'s swap semantics and `share_memory`.
+Written after torch/nn/modules/module.py of PyTorch 2.13, with its names, orders and messages; the global
+hooks and the machinery of backward hooks are in hooks.py. Not provided: state_dict hooks, `_apply`'s swap
+semantics, `share_memory` and always_call= forward hooks.
 """
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict, namedtuple
 from typing import Any, Callable, Iterator
 
@@ -12,6 +14,14 @@ from .._grads import zero_grads
 from .._node import RemovableHandle, _HookDict
 from .._state import no_grad
 from .._tensor import Tensor
+from . import hooks as _hooks
+from .hooks import (  # noqa: F401 - torch.nn.modules.module's names
+    register_module_backward_hook,
+    register_module_forward_hook,
+    register_module_forward_pre_hook,
+    register_module_full_backward_hook,
+    register_module_full_backward_pre_hook,
+)
 from .parameter import Parameter
 
 _IncompatibleKeysBase = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -66,6 +76,9 @@ class Module:
         object.__setattr__(self, "_forward_hooks_always_called", {})
         object.__setattr__(self, "_forward_pre_hooks", _HookDict())
         object.__setattr__(self, "_forward_pre_hooks_with_kwargs", {})
+        object.__setattr__(self, "_backward_pre_hooks", _HookDict())
+        object.__setattr__(self, "_backward_hooks", _HookDict())
+        object.__setattr__(self, "_is_full_backward_hook", None)
 
     def forward(self, *input: Any) -> Any:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
@@ -207,7 +220,33 @@ class Module:
 
     # -- calling --------------------------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        for hook_id, hook in list(self._forward_pre_hooks.items()):
+        forward_call = self.forward
+        if not (self._backward_hooks or self._backward_pre_hooks or self._forward_hooks or self._forward_pre_hooks
+                or _hooks.has_any_global_hook()):
+            return forward_call(*args, **kwargs)
+        # The backward hooks are the ones registered when the call starts (later ones wait for the next call).
+        full_backward_hooks, non_full_backward_hooks = (
+            _hooks.backward_hooks_of(self) if self._backward_hooks or _hooks._global_backward_hooks else ([], []))
+        backward_pre_hooks = (_hooks.backward_pre_hooks_of(self)
+                              if self._backward_pre_hooks or _hooks._global_backward_pre_hooks else [])
+        args, kwargs = self._run_forward_pre_hooks(args, kwargs)
+        bw_hook = None
+        if full_backward_hooks or backward_pre_hooks:
+            bw_hook = _hooks.BackwardHook(self, full_backward_hooks, backward_pre_hooks)
+            args = bw_hook.setup_input_hook(args)
+        result = forward_call(*args, **kwargs)
+        result = self._run_forward_hooks(args, kwargs, result)
+        if bw_hook:
+            if not isinstance(result, (Tensor, tuple)):
+                warnings.warn("For backward hooks to be called, module output should be a Tensor or a tuple of "
+                              f"Tensors but received {type(result)}", stacklevel=2)
+            result = bw_hook.setup_output_hook(result)
+        if non_full_backward_hooks:
+            _hooks.register_non_full_hooks(self, args, result, non_full_backward_hooks)
+        return result
+
+    def _run_forward_pre_hooks(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        for hook_id, hook in (*_hooks._global_forward_pre_hooks.items(), *self._forward_pre_hooks.items()):
             if hook_id in self._forward_pre_hooks_with_kwargs:
                 result = hook(self, args, kwargs)
                 if result is not None:
@@ -219,9 +258,11 @@ class Module:
                 result = hook(self, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
-        result = self.forward(*args, **kwargs)
-        for hook_id, hook in list(self._forward_hooks.items()):
-            if hook_id in self._forward_hooks_with_kwargs:
+        return args, kwargs
+
+    def _run_forward_hooks(self, args: tuple, kwargs: dict, result: Any) -> Any:
+        for hook_id, hook in (*_hooks._global_forward_hooks.items(), *self._forward_hooks.items()):
+            if hook_id in self._forward_hooks_with_kwargs or hook_id in _hooks._global_forward_hooks_with_kwargs:
                 hook_result = hook(self, args, kwargs, result)
             else:
                 hook_result = hook(self, args, result)
@@ -251,6 +292,40 @@ class Module:
             self._forward_hooks_with_kwargs[handle.id] = True
         if prepend:
             self._forward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    # -- backward hooks -------------------------------------------------------------------------------------
+    def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """`hook(module, grad_output)` runs when the grads of the module's outputs are ready; it may return new
+        ones. The module then sees its tensor inputs, and its caller its tensor outputs, as views."""
+        handle = RemovableHandle(self._backward_pre_hooks)
+        self._backward_pre_hooks[handle.id] = hook
+        if prepend:
+            self._backward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_backward_hook(self, hook: Callable) -> RemovableHandle:
+        """Deprecated: `hook(module, grad_input, grad_output)` on the node of the module's first output, which
+        sees that node's grads only."""
+        if self._is_full_backward_hook is True:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a single Module. "
+                               "Please use only one of them.")
+        self._is_full_backward_hook = False
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        return handle
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """`hook(module, grad_input, grad_output)` runs when the grads of the module's inputs are ready (of its
+        outputs, when no input requires grad); it may return new grad_input."""
+        if self._is_full_backward_hook is False:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a single Module. "
+                               "Please use only one of them.")
+        self._is_full_backward_hook = True
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        if prepend:
+            self._backward_hooks.move_to_end(handle.id, last=False)
         return handle
 
     # -- traversal ------------------------------------------------------------------------------------------

@@ -118,11 +118,106 @@ def test_numerical_jacobian_is_central_differences_of_a_hand_derived_function():
 
 
 def test_unsupported_options_are_refused():
+    """Forward AD and batched grads raise NotImplementedError naming the option."""
     y = engine.tensor(Y, dtype=engine.float64, requires_grad=True)
     for kw in ("check_forward_ad", "check_batched_grad"):
         with pytest.raises(NotImplementedError, match=kw):
             engine.autograd.gradcheck(lambda a: a * 2, (y,), **{kw: True})
     with pytest.raises(NotImplementedError, match="check_fwd_over_rev"):
         engine.autograd.gradgradcheck(lambda a: a * 2, (y,), check_fwd_over_rev=True)
-    assert engine.autograd.gradcheck(lambda a: a.exp(), (y,), fast_mode=True)
-    assert np.isfinite(y.detach().numpy()).all()
+
+
+class _NodeNames:
+    """An engine observer that lists the names of the numbered nodes, in seq_nr order."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def seq_nr_bumped(self, node, seq_nr) -> None:
+        self.names.append(node.name())
+
+
+def _square_function():
+    class Square(engine.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a * a
+
+        @staticmethod
+        def backward(ctx, g):
+            (a,) = ctx.saved_tensors
+            return g * 2 * a
+    return Square
+
+
+def test_gradcheck_records_the_nodes_torchs_source_does():
+    """Slow gradcheck of a Function on one element makes, in order, the nodes torch 2.13's gradcheck.py makes:
+    func's output; two evaluations (output and its clone each) and the (b - a) / 2eps of the central
+    difference; two clones of the output for the analytical passes; then func again and UndefinedGrad()(o),
+    which is a node itself, records a clone and makes UndefinedGradBackward."""
+    square = _square_function()
+    x = engine.tensor([0.7], dtype=engine.float64, requires_grad=True)
+    seen = _NodeNames()
+    handle = engine.add_observer(seen)
+    try:
+        assert engine.autograd.gradcheck(square.apply, (x,))
+    finally:
+        handle.remove()
+    assert seen.names == [
+        "SquareBackward",
+        "SquareBackward", "CloneBackward0", "SquareBackward", "CloneBackward0", "SubBackward0", "DivBackward0",
+        "CloneBackward0", "CloneBackward0",
+        "SquareBackward", "torch::autograd::UndefinedGrad", "CloneBackward0", "torch::autograd::UndefinedGradBackward",
+    ]
+
+
+def test_undefined_grad_matches_torchs_function():
+    """UndefinedGrad()(x): three numbers, an UndefinedGradBackward output, and an undefined grad for x."""
+    from engine.autograd.gradcheck import UndefinedGrad
+
+    results = []
+    for t, make in ((torch, torch._C._functions.UndefinedGrad), (engine, UndefinedGrad)):
+        x = t.tensor([1.0, 2.0], dtype=t.float64, requires_grad=True)
+        before = t.autograd._get_sequence_nr()
+        y = make()(x)
+        moved = t.autograd._get_sequence_nr() - before
+        grads = t.autograd.grad((y * 3).sum(), x, allow_unused=True)
+        results.append((moved, y.grad_fn.name(), y.grad_fn._sequence_nr() - before, y.tolist(), grads))
+    assert results[1] == results[0]
+
+
+def test_fast_mode_draws_torchs_random_vectors():
+    """Fast mode's vectors are what torch.rand draws from a fresh torch.Generator, value for value."""
+    from engine._random import DEFAULT_SEED
+    from engine.autograd._gradcheck_fast import _uniform_floats
+
+    stream = np.random.RandomState(DEFAULT_SEED & 0xFFFFFFFF)
+    generator = torch.Generator()
+    for n in (5, 1, 300):
+        assert np.array_equal(_uniform_floats(stream, n), torch.rand(n, generator=generator).numpy())
+
+
+def test_fast_mode_failure_message_matches_torch_on_one_element():
+    """On one element u = v = 1 exactly, so the fast-mode numbers and the slow-mode max difference agree
+    with torch's to the digit (the printed Jacobians differ only in the tensor repr's rounding)."""
+    msgs = []
+    for t in (torch, engine):
+        s = t.tensor([0.7], dtype=t.float64, requires_grad=True)
+        with pytest.raises(_gc_error(t)) as info:
+            t.autograd.gradcheck(_square(t, True, True).apply, (s,), fast_mode=True)
+        msgs.append(str(info.value))
+    head = [m.split("Numerical:\n")[0] for m in msgs]
+    tail = [m.rsplit("\n\n", 1)[1] for m in msgs]
+    assert head[1] == head[0] and "numerical:1.40000000004" in head[0]
+    assert tail[1] == tail[0] == "The max per-element difference (slow mode) is: 0.700000000040258.\n"
+
+
+def test_fast_mode_passes_and_fails_with_slow_mode():
+    """A correct backward passes both modes; a wrong one fails both; the input is left as it was."""
+    y = engine.tensor(Y, dtype=engine.float64, requires_grad=True)
+    for fast in (False, True):
+        assert engine.autograd.gradcheck(lambda a: a.exp() * a, (y,), fast_mode=fast)
+        assert not engine.autograd.gradcheck(_square(engine, True, True).apply, (y,), fast_mode=fast,
+                                             raise_exception=False)
+    assert y.tolist() == Y and y._version == 0
