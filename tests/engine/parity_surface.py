@@ -244,6 +244,9 @@ def _errors(t, p):
                    ("unbind 0-dim", lambda: x.sum().unbind()),
                    ("iterate 0-dim", lambda: list(x.sum())),
                    ("item many", lambda: x.item()),
-                   ("bool many", lambda: bool(x))):
+                   ("bool many", lambda: bool(x)),
+                   ("mT 1-d", lambda: x[0].mT)):
         p.run(tag, f)
         p.counter(tag)
+    s = x.sum()
+    p.value("mT of 0-dim is the tensor itself", s.mT is s)
