@@ -164,8 +164,8 @@ def _scalar_views(t):
         with t.inference_mode():
             z = t.tensor([1.0, 2.0, 3.0])
             inside_of_normal = f(t, x).is_inference()
-        out.append((name, f(t, z).is_inference(), inside_of_normal, _err(lambda: f(t, z)._version),
-                    _err(lambda: f(t, z).add_(1)), z.tolist()))
+        out.append((name, f(t, z).is_inference(), inside_of_normal, _err(lambda f=f, z=z: f(t, z)._version),
+                    _err(lambda f=f, z=z: f(t, z).add_(1)), z.tolist()))
     return out
 
 
