@@ -855,21 +855,46 @@ def _where_zero(cond, grad):
     return ops.where(cond, grad, ops.zeros_scalar(grad))
 
 
+def _clamp_backward(grad, s, lo, hi):
+    """clamp_backward: the grad passes where min <= self <= max (the bounds themselves included)."""
+    if lo is not None and hi is not None:
+        cond = ops.logical_and(ops.compare(np.greater_equal, s, lo), ops.compare(np.less_equal, s, hi))
+    elif lo is not None:
+        cond = ops.compare(np.greater_equal, s, lo)
+    else:
+        cond = ops.compare(np.less_equal, s, hi)
+    return _where_zero(cond, grad)
+
+
 class ClampBackward1(_Generated):
     __slots__ = ("self", "min", "max")
     _saved_tensor_names = ("self",)
 
     def formulas(self, grad, out):
-        if self.should_compute_output(0):  # clamp_backward
-            s = self.self
-            if self.min is not None and self.max is not None:
-                cond = ops.logical_and(ops.compare(np.greater_equal, s, self.min),
-                                       ops.compare(np.less_equal, s, self.max))
-            elif self.min is not None:
-                cond = ops.compare(np.greater_equal, s, self.min)
-            else:
-                cond = ops.compare(np.less_equal, s, self.max)
-            out[0] = _where_zero(cond, grad)
+        if self.should_compute_output(0):
+            out[0] = _clamp_backward(grad, self.self, self.min, self.max)
+
+
+class ClampBackward0(_Generated):
+    """clamp with tensor bounds; a bound's grad is where self passed it (both given: min only if min < max)."""
+    __slots__ = ("self", "min", "max")
+    _saved_tensor_names = ("self", "min", "max")
+
+    def formulas(self, grad, out):
+        s, lo, hi = self.self, self.min, self.max  # the bounds' grads first, as torch's generated code
+        if lo is not None and hi is not None:  # clamp_backward_min_max
+            if self.should_compute_output(1):
+                cond = ops.logical_and(ops.compare(np.less, s, lo), ops.compare(np.less, lo, hi))
+                out[1] = _where_zero(cond, grad)
+            if self.should_compute_output(2):
+                cond = ops.logical_or(ops.compare(np.greater, s, hi), ops.compare(np.less, hi, lo))
+                out[2] = _where_zero(cond, grad)
+        elif lo is not None and self.should_compute_output(1):
+            out[1] = _where_zero(ops.compare(np.less, s, lo), grad)
+        elif hi is not None and self.should_compute_output(2):
+            out[2] = _where_zero(ops.compare(np.greater, s, hi), grad)
+        if self.should_compute_output(0):
+            out[0] = _clamp_backward(grad, s, lo, hi)
 
 
 class ClampMinBackward0(_Generated):
@@ -886,6 +911,28 @@ class ClampMaxBackward0(_Generated):
     _saved_tensor_names = ("self",)
 
     def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = _where_zero(ops.compare(np.less_equal, self.self, self.max), grad)
+
+
+class ClampMinBackward1(_Generated):
+    __slots__ = ("self", "min")
+    _saved_tensor_names = ("self", "min")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(1):  # the bound's grad first, as torch's generated code
+            out[1] = _where_zero(ops.compare(np.less, self.self, self.min), grad)
+        if self.should_compute_output(0):
+            out[0] = _where_zero(ops.compare(np.greater_equal, self.self, self.min), grad)
+
+
+class ClampMaxBackward1(_Generated):
+    __slots__ = ("self", "max")
+    _saved_tensor_names = ("self", "max")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(1):  # the bound's grad first, as torch's generated code
+            out[1] = _where_zero(ops.compare(np.greater, self.self, self.max), grad)
         if self.should_compute_output(0):
             out[0] = _where_zero(ops.compare(np.less_equal, self.self, self.max), grad)
 

@@ -139,6 +139,25 @@ _op("clamp_min_kw", lambda t, a: a.clamp(min=0.0), A23)
 _op("clamp_max_kw", lambda t, a: t.clamp(a, max=0.5), A23)
 _op("clamp_min", lambda t, a: a.clamp_min(0.0), A23)
 _op("clamp_max", lambda t, a: a.clamp_max(0.4), A23)
+# clamp with tensor bounds (ClampBackward0, ClampMinBackward1, ClampMaxBackward1): broadcast both ways, ties
+# with either bound (the grad goes to self), min > max (max wins), min == max.
+LO3 = [0.0, -1.0, 1.0]
+HI21 = [[1.0], [0.4]]
+TIES = [[0.0, 1.0, 2.0, -1.0], [0.5, 0.5, 3.0, 2.0]]
+TIE_LO = [0.0, 1.5, 2.0, -1.0]
+TIE_HI = [[0.0, 1.0, 2.5, -2.0], [0.5, 0.5, 3.0, 2.0]]
+_op("clamp_tensors", lambda t, a, lo, hi: a.clamp(lo, hi), A23, LO3, HI21)
+_op("clamp_tensor_min_only", lambda t, a, lo: a.clamp(lo), A23, LO3)
+_op("clamp_tensor_max_kw", lambda t, a, hi: t.clamp(a, max=hi), A23, HI21)
+_op("clamp_tensor_none_min", lambda t, a, hi: a.clamp(None, hi), A23, HI21)
+_op("clip_tensors", lambda t, a, lo, hi: t.clip(a, lo, hi), A23, LO3, HI21)
+_op("clip_method_tensor", lambda t, a, lo: a.clip(min=lo), A23, LO3)
+_op("clamp_tensor_ties", lambda t, a, lo, hi: a.clamp(lo, hi), TIES, TIE_LO, TIE_HI)
+_op("clamp_tensor_bounds_wider", lambda t, a, lo: a.clamp(lo), V3, A23)
+_op("clamp_min_tensor", lambda t, a, lo: a.clamp_min(lo), TIES, TIE_LO)
+_op("clamp_max_tensor", lambda t, a, hi: t.clamp_max(a, hi), TIES, TIE_HI)
+_op("clamp_min_tensor_wider", lambda t, a, lo: t.clamp_min(a, lo), V3, A23)
+_op("clamp_max_tensor_0dim", lambda t, a, hi: a.clamp_max(hi), A23, 0.25)
 _op("square", lambda t, a: a.square(), A23)
 _op("log1p", lambda t, a: a.log1p(), POS23)
 _op("expm1", lambda t, a: a.expm1(), A23)
@@ -250,3 +269,92 @@ def _errors(t, p):
         p.counter(tag)
     s = x.sum()
     p.value("mT of 0-dim is the tensor itself", s.mT is s)
+
+
+def _clamp_flags(name: str, build: Callable, flags: tuple, *data: Any) -> None:
+    """A clamp program where only the leaves flagged in `flags` require grad."""
+    def fn(t, p):
+        leaves = [p.leaf(f"x{i}", d, requires_grad=f) for i, (d, f) in enumerate(zip(data, flags, strict=True))]
+        _forward_and_grads(t, p, lambda *xs: build(t, *leaves), *[x for x in leaves if x.requires_grad])
+    PROGRAMS[f"op_{name}"] = fn
+
+
+_clamp_flags("clamp_tensor_self_only", lambda t, a, lo, hi: a.clamp(lo, hi), (True, False, False), A23, LO3, HI21)
+_clamp_flags("clamp_tensor_bounds_only", lambda t, a, lo, hi: a.clamp(lo, hi), (False, True, True), A23, LO3, HI21)
+_clamp_flags("clamp_tensor_max_only", lambda t, a, lo, hi: a.clamp(lo, hi), (False, False, True), A23, LO3, HI21)
+_clamp_flags("clamp_min_tensor_bound_only", lambda t, a, lo: a.clamp_min(lo), (False, True), A23, LO3)
+
+
+@program("clamp_tensor_promotion_and_nan")
+def _clamp_promotion(t, p):
+    """The result's dtype over self and both bounds (0-dim and dimensioned tiers), and NaN in self or a bound."""
+    x = p.leaf("x", A23)
+    for tag, f in (("f64 self, f32 bound", lambda: x.clamp(p.const(LO3, dtype="float32"))),
+                   ("f32 self, f64 0-dim bound", lambda: p.const(V3, dtype="float32").clamp(p.const(0.0))),
+                   ("f32 self, f64 bound", lambda: p.const(V3, dtype="float32").clamp_min(p.const(LO3))),
+                   ("long self, float bounds", lambda: t.tensor([1, 5, -3]).clamp(p.const(LO3, dtype="float32"),
+                                                                                  p.const(2.5))),
+                   ("long self, long bounds", lambda: t.tensor([1, 5, -3]).clamp(t.tensor([0, 0, 0]), t.tensor(4))),
+                   ("long self, f64 0-dim", lambda: t.tensor([1, 5, -3]).clamp_max(p.const(2.5))),
+                   ("bool self", lambda: t.tensor([True, False]).clamp(t.tensor([False, True]))),
+                   ("nan bound", lambda: x.clamp(p.const(float("nan")))),
+                   ("nan in max", lambda: x.clamp(max=p.const([float("nan"), 0.0, 0.0]))),
+                   ("nan self", lambda: p.const([float("nan"), 1.0]).clamp(p.const(0.0), p.const(0.5))),
+                   ("min > max", lambda: x.clamp(p.const(1.0), p.const(0.0)))):
+        r = p.run(tag, f)
+        p.value(tag, r)
+        p.counter(tag)
+
+
+@program("clamp_tensor_saved")
+def _clamp_saved(t, p):
+    """The tensors ClampBackward0 and ClampMinBackward1 save (None for an absent bound)."""
+    x = p.leaf("x", A23)
+    lo = p.leaf("lo", LO3)
+    y = x.clamp(lo)
+    p.value("saved", (y.grad_fn._saved_self, y.grad_fn._saved_min, y.grad_fn._saved_max))
+    z = x.clamp_min(lo)
+    p.value("clamp_min saved", (z.grad_fn._saved_self, z.grad_fn._saved_min))
+    w = x.clamp_max(p.const(HI21))
+    p.value("clamp_max saved", (w.grad_fn._saved_self, w.grad_fn._saved_max))
+    with t.no_grad():
+        lo.add_(1.0)
+    p.run("backward after the bound changed", lambda: y.sum().backward())
+
+
+@program("clamp_tensor_errors")
+def _clamp_errors(t, p):
+    """Mixed number and tensor bounds are refused by the argument parser; both None, and bounds that do not
+    broadcast, by the op (after its node took a seq_nr)."""
+    x = p.leaf("x", A23)
+    lo = p.leaf("lo", LO3)
+    import numpy as np
+    for tag, f in (("method number, tensor", lambda: x.clamp(0.0, lo)),
+                   ("method tensor, number", lambda: x.clamp(lo, 1)),
+                   ("method bool, tensor", lambda: x.clip(True, lo)),
+                   ("method keywords", lambda: x.clamp(min=0.0, max=lo)),
+                   ("method keywords reversed", lambda: x.clamp(max=1, min=lo)),
+                   ("method positional and keyword", lambda: x.clamp(lo, max=1.0)),
+                   ("method unknown keyword", lambda: x.clamp(1, foo=2)),
+                   ("method three", lambda: x.clamp(lo, lo, lo)),
+                   ("method str", lambda: x.clamp(lo, "a")),
+                   ("method numpy", lambda: x.clamp(np.float64(1.0), lo)),
+                   ("function", lambda: t.clamp(x, lo, 1)),
+                   ("function keywords", lambda: t.clip(x, min=0.0, max=lo)),
+                   ("function all keywords", lambda: t.clamp(input=x, min=lo, max=1)),
+                   ("clamp_min None", lambda: x.clamp_min(None)),
+                   ("clamp_min keyword None", lambda: x.clamp_min(min=None)),
+                   ("clamp_min nothing", lambda: x.clamp_min()),
+                   ("clamp_min two", lambda: x.clamp_min(lo, 1)),
+                   ("clamp_max str", lambda: x.clamp_max("a")),
+                   ("torch.clamp_min None", lambda: t.clamp_min(x, None)),
+                   ("torch.clamp_max keyword", lambda: t.clamp_max(x, max="a")),
+                   ("both None", lambda: x.clamp()),
+                   ("both None given", lambda: x.clamp(None, None)),
+                   ("function both None", lambda: t.clamp(x, None, max=None)),
+                   ("bad shape", lambda: x.clamp(p.const([0.0, 1.0]))),
+                   ("bad shape max", lambda: x.clamp(lo, p.const([0.0, 1.0]))),
+                   ("clamp_min bad shape", lambda: t.clamp_min(x, p.const([[0.0], [1.0], [2.0]]))),
+                   ("number bounds still", lambda: x.clamp(np.float32(0.0), 1))):
+        p.run(tag, f)
+        p.counter(tag)

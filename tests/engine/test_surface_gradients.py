@@ -14,6 +14,14 @@ EPS = 1e-6
 X = np.array([[0.5, -1.2, 2.0, 0.1], [1.5, 0.3, -0.7, 0.9], [0.2, 0.4, -0.6, 1.1]])
 Y = np.array([[[0.1, 0.2], [0.3, -0.4], [0.5, 0.6], [-0.7, 0.8]]] * 2) * np.array([1.0, -0.5])[:, None, None]
 
+LO4 = np.array([0.0, -1.0, 1.0, 0.3])
+HI31 = np.array([[1.0], [0.8], [0.5]])
+
+
+def _c(a: np.ndarray):
+    return engine.tensor(a, dtype=engine.float64)
+
+
 OPS = {
     "unbind": (lambda x: engine.stack([u * (i + 1) for i, u in enumerate(x.unbind(1))]), X),
     "iterate": (lambda x: engine.stack([r.exp() for r in x]), X),
@@ -22,6 +30,13 @@ OPS = {
     "clamp": (lambda x: x.clamp(-1.0, 1.0), X),
     "clamp_min": (lambda x: x.clamp_min(0.25), X),
     "clamp_max": (lambda x: x.clamp_max(0.25), X),
+    "clamp_tensors": (lambda x: x.clamp(_c(LO4), _c(HI31)), X),
+    "clamp_tensors_min": (lambda lo: _c(X).clamp(lo, _c(HI31)), LO4),
+    "clamp_tensors_max": (lambda hi: _c(X).clamp(_c(LO4), hi), HI31),
+    "clamp_tensor_min_only": (lambda lo: _c(X).clamp(lo), LO4),
+    "clamp_min_tensor": (lambda lo: _c(X).clamp_min(lo), LO4),
+    "clamp_max_tensor": (lambda hi: _c(X).clamp_max(hi), HI31),
+    "clamp_max_tensor_self": (lambda x: x.clamp_max(_c(HI31)), X),
     "square": (lambda x: x.square(), X),
     "log1p": (lambda x: x.abs().log1p(), X),
     "expm1": (lambda x: x.expm1(), X),
