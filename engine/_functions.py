@@ -1030,14 +1030,24 @@ class LinalgVectorNormBackward0(_Generated):
         if not self.should_compute_output(0):
             return
         s, norm, p = self.self, self.result, float(self.ord)  # norm_backward
-        if not self.keepdim and s._data.ndim:
-            grad = _unsqueeze_multiple(grad, self.dim, s._data.ndim)
-            norm = _unsqueeze_multiple(norm, self.dim, s._data.ndim)
+        ndim = s._data.ndim
+        if not self.keepdim and ndim:
+            grad = _unsqueeze_multiple(grad, self.dim, ndim)
+            norm = _unsqueeze_multiple(norm, self.dim, ndim)
+        if p == 0.0:
+            return  # the count of nonzeros has no gradient: an undefined grad
         if p == 1.0:
             out[0] = ops.mul(ops.sgn(s), grad)
         elif p == 2.0:
             scaled = ops.masked_fill(ops.div(s, norm), ops.compare(np.equal, norm, 0), 0)
             out[0] = ops.mul(grad, scaled)
+        elif math.isinf(p):
+            out[0] = _max_norm_backward(grad, s, norm, self.dim or tuple(range(ndim)))
+        elif p < 1.0:  # 0 at a zero element, whatever p - 1 makes of it
+            powed = ops.masked_fill(_pow_inplace(ops.abs(s), p - 1), ops.compare(np.equal, s, 0), 0)
+            self_scaled = ops.mul(ops.sgn(s), powed)
+            right = ops.pow(norm, 1 - p)
+            out[0] = ops.mul(ops.mul(self_scaled, grad), right)
         else:  # self * self.abs().pow_(p - 2), or self.sgn() * self.abs().pow_(p - 1) for p < 2
             if p < 2.0:
                 powed = _pow_inplace(ops.abs(s), p - 1)
@@ -1048,6 +1058,16 @@ class LinalgVectorNormBackward0(_Generated):
             scale_v = ops.div(grad, ops.pow(norm, p - 1))
             scale_v = ops.masked_fill(scale_v, ops.compare(np.equal, norm, 0), 0)
             out[0] = ops.mul(self_scaled, scale_v)
+
+
+def _max_norm_backward(grad, s, norm, dims: tuple):
+    """inf and -inf norms: the grad is shared evenly by the elements whose magnitude is the norm (or NaN),
+    with their sign: self.sgn() * ((grad / mask.sum(dim, true)) * mask)."""
+    self_abs = ops.abs(s)
+    mask = ops.logical_or(ops.compare(np.equal, self_abs, norm), ops.isnan(self_abs))
+    count = ops.sum(mask, dims, True)
+    right = ops.mul(ops.div(grad, count), mask)
+    return ops.mul(ops.sgn(s), right)
 
 
 class IndexSelectBackward0(_Generated):

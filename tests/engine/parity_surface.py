@@ -185,6 +185,29 @@ _op("norm_3", lambda t, a: a.norm(3, 1), A23)
 _op("norm_1_5", lambda t, a: a.norm(1.5), A23)
 _op("norm_dim", lambda t, a: a.norm(dim=1), A23)
 _op("norm_dim_keepdim", lambda t, a: a.norm(2, 1, True), A23)
+# p < 1, 0, inf and -inf, with zeros, an all-zero row and ties for the largest magnitude (torch's subgradients).
+Z34 = [[0.0, -1.5, 2.0, 0.0], [1.5, 0.0, -2.0, 0.5], [0.0, 0.0, 0.0, 0.0]]
+INF = float("inf")
+for _name, _p, _dim, _keep in (("0", 0, None, False), ("0_dim", 0, 1, False), ("half", 0.5, None, False),
+                               ("half_dim", 0.5, 1, False), ("half_keepdim", 0.5, 0, True), ("neg1_dim", -1, 1, False),
+                               ("neg_half", -0.5, 0, False), ("inf", INF, None, False), ("inf_dim", INF, 1, True),
+                               ("inf_dim0", INF, 0, False), ("neg_inf", -INF, None, False),
+                               ("neg_inf_dim", -INF, 1, False), ("1_zeros", 1, 1, False), ("1_5_zeros", 1.5, 1, False),
+                               ("2_zero_row", 2, 1, False), ("3_zero_row", 3, 1, False),
+                               ("inf_two_dims", INF, (0, 1), False),
+                               ("half_two_dims", 0.5, [1, 0], True), ("half_empty_dims", 0.5, (), False)):
+    _op(f"norm_{_name}", lambda t, a, _p=_p, _dim=_dim, _keep=_keep: a.norm(_p, _dim, _keep), Z34)
+    _op(f"vector_norm_{_name}", lambda t, a, _p=_p, _dim=_dim, _keep=_keep: t.linalg.vector_norm(a, _p, _dim, _keep),
+        Z34)
+_op("norm_inf_no_zeros", lambda t, a: a.norm(INF, 1), A23)
+_op("norm_neg_inf_no_zeros", lambda t, a: t.norm(a, p=-INF, dim=0), A23)
+_op("norm_half_no_zeros", lambda t, a: a.norm(0.5), A23)
+_op("norm_0_dim_0d", lambda t, a: t.linalg.vector_norm(a.sum(), INF, 0), A23)
+_op("norm_fro_kw", lambda t, a: a.norm(p="fro", dim=(0, 1)), A23)
+_op("norm_none_p", lambda t, a: a.norm(None, 1), A23)
+_op("vector_norm_default", lambda t, a: t.linalg.vector_norm(a), A23)
+_op("vector_norm_dtype", lambda t, a: t.linalg.vector_norm(a.float(), 3, dtype=t.float64), A23)
+_op("norm_dtype", lambda t, a: a.float().norm(INF, dtype=t.float64), A23)
 
 # -- selection and indexing ------------------------------------------------------------------------------------
 _op("gather", lambda t, a: a.gather(1, t.tensor([[0, 0], [2, 1]])), A23)
@@ -358,3 +381,37 @@ def _clamp_errors(t, p):
                    ("number bounds still", lambda: x.clamp(np.float32(0.0), 1))):
         p.run(tag, f)
         p.counter(tag)
+
+
+@program("norm_errors")
+def _norm_errors(t, p):
+    """The argument checks of torch.norm and linalg.vector_norm, and the seq_nrs each takes before it refuses."""
+    x = p.leaf("x", A23)
+    e = p.leaf("e", [[], []])
+    for tag, f in (("inf empty", lambda: e.norm(INF)), ("-inf empty", lambda: e.norm(-INF)),
+                   ("-1 empty", lambda: t.linalg.vector_norm(e, -1)),
+                   ("-0.5 empty dim 1", lambda: e.norm(-0.5, 1)), ("inf empty dim 0", lambda: e.norm(INF, 0)),
+                   ("inf empty both dims", lambda: e.norm(INF, (0, 1))),
+                   ("fro three dims", lambda: t.zeros(2, 2, 2).norm("fro", dim=(0, 1, 2))),
+                   ("nuc three dims", lambda: t.zeros(2, 2, 2).norm("nuc", dim=(0, 1, 2))),
+                   ("bogus order", lambda: x.norm("abc")), ("bogus order 3-d", lambda: t.zeros(2, 2, 2).norm("abc")),
+                   ("long", lambda: t.tensor([1, 2]).norm(0.5)),
+                   ("long dtype", lambda: t.tensor([1, 2]).norm(1, dtype=t.float64)),
+                   ("repeated dim", lambda: x.norm(1, (0, 0))), ("repeated negative dim", lambda: x.norm(1, (1, -1))),
+                   ("fro repeated dim", lambda: x.norm("fro", dim=(0, 0))),
+                   ("dim out of range", lambda: t.linalg.vector_norm(x, 2, 3)),
+                   ("norm dim out of range", lambda: x.norm(2, 3)),
+                   ("ord str", lambda: t.linalg.vector_norm(x, "fro")), ("dim float", lambda: x.norm(2, dim=0.5)),
+                   ("dtype narrowing", lambda: t.linalg.vector_norm(x, dtype=t.float32)),
+                   ("dtype long", lambda: t.linalg.vector_norm(x, dtype=t.int64))):
+        r = p.run(tag, f)
+        p.value(tag, r)
+        p.counter(tag)
+    nan = p.const([float("nan"), 1.0])
+    p.value("nan", (nan.norm(INF), nan.norm(-INF), nan.norm(0.5), nan.norm(0)))
+    p.value("empty", (e.norm(0), e.norm(0.5), e.norm(INF, 0), t.linalg.vector_norm(e, 2, 1)))
+    p.value("negative with zero", (x.norm(-1), p.const([0.0, 2.0]).norm(-2)))
+    y = x.norm(0)
+    p.watch(y)
+    p.run("backward of the 0-norm", lambda: y.backward())
+    p.value("x.grad", x.grad)
