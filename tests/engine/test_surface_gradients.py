@@ -1,4 +1,5 @@
-"""The Tensor surface's differentiable ops (issue 12) against central finite differences in float64.
+"""The Tensor surface's differentiable ops (issue 12) and the losses' weighted forms against central finite
+differences in float64.
 
 First order: `(op(x) * w).sum()` differentiated by autograd.grad against a central difference; second
 order: `autograd.grad((g * v).sum(), x)` for `g` made with create_graph, against central differences of g.
@@ -22,6 +23,12 @@ def _c(a: np.ndarray):
     return engine.tensor(a, dtype=engine.float64)
 
 
+F = engine.nn.functional
+T3 = engine.tensor([0, 3, 1])
+CW4 = np.array([0.5, 1.0, 2.0, 4.0])
+P34 = np.clip(np.abs(X) / 2.5, 0.05, 0.95)
+PW4 = np.array([2.0, 0.5, 1.5, 1.0])
+
 OPS = {
     "unbind": (lambda x: engine.stack([u * (i + 1) for i, u in enumerate(x.unbind(1))]), X),
     "iterate": (lambda x: engine.stack([r.exp() for r in x]), X),
@@ -38,6 +45,18 @@ OPS = {
     "clamp_max_tensor": (lambda hi: _c(X).clamp_max(hi), HI31),
     "clamp_max_tensor_self": (lambda x: x.clamp_max(_c(HI31)), X),
     "square": (lambda x: x.square(), X),
+    "nll_loss_weight": (lambda x: F.nll_loss(x, T3, weight=_c(CW4)), X),
+    "nll_loss_weight_none": (lambda x: F.nll_loss(x, T3, weight=_c(CW4), reduction="none"), X),
+    "cross_entropy_weight_smoothing": (lambda x: F.cross_entropy(x, T3, weight=_c(CW4), label_smoothing=0.2), X),
+    "cross_entropy_smoothing_ignore": (lambda x: F.cross_entropy(x, T3, label_smoothing=0.3, ignore_index=3,
+                                                                 reduction="sum"), X),
+    "bce_logits_weights": (lambda x: F.binary_cross_entropy_with_logits(x, _c(P34), weight=_c(CW4),
+                                                                        pos_weight=_c(PW4)), X),
+    "bce_logits_weights_target": (lambda p: F.binary_cross_entropy_with_logits(_c(X), p, weight=_c(CW4),
+                                                                               pos_weight=_c(PW4)), P34),
+    "bce_logits_weight_target_sum": (lambda p: F.binary_cross_entropy_with_logits(_c(X), p, weight=_c(CW4),
+                                                                                  reduction="sum"), P34),
+    "logsigmoid": (lambda x: F.logsigmoid(x), X),
     "log1p": (lambda x: x.abs().log1p(), X),
     "expm1": (lambda x: x.expm1(), X),
     "min_dim": (lambda x: x.min(1).values, X),
