@@ -99,21 +99,21 @@ def _py_type_name(value: Any) -> str:
 
 
 def invalid_combination(fn: str, signatures: tuple[str, ...], args: tuple, kwargs: dict,
-                        method_arity: int | None = None) -> str:
+                        arity: int | None = None, unmarked: int = 0) -> str:
     """The argument parser's "received an invalid combination of arguments" message.
 
     `signatures` are the overloads as torch prints them. The parser says why each overload failed only when the
-    call gave exactly as many arguments as the overload has (`method_arity`: None for torch.* functions, whose
-    `out=` makes the count differ): then, for overloads with defaults, every keyword is called incorrect (its
-    name is read with the default attached), and otherwise every argument is marked as a bad type. Keywords
-    are listed in reverse of the order given, as torch 2.13 lists them.
+    call gave exactly `arity` arguments (None for torch.* functions whose `out=` makes the count differ): then,
+    for overloads with defaults, every keyword is called incorrect (its name is read with the default
+    attached), and otherwise every argument but the first `unmarked` (a function's input) is marked as a bad
+    type. Keywords are listed in reverse of the order given, as torch 2.13 lists them.
     """
     shown = [_py_type_name(v) for v in args]
     keywords = list(reversed(kwargs.items()))
     shown_kw = [f"{k}={_py_type_name(v)}" for k, v in keywords]
     got = ", ".join(shown + shown_kw) if shown else "".join(k + ", " for k in shown_kw)
     lines = [f"{fn}() received an invalid combination of arguments - got ({got}), but expected one of:"]
-    explain = method_arity is not None and len(args) + len(kwargs) == method_arity
+    explain = arity is not None and len(args) + len(kwargs) == arity
     for sig in signatures:
         lines.append(f" * ({sig})")
         if not explain:
@@ -122,7 +122,7 @@ def invalid_combination(fn: str, signatures: tuple[str, ...], args: tuple, kwarg
             lines.append("      didn't match because some of the keywords were incorrect: "
                          + ", ".join(k for k, _ in keywords))
         else:
-            marked = [f"!{s}!" for s in shown] + [f"!{k}!" for k in shown_kw]
+            marked = shown[:unmarked] + [f"!{s}!" for s in shown[unmarked:]] + [f"!{k}!" for k in shown_kw]
             desc = ", ".join(marked) if shown else "".join(k + ", " for k in marked)
             lines.append(f"      didn't match because some of the arguments have invalid types: ({desc})")
     return "\n".join(lines) + "\n"

@@ -212,18 +212,18 @@ _CLAMP_PARAMS = {"clamp": ("min", "max"), "clip": ("min", "max"), "clamp_min": (
 _CLAMP_IMPL = {"clamp": clamp, "clip": clamp, "clamp_min": clamp_min, "clamp_max": clamp_max}
 
 
-def _overloads(name: str, method: bool) -> tuple[str, ...]:
+def _overloads(name: str, method: bool, inplace: bool = False) -> tuple[str, ...]:
     params = _CLAMP_PARAMS[name]
     default = " = None" if len(params) == 2 else ""
     sigs = []
     for kind in ("Tensor", "Number"):
         text = ", ".join(f"{kind} {p}{default}" for p in params)
-        sigs.append(text if method else f"Tensor input, {text}, *, Tensor out = None")
+        sigs.append(text if method else f"Tensor input, {text}" + ("" if inplace else ", *, Tensor out = None"))
     return tuple(sigs)
 
 
 def _bounds(name: str, method: bool, args: tuple, kwargs: dict, given_args: tuple = (),
-            given_kwargs: dict | None = None) -> tuple:
+            given_kwargs: dict | None = None, inplace: bool = False) -> tuple:
     """The bounds of a call, all numbers or all tensors (None where optional), or the parser's TypeError
     (which lists `given_args` and `given_kwargs` too: a function's input)."""
     params = _CLAMP_PARAMS[name]
@@ -236,28 +236,35 @@ def _bounds(name: str, method: bool, args: tuple, kwargs: dict, given_args: tupl
              for v in bounds if v is not None or not optional}
     if fits and len(kinds) <= 1 and "bad" not in kinds:
         return bounds
-    raise TypeError(invalid_combination(name, _overloads(name, method), given_args + args,
-                                        kwargs if given_kwargs is None else given_kwargs,
-                                        len(params) if method else None))
+    arity = len(params) if method else len(params) + 1 if inplace else None  # torch.clamp's out= never counts
+    raise TypeError(invalid_combination(name + "_" * inplace, _overloads(name, method, inplace), given_args + args,
+                                        kwargs if given_kwargs is None else given_kwargs, arity,
+                                        0 if method else 1))
 
 
-def _clamp_entry(name: str, method: bool):
-    impl = _CLAMP_IMPL[name]
+def clamp_entry(name: str, method: bool, impl: Any = None, inplace: bool = False):
+    """The public entry of clamp, clip, clamp_min or clamp_max (`inplace`: of their `_` form, done by `impl`),
+    as a Tensor method or a torch function."""
+    impl = impl or _CLAMP_IMPL[name]
     if method:
         def entry(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-            return impl(self, *_bounds(name, True, args, kwargs))
+            return impl(self, *_bounds(name, True, args, kwargs, inplace=inplace))
     else:  # `input` may come by keyword, and the parser's message lists it where it came
         def entry(*args: Any, **kwargs: Any) -> Tensor:
             if args:
-                return impl(args[0], *_bounds(name, False, args[1:], kwargs, args[:1]))
+                return impl(args[0], *_bounds(name, False, args[1:], kwargs, args[:1], inplace=inplace))
             rest = {k: v for k, v in kwargs.items() if k != "input"}
             if "input" not in kwargs:
-                raise TypeError(invalid_combination(name, _overloads(name, False), (), kwargs))
-            return impl(kwargs["input"], *_bounds(name, False, (), rest, (), kwargs))
+                raise TypeError(invalid_combination(name + "_" * inplace, _overloads(name, False, inplace), (),
+                                                    kwargs))
+            return impl(kwargs["input"], *_bounds(name, False, (), rest, (), kwargs, inplace=inplace))
     entry.__doc__ = impl.__doc__
     return entry
 
 
-for _name in _CLAMP_PARAMS:
-    public("clamp" if _name == "clip" else _name, torch=_name)(_clamp_entry(_name, False))
-    public("clamp" if _name == "clip" else _name, tensor=_name)(_clamp_entry(_name, True))
+CLAMP_NAMES = tuple(_CLAMP_PARAMS)
+"""clamp and its kin, each with a method, a function and an in-place form."""
+
+for _name in CLAMP_NAMES:
+    public("clamp" if _name == "clip" else _name, torch=_name)(clamp_entry(_name, False))
+    public("clamp" if _name == "clip" else _name, tensor=_name)(clamp_entry(_name, True))

@@ -415,3 +415,55 @@ def _norm_errors(t, p):
     p.watch(y)
     p.run("backward of the 0-norm", lambda: y.backward())
     p.value("x.grad", x.grad)
+
+
+_CLAMPS_INPLACE = {
+    "clamp_ numbers": lambda t, x, lo, hi: x.clamp_(0, 1),
+    "clamp_ tensors": lambda t, x, lo, hi: x.clamp_(lo, hi),
+    "clamp_ min tensor": lambda t, x, lo, hi: x.clamp_(lo),
+    "clip_ tensors": lambda t, x, lo, hi: x.clip_(lo, hi),
+    "clamp_min_ tensor": lambda t, x, lo, hi: x.clamp_min_(lo),
+    "clamp_max_ number": lambda t, x, lo, hi: x.clamp_max_(0.5),
+    "torch.clamp_ keyword": lambda t, x, lo, hi: t.clamp_(x, min=lo),
+    "torch.clamp_max_ tensor": lambda t, x, lo, hi: t.clamp_max_(x, hi),
+    "clamp_ constant bound": lambda t, x, lo, hi: x.clamp_(lo.detach()),
+}
+
+
+def _clamp_inplace_program(op: Callable) -> Callable:
+    def fn(t, p):
+        w = p.leaf("w", A23)
+        lo = p.leaf("lo", LO3)
+        hi = p.leaf("hi", HI21)
+        x = w * 1
+        y = op(t, x, lo, hi)
+        p.value("returns self", (y is x, x._version))
+        p.watch(x)
+        p.counter("forward")
+        grads = p.run("grad", lambda: t.autograd.grad(x.sum(), [w, lo, hi], allow_unused=True))
+        p.value("grads", grads)
+    return fn
+
+
+for _tag, _f in _CLAMPS_INPLACE.items():
+    PROGRAMS[f"inplace_{_tag.replace(' ', '_')}"] = _clamp_inplace_program(_f)
+
+
+@program("clamp_inplace_errors")
+def _clamp_inplace_errors(t, p):
+    """In-place clamps on a leaf, into a smaller shape, with mixed bounds, with no bound, without grad."""
+    w = p.leaf("w", V3)
+    lo = p.leaf("lo", LO3)
+    for tag, f in (("leaf", lambda: w.clamp_(0, 1)), ("leaf tensor bound", lambda: w.clamp_min_(lo)),
+                   ("broadcast into smaller", lambda: (w * 1).clamp_(p.const([LO3, LO3]))),
+                   ("method mixed", lambda: (w * 1).clamp_(0.0, lo)),
+                   ("function mixed", lambda: t.clamp_(w * 1, 0.0, lo)),
+                   ("function clip_ mixed", lambda: t.clip_(w * 1, lo, 1)),
+                   ("clamp_min_ None", lambda: (w * 1).clamp_min_(None)),
+                   ("torch.clamp_min_ None", lambda: t.clamp_min_(w * 1, None)),
+                   ("torch.clamp_max_ str", lambda: t.clamp_max_(w * 1, "a")),
+                   ("no bound", lambda: (w * 1).clamp_()),
+                   ("long self, float bound", lambda: t.tensor([1, 2, 3]).clamp_(p.const(LO3))),
+                   ("no grad", lambda: p.value("no grad", p.const(V3).clamp_(lo.detach(), 1.0 + lo.detach())))):
+        p.run(tag, f)
+        p.counter(tag)
