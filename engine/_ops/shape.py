@@ -249,7 +249,7 @@ def select(a: Tensor, dim: int, index: int) -> Tensor:
     if not -size <= index < size:
         raise IndexError(f"index {index} is out of bounds for dimension {d} with size {size}")
     i = index + size if index < 0 else index
-    out = _out(a._data[(slice(None),) * d + (i,)], a)
+    out = _out(a._data[(slice(None),) * d + (i, Ellipsis)], a)  # `...` keeps a 0-dim result a view
     if node is not None:
         node.self_sym_sizes, node.dim, node.index = a._data.shape, d, i
         record(node, (a,), out)
@@ -389,7 +389,7 @@ def unbind(a: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     if a._data.ndim == 0:
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     d = _wrap_dim(dim, a._data.ndim)
-    outs = tuple(_out(a._data[(slice(None),) * d + (i,)], a)
+    outs = tuple(_out(a._data[(slice(None),) * d + (i, Ellipsis)], a)
                  for i in range(a._data.shape[d]))
     if node is not None:
         node.dim = d
@@ -612,6 +612,11 @@ def _numpy_t(self: Tensor) -> Tensor:
 @public("mT", tensor_property=True)
 def _mt(self: Tensor) -> Tensor:
     """The tensor with its last two dims swapped."""
+    if self._data.ndim == 0:
+        return self  # torch warns and hands back the tensor itself
+    if self._data.ndim == 1:
+        raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got "
+                           f"{self._data.ndim}-D tensor.")
     return transpose(self, -2, -1)
 
 
