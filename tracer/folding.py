@@ -119,8 +119,9 @@ def fold(trace: Trace, nodes: np.ndarray, codes: np.ndarray | None = None, repea
 
 
 # -- the graph as folding sees it ---------------------------------------------------------------------------
-_NONE, _LEAF, _HUB, _CUT, _BACK = 0, 1, 2, 3, 4
-"""Where a next edge goes: (no edge), a leaf, a hub, a node not shown, a node back along the sequence."""
+_LEAF, _HUB, _CUT, _BACK = 1, 2, 3, 4
+"""Where a next edge goes: a leaf, a hub, a node not shown, a node back along the sequence (None edges are
+not in the trace's edge columns: a slot without an edge is simply missing)."""
 
 
 class _Graph:
@@ -143,10 +144,10 @@ class _Graph:
         self.seq = nodes[~self.is_leaf[nodes]]
         self.pos = np.full(n, -1, dtype=np.int64)
         self.pos[self.seq] = np.arange(len(self.seq))
-        self._tokens(trace, c, codes, parent, child, slot, input_nr)
+        self._tokens(c, codes, parent, child, slot, input_nr)
 
-    def _tokens(self, trace: Trace, c: dict, codes: np.ndarray | None, parent: np.ndarray, child: np.ndarray,
-                slot: np.ndarray, input_nr: np.ndarray) -> None:
+    def _tokens(self, c: dict, codes: np.ndarray | None, parent: np.ndarray, child: np.ndarray, slot: np.ndarray,
+                input_nr: np.ndarray) -> None:
         """Per sequence node its token (`tok`), and the parts the earlier-start check compares (`base`, and
         per edge from a sequence node its slot, kind, code and target position, grouped by node)."""
         names = np.asarray(c["node_name"], dtype=np.int64)
@@ -154,7 +155,8 @@ class _Graph:
         slots = np.diff(np.asarray(c["node_edge_start"], dtype=np.int64))
         state = np.zeros(len(seq), dtype=np.int64) if codes is None else np.asarray(codes, np.int64)[seq]
         self.base = _mix(_mix(_mix(names[seq]) ^ state.astype(np.uint64)) ^ slots[seq].astype(np.uint64))
-        # Edges from sequence nodes (leaves have none), in node order, then slot order, as the trace lists them.
+        # Edges from shown nodes, which are sequence nodes (leaves have none), in node order, then slot order, as
+        # the trace lists them: so a node's edges are one slice, and its token sums them.
         kind = np.full(len(child), _BACK, dtype=np.int64)
         kind[~self.shown[child]] = _CUT
         kind[self.shown[child] & (self.users[child] >= HUB_USERS)] = _HUB
