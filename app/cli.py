@@ -89,7 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     exp.add_argument("--focus", default=None, metavar="NODE",
                      help="draw only around this node: its index, seq:N, or a name only one node has")
     exp.add_argument("--radius", type=int, default=2, help="edges from the focus node to include (default 2)")
-    exp.add_argument("--collapse", action="store_true", help="fold linear chains into summary boxes")
+    exp.add_argument("--collapse", action="store_true",
+                     help="fold repeated blocks (one box `× N`) and linear chains, and draw each shared leaf once")
     exp.add_argument("--force", action="store_true", help="render even a picture too large to lay out quickly")
     exp.set_defaults(func=_cmd_export)
     demo = sub.add_parser("demo", help="open the TUI on the built-in example")

@@ -81,8 +81,8 @@ def export(trace: Trace, output: str, *, step: int | None = None, view: View = "
         return Exported(output, pic.num_boxes, pic.num_arrows)
     if pic.num_boxes > MAX_BOXES and not force:
         raise ExportError(f"{pic.num_boxes:,} boxes are too many for dot to lay out in reasonable time; draw "
-                          "fewer with --collapse (folds linear chains) or --focus NODE --radius R, write .dot "
-                          "text instead, or add --force to try anyway")
+                          "fewer with --collapse (folds repeated blocks and linear chains) or --focus NODE "
+                          "--radius R, write .dot text instead, or add --force to try anyway")
     _write_atomically(output, render(pic.dot, FORMATS[suffix]))
     return Exported(output, pic.num_boxes, pic.num_arrows)
 

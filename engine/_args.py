@@ -88,3 +88,41 @@ def _check_level(data: Any, dim: int) -> int | None:
     if isinstance(data, (bool, int, float)) or hasattr(data, "dtype"):
         return None
     raise RuntimeError(f"Could not infer dtype of {type(data).__name__}")
+
+
+def _py_type_name(value: Any) -> str:
+    """A value's type as the argument parser names it: `float`, `Tensor`, `Parameter`, `numpy.float64`."""
+    cls = type(value)
+    if cls.__module__ == "builtins" or cls.__module__.startswith("engine"):
+        return cls.__name__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def invalid_combination(fn: str, signatures: tuple[str, ...], args: tuple, kwargs: dict,
+                        arity: int | None = None, unmarked: int = 0) -> str:
+    """The argument parser's "received an invalid combination of arguments" message.
+
+    `signatures` are the overloads as torch prints them. The parser says why each overload failed only when the
+    call gave exactly `arity` arguments (None for torch.* functions whose `out=` makes the count differ): then,
+    for overloads with defaults, every keyword is called incorrect (its name is read with the default
+    attached), and otherwise every argument but the first `unmarked` (a function's input) is marked as a bad
+    type. Keywords are listed in reverse of the order given, as torch 2.13 lists them.
+    """
+    shown = [_py_type_name(v) for v in args]
+    keywords = list(reversed(kwargs.items()))
+    shown_kw = [f"{k}={_py_type_name(v)}" for k, v in keywords]
+    got = ", ".join(shown + shown_kw) if shown else "".join(k + ", " for k in shown_kw)
+    lines = [f"{fn}() received an invalid combination of arguments - got ({got}), but expected one of:"]
+    explain = arity is not None and len(args) + len(kwargs) == arity
+    for sig in signatures:
+        lines.append(f" * ({sig})")
+        if not explain:
+            continue
+        if kwargs and "=" in sig:
+            lines.append("      didn't match because some of the keywords were incorrect: "
+                         + ", ".join(k for k, _ in keywords))
+        else:
+            marked = shown[:unmarked] + [f"!{s}!" for s in shown[unmarked:]] + [f"!{k}!" for k in shown_kw]
+            desc = ", ".join(marked) if shown else "".join(k + ", " for k in marked)
+            lines.append(f"      didn't match because some of the arguments have invalid types: ({desc})")
+    return "\n".join(lines) + "\n"

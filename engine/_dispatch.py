@@ -39,9 +39,9 @@ from . import _observer
 from ._observer import op_watchers
 from ._state import tls
 
-Surface = Literal["torch", "Tensor", "Tensor.property", "nn.functional"]
-"""Where a public entry lives: `engine.*`, a Tensor method or operator, a Tensor property, or
-`engine.nn.functional.*`."""
+Surface = Literal["torch", "Tensor", "Tensor.property", "nn.functional", "linalg"]
+"""Where a public entry lives: `engine.*`, a Tensor method or operator, a Tensor property,
+`engine.nn.functional.*`, or `engine.linalg.*`."""
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _Names = bool | str | tuple[str, ...]
@@ -65,7 +65,7 @@ _Tensor: type = type(None)  # the Tensor class, set by install()
 
 
 def public(op: str, *, torch: _Names = False, tensor: _Names = False, functional: _Names = False,
-           tensor_property: _Names = False) -> Callable[[_F], _F]:
+           tensor_property: _Names = False, linalg: _Names = False) -> Callable[[_F], _F]:
     """Declare the decorated function as public op `op` under the given names; returns it unchanged.
 
     Each surface takes True (the name `op`), a name, or a tuple of names: `public("add", tensor=("__add__",
@@ -76,7 +76,7 @@ def public(op: str, *, torch: _Names = False, tensor: _Names = False, functional
     """
     def declare(impl: _F) -> _F:
         for surface, names in (("torch", torch), ("Tensor", tensor), ("nn.functional", functional),
-                               ("Tensor.property", tensor_property)):
+                               ("Tensor.property", tensor_property), ("linalg", linalg)):
             for attr in _attrs(names, op):
                 if (surface, attr) in REGISTRY or surface in _tables:
                     raise ValueError(f"{surface}.{attr} is declared twice, or after its table was built")

@@ -857,21 +857,46 @@ def _where_zero(cond, grad):
     return ops.where(cond, grad, ops.zeros_scalar(grad))
 
 
+def _clamp_backward(grad, s, lo, hi):
+    """clamp_backward: the grad passes where min <= self <= max (the bounds themselves included)."""
+    if lo is not None and hi is not None:
+        cond = ops.logical_and(ops.compare(np.greater_equal, s, lo), ops.compare(np.less_equal, s, hi))
+    elif lo is not None:
+        cond = ops.compare(np.greater_equal, s, lo)
+    else:
+        cond = ops.compare(np.less_equal, s, hi)
+    return _where_zero(cond, grad)
+
+
 class ClampBackward1(_Generated):
     __slots__ = ("self", "min", "max")
     _saved_tensor_names = ("self",)
 
     def formulas(self, grad, out):
-        if self.should_compute_output(0):  # clamp_backward
-            s = self.self
-            if self.min is not None and self.max is not None:
-                cond = ops.logical_and(ops.compare(np.greater_equal, s, self.min),
-                                       ops.compare(np.less_equal, s, self.max))
-            elif self.min is not None:
-                cond = ops.compare(np.greater_equal, s, self.min)
-            else:
-                cond = ops.compare(np.less_equal, s, self.max)
-            out[0] = _where_zero(cond, grad)
+        if self.should_compute_output(0):
+            out[0] = _clamp_backward(grad, self.self, self.min, self.max)
+
+
+class ClampBackward0(_Generated):
+    """clamp with tensor bounds; a bound's grad is where self passed it (both given: min only if min < max)."""
+    __slots__ = ("self", "min", "max")
+    _saved_tensor_names = ("self", "min", "max")
+
+    def formulas(self, grad, out):
+        s, lo, hi = self.self, self.min, self.max  # the bounds' grads first, as torch's generated code
+        if lo is not None and hi is not None:  # clamp_backward_min_max
+            if self.should_compute_output(1):
+                cond = ops.logical_and(ops.compare(np.less, s, lo), ops.compare(np.less, lo, hi))
+                out[1] = _where_zero(cond, grad)
+            if self.should_compute_output(2):
+                cond = ops.logical_or(ops.compare(np.greater, s, hi), ops.compare(np.less, hi, lo))
+                out[2] = _where_zero(cond, grad)
+        elif lo is not None and self.should_compute_output(1):
+            out[1] = _where_zero(ops.compare(np.less, s, lo), grad)
+        elif hi is not None and self.should_compute_output(2):
+            out[2] = _where_zero(ops.compare(np.greater, s, hi), grad)
+        if self.should_compute_output(0):
+            out[0] = _clamp_backward(grad, s, lo, hi)
 
 
 class ClampMinBackward0(_Generated):
@@ -888,6 +913,28 @@ class ClampMaxBackward0(_Generated):
     _saved_tensor_names = ("self",)
 
     def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = _where_zero(ops.compare(np.less_equal, self.self, self.max), grad)
+
+
+class ClampMinBackward1(_Generated):
+    __slots__ = ("self", "min")
+    _saved_tensor_names = ("self", "min")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(1):  # the bound's grad first, as torch's generated code
+            out[1] = _where_zero(ops.compare(np.less, self.self, self.min), grad)
+        if self.should_compute_output(0):
+            out[0] = _where_zero(ops.compare(np.greater_equal, self.self, self.min), grad)
+
+
+class ClampMaxBackward1(_Generated):
+    __slots__ = ("self", "max")
+    _saved_tensor_names = ("self", "max")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(1):  # the bound's grad first, as torch's generated code
+            out[1] = _where_zero(ops.compare(np.greater, self.self, self.max), grad)
         if self.should_compute_output(0):
             out[0] = _where_zero(ops.compare(np.less_equal, self.self, self.max), grad)
 
@@ -985,14 +1032,24 @@ class LinalgVectorNormBackward0(_Generated):
         if not self.should_compute_output(0):
             return
         s, norm, p = self.self, self.result, float(self.ord)  # norm_backward
-        if not self.keepdim and s._data.ndim:
-            grad = _unsqueeze_multiple(grad, self.dim, s._data.ndim)
-            norm = _unsqueeze_multiple(norm, self.dim, s._data.ndim)
+        ndim = s._data.ndim
+        if not self.keepdim and ndim:
+            grad = _unsqueeze_multiple(grad, self.dim, ndim)
+            norm = _unsqueeze_multiple(norm, self.dim, ndim)
+        if p == 0.0:
+            return  # the count of nonzeros has no gradient: an undefined grad
         if p == 1.0:
             out[0] = ops.mul(ops.sgn(s), grad)
         elif p == 2.0:
             scaled = ops.masked_fill(ops.div(s, norm), ops.compare(np.equal, norm, 0), 0)
             out[0] = ops.mul(grad, scaled)
+        elif math.isinf(p):
+            out[0] = _max_norm_backward(grad, s, norm, self.dim or tuple(range(ndim)))
+        elif p < 1.0:  # 0 at a zero element, whatever p - 1 makes of it
+            powed = ops.masked_fill(_pow_inplace(ops.abs(s), p - 1), ops.compare(np.equal, s, 0), 0)
+            self_scaled = ops.mul(ops.sgn(s), powed)
+            right = ops.pow(norm, 1 - p)
+            out[0] = ops.mul(ops.mul(self_scaled, grad), right)
         else:  # self * self.abs().pow_(p - 2), or self.sgn() * self.abs().pow_(p - 1) for p < 2
             if p < 2.0:
                 powed = _pow_inplace(ops.abs(s), p - 1)
@@ -1003,6 +1060,16 @@ class LinalgVectorNormBackward0(_Generated):
             scale_v = ops.div(grad, ops.pow(norm, p - 1))
             scale_v = ops.masked_fill(scale_v, ops.compare(np.equal, norm, 0), 0)
             out[0] = ops.mul(self_scaled, scale_v)
+
+
+def _max_norm_backward(grad, s, norm, dims: tuple):
+    """inf and -inf norms: the grad is shared evenly by the elements whose magnitude is the norm (or NaN),
+    with their sign: self.sgn() * ((grad / mask.sum(dim, true)) * mask)."""
+    self_abs = ops.abs(s)
+    mask = ops.logical_or(ops.compare(np.equal, self_abs, norm), ops.isnan(self_abs))
+    count = ops.sum(mask, dims, True)
+    right = ops.mul(ops.div(grad, count), mask)
+    return ops.mul(ops.sgn(s), right)
 
 
 class IndexSelectBackward0(_Generated):

@@ -23,6 +23,7 @@ from . import _observer, _ops, _version, _views
 from ._dispatch import public
 from ._node import _TYPE_NAMES, InputMetadata
 from ._ops._common import broadcast_shape, needs_grad, record
+from ._ops.pointwise import clamp_entry
 from ._tensor import Tensor, gradient_edge, make_tensor
 
 ERR_LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -213,14 +214,43 @@ public("div_", tensor="__itruediv__")(_operator(div_))
 def _not_inplace(name: str):
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         raise NotImplementedError(f"agdb's engine does not implement Tensor.{name} (its in-place ops are add_, "
-                                  f"sub_, mul_, div_, zero_, fill_, copy_, masked_fill_ and index_put_); use the "
+                                  f"sub_, mul_, div_, zero_, fill_, copy_, masked_fill_, index_put_ and the "
+                                  f"clamp_ family); use the "
                                   f"out-of-place {name.rstrip('_')}")
     return method
 
 
-for _op in ("pow_", "exp_", "neg_", "clamp_", "relu_", "sigmoid_", "tanh_", "sqrt_", "abs_", "t_",
+for _op in ("pow_", "exp_", "neg_", "relu_", "sigmoid_", "tanh_", "sqrt_", "abs_", "t_",
             "transpose_", "unsqueeze_", "squeeze_"):
     public(_op, tensor=True)(_not_inplace(_op))
+
+
+# -- clamp_, clip_, clamp_min_, clamp_max_ -----------------------------------------------------------------
+_CLAMPS = {"clamp": _ops.clamp, "clip": _ops.clamp, "clamp_min": _ops.clamp_min, "clamp_max": _ops.clamp_max}
+
+
+def _clamp_inplace(compute: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """The in-place form of a clamp: its formulas read self, so torch saves `self.clone()`, made after the
+    node (one more seq_nr when self requires grad; checked on torch 2.13)."""
+    def method(self: Tensor, *bounds: Any) -> Tensor:
+        if not _records(self, tuple(b for b in bounds if isinstance(b, Tensor))):
+            _write(self, compute(self, *bounds)._data)
+            return self
+        old = _old(self)
+        try:
+            result = compute(old, *bounds)
+        except RuntimeError:  # the kernel's checks come after the node and the clone took their seq_nrs
+            _ops.clone(old)
+            raise
+        _ops.clone(old)  # original_self: its node is made and dropped
+        return _rebase(self, result)
+    return method
+
+
+for _name, _compute in _CLAMPS.items():
+    _op_name = "clamp_" if _name == "clip" else _name + "_"
+    public(_op_name, tensor=_name + "_")(clamp_entry(_name, True, _clamp_inplace(_compute), inplace=True))
+    public(_op_name, torch=_name + "_")(clamp_entry(_name, False, _clamp_inplace(_compute), inplace=True))
 
 
 # -- masked_fill_, index_put_ and `t[key] = value` ----------------------------------------------------------

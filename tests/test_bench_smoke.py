@@ -154,14 +154,14 @@ def test_tui_bench_tiny_writes_json(tmp_path):
 def test_export_bench_tiny_writes_json(tmp_path):
     """`bench/export.py` on tiny graphs prints its rows and writes agdb, make_dot and layout timings."""
     stdout, data = _run_bench(tmp_path, "export.py", "--quick", "--sizes", "300,1200", "--chain-nodes", "1500",
-                              "--reps", "1", timeout=120)
+                              "--loop-steps", "40", "--reps", "1", timeout=120)
 
     rows = {}  # the closing table: "name   12.34 ms   >= 10.0x  met"
     for line in stdout.splitlines():
         if line.endswith((" met", " NOT met", " info")) and line.split()[0].endswith(":"):
             name, value = line[:42].strip(), line[42:54].split()[0]
             rows[name] = float(value.rstrip("x"))
-    assert {"meta", "targets", "graphs", "chain", "checks", "info", "table"} <= set(data)
+    assert {"meta", "targets", "graphs", "chain", "models", "checks", "info", "table"} <= set(data)
     assert [g["wanted"] for g in data["graphs"]] == [300, 1200]
     torch_ok = data["meta"]["torchviz"] is not None
     for g, label in zip(data["graphs"], ("300", "1k"), strict=True):
@@ -178,5 +178,11 @@ def test_export_bench_tiny_writes_json(tmp_path):
     assert data["chain"]["full"]["status"] == data["chain"]["collapsed"]["status"] == "ok"
     assert data["chain"]["recursion_limit"] == data["meta"]["default_recursion_limit"]
     assert "agdb picture, default recursion limit" in stdout
+    loop, mlp = data["models"]
+    assert loop["nodes"] == 3 * 40 + 3 and loop["boxes"] == 4 and loop["repeats"][0][0] == "× 40: 3 nodes each"
+    assert mlp["boxes"] < mlp["chains_only_boxes"] < mlp["nodes"] and mlp["repeats"][0][0].startswith("× 3: ")
+    if loop["layout_status"] == "ok":
+        assert rows["loop-40: --collapse, end to end"] > 0 and rows["mlp-20x3: --collapse, end to end"] > 0
+        assert loop["total_s"] * 1e3 >= loop["load_ms"] + loop["fold_ms"] > 0
     for check in data["checks"]:
         assert check["value"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .graph_model import (
+    GRAPH_KINDS,
     LARGE,
     LEGEND,
     VIEWS,
@@ -149,7 +150,7 @@ def _by_state(model: GraphModel, placed: list[list[tuple[int, np.ndarray]]], clu
     in model order within a state."""
     groups: dict[int, list[str]] = {}
     for b, block in enumerate(model.nodes):
-        if block.kind not in ("node", "chain"):
+        if block.kind not in GRAPH_KINDS:
             continue
         here = _here(b, len(block), placed, cluster)
         codes = block.state
@@ -210,8 +211,10 @@ def _box_parts(block: NodeBlock) -> list[Piece]:
         if block.is_emphasized is not None:
             extra = extra + 3 * block.is_emphasized
         parts.append(Texts(extra, _NODE_EXTRAS))
-    elif block.kind == "chain":
-        parts.append(Texts(block.state, tuple(f', class="agdb-chain agdb-{s}", shape=box3d' for s in STATES)))
+    elif block.kind in ("chain", "repeat"):
+        parts.append(Texts(block.state, tuple(f', class="agdb-{block.kind} agdb-{s}", shape=box3d'
+                                              + (", peripheries=2" if block.kind == "repeat" else "")
+                                              for s in STATES)))
     elif block.kind == "task":
         parts.append(', shape=box, style="filled", fillcolor="#c8f7c5", class="agdb-queue"')
     else:  # legend

@@ -18,7 +18,8 @@ from typing import Literal
 
 import numpy as np
 
-from .graph_views import Folding, edges, focus_nodes, fold_chains, no_folding
+from .folding import Folding, Repeat, fold, no_folding
+from .graph_views import edges, focus_nodes
 from .node_states import STATE_CODE, STATES, node_states
 from .replay import EngineState, Replay
 from .schema import UINT64_MAX, Kind, short_name
@@ -39,8 +40,11 @@ _IS_SET_APART = np.isin(np.arange(len(STATES)), SET_APART)
 LARGE = 100
 """Pictures with more boxes than this ask for straight edges (GraphAttrs.has_straight_edges)."""
 
-NodeKind = Literal["node", "chain", "task", "legend"]
-"""node: one trace node; chain: a folded linear chain of nodes; task: a ready-queue entry; legend: a key."""
+NodeKind = Literal["node", "chain", "repeat", "task", "legend"]
+"""node: one trace node; chain: a folded linear chain of nodes; repeat: a folded repeated block (`× N`); task: a
+ready-queue entry; legend: a key."""
+GRAPH_KINDS: tuple[NodeKind, ...] = ("node", "chain", "repeat")
+"""The kinds of boxes that stand for the graph's nodes."""
 EdgeKind = Literal["next", "order", "points_at"]
 """next: a next edge (or, in the forward view, data flowing into an op); order: keeps a cluster's members in
 their order (not drawn as an arrow); points_at: a queue entry points at its node's box."""
@@ -109,7 +113,7 @@ class NodeBlock:
     id_prefix: str
     id_key: Ints | Texts
     label: tuple[Piece, ...]
-    node: np.ndarray  # int64: the trace node the box stands for (a chain: its first node), or -1
+    node: np.ndarray  # int64: the trace node the box stands for (a chain or repeat: its first node), or -1
     state: np.ndarray  # int8: index into node_states.STATES, or -1 for a box with no state (a queue entry)
     peripheries: np.ndarray | None = None  # int8 borders per box: 1, or 2 (an accumulation point); None: all 1
     is_emphasized: np.ndarray | None = None  # bool: the focus node, drawn with a heavier border; None: none
@@ -190,8 +194,8 @@ class GraphModel:
 
     @property
     def num_boxes(self) -> int:
-        """How many boxes stand for the graph: nodes and folded chains (not queue entries or the legend)."""
-        return sum(len(b) for b in self.nodes if b.kind in ("node", "chain"))
+        """How many boxes stand for the graph: nodes, folded chains and repeats (not queue entries or the legend)."""
+        return sum(len(b) for b in self.nodes if b.kind in GRAPH_KINDS)
 
     @property
     def num_arrows(self) -> int:
@@ -221,7 +225,8 @@ def graph_model(trace: Trace, step: int | None = None, view: View = "backward", 
         view: `backward` (nodes and next edges), `forward` (forward ops, data flowing from inputs), or
             `joint` (needs the FX graphs, not yet in agdb).
         focus, radius: only the nodes within `radius` edges of node `focus`.
-        collapse: fold linear chains into one box each.
+        collapse: fold repeated blocks and linear chains into one box each, and draw shared leaves once
+            (tracer/folding.py states the rule).
         state: the EngineState at `step`, when the caller already has it (saves a replay).
 
     Raises:
@@ -239,7 +244,7 @@ def graph_model(trace: Trace, step: int | None = None, view: View = "backward", 
     codes, order, state = _states(trace, step, state)
     nodes = (focus_nodes(trace, focus, radius) if focus is not None
              else np.arange(trace.num_nodes, dtype=np.int64))
-    folding = fold_chains(trace, nodes) if collapse else no_folding(nodes, trace.num_nodes)
+    folding = fold(trace, nodes, codes) if collapse else no_folding(nodes, trace.num_nodes)
     title = _title(trace, step, view, focus, radius, collapse)
     every = focus is None and not collapse
     return _Builder(trace, codes, order, folding, view, focus, every).model(title, state)
@@ -247,7 +252,7 @@ def graph_model(trace: Trace, step: int | None = None, view: View = "backward", 
 
 def backward_graph(trace: Trace, step: int | None = None, focus: int | None = None, radius: int = 2,
                    collapse: bool = False, state: EngineState | None = None) -> GraphModel:
-    """The backward graph: a box per node (or folded chain), an arrow per next edge labelled input_nr."""
+    """The backward graph: a box per node (or folded block), an arrow per next edge labelled input_nr."""
     return graph_model(trace, step, "backward", focus, radius, collapse, state)
 
 
@@ -260,7 +265,7 @@ def forward_graph(trace: Trace, step: int | None = None, focus: int | None = Non
 def _title(trace: Trace, step: int | None, view: str, focus: int | None, radius: int, collapse: bool) -> str:
     when = f"after step {step} of {len(trace)}" if step is not None else f"after all {len(trace)} events"
     around = f", within {radius} edges of node {focus}" if focus is not None else ""
-    folded = ", linear chains folded" if collapse else ""
+    folded = ", repeats and chains folded" if collapse else ""
     return f"agdb: {view} graph {when}{around}{folded}"
 
 
@@ -315,6 +320,28 @@ def _why_not_run(trace: Trace) -> list[tuple[np.ndarray, int]]:
 
 
 # -- the builder --------------------------------------------------------------------------------------------
+PATTERN_WIDTH = 60
+"""A repeat's label wraps its unit's names at about this many characters a line."""
+PATTERN_LINES = 4
+"""… and shows at most this many lines of them, then `…`."""
+
+
+def _wrapped(words: list[str], width: int, most: int) -> list[str]:
+    """Words joined by ` · `, wrapped at about `width` characters, at most `most` lines (the last ends `…`)."""
+    lines: list[str] = []
+    line = ""
+    for w in words:
+        if line and len(line) + 3 + len(w) > width:
+            lines.append(line + " ·")
+            line = w
+        else:
+            line = f"{line} · {w}" if line else w
+    lines.append(line)
+    if len(lines) > most:
+        lines = [*lines[:most - 1], lines[most - 1].removesuffix(" ·") + " …"]
+    return lines
+
+
 def _seq_text(seq: int) -> str:
     return "max" if seq == UINT64_MAX or seq < 0 else str(seq)
 
@@ -339,9 +366,11 @@ class _Builder:
         self.name_codes = lookup[c["node_name"]]
         self.names = tuple(short_name(trace.strings[i]) for i in distinct)
         self.is_accumulate = trace.nodes_named(lambda s: s.endswith("AccumulateGrad"))
+
         self.seq_codes = np.asarray(c["node_seq"], dtype=np.int64)
         self.edges = edges(trace)
         self.users = np.bincount(self.edges[1], minlength=trace.num_nodes)
+        self.is_leaf: np.ndarray | None = None  # made for the first repeat's label
 
     def model(self, title: str, state: EngineState | None) -> GraphModel:
         f = self.folding
@@ -376,21 +405,28 @@ class _Builder:
 
     # boxes --------------------------------------------------------------------------------------------------
     def _boxes(self) -> list[NodeBlock]:
-        """The plain nodes' block, then the chains' (if any); sets the model row of each group's box."""
+        """The plain nodes' block, then the chains' and the repeats' (if any); sets each group's model row."""
         f = self.folding
         if len(f.members) == f.num_groups:  # nothing folded (the usual case): a group is a node, in order
             self.row_of_group = f.starts[:-1]  # a group's row is its number, as its start in `members` is
             return [self._singles(f.members)]
         sizes = np.diff(f.starts)
+        is_repeat = np.zeros(f.num_groups, dtype=bool)
+        is_repeat[list(f.repeats)] = True
         single_groups = np.flatnonzero(sizes == 1)
-        chain_groups = np.flatnonzero(sizes > 1)
+        chain_groups = np.flatnonzero((sizes > 1) & ~is_repeat)
+        repeat_groups = np.flatnonzero(is_repeat)
         blocks = [self._singles(f.members[f.starts[:-1][single_groups]])]
         if len(chain_groups):
-            blocks.append(self._chains(chain_groups))
-        # Plain nodes first (in folding order), then the chains.
+            blocks.append(self._folded("chain", chain_groups, self._chain_label))
+        if len(repeat_groups):
+            blocks.append(self._folded("repeat", repeat_groups, self._repeat_label))
+        # Plain nodes first (in folding order), then the chains, then the repeats.
         self.row_of_group = np.empty(f.num_groups, dtype=np.int64)
-        self.row_of_group[single_groups] = np.arange(len(single_groups))
-        self.row_of_group[chain_groups] = len(single_groups) + np.arange(len(chain_groups))
+        row = 0
+        for groups in (single_groups, chain_groups, repeat_groups):
+            self.row_of_group[groups] = row + np.arange(len(groups))
+            row += len(groups)
         return blocks
 
     def _at(self, column: np.ndarray, vs: np.ndarray) -> np.ndarray:
@@ -432,33 +468,82 @@ class _Builder:
             label = (Texts(rows, tuple(ops)), "\nseq ", seq, "\n", Texts(rows, tuple(wheres)), marks)
         return NodeBlock("node", "n", Ints(vs), label, vs, self._at(self.codes, vs), peripheries, emphasis)
 
-    def _chains(self, groups: np.ndarray) -> NodeBlock:
+    def _folded(self, kind: NodeKind, groups: np.ndarray, label_of) -> NodeBlock:
+        """A block of folded boxes (chains or repeats), labelled by `label_of(group)`: (label, state code)."""
         labels, states, firsts = [], [], []
         for g in groups.tolist():
-            label, code = self._chain_label(g)
+            label, code = label_of(g)
             labels.append(label)
             states.append(code)
             firsts.append(int(self.folding.group(g)[0]))
         rows = np.arange(len(groups))
-        return NodeBlock("chain", "chain", Ints(groups), (Texts(rows, tuple(labels)),),
+        return NodeBlock(kind, kind, Ints(groups), (Texts(rows, tuple(labels)),),
                          np.asarray(firsts, dtype=np.int64), np.asarray(states, dtype=np.int8))
 
     def _chain_label(self, g: int) -> tuple[str, int]:
         members = self.folding.group(g)
-        labels = np.asarray(self.names, dtype=object)[self.name_codes[members]]
-        if self.view == "forward":
-            labels = np.asarray([forward_op(str(n)) for n in labels], dtype=object)
-        names, counts = np.unique(labels, return_counts=True)
+        names, counts = np.unique(self._names_of(members), return_counts=True)
         ops = ", ".join(f"{n} ×{k}" for n, k in sorted(zip(names.tolist(), counts.tolist(), strict=True),
                                                           key=lambda p: -p[1])[:4])
-        kinds, per = np.unique(self.codes[members], return_counts=True)
-        states = ", ".join(f"{k} {STATES[c]}" for c, k in zip(kinds.tolist(), per.tolist(), strict=True))
-        code = int(kinds[0]) if len(kinds) == 1 else STATE_CODE["counted"]
+        states, code = self._states_of(members)
         first, last = int(members[0]), int(members[-1])
         seq = self.seq_codes
         label = (f"{len(members)} nodes in a chain\n{ops}\nseq {_seq_text(int(seq[first]))} … "
                  f"{_seq_text(int(seq[last]))}\n{states}")
         return label, code
+
+    def _repeat_label(self, g: int) -> tuple[str, int]:
+        """`× N`, the nodes of one repetition (nested repeats as `(…) × k`), the leaves it holds, the seq_nrs
+        and the states."""
+        members = self.folding.group(g)
+        rep = self.folding.repeats[g]
+        if self.is_leaf is None:  # leaves as folding has them: no next edge to a node
+            self.is_leaf = np.bincount(self.edges[0], minlength=self.trace.num_nodes) == 0
+        leaves = members[self.is_leaf[members]]
+        own = ""
+        if len(leaves):
+            names, counts = np.unique(self._names_of(leaves), return_counts=True)
+            own = "\nleaves only it uses: " + ", ".join(
+                f"{n} ×{k:,}" for n, k in zip(names.tolist(), counts.tolist(), strict=True))
+        seqs = self.seq_codes[members[~self.is_leaf[members]]]
+        seqs = seqs[seqs >= 0]  # AccumulateGrad's UINT64_MAX reads as -1 here
+        span = f"\nseq {int(seqs.min())} … {int(seqs.max())}" if len(seqs) else ""
+        states, code = self._states_of(members)
+        lines = _wrapped(self._unit_text(rep), PATTERN_WIDTH, PATTERN_LINES)
+        return f"× {rep.count:,}: {rep.period:,} nodes each\n" + "\n".join(lines) + f"{own}{span}\n{states}", code
+
+    def _unit_text(self, rep: Repeat) -> list[str]:
+        """The words of one repetition: names (a run of one name as `name ×k`), nested repeats as `(…) × k`."""
+        words: list[str] = []
+        items = rep.unit
+        names = self._names_of(np.asarray([i for i in items if not isinstance(i, Repeat)], dtype=np.int64))
+        k = 0
+        for item in items:
+            if isinstance(item, Repeat):
+                inner = " · ".join(self._unit_text(item))  # nested: at most log2(nodes) deep
+                words.append(f"({inner}) × {item.count:,}")
+                continue
+            name = str(names[k])
+            k += 1
+            if words and (words[-1] == name or words[-1].startswith(name + " ×")):
+                n = 2 if words[-1] == name else int(words[-1].rsplit("×", 1)[1].replace(",", "")) + 1
+                words[-1] = f"{name} ×{n}"
+            else:
+                words.append(name)
+        return words
+
+    def _names_of(self, nodes: np.ndarray) -> np.ndarray:
+        """The shown names of `nodes` (forward ops in the forward view), as an object array."""
+        labels = np.asarray(self.names, dtype=object)[self.name_codes[nodes]]
+        if self.view == "forward":
+            labels = np.asarray([forward_op(str(n)) for n in labels], dtype=object)
+        return labels
+
+    def _states_of(self, members: np.ndarray) -> tuple[str, int]:
+        """`k done, j waiting …` of a folded box's nodes, and its state: the one they share, else counted."""
+        kinds, per = np.unique(self.codes[members], return_counts=True)
+        states = ", ".join(f"{k:,} {STATES[c]}" for c, k in zip(kinds.tolist(), per.tolist(), strict=True))
+        return states, int(kinds[0]) if len(kinds) == 1 else STATE_CODE["counted"]
 
     # arrows -------------------------------------------------------------------------------------------------
     def _arrows(self) -> EdgeBlock:

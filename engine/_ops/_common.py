@@ -114,6 +114,35 @@ def result_dtype(a: Tensor, b: Tensor) -> np.dtype:
     return np.promote_types(da, db)
 
 
+def _promote(a: np.dtype | None, b: np.dtype) -> np.dtype:
+    """promote_types over the engine's dtypes: the higher category wins (long with float is float)."""
+    if a is None or a == b:
+        return b
+    ka, kb = _KIND[a], _KIND[b]
+    return (a if ka > kb else b) if ka != kb else np.promote_types(a, b)
+
+
+def result_dtype_of(*tensors: Tensor) -> np.dtype:
+    """TensorIterator's result type over any number of operands: dimensioned tensors, 0-dim tensors and
+    wrapped numbers are promoted within their tier, and a lower tier wins only with a higher category."""
+    tiers: list[np.dtype | None] = [None, None, None]  # wrapped numbers, 0-dim, dimensioned
+    for t in tensors:
+        tier, dt = _tier(t), t._data.dtype
+        tiers[tier] = _promote(tiers[tier], _DEFAULT_OF_KIND[_KIND[dt]] if tier == 0 else dt)
+    return _combine(tiers[2], _combine(tiers[1], tiers[0]))
+
+
+def _combine(higher: np.dtype | None, lower: np.dtype | None) -> np.dtype | None:
+    """combine_categories: a lower tier's dtype counts only if its category is higher (or `higher` is bool)."""
+    if higher is None:
+        return lower
+    if lower is None or _KIND[higher] == 2:
+        return higher
+    if higher == np.bool_ or _KIND[lower] == 2:
+        return _promote(higher, lower)
+    return higher
+
+
 def common_device(*tensors: Tensor | None) -> str:
     """TensorIterator's device rule: CPU 0-dim tensors and numbers go anywhere; others must agree.
 

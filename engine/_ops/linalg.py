@@ -8,7 +8,7 @@ from .._dispatch import public
 from .._tensor import Tensor
 from ._common import _out, _strides, binary_operator, check_same_device, needs_grad, record
 from .arith import add
-from .shape import _unsafe_view, expand, reshape, squeeze_dims, t, unsqueeze, view
+from .shape import _mt, _unsafe_view, contiguous, expand, reshape, squeeze, squeeze_dims, t, unsqueeze, view
 
 
 @public("mm", torch=True, tensor=True)
@@ -81,7 +81,8 @@ def mv(a: Tensor, v: Tensor) -> Tensor:
 
 @public("matmul", torch=True, tensor=True)
 def matmul(a: Tensor, b: Tensor) -> Tensor:
-    """PyTorch's matmul dispatch: dot, mv, mm, and the folded N-D @ 2-D case."""
+    """at::matmul's dispatch: dot, mv, mm, one mm or mv over the folded batch of the larger operand (see
+    `_should_fold`), or expand both to the common batch and bmm."""
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError("matmul(): argument 'other' (position 1) must be Tensor")
     da, db = a._data.ndim, b._data.ndim
@@ -95,39 +96,105 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         return squeeze_dims(mm(unsqueeze(a, 0), b), (0,))
     if da == 2 and db == 2:
         return mm(a, b)
-    if da >= 3 and db <= 2:
-        # Fold the batch dims into rows, as at::matmul does, and unfold with _unsafe_view.
-        lead = a._data.shape[:-1]
-        folded = reshape(a, (-1, a._data.shape[-1]))
-        if db == 1:
-            res = mv(folded, b)
-            return _unsafe_view(res, lead)
-        res = mm(folded, b)
-        return _unsafe_view(res, lead + (b._data.shape[-1],))
-    if da <= 2:
-        raise NotImplementedError(f"engine.matmul does not support {da}-D @ {db}-D yet (torch folds it through a "
-                                  "transpose); give the first operand a batch dim")
+    a, b = _squeeze_unit_batch(a, b)
+    if _should_fold(a, b):
+        return _matmul_folded(a, b)
     return _matmul_batched(a, b)
+
+
+def _squeeze_unit_batch(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """3-D @ 3-D where only one operand has a batch of 1 and that one requires grad: torch 2.13 drops its
+    batch dim (SqueezeBackward1) so that the product folds into one mm and its grad is not summed from a
+    broadcast (measured: (2, 3, 4) @ (1, 4, 5) records MmBackward0 over SqueezeBackward1)."""
+    if a._data.ndim != 3 or b._data.ndim != 3 or (a._data.shape[0] == 1) == (b._data.shape[0] == 1):
+        return a, b
+    if b._data.shape[0] == 1 and b._requires_grad:
+        return a, squeeze(b, 0)
+    if a._data.shape[0] == 1 and a._requires_grad:
+        return squeeze(a, 0), b
+    return a, b
+
+
+def _should_fold(a: Tensor, b: Tensor) -> bool:
+    """Whether matmul folds the batch of the larger operand (b.mT when b is larger) into the rows of one mm/mv.
+
+    It folds when the smaller operand is 1-D or 2-D and requires grad (so its grad is one mm, not a bmm summed
+    over the batch); otherwise not for 2-D @ N-D (the result would need a transposed copy), and else only when
+    the folded view needs no copy: the leading dims are contiguous with each other. The strides are numpy's
+    (see `_torch_strides`): where torch's strides differ from those, the choice may differ.
+    """
+    larger_first = a._data.ndim >= b._data.ndim
+    # torch takes b.mT here whenever b has more dims: a TransposeBackward0 made and dropped (one seq_nr).
+    big, small = (a, b) if larger_first else (_mt(b), a)
+    if not (big._data.ndim >= 3 and small._data.ndim <= 2):
+        return False
+    if small._requires_grad:
+        return True
+    if a._data.ndim == 2:
+        return False
+    if big._data.size == 0:
+        return True
+    shape, strides = big._data.shape, _torch_strides(big)
+    return all(strides[i] == strides[i + 1] * shape[i + 1] for i in range(len(shape) - 2))
+
+
+def _torch_strides(a: Tensor) -> tuple[int, ...]:
+    """numpy's strides, except a size-1 dim's stride 0, which numpy gives after broadcast_to or `None` where
+    torch keeps or makes a real one (unsqueeze's: the next dim's size * stride)."""
+    shape, strides = a._data.shape, list(_strides(a))
+    for i in range(len(shape) - 1, -1, -1):
+        if shape[i] == 1 and strides[i] == 0:
+            strides[i] = strides[i + 1] * shape[i + 1] if i + 1 < len(shape) else 1
+    return tuple(strides)
+
+
+def _matmul_folded(a: Tensor, b: Tensor) -> Tensor:
+    """One mm (or mv) on the larger operand viewed as rows: (..., n, m) → (prod, m), then _unsafe_view back;
+    for 1-D/2-D @ N-D, the same on b.mT with a.t(), and the result transposed back (copied if it must be)."""
+    transpose = b._data.ndim > a._data.ndim
+    t1 = _mt(b) if transpose else a
+    t2 = (t(a) if a._data.ndim == 2 else a) if transpose else b
+    lead = t1._data.shape[:-1]
+    folded = reshape(t1, (int(np.prod(lead)), t1._data.shape[-1]))
+    if t2._data.ndim == 1:
+        return _unsafe_view(mv(folded, t2), lead)
+    out = _unsafe_view(mm(folded, t2), lead + (t2._data.shape[1],))
+    return contiguous(_mt(out)) if transpose else out
 
 
 def _matmul_batched(a: Tensor, b: Tensor) -> Tensor:
     """at::matmul's broadcast path: expand both to the common batch, fold it, bmm, _unsafe_view back."""
     sa, sb = a._data.shape, b._data.shape
-    n, m1 = sa[-2], sa[-1]
-    m2 = sb[-2] if b._data.ndim > 1 else sb[0]
-    p = sb[-1] if b._data.ndim > 1 else 1
+    da, db = len(sa), len(sb)
+    n = sa[-2] if da > 1 else 1
+    m1 = sa[-1]
+    m2 = sb[-2] if db > 1 else sb[0]
+    p = sb[-1] if db > 1 else 1
+    batch_a, batch_b = sa[:max(da - 2, 0)], sb[:max(db - 2, 0)]
     try:
-        batch = np.broadcast_shapes(sa[:-2], sb[:-2] if b._data.ndim > 1 else ())
+        batch = np.broadcast_shapes(batch_a, batch_b)
     except ValueError:
-        raise RuntimeError(f"The size of tensor a ({sa[-3]}) must match the size of tensor b ({sb[-3]}) at "
-                           "non-singleton dimension 0") from None
+        sa_, sb_, dim = _batch_mismatch(batch_a, batch_b)
+        raise RuntimeError(f"The size of tensor a ({sa_}) must match the size of tensor b ({sb_}) at "
+                           f"non-singleton dimension {dim}") from None
     prod = int(np.prod(batch))
+    out_shape = batch + ((n,) if da > 1 else ()) + ((p,) if db > 1 else ())
     a3 = reshape(expand(a, batch + (n, m1)), (prod, n, m1))
-    if b._data.ndim == 1:
+    if db == 1:
         b3 = unsqueeze(reshape(expand(b, batch + (m2,)), (prod, m2)), 2)
-        return _unsafe_view(squeeze_dims(bmm(a3, b3), (-1,)), batch + (n,))
+        return _unsafe_view(squeeze(bmm(a3, b3), -1), out_shape)
     b3 = reshape(expand(b, batch + (m2, p)), (prod, m2, p))
-    return _unsafe_view(bmm(a3, b3), batch + (n, p))
+    return _unsafe_view(bmm(a3, b3), out_shape)
+
+
+def _batch_mismatch(sa: tuple, sb: tuple) -> tuple[int, int, int]:
+    """infer_size's report: the first dim from the right where the batch shapes disagree."""
+    n = max(len(sa), len(sb))
+    pa, pb = (1,) * (n - len(sa)) + tuple(sa), (1,) * (n - len(sb)) + tuple(sb)
+    for i in range(n - 1, -1, -1):
+        if pa[i] != pb[i] and pa[i] != 1 and pb[i] != 1:
+            return pa[i], pb[i], i
+    return pa[-1], pb[-1], n - 1
 
 
 @public("bmm", torch=True, tensor=True)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import _observer
+from .._dispatch import public
 from .._dtype import from_numpy_dtype
 from .._functions import _Generated
 from .._node import UNDEFINED_INPUT, InputMetadata
@@ -31,12 +32,12 @@ from ._common import (
     record,
     result_dtype,
 )
-from .arith import div_scalar, mul, neg, sub
-from .nn import _REDUCTIONS, log_softmax
+from .arith import add, add_scalar, compare, div, div_scalar, mul, mul_scalar, neg, sub
+from .nn import _REDUCTIONS, log_softmax, masked_fill
 from .pointwise import abs as abs_
 from .pointwise import sigmoid
 from .reduce import mean, sum
-from .shape import expand
+from .shape import clone, expand, view
 
 _SQRT_2 = math.sqrt(2.0)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -363,23 +364,23 @@ def dropout(a: Tensor, p: float, train: bool, rng: Any) -> Tensor:
 
 # -- losses ---------------------------------------------------------------------------------------------
 class NllLossBackward0(_Generated):
-    __slots__ = ("self", "target", "reduction", "ignore_index", "total_weight")
-    _saved_tensor_names = ("self", "target", "total_weight")
+    __slots__ = ("self", "target", "weight", "reduction", "ignore_index", "total_weight")
+    _saved_tensor_names = ("self", "target", "weight", "total_weight")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
             out[0] = nll_loss_backward(grad, self.self, self.target, self.reduction, self.ignore_index,
-                                       self.total_weight)
+                                       self.total_weight, self.weight)
 
 
 class NllLossBackwardBackward0(_Generated):
-    __slots__ = ("target", "reduction", "ignore_index", "self")
-    _saved_tensor_names = ("target",)
+    __slots__ = ("target", "weight", "reduction", "ignore_index", "self")
+    _saved_tensor_names = ("target", "weight")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
             _no_third_order("nll_loss_backward", grad)
-            out[0] = nll_loss(grad, self.target, self.reduction, self.ignore_index)
+            out[0] = nll_loss(grad, self.target, self.reduction, self.ignore_index, self.weight)
         if self.should_compute_output(1):
             out[1] = _out(np.zeros_like(grad._data), grad)
 
@@ -396,16 +397,33 @@ def _nll_check(a: Tensor, target: Tensor) -> None:
                          f"({target._data.shape[0]}).")
 
 
-def _nll_kernel_check(target: Tensor) -> None:
+def _not_differentiable(op: str, name: str, t: Tensor | None) -> None:
+    """The autograd kernel's refusal of an input that has no derivative formula (a loss's class weights)."""
+    if t is not None and needs_grad(t):
+        raise RuntimeError(f"The function '{op}' is not differentiable with respect to argument '{name}'. This "
+                           f"input cannot have requires_grad True.")
+
+
+def _nll_kernel_check(a: Tensor, target: Tensor, weight: Tensor | None) -> None:
     """The kernel's checks, made after the node took its seq_nr, as in PyTorch."""
     if target._data.ndim > 1:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     if target._data.dtype != np.int64:
         raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_title(target)}")
+    if weight is None:
+        return
+    classes = a._data.shape[-1]
+    if weight._data.ndim != 1 or weight._data.size != classes:
+        raise RuntimeError(f"weight tensor should be defined either for all {classes} classes or no classes but "
+                           f"got weight tensor of shape: {_shape_list(weight._data.shape)}")
+    if weight._data.dtype != a._data.dtype:
+        raise RuntimeError(f"expected scalar type {_title(a)} but found {_title(weight)}")
 
 
-def _nll_rows(a: Tensor, target: Tensor, ignore_index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(2-D input view, 1-D targets, mask of counted rows); raises for targets out of range."""
+def _nll_rows(a: Tensor, target: Tensor, ignore_index: int,
+              weight: Tensor | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(2-D input view, 1-D targets, mask of counted rows, each row's class weight, 0 where ignored); raises
+    for targets out of range."""
     x = a._data.reshape(1, -1) if a._data.ndim == 1 else a._data
     t = target._data.reshape(-1)
     keep = t != ignore_index
@@ -413,17 +431,22 @@ def _nll_rows(a: Tensor, target: Tensor, ignore_index: int) -> tuple[np.ndarray,
     for v in t[keep]:
         if v < 0 or v >= classes:
             raise IndexError(f"Target {v} is out of bounds.")
-    return x, t, keep
+    safe = np.where(keep, t, 0)
+    w = np.ones(len(t), dtype=x.dtype) if weight is None else weight._data[safe].astype(x.dtype)
+    return x, t, keep, np.where(keep, w, 0).astype(x.dtype)
 
 
-def nll_loss(a: Tensor, target: Tensor, reduction: int = 1, ignore_index: int = -100) -> Tensor:
-    """-input[i, target[i]], reduced → NllLossBackward0 (one slot: self)."""
+def nll_loss(a: Tensor, target: Tensor, reduction: int = 1, ignore_index: int = -100,
+             weight: Tensor | None = None) -> Tensor:
+    """-weight[target[i]] * input[i, target[i]], reduced (the mean divides by the weights' sum) →
+    NllLossBackward0 (one slot: self; the weights have no grad)."""
     _nll_check(a, target)
+    _not_differentiable("nll_loss_forward", "weight", weight)
     node = NllLossBackward0() if needs_grad(a) else None
-    _nll_kernel_check(target)
-    x, t, keep = _nll_rows(a, target, ignore_index)
-    picked = np.where(keep, -x[np.arange(len(t)), np.where(keep, t, 0)], 0).astype(x.dtype)
-    total = np.asarray(keep.sum(), dtype=x.dtype)
+    _nll_kernel_check(a, target, weight)
+    x, t, keep, w = _nll_rows(a, target, ignore_index, weight)
+    picked = np.where(keep, -x[np.arange(len(t)), np.where(keep, t, 0)] * w, 0).astype(x.dtype)
+    total = np.asarray(w.sum(), dtype=x.dtype)
     if reduction == 0 and a._data.ndim == 2:
         data = picked
     elif reduction == 2 or reduction == 0:
@@ -434,60 +457,116 @@ def nll_loss(a: Tensor, target: Tensor, reduction: int = 1, ignore_index: int = 
     out = _out(np.asarray(data, dtype=x.dtype), a)
     if node is not None:
         node.self, node.target, node.reduction, node.ignore_index = a, target, reduction, ignore_index
-        node.total_weight = _out(total, a)
+        node.weight, node.total_weight = weight, _out(total, a)
         record(node, (a,), out)
     return out
 
 
 def nll_loss_backward(grad: Tensor, a: Tensor, target: Tensor, reduction: int, ignore_index: int,
-                      total_weight: Tensor) -> Tensor:
-    """Scatter -grad at the targets → NllLossBackwardBackward0 (slots grad_output, self)."""
+                      total_weight: Tensor, weight: Tensor | None = None) -> Tensor:
+    """Scatter -grad * weight at the targets → NllLossBackwardBackward0 (slots grad_output, self)."""
     node = NllLossBackwardBackward0() if needs_grad(grad, a) else None
-    x, t, keep = _nll_rows(a, target, ignore_index)
+    x, t, keep, w = _nll_rows(a, target, ignore_index, weight)
     g = grad._data
     rows = np.arange(len(t))
     res = np.zeros_like(x)
     if g.ndim == 1:
         scale = g
     else:
-        scale = np.full(len(t), g / total_weight._data if reduction == 1 else g)
-    res[rows[keep], t[keep]] = -scale[keep]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            scale = np.full(len(t), g / total_weight._data if reduction == 1 else g)
+    res[rows[keep], t[keep]] = -(scale * w)[keep]
     out = _out(res.reshape(a._data.shape), a)
     if node is not None:
-        node.target, node.reduction, node.ignore_index = target, reduction, ignore_index
+        node.target, node.weight, node.reduction, node.ignore_index = target, weight, reduction, ignore_index
         record(node, (grad, a), out)
     return out
 
 
-def cross_entropy(a: Tensor, target: Tensor, reduction: int = 1, ignore_index: int = -100) -> Tensor:
-    """nll_loss(log_softmax(input, class dim)) → NllLossBackward0 over LogSoftmaxBackward0."""
+def cross_entropy(a: Tensor, target: Tensor, reduction: int = 1, ignore_index: int = -100,
+                  weight: Tensor | None = None, label_smoothing: float = 0.0) -> Tensor:
+    """nll_loss(log_softmax(input, class dim)) → NllLossBackward0 over LogSoftmaxBackward0; label smoothing
+    adds torch's composite: (1 - ls) * nll + ls / C * (the weighted sum of -log_softmax over the classes)."""
     if target._data.dtype.kind == "f" and target._data.shape == a._data.shape:
         raise NotImplementedError("agdb's engine implements cross_entropy with class-index targets only "
                                   "(not class probabilities)")
+    if label_smoothing > 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing:g}")
     nd = a._data.ndim
     if nd == 0:
         raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got 1)")
-    return nll_loss(log_softmax(a, 0 if nd == 1 else 1, None), target, reduction, ignore_index)
+    class_dim = 0 if nd == 1 else 1
+    logp = log_softmax(a, class_dim, None)
+    nll = nll_loss(logp, target, reduction, ignore_index, weight)
+    if label_smoothing <= 0.0:
+        return nll
+    smooth = _smooth_loss(logp, target, reduction, ignore_index, weight, class_dim)
+    right = mul_scalar(smooth, label_smoothing / logp._data.shape[class_dim])  # C++ evaluates `a + b` right first
+    return add(mul_scalar(nll, 1 - label_smoothing), right)
+
+
+def _smooth_loss(logp: Tensor, target: Tensor, reduction: int, ignore_index: int, weight: Tensor | None,
+                 class_dim: int) -> Tensor:
+    """The label-smoothing term: -(log_softmax * weight) summed over the classes, 0 where ignored, reduced
+    (the mean divides by the kept targets' weights, or their count)."""
+    ignore = compare(np.equal, target, ignore_index)
+    if weight is not None:
+        shape = [1] * logp._data.ndim
+        shape[class_dim] = weight._data.shape[0]
+        smooth = neg(sum(mul(logp, view(weight, tuple(shape))), class_dim))
+    else:
+        smooth = neg(sum(logp, class_dim))
+    smooth = masked_fill(smooth, ignore, 0.0)
+    if reduction == 0:
+        return smooth
+    total = sum(smooth)
+    if reduction == 2:
+        return total
+    kept = target._data.reshape(-1)[~ignore._data.reshape(-1)]
+    if weight is not None:
+        divisor = make_tensor(np.asarray(weight._data[kept].sum(), dtype=weight._data.dtype), device=logp._device)
+    else:
+        divisor = make_tensor(np.asarray(kept.size, dtype=np.int64), device=logp._device)
+    return div(total, divisor)
 
 
 class BinaryCrossEntropyWithLogitsBackward0(_Generated):
-    __slots__ = ("self", "target", "reduction")
-    _saved_tensor_names = ("self", "target")
+    __slots__ = ("self", "target", "weight", "pos_weight", "reduction")
+    _saved_tensor_names = ("self", "target", "weight", "pos_weight")
 
     def formulas(self, grad, out):
-        x, t = self.self, self.target
-        if self.should_compute_output(0):  # (self.sigmoid() - target) * grad, / numel for mean
-            g = mul(sub(sigmoid(x), t), grad)
-            out[0] = div_scalar(g, x._data.size) if self.reduction == 1 else g
-        if self.should_compute_output(1):  # -self * grad, / numel for mean
-            g = mul(neg(x), grad)
-            out[1] = div_scalar(g, x._data.size) if self.reduction == 1 else g
+        x, t, pw = self.self, self.target, self.pos_weight
+        if self.should_compute_output(0):  # binary_cross_entropy_with_logits_backward
+            if pw is not None:  # (pos_weight * target + 1 - target) * sigmoid(self) - pos_weight * target
+                pt = mul(pw, t)
+                g = sub(mul(sub(add_scalar(pt, 1), t), sigmoid(x)), pt)
+            else:  # self.sigmoid() - target
+                g = sub(sigmoid(x), t)
+            out[0] = self._weighted(mul(g, grad), x)
+        if self.should_compute_output(1):  # ..._target_backward
+            if pw is not None:  # (log_sigmoid(-self) - log_sigmoid(self) * pos_weight) * grad, in place in torch:
+                diff = sub(log_sigmoid(neg(x)), mul(log_sigmoid(x), pw))
+                g = mul(diff, grad)
+                if grad._requires_grad:  # mul_ keeps a clone of its self for grad's own grad (one more seq_nr)
+                    clone(diff)
+            else:  # -self * grad
+                g = mul(neg(x), grad)
+            out[1] = self._weighted(g, t)
+
+    def _weighted(self, g: Tensor, like: Tensor) -> Tensor:
+        if self.weight is not None:
+            g = mul(g, self.weight)
+        return div_scalar(g, like._data.size) if self.reduction == 1 else g
 
 
-def binary_cross_entropy_with_logits(a: Tensor, target: Tensor, reduction: int = 1) -> Tensor:
-    """(1 - t) * x - log(sigmoid(x)), reduced → BinaryCrossEntropyWithLogitsBackward0 (slots self, target)."""
+def binary_cross_entropy_with_logits(a: Tensor, target: Tensor, reduction: int = 1, weight: Tensor | None = None,
+                                     pos_weight: Tensor | None = None) -> Tensor:
+    """(1 - t) * x - (1 + (pos_weight - 1) * t) * log(sigmoid(x)), times weight, reduced →
+    BinaryCrossEntropyWithLogitsBackward0 (slots self, target; the weights have no grad)."""
     if a._data.shape != target._data.shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size ({a.shape})")
+    _not_differentiable("binary_cross_entropy_with_logits", "weight", weight)
+    _not_differentiable("binary_cross_entropy_with_logits", "pos_weight", pos_weight)
     node = BinaryCrossEntropyWithLogitsBackward0() if needs_grad(a, target) else None  # before the kernel
     dt = result_dtype(a, target)
     if target._data.dtype.kind != "f":
@@ -496,12 +575,78 @@ def binary_cross_entropy_with_logits(a: Tensor, target: Tensor, reduction: int =
     common_device(a, target)
     x = _float_data(a).astype(np.float64)
     t = target._data.astype(np.float64)
-    loss = (1 - t) * x + np.logaddexp(0.0, -x)
+    log_sig = -np.logaddexp(0.0, -x)
+    if pos_weight is not None:  # (pos_weight - 1) * target + 1, multiplied into log_sigmoid(input) in place
+        broadcast_shape(pos_weight, target)
+        log_sig = log_sig * _in_place_operand(log_sig, (pos_weight._data - 1) * t + 1)
+    loss = (1 - t) * x - log_sig
+    if weight is not None:
+        loss = loss * _in_place_operand(loss, weight._data, weight)
     data = loss if reduction == 0 else (loss.mean() if reduction == 1 else loss.sum())
     out = _out(np.asarray(data).astype(dt), a)
     if node is not None:
         node.self, node.target, node.reduction = a, target, reduction
+        node.weight, node.pos_weight = weight, pos_weight
         record(node, (a, target), out)
+    return out
+
+
+def _in_place_operand(into: np.ndarray, value: np.ndarray, tensor: Tensor | None = None) -> np.ndarray:
+    """`value` as the operand of an in-place op on `into`: it must broadcast to `into`'s shape exactly."""
+    if tensor is not None:
+        broadcast_shape(make_tensor(into), tensor)  # TensorIterator's message, the loss as tensor a
+    shape = np.broadcast_shapes(into.shape, value.shape)
+    if shape != into.shape:
+        raise RuntimeError(f"output with shape {_shape_list(into.shape)} doesn't match the broadcast shape "
+                           f"{_shape_list(shape)}")
+    return value
+
+
+# -- log_sigmoid (for the target's grad with pos_weight) ---------------------------------------------------
+class LogSigmoidBackward0(_Generated):
+    __slots__ = ("self", "buffer")
+    _saved_tensor_names = ("self", "buffer")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = log_sigmoid_backward(grad, self.self, self.buffer)
+
+
+class LogSigmoidBackwardBackward0(_Generated):
+    """Second order of log_sigmoid, in numpy: a third-order graph through it is refused."""
+    __slots__ = ("self", "grad_output")
+    _saved_tensor_names = ("self", "grad_output")
+
+    def formulas(self, grad, out):
+        _no_third_order("log_sigmoid_backward", grad, self.self, self.grad_output)
+        x = self.self._data
+        sig = 1.0 / (1.0 + np.exp(-x))
+        if self.should_compute_output(0):  # d/d grad_output of grad_output * sigmoid(-x)
+            out[0] = _out((grad._data * (1 - sig)).astype(x.dtype), grad)
+        if self.should_compute_output(1):  # d/dx: -grad_output * sigmoid(x) * sigmoid(-x)
+            out[1] = _out((-grad._data * self.grad_output._data * sig * (1 - sig)).astype(x.dtype), grad)
+
+
+@public("logsigmoid", functional=True)
+def log_sigmoid(a: Tensor) -> Tensor:
+    """log(sigmoid(a)), computed stably → LogSigmoidBackward0."""
+    node = LogSigmoidBackward0() if needs_grad(a) else None
+    x = _float_data(a)
+    out = _out((-np.logaddexp(0.0, -x)).astype(x.dtype), a)
+    if node is not None:
+        node.self, node.buffer = a, _out(np.exp(-np.abs(x)).astype(x.dtype), a)
+        record(node, (a,), out)
+    return out
+
+
+def log_sigmoid_backward(grad: Tensor, a: Tensor, buffer: Tensor) -> Tensor:
+    """grad * sigmoid(-a) → LogSigmoidBackwardBackward0 (slots grad_output, self)."""
+    node = LogSigmoidBackwardBackward0() if needs_grad(grad, a) else None
+    x = a._data
+    out = _out((grad._data / (1.0 + np.exp(x))).astype(np.result_type(grad._data, x)), grad)
+    if node is not None:
+        node.self, node.grad_output = a, grad
+        record(node, (grad, a), out)
     return out
 
 

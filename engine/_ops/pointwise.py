@@ -1,4 +1,4 @@
-"""Unary pointwise ops: exp, log, sin, cos, tanh, sigmoid, relu, sqrt, abs, sgn."""
+"""Unary pointwise ops: exp, log, sin, cos, tanh, sigmoid, relu, sqrt, abs, sgn, and clamp (number or tensor bounds)."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,9 +6,10 @@ from typing import Any
 import numpy as np
 
 from .. import _functions as fn
+from .._args import invalid_combination
 from .._dispatch import public
 from .._tensor import Tensor
-from ._common import _arr, _float_data, _out, needs_grad, record
+from ._common import _arr, _float_data, _out, broadcast_shape, common_device, needs_grad, record, result_dtype_of
 
 
 def _unary(np_fn, node_cls, a: Tensor, save: str) -> Tensor:
@@ -139,12 +140,10 @@ def _clamp_data(a: Tensor, lo: Any, hi: Any) -> np.ndarray:
     return np.asarray(data, dtype=a._data.dtype)
 
 
-@public("clamp", torch=("clamp", "clip"), tensor=("clamp", "clip"))
 def clamp(a: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - PyTorch's names
-    """Limit to [min, max] with numbers → ClampBackward1 (tensor bounds are not supported)."""
+    """Limit to [min, max]: numbers → ClampBackward1, tensors (broadcast, promoted) → ClampBackward0."""
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        raise NotImplementedError("engine.clamp supports number bounds only (torch's ClampBackward0 with "
-                                  "tensor bounds is not implemented); use engine.maximum/minimum")
+        return _clamp_tensors(a, min, max)
     node = fn.ClampBackward1() if needs_grad(a) else None  # taken before the check, as in torch
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
@@ -155,11 +154,38 @@ def clamp(a: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 
     return out
 
 
-@public("clamp_min", torch=True, tensor=True)
+def _clamp_tensors(a: Tensor, lo: Tensor | None, hi: Tensor | None, node_cls: type | None = None) -> Tensor:
+    """clamp.Tensor, clamp_min.Tensor and clamp_max.Tensor: the bounds broadcast with `a` and join its type
+    promotion; a NaN anywhere gives NaN. The node is made first, so a shape error still takes its seq_nr."""
+    node_cls = node_cls or fn.ClampBackward0
+    bounds = [b for b in (lo, hi) if b is not None]
+    node = node_cls() if needs_grad(a, *bounds) else None
+    device = common_device(a, *bounds)
+    shape = broadcast_shape(a, *bounds)
+    dt = result_dtype_of(a, *bounds)
+    data = a._data.astype(dt, copy=False)
+    if lo is not None:
+        data = np.maximum(data, lo._data.astype(dt, copy=False))
+    if hi is not None:
+        data = np.minimum(data, hi._data.astype(dt, copy=False))
+    out = _out(np.broadcast_to(data, shape).astype(dt), device)
+    if node is not None:
+        node.self = a
+        inputs = [a]
+        if node_cls is not fn.ClampMaxBackward1:
+            node.min = lo
+            inputs.append(lo)
+        if node_cls is not fn.ClampMinBackward1:
+            node.max = hi
+            inputs.append(hi)
+        record(node, inputs, out)
+    return out
+
+
 def clamp_min(a: Tensor, min: Any) -> Tensor:  # noqa: A002
-    """max(a, min) for a number → ClampMinBackward0."""
+    """max(a, min): a number → ClampMinBackward0, a tensor → ClampMinBackward1."""
     if isinstance(min, Tensor):
-        raise NotImplementedError("engine.clamp_min supports a number bound only")
+        return _clamp_tensors(a, min, None, fn.ClampMinBackward1)
     node = fn.ClampMinBackward0() if needs_grad(a) else None
     out = _out(_clamp_data(a, min, None), a)
     if node is not None:
@@ -168,14 +194,77 @@ def clamp_min(a: Tensor, min: Any) -> Tensor:  # noqa: A002
     return out
 
 
-@public("clamp_max", torch=True, tensor=True)
 def clamp_max(a: Tensor, max: Any) -> Tensor:  # noqa: A002
-    """min(a, max) for a number → ClampMaxBackward0."""
+    """min(a, max): a number → ClampMaxBackward0, a tensor → ClampMaxBackward1."""
     if isinstance(max, Tensor):
-        raise NotImplementedError("engine.clamp_max supports a number bound only")
+        return _clamp_tensors(a, None, max, fn.ClampMaxBackward1)
     node = fn.ClampMaxBackward0() if needs_grad(a) else None
     out = _out(_clamp_data(a, None, max), a)
     if node is not None:
         node.self, node.max = a, max
         record(node, (a,), out)
     return out
+
+
+# -- the public entries: torch's argument parser picks the Number or the Tensor overload ---------------------
+_NUMBERS = (int, float, bool, np.number)
+_CLAMP_PARAMS = {"clamp": ("min", "max"), "clip": ("min", "max"), "clamp_min": ("min",), "clamp_max": ("max",)}
+_CLAMP_IMPL = {"clamp": clamp, "clip": clamp, "clamp_min": clamp_min, "clamp_max": clamp_max}
+
+
+def _overloads(name: str, method: bool, inplace: bool = False) -> tuple[str, ...]:
+    params = _CLAMP_PARAMS[name]
+    default = " = None" if len(params) == 2 else ""
+    sigs = []
+    for kind in ("Tensor", "Number"):
+        text = ", ".join(f"{kind} {p}{default}" for p in params)
+        sigs.append(text if method else f"Tensor input, {text}" + ("" if inplace else ", *, Tensor out = None"))
+    return tuple(sigs)
+
+
+def _bounds(name: str, method: bool, args: tuple, kwargs: dict, given_args: tuple = (),
+            given_kwargs: dict | None = None, inplace: bool = False) -> tuple:
+    """The bounds of a call, all numbers or all tensors (None where optional), or the parser's TypeError
+    (which lists `given_args` and `given_kwargs` too: a function's input)."""
+    params = _CLAMP_PARAMS[name]
+    values = dict(zip(params, args, strict=False))  # extra arguments are refused below
+    fits = len(args) <= len(params) and all(k in params and k not in values for k in kwargs)
+    values.update(kwargs)
+    bounds = tuple(values.get(p) for p in params)
+    optional = len(params) == 2
+    kinds = {"Tensor" if isinstance(v, Tensor) else "Number" if isinstance(v, _NUMBERS) else "bad"
+             for v in bounds if v is not None or not optional}
+    if fits and len(kinds) <= 1 and "bad" not in kinds:
+        return bounds
+    arity = len(params) if method else len(params) + 1 if inplace else None  # torch.clamp's out= never counts
+    raise TypeError(invalid_combination(name + "_" * inplace, _overloads(name, method, inplace), given_args + args,
+                                        kwargs if given_kwargs is None else given_kwargs, arity,
+                                        0 if method else 1))
+
+
+def clamp_entry(name: str, method: bool, impl: Any = None, inplace: bool = False):
+    """The public entry of clamp, clip, clamp_min or clamp_max (`inplace`: of their `_` form, done by `impl`),
+    as a Tensor method or a torch function."""
+    impl = impl or _CLAMP_IMPL[name]
+    if method:
+        def entry(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+            return impl(self, *_bounds(name, True, args, kwargs, inplace=inplace))
+    else:  # `input` may come by keyword, and the parser's message lists it where it came
+        def entry(*args: Any, **kwargs: Any) -> Tensor:
+            if args:
+                return impl(args[0], *_bounds(name, False, args[1:], kwargs, args[:1], inplace=inplace))
+            rest = {k: v for k, v in kwargs.items() if k != "input"}
+            if "input" not in kwargs:
+                raise TypeError(invalid_combination(name + "_" * inplace, _overloads(name, False, inplace), (),
+                                                    kwargs))
+            return impl(kwargs["input"], *_bounds(name, False, (), rest, (), kwargs, inplace=inplace))
+    entry.__doc__ = impl.__doc__
+    return entry
+
+
+CLAMP_NAMES = tuple(_CLAMP_PARAMS)
+"""clamp and its kin, each with a method, a function and an in-place form."""
+
+for _name in CLAMP_NAMES:
+    public("clamp" if _name == "clip" else _name, torch=_name)(clamp_entry(_name, False))
+    public("clamp" if _name == "clip" else _name, tensor=_name)(clamp_entry(_name, True))

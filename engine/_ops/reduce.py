@@ -11,6 +11,7 @@ import numpy as np
 from .. import _functions as fn
 from .._args import reduction_dim
 from .._dispatch import public
+from .._dtype import as_dtype
 from .._tensor import Tensor, _wrap_dim
 from ._common import _binary, _dims, _dtype_title, _out, needs_grad, record
 from .shape import to
@@ -246,33 +247,113 @@ def logsumexp(a: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
 
 @public("norm", torch=True, tensor=True)
 def norm(a: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
-    """Vector p-norm over all elements or `dim` (torch's linalg_vector_norm) → LinalgVectorNormBackward0."""
-    if p == "fro" or p is None:
-        p = 2
-    if isinstance(p, str) or (dim is not None and not isinstance(dim, int) and len(dim) == 2 and p != 2):
-        raise NotImplementedError(f"engine.norm supports vector p-norms with p >= 1 only; got p={p!r}")
-    p = float(p)
-    if not p >= 1 or np.isinf(p):
-        raise NotImplementedError(f"engine.norm supports vector p-norms with finite p >= 1 only; got p={p}")
-    if dtype is not None:
-        a = to(a, dtype)
-    if a._data.dtype.kind != "f":
-        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
-                           f"{_dtype_title(a)}")
-    node = fn.LinalgVectorNormBackward0() if needs_grad(a) else None
-    dims = tuple(range(a._data.ndim)) if dim is None else _dims(dim, a._data.ndim)
-    axis = dims if a._data.ndim else None
+    """torch.norm on CPU: a number p (None meaning 2), or "fro" over at most two dims, is linalg.vector_norm;
+    other strings go to matrix_norm, which the engine has only for its errors."""
+    if isinstance(p, str):
+        multi = dim is not None and not isinstance(dim, int) and len(dim) > 2
+        if p == "fro" and not multi:
+            p = 2
+        else:
+            _matrix_norm_refusal(a, p, dim)
+    return vector_norm(a, 2.0 if p is None else p, dim, keepdim, dtype=dtype)
+
+
+def _matrix_norm_refusal(a: Tensor, p: str, dim: Any) -> None:
+    """linalg.matrix_norm's argument errors; the nuclear and 2-dim Frobenius norms it computes are missing."""
+    if p not in ("fro", "nuc"):
+        raise RuntimeError(f"linalg.matrix_norm: Order {p} not supported.")
+    dims = list(range(a._data.ndim)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    if len(dims) != 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {' '.join(map(str, dims))}")
+    raise NotImplementedError(f"agdb's engine does not implement the matrix norm {p!r} (it needs an SVD); "
+                              f"use a number p for a vector norm")
+
+
+_NUMBER = (int, float, np.number)
+
+
+@public("vector_norm", linalg=True)
+def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False, *,  # noqa: A002 - torch's names
+                dtype: Any = None) -> Tensor:
+    """The vector `ord`-norm of all elements, or over `dim` → LinalgVectorNormBackward0. ord 0 counts nonzeros,
+    inf and -inf take the largest and smallest magnitude; `dtype` converts inside the op (no node of its own)."""
+    if not isinstance(ord, _NUMBER) or isinstance(ord, bool):
+        raise TypeError(f"linalg_vector_norm(): argument 'ord' (position 2) must be Number, not {type(ord).__name__}")
+    if dim is not None and not isinstance(dim, int) and not (
+            isinstance(dim, (tuple, list)) and builtins.all(isinstance(d, int) for d in dim)):
+        raise TypeError(f"linalg_vector_norm(): argument 'dim' (position 3) must be tuple of ints, not "
+                        f"{type(dim).__name__}")
+    node = fn.LinalgVectorNormBackward0() if needs_grad(x) else None  # the checks below come after it
+    data = _norm_input(x, dtype)
+    dims = _norm_dims(x, dim)
+    p = float(ord)
+    _check_identity(x, p, ord, dim, dims)
+    axis = dims if x._data.ndim else None
     with np.errstate(all="ignore"):
-        x = np.abs(a._data)
-        res = x.sum(axis=axis, keepdims=keepdim) if p == 1 else \
-            np.sqrt((x * x).sum(axis=axis, keepdims=keepdim)) if p == 2 else \
-            (x ** p).sum(axis=axis, keepdims=keepdim) ** (1 / p)
-    out = _out(np.asarray(res, dtype=a._data.dtype), a)
+        res = _norm_np(np.abs(data), p, axis, keepdim)
+    out = _out(np.asarray(res, dtype=data.dtype), x)
     if node is not None:
-        node.self, node.ord, node.keepdim, node.result = a, p, keepdim, out
-        node.dim = () if dim is None else dims  # linalg_vector_norm's dim: empty when reducing everything
-        record(node, (a,), out)
+        node.self, node.ord, node.keepdim, node.result = x, p, keepdim, out
+        node.dim = () if dim is None or (not isinstance(dim, int) and len(dim) == 0) else dims  # (): every dim
+        record(node, (x,), out)
     return out
+
+
+def _norm_input(x: Tensor, dtype: Any) -> np.ndarray:
+    if x._data.dtype.kind != "f":
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+                           f"{_dtype_title(x)}")
+    if dtype is None:
+        return x._data
+    target = as_dtype(dtype).np
+    if target.kind != "f":
+        raise RuntimeError(f"linalg.vector_norm: dtype should be floating point or complex, but got "
+                           f"{_TITLES[target.name]}")
+    if target.itemsize < x._data.dtype.itemsize:
+        raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({_dtype_title(x)}) should be convertible "
+                           f"without narrowing to the specified dtype ({_TITLES[target.name]})")
+    return x._data.astype(target)
+
+
+_TITLES = {"int64": "Long", "bool": "Bool", "float32": "Float", "float64": "Double"}
+
+
+def _norm_dims(x: Tensor, dim: Any) -> tuple[int, ...]:
+    """The reduced dims, sorted: all of them for None or an empty list; a repeated dim is refused."""
+    ndim = x._data.ndim
+    if dim is None or (not isinstance(dim, int) and len(dim) == 0):
+        return tuple(range(ndim))
+    wrapped = [_wrap_dim(d, ndim) for d in ((dim,) if isinstance(dim, int) else dim)]
+    for i, d in enumerate(wrapped):
+        if d in wrapped[:i]:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    return tuple(sorted(wrapped)) if ndim else ()
+
+
+def _check_identity(x: Tensor, p: float, ord: Any, dim: Any, dims: tuple) -> None:  # noqa: A002
+    """inf and negative norms have no value on nothing: refuse an empty input or an empty reduced dim."""
+    if x._data.size or not (p < 0 or np.isinf(p)):
+        return
+    shown = f"{ord:g}" if isinstance(ord, float) else str(ord)
+    if dim is None or (not isinstance(dim, int) and len(dim) == 0):
+        raise RuntimeError(f"linalg.vector_norm cannot compute the {shown} norm on an empty tensor because the "
+                           f"operation does not have an identity")
+    for d in dims:
+        if x._data.shape[d] == 0:  # torch's message has no space after the dim
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {shown} norm on the dimension {d}because "
+                               f"this dimension is empty and the operation does not have an identity")
+
+
+def _norm_np(mag: np.ndarray, p: float, axis: Any, keepdim: bool) -> np.ndarray:
+    if p == 0:
+        return (mag != 0).sum(axis=axis, keepdims=keepdim)
+    if np.isinf(p):
+        return (mag.max if p > 0 else mag.min)(axis=axis, keepdims=keepdim)
+    if p == 1:
+        return mag.sum(axis=axis, keepdims=keepdim)
+    if p == 2:
+        return np.sqrt((mag * mag).sum(axis=axis, keepdims=keepdim))
+    return (mag ** p).sum(axis=axis, keepdims=keepdim) ** (1 / p)
 
 
 def _truth(a: Tensor, dim: Any, keepdim: bool, np_fn) -> Tensor:

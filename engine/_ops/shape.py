@@ -642,6 +642,11 @@ def _numpy_t(self: Tensor) -> Tensor:
 @public("mT", tensor_property=True)
 def _mt(self: Tensor) -> Tensor:
     """The tensor with its last two dims swapped."""
+    if self._data.ndim == 0:
+        return self  # torch warns and hands back the tensor itself
+    if self._data.ndim == 1:
+        raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got "
+                           f"{self._data.ndim}-D tensor.")
     return transpose(self, -2, -1)
 
 

@@ -1,7 +1,7 @@
 """`engine.nn.functional`: activations, softmax, linear, embedding, layer_norm, dropout and the losses.
 
-Arguments PyTorch has but the engine does not implement (class `weight=`, `pos_weight=`, `label_smoothing=`,
-`max_norm=`, in-place forms, the deprecated `size_average`/`reduce`) raise NotImplementedError naming them.
+Arguments PyTorch has but the engine does not implement (`max_norm=`, in-place forms, the deprecated
+`size_average`/`reduce`) raise NotImplementedError naming them.
 """
 from __future__ import annotations
 
@@ -129,18 +129,18 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
              ignore_index: int = -100, reduce: Any = None, reduction: str = "mean") -> Tensor:
     """Negative log likelihood of (C,) or (N, C) log-probabilities → NllLossBackward0."""
     _no_legacy(size_average, reduce)
-    _unsupported(weight=weight is not None)
-    return nn_extra.nll_loss(input, target, nn_extra.reduction_enum(reduction), ignore_index)
+    return nn_extra.nll_loss(input, target, nn_extra.reduction_enum(reduction), ignore_index, weight)
 
 
 @public("cross_entropy", functional=True)
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: Any = None,
                   ignore_index: int = -100, reduce: Any = None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
-    """log_softmax over the class dim, then nll_loss → NllLossBackward0 over LogSoftmaxBackward0."""
+    """log_softmax over the class dim, then nll_loss → NllLossBackward0 over LogSoftmaxBackward0 (with
+    label_smoothing, torch's composite around them)."""
     _no_legacy(size_average, reduce)
-    _unsupported(weight=weight is not None, label_smoothing=label_smoothing != 0.0)
-    return nn_extra.cross_entropy(input, target, nn_extra.reduction_enum(reduction), ignore_index)
+    return nn_extra.cross_entropy(input, target, nn_extra.reduction_enum(reduction), ignore_index, weight,
+                                  label_smoothing)
 
 
 @public("binary_cross_entropy_with_logits", functional=True)
@@ -150,8 +150,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     """Sigmoid + binary cross entropy in one stable op → BinaryCrossEntropyWithLogitsBackward0."""
     _no_legacy(size_average, reduce)
     enum = nn_extra.reduction_enum(reduction)
-    _unsupported(weight=weight is not None, pos_weight=pos_weight is not None)
-    return nn_extra.binary_cross_entropy_with_logits(input, target, enum)
+    return nn_extra.binary_cross_entropy_with_logits(input, target, enum, weight, pos_weight)
 
 
 @public("l1_loss", functional=True)

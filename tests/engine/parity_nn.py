@@ -83,6 +83,49 @@ _op("bce_logits_const_target", lambda t, a, b: F(t).binary_cross_entropy_with_lo
     grad=(True, False))
 _op("bce_logits_target_only", lambda t, a, b: F(t).binary_cross_entropy_with_logits(a, b), A23, P23,
     grad=(False, True))
+# class weights, label smoothing and pos_weight, with every reduction (the weights are constants: torch refuses
+# weights that require grad).
+CW3 = [0.2, 1.0, 3.0]
+PW3 = [2.0, 0.5, 1.5]
+for _red in ("mean", "sum", "none"):
+    _op(f"nll_loss_weight_{_red}", lambda t, a, _r=_red: F(t).nll_loss(a, t.tensor([0, 2]), weight=t.tensor(
+        CW3, dtype=t.float64), reduction=_r), A23)
+    _op(f"nll_loss_weight_ignore_{_red}", lambda t, a, _r=_red: F(t).nll_loss(a, t.tensor([1, 2]), weight=t.tensor(
+        CW3, dtype=t.float64), ignore_index=2, reduction=_r), A23)
+    _op(f"nll_loss_weight_1d_{_red}", lambda t, a, _r=_red: F(t).nll_loss(a, t.tensor(2), weight=t.tensor(
+        CW3, dtype=t.float64), reduction=_r), V3)
+    _op(f"cross_entropy_weight_{_red}", lambda t, a, _r=_red: F(t).cross_entropy(
+        a, t.tensor([3, 0, 1]), weight=t.tensor([0.5, 1.0, 2.0, 4.0], dtype=t.float64), reduction=_r), A34)
+    _op(f"cross_entropy_smoothing_{_red}", lambda t, a, _r=_red: F(t).cross_entropy(
+        a, t.tensor([0, 2]), label_smoothing=0.1, reduction=_r), A23)
+    _op(f"cross_entropy_smoothing_weight_{_red}", lambda t, a, _r=_red: F(t).cross_entropy(
+        a, t.tensor([3, 0, 1]), weight=t.tensor([0.5, 1.0, 2.0, 4.0], dtype=t.float64), label_smoothing=0.25,
+        reduction=_r), A34)
+    _op(f"cross_entropy_smoothing_ignore_{_red}", lambda t, a, _r=_red: F(t).cross_entropy(
+        a, t.tensor([3, 0, 1]), weight=t.tensor([0.5, 1.0, 2.0, 4.0], dtype=t.float64), label_smoothing=0.2,
+        ignore_index=0, reduction=_r), A34)
+    _op(f"cross_entropy_smoothing_1d_{_red}", lambda t, a, _r=_red: F(t).cross_entropy(
+        a, t.tensor(1), label_smoothing=0.3, reduction=_r), V3)
+    _op(f"bce_logits_weight_{_red}", lambda t, a, b, _r=_red: F(t).binary_cross_entropy_with_logits(
+        a, b, weight=t.tensor(CW3, dtype=t.float64), reduction=_r), A23, P23)
+    _op(f"bce_logits_pos_weight_{_red}", lambda t, a, b, _r=_red: F(t).binary_cross_entropy_with_logits(
+        a, b, pos_weight=t.tensor(PW3, dtype=t.float64), reduction=_r), A23, P23)
+    _op(f"bce_logits_both_weights_{_red}", lambda t, a, b, _r=_red: F(t).binary_cross_entropy_with_logits(
+        a, b, weight=t.tensor([[2.0], [0.5]], dtype=t.float64), pos_weight=t.tensor(PW3, dtype=t.float64),
+        reduction=_r), A23, P23)
+_op("cross_entropy_smoothing_one", lambda t, a: F(t).cross_entropy(a, t.tensor([0, 2]), label_smoothing=1.0), A23)
+_op("cross_entropy_smoothing_negative", lambda t, a: F(t).cross_entropy(a, t.tensor([0, 2]), label_smoothing=-0.1),
+    A23)
+_op("cross_entropy_smoothing_all_ignored", lambda t, a: F(t).cross_entropy(a, t.tensor([1, 1]), ignore_index=1,
+                                                                           label_smoothing=0.1), A23)
+_op("bce_logits_pos_weight_input_only", lambda t, a, b: F(t).binary_cross_entropy_with_logits(
+    a, b, pos_weight=t.tensor(PW3, dtype=t.float64)), A23, P23, grad=(True, False))
+_op("bce_logits_pos_weight_target_only", lambda t, a, b: F(t).binary_cross_entropy_with_logits(
+    a, b, pos_weight=t.tensor(PW3, dtype=t.float64), weight=t.tensor(CW3, dtype=t.float64)), A23, P23,
+    grad=(False, True))
+_op("bce_logits_pos_weight_2d", lambda t, a, b: F(t).binary_cross_entropy_with_logits(
+    a, b, pos_weight=t.tensor([[2.0, 1.0, 0.5], [1.0, 3.0, 1.0]], dtype=t.float64)), A23, P23)
+_op("logsigmoid", lambda t, a: F(t).logsigmoid(a) * 2, A23)
 _op("l1_loss", lambda t, a, b: F(t).l1_loss(a, b), A23, B23)
 _op("l1_loss_sum", lambda t, a, b: F(t).l1_loss(a, b, reduction="sum"), A23, B23)
 _op("l1_loss_none", lambda t, a, b: F(t).l1_loss(a, b, reduction="none"), A23, B23)
@@ -182,6 +225,25 @@ for _loss, _target, _kw in (("MSELoss", B23, {}), ("L1Loss", B23, {"reduction": 
         p.run("backward", lambda: out.sum().backward())
         p.value("x.grad", x.grad)
     PROGRAMS[f"nn_module_{_loss}_{'_'.join(_kw) or 'default'}_{len(PROGRAMS)}"] = _loss_program
+
+
+@program("nn_module_weighted_losses")
+def _weighted_modules(t, p):
+    """The loss modules with class weights, label smoothing and pos_weight: graphs, values, buffers, repr."""
+    w = p.const(CW3)
+    x = p.leaf("x", A23)
+    target = p.leaf("target", P23)
+    mods = {"CrossEntropyLoss": t.nn.CrossEntropyLoss(weight=w, label_smoothing=0.15, reduction="sum"),
+            "NLLLoss": t.nn.NLLLoss(weight=w, ignore_index=0),
+            "BCEWithLogitsLoss": t.nn.BCEWithLogitsLoss(weight=w, pos_weight=p.const(PW3))}
+    outs = [mods["CrossEntropyLoss"](x, t.tensor([2, 1])), mods["NLLLoss"](x.log_softmax(1), t.tensor([0, 2])),
+            mods["BCEWithLogitsLoss"](x, target)]
+    p.watch(*outs)
+    p.value("outs", tuple(outs))
+    for name, m in mods.items():
+        p.value(name, (repr(m), tuple(n for n, _ in m.named_buffers()), m.weight, getattr(m, "label_smoothing", None)))
+    p.run("backward", lambda: (outs[0] + outs[1] + outs[2]).backward())
+    p.value("grads", (x.grad, target.grad))
 
 
 @program("nn_module_embedding")
@@ -289,6 +351,11 @@ def _round_trip(t, p):
     p.run("not a dict", lambda: dst.load_state_dict([1, 2]))
 
 
+def _no_grad(t, f):
+    with t.no_grad():
+        return f()
+
+
 @program("nn_errors")
 def _errors(t, p):
     nn, F_ = t.nn, t.nn.functional
@@ -311,6 +378,30 @@ def _errors(t, p):
         "bce long target": lambda: F_.binary_cross_entropy_with_logits(x, t.tensor([[0, 1, 0], [1, 1, 0]])),
         "bce bogus": lambda: nn.BCEWithLogitsLoss(reduction="bogus")(x, p.const(P23)),
         "l1 bogus": lambda: nn.L1Loss(reduction="bogus")(x, p.const(B23)),
+        "nll weight short": lambda: F_.nll_loss(x, t.tensor([0, 2]), weight=p.const([1.0, 2.0])),
+        "nll weight 2d": lambda: F_.nll_loss(x, t.tensor([0, 2]), weight=p.const([[1.0, 2.0, 3.0]])),
+        "nll weight float32": lambda: F_.nll_loss(x, t.tensor([0, 2]), weight=p.const(W3, dtype="float32")),
+        "nll weight requires grad": lambda: F_.nll_loss(x, t.tensor([0, 2]), weight=p.leaf("w", W3)),
+        "nll weight requires grad, no_grad": lambda: _no_grad(t, lambda: F_.nll_loss(
+            x, t.tensor([0, 2]), weight=p.leaf("w", W3))),
+        "nll weight zero total": lambda: F_.nll_loss(x, t.tensor([0, 2]), weight=p.const([0.0, 1.0, 0.0])),
+        "ce weight short": lambda: F_.cross_entropy(x, t.tensor([0, 2]), weight=p.const([1.0, 2.0])),
+        "ce weight short smoothing": lambda: F_.cross_entropy(x, t.tensor([0, 2]), weight=p.const([1.0, 2.0]),
+                                                              label_smoothing=0.1),
+        "ce weight requires grad smoothing": lambda: F_.cross_entropy(x, t.tensor([0, 2]), weight=p.leaf("w", W3),
+                                                                      label_smoothing=0.1),
+        "ce smoothing too big": lambda: F_.cross_entropy(x, t.tensor([0, 2]), label_smoothing=1.5),
+        "CrossEntropyLoss smoothing too big": lambda: nn.CrossEntropyLoss(label_smoothing=2.0)(x, t.tensor([0, 2])),
+        "bce weight shape": lambda: F_.binary_cross_entropy_with_logits(x, p.const(P23), weight=p.const([1.0, 2.0])),
+        "bce pos_weight shape": lambda: F_.binary_cross_entropy_with_logits(x, p.const(P23),
+                                                                            pos_weight=p.const([1.0, 2.0])),
+        "bce weight wider": lambda: F_.binary_cross_entropy_with_logits(x, p.const(P23), weight=p.const([[W3], [W3]])),
+        "bce pos_weight wider": lambda: F_.binary_cross_entropy_with_logits(x, p.const(P23),
+                                                                            pos_weight=p.const([[W3], [W3]])),
+        "bce weight requires grad": lambda: F_.binary_cross_entropy_with_logits(x, p.const(P23),
+                                                                                weight=p.leaf("w", W3)),
+        "bce pos_weight requires grad": lambda: F_.binary_cross_entropy_with_logits(x, p.const(P23),
+                                                                                    pos_weight=p.leaf("w", W3)),
         "l1 broadcast error": lambda: F_.l1_loss(x, p.const([1.0, 2.0])),
         "mse bogus": lambda: nn.MSELoss(reduction="bogus")(x, p.const(B23)),
         "mse shape": lambda: nn.MSELoss()(x, p.const([[1.0, 2.0]])),

@@ -139,6 +139,25 @@ _op("clamp_min_kw", lambda t, a: a.clamp(min=0.0), A23)
 _op("clamp_max_kw", lambda t, a: t.clamp(a, max=0.5), A23)
 _op("clamp_min", lambda t, a: a.clamp_min(0.0), A23)
 _op("clamp_max", lambda t, a: a.clamp_max(0.4), A23)
+# clamp with tensor bounds (ClampBackward0, ClampMinBackward1, ClampMaxBackward1): broadcast both ways, ties
+# with either bound (the grad goes to self), min > max (max wins), min == max.
+LO3 = [0.0, -1.0, 1.0]
+HI21 = [[1.0], [0.4]]
+TIES = [[0.0, 1.0, 2.0, -1.0], [0.5, 0.5, 3.0, 2.0]]
+TIE_LO = [0.0, 1.5, 2.0, -1.0]
+TIE_HI = [[0.0, 1.0, 2.5, -2.0], [0.5, 0.5, 3.0, 2.0]]
+_op("clamp_tensors", lambda t, a, lo, hi: a.clamp(lo, hi), A23, LO3, HI21)
+_op("clamp_tensor_min_only", lambda t, a, lo: a.clamp(lo), A23, LO3)
+_op("clamp_tensor_max_kw", lambda t, a, hi: t.clamp(a, max=hi), A23, HI21)
+_op("clamp_tensor_none_min", lambda t, a, hi: a.clamp(None, hi), A23, HI21)
+_op("clip_tensors", lambda t, a, lo, hi: t.clip(a, lo, hi), A23, LO3, HI21)
+_op("clip_method_tensor", lambda t, a, lo: a.clip(min=lo), A23, LO3)
+_op("clamp_tensor_ties", lambda t, a, lo, hi: a.clamp(lo, hi), TIES, TIE_LO, TIE_HI)
+_op("clamp_tensor_bounds_wider", lambda t, a, lo: a.clamp(lo), V3, A23)
+_op("clamp_min_tensor", lambda t, a, lo: a.clamp_min(lo), TIES, TIE_LO)
+_op("clamp_max_tensor", lambda t, a, hi: t.clamp_max(a, hi), TIES, TIE_HI)
+_op("clamp_min_tensor_wider", lambda t, a, lo: t.clamp_min(a, lo), V3, A23)
+_op("clamp_max_tensor_0dim", lambda t, a, hi: a.clamp_max(hi), A23, 0.25)
 _op("square", lambda t, a: a.square(), A23)
 _op("log1p", lambda t, a: a.log1p(), POS23)
 _op("expm1", lambda t, a: a.expm1(), A23)
@@ -166,6 +185,29 @@ _op("norm_3", lambda t, a: a.norm(3, 1), A23)
 _op("norm_1_5", lambda t, a: a.norm(1.5), A23)
 _op("norm_dim", lambda t, a: a.norm(dim=1), A23)
 _op("norm_dim_keepdim", lambda t, a: a.norm(2, 1, True), A23)
+# p < 1, 0, inf and -inf, with zeros, an all-zero row and ties for the largest magnitude (torch's subgradients).
+Z34 = [[0.0, -1.5, 2.0, 0.0], [1.5, 0.0, -2.0, 0.5], [0.0, 0.0, 0.0, 0.0]]
+INF = float("inf")
+for _name, _p, _dim, _keep in (("0", 0, None, False), ("0_dim", 0, 1, False), ("half", 0.5, None, False),
+                               ("half_dim", 0.5, 1, False), ("half_keepdim", 0.5, 0, True), ("neg1_dim", -1, 1, False),
+                               ("neg_half", -0.5, 0, False), ("inf", INF, None, False), ("inf_dim", INF, 1, True),
+                               ("inf_dim0", INF, 0, False), ("neg_inf", -INF, None, False),
+                               ("neg_inf_dim", -INF, 1, False), ("1_zeros", 1, 1, False), ("1_5_zeros", 1.5, 1, False),
+                               ("2_zero_row", 2, 1, False), ("3_zero_row", 3, 1, False),
+                               ("inf_two_dims", INF, (0, 1), False),
+                               ("half_two_dims", 0.5, [1, 0], True), ("half_empty_dims", 0.5, (), False)):
+    _op(f"norm_{_name}", lambda t, a, _p=_p, _dim=_dim, _keep=_keep: a.norm(_p, _dim, _keep), Z34)
+    _op(f"vector_norm_{_name}", lambda t, a, _p=_p, _dim=_dim, _keep=_keep: t.linalg.vector_norm(a, _p, _dim, _keep),
+        Z34)
+_op("norm_inf_no_zeros", lambda t, a: a.norm(INF, 1), A23)
+_op("norm_neg_inf_no_zeros", lambda t, a: t.norm(a, p=-INF, dim=0), A23)
+_op("norm_half_no_zeros", lambda t, a: a.norm(0.5), A23)
+_op("norm_0_dim_0d", lambda t, a: t.linalg.vector_norm(a.sum(), INF, 0), A23)
+_op("norm_fro_kw", lambda t, a: a.norm(p="fro", dim=(0, 1)), A23)
+_op("norm_none_p", lambda t, a: a.norm(None, 1), A23)
+_op("vector_norm_default", lambda t, a: t.linalg.vector_norm(a), A23)
+_op("vector_norm_dtype", lambda t, a: t.linalg.vector_norm(a.float(), 3, dtype=t.float64), A23)
+_op("norm_dtype", lambda t, a: a.float().norm(INF, dtype=t.float64), A23)
 
 # -- selection and indexing ------------------------------------------------------------------------------------
 _op("gather", lambda t, a: a.gather(1, t.tensor([[0, 0], [2, 1]])), A23)
@@ -244,6 +286,184 @@ def _errors(t, p):
                    ("unbind 0-dim", lambda: x.sum().unbind()),
                    ("iterate 0-dim", lambda: list(x.sum())),
                    ("item many", lambda: x.item()),
-                   ("bool many", lambda: bool(x))):
+                   ("bool many", lambda: bool(x)),
+                   ("mT 1-d", lambda: x[0].mT)):
+        p.run(tag, f)
+        p.counter(tag)
+    s = x.sum()
+    p.value("mT of 0-dim is the tensor itself", s.mT is s)
+
+
+def _clamp_flags(name: str, build: Callable, flags: tuple, *data: Any) -> None:
+    """A clamp program where only the leaves flagged in `flags` require grad."""
+    def fn(t, p):
+        leaves = [p.leaf(f"x{i}", d, requires_grad=f) for i, (d, f) in enumerate(zip(data, flags, strict=True))]
+        _forward_and_grads(t, p, lambda *xs: build(t, *leaves), *[x for x in leaves if x.requires_grad])
+    PROGRAMS[f"op_{name}"] = fn
+
+
+_clamp_flags("clamp_tensor_self_only", lambda t, a, lo, hi: a.clamp(lo, hi), (True, False, False), A23, LO3, HI21)
+_clamp_flags("clamp_tensor_bounds_only", lambda t, a, lo, hi: a.clamp(lo, hi), (False, True, True), A23, LO3, HI21)
+_clamp_flags("clamp_tensor_max_only", lambda t, a, lo, hi: a.clamp(lo, hi), (False, False, True), A23, LO3, HI21)
+_clamp_flags("clamp_min_tensor_bound_only", lambda t, a, lo: a.clamp_min(lo), (False, True), A23, LO3)
+
+
+@program("clamp_tensor_promotion_and_nan")
+def _clamp_promotion(t, p):
+    """The result's dtype over self and both bounds (0-dim and dimensioned tiers), and NaN in self or a bound."""
+    x = p.leaf("x", A23)
+    for tag, f in (("f64 self, f32 bound", lambda: x.clamp(p.const(LO3, dtype="float32"))),
+                   ("f32 self, f64 0-dim bound", lambda: p.const(V3, dtype="float32").clamp(p.const(0.0))),
+                   ("f32 self, f64 bound", lambda: p.const(V3, dtype="float32").clamp_min(p.const(LO3))),
+                   ("long self, float bounds", lambda: t.tensor([1, 5, -3]).clamp(p.const(LO3, dtype="float32"),
+                                                                                  p.const(2.5))),
+                   ("long self, long bounds", lambda: t.tensor([1, 5, -3]).clamp(t.tensor([0, 0, 0]), t.tensor(4))),
+                   ("long self, f64 0-dim", lambda: t.tensor([1, 5, -3]).clamp_max(p.const(2.5))),
+                   ("bool self", lambda: t.tensor([True, False]).clamp(t.tensor([False, True]))),
+                   ("nan bound", lambda: x.clamp(p.const(float("nan")))),
+                   ("nan in max", lambda: x.clamp(max=p.const([float("nan"), 0.0, 0.0]))),
+                   ("nan self", lambda: p.const([float("nan"), 1.0]).clamp(p.const(0.0), p.const(0.5))),
+                   ("min > max", lambda: x.clamp(p.const(1.0), p.const(0.0)))):
+        r = p.run(tag, f)
+        p.value(tag, r)
+        p.counter(tag)
+
+
+@program("clamp_tensor_saved")
+def _clamp_saved(t, p):
+    """The tensors ClampBackward0 and ClampMinBackward1 save (None for an absent bound)."""
+    x = p.leaf("x", A23)
+    lo = p.leaf("lo", LO3)
+    y = x.clamp(lo)
+    p.value("saved", (y.grad_fn._saved_self, y.grad_fn._saved_min, y.grad_fn._saved_max))
+    z = x.clamp_min(lo)
+    p.value("clamp_min saved", (z.grad_fn._saved_self, z.grad_fn._saved_min))
+    w = x.clamp_max(p.const(HI21))
+    p.value("clamp_max saved", (w.grad_fn._saved_self, w.grad_fn._saved_max))
+    with t.no_grad():
+        lo.add_(1.0)
+    p.run("backward after the bound changed", lambda: y.sum().backward())
+
+
+@program("clamp_tensor_errors")
+def _clamp_errors(t, p):
+    """Mixed number and tensor bounds are refused by the argument parser; both None, and bounds that do not
+    broadcast, by the op (after its node took a seq_nr)."""
+    x = p.leaf("x", A23)
+    lo = p.leaf("lo", LO3)
+    import numpy as np
+    for tag, f in (("method number, tensor", lambda: x.clamp(0.0, lo)),
+                   ("method tensor, number", lambda: x.clamp(lo, 1)),
+                   ("method bool, tensor", lambda: x.clip(True, lo)),
+                   ("method keywords", lambda: x.clamp(min=0.0, max=lo)),
+                   ("method keywords reversed", lambda: x.clamp(max=1, min=lo)),
+                   ("method positional and keyword", lambda: x.clamp(lo, max=1.0)),
+                   ("method unknown keyword", lambda: x.clamp(1, foo=2)),
+                   ("method three", lambda: x.clamp(lo, lo, lo)),
+                   ("method str", lambda: x.clamp(lo, "a")),
+                   ("method numpy", lambda: x.clamp(np.float64(1.0), lo)),
+                   ("function", lambda: t.clamp(x, lo, 1)),
+                   ("function keywords", lambda: t.clip(x, min=0.0, max=lo)),
+                   ("function all keywords", lambda: t.clamp(input=x, min=lo, max=1)),
+                   ("clamp_min None", lambda: x.clamp_min(None)),
+                   ("clamp_min keyword None", lambda: x.clamp_min(min=None)),
+                   ("clamp_min nothing", lambda: x.clamp_min()),
+                   ("clamp_min two", lambda: x.clamp_min(lo, 1)),
+                   ("clamp_max str", lambda: x.clamp_max("a")),
+                   ("torch.clamp_min None", lambda: t.clamp_min(x, None)),
+                   ("torch.clamp_max keyword", lambda: t.clamp_max(x, max="a")),
+                   ("both None", lambda: x.clamp()),
+                   ("both None given", lambda: x.clamp(None, None)),
+                   ("function both None", lambda: t.clamp(x, None, max=None)),
+                   ("bad shape", lambda: x.clamp(p.const([0.0, 1.0]))),
+                   ("bad shape max", lambda: x.clamp(lo, p.const([0.0, 1.0]))),
+                   ("clamp_min bad shape", lambda: t.clamp_min(x, p.const([[0.0], [1.0], [2.0]]))),
+                   ("number bounds still", lambda: x.clamp(np.float32(0.0), 1))):
+        p.run(tag, f)
+        p.counter(tag)
+
+
+@program("norm_errors")
+def _norm_errors(t, p):
+    """The argument checks of torch.norm and linalg.vector_norm, and the seq_nrs each takes before it refuses."""
+    x = p.leaf("x", A23)
+    e = p.leaf("e", [[], []])
+    for tag, f in (("inf empty", lambda: e.norm(INF)), ("-inf empty", lambda: e.norm(-INF)),
+                   ("-1 empty", lambda: t.linalg.vector_norm(e, -1)),
+                   ("-0.5 empty dim 1", lambda: e.norm(-0.5, 1)), ("inf empty dim 0", lambda: e.norm(INF, 0)),
+                   ("inf empty both dims", lambda: e.norm(INF, (0, 1))),
+                   ("fro three dims", lambda: t.zeros(2, 2, 2).norm("fro", dim=(0, 1, 2))),
+                   ("nuc three dims", lambda: t.zeros(2, 2, 2).norm("nuc", dim=(0, 1, 2))),
+                   ("bogus order", lambda: x.norm("abc")), ("bogus order 3-d", lambda: t.zeros(2, 2, 2).norm("abc")),
+                   ("long", lambda: t.tensor([1, 2]).norm(0.5)),
+                   ("long dtype", lambda: t.tensor([1, 2]).norm(1, dtype=t.float64)),
+                   ("repeated dim", lambda: x.norm(1, (0, 0))), ("repeated negative dim", lambda: x.norm(1, (1, -1))),
+                   ("fro repeated dim", lambda: x.norm("fro", dim=(0, 0))),
+                   ("dim out of range", lambda: t.linalg.vector_norm(x, 2, 3)),
+                   ("norm dim out of range", lambda: x.norm(2, 3)),
+                   ("ord str", lambda: t.linalg.vector_norm(x, "fro")), ("dim float", lambda: x.norm(2, dim=0.5)),
+                   ("dtype narrowing", lambda: t.linalg.vector_norm(x, dtype=t.float32)),
+                   ("dtype long", lambda: t.linalg.vector_norm(x, dtype=t.int64))):
+        r = p.run(tag, f)
+        p.value(tag, r)
+        p.counter(tag)
+    nan = p.const([float("nan"), 1.0])
+    p.value("nan", (nan.norm(INF), nan.norm(-INF), nan.norm(0.5), nan.norm(0)))
+    p.value("empty", (e.norm(0), e.norm(0.5), e.norm(INF, 0), t.linalg.vector_norm(e, 2, 1)))
+    p.value("negative with zero", (x.norm(-1), p.const([0.0, 2.0]).norm(-2)))
+    y = x.norm(0)
+    p.watch(y)
+    p.run("backward of the 0-norm", lambda: y.backward())
+    p.value("x.grad", x.grad)
+
+
+_CLAMPS_INPLACE = {
+    "clamp_ numbers": lambda t, x, lo, hi: x.clamp_(0, 1),
+    "clamp_ tensors": lambda t, x, lo, hi: x.clamp_(lo, hi),
+    "clamp_ min tensor": lambda t, x, lo, hi: x.clamp_(lo),
+    "clip_ tensors": lambda t, x, lo, hi: x.clip_(lo, hi),
+    "clamp_min_ tensor": lambda t, x, lo, hi: x.clamp_min_(lo),
+    "clamp_max_ number": lambda t, x, lo, hi: x.clamp_max_(0.5),
+    "torch.clamp_ keyword": lambda t, x, lo, hi: t.clamp_(x, min=lo),
+    "torch.clamp_max_ tensor": lambda t, x, lo, hi: t.clamp_max_(x, hi),
+    "clamp_ constant bound": lambda t, x, lo, hi: x.clamp_(lo.detach()),
+}
+
+
+def _clamp_inplace_program(op: Callable) -> Callable:
+    def fn(t, p):
+        w = p.leaf("w", A23)
+        lo = p.leaf("lo", LO3)
+        hi = p.leaf("hi", HI21)
+        x = w * 1
+        y = op(t, x, lo, hi)
+        p.value("returns self", (y is x, x._version))
+        p.watch(x)
+        p.counter("forward")
+        grads = p.run("grad", lambda: t.autograd.grad(x.sum(), [w, lo, hi], allow_unused=True))
+        p.value("grads", grads)
+    return fn
+
+
+for _tag, _f in _CLAMPS_INPLACE.items():
+    PROGRAMS[f"inplace_{_tag.replace(' ', '_')}"] = _clamp_inplace_program(_f)
+
+
+@program("clamp_inplace_errors")
+def _clamp_inplace_errors(t, p):
+    """In-place clamps on a leaf, into a smaller shape, with mixed bounds, with no bound, without grad."""
+    w = p.leaf("w", V3)
+    lo = p.leaf("lo", LO3)
+    for tag, f in (("leaf", lambda: w.clamp_(0, 1)), ("leaf tensor bound", lambda: w.clamp_min_(lo)),
+                   ("broadcast into smaller", lambda: (w * 1).clamp_(p.const([LO3, LO3]))),
+                   ("method mixed", lambda: (w * 1).clamp_(0.0, lo)),
+                   ("function mixed", lambda: t.clamp_(w * 1, 0.0, lo)),
+                   ("function clip_ mixed", lambda: t.clip_(w * 1, lo, 1)),
+                   ("clamp_min_ None", lambda: (w * 1).clamp_min_(None)),
+                   ("torch.clamp_min_ None", lambda: t.clamp_min_(w * 1, None)),
+                   ("torch.clamp_max_ str", lambda: t.clamp_max_(w * 1, "a")),
+                   ("no bound", lambda: (w * 1).clamp_()),
+                   ("long self, float bound", lambda: t.tensor([1, 2, 3]).clamp_(p.const(LO3))),
+                   ("no grad", lambda: p.value("no grad", p.const(V3).clamp_(lo.detach(), 1.0 + lo.detach())))):
         p.run(tag, f)
         p.counter(tag)

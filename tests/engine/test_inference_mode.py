@@ -143,3 +143,33 @@ def _training_after_eval(t):
 
 def test_model_eval_then_train():
     assert _training_after_eval(engine) == _training_after_eval(torch)
+
+
+_SCALAR_VIEWS = {
+    "int index": lambda t, x: x[0], "two ints": lambda t, x: x.view(3, 1)[1, 0], "select": lambda t, x: x.select(0, -1),
+    "unbind": lambda t, x: x.unbind(0)[2], "0-dim tensor index": lambda t, x: x[t.tensor(1)],
+    "ellipsis": lambda t, x: x[0, ...], "view": lambda t, x: x[:1].view(()), "squeeze": lambda t, x: x[1:2].squeeze(),
+    "flatten then int": lambda t, x: x.flatten()[2], "slice then int": lambda t, x: x[1:][0],
+    "alias": lambda t, x: x[1][...],
+}
+
+
+def _scalar_views(t):
+    out = []
+    for name, f in _SCALAR_VIEWS.items():
+        x = t.tensor([1.0, 2.0, 3.0])
+        v = f(t, x)
+        v.add_(10)  # a view shares memory and the version counter
+        out.append((name, x.tolist(), x._version, v._version))
+        with t.inference_mode():
+            z = t.tensor([1.0, 2.0, 3.0])
+            inside_of_normal = f(t, x).is_inference()
+        out.append((name, f(t, z).is_inference(), inside_of_normal, _err(lambda f=f, z=z: f(t, z)._version),
+                    _err(lambda f=f, z=z: f(t, z).add_(1)), z.tolist()))
+    return out
+
+
+def test_scalar_views():
+    """A 0-dim view (x[0], select, unbind...) shares memory and version with its base, and is an inference
+    tensor iff its base is one, wherever it is made."""
+    assert _scalar_views(engine) == _scalar_views(torch)

@@ -1,4 +1,5 @@
-"""The Tensor surface's differentiable ops (issue 12) against central finite differences in float64.
+"""The Tensor surface's differentiable ops (issue 12) and the losses' weighted forms against central finite
+differences in float64.
 
 First order: `(op(x) * w).sum()` differentiated by autograd.grad against a central difference; second
 order: `autograd.grad((g * v).sum(), x)` for `g` made with create_graph, against central differences of g.
@@ -14,6 +15,20 @@ EPS = 1e-6
 X = np.array([[0.5, -1.2, 2.0, 0.1], [1.5, 0.3, -0.7, 0.9], [0.2, 0.4, -0.6, 1.1]])
 Y = np.array([[[0.1, 0.2], [0.3, -0.4], [0.5, 0.6], [-0.7, 0.8]]] * 2) * np.array([1.0, -0.5])[:, None, None]
 
+LO4 = np.array([0.0, -1.0, 1.0, 0.3])
+HI31 = np.array([[1.0], [0.8], [0.5]])
+
+
+def _c(a: np.ndarray):
+    return engine.tensor(a, dtype=engine.float64)
+
+
+F = engine.nn.functional
+T3 = engine.tensor([0, 3, 1])
+CW4 = np.array([0.5, 1.0, 2.0, 4.0])
+P34 = np.clip(np.abs(X) / 2.5, 0.05, 0.95)
+PW4 = np.array([2.0, 0.5, 1.5, 1.0])
+
 OPS = {
     "unbind": (lambda x: engine.stack([u * (i + 1) for i, u in enumerate(x.unbind(1))]), X),
     "iterate": (lambda x: engine.stack([r.exp() for r in x]), X),
@@ -22,7 +37,26 @@ OPS = {
     "clamp": (lambda x: x.clamp(-1.0, 1.0), X),
     "clamp_min": (lambda x: x.clamp_min(0.25), X),
     "clamp_max": (lambda x: x.clamp_max(0.25), X),
+    "clamp_tensors": (lambda x: x.clamp(_c(LO4), _c(HI31)), X),
+    "clamp_tensors_min": (lambda lo: _c(X).clamp(lo, _c(HI31)), LO4),
+    "clamp_tensors_max": (lambda hi: _c(X).clamp(_c(LO4), hi), HI31),
+    "clamp_tensor_min_only": (lambda lo: _c(X).clamp(lo), LO4),
+    "clamp_min_tensor": (lambda lo: _c(X).clamp_min(lo), LO4),
+    "clamp_max_tensor": (lambda hi: _c(X).clamp_max(hi), HI31),
+    "clamp_max_tensor_self": (lambda x: x.clamp_max(_c(HI31)), X),
     "square": (lambda x: x.square(), X),
+    "nll_loss_weight": (lambda x: F.nll_loss(x, T3, weight=_c(CW4)), X),
+    "nll_loss_weight_none": (lambda x: F.nll_loss(x, T3, weight=_c(CW4), reduction="none"), X),
+    "cross_entropy_weight_smoothing": (lambda x: F.cross_entropy(x, T3, weight=_c(CW4), label_smoothing=0.2), X),
+    "cross_entropy_smoothing_ignore": (lambda x: F.cross_entropy(x, T3, label_smoothing=0.3, ignore_index=3,
+                                                                 reduction="sum"), X),
+    "bce_logits_weights": (lambda x: F.binary_cross_entropy_with_logits(x, _c(P34), weight=_c(CW4),
+                                                                        pos_weight=_c(PW4)), X),
+    "bce_logits_weights_target": (lambda p: F.binary_cross_entropy_with_logits(_c(X), p, weight=_c(CW4),
+                                                                               pos_weight=_c(PW4)), P34),
+    "bce_logits_weight_target_sum": (lambda p: F.binary_cross_entropy_with_logits(_c(X), p, weight=_c(CW4),
+                                                                                  reduction="sum"), P34),
+    "logsigmoid": (lambda x: F.logsigmoid(x), X),
     "log1p": (lambda x: x.abs().log1p(), X),
     "expm1": (lambda x: x.expm1(), X),
     "min_dim": (lambda x: x.min(1).values, X),
@@ -38,6 +72,13 @@ OPS = {
     "norm_1": (lambda x: x.norm(1, 1), X),
     "norm_3": (lambda x: x.norm(3), X),
     "norm_1_5": (lambda x: x.norm(1.5, 1, True), X),
+    "norm_half": (lambda x: x.norm(0.5), X),
+    "norm_half_dim": (lambda x: x.norm(0.5, 1), X),
+    "norm_neg1_dim": (lambda x: x.norm(-1, 0, True), X),
+    "norm_inf": (lambda x: x.norm(float("inf")), X),
+    "norm_inf_dim": (lambda x: x.norm(float("inf"), 1), X),
+    "norm_neg_inf_dim": (lambda x: engine.linalg.vector_norm(x, float("-inf"), 0), X),
+    "vector_norm_3": (lambda x: engine.linalg.vector_norm(x, 3, (0, 1)), X),
     "gather": (lambda x: x.gather(1, engine.tensor([[0, 0], [3, 1], [2, 2]])), X),
     "index_select": (lambda x: x.index_select(1, engine.tensor([0, 2, 0])), X),
     "index_mask": (lambda x: x[engine.tensor(X > 0)] * 2, X),
