@@ -267,11 +267,15 @@ class AbsBackward0(_Generated):
 
 
 class SgnBackward0(_Generated):
-    __slots__ = ()
+    """sgn's grad is torch's immutable ZeroTensor for real inputs; it saves self and result as torch does."""
+
+    __slots__ = ("self", "result")
+    _saved_tensor_names = ("self", "result")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
             out[0] = ops.zeros_like_data(grad)
+            out[0]._zerotensor = True
 
 
 # -- reductions -----------------------------------------------------------------------------------------
@@ -957,8 +961,15 @@ class Expm1Backward0(_Generated):
             out[0] = ops.mul(grad, ops.add_scalar(self.result, 1))
 
 
-class SignBackward0(SgnBackward0):
+class SignBackward0(_Generated):
+    """sign saves nothing; its grad is a ZeroTensor too."""
+
     __slots__ = ()
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):
+            out[0] = ops.zeros_like_data(grad)
+            out[0]._zerotensor = True
 
 
 class MinBackward0(MaxBackward0):

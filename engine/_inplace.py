@@ -24,7 +24,7 @@ from ._dispatch import public
 from ._node import _TYPE_NAMES, InputMetadata
 from ._ops._common import broadcast_shape, needs_grad, record
 from ._ops.pointwise import clamp_entry
-from ._tensor import Tensor, gradient_edge, make_tensor
+from ._tensor import ERR_ZEROTENSOR_IMMUTABLE, Tensor, gradient_edge, make_tensor
 
 ERR_LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
 ERR_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
@@ -55,6 +55,8 @@ def check_inplace(self: Tensor) -> None:
 
 def _write(self: Tensor, value: np.ndarray) -> None:
     """Write `value` into the tensor's memory, with PyTorch's checks, and count the write."""
+    if self._zerotensor:
+        raise RuntimeError(ERR_ZEROTENSOR_IMMUTABLE)
     if value.shape != self._data.shape:
         raise RuntimeError(f"output with shape {list(self._data.shape)} doesn't match the broadcast shape "
                            f"{list(value.shape)}")

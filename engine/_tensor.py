@@ -29,6 +29,9 @@ class Tensor:
         "__weakref__", "__dict__",
     )
     __array_priority__ = 1000  # numpy scalars on the left defer to our reflected operators
+    _zerotensor = False
+    """torch's ZeroTensor: an immutable zero that `sgn`'s formula returns; set per instance (in __dict__) on the
+    rare tensors that are one, so the common tensor pays nothing."""
 
     def __init__(self, data: Any = None) -> None:
         arr = np.asarray([] if data is None else data)
@@ -250,8 +253,14 @@ class Tensor:
         strides = tuple(s // item for s in self._data.strides)
         return strides if dim is None else strides[_wrap_dim(dim, self._data.ndim)]
 
+    def _is_zerotensor(self) -> bool:
+        """Whether this is an immutable ZeroTensor (what torch's formulas return for an identically zero grad)."""
+        return self._zerotensor
+
     def numpy(self) -> np.ndarray:
         """The data as a numpy array (shares memory); refuses tensors that require grad, like torch."""
+        if self._zerotensor:
+            raise RuntimeError(" Cannot convert a ZeroTensor to numpy. Set force=True if you need the zero array.")
         if self._requires_grad:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                                "instead.")
@@ -265,6 +274,8 @@ class Tensor:
 
     def tolist(self) -> Any:
         """The data as (nested) Python lists."""
+        if self._zerotensor:
+            raise RuntimeError("tolist() shouldn't be called on a tensor with unallocated storage")
         return self._data.tolist()
 
     def __float__(self) -> float:
@@ -344,6 +355,8 @@ def alias_tensor(arr: np.ndarray, of: Tensor) -> Tensor:
     (a view of a normal tensor made inside inference_mode stays normal, as in torch)."""
     t = make_tensor(arr, device=of._device)
     t._inference = of._inference
+    if of._zerotensor:
+        t._zerotensor = True
     return t
 
 
@@ -408,6 +421,10 @@ def try_get_grad_accumulator(t: Tensor) -> AccumulateGrad | None:
     return ref() if ref is not None else None
 
 
+ERR_ZEROTENSOR_IMMUTABLE = ("ZeroTensors are immutable. Please use the materialized zero tensor obtained using "
+                            ".clone() if you want a mutable tensor.")
+
+
 def accumulate_into_grad(variable: Tensor, new_grad: Tensor, unreferenced: bool = False) -> None:
     """AccumulateGrad's update of `variable.grad` (engine-semantics §8.2).
 
@@ -418,7 +435,7 @@ def accumulate_into_grad(variable: Tensor, new_grad: Tensor, unreferenced: bool 
     old = variable._grad
     if old is None:
         if not tls.grad_enabled and unreferenced and _obeys_layout_contract(new_grad._data, variable._data):
-            variable._grad = make_tensor(new_grad._data, device=new_grad._device)  # new_grad.detach()
+            variable._grad = alias_tensor(new_grad._data, new_grad)  # new_grad.detach()
         elif not tls.grad_enabled or not new_grad._requires_grad:
             variable._grad = make_tensor(np.array(new_grad._data, copy=True), device=new_grad._device)
         else:
@@ -426,6 +443,8 @@ def accumulate_into_grad(variable: Tensor, new_grad: Tensor, unreferenced: bool 
 
             variable._grad = copy_to_new(new_grad)
     elif not tls.grad_enabled:
+        if old._zerotensor:  # torch's in-place += refuses it, so a second backward fails
+            raise RuntimeError(ERR_ZEROTENSOR_IMMUTABLE)
         np.add(old._data, new_grad._data, out=old._data, casting="unsafe")
     else:
         from ._ops import add
@@ -454,6 +473,9 @@ def _format_tensor(t: Tensor) -> str:
     kwargs = {"separator": ", ", "prefix": "tensor("}
     if arr.dtype.kind == "f":
         body = np.array2string(arr, precision=4, floatmode="maxprec_equal", **kwargs)
+    elif arr.dtype == np.bool_:  # torch pads True to False's width only when a False is printed
+        width = 5 if arr.size and not arr.all() else 4
+        body = np.array2string(arr, formatter={"bool": lambda v: str(bool(v)).rjust(width)}, **kwargs)
     else:
         body = np.array2string(arr, **kwargs)
     extras = []

@@ -68,6 +68,8 @@ def mul(a: Any, b: Any) -> Tensor:
     a, b = _pair(a, b)
     node = fn.MulBackward0() if needs_grad(a, b) else None
     out = _out(_binary(np.multiply, a, b), result_device(a, b))
+    if a._zerotensor or b._zerotensor:  # torch: a product with a ZeroTensor is one
+        out._zerotensor = True
     if node is not None:
         # Saved only when needed for the other input's grad, as the generated code does.
         node.self = a if b._requires_grad else None
@@ -94,6 +96,8 @@ def div(a: Any, b: Any) -> Tensor:
     with np.errstate(divide="ignore", invalid="ignore"):
         data = _binary(np.true_divide, a, b, float_only=True)
     out = _out(data, result_device(a, b))
+    if a._zerotensor:  # torch: a ZeroTensor divided is one
+        out._zerotensor = True
     if node is not None:
         node.self = a if b._requires_grad else None
         node.other = b

@@ -35,6 +35,11 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
     return out
 
 
+def _dtype_name(t: Tensor) -> str:
+    """The scalar type name torch's kernels print: Float, Double, Long, Bool."""
+    return {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}[t.dtype.name]
+
+
 def _check_same_dtype(a: Tensor, b: Tensor, msg: str) -> None:
     if a._data.dtype != b._data.dtype:
         raise RuntimeError(f"{msg}, but got: {a.dtype.name.title()} != {b.dtype.name.title()}".replace(
@@ -53,6 +58,9 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
             "but got %d and %d elements respectively" % (a._data.shape[0], b._data.shape[0], a._data.shape[0],
                                                         b._data.shape[0]))
     check_same_device("dot", self=a, tensor=b)
+    if a._data.dtype != b._data.dtype:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {_dtype_name(a)} and "
+                           f"{_dtype_name(b)}")
     out = _out(np.dot(a._data, b._data), a)
     if node is not None:
         node.self = a if b._requires_grad else None
@@ -71,6 +79,9 @@ def mv(a: Tensor, v: Tensor) -> Tensor:
         raise RuntimeError(f"size mismatch, got input ({a._data.shape[0]}), mat ({a._data.shape[0]}x"
                            f"{a._data.shape[1]}), vec ({v._data.shape[0]})")
     check_same_device("mv", self=a, vec=v)
+    if a._data.dtype != v._data.dtype:  # mv runs addmv with a result of vec's dtype: (result, mat, vec)
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got {_dtype_name(v)}, "
+                           f"{_dtype_name(a)}, and {_dtype_name(v)}")
     out = _out(a._data @ v._data, a)
     if node is not None:
         node.self = a if v._requires_grad else None
@@ -209,7 +220,8 @@ def bmm(a: Tensor, b: Tensor) -> Tensor:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{a._data.shape[0]}, "
                            f"{a._data.shape[2]}] but got: [{b._data.shape[0]}, {b._data.shape[1]}].")
     check_same_device("bmm", self=a, mat2=b)
-    _check_same_dtype(a, b, "expected scalar type")
+    if a._data.dtype != b._data.dtype:
+        raise RuntimeError(f"expected scalar type {_dtype_name(a)} but found {_dtype_name(b)}")
     out = _out(np.matmul(a._data, b._data), a)
     if node is not None:
         node.self = a if b._requires_grad else None
@@ -229,6 +241,10 @@ def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: floa
             f"mat1 and mat2 shapes cannot be multiplied ({mat1._data.shape[0]}x{mat1._data.shape[1]} and "
             f"{mat2._data.shape[0]}x{mat2._data.shape[1]})")
     check_same_device("addmm", self=bias, mat1=mat1, mat2=mat2)
+    for name, first in (("self", bias), ("mat1", mat1)):  # torch checks self against mat2 first
+        if first._data.dtype != mat2._data.dtype:
+            raise RuntimeError(f"{name} and mat2 must have the same dtype, but got {_dtype_name(first)} and "
+                               f"{_dtype_name(mat2)}")
     prod = mat1._data @ mat2._data
     data = beta * bias._data + alpha * prod if (beta != 1 or alpha != 1) else bias._data + prod
     out = _out(np.broadcast_to(data, prod.shape).astype(prod.dtype), mat1)

@@ -23,7 +23,7 @@ from ._common import (
     result_dtype,
     scalar_tensor,
 )
-from .shape import to
+from .shape import expand, to
 
 
 @public("where", torch=True)
@@ -69,19 +69,20 @@ def masked_fill(a: Tensor, mask: Tensor, value: Any) -> Tensor:
     return out
 
 
+def _shifted(x: np.ndarray, d: int) -> np.ndarray:
+    """x less its max along d (x - x for a 0-dim x: nan for nan and infinities, as torch's kernel gives)."""
+    return x - x if x.ndim == 0 else x - x.max(axis=d, keepdims=True)
+
+
 def _softmax_np(x: np.ndarray, d: int) -> np.ndarray:
-    if x.ndim == 0:
-        return np.ones_like(x)
-    shifted = x - x.max(axis=d, keepdims=True)
+    shifted = _shifted(x, d)
     e = np.exp(shifted)
-    return e / e.sum(axis=d, keepdims=True)
+    return e / (e if x.ndim == 0 else e.sum(axis=d, keepdims=True))
 
 
 def _log_softmax_np(x: np.ndarray, d: int) -> np.ndarray:
-    if x.ndim == 0:
-        return np.zeros_like(x)
-    shifted = x - x.max(axis=d, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=d, keepdims=True))
+    shifted = _shifted(x, d)
+    return shifted - np.log(np.exp(shifted) if x.ndim == 0 else np.exp(shifted).sum(axis=d, keepdims=True))
 
 
 def _softmax_like(np_fn, node_cls, a: Tensor, dim: int, dtype: Any) -> Tensor:
@@ -133,7 +134,13 @@ def mse_loss(a: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
             "likely lead to incorrect results due to broadcasting. Please ensure they have the same size.",
             UserWarning, stacklevel=3)
     device = common_device(a, target)
-    broadcast_shape(a, target)  # F.mse_loss broadcasts in Python first: a mismatch takes no seq_nr
+    # F.mse_loss broadcasts first (torch.broadcast_tensors): a mismatch takes no seq_nr, and each operand of
+    # another shape is expanded (ExpandBackward0, input first).
+    shape = tuple(broadcast_shape(a, target))
+    if a._data.shape != shape:
+        a = expand(a, *shape)
+    if target._data.shape != shape:
+        target = expand(target, *shape)
     node = fn.MseLossBackward0() if needs_grad(a, target) else None
     diff = np.square(a._data - target._data)
     data = diff if reduction == "none" else (diff.mean() if reduction == "mean" else diff.sum())

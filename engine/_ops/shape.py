@@ -21,6 +21,8 @@ def _view_out(data: np.ndarray, a: Tensor, multi_output: bool = False) -> Tensor
     """Wrap `data`, a numpy view of `a`'s memory, as a view of `a` (engine/_views.py)."""
     out = _out(data, a)
     mark_view(out, a, creation_meta_now(multi_output), version_of(a._data))
+    if a._zerotensor:
+        out._zerotensor = True
     return out
 
 
@@ -303,8 +305,13 @@ def getitem(a: Tensor, key: Any) -> Tensor:
     """Basic indexing with ints, slices, None and Ellipsis, applied dim by dim as PyTorch does."""
     if isinstance(key, slice):  # a lone slice is always sliced, full or not (torch: SliceBackward0 for x[:])
         if a._data.ndim == 0:
+            if needs_grad(a):
+                fn.SliceBackward0()  # torch's node takes its seq_nr before the kernel's check
             raise IndexError("slice() cannot be applied to a 0-dim tensor.")
         return slice_(a, 0, key.start, key.stop, key.step or 1)
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool) and a._data.ndim == 0:
+        raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in "
+                         "C++ to convert a 0-dim tensor to a number")
     if not isinstance(key, tuple):
         key = (key,)
     key = tuple(_as_index_tensor(k) for k in key)
