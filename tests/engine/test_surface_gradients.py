@@ -136,4 +136,5 @@ def test_second_order(name):
         return
     (h,) = engine.autograd.grad((g * engine.tensor(v)).sum(), t, allow_unused=True)
     expected = _numeric(lambda d: float((_grad(f, d, w)[1].detach().numpy() * v).sum()), x)
-    np.testing.assert_allclose(0 if h is None else h.clone().numpy(), expected, rtol=1e-4, atol=1e-5)  # a ZeroTensor (sgn) refuses numpy(), as in torch
+    # clone(): a ZeroTensor (sgn's grad) refuses numpy(), as in torch
+    np.testing.assert_allclose(0 if h is None else h.clone().numpy(), expected, rtol=1e-4, atol=1e-5)
