@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import _observer, _state
 from .._dtype import from_numpy_dtype
+from .._layout import tensor_iterator_layout
 from .._node import InputMetadata, Node
 from .._state import tls
 from .._tensor import Tensor, _wrap_dim, gradient_edge, make_tensor
@@ -191,7 +192,10 @@ def _binary(np_fn, a: Tensor, b: Tensor, float_only: bool = False) -> np.ndarray
         raise RuntimeError(
             f"The size of tensor a ({_mismatch(a, b)[0]}) must match the size of tensor b "
             f"({_mismatch(a, b)[1]}) at non-singleton dimension {_mismatch(a, b)[2]}") from None
-    return res if res.dtype == dt else res.astype(dt)
+    res = res if res.dtype == dt else res.astype(dt)
+    if res.ndim > 1 and not (a._data.flags.c_contiguous and b._data.flags.c_contiguous):
+        pass
+    return res
 
 
 def broadcast_shape(*tensors: Tensor) -> tuple[int, ...]:

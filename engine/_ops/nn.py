@@ -9,6 +9,7 @@ import numpy as np
 from .. import _functions as fn
 from .._args import required_dim
 from .._dispatch import public
+from .._layout import tensor_iterator_layout
 from .._tensor import Tensor, _wrap_dim
 from ._common import (
     _arr,
@@ -40,7 +41,8 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
     node = fn.WhereBackward0() if needs_grad(a, b) else None
     dt = result_dtype(a, b)
     shape = broadcast_shape(a, b, condition)
-    out = _out(np.where(condition._data, a._data, b._data).astype(dt, copy=False).reshape(shape), device)
+    data = np.where(condition._data, a._data, b._data).astype(dt, copy=False).reshape(shape)
+    out = _out(tensor_iterator_layout(data, (condition._data, a._data, b._data)), device)  # torch's strides
     if node is not None:
         node.condition = condition
         record(node, (a, b), out)

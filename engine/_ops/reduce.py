@@ -37,7 +37,7 @@ def sum(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
     dims = _dims(dim, a._data.ndim)
     data = a._data.sum(axis=dims if a._data.ndim else None, keepdims=keepdim,
                        dtype=np.int64 if a._data.dtype.kind in "bi" else None)
-    out = _out(data, a)
+    out = _reduced(data, a)
     if node is not None:
         node.self_sym_sizes, node.dim, node.keepdim = a._data.shape, dims, keepdim
         record(node, (a,), out)
@@ -54,6 +54,12 @@ def _sum_method(self: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any
 def _mean_method(self: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
     """Tensor.mean: as `mean`, with the argument parser's check of `dim`."""
     return mean(self, reduction_dim("mean", dim), keepdim, dtype)
+
+
+def _reduced(data: Any, like: Tensor) -> Tensor:
+    """A reduction's result: contiguous, as torch allocates it (numpy keeps the input's dim order)."""
+    data = np.asarray(data)
+    return _out(data if data.flags.c_contiguous else data.copy(order="C"), like)
 
 
 def _maybe_cast(t: Tensor, dtype: Any) -> Tensor:
@@ -80,7 +86,7 @@ def mean(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -
     node = fn.MeanBackward1() if needs_grad(a) else None
     dims = _dims(dim, a._data.ndim)
     with np.errstate(invalid="ignore"):
-        out = _out(a._data.mean(axis=dims if a._data.ndim else None, keepdims=keepdim, dtype=a._data.dtype), a)
+        out = _reduced(a._data.mean(axis=dims if a._data.ndim else None, keepdims=keepdim, dtype=a._data.dtype), a)
     if node is not None:
         node.self_sym_sizes, node.dim, node.keepdim = a._data.shape, dims, keepdim
         record(node, (a,), out)
@@ -126,8 +132,8 @@ def _extreme(a: Tensor, dim: Any, keepdim: bool, which: str) -> Any:
         values = values.squeeze(d)
     else:
         idx = np.expand_dims(idx, d) if a._data.ndim else idx
-    out = _out(values, a)
-    indices = _out(idx.astype(np.int64), a)
+    out = _reduced(values, a)
+    indices = _reduced(idx.astype(np.int64), a)
     if node is not None:
         node.dim, node.keepdim, node.indices, node.self_sym_sizes = d, keepdim, indices, a._data.shape
         record(node, (a,), out)
@@ -204,7 +210,7 @@ def var(a: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False,
     """Variance with Bessel's correction by default → VarBackward0."""
     dims, corr = _var_args(a, dim, unbiased, correction)
     node = fn.VarBackward0() if needs_grad(a) else None
-    out = _out(_var_data(a, dims, corr, keepdim), a)
+    out = _reduced(_var_data(a, dims, corr, keepdim), a)
     if node is not None:
         node.self, node.dim, node.correction, node.keepdim = a, dims, corr, keepdim
         record(node, (a,), out)
@@ -217,7 +223,7 @@ def std(a: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False,
     """Standard deviation with Bessel's correction by default → StdBackward0."""
     dims, corr = _var_args(a, dim, unbiased, correction)
     node = fn.StdBackward0() if needs_grad(a) else None
-    out = _out(np.sqrt(_var_data(a, dims, corr, keepdim)), a)
+    out = _reduced(np.sqrt(_var_data(a, dims, corr, keepdim)), a)
     if node is not None:
         node.self, node.dim, node.correction, node.keepdim, node.result = a, dims, corr, keepdim, out
         record(node, (a,), out)
@@ -291,7 +297,7 @@ def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False,
     axis = dims if x._data.ndim else None
     with np.errstate(all="ignore"):
         res = _norm_np(np.abs(data), p, axis, keepdim)
-    out = _out(np.asarray(res, dtype=data.dtype), x)
+    out = _reduced(np.asarray(res, dtype=data.dtype), x)
     if node is not None:
         node.self, node.ord, node.keepdim, node.result = x, p, keepdim, out
         node.dim = () if dim is None or (not isinstance(dim, int) and len(dim) == 0) else dims  # (): every dim
@@ -360,7 +366,7 @@ def _truth(a: Tensor, dim: Any, keepdim: bool, np_fn) -> Tensor:
     if dim is None:
         return _out(np.asarray(np_fn(a._data)), a)
     dims = _dims(dim, a._data.ndim)
-    return _out(np.asarray(np_fn(a._data, axis=dims if a._data.ndim else None, keepdims=keepdim)), a)
+    return _reduced(np.asarray(np_fn(a._data, axis=dims if a._data.ndim else None, keepdims=keepdim)), a)
 
 
 @public("any", torch=True, tensor=True)

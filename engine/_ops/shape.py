@@ -162,7 +162,7 @@ def reshape(a: Tensor, *shape: Any) -> Tensor:
             return _view_of(a, data, fn.ViewBackward0() if needs_grad(a) else None)
         # A non-contiguous input the strides still allow viewing goes through _reshape_alias.
         return _view_of(a, data, fn.ReshapeAliasBackward0() if needs_grad(a) else None)
-    return _unsafe_view(clone(a), shape)
+    return _unsafe_view(clone(a, contiguous=True), shape)
 
 
 def _unsafe_view(a: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -574,10 +574,10 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 
 
 @public("clone", torch=True)
-def clone(a: Tensor) -> Tensor:
-    """A copy with its own memory → CloneBackward0."""
+def clone(a: Tensor, contiguous: bool = False) -> Tensor:
+    """A copy with its own memory → CloneBackward0: laid out as `a` (torch's preserve_format), or C-contiguous."""
     node = fn.CloneBackward0() if needs_grad(a) else None
-    out = _out(np.array(a._data, copy=True, order="C"), a)
+    out = _out(np.array(a._data, copy=True, order="C" if contiguous else "K"), a)
     if node is not None:
         record(node, (a,), out)
     return out
@@ -586,7 +586,7 @@ def clone(a: Tensor) -> Tensor:
 @public("contiguous", tensor=True)
 def contiguous(a: Tensor) -> Tensor:
     """`a` itself when contiguous, else a clone."""
-    return a if a._data.flags.c_contiguous else clone(a)
+    return a if a._data.flags.c_contiguous else clone(a, contiguous=True)
 
 
 def copy_to_new(src: Tensor) -> Tensor:
