@@ -194,7 +194,7 @@ def _binary(np_fn, a: Tensor, b: Tensor, float_only: bool = False) -> np.ndarray
             f"({_mismatch(a, b)[1]}) at non-singleton dimension {_mismatch(a, b)[2]}") from None
     res = res if res.dtype == dt else res.astype(dt)
     if res.ndim > 1 and not (a._data.flags.c_contiguous and b._data.flags.c_contiguous):
-        pass
+        res = tensor_iterator_layout(res, (a._data, b._data))  # torch's strides, not numpy's
     return res
 
 
