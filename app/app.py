@@ -15,13 +15,18 @@ from textual.worker import get_current_worker
 from .messages import TraceFailed, TraceLoaded, TraceProgress
 from .screens.step import StepScreen
 
+NO_STDIN_NOTE = ("The script read its standard input, which it does not get under the TUI (the TUI reads the "
+                 "keyboard). Record it with `agdb record SCRIPT -o FILE`, where it can read input, then open the "
+                 "file with `agdb open FILE`.")
+
 
 class AgdbApp(App[None]):
     """The agdb TUI. Give it a Trace, a path to a .agdb file, or a script to record."""
 
     CSS_PATH = "agdb.tcss"
     TITLE = "agdb"
-    BINDINGS = [Binding("escape", "cancel", "Cancel loading or recording", show=False)]
+    BINDINGS = [Binding("escape", "cancel", "Cancel loading or recording", show=False),
+                Binding("q", "quit", "Quit", show=False)]
 
     def __init__(self, trace: Any = None, path: str | None = None, script: str | None = None,
                  script_args: list[str] | None = None, as_torch: bool | None = None, title: str = "") -> None:
@@ -69,8 +74,14 @@ class AgdbApp(App[None]):
         if not get_current_worker().is_cancelled:
             self.post_message(TraceLoaded(trace, path))
 
-    @work(thread=True, exclusive=True, group="trace", exit_on_error=False)
     def _record(self, script: str) -> None:
+        # NOTE [the script's thread]: not a Textual thread worker. Those run in asyncio's default executor,
+        # whose threads are joined when the app's loop closes, so a script that never ends (or waits on
+        # something) would keep agdb from quitting. A daemon thread is left behind on quit instead.
+        thread = threading.Thread(target=self._record_in_thread, args=(script,), name="agdb-script", daemon=True)
+        thread.start()
+
+    def _record_in_thread(self, script: str) -> None:
         try:
             self._record_script(script)
         except KeyboardInterrupt:  # a cancel that landed outside the script (before it ran, or just after)
@@ -92,19 +103,35 @@ class AgdbApp(App[None]):
                 interrupt(threading.get_ident(), clear=True)  # drop an interrupt sent as the script ended
 
         try:
+            # The TUI owns the terminal: the script gets an empty stdin (input() raises EOFError at once)
+            # rather than racing the TUI for the keys.
             run = run_recorded(script, self.script_args, self.as_torch,
                                on_progress=lambda n: self.post_message(
-                                   TraceProgress(f"recording {script}… {n:,} events (Escape cancels)")),
-                               on_script_end=script_ended)
+                                   TraceProgress(f"recording {script}… {n:,} events (Escape stops it, q quits)")),
+                               on_script_end=script_ended, no_stdin=True)
         except OSError as e:
             self.post_message(TraceFailed(str(e)))
             return
         finally:
             script_ended()
-        error = "\n".join(text for text in (run.error_text, run.note) if text)
+        notes = (run.error_text, run.note, NO_STDIN_NOTE if run.read_stdin else "")
+        error = "\n\n".join(text.strip("\n") for text in notes if text)
         if self._cancelled:
             error = f"recording cancelled: showing the {len(run.trace):,} events recorded until then"
         self.post_message(TraceLoaded(run.trace, script, error))
+
+    async def action_quit(self) -> None:
+        """Quit at once, whatever is running: a script being recorded is interrupted and left behind."""
+        self._stop_script()
+        self.exit()
+
+    def _stop_script(self) -> None:
+        from .run_script import interrupt
+
+        with self._cancel_lock:
+            self._cancelled = True
+            if self._script_thread is not None:
+                interrupt(self._script_thread)
 
     def action_cancel(self) -> None:
         """Stop a recording (keeping what it recorded) or a load; does nothing once a trace is open."""
@@ -122,7 +149,6 @@ class AgdbApp(App[None]):
         else:
             self.workers.cancel_group(self, "trace")
             self.query_one("#status", Static).update("cancelled\n\npress q to quit")
-            self.bind("q", "quit", description="Quit")
 
     def _interrupt_script(self) -> None:
         from .run_script import interrupt
@@ -150,4 +176,3 @@ class AgdbApp(App[None]):
     @on(TraceFailed)
     def _failed(self, message: TraceFailed) -> None:
         self.query_one("#status", Static).update(f"agdb could not open this: {message.error}\n\npress q to quit")
-        self.bind("q", "quit", description="Quit")

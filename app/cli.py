@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -16,6 +17,8 @@ from tracer import culprits as culprits_mod
 from tracer.replay import Replay
 from tracer.state_json import state_to_json
 from tracer.tracefile import TraceFormatError, load, save
+
+from .show import DEFAULT_LIMIT, StdoutConsole, print_state, short
 
 err = Console(stderr=True, highlight=False)
 
@@ -45,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
+    except BrokenPipeError:
+        return _stdout_closed()
     except TraceFormatError as e:
         _fail(str(e))
         return 1
@@ -54,6 +59,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _fail("interrupted")
         return 130
+
+
+def _stdout_closed() -> int:
+    """The reader of our output went away (`agdb show --json | head`): stop quietly, as `cat` would.
+
+    stdout is pointed at /dev/null so that Python's final flush does not complain again, and the status is
+    the one a Unix tool killed by SIGPIPE reports (128 + 13).
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 128 + 13
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,7 +88,14 @@ def _parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print the engine's state at a step of a trace")
     show.add_argument("trace")
     show.add_argument("--step", type=int, default=None, help="step to show (default: the last)")
-    show.add_argument("--json", action="store_true", help="print the agdb.state/1 JSON object")
+    show.add_argument("--json", action="store_true", help="print the agdb.state/1 JSON object (every row, unless "
+                                                                 "--limit)")
+    show.add_argument("--node", default=None, metavar="NODE",
+                      help="only this node's rows: its index, seq:N, or a name only one node has")
+    rows = show.add_mutually_exclusive_group()
+    rows.add_argument("--limit", type=int, default=None, metavar="N",
+                      help=f"at most N rows per list (default {DEFAULT_LIMIT}; --json: all)")
+    rows.add_argument("--all", action="store_true", help="every row of every list")
     show.set_defaults(func=_cmd_show)
     cul = sub.add_parser("culprits", help="which lines bumped the sequence number (records the script)")
     cul.add_argument("script", help="a script, or a saved .agdb trace")
@@ -116,29 +143,76 @@ def _torch_flags(parser: argparse.ArgumentParser) -> None:
                        help="let the script use real torch (agdb cannot record its autograd yet)")
 
 
-def _record(script: str, script_args: list[str], as_torch: bool | None):
+def _record(script: str, script_args: list[str], as_torch: bool | None, on_os_exit=None):
+    """Run and record `script`, telling how it ended; `on_os_exit(run)` saves and exits if it calls os._exit."""
     from .run_script import run_recorded
 
     with err.status("recording…") as status:
+        def os_exit(run) -> int:
+            status.stop()
+            _report(run)
+            return on_os_exit(run)
+
         run = run_recorded(script, script_args, as_torch,
-                           on_progress=lambda n: status.update(f"recording… {n:,} events"))
-    if run.error is not None:
+                           on_progress=lambda n: status.update(f"recording… {n:,} events"),
+                           on_os_exit=os_exit if on_os_exit is not None else None)
+    _report(run)
+    return run
+
+
+def _report(run) -> None:
+    """Say on stderr how the script ended, when it did not end well, and why nothing was recorded."""
+    from .run_script import OsExitCalled
+
+    if isinstance(run.error, (SystemExit, OsExitCalled)):
+        _fail(f"{run.error_text} (what it recorded is kept)")
+    elif run.error is not None:
         sys.stderr.write(f"agdb: the script raised (the trace up to that point is kept):\n{run.error_text}")
         if not run.error_text.endswith("\n"):
             sys.stderr.write("\n")
     if run.note:
         _fail(run.note)
-    return run
+
+
+def _output_file(text: str) -> Path | None:
+    """`-o`'s file as an absolute path, checked before the script runs (the script may chdir or fail late);
+    None after saying why it cannot be written."""
+    path = Path(os.path.abspath(text))  # not resolve(): a symlink at -o stays the file named
+    if path.is_dir():
+        _fail(f"-o {text} is a directory: name a file, such as {Path(text) / 'trace.agdb'}")
+    elif not path.parent.is_dir():
+        _fail(f"-o {text}: the directory {path.parent} does not exist")
+    elif not os.access(path.parent, os.W_OK | os.X_OK):
+        _fail(f"-o {text}: cannot write in {path.parent}")
+    elif path.exists() and not path.is_file():
+        _fail(f"-o {text} is not a regular file")
+    else:
+        return path
+    return None
 
 
 def _cmd_record(args: argparse.Namespace) -> int:
-    run = _record(args.script, args.script_args, args.as_torch)
+    output = _output_file(args.output)
+    if output is None:
+        return 1
+    run = _record(args.script, args.script_args, args.as_torch,
+                  on_os_exit=lambda run: _save_run(run, output, args.output))
+    return _save_run(run, output, args.output)
+
+
+def _save_run(run, output: Path, shown: str) -> int:
+    """Save a run's trace to `output` unless it is empty and would replace a file or hide a failure; returns
+    the status agdb ends with: the script's own, or 1 when agdb failed."""
     if run.note:
         return 1  # nothing recorded, and said why: no empty file
+    if len(run.trace) == 0 and (run.error is not None or output.exists()):
+        kept = " (the file there is left as it was)" if output.exists() else ""
+        _fail(f"nothing was recorded, so {shown} was not written{kept}")
+        return run.exit_status or 1
     with err.status(f"saving {len(run.trace):,} events…"):
-        save(run.trace, args.output)
-    sys.stderr.write(f"wrote {args.output}: {len(run.trace):,} events, {run.trace.num_nodes:,} nodes\n")
-    return 1 if run.error is not None else 0
+        save(run.trace, output)
+    sys.stderr.write(f"wrote {shown}: {len(run.trace):,} events, {run.trace.num_nodes:,} nodes\n")
+    return run.exit_status
 
 
 def _load(path: str):
@@ -147,6 +221,8 @@ def _load(path: str):
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
+    from .export import ExportError, resolve_focus
+
     trace = _load(args.trace)
     if len(trace) == 0:
         _fail(f"{args.trace} holds no events")
@@ -155,39 +231,59 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if not 0 <= step < len(trace):
         _fail(f"--step {step} is outside 0..{len(trace) - 1}")
         return 1
-    state = Replay(trace).state_at(step)
-    data = state_to_json(trace, state)
+    if args.limit is not None and args.limit < 0:
+        _fail("--limit must be 0 or more")
+        return 1
+    try:
+        node = resolve_focus(trace, args.node, flag="--node") if args.node is not None else None
+    except ExportError as e:
+        _fail(str(e))
+        return 1
+    limit = None if args.all else args.limit if args.limit is not None or args.json else DEFAULT_LIMIT
+    with err.status(f"replaying to step {step:,}…"):
+        data = state_to_json(trace, Replay(trace).state_at(step), limit=limit, node=node)
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
-    _print_state(data)
+    title = ""
+    if node is not None:
+        name, seq, topo = trace.node_brief(node)
+        title = f"node {node}: {short(name)} (seq_nr {seq}, topological_nr {topo}); its rows only"
+    print_state(data, StdoutConsole(), limit, title, _omitted_note(trace))
     return 0
 
 
-def _print_state(data: dict) -> None:
-    out = Console()
-    event = data["event"]
-    out.print(f"[bold]step {data['step']}[/] of {data['num_steps'] - 1}: [cyan]{event['kind']}[/]")
-    for q in data["ready_queues"]:
-        table = Table(title=Text(f"ready queue {q['label']}"), title_justify="left")
-        for col in ("pop", "node", "name", "priority (depth, seq_nr)"):
-            table.add_column(col)
-        for i, t in enumerate(q["tasks"]):
-            table.add_row(str(i), str(t["node"]), Text(t["name"]), str(tuple(t["priority"])))
-        out.print(table)
-    if data["dependencies"]:
-        out.print("dependencies: " + ", ".join(f"{n}={c}" for n, c in data["dependencies"].items()))
-    out.print("executed: " + " → ".join(e["name"] for e in data["executed"]) if data["executed"] else "executed: -")
-    out.print(f"pruned: {data['pruned']}  running: {[r['name'] for r in data['running']]}  "
-              f"culprits so far: {data['culprits']}")
+def _omitted_note(trace) -> str:
+    """What the trace says it left out (a recording that began mid-backward), or ""."""
+    omitted = trace.meta.get("omitted")
+    if not isinstance(omitted, dict):
+        return ""
+    return (f"the recording began while {omitted.get('graph_tasks', '?')} graph task(s) ran; their "
+            f"{omitted.get('events', '?')} events after that are left out")
 
 
 def _cmd_culprits(args: argparse.Namespace) -> int:
     if args.script.endswith(".agdb"):
-        trace, failed = _load(args.script), False
-    else:
-        run = _record(args.script, args.script_args, args.as_torch)
-        trace, failed = run.trace, run.error is not None or bool(run.note)
+        _print_culprits(_load(args.script), args)
+        return 0
+
+    def os_exit(run) -> int:
+        return _culprits_of_run(run, args)
+
+    return _culprits_of_run(_record(args.script, args.script_args, args.as_torch, on_os_exit=os_exit), args)
+
+
+def _culprits_of_run(run, args: argparse.Namespace) -> int:
+    if run.note:
+        return 1
+    if len(run.trace) == 0 and run.error is not None:
+        _fail("nothing was recorded")
+        return run.exit_status or 1
+    _print_culprits(run.trace, args)
+    return run.exit_status
+
+
+def _print_culprits(trace, args: argparse.Namespace) -> None:
     rows = culprits_mod.select(culprits_mod.of_trace(trace), args.start, args.stop)
     table = Table(title="sequence-number increments", title_justify="left")
     for col in ("seq_nr", "node", "thread", "file:line", "function", "source"):
@@ -195,9 +291,8 @@ def _cmd_culprits(args: argparse.Namespace) -> int:
     for c in rows:
         cells = (f"{c.old} → {c.new}", c.node_name, trace.threads[c.thread][1] if trace.threads else "",
                  f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", c.function, c.source)
-        table.add_row(*(Text(cell) for cell in cells))  # Text: source lines are not markup
-    Console().print(table)
-    return 1 if failed else 0
+        table.add_row(*(Text(short(cell)) for cell in cells))  # Text: source lines are not markup
+    StdoutConsole().print(table)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:

@@ -40,7 +40,7 @@ class Exported:
     num_arrows: int
 
 
-def resolve_focus(trace: Trace, text: str) -> int:
+def resolve_focus(trace: Trace, text: str, flag: str = "--focus") -> int:
     """A node from `12` (its index), `seq:5` / `seq 5` (its seq_nr) or a name that only one node has.
 
     Raises:
@@ -57,7 +57,7 @@ def resolve_focus(trace: Trace, text: str) -> int:
     if len(found) == 1:
         return int(found[0])
     what = "no node" if not len(found) else f"{len(found)} nodes ({', '.join(map(str, found[:5].tolist()))}…)"
-    raise ExportError(f"--focus {text!r} matches {what}; give a node index (as the TUI shows it) or seq:N")
+    raise ExportError(f"{flag} {text!r} matches {what}; give a node index (as the TUI shows it) or seq:N")
 
 
 def export(trace: Trace, output: str, *, step: int | None = None, view: View = "backward", focus: int | None = None,

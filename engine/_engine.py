@@ -229,11 +229,14 @@ def execute_with_graph_task(graph_task: GraphTask, graph_root: Node, input_buffe
     """Queue the root and run the task: on this thread, inline when reentrant, or on a pool thread when
     this thread already holds MAX_DEPTH nested reentrant calls (engine-semantics §3.5, §13.1)."""
     queue = ready_queue(graph_task, graph_root.device())
+    # The thread-local state is set and restored with no call in between that an interrupt could land
+    # on (NOTE [interrupts in the engine]): a thread left marked as a worker would treat its next
+    # backward as reentrant.
     if tls.worker_device == NO_DEVICE:
-        tls.worker_device = CPU_DEVICE
         graph_task.owner = CPU_DEVICE
-        queue.push(NodeTask(graph_task, graph_root, input_buffer))
+        tls.worker_device = CPU_DEVICE
         try:
+            queue.push(NodeTask(graph_task, graph_root, input_buffer))
             thread_main(graph_task)
         finally:
             tls.worker_device = NO_DEVICE
@@ -243,13 +246,12 @@ def execute_with_graph_task(graph_task: GraphTask, graph_root: Node, input_buffe
         if tls.current_depth >= MAX_DEPTH:
             reentrant_pool.add(graph_task)  # the caller waits on the graph task in execute()
             return
-        tls.total_depth += 1
-        tls.current_depth += 1
+        depth, total = tls.current_depth, tls.total_depth
+        tls.current_depth, tls.total_depth = depth + 1, total + 1
         try:
             thread_main(graph_task)
         finally:
-            tls.current_depth -= 1
-            tls.total_depth -= 1
+            tls.current_depth, tls.total_depth = depth, total
 
 
 def queue_callback(callback) -> None:

@@ -24,6 +24,34 @@ class ExecInfo:
         return self.needed or bool(self.captures)
 
 
+class _Latch:
+    """A one-shot event on one raw lock, held until `set()`: unlike threading.Event, whose Python-level
+    Condition an interrupted `wait()` can leave locked (blocking the thread that later sets it), each step
+    here is one C call (NOTE [interrupts in the engine])."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        """Open the latch (again: a no-op)."""
+        try:
+            self._lock.release()
+        except RuntimeError:  # already open
+            pass
+
+    def is_set(self) -> bool:
+        """Whether `set()` was called."""
+        return not self._lock.locked()
+
+    def wait(self) -> None:
+        """Block until `set()`."""
+        with self._lock:
+            pass
+
+
 _graph_task_ids = iter(range(1, 1 << 62))
 
 
@@ -57,7 +85,7 @@ class GraphTask:
         self.multithreading = True  # the caller's set_multithreading_enabled when backward started
         self.final_callbacks: list = []
         self.mutex = threading.RLock()
-        self.done = threading.Event()
+        self.done = _Latch()
         self.thread_id = threading.get_ident()
 
     def completed(self) -> bool:
@@ -136,10 +164,10 @@ class GraphTask:
         if _observer.observers:
             _observer.notify("graph_task_finished", self)
         for queue in all_queues(self.cpu_ready_queue):
-            with queue.cond:
+            with queue.lock:
                 for task in queue.heap:
                     if task.owner is self and task.fn is not None:
-                        task.key[1] = -INT_MAX
+                        task[1] = -INT_MAX
 
     def set_exception(self, error: BaseException, fn: Node | None) -> None:
         """Record the first error, complete the future with it (engine-semantics §11.1)."""

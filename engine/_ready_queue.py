@@ -7,10 +7,24 @@ Python's heapq makes exactly the same moves as libstdc++'s push_heap/pop_heap wh
 their key alone: sift-up on a strict comparison, and on pop a hole walked to a leaf through the child
 that is not strictly better on the left (the right one on ties). So NodeTask compares by key only, with
 no insertion counter; tests/engine/test_ready_queue.py checks this against a model of libstdc++.
+
+NOTE [interrupts in the engine]
+A KeyboardInterrupt (Ctrl-C, or the TUI cancelling a script) can land at any bytecode that calls or jumps,
+so every step that must not be cut in half is made of C calls that run no Python code:
+- a queue's lock is taken with `with self.lock:` on the raw lock (its C `__enter__` either takes it or
+  raises without it), never through `threading.Condition.__enter__`, a Python function that can be
+  interrupted after taking the lock and so leave it held for ever;
+- a NodeTask *is* its key (a list), so heapq compares tasks in C: no `__lt__` runs inside a heap operation,
+  and an interrupted push or pop cannot leave the heap half-sifted or drop the task it was returning;
+- a waiting consumer sleeps in `SimpleQueue.get()` (C), woken by a token the pusher puts while it still
+  holds the lock; an interrupted wait consumes nothing and leaves no waiter behind.
+A backward that is interrupted ends with the KeyboardInterrupt as its error (thread_main turns it into the
+graph task's error, as any error of a node), and the next backward on the thread starts from a usable queue.
 """
 from __future__ import annotations
 
 import heapq
+import queue as _queue
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -25,10 +39,11 @@ if TYPE_CHECKING:
 INT_MAX = 2**31 - 1
 
 
-class NodeTask:
-    """A node ready to run, with its gathered input grads; ordered by `key` alone (NOTE [ready queue order])."""
+class NodeTask(list):
+    """A node ready to run, with its gathered input grads. The list is its key, and tasks are ordered by the
+    key alone (NOTE [ready queue order]); list comparison runs in C (NOTE [interrupts in the engine])."""
 
-    __slots__ = ("owner", "fn", "inputs", "key", "is_shutdown")
+    __slots__ = ("owner", "fn", "inputs", "is_shutdown")
 
     def __init__(self, graph_task: GraphTask | None, fn: Node | None, inputs: InputBuffer | None,
                  is_shutdown: bool = False) -> None:
@@ -37,16 +52,23 @@ class NodeTask:
         self.inputs = inputs
         self.is_shutdown = is_shutdown
         # heapq pops the smallest key: shutdown, then dummy (null fn) tasks, then real ones by largest
-        # depth and then largest seq_nr. A list, so a gone GraphTask can raise its tasks' depth in place.
+        # depth and then largest seq_nr. Mutable, so a gone GraphTask can raise its tasks' depth in place.
         if is_shutdown:
-            self.key = [0, 0, 0]
+            self += (0, 0, 0)
         elif fn is None:
-            self.key = [1, 0, 0]
+            self += (1, 0, 0)
         else:
-            self.key = [2, -graph_task.reentrant_depth, -fn._seq]
+            self += (2, -graph_task.reentrant_depth, -fn._seq)
 
-    def __lt__(self, other: NodeTask) -> bool:
-        return self.key < other.key
+    # A task is one object, not a value: equal keys must not make two tasks equal (`in`, `remove`).
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    @property
+    def key(self) -> list:
+        """[kind, -reentrant depth, -seq_nr]: kind 0 shutdown, 1 dummy (no fn), 2 a node."""
+        return self
 
     @property
     def graph_task(self) -> GraphTask | None:
@@ -59,18 +81,20 @@ class NodeTask:
         """(reentrant depth, seq_nr) as the queue compares them now; dummy tasks report (-1, -1)."""
         if self.fn is None:
             return (-1, -1)
-        return (-self.key[1], -self.key[2])
+        return (-self[1], -self[2])
 
 
 class ReadyQueue:
-    """A thread-safe priority queue of NodeTasks (one per CPU thread and one per device)."""
+    """A thread-safe priority queue of NodeTasks (one per CPU thread and one per device); one thread pops."""
 
-    __slots__ = ("heap", "cond", "name")
+    __slots__ = ("heap", "lock", "name", "_waiting", "_wake")
 
     def __init__(self, name: str) -> None:
         self.heap: list[NodeTask] = []
-        self.cond = threading.Condition(threading.Lock())
+        self.lock = threading.Lock()
         self.name = name
+        self._waiting = False  # the popping thread is asleep in _wake.get() (or about to be)
+        self._wake: _queue.SimpleQueue = _queue.SimpleQueue()
 
     def push(self, task: NodeTask, increment_outstanding: bool = True) -> None:
         """Push `task`, counting it against its GraphTask (engine-semantics §3.6)."""
@@ -79,19 +103,24 @@ class ReadyQueue:
             if gt is not None and not gt.gone:
                 with gt.mutex:
                     gt.outstanding_tasks += 1
-        with self.cond:
+        with self.lock:  # NOTE [interrupts in the engine]: wake first, so no interrupt can push unannounced
+            if self._waiting:
+                self._waiting = False
+                self._wake.put(None)
             heapq.heappush(self.heap, task)
-            self.cond.notify()
         if _observer.observers:
             for hook in _observer.dispatch.get("task_pushed", ()):
                 hook(task.graph_task, task, self)
 
     def pop(self) -> NodeTask:
         """Take the highest-priority task, waiting for one if the queue is empty."""
-        with self.cond:
-            while not self.heap:
-                self.cond.wait()
-            task = heapq.heappop(self.heap)
+        while True:
+            with self.lock:
+                if self.heap:
+                    task = heapq.heappop(self.heap)
+                    break
+                self._waiting = True
+            self._wake.get()  # a token left by an interrupted wait only costs one more look at the heap
         if _observer.observers:
             for hook in _observer.dispatch.get("task_popped", ()):
                 hook(task.graph_task, task, self)

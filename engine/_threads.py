@@ -90,27 +90,28 @@ class _ReentrantPool:
     """Threads that take over reentrant backward calls nested too deep on one thread (engine-semantics §13.1)."""
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
+        self.lock = threading.Lock()  # taken with `with self.lock:` (NOTE [interrupts in the engine])
+        self.cond = threading.Condition(self.lock)
         self.graph_tasks: collections.deque = collections.deque()
         self.num_workers = 0
         self.threads: list[threading.Thread] = []
 
     def add(self, graph_task: GraphTask) -> None:
         """Queue `graph_task` for a pool thread, spawning one when no idle worker is left for it."""
-        with self.cond:
+        with self.lock:
             create = self.num_workers <= len(self.graph_tasks)
             self.graph_tasks.append(graph_task)
             if create:
                 thread = threading.Thread(target=self._worker, name="pt_autograd_reentrant", daemon=True)
-                self.threads.append(thread)
                 thread.start()
+                self.threads.append(thread)
             self.cond.notify()
 
     def _worker(self) -> None:
         from ._engine import thread_main
 
         while True:
-            with self.cond:
+            with self.lock:
                 self.num_workers += 1
                 while not self.graph_tasks:
                     self.cond.wait()
@@ -127,7 +128,7 @@ class _ReentrantPool:
 
     def shutdown(self) -> None:
         """Ask every pool thread to exit."""
-        with self.cond:
+        with self.lock:
             self.graph_tasks.extend([None] * len(self.threads))
             self.cond.notify_all()
 

@@ -186,3 +186,13 @@ def test_export_bench_tiny_writes_json(tmp_path):
         assert loop["total_s"] * 1e3 >= loop["load_ms"] + loop["fold_ms"] > 0
     for check in data["checks"]:
         assert check["value"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)
+
+
+def test_show_bench_quick_writes_json(tmp_path):
+    """`bench/show.py --quick --json` times every `agdb show` case and compares each with the TUI's price."""
+    stdout, data = _run_bench(tmp_path, "show.py", "--quick")
+    assert "TUI price" in stdout
+    assert data["meta"]["nodes"] == 20_000 and data["meta"]["events"] > 100_000
+    assert len(data["checks"]) == 5
+    for check in data["checks"]:
+        assert check["cpu_s"] > 0 and check["bytes"] > 0 and isinstance(check["met"], bool)

@@ -10,7 +10,7 @@ import numpy as np
 
 from .frames import source_line
 from .indexes import lookup_sorted
-from .schema import Kind, seq_code
+from .schema import NODE_KINDS, SUMMARY_KINDS, Kind, seq_code
 from .trace import Trace
 
 if TYPE_CHECKING:
@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 
 
 def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) -> Trace:
-    """The Trace of everything `b` holds."""
-    strings = dict(b.strings)
+    """The Trace of everything `b` holds (of a snapshot: other threads may still be adding events)."""
+    snap = _Snapshot(b)
+    strings = snap.strings
 
     def sid(text: str) -> int:
         index = strings.get(text)
@@ -27,15 +28,16 @@ def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) 
             index = strings[text] = len(strings)
         return index
 
-    threads, queues, frames, tasks, deps, exec_infos = b._tables()
-    nodes = _merge_bumps(b)
+    nodes = _merge_bumps(snap)
     keys = sorted(nodes)
-    rows = b.rows
+    rows = snap.rows
     if progress:
         progress(0, len(rows))
     table = np.array(rows, dtype=np.int64) if rows else np.zeros((0, 7), dtype=np.int64)
-    kinds = table[:, 0].astype(np.uint8)
     dense = _dense_nodes(table[:, 3], np.asarray(keys, dtype=np.int64))
+    table, dense = snap.settle(table, dense)
+    threads, queues, frames, tasks, deps, exec_infos = snap._tables()
+    kinds = table[:, 0].astype(np.uint8)
     c_col = table[:, 6]
     pushes, pops = np.flatnonzero(kinds == Kind.TASK_PUSHED), np.flatnonzero(kinds == Kind.TASK_POPPED)
     origin = _match_pops(table, dense, pushes, pops)
@@ -46,8 +48,8 @@ def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) 
         ev_a=compact(table[:, 4]), ev_b=compact(table[:, 5]),
         push_seq=compact(c_col[pushes]), pop_push=compact(np.where(stale, -origin - 2, origin)))
     index_of = {key: i for i, key in enumerate(keys)}
-    _side_tables(b, tasks, deps, exec_infos, index_of, sid, columns)
-    _node_table(b, nodes, keys, index_of, sid, columns)
+    _side_tables(snap, tasks, deps, exec_infos, index_of, sid, columns)
+    _node_table(snap, nodes, keys, index_of, sid, columns)
     columns.update(frame_file=compact([sid(f[0]) for f in frames]), frame_line=compact([f[1] for f in frames]),
                    frame_func=compact([sid(f[2]) for f in frames]),
                    frame_source=compact([sid(source_line(f[0], f[1]) if f[3] is None else f[3]) for f in frames]),
@@ -56,7 +58,56 @@ def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) 
     if progress:
         progress(len(rows), len(rows))
     ordered = sorted(strings, key=strings.__getitem__)
-    return Trace(columns, ordered, b._meta())
+    return Trace(columns, ordered, snap.meta)
+
+
+class _Snapshot:
+    """A builder's buffers copied at one moment, so that freezing never iterates a dict or list that a thread
+    still recording changes ("dictionary changed size during iteration").
+
+    Every writer adds an event's side data (node facts, bump, summaries, task, strings) before its row, so
+    the rows are copied first and everything else after: each copied row then finds its side data, and
+    `settle` cuts the side lists to the copied rows. Each copy (list(), dict()) runs in C without releasing
+    the GIL, so it is atomic.
+    """
+
+    def __init__(self, b: TraceBuilder) -> None:
+        self.rows = list(b.rows)
+        self.node_facts, self.bumps, self.stacks = dict(b.node_facts), dict(b.bumps), dict(b.stacks)
+        self.strings = dict(b.strings)
+        self.summaries = list(b.summaries)
+        threads, queues, frames, tasks, deps, exec_infos = b._tables()
+        self.threads, self.queues, self.frames = list(threads), dict(queues), list(frames)
+        self.tasks, self.deps, self.exec_infos = list(tasks), list(deps), list(exec_infos)
+        self.meta = b._meta()
+
+    def settle(self, table: np.ndarray, dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Cut the side lists to the copied rows; drop the events of graph tasks that were already running
+        when recording began, and events naming a node the recording never saw (counted in `meta`).
+
+        A Recorder attached in the middle of a backward (from a hook, or from another thread) sees that graph
+        task's later events but not its start, its dependencies or the making of its nodes: they cannot be
+        replayed, so the trace leaves them out and says so in `meta["omitted"]`.
+        """
+        kinds, task = table[:, 0], table[:, 2]
+        owners = {"summaries": np.isin(kinds, SUMMARY_KINDS), "tasks": kinds == Kind.GRAPH_TASK_STARTED,
+                  "deps": kinds == Kind.DEPENDENCIES_COMPUTED, "exec_infos": kinds == Kind.EXEC_INFO_COMPUTED}
+        foreign = (task != 0) & ~np.isin(task, task[owners["tasks"]])
+        drop = foreign | (np.isin(kinds, NODE_KINDS) & (dense < 0))
+        keep = ~drop
+        for name, owned in owners.items():
+            items = getattr(self, name)[:int(owned.sum())]
+            if drop.any():
+                items = [item for item, k in zip(items, keep[owned].tolist(), strict=True) if k]
+            setattr(self, name, items)
+        if not drop.any():
+            return table, dense
+        self.meta["omitted"] = {"graph_tasks": len(np.unique(task[foreign])), "events": int(drop.sum())}
+        return table[keep], dense[keep]
+
+    def _tables(self) -> tuple:
+        return self.threads, self.queues, self.frames, self.tasks, self.deps, self.exec_infos
+
 
 
 def compact(values: Any, dtype: Any = None) -> np.ndarray:
@@ -131,7 +182,7 @@ def _match_pops(table: np.ndarray, dense: np.ndarray, pushes: np.ndarray, pops: 
     return np.where(sorted_joint[pos] == pop_joint, pushes[order][pos], -1).astype(np.int64)
 
 
-def _merge_bumps(b: TraceBuilder) -> dict:
+def _merge_bumps(b: _Snapshot) -> dict:
     """Static node facts, with the name, number and line kept at the bump for nodes never completed."""
     nodes = dict(b.node_facts)
     for key, (name, seq, frame) in b.bumps.items():
@@ -143,7 +194,7 @@ def _merge_bumps(b: TraceBuilder) -> dict:
     return nodes
 
 
-def _node_table(b: TraceBuilder, nodes: dict, keys: list, index_of: dict, sid: Any, columns: dict) -> None:
+def _node_table(b: _Snapshot, nodes: dict, keys: list, index_of: dict, sid: Any, columns: dict) -> None:
     infos = [nodes[k] for k in keys]
     flat = [edge for info in infos for edge in info[5]]
     columns.update(
@@ -162,7 +213,7 @@ def _node_table(b: TraceBuilder, nodes: dict, keys: list, index_of: dict, sid: A
         columns["node_stack"] = compact([sid(b.stacks[k]) if k in b.stacks else -1 for k in keys])
 
 
-def _side_tables(b: TraceBuilder, tasks: list, deps: list, exec_infos: list, index_of: dict, sid: Any,
+def _side_tables(b: _Snapshot, tasks: list, deps: list, exec_infos: list, index_of: dict, sid: Any,
                  columns: dict) -> None:
     """Graph tasks, dependencies, exec_info and tensor summaries, each in its events' step order."""
     def node(key: int) -> int:

@@ -317,15 +317,24 @@ class TraceIndex:
         return index_tasks(self._trace)
 
     @cached_property
-    def buffer_writes(self) -> dict[tuple[int, int], list[tuple[int, int]]]:
-        """(graph task, node) -> [(step, slot)] of its BufferWritten events, in step order."""
+    def _buffer_writes_by_key(self) -> tuple[np.ndarray, np.ndarray]:
+        """BufferWritten steps sorted by (graph task, node) and then step, and their sort keys."""
         c = self._trace.columns
-        writes: dict[tuple[int, int], list[tuple[int, int]]] = {}
         steps = self.steps_of(Kind.BUFFER_WRITTEN)
-        for s, task, node, slot in zip(steps.tolist(), c["ev_task"][steps].tolist(), c["ev_node"][steps].tolist(),
-                                       c["ev_a"][steps].tolist(), strict=True):
-            writes.setdefault((task, node), []).append((s, slot))
-        return writes
+        keys = c["ev_task"][steps].astype(np.int64) * (self._trace.num_nodes + 1) + c["ev_node"][steps]
+        order = np.argsort(keys, kind="stable")
+        return read_only(keys[order]), read_only(steps[order])
+
+    def buffer_writes(self, task: int, node: int) -> list[tuple[int, int]]:
+        """[(step, slot)] of the BufferWritten events of `node` in graph task `task`, in step order.
+
+        One sort of the writes' keys, then a binary search per question: a state asks for its few waiting
+        nodes, and a dict of every write of a 1M-node trace would cost seconds to build.
+        """
+        keys, steps = self._buffer_writes_by_key
+        key = task * (self._trace.num_nodes + 1) + node
+        found = steps[np.searchsorted(keys, key, "left"):np.searchsorted(keys, key, "right")]
+        return list(zip(found.tolist(), self._trace.columns["ev_a"][found].tolist(), strict=True))
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """A value derived from the trace alone, computed once per key (e.g. a breakpoint's hits)."""

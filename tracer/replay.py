@@ -162,7 +162,7 @@ class Replay:
 
         def slots(node: int) -> tuple[bool, ...]:
             c = trace.columns
-            writes = self.trace.index.buffer_writes.get((task, node), ())
+            writes = self.trace.index.buffer_writes(task, node)
             filled = [False] * max(int(c["node_inputs"][node]), 1)
             for s, slot in writes:
                 if s <= step:

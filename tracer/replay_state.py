@@ -118,6 +118,10 @@ class GraphTaskState:
         """The nodes of not_ready as a read-only array."""
         return self._waiting
 
+    def filled_slots(self, node: int) -> tuple[bool, ...]:
+        """Which input slots of waiting `node` hold a grad (one entry of not_ready, without building them all)."""
+        return self._slots(int(node))
+
     def _key(self) -> tuple:
         return (self.graph_task, self.reentrant_depth, self.min_topo_nr, self._dep_nodes.tolist(),
                 self._dep_counts.tolist(), self.not_ready, self.pruned, self.needed, self.captured)

@@ -127,8 +127,10 @@ async def test_script_that_raises_opens_what_was_recorded(tmp_path):
                       "raise ValueError('boom after backward')\n")
     app = AgdbApp(script=str(script))
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        for _ in range(100):  # the script's thread is not a Textual worker (NOTE [the script's thread])
+            if isinstance(app.screen, StepScreen):
+                break
+            await pilot.pause(0.1)
         await pilot.pause()
         assert isinstance(app.screen, StepScreen)
         assert len(app.screen.trace) > 0
