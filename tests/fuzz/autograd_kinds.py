@@ -54,11 +54,11 @@ def inplace(g: Generator) -> None:
            and (k not in REFUSED_INPLACE or g.allow("refused_inplace"))}
     if not x.shape:
         ops = {k: w for k, w in ops.items() if k not in ("setitem", "index_put_", "t_")}
-        if not g.allow("zero_dim_mask_assign"):
-            ops.pop("setitem_mask")
     if len(x.shape or ()) != 2:
         ops.pop("t_", None)
     op = g.weighted(ops)
+    if op == "setitem_mask" and not x.shape and not g.allow("zero_dim_mask_assign"):
+        op = "masked_fill_"
     forms, reads, pos_src, result, _ = INPLACE[op]
     if target == "leaf_no_grad" and x.has_grad and op in ("add_", "sub_") and g.chance(0.7):
         if g.may_write(x):
@@ -135,6 +135,8 @@ def _after_write(g: Generator, x: Var, root: Var, src: Var | None, op: str, resu
 def sgd_update(g: Generator, w: Var) -> None:
     """The hand-written SGD step on a leaf, under no_grad."""
     text = g.pick_item(["{0} -= 0.1 * {0}.grad", "{0}.sub_({0}.grad, alpha=0.1)", "{0}.add_({0}.grad, alpha=-0.05)"])
+    if not g.allow("none_operand"):  # the generator's idea of which leaves have a grad can be wrong
+        text = "if {0}.grad is not None:\n    " + text
     g.emit("inplace", "sgd_update", text, [w], [], made=("{0}",), mode="no_grad")
     g.wrote(w)
     w.positive = False
@@ -293,7 +295,10 @@ def grad_access(g: Generator) -> None:
         rg = getattr(w, "grad_rg", False)
         out = Var(g.fresh(), w.shape, w.dtype, rg=rg, leaf=not rg, anc=frozenset({w.name}) if rg else frozenset(),
                   grad_alias=True, contiguous=False, saw=dict(w.info.get("grad_saw", {})))
-        g.emit("grad_access", "read_grad", "{out0} = {0}.grad", [w], [out])
+        text = "{out0} = {0}.grad"
+        if not g.allow("none_operand"):  # the generator's idea of which leaves have a grad can be wrong
+            text += " if {0}.grad is not None else t.zeros_like({0})"
+        g.emit("grad_access", "read_grad", text, [w], [out])
     elif op == "none":
         g.emit("grad_access", "grad_none", "{0}.grad = None", [w], [], made=("{0}",))
         w.has_grad = False
@@ -428,7 +433,9 @@ def make_module(g: Generator) -> Var:
     """A module whose parameters are loaded from written-out data."""
     x = g.pick(lambda v: v.dtype == "f64" and v.shape not in (None, ()) and v.shape[-1] <= 4)
     k = x.shape[-1] if x is not None else 3
-    op = g.weighted({"Linear": 4, "Sequential": 1.5, "LayerNorm": 1, "Embedding": 0.5})
+    # LayerNorm over one element normalises to exactly 0 in the engine and to rounding noise in torch, which
+    # an adaptive optimizer then scales up: not a difference worth reporting
+    op = g.weighted({"Linear": 4, "Sequential": 1.5, "LayerNorm": 1 if k > 1 else 0, "Embedding": 0.5})
     m = Var(g.fresh("m"), None, "module")
     n = {"Linear": int(g.rng.integers(1, 4)), "Sequential": 2, "LayerNorm": k, "Embedding": k}[op]
     m.info = {"kind": op, "in": k, "out": n}
@@ -490,6 +497,8 @@ def functional(g: Generator) -> None:
                      "l1_loss": 0.5, "cross_entropy": 1.5, "nll_loss": 0.5, "bce_logits": 0.7})
     d = int(g.rng.integers(-len(x.shape), len(x.shape)))
     k = x.shape[-1]
+    if op == "layer_norm" and k == 1:  # see make_module: normalising one element is exactly 0 in the engine only
+        op = "softmax"
     if op in ("softmax", "log_softmax"):
         text = g.pick_item([f"t.nn.functional.{op}({{0}}, dim={d})", f"{{0}}.{op}({d})", f"t.{op}({{0}}, {d})"])
         g.emit("functional", op, "{out0} = " + text, [x], [g.derived(x.shape, x.dtype, x, positive=op == "softmax")])

@@ -55,10 +55,14 @@ KNOWN_GAPS: dict[str, str] = {
     # item 4: smaller classes
     "mixed_dtype_matmul": "4: mixed float32/float64 in dot, mv, mm, bmm, addmm, linear (torch's dtype errors)",
     "mse_loss_broadcast": "4: mse_loss with broadcasting records ExpandBackward0",
+    "sgn_saved": "4: sgn saves what torch saves (backward through a freed SgnBackward0 raises in torch)",
     "zero_dim_mask_assign": "4, not listed: x[mask] = v on a 0-dim x fails inside numpy",
     "failed_op_seq": "4: a failed op takes a seq_nr in torch (where with a float condition)",
+    "nan_values": "4, not listed: sign and sgn of NaN are 0 in torch (so is abs's gradient there); the engine "
+                  "gives nan",
     # not in issue 13
     "detach_saved": "new: backward through a saved tensor that was detach_()ed raises in torch",
+    "none_operand": "new: an op given None where a tensor goes raises torch's TypeError text",
     "freed_index_backward": "new: backward again through advanced indexing or index_put_ after its graph was "
                             "freed does not raise (the nodes keep their indices)",
 }
