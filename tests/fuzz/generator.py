@@ -39,19 +39,19 @@ KNOWN_GAPS: dict[str, str] = {
     # item 2: strides and memory layout
     "view_strides": "2: view() and reshape() of a non-contiguous tensor (or of x[:, idx], contiguous in "
                     "torch); x.mT @ W; 3-D matmul or linear of a non-contiguous input",
-    "write_expanded": "2, not listed: an in-place op on x.expand(...) of x's own shape raises 'single memory "
-                      "location' (no stride is 0)",
+    "write_expanded": "2, not listed: writes to an expanded tensor raise 'single memory location' where torch's "
+                      "do not (an expand to the tensor's own shape has no zero stride; zero_ and fill_)",
     "grad_layout": "2, not listed: gradients keep torch's layout: an expanded gradient is a view made in "
                    "no_grad mode (writing it with grad on raises; the engine's refuses any write), and a leaf "
                    "made of one gets CloneBackward0 grads under create_graph",
     # item 3: version counters and the 'modified by an inplace operation' error
     "vecmat_version": "3: 1-D @ 2-D matmul and linear of a 1-D input (_version)",
     "modified_saved": "3: backward through a saved tensor modified in place (the error's node name, overload "
-                      "number and output; GatherBackward0 saves self)",
+                      "number and output); new: GatherBackward0 saves self",
     "grad_version": "3, not listed: the _version of gradients (torch sums into its buffers in place)",
-    "inference_version": "3, not listed: ops reading an inference tensor outside inference_mode give _version "
-                         "1 (mean 2)",
-    "data_version": "3, not listed: x.data shares x's version counter in the engine; torch gives it its own",
+    "inference_version": "new: an inference tensor read outside inference_mode: ops give _version 1 (mean 2) in "
+                         "torch, detach() and .data of one are normal tensors, layer_norm of one does not raise",
+    "data_version": "new: x.data shares x's version counter in the engine; torch gives it its own",
     # item 4: smaller classes
     "mixed_dtype_matmul": "4: mixed float32/float64 in dot, mv, mm, bmm, addmm, linear (torch's dtype errors)",
     "mse_loss_broadcast": "4: mse_loss with broadcasting records ExpandBackward0",

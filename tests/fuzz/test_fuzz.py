@@ -165,3 +165,14 @@ def test_command_line_without_torch(monkeypatch: pytest.MonkeyPatch, capsys: pyt
     monkeypatch.setattr(cli, "import_torch", missing)
     assert cli.main(["-n", "1"]) == 2
     assert "not installed" in capsys.readouterr().err
+
+
+def test_findings_snippets_run_on_the_engine() -> None:
+    """Every repro in FINDINGS.md compiles to `program(t, p)` and runs to its end on the engine."""
+    from tests.fuzz.findings import FINDINGS, snippets
+
+    found = snippets(FINDINGS.read_text())
+    assert len(found) >= 30
+    for head, fn in found:
+        events = run(engine, fn)
+        assert events and events[-1][0] != "crashed", (head, events[-1])
