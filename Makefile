@@ -4,7 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench clean graphviz
+SEED ?= 1
+N ?= 1000
+JOBS ?= 2
+
+.PHONY: test demo bench clean graphviz fuzz
 
 # Graphviz's `dot` renders exports to SVG/PNG/PDF (DOT text needs nothing). It comes from the system's
 # packages; without root or apt, exports other than .dot explain how to install it.
@@ -37,6 +41,11 @@ demo: $(STAMP) graphviz
 
 bench: $(STAMP)
 	$(PY) bench/engine.py
+
+# Differential fuzzing against torch 2.13 (tests/fuzz): N random programs from SEED; minimal repros of any
+# difference go to fuzz-out/. `make fuzz SEED=7 N=10000`.
+fuzz: $(STAMP)
+	$(PY) -m tests.fuzz --seed $(SEED) -n $(N) --jobs $(JOBS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

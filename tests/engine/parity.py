@@ -4,6 +4,10 @@ A program is `fn(t, p)`: `t` is the module (`engine` or `torch`), `p` a Probe. T
 graph reachable from watched tensors (node names, seq_nr relative to the program's start, edges by
 canonical index), the execution order seen by Node pre-hooks, recorded values, and any exception's type
 and message. Two runs agree when their descriptions are equal, with values compared numerically.
+
+`p.attempt(tag)` and `p.made(tag, *tensors)` serve generated programs (tests/fuzz): a block whose exception is
+recorded instead of raised, and the full state of the tensors a statement made (value, requires_grad,
+grad_fn and its seq_nr, is_leaf, `_version`, retains_grad).
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ class Probe:
         self.index: dict[Any, int] = {}  # node -> canonical index
         self.nodes: list = []
         self.events: list = []
+        self.hooked: set = set()  # nodes whose pre-hook logs their run
 
     # -- making tensors --------------------------------------------------------------------------------
     def leaf(self, name: str, data: Any, requires_grad: bool = True, dtype: str = "float64") -> Any:
@@ -51,8 +56,11 @@ class Probe:
             self.nodes.append(node)
         return self.index[node]
 
-    def watch(self, *tensors: Any, hooks: bool = True, tag: str = "graph") -> None:
-        """Describe the graph below `tensors` and log, via pre-hooks, which of its nodes run."""
+    def watch(self, *tensors: Any, hooks: bool | str = True, tag: str = "graph") -> None:
+        """Describe the graph below `tensors` and log, via pre-hooks, which of its nodes run.
+
+        `hooks="new"` hooks only nodes no earlier watch hooked, so a node watched twice logs each run once.
+        """
         roots = [x.grad_fn if hasattr(x, "grad_fn") else x for x in tensors]
         order: list = []
         stack = [r for r in reversed(roots) if r is not None]
@@ -72,7 +80,8 @@ class Probe:
             edges = [(None if c is None else self._label(c), nr) for c, nr in n.next_functions]
             extra = self.labels.get(id(n.variable), "?") if hasattr(n, "variable") else None
             desc.append((self.index[n], n.name(), self.rel_seq(n), tuple(edges), extra))
-            if hooks:
+            if hooks is True or (hooks == "new" and n not in self.hooked):
+                self.hooked.add(n)
                 n.register_prehook(lambda go, n=n: self.events.append(("run", self.index[n])))
         self.events.append((tag, tuple(desc)))
 
@@ -89,6 +98,39 @@ class Probe:
     def value(self, tag: str, value: Any) -> None:
         """Record a tensor, a tuple of tensors, None or a plain value."""
         self.events.append(("value", tag, _plain(value)))
+
+    def attempt(self, tag: str) -> _Attempt:
+        """A `with` block whose exception (type and message) is recorded and swallowed; else records ok."""
+        return _Attempt(self, tag)
+
+    def made(self, tag: str, *tensors: Any) -> None:
+        """Record each tensor as `value` does, with its `_version`, is_leaf, grad_fn seq_nr and retains_grad."""
+        self.events.append(("made", tag, tuple(self._state(x) for x in tensors)))
+
+    def _state(self, x: Any) -> Any:
+        if not (hasattr(x, "detach") and hasattr(x, "shape")):
+            return _plain(x)
+        seq = None if x.grad_fn is None else self.rel_seq(x.grad_fn)
+        return _plain(x) + (x._version, x.is_leaf, seq, x.retains_grad)
+
+
+class _Attempt:
+    """See Probe.attempt."""
+
+    def __init__(self, probe: Probe, tag: str) -> None:
+        self.probe, self.tag = probe, tag
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
+        if kind is None:
+            self.probe.events.append(("ok", self.tag))
+            return False
+        if not issubclass(kind, Exception):
+            return False
+        self.probe.events.append(("raised", self.tag, kind.__name__, str(error)))
+        return True
 
 
 def _plain(v: Any) -> Any:
@@ -138,14 +180,15 @@ def _diff(ours: list, theirs: list) -> str:
     for i in range(max(len(ours), len(theirs))):
         a = ours[i] if i < len(ours) else "<missing>"
         b = theirs[i] if i < len(theirs) else "<missing>"
-        mark = "  " if _loosely_equal(a, b) else "!!"
+        mark = "  " if same_event(a, b) else "!!"
         lines.append(f"{mark} engine: {_short(a)}")
         if mark == "!!":
             lines.append(f"   torch:  {_short(b)}")
     return "\n".join(lines)
 
 
-def _loosely_equal(a: Any, b: Any) -> bool:
+def same_event(a: Any, b: Any) -> bool:
+    """Whether two events are equal, arrays within assert_same's default tolerance."""
     try:
         _assert_event(a, b, 1e-6, 1e-8, [], [])
         return True

@@ -1,0 +1,136 @@
+"""The campaign behind `python -m tests.fuzz --seed S -n N [--out DIR] [--jobs J]`: N random programs on engine
+and torch.
+
+Program i has seed S * 1_000_003 + i. Progress goes to stderr; each group of differences (first differing
+field, op) gets up to `--repros` minimal repros, shrunk and written to DIR; the summary table goes to stdout.
+Exit status 1 when any program differs, 2 when torch is missing.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import multiprocessing
+import re
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from tests.fuzz.generator import generate
+from tests.fuzz.interpret import Difference, compare, import_torch
+from tests.fuzz.shrink import readable, repro, shrink
+
+SEED_STRIDE = 1_000_003
+
+
+def program_seed(seed: int, i: int) -> int:
+    """The seed of program i of a run started at `seed`."""
+    return seed * SEED_STRIDE + i
+
+
+def _check(task: tuple[int, bool]) -> tuple[int, Difference | None]:
+    seed, known_gaps = task
+    return seed, compare(generate(seed, known_gaps))
+
+
+def _shrink(task: tuple[int, bool]) -> tuple[int, str, Difference]:
+    seed, known_gaps = task
+    program, diff = shrink(generate(seed, known_gaps), compare)
+    return seed, repro(program, diff, readable(program, diff, compare)), diff
+
+
+def _init_worker() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _mapped(pool, fn, tasks: list) -> Iterator:
+    if pool is None:
+        yield from map(fn, tasks)
+        return
+    yield from pool.imap_unordered(fn, tasks, chunksize=1 if fn is _shrink else 4)
+
+
+def _pool(jobs: int):
+    """Worker processes, spawned (a forked child can inherit a lock another thread held), or None for one job."""
+    if jobs <= 1:
+        return contextlib.nullcontext()
+    return multiprocessing.get_context("spawn").Pool(jobs, initializer=_init_worker)
+
+
+def _progress(label: str, items: Iterable, total: int, count_failures: bool) -> list:
+    """Collect `items`, showing the count (and failures so far) on stderr: one updated line on a terminal,
+    a line every 10 seconds otherwise."""
+    tty = sys.stderr.isatty()
+    done, failed, results, last = 0, 0, [], time.monotonic()
+    for item in items:
+        results.append(item)
+        done += 1
+        failed += count_failures and item[1] is not None
+        now = time.monotonic()
+        if now - last > (0.5 if tty else 10) or done == total:
+            tail = f", {failed} differ" if count_failures else ""
+            print(f"{chr(13) if tty else ''}{label}: {done}/{total}{tail}   ", end="" if tty else "\n",
+                  file=sys.stderr, flush=True)
+            last = now
+    if tty:
+        print(file=sys.stderr)
+    return results
+
+
+def _file_name(index: int, diff: Difference, seed: int) -> str:
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", f"{diff.field}_{diff.op}").strip("_")
+    return f"{index:03d}_{slug}_seed{seed}.py"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the campaign the arguments ask for; 1 when any program differs."""
+    parser = argparse.ArgumentParser(prog="python -m tests.fuzz", description="Run random programs on engine and "
+                                     "torch, compare them event by event, and shrink the differences.")
+    parser.add_argument("--seed", type=int, default=1, help="the run's seed (default 1)")
+    parser.add_argument("-n", type=int, default=1000, help="how many programs (default 1000)")
+    parser.add_argument("--out", type=Path, default=Path("fuzz-out"), help="where repros go (default fuzz-out/)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--repros", type=int, default=2, help="programs shrunk per group (default 2)")
+    parser.add_argument("--skip-known-gaps", action="store_true",
+                        help="leave out the constructs of generator.KNOWN_GAPS (as the fixed test batch does)")
+    args = parser.parse_args(argv)
+    try:
+        import_torch()
+    except SystemExit as e:
+        print(e, file=sys.stderr)
+        return 2
+    known_gaps = not args.skip_known_gaps
+    tasks = [(program_seed(args.seed, i), known_gaps) for i in range(args.n)]
+    with _pool(args.jobs) as pool:
+        results = _progress("programs", _mapped(pool, _check, tasks), len(tasks), True)
+        groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for seed, diff in sorted(results, key=lambda r: r[0]):
+            if diff is not None:
+                groups[diff.signature].append(seed)
+        picks = [(s, known_gaps) for seeds in groups.values() for s in seeds[: args.repros]]
+        shrunk = _progress("shrinking", _mapped(pool, _shrink, picks), len(picks), False) if picks else []
+    _report(args, groups, shrunk, len(tasks))
+    return 1 if groups else 0
+
+
+def _report(args: argparse.Namespace, groups: dict, shrunk: list, total: int) -> None:
+    failed = sum(len(v) for v in groups.values())
+    mode = "without the known gaps" if args.skip_known_gaps else "with everything on"
+    print(f"{total} programs from seed {args.seed} ({mode}): {failed} differ from torch, in {len(groups)} groups "
+          "(first differing field, op)")
+    if not groups:
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    files: dict[int, str] = {}
+    for index, (seed, text, diff) in enumerate(sorted(shrunk, key=lambda r: r[0])):
+        path = args.out / _file_name(index, diff, seed)
+        path.write_text(text)
+        files[seed] = str(path)
+    print(f"{'count':>5}  {'field':<22} {'op':<16} repros")
+    for (field, op), seeds in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        paths = [files[s] for s in seeds[: args.repros] if s in files]
+        print(f"{len(seeds):>5}  {field:<22} {op:<16} {' '.join(paths)}")
+
