@@ -472,7 +472,10 @@ def _format_tensor(t: Tensor) -> str:
     arr = t._data
     kwargs = {"separator": ", ", "prefix": "tensor("}
     if arr.dtype.kind == "f":
-        body = np.array2string(arr, precision=4, floatmode="maxprec_equal", **kwargs)
+        finite = arr[np.isfinite(arr)]
+        integral = finite.size == 0 or bool(np.all(finite == np.round(finite)))
+        # torch prints 4 decimals unless every value is whole (then "3."); numpy would trim zeros
+        body = np.array2string(arr, precision=4, floatmode="maxprec_equal" if integral else "fixed", **kwargs)
     elif arr.dtype == np.bool_:  # torch pads True to False's width only when a False is printed
         width = 5 if arr.size and not arr.all() else 4
         body = np.array2string(arr, formatter={"bool": lambda v: str(bool(v)).rjust(width)}, **kwargs)

@@ -22,7 +22,6 @@ from ._common import (
 )
 
 
-@public("add", tensor=True)
 def add(a: Any, b: Any, alpha: float = 1) -> Tensor:
     """a + alpha * b → AddBackward0 (a Python scalar still gets a slot)."""
     a, b = _pair(a, b)
@@ -35,7 +34,6 @@ def add(a: Any, b: Any, alpha: float = 1) -> Tensor:
     return out
 
 
-@public("sub", tensor=True)
 def sub(a: Any, b: Any, alpha: float = 1) -> Tensor:
     """a - alpha * b → SubBackward0."""
     a, b = _pair(a, b)
@@ -62,7 +60,6 @@ def rsub(a: Tensor, other: Any, alpha: float = 1) -> Tensor:
     return out
 
 
-@public("mul", tensor=True)
 def mul(a: Any, b: Any) -> Tensor:
     """a * b → MulBackward0."""
     a, b = _pair(a, b)
@@ -88,7 +85,6 @@ def mul_scalar(a: Tensor, s: float) -> Tensor:
     return out
 
 
-@public("div", tensor=True)
 def div(a: Any, b: Any) -> Tensor:
     """a / b (true division) → DivBackward0."""
     a, b = _pair(a, b)
@@ -318,3 +314,38 @@ for _op, _np_fn in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater), 
 public("__and__", tensor=True)(_comparison(np.logical_and))
 public("__or__", tensor=True)(_comparison(np.logical_or))
 public("__xor__", tensor=True)(_comparison(np.logical_xor))
+
+
+# -- the public entries of add, sub, mul, div: torch's argument checks, then the op ----------------------------
+def _check_operand(op: str, value: Any, name: str, position: int) -> None:
+    if not isinstance(value, (Tensor, int, float, bool, np.number)):
+        raise TypeError(f"{op}(): argument '{name}' (position {position}) must be Tensor, not {type(value).__name__}")
+
+
+def _entries(op: str, impl: Any, takes_alpha: bool) -> None:
+    """Tensor.op(other) and torch.op(input, other), each checking its operands as torch's parser does."""
+    if takes_alpha:
+        def method(self: Tensor, other: Any, *, alpha: float = 1) -> Tensor:
+            _check_operand(op, other, "other", 1)
+            return impl(self, other, alpha)
+
+        def function(input: Any, other: Any, *, alpha: float = 1) -> Tensor:  # noqa: A002 - torch's name
+            _check_operand(op, input, "input", 1)
+            _check_operand(op, other, "other", 2)
+            return impl(input, other, alpha)
+    else:
+        def method(self: Tensor, other: Any) -> Tensor:
+            _check_operand(op, other, "other", 1)
+            return impl(self, other)
+
+        def function(input: Any, other: Any) -> Tensor:  # noqa: A002 - torch's name
+            _check_operand(op, input, "input", 1)
+            _check_operand(op, other, "other", 2)
+            return impl(input, other)
+    method.__doc__ = function.__doc__ = impl.__doc__
+    public(op, tensor=True)(method)
+    public(op, torch=True)(function)
+
+
+for _op, _impl, _alpha in (("add", add, True), ("sub", sub, True), ("mul", mul, False), ("div", div, False)):
+    _entries(_op, _impl, _alpha)

@@ -8,6 +8,7 @@ from .._dispatch import public
 from .._tensor import Tensor
 from ._common import _out, _strides, binary_operator, check_same_device, needs_grad, record
 from .arith import add
+from .._version import bump
 from .shape import _mt, _unsafe_view, contiguous, expand, reshape, squeeze, squeeze_dims, t, unsqueeze, view
 
 
@@ -103,8 +104,10 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         return dot(a, b)
     if da == 2 and db == 1:
         return mv(a, b)
-    if da == 1 and db == 2:
-        return squeeze_dims(mm(unsqueeze(a, 0), b), (0,))
+    if da == 1 and db == 2:  # torch squeezes the mm's result in place (squeeze_): its version is 1
+        out = squeeze_dims(mm(unsqueeze(a, 0), b), (0,))
+        bump(out._data)
+        return out
     if da == 2 and db == 2:
         return mm(a, b)
     a, b = _squeeze_unit_batch(a, b)
@@ -268,7 +271,11 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         res = addmm(bias, flat, t(weight))
         return view(res, lead + (weight._data.shape[0],))
     out = matmul(x, t(weight))
-    return add(out, bias) if bias is not None else out
+    if bias is None:
+        return out
+    from .._inplace import add_  # it imports the ops
+
+    return add_(out, bias)  # torch's output.add_(bias): in place, one more version
 
 
 public("matmul", tensor="__matmul__")(binary_operator(matmul))

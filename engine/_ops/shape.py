@@ -223,12 +223,13 @@ def squeeze(a: Tensor, dim: Any = None) -> Tensor:
 
 
 def squeeze_dims(a: Tensor, dims: tuple[int, ...]) -> Tensor:
-    """squeeze.dims → SqueezeBackward4 (as matmul's 1-D @ 2-D path records)."""
+    """The in-place squeeze_(dims) of matmul's 1-D @ 2-D path, on a fresh tensor → SqueezeBackward4."""
     nd = a._data.ndim
     node = fn.SqueezeBackward4() if needs_grad(a) else None
     ds = tuple(sorted({_wrap_dim(d, nd) for d in dims}))
     keep = tuple(d for d in ds if a._data.shape[d] == 1)
-    out = _view_out(np.squeeze(a._data, keep) if keep else a._data.view(), a)
+    # squeeze_ on a fresh tensor, in place: the result is that tensor, not a view of it
+    out = _out(np.squeeze(a._data, keep) if keep else a._data.view(), a)
     if node is not None:
         node.self_sym_sizes, node.dim = a._data.shape, ds
         record(node, (a,), out)
