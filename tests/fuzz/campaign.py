@@ -8,12 +8,17 @@ Exit status 1 when any program differs, 2 when torch is missing.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import multiprocessing
+import os
 import re
 import sys
+import tempfile
 import time
 from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -47,17 +52,75 @@ def _init_worker() -> None:
 
 
 def _mapped(pool, fn, tasks: list) -> Iterator:
+    """fn over tasks, in worker processes when `pool` is a job count above 1. A worker that dies (torch itself
+    has segfaulted on a random program) does not hang the campaign: the tasks the workers were running are
+    run again, each alone, and one that kills its worker again is reported as a crash; the rest go on."""
     if pool is None:
         yield from map(fn, tasks)
         return
-    yield from pool.imap_unordered(fn, tasks, chunksize=1 if fn is _shrink else 4)
+    pending = list(tasks)
+    with tempfile.TemporaryDirectory(prefix="agdb-fuzz-") as running:
+        while pending:
+            suspects: set = set()
+            with _executor(pool) as executor:
+                futures = {executor.submit(_tracked, fn, task, running): task for task in pending}
+                pending = []
+                for future in as_completed(futures):
+                    try:
+                        yield future.result()
+                    except BrokenProcessPool:
+                        suspects |= _tasks_of_dead_workers(running)
+                        pending.append(futures[future])
+            for task in suspects & set(pending):  # the pool also stops the workers that did nothing wrong
+                pending.remove(task)
+                yield _alone(fn, task, running)
+
+
+def _alone(fn, task, running: str):
+    """fn(task) in a worker of its own: its result, or a crash when the worker dies again."""
+    with _executor(1) as executor:
+        try:
+            return executor.submit(_tracked, fn, task, running).result()
+        except BrokenProcessPool:
+            _tasks_of_dead_workers(running)
+            return _crashed(fn, task)
+
+
+def _tracked(fn, task, running: str):
+    """fn(task) in a worker, with the task written down under the worker's pid while it runs."""
+    mark = Path(running) / str(os.getpid())
+    mark.write_text(repr(task))
+    result = fn(task)
+    mark.unlink()
+    return result
+
+
+def _tasks_of_dead_workers(running: str) -> set:
+    """The tasks that workers which are gone were running (their marks are left behind)."""
+    tasks = set()
+    for mark in Path(running).iterdir():
+        try:
+            os.kill(int(mark.name), 0)
+        except ProcessLookupError:
+            tasks.add(ast.literal_eval(mark.read_text()))
+            mark.unlink()
+    return tasks
+
+
+def _crashed(fn, task: tuple[int, bool]):
+    diff = Difference("process crashed", "?", -1, "crash", "a worker process died running this program",
+                      "(run it alone: python -m tests.fuzz.findings or the repro)")
+    return (task[0], diff) if fn is _check else (task[0], f"# seed {task[0]}: the worker process died\n", diff)
+
+
+def _executor(jobs: int) -> ProcessPoolExecutor:
+    """Worker processes, spawned (a forked child can inherit a lock another thread held)."""
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker)
 
 
 def _pool(jobs: int):
-    """Worker processes, spawned (a forked child can inherit a lock another thread held), or None for one job."""
-    if jobs <= 1:
-        return contextlib.nullcontext()
-    return multiprocessing.get_context("spawn").Pool(jobs, initializer=_init_worker)
+    """The job count when the work goes to worker processes, or None for one job."""
+    return contextlib.nullcontext(jobs if jobs > 1 else None)
 
 
 def _progress(label: str, items: Iterable, total: int, count_failures: bool) -> list:

@@ -1,8 +1,10 @@
 """The differential fuzzer: its generator, comparison and shrinker, and a fixed batch of programs against torch."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -176,3 +178,23 @@ def test_findings_snippets_run_on_the_engine() -> None:
     for head, fn in found:
         events = run(engine, fn)
         assert events and events[-1][0] != "crashed", (head, events[-1])
+
+
+def _dies_on_seven(task):
+    """A stand-in for a program that kills its worker (torch has segfaulted on random programs)."""
+    if task[0] == 7:
+        os._exit(3)
+    if task[0] in (3, 8):  # likely running in the other worker when 7 dies, and stopped with the pool
+        time.sleep(0.5)
+    return task[0], None
+
+
+def test_a_worker_that_dies_is_reported_not_waited_for():
+    """Only the task whose worker died comes back as a crash; the rest run, those the broken pool stopped again."""
+    from tests.fuzz import campaign
+
+    results = list(campaign._mapped(2, _dies_on_seven, [(i, False) for i in range(12)]))
+    assert sorted(r[0] for r in results) == list(range(12))
+    crashed = [r for r in results if r[0] == 7]
+    assert len(crashed) == 1 and crashed[0][-1].field == "process crashed"
+    assert all(r[1] is None for r in results if r[0] != 7)
