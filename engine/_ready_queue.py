@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import heapq
 import queue as _queue
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from . import _observer
+import numpy as np
+
+from . import _observer, _version
 from ._state import tls
 from ._tensor import make_tensor
 
@@ -130,6 +133,25 @@ class ReadyQueue:
         return len(self.heap)
 
 
+_OLD_REFS = 4  # add()'s `old`, _accumulate's and _sole_owner's parameters, getrefcount's argument
+_VAR_REFS = 5  # the same, and the outputs list the engine walks (torch moves the grad out of it)
+
+
+def _add_into(target: Any, other: Any) -> Any:
+    """target.add_(other) on a buffer grad: its memory reused, its version counted."""
+    np.add(target._data, other._data, out=target._data, casting="unsafe")
+    _version.bump(target._data)
+    return target
+
+
+def _sole_owner(t: Any, refs: int) -> bool:
+    """torch's can_accumulate_inplace: nothing else holds the tensor or its memory (use_count and the storage's
+    use_count are 1), it is dense and non-overlapping, and mutable (not a ZeroTensor)."""
+    data = t._data
+    return (sys.getrefcount(t) <= refs and data.flags.owndata and data.flags.writeable and not t._zerotensor
+            and sys.getrefcount(data) <= 3 and (data.flags.c_contiguous or data.flags.f_contiguous))
+
+
 class InputBuffer:
     """The grads gathered for one node, one slot per input; later writes to a slot are summed."""
 
@@ -146,16 +168,22 @@ class InputBuffer:
         if old is None:
             self.buffer[pos] = var
             return False
+        self.buffer[pos] = None  # so that the buffer's reference does not count against summing in place
         self.buffer[pos] = _accumulate(old, var)
         return True
 
 
 def _accumulate(old: Any, var: Any) -> Any:
-    """old + var: recorded (AddBackward0) in grad mode, else a plain numpy sum."""
+    """old + var: recorded (AddBackward0) in grad mode; else summed in place into whichever of the two nothing
+    else holds (its version goes up, as torch's `old_var.add_(var)`), or a plain numpy sum."""
     if tls.grad_enabled:
         from ._ops import add
 
         return add(old, var)  # not `old + var`: the engine's own op, which observers are not told of
+    if _sole_owner(old, _OLD_REFS):
+        return _add_into(old, var)
+    if _sole_owner(var, _VAR_REFS):
+        return _add_into(var, old)
     res = old._data + var._data
     if res.dtype != old._data.dtype:
         res = res.astype(old._data.dtype)

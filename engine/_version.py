@@ -7,6 +7,7 @@ on the first in-place write: reading the version of untouched data allocates not
 """
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from typing import Any
@@ -56,8 +57,11 @@ def bump(data: np.ndarray) -> None:
     with _lock:
         counter = _counters.get(key)
         if counter is None:
-            counter = _counters[key] = [0]
-            weakref.finalize(owner, _counters.pop, key, None)  # the id may be reused once the array is gone
+            # The id may be reused once the array is gone: drop the counter then. The callback is C code only
+            # (dict.pop, given the dead reference as its default): a Python one (weakref.finalize) could take a
+            # Ctrl-C and the interpreter would drop it ("Exception ignored in ...").
+            gone = weakref.ref(owner, functools.partial(_counters.pop, key))
+            counter = _counters[key] = [0, gone]
         counter[0] += 1
 
 

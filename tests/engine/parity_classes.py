@@ -125,3 +125,36 @@ def _raised_release(t, p):
     p.run("x saved", lambda: x.grad_fn._saved_result)
     p.run("again", lambda: y.sum().backward())
     p.value("grad", w.grad)
+
+
+@program("gradients summed in an input buffer: reused in place, their versions counted")
+def _buffer_versions(t, p):
+    x = p.leaf("x", V3)
+    y = x * 2.0
+    z = (y * y).sum() + y.sum()
+    gx, gy = p.run("grad", lambda: t.autograd.grad(z, [x, y]))
+    p.value("versions", (gx._version, gy._version))
+    w = p.leaf("w", V3)
+    (w * w + w).sum().backward()
+    p.value("w.grad version", (w.grad._version, w.grad))
+    kept = []
+    u = p.leaf("u", V3)
+    v = u * 3.0
+    v.register_hook(lambda g: kept.append(g))  # the hook holds the first grad: it may not be summed into
+    (v.exp() + v).sum().backward()
+    p.value("held", (kept[0]._version, u.grad._version, u.grad))
+
+
+@program("1-D @ 2-D and linear: versions of their results")
+def _matmul_versions(t, p):
+    v = p.leaf("v", V3)
+    m = p.leaf("m", [[1.0, 2.0], [0.5, -1.0], [3.0, 0.0]])
+    b = p.leaf("b", [0.1, 0.2])
+    out = v @ m
+    p.value("1-D @ 2-D", (out._version, out._is_view(), out.grad_fn.name()))
+    lin = t.nn.functional.linear(v, m.t())
+    lin_b = t.nn.functional.linear(v, m.t(), b)
+    strided = t.nn.functional.linear(t.linspace(0.0, 1.0, 6, dtype=t.float64)[::2], m.t(), b)
+    nd = t.nn.functional.linear(t.ones(2, 4, 3, dtype=t.float64).transpose(0, 1), m.t(), b)
+    p.value("linear", tuple((r._version, r.grad_fn.name()) for r in (lin, lin_b, strided, nd)))
+    p.watch(out, lin_b, strided, nd)
