@@ -70,6 +70,8 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
                 raise RuntimeError(f"Function '{fn.name()}' returned nan values in its {i}th output.")
 
     observed = bool(_observer.observers)
+    if type(outputs) is not list:
+        outputs = list(outputs)
     with graph_task.mutex:
         dependencies = graph_task.dependencies
         not_ready = graph_task.not_ready
@@ -93,7 +95,7 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
                     if info is None or not info.should_execute():
                         continue  # the dependency was decremented, but no buffer is made
                 buffer = InputBuffer(len(nxt._input_metadata))
-                accumulated = buffer.add(input_nr, outputs[i])
+                accumulated = buffer.add(input_nr, _take(outputs, i))
                 if observed:
                     for hook in _observer.dispatch.get("buffer_written", ()):
                         hook(graph_task, nxt, input_nr, accumulated, buffer)
@@ -102,7 +104,7 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
                 else:
                     not_ready[nxt] = buffer
             else:
-                accumulated = buffer.add(input_nr, outputs[i])
+                accumulated = buffer.add(input_nr, _take(outputs, i))
                 if observed:
                     for hook in _observer.dispatch.get("buffer_written", ()):
                         hook(graph_task, nxt, input_nr, accumulated, buffer)
@@ -146,6 +148,14 @@ def compute_min_topological_nr(outputs: list) -> int:
     if not outputs:
         return 0
     return min(fn._topological_nr() for fn, _ in outputs)
+
+
+def _take(outputs: list, i: int):
+    """outputs[i], moved out of the list (as torch std::moves it into the buffer), so that a buffer that later
+    sums into it holds its only reference (InputBuffer's in-place accumulation)."""
+    var = outputs[i]
+    outputs[i] = None
+    return var
 
 
 def compute_dependencies(root: Node, graph_task: GraphTask, min_topo_nr: int) -> list[Node]:

@@ -134,7 +134,6 @@ class ReadyQueue:
 
 
 _OLD_REFS = 4  # add()'s `old`, _accumulate's and _sole_owner's parameters, getrefcount's argument
-_VAR_REFS = 5  # the same, and the outputs list the engine walks (torch moves the grad out of it)
 
 
 def _add_into(target: Any, other: Any) -> Any:
@@ -174,16 +173,14 @@ class InputBuffer:
 
 
 def _accumulate(old: Any, var: Any) -> Any:
-    """old + var: recorded (AddBackward0) in grad mode; else summed in place into whichever of the two nothing
-    else holds (its version goes up, as torch's `old_var.add_(var)`), or a plain numpy sum."""
+    """old + var: recorded (AddBackward0) in grad mode; else summed in place into `old` when nothing else holds
+    it (its version goes up, as torch's `old_var.add_(var)`), or a plain numpy sum."""
     if tls.grad_enabled:
         from ._ops import add
 
         return add(old, var)  # not `old + var`: the engine's own op, which observers are not told of
-    if _sole_owner(old, _OLD_REFS):
+    if _sole_owner(old, _OLD_REFS):  # torch reuses only the grad already in the buffer, never the new one
         return _add_into(old, var)
-    if _sole_owner(var, _VAR_REFS):
-        return _add_into(var, old)
     res = old._data + var._data
     if res.dtype != old._data.dtype:
         res = res.astype(old._data.dtype)
