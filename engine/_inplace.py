@@ -383,7 +383,9 @@ def _basic_view(self: Tensor, key: Any) -> Tensor:
         key = (key,)
     basic: list = []
     for k in (_list_index(k) for k in key):
-        if isinstance(k, Tensor) and (k._data.dtype == np.bool_ or k._data.ndim > 0):
+        if isinstance(k, Tensor) and k._data.dtype == np.bool_ and k._data.ndim == 0:
+            basic.append(None)  # a 0-dim mask: a new dim of size 1 (then masked by index_put_)
+        elif isinstance(k, Tensor) and (k._data.dtype == np.bool_ or k._data.ndim > 0):
             basic += [slice(None)] * (k._data.ndim if k._data.dtype == np.bool_ else 1)
         else:
             basic.append(k)
@@ -450,7 +452,12 @@ def _basic(self: Tensor, key: Any) -> tuple:
     view, dim, real, is_view = data, 0, 0, False  # real: the dim of the tensor itself, for errors
     positions: dict[int, Tensor] = {}  # dim of the view -> the index tensor there
     for k in key:
-        if isinstance(k, Tensor) and (k._data.dtype == np.bool_ or k._data.ndim > 0):
+        if isinstance(k, Tensor) and k._data.dtype == np.bool_ and k._data.ndim == 0:
+            # torch: a 0-dim mask adds a dim of size 1 (as None does) and masks it
+            view = view[(slice(None),) * dim + (None,)]
+            positions[dim] = make_tensor(k._data.reshape(1), device=k._device)
+            dim, is_view = dim + 1, True
+        elif isinstance(k, Tensor) and (k._data.dtype == np.bool_ or k._data.ndim > 0):
             if k._data.dtype != np.bool_ and k._data.dtype.kind != "i":
                 raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
             positions[dim] = k

@@ -322,7 +322,11 @@ def getitem(a: Tensor, key: Any) -> Tensor:
     out, dim = a, 0
     advanced: dict[int, np.ndarray] = {}  # dim of the result of the basic indexing -> index array
     for k in key:
-        if isinstance(k, Tensor) and (k._data.dtype == np.bool_ or k._data.ndim > 0):
+        if isinstance(k, Tensor) and k._data.dtype == np.bool_ and k._data.ndim == 0:
+            out = unsqueeze(out, dim)  # torch: a 0-dim mask adds a dim of size 1 and masks it (0 or 1 rows)
+            advanced[dim] = np.nonzero(k._data.reshape(1))[0]
+            dim += 1
+        elif isinstance(k, Tensor) and (k._data.dtype == np.bool_ or k._data.ndim > 0):
             if k._data.dtype == np.bool_:
                 _check_mask(out, k, dim)
                 for j, idx in enumerate(np.nonzero(k._data)):  # a mask is its nonzero() indices

@@ -158,3 +158,31 @@ def _matmul_versions(t, p):
     nd = t.nn.functional.linear(t.ones(2, 4, 3, dtype=t.float64).transpose(0, 1), m.t(), b)
     p.value("linear", tuple((r._version, r.grad_fn.name()) for r in (lin, lin_b, strided, nd)))
     p.watch(out, lin_b, strided, nd)
+
+
+@program("a failed where takes its node's seq_nr")
+def _where_fails(t, p):
+    v = p.leaf("v", V3)
+    p.run("float condition", lambda: t.where(v, v, 0.0))
+    p.counter("float condition")
+    p.run("sizes", lambda: t.where(v > 0, v, t.ones(4, dtype=t.float64)))
+    p.counter("sizes")
+
+
+@program("0-dim bool masks: a new dim of size 1, masked")
+def _scalar_masks(t, p):
+    v = p.leaf("v", [-1.0, 2.0])
+    z = t.dot(v, v)
+    p.run("z[z < 0] = 0", lambda: z.__setitem__(z < 0, 0.0))
+    p.counter("false mask")
+    z2 = t.dot(v, v)
+    p.run("z2[z2 > 0] = 1", lambda: z2.__setitem__(z2 > 0, 1.0))
+    p.counter("true mask")
+    p.value("values", (z, z2, z._version, z2._version))
+    p.watch(z, z2)
+    x = v * 1.0
+    p.value("getitem", tuple(tuple(x[k].shape) for k in (t.tensor(True), t.tensor(False))))
+    p.watch(x[t.tensor(True)], x[0, t.tensor(True)])
+    plain = p.const([[1.0, 2.0], [3.0, 4.0]])
+    plain[t.tensor(True)] = 5.0
+    p.value("plain", (plain, plain._version))
