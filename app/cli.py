@@ -102,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     tui.set_defaults(func=_cmd_tui)
     opener = sub.add_parser("open", help="step through a saved trace in the TUI")
     opener.add_argument("trace")
+    opener.add_argument("--source", action="append", default=[], metavar="FILE",
+                        help="a source file the culprit view may show, for a trace recorded before agdb stored "
+                             "source lines in traces (repeatable)")
     opener.set_defaults(func=_cmd_open)
     return p
 
@@ -155,15 +158,15 @@ def _cmd_show(args: argparse.Namespace) -> int:
         _fail(f"--step {step} is outside 0..{len(trace) - 1}")
         return 1
     state = Replay(trace).state_at(step)
-    data = state_to_json(trace, state)
-    if args.json:
-        print(json.dumps(data, indent=2))
+    if args.json:  # the names as recorded: JSON escapes control characters itself
+        print(json.dumps(state_to_json(trace, state), indent=2))
         return 0
-    _print_state(data)
+    _print_state(state_to_json(trace.for_display(), state))
     return 0
 
 
 def _print_state(data: dict) -> None:
+    """Print a state (from a trace made for_display); names are never markup (a node may be called `Weird[/]`)."""
     out = Console()
     event = data["event"]
     out.print(f"[bold]step {data['step']}[/] of {data['num_steps'] - 1}: [cyan]{event['kind']}[/]")
@@ -176,9 +179,10 @@ def _print_state(data: dict) -> None:
         out.print(table)
     if data["dependencies"]:
         out.print("dependencies: " + ", ".join(f"{n}={c}" for n, c in data["dependencies"].items()))
-    out.print("executed: " + " → ".join(e["name"] for e in data["executed"]) if data["executed"] else "executed: -")
-    out.print(f"pruned: {data['pruned']}  running: {[r['name'] for r in data['running']]}  "
-              f"culprits so far: {data['culprits']}")
+    executed = " → ".join(e["name"] for e in data["executed"]) if data["executed"] else "-"
+    out.print(Text(f"executed: {executed}"))
+    out.print(Text(f"pruned: {data['pruned']}  running: {[r['name'] for r in data['running']]}  "
+                   f"culprits so far: {data['culprits']}"))
 
 
 def _cmd_culprits(args: argparse.Namespace) -> int:
@@ -187,12 +191,13 @@ def _cmd_culprits(args: argparse.Namespace) -> int:
     else:
         run = _record(args.script, args.script_args, args.as_torch)
         trace, failed = run.trace, run.error is not None or bool(run.note)
+    trace = trace.for_display()  # a trace's names and lines may hold terminal escape sequences
     rows = culprits_mod.select(culprits_mod.of_trace(trace), args.start, args.stop)
     table = Table(title="sequence-number increments", title_justify="left")
     for col in ("seq_nr", "node", "thread", "file:line", "function", "source"):
         table.add_column(col, overflow="fold")
     for c in rows:
-        cells = (f"{c.old} → {c.new}", c.node_name, trace.threads[c.thread][1] if trace.threads else "",
+        cells = (f"{c.old} → {c.new}", c.node_name, trace.threads[c.thread][1] if c.thread < len(trace.threads) else "",
                  f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", c.function, c.source)
         table.add_row(*(Text(cell) for cell in cells))  # Text: source lines are not markup
     Console().print(table)
@@ -233,15 +238,23 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_tui(args: argparse.Namespace) -> int:
     from .app import AgdbApp
 
-    AgdbApp(script=args.script, script_args=args.script_args, as_torch=args.as_torch).run()
-    return 0
+    return _run_app(AgdbApp(script=args.script, script_args=args.script_args, as_torch=args.as_torch))
 
 
 def _cmd_open(args: argparse.Namespace) -> int:
     from .app import AgdbApp
 
-    AgdbApp(path=args.trace).run()
-    return 0
+    return _run_app(AgdbApp(path=args.trace, source_files=args.source))
+
+
+def _run_app(app) -> int:
+    """Run the TUI; after it, say in one line why the trace could not be opened, and exit non-zero then (and
+    when the app itself failed)."""
+    app.run()
+    if app.failure:
+        _fail(app.failure)
+        return 1
+    return app.return_code or 0
 
 
 if __name__ == "__main__":
