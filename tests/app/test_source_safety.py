@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from app.app import AgdbApp
 from app.cli import main
-from tests.tracer.loader_fuzz import deadline
+from tests.tracer.loader_fuzz import deadline, run_isolated
 from tests.tracer.test_loader_fuzz import _old_file
 from tracer import TraceBuilder
 from tracer.trace import Trace
@@ -97,12 +98,20 @@ def test_a_crafted_trace_naming_etc_passwd_shows_none_of_it(version, tmp_path):
 @pytest.mark.parametrize("kind", ["dev_zero", "fifo", "directory"])
 def test_a_trace_naming_a_device_or_a_pipe_does_not_hang(kind, tmp_path):
     """/dev/zero (endless), a FIFO (blocks until a writer comes) or a directory, named by an old trace and even by
-    the user: the source view answers at once with no source."""
+    the user: the source view answers at once with no source (run in a subprocess of limited memory and time,
+    where a regression fails instead of filling the machine)."""
     target = {"dev_zero": Path("/dev/zero"), "fifo": tmp_path / "pipe.py", "directory": tmp_path}[kind]
     if kind == "fifo":
         os.mkfifo(target)
-    text = _view(_save(_trace_naming(str(target)), tmp_path / "odd.agdb", 2), source_files=[str(target)])
-    assert f"{target}:3" in text
+    path = _save(_trace_naming(str(target)), tmp_path / "odd.agdb", 2)
+    code = ("import sys\nfrom pathlib import Path\nfrom tests.app.test_source_safety import _view\n"
+            "print(_view(Path(sys.argv[1]), source_files=[sys.argv[2]]))\n")
+    try:
+        done = run_isolated(code, str(path), str(target), timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the source view of a trace naming {target} did not answer")
+    assert done.returncode == 0, done.stderr[-800:]
+    assert f"{target}:3" in done.stdout
 
 
 def test_an_old_trace_shows_a_file_the_user_named(secret, tmp_path):

@@ -26,6 +26,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -386,6 +387,26 @@ def deadline(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+MEMORY_LIMIT = 2 * 1024**3
+"""Address space for `run_isolated`: plenty for agdb, and an endless read fails fast instead of filling the
+machine's memory."""
+
+
+def run_isolated(code: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run Python `code` (with sys.argv[1:] = args) in a subprocess of limited memory and time, from the repo root:
+    for checks whose failure would be an endless read (/dev/zero) or a wait that never ends (a FIFO)."""
+    import resource
+
+    root = Path(__file__).resolve().parents[2]
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=timeout, preexec_fn=limit)
 
 
 def check(data: bytes, folder: Path, tui: bool) -> tuple[str, str]:
