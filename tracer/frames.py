@@ -40,16 +40,36 @@ def user_frame() -> Any:
     return None
 
 
+_read: dict[str, tuple[tuple[int, int], list[str] | None]] = {}  # file -> ((mtime, size), its lines)
+
+
 def read_source(filename: str) -> list[str] | None:
     """The lines of `filename` without their endings, or None when it cannot be read as source.
 
     Only a regular file is opened: a code object's file name can be anything (`compile(text, "/dev/zero",
     "exec")`), and reading a device or a pipe would never end. Code with no file (`<stdin>`, `<string>`) is
-    looked up in what Python's linecache already holds, never read from disk.
+    looked up in what Python's linecache already holds, never read from disk. A file is read again only when
+    its modification time or size changed (the culprit logger asks once per seq_nr bump).
     """
     if filename.startswith("<") and filename.endswith(">"):
         entry = linecache.cache.get(filename)
         return [line.rstrip("\r\n") for line in entry[2]] if entry is not None and len(entry) == 4 else None
+    try:
+        info = os.stat(filename)
+    except (OSError, ValueError):
+        return None
+    stamp = (info.st_mtime_ns, info.st_size)
+    known = _read.get(filename)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    if len(_read) > 1000:
+        _read.clear()
+    lines = _read_file(filename)
+    _read[filename] = (stamp, lines)
+    return lines
+
+
+def _read_file(filename: str) -> list[str] | None:
     try:
         fd = os.open(filename, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError):  # ValueError: a NUL in the name
