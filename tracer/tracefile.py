@@ -150,13 +150,12 @@ def _decode(data: bytes, name: str) -> Trace:
         raise TraceFormatError(f"{name}: the header fails its checksum: the file is corrupt")
     header = _parse_header(data[pos:pos + header_len], name)
     body = memoryview(data)[pos + header_len:]
-    version = header["format_version"]
     columns = _read_columns(header, body, name)
     strings = _read_strings(columns.pop("string_offsets"), columns.pop("string_bytes"), name)
     _check_structure(columns, len(strings), header, name)
     if "thread_ident" in columns:
         upgrade_v1_queues(columns, strings)
-    return Trace(columns, strings, _read_meta(header.get("meta", {}), name, version))
+    return Trace(columns, strings, _read_meta(header.get("meta", {}), name))
 
 
 def _parse_header(raw: bytes, name: str) -> dict:
@@ -194,7 +193,7 @@ def _is_int(value: object) -> bool:
     return type(value) is int  # not bool, not float: JSON that agdb writes has plain integers only
 
 
-def _read_meta(meta: object, name: str, version: int) -> dict:
+def _read_meta(meta: object, name: str) -> dict:
     """`meta` checked: an object whose `source` is a string and `provenance` maps kind names to a provenance."""
     if not isinstance(meta, dict):
         raise TraceFormatError(f"{name}: the header's meta is not a JSON object")
@@ -423,8 +422,8 @@ def _check_event_fields(c: dict, kinds: np.ndarray, sizes: dict, name: str) -> N
 
 
 def _check_slots(c: dict, name: str) -> None:
-    """Input slots within their node: a BufferWritten's slot, and an edge's input_nr into a node whose slots are
-    known (a node described only by its bump has 0)."""
+    """Input slots within their node: a BufferWritten's slot, and an edge's input_nr (a node described only by
+    its bump has 0 slots on record: it may take slot 0, as the replay assumes)."""
     # A limit per node row, and one past the end for the -1 of an undefined edge: no edge is ever beyond it.
     limits = np.append(np.maximum(c["node_inputs"].astype(np.int64), 1), np.iinfo(np.int64).max)
     steps = np.flatnonzero(c["ev_kind"] == Kind.BUFFER_WRITTEN)

@@ -36,9 +36,9 @@ def show_source(target: Static, trace: Trace, filename: str, lineno: int, named_
     if lineno not in lines:
         target.update(Text(missing))
         return
-    # Lines 1..last, those not stored left empty, so that line numbers are the file's.
-    code = "\n".join(printable(lines.get(i, "")) for i in range(1, max(lines) + 1))
-    target.update(Syntax(code, "python", line_numbers=True, line_range=(first, last), highlight_lines={lineno}))
+    # Lines first..last only (a crafted trace may put a line at 10**12), numbered from `first`.
+    code = "\n".join(printable(lines.get(i, "")) for i in range(first, min(last, max(lines)) + 1))
+    target.update(Syntax(code, "python", line_numbers=True, start_line=first, highlight_lines={lineno}))
 
 
 def _named_file_lines(filename: str, first: int, last: int, named_files: Iterable[str]) -> dict[int, str]:

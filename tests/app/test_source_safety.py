@@ -151,3 +151,22 @@ def test_culprits_and_show_print_nothing_of_a_named_file(secret, tmp_path, capsy
             assert main([str(a) for a in argv]) == 0
             out, err = capsys.readouterr()
             assert MARKER not in out + err and "the secret" not in out + err
+
+
+def test_a_stored_line_at_a_huge_number_is_shown_at_once(secret, tmp_path):
+    """A crafted trace whose stored source and culprit sit at line 10**12: the view shows those lines, numbered so,
+    without building the 10**12 lines before them."""
+    import numpy as np
+
+    b = TraceBuilder(source="test")
+    main_thread = b.thread("MainThread")
+    frame = b.frame(str(secret), 3, "<module>")
+    b.seq_nr_bumped(thread=main_thread, node=1, name="MulBackward0", old=0, seq_nr=1, frame=frame)
+    b.node_created(thread=main_thread, node=1, name="MulBackward0", seq_nr=0, topological_nr=1, frame=frame)
+    trace = b.finish()
+    columns = dict(trace.columns)
+    for name in ("frame_line", "source_line"):
+        columns[name] = np.asarray(trace.columns[name], dtype=np.int64) + 10**12
+    path = _save(Trace(columns, list(trace.strings), trace.meta), tmp_path / "far.agdb")
+    text = _view(path)
+    assert text.splitlines()[3] == SCRIPT_LINES[2]  # the view starts 3 lines above, at 10**12
