@@ -197,7 +197,7 @@ def _cmd_culprits(args: argparse.Namespace) -> int:
     for col in ("seq_nr", "node", "thread", "file:line", "function", "source"):
         table.add_column(col, overflow="fold")
     for c in rows:
-        cells = (f"{c.old} → {c.new}", c.node_name, trace.threads[c.thread][1] if c.thread < len(trace.threads) else "",
+        cells = (f"{c.old} → {c.new}", c.node_name, trace.threads[c.thread][1] if trace.threads else "",
                  f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", c.function, c.source)
         table.add_row(*(Text(cell) for cell in cells))  # Text: source lines are not markup
     Console().print(table)
