@@ -5,12 +5,15 @@ import threading
 from functools import partial
 from typing import Any, Iterable
 
+from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 from textual.worker import get_current_worker
+
+from tracer.printable import printable
 
 from .messages import TraceFailed, TraceLoaded, TraceProgress
 from .screens.step import StepScreen
@@ -29,10 +32,16 @@ class AgdbApp(App[None]):
                 Binding("q", "quit", "Quit", show=False)]
 
     def __init__(self, trace: Any = None, path: str | None = None, script: str | None = None,
-                 script_args: list[str] | None = None, as_torch: bool | None = None, title: str = "") -> None:
+                 script_args: list[str] | None = None, as_torch: bool | None = None, title: str = "",
+                 source_files: Iterable[str] = ()) -> None:
         super().__init__()
         self.trace, self.path, self.script = trace, path, script
         self.script_args, self.as_torch, self.title_text = script_args or [], as_torch, title
+        self.source_files = tuple(source_files) + ((script,) if script else ())
+        """Files the user named on the command line: the only ones the source view may open, and only for a
+        trace that stores no source of its own (recorded before format version 3)."""
+        self.failure: str | None = None
+        """Why the trace could not be opened, once it could not: the CLI prints it and exits non-zero."""
         self._script_thread: int | None = None  # the thread running the user's script, while it runs
         self._cancelled = False
         self._cancel_lock = threading.Lock()
@@ -70,6 +79,9 @@ class AgdbApp(App[None]):
             trace = load(path)
         except (TraceFormatError, OSError) as e:
             self.post_message(TraceFailed(str(e)))
+            return
+        except Exception as e:  # noqa: BLE001 - a bug, not a bad file: still said on screen, never "loading…" forever
+            self.post_message(TraceFailed(f"{path}: agdb failed reading it ({type(e).__name__}: {e})"))
             return
         if not get_current_worker().is_cancelled:
             self.post_message(TraceLoaded(trace, path))
@@ -121,9 +133,10 @@ class AgdbApp(App[None]):
         self.post_message(TraceLoaded(run.trace, script, error))
 
     async def action_quit(self) -> None:
-        """Quit at once, whatever is running: a script being recorded is interrupted and left behind."""
+        """Quit at once, whatever is running: a script being recorded is interrupted and left behind. The status
+        is non-zero when the trace could not be opened."""
         self._stop_script()
-        self.exit()
+        self.exit(return_code=1 if self.failure else 0)
 
     def _stop_script(self) -> None:
         from .run_script import interrupt
@@ -162,7 +175,7 @@ class AgdbApp(App[None]):
 
     @on(TraceProgress)
     def _progress(self, message: TraceProgress) -> None:
-        self.query_one("#status", Static).update(message.text)
+        self.query_one("#status", Static).update(Text(message.text))  # it names a path: not markup
 
     @on(TraceLoaded)
     def _loaded(self, message: TraceLoaded) -> None:
@@ -170,9 +183,15 @@ class AgdbApp(App[None]):
             self._failed(TraceFailed(f"{message.title}: the trace holds no events"
                                      + (f"\n\n{message.script_error}" if message.script_error else "")))
             return
-        title = f"agdb · {message.title} · {len(message.trace):,} events · ? for help"
-        self.push_screen(StepScreen(message.trace, title, message.script_error))
+        title = f"agdb · {printable(message.title)} · {len(message.trace):,} events · ? for help"
+        # for_display: node names, files and source lines from a trace are shown with control characters escaped
+        self.push_screen(StepScreen(message.trace.for_display(), title, message.script_error,
+                                    source_files=self.source_files))
 
     @on(TraceFailed)
     def _failed(self, message: TraceFailed) -> None:
-        self.query_one("#status", Static).update(f"agdb could not open this: {message.error}\n\npress q to quit")
+        self.failure = " ".join(printable(message.error).split())  # one line, for the CLI to print on exit
+        # Text: a path or a message may hold [brackets], which a str would have parsed as markup.
+        self.query_one("#status", Static).update(
+            Text(f"agdb could not open this: {printable(message.error, keep_newlines=True)}\n\npress q to quit"))
+        self.bind("q", "quit", description="Quit")

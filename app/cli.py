@@ -130,6 +130,9 @@ def _parser() -> argparse.ArgumentParser:
     tui.set_defaults(func=_cmd_tui)
     opener = sub.add_parser("open", help="step through a saved trace in the TUI")
     opener.add_argument("trace")
+    opener.add_argument("--source", action="append", default=[], metavar="FILE",
+                        help="a source file the culprit view may show, for a trace recorded before agdb stored "
+                             "source lines in traces (repeatable)")
     opener.set_defaults(func=_cmd_open)
     return p
 
@@ -241,10 +244,12 @@ def _cmd_show(args: argparse.Namespace) -> int:
         return 1
     limit = None if args.all else args.limit if args.limit is not None or args.json else DEFAULT_LIMIT
     with err.status(f"replaying to step {step:,}…"):
-        data = state_to_json(trace, Replay(trace).state_at(step), limit=limit, node=node)
-    if args.json:
-        print(json.dumps(data, indent=2))
+        state = Replay(trace).state_at(step)
+    if args.json:  # the names as recorded: JSON escapes control characters itself
+        print(json.dumps(state_to_json(trace, state, limit=limit, node=node), indent=2))
         return 0
+    # for_display: a trace's names may hold terminal escape sequences (print_state takes no markup either)
+    data = state_to_json(trace.for_display(), state, limit=limit, node=node)
     title = ""
     if node is not None:
         name, seq, topo = trace.node_brief(node)
@@ -284,6 +289,7 @@ def _culprits_of_run(run, args: argparse.Namespace) -> int:
 
 
 def _print_culprits(trace, args: argparse.Namespace) -> None:
+    trace = trace.for_display()  # a trace's names and lines may hold terminal escape sequences
     rows = culprits_mod.select(culprits_mod.of_trace(trace), args.start, args.stop)
     table = Table(title="sequence-number increments", title_justify="left")
     for col in ("seq_nr", "node", "thread", "file:line", "function", "source"):
@@ -329,15 +335,23 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_tui(args: argparse.Namespace) -> int:
     from .app import AgdbApp
 
-    AgdbApp(script=args.script, script_args=args.script_args, as_torch=args.as_torch).run()
-    return 0
+    return _run_app(AgdbApp(script=args.script, script_args=args.script_args, as_torch=args.as_torch))
 
 
 def _cmd_open(args: argparse.Namespace) -> int:
     from .app import AgdbApp
 
-    AgdbApp(path=args.trace).run()
-    return 0
+    return _run_app(AgdbApp(path=args.trace, source_files=args.source))
+
+
+def _run_app(app) -> int:
+    """Run the TUI; after it, say in one line why the trace could not be opened, and exit non-zero then (and
+    when the app itself failed)."""
+    app.run()
+    if app.failure:
+        _fail(app.failure)
+        return 1
+    return app.return_code or 0
 
 
 if __name__ == "__main__":

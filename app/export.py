@@ -6,14 +6,13 @@ out unless forced.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import graphviz
 
+from tracer.atomic import write_atomically
 from tracer.dot import View, ViewError, picture
 from tracer.replay import EngineState
 from tracer.search import find_nodes, is_number
@@ -124,14 +123,6 @@ def render(dot_text: str, fmt: str, timeout_s: float = LAYOUT_TIMEOUT_S) -> byte
 
 
 def _write_atomically(path: str, data: bytes) -> None:
-    """Write via a temporary file in the same folder, so a failure never leaves half a file."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".agdb-export-", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write via a temporary file in the same folder, so a failure never leaves half a file (tracer.atomic: the
+    user's umask, symlinks written through, killed writes' temporaries removed)."""
+    write_atomically(path, [data], durable=False)

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .frames import source_line
+from .frames import absolute_file, read_source
 from .indexes import lookup_sorted
-from .schema import NODE_KINDS, SUMMARY_KINDS, Kind, seq_code
+from .schema import NODE_KINDS, SOURCE_CONTEXT, SUMMARY_KINDS, Kind, seq_code
 from .trace import Trace
 
 if TYPE_CHECKING:
@@ -50,10 +50,8 @@ def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) 
     index_of = {key: i for i, key in enumerate(keys)}
     _side_tables(snap, tasks, deps, exec_infos, index_of, sid, columns)
     _node_table(snap, nodes, keys, index_of, sid, columns)
-    columns.update(frame_file=compact([sid(f[0]) for f in frames]), frame_line=compact([f[1] for f in frames]),
-                   frame_func=compact([sid(f[2]) for f in frames]),
-                   frame_source=compact([sid(source_line(f[0], f[1]) if f[3] is None else f[3]) for f in frames]),
-                   thread_name=compact([sid(name) for name in threads]),
+    _frame_table(frames, b.cwd, sid, columns)
+    columns.update(thread_name=compact([sid(name) for name in threads]),
                    queue_name=compact([sid(q) for q in queues]))
     if progress:
         progress(len(rows), len(rows))
@@ -192,6 +190,32 @@ def _merge_bumps(b: _Snapshot) -> dict:
         elif info[6] < 0:
             nodes[key] = info[:6] + (frame,) + info[7:]
     return nodes
+
+
+def _frame_table(frames: list, cwd: str | None, sid: Any, columns: dict) -> None:
+    """The frame table, with files made absolute, and the `source` table: the lines around each frame's line,
+    read now (the only time agdb reads a file a trace names; NOTE in frames.read_source)."""
+    files = [absolute_file(f[0], cwd) for f in frames]
+    texts: dict[str, list[str] | None] = {}
+    wanted: dict[str, set[int]] = {}
+    for file, (_, line, _, _) in zip(files, frames, strict=True):
+        if file not in texts:
+            texts[file] = read_source(file)
+        last = min(len(texts[file] or ()), line + SOURCE_CONTEXT)
+        wanted.setdefault(file, set()).update(range(max(1, line - SOURCE_CONTEXT), last + 1))
+
+    def own_line(file: str, line: int) -> str:
+        lines = texts[file] or ()
+        return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+    source = [(file, line) for file in sorted(wanted) for line in sorted(wanted[file])]
+    columns.update(
+        frame_file=compact([sid(file) for file in files]), frame_line=compact([f[1] for f in frames]),
+        frame_func=compact([sid(f[2]) for f in frames]),
+        frame_source=compact([sid(own_line(file, f[1]) if f[3] is None else f[3])
+                              for file, f in zip(files, frames, strict=True)]),
+        source_file=compact([sid(file) for file, _ in source]), source_line=compact([line for _, line in source]),
+        source_text=compact([sid(texts[file][line - 1]) for file, line in source]))
 
 
 def _node_table(b: _Snapshot, nodes: dict, keys: list, index_of: dict, sid: Any, columns: dict) -> None:

@@ -17,6 +17,7 @@ for its hottest events it appends to the raw buffers the named methods write (`r
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -64,6 +65,12 @@ class TraceBuilder:
         self._tasks: list[tuple] = []
         self._deps: list[tuple] = []
         self._exec_infos: list[tuple] = []
+        try:
+            self.cwd: str | None = os.getcwd()
+            """Where relative file names of frames point: the directory the recording started in (a script may
+            chdir later). `finish()` stores frame files made absolute against it, and their source lines."""
+        except OSError:  # the directory was removed under us: relative names stay relative
+            self.cwd = None
 
     # -- tables ---------------------------------------------------------------------------------------------------
     def thread(self, name: str) -> int:
@@ -79,7 +86,11 @@ class TraceBuilder:
         return row
 
     def frame(self, filename: str, lineno: int, function: str, source: str | None = None) -> int:
-        """The row of a Python line in the frame table; `source` is read from the file at finish when None."""
+        """The row of a Python line in the frame table; `source` is read from the file at finish when None.
+
+        At finish the trace also stores the lines around it (schema.SOURCE_CONTEXT either side) from the file,
+        if it is a regular file then, so that no reader ever opens a path a trace names.
+        """
         key = (filename, lineno, function)
         row = self._frames.get(key)
         if row is None:

@@ -6,7 +6,6 @@ when enabled for INFO, gets one line per increment while a Recorder or `watch()`
 """
 from __future__ import annotations
 
-import linecache
 import logging
 import os
 from contextlib import contextmanager
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 from .events import SeqNrBumped
-from .frames import user_frame
+from .frames import source_line, user_frame
 from .schema import Kind
 
 logger = logging.getLogger("agdb.seq_nr")
@@ -77,7 +76,7 @@ def log_bump(node: Any, seq_nr: int, frame: Any) -> None:
         filename, lineno, function = "", 0, "?"
     else:
         filename, lineno, function = frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
-    source = linecache.getline(filename, lineno).strip() if filename else ""
+    source = source_line(filename, lineno) if filename else ""  # reads regular files only: no /dev/zero
     culprit = Culprit(seq_nr, seq_nr + 1, node.name(), 0, filename, lineno, function, source, -1)
     logger.info(culprit.line())
 

@@ -1,12 +1,15 @@
-"""Finding the user's Python line: the innermost frame outside agdb's engine and tracer.
+"""Finding the user's Python line, and reading the source a trace stores about it.
 
 Never imports the engine, textual or rich.
 """
 from __future__ import annotations
 
+import io
 import linecache
 import os
+import stat
 import sys
+import tokenize
 from typing import Any
 
 # Frames in these packages are skipped when looking for the user's line. The app is not among them:
@@ -16,6 +19,9 @@ _AGDB_DIRS = tuple(
     for pkg in ("engine", "tracer"))
 
 _inside: dict[Any, bool] = {}  # code object -> whether it belongs to engine/ or tracer/
+
+MAX_SOURCE_BYTES = 16 * 1024 * 1024
+"""Larger files are not read for source lines: no Python file a user steps through is that big."""
 
 
 def user_frame() -> Any:
@@ -34,6 +40,73 @@ def user_frame() -> Any:
     return None
 
 
+_read: dict[str, tuple[tuple[int, int], list[str] | None]] = {}  # file -> ((mtime, size), its lines)
+
+
+def read_source(filename: str) -> list[str] | None:
+    """The lines of `filename` without their endings, or None when it cannot be read as source.
+
+    Only a regular file is opened: a code object's file name can be anything (`compile(text, "/dev/zero",
+    "exec")`), and reading a device or a pipe would never end. Code with no file (`<stdin>`, `<string>`) is
+    looked up in what Python's linecache already holds, never read from disk. A file is read again only when
+    its modification time or size changed (the culprit logger asks once per seq_nr bump).
+    """
+    if filename.startswith("<") and filename.endswith(">"):
+        entry = linecache.cache.get(filename)
+        return [line.rstrip("\r\n") for line in entry[2]] if entry is not None and len(entry) == 4 else None
+    try:
+        info = os.stat(filename)
+    except (OSError, ValueError):
+        return None
+    stamp = (info.st_mtime_ns, info.st_size)
+    known = _read.get(filename)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    if len(_read) > 1000:
+        _read.clear()
+    lines = _read_file(filename)
+    _read[filename] = (stamp, lines)
+    return lines
+
+
+def _read_file(filename: str) -> list[str] | None:
+    try:
+        fd = os.open(filename, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):  # ValueError: a NUL in the name
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SOURCE_BYTES:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            raw = f.read(MAX_SOURCE_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_SOURCE_BYTES:
+        return None
+    try:
+        encoding = tokenize.detect_encoding(io.BytesIO(raw).readline)[0]
+        text = raw.decode(encoding, errors="replace")
+    except (SyntaxError, LookupError):
+        text = raw.decode("utf-8", errors="replace")
+    # Python's own line breaks only (str.splitlines would also break at form feeds and other separators).
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def source_line(filename: str, lineno: int) -> str:
-    """The stripped source text of a line, or '' when it cannot be read."""
-    return linecache.getline(filename, lineno).strip()
+    """The stripped source text of a line, or '' when it cannot be read (see read_source)."""
+    lines = read_source(filename) or ()
+    return lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+
+
+def absolute_file(filename: str, cwd: str | None) -> str:
+    """A code object's file name made absolute against `cwd` (the directory the recording started in), so a
+    trace does not depend on where it is opened; names like `<stdin>` stay as they are."""
+    if not filename or (filename.startswith("<") and filename.endswith(">")) or os.path.isabs(filename) or not cwd:
+        return filename
+    return os.path.normpath(os.path.join(cwd, filename))

@@ -130,7 +130,8 @@ class Column:
     doc: str
     refers: str = ""  # the table its values index ("string", "node", ...), -1 allowed when `lowest` is -1
     lowest: int | None = None  # the least value allowed
-    optional: bool = False
+    optional: bool = False  # a writer may leave it out (then readers do without it)
+    since: int = 1  # the format version that added it: older files do not have it
 
 
 TABLES: dict[str, str] = {
@@ -152,6 +153,8 @@ TABLES: dict[str, str] = {
     "summary_group": "one row per event of a SUMMARY_KINDS kind: how many tensors it summarises",
     "summary": "one row per tensor summary, group by group",
     "dim": "the shape of every summarised tensor, summary by summary (s_ndim each)",
+    "source": "the text of the lines around each frame's line (SOURCE_CONTEXT either side), read when the trace "
+              "was recorded, by file and line number",
     "string": "the string table (string_offsets, string_bytes)",
 }
 """Every table of a trace file and what its rows are."""
@@ -207,6 +210,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("s_ndim", "summary", "the number of dimensions", lowest=0),
     Column("s_preview", "summary", "the first 3 values (float32, n x 3; NaN-padded)"),
     Column("s_dims", "dim", "the sizes", lowest=0),
+    Column("source_file", "source", "the file, as frame_file names it", refers="string", lowest=0, since=3),
+    Column("source_line", "source", "the line number", lowest=1, since=3),
+    Column("source_text", "source", "the line's text, without its line ending", refers="string", lowest=0,
+           since=3),
 )
 """Every stored column except the string table's; derived ones (DERIVED_COLUMNS) are never stored."""
 
@@ -214,3 +221,6 @@ RAGGED: dict[str, Kind] = {"task_roots": Kind.GRAPH_TASK_STARTED, "task_inputs":
                            "deps": Kind.DEPENDENCIES_COMPUTED, "pruned": Kind.DEPENDENCIES_COMPUTED,
                            "needed": Kind.EXEC_INFO_COMPUTED, "captured": Kind.EXEC_INFO_COMPUTED}
 """Ragged tables: `<table>_start` has one offset per event of the kind, plus one."""
+
+SOURCE_CONTEXT = 3
+"""Lines of source stored above and below each frame's line (the `source` table), and shown around it."""

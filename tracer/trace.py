@@ -12,6 +12,7 @@ import numpy as np
 
 from . import events as ev
 from .indexes import TraceIndex
+from .printable import printable
 from .schema import HOOK_KINDS, SUMMARY_KINDS, WAKE_UP, Kind, Provenance, seq_decode, short_name
 
 
@@ -115,6 +116,37 @@ class Trace:
     def node_name(self, index: int) -> str:
         """A node's name (fast path for displays)."""
         return self.strings[self.columns["node_name"][index]] if index >= 0 else ""
+
+    @property
+    def has_source(self) -> bool:
+        """Whether the trace stores the source lines around its frames (recorded with format version 3 or later)."""
+        return "source_file" in self.columns
+
+    def source_lines(self, filename: str, first: int, last: int) -> dict[int, str]:
+        """The stored text of lines `first`..`last` of `filename`, by line number: only the lines around a
+        frame's line are stored, and none in a trace without source (`has_source`). Never reads a file."""
+        c = self.columns
+        if not self.has_source:
+            return {}
+        files = c["source_file"]
+        ids = [i for i in np.unique(files).tolist() if self.strings[i] == filename]
+        lines = c["source_line"]
+        rows = np.flatnonzero(np.isin(files, ids) & (lines >= first) & (lines <= last))
+        return {int(lines[r]): self.strings[int(c["source_text"][r])] for r in rows.tolist()}
+
+    def for_display(self) -> Trace:
+        """This trace with every string made safe to show (tracer.printable): what the TUI, `agdb show` and
+        `agdb culprits` read. An error's message and a forward traceback keep their line breaks."""
+        c = self.columns
+        errors = np.flatnonzero(c["ev_kind"] == Kind.ERROR_RAISED)
+        several_lines = set(c["ev_b"][errors].tolist())
+        if "node_stack" in c:
+            several_lines.update(c["node_stack"][c["node_stack"] >= 0].tolist())
+        strings = [printable(s, keep_newlines=i in several_lines) for i, s in enumerate(self.strings)]
+        meta = {**self.meta, "source": printable(self.source)}
+        if meta["source"] == self.source and all(a is b for a, b in zip(strings, self.strings, strict=True)):
+            return self
+        return Trace(dict(c), strings, meta)
 
     def column_sizes(self) -> dict[str, tuple[int, str]]:
         """(bytes, dtype name) of every column held in memory: what the format costs, column by column."""

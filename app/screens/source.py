@@ -1,21 +1,55 @@
-"""Show a few lines of a source file around one line, highlighted, in a Static."""
+"""Show a few lines of source around one line, highlighted, in a Static.
+
+The lines come from the trace (it stores them when recording). A path a trace names is never opened: a
+crafted trace could name /etc/shadow, /dev/zero or a FIFO. Only for a trace that stores no source (recorded
+before format version 3) is a file read, and only a regular file the user named on the command line.
+"""
 from __future__ import annotations
 
+import os
+from typing import Iterable
+
 from rich.syntax import Syntax
+from rich.text import Text
 from textual.widgets import Static
 
-CONTEXT = 3
-"""Lines shown above and below the line of interest."""
+from tracer.frames import read_source
+from tracer.printable import printable
+from tracer.schema import SOURCE_CONTEXT
+from tracer.trace import Trace
+
+CONTEXT = SOURCE_CONTEXT
+"""Lines shown above and below the line of interest (as many as a trace stores)."""
 
 
-def show_source(target: Static, filename: str, lineno: int) -> None:
-    """Put `filename` around `lineno` into `target`, or say why it cannot be read."""
-    try:
-        with open(filename, encoding="utf-8") as f:
-            code = f.read()
-    except (OSError, UnicodeDecodeError):
-        target.update(f"{filename}:{lineno} (source not readable)")
+def show_source(target: Static, trace: Trace, filename: str, lineno: int, named_files: Iterable[str] = ()) -> None:
+    """Put the lines of `filename` around `lineno` into `target`, or say why there are none."""
+    first, last = max(1, lineno - CONTEXT), lineno + CONTEXT
+    where = f"{printable(filename)}:{lineno}"
+    if trace.has_source:
+        lines = trace.source_lines(filename, first, last)
+        missing = f"{where} (the trace holds no source for this line)"
+    else:
+        lines = _named_file_lines(filename, first, last, named_files)
+        missing = (f"{where} (this trace was recorded before agdb stored source lines; name the file with "
+                   f"`agdb open TRACE --source FILE` to show it)")
+    if lineno not in lines:
+        target.update(Text(missing))
         return
-    first = max(1, lineno - CONTEXT)
-    target.update(Syntax(code, "python", line_numbers=True, line_range=(first, lineno + CONTEXT),
-                         highlight_lines={lineno}))
+    # Lines first..last only (a crafted trace may put a line at 10**12), numbered from `first`.
+    code = "\n".join(printable(lines.get(i, "")) for i in range(first, min(last, max(lines)) + 1))
+    target.update(Syntax(code, "python", line_numbers=True, start_line=first, highlight_lines={lineno}))
+
+
+def _named_file_lines(filename: str, first: int, last: int, named_files: Iterable[str]) -> dict[int, str]:
+    """Lines of `filename` if it is one of the files the user named (compared as real paths), else none."""
+    def real(path: str) -> str:
+        return os.path.realpath(os.path.abspath(path))
+
+    try:
+        if not filename or real(filename) not in {real(f) for f in named_files}:
+            return {}
+    except (OSError, ValueError):
+        return {}
+    lines = read_source(filename) or []  # regular files only
+    return {i: lines[i - 1] for i in range(first, min(last, len(lines)) + 1)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 import gc
 
 import numpy as np
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -72,9 +73,11 @@ class StepScreen(Screen[None]):
     selected_node: var[int | None] = var(None)
     """The node the user chose in some panel; every panel marks it and the inspector shows it."""
 
-    def __init__(self, trace: Trace, title: str = "", script_error: str = "") -> None:
+    def __init__(self, trace: Trace, title: str = "", script_error: str = "",
+                 source_files: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.trace = trace
+        self.source_files = source_files  # files the user named: the source view may read them (old traces only)
         self.replay = Replay(trace)
         self.title_text = title
         self.script_error = script_error
@@ -86,7 +89,7 @@ class StepScreen(Screen[None]):
         self.prompt_mode = "goto"
 
     def compose(self) -> ComposeResult:
-        yield Static(self.title_text, id="title")
+        yield Static(Text(self.title_text), id="title")  # Text: a path is not markup
         with Vertical(id="panels"):
             for panel in PANELS:
                 if panel is next(p for p in PANELS if p.lower):
@@ -96,7 +99,7 @@ class StepScreen(Screen[None]):
                     box.border_title = panel.title
                     notice = panel.notice(self.trace)
                     if notice.startswith("this trace's source"):  # nothing to show: say why, not an empty list
-                        yield Static(notice, id=panel.id, classes="panel--missing")
+                        yield Static(Text(notice), id=panel.id, classes="panel--missing")
                         continue
                     if notice:
                         box.border_title = f"{panel.title} · {notice}"
@@ -112,7 +115,8 @@ class StepScreen(Screen[None]):
 
     def on_mount(self) -> None:
         if self.script_error:
-            self.notify(self.script_error, title="the script did not finish", severity="error", timeout=10)
+            self.notify(self.script_error, title="the script did not finish", severity="error", timeout=10,
+                        markup=False)
         self._relayout(self.size.width, self.size.height)
         self.step = 0
         self.watch_step(0)
@@ -197,12 +201,12 @@ class StepScreen(Screen[None]):
     def action_run_to_breakpoint(self, direction: int) -> None:
         """Run forward (or back) to the nearest step where a breakpoint stops."""
         if not self.breakpoints:
-            self.notify("no breakpoint is set: press b to add one", severity="warning")
+            self.notify("no breakpoint is set: press b to add one", severity="warning", markup=False)
             return
         hit = bp_mod.next_hit(self.trace, self.breakpoints, self.step, direction)
         if hit is None:
             where = "after" if direction > 0 else "before"
-            self.notify(f"no breakpoint stops {where} step {self.step}", severity="warning")
+            self.notify(f"no breakpoint stops {where} step {self.step}", severity="warning", markup=False)
             return
         self.step = hit[0]
         self.post_message(BreakpointHit(hit[0], hit[1]))
@@ -211,7 +215,7 @@ class StepScreen(Screen[None]):
         """Remove every breakpoint."""
         count = len(self.breakpoints)
         self.breakpoints = []
-        self.notify(f"cleared {count} breakpoint(s)")
+        self.notify(f"cleared {count} breakpoint(s)", markup=False)
 
     # -- actions: finding and selecting nodes ---------------------------------------------------------------
     def action_ask(self, mode: str) -> None:
@@ -226,7 +230,7 @@ class StepScreen(Screen[None]):
     def action_search_next(self, direction: int) -> None:
         """Select the next (or previous) node the last search found, in graph order."""
         if not len(self.matches):
-            self.notify("no search matches: press / to search", severity="warning")
+            self.notify("no search matches: press / to search", severity="warning", markup=False)
             return
         graph = self._panel("graph")
         if not isinstance(graph, GraphView):
@@ -246,7 +250,7 @@ class StepScreen(Screen[None]):
         if self.state is not None and self.state.running:
             self.selected_node = self.state.running[-1][1]
         else:
-            self.notify("no node is running at this step", severity="warning")
+            self.notify("no node is running at this step", severity="warning", markup=False)
 
     def action_clear_selection(self) -> None:
         """Forget the selected node (and close the prompt if it is open)."""
@@ -267,7 +271,7 @@ class StepScreen(Screen[None]):
             return
         self.layout_state.hide(panel_id)
         self._relayout(self.size.width, self.size.height)
-        self.notify(f"hid the {BY_ID[panel_id].title} panel; X shows every panel")
+        self.notify(f"hid the {BY_ID[panel_id].title} panel; X shows every panel", markup=False)
 
     def action_show_all_panels(self) -> None:
         """Show every hidden panel again."""
@@ -305,10 +309,10 @@ class StepScreen(Screen[None]):
         try:
             wanted = int(text)
         except ValueError:
-            self.notify(f"not a step number: {text!r}", severity="warning")
+            self.notify(f"not a step number: {text!r}", severity="warning", markup=False)
             return
         if not 0 <= wanted < len(self.trace):
-            self.notify(f"step {wanted} is outside 0..{len(self.trace) - 1}", severity="warning")
+            self.notify(f"step {wanted} is outside 0..{len(self.trace) - 1}", severity="warning", markup=False)
             return
         self.step = wanted
 
@@ -316,21 +320,21 @@ class StepScreen(Screen[None]):
         found = find_nodes(self.trace, text)
         self.matches = found[::-1].copy()  # newest first, as the graph lists them
         if not len(found):
-            self.notify(f"no node matches {text!r}", severity="warning")
+            self.notify(f"no node matches {text!r}", severity="warning", markup=False)
             return
-        self.notify(f"{len(found)} node(s) match {text!r}; ] and [ go to the next and previous")
+        self.notify(f"{len(found)} node(s) match {text!r}; ] and [ go to the next and previous", markup=False)
         self.selected_node = int(self.matches[0])
 
     def _add_breakpoint(self, text: str) -> None:
         try:
             bp = bp_mod.parse(text)
         except ValueError as e:
-            self.notify(str(e), severity="error", timeout=8)
+            self.notify(str(e), severity="error", timeout=8, markup=False)
             return
         if bp not in self.breakpoints:
             self.breakpoints = [*self.breakpoints, bp]
         count = len(bp_mod.hits(self.trace, bp))
-        self.notify(f"breakpoint `{bp}` stops at {count} step(s); c runs to the next", title="breakpoint")
+        self.notify(f"breakpoint `{bp}` stops at {count} step(s); c runs to the next", title="breakpoint", markup=False)
 
     def _default_export_name(self) -> str:
         import shutil
@@ -342,7 +346,7 @@ class StepScreen(Screen[None]):
             return
         # Around the selected node if there is one, else the whole graph, folded when it is large.
         focus = self.selected_node
-        self.notify(f"exporting {path}…", timeout=2)
+        self.notify(f"exporting {path}…", timeout=2, markup=False)
         self._run_export(path, self.step, focus, self.state)
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
@@ -360,15 +364,16 @@ class StepScreen(Screen[None]):
 
     @on(GraphExported)
     def _exported(self, message: GraphExported) -> None:
-        self.notify(f"wrote {message.path}: {message.summary}", title="export")
+        self.notify(f"wrote {message.path}: {message.summary}", title="export", markup=False)
 
     @on(ExportFailed)
     def _export_failed(self, message: ExportFailed) -> None:
-        self.notify(message.error, title="export failed", severity="error", timeout=10)
+        self.notify(message.error, title="export failed", severity="error", timeout=10, markup=False)
 
     @on(BreakpointHit)
     def _breakpoint_hit(self, message: BreakpointHit) -> None:
-        self.notify(f"stopped at step {message.step} on breakpoint `{message.breakpoint}`", title="breakpoint")
+        self.notify(f"stopped at step {message.step} on breakpoint `{message.breakpoint}`", title="breakpoint",
+                    markup=False)
 
     @on(Tabs.TabActivated, "#tabs")
     def _tab_activated(self, event: Tabs.TabActivated) -> None:
@@ -393,4 +398,5 @@ class StepScreen(Screen[None]):
 
     @on(CulpritsView.CulpritSelected)
     def _show_source(self, event: CulpritsView.CulpritSelected) -> None:
-        show_source(self.query_one("#source", Static), event.culprit.filename, event.culprit.lineno)
+        show_source(self.query_one("#source", Static), self.trace, event.culprit.filename, event.culprit.lineno,
+                    self.source_files)

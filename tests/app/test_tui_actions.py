@@ -245,7 +245,7 @@ async def test_culprit_enter_shows_its_source_line(demo_trace):
         culprit = view.culprits[0]
         rendered = screen.query_one("#source").content
         code = getattr(rendered, "code", "")
-        assert culprit.source in code.splitlines()[culprit.lineno - 1]
+        assert culprit.source in code.splitlines()[culprit.lineno - rendered.start_line]
 
 
 # -- panels --------------------------------------------------------------------------------------------------
