@@ -61,8 +61,9 @@ def bump(data: np.ndarray) -> None:
         counter[0] += 1
 
 
-def saved_versions(tensors: Any) -> tuple | None:
-    """(tensor, its version, its grad_fn, its output_nr) for each tensor a node saves, or None.
+def saved_versions(tensors: Any) -> Any:
+    """(tensor, its version, its grad_fn, its output_nr) for each tensor a node saves, or None; under
+    saved_tensors_hooks, the tensors packed by the innermost hooks (a SavedRecords, engine/_saved.py).
 
     Raises:
         RuntimeError: a saved tensor is an inference tensor (torch's SavedVariable check).
@@ -73,6 +74,10 @@ def saved_versions(tensors: Any) -> tuple | None:
         for t, *_ in out:
             if t._inference:
                 raise RuntimeError(ERR_INFERENCE_SAVED)
+    if _state.saved_hooks_seen and out and _state.tls.saved_hooks:
+        from ._saved import pack_with_default_hooks  # NOTE [saved tensors]
+
+        return pack_with_default_hooks(out)
     return out or None
 
 
