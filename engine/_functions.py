@@ -1131,20 +1131,27 @@ class IndexAddBackward0(_Generated):
 
 
 class IndexBackward0(_Generated):
-    __slots__ = ("key", "self_sym_sizes")
+    """`key` is the numpy key the engine indexes with; `indices` the index tensors as torch saves them (a mask as
+    given, None for a dim indexed whole), a list of saved tensors."""
+
+    __slots__ = ("key", "indices", "self_sym_sizes")
+    _saved_tensor_names = ("indices",)
     _saved_values = ("self_sym_sizes",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # zeros(self_sizes).index_put_(indices, grad, accumulate=True)
-            out[0] = ops.index_put_accumulate(ops.zeros_of(self.self_sym_sizes, grad), self.key, grad)
+            zeros = ops.zeros_of(self.self_sym_sizes, grad)
+            out[0] = ops.index_put_accumulate(zeros, self.key, grad, self.indices)
 
 
 class IndexPutImplBackward0(_Generated):
-    __slots__ = ("key",)
+    __slots__ = ("key", "indices", "accumulate")
+    _saved_tensor_names = ("indices",)
+    _saved_values = ("accumulate",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):
-            out[1] = ops.index_key(grad, self.key)
+            out[1] = ops.index_key(grad, self.key, self.indices)
         if self.should_compute_output(0):
             out[0] = grad
 

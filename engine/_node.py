@@ -269,11 +269,25 @@ class Node:
         return sorted(names)
 
     def _saved_items(self) -> list[tuple[Any, Any]]:
-        """(key, slot value) of each saved tensor, in saving order."""
-        return [(name, getattr(self, name, None)) for name in self._saved_tensor_names]
+        """(key, slot value) of each saved tensor, in saving order; a slot holding a tuple of tensors (index's
+        `indices`) gives one item per element, keyed (name, position)."""
+        items = []
+        for name in self._saved_tensor_names:
+            value = getattr(self, name, None)
+            if type(value) is tuple:
+                items.extend(((name, i), v) for i, v in enumerate(value))
+            else:
+                items.append((name, value))
+        return items
 
     def _set_saved(self, key: Any, value: Any) -> None:
-        object.__setattr__(self, key, value)
+        if type(key) is tuple:
+            name, i = key
+            values = list(object.__getattribute__(self, name))
+            values[i] = value
+            object.__setattr__(self, name, tuple(values))
+        else:
+            object.__setattr__(self, key, value)
 
     # -- what the engine uses ---------------------------------------------------------------------
     def set_next_edges(self, edges: list[Edge]) -> None:

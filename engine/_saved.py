@@ -170,16 +170,26 @@ def _entry_of(tensor: Tensor, entries: list) -> tuple | None:
     return None
 
 
-def saved_value(node: Node, key: Any, value: Any) -> Tensor | None:
-    """`_saved_<key>` of a saved tensor slot holding `value`."""
+def saved_value(node: Node, key: Any, value: Any) -> Any:
+    """`_saved_<key>` of a saved tensor slot holding `value` (a tuple of them for a list of tensors)."""
     records = node._saved_versions
     if records.__class__ is SavedRecords:
-        return saved_records(node).by_key[key].unpack()
-    if value is None:
-        return None
+        saved = _saved_of_slot(node, key)
+        return tuple(s.unpack() for s in saved) if type(saved) is tuple else saved.unpack()
     if value is _FREED:
         raise RuntimeError(ERR_BACKWARD_TWICE)
-    return unpack_plain(node, value, _entry_of(value, list(records or ())))
+    entries = list(records or ())
+    if type(value) is tuple:
+        return tuple(v if v is None else unpack_plain(node, v, _entry_of(v, entries)) for v in value)
+    return None if value is None else unpack_plain(node, value, _entry_of(value, entries))
+
+
+def _saved_of_slot(node: Node, name: str) -> Any:
+    """The SavedTensor of a slot, or the tuple of them for a slot holding a list of tensors."""
+    by_key = saved_records(node).by_key
+    if name in by_key:
+        return by_key[name]
+    return tuple(saved for key, saved in by_key.items() if type(key) is tuple and key[0] == name)
 
 
 def unpack_all(node: Node) -> tuple:
@@ -295,7 +305,7 @@ def saved_attribute(node: Node, attr: str) -> Any:
     cls = type(node)
     if key in cls._saved_tensor_names:
         if raw:
-            return saved_records(node).by_key[key]
+            return _saved_of_slot(node, key)
         return saved_value(node, key, getattr(node, key, None))
     if not raw and key in cls._saved_values:
         return torch_value(getattr(node, key, None), key in cls._saved_int64)

@@ -68,8 +68,13 @@ def saved_versions(tensors: Any) -> Any:
     Raises:
         RuntimeError: a saved tensor is an inference tensor (torch's SavedVariable check).
     """
-    out = tuple((t, version_of(t._data), t.grad_fn, t._output_nr) for t in tensors
-                if getattr(t, "_data", None) is not None)  # tensors only: some saved slots hold numbers
+    out = []
+    for t in tensors:
+        if getattr(t, "_data", None) is not None:
+            out.append((t, version_of(t._data), t.grad_fn, t._output_nr))
+        elif type(t) is tuple:  # a list of saved tensors (index's `indices`); None and numbers are skipped
+            out.extend((e, version_of(e._data), e.grad_fn, e._output_nr) for e in t if e is not None)
+    out = tuple(out)
     if _state.inference_seen:
         for t, *_ in out:
             if t._inference:

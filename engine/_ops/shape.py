@@ -283,8 +283,11 @@ def getitem(a: Tensor, key: Any) -> Tensor:
         raise IndexError(f"too many indices for tensor of dimension {a._data.ndim}")
     out, dim = a, 0
     advanced: dict[int, np.ndarray] = {}  # dim of the result of the basic indexing -> index array
+    indices: list = []  # the index tensors as torch passes them to index (and its node saves): None elsewhere
     for k in key:
         if isinstance(k, Tensor) and (k._data.dtype == np.bool_ or k._data.ndim > 0):
+            indices.extend([None] * (dim + 1 - len(indices)))
+            indices[dim] = k
             if k._data.dtype == np.bool_:
                 _check_mask(out, k, dim)
                 for j, idx in enumerate(np.nonzero(k._data)):  # a mask is its nonzero() indices
@@ -318,7 +321,8 @@ def getitem(a: Tensor, key: Any) -> Tensor:
             raise NotImplementedError(
                 f"engine supports indexing with ints, slices, None and ...; got {type(k).__name__}")
     if advanced:
-        return index(out, tuple(advanced.get(d, slice(None)) for d in range(builtins.max(advanced) + 1)))
+        key = tuple(advanced.get(d, slice(None)) for d in range(builtins.max(advanced) + 1))
+        return index(out, key, tuple(indices))
     if out is a:
         out = alias(a)
     return out
@@ -354,30 +358,31 @@ def _check_index(a: Tensor, key: tuple) -> None:
                 raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {d} with size {size}")
 
 
-def index(a: Tensor, key: tuple) -> Tensor:
-    """Advanced indexing with index arrays (None-padded by full slices) → IndexBackward0."""
+def index(a: Tensor, key: tuple, indices: tuple) -> Tensor:
+    """Advanced indexing with index arrays (None-padded by full slices) → IndexBackward0, which saves `indices`
+    (the index tensors as torch has them: bool masks as given, None where a dim is taken whole)."""
     node = fn.IndexBackward0() if needs_grad(a) else None
     _check_index(a, key)
     out = _out(a._data[key], a)
     if node is not None:
-        node.key, node.self_sym_sizes = key, a._data.shape
+        node.key, node.indices, node.self_sym_sizes = key, indices, a._data.shape
         record(node, (a,), out)
     return out
 
 
-def index_key(a: Tensor, key: tuple) -> Tensor:
+def index_key(a: Tensor, key: tuple, indices: tuple) -> Tensor:
     """`a[key]` for a numpy key inside a derivative formula (IndexBackward0)."""
-    return index(a, key)
+    return index(a, key, indices)
 
 
-def index_put_accumulate(a: Tensor, key: tuple, values: Tensor) -> Tensor:
-    """_index_put_impl_(a, key, values, accumulate=True) on a fresh `a` → IndexPutImplBackward0."""
+def index_put_accumulate(a: Tensor, key: tuple, values: Tensor, indices: tuple) -> Tensor:
+    """_index_put_impl_(a, indices, values, accumulate=True) on a fresh `a` → IndexPutImplBackward0."""
     node = fn.IndexPutImplBackward0() if needs_grad(a, values) else None
     data = a._data.copy()
     np.add.at(data, key, values._data)
     out = _out(data, a)
     if node is not None:
-        node.key = key
+        node.key, node.indices, node.accumulate = key, indices, True
         record(node, (a, values), out)
     return out
 
