@@ -819,9 +819,10 @@ class SoftmaxBackwardDataBackward0(_Generated):
             out[0] = ops.softmax_backward_data(grad, o, d)
         if self.should_compute_output(1):
             # grad_output * grad - (output * grad_output).sum(dim, true) * grad
-            #   - grad_output * (output * grad).sum(dim, true)
-            a = ops.sub(ops.mul(go, grad), ops.mul(ops.sum(ops.mul(o, go), d, keepdim=True), grad))
-            out[1] = ops.sub(a, ops.mul(go, ops.sum(ops.mul(o, grad), d, keepdim=True)))
+            #   - grad_output * (output * grad).sum(dim, true), its operands built right to left (C, B, A)
+            c = ops.mul(go, ops.sum(ops.mul(o, grad), d, keepdim=True))
+            b = ops.mul(ops.sum(ops.mul(o, go), d, keepdim=True), grad)
+            out[1] = ops.sub(ops.sub(ops.mul(go, grad), b), c)
 
 
 class LogSoftmaxBackwardDataBackward0(_Generated):
@@ -834,8 +835,9 @@ class LogSoftmaxBackwardDataBackward0(_Generated):
         go, o, d = self.grad_output, self.output, self.dim
         if self.should_compute_output(0):  # grad - (grad * output.exp()).sum(dim, true)
             out[0] = ops.sub(grad, ops.sum(ops.mul(grad, ops.exp(o)), d, keepdim=True))
-        if self.should_compute_output(1):  # -grad_output.sum(dim, true) * output.exp() * grad
-            out[1] = ops.mul(ops.mul(ops.neg(ops.sum(go, d, keepdim=True)), ops.exp(o)), grad)
+        if self.should_compute_output(1):  # -grad_output.sum(dim, true) * output.exp() * grad (exp built first)
+            e = ops.exp(o)
+            out[1] = ops.mul(ops.mul(ops.neg(ops.sum(go, d, keepdim=True)), e), grad)
 
 
 class MseLossBackwardBackward0(_Generated):

@@ -257,8 +257,6 @@ def _bind(node: Node, records: SavedRecords) -> None:
 # -- default hooks (saved_tensors_hooks) ----------------------------------------------------------------------
 def pack_with_default_hooks(entries: tuple) -> SavedRecords:
     """record()'s saving under `saved_tensors_hooks`: pack each tensor, in order, with the innermost pair."""
-    if tls.saved_hooks_disabled is not None:
-        raise RuntimeError(tls.saved_hooks_disabled)
     pack_hook, unpack_hook = tls.saved_hooks[-1]
     unbound = []
     for entry in entries:
@@ -280,6 +278,14 @@ def push_default_hooks(pack_hook: Callable, unpack_hook: Callable) -> None:
 def pop_default_hooks() -> None:
     """Undo the last push_default_hooks of this thread."""
     tls.saved_hooks = tls.saved_hooks[:-1]
+
+
+def disable_default_hooks(message: str | None) -> None:
+    """Refuse saved-tensor hooks on this thread with `message` (None allows them again). Refusing them while some
+    are pushed raises at once: hooks in force are never switched off under a tensor being saved."""
+    tls.saved_hooks_disabled = message
+    if message is not None and tls.saved_hooks:
+        raise RuntimeError(message)
 
 
 # -- non-tensor saved values ----------------------------------------------------------------------------------

@@ -64,11 +64,11 @@ class save_on_cpu(saved_tensors_hooks):
 
 @contextlib.contextmanager
 def disable_saved_tensors_hooks(error_message: str) -> Iterator[None]:
-    """Inside the block, using saved-tensor hooks (entering saved_tensors_hooks, or saving a tensor while some
-    are pushed) raises RuntimeError(error_message); the previous state comes back on exit."""
+    """Inside the block, entering saved_tensors_hooks raises RuntimeError(error_message); so does entering the
+    block while hooks are in force. The previous state comes back on exit."""
     previous = tls.saved_hooks_disabled
     try:
-        tls.saved_hooks_disabled = error_message
+        _saved.disable_default_hooks(error_message)
         yield
     finally:
         tls.saved_hooks_disabled = previous
