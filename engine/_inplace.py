@@ -322,10 +322,11 @@ def index_put_(self: Tensor, indices: Any, values: Tensor, accumulate: bool = Fa
     """Write (or, with accumulate, add) `values` at `indices` → IndexPutBackward0."""
     if not isinstance(values, Tensor):
         raise TypeError(f"index_put_(): argument 'values' (position 2) must be Tensor, not {type(values).__name__}")
-    return _index_put(self, _index_key(self, indices), values, accumulate)
+    return _index_put(self, _index_key(self, indices), values, accumulate, tuple(indices))
 
 
-def _index_put(self: Tensor, key: tuple, values: Tensor, accumulate: bool) -> Tensor:
+def _index_put(self: Tensor, key: tuple, values: Tensor, accumulate: bool, indices: tuple) -> Tensor:
+    """`indices`: the index tensors as given (None where a dim is taken whole), which the node saves."""
     from ._ops.index_put import index_put, put_checked
     if not _records(self, (values,)):
         if not self._data.flags.writeable:
@@ -333,7 +334,7 @@ def _index_put(self: Tensor, key: tuple, values: Tensor, accumulate: bool) -> Te
         put_checked(self._data, key, values, accumulate)
         _version.bump_tensor(self)
         return self
-    return _rebase(self, index_put(_old(self), key, values, accumulate))
+    return _rebase(self, index_put(_old(self), key, values, accumulate, indices))
 
 
 @public("__setitem__", tensor=True)
@@ -371,7 +372,7 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
         put_checked(view, adv, value, False)
         _version.bump_tensor(self)
         return
-    _index_put(self, adv, value, False)
+    _index_put(self, adv, value, False, tuple(tensors))
 
 
 def _basic_view(self: Tensor, key: Any) -> Tensor:

@@ -61,18 +61,28 @@ def bump(data: np.ndarray) -> None:
         counter[0] += 1
 
 
-def saved_versions(tensors: Any) -> tuple | None:
-    """(tensor, its version, its grad_fn, its output_nr) for each tensor a node saves, or None.
+def saved_versions(tensors: Any) -> Any:
+    """(tensor, its version, its grad_fn, its output_nr) for each tensor a node saves, or None; under
+    saved_tensors_hooks, the tensors packed by the innermost hooks (a SavedRecords, engine/_saved.py).
 
     Raises:
         RuntimeError: a saved tensor is an inference tensor (torch's SavedVariable check).
     """
-    out = tuple((t, version_of(t._data), t.grad_fn, t._output_nr) for t in tensors
-                if getattr(t, "_data", None) is not None)  # tensors only: some saved slots hold numbers
+    out = []
+    for t in tensors:
+        if getattr(t, "_data", None) is not None:
+            out.append((t, version_of(t._data), t.grad_fn, t._output_nr))
+        elif type(t) is tuple:  # a list of saved tensors (index's `indices`); None and numbers are skipped
+            out.extend((e, version_of(e._data), e.grad_fn, e._output_nr) for e in t if e is not None)
+    out = tuple(out)
     if _state.inference_seen:
         for t, *_ in out:
             if t._inference:
                 raise RuntimeError(ERR_INFERENCE_SAVED)
+    if _state.saved_hooks_seen and out and _state.tls.saved_hooks:
+        from ._saved import pack_with_default_hooks  # NOTE [saved tensors]
+
+        return pack_with_default_hooks(out)
     return out or None
 
 

@@ -29,8 +29,9 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
     if node is not None:
         node.self = a if b._requires_grad else None
         node.mat2 = b if a._requires_grad else None
-        node.self_sym_sizes, node.self_sym_strides = a._data.shape, _strides(a)
-        node.mat2_sym_sizes, node.mat2_sym_strides = b._data.shape, _strides(b)
+        # torch keeps an operand's strides only when its own grad is needed (its formula reads them).
+        node.self_sym_sizes, node.self_sym_strides = a._data.shape, _strides(a) if a._requires_grad else ()
+        node.mat2_sym_sizes, node.mat2_sym_strides = b._data.shape, _strides(b) if b._requires_grad else ()
         record(node, (a, b), out)
     return out
 
@@ -252,8 +253,10 @@ def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: floa
         node.mat1 = mat1 if mat2._requires_grad else None
         node.mat2 = mat2 if mat1._requires_grad else None
         node.alpha, node.beta = alpha, beta
-        node.mat1_sym_sizes, node.mat1_sym_strides = mat1._data.shape, _strides(mat1)
-        node.mat2_sym_sizes, node.mat2_sym_strides = mat2._data.shape, _strides(mat2)
+        node.mat1_sym_sizes = mat1._data.shape
+        node.mat1_sym_strides = _strides(mat1) if mat1._requires_grad else ()  # as in mm
+        node.mat2_sym_sizes = mat2._data.shape
+        node.mat2_sym_strides = _strides(mat2) if mat2._requires_grad else ()
         record(node, (bias, mat1, mat2), out)
     return out
 

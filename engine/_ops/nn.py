@@ -92,7 +92,7 @@ def _softmax_like(np_fn, node_cls, a: Tensor, dim: int, dtype: Any) -> Tensor:
     d = _wrap_dim(dim, a._data.ndim)
     out = _out(np_fn(_float_data(a), d), a)
     if node is not None:
-        node.dim, node.result = d, out
+        node.dim, node.result = dim, out  # the dim as given
         record(node, (a,), out)
     return out
 

@@ -96,7 +96,7 @@ def sgn(a: Tensor) -> Tensor:
     node = fn.SgnBackward0() if needs_grad(a) else None
     out = _out(np.sign(a._data), a)
     if node is not None:
-        node.self, node.result = a, out
+        node.self, node.result = a, out  # saved for the complex case of sgn_backward, as torch always does
         record(node, (a,), out)
     return out
 

@@ -39,7 +39,7 @@ def sum(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
                        dtype=np.int64 if a._data.dtype.kind in "bi" else None)
     out = _out(data, a)
     if node is not None:
-        node.self_sym_sizes, node.dim, node.keepdim = a._data.shape, dims, keepdim
+        node.self_sym_sizes, node.dim, node.keepdim = a._data.shape, _given_dims(dim), keepdim
         record(node, (a,), out)
     return _maybe_cast(out, dtype)
 
@@ -54,6 +54,11 @@ def _sum_method(self: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any
 def _mean_method(self: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
     """Tensor.mean: as `mean`, with the argument parser's check of `dim`."""
     return mean(self, reduction_dim("mean", dim), keepdim, dtype)
+
+
+def _given_dims(dim: Any) -> tuple[int, ...]:
+    """A reduction's dims as the node saves them: as given (order, sign, repeats kept), as a tuple."""
+    return (int(dim),) if isinstance(dim, int) else tuple(int(d) for d in dim)
 
 
 def _maybe_cast(t: Tensor, dtype: Any) -> Tensor:
@@ -82,7 +87,8 @@ def mean(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -
     with np.errstate(invalid="ignore"):
         out = _out(a._data.mean(axis=dims if a._data.ndim else None, keepdims=keepdim, dtype=a._data.dtype), a)
     if node is not None:
-        node.self_sym_sizes, node.dim, node.keepdim = a._data.shape, dims, keepdim
+        node.self_sym_sizes, node.dim, node.keepdim = a._data.shape, _given_dims(dim), keepdim
+        node.self_sym_numel = a._data.size
         record(node, (a,), out)
     return out
 
@@ -129,7 +135,7 @@ def _extreme(a: Tensor, dim: Any, keepdim: bool, which: str) -> Any:
     out = _out(values, a)
     indices = _out(idx.astype(np.int64), a)
     if node is not None:
-        node.dim, node.keepdim, node.indices, node.self_sym_sizes = d, keepdim, indices, a._data.shape
+        node.dim, node.keepdim, node.indices, node.self_sym_sizes = dim, keepdim, indices, a._data.shape
         record(node, (a,), out)
     return (MaxResult if is_max else MinResult)(out, indices)
 
@@ -172,19 +178,30 @@ def _arg_index(find: Any, a: Tensor, dim: int | None, keepdim: bool) -> Tensor:
     return _out(res.astype(np.int64), a)
 
 
-def _correction(unbiased: Any, correction: Any) -> float:
+def _correction(dim: Any, unbiased: Any, correction: Any) -> Any:
+    """The correction as var/std's node saves it: as given, else 1 or 0 from `unbiased` (torch's overloads with
+    a dim or `unbiased` turn it into one), else None (meaning 1) when only the tensor was given."""
     if correction is not None:
-        return float(correction)
-    return 1.0 if unbiased is None or unbiased else 0.0
+        return correction
+    if unbiased is None and dim is None:
+        return None
+    return int(unbiased is None or bool(unbiased))
+
+
+def correction_value(correction: Any) -> float:
+    """The number a saved correction stands for."""
+    return 1.0 if correction is None else float(correction)
 
 
 def _var_args(a: Tensor, dim: Any, unbiased: Any, correction: Any) -> tuple:
+    """(wrapped dims or None, dims as given or None, correction as saved)."""
     if isinstance(dim, bool):  # var(unbiased) positional, as torch's overload
         dim, unbiased = None, dim
     if a._data.dtype.kind != "f":
         raise RuntimeError("std and var only support floating point and complex dtypes")
-    dims = None if dim is None else _dims(dim, a._data.ndim)
-    return dims, _correction(unbiased, correction)
+    if dim is None:
+        return None, None, _correction(dim, unbiased, correction)
+    return _dims(dim, a._data.ndim), _given_dims(dim), _correction(dim, unbiased, correction)
 
 
 def _var_data(a: Tensor, dims: Any, corr: float, keepdim: bool) -> np.ndarray:
@@ -202,11 +219,11 @@ def _var_data(a: Tensor, dims: Any, corr: float, keepdim: bool) -> np.ndarray:
 def var(a: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
         correction: Any = None) -> Tensor:
     """Variance with Bessel's correction by default → VarBackward0."""
-    dims, corr = _var_args(a, dim, unbiased, correction)
+    dims, given, corr = _var_args(a, dim, unbiased, correction)
     node = fn.VarBackward0() if needs_grad(a) else None
-    out = _out(_var_data(a, dims, corr, keepdim), a)
+    out = _out(_var_data(a, dims, correction_value(corr), keepdim), a)
     if node is not None:
-        node.self, node.dim, node.correction, node.keepdim = a, dims, corr, keepdim
+        node.self, node.dim, node.correction, node.keepdim = a, given, corr, keepdim
         record(node, (a,), out)
     return out
 
@@ -215,11 +232,11 @@ def var(a: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False,
 def std(a: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
         correction: Any = None) -> Tensor:
     """Standard deviation with Bessel's correction by default → StdBackward0."""
-    dims, corr = _var_args(a, dim, unbiased, correction)
+    dims, given, corr = _var_args(a, dim, unbiased, correction)
     node = fn.StdBackward0() if needs_grad(a) else None
-    out = _out(np.sqrt(_var_data(a, dims, corr, keepdim)), a)
+    out = _out(np.sqrt(_var_data(a, dims, correction_value(corr), keepdim)), a)
     if node is not None:
-        node.self, node.dim, node.correction, node.keepdim, node.result = a, dims, corr, keepdim, out
+        node.self, node.dim, node.correction, node.keepdim, node.result = a, given, corr, keepdim, out
         record(node, (a,), out)
     return out
 
@@ -240,7 +257,7 @@ def logsumexp(a: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
         res = res.squeeze(axis)
     out = _out(np.asarray(res, dtype=a._data.dtype).reshape(res.shape if a._data.ndim else ()), a)
     if node is not None:
-        node.self, node.dim, node.keepdim, node.result = a, dims, keepdim, out
+        node.self, node.dim, node.keepdim, node.result = a, _given_dims(dim), keepdim, out
         record(node, (a,), out)
     return out
 
@@ -293,8 +310,8 @@ def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False,
         res = _norm_np(np.abs(data), p, axis, keepdim)
     out = _out(np.asarray(res, dtype=data.dtype), x)
     if node is not None:
-        node.self, node.ord, node.keepdim, node.result = x, p, keepdim, out
-        node.dim = () if dim is None or (not isinstance(dim, int) and len(dim) == 0) else dims  # (): every dim
+        node.self, node.ord, node.keepdim, node.result = x, ord, keepdim, out  # ord and dim as given
+        node.dim = None if dim is None else _given_dims(dim)  # None or (): every dim
         record(node, (x,), out)
     return out
 

@@ -43,7 +43,7 @@ def scatter(a: Tensor, dim: int, index: Tensor, src: Any) -> Tensor:
         inputs = (a,)
     out = _out(data, a)
     if node is not None:
-        node.dim, node.index = d, index
+        node.dim, node.index = dim, index
         record(node, inputs, out)
     return out
 
@@ -56,7 +56,7 @@ def scatter_add(a: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     _put(data, d, index._data, src._data, add=True)
     out = _out(data, a)
     if node is not None:
-        node.dim, node.index = d, index
+        node.dim, node.index = dim, index
         record(node, (a, src), out)
     return out
 
@@ -72,8 +72,8 @@ def gather(a: Tensor, dim: int, index: Tensor) -> Tensor:
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
     data = a._data.copy() if a._data.ndim == 0 else np.take_along_axis(a._data, index._data, d)
     out = _out(data, a)
-    if node is not None:
-        node.dim, node.index, node.self_sym_sizes = d, index, a._data.shape
+    if node is not None:  # torch's gather saves self (for its sizes) and the dim as given
+        node.dim, node.index, node.self, node.sparse_grad = dim, index, a, False
         record(node, (a,), out)
     return out
 

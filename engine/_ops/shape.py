@@ -11,6 +11,7 @@ from .._args import int_arg, size_arg
 from .._dispatch import public
 from .._dtype import as_dtype, bool_, float32, float64, int64
 from .._node import Node
+from .._state import INT64_MAX
 from .._tensor import Tensor, _wrap_dim, make_tensor
 from .._version import version_of
 from .._views import creation_meta_now, geometry, mark_view, strided_data
@@ -63,10 +64,10 @@ def permute(a: Tensor, dims: Sequence[int]) -> Tensor:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
                            f"length of the desired ordering of dimensions i.e. input.dim() = {nd} is not equal "
                            f"to len(dims) = {len(dims)}")
-    dims = tuple(_wrap_dim(d, nd) for d in dims)
-    out = _view_out(np.transpose(a._data, dims), a)
+    given = tuple(int(d) for d in dims)
+    out = _view_out(np.transpose(a._data, tuple(_wrap_dim(d, nd) for d in given)), a)
     if node is not None:
-        node.dims = dims
+        node.dims = given  # as given: the node saves the argument (`_saved_dims`), not the wrapped dims
         record(node, (a,), out)
     return out
 
@@ -76,11 +77,11 @@ def transpose(a: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap two dims → TransposeBackward0."""
     node = fn.TransposeBackward0() if needs_grad(a) else None
     nd = a._data.ndim
-    d0 = _wrap_dim(int_arg("transpose", "dim0", 1, dim0), nd)
-    d1 = _wrap_dim(int_arg("transpose", "dim1", 2, dim1), nd)
+    dim0, dim1 = int_arg("transpose", "dim0", 1, dim0), int_arg("transpose", "dim1", 2, dim1)
+    d0, d1 = _wrap_dim(dim0, nd), _wrap_dim(dim1, nd)
     out = _view_out(np.swapaxes(a._data, d0, d1) if nd else a._data, a)
     if node is not None:
-        node.dim0, node.dim1 = d0, d1
+        node.dim0, node.dim1 = dim0, dim1
         record(node, (a,), out)
     return out
 
@@ -191,18 +192,17 @@ def flatten(a: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 def unsqueeze(a: Tensor, dim: int) -> Tensor:
     """Insert a size-1 dim → UnsqueezeBackward0."""
     node = fn.UnsqueezeBackward0() if needs_grad(a) else None
-    d = _wrap_dim(int_arg("unsqueeze", "dim", 1, dim), a._data.ndim + 1)
-    out = _view_out(np.expand_dims(a._data, d), a)
+    dim = int_arg("unsqueeze", "dim", 1, dim)
+    out = _view_out(np.expand_dims(a._data, _wrap_dim(dim, a._data.ndim + 1)), a)
     if node is not None:
-        node.dim = d
+        node.dim = dim
         record(node, (a,), out)
     return out
 
 
 @public("squeeze", torch=True, tensor=True)
 def squeeze(a: Tensor, dim: Any = None) -> Tensor:
-    """Drop size-1 dims: all (SqueezeBackward0), or one (SqueezeBackward1)."""
-    nd = a._data.ndim
+    """Drop size-1 dims: all (SqueezeBackward0), one (SqueezeBackward1) or a tuple of them (SqueezeBackward2)."""
     if dim is None:
         node = fn.SqueezeBackward0() if needs_grad(a) else None
         out = _view_out(np.squeeze(a._data), a)
@@ -211,26 +211,24 @@ def squeeze(a: Tensor, dim: Any = None) -> Tensor:
             record(node, (a,), out)
         return out
     if isinstance(dim, (tuple, list)):
-        return squeeze_dims(a, tuple(dim))
-    node = fn.SqueezeBackward1() if needs_grad(a) else None
-    d = _wrap_dim(dim, nd)
-    data = np.squeeze(a._data, d) if nd and a._data.shape[d] == 1 else a._data.view()
-    out = _view_out(data, a)
-    if node is not None:
-        node.self_sym_sizes, node.dim = a._data.shape, d
-        record(node, (a,), out)
-    return out
+        return _squeeze(a, fn.SqueezeBackward2, tuple(int(d) for d in dim))
+    return _squeeze(a, fn.SqueezeBackward1, dim)
 
 
 def squeeze_dims(a: Tensor, dims: tuple[int, ...]) -> Tensor:
-    """squeeze.dims → SqueezeBackward4 (as matmul's 1-D @ 2-D path records)."""
+    """The in-place squeeze_(dim) of matmul's 1-D @ 2-D path, on a fresh tensor → SqueezeBackward4."""
+    return _squeeze(a, fn.SqueezeBackward4, dims[0] if len(dims) == 1 else dims)
+
+
+def _squeeze(a: Tensor, node_cls: type, dim: Any) -> Tensor:
+    """Drop the size-1 dims among `dim` (an int or a tuple, kept as given on the node)."""
     nd = a._data.ndim
-    node = fn.SqueezeBackward4() if needs_grad(a) else None
-    ds = tuple(sorted({_wrap_dim(d, nd) for d in dims}))
-    keep = tuple(d for d in ds if a._data.shape[d] == 1)
+    node = node_cls() if needs_grad(a) else None
+    dims = (dim,) if isinstance(dim, int) else dim
+    keep = tuple(sorted({d for d in (_wrap_dim(d, nd) for d in dims) if nd and a._data.shape[d] == 1}))
     out = _view_out(np.squeeze(a._data, keep) if keep else a._data.view(), a)
     if node is not None:
-        node.self_sym_sizes, node.dim = a._data.shape, ds
+        node.self_sym_sizes, node.dim = a._data.shape, dim
         record(node, (a,), out)
     return out
 
@@ -279,7 +277,7 @@ def select(a: Tensor, dim: int, index: int) -> Tensor:
     i = index + size if index < 0 else index
     out = _view_out(a._data[(slice(None),) * d + (i, Ellipsis)], a)
     if node is not None:
-        node.self_sym_sizes, node.dim, node.index = a._data.shape, d, i
+        node.self_sym_sizes, node.dim, node.index = a._data.shape, dim, index  # as given
         record(node, (a,), out)
     return out
 
@@ -294,8 +292,10 @@ def slice_(a: Tensor, dim: int, start: int | None, end: int | None, step: int = 
     e = builtins.max(e, s)
     node = fn.SliceBackward0() if needs_grad(a) else None
     out = _view_out(a._data[(slice(None),) * d + (slice(s, e, step),)], a)
-    if node is not None:
-        node.self_sym_sizes, node.dim, node.start, node.end, node.step = a._data.shape, d, s, e, step
+    if node is not None:  # the arguments as given; an open end is INT64_MAX, an open start 0, as torch's slice
+        node.self_sym_sizes, node.dim, node.step = a._data.shape, dim, step
+        node.start = 0 if start is None else start
+        node.end = INT64_MAX if end is None else end
         record(node, (a,), out)
     return out
 
@@ -320,8 +320,11 @@ def getitem(a: Tensor, key: Any) -> Tensor:
         raise IndexError(f"too many indices for tensor of dimension {a._data.ndim}")
     out, dim = a, 0
     advanced: dict[int, np.ndarray] = {}  # dim of the result of the basic indexing -> index array
+    indices: list = []  # the index tensors as torch passes them to index (and its node saves): None elsewhere
     for k in key:
         if isinstance(k, Tensor) and (k._data.dtype == np.bool_ or k._data.ndim > 0):
+            indices.extend([None] * (dim + 1 - len(indices)))
+            indices[dim] = k
             if k._data.dtype == np.bool_:
                 _check_mask(out, k, dim)
                 for j, idx in enumerate(np.nonzero(k._data)):  # a mask is its nonzero() indices
@@ -355,7 +358,8 @@ def getitem(a: Tensor, key: Any) -> Tensor:
             raise NotImplementedError(
                 f"engine supports indexing with ints, slices, None and ...; got {type(k).__name__}")
     if advanced:
-        return index(out, tuple(advanced.get(d, slice(None)) for d in range(builtins.max(advanced) + 1)))
+        key = tuple(advanced.get(d, slice(None)) for d in range(builtins.max(advanced) + 1))
+        return index(out, key, tuple(indices))
     if out is a:
         out = alias(a)
     return out
@@ -391,30 +395,31 @@ def _check_index(a: Tensor, key: tuple) -> None:
                 raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {d} with size {size}")
 
 
-def index(a: Tensor, key: tuple) -> Tensor:
-    """Advanced indexing with index arrays (None-padded by full slices) → IndexBackward0."""
+def index(a: Tensor, key: tuple, indices: tuple) -> Tensor:
+    """Advanced indexing with index arrays (None-padded by full slices) → IndexBackward0, which saves `indices`
+    (the index tensors as torch has them: bool masks as given, None where a dim is taken whole)."""
     node = fn.IndexBackward0() if needs_grad(a) else None
     _check_index(a, key)
     out = _out(a._data[key], a)
     if node is not None:
-        node.key, node.self_sym_sizes = key, a._data.shape
+        node.key, node.indices, node.self_sym_sizes = key, indices, a._data.shape
         record(node, (a,), out)
     return out
 
 
-def index_key(a: Tensor, key: tuple) -> Tensor:
+def index_key(a: Tensor, key: tuple, indices: tuple) -> Tensor:
     """`a[key]` for a numpy key inside a derivative formula (IndexBackward0)."""
-    return index(a, key)
+    return index(a, key, indices)
 
 
-def index_put_accumulate(a: Tensor, key: tuple, values: Tensor) -> Tensor:
-    """_index_put_impl_(a, key, values, accumulate=True) on a fresh `a` → IndexPutImplBackward0."""
+def index_put_accumulate(a: Tensor, key: tuple, values: Tensor, indices: tuple) -> Tensor:
+    """_index_put_impl_(a, indices, values, accumulate=True) on a fresh `a` → IndexPutImplBackward0."""
     node = fn.IndexPutImplBackward0() if needs_grad(a, values) else None
     data = a._data.copy()
     np.add.at(data, key, values._data)
     out = _out(data, a)
     if node is not None:
-        node.key = key
+        node.key, node.indices, node.accumulate = key, indices, True
         record(node, (a, values), out)
     return out
 
@@ -429,7 +434,7 @@ def unbind(a: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     outs = tuple(_view_out(a._data[(slice(None),) * d + (i, Ellipsis)], a, multi_output=True)
                  for i in range(a._data.shape[d]))
     if node is not None:
-        node.dim = d
+        node.dim = dim
         record_outputs(node, (a,), outs)
     return outs
 
@@ -458,7 +463,11 @@ def split(a: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor,
     outs = tuple(_view_out(a._data[(slice(None),) * d + (slice(int(s), int(s) + n),)], a, multi_output=True)
                  for s, n in zip(starts, sizes, strict=True))
     if node is not None:
-        node.dim, node.sizes, node.self_sym_sizes = d, sizes, a._data.shape
+        node.dim, node.sizes, node.self_sym_sizes = dim, sizes, a._data.shape
+        if isinstance(node, fn.SplitWithSizesBackward0):
+            node.split_sizes = tuple(sizes)
+        else:
+            node.split_size = step
         record_outputs(node, (a,), outs)
     return outs
 
@@ -491,7 +500,7 @@ def index_select(a: Tensor, dim: int, index: Tensor) -> Tensor:
         raise IndexError("index out of range in self")
     out = _out(np.take(a._data, idx, axis=d) if a._data.ndim else a._data.copy(), a)
     if node is not None:
-        node.dim, node.index, node.self_sym_sizes = d, index, a._data.shape
+        node.dim, node.index, node.self_sym_sizes = dim, index, a._data.shape
         record(node, (a,), out)
     return out
 
@@ -500,11 +509,12 @@ def index_add(a: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     """a.index_add_(dim, index, source) on a fresh `a` inside a formula → IndexAddBackward0."""
     node = fn.IndexAddBackward0() if needs_grad(a, source) else None
     data = a._data.copy()
-    key = (slice(None),) * dim + (index._data.reshape(-1),)
+    key = (slice(None),) * _wrap_dim(dim, a._data.ndim) + (index._data.reshape(-1),)
     np.add.at(data, key, source._data)
     out = _out(data, a)
     if node is not None:
-        node.dim, node.index = dim, index
+        node.dim, node.index, node.source, node.alpha = dim, index, source, 1
+        node.source_dim = source._data.ndim
         record(node, (a, source), out)
     return out
 
@@ -531,7 +541,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     data = np.concatenate([x._data for x in tensors], axis=d)
     out = _out(data, tensors[0])
     if node is not None:
-        node.dim, node.sizes = d, [x._data.shape for x in tensors]
+        node.dim, node.sizes = dim, [x._data.shape for x in tensors]
         record(node, tensors, out)
     return out
 
@@ -568,7 +578,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     _check_list_device("stack", tensors)
     out = _out(np.stack([x._data for x in tensors], axis=d), tensors[0])
     if node is not None:
-        node.dim, node.n = d, len(tensors)
+        node.dim, node.n = dim, len(tensors)
         record(node, tensors, out)
     return out
 
