@@ -2,22 +2,31 @@
 parity files run under logging saved_tensors_hooks and with every watched node's saved attributes recorded."""
 from __future__ import annotations
 
+import importlib
 import warnings
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
 import engine
-from tests.engine import parity_nn, parity_programs, parity_setitem, parity_surface, parity_tutorials
 from tests.engine.parity import assert_same, describe
 from tests.engine.parity_saved import PROGRAMS, under_saved_tensor_hooks, with_saved_attributes
 from tests.engine.parity_suite import parity_tests
 
 test_program_runs_on_engine, test_program_matches_torch = parity_tests(PROGRAMS)
 
+
+def _parity_modules() -> list:
+    """Every parity program file of tests/engine (a parity_*.py with a PROGRAMS dict) but this sweep's own."""
+    modules = [importlib.import_module(f"tests.engine.{path.stem}")
+               for path in sorted(Path(__file__).parent.glob("parity_*.py")) if path.stem != "parity_saved"]
+    return [m for m in modules if isinstance(getattr(m, "PROGRAMS", None), dict)]
+
+
 OTHER_PROGRAMS: dict[str, Callable] = {
     f"{module.__name__.rsplit('.', 1)[-1]}:{name}": fn
-    for module in (parity_programs, parity_surface, parity_nn, parity_tutorials, parity_setitem)
+    for module in _parity_modules()
     for name, fn in module.PROGRAMS.items()
 }
 
