@@ -969,7 +969,7 @@ class ClampBackward1(_Generated):
 class ClampBackward0(_Generated):
     """clamp with tensor bounds; a bound's grad is where self passed it (both given: min only if min < max)."""
     __slots__ = ("self", "min", "max")
-    _saved_tensor_names = ("self", "min", "max")
+    _saved_tensor_names = ("max", "min", "self")
 
     def formulas(self, grad, out):
         s, lo, hi = self.self, self.min, self.max  # the bounds' grads first, as torch's generated code
@@ -1010,7 +1010,7 @@ class ClampMaxBackward0(_Generated):
 
 class ClampMinBackward1(_Generated):
     __slots__ = ("self", "min")
-    _saved_tensor_names = ("self", "min")
+    _saved_tensor_names = ("min", "self")
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):  # the bound's grad first, as torch's generated code
@@ -1021,7 +1021,7 @@ class ClampMinBackward1(_Generated):
 
 class ClampMaxBackward1(_Generated):
     __slots__ = ("self", "max")
-    _saved_tensor_names = ("self", "max")
+    _saved_tensor_names = ("max", "self")
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):  # the bound's grad first, as torch's generated code

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _functions as fn
-from . import _observer, _ops, _version, _views
+from . import _observer, _ops, _state, _version, _views
 from ._dispatch import public
 from ._node import _TYPE_NAMES, InputMetadata
 from ._ops._common import broadcast_shape, needs_grad, record
@@ -81,15 +81,20 @@ def _arithmetic(compute: Callable[[Tensor, Any], Tensor], saves_self: bool = Fal
             _write(self, compute(self, other, **kwargs)._data)
             return self
         old = _old(self)
-        result = compute(old, other, **kwargs)
-        if saves_self and isinstance(other, Tensor) and other._requires_grad:
-            # PyTorch's original_self: the node saves a clone of self (a CloneBackward0, one more seq_nr),
-            # which create_graph then differentiates through.
-            node = result._grad_fn
-            node.self = _ops.clone(old)
-            node._saved_versions = _version.saved_versions(getattr(node, n, None) for n in node._saved_tensor_names)
+        # PyTorch's original_self: a node that saves self saves a clone of it (a CloneBackward0, one more seq_nr),
+        # which create_graph then differentiates through.
+        result = _with_original_self(old, compute, other, **kwargs) if saves_self else compute(old, other, **kwargs)
         return _rebase(self, result)
     return method
+
+
+def _with_original_self(old: Tensor, compute: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Tensor:
+    """compute(old, ...), its node saving a clone of `old` where it saves `old` (save_inputs())."""
+    _state.tls.original_self = old
+    try:
+        return compute(old, *args, **kwargs)
+    finally:
+        _state.tls.original_self = None
 
 
 def _operator(inplace: Callable[..., Tensor]) -> Callable[[Tensor, Any], Any]:
@@ -238,14 +243,7 @@ def _clamp_inplace(compute: Callable[..., Tensor]) -> Callable[..., Tensor]:
         if not _records(self, tuple(b for b in bounds if isinstance(b, Tensor))):
             _write(self, compute(self, *bounds)._data)
             return self
-        old = _old(self)
-        try:
-            result = compute(old, *bounds)
-        except RuntimeError:  # the kernel's checks come after the node and the clone took their seq_nrs
-            _ops.clone(old)
-            raise
-        _ops.clone(old)  # original_self: its node is made and dropped
-        return _rebase(self, result)
+        return _rebase(self, _with_original_self(_old(self), compute, *bounds))
     return method
 
 

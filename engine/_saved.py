@@ -130,11 +130,13 @@ class SavedTensor:
 class SavedRecords:
     """A node's saved tensors once they left the common path (NOTE [saved tensors]): one SavedTensor per slot."""
 
-    __slots__ = ("by_key", "unbound")
+    __slots__ = ("by_key", "unbound", "early", "held")
 
     def __init__(self, by_key: dict | None, unbound: list | None = None) -> None:
         self.by_key = by_key
         self.unbound = unbound  # packed by default hooks inside record(), before the node was known
+        self.early: tuple = ()  # the slots save_inputs() packed before the kernel, until record() packs the rest
+        self.held: tuple = ()  # and until then their leaves' AccumulateGrads, which the node's edges will hold
 
 
 def _incompatible_arguments(saved: SavedTensor, args: tuple) -> str:
@@ -265,6 +267,34 @@ def pack_with_default_hooks(entries: tuple) -> SavedRecords:
             saved._set_hooks(pack_hook, unpack_hook, entry[0])  # the hook gets the tensor itself
         unbound.append(saved)
     return SavedRecords(None, unbound)
+
+
+def save_rest(node: Node, records: SavedRecords) -> SavedRecords:
+    """record()'s saving for a node whose inputs save_inputs() packed: its other saved tensors (outputs) are
+    packed now, after them."""
+    from ._version import saved_versions
+
+    rest = saved_versions(getattr(node, n, None) for n in node._saved_tensor_names if n not in records.early)
+    if rest.__class__ is SavedRecords:
+        records.unbound.extend(rest.unbound)
+    elif rest is not None:  # no hooks in force any more: kept as they are
+        records.unbound.extend(SavedTensor(entry) for entry in rest)
+    records.early = records.held = ()
+    return records
+
+
+def save_early(node: Node, names: tuple) -> None:
+    """save_inputs()'s packing of the slots `names` under saved_tensors_hooks, before the node has edges: until
+    record() sets them, the saved leaves' AccumulateGrads (which SavedTensors reference weakly) are held here."""
+    from ._version import saved_versions
+
+    values = [getattr(node, n, None) for n in node._saved_tensor_names if n in names]
+    held = tuple(grad_accumulator(v) for v in values
+                 if isinstance(v, Tensor) and v._requires_grad and v.grad_fn is None)
+    records = saved_versions(values)
+    if records.__class__ is SavedRecords:
+        records.early, records.held = names, held
+        node._saved_versions = records
 
 
 def push_default_hooks(pack_hook: Callable, unpack_hook: Callable) -> None:

@@ -36,6 +36,9 @@ class _ThreadState(threading.local):
     # disable_saved_tensors_hooks while it is in force.
     saved_hooks: tuple = ()
     saved_hooks_disabled: str | None = None
+    # A recorded in-place op's old value while its out-of-place form runs (engine/_inplace.py): the node saves a
+    # clone of it instead, made when it is saved, as torch's generated code saves `original_self`.
+    original_self: Any = None
 
 
 tls = _ThreadState()

@@ -86,6 +86,17 @@ def saved_versions(tensors: Any) -> Any:
     return out or None
 
 
+def node_saved_versions(node: Any) -> Any:
+    """saved_versions() of every saved tensor of `node`, for record(): those packed already by save_inputs()
+    (engine/_ops/_common.py) are kept, and the others, its outputs, are saved after them."""
+    early = node._saved_versions
+    if early is None:
+        return saved_versions(getattr(node, n, None) for n in node._saved_tensor_names)
+    from ._saved import save_rest  # NOTE [saved tensors]
+
+    return save_rest(node, early)
+
+
 def bump_tensor(t: Any) -> None:
     """Count one in-place write to `t` (after the write, as torch's increment_version): an inference tensor has
     no counter, and outside inference_mode the write is refused (the data is already written, as in torch)."""

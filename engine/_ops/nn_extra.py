@@ -21,7 +21,7 @@ from .._dtype import from_numpy_dtype
 from .._functions import _Generated
 from .._node import UNDEFINED_INPUT, InputMetadata
 from .._tensor import Tensor, make_tensor
-from .._version import saved_versions
+from .._version import node_saved_versions
 from ._common import (
     _float_data,
     _out,
@@ -68,7 +68,7 @@ def _record_many(node: Any, inputs: tuple, outs: list) -> None:
         if o is not None:
             o.grad_fn, o._output_nr, o._requires_grad = node, i, True
     if node._saved_tensor_names:
-        node._saved_versions = saved_versions(getattr(node, n, None) for n in node._saved_tensor_names)
+        node._saved_versions = node_saved_versions(node)
     if _observer.observers:
         _observer.notify("node_created", node)
 
@@ -100,6 +100,7 @@ def _check_approximate(approximate: str) -> None:
 class GeluBackward0(_Generated):
     __slots__ = ("self", "approximate")
     _saved_tensor_names = ("self",)
+    _saved_values = ("approximate",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -109,6 +110,7 @@ class GeluBackward0(_Generated):
 class GeluBackwardBackward0(_Generated):
     __slots__ = ("grad_output", "self", "approximate")
     _saved_tensor_names = ("grad_output", "self")
+    _saved_values = ("approximate",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -155,7 +157,9 @@ def _shape_list(shape: tuple) -> str:
 
 class NativeLayerNormBackward0(_Generated):
     __slots__ = ("input", "normalized_shape", "weight", "bias", "result1", "result2")
-    _saved_tensor_names = ("input", "weight", "bias", "result1", "result2")
+    _saved_tensor_names = ("bias", "input", "weight", "result1", "result2")  # inputs by name, then outputs
+    _saved_values = ("normalized_shape",)
+    _saved_int64 = ("normalized_shape",)
 
     def formulas(self, grad, out):
         mask = [self.should_compute_output(i) for i in range(3)]
@@ -170,6 +174,8 @@ class NativeLayerNormBackward0(_Generated):
 class NativeLayerNormBackwardBackward0(_Generated):
     __slots__ = ("grad_out", "input", "mean", "rstd", "weight", "normalized_shape")
     _saved_tensor_names = ("grad_out", "input", "mean", "rstd", "weight")
+    _saved_values = ("normalized_shape",)
+    _saved_int64 = ("normalized_shape",)
 
     def apply(self, grads: list) -> list:
         self.check_saved()
@@ -285,17 +291,21 @@ def _layer_norm_double_backward(node: NativeLayerNormBackwardBackward0, grads: l
 
 # -- embedding ------------------------------------------------------------------------------------------
 class EmbeddingBackward0(_Generated):
-    __slots__ = ("indices", "weight_sym_size_0", "padding_idx")
+    __slots__ = ("indices", "weight_sym_argsize_0", "padding_idx", "scale_grad_by_freq", "sparse")
     _saved_tensor_names = ("indices",)
+    _saved_values = ("padding_idx", "scale_grad_by_freq", "sparse", "weight_sym_argsize_0")
+    _saved_int64 = ("padding_idx",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = embedding_dense_backward(grad, self.indices, self.weight_sym_size_0, self.padding_idx)
+            out[0] = embedding_dense_backward(grad, self.indices, self.weight_sym_argsize_0, self.padding_idx)
 
 
 class EmbeddingDenseBackwardBackward0(_Generated):
     __slots__ = ("indices", "padding_idx")
     _saved_tensor_names = ("indices",)
+    _saved_values = ("padding_idx",)
+    _saved_int64 = ("padding_idx",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -320,7 +330,8 @@ def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1) -> Tensor:
         raise IndexError("index out of range in self")
     out = _out(weight._data[idx], weight)
     if node is not None:
-        node.indices, node.weight_sym_size_0, node.padding_idx = indices, num, padding_idx
+        node.indices, node.weight_sym_argsize_0, node.padding_idx = indices, num, padding_idx
+        node.scale_grad_by_freq = node.sparse = False
         record(node, (weight,), out)
     return out
 
@@ -366,6 +377,8 @@ def dropout(a: Tensor, p: float, train: bool, rng: Any) -> Tensor:
 class NllLossBackward0(_Generated):
     __slots__ = ("self", "target", "weight", "reduction", "ignore_index", "total_weight")
     _saved_tensor_names = ("self", "target", "weight", "total_weight")
+    _saved_values = ("ignore_index", "reduction")
+    _saved_int64 = ("ignore_index", "reduction")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -376,6 +389,8 @@ class NllLossBackward0(_Generated):
 class NllLossBackwardBackward0(_Generated):
     __slots__ = ("target", "weight", "reduction", "ignore_index", "self")
     _saved_tensor_names = ("target", "weight")
+    _saved_values = ("ignore_index", "reduction")
+    _saved_int64 = ("ignore_index", "reduction")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -449,6 +464,7 @@ def nll_loss(a: Tensor, target: Tensor, reduction: int = 1, ignore_index: int = 
     total = np.asarray(w.sum(), dtype=x.dtype)
     if reduction == 0 and a._data.ndim == 2:
         data = picked
+        total = np.zeros((), dtype=x.dtype)  # the unreduced kernel leaves total_weight at 0
     elif reduction == 2 or reduction == 0:
         data = picked.sum()
     else:
@@ -532,7 +548,9 @@ def _smooth_loss(logp: Tensor, target: Tensor, reduction: int, ignore_index: int
 
 class BinaryCrossEntropyWithLogitsBackward0(_Generated):
     __slots__ = ("self", "target", "weight", "pos_weight", "reduction")
-    _saved_tensor_names = ("self", "target", "weight", "pos_weight")
+    _saved_tensor_names = ("pos_weight", "self", "target", "weight")  # by name, as torch's generated code
+    _saved_values = ("reduction",)
+    _saved_int64 = ("reduction",)
 
     def formulas(self, grad, out):
         x, t, pw = self.self, self.target, self.pos_weight
@@ -614,8 +632,8 @@ class LogSigmoidBackward0(_Generated):
 
 class LogSigmoidBackwardBackward0(_Generated):
     """Second order of log_sigmoid, in numpy: a third-order graph through it is refused."""
-    __slots__ = ("self", "grad_output")
-    _saved_tensor_names = ("self", "grad_output")
+    __slots__ = ("buffer", "grad_output", "self")
+    _saved_tensor_names = ("buffer", "grad_output", "self")
 
     def formulas(self, grad, out):
         _no_third_order("log_sigmoid_backward", grad, self.self, self.grad_output)
@@ -645,7 +663,7 @@ def log_sigmoid_backward(grad: Tensor, a: Tensor, buffer: Tensor) -> Tensor:
     x = a._data
     out = _out((grad._data / (1.0 + np.exp(x))).astype(np.result_type(grad._data, x)), grad)
     if node is not None:
-        node.self, node.grad_output = a, grad
+        node.buffer, node.self, node.grad_output = buffer, a, grad
         record(node, (grad, a), out)
     return out
 
