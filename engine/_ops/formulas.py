@@ -5,18 +5,16 @@ import numpy as np
 
 from .. import _functions as fn
 from .._tensor import Tensor, _wrap_dim, make_tensor
-from ._common import _out, needs_grad, record
+from ._common import _out, needs_grad, record, save_inputs
 from .reduce import sum
 from .shape import view
 
 
 def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor) -> Tensor:
-    node = node_cls() if needs_grad(*inputs) else None
+    node = save_inputs(node_cls(), **saved) if needs_grad(*inputs) else None
     with np.errstate(all="ignore"):
         out = _out(np_fn(), like)
     if node is not None:
-        for k, v in saved.items():
-            setattr(node, k, v)
         record(node, inputs, out)
     return out
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._functions import _Generated
 from .._tensor import Tensor, make_tensor
-from ._common import _out, needs_grad, record
+from ._common import _out, needs_grad, record, save_inputs
 from .shape import _check_index, index
 
 
@@ -88,12 +88,12 @@ def put_checked(dst: np.ndarray, key: tuple, values: Tensor, accumulate: bool) -
 
 def index_put(a: Tensor, key: tuple, values: Tensor, accumulate: bool, indices: tuple) -> Tensor:
     """a.index_put(indices, values, accumulate) out of place → IndexPutBackward0 (`key`: `indices` for numpy)."""
-    node = IndexPutBackward0() if needs_grad(a, values) else None
+    node = save_inputs(IndexPutBackward0(), key=key, indices=indices, accumulate=accumulate) \
+        if needs_grad(a, values) else None
     check_index_put(a._data, key, values)
     data = a._data.copy()
     put(data, key, values._data, accumulate)
     out = _out(data, a)
     if node is not None:
-        node.key, node.indices, node.accumulate = key, indices, accumulate
         record(node, (a, values), out)
     return out

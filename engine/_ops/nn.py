@@ -21,6 +21,7 @@ from ._common import (
     needs_grad,
     record,
     result_dtype,
+    save_inputs,
     scalar_tensor,
 )
 from .shape import expand, to
@@ -37,12 +38,11 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
     a, b = _pair(a, b) if isinstance(a, Tensor) or isinstance(b, Tensor) else _pair(
         scalar_tensor(a, condition), b)
     device = common_device(condition, a, b)
-    node = fn.WhereBackward0() if needs_grad(a, b) else None
+    node = save_inputs(fn.WhereBackward0(), condition=condition) if needs_grad(a, b) else None
     dt = result_dtype(a, b)
     shape = broadcast_shape(a, b, condition)
     out = _out(np.where(condition._data, a._data, b._data).astype(dt, copy=False).reshape(shape), device)
     if node is not None:
-        node.condition = condition
         record(node, (a, b), out)
     return out
 
@@ -55,16 +55,14 @@ def masked_fill(a: Tensor, mask: Tensor, value: Any) -> Tensor:
                            f"{value._data.ndim} dimension(s).")
     common_device(a, mask)
     if isinstance(value, Tensor):
-        node = fn.MaskedFillBackward1() if needs_grad(a, value) else None
+        node = save_inputs(fn.MaskedFillBackward1(), mask=mask) if needs_grad(a, value) else None
         out = _out(np.where(mask._data, value._data.astype(a._data.dtype), a._data), a)
         if node is not None:
-            node.mask = mask
             record(node, (a, value), out)
         return out
-    node = fn.MaskedFillBackward0() if needs_grad(a) else None
+    node = save_inputs(fn.MaskedFillBackward0(), mask=mask) if needs_grad(a) else None
     out = _out(np.where(mask._data, np.asarray(value, dtype=a._data.dtype), a._data), a)
     if node is not None:
-        node.mask = mask
         record(node, (a,), out)
     return out
 
@@ -141,11 +139,11 @@ def mse_loss(a: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
         a = expand(a, *shape)
     if target._data.shape != shape:
         target = expand(target, *shape)
-    node = fn.MseLossBackward0() if needs_grad(a, target) else None
+    node = save_inputs(fn.MseLossBackward0(), self=a, target=target, reduction=_REDUCTIONS[reduction]) \
+        if needs_grad(a, target) else None
     diff = np.square(a._data - target._data)
     data = diff if reduction == "none" else (diff.mean() if reduction == "mean" else diff.sum())
     out = _out(_arr(data).astype(result_dtype(a, target), copy=False), device)
     if node is not None:
-        node.self, node.target, node.reduction = a, target, _REDUCTIONS[reduction]
         record(node, (a, target), out)
     return out

@@ -23,11 +23,13 @@ from ._common import (
 
 
 def _unary(np_fn, node_cls, a: Tensor, save: str) -> Tensor:
-    node = node_cls() if needs_grad(a) else None
+    """An elementwise op whose node saves its input (`save` "self") or its output ("result")."""
+    node = (save_inputs(node_cls(), self=a) if save == "self" else node_cls()) if needs_grad(a) else None
     with np.errstate(all="ignore"):
         out = _out(np_fn(_float_data(a)), a)
     if node is not None:
-        setattr(node, save, a if save == "self" else out)
+        if save == "result":
+            node.result = out
         record(node, (a,), out)
     return out
 
@@ -92,10 +94,9 @@ def sqrt(a: Tensor) -> Tensor:
 @public("abs", torch=True, tensor=("abs", "__abs__"))
 def abs(a: Tensor) -> Tensor:  # noqa: A001 - PyTorch's name
     """Absolute value → AbsBackward0."""
-    node = fn.AbsBackward0() if needs_grad(a) else None
+    node = save_inputs(fn.AbsBackward0(), self=a) if needs_grad(a) else None
     out = _out(np.abs(a._data), a)
     if node is not None:
-        node.self = a
         record(node, (a,), out)
     return out
 
@@ -103,10 +104,11 @@ def abs(a: Tensor) -> Tensor:  # noqa: A001 - PyTorch's name
 @public("sgn", torch=True, tensor=True)
 def sgn(a: Tensor) -> Tensor:
     """Sign → SgnBackward0."""
-    node = fn.SgnBackward0() if needs_grad(a) else None
+    # self and result are saved for the complex case of sgn_backward, as torch always does
+    node = save_inputs(fn.SgnBackward0(), self=a) if needs_grad(a) else None
     out = _out(np.sign(a._data), a)
     if node is not None:
-        node.self, node.result = a, out  # saved for the complex case of sgn_backward, as torch always does
+        node.result = out
         record(node, (a,), out)
     return out
 

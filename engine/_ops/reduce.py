@@ -13,7 +13,7 @@ from .._args import reduction_dim
 from .._dispatch import public
 from .._dtype import as_dtype
 from .._tensor import Tensor, _wrap_dim
-from ._common import _binary, _dims, _dtype_title, _out, needs_grad, record
+from ._common import _binary, _dims, _dtype_title, _out, needs_grad, record, save_inputs
 from .shape import to
 
 MaxResult = namedtuple("max", ["values", "indices"])
@@ -115,10 +115,10 @@ def _extreme(a: Tensor, dim: Any, keepdim: bool, which: str) -> Any:
         if a._data.size == 0:
             raise RuntimeError(f"{which}(): Expected reduction dim to be specified for input.numel() == 0. "
                                "Specify the reduction dim with the 'dim' argument.")
-        node = (fn.MaxBackward1() if is_max else fn.MinBackward1()) if needs_grad(a) else None
+        node = save_inputs(fn.MaxBackward1() if is_max else fn.MinBackward1(), self=a) if needs_grad(a) else None
         out = _out(a._data.max() if is_max else a._data.min(), a)
         if node is not None:
-            node.self, node.result = a, out
+            node.result = out
             record(node, (a,), out)
         return out
     node = (fn.MaxBackward0() if is_max else fn.MinBackward0()) if needs_grad(a) else None
@@ -153,10 +153,9 @@ def maximum(a: Tensor, b: Tensor) -> Tensor:
         bad = b if isinstance(a, Tensor) else a
         raise TypeError(f"maximum(): argument '{'other' if isinstance(a, Tensor) else 'input'}' (position "
                         f"{2 if isinstance(a, Tensor) else 1}) must be Tensor, not {type(bad).__name__}")
-    node = fn.MaximumBackward0() if needs_grad(a, b) else None
+    node = save_inputs(fn.MaximumBackward0(), self=a, other=b) if needs_grad(a, b) else None
     out = _out(_binary(np.maximum, a, b), a)
     if node is not None:
-        node.self, node.other = a, b
         record(node, (a, b), out)
     return out
 
@@ -220,10 +219,10 @@ def var(a: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False,
         correction: Any = None) -> Tensor:
     """Variance with Bessel's correction by default → VarBackward0."""
     dims, given, corr = _var_args(a, dim, unbiased, correction)
-    node = fn.VarBackward0() if needs_grad(a) else None
+    node = save_inputs(fn.VarBackward0(), self=a, dim=given, correction=corr, keepdim=keepdim) if needs_grad(a) \
+        else None
     out = _out(_var_data(a, dims, correction_value(corr), keepdim), a)
     if node is not None:
-        node.self, node.dim, node.correction, node.keepdim = a, given, corr, keepdim
         record(node, (a,), out)
     return out
 
@@ -233,10 +232,11 @@ def std(a: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False,
         correction: Any = None) -> Tensor:
     """Standard deviation with Bessel's correction by default → StdBackward0."""
     dims, given, corr = _var_args(a, dim, unbiased, correction)
-    node = fn.StdBackward0() if needs_grad(a) else None
+    node = save_inputs(fn.StdBackward0(), self=a, dim=given, correction=corr, keepdim=keepdim) if needs_grad(a) \
+        else None
     out = _out(np.sqrt(_var_data(a, dims, correction_value(corr), keepdim)), a)
     if node is not None:
-        node.self, node.dim, node.correction, node.keepdim, node.result = a, given, corr, keepdim, out
+        node.result = out
         record(node, (a,), out)
     return out
 
@@ -246,7 +246,7 @@ def logsumexp(a: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     """log(sum(exp(a), dim)), computed stably → LogsumexpBackward0."""
     if a._data.dtype.kind != "f":
         a = to(a, np.float32)
-    node = fn.LogsumexpBackward0() if needs_grad(a) else None
+    node = save_inputs(fn.LogsumexpBackward0(), self=a, keepdim=keepdim) if needs_grad(a) else None
     dims = _dims(dim, a._data.ndim)
     axis = dims if a._data.ndim else None
     with np.errstate(all="ignore"):
@@ -257,7 +257,7 @@ def logsumexp(a: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
         res = res.squeeze(axis)
     out = _out(np.asarray(res, dtype=a._data.dtype).reshape(res.shape if a._data.ndim else ()), a)
     if node is not None:
-        node.self, node.dim, node.keepdim, node.result = a, _given_dims(dim), keepdim, out
+        node.dim, node.result = _given_dims(dim), out
         record(node, (a,), out)
     return out
 
@@ -300,7 +300,8 @@ def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False,
             isinstance(dim, (tuple, list)) and builtins.all(isinstance(d, int) for d in dim)):
         raise TypeError(f"linalg_vector_norm(): argument 'dim' (position 3) must be tuple of ints, not "
                         f"{type(dim).__name__}")
-    node = fn.LinalgVectorNormBackward0() if needs_grad(x) else None  # the checks below come after it
+    # Made, and saving x, before the checks below, as in torch; ord and dim as given (dim None or (): every dim).
+    node = save_inputs(fn.LinalgVectorNormBackward0(), self=x, ord=ord, keepdim=keepdim) if needs_grad(x) else None
     data = _norm_input(x, dtype)
     dims = _norm_dims(x, dim)
     p = float(ord)
@@ -310,8 +311,7 @@ def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False,
         res = _norm_np(np.abs(data), p, axis, keepdim)
     out = _out(np.asarray(res, dtype=data.dtype), x)
     if node is not None:
-        node.self, node.ord, node.keepdim, node.result = x, ord, keepdim, out  # ord and dim as given
-        node.dim = None if dim is None else _given_dims(dim)  # None or (): every dim
+        node.result, node.dim = out, None if dim is None else _given_dims(dim)
         record(node, (x,), out)
     return out
 

@@ -15,7 +15,7 @@ from .._state import INT64_MAX
 from .._tensor import Tensor, _wrap_dim, make_tensor
 from .._version import version_of
 from .._views import creation_meta_now, geometry, mark_view, strided_data
-from ._common import _out, check_same_device, legacy_type_name, needs_grad, record, record_outputs
+from ._common import _out, check_same_device, legacy_type_name, needs_grad, record, record_outputs, save_inputs
 
 
 def _view_out(data: np.ndarray, a: Tensor, multi_output: bool = False) -> Tensor:
@@ -398,11 +398,11 @@ def _check_index(a: Tensor, key: tuple) -> None:
 def index(a: Tensor, key: tuple, indices: tuple) -> Tensor:
     """Advanced indexing with index arrays (None-padded by full slices) → IndexBackward0, which saves `indices`
     (the index tensors as torch has them: bool masks as given, None where a dim is taken whole)."""
-    node = fn.IndexBackward0() if needs_grad(a) else None
+    node = save_inputs(fn.IndexBackward0(), key=key, indices=indices, self_sym_sizes=a._data.shape) \
+        if needs_grad(a) else None
     _check_index(a, key)
     out = _out(a._data[key], a)
     if node is not None:
-        node.key, node.indices, node.self_sym_sizes = key, indices, a._data.shape
         record(node, (a,), out)
     return out
 
@@ -414,12 +414,12 @@ def index_key(a: Tensor, key: tuple, indices: tuple) -> Tensor:
 
 def index_put_accumulate(a: Tensor, key: tuple, values: Tensor, indices: tuple) -> Tensor:
     """_index_put_impl_(a, indices, values, accumulate=True) on a fresh `a` → IndexPutImplBackward0."""
-    node = fn.IndexPutImplBackward0() if needs_grad(a, values) else None
+    node = save_inputs(fn.IndexPutImplBackward0(), key=key, indices=indices, accumulate=True) \
+        if needs_grad(a, values) else None
     data = a._data.copy()
     np.add.at(data, key, values._data)
     out = _out(data, a)
     if node is not None:
-        node.key, node.indices, node.accumulate = key, indices, True
         record(node, (a, values), out)
     return out
 
@@ -486,7 +486,8 @@ def chunk(a: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 @public("index_select", torch=True, tensor=True)
 def index_select(a: Tensor, dim: int, index: Tensor) -> Tensor:
     """Slices at `index` along `dim` → IndexSelectBackward0."""
-    node = fn.IndexSelectBackward0() if needs_grad(a) else None
+    node = save_inputs(fn.IndexSelectBackward0(), dim=dim, index=index, self_sym_sizes=a._data.shape) \
+        if needs_grad(a) else None
     if index._data.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     if index._data.dtype != np.int64:
@@ -500,21 +501,19 @@ def index_select(a: Tensor, dim: int, index: Tensor) -> Tensor:
         raise IndexError("index out of range in self")
     out = _out(np.take(a._data, idx, axis=d) if a._data.ndim else a._data.copy(), a)
     if node is not None:
-        node.dim, node.index, node.self_sym_sizes = dim, index, a._data.shape
         record(node, (a,), out)
     return out
 
 
 def index_add(a: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     """a.index_add_(dim, index, source) on a fresh `a` inside a formula → IndexAddBackward0."""
-    node = fn.IndexAddBackward0() if needs_grad(a, source) else None
+    node = save_inputs(fn.IndexAddBackward0(), dim=dim, index=index, source=source, alpha=1,
+                       source_dim=source._data.ndim) if needs_grad(a, source) else None
     data = a._data.copy()
     key = (slice(None),) * _wrap_dim(dim, a._data.ndim) + (index._data.reshape(-1),)
     np.add.at(data, key, source._data)
     out = _out(data, a)
     if node is not None:
-        node.dim, node.index, node.source, node.alpha = dim, index, source, 1
-        node.source_dim = source._data.ndim
         record(node, (a, source), out)
     return out
 
