@@ -19,10 +19,10 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _functions as fn
-from . import _observer, _ops, _state, _version, _views
+from . import _observer, _ops, _version, _views
 from ._dispatch import public
 from ._node import _TYPE_NAMES, InputMetadata
-from ._ops._common import broadcast_shape, needs_grad, record
+from ._ops._common import broadcast_shape, needs_grad, record, with_original_self
 from ._ops.pointwise import clamp_entry
 from ._tensor import ERR_ZEROTENSOR_IMMUTABLE, Tensor, gradient_edge, make_tensor
 
@@ -83,18 +83,9 @@ def _arithmetic(compute: Callable[[Tensor, Any], Tensor], saves_self: bool = Fal
         old = _old(self)
         # PyTorch's original_self: a node that saves self saves a clone of it (a CloneBackward0, one more seq_nr),
         # which create_graph then differentiates through.
-        result = _with_original_self(old, compute, other, **kwargs) if saves_self else compute(old, other, **kwargs)
+        result = with_original_self(old, compute, other, **kwargs) if saves_self else compute(old, other, **kwargs)
         return _rebase(self, result)
     return method
-
-
-def _with_original_self(old: Tensor, compute: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Tensor:
-    """compute(old, ...), its node saving a clone of `old` where it saves `old` (save_inputs())."""
-    _state.tls.original_self = old
-    try:
-        return compute(old, *args, **kwargs)
-    finally:
-        _state.tls.original_self = None
 
 
 def _operator(inplace: Callable[..., Tensor]) -> Callable[[Tensor, Any], Any]:
@@ -243,7 +234,7 @@ def _clamp_inplace(compute: Callable[..., Tensor]) -> Callable[..., Tensor]:
         if not _records(self, tuple(b for b in bounds if isinstance(b, Tensor))):
             _write(self, compute(self, *bounds)._data)
             return self
-        return _rebase(self, _with_original_self(_old(self), compute, *bounds))
+        return _rebase(self, with_original_self(_old(self), compute, *bounds))
     return method
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import builtins
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -63,6 +63,16 @@ def save_inputs(node: Node, **inputs: Any) -> Node:
 
         save_early(node, tuple(inputs))
     return node
+
+
+def with_original_self(old: Tensor, compute: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Tensor:
+    """compute(old, ...) for an in-place op computed out of place on `old`, the value before the write: its node
+    saves a clone of `old` where it would save `old` (save_inputs())."""
+    tls.original_self = old
+    try:
+        return compute(old, *args, **kwargs)
+    finally:
+        tls.original_self = None
 
 
 def record(node: Node, inputs: Sequence[Tensor | None], out: Tensor) -> Tensor:

@@ -32,13 +32,13 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
     """Pick from `a` where `condition`, else from `b` → WhereBackward0 with slots (a, b)."""
     if not isinstance(condition, Tensor):
         raise TypeError("where(): argument 'condition' must be Tensor")
-    if condition._data.dtype != np.bool_:
-        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
-                           f"{_dtype_title(condition)}")
     a, b = _pair(a, b) if isinstance(a, Tensor) or isinstance(b, Tensor) else _pair(
         scalar_tensor(a, condition), b)
     device = common_device(condition, a, b)
     node = save_inputs(fn.WhereBackward0(), condition=condition) if needs_grad(a, b) else None
+    if condition._data.dtype != np.bool_:  # the kernel's check: the node took its seq_nr and saved condition
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                           f"{_dtype_title(condition)}")
     dt = result_dtype(a, b)
     shape = broadcast_shape(a, b, condition)
     out = _out(np.where(condition._data, a._data, b._data).astype(dt, copy=False).reshape(shape), device)

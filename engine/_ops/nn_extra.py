@@ -32,13 +32,14 @@ from ._common import (
     record,
     result_dtype,
     save_inputs,
+    with_original_self,
 )
 from .arith import add, add_scalar, compare, div, div_scalar, mul, mul_scalar, neg, sub
 from .nn import _REDUCTIONS, log_softmax, masked_fill
 from .pointwise import abs as abs_
 from .pointwise import sigmoid
 from .reduce import mean, sum
-from .shape import clone, expand, view
+from .shape import expand, view
 
 _SQRT_2 = math.sqrt(2.0)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -565,9 +566,7 @@ class BinaryCrossEntropyWithLogitsBackward0(_Generated):
         if self.should_compute_output(1):  # ..._target_backward
             if pw is not None:  # (log_sigmoid(-self) - log_sigmoid(self) * pos_weight) * grad, in place in torch:
                 diff = sub(log_sigmoid(neg(x)), mul(log_sigmoid(x), pw))
-                g = mul(diff, grad)
-                if grad._requires_grad:  # mul_ keeps a clone of its self for grad's own grad (one more seq_nr)
-                    clone(diff)
+                g = with_original_self(diff, mul, grad)  # mul_ saves a clone of its self for grad's own grad
             else:  # -self * grad
                 g = mul(neg(x), grad)
             out[1] = self._weighted(g, t)

@@ -321,12 +321,13 @@ def getitem(a: Tensor, key: Any) -> Tensor:
     out, dim = a, 0
     advanced: dict[int, np.ndarray] = {}  # dim of the result of the basic indexing -> index array
     indices: list = []  # the index tensors as torch passes them to index (and its node saves): None elsewhere
+    masks: list = []  # (mask, dim): checked by index, after its node saved them
     for k in key:
         if isinstance(k, Tensor) and (k._data.dtype == np.bool_ or k._data.ndim > 0):
             indices.extend([None] * (dim + 1 - len(indices)))
             indices[dim] = k
             if k._data.dtype == np.bool_:
-                _check_mask(out, k, dim)
+                masks.append((k, dim))
                 for j, idx in enumerate(np.nonzero(k._data)):  # a mask is its nonzero() indices
                     advanced[dim + j] = idx
                 dim += k._data.ndim
@@ -359,7 +360,7 @@ def getitem(a: Tensor, key: Any) -> Tensor:
                 f"engine supports indexing with ints, slices, None and ...; got {type(k).__name__}")
     if advanced:
         key = tuple(advanced.get(d, slice(None)) for d in range(builtins.max(advanced) + 1))
-        return index(out, key, tuple(indices))
+        return index(out, key, tuple(indices), masks)
     if out is a:
         out = alias(a)
     return out
@@ -376,8 +377,6 @@ def _check_mask(a: Tensor, mask: Tensor, dim: int) -> None:
     for j, n in enumerate(mask._data.shape):
         size = a._data.shape[dim + j]
         if n != size:
-            if needs_grad(a):
-                fn.IndexBackward0()  # torch's index node takes its seq_nr before the check fails
             raise IndexError(f"The shape of the mask {list(mask._data.shape)} at index {j} does not match the shape "
                              f"of the indexed tensor {list(a._data.shape)} at index {dim + j}")
 
@@ -395,11 +394,14 @@ def _check_index(a: Tensor, key: tuple) -> None:
                 raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {d} with size {size}")
 
 
-def index(a: Tensor, key: tuple, indices: tuple) -> Tensor:
+def index(a: Tensor, key: tuple, indices: tuple, masks: Sequence[tuple] = ()) -> Tensor:
     """Advanced indexing with index arrays (None-padded by full slices) → IndexBackward0, which saves `indices`
-    (the index tensors as torch has them: bool masks as given, None where a dim is taken whole)."""
+    (the index tensors as torch has them: bool masks as given, None where a dim is taken whole). The kernel's
+    checks come after: `masks` (mask, dim) must match the shape they index, and indices be in range."""
     node = save_inputs(fn.IndexBackward0(), key=key, indices=indices, self_sym_sizes=a._data.shape) \
         if needs_grad(a) else None
+    for mask, dim in masks:
+        _check_mask(a, mask, dim)
     _check_index(a, key)
     out = _out(a._data[key], a)
     if node is not None:
