@@ -20,6 +20,7 @@ Must not import tracer/.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable
 
 import numpy as np
@@ -31,6 +32,7 @@ from ._tensor import Tensor, grad_accumulator, make_tensor
 from ._version import version_of
 
 _INT64_WRAP = 2 ** 64
+_OWNER = object()  # a SavedTensor's _grad_fn when it is its own node (a saved output)
 
 ERR_PACK_INPLACE = (
     "A saved tensor pack hook is modifying its input in place. Tensors provided as input to pack hook cannot be "
@@ -52,7 +54,9 @@ class SavedTensor:
                  "_unpack_hook", "_packed", "_is_none", "_freed")
 
     def __init__(self, entry: tuple | None) -> None:
-        self._node: Node | None = None  # set when bound to its node and slot (NOTE [saved tensors])
+        # A weak reference to the node, set when bound to its node and slot (NOTE [saved tensors]): the node
+        # owns its SavedTensors, which must not keep it alive (nor must _grad_fn, _OWNER when it is the node).
+        self._node: weakref.ref | None = None
         self._key: Any = None
         self._unpack_hook: Callable | None = None
         self._packed: Any = None
@@ -83,7 +87,7 @@ class SavedTensor:
         if self._freed:
             raise RuntimeError(ERR_HOOKS_FREED)
         self._set_hooks(hooks[0], hooks[1], self._data.detach())  # the hook gets a detached alias
-        self._node._set_saved(self._key, None)  # the original is no longer kept (the slot is now scratch)
+        self._node()._set_saved(self._key, None)  # the original is no longer kept (the slot is now scratch)
 
     def unpack(self) -> Tensor | None:
         """The saved tensor, as `_saved_<name>` and backward get it (through the unpack hook if there is one)."""
@@ -92,7 +96,8 @@ class SavedTensor:
         if self._freed:
             raise RuntimeError(ERR_BACKWARD_TWICE)
         if self._unpack_hook is None:
-            return unpack_plain(self._node, self._data, (self._data, self._version, self._grad_fn, self._output_nr))
+            return unpack_plain(self._node(), self._data, (self._data, self._version, self._history(),
+                                                           self._output_nr))
         data = self._unpack_hook(self._packed)
         if not isinstance(data, Tensor):
             raise TypeError(f"Output of saved tensor unpack_hook expected to be a Tensor but got result of type "
@@ -101,7 +106,7 @@ class SavedTensor:
             return data  # no history to give it
         var = make_tensor(data._data, device=data._device)
         if self._grad_fn is not None:
-            var.grad_fn, var._output_nr, var._requires_grad = self._grad_fn, self._output_nr, True
+            var.grad_fn, var._output_nr, var._requires_grad = self._history(), self._output_nr, True
         else:
             var._requires_grad, var._grad_accumulator = self._requires_grad, self._accumulator
         return var
@@ -112,6 +117,15 @@ class SavedTensor:
         return self._unpack_hook
 
     # -- what the node uses -----------------------------------------------------------------------------
+    def _history(self) -> Node | None:
+        """The saved tensor's grad_fn (its node's own for a saved output)."""
+        return self._node() if self._grad_fn is _OWNER else self._grad_fn
+
+    def _bind_to(self, node: Node, key: Any) -> None:
+        self._node, self._key = weakref.ref(node), key
+        if self._grad_fn is node:
+            self._grad_fn = _OWNER
+
     def _set_hooks(self, pack_hook: Callable, unpack_hook: Callable, given: Tensor) -> None:
         """Call `pack_hook(given)` under no_grad and keep its result; the hook must not write `given` in place."""
         version = version_of(given._data)
@@ -236,7 +250,7 @@ def _saved_tensor(node: Node, key: Any, value: Any, entries: list) -> SavedTenso
     else:
         entry = _entry_of(value, entries)
         saved = SavedTensor(entry or (value, version_of(value._data), value.grad_fn, value._output_nr))
-    saved._node, saved._key = node, key
+    saved._bind_to(node, key)
     return saved
 
 
@@ -248,7 +262,7 @@ def _bind(node: Node, records: SavedRecords) -> None:
         if saved is None:
             by_key[key] = _saved_tensor(node, key, value, [])
             continue
-        saved._node, saved._key = node, key
+        saved._bind_to(node, key)
         if saved._unpack_hook is not None:  # packed: the original is no longer kept
             saved._data = None
             node._set_saved(key, None)
@@ -270,16 +284,19 @@ def pack_with_default_hooks(entries: tuple) -> SavedRecords:
 
 
 def save_rest(node: Node, records: SavedRecords) -> SavedRecords:
-    """record()'s saving for a node whose inputs save_inputs() packed: its other saved tensors (outputs) are
-    packed now, after them."""
-    from ._version import saved_versions
+    """record()'s saving under saved_tensors_hooks, given what is packed so far: the saved tensors save_inputs()
+    did not pack (outputs) are packed now, after them, and all are bound to the node's slots."""
+    if records.early:
+        from ._version import saved_versions
 
-    rest = saved_versions(getattr(node, n, None) for n in node._saved_tensor_names if n not in records.early)
-    if rest.__class__ is SavedRecords:
-        records.unbound.extend(rest.unbound)
-    elif rest is not None:  # no hooks in force any more: kept as they are
-        records.unbound.extend(SavedTensor(entry) for entry in rest)
-    records.early = records.held = ()
+        rest = saved_versions(getattr(node, n, None) for n in node._saved_tensor_names if n not in records.early)
+        if rest.__class__ is SavedRecords:
+            records.unbound.extend(rest.unbound)
+        elif rest is not None:  # no hooks in force any more: kept as they are
+            records.unbound.extend(SavedTensor(entry) for entry in rest)
+        records.early = records.held = ()
+    node._saved_versions = records
+    _bind(node, records)
     return records
 
 

@@ -91,10 +91,12 @@ def node_saved_versions(node: Any) -> Any:
     (engine/_ops/_common.py) are kept, and the others, its outputs, are saved after them."""
     early = node._saved_versions
     if early is None:
-        return saved_versions(getattr(node, n, None) for n in node._saved_tensor_names)
-    from ._saved import save_rest  # NOTE [saved tensors]
+        records = saved_versions(getattr(node, n, None) for n in node._saved_tensor_names)
+        if records is None or records.__class__ is tuple:
+            return records
+    from ._saved import save_rest  # NOTE [saved tensors]: packed by hooks
 
-    return save_rest(node, early)
+    return save_rest(node, early or records)
 
 
 def bump_tensor(t: Any) -> None:
