@@ -104,13 +104,68 @@ def _infer_shape(shape: Sequence[int], numel: int) -> tuple[int, ...]:
 
 
 def _as_view(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
-    """A view of `data` with `shape`, or None when the strides do not allow one (torch's view rule)."""
+    """A view of `data` with `shape`, or None when the strides do not allow one (torch's view rule). A size-1 dim,
+    whose stride numpy picks freely, gets torch's (see _view_strides): saved strides (mm's) read it."""
     v = data.view()
     try:
         v.shape = shape
     except AttributeError:
         return None
+    if 1 in shape and data.ndim and v.size:
+        item = data.itemsize
+        strides = _view_strides(data.shape, tuple(s // item for s in data.strides), shape)
+        if strides is not None and tuple(s * item for s in strides) != v.strides:
+            v = _restrided(v, strides)
     return v
+
+
+def _unsqueezed(data: np.ndarray, d: int) -> np.ndarray:
+    """`data` with a size-1 dim at `d`, the others keeping their strides (numpy may change those of size-1 dims),
+    the new one torch's: the next dim's size times its stride (1 last)."""
+    v = np.expand_dims(data, d)
+    if v.size:
+        strides = [s // data.itemsize for s in data.strides]
+        strides.insert(d, strides[d] * data.shape[d] if d < data.ndim else 1)
+        if tuple(s * data.itemsize for s in strides) != v.strides:
+            v = _restrided(v, tuple(strides))
+    return v
+
+
+def _view_strides(old_shape: tuple, old_strides: tuple, shape: tuple) -> tuple | None:
+    """The element strides torch gives a view of a tensor (`old_shape`, `old_strides`) as `shape`, or None.
+
+    The old dims are taken from the last in runs that are contiguous with each other (a size-1 dim never ends a
+    run); each run is viewed as a run of new dims with the run's innermost stride as unit, and a new size-1 dim
+    met at the start of a run takes the stride the run has reached there."""
+    new = [0] * len(shape)
+    d = len(shape) - 1
+    unit, run, done = old_strides[-1], 1, 1  # stride unit of the run, its elements, elements placed so far
+    for i in range(len(old_shape) - 1, -1, -1):
+        run *= old_shape[i]
+        if i and (old_shape[i - 1] == 1 or old_strides[i - 1] == run * unit):
+            continue  # the run goes on into dim i - 1
+        while d >= 0 and (done < run or shape[d] == 1):
+            new[d] = done * unit
+            done *= shape[d]
+            d -= 1
+        if done != run:
+            return None
+        if i:
+            unit, run, done = old_strides[i - 1], 1, 1
+    return tuple(new) if d == -1 else None
+
+
+def _restrided(v: np.ndarray, strides: tuple) -> np.ndarray:
+    """`v` with other element strides (differing only on size-1 dims), still a view of the same memory."""
+    owner = v
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    start = v.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    out = np.ndarray(v.shape, dtype=v.dtype, buffer=owner, offset=start,
+                     strides=tuple(s * v.itemsize for s in strides))
+    if not v.flags.writeable:
+        out.flags.writeable = False
+    return out
 
 
 @public("view", tensor=True)
@@ -193,7 +248,7 @@ def unsqueeze(a: Tensor, dim: int) -> Tensor:
     """Insert a size-1 dim → UnsqueezeBackward0."""
     node = fn.UnsqueezeBackward0() if needs_grad(a) else None
     dim = int_arg("unsqueeze", "dim", 1, dim)
-    out = _view_out(np.expand_dims(a._data, _wrap_dim(dim, a._data.ndim + 1)), a)
+    out = _view_out(_unsqueezed(a._data, _wrap_dim(dim, a._data.ndim + 1)), a)
     if node is not None:
         node.dim = dim
         record(node, (a,), out)
