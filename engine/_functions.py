@@ -1275,10 +1275,12 @@ class AsStridedBackward0(_Generated):
     """The grad_fn a view gets when its memory was written in place since its own was set."""
 
     __slots__ = ("size", "stride", "storage_offset", "self_geometry")
+    _saved_values = ("size", "storage_offset", "stride")  # the offset None when not given: the input's own
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = ops.as_strided_backward(grad, self.self_geometry, self.size, self.stride, self.storage_offset)
+            offset = self.self_geometry[2] if self.storage_offset is None else self.storage_offset
+            out[0] = ops.as_strided_backward(grad, self.self_geometry, self.size, self.stride, offset)
 
 
 class CopySlices(Node):

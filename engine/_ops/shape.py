@@ -35,10 +35,11 @@ def as_strided(a: Tensor, size: Sequence[int], stride: Sequence[int], storage_of
     size, stride = tuple(int(n) for n in size), tuple(int(st) for st in stride)
     if len(size) != len(stride):
         raise RuntimeError("mismatch in length of strides and shape")
-    offset = geometry(a, base)[2] if storage_offset is None else int(storage_offset)
+    given = None if storage_offset is None else int(storage_offset)
+    offset = geometry(a, base)[2] if given is None else given
     out = _view_out(strided_data(base._data, size, stride, offset), a)
     if node is not None:
-        node.size, node.stride, node.storage_offset = size, stride, offset
+        node.size, node.stride, node.storage_offset = size, stride, given  # the offset as given (None: a's own)
         node.self_geometry = geometry(a, base)
         record(node, (a,), out)
     return out
