@@ -16,7 +16,7 @@ from . import _ops as ops
 from ._graph_task import ExecInfo
 from ._node import ERR_BACKWARD_TWICE, Node
 from ._ops.reduce import correction_value
-from ._state import no_grad, tls
+from ._state import tls
 from ._tensor import _wrap_dim
 
 
@@ -1260,14 +1260,7 @@ class ReshapeAliasBackward0(_Generated):
 def _pow_inplace(t, exponent: float):
     """t.pow_(exponent) on a fresh tensor, recorded as generated in-place code does: PowBackward0 takes its seq_nr,
     then `original_self = self.clone()` (CloneBackward0), and that clone is what the node saves (and packs)."""
-    if not ops.needs_grad(t):
-        return ops.pow(t, exponent)
-    node = PowBackward0()
-    original = ops.clone(t)
-    with no_grad():
-        out = ops.pow(t, exponent)
-    node.self, node.exponent = original, exponent
-    return ops.record(node, (t,), out)
+    return ops.with_original_self(t, ops.pow, exponent)
 
 
 # -- views written in place (engine/_views.py) ------------------------------------------------------------
