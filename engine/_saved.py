@@ -11,6 +11,12 @@ A node leaves it when a saved tensor gets hooks (it was saved under `saved_tenso
 a SavedRecords with one SavedTensor per saved slot, and from then on each apply first unpacks every one of them
 into its slot, as PyTorch's generated code unpacks all saved variables before the formula.
 
+Under hooks the inputs are packed by save_inputs() (engine/_ops/_common.py) right after the node is made, before
+the op's checks and kernel (a SavedRecords with `early` set, holding the saved leaves' AccumulateGrads until the
+node's edges do); record() packs the outputs after them and binds every SavedTensor to its slot at once. A
+SavedTensor refers to its node weakly, and to the node as its saved output's grad_fn only by a marker, as a
+SavedVariable does not own its node: saved tensors never make a reference cycle that keeps a graph alive.
+
 Unpacking follows SavedVariable::unpack. Without hooks, a saved input comes back as the very same tensor object
 and a saved output as a new tensor object sharing its data, with the node as grad_fn. With hooks, what the unpack
 hook returns is wrapped in a new tensor carrying the saved tensor's history (its grad_fn, or its leaf's
