@@ -569,3 +569,29 @@ def _second_backward(t, p):
     p.run("saved tensors", z.backward)
     p.value("x.grad", x.grad)
     p.value("mul node", saved_attributes(p, z.grad_fn.next_functions[0][0]))
+
+
+@program("saved_values_nn")
+def _values_nn(t, p):
+    """The saved tensors (with their values) and arguments of the nn nodes: nll_loss's total_weight (0 when
+    unreduced over a batch), its weight None when not given, layer_norm's mean and rstd, gelu's approximate,
+    embedding's padding_idx (as given by the functional: a negative one made positive), bce's weights."""
+    x = p.leaf("x", A23)
+    f = t.nn.functional
+    target = t.tensor([2, 0])
+    w = p.const([0.5, 2.0, 1.5])
+    table = p.leaf("table", [[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]])
+    for tag, build in (
+            ("nll none", lambda: f.nll_loss(x, target, reduction="none")),
+            ("nll none weighted", lambda: f.nll_loss(x, target, weight=w, reduction="none")),
+            ("nll 1-d none", lambda: f.nll_loss(x[0], target[0], reduction="none")),
+            ("nll sum ignore", lambda: f.nll_loss(x, target, weight=w, ignore_index=0, reduction="sum")),
+            ("nll mean", lambda: f.nll_loss(x, target)),
+            ("layer_norm", lambda: f.layer_norm(x, (3,), w, w)),
+            ("gelu tanh", lambda: f.gelu(x, approximate="tanh")),
+            ("embedding", lambda: f.embedding(t.tensor([[0, 2], [1, 1]]), table, padding_idx=-2)),
+            ("bce weights", lambda: f.binary_cross_entropy_with_logits(x, x.detach().sigmoid(), weight=w,
+                                                                        pos_weight=w, reduction="sum")),
+            ("logsigmoid", lambda: f.logsigmoid(x))):
+        out = build()
+        p.value(tag, (out.grad_fn.name(), saved_attributes(p, out.grad_fn)))
