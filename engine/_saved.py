@@ -307,13 +307,14 @@ def save_rest(node: Node, records: SavedRecords) -> SavedRecords:
 
 
 def save_early(node: Node, names: tuple) -> None:
-    """save_inputs()'s packing of the slots `names` under saved_tensors_hooks, before the node has edges: until
-    record() sets them, the saved leaves' AccumulateGrads (which SavedTensors reference weakly) are held here."""
+    """save_inputs()'s saving of the slots `names`: the inference-tensor check, and under saved_tensors_hooks the
+    packing, before the node has edges: until record() sets them, the saved leaves' AccumulateGrads (which
+    SavedTensors reference weakly) are held here."""
     from ._version import saved_versions
 
     values = [getattr(node, n, None) for n in node._saved_tensor_names if n in names]
     held = tuple(grad_accumulator(v) for v in values
-                 if isinstance(v, Tensor) and v._requires_grad and v.grad_fn is None)
+                 if isinstance(v, Tensor) and v._requires_grad and v.grad_fn is None) if tls.saved_hooks else ()
     records = saved_versions(values)
     if records.__class__ is SavedRecords:
         records.early, records.held = names, held
