@@ -15,7 +15,9 @@ import numpy as np
 from . import _ops as ops
 from ._graph_task import ExecInfo
 from ._node import ERR_BACKWARD_TWICE, Node
+from ._ops.reduce import correction_value
 from ._state import tls
+from ._tensor import _wrap_dim
 
 
 class _Generated(Node):
@@ -37,6 +39,11 @@ class _Generated(Node):
         raise NotImplementedError
 
 
+def _wrapped(dims, ndim: int) -> list[int]:
+    """Saved dims (kept as the user gave them) as sorted, distinct non-negative dims (dim_list_to_bitset)."""
+    return sorted({_wrap_dim(d, ndim) for d in dims})
+
+
 def _col_major(sizes: tuple, strides: tuple) -> bool:
     return strides[0] == 1 and strides[1] == sizes[0]
 
@@ -44,6 +51,7 @@ def _col_major(sizes: tuple, strides: tuple) -> bool:
 # -- arithmetic -----------------------------------------------------------------------------------------
 class AddBackward0(_Generated):
     __slots__ = ("alpha",)
+    _saved_values = ("alpha",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -62,6 +70,7 @@ class AddBackward1(_Generated):
 
 class SubBackward0(_Generated):
     __slots__ = ("alpha",)
+    _saved_values = ("alpha",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -77,6 +86,7 @@ class SubBackward1(AddBackward1):
 
 class RsubBackward1(_Generated):
     __slots__ = ("alpha",)
+    _saved_values = ("alpha",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -86,7 +96,7 @@ class RsubBackward1(_Generated):
 
 class MulBackward0(_Generated):
     __slots__ = ("self", "other")
-    _saved_tensor_names = ("self", "other")
+    _saved_tensor_names = ("other", "self")
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):
@@ -97,6 +107,7 @@ class MulBackward0(_Generated):
 
 class MulBackward1(_Generated):
     __slots__ = ("other",)
+    _saved_values = ("other",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -105,7 +116,7 @@ class MulBackward1(_Generated):
 
 class DivBackward0(_Generated):
     __slots__ = ("self", "other")
-    _saved_tensor_names = ("self", "other")
+    _saved_tensor_names = ("other", "self")
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):  # -grad * ((self / other) / other)
@@ -117,6 +128,7 @@ class DivBackward0(_Generated):
 
 class DivBackward1(_Generated):
     __slots__ = ("other",)
+    _saved_values = ("other",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -144,6 +156,7 @@ class NegBackward0(_Generated):
 class PowBackward0(_Generated):
     __slots__ = ("self", "exponent")
     _saved_tensor_names = ("self",)
+    _saved_values = ("exponent",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -156,7 +169,7 @@ class PowBackward0(_Generated):
 
 class PowBackward1(_Generated):
     __slots__ = ("self", "exponent", "result")
-    _saved_tensor_names = ("self", "exponent", "result")
+    _saved_tensor_names = ("exponent", "self", "result")
 
     def formulas(self, grad, out):
         s, e = self.self, self.exponent
@@ -172,6 +185,7 @@ class PowBackward1(_Generated):
 class PowBackward2(_Generated):
     __slots__ = ("self", "exponent", "result")
     _saved_tensor_names = ("exponent", "result")
+    _saved_values = ("self",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -254,7 +268,7 @@ class SqrtBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # grad / (2 * result)
-            out[0] = ops.div(grad, ops.mul_scalar(self.result, 2.0))
+            out[0] = ops.div(grad, ops.mul_scalar(self.result, 2))
 
 
 class AbsBackward0(_Generated):
@@ -281,13 +295,13 @@ class SgnBackward0(_Generated):
 # -- reductions -----------------------------------------------------------------------------------------
 def _sum_backward(grad, sizes: tuple, dims: tuple, keepdim: bool):
     if not keepdim and len(sizes) > 0:
-        for d in sorted(dims):
-            grad = ops.unsqueeze(grad, d)
+        grad = _unsqueeze_multiple(grad, dims, len(sizes))
     return ops.expand(grad, sizes)
 
 
 class SumBackward0(_Generated):
     __slots__ = ("self_sym_sizes",)
+    _saved_values = ("self_sym_sizes",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -296,6 +310,8 @@ class SumBackward0(_Generated):
 
 class SumBackward1(_Generated):
     __slots__ = ("self_sym_sizes", "dim", "keepdim")
+    _saved_values = ("dim", "keepdim", "self_sym_sizes")
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -304,22 +320,25 @@ class SumBackward1(_Generated):
 
 class MeanBackward0(_Generated):
     __slots__ = ("self_sym_sizes", "self_sym_numel")
+    _saved_values = ("self_sym_numel", "self_sym_sizes")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = ops.div_scalar(ops.expand(grad, self.self_sym_sizes), float(self.self_sym_numel))
+            out[0] = ops.div_scalar(ops.expand(grad, self.self_sym_sizes), self.self_sym_numel)  # an int, as in torch
 
 
 class MeanBackward1(_Generated):
-    __slots__ = ("self_sym_sizes", "dim", "keepdim")
+    __slots__ = ("self_sym_sizes", "self_sym_numel", "dim", "keepdim")
+    _saved_values = ("dim", "keepdim", "self_sym_numel", "self_sym_sizes")
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
             sizes = self.self_sym_sizes
             n = 1
-            for d in self.dim:
-                n *= sizes[d] if sizes else 1
-            out[0] = ops.div_scalar(_sum_backward(grad, sizes, self.dim, self.keepdim), float(n))
+            for d in _wrapped(self.dim, len(sizes)) if sizes else ():
+                n *= sizes[d]
+            out[0] = ops.div_scalar(_sum_backward(grad, sizes, self.dim, self.keepdim), n)
 
 
 class MaxBackward1(_Generated):
@@ -338,6 +357,8 @@ class MaxBackward1(_Generated):
 class MaxBackward0(_Generated):
     __slots__ = ("dim", "keepdim", "indices", "self_sym_sizes")
     _saved_tensor_names = ("indices",)
+    _saved_values = ("dim", "keepdim", "self_sym_sizes")
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # value_selecting_reduction_backward
@@ -352,6 +373,8 @@ class MaxBackward0(_Generated):
 class ScatterBackward0(_Generated):
     __slots__ = ("dim", "index")
     _saved_tensor_names = ("index",)
+    _saved_values = ("dim",)
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -363,6 +386,8 @@ class ScatterBackward0(_Generated):
 class ScatterBackward1(_Generated):
     __slots__ = ("dim", "index")
     _saved_tensor_names = ("index",)
+    _saved_values = ("dim",)
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -372,6 +397,8 @@ class ScatterBackward1(_Generated):
 class ScatterAddBackward0(_Generated):
     __slots__ = ("dim", "index")
     _saved_tensor_names = ("index",)
+    _saved_values = ("dim",)
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -381,21 +408,24 @@ class ScatterAddBackward0(_Generated):
 
 
 class GatherBackward0(_Generated):
-    __slots__ = ("dim", "index", "self_sym_sizes")
-    _saved_tensor_names = ("index",)
+    __slots__ = ("dim", "index", "self", "sparse_grad")
+    _saved_tensor_names = ("index", "self")
+    _saved_values = ("dim", "sparse_grad")
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # gather_backward: zeros.scatter_add(dim, index, grad)
-            out[0] = ops.scatter_add(ops.zeros_of(self.self_sym_sizes, grad), self.dim, self.index, grad)
+            sizes = self.self._data.shape
+            out[0] = ops.scatter_add(ops.zeros_of(sizes, grad), self.dim, self.index, grad)
 
 
 class MaximumBackward0(_Generated):
     __slots__ = ("self", "other")
-    _saved_tensor_names = ("self", "other")
+    _saved_tensor_names = ("other", "self")
 
     def _part(self, grad, ufunc):
         s, o = self.self, self.other
-        w = ops.where(ops.compare(np.equal, s, o), ops.div_scalar(grad, 2.0), grad)
+        w = ops.where(ops.compare(np.equal, s, o), ops.div_scalar(grad, 2), grad)
         return ops.masked_fill(w, ops.compare(ufunc, s, o), 0)
 
     def formulas(self, grad, out):
@@ -420,7 +450,8 @@ def _mm_mat2_backward(grad, mat1, sizes, strides):
 
 class MmBackward0(_Generated):
     __slots__ = ("self", "mat2", "self_sym_sizes", "self_sym_strides", "mat2_sym_sizes", "mat2_sym_strides")
-    _saved_tensor_names = ("self", "mat2")
+    _saved_tensor_names = ("mat2", "self")
+    _saved_values = ("mat2_sym_sizes", "mat2_sym_strides", "self_sym_sizes", "self_sym_strides")
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):
@@ -433,6 +464,7 @@ class AddmmBackward0(_Generated):
     __slots__ = ("mat1", "mat2", "alpha", "beta", "mat1_sym_sizes", "mat1_sym_strides", "mat2_sym_sizes",
                  "mat2_sym_strides")
     _saved_tensor_names = ("mat1", "mat2")
+    _saved_values = ("alpha", "beta", "mat1_sym_sizes", "mat1_sym_strides", "mat2_sym_sizes", "mat2_sym_strides")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -478,6 +510,8 @@ class TBackward0(_Generated):
 
 class PermuteBackward0(_Generated):
     __slots__ = ("dims",)
+    _saved_values = ("dims",)
+    _saved_int64 = ("dims",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -489,6 +523,8 @@ class PermuteBackward0(_Generated):
 
 class TransposeBackward0(_Generated):
     __slots__ = ("dim0", "dim1")
+    _saved_values = ("dim0", "dim1")
+    _saved_int64 = ("dim0", "dim1")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -497,6 +533,7 @@ class TransposeBackward0(_Generated):
 
 class ViewBackward0(_Generated):
     __slots__ = ("self_sym_sizes",)
+    _saved_values = ("self_sym_sizes",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -517,6 +554,8 @@ class AliasBackward0(_Generated):
 
 class UnsqueezeBackward0(_Generated):
     __slots__ = ("dim",)
+    _saved_values = ("dim",)
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -525,6 +564,7 @@ class UnsqueezeBackward0(_Generated):
 
 class SqueezeBackward0(_Generated):
     __slots__ = ("self_sym_sizes",)
+    _saved_values = ("self_sym_sizes",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # unsqueeze_to: every size-1 dim, in order
@@ -535,27 +575,36 @@ class SqueezeBackward0(_Generated):
 
 
 class SqueezeBackward1(_Generated):
+    """squeeze(dim) with one dim."""
+
     __slots__ = ("self_sym_sizes", "dim")
+    _saved_values = ("dim", "self_sym_sizes")
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
-        if self.should_compute_output(0):
+        if self.should_compute_output(0):  # unsqueeze_to: every size-1 dim among `dim`, ascending
             sizes = self.self_sym_sizes
-            out[0] = ops.unsqueeze(grad, self.dim) if sizes and sizes[self.dim] == 1 else grad
-
-
-class SqueezeBackward4(_Generated):
-    __slots__ = ("self_sym_sizes", "dim")
-
-    def formulas(self, grad, out):
-        if self.should_compute_output(0):
-            for d in self.dim:
-                if self.self_sym_sizes[d] == 1:
+            for d in _wrapped((self.dim,) if isinstance(self.dim, int) else self.dim, len(sizes)) if sizes else ():
+                if sizes[d] == 1:
                     grad = ops.unsqueeze(grad, d)
             out[0] = grad
 
 
+class SqueezeBackward2(SqueezeBackward1):
+    """squeeze(dims) with a tuple of dims."""
+
+    __slots__ = ()
+
+
+class SqueezeBackward4(SqueezeBackward1):
+    """The in-place squeeze_(dim) (matmul's 1-D @ 2-D path)."""
+
+    __slots__ = ()
+
+
 class ExpandBackward0(_Generated):
     __slots__ = ("self_sym_sizes",)
+    _saved_values = ("self_sym_sizes",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -564,6 +613,8 @@ class ExpandBackward0(_Generated):
 
 class SelectBackward0(_Generated):
     __slots__ = ("self_sym_sizes", "dim", "index")
+    _saved_values = ("dim", "index", "self_sym_sizes")
+    _saved_int64 = ("dim", "index")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -572,6 +623,8 @@ class SelectBackward0(_Generated):
 
 class SliceBackward0(_Generated):
     __slots__ = ("self_sym_sizes", "dim", "start", "end", "step")
+    _saved_values = ("dim", "end", "self_sym_sizes", "start", "step")
+    _saved_int64 = ("dim", "end", "start", "step")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -580,21 +633,26 @@ class SliceBackward0(_Generated):
 
 class CatBackward0(_Generated):
     __slots__ = ("dim", "sizes")
+    _saved_values = ("dim",)
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
-        # cat_tensors_backward slices every input, needed or not.
+        # cat_tensors_backward slices every input, needed or not, along the wrapped dim.
         offset = 0
+        d = _wrap_dim(self.dim, grad._data.ndim)
         for i, size in enumerate(self.sizes):
-            extent = size[self.dim] if size else 0
-            out[i] = ops.slice_(grad, self.dim, offset, offset + extent)
+            extent = size[d] if size else 0
+            out[i] = ops.slice_(grad, d, offset, offset + extent)
             offset += extent
 
 
 class StackBackward0(_Generated):
     __slots__ = ("dim", "n")
+    _saved_values = ("dim",)
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
-        for i in range(self.n):
+        for i in range(self.n):  # stack_tensors_backward: grad.select(dim, i) with the dim as saved
             out[i] = ops.select(grad, self.dim, i)
 
 
@@ -686,6 +744,8 @@ class MaskedFillBackward1(_Generated):
 class SoftmaxBackward0(_Generated):
     __slots__ = ("dim", "result")
     _saved_tensor_names = ("result",)
+    _saved_values = ("dim",)
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -695,6 +755,8 @@ class SoftmaxBackward0(_Generated):
 class LogSoftmaxBackward0(_Generated):
     __slots__ = ("dim", "result")
     _saved_tensor_names = ("result",)
+    _saved_values = ("dim",)
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -704,6 +766,8 @@ class LogSoftmaxBackward0(_Generated):
 class MseLossBackward0(_Generated):
     __slots__ = ("self", "target", "reduction")
     _saved_tensor_names = ("self", "target")
+    _saved_values = ("reduction",)
+    _saved_int64 = ("reduction",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -720,7 +784,7 @@ class TanhBackwardBackward0(_Generated):
         if self.should_compute_output(0):
             out[0] = ops.tanh_backward(grad, self.output)
         if self.should_compute_output(1):  # grad * (-2 * output * grad_output)
-            out[1] = ops.mul(grad, ops.mul(ops.mul_scalar(self.output, -2.0), self.grad_output))
+            out[1] = ops.mul(grad, ops.mul(ops.mul_scalar(self.output, -2), self.grad_output))
 
 
 class SigmoidBackwardBackward0(_Generated):
@@ -731,13 +795,14 @@ class SigmoidBackwardBackward0(_Generated):
         if self.should_compute_output(0):
             out[0] = ops.sigmoid_backward(grad, self.output)
         if self.should_compute_output(1):  # grad * grad_output * (-2 * output + 1)
-            right = ops.add_scalar(ops.mul_scalar(self.output, -2.0), 1.0)
+            right = ops.add_scalar(ops.mul_scalar(self.output, -2), 1)
             out[1] = ops.mul(ops.mul(grad, self.grad_output), right)
 
 
 class ThresholdBackwardBackward0(_Generated):
     __slots__ = ("self", "threshold")
     _saved_tensor_names = ("self",)
+    _saved_values = ("threshold",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -749,6 +814,8 @@ class ThresholdBackwardBackward0(_Generated):
 class SoftmaxBackwardDataBackward0(_Generated):
     __slots__ = ("grad_output", "output", "dim")
     _saved_tensor_names = ("grad_output", "output")
+    _saved_values = ("dim",)
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         go, o, d = self.grad_output, self.output, self.dim
@@ -756,26 +823,32 @@ class SoftmaxBackwardDataBackward0(_Generated):
             out[0] = ops.softmax_backward_data(grad, o, d)
         if self.should_compute_output(1):
             # grad_output * grad - (output * grad_output).sum(dim, true) * grad
-            #   - grad_output * (output * grad).sum(dim, true)
-            a = ops.sub(ops.mul(go, grad), ops.mul(ops.sum(ops.mul(o, go), d, keepdim=True), grad))
-            out[1] = ops.sub(a, ops.mul(go, ops.sum(ops.mul(o, grad), d, keepdim=True)))
+            #   - grad_output * (output * grad).sum(dim, true), its operands built right to left (C, B, A)
+            c = ops.mul(go, ops.sum(ops.mul(o, grad), d, keepdim=True))
+            b = ops.mul(ops.sum(ops.mul(o, go), d, keepdim=True), grad)
+            out[1] = ops.sub(ops.sub(ops.mul(go, grad), b), c)
 
 
 class LogSoftmaxBackwardDataBackward0(_Generated):
     __slots__ = ("grad_output", "output", "dim")
     _saved_tensor_names = ("grad_output", "output")
+    _saved_values = ("dim",)
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         go, o, d = self.grad_output, self.output, self.dim
         if self.should_compute_output(0):  # grad - (grad * output.exp()).sum(dim, true)
             out[0] = ops.sub(grad, ops.sum(ops.mul(grad, ops.exp(o)), d, keepdim=True))
-        if self.should_compute_output(1):  # -grad_output.sum(dim, true) * output.exp() * grad
-            out[1] = ops.mul(ops.mul(ops.neg(ops.sum(go, d, keepdim=True)), ops.exp(o)), grad)
+        if self.should_compute_output(1):  # -grad_output.sum(dim, true) * output.exp() * grad (exp built first)
+            e = ops.exp(o)
+            out[1] = ops.mul(ops.mul(ops.neg(ops.sum(go, d, keepdim=True)), e), grad)
 
 
 class MseLossBackwardBackward0(_Generated):
     __slots__ = ("grad_output", "self", "target", "reduction")
     _saved_tensor_names = ("grad_output", "self", "target")
+    _saved_values = ("reduction",)
+    _saved_int64 = ("reduction",)
 
     def _norm(self) -> float:
         return 2.0 / self.self._data.size if self.reduction == 1 else 2.0
@@ -795,6 +868,8 @@ class MseLossBackwardBackward0(_Generated):
 
 class SelectBackwardBackward0(_Generated):
     __slots__ = ("dim", "index")
+    _saved_values = ("dim", "index")
+    _saved_int64 = ("dim", "index")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -803,6 +878,8 @@ class SelectBackwardBackward0(_Generated):
 
 class SliceBackwardBackward0(_Generated):
     __slots__ = ("dim", "start", "end", "step")
+    _saved_values = ("dim", "end", "start", "step")
+    _saved_int64 = ("dim", "end", "start", "step")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -830,6 +907,8 @@ class _MultiOutput(Node):
 
 class UnbindBackward0(_MultiOutput):
     __slots__ = ("dim",)
+    _saved_values = ("dim",)
+    _saved_int64 = ("dim",)
 
     def formula(self, grads):  # unbind_backward: undefined grads are zeros({}).expand(sizes); then stack
         like = next(g for g in grads if g is not None)
@@ -838,22 +917,27 @@ class UnbindBackward0(_MultiOutput):
 
 
 class SplitBackward0(_MultiOutput):
-    __slots__ = ("dim", "sizes", "self_sym_sizes")
+    __slots__ = ("dim", "sizes", "self_sym_sizes", "split_size")
+    _saved_values = ("dim", "self_sym_sizes", "split_size")
+    _saved_int64 = ("dim", "split_size")
 
     def formula(self, grads):  # split_with_sizes_backward: undefined grads are zeros; then cat
         like = next(g for g in grads if g is not None)
         parts = []
+        d = _wrap_dim(self.dim, len(self.self_sym_sizes))
         for g, n in zip(grads, self.sizes, strict=True):
             if g is None:
                 shape = list(self.self_sym_sizes)
-                shape[self.dim] = n
+                shape[d] = n
                 g = ops.zeros_of(tuple(shape), like)
             parts.append(g)
-        return ops.cat(parts, self.dim)
+        return ops.cat(parts, d)
 
 
 class SplitWithSizesBackward0(SplitBackward0):
-    __slots__ = ()
+    __slots__ = ("split_sizes",)
+    _saved_values = ("dim", "self_sym_sizes", "split_sizes")
+    _saved_int64 = ("dim", "split_sizes")
 
 
 def _where_zero(cond, grad):
@@ -875,6 +959,7 @@ def _clamp_backward(grad, s, lo, hi):
 class ClampBackward1(_Generated):
     __slots__ = ("self", "min", "max")
     _saved_tensor_names = ("self",)
+    _saved_values = ("max", "min")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -884,7 +969,7 @@ class ClampBackward1(_Generated):
 class ClampBackward0(_Generated):
     """clamp with tensor bounds; a bound's grad is where self passed it (both given: min only if min < max)."""
     __slots__ = ("self", "min", "max")
-    _saved_tensor_names = ("self", "min", "max")
+    _saved_tensor_names = ("max", "min", "self")
 
     def formulas(self, grad, out):
         s, lo, hi = self.self, self.min, self.max  # the bounds' grads first, as torch's generated code
@@ -906,6 +991,7 @@ class ClampBackward0(_Generated):
 class ClampMinBackward0(_Generated):
     __slots__ = ("self", "min")
     _saved_tensor_names = ("self",)
+    _saved_values = ("min",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -915,6 +1001,7 @@ class ClampMinBackward0(_Generated):
 class ClampMaxBackward0(_Generated):
     __slots__ = ("self", "max")
     _saved_tensor_names = ("self",)
+    _saved_values = ("max",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -923,7 +1010,7 @@ class ClampMaxBackward0(_Generated):
 
 class ClampMinBackward1(_Generated):
     __slots__ = ("self", "min")
-    _saved_tensor_names = ("self", "min")
+    _saved_tensor_names = ("min", "self")
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):  # the bound's grad first, as torch's generated code
@@ -934,7 +1021,7 @@ class ClampMinBackward1(_Generated):
 
 class ClampMaxBackward1(_Generated):
     __slots__ = ("self", "max")
-    _saved_tensor_names = ("self", "max")
+    _saved_tensor_names = ("max", "self")
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):  # the bound's grad first, as torch's generated code
@@ -965,6 +1052,7 @@ class SignBackward0(_Generated):
     """sign saves nothing; its grad is a ZeroTensor too."""
 
     __slots__ = ()
+    _saved_tensor_names = ()
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -980,14 +1068,18 @@ class MinBackward1(MaxBackward1):
     __slots__ = ()
 
 
-def _unsqueeze_multiple(t, dims: tuple, ndim: int):
-    for d in sorted(dims):
+def _unsqueeze_multiple(t, dims: tuple | None, ndim: int):
+    """unsqueeze_multiple: one dim is passed on as saved (maybe negative); several are wrapped, ascending."""
+    if dims and len(dims) == 1:
+        return ops.unsqueeze(t, dims[0])
+    for d in _wrapped(dims or (), ndim):
         t = ops.unsqueeze(t, d)
     return t
 
 
-def _var_backward(grad, self_, dims, correction: float, keepdim: bool):
-    """var_backward: (2 / dof) * grad * (self - self.mean(dim, keepdim=True))."""
+def _var_backward(grad, self_, dims, correction, keepdim: bool):
+    """var_backward: (2 / dof) * grad * (self - self.mean(dim, keepdim=True)); a None correction means 1."""
+    correction = correction_value(correction)
     if self_._data.ndim == 0 or dims is None:
         dof = self_._data.size - correction
         right = ops.sub(self_, ops.mean(self_))
@@ -995,7 +1087,7 @@ def _var_backward(grad, self_, dims, correction: float, keepdim: bool):
     if not keepdim and self_._data.ndim > 1:
         grad = _unsqueeze_multiple(grad, dims, self_._data.ndim)
     n = 1
-    for d in dims:
+    for d in _wrapped(dims, self_._data.ndim):
         n *= self_._data.shape[d]
     dof = n - correction
     right = ops.sub(self_, ops.mean(self_, dims, True))
@@ -1005,6 +1097,8 @@ def _var_backward(grad, self_, dims, correction: float, keepdim: bool):
 class VarBackward0(_Generated):
     __slots__ = ("self", "dim", "correction", "keepdim")
     _saved_tensor_names = ("self",)
+    _saved_values = ("correction", "dim", "keepdim")
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -1014,6 +1108,8 @@ class VarBackward0(_Generated):
 class StdBackward0(_Generated):
     __slots__ = ("self", "dim", "correction", "keepdim", "result")
     _saved_tensor_names = ("self", "result")
+    _saved_values = ("correction", "dim", "keepdim")
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # (grad / (result * 2)).masked_fill_(result == 0, 0), then var's
@@ -1025,6 +1121,8 @@ class StdBackward0(_Generated):
 class LogsumexpBackward0(_Generated):
     __slots__ = ("self", "dim", "keepdim", "result")
     _saved_tensor_names = ("self", "result")
+    _saved_values = ("dim", "keepdim")
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # grad * (self - result).exp()
@@ -1038,6 +1136,8 @@ class LogsumexpBackward0(_Generated):
 class LinalgVectorNormBackward0(_Generated):
     __slots__ = ("self", "ord", "dim", "keepdim", "result")
     _saved_tensor_names = ("self", "result")
+    _saved_values = ("dim", "keepdim", "ord")
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         if not self.should_compute_output(0):
@@ -1055,7 +1155,8 @@ class LinalgVectorNormBackward0(_Generated):
             scaled = ops.masked_fill(ops.div(s, norm), ops.compare(np.equal, norm, 0), 0)
             out[0] = ops.mul(grad, scaled)
         elif math.isinf(p):
-            out[0] = _max_norm_backward(grad, s, norm, self.dim or tuple(range(ndim)))
+            out[0] = _max_norm_backward(grad, s, norm, tuple(_wrapped(self.dim, ndim)) if self.dim else
+                                        tuple(range(ndim)))
         elif p < 1.0:  # 0 at a zero element, whatever p - 1 makes of it
             powed = ops.masked_fill(_pow_inplace(ops.abs(s), p - 1), ops.compare(np.equal, s, 0), 0)
             self_scaled = ops.mul(ops.sgn(s), powed)
@@ -1086,6 +1187,8 @@ def _max_norm_backward(grad, s, norm, dims: tuple):
 class IndexSelectBackward0(_Generated):
     __slots__ = ("dim", "index", "self_sym_sizes")
     _saved_tensor_names = ("index",)
+    _saved_values = ("dim", "self_sym_sizes")
+    _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # zeros(self_sizes).index_add_(dim, index, grad)
@@ -1093,37 +1196,50 @@ class IndexSelectBackward0(_Generated):
 
 
 class IndexAddBackward0(_Generated):
-    __slots__ = ("dim", "index")
-    _saved_tensor_names = ("index",)
+    __slots__ = ("dim", "index", "source", "alpha", "source_dim")
+    _saved_tensor_names = ("index", "source")
+    _saved_values = ("alpha", "dim", "source_dim")
+    _saved_int64 = ("dim", "source_dim")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
             out[0] = grad
-        if self.should_compute_output(1):
-            out[1] = ops.index_select(grad, self.dim, self.index)
+        if self.should_compute_output(1):  # grad.index_select(dim, index).expand_as(source), times alpha
+            g = ops.index_select(grad, self.dim, self.index)
+            if self.source_dim > 0:
+                g = ops.expand(g, self.source._data.shape)
+            out[1] = g if self.alpha == 1 else ops.mul_scalar(g, self.alpha)
 
 
 class IndexBackward0(_Generated):
-    __slots__ = ("key", "self_sym_sizes")
+    """`key` is the numpy key the engine indexes with; `indices` the index tensors as torch saves them (a mask as
+    given, None for a dim indexed whole), a list of saved tensors."""
+
+    __slots__ = ("key", "indices", "self_sym_sizes")
+    _saved_tensor_names = ("indices",)
+    _saved_values = ("self_sym_sizes",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # zeros(self_sizes).index_put_(indices, grad, accumulate=True)
-            out[0] = ops.index_put_accumulate(ops.zeros_of(self.self_sym_sizes, grad), self.key, grad)
+            zeros = ops.zeros_of(self.self_sym_sizes, grad)
+            out[0] = ops.index_put_accumulate(zeros, self.key, grad, self.indices)
 
 
 class IndexPutImplBackward0(_Generated):
-    __slots__ = ("key",)
+    __slots__ = ("key", "indices", "accumulate")
+    _saved_tensor_names = ("indices",)
+    _saved_values = ("accumulate",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):
-            out[1] = ops.index_key(grad, self.key)
+            out[1] = ops.index_key(grad, self.key, self.indices)
         if self.should_compute_output(0):
             out[0] = grad
 
 
 class BmmBackward0(_Generated):
     __slots__ = ("self", "mat2")
-    _saved_tensor_names = ("self", "mat2")
+    _saved_tensor_names = ("mat2", "self")
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):  # self.transpose(1, 2).bmm(grad)
@@ -1134,6 +1250,7 @@ class BmmBackward0(_Generated):
 
 class ReshapeAliasBackward0(_Generated):
     __slots__ = ("self_sym_sizes",)
+    _saved_values = ("self_sym_sizes",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # grad.reshape_symint(self.sym_sizes())
@@ -1141,11 +1258,9 @@ class ReshapeAliasBackward0(_Generated):
 
 
 def _pow_inplace(t, exponent: float):
-    """t.pow_(exponent) on a fresh tensor: PowBackward0, then the clone of the original self it saves."""
-    out = ops.pow(t, exponent)
-    if out.grad_fn is not None:
-        out.grad_fn.self = ops.clone(t)  # generated in-place code: original_self = self.clone() after the node
-    return out
+    """t.pow_(exponent) on a fresh tensor, recorded as generated in-place code does: PowBackward0 takes its seq_nr,
+    then `original_self = self.clone()` (CloneBackward0), and that clone is what the node saves (and packs)."""
+    return ops.with_original_self(t, ops.pow, exponent)
 
 
 # -- views written in place (engine/_views.py) ------------------------------------------------------------
@@ -1153,10 +1268,12 @@ class AsStridedBackward0(_Generated):
     """The grad_fn a view gets when its memory was written in place since its own was set."""
 
     __slots__ = ("size", "stride", "storage_offset", "self_geometry")
+    _saved_values = ("size", "storage_offset", "stride")  # the offset None when not given: the input's own
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = ops.as_strided_backward(grad, self.self_geometry, self.size, self.stride, self.storage_offset)
+            offset = self.self_geometry[2] if self.storage_offset is None else self.storage_offset
+            out[0] = ops.as_strided_backward(grad, self.self_geometry, self.size, self.stride, offset)
 
 
 class CopySlices(Node):

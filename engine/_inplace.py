@@ -22,7 +22,7 @@ from . import _functions as fn
 from . import _observer, _ops, _version, _views
 from ._dispatch import public
 from ._node import _TYPE_NAMES, InputMetadata
-from ._ops._common import broadcast_shape, needs_grad, record
+from ._ops._common import broadcast_shape, needs_grad, record, with_original_self
 from ._ops.pointwise import clamp_entry
 from ._tensor import ERR_ZEROTENSOR_IMMUTABLE, Tensor, gradient_edge, make_tensor
 
@@ -81,13 +81,9 @@ def _arithmetic(compute: Callable[[Tensor, Any], Tensor], saves_self: bool = Fal
             _write(self, compute(self, other, **kwargs)._data)
             return self
         old = _old(self)
-        result = compute(old, other, **kwargs)
-        if saves_self and isinstance(other, Tensor) and other._requires_grad:
-            # PyTorch's original_self: the node saves a clone of self (a CloneBackward0, one more seq_nr),
-            # which create_graph then differentiates through.
-            node = result._grad_fn
-            node.self = _ops.clone(old)
-            node._saved_versions = _version.saved_versions(getattr(node, n, None) for n in node._saved_tensor_names)
+        # PyTorch's original_self: a node that saves self saves a clone of it (a CloneBackward0, one more seq_nr),
+        # which create_graph then differentiates through.
+        result = with_original_self(old, compute, other, **kwargs) if saves_self else compute(old, other, **kwargs)
         return _rebase(self, result)
     return method
 
@@ -238,14 +234,7 @@ def _clamp_inplace(compute: Callable[..., Tensor]) -> Callable[..., Tensor]:
         if not _records(self, tuple(b for b in bounds if isinstance(b, Tensor))):
             _write(self, compute(self, *bounds)._data)
             return self
-        old = _old(self)
-        try:
-            result = compute(old, *bounds)
-        except RuntimeError:  # the kernel's checks come after the node and the clone took their seq_nrs
-            _ops.clone(old)
-            raise
-        _ops.clone(old)  # original_self: its node is made and dropped
-        return _rebase(self, result)
+        return _rebase(self, with_original_self(_old(self), compute, *bounds))
     return method
 
 
@@ -322,10 +311,11 @@ def index_put_(self: Tensor, indices: Any, values: Tensor, accumulate: bool = Fa
     """Write (or, with accumulate, add) `values` at `indices` → IndexPutBackward0."""
     if not isinstance(values, Tensor):
         raise TypeError(f"index_put_(): argument 'values' (position 2) must be Tensor, not {type(values).__name__}")
-    return _index_put(self, _index_key(self, indices), values, accumulate)
+    return _index_put(self, _index_key(self, indices), values, accumulate, tuple(indices))
 
 
-def _index_put(self: Tensor, key: tuple, values: Tensor, accumulate: bool) -> Tensor:
+def _index_put(self: Tensor, key: tuple, values: Tensor, accumulate: bool, indices: tuple) -> Tensor:
+    """`indices`: the index tensors as given (None where a dim is taken whole), which the node saves."""
     from ._ops.index_put import index_put, put_checked
     if not _records(self, (values,)):
         if not self._data.flags.writeable:
@@ -333,7 +323,7 @@ def _index_put(self: Tensor, key: tuple, values: Tensor, accumulate: bool) -> Te
         put_checked(self._data, key, values, accumulate)
         _version.bump_tensor(self)
         return self
-    return _rebase(self, index_put(_old(self), key, values, accumulate))
+    return _rebase(self, index_put(_old(self), key, values, accumulate, indices))
 
 
 @public("__setitem__", tensor=True)
@@ -371,7 +361,12 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
         put_checked(view, adv, value, False)
         _version.bump_tensor(self)
         return
-    _index_put(self, adv, value, False)
+    _index_put(self, adv, value, False, tuple(tensors))
+
+
+def _scalar_mask_index(mask: Tensor) -> Tensor:
+    """The index torch makes of a 0-dim bool mask over the dim of size 1 it adds: [0] for True, [] for False."""
+    return make_tensor(np.zeros(1 if bool(mask._data) else 0, dtype=np.int64), device=mask._device)
 
 
 def _basic_view(self: Tensor, key: Any) -> Tensor:
@@ -455,7 +450,7 @@ def _basic(self: Tensor, key: Any) -> tuple:
         if isinstance(k, Tensor) and k._data.dtype == np.bool_ and k._data.ndim == 0:
             # torch: a 0-dim mask adds a dim of size 1 (as None does) and masks it
             view = view[(slice(None),) * dim + (None,)]
-            positions[dim] = make_tensor(k._data.reshape(1), device=k._device)
+            positions[dim] = _scalar_mask_index(k)
             dim, is_view = dim + 1, True
         elif isinstance(k, Tensor) and (k._data.dtype == np.bool_ or k._data.ndim > 0):
             if k._data.dtype != np.bool_ and k._data.dtype.kind != "i":

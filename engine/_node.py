@@ -37,6 +37,18 @@ class _Anomaly:
 anomaly = _Anomaly()
 
 
+class _Freed:
+    """What a released saved-tensor slot holds (None means the node saved nothing there)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<freed saved tensor>"
+
+
+_FREED = _Freed()
+
+
 _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor", "bool": "BoolTensor"}
 
 
@@ -151,7 +163,13 @@ class Node:
 
     _name: str | None = None
     _saved_tensor_names: tuple[str, ...] = ()
-    """Attributes holding saved tensors; they are freed after the node runs unless retain_graph."""
+    """Attributes holding saved tensors, in the order PyTorch saves them (and calls pack hooks); they are freed
+    after the node runs unless retain_graph. Each reads as `_saved_<name>` and `_raw_saved_<name>`."""
+    _saved_values: tuple[str, ...] = ()
+    """Attributes holding the other saved arguments (sizes, dims, scalars), read as `_saved_<name>` and kept
+    after backward, as PyTorch's generated nodes expose them."""
+    _saved_int64: tuple[str, ...] = ()
+    """Those of `_saved_values` that PyTorch stores as int64 (dims, indices): they read back unsigned."""
 
     def __init__(self, sequence_nr: int | None = None) -> None:
         # Two constructors, as in PyTorch (engine-semantics §1.2): an explicit seq leaves the counter alone.
@@ -242,15 +260,43 @@ class Node:
         return f"<{type(self).__name__} object at {id(self):#x}>"
 
     def __getattr__(self, attr: str) -> Any:
-        # `_saved_self` and friends, as generated nodes expose them.
+        # `_saved_self` and friends, as generated nodes expose them (NOTE [saved tensors] in engine/_saved.py).
         if attr.startswith("_saved_") or attr.startswith("_raw_saved_"):
-            base = attr.split("_saved_", 1)[1]
-            cls = type(self)
-            if base in cls._saved_tensor_names:
-                if self._released:
-                    raise RuntimeError(ERR_BACKWARD_TWICE)
-                return object.__getattribute__(self, base)
+            from . import _saved
+
+            value = _saved.saved_attribute(self, attr)
+            if value is not _saved._MISSING:
+                return value
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+
+    def __dir__(self) -> list[str]:
+        # The saved values are attributes in PyTorch; the engine's bookkeeping under the same prefix is not.
+        cls = type(self)
+        names = [n for n in super().__dir__() if not n.startswith("_saved_")]
+        names += [f"_saved_{n}" for n in cls._saved_tensor_names + cls._saved_values]
+        names += [f"_raw_saved_{n}" for n in cls._saved_tensor_names]
+        return sorted(names)
+
+    def _saved_items(self) -> list[tuple[Any, Any]]:
+        """(key, slot value) of each saved tensor, in saving order; a slot holding a tuple of tensors (index's
+        `indices`) gives one item per element, keyed (name, position)."""
+        items = []
+        for name in self._saved_tensor_names:
+            value = getattr(self, name, None)
+            if type(value) is tuple:
+                items.extend(((name, i), v) for i, v in enumerate(value))
+            else:
+                items.append((name, value))
+        return items
+
+    def _set_saved(self, key: Any, value: Any) -> None:
+        if type(key) is tuple:
+            name, i = key
+            values = list(object.__getattribute__(self, name))
+            values[i] = value
+            object.__setattr__(self, name, tuple(values))
+        else:
+            object.__setattr__(self, key, value)
 
     # -- what the engine uses ---------------------------------------------------------------------
     def set_next_edges(self, edges: list[Edge]) -> None:
@@ -280,20 +326,38 @@ class Node:
         raise NotImplementedError(f"{self.name()} does not implement apply")
 
     def release_variables(self) -> None:
-        """Free saved tensors so a second backward through this node raises (engine-semantics §5.4)."""
+        """Free saved tensors so a second backward through this node raises (engine-semantics §5.4).
+
+        A slot that held a tensor keeps _FREED, so that `_saved_<name>` can tell it from one that saved None.
+        """
         names = self._saved_tensor_names
         if names:
+            if self._saved_versions.__class__ is not tuple and self._saved_versions is not None:
+                from . import _saved
+
+                _saved.release(self)
             for name in names:
-                object.__setattr__(self, name, None)
+                if getattr(self, name, None) is not None:
+                    object.__setattr__(self, name, _FREED)
             self._released = True
 
     def check_saved(self) -> None:
-        """Raise PyTorch's errors for saved tensors: freed (backward twice), or modified in place since."""
+        """Raise PyTorch's errors for saved tensors: freed (backward twice), or modified in place since.
+
+        Off the common path (hooks, NOTE [saved tensors] in engine/_saved.py), unpack them into their slots.
+        """
         if self._released:
             raise RuntimeError(ERR_BACKWARD_TWICE)
-        if self._saved_versions is None or not any_writes():  # no in-place write ever: versions all 0
+        records = self._saved_versions
+        if records is None:
             return
-        for tensor, version, grad_fn, output_nr in self._saved_versions:
+        if records.__class__ is not tuple:
+            from . import _saved
+
+            return _saved.unpack_into_slots(self)
+        if not any_writes():  # no in-place write ever: versions all 0
+            return
+        for tensor, version, grad_fn, output_nr in records:
             now = version_of(tensor._data)
             if now != version:
                 # SavedVariable::unpack names a saved input's grad_fn as it is now (an in-place op since may have

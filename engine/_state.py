@@ -14,6 +14,7 @@ from typing import Any
 NO_DEVICE = -2
 CPU_DEVICE = -1
 UINT64_MAX = 2**64 - 1
+INT64_MAX = 2**63 - 1
 
 
 class _ThreadState(threading.local):
@@ -31,6 +32,13 @@ class _ThreadState(threading.local):
     current_graph_task: Any = None
     current_node: Any = None
     cpu_ready_queue: Any = None
+    # saved_tensors_hooks (engine/_saved.py): the pushed (pack, unpack) pairs, innermost last, and the message of
+    # disable_saved_tensors_hooks while it is in force.
+    saved_hooks: tuple = ()
+    saved_hooks_disabled: str | None = None
+    # A recorded in-place op's old value while its out-of-place form runs (engine/_inplace.py): the node saves a
+    # clone of it instead, made when it is saved, as torch's generated code saves `original_self`.
+    original_self: Any = None
 
 
 tls = _ThreadState()
@@ -38,6 +46,10 @@ tls = _ThreadState()
 inference_seen = False
 """True once some thread entered inference_mode(True): until then no inference tensor exists, and making a
 tensor costs no look-up of the mode."""
+
+
+saved_hooks_seen = False
+"""True once some thread pushed saved-tensor hooks: until then saving a tensor costs no look-up of them."""
 
 
 def peek_sequence_nr() -> int:

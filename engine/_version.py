@@ -65,19 +65,42 @@ def bump(data: np.ndarray) -> None:
         counter[0] += 1
 
 
-def saved_versions(tensors: Any) -> tuple | None:
-    """(tensor, its version, its grad_fn, its output_nr) for each tensor a node saves, or None.
+def saved_versions(tensors: Any) -> Any:
+    """(tensor, its version, its grad_fn, its output_nr) for each tensor a node saves, or None; under
+    saved_tensors_hooks, the tensors packed by the innermost hooks (a SavedRecords, engine/_saved.py).
 
     Raises:
         RuntimeError: a saved tensor is an inference tensor (torch's SavedVariable check).
     """
-    out = tuple((t, version_of(t._data), t.grad_fn, t._output_nr) for t in tensors
-                if getattr(t, "_data", None) is not None)  # tensors only: some saved slots hold numbers
+    out = []
+    for t in tensors:
+        if getattr(t, "_data", None) is not None:
+            out.append((t, version_of(t._data), t.grad_fn, t._output_nr))
+        elif type(t) is tuple:  # a list of saved tensors (index's `indices`); None and numbers are skipped
+            out.extend((e, version_of(e._data), e.grad_fn, e._output_nr) for e in t if e is not None)
+    out = tuple(out)
     if _state.inference_seen:
         for t, *_ in out:
             if t._inference:
                 raise RuntimeError(ERR_INFERENCE_SAVED)
+    if _state.saved_hooks_seen and out and _state.tls.saved_hooks:
+        from ._saved import pack_with_default_hooks  # NOTE [saved tensors]
+
+        return pack_with_default_hooks(out)
     return out or None
+
+
+def node_saved_versions(node: Any) -> Any:
+    """saved_versions() of every saved tensor of `node`, for record(): those packed already by save_inputs()
+    (engine/_ops/_common.py) are kept, and the others, its outputs, are saved after them."""
+    early = node._saved_versions
+    if early is None:
+        records = saved_versions(getattr(node, n, None) for n in node._saved_tensor_names)
+        if records is None or records.__class__ is tuple:
+            return records
+    from ._saved import save_rest  # NOTE [saved tensors]: packed by hooks
+
+    return save_rest(node, early or records)
 
 
 def bump_tensor(t: Any) -> None:

@@ -1,7 +1,8 @@
 """Forward ops: compute with numpy and, when grad mode is on and an input requires grad, record a node.
 
 Each op follows PyTorch's generated code: create the node
-(taking a seq_nr), compute, then attach edges and history. Node names and edge slots are the ones
+(taking a seq_nr) and save its inputs (save_inputs), check and compute, then attach edges and history and save its
+outputs (record). Node names and edge slots are the ones
 PyTorch 2.13 records; tests/engine/test_torch_parity.py compares them with real torch.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ._common import (
                     record,
                     result_dtype,
                     scalar_tensor,
+                    with_original_self,
 )
 from .arith import (
                     add,

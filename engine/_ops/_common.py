@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import builtins
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -12,7 +12,7 @@ from .._layout import tensor_iterator_layout
 from .._node import InputMetadata, Node
 from .._state import tls
 from .._tensor import Tensor, _wrap_dim, gradient_edge, make_tensor
-from .._version import _owner, saved_versions, version_of
+from .._version import _owner, node_saved_versions, version_of
 
 _KIND = {np.dtype(np.bool_): 0, np.dtype(np.int64): 1, np.dtype(np.float32): 2, np.dtype(np.float64): 2}
 
@@ -41,6 +41,41 @@ def collect_next_edges(inputs: Sequence[Tensor | None]) -> list[tuple]:
     return [gradient_edge(t) if t is not None else (None, 0) for t in inputs]
 
 
+def save_inputs(node: Node, **inputs: Any) -> Node:
+    """Save what `node` keeps of the op's inputs (tensors, and the other arguments) right after the node was made,
+    before the op checks its arguments and runs its kernel, as torch's generated code does: under
+    saved_tensors_hooks the tensors are packed now, in `_saved_tensor_names` order, so an op that then fails has
+    packed them too. record() saves the rest (outputs) after the kernel. An in-place op's old value
+    (tls.original_self, engine/_inplace.py) is saved as a clone of it, made here (torch's `original_self`)."""
+    original = tls.original_self
+    if original is not None:
+        tls.original_self = None  # the op's own node takes it; nodes made while cloning do not
+        copy = None
+        for name, value in inputs.items():
+            if value is original:
+                if copy is None:
+                    from .shape import clone
+                    copy = clone(original)
+                inputs[name] = copy
+    for name, value in inputs.items():
+        setattr(node, name, value)
+    if _state.saved_hooks_seen or _state.inference_seen:  # packed, or refused, now
+        from .._saved import save_early
+
+        save_early(node, tuple(inputs))
+    return node
+
+
+def with_original_self(old: Tensor, compute: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Tensor:
+    """compute(old, ...) for an in-place op computed out of place on `old`, the value before the write: its node
+    saves a clone of `old` where it would save `old` (save_inputs())."""
+    tls.original_self = old
+    try:
+        return compute(old, *args, **kwargs)
+    finally:
+        tls.original_self = None
+
+
 def record(node: Node, inputs: Sequence[Tensor | None], out: Tensor) -> Tensor:
     """Attach `node` as `out`'s grad_fn with one edge per input (set_next_edges + set_history)."""
     node.set_next_edges(collect_next_edges(inputs))
@@ -50,7 +85,7 @@ def record(node: Node, inputs: Sequence[Tensor | None], out: Tensor) -> Tensor:
         out._view.attr_version = version_of(out._data)
     out._requires_grad = True
     if node._saved_tensor_names:  # what backward will check: the saved tensors' versions now
-        node._saved_versions = saved_versions(getattr(node, name, None) for name in node._saved_tensor_names)
+        node._saved_versions = node_saved_versions(node)
     if _observer.observers:
         _observer.notify("node_created", node)
     return out
@@ -276,6 +311,6 @@ def record_outputs(node: Node, inputs: Sequence[Tensor | None], outs: Sequence[T
     for i, o in enumerate(outs):
         o.grad_fn, o._output_nr, o._requires_grad = node, i, True
     if node._saved_tensor_names:
-        node._saved_versions = saved_versions(getattr(node, name, None) for name in node._saved_tensor_names)
+        node._saved_versions = node_saved_versions(node)
     if _observer.observers:
         _observer.notify("node_created", node)

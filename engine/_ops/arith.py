@@ -18,6 +18,7 @@ from ._common import (
     needs_grad,
     record,
     result_device,
+    save_inputs,
     scalar_tensor,
 )
 
@@ -64,23 +65,21 @@ def mul(a: Any, b: Any) -> Tensor:
     """a * b → MulBackward0."""
     a, b = _pair(a, b)
     node = fn.MulBackward0() if needs_grad(a, b) else None
+    if node is not None:  # each saved only when needed for the other input's grad, as the generated code does
+        save_inputs(node, self=a if b._requires_grad else None, other=b if a._requires_grad else None)
     out = _out(_binary(np.multiply, a, b), result_device(a, b))
     if a._zerotensor or b._zerotensor:  # torch: a product with a ZeroTensor is one
         out._zerotensor = True
     if node is not None:
-        # Saved only when needed for the other input's grad, as the generated code does.
-        node.self = a if b._requires_grad else None
-        node.other = b if a._requires_grad else None
         record(node, (a, b), out)
     return out
 
 
 def mul_scalar(a: Tensor, s: float) -> Tensor:
     """a * s for a C++ double inside a derivative formula → MulBackward1 (one slot)."""
-    node = fn.MulBackward1() if needs_grad(a) else None
+    node = save_inputs(fn.MulBackward1(), other=s) if needs_grad(a) else None
     out = _out(_binary(np.multiply, a, scalar_tensor(s, a)), a)
     if node is not None:
-        node.other = s
         record(node, (a,), out)
     return out
 
@@ -88,26 +87,24 @@ def mul_scalar(a: Tensor, s: float) -> Tensor:
 def div(a: Any, b: Any) -> Tensor:
     """a / b (true division) → DivBackward0."""
     a, b = _pair(a, b)
-    node = fn.DivBackward0() if needs_grad(a, b) else None
+    node = save_inputs(fn.DivBackward0(), self=a if b._requires_grad else None, other=b) if needs_grad(a, b) \
+        else None
     with np.errstate(divide="ignore", invalid="ignore"):
         data = _binary(np.true_divide, a, b, float_only=True)
     out = _out(data, result_device(a, b))
     if a._zerotensor:  # torch: a ZeroTensor divided is one
         out._zerotensor = True
     if node is not None:
-        node.self = a if b._requires_grad else None
-        node.other = b
         record(node, (a, b), out)
     return out
 
 
 def div_scalar(a: Tensor, s: float) -> Tensor:
     """a / s inside a derivative formula → DivBackward1."""
-    node = fn.DivBackward1() if needs_grad(a) else None
+    node = save_inputs(fn.DivBackward1(), other=s) if needs_grad(a) else None
     with np.errstate(divide="ignore", invalid="ignore"):
         out = _out(_binary(np.true_divide, a, scalar_tensor(s, a), float_only=True), a)
     if node is not None:
-        node.other = s
         record(node, (a,), out)
     return out
 
@@ -171,34 +168,32 @@ def pow(a: Any, exponent: Any) -> Tensor:  # noqa: A001 - PyTorch's name
 
 
 def _pow_scalar_exp(a: Tensor, exponent: float) -> Tensor:
-    node = fn.PowBackward0() if needs_grad(a) else None
+    node = save_inputs(fn.PowBackward0(), self=a, exponent=exponent) if needs_grad(a) else None
     e = scalar_tensor(exponent, a)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = _out(_binary(np.power, a, e), a)
     if node is not None:
-        node.self = a
-        node.exponent = exponent
         record(node, (a,), out)
     return out
 
 
 def _pow_tensor(a: Tensor, e: Tensor) -> Tensor:
-    node = fn.PowBackward1() if needs_grad(a, e) else None
+    node = save_inputs(fn.PowBackward1(), self=a, exponent=e) if needs_grad(a, e) else None
     with np.errstate(divide="ignore", invalid="ignore"):
         out = _out(_binary(np.power, a, e), a)
     if node is not None:
-        node.self, node.exponent, node.result = a, e, out
+        node.result = out
         record(node, (a, e), out)
     return out
 
 
 def _pow_scalar_base(base: float, e: Tensor) -> Tensor:
-    node = fn.PowBackward2() if needs_grad(e) else None
+    node = save_inputs(fn.PowBackward2(), self=base, exponent=e) if needs_grad(e) else None
     b = scalar_tensor(base, e)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         out = _out(_binary(np.power, b, e, float_only=e._data.dtype.kind == "f"), e)
     if node is not None:
-        node.self, node.exponent, node.result = base, e, out
+        node.result = out
         record(node, (e,), out)
     return out
 

@@ -4,19 +4,17 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _functions as fn
-from .._tensor import Tensor, make_tensor
-from ._common import _out, needs_grad, record
+from .._tensor import Tensor, _wrap_dim, make_tensor
+from ._common import _out, needs_grad, record, save_inputs
 from .reduce import sum
 from .shape import view
 
 
 def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor) -> Tensor:
-    node = node_cls() if needs_grad(*inputs) else None
+    node = save_inputs(node_cls(), **saved) if needs_grad(*inputs) else None
     with np.errstate(all="ignore"):
         out = _out(np_fn(), like)
     if node is not None:
-        for k, v in saved.items():
-            setattr(node, k, v)
         record(node, inputs, out)
     return out
 
@@ -73,9 +71,9 @@ def mse_loss_backward(grad: Tensor, self: Tensor, target: Tensor, reduction: int
 
 def select_backward(grad: Tensor, sizes: tuple, dim: int, index: int) -> Tensor:
     """Scatter `grad` into zeros of `sizes` at `index` along `dim` → SelectBackwardBackward0."""
-    def compute() -> np.ndarray:
+    def compute() -> np.ndarray:  # dim and index come as the forward got them (maybe negative)
         res = np.zeros(sizes, dtype=grad._data.dtype)
-        res[(slice(None),) * dim + (index,)] = grad._data
+        res[(slice(None),) * _wrap_dim(dim, len(sizes)) + (index,)] = grad._data
         return res
 
     return _binary_node(fn.SelectBackwardBackward0, compute, (grad,), {"dim": dim, "index": index}, grad)
@@ -83,9 +81,9 @@ def select_backward(grad: Tensor, sizes: tuple, dim: int, index: int) -> Tensor:
 
 def slice_backward(grad: Tensor, sizes: tuple, dim: int, start: int, end: int, step: int) -> Tensor:
     """Place `grad` into zeros of `sizes` at the slice → SliceBackwardBackward0."""
-    def compute() -> np.ndarray:
+    def compute() -> np.ndarray:  # the slice's arguments as given (negative, or INT64_MAX for an open end)
         res = np.zeros(sizes, dtype=grad._data.dtype)
-        res[(slice(None),) * dim + (slice(start, end, step),)] = grad._data
+        res[(slice(None),) * _wrap_dim(dim, len(sizes)) + (slice(start, end, step),)] = grad._data
         return res
 
     return _binary_node(fn.SliceBackwardBackward0, compute, (grad,),

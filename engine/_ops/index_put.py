@@ -11,18 +11,22 @@ import numpy as np
 
 from .._functions import _Generated
 from .._tensor import Tensor, make_tensor
-from ._common import _out, needs_grad, record
+from ._common import _out, needs_grad, record, save_inputs
 from .shape import _check_index, index
 
 
 class IndexPutBackward0(_Generated):
-    __slots__ = ("key", "accumulate")
+    """`key` is the numpy key; `indices` the index tensors as torch saves them (see IndexBackward0)."""
+
+    __slots__ = ("key", "indices", "accumulate")
+    _saved_tensor_names = ("indices",)
+    _saved_values = ("accumulate",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = grad if self.accumulate else index_put(grad, self.key, _zeros_values(grad), False)
+            out[0] = grad if self.accumulate else index_put(grad, self.key, _zeros_values(grad), False, self.indices)
         if self.should_compute_output(1):
-            out[1] = index(grad, self.key)
+            out[1] = index(grad, self.key, self.indices)
 
 
 def _zeros_values(grad: Tensor) -> Tensor:
@@ -82,14 +86,14 @@ def put_checked(dst: np.ndarray, key: tuple, values: Tensor, accumulate: bool) -
     put(dst, key, values._data, accumulate)
 
 
-def index_put(a: Tensor, key: tuple, values: Tensor, accumulate: bool) -> Tensor:
-    """a.index_put(indices, values, accumulate) out of place → IndexPutBackward0."""
-    node = IndexPutBackward0() if needs_grad(a, values) else None
+def index_put(a: Tensor, key: tuple, values: Tensor, accumulate: bool, indices: tuple) -> Tensor:
+    """a.index_put(indices, values, accumulate) out of place → IndexPutBackward0 (`key`: `indices` for numpy)."""
+    node = save_inputs(IndexPutBackward0(), key=key, indices=indices, accumulate=accumulate) \
+        if needs_grad(a, values) else None
     check_index_put(a._data, key, values)
     data = a._data.copy()
     put(data, key, values._data, accumulate)
     out = _out(data, a)
     if node is not None:
-        node.key, node.accumulate = key, accumulate
         record(node, (a, values), out)
     return out

@@ -7,7 +7,7 @@ from .. import _functions as fn
 from .._dispatch import public
 from .._tensor import Tensor
 from .._version import bump
-from ._common import _out, _strides, binary_operator, check_same_device, needs_grad, record
+from ._common import _out, _strides, binary_operator, check_same_device, needs_grad, record, save_inputs
 from .shape import _mt, _unsafe_view, contiguous, expand, reshape, squeeze, squeeze_dims, t, unsqueeze, view
 
 
@@ -15,6 +15,11 @@ from .shape import _mt, _unsafe_view, contiguous, expand, reshape, squeeze, sque
 def mm(a: Tensor, b: Tensor) -> Tensor:
     """Matrix product of two 2-D tensors → MmBackward0."""
     node = fn.MmBackward0() if needs_grad(a, b) else None
+    if node is not None:
+        # torch keeps an operand's strides only when its own grad is needed (its formula reads them).
+        save_inputs(node, self=a if b._requires_grad else None, mat2=b if a._requires_grad else None,
+                    self_sym_sizes=a._data.shape, self_sym_strides=_strides(a) if a._requires_grad else (),
+                    mat2_sym_sizes=b._data.shape, mat2_sym_strides=_strides(b) if b._requires_grad else ())
     if a._data.ndim != 2:
         raise RuntimeError("self must be a matrix")
     if b._data.ndim != 2:
@@ -27,10 +32,6 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
     _check_same_dtype(a, b, "expected m1 and m2 to have the same dtype")
     out = _out(a._data @ b._data, a)
     if node is not None:
-        node.self = a if b._requires_grad else None
-        node.mat2 = b if a._requires_grad else None
-        node.self_sym_sizes, node.self_sym_strides = a._data.shape, _strides(a)
-        node.mat2_sym_sizes, node.mat2_sym_strides = b._data.shape, _strides(b)
         record(node, (a, b), out)
     return out
 
@@ -50,6 +51,8 @@ def _check_same_dtype(a: Tensor, b: Tensor, msg: str) -> None:
 def dot(a: Tensor, b: Tensor) -> Tensor:
     """Inner product of two 1-D tensors → DotBackward0."""
     node = fn.DotBackward0() if needs_grad(a, b) else None
+    if node is not None:
+        save_inputs(node, self=a if b._requires_grad else None, tensor=b if a._requires_grad else None)
     if a._data.ndim != 1 or b._data.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {a._data.ndim}D and {b._data.ndim}D tensors")
     if a._data.shape[0] != b._data.shape[0]:
@@ -63,8 +66,6 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
                            f"{_dtype_name(b)}")
     out = _out(np.dot(a._data, b._data), a)
     if node is not None:
-        node.self = a if b._requires_grad else None
-        node.tensor = b if a._requires_grad else None
         record(node, (a, b), out)
     return out
 
@@ -73,6 +74,8 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
 def mv(a: Tensor, v: Tensor) -> Tensor:
     """Matrix-vector product → MvBackward0."""
     node = fn.MvBackward0() if needs_grad(a, v) else None
+    if node is not None:
+        save_inputs(node, self=a if v._requires_grad else None, vec=v if a._requires_grad else None)
     if a._data.ndim != 2 or v._data.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a._data.ndim}, {v._data.ndim}")
     if a._data.shape[1] != v._data.shape[0]:
@@ -84,8 +87,6 @@ def mv(a: Tensor, v: Tensor) -> Tensor:
                            f"{_dtype_name(a)}, and {_dtype_name(v)}")
     out = _out(a._data @ v._data, a)
     if node is not None:
-        node.self = a if v._requires_grad else None
-        node.vec = v if a._requires_grad else None
         record(node, (a, v), out)
     return out
 
@@ -214,6 +215,8 @@ def _batch_mismatch(sa: tuple, sb: tuple) -> tuple[int, int, int]:
 def bmm(a: Tensor, b: Tensor) -> Tensor:
     """Batched matrix product of two 3-D tensors → BmmBackward0."""
     node = fn.BmmBackward0() if needs_grad(a, b) else None
+    if node is not None:
+        save_inputs(node, self=a if b._requires_grad else None, mat2=b if a._requires_grad else None)
     if a._data.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
     if b._data.ndim != 3:
@@ -226,8 +229,6 @@ def bmm(a: Tensor, b: Tensor) -> Tensor:
         raise RuntimeError(f"expected scalar type {_dtype_name(a)} but found {_dtype_name(b)}")
     out = _out(np.matmul(a._data, b._data), a)
     if node is not None:
-        node.self = a if b._requires_grad else None
-        node.mat2 = b if a._requires_grad else None
         record(node, (a, b), out)
     return out
 
@@ -236,6 +237,11 @@ def bmm(a: Tensor, b: Tensor) -> Tensor:
 def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: float = 1) -> Tensor:
     """beta * bias + alpha * (mat1 @ mat2) → AddmmBackward0 with edges (bias, mat1, mat2)."""
     node = fn.AddmmBackward0() if needs_grad(bias, mat1, mat2) else None
+    if node is not None:  # strides as in mm
+        save_inputs(node, mat1=mat1 if mat2._requires_grad else None, mat2=mat2 if mat1._requires_grad else None,
+                    alpha=alpha, beta=beta, mat1_sym_sizes=mat1._data.shape,
+                    mat1_sym_strides=_strides(mat1) if mat1._requires_grad else (), mat2_sym_sizes=mat2._data.shape,
+                    mat2_sym_strides=_strides(mat2) if mat2._requires_grad else ())
     if mat1._data.ndim != 2 or mat2._data.ndim != 2:
         raise RuntimeError("mat1 must be a matrix, got %d-D tensor" % mat1._data.ndim)
     if mat1._data.shape[1] != mat2._data.shape[0]:
@@ -251,11 +257,6 @@ def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: floa
     data = beta * bias._data + alpha * prod if (beta != 1 or alpha != 1) else bias._data + prod
     out = _out(np.broadcast_to(data, prod.shape).astype(prod.dtype), mat1)
     if node is not None:
-        node.mat1 = mat1 if mat2._requires_grad else None
-        node.mat2 = mat2 if mat1._requires_grad else None
-        node.alpha, node.beta = alpha, beta
-        node.mat1_sym_sizes, node.mat1_sym_strides = mat1._data.shape, _strides(mat1)
-        node.mat2_sym_sizes, node.mat2_sym_strides = mat2._data.shape, _strides(mat2)
         record(node, (bias, mat1, mat2), out)
     return out
 

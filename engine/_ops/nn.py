@@ -22,6 +22,7 @@ from ._common import (
     needs_grad,
     record,
     result_dtype,
+    save_inputs,
     scalar_tensor,
 )
 from .shape import expand, to
@@ -35,8 +36,8 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
     a, b = _pair(a, b) if isinstance(a, Tensor) or isinstance(b, Tensor) else _pair(
         scalar_tensor(a, condition), b)
     device = common_device(condition, a, b)
-    node = fn.WhereBackward0() if needs_grad(a, b) else None  # the kernel's checks come after it
-    if condition._data.dtype != np.bool_:
+    node = save_inputs(fn.WhereBackward0(), condition=condition) if needs_grad(a, b) else None
+    if condition._data.dtype != np.bool_:  # the kernel's check: the node took its seq_nr and saved condition
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
                            f"{_dtype_title(condition)}")
     dt = result_dtype(a, b)
@@ -44,7 +45,6 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
     data = np.where(condition._data, a._data, b._data).astype(dt, copy=False).reshape(shape)
     out = _out(tensor_iterator_layout(data, (condition._data, a._data, b._data)), device)  # torch's strides
     if node is not None:
-        node.condition = condition
         record(node, (a, b), out)
     return out
 
@@ -57,16 +57,14 @@ def masked_fill(a: Tensor, mask: Tensor, value: Any) -> Tensor:
                            f"{value._data.ndim} dimension(s).")
     common_device(a, mask)
     if isinstance(value, Tensor):
-        node = fn.MaskedFillBackward1() if needs_grad(a, value) else None
+        node = save_inputs(fn.MaskedFillBackward1(), mask=mask) if needs_grad(a, value) else None
         out = _out(np.where(mask._data, value._data.astype(a._data.dtype), a._data), a)
         if node is not None:
-            node.mask = mask
             record(node, (a, value), out)
         return out
-    node = fn.MaskedFillBackward0() if needs_grad(a) else None
+    node = save_inputs(fn.MaskedFillBackward0(), mask=mask) if needs_grad(a) else None
     out = _out(np.where(mask._data, np.asarray(value, dtype=a._data.dtype), a._data), a)
     if node is not None:
-        node.mask = mask
         record(node, (a,), out)
     return out
 
@@ -94,7 +92,7 @@ def _softmax_like(np_fn, node_cls, a: Tensor, dim: int, dtype: Any) -> Tensor:
     d = _wrap_dim(dim, a._data.ndim)
     out = _out(np_fn(_float_data(a), d), a)
     if node is not None:
-        node.dim, node.result = d, out
+        node.dim, node.result = dim, out  # the dim as given
         record(node, (a,), out)
     return out
 
@@ -143,11 +141,11 @@ def mse_loss(a: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
         a = expand(a, *shape)
     if target._data.shape != shape:
         target = expand(target, *shape)
-    node = fn.MseLossBackward0() if needs_grad(a, target) else None
+    node = save_inputs(fn.MseLossBackward0(), self=a, target=target, reduction=_REDUCTIONS[reduction]) \
+        if needs_grad(a, target) else None
     diff = np.square(a._data - target._data)
     data = diff if reduction == "none" else (diff.mean() if reduction == "mean" else diff.sum())
     out = _out(_arr(data).astype(result_dtype(a, target), copy=False), device)
     if node is not None:
-        node.self, node.target, node.reduction = a, target, _REDUCTIONS[reduction]
         record(node, (a, target), out)
     return out

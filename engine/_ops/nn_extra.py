@@ -21,7 +21,7 @@ from .._dtype import from_numpy_dtype
 from .._functions import _Generated
 from .._node import UNDEFINED_INPUT, InputMetadata
 from .._tensor import Tensor, make_tensor
-from .._version import saved_versions
+from .._version import node_saved_versions
 from ._common import (
     _float_data,
     _out,
@@ -31,13 +31,15 @@ from ._common import (
     needs_grad,
     record,
     result_dtype,
+    save_inputs,
+    with_original_self,
 )
 from .arith import add, add_scalar, compare, div, div_scalar, mul, mul_scalar, neg, sub
 from .nn import _REDUCTIONS, log_softmax, masked_fill
 from .pointwise import abs as abs_
 from .pointwise import sigmoid
 from .reduce import mean, sum
-from .shape import clone, expand, view
+from .shape import expand, view
 
 _SQRT_2 = math.sqrt(2.0)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -68,7 +70,7 @@ def _record_many(node: Any, inputs: tuple, outs: list) -> None:
         if o is not None:
             o.grad_fn, o._output_nr, o._requires_grad = node, i, True
     if node._saved_tensor_names:
-        node._saved_versions = saved_versions(getattr(node, n, None) for n in node._saved_tensor_names)
+        node._saved_versions = node_saved_versions(node)
     if _observer.observers:
         _observer.notify("node_created", node)
 
@@ -100,6 +102,7 @@ def _check_approximate(approximate: str) -> None:
 class GeluBackward0(_Generated):
     __slots__ = ("self", "approximate")
     _saved_tensor_names = ("self",)
+    _saved_values = ("approximate",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -109,6 +112,7 @@ class GeluBackward0(_Generated):
 class GeluBackwardBackward0(_Generated):
     __slots__ = ("grad_output", "self", "approximate")
     _saved_tensor_names = ("grad_output", "self")
+    _saved_values = ("approximate",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -122,24 +126,24 @@ class GeluBackwardBackward0(_Generated):
 
 def gelu(a: Tensor, approximate: str = "none") -> Tensor:
     """GELU, exact (erf) or tanh-approximated → GeluBackward0."""
-    node = GeluBackward0() if needs_grad(a) else None  # takes its seq_nr before the kernel's checks
+    # Takes its seq_nr, and saves self, before the kernel's checks.
+    node = save_inputs(GeluBackward0(), self=a, approximate=approximate) if needs_grad(a) else None
     _check_approximate(approximate)
     if a._data.dtype.kind != "f":
         raise NotImplementedError(f"\"GeluKernelImpl\" not implemented for '{_title(a)}'")
     out = _out(_gelu_parts(a._data, approximate)[0].astype(a._data.dtype), a)
     if node is not None:
-        node.self, node.approximate = a, approximate
         record(node, (a,), out)
     return out
 
 
 def gelu_backward(grad: Tensor, self: Tensor, approximate: str) -> Tensor:
     """grad * gelu'(self) → GeluBackwardBackward0 (slots grad_output, self)."""
-    node = GeluBackwardBackward0() if needs_grad(grad, self) else None
+    node = save_inputs(GeluBackwardBackward0(), grad_output=grad, self=self, approximate=approximate) \
+        if needs_grad(grad, self) else None
     d1 = _gelu_parts(self._data, approximate)[1]
     out = _out((grad._data * d1).astype(self._data.dtype), self)
     if node is not None:
-        node.grad_output, node.self, node.approximate = grad, self, approximate
         record(node, (grad, self), out)
     return out
 
@@ -155,7 +159,9 @@ def _shape_list(shape: tuple) -> str:
 
 class NativeLayerNormBackward0(_Generated):
     __slots__ = ("input", "normalized_shape", "weight", "bias", "result1", "result2")
-    _saved_tensor_names = ("input", "weight", "bias", "result1", "result2")
+    _saved_tensor_names = ("bias", "input", "weight", "result1", "result2")  # inputs by name, then outputs
+    _saved_values = ("normalized_shape",)
+    _saved_int64 = ("normalized_shape",)
 
     def formulas(self, grad, out):
         mask = [self.should_compute_output(i) for i in range(3)]
@@ -170,6 +176,8 @@ class NativeLayerNormBackward0(_Generated):
 class NativeLayerNormBackwardBackward0(_Generated):
     __slots__ = ("grad_out", "input", "mean", "rstd", "weight", "normalized_shape")
     _saved_tensor_names = ("grad_out", "input", "mean", "rstd", "weight")
+    _saved_values = ("normalized_shape",)
+    _saved_int64 = ("normalized_shape",)
 
     def apply(self, grads: list) -> list:
         self.check_saved()
@@ -195,8 +203,10 @@ def _ln_axes(a: Tensor, normalized_shape: tuple) -> tuple[int, ...]:
 def layer_norm(a: Tensor, normalized_shape: Any, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """Normalise over the last dims → NativeLayerNormBackward0 with slots (input, weight, bias)."""
-    node = NativeLayerNormBackward0() if needs_grad(a, weight, bias) else None  # before the kernel's checks
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
+    # Made, and saving its inputs, before the kernel's checks.
+    node = save_inputs(NativeLayerNormBackward0(), input=a, normalized_shape=ns, weight=weight, bias=bias) \
+        if needs_grad(a, weight, bias) else None
     shape = a._data.shape
     if len(ns) == 0 or len(shape) < len(ns) or tuple(shape[len(shape) - len(ns):]) != ns:
         raise RuntimeError(f"Given normalized_shape={_shape_list(ns)}, expected input with shape "
@@ -220,7 +230,6 @@ def layer_norm(a: Tensor, normalized_shape: Any, weight: Tensor | None = None, b
         y = y + bias._data
     out = _out(y.astype(x.dtype), a)
     if node is not None:
-        node.input, node.normalized_shape, node.weight, node.bias = a, ns, weight, bias
         node.result1 = _out(mu.astype(x.dtype), a)
         node.result2 = _out(rstd.astype(x.dtype), a)
         record(node, (a, weight, bias), out)
@@ -230,7 +239,8 @@ def layer_norm(a: Tensor, normalized_shape: Any, weight: Tensor | None = None, b
 def native_layer_norm_backward(grad: Tensor, a: Tensor, ns: tuple, mu: Tensor, rstd: Tensor,
                                weight: Tensor | None, bias: Tensor | None, mask: list) -> list:
     """(grad_input, grad_weight, grad_bias), each None unless asked for → NativeLayerNormBackwardBackward0."""
-    node = NativeLayerNormBackwardBackward0() if needs_grad(grad, a, weight) else None
+    node = save_inputs(NativeLayerNormBackwardBackward0(), grad_out=grad, input=a, mean=mu, rstd=rstd, weight=weight,
+                       normalized_shape=ns) if needs_grad(grad, a, weight) else None
     axes = _ln_axes(a, ns)
     batch = tuple(range(a._data.ndim - len(ns)))
     x, g, r = a._data, grad._data, rstd._data
@@ -246,8 +256,6 @@ def native_layer_norm_backward(grad: Tensor, a: Tensor, ns: tuple, mu: Tensor, r
     if mask[2] and bias is not None:
         res[2] = _out(np.asarray(g.sum(axis=batch)).astype(x.dtype), a)
     if node is not None:
-        node.grad_out, node.input, node.mean, node.rstd = grad, a, mu, rstd
-        node.weight, node.normalized_shape = weight, ns
         _record_many(node, (grad, a, None, None, weight, bias), res)
     return res
 
@@ -285,17 +293,21 @@ def _layer_norm_double_backward(node: NativeLayerNormBackwardBackward0, grads: l
 
 # -- embedding ------------------------------------------------------------------------------------------
 class EmbeddingBackward0(_Generated):
-    __slots__ = ("indices", "weight_sym_size_0", "padding_idx")
+    __slots__ = ("indices", "weight_sym_argsize_0", "padding_idx", "scale_grad_by_freq", "sparse")
     _saved_tensor_names = ("indices",)
+    _saved_values = ("padding_idx", "scale_grad_by_freq", "sparse", "weight_sym_argsize_0")
+    _saved_int64 = ("padding_idx",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
-            out[0] = embedding_dense_backward(grad, self.indices, self.weight_sym_size_0, self.padding_idx)
+            out[0] = embedding_dense_backward(grad, self.indices, self.weight_sym_argsize_0, self.padding_idx)
 
 
 class EmbeddingDenseBackwardBackward0(_Generated):
     __slots__ = ("indices", "padding_idx")
     _saved_tensor_names = ("indices",)
+    _saved_values = ("padding_idx",)
+    _saved_int64 = ("padding_idx",)
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -310,7 +322,9 @@ def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1) -> Tensor:
     """weight[indices] → EmbeddingBackward0 (one slot: weight)."""
     if weight._data.ndim != 2:
         raise RuntimeError("'weight' must be 2-D")
-    node = EmbeddingBackward0() if needs_grad(weight) else None  # before the kernel's checks
+    # Made, and saving indices, before the kernel's checks.
+    node = save_inputs(EmbeddingBackward0(), indices=indices, weight_sym_argsize_0=weight._data.shape[0],
+                       padding_idx=padding_idx, scale_grad_by_freq=False, sparse=False) if needs_grad(weight) else None
     if indices._data.dtype != np.int64:
         raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
                            f"Long, Int; but got {_legacy(indices)} instead (while checking arguments for embedding)")
@@ -320,7 +334,6 @@ def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1) -> Tensor:
         raise IndexError("index out of range in self")
     out = _out(weight._data[idx], weight)
     if node is not None:
-        node.indices, node.weight_sym_size_0, node.padding_idx = indices, num, padding_idx
         record(node, (weight,), out)
     return out
 
@@ -331,7 +344,8 @@ def _legacy(t: Tensor) -> str:
 
 def embedding_dense_backward(grad: Tensor, indices: Tensor, num_weights: int, padding_idx: int) -> Tensor:
     """Sum grad rows into a (num_weights, dim) zero matrix → EmbeddingDenseBackwardBackward0."""
-    node = EmbeddingDenseBackwardBackward0() if needs_grad(grad) else None
+    node = save_inputs(EmbeddingDenseBackwardBackward0(), indices=indices, padding_idx=padding_idx) \
+        if needs_grad(grad) else None
     dim = grad._data.shape[-1]
     idx = indices._data.reshape(-1)
     rows = grad._data.reshape(-1, dim)
@@ -340,7 +354,6 @@ def embedding_dense_backward(grad: Tensor, indices: Tensor, num_weights: int, pa
     np.add.at(res, idx[keep], rows[keep])
     out = _out(res, grad)
     if node is not None:
-        node.indices, node.padding_idx = indices, padding_idx
         record(node, (grad,), out)
     return out
 
@@ -366,6 +379,8 @@ def dropout(a: Tensor, p: float, train: bool, rng: Any) -> Tensor:
 class NllLossBackward0(_Generated):
     __slots__ = ("self", "target", "weight", "reduction", "ignore_index", "total_weight")
     _saved_tensor_names = ("self", "target", "weight", "total_weight")
+    _saved_values = ("ignore_index", "reduction")
+    _saved_int64 = ("ignore_index", "reduction")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -376,6 +391,8 @@ class NllLossBackward0(_Generated):
 class NllLossBackwardBackward0(_Generated):
     __slots__ = ("target", "weight", "reduction", "ignore_index", "self")
     _saved_tensor_names = ("target", "weight")
+    _saved_values = ("ignore_index", "reduction")
+    _saved_int64 = ("ignore_index", "reduction")
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):
@@ -442,13 +459,15 @@ def nll_loss(a: Tensor, target: Tensor, reduction: int = 1, ignore_index: int = 
     NllLossBackward0 (one slot: self; the weights have no grad)."""
     _nll_check(a, target)
     _not_differentiable("nll_loss_forward", "weight", weight)
-    node = NllLossBackward0() if needs_grad(a) else None
+    node = save_inputs(NllLossBackward0(), self=a, target=target, weight=weight, reduction=reduction,
+                       ignore_index=ignore_index) if needs_grad(a) else None
     _nll_kernel_check(a, target, weight)
     x, t, keep, w = _nll_rows(a, target, ignore_index, weight)
     picked = np.where(keep, -x[np.arange(len(t)), np.where(keep, t, 0)] * w, 0).astype(x.dtype)
     total = np.asarray(w.sum(), dtype=x.dtype)
     if reduction == 0 and a._data.ndim == 2:
         data = picked
+        total = np.zeros((), dtype=x.dtype)  # the unreduced kernel leaves total_weight at 0
     elif reduction == 2 or reduction == 0:
         data = picked.sum()
     else:
@@ -456,8 +475,7 @@ def nll_loss(a: Tensor, target: Tensor, reduction: int = 1, ignore_index: int = 
             data = picked.sum() / total
     out = _out(np.asarray(data, dtype=x.dtype), a)
     if node is not None:
-        node.self, node.target, node.reduction, node.ignore_index = a, target, reduction, ignore_index
-        node.weight, node.total_weight = weight, _out(total, a)
+        node.total_weight = _out(total, a)
         record(node, (a,), out)
     return out
 
@@ -465,7 +483,8 @@ def nll_loss(a: Tensor, target: Tensor, reduction: int = 1, ignore_index: int = 
 def nll_loss_backward(grad: Tensor, a: Tensor, target: Tensor, reduction: int, ignore_index: int,
                       total_weight: Tensor, weight: Tensor | None = None) -> Tensor:
     """Scatter -grad * weight at the targets → NllLossBackwardBackward0 (slots grad_output, self)."""
-    node = NllLossBackwardBackward0() if needs_grad(grad, a) else None
+    node = save_inputs(NllLossBackwardBackward0(), target=target, weight=weight, reduction=reduction,
+                       ignore_index=ignore_index) if needs_grad(grad, a) else None
     x, t, keep, w = _nll_rows(a, target, ignore_index, weight)
     g = grad._data
     rows = np.arange(len(t))
@@ -478,7 +497,6 @@ def nll_loss_backward(grad: Tensor, a: Tensor, target: Tensor, reduction: int, i
     res[rows[keep], t[keep]] = -(scale * w)[keep]
     out = _out(res.reshape(a._data.shape), a)
     if node is not None:
-        node.target, node.weight, node.reduction, node.ignore_index = target, weight, reduction, ignore_index
         record(node, (grad, a), out)
     return out
 
@@ -532,7 +550,9 @@ def _smooth_loss(logp: Tensor, target: Tensor, reduction: int, ignore_index: int
 
 class BinaryCrossEntropyWithLogitsBackward0(_Generated):
     __slots__ = ("self", "target", "weight", "pos_weight", "reduction")
-    _saved_tensor_names = ("self", "target", "weight", "pos_weight")
+    _saved_tensor_names = ("pos_weight", "self", "target", "weight")  # by name, as torch's generated code
+    _saved_values = ("reduction",)
+    _saved_int64 = ("reduction",)
 
     def formulas(self, grad, out):
         x, t, pw = self.self, self.target, self.pos_weight
@@ -546,9 +566,7 @@ class BinaryCrossEntropyWithLogitsBackward0(_Generated):
         if self.should_compute_output(1):  # ..._target_backward
             if pw is not None:  # (log_sigmoid(-self) - log_sigmoid(self) * pos_weight) * grad, in place in torch:
                 diff = sub(log_sigmoid(neg(x)), mul(log_sigmoid(x), pw))
-                g = mul(diff, grad)
-                if grad._requires_grad:  # mul_ keeps a clone of its self for grad's own grad (one more seq_nr)
-                    clone(diff)
+                g = with_original_self(diff, mul, grad)  # mul_ saves a clone of its self for grad's own grad
             else:  # -self * grad
                 g = mul(neg(x), grad)
             out[1] = self._weighted(g, t)
@@ -567,7 +585,9 @@ def binary_cross_entropy_with_logits(a: Tensor, target: Tensor, reduction: int =
         raise ValueError(f"Target size ({target.shape}) must be the same as input size ({a.shape})")
     _not_differentiable("binary_cross_entropy_with_logits", "weight", weight)
     _not_differentiable("binary_cross_entropy_with_logits", "pos_weight", pos_weight)
-    node = BinaryCrossEntropyWithLogitsBackward0() if needs_grad(a, target) else None  # before the kernel
+    # Made, and saving its inputs, before the kernel's checks.
+    node = save_inputs(BinaryCrossEntropyWithLogitsBackward0(), self=a, target=target, weight=weight,
+                       pos_weight=pos_weight, reduction=reduction) if needs_grad(a, target) else None
     dt = result_dtype(a, target)
     if target._data.dtype.kind != "f":
         raise RuntimeError(f"result type {_title(make_tensor(np.zeros((), dt)))} can't be cast to the desired "
@@ -585,8 +605,6 @@ def binary_cross_entropy_with_logits(a: Tensor, target: Tensor, reduction: int =
     data = loss if reduction == 0 else (loss.mean() if reduction == 1 else loss.sum())
     out = _out(np.asarray(data).astype(dt), a)
     if node is not None:
-        node.self, node.target, node.reduction = a, target, reduction
-        node.weight, node.pos_weight = weight, pos_weight
         record(node, (a, target), out)
     return out
 
@@ -614,8 +632,8 @@ class LogSigmoidBackward0(_Generated):
 
 class LogSigmoidBackwardBackward0(_Generated):
     """Second order of log_sigmoid, in numpy: a third-order graph through it is refused."""
-    __slots__ = ("self", "grad_output")
-    _saved_tensor_names = ("self", "grad_output")
+    __slots__ = ("buffer", "grad_output", "self")
+    _saved_tensor_names = ("buffer", "grad_output", "self")
 
     def formulas(self, grad, out):
         _no_third_order("log_sigmoid_backward", grad, self.self, self.grad_output)
@@ -630,22 +648,22 @@ class LogSigmoidBackwardBackward0(_Generated):
 @public("logsigmoid", functional=True)
 def log_sigmoid(a: Tensor) -> Tensor:
     """log(sigmoid(a)), computed stably → LogSigmoidBackward0."""
-    node = LogSigmoidBackward0() if needs_grad(a) else None
+    node = save_inputs(LogSigmoidBackward0(), self=a) if needs_grad(a) else None
     x = _float_data(a)
     out = _out((-np.logaddexp(0.0, -x)).astype(x.dtype), a)
     if node is not None:
-        node.self, node.buffer = a, _out(np.exp(-np.abs(x)).astype(x.dtype), a)
+        node.buffer = _out(np.exp(-np.abs(x)).astype(x.dtype), a)
         record(node, (a,), out)
     return out
 
 
 def log_sigmoid_backward(grad: Tensor, a: Tensor, buffer: Tensor) -> Tensor:
     """grad * sigmoid(-a) → LogSigmoidBackwardBackward0 (slots grad_output, self)."""
-    node = LogSigmoidBackwardBackward0() if needs_grad(grad, a) else None
+    node = save_inputs(LogSigmoidBackwardBackward0(), buffer=buffer, grad_output=grad, self=a) \
+        if needs_grad(grad, a) else None
     x = a._data
     out = _out((grad._data / (1.0 + np.exp(x))).astype(np.result_type(grad._data, x)), grad)
     if node is not None:
-        node.self, node.grad_output = a, grad
         record(node, (grad, a), out)
     return out
 

@@ -9,15 +9,27 @@ from .. import _functions as fn
 from .._args import invalid_combination
 from .._dispatch import public
 from .._tensor import Tensor
-from ._common import _arr, _float_data, _out, broadcast_shape, common_device, needs_grad, record, result_dtype_of
+from ._common import (
+    _arr,
+    _float_data,
+    _out,
+    broadcast_shape,
+    common_device,
+    needs_grad,
+    record,
+    result_dtype_of,
+    save_inputs,
+)
 
 
 def _unary(np_fn, node_cls, a: Tensor, save: str) -> Tensor:
-    node = node_cls() if needs_grad(a) else None
+    """An elementwise op whose node saves its input (`save` "self") or its output ("result")."""
+    node = (save_inputs(node_cls(), self=a) if save == "self" else node_cls()) if needs_grad(a) else None
     with np.errstate(all="ignore"):
         out = _out(np_fn(_float_data(a)), a)
     if node is not None:
-        setattr(node, save, a if save == "self" else out)
+        if save == "result":
+            node.result = out
         record(node, (a,), out)
     return out
 
@@ -82,10 +94,9 @@ def sqrt(a: Tensor) -> Tensor:
 @public("abs", torch=True, tensor=("abs", "__abs__"))
 def abs(a: Tensor) -> Tensor:  # noqa: A001 - PyTorch's name
     """Absolute value → AbsBackward0."""
-    node = fn.AbsBackward0() if needs_grad(a) else None
+    node = save_inputs(fn.AbsBackward0(), self=a) if needs_grad(a) else None
     out = _out(np.abs(a._data), a)
     if node is not None:
-        node.self = a
         record(node, (a,), out)
     return out
 
@@ -93,10 +104,11 @@ def abs(a: Tensor) -> Tensor:  # noqa: A001 - PyTorch's name
 @public("sgn", torch=True, tensor=True)
 def sgn(a: Tensor) -> Tensor:
     """Sign → SgnBackward0."""
-    node = fn.SgnBackward0() if needs_grad(a) else None
+    # self and result are saved for the complex case of sgn_backward, as torch always does
+    node = save_inputs(fn.SgnBackward0(), self=a) if needs_grad(a) else None
     out = _out(np.sign(a._data), a)
     if node is not None:
-        node.self, node.result = a, out
+        node.result = out
         record(node, (a,), out)
     return out
 
@@ -145,12 +157,12 @@ def clamp(a: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 
     """Limit to [min, max]: numbers → ClampBackward1, tensors (broadcast, promoted) → ClampBackward0."""
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         return _clamp_tensors(a, min, max)
-    node = fn.ClampBackward1() if needs_grad(a) else None  # taken before the check, as in torch
+    # Made and saving before the check, as in torch.
+    node = save_inputs(fn.ClampBackward1(), self=a, min=min, max=max) if needs_grad(a) else None
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     out = _out(_clamp_data(a, min, max), a)
     if node is not None:
-        node.self, node.min, node.max = a, min, max
         record(node, (a,), out)
     return out
 
@@ -160,7 +172,9 @@ def _clamp_tensors(a: Tensor, lo: Tensor | None, hi: Tensor | None, node_cls: ty
     promotion; a NaN anywhere gives NaN. The node is made first, so a shape error still takes its seq_nr."""
     node_cls = node_cls or fn.ClampBackward0
     bounds = [b for b in (lo, hi) if b is not None]
-    node = node_cls() if needs_grad(a, *bounds) else None
+    named = {"min": lo} if node_cls is fn.ClampMinBackward1 else {"max": hi} if node_cls is fn.ClampMaxBackward1 \
+        else {"min": lo, "max": hi}  # the node's bound slots
+    node = save_inputs(node_cls(), self=a, **named) if needs_grad(a, *bounds) else None
     device = common_device(a, *bounds)
     shape = broadcast_shape(a, *bounds)
     dt = result_dtype_of(a, *bounds)
@@ -171,15 +185,7 @@ def _clamp_tensors(a: Tensor, lo: Tensor | None, hi: Tensor | None, node_cls: ty
         data = np.minimum(data, hi._data.astype(dt, copy=False))
     out = _out(np.broadcast_to(data, shape).astype(dt), device)
     if node is not None:
-        node.self = a
-        inputs = [a]
-        if node_cls is not fn.ClampMaxBackward1:
-            node.min = lo
-            inputs.append(lo)
-        if node_cls is not fn.ClampMinBackward1:
-            node.max = hi
-            inputs.append(hi)
-        record(node, inputs, out)
+        record(node, (a, *named.values()), out)
     return out
 
 
@@ -187,10 +193,9 @@ def clamp_min(a: Tensor, min: Any) -> Tensor:  # noqa: A002
     """max(a, min): a number → ClampMinBackward0, a tensor → ClampMinBackward1."""
     if isinstance(min, Tensor):
         return _clamp_tensors(a, min, None, fn.ClampMinBackward1)
-    node = fn.ClampMinBackward0() if needs_grad(a) else None
+    node = save_inputs(fn.ClampMinBackward0(), self=a, min=min) if needs_grad(a) else None
     out = _out(_clamp_data(a, min, None), a)
     if node is not None:
-        node.self, node.min = a, min
         record(node, (a,), out)
     return out
 
@@ -199,10 +204,9 @@ def clamp_max(a: Tensor, max: Any) -> Tensor:  # noqa: A002
     """min(a, max): a number → ClampMaxBackward0, a tensor → ClampMaxBackward1."""
     if isinstance(max, Tensor):
         return _clamp_tensors(a, None, max, fn.ClampMaxBackward1)
-    node = fn.ClampMaxBackward0() if needs_grad(a) else None
+    node = save_inputs(fn.ClampMaxBackward0(), self=a, max=max) if needs_grad(a) else None
     out = _out(_clamp_data(a, None, max), a)
     if node is not None:
-        node.self, node.max = a, max
         record(node, (a,), out)
     return out
 

@@ -13,7 +13,7 @@ from .._args import reduction_dim
 from .._dispatch import public
 from .._dtype import as_dtype
 from .._tensor import Tensor, _wrap_dim
-from ._common import _binary, _dims, _dtype_title, _out, needs_grad, record
+from ._common import _binary, _dims, _dtype_title, _out, needs_grad, record, save_inputs
 from .shape import to
 
 MaxResult = namedtuple("max", ["values", "indices"])
@@ -39,7 +39,7 @@ def sum(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
                        dtype=np.int64 if a._data.dtype.kind in "bi" else None)
     out = _reduced(data, a)
     if node is not None:
-        node.self_sym_sizes, node.dim, node.keepdim = a._data.shape, dims, keepdim
+        node.self_sym_sizes, node.dim, node.keepdim = a._data.shape, _given_dims(dim), keepdim
         record(node, (a,), out)
     return _maybe_cast(out, dtype)
 
@@ -60,6 +60,11 @@ def _reduced(data: Any, like: Tensor) -> Tensor:
     """A reduction's result: contiguous, as torch allocates it (numpy keeps the input's dim order)."""
     data = np.asarray(data)
     return _out(data if data.flags.c_contiguous else data.copy(order="C"), like)
+
+
+def _given_dims(dim: Any) -> tuple[int, ...]:
+    """A reduction's dims as the node saves them: as given (order, sign, repeats kept), as a tuple."""
+    return (int(dim),) if isinstance(dim, int) else tuple(int(d) for d in dim)
 
 
 def _maybe_cast(t: Tensor, dtype: Any) -> Tensor:
@@ -88,7 +93,8 @@ def mean(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -
     with np.errstate(invalid="ignore"):
         out = _reduced(a._data.mean(axis=dims if a._data.ndim else None, keepdims=keepdim, dtype=a._data.dtype), a)
     if node is not None:
-        node.self_sym_sizes, node.dim, node.keepdim = a._data.shape, dims, keepdim
+        node.self_sym_sizes, node.dim, node.keepdim = a._data.shape, _given_dims(dim), keepdim
+        node.self_sym_numel = a._data.size
         record(node, (a,), out)
     return out
 
@@ -115,10 +121,10 @@ def _extreme(a: Tensor, dim: Any, keepdim: bool, which: str) -> Any:
         if a._data.size == 0:
             raise RuntimeError(f"{which}(): Expected reduction dim to be specified for input.numel() == 0. "
                                "Specify the reduction dim with the 'dim' argument.")
-        node = (fn.MaxBackward1() if is_max else fn.MinBackward1()) if needs_grad(a) else None
+        node = save_inputs(fn.MaxBackward1() if is_max else fn.MinBackward1(), self=a) if needs_grad(a) else None
         out = _out(a._data.max() if is_max else a._data.min(), a)
         if node is not None:
-            node.self, node.result = a, out
+            node.result = out
             record(node, (a,), out)
         return out
     node = (fn.MaxBackward0() if is_max else fn.MinBackward0()) if needs_grad(a) else None
@@ -135,7 +141,7 @@ def _extreme(a: Tensor, dim: Any, keepdim: bool, which: str) -> Any:
     out = _reduced(values, a)
     indices = _reduced(idx.astype(np.int64), a)
     if node is not None:
-        node.dim, node.keepdim, node.indices, node.self_sym_sizes = d, keepdim, indices, a._data.shape
+        node.dim, node.keepdim, node.indices, node.self_sym_sizes = dim, keepdim, indices, a._data.shape
         record(node, (a,), out)
     return (MaxResult if is_max else MinResult)(out, indices)
 
@@ -153,10 +159,9 @@ def maximum(a: Tensor, b: Tensor) -> Tensor:
         bad = b if isinstance(a, Tensor) else a
         raise TypeError(f"maximum(): argument '{'other' if isinstance(a, Tensor) else 'input'}' (position "
                         f"{2 if isinstance(a, Tensor) else 1}) must be Tensor, not {type(bad).__name__}")
-    node = fn.MaximumBackward0() if needs_grad(a, b) else None
+    node = save_inputs(fn.MaximumBackward0(), self=a, other=b) if needs_grad(a, b) else None
     out = _out(_binary(np.maximum, a, b), a)
     if node is not None:
-        node.self, node.other = a, b
         record(node, (a, b), out)
     return out
 
@@ -178,19 +183,30 @@ def _arg_index(find: Any, a: Tensor, dim: int | None, keepdim: bool) -> Tensor:
     return _out(res.astype(np.int64), a)
 
 
-def _correction(unbiased: Any, correction: Any) -> float:
+def _correction(dim: Any, unbiased: Any, correction: Any) -> Any:
+    """The correction as var/std's node saves it: as given, else 1 or 0 from `unbiased` (torch's overloads with
+    a dim or `unbiased` turn it into one), else None (meaning 1) when only the tensor was given."""
     if correction is not None:
-        return float(correction)
-    return 1.0 if unbiased is None or unbiased else 0.0
+        return correction
+    if unbiased is None and dim is None:
+        return None
+    return int(unbiased is None or bool(unbiased))
+
+
+def correction_value(correction: Any) -> float:
+    """The number a saved correction stands for."""
+    return 1.0 if correction is None else float(correction)
 
 
 def _var_args(a: Tensor, dim: Any, unbiased: Any, correction: Any) -> tuple:
+    """(wrapped dims or None, dims as given or None, correction as saved)."""
     if isinstance(dim, bool):  # var(unbiased) positional, as torch's overload
         dim, unbiased = None, dim
     if a._data.dtype.kind != "f":
         raise RuntimeError("std and var only support floating point and complex dtypes")
-    dims = None if dim is None else _dims(dim, a._data.ndim)
-    return dims, _correction(unbiased, correction)
+    if dim is None:
+        return None, None, _correction(dim, unbiased, correction)
+    return _dims(dim, a._data.ndim), _given_dims(dim), _correction(dim, unbiased, correction)
 
 
 def _var_data(a: Tensor, dims: Any, corr: float, keepdim: bool) -> np.ndarray:
@@ -208,11 +224,11 @@ def _var_data(a: Tensor, dims: Any, corr: float, keepdim: bool) -> np.ndarray:
 def var(a: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
         correction: Any = None) -> Tensor:
     """Variance with Bessel's correction by default → VarBackward0."""
-    dims, corr = _var_args(a, dim, unbiased, correction)
-    node = fn.VarBackward0() if needs_grad(a) else None
-    out = _reduced(_var_data(a, dims, corr, keepdim), a)
+    dims, given, corr = _var_args(a, dim, unbiased, correction)
+    node = save_inputs(fn.VarBackward0(), self=a, dim=given, correction=corr, keepdim=keepdim) if needs_grad(a) \
+        else None
+    out = _reduced(_var_data(a, dims, correction_value(corr), keepdim), a)
     if node is not None:
-        node.self, node.dim, node.correction, node.keepdim = a, dims, corr, keepdim
         record(node, (a,), out)
     return out
 
@@ -221,11 +237,12 @@ def var(a: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False,
 def std(a: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
         correction: Any = None) -> Tensor:
     """Standard deviation with Bessel's correction by default → StdBackward0."""
-    dims, corr = _var_args(a, dim, unbiased, correction)
-    node = fn.StdBackward0() if needs_grad(a) else None
-    out = _reduced(np.sqrt(_var_data(a, dims, corr, keepdim)), a)
+    dims, given, corr = _var_args(a, dim, unbiased, correction)
+    node = save_inputs(fn.StdBackward0(), self=a, dim=given, correction=corr, keepdim=keepdim) if needs_grad(a) \
+        else None
+    out = _reduced(np.sqrt(_var_data(a, dims, correction_value(corr), keepdim)), a)
     if node is not None:
-        node.self, node.dim, node.correction, node.keepdim, node.result = a, dims, corr, keepdim, out
+        node.result = out
         record(node, (a,), out)
     return out
 
@@ -235,7 +252,7 @@ def logsumexp(a: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     """log(sum(exp(a), dim)), computed stably → LogsumexpBackward0."""
     if a._data.dtype.kind != "f":
         a = to(a, np.float32)
-    node = fn.LogsumexpBackward0() if needs_grad(a) else None
+    node = save_inputs(fn.LogsumexpBackward0(), self=a, keepdim=keepdim) if needs_grad(a) else None
     dims = _dims(dim, a._data.ndim)
     axis = dims if a._data.ndim else None
     with np.errstate(all="ignore"):
@@ -246,7 +263,7 @@ def logsumexp(a: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
         res = res.squeeze(axis)
     out = _out(np.asarray(res, dtype=a._data.dtype).reshape(res.shape if a._data.ndim else ()), a)
     if node is not None:
-        node.self, node.dim, node.keepdim, node.result = a, dims, keepdim, out
+        node.dim, node.result = _given_dims(dim), out
         record(node, (a,), out)
     return out
 
@@ -289,7 +306,8 @@ def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False,
             isinstance(dim, (tuple, list)) and builtins.all(isinstance(d, int) for d in dim)):
         raise TypeError(f"linalg_vector_norm(): argument 'dim' (position 3) must be tuple of ints, not "
                         f"{type(dim).__name__}")
-    node = fn.LinalgVectorNormBackward0() if needs_grad(x) else None  # the checks below come after it
+    # Made, and saving x, before the checks below, as in torch; ord and dim as given (dim None or (): every dim).
+    node = save_inputs(fn.LinalgVectorNormBackward0(), self=x, ord=ord, keepdim=keepdim) if needs_grad(x) else None
     data = _norm_input(x, dtype)
     dims = _norm_dims(x, dim)
     p = float(ord)
@@ -299,8 +317,7 @@ def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False,
         res = _norm_np(np.abs(data), p, axis, keepdim)
     out = _reduced(np.asarray(res, dtype=data.dtype), x)
     if node is not None:
-        node.self, node.ord, node.keepdim, node.result = x, p, keepdim, out
-        node.dim = () if dim is None or (not isinstance(dim, int) and len(dim) == 0) else dims  # (): every dim
+        node.result, node.dim = out, None if dim is None else _given_dims(dim)
         record(node, (x,), out)
     return out
 

@@ -8,7 +8,7 @@ import numpy as np
 from .. import _functions as fn
 from .._dispatch import public
 from .._tensor import Tensor, _wrap_dim, make_tensor
-from ._common import _out, needs_grad, record
+from ._common import _out, needs_grad, record, save_inputs
 
 
 def _put(dst: np.ndarray, dim: int, index: np.ndarray, values: np.ndarray, add: bool) -> None:
@@ -32,18 +32,17 @@ def scatter(a: Tensor, dim: int, index: Tensor, src: Any) -> Tensor:
     """Write `src` (a tensor: ScatterBackward0, or a number: ScatterBackward1) at `index` along `dim`."""
     d = _wrap_dim(dim, a._data.ndim)
     if isinstance(src, Tensor):
-        node = fn.ScatterBackward0() if needs_grad(a, src) else None
+        node = save_inputs(fn.ScatterBackward0(), dim=dim, index=index) if needs_grad(a, src) else None
         data = a._data.copy()
         _put(data, d, index._data, src._data, add=False)
         inputs = (a, src)
     else:
-        node = fn.ScatterBackward1() if needs_grad(a) else None
+        node = save_inputs(fn.ScatterBackward1(), dim=dim, index=index) if needs_grad(a) else None
         data = a._data.copy()
         _put(data, d, index._data, np.asarray(src, dtype=a._data.dtype), add=False)
         inputs = (a,)
     out = _out(data, a)
     if node is not None:
-        node.dim, node.index = d, index
         record(node, inputs, out)
     return out
 
@@ -51,12 +50,11 @@ def scatter(a: Tensor, dim: int, index: Tensor, src: Any) -> Tensor:
 def scatter_add(a: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """Add `src` into `a` at `index` along `dim` → ScatterAddBackward0."""
     d = _wrap_dim(dim, a._data.ndim)
-    node = fn.ScatterAddBackward0() if needs_grad(a, src) else None
+    node = save_inputs(fn.ScatterAddBackward0(), dim=dim, index=index) if needs_grad(a, src) else None
     data = a._data.copy()
     _put(data, d, index._data, src._data, add=True)
     out = _out(data, a)
     if node is not None:
-        node.dim, node.index = d, index
         record(node, (a, src), out)
     return out
 
@@ -65,7 +63,9 @@ def scatter_add(a: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 def gather(a: Tensor, dim: int, index: Tensor) -> Tensor:
     """Read `a` at `index` along `dim` → GatherBackward0."""
     d = _wrap_dim(dim, a._data.ndim)
-    node = fn.GatherBackward0() if needs_grad(a) else None
+    # torch's gather saves self (for its sizes) and the dim as given
+    node = save_inputs(fn.GatherBackward0(), dim=dim, index=index, self=a, sparse_grad=False) if needs_grad(a) \
+        else None
     if index._data.dtype != np.int64:
         raise RuntimeError("gather(): Expected dtype int64 for index")
     if index._data.ndim != a._data.ndim and a._data.ndim:
@@ -73,7 +73,6 @@ def gather(a: Tensor, dim: int, index: Tensor) -> Tensor:
     data = a._data.copy() if a._data.ndim == 0 else np.take_along_axis(a._data, index._data, d)
     out = _out(data, a)
     if node is not None:
-        node.dim, node.index, node.self_sym_sizes = d, index, a._data.shape
         record(node, (a,), out)
     return out
 

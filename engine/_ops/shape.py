@@ -11,10 +11,11 @@ from .._args import int_arg, size_arg
 from .._dispatch import public
 from .._dtype import as_dtype, bool_, float32, float64, int64
 from .._node import Node
+from .._state import INT64_MAX
 from .._tensor import Tensor, _wrap_dim, make_tensor
 from .._version import version_of
 from .._views import creation_meta_now, geometry, mark_view, strided_data
-from ._common import _out, check_same_device, legacy_type_name, needs_grad, record, record_outputs
+from ._common import _out, check_same_device, legacy_type_name, needs_grad, record, record_outputs, save_inputs
 
 
 def _view_out(data: np.ndarray, a: Tensor, multi_output: bool = False) -> Tensor:
@@ -34,10 +35,11 @@ def as_strided(a: Tensor, size: Sequence[int], stride: Sequence[int], storage_of
     size, stride = tuple(int(n) for n in size), tuple(int(st) for st in stride)
     if len(size) != len(stride):
         raise RuntimeError("mismatch in length of strides and shape")
-    offset = geometry(a, base)[2] if storage_offset is None else int(storage_offset)
+    given = None if storage_offset is None else int(storage_offset)
+    offset = geometry(a, base)[2] if given is None else given
     out = _view_out(strided_data(base._data, size, stride, offset), a)
     if node is not None:
-        node.size, node.stride, node.storage_offset = size, stride, offset
+        node.size, node.stride, node.storage_offset = size, stride, given  # the offset as given (None: a's own)
         node.self_geometry = geometry(a, base)
         record(node, (a,), out)
     return out
@@ -63,10 +65,10 @@ def permute(a: Tensor, dims: Sequence[int]) -> Tensor:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
                            f"length of the desired ordering of dimensions i.e. input.dim() = {nd} is not equal "
                            f"to len(dims) = {len(dims)}")
-    dims = tuple(_wrap_dim(d, nd) for d in dims)
-    out = _view_out(np.transpose(a._data, dims), a)
+    given = tuple(int(d) for d in dims)
+    out = _view_out(np.transpose(a._data, tuple(_wrap_dim(d, nd) for d in given)), a)
     if node is not None:
-        node.dims = dims
+        node.dims = given  # as given: the node saves the argument (`_saved_dims`), not the wrapped dims
         record(node, (a,), out)
     return out
 
@@ -76,11 +78,11 @@ def transpose(a: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap two dims → TransposeBackward0."""
     node = fn.TransposeBackward0() if needs_grad(a) else None
     nd = a._data.ndim
-    d0 = _wrap_dim(int_arg("transpose", "dim0", 1, dim0), nd)
-    d1 = _wrap_dim(int_arg("transpose", "dim1", 2, dim1), nd)
+    dim0, dim1 = int_arg("transpose", "dim0", 1, dim0), int_arg("transpose", "dim1", 2, dim1)
+    d0, d1 = _wrap_dim(dim0, nd), _wrap_dim(dim1, nd)
     out = _view_out(np.swapaxes(a._data, d0, d1) if nd else a._data, a)
     if node is not None:
-        node.dim0, node.dim1 = d0, d1
+        node.dim0, node.dim1 = dim0, dim1
         record(node, (a,), out)
     return out
 
@@ -103,13 +105,68 @@ def _infer_shape(shape: Sequence[int], numel: int) -> tuple[int, ...]:
 
 
 def _as_view(data: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
-    """A view of `data` with `shape`, or None when the strides do not allow one (torch's view rule)."""
+    """A view of `data` with `shape`, or None when the strides do not allow one (torch's view rule). A size-1 dim,
+    whose stride numpy picks freely, gets torch's (see _view_strides): saved strides (mm's) read it."""
     v = data.view()
     try:
         v.shape = shape
     except AttributeError:
         return None
+    if 1 in shape and data.ndim and v.size:
+        item = data.itemsize
+        strides = _view_strides(data.shape, tuple(s // item for s in data.strides), shape)
+        if strides is not None and tuple(s * item for s in strides) != v.strides:
+            v = _restrided(v, strides)
     return v
+
+
+def _unsqueezed(data: np.ndarray, d: int) -> np.ndarray:
+    """`data` with a size-1 dim at `d`, the others keeping their strides (numpy may change those of size-1 dims),
+    the new one torch's: the next dim's size times its stride (1 last)."""
+    v = np.expand_dims(data, d)
+    if v.size:
+        strides = [s // data.itemsize for s in data.strides]
+        strides.insert(d, strides[d] * data.shape[d] if d < data.ndim else 1)
+        if tuple(s * data.itemsize for s in strides) != v.strides:
+            v = _restrided(v, tuple(strides))
+    return v
+
+
+def _view_strides(old_shape: tuple, old_strides: tuple, shape: tuple) -> tuple | None:
+    """The element strides torch gives a view of a tensor (`old_shape`, `old_strides`) as `shape`, or None.
+
+    The old dims are taken from the last in runs that are contiguous with each other (a size-1 dim never ends a
+    run); each run is viewed as a run of new dims with the run's innermost stride as unit, and a new size-1 dim
+    met at the start of a run takes the stride the run has reached there."""
+    new = [0] * len(shape)
+    d = len(shape) - 1
+    unit, run, done = old_strides[-1], 1, 1  # stride unit of the run, its elements, elements placed so far
+    for i in range(len(old_shape) - 1, -1, -1):
+        run *= old_shape[i]
+        if i and (old_shape[i - 1] == 1 or old_strides[i - 1] == run * unit):
+            continue  # the run goes on into dim i - 1
+        while d >= 0 and (done < run or shape[d] == 1):
+            new[d] = done * unit
+            done *= shape[d]
+            d -= 1
+        if done != run:
+            return None
+        if i:
+            unit, run, done = old_strides[i - 1], 1, 1
+    return tuple(new) if d == -1 else None
+
+
+def _restrided(v: np.ndarray, strides: tuple) -> np.ndarray:
+    """`v` with other element strides (differing only on size-1 dims), still a view of the same memory."""
+    owner = v
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    start = v.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    out = np.ndarray(v.shape, dtype=v.dtype, buffer=owner, offset=start,
+                     strides=tuple(s * v.itemsize for s in strides))
+    if not v.flags.writeable:
+        out.flags.writeable = False
+    return out
 
 
 @public("view", tensor=True)
@@ -191,18 +248,17 @@ def flatten(a: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 def unsqueeze(a: Tensor, dim: int) -> Tensor:
     """Insert a size-1 dim → UnsqueezeBackward0."""
     node = fn.UnsqueezeBackward0() if needs_grad(a) else None
-    d = _wrap_dim(int_arg("unsqueeze", "dim", 1, dim), a._data.ndim + 1)
-    out = _view_out(np.expand_dims(a._data, d), a)
+    dim = int_arg("unsqueeze", "dim", 1, dim)
+    out = _view_out(_unsqueezed(a._data, _wrap_dim(dim, a._data.ndim + 1)), a)
     if node is not None:
-        node.dim = d
+        node.dim = dim
         record(node, (a,), out)
     return out
 
 
 @public("squeeze", torch=True, tensor=True)
 def squeeze(a: Tensor, dim: Any = None) -> Tensor:
-    """Drop size-1 dims: all (SqueezeBackward0), or one (SqueezeBackward1)."""
-    nd = a._data.ndim
+    """Drop size-1 dims: all (SqueezeBackward0), one (SqueezeBackward1) or a tuple of them (SqueezeBackward2)."""
     if dim is None:
         node = fn.SqueezeBackward0() if needs_grad(a) else None
         out = _view_out(np.squeeze(a._data), a)
@@ -211,27 +267,26 @@ def squeeze(a: Tensor, dim: Any = None) -> Tensor:
             record(node, (a,), out)
         return out
     if isinstance(dim, (tuple, list)):
-        return squeeze_dims(a, tuple(dim))
-    node = fn.SqueezeBackward1() if needs_grad(a) else None
-    d = _wrap_dim(dim, nd)
-    data = np.squeeze(a._data, d) if nd and a._data.shape[d] == 1 else a._data.view()
-    out = _view_out(data, a)
-    if node is not None:
-        node.self_sym_sizes, node.dim = a._data.shape, d
-        record(node, (a,), out)
-    return out
+        return _squeeze(a, fn.SqueezeBackward2, tuple(int(d) for d in dim))
+    return _squeeze(a, fn.SqueezeBackward1, dim)
 
 
 def squeeze_dims(a: Tensor, dims: tuple[int, ...]) -> Tensor:
-    """The in-place squeeze_(dims) of matmul's 1-D @ 2-D path, on a fresh tensor → SqueezeBackward4."""
+    """The in-place squeeze_(dim) of matmul's 1-D @ 2-D path, on a fresh tensor → SqueezeBackward4."""
+    return _squeeze(a, fn.SqueezeBackward4, dims[0] if len(dims) == 1 else dims)
+
+
+def _squeeze(a: Tensor, node_cls: type, dim: Any) -> Tensor:
+    """Drop the size-1 dims among `dim` (an int or a tuple, kept as given on the node)."""
     nd = a._data.ndim
-    node = fn.SqueezeBackward4() if needs_grad(a) else None
-    ds = tuple(sorted({_wrap_dim(d, nd) for d in dims}))
-    keep = tuple(d for d in ds if a._data.shape[d] == 1)
-    # squeeze_ on a fresh tensor, in place: the result is that tensor, not a view of it
-    out = _out(np.squeeze(a._data, keep) if keep else a._data.view(), a)
+    node = node_cls() if needs_grad(a) else None
+    dims = (dim,) if isinstance(dim, int) else dim
+    keep = tuple(sorted({d for d in (_wrap_dim(d, nd) for d in dims) if nd and a._data.shape[d] == 1}))
+    data = np.squeeze(a._data, keep) if keep else a._data.view()
+    # squeeze_ (SqueezeBackward4) changes a fresh tensor in place: its result is that tensor, not a view
+    out = _out(data, a) if node_cls is fn.SqueezeBackward4 else _view_out(data, a)
     if node is not None:
-        node.self_sym_sizes, node.dim = a._data.shape, ds
+        node.self_sym_sizes, node.dim = a._data.shape, dim
         record(node, (a,), out)
     return out
 
@@ -280,7 +335,7 @@ def select(a: Tensor, dim: int, index: int) -> Tensor:
     i = index + size if index < 0 else index
     out = _view_out(a._data[(slice(None),) * d + (i, Ellipsis)], a)
     if node is not None:
-        node.self_sym_sizes, node.dim, node.index = a._data.shape, d, i
+        node.self_sym_sizes, node.dim, node.index = a._data.shape, dim, index  # as given
         record(node, (a,), out)
     return out
 
@@ -295,8 +350,10 @@ def slice_(a: Tensor, dim: int, start: int | None, end: int | None, step: int = 
     e = builtins.max(e, s)
     node = fn.SliceBackward0() if needs_grad(a) else None
     out = _view_out(a._data[(slice(None),) * d + (slice(s, e, step),)], a)
-    if node is not None:
-        node.self_sym_sizes, node.dim, node.start, node.end, node.step = a._data.shape, d, s, e, step
+    if node is not None:  # the arguments as given; an open end is INT64_MAX, an open start 0, as torch's slice
+        node.self_sym_sizes, node.dim, node.step = a._data.shape, dim, step
+        node.start = 0 if start is None else start
+        node.end = INT64_MAX if end is None else end
         record(node, (a,), out)
     return out
 
@@ -321,14 +378,20 @@ def getitem(a: Tensor, key: Any) -> Tensor:
         raise IndexError(f"too many indices for tensor of dimension {a._data.ndim}")
     out, dim = a, 0
     advanced: dict[int, np.ndarray] = {}  # dim of the result of the basic indexing -> index array
+    indices: list = []  # the index tensors as torch passes them to index (and its node saves): None elsewhere
+    masks: list = []  # (mask, dim): checked by index, after its node saved them
     for k in key:
         if isinstance(k, Tensor) and k._data.dtype == np.bool_ and k._data.ndim == 0:
             out = unsqueeze(out, dim)  # torch: a 0-dim mask adds a dim of size 1 and masks it (0 or 1 rows)
-            advanced[dim] = np.nonzero(k._data.reshape(1))[0]
+            indices.extend([None] * (dim + 1 - len(indices)))
+            indices[dim] = make_tensor(np.zeros(1 if bool(k._data) else 0, dtype=np.int64), device=k._device)
+            advanced[dim] = indices[dim]._data  # [0] for True, [] for False, as torch's index
             dim += 1
         elif isinstance(k, Tensor) and (k._data.dtype == np.bool_ or k._data.ndim > 0):
+            indices.extend([None] * (dim + 1 - len(indices)))
+            indices[dim] = k
             if k._data.dtype == np.bool_:
-                _check_mask(out, k, dim)
+                masks.append((k, dim))
                 for j, idx in enumerate(np.nonzero(k._data)):  # a mask is its nonzero() indices
                     advanced[dim + j] = idx
                 dim += k._data.ndim
@@ -360,7 +423,8 @@ def getitem(a: Tensor, key: Any) -> Tensor:
             raise NotImplementedError(
                 f"engine supports indexing with ints, slices, None and ...; got {type(k).__name__}")
     if advanced:
-        return index(out, tuple(advanced.get(d, slice(None)) for d in range(builtins.max(advanced) + 1)))
+        key = tuple(advanced.get(d, slice(None)) for d in range(builtins.max(advanced) + 1))
+        return index(out, key, tuple(indices), masks)
     if out is a:
         out = alias(a)
     return out
@@ -377,8 +441,6 @@ def _check_mask(a: Tensor, mask: Tensor, dim: int) -> None:
     for j, n in enumerate(mask._data.shape):
         size = a._data.shape[dim + j]
         if n != size:
-            if needs_grad(a):
-                fn.IndexBackward0()  # torch's index node takes its seq_nr before the check fails
             raise IndexError(f"The shape of the mask {list(mask._data.shape)} at index {j} does not match the shape "
                              f"of the indexed tensor {list(a._data.shape)} at index {dim + j}")
 
@@ -396,30 +458,34 @@ def _check_index(a: Tensor, key: tuple) -> None:
                 raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {d} with size {size}")
 
 
-def index(a: Tensor, key: tuple) -> Tensor:
-    """Advanced indexing with index arrays (None-padded by full slices) → IndexBackward0."""
-    node = fn.IndexBackward0() if needs_grad(a) else None
+def index(a: Tensor, key: tuple, indices: tuple, masks: Sequence[tuple] = ()) -> Tensor:
+    """Advanced indexing with index arrays (None-padded by full slices) → IndexBackward0, which saves `indices`
+    (the index tensors as torch has them: bool masks as given, None where a dim is taken whole). The kernel's
+    checks come after: `masks` (mask, dim) must match the shape they index, and indices be in range."""
+    node = save_inputs(fn.IndexBackward0(), key=key, indices=indices, self_sym_sizes=a._data.shape) \
+        if needs_grad(a) else None
+    for mask, dim in masks:
+        _check_mask(a, mask, dim)
     _check_index(a, key)
     out = _out(a._data[key], a)
     if node is not None:
-        node.key, node.self_sym_sizes = key, a._data.shape
         record(node, (a,), out)
     return out
 
 
-def index_key(a: Tensor, key: tuple) -> Tensor:
+def index_key(a: Tensor, key: tuple, indices: tuple) -> Tensor:
     """`a[key]` for a numpy key inside a derivative formula (IndexBackward0)."""
-    return index(a, key)
+    return index(a, key, indices)
 
 
-def index_put_accumulate(a: Tensor, key: tuple, values: Tensor) -> Tensor:
-    """_index_put_impl_(a, key, values, accumulate=True) on a fresh `a` → IndexPutImplBackward0."""
-    node = fn.IndexPutImplBackward0() if needs_grad(a, values) else None
+def index_put_accumulate(a: Tensor, key: tuple, values: Tensor, indices: tuple) -> Tensor:
+    """_index_put_impl_(a, indices, values, accumulate=True) on a fresh `a` → IndexPutImplBackward0."""
+    node = save_inputs(fn.IndexPutImplBackward0(), key=key, indices=indices, accumulate=True) \
+        if needs_grad(a, values) else None
     data = a._data.copy()
     np.add.at(data, key, values._data)
     out = _out(data, a)
     if node is not None:
-        node.key = key
         record(node, (a, values), out)
     return out
 
@@ -434,7 +500,7 @@ def unbind(a: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     outs = tuple(_view_out(a._data[(slice(None),) * d + (i, Ellipsis)], a, multi_output=True)
                  for i in range(a._data.shape[d]))
     if node is not None:
-        node.dim = d
+        node.dim = dim
         record_outputs(node, (a,), outs)
     return outs
 
@@ -463,7 +529,11 @@ def split(a: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor,
     outs = tuple(_view_out(a._data[(slice(None),) * d + (slice(int(s), int(s) + n),)], a, multi_output=True)
                  for s, n in zip(starts, sizes, strict=True))
     if node is not None:
-        node.dim, node.sizes, node.self_sym_sizes = d, sizes, a._data.shape
+        node.dim, node.sizes, node.self_sym_sizes = dim, sizes, a._data.shape
+        if isinstance(node, fn.SplitWithSizesBackward0):
+            node.split_sizes = tuple(sizes)
+        else:
+            node.split_size = step
         record_outputs(node, (a,), outs)
     return outs
 
@@ -482,7 +552,8 @@ def chunk(a: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 @public("index_select", torch=True, tensor=True)
 def index_select(a: Tensor, dim: int, index: Tensor) -> Tensor:
     """Slices at `index` along `dim` → IndexSelectBackward0."""
-    node = fn.IndexSelectBackward0() if needs_grad(a) else None
+    node = save_inputs(fn.IndexSelectBackward0(), dim=dim, index=index, self_sym_sizes=a._data.shape) \
+        if needs_grad(a) else None
     if index._data.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     if index._data.dtype != np.int64:
@@ -496,20 +567,19 @@ def index_select(a: Tensor, dim: int, index: Tensor) -> Tensor:
         raise IndexError("index out of range in self")
     out = _out(np.take(a._data, idx, axis=d) if a._data.ndim else a._data.copy(), a)
     if node is not None:
-        node.dim, node.index, node.self_sym_sizes = d, index, a._data.shape
         record(node, (a,), out)
     return out
 
 
 def index_add(a: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     """a.index_add_(dim, index, source) on a fresh `a` inside a formula → IndexAddBackward0."""
-    node = fn.IndexAddBackward0() if needs_grad(a, source) else None
+    node = save_inputs(fn.IndexAddBackward0(), dim=dim, index=index, source=source, alpha=1,
+                       source_dim=source._data.ndim) if needs_grad(a, source) else None
     data = a._data.copy()
-    key = (slice(None),) * dim + (index._data.reshape(-1),)
+    key = (slice(None),) * _wrap_dim(dim, a._data.ndim) + (index._data.reshape(-1),)
     np.add.at(data, key, source._data)
     out = _out(data, a)
     if node is not None:
-        node.dim, node.index = dim, index
         record(node, (a, source), out)
     return out
 
@@ -536,7 +606,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     data = np.concatenate([x._data for x in tensors], axis=d)
     out = _out(data, tensors[0])
     if node is not None:
-        node.dim, node.sizes = d, [x._data.shape for x in tensors]
+        node.dim, node.sizes = dim, [x._data.shape for x in tensors]
         record(node, tensors, out)
     return out
 
@@ -573,7 +643,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     _check_list_device("stack", tensors)
     out = _out(np.stack([x._data for x in tensors], axis=d), tensors[0])
     if node is not None:
-        node.dim, node.n = d, len(tensors)
+        node.dim, node.n = dim, len(tensors)
         record(node, tensors, out)
     return out
 

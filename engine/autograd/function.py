@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .. import _observer, _views
-from .._node import UNDEFINED_INPUT, DelayedError, Error, InputMetadata, Node
+from .._node import ERR_BACKWARD_TWICE, UNDEFINED_INPUT, DelayedError, Error, InputMetadata, Node
 from .._state import tls
 from .._tensor import Tensor, make_tensor
 from .._version import saved_versions, version_of
@@ -35,9 +35,22 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self) -> tuple:
-        """The tensors given to save_for_backward; raises once backward has freed them."""
-        self.check_saved()  # freed, or modified in place since it was saved
-        return tuple(self._saved) if self._saved is not None else ()
+        """The tensors given to save_for_backward, unpacked one by one as PyTorch does (a saved output comes back
+        as a new tensor object; hooks run); raises once backward has freed them or one was modified in place."""
+        from .._saved import unpack_all
+
+        if self._released:
+            raise RuntimeError(ERR_BACKWARD_TWICE)
+        return unpack_all(self)
+
+    @property
+    def _raw_saved_tensors(self) -> tuple:
+        """One SavedTensor per saved value (None included), for `register_hooks`."""
+        from .._saved import saved_records
+
+        if self._released:
+            raise RuntimeError(ERR_BACKWARD_TWICE)
+        return tuple(saved_records(self).by_key.values())
 
 
 class BackwardCFunction(Node, FunctionCtx):
@@ -101,8 +114,18 @@ class BackwardCFunction(Node, FunctionCtx):
         return out
 
     def release_variables(self) -> None:
+        if self._saved_versions.__class__ is not tuple and self._saved_versions is not None:
+            from .._saved import release
+
+            release(self)
         self._saved = None
         self._released = True
+
+    def _saved_items(self) -> list:
+        return list(enumerate(self._saved or ()))
+
+    def _set_saved(self, key: Any, value: Any) -> None:
+        self._saved[key] = value
 
 
 class FunctionMeta(type):
@@ -228,8 +251,8 @@ def _process_outputs(ctx: BackwardCFunction, tensor_inputs: list, output: Any, i
                 if t is not None and not isinstance(t, Tensor):
                     raise TypeError(f"save_for_backward can only save variables, but argument {i} is of type "
                                     f"{type(t).__name__}")
-            ctx._saved = tuple(ctx.to_save)
-            ctx._saved_versions = saved_versions(ctx._saved)
+            ctx._saved = list(ctx.to_save)
+            ctx._saved_versions = saved_versions(ctx._saved)  # packs them under saved_tensors_hooks
         if _observer.observers:
             _observer.notify("node_created", ctx)
     return tuple(result) if is_tuple else result[0]

@@ -25,6 +25,7 @@ class Probe:
         self.t = t
         self.base = t.autograd._get_sequence_nr()
         self.labels: dict[int, str] = {}  # id(leaf tensor) -> name
+        self._named: list = []  # the named leaves, kept alive so that no other tensor takes one's id (and name)
         self.index: dict[Any, int] = {}  # node -> canonical index
         self.nodes: list = []
         self.events: list = []
@@ -35,6 +36,7 @@ class Probe:
         """A named leaf (float64 unless told otherwise)."""
         x = self.t.tensor(data, dtype=getattr(self.t, dtype), requires_grad=requires_grad)
         self.labels[id(x)] = name
+        self._named.append(x)
         return x
 
     def const(self, data: Any, dtype: str = "float64") -> Any:

@@ -726,6 +726,8 @@ def _failing_ops(t, p):
         "maximum": lambda: t.maximum(x, p.const([1.0, 2.0])), "pow": lambda: x ** p.const([1.0, 2.0]),
         "linear": lambda: t.nn.functional.linear(x, p.const([[1.0, 2.0]] * 4)),
         "matmul 3d": lambda: t.matmul(p.leaf("b", [A23, A23]), p.const([[1.0, 2.0], [3.0, 4.0]])),
+        "where cond dtype": lambda: t.where(x, x, x), "mask shape": lambda: x[p.const([True, False, True], "bool")],
+        "mask shape after select": lambda: p.leaf("c", [A23, A23])[p.const([True, False, True], "bool"), 0],
     }
     for name, action in cases.items():
         p.run(name, action)

@@ -16,20 +16,13 @@ Each is `fn(t, p)` (see parity.py) and is our own rendering of what a tutorial d
 Random starting values come from a seeded numpy generator and are written in with `t.tensor`, so both
 modules begin from the same numbers. Everything is float64 so that values agree to parity's tolerance.
 
-Gaps found (the engine differs from torch 2.13; the affected parts are left out of the programs):
-- Non-tensor saved attributes: `grad_fn._saved_exponent` on PowBackward0 (torch returns the number, e.g. 2),
-  `_saved_self_sym_sizes` on SumBackward1, and the like; the engine raises
-  `AttributeError: 'PowBackward0' object has no attribute '_saved_exponent'`. `_saved_self` and
-  `_saved_result` work and are compared.
-- `grad_fn._saved_result is y`: torch unpacks a saved *output* into a new Python tensor object (equal
-  data, `is` gives False, as the mechanics page shows); the engine hands back `y` itself (`is` gives True).
-  The program compares `.equal` only.
-- `torch.autograd.graph.saved_tensors_hooks` / `save_on_cpu` (the mechanics page's saved-tensor hooks) do
-  not exist in `engine.autograd.graph`.
-Filled since these programs were written, each now with a program of its own below: `inference_mode`
-("mechanics_inference_mode"), `optim.RMSprop` ("examples_optim_rmsprop") and `gradcheck`
+Gaps found while writing them (the engine differed from torch 2.13), all filled since, each now with a program
+of its own below: `inference_mode` ("mechanics_inference_mode"), `optim.RMSprop` ("examples_optim_rmsprop") and `gradcheck`
 ("custom_legendre_gradcheck", which also compares how far gradcheck and gradgradcheck move the seq_nr
-counter; parity_gradcheck.py has more).
+counter; parity_gradcheck.py has more). The mechanics page's saved tensors are now all there: non-tensor saved
+attributes (`_saved_exponent`, `_saved_dim`, ...), `_saved_result` as a new object ("mechanics_saved_tensors"),
+and `_raw_saved_*.register_hooks`, `saved_tensors_hooks`, `save_on_cpu` and `disable_saved_tensors_hooks`, whose
+programs are in tests/engine/parity_saved.py.
 """
 from __future__ import annotations
 
@@ -486,13 +479,15 @@ def _untracked(t, p):
 # == autograd mechanics ==================================================================================
 @program("mechanics_saved_tensors")
 def _saved(t, p):
-    """grad_fn._saved_self is the input itself and _saved_result is the output itself."""
+    """grad_fn._saved_self is the input itself; _saved_result a new tensor object equal to the output;
+    _saved_exponent the number (tests/engine/parity_saved.py goes further, hooks included)."""
     x = p.leaf("x", XS)
     y = x.pow(2)
     p.value("saved self is x", y.grad_fn._saved_self is x)
     p.value("saved self equal", y.grad_fn._saved_self.equal(x))
+    p.value("saved exponent", y.grad_fn._saved_exponent)
     e = x.exp()
-    # torch returns a new tensor object for a saved output (`is` gives False); see "Gaps found".
+    p.value("saved result is e", e.grad_fn._saved_result is e)
     p.value("saved result equal", e.grad_fn._saved_result.equal(e))
     m = x * x.sin()
     p.value("mul saved", (m.grad_fn._saved_self.equal(x), m.grad_fn._saved_other.equal(x.sin())))

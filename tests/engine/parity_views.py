@@ -252,3 +252,22 @@ def _modified_names(t, p):
         with t.no_grad():
             z.add_(1.0)
         p.run(tag, lambda q=q: q.sum().backward())
+
+
+@program("strides of size-1 dims")
+def _size_one_strides(t, p):
+    """The strides torch gives a view's size-1 dims (which address nothing, so numpy picks its own): view and
+    reshape of permuted, sliced and expanded tensors, unsqueeze of a slice; mm saves such strides."""
+    x = p.leaf("x", A34)
+    for tag, build in (("mT view", lambda: x.t().unsqueeze(0).mT.reshape(4, 3, 1)),
+                       ("column view", lambda: x[:, 1:2].view(1, 3, 1)),
+                       ("row of a transpose", lambda: x.t()[:1].view(1, 1, 3)),
+                       ("permuted with a unit dim", lambda: x.view(3, 1, 4).permute(2, 1, 0).reshape(4, 3, 1, 1)),
+                       ("unsqueeze of a slice", lambda: x[:, :1].unsqueeze(1)),
+                       ("unsqueeze last", lambda: x[0].unsqueeze(-1)),
+                       ("expanded, viewed", lambda: x[:1].expand(2, 4).unsqueeze(0).view(1, 2, 1, 4))):
+        out = build()
+        p.value(tag, (tuple(out.shape), out.stride()))
+    m = x.t()[:, :1].reshape(1, 4).t()
+    y = m.mm(p.leaf("w", [[0.5, -1.0]]))
+    p.value("mm saved strides", (y.grad_fn._saved_self_sym_strides, y.grad_fn._saved_mat2_sym_strides))
