@@ -56,8 +56,10 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
                         _observer.notify("grad_captured", graph_task, fn, output_idx, new_inputs[input_idx])
         if not fn_info.needed:
             return
+        del new_inputs  # a grad this node sums later must not be held here (InputBuffer's in-place sum)
 
     outputs = call_function(graph_task, fn, inputs)
+    inputs.buffer = _NO_GRADS  # torch drops the node's input grads here, before routing its outputs
     if not graph_task.keep_graph:
         fn.release_variables()
     num_outputs = len(outputs)
@@ -148,6 +150,9 @@ def compute_min_topological_nr(outputs: list) -> int:
     if not outputs:
         return 0
     return min(fn._topological_nr() for fn, _ in outputs)
+
+
+_NO_GRADS: list = []
 
 
 def _take(outputs: list, i: int):

@@ -147,8 +147,18 @@ def _sole_owner(t: Any, refs: int) -> bool:
     """torch's can_accumulate_inplace: nothing else holds the tensor or its memory (use_count and the storage's
     use_count are 1), it is dense and non-overlapping, and mutable (not a ZeroTensor)."""
     data = t._data
-    return (sys.getrefcount(t) <= refs and data.flags.owndata and data.flags.writeable and not t._zerotensor
-            and sys.getrefcount(data) <= 3 and (data.flags.c_contiguous or data.flags.f_contiguous))
+    if (sys.getrefcount(t) > refs or not data.flags.writeable or t._zerotensor
+            or not (data.flags.c_contiguous or data.flags.f_contiguous) or sys.getrefcount(data) > 3):
+        return False
+    # The memory is shared when an array it views is held by anything but the view below it (a grad that
+    # was viewed, then dropped, as sum_to's result, is not: its storage's use_count is 1).
+    arr = data
+    while arr.base is not None:
+        base = arr.base
+        if not isinstance(base, np.ndarray) or sys.getrefcount(base) > 3:  # arr.base, `base`, the argument
+            return False
+        arr = base
+    return True
 
 
 class InputBuffer:

@@ -15,7 +15,7 @@ from ._dispatch import public
 from ._dtype import Size, dtype, from_numpy_dtype
 from ._node import AccumulateGrad, Node, RemovableHandle, _HookDict, add_hook
 from ._state import tls
-from ._version import version_of
+from ._version import bump, version_of
 
 
 class Tensor:
@@ -437,7 +437,9 @@ def accumulate_into_grad(variable: Tensor, new_grad: Tensor, unreferenced: bool 
         if not tls.grad_enabled and unreferenced and _obeys_layout_contract(new_grad._data, variable._data):
             variable._grad = alias_tensor(new_grad._data, new_grad)  # new_grad.detach()
         elif not tls.grad_enabled or not new_grad._requires_grad:
+            # clone_obey_contract: empty_strided(...).copy_(new_grad), whose copy_ is the grad's first version
             variable._grad = make_tensor(np.array(new_grad._data, copy=True), device=new_grad._device)
+            bump(variable._grad._data)
         else:
             from ._ops import copy_to_new
 
@@ -446,6 +448,7 @@ def accumulate_into_grad(variable: Tensor, new_grad: Tensor, unreferenced: bool 
         if old._zerotensor:  # torch's in-place += refuses it, so a second backward fails
             raise RuntimeError(ERR_ZEROTENSOR_IMMUTABLE)
         np.add(old._data, new_grad._data, out=old._data, casting="unsafe")
+        bump(old._data)  # torch's `variable_grad += new_grad`: an in-place op, one more version
     else:
         from ._ops import add
 

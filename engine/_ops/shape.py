@@ -13,7 +13,7 @@ from .._dtype import as_dtype, bool_, float32, float64, int64
 from .._node import Node
 from .._state import INT64_MAX
 from .._tensor import Tensor, _wrap_dim, make_tensor
-from .._version import version_of
+from .._version import bump, version_of
 from .._views import creation_meta_now, geometry, mark_view, strided_data
 from ._common import _out, check_same_device, legacy_type_name, needs_grad, record, record_outputs, save_inputs
 
@@ -668,6 +668,7 @@ def copy_to_new(src: Tensor) -> Tensor:
     """AccumulateGrad's clone under grad mode: `empty_strided(...).copy_(src)` → CopyBackwards."""
     node = fn.CopyBackwards() if needs_grad(src) else None
     out = _out(np.array(src._data, copy=True), src)
+    bump(out._data)  # the copy_ into the new tensor counts as its first version
     if node is not None:
         node.src_dtype, node.src_device = src.dtype, src._device
         record(node, (None, src), out)

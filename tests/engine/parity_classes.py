@@ -186,3 +186,28 @@ def _scalar_masks(t, p):
     plain = p.const([[1.0, 2.0], [3.0, 4.0]])
     plain[t.tensor(True)] = 5.0
     p.value("plain", (plain, plain._version))
+
+
+@program("grads' versions: viewed sums, pass-through grads, .grad summed in place, cloned .grad")
+def _grad_versions(t, p):
+    v1 = p.leaf("v1", [[1.0, -2.0, 3.0], [-4.0, 5.0, 6.0]])
+    v3 = p.leaf("v3", 1.0)
+    v4 = v3.mul(v1.mean(dim=-1))
+    v4.add_(v3, alpha=0.5)
+    v4.backward(t.full_like(v4, 0.5))
+    p.value("summed into a viewed sum", (v3.grad._version, v1.grad._version))
+    b = p.leaf("b", [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    c = b - b
+    c.zero_()
+    g = p.run("grad", lambda: t.autograd.grad((c.view(1, 6) ** 2).mean(), [b, c]))
+    p.value("pass-through grad", tuple(x._version for x in g))
+    w = p.leaf("w", V3)
+    y = w.tanh()
+    y.backward(gradient=t.ones_like(y), retain_graph=True)
+    first = w.grad
+    w.backward(gradient=t.ones_like(w))
+    p.value(".grad summed in place", (first._version, w.grad._version, first is w.grad))
+    q = p.leaf("q", V3)
+    q.sum().backward(create_graph=True)
+    q.grad.zero_()
+    p.value("cloned .grad", q.grad._version)
