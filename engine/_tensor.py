@@ -437,9 +437,9 @@ def accumulate_into_grad(variable: Tensor, new_grad: Tensor, unreferenced: bool 
         if not tls.grad_enabled and unreferenced and _obeys_layout_contract(new_grad._data, variable._data):
             variable._grad = alias_tensor(new_grad._data, new_grad)  # new_grad.detach()
         elif not tls.grad_enabled or not new_grad._requires_grad:
-            # clone_obey_contract: empty_strided(...).copy_(new_grad), whose copy_ is the grad's first version
             variable._grad = make_tensor(np.array(new_grad._data, copy=True), device=new_grad._device)
-            bump(variable._grad._data)
+            if tls.grad_enabled:  # measured on torch 2.13: under create_graph the clone's copy_ counts a version
+                bump(variable._grad._data)
         else:
             from ._ops import copy_to_new
 
