@@ -53,8 +53,43 @@ def check_inplace(self: Tensor) -> None:
         raise RuntimeError(ERR_LEAF)
 
 
-def _write(self: Tensor, value: np.ndarray) -> None:
-    """Write `value` into the tensor's memory, with PyTorch's checks, and count the write."""
+ERR_PARTIAL_OVERLAP = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+                       "single memory location. Please clone() the tensor before performing the operation.")
+
+
+def _check_no_partial_overlap(self: Tensor, sources: tuple) -> None:
+    """torch's assert_no_partial_overlap: an operand that shares some but not all of the written memory (or all of
+    it in another order) is refused; one that is the same memory, laid out the same, is fine. Only dense,
+    non-overlapping tensors are compared (torch gives up on the others: TOO_HARD)."""
+    out = self._data
+    for src in sources:
+        data = src._data if isinstance(src, Tensor) else None
+        if data is None or data is out or not out.size or not data.size or not np.may_share_memory(out, data):
+            continue
+        if not (_dense(out) and _dense(data)):
+            continue
+        a0, b0 = out.__array_interface__["data"][0], data.__array_interface__["data"][0]
+        a1, b1 = a0 + out.nbytes, b0 + data.nbytes
+        if (a0, a1) == (b0, b1) and out.strides == data.strides and out.shape == data.shape:
+            continue
+        raise RuntimeError(ERR_PARTIAL_OVERLAP)
+
+
+def _dense(arr: np.ndarray) -> bool:
+    """Non-overlapping and dense: its elements fill one block of memory, in some order of the dims."""
+    item, acc = arr.itemsize, arr.itemsize
+    for stride, n in sorted((abs(st), n) for st, n in zip(arr.strides, arr.shape, strict=True) if n != 1):
+        if stride != acc:
+            return False
+        acc *= n
+    return acc // item == arr.size or arr.size <= 1
+
+
+def _write(self: Tensor, value: np.ndarray, sources: tuple = ()) -> None:
+    """Write `value` into the tensor's memory, with PyTorch's checks, and count the write. `sources`: the
+    op's tensor operands, checked for partial overlap with the written memory."""
+    if sources:
+        _check_no_partial_overlap(self, sources)
     if self._zerotensor:
         raise RuntimeError(ERR_ZEROTENSOR_IMMUTABLE)
     if value.shape != self._data.shape:
@@ -78,13 +113,15 @@ def _arithmetic(compute: Callable[[Tensor, Any], Tensor], saves_self: bool = Fal
     """
     def method(self: Tensor, other: Any, **kwargs: Any) -> Tensor:
         if not _records(self, (other,)):
+            if isinstance(other, Tensor):  # the kernel's check, before it computes
+                _check_no_partial_overlap(self, (other,))
             _write(self, compute(self, other, **kwargs)._data)
             return self
         old = _old(self)
         # PyTorch's original_self: a node that saves self saves a clone of it (a CloneBackward0, one more seq_nr),
         # which create_graph then differentiates through.
         result = with_original_self(old, compute, other, **kwargs) if saves_self else compute(old, other, **kwargs)
-        return _rebase(self, result)
+        return _rebase(self, result, (other,))
     return method
 
 
@@ -104,9 +141,9 @@ def _old(self: Tensor) -> Tensor:
     return old
 
 
-def _rebase(self: Tensor, result: Tensor) -> Tensor:
+def _rebase(self: Tensor, result: Tensor, sources: tuple = ()) -> Tensor:
     """Write `result` into the tensor, whose grad_fn becomes result's node (rebase_history)."""
-    _write(self, result._data)
+    _write(self, result._data, sources)
     if self._view is not None:
         _rebase_view(self, result._grad_fn)
     else:
@@ -147,11 +184,11 @@ def _rebase_view(view: Tensor, node: Any) -> None:
     view.grad_fn  # noqa: B018 - reading it regenerates it, as rebase_history does
 
 
-def _recorded(self: Tensor, node: Any, inputs: tuple, value: np.ndarray) -> Tensor:
+def _recorded(self: Tensor, node: Any, inputs: tuple, value: np.ndarray, sources: tuple = ()) -> Tensor:
     """Record `node` over `inputs` for a result holding `value`, then rebase the tensor onto it."""
     result = make_tensor(value, device=self._device)
     record(node, inputs, result)
-    return _rebase(self, result)
+    return _rebase(self, result, sources)
 
 
 @public("fill_", tensor=True)
@@ -189,11 +226,11 @@ def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
         raise TypeError(f"copy_(): argument 'src' (position 1) must be Tensor, not {type(src).__name__}")
     copied = np.broadcast_to(src._data, self._data.shape).astype(self._data.dtype)
     if not _records(self, (src,)):
-        _write(self, copied)
+        _write(self, copied, (src,))
         return self
     node = fn.CopyBackwards()
     node.src_dtype, node.src_device = src.dtype, src._device
-    return _recorded(self, node, (_old(self), src), copied)
+    return _recorded(self, node, (_old(self), src), copied, (src,))
 
 
 add_ = _arithmetic(_ops.add)

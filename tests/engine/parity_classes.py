@@ -211,3 +211,20 @@ def _grad_versions(t, p):
     q.sum().backward(create_graph=True)
     q.grad.zero_()
     p.value("cloned .grad", q.grad._version)
+
+
+@program("in-place ops whose operand overlaps the written memory in part")
+def _partial_overlap(t, p):
+    a = p.leaf("a", [1.0, 2.0, 3.0, 4.0])
+    x = a * 1.0
+    p.run("mul_ with history", lambda: x[1:].mul_(x[:-1]))
+    p.counter("mul_ with history")
+    q = a * 1.0
+    p.run("sub_ of the transpose", lambda: q.view(2, 2).sub_(q.view(2, 2).t()))
+    p.counter("sub_ of the transpose")
+    y = p.const([0.0, 1.0, 2.0, 3.0])
+    p.run("add_ shifted", lambda: y[1:].add_(y[:-1]))
+    p.run("copy_ shifted", lambda: y[1:].copy_(y[:-1]))
+    p.run("add_ itself", lambda: y.add_(y))
+    p.run("add_ disjoint", lambda: y[2:].add_(y[:2]))
+    p.value("y", (y, y._version))
