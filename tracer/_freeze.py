@@ -30,10 +30,9 @@ def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) 
 
     nodes = _merge_bumps(snap)
     keys = sorted(nodes)
-    rows = snap.rows
+    table = snap.table()
     if progress:
-        progress(0, len(rows))
-    table = np.array(rows, dtype=np.int64) if rows else np.zeros((0, 7), dtype=np.int64)
+        progress(0, len(table))
     dense = _dense_nodes(table[:, 3], np.asarray(keys, dtype=np.int64))
     table, dense = snap.settle(table, dense)
     threads, queues, frames, tasks, deps, exec_infos = snap._tables()
@@ -54,7 +53,7 @@ def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) 
     columns.update(thread_name=compact([sid(name) for name in threads]),
                    queue_name=compact([sid(q) for q in queues]))
     if progress:
-        progress(len(rows), len(rows))
+        progress(len(table), len(table))
     ordered = sorted(strings, key=strings.__getitem__)
     return Trace(columns, ordered, snap.meta)
 
@@ -64,13 +63,14 @@ class _Snapshot:
     still recording changes ("dictionary changed size during iteration").
 
     Every writer adds an event's side data (node facts, bump, summaries, task, strings) before its row, so
-    the rows are copied first and everything else after: each copied row then finds its side data, and
-    `settle` cuts the side lists to the copied rows. Each copy (list(), dict()) runs in C without releasing
+    the rows (frozen chunks and raw rows, together: NOTE [frozen chunks] in builder) are copied first and
+    everything else after: each copied row then finds its side data, and `settle` cuts the side lists to the
+    copied rows. Each copy (list(), dict()) runs in C without releasing
     the GIL, so it is atomic.
     """
 
     def __init__(self, b: TraceBuilder) -> None:
-        self.rows = list(b.rows)
+        self.chunks, self.rows = b._row_state()
         self.node_facts, self.bumps, self.stacks = dict(b.node_facts), dict(b.bumps), dict(b.stacks)
         self.strings = dict(b.strings)
         self.summaries = list(b.summaries)
@@ -78,6 +78,17 @@ class _Snapshot:
         self.threads, self.queues, self.frames = list(threads), dict(queues), list(frames)
         self.tasks, self.deps, self.exec_infos = list(tasks), list(deps), list(exec_infos)
         self.meta = b._meta()
+
+    def table(self) -> np.ndarray:
+        """All copied rows as one (n, 7) int64 table: the frozen chunks, then the raw rows."""
+        n_raw = len(self.rows)
+        raw = np.array(self.rows, dtype=np.int64) if n_raw else np.zeros((0, 7), dtype=np.int64)
+        n = sum(len(c[0]) for c in self.chunks) + n_raw
+        table = np.empty((n, 7), dtype=np.int64)
+        for j in range(7):
+            np.concatenate([c[j] for c in self.chunks] + [raw[:, j]], out=table[:, j], casting="unsafe")
+        self.rows = []
+        return table
 
     def settle(self, table: np.ndarray, dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cut the side lists to the copied rows; drop the events of graph tasks that were already running
