@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ._freeze import compact, freeze
+from ._freeze import compact, freeze, summary_block
 from .events import TensorSummary
 from .schema import HOOK_KINDS, WAKE_UP, Kind, Provenance, seq_code
 from .trace import Trace
@@ -41,7 +41,7 @@ CHUNK = 1 << 14
 """Raw rows frozen into compact numpy columns at a time (NOTE [frozen chunks])."""
 
 NodeFacts = tuple
-"""(name, seq_nr, topological_nr, device, thread row or -1, next edges as ((child key or 0, input_nr), ...),
+"""(name, seq_nr, topological_nr, device, thread row or -1, next edges flat as (child key or 0, input_nr, ...),
 frame row or -1, step of creation, number of input slots): what `node_facts` holds per node key."""
 
 
@@ -63,6 +63,7 @@ class TraceBuilder:
         for a, b, c. The events before them are in `_chunks` (NOTE [frozen chunks])."""
         self._chunks: list[tuple[np.ndarray, ...]] = []  # frozen rows: 7 compact columns per chunk
         self._frozen = 0  # rows in _chunks
+        self._summary_blocks: list[dict] = []  # frozen summaries (_freeze.summary_block), before `summaries`
         self._chunk_lock = threading.Lock()  # one freezer at a time; a snapshot sees chunks and rows together
         self.node_facts: dict[int, NodeFacts] = {}
         self.summaries: list[tuple] = []
@@ -123,7 +124,7 @@ class TraceBuilder:
              frame: int = -1, stack: str = "") -> None:
         """Static facts of a node, for nodes the trace mentions but did not see made (no NodeCreated event)."""
         _check_key(node)
-        edges = tuple((child or 0, int(nr)) for child, nr in next_edges)
+        edges = tuple(x for child, nr in next_edges for x in (child or 0, int(nr)))
         self.node_facts[node] = (name, seq_nr, topological_nr, device, thread, edges, frame, self.num_events,
                                  num_inputs)
         if stack:
@@ -162,7 +163,8 @@ class TraceBuilder:
     def dependencies_computed(self, *, thread: int, graph_task: int, min_topo_nr: int,
                               dependencies: Iterable[tuple[int, int]], pruned: Iterable[int] = ()) -> None:
         """Each node's dependency count as (node, count), and the nodes not expanded because topo < min."""
-        self._deps.append((tuple(dependencies), tuple(pruned)))
+        # An array, not pairs of ints: one per node of the graph (~60 B each as tuples).
+        self._deps.append((np.asarray(list(dependencies), dtype=np.int64).reshape(-1, 2), tuple(pruned)))
         self.rows.append((Kind.DEPENDENCIES_COMPUTED, thread, graph_task, 0, 0, min_topo_nr, 0))
 
     def exec_info_computed(self, *, thread: int, graph_task: int, needed: Iterable[int] = (),
@@ -255,13 +257,19 @@ class TraceBuilder:
             self._chunks.append(tuple(compact(block[:, j]) for j in range(7)))
             del rows[:n]
             self._frozen += n
+            summaries = self.summaries
+            k = len(summaries)
+            self._summary_blocks.append(summary_block(summaries[:k]))
+            del summaries[:k]
         finally:
             self._chunk_lock.release()
 
-    def _row_state(self) -> tuple[list, list]:
-        """The frozen chunks and the raw rows after them, taken together (no freeze runs in between)."""
+    def _row_state(self) -> tuple[list, list, list, list]:
+        """The frozen chunks and the raw rows after them, then the frozen summary blocks and the raw summaries
+        after them, taken together (no freeze runs in between)."""
         with self._chunk_lock:
-            return list(self._chunks), list(self.rows)
+            chunks, rows = list(self._chunks), list(self.rows)
+            return chunks, rows, list(self._summary_blocks), list(self.summaries)
 
     # What _freeze reads; not for sources.
     def _tables(self) -> tuple:

@@ -155,6 +155,8 @@ class Recorder:
         rows = self.rows
         n = len(rows)
         self.nodes[uid] = _static(node, frame, self.builder._frozen + n, thread)
+        if bump is not None:  # its facts are in the node's now; the snapshot copies bumps before node_facts
+            del self.bumps[uid]
         rows.append((_K_CREATED, thread, 0, uid, 0, 0, 0))
         if n >= CHUNK:  # NOTE [frozen chunks]
             self.builder.freeze_rows()
@@ -275,7 +277,8 @@ def _static(node: Any, frame: int, step: int, thread: int) -> tuple:
             device = meta.device
             break
     return (node._name or node.name(), node._seq, node._topo, device, thread,
-            tuple([(c._uid if c is not None else 0, nr) for c, nr in node.next_edges]), frame, step, len(metadata))
+            tuple([x for c, nr in node.next_edges for x in (c._uid if c is not None else 0, nr)]), frame, step,
+            len(metadata))
 
 
 @contextmanager
