@@ -90,7 +90,7 @@ def test_recording_holds_at_most_the_budget_per_event(monkeypatch):
     Chunks of 1,024 rows: the raw rows not yet frozen are a constant (CHUNK of them at most, ~130 B each), which
     the default CHUNK would make the bulk of so small a recording. Measured with tracemalloc: everything
     allocated between attaching and the end of the backward that is still alive after the program's tensors
-    are dropped is the recording's buffers (76 B per event when written).
+    are dropped is the recording's buffers (73 B per event when written).
     """
     monkeypatch.setattr(tracer.builder, "CHUNK", 1024)
     monkeypatch.setattr(tracer.recorder, "CHUNK", 1024)
