@@ -52,11 +52,15 @@ class Intervals:
         self.order, self.starts, self.ends = order, starts[order], ends[order]
         self.marks: list[int] = []
         self.open: list[np.ndarray] = []
+        # Each open set from the one before: marks only grow, so an interval closed at a mark stays closed
+        # (rebuilding each from the start was quadratic: 0.35 s for the 1M intervals of a 1M-node trace).
+        open_now, done = np.zeros(0, np.int64), 0
         for upto in range(every, len(order) + 1, every):
             mark = int(self.starts[upto - 1])
-            idx = np.arange(upto)
+            candidates = np.concatenate([open_now, np.arange(done, upto)])
+            open_now, done = candidates[self.ends[candidates] > mark], upto
             self.marks.append(mark)
-            self.open.append(idx[self.ends[:upto] > mark])
+            self.open.append(open_now)
 
     def open_at(self, step: int) -> np.ndarray:
         """Indices (into the arrays given) of the intervals with start <= step < end."""
@@ -246,7 +250,7 @@ def _index_runs_nested(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray
     kinds = c["ev_kind"]
     steps = trace.index.steps_of(Kind.NODE_STARTED, Kind.NODE_FINISHED)
     threads = np.asarray(c["ev_thread"][steps], dtype=np.int64)
-    by_thread = np.lexsort((steps, threads))
+    by_thread = np.argsort(threads, kind="stable")  # steps_of is in step order: stable keeps it per thread
     steps, threads = steps[by_thread], threads[by_thread]
     is_start = kinds[steps] == Kind.NODE_STARTED
     total = np.cumsum(np.where(is_start, 1, -1))
@@ -256,7 +260,8 @@ def _index_runs_nested(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray
     if len(depth) and depth.min() < 0:
         return None  # an end with no run open: leave it to the general loop
     level = np.where(is_start, depth, depth + 1)
-    order = np.lexsort((steps, level, threads))
+    # By (thread, level, step): events are by thread, then step, already, so one stable sort of a joint key.
+    order = np.argsort(threads * (int(level.max(initial=0)) + 2) + level, kind="stable")
     s_steps, s_start, s_level, s_thread = steps[order], is_start[order], level[order], threads[order]
     nxt = np.arange(1, len(order) + 1)
     has_next = nxt < len(order)
