@@ -228,13 +228,12 @@ class _QueueEvents:
         # 0.27 s before the TUI's first paint, and a replay reads a few rows from a checkpoint on.
         # Per row: kind, queue, task, node, and its row in push_seq (a push) or pop_push (a pop).
         rank = np.where(kinds == _PUSH, np.cumsum(kinds == _PUSH), np.cumsum(kinds == _POP)) - 1
-        self.rows = np.stack([kinds.astype(np.int64), c["ev_a"][steps], c["ev_task"][steps], c["ev_node"][steps],
-                              rank], axis=1).astype(np.int64)
+        self.columns = kinds, c["ev_a"][steps], c["ev_task"][steps], c["ev_node"][steps], rank
         self.push_seq, self.pop_push = c["push_seq"], c["pop_push"]
         self.depth_of = depth_of
 
     def get(self, i: int) -> tuple:
-        kind, queue, task, node, rank = self.rows[i].tolist()
+        kind, queue, task, node, rank = (int(col[i]) for col in self.columns)
         extra: Any = None
         if kind == _PUSH:
             code = int(self.push_seq[rank])
