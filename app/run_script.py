@@ -216,7 +216,7 @@ def interrupt(thread_ident: int, clear: bool = False) -> bool:
 
 def _tick(recorder: Recorder, stop: threading.Event, on_progress: Callable[[int], None]) -> None:
     while not stop.wait(0.2):
-        on_progress(len(recorder.rows))
+        on_progress(recorder.builder.num_events)
 
 
 def _user_tb(tb: Any, script: Path) -> Any:

@@ -59,6 +59,16 @@ counted by walking ``grad_fn.next_functions`` from the loss, AccumulateGrad incl
    fresh 3 times: the median time of ``Replay(trace)`` (which builds the trace's indexes, as opening it in
    the TUI or ``agdb show`` does; target <= 0.5 s), and of the first ``state_at`` after it.
 
+6. **Peak bytes per event while recording.** A chain of ``peak_nodes`` = 100,000 nodes (``--quick``: 5,000)
+   alternating ``y.sin()`` and ``y * 1.0001`` from a leaf of shape (4,), summed, backward: ~7 events a
+   node. Run twice under ``tracemalloc``, once plain and once recorded (attached before the forward): the
+   peak of traced memory during forward + backward, each from its own baseline. The recorded peak less the
+   plain peak (the engine's own memory, graph included), per recorded event, against the issue's 100 B
+   target; also the bytes the recording still holds once the program's tensors are gone (before
+   ``finish()``), per event, and ``finish()``'s time. The raw rows not yet frozen (up to ``CHUNK``, NOTE
+   [frozen chunks] in tracer/builder.py) are a constant, not a cost per event: they weigh less in a bigger
+   chain.
+
 The closing table lists every figure; those with a target say "met" or "NOT met", the others "info".
 A missed target is reported, not raised: this is a benchmark, not a test. The machine's load average is
 printed, as other work on a 2-vCPU machine moves these numbers.
@@ -75,6 +85,7 @@ import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +118,11 @@ SEEK_TARGET_MS = 1.0
 """99th percentile of state_at at random steps of a 1M-event trace, milliseconds."""
 
 FULL = {"chains": 100, "length": 1_000, "reps": 5, "trace_events": 1_000_000, "io_reps": 5, "seeks": 500,
-        "loop_calls": 1_000}
-QUICK = {"chains": 10, "length": 200, "reps": 2, "trace_events": 20_000, "io_reps": 3, "seeks": 50, "loop_calls": 30}
+        "loop_calls": 1_000, "peak_nodes": 100_000}
+QUICK = {"chains": 10, "length": 200, "reps": 2, "trace_events": 20_000, "io_reps": 3, "seeks": 50, "loop_calls": 30,
+         "peak_nodes": 5_000}
+PEAK_TARGET = 100.0
+"""Bytes per recorded event at the peak of a recording, besides the engine's own memory (issue 17 item 8)."""
 LOOP_LENGTH = 22
 """Rounds of (y * 1.0001 + 0.5).sin() per branch in one call of the training loop: 138 nodes, ~970 events."""
 LOOP_OPEN_TARGET_S = 0.5
@@ -498,6 +512,47 @@ def _tracer_digest() -> str:
 _TRACER_DIGEST = _tracer_digest()  # at import, when the measured code was read
 
 
+def _peak_run(nodes: int, recorded: bool) -> dict:
+    """One forward + backward of the part-6 chain under tracemalloc: its peak and, recorded, what stays held."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        recorder = Recorder().attach() if recorded else None
+        y = engine.ones(4, requires_grad=True)
+        for i in range(nodes):
+            y = y * 1.0001 if i % 2 else y.sin()
+        loss = y.sum()
+        del y
+        loss.backward()
+        peak = tracemalloc.get_traced_memory()[1] - base
+        del loss
+        out: dict = {"peak_bytes": peak}
+        if recorder is not None:
+            recorder.detach()
+            gc.collect()
+            out["held_bytes"] = tracemalloc.get_traced_memory()[0] - base
+            out["events"] = recorder.builder.num_events
+    finally:
+        tracemalloc.stop()
+    if recorder is not None:
+        t0 = time.perf_counter()
+        recorder.finish()
+        out["finish_ms"] = (time.perf_counter() - t0) * 1e3
+    return out
+
+
+def measure_recording_peak(nodes: int) -> dict:
+    """Part 6: the recorded peak less the plain one, per event; what the recording holds before finish()."""
+    plain = _peak_run(nodes, recorded=False)
+    rec = _peak_run(nodes, recorded=True)
+    events = rec["events"]
+    return {"nodes": nodes, "events": events, "plain_peak_bytes": plain["peak_bytes"],
+            "recorded_peak_bytes": rec["peak_bytes"], "finish_ms": rec["finish_ms"],
+            "peak_bytes_per_event": (rec["peak_bytes"] - plain["peak_bytes"]) / events,
+            "held_bytes_per_event": rec["held_bytes"] / events}
+
+
 def run(quick: bool, reps: int | None) -> dict:
     gc.collect()
     gc.freeze()  # everything alive now is out of the collector's reach: the per-rep collections stay cheap
@@ -514,6 +569,7 @@ def run(quick: bool, reps: int | None) -> dict:
     del trace
     gc.collect()
     loop = measure_loop_open(sizes["loop_calls"])
+    peak = measure_recording_peak(sizes["peak_nodes"])
     result: dict = {
         "meta": {
             "quick": quick, "sizes": sizes, "python": platform.python_version(), "numpy": np.__version__,
@@ -525,8 +581,10 @@ def run(quick: bool, reps: int | None) -> dict:
         },
         "targets": {"overhead_ratio": OVERHEAD_TARGET, "bytes_per_event": BYTES_TARGET,
                     "save_ms_per_1M": SAVE_TARGET_MS, "load_ms_per_1M": LOAD_TARGET_MS,
-                    "seek_p99_ms": SEEK_TARGET_MS, "loop_open_s": LOOP_OPEN_TARGET_S},
+                    "seek_p99_ms": SEEK_TARGET_MS, "loop_open_s": LOOP_OPEN_TARGET_S,
+                    "peak_bytes_per_event": PEAK_TARGET},
         "overhead": overhead, "big_trace": big, "memory": memory, "io": io, "seek": seek, "loop": loop,
+        "peak": peak,
     }
     r = overhead["ratios"]
     # (name, value, unit, target or None): a None target is information, shown in the table but not checked.
@@ -547,6 +605,9 @@ def run(quick: bool, reps: int | None) -> dict:
         (f"training loop ({loop['graph_tasks']:,} backward calls, {loop['events']:,} events): Replay()",
          loop["open_s"] * 1e3, "ms", LOOP_OPEN_TARGET_S * 1e3),
         ("training loop: first state_at", loop["first_state_s"] * 1e3, "ms", None),
+        (f"peak bytes/event while recording ({peak['nodes']:,}-node chain, {peak['events']:,} events), "
+         "beyond the engine's", peak["peak_bytes_per_event"], "B", PEAK_TARGET),
+        ("bytes/event held by the recording before finish()", peak["held_bytes_per_event"], "B", None),
     ]
     result["checks"] = [{"name": name, "value": value, "unit": unit, "target": target, "met": value <= target}
                         for name, value, unit, target in rows if target is not None]
@@ -621,6 +682,12 @@ def print_report(result: dict) -> None:
     print(f"   state_at at {sk['seeks']} random steps{partial}: cold p50 {c['p50_ms']:.3f} / p99 {c['p99_ms']:.3f} / "
           f"max {c['max_ms']:.3f} ms; warm (same step again) p50 {w['p50_ms']:.4f} / p99 {w['p99_ms']:.4f} / "
           f"max {w['max_ms']:.4f} ms")
+    print()
+    pk = result["peak"]
+    print(f"6. recording peak, {pk['nodes']:,}-node chain, {pk['events']:,} events, tracemalloc: plain "
+          f"{pk['plain_peak_bytes'] / 1e6:.1f} MB, recorded {pk['recorded_peak_bytes'] / 1e6:.1f} MB -> "
+          f"{pk['peak_bytes_per_event']:.1f} B/event beyond the engine's; held before finish() "
+          f"{pk['held_bytes_per_event']:.1f} B/event; finish() {pk['finish_ms']:.0f} ms")
     print()
     print_target_table(result, lambda row: _fmt(row["value"], row["unit"]),
                        lambda row: "<= " + _fmt(row["target"], row["unit"]), target_width=12)

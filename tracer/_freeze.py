@@ -30,10 +30,9 @@ def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) 
 
     nodes = _merge_bumps(snap)
     keys = sorted(nodes)
-    rows = snap.rows
+    table = snap.table()
     if progress:
-        progress(0, len(rows))
-    table = np.array(rows, dtype=np.int64) if rows else np.zeros((0, 7), dtype=np.int64)
+        progress(0, len(table))
     dense = _dense_nodes(table[:, 3], np.asarray(keys, dtype=np.int64))
     table, dense = snap.settle(table, dense)
     threads, queues, frames, tasks, deps, exec_infos = snap._tables()
@@ -54,7 +53,7 @@ def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) 
     columns.update(thread_name=compact([sid(name) for name in threads]),
                    queue_name=compact([sid(q) for q in queues]))
     if progress:
-        progress(len(rows), len(rows))
+        progress(len(table), len(table))
     ordered = sorted(strings, key=strings.__getitem__)
     return Trace(columns, ordered, snap.meta)
 
@@ -64,20 +63,34 @@ class _Snapshot:
     still recording changes ("dictionary changed size during iteration").
 
     Every writer adds an event's side data (node facts, bump, summaries, task, strings) before its row, so
-    the rows are copied first and everything else after: each copied row then finds its side data, and
-    `settle` cuts the side lists to the copied rows. Each copy (list(), dict()) runs in C without releasing
+    the rows (frozen chunks and raw rows, together: NOTE [frozen chunks] in builder) are copied first and
+    everything else after: each copied row then finds its side data, and `settle` cuts the side lists to the
+    copied rows. Each copy (list(), dict()) runs in C without releasing
     the GIL, so it is atomic.
     """
 
     def __init__(self, b: TraceBuilder) -> None:
-        self.rows = list(b.rows)
-        self.node_facts, self.bumps, self.stacks = dict(b.node_facts), dict(b.bumps), dict(b.stacks)
+        self.chunks, self.rows, summary_blocks, raw_summaries = b._row_state()
+        # bumps before node_facts: the Recorder drops a node's bump once its facts are in (node_created)
+        self.bumps = dict(b.bumps)
+        self.node_facts, self.stacks = dict(b.node_facts), dict(b.stacks)
         self.strings = dict(b.strings)
-        self.summaries = list(b.summaries)
+        self.summaries = merge_summary_blocks([*summary_blocks, summary_block(raw_summaries)])
         threads, queues, frames, tasks, deps, exec_infos = b._tables()
         self.threads, self.queues, self.frames = list(threads), dict(queues), list(frames)
         self.tasks, self.deps, self.exec_infos = list(tasks), list(deps), list(exec_infos)
         self.meta = b._meta()
+
+    def table(self) -> np.ndarray:
+        """All copied rows as one (n, 7) int64 table: the frozen chunks, then the raw rows."""
+        n_raw = len(self.rows)
+        raw = np.array(self.rows, dtype=np.int64) if n_raw else np.zeros((0, 7), dtype=np.int64)
+        n = sum(len(c[0]) for c in self.chunks) + n_raw
+        table = np.empty((n, 7), dtype=np.int64)
+        for j in range(7):
+            np.concatenate([c[j] for c in self.chunks] + [raw[:, j]], out=table[:, j], casting="unsafe")
+        self.rows = []
+        return table
 
     def settle(self, table: np.ndarray, dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cut the side lists to the copied rows; drop the events of graph tasks that were already running
@@ -93,6 +106,8 @@ class _Snapshot:
         foreign = (task != 0) & ~np.isin(task, task[owners["tasks"]])
         drop = foreign | (np.isin(kinds, NODE_KINDS) & (dense < 0))
         keep = ~drop
+        self.summaries = cut_summaries(self.summaries, int(owners.pop("summaries").sum()),
+                                       keep[np.isin(kinds, SUMMARY_KINDS)] if drop.any() else None)
         for name, owned in owners.items():
             items = getattr(self, name)[:int(owned.sum())]
             if drop.any():
@@ -220,7 +235,7 @@ def _frame_table(frames: list, cwd: str | None, sid: Any, columns: dict) -> None
 
 def _node_table(b: _Snapshot, nodes: dict, keys: list, index_of: dict, sid: Any, columns: dict) -> None:
     infos = [nodes[k] for k in keys]
-    flat = [edge for info in infos for edge in info[5]]
+    flat = [(e[i], e[i + 1]) for info in infos for e in (info[5],) for i in range(0, len(e), 2)]
     columns.update(
         node_name=compact([sid(i[0]) for i in infos]),
         node_seq=compact([seq_code(i[1]) for i in infos]),
@@ -229,7 +244,7 @@ def _node_table(b: _Snapshot, nodes: dict, keys: list, index_of: dict, sid: Any,
         node_thread=compact([i[4] for i in infos]),
         node_frame=compact([i[6] for i in infos]),
         node_inputs=compact([i[8] for i in infos]),
-        node_nedges=compact([len(i[5]) for i in infos]),
+        node_nedges=compact([len(i[5]) // 2 for i in infos]),
         edge_child=compact([index_of.get(k, -1) if k else -1 for k, _ in flat]),
         edge_input_nr=compact([nr for _, nr in flat]),
     )
@@ -248,12 +263,19 @@ def _side_tables(b: _Snapshot, tasks: list, deps: list, exec_infos: list, index_
     columns["task_depth"] = compact([t[6] for t in tasks])
     _ragged_columns(columns, "task_roots", [[(node(u), nr) for u, nr in t[1]] for t in tasks], ("node", "nr"))
     _ragged_columns(columns, "task_inputs", [[(node(u), nr) for u, nr in t[2]] for t in tasks], ("node", "nr"))
-    _ragged_columns(columns, "deps", [[(node(u), n) for u, n in d[0]] for d in deps], ("node", "count"))
+    _ragged_columns(columns, "deps", [[(node(u), n) for u, n in d[0].tolist()] for d in deps], ("node", "count"))
     _ragged_columns(columns, "pruned", [[(node(u),) for u in d[1]] for d in deps], ("node",))
     _ragged_columns(columns, "needed", [[(node(u),) for u in x[0]] for x in exec_infos], ("node",))
     _ragged_columns(columns, "captured", [[(node(u), i, o) for u, i, o in x[1]] for x in exec_infos],
                     ("node", "input", "output"))
-    _summary_columns(columns, b.summaries, sid)
+    block = b.summaries
+    remap = np.asarray([sid(name) for name in block["names"]] or [0], dtype=np.int64)
+    present = block["s_info"] != 0  # an absent tensor keeps string 0, as in a block of its own
+    for name, column in block.items():
+        if name in ("s_dtype", "s_device"):
+            column = compact(np.where(present, remap[column.astype(np.int64)], 0))
+        if name != "names":
+            columns[name] = column
 
 
 def _ragged_columns(columns: dict, name: str, rows: list, fields: tuple[str, ...]) -> None:
@@ -263,6 +285,55 @@ def _ragged_columns(columns: dict, name: str, rows: list, fields: tuple[str, ...
     columns[f"{name}_start"] = compact(offsets)
     for i, field in enumerate(fields):
         columns[f"{name}_{field}"] = compact([item[i] for item in flat])
+
+
+def summary_block(groups: list) -> dict:
+    """The summary columns (s_*) of a run of summary groups, with dtype and device as indexes into the block's
+    own `names` (the trace's string ids are given when the blocks are merged at finish)."""
+    names: dict[str, int] = {}
+
+    def sid(text: str) -> int:
+        return names.setdefault(text, len(names))
+
+    columns: dict[str, Any] = {}
+    _summary_columns(columns, groups, sid)
+    columns["names"] = list(names)
+    return columns
+
+
+def merge_summary_blocks(blocks: list[dict]) -> dict:
+    """One summary block of several in order (their names merged into one list)."""
+    names: dict[str, int] = {}
+    parts: dict[str, list] = {}
+    for block in blocks:
+        remap = np.asarray([names.setdefault(n, len(names)) for n in block["names"]] or [0], dtype=np.int64)
+        present = block["s_info"] != 0
+        for name, column in block.items():
+            if name in ("s_dtype", "s_device"):
+                column = np.where(present, remap[column.astype(np.int64)], 0)
+            if name != "names":
+                parts.setdefault(name, []).append(column)
+    merged = {name: compact(np.concatenate(cols)) if name != "s_preview" else np.concatenate(cols)
+              for name, cols in parts.items()}
+    merged["names"] = list(names)
+    return merged
+
+
+def cut_summaries(block: dict, groups: int, keep: np.ndarray | None) -> dict:
+    """The first `groups` groups of a summary block, then only those where `keep` (per group) holds."""
+    count = block["s_count"].astype(np.int64)[:groups]
+    group_mask = np.ones(groups, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
+    items = int(count.sum())
+    item_mask = np.repeat(group_mask, count)
+    ndim = block["s_ndim"].astype(np.int64)[:items]
+    dims = int(ndim.sum())
+    dim_mask = np.repeat(item_mask, ndim)
+    out = {"names": block["names"], "s_count": compact(count[group_mask])}
+    for name in ("s_info", "s_dtype", "s_device", "s_ndim"):
+        out[name] = compact(block[name][:items][item_mask])
+    out["s_preview"] = block["s_preview"][:items][item_mask]
+    out["s_dims"] = compact(block["s_dims"][:dims][dim_mask])
+    return out
 
 
 def _summary_columns(columns: dict, groups: list, sid: Any) -> None:

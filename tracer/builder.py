@@ -14,15 +14,22 @@ Identities are the source's own:
 NOTE [builder fast path]: the engine's Recorder sees ~7 events per backward node and must stay cheap, so
 for its hottest events it appends to the raw buffers the named methods write (`rows`, `node_facts`,
 `summaries`), in exactly the layout those methods use. Every other source should call the named methods.
+
+NOTE [frozen chunks]: a raw row (a tuple of 7 ints) costs ~130 B, and a 1M-node backward makes 7M of them;
+so once `rows` holds CHUNK rows, `freeze_rows` moves them into 7 numpy columns of the smallest dtype each
+(~20 B a row). Appenders never check on every event: node_created and node_started (one per node, forward and
+backward) check the length, so `rows` stays within a few CHUNKs. `finish` reads the chunks, then the rows.
 """
 from __future__ import annotations
 
+import itertools
 import os
+import threading
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ._freeze import freeze
+from ._freeze import compact, freeze, summary_block
 from .events import TensorSummary
 from .schema import HOOK_KINDS, WAKE_UP, Kind, Provenance, seq_code
 from .trace import Trace
@@ -30,9 +37,11 @@ from .trace import Trace
 _PREVIEW = 3
 SMALL = 16
 """Grads with at most this many elements may be kept as arrays and summarised at finish, in blocks."""
+CHUNK = 1 << 14
+"""Raw rows frozen into compact numpy columns at a time (NOTE [frozen chunks])."""
 
 NodeFacts = tuple
-"""(name, seq_nr, topological_nr, device, thread row or -1, next edges as ((child key or 0, input_nr), ...),
+"""(name, seq_nr, topological_nr, device, thread row or -1, next edges flat as (child key or 0, input_nr, ...),
 frame row or -1, step of creation, number of input slots): what `node_facts` holds per node key."""
 
 
@@ -50,7 +59,12 @@ class TraceBuilder:
         kinds = provenance if provenance is not None else {k: "observed" for k in Kind}
         self.provenance = {Kind(k).name.lower(): v for k, v in kinds.items() if v != "missing"}
         self.rows: list[tuple] = []
-        """Raw events: (kind, thread, graph task, node key or 0, a, b, c); see the named methods for a, b, c."""
+        """Raw events not frozen yet: (kind, thread, graph task, node key or 0, a, b, c); see the named methods
+        for a, b, c. The events before them are in `_chunks` (NOTE [frozen chunks])."""
+        self._chunks: list[tuple[np.ndarray, ...]] = []  # frozen rows: 7 compact columns per chunk
+        self._frozen = 0  # rows in _chunks
+        self._summary_blocks: list[dict] = []  # frozen summaries (_freeze.summary_block), before `summaries`
+        self._chunk_lock = threading.Lock()  # one freezer at a time; a snapshot sees chunks and rows together
         self.node_facts: dict[int, NodeFacts] = {}
         self.summaries: list[tuple] = []
         """Per event of a SUMMARY_KINDS kind, in step order: a tuple of None, (small array, device), or
@@ -110,8 +124,8 @@ class TraceBuilder:
              frame: int = -1, stack: str = "") -> None:
         """Static facts of a node, for nodes the trace mentions but did not see made (no NodeCreated event)."""
         _check_key(node)
-        edges = tuple((child or 0, int(nr)) for child, nr in next_edges)
-        self.node_facts[node] = (name, seq_nr, topological_nr, device, thread, edges, frame, len(self.rows),
+        edges = tuple(x for child, nr in next_edges for x in (child or 0, int(nr)))
+        self.node_facts[node] = (name, seq_nr, topological_nr, device, thread, edges, frame, self.num_events,
                                  num_inputs)
         if stack:
             self.stacks[node] = stack
@@ -132,6 +146,8 @@ class TraceBuilder:
         self.node(node, name=name, seq_nr=seq_nr, topological_nr=topological_nr, device=device, thread=thread,
                   next_edges=next_edges, num_inputs=num_inputs, frame=frame, stack=stack)
         self.rows.append((Kind.NODE_CREATED, thread, 0, node, 0, 0, 0))
+        if len(self.rows) >= CHUNK:
+            self.freeze_rows()
 
     def graph_task_started(self, *, thread: int, graph_task: int, graph_root: int,
                            roots: Iterable[tuple[int, int]] = (), inputs: Iterable[tuple[int, int]] = (),
@@ -147,7 +163,8 @@ class TraceBuilder:
     def dependencies_computed(self, *, thread: int, graph_task: int, min_topo_nr: int,
                               dependencies: Iterable[tuple[int, int]], pruned: Iterable[int] = ()) -> None:
         """Each node's dependency count as (node, count), and the nodes not expanded because topo < min."""
-        self._deps.append((tuple(dependencies), tuple(pruned)))
+        # An array, not pairs of ints: one per node of the graph (~60 B each as tuples).
+        self._deps.append((np.asarray(list(dependencies), dtype=np.int64).reshape(-1, 2), tuple(pruned)))
         self.rows.append((Kind.DEPENDENCIES_COMPUTED, thread, graph_task, 0, 0, min_topo_nr, 0))
 
     def exec_info_computed(self, *, thread: int, graph_task: int, needed: Iterable[int] = (),
@@ -184,6 +201,8 @@ class TraceBuilder:
         """`node`'s apply is about to run on `inputs` (TensorSummary, numpy array or None each)."""
         self.summaries.append(tuple(_summary_item(t) for t in inputs))
         self.rows.append((Kind.NODE_STARTED, thread, graph_task, node, 0, 0, 0))
+        if len(self.rows) >= CHUNK:
+            self.freeze_rows()
 
     def node_finished(self, *, thread: int, graph_task: int, node: int, outputs: Sequence[Any]) -> None:
         """`node`'s apply returned `outputs` (TensorSummary, numpy array or None each)."""
@@ -217,7 +236,40 @@ class TraceBuilder:
     @property
     def num_events(self) -> int:
         """How many events were added so far."""
-        return len(self.rows)
+        return self._frozen + len(self.rows)
+
+    def freeze_rows(self) -> None:
+        """Move the raw rows into a frozen chunk of compact columns (NOTE [frozen chunks]).
+
+        Only called when `rows` is long: a raw row costs ~130 B (a tuple and its boxed ints), a frozen one ~20.
+        Other threads may append while this runs: only the rows counted at the start move, and `del rows[:n]`
+        (one C call, atomic under the GIL) removes exactly those, leaving later appends in order.
+        """
+        if not self._chunk_lock.acquire(blocking=False):
+            return  # another thread is freezing: it will do
+        try:
+            rows = self.rows
+            n = len(rows)
+            if not n:
+                return
+            flat = np.fromiter(itertools.chain.from_iterable(rows[:n]), dtype=np.int64, count=7 * n)
+            block = flat.reshape(n, 7)
+            self._chunks.append(tuple(compact(block[:, j]) for j in range(7)))
+            del rows[:n]
+            self._frozen += n
+            summaries = self.summaries
+            k = len(summaries)
+            self._summary_blocks.append(summary_block(summaries[:k]))
+            del summaries[:k]
+        finally:
+            self._chunk_lock.release()
+
+    def _row_state(self) -> tuple[list, list, list, list]:
+        """The frozen chunks and the raw rows after them, then the frozen summary blocks and the raw summaries
+        after them, taken together (no freeze runs in between)."""
+        with self._chunk_lock:
+            chunks, rows = list(self._chunks), list(self.rows)
+            return chunks, rows, list(self._summary_blocks), list(self.summaries)
 
     # What _freeze reads; not for sources.
     def _tables(self) -> tuple:

@@ -32,7 +32,7 @@ class TaskIndex:
         self.dec_steps = np.zeros(0, np.int64)  # steps at which one parent edge of dec_nodes was routed
         self.dec_nodes = np.zeros(0, np.int64)
         self.dec_pos = np.zeros(0, np.int64)  # index of each dec_nodes entry in dep_nodes
-        self.remaining_snaps: list[np.ndarray] = []  # dep_counts minus the first k*SNAP decrements
+        self.remaining_snaps: Any = ()  # [k-1]: dep_counts minus the first k*SNAP decrements (RemainingSnaps)
         self.buf_nodes = np.zeros(0, np.int64)  # nodes that got a BufferWritten, with when their buffer
         self.buffers = Intervals(np.zeros(0, np.int64), np.zeros(0, np.int64))  # opened and was pushed
         self.pruned: tuple = ()
@@ -52,11 +52,15 @@ class Intervals:
         self.order, self.starts, self.ends = order, starts[order], ends[order]
         self.marks: list[int] = []
         self.open: list[np.ndarray] = []
+        # Each open set from the one before: marks only grow, so an interval closed at a mark stays closed
+        # (rebuilding each from the start was quadratic: 0.35 s for the 1M intervals of a 1M-node trace).
+        open_now, done = np.zeros(0, np.int64), 0
         for upto in range(every, len(order) + 1, every):
             mark = int(self.starts[upto - 1])
-            idx = np.arange(upto)
+            candidates = np.concatenate([open_now, np.arange(done, upto)])
+            open_now, done = candidates[self.ends[candidates] > mark], upto
             self.marks.append(mark)
-            self.open.append(idx[self.ends[:upto] > mark])
+            self.open.append(open_now)
 
     def open_at(self, step: int) -> np.ndarray:
         """Indices (into the arrays given) of the intervals with start <= step < end."""
@@ -158,8 +162,35 @@ def _index_routing(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
         picked = picked_all[where]  # in step order: _groups keeps positions ascending
         t.dec_steps, t.dec_nodes = rep_steps[picked], child[picked]
         t.dec_pos = pos[picked] - first_of[tid]
-        t.remaining_snaps = [(t.dep_counts - np.bincount(t.dec_pos[:end], minlength=len(t.dep_nodes))).astype(np.int32)
-                             for end in range(SNAP, len(t.dec_pos) + 1, SNAP)]
+        t.remaining_snaps = RemainingSnaps(t)
+
+
+class RemainingSnaps:
+    """A task's dependency counts after every SNAP-th decrement, each computed when first asked for.
+
+    `[i]` is dep_counts minus the first (i+1)*SNAP decrements. Made up front, a 1M-node backward's would be
+    61 arrays of 1M counts (0.25 GB, 0.4 s before the TUI's first paint); a replay asks for the few near the
+    steps it shows. Each is computed from the nearest one below already made.
+    """
+
+    def __init__(self, t: TaskIndex) -> None:
+        self._t = t
+        self._made: dict[int, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self._t.dec_pos) // SNAP
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        made = self._made.get(i)
+        if made is None:
+            t = self._t
+            below = max((j for j in self._made if j < i), default=-1)
+            base = self._made[below] if below >= 0 else t.dep_counts
+            step = t.dec_pos[(below + 1) * SNAP:(i + 1) * SNAP]
+            made = self._made[i] = (base - np.bincount(step, minlength=len(t.dep_nodes))).astype(np.int32)
+        return made
 
 
 def _index_buffers(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
@@ -219,8 +250,9 @@ def _index_runs_nested(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray
     kinds = c["ev_kind"]
     steps = trace.index.steps_of(Kind.NODE_STARTED, Kind.NODE_FINISHED)
     threads = np.asarray(c["ev_thread"][steps], dtype=np.int64)
-    by_thread = np.lexsort((steps, threads))
-    steps, threads = steps[by_thread], threads[by_thread]
+    by_thread = _stable_order(threads)  # steps_of is in step order: stable keeps it per thread
+    if by_thread is not None:
+        steps, threads = steps[by_thread], threads[by_thread]
     is_start = kinds[steps] == Kind.NODE_STARTED
     total = np.cumsum(np.where(is_start, 1, -1))
     first = np.flatnonzero(np.r_[True, threads[1:] != threads[:-1]]) if len(steps) else np.zeros(0, np.int64)
@@ -229,19 +261,33 @@ def _index_runs_nested(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray
     if len(depth) and depth.min() < 0:
         return None  # an end with no run open: leave it to the general loop
     level = np.where(is_start, depth, depth + 1)
-    order = np.lexsort((steps, level, threads))
-    s_steps, s_start, s_level, s_thread = steps[order], is_start[order], level[order], threads[order]
-    nxt = np.arange(1, len(order) + 1)
-    has_next = nxt < len(order)
-    nxt = np.minimum(nxt, max(len(order) - 1, 0))
+    # By (thread, level, step): events are by thread, then step, already, so one stable sort of a joint key.
+    order = _stable_order(threads * (int(level.max(initial=0)) + 2) + level)
+    if order is None:
+        s_steps, s_start, s_level, s_thread = steps, is_start, level, threads
+    else:
+        s_steps, s_start, s_level, s_thread = steps[order], is_start[order], level[order], threads[order]
+    n = len(steps)
+    nxt = np.arange(1, n + 1)
+    has_next = nxt < n
+    nxt = np.minimum(nxt, max(n - 1, 0))
     closes = has_next & ~s_start[nxt] & (s_level[nxt] == s_level) & (s_thread[nxt] == s_thread)
     starts = s_steps[s_start]
     ends = np.where(closes, s_steps[nxt], NEVER)[s_start]
     run_threads = s_thread[s_start]
-    by_start = np.argsort(starts, kind="stable")
-    starts, ends, run_threads = starts[by_start], ends[by_start], run_threads[by_start]
+    by_start = _stable_order(starts)
+    if by_start is not None:
+        starts, ends, run_threads = starts[by_start], ends[by_start], run_threads[by_start]
     nodes = np.asarray(c["ev_node"][starts], dtype=np.int64)
     return starts.astype(np.int64), ends.astype(np.int64), run_threads, nodes
+
+
+def _stable_order(key: np.ndarray) -> np.ndarray | None:
+    """The stable sorting order of `key`, or None when it is sorted already (one thread, runs that do not nest:
+    a 1M-node trace's sorts cost 0.1 s and most are identities)."""
+    if len(key) < 2 or bool((key[1:] >= key[:-1]).all()):
+        return None
+    return np.argsort(key, kind="stable")
 
 
 def first_positions(keys: np.ndarray, size: int) -> np.ndarray:

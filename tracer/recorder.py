@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from . import culprits
-from .builder import SMALL, TraceBuilder, summary_of
+from .builder import CHUNK, SMALL, TraceBuilder, summary_of
 from .frames import user_frame
 from .schema import WAKE_UP, Kind
 
@@ -112,7 +112,7 @@ class Recorder:
         """Remember a node's static facts the first time it is seen; returns its uid."""
         uid = node._uid
         if uid not in self.nodes:
-            self.nodes[uid] = _static(node, -1, len(self.rows), self._row_of_ident.get(node.thread_id, -1))
+            self.nodes[uid] = _static(node, -1, self.builder.num_events, self._row_of_ident.get(node.thread_id, -1))
             for child, _ in node.next_edges:
                 if child is not None and child._uid not in self.nodes:
                     self._register(child)
@@ -153,8 +153,13 @@ class Recorder:
         bump = self.bumps.get(uid)
         frame = bump[2] if bump is not None else self._frame_index(user_frame())
         rows = self.rows
-        self.nodes[uid] = _static(node, frame, len(rows), thread)
+        n = len(rows)
+        self.nodes[uid] = _static(node, frame, self.builder._frozen + n, thread)
+        if bump is not None:  # its facts are in the node's now; the snapshot copies bumps before node_facts
+            del self.bumps[uid]
         rows.append((_K_CREATED, thread, 0, uid, 0, 0, 0))
+        if n >= CHUNK:  # NOTE [frozen chunks]
+            self.builder.freeze_rows()
         if node._metadata is not None and "traceback_" in node._metadata:  # made under anomaly mode
             self.builder.stacks[uid] = "".join(node._metadata["traceback_"])
 
@@ -228,7 +233,10 @@ class Recorder:
         except AttributeError:
             thread = self._thread()
         self._summaries(inputs)
-        self.rows.append((_K_NSTART, thread, gt.id, node._uid, 0, 0, 0))
+        rows = self.rows
+        rows.append((_K_NSTART, thread, gt.id, node._uid, 0, 0, 0))
+        if len(rows) >= CHUNK:  # NOTE [frozen chunks]
+            self.builder.freeze_rows()
 
     def node_finished(self, gt: Any, node: Any, outputs: list) -> None:
         try:
@@ -269,7 +277,8 @@ def _static(node: Any, frame: int, step: int, thread: int) -> tuple:
             device = meta.device
             break
     return (node._name or node.name(), node._seq, node._topo, device, thread,
-            tuple([(c._uid if c is not None else 0, nr) for c, nr in node.next_edges]), frame, step, len(metadata))
+            tuple([x for c, nr in node.next_edges for x in (c._uid if c is not None else 0, nr)]), frame, step,
+            len(metadata))
 
 
 @contextmanager
