@@ -109,7 +109,8 @@ def test_tracer_bench_quick_writes_json(tmp_path):
     for stats in (seek["cold"], seek["warm"]):
         assert 0 < stats["p50_ms"] <= stats["p99_ms"] <= stats["max_ms"]
 
-    assert len(data["checks"]) == 8 and data["info"]
+    assert len(data["checks"]) == 9 and data["info"]
+    assert any(c["name"].startswith("peak bytes/event while recording") for c in data["checks"])
     loop = data["loop"]
     assert loop["graph_tasks"] == loop["calls"] == 30 and loop["events"] > 30 * 500 and loop["open_s"] > 0
     for check in data["checks"]:
@@ -145,7 +146,8 @@ def test_tui_bench_tiny_writes_json(tmp_path):
         assert stats["p50_ms"] <= stats["p95_ms"] <= stats["p99_ms"] <= stats["max_ms"], name
         if "minus overhead" not in name:  # a difference may be negative on a noisy machine
             assert stats["p50_ms"] > 0, name
-    assert len(data["checks"]) == 6
+    assert len(data["checks"]) == 8  # with the big trace's first paint and first step (issue 17 item 8)
+    assert any(c["name"].startswith("first step l,") for c in data["checks"])
     assert data["training_loop"]["calls"] == 30 and data["training_loop"]["painted_ok"] is True
     for check in data["checks"]:
         assert check["value"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)
