@@ -3,15 +3,16 @@
 A view op (`select`, slicing, `view`, `transpose`, `unbind`, ...) marks its output with a `ViewInfo` naming
 the root base (a view of a view has the first one's base, as in PyTorch) and how the view was made
 (`CreationMeta`). The view's memory is a numpy view of the base's, so writes reach both; this module
-decides the autograd side (engine-semantics §1.9 and PyTorch's NOTE [ View + Inplace detection ]):
+decides the autograd side (engine-semantics §1.10 and PyTorch's NOTE [ View + Inplace detection ]):
 
 - An in-place op with history on a view records the op's node, then wraps it in a `CopySlices` node that
   becomes the base's grad_fn, and regenerates the view's grad_fn at once (`AsStridedBackward0`, whose
   next edge is the CopySlices): three seq_nrs, in that order (engine-semantics §1.4).
 - A view whose memory was written since its grad_fn was set gets a fresh `AsStridedBackward0` the next time
   its grad_fn is read (`attr_version` is the version it was last set at), taking a seq_nr then.
-- Views made under no_grad or inference mode, and the outputs of ops that return several views (`unbind`,
-  `split`, `chunk`), refuse in-place ops with history, with PyTorch's messages.
+- Views made under no_grad or inference mode, the outputs of ops that return several views (`unbind`,
+  `split`, `chunk`) and the views a custom Function returns refuse in-place ops with history, with PyTorch's
+  messages (and so does reading their grad_fn after another write changed their memory).
 
 A view requires grad when its own flag is set, it has a grad_fn, or its base requires grad (so a view made
 under no_grad of a tensor that requires grad reports requires_grad=True, with no grad_fn and no edge).
