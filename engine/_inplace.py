@@ -21,6 +21,7 @@ import numpy as np
 from . import _functions as fn
 from . import _observer, _ops, _version, _views
 from ._dispatch import public
+from ._layout import is_non_overlapping_and_dense
 from ._node import _TYPE_NAMES, InputMetadata
 from ._ops._common import broadcast_shape, needs_grad, record, with_original_self
 from ._ops.pointwise import clamp_entry
@@ -66,23 +67,13 @@ def _check_no_partial_overlap(self: Tensor, sources: tuple) -> None:
         data = src._data if isinstance(src, Tensor) else None
         if data is None or data is out or not out.size or not data.size or not np.may_share_memory(out, data):
             continue
-        if not (_dense(out) and _dense(data)):
+        if not (is_non_overlapping_and_dense(out) and is_non_overlapping_and_dense(data)):
             continue
         a0, b0 = out.__array_interface__["data"][0], data.__array_interface__["data"][0]
         a1, b1 = a0 + out.nbytes, b0 + data.nbytes
         if (a0, a1) == (b0, b1) and out.strides == data.strides and out.shape == data.shape:
             continue
         raise RuntimeError(ERR_PARTIAL_OVERLAP)
-
-
-def _dense(arr: np.ndarray) -> bool:
-    """Non-overlapping and dense: its elements fill one block of memory, in some order of the dims."""
-    item, acc = arr.itemsize, arr.itemsize
-    for stride, n in sorted((abs(st), n) for st, n in zip(arr.strides, arr.shape, strict=True) if n != 1):
-        if stride != acc:
-            return False
-        acc *= n
-    return acc // item == arr.size or arr.size <= 1
 
 
 def _write(self: Tensor, value: np.ndarray, sources: tuple = ()) -> None:

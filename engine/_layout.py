@@ -90,6 +90,11 @@ def _dense(shape: tuple, inner_first) -> tuple[int, ...]:
     return tuple(out)
 
 
+def is_non_overlapping_and_dense(arr: np.ndarray) -> bool:
+    """torch's is_non_overlapping_and_dense for a numpy array: its elements fill one block, in some dim order."""
+    return _non_overlapping_and_dense(arr.shape, tuple(s // arr.itemsize for s in arr.strides))
+
+
 def _non_overlapping_and_dense(shape: tuple, strides: tuple) -> bool:
     acc = 1
     for st, n in sorted((st, n) for st, n in zip(strides, shape, strict=True) if n != 1):

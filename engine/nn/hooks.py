@@ -65,10 +65,15 @@ def register_module_forward_hook(hook: Callable, *, with_kwargs: bool = False,
 
 def register_module_backward_hook(hook: Callable) -> RemovableHandle:
     """The deprecated kind of backward hook, for every module (see Module.register_backward_hook)."""
+    return _register_global_backward_hook(hook, full=False)
+
+
+def _register_global_backward_hook(hook: Callable, full: bool) -> RemovableHandle:
+    """One kind of global backward hook at a time, full or deprecated, as torch allows."""
     global _global_is_full_backward_hook
-    if _global_is_full_backward_hook is True:
+    if _global_is_full_backward_hook is (not full):
         raise RuntimeError(_ERR_MIXED_GLOBAL)
-    _global_is_full_backward_hook = False
+    _global_is_full_backward_hook = full
     handle = RemovableHandle(_global_backward_hooks)
     _global_backward_hooks[handle.id] = hook
     return handle
@@ -83,13 +88,7 @@ def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
 
 def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
     """`hook(module, grad_input, grad_output)` for every module, before the module's own backward hooks."""
-    global _global_is_full_backward_hook
-    if _global_is_full_backward_hook is False:
-        raise RuntimeError(_ERR_MIXED_GLOBAL)
-    _global_is_full_backward_hook = True
-    handle = RemovableHandle(_global_backward_hooks)
-    _global_backward_hooks[handle.id] = hook
-    return handle
+    return _register_global_backward_hook(hook, full=True)
 
 
 def backward_hooks_of(module: Any) -> tuple[list, list]:
