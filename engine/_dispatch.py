@@ -120,8 +120,13 @@ def _dispatcher(entry: OpEntry) -> Callable[..., Any]:
     source = (f"def dispatched({params}):\n"
               f"    if _op_watchers:  # NOTE [op_called]: the only cost when nobody watches ops\n"
               f"        return _call_observed(_op, _impl, {args}, {kwargs})\n"
-              f"    return _impl({call})\n")
-    scope = {"_op_watchers": op_watchers, "_call_observed": _call_observed, "_op": op, "_impl": impl, **defaults}
+              f"    try:\n"
+              f"        return _impl({call})\n"
+              f"    except Exception:  # costs nothing until raised\n"
+              f"        _check_none_arguments(_entry, {args})\n"
+              f"        raise\n")
+    scope = {"_op_watchers": op_watchers, "_call_observed": _call_observed, "_op": op, "_impl": impl,
+             "_check_none_arguments": _check_none_arguments, "_entry": entry, **defaults}
     # A file name inside engine/, so that stack walks stopping at the user's line skip this frame too.
     filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<dispatch {entry.surface}.{entry.attr}>")
     exec(compile(source, filename, "exec"), scope)  # noqa: S102 - built from a signature, as dataclasses do
@@ -168,6 +173,61 @@ def _forwarding(sig: inspect.Signature) -> tuple[str, str, str, str, dict[str, A
             raise TypeError(f"positional-only parameter {name!r}: declare public ops without `/`")
     return ", ".join(params), "(" + "".join(f"{a}, " for a in args) + ")", "{" + ", ".join(kwargs) + "}", \
         ", ".join(call), defaults
+
+
+_SECOND_TENSOR = {"matmul": "other", "mm": "mat2", "bmm": "mat2", "mv": "vec", "dot": "tensor", "maximum": "other",
+                  "minimum": "other", "expand_as": "other", "view_as": "other", "reshape_as": "other",
+                  "type_as": "other", "copy_": "other", "add_": "other", "sub_": "other", "mul_": "other",
+                  "div_": "other", "linear": "weight"}
+"""Ops whose second parameter is a Tensor, with torch's name for it."""
+_NUMBERS_TOO = frozenset({"add_", "sub_", "mul_", "div_", "copy_"})
+"""Of those, the ones that also take a number there (only None is refused)."""
+_OVERLOADED = frozenset({"where", "pow", "lt", "le", "gt", "ge", "eq", "ne", "masked_fill"})
+"""Ops with overloads taking numbers: torch's parser, given None, lists them all ("invalid combination")."""
+_NOT_TENSOR_FIRST = frozenset({"cat", "stack", "tensor", "as_tensor", "where", "pow", "clamp", "dropout"})
+"""torch functions whose first parameter is not a plain Tensor (lists, overloads with numbers)."""
+
+
+_SIZE_CHECKED = frozenset({"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+                           "binary_cross_entropy_with_logits"})
+"""torch.nn.functional losses written in Python that compare `target.size()` with `input.size()` first."""
+_ATEN_NAMES = {"cross_entropy": "cross_entropy_loss", "nll_loss": "nll_loss_nd"}
+"""Functional ops whose parser errors name the aten op they call."""
+
+
+def _check_functional_none(attr: str, args: tuple) -> None:
+    """torch.nn.functional's own first failures on a None input or target (Python code before the parser)."""
+    if attr in _SIZE_CHECKED and None in args[:2]:
+        raise AttributeError("'NoneType' object has no attribute 'size'")
+    if attr in ("softmax", "log_softmax") and args and args[0] is None:
+        raise AttributeError(f"'NoneType' object has no attribute '{attr}'")
+    if attr in _ATEN_NAMES:
+        for position, (value, name) in enumerate(zip(args[:2], ("input", "target"), strict=False), start=1):
+            if value is None:
+                raise TypeError(f"{_ATEN_NAMES[attr]}(): argument '{name}' (position {position}) must be Tensor, "
+                                f"not NoneType")
+
+
+def _check_none_arguments(entry: OpEntry, args: tuple) -> None:
+    """After an op failed with None where torch's argument parser wants a Tensor, raise the parser's TypeError
+    (`dot(): argument 'tensor' (position 1) must be Tensor, not NoneType`): torch checks arguments before
+    anything else, so whatever the implementation met instead does not matter."""
+    method = entry.surface == "Tensor"
+    if entry.op in _OVERLOADED and not entry.attr.startswith("__") and any(a is None for a in args):
+        got = ", ".join(type(a).__name__ for a in (args[1:] if method else args))
+        raise TypeError(f"{entry.attr}() received an invalid combination of arguments - got ({got}), but expected "
+                        f"one of: (see torch's overloads of {entry.attr})")
+    if entry.surface == "nn.functional":
+        _check_functional_none(entry.attr, args)
+    function = entry.surface in ("torch", "linalg", "nn.functional")
+    if function and entry.attr not in _NOT_TENSOR_FIRST and args and args[0] is None:
+        raise TypeError(f"{entry.attr}(): argument 'input' (position 1) must be Tensor, not NoneType")
+    second = _SECOND_TENSOR.get(entry.attr)
+    if second is None or len(args) < 2 or isinstance(args[1], _Tensor):
+        return
+    if args[1] is None or (entry.attr not in _NUMBERS_TOO and not isinstance(args[1], (list, tuple))):
+        raise TypeError(f"{entry.attr}(): argument '{second}' (position {1 if method else 2}) must be Tensor, "
+                        f"not {type(args[1]).__name__}")
 
 
 class _Reporting(threading.local):

@@ -18,6 +18,7 @@ from ._node import ERR_BACKWARD_TWICE, Node
 from ._ops.reduce import correction_value
 from ._state import tls
 from ._tensor import _wrap_dim
+from ._version import bump
 
 
 class _Generated(Node):
@@ -426,7 +427,9 @@ class MaximumBackward0(_Generated):
     def _part(self, grad, ufunc):
         s, o = self.self, self.other
         w = ops.where(ops.compare(np.equal, s, o), ops.div_scalar(grad, 2), grad)
-        return ops.masked_fill(w, ops.compare(ufunc, s, o), 0)
+        out = ops.masked_fill(w, ops.compare(ufunc, s, o), 0)
+        bump(out._data)  # torch's formula fills in place (`.masked_fill_`): the grad leaves at version 1
+        return out
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):

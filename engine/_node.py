@@ -339,7 +339,9 @@ class Node:
             for name in names:
                 if getattr(self, name, None) is not None:
                     object.__setattr__(self, name, _FREED)
-            self._released = True
+                    # torch saves only what the grads asked for need: with nothing saved (addmm of a bias
+                    # alone), nothing is freed and a second backward runs again
+                    self._released = True
 
     def check_saved(self) -> None:
         """Raise PyTorch's errors for saved tensors: freed (backward twice), or modified in place since.

@@ -13,9 +13,10 @@ import numpy as np
 from . import _observer, _state, _views
 from ._dispatch import public
 from ._dtype import Size, dtype, from_numpy_dtype
+from ._layout import is_non_overlapping_and_dense
 from ._node import AccumulateGrad, Node, RemovableHandle, _HookDict, add_hook
 from ._state import tls
-from ._version import bump, version_of
+from ._version import bump, version_of, with_own_counter
 
 
 class Tensor:
@@ -30,6 +31,7 @@ class Tensor:
     )
     __array_priority__ = 1000  # numpy scalars on the left defer to our reflected operators
     _zerotensor = False
+    _counted_inference = False  # see _counted_if_inference; per instance (in __dict__) like _zerotensor
     """torch's ZeroTensor: an immutable zero that `sgn`'s formula returns; set per instance (in __dict__) on the
     rare tensors that are one, so the common tensor pays nothing."""
 
@@ -131,7 +133,7 @@ class Tensor:
     @property
     def _version(self) -> int:
         """How many in-place writes the tensor's memory has had (shared with its views and detach()es)."""
-        if self._inference:
+        if self._inference and not self._counted_inference:
             raise RuntimeError("Inference tensors do not track version counter.")
         return version_of(self._data)
 
@@ -153,7 +155,7 @@ class Tensor:
 
     def register_hook(self, hook: Callable) -> RemovableHandle:
         """Run `hook(grad) -> Tensor | None` when the gradient w.r.t. this tensor is computed."""
-        if not self._requires_grad:
+        if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self._backward_hooks is None:
             self._backward_hooks = _HookDict()
@@ -163,7 +165,7 @@ class Tensor:
 
     def register_post_accumulate_grad_hook(self, hook: Callable) -> RemovableHandle:
         """Run `hook(tensor)` after AccumulateGrad wrote this leaf's `.grad`."""
-        if not self._requires_grad:
+        if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self.grad_fn is not None:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
@@ -181,7 +183,7 @@ class Tensor:
     @public("detach", tensor=True)
     def detach(self) -> Tensor:
         """A new tensor sharing data, cut from the graph."""
-        return alias_tensor(self._data, self)
+        return _counted_if_inference(alias_tensor(self._data, self))
 
     @public("detach_", tensor=True)
     def detach_(self) -> Tensor:
@@ -306,8 +308,9 @@ class Tensor:
 
     @public("data", tensor_property=True)
     def data(self) -> Tensor:
-        """The same memory as a tensor with no history (like detach()); assigning `.data` is not supported."""
-        return alias_tensor(self._data, self)
+        """The same memory as a tensor with no history and its own version counter (unlike detach()); assigning
+        `.data` is not supported."""
+        return _counted_if_inference(alias_tensor(with_own_counter(self._data), self))
 
     @public("to", tensor="type_as")
     def type_as(self, other: Tensor) -> Tensor:
@@ -357,6 +360,14 @@ def alias_tensor(arr: np.ndarray, of: Tensor) -> Tensor:
     t._inference = of._inference
     if of._zerotensor:
         t._zerotensor = True
+    return t
+
+
+def _counted_if_inference(t: Tensor) -> Tensor:
+    """detach() and .data of an inference tensor, taken outside inference_mode, are still inference tensors,
+    yet torch gives them a version counter and lets them be written in place (measured on torch 2.13)."""
+    if t._inference and not tls.inference_mode:
+        t._counted_inference = True
     return t
 
 
@@ -436,10 +447,14 @@ def accumulate_into_grad(variable: Tensor, new_grad: Tensor, unreferenced: bool 
     if old is None:
         if not tls.grad_enabled and unreferenced and _obeys_layout_contract(new_grad._data, variable._data):
             variable._grad = alias_tensor(new_grad._data, new_grad)  # new_grad.detach()
+        elif not is_non_overlapping_and_dense(variable._data):
+            from ._ops import clone  # torch's clone_obey_contract falls back to a contiguous clone
+
+            variable._grad = clone(new_grad, contiguous=True)
         elif not tls.grad_enabled or not new_grad._requires_grad:
+            # clone_obey_contract: new_empty_strided(...).copy_(new_grad); the copy_ counts a version
             variable._grad = make_tensor(np.array(new_grad._data, copy=True), device=new_grad._device)
-            if tls.grad_enabled:  # measured on torch 2.13: under create_graph the clone's copy_ counts a version
-                bump(variable._grad._data)
+            bump(variable._grad._data)
         else:
             from ._ops import copy_to_new
 

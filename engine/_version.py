@@ -34,6 +34,22 @@ def _owner(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
+def with_own_counter(data: np.ndarray) -> np.ndarray:
+    """An array viewing `data`'s memory that counts its in-place writes apart from `data`'s (torch's `.data`:
+    same storage, a new version counter). Its base is a memoryview, so `_owner` stops at it; when the
+    memory's owner cannot be exported as a buffer, the counter stays shared."""
+    owner = _owner(data)
+    try:
+        memory = np.frombuffer(memoryview(owner).cast("B"), dtype=np.uint8)  # its base: the memoryview
+    except (TypeError, ValueError, BufferError):
+        return data.view()
+    offset = data.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    arr = np.ndarray(data.shape, data.dtype, buffer=memory, offset=offset, strides=data.strides)
+    if not data.flags.writeable:
+        arr.flags.writeable = False
+    return arr
+
+
 def version_of(data: np.ndarray) -> int:
     """The version of the memory `data` views (0 until something writes it in place)."""
     if not _counters:  # nothing was ever written in place: the common case, and the cheap one
@@ -106,7 +122,7 @@ def node_saved_versions(node: Any) -> Any:
 def bump_tensor(t: Any) -> None:
     """Count one in-place write to `t` (after the write, as torch's increment_version): an inference tensor has
     no counter, and outside inference_mode the write is refused (the data is already written, as in torch)."""
-    if t._inference:
+    if t._inference and not t._counted_inference:
         if not _state.tls.inference_mode:
             raise RuntimeError(ERR_INFERENCE_INPLACE)
         return

@@ -305,10 +305,11 @@ public("pow", tensor="__rpow__")(binary_operator(lambda self, base: pow(base, se
 public("bitwise_not", tensor="__invert__")(bitwise_not)
 for _op, _np_fn in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal),
                     ("eq", np.equal), ("ne", np.not_equal)):
-    public(_op, tensor=(_op, f"__{_op}__"))(_comparison(_np_fn))
-public("__and__", tensor=True)(_comparison(np.logical_and))
-public("__or__", tensor=True)(_comparison(np.logical_or))
-public("__xor__", tensor=True)(_comparison(np.logical_xor))
+    public(_op, tensor=_op)(_comparison(_np_fn))
+    public(_op, tensor=f"__{_op}__")(binary_operator(_comparison(_np_fn)))  # x == None is False, as in Python
+public("__and__", tensor=True)(binary_operator(_comparison(np.logical_and)))
+public("__or__", tensor=True)(binary_operator(_comparison(np.logical_or)))
+public("__xor__", tensor=True)(binary_operator(_comparison(np.logical_xor)))
 
 
 # -- the public entries of add, sub, mul, div: torch's argument checks, then the op ----------------------------

@@ -95,8 +95,10 @@ def mv(a: Tensor, v: Tensor) -> Tensor:
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """at::matmul's dispatch: dot, mv, mm, one mm or mv over the folded batch of the larger operand (see
     `_should_fold`), or expand both to the common batch and bmm."""
-    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
-        raise TypeError("matmul(): argument 'other' (position 1) must be Tensor")
+    for bad, name in ((a, "input"), (b, "other")):
+        if not isinstance(bad, Tensor):  # a method call names `other` position 1 (see _dispatch)
+            raise TypeError(f"matmul(): argument '{name}' (position {1 if name == 'input' else 2}) must be Tensor, "
+                            f"not {type(bad).__name__}")
     da, db = a._data.ndim, b._data.ndim
     if da == 0 or db == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {da}D and {db}D")

@@ -58,12 +58,13 @@ def masked_fill(a: Tensor, mask: Tensor, value: Any) -> Tensor:
     common_device(a, mask)
     if isinstance(value, Tensor):
         node = save_inputs(fn.MaskedFillBackward1(), mask=mask) if needs_grad(a, value) else None
-        out = _out(np.where(mask._data, value._data.astype(a._data.dtype), a._data), a)
+        out = _out(np.asarray(np.where(mask._data, value._data.astype(a._data.dtype), a._data), order="C"), a)
         if node is not None:
             record(node, (a, value), out)
         return out
     node = save_inputs(fn.MaskedFillBackward0(), mask=mask) if needs_grad(a) else None
-    out = _out(np.where(mask._data, np.asarray(value, dtype=a._data.dtype), a._data), a)
+    # torch fills a contiguous clone of `a`
+    out = _out(np.asarray(np.where(mask._data, np.asarray(value, dtype=a._data.dtype), a._data), order="C"), a)
     if node is not None:
         record(node, (a,), out)
     return out
@@ -90,7 +91,7 @@ def _softmax_like(np_fn, node_cls, a: Tensor, dim: int, dtype: Any) -> Tensor:
         a = to(a, dtype)
     node = node_cls() if needs_grad(a) else None
     d = _wrap_dim(dim, a._data.ndim)
-    out = _out(np_fn(_float_data(a), d), a)
+    out = _out(np.asarray(np_fn(_float_data(a), d), order="C"), a)  # contiguous whatever the input's layout
     if node is not None:
         node.dim, node.result = dim, out  # the dim as given
         record(node, (a,), out)

@@ -228,7 +228,7 @@ def layer_norm(a: Tensor, normalized_shape: Any, weight: Tensor | None = None, b
         y = y * weight._data
     if bias is not None:
         y = y + bias._data
-    out = _out(y.astype(x.dtype), a)
+    out = _out(np.asarray(y, dtype=x.dtype, order="C"), a)  # torch normalises a contiguous copy of the input
     if node is not None:
         node.result1 = _out(mu.astype(x.dtype), a)
         node.result2 = _out(rstd.astype(x.dtype), a)
@@ -650,7 +650,7 @@ def log_sigmoid(a: Tensor) -> Tensor:
     """log(sigmoid(a)), computed stably → LogSigmoidBackward0."""
     node = save_inputs(LogSigmoidBackward0(), self=a) if needs_grad(a) else None
     x = _float_data(a)
-    out = _out((-np.logaddexp(0.0, -x)).astype(x.dtype), a)
+    out = _out(np.asarray(-np.logaddexp(0.0, -x), dtype=x.dtype, order="C"), a)  # contiguous, as torch's
     if node is not None:
         node.buffer = _out(np.exp(-np.abs(x)).astype(x.dtype), a)
         record(node, (a,), out)

@@ -593,10 +593,19 @@ def alias(a: Tensor) -> Tensor:
     return out
 
 
+def _tensor_list(tensors: Sequence[Tensor]) -> list[Tensor]:
+    """cat's and stack's list, checked as torch's argument parser checks it."""
+    tensors = list(tensors)
+    for i, x in enumerate(tensors):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(x).__name__}")
+    return tensors
+
+
 @public("cat", torch=True)
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Concatenate along `dim` → CatBackward0 with one slot per tensor."""
-    tensors = list(tensors)
+    tensors = _tensor_list(tensors)
     if not tensors:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
     node = fn.CatBackward0() if needs_grad(*tensors) else None
@@ -630,7 +639,7 @@ def _check_cat_shapes(tensors: list, d: int) -> None:
 @public("stack", torch=True)
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Stack along a new dim → StackBackward0 with one slot per tensor."""
-    tensors = list(tensors)
+    tensors = _tensor_list(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
     node = fn.StackBackward0() if needs_grad(*tensors) else None
