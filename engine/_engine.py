@@ -26,7 +26,8 @@ MAX_DEPTH = 60
 def call_function(graph_task: GraphTask, fn: Node, input_buffer: InputBuffer) -> list:
     """Hooks, apply, validate and post-hooks for one node (engine-semantics §7.1 step 3)."""
     inputs = call_tensor_pre_hooks(fn, input_buffer.buffer, graph_task)
-    inputs = call_pre_hooks(fn, inputs, graph_task)
+    input_buffer.buffer = _NO_GRADS  # torch moves the grads out of the buffer: a pre-hook's copy is then the only
+    inputs = call_pre_hooks(fn, inputs, graph_task)  # holder, and AccumulateGrad may still steal
     had_post_hooks = bool(fn._post_hooks)
     if _observer.observers:
         for hook in _observer.dispatch.get("node_started", ()):

@@ -342,6 +342,15 @@ class MeanBackward1(_Generated):
             out[0] = ops.div_scalar(_sum_backward(grad, sizes, self.dim, self.keepdim), n)
 
 
+def _written(t, writes: int):
+    """`t`, a grad this formula just made, counted as written in place `writes` times: torch's formula builds it
+    with in-place ops (`zeros.scatter_(...)`, `.masked_fill_(...)`), which the engine's out-of-place ops do not
+    count."""
+    for _ in range(writes):
+        bump(t._data)
+    return t
+
+
 class MaxBackward1(_Generated):
     __slots__ = ("self", "result")
     _saved_tensor_names = ("self", "result")
@@ -352,7 +361,7 @@ class MaxBackward1(_Generated):
             mask_np = np.isnan(s) if np.isnan(r) else s == r
             mask = ops.make_tensor(mask_np, device=grad._device)
             count = ops.make_tensor(np.asarray(mask_np.sum(), dtype=np.int64), device=grad._device)
-            out[0] = ops.masked_fill(ops.zeros_like_data(self.self), mask, ops.div(grad, count))
+            out[0] = _written(ops.masked_fill(ops.zeros_like_data(self.self), mask, ops.div(grad, count)), 1)
 
 
 class MaxBackward0(_Generated):
@@ -366,9 +375,10 @@ class MaxBackward0(_Generated):
             sizes, d = self.self_sym_sizes, self.dim
             zeros = ops.zeros_of(sizes, grad)
             if not self.keepdim and sizes:
-                out[0] = ops.scatter(zeros, d, ops.unsqueeze(self.indices, d), ops.unsqueeze(grad, d))
+                res = ops.scatter(zeros, d, ops.unsqueeze(self.indices, d), ops.unsqueeze(grad, d))
             else:
-                out[0] = ops.scatter(zeros, d, self.indices, grad)
+                res = ops.scatter(zeros, d, self.indices, grad)
+            out[0] = _written(res, 2)  # measured on torch 2.13: the zeros' fill and scatter_ both count
 
 
 class ScatterBackward0(_Generated):
@@ -417,7 +427,7 @@ class GatherBackward0(_Generated):
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # gather_backward: zeros.scatter_add(dim, index, grad)
             sizes = self.self._data.shape
-            out[0] = ops.scatter_add(ops.zeros_of(sizes, grad), self.dim, self.index, grad)
+            out[0] = _written(ops.scatter_add(ops.zeros_of(sizes, grad), self.dim, self.index, grad), 1)
 
 
 class MaximumBackward0(_Generated):
@@ -1225,7 +1235,7 @@ class IndexBackward0(_Generated):
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # zeros(self_sizes).index_put_(indices, grad, accumulate=True)
             zeros = ops.zeros_of(self.self_sym_sizes, grad)
-            out[0] = ops.index_put_accumulate(zeros, self.key, grad, self.indices)
+            out[0] = _written(ops.index_put_accumulate(zeros, self.key, grad, self.indices), 1)
 
 
 class IndexPutImplBackward0(_Generated):

@@ -76,9 +76,10 @@ def _check_no_partial_overlap(self: Tensor, sources: tuple) -> None:
         raise RuntimeError(ERR_PARTIAL_OVERLAP)
 
 
-def _write(self: Tensor, value: np.ndarray, sources: tuple = ()) -> None:
+def _write(self: Tensor, value: np.ndarray, sources: tuple = (), fills: bool = False) -> None:
     """Write `value` into the tensor's memory, with PyTorch's checks, and count the write. `sources`: the
-    op's tensor operands, checked for partial overlap with the written memory."""
+    op's tensor operands, checked for partial overlap with the written memory; `fills`: fill_ and zero_, which
+    write even an expanded tensor."""
     if sources:
         _check_no_partial_overlap(self, sources)
     if self._zerotensor:
@@ -89,9 +90,12 @@ def _write(self: Tensor, value: np.ndarray, sources: tuple = ()) -> None:
     if not np.can_cast(value.dtype, self._data.dtype, casting="same_kind"):
         raise RuntimeError(f"result type {_TYPE.get(str(value.dtype), value.dtype)} can't be cast to the desired "
                            f"output type {_TYPE.get(str(self._data.dtype), self._data.dtype)}")
-    if not self._data.flags.writeable:  # an expand()ed tensor: many elements share one memory location
-        raise RuntimeError(ERR_OVERLAP)
-    np.copyto(self._data, value, casting="unsafe")
+    target = self._data
+    if not target.flags.writeable:  # an expand()ed tensor: many elements share one memory location
+        if not fills:
+            raise RuntimeError(ERR_OVERLAP)
+        target = _version.writable_alias(target)  # fill_ and zero_ skip torch's overlap check
+    np.copyto(target, value, casting="unsafe")
     _version.bump_tensor(self)
 
 
@@ -191,7 +195,7 @@ def _fill_value(self: Tensor, value: Any) -> Tensor:
                            "dimensions.")
     filled = np.full(self._data.shape, data, dtype=self._data.dtype)
     if not _records(self, (value,)):
-        _write(self, filled)
+        _write(self, filled, fills=True)
         return self
     if isinstance(value, Tensor):
         return _recorded(self, fn.FillBackward3(), (_old(self), value), filled)
@@ -203,7 +207,7 @@ def zero_(self: Tensor) -> Tensor:
     """Fill with zeros in place."""
     zeros = np.zeros_like(self._data)
     if not _records(self, ()):
-        _write(self, zeros)
+        _write(self, zeros, fills=True)
         return self
     return _recorded(self, fn.ZeroBackward0(), (_old(self),), zeros)
 

@@ -143,7 +143,7 @@ class Tensor:
 
     def retain_grad(self) -> None:
         """Make a non-leaf's `.grad` populated by backward (a no-op on leaves, engine-semantics §7.4)."""
-        if not self._requires_grad:
+        if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self.grad_fn is None or self._retains_grad:
             return
@@ -187,7 +187,9 @@ class Tensor:
 
     @public("detach_", tensor=True)
     def detach_(self) -> Tensor:
-        """Cut this tensor from the graph in place."""
+        """Cut this tensor from the graph in place (measured on torch 2.13: inside inference_mode, nothing)."""
+        if tls.inference_mode:
+            return self
         if self._view is not None:
             raise RuntimeError(
                 "Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel (DDP) for "
@@ -445,7 +447,9 @@ def accumulate_into_grad(variable: Tensor, new_grad: Tensor, unreferenced: bool 
     """
     old = variable._grad
     if old is None:
-        if not tls.grad_enabled and unreferenced and _obeys_layout_contract(new_grad._data, variable._data):
+        if new_grad._zerotensor:  # measured on torch 2.13: never adopted; .grad gets plain zeros at version 0
+            variable._grad = make_tensor(np.zeros_like(new_grad._data), device=new_grad._device)
+        elif not tls.grad_enabled and unreferenced and _obeys_layout_contract(new_grad._data, variable._data):
             variable._grad = alias_tensor(new_grad._data, new_grad)  # new_grad.detach()
         elif not is_non_overlapping_and_dense(variable._data):
             from ._ops import clone  # torch's clone_obey_contract falls back to a contiguous clone

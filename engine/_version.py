@@ -50,6 +50,21 @@ def with_own_counter(data: np.ndarray) -> np.ndarray:
     return arr
 
 
+def writable_alias(data: np.ndarray) -> np.ndarray:
+    """A writable array over `data`'s elements (an expand()ed, read-only broadcast of writable memory), to write
+    through once and drop: its owner is a new byte array, so it must not be kept as a tensor's data.
+
+    Raises:
+        RuntimeError: the memory itself is read-only.
+    """
+    owner = _owner(data)
+    if not owner.flags.writeable:
+        raise RuntimeError("the tensor's memory is read-only")
+    memory = np.frombuffer(memoryview(owner).cast("B"), dtype=np.uint8)
+    offset = data.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    return np.ndarray(data.shape, data.dtype, buffer=memory, offset=offset, strides=data.strides)
+
+
 def version_of(data: np.ndarray) -> int:
     """The version of the memory `data` views (0 until something writes it in place)."""
     if not _counters:  # nothing was ever written in place: the common case, and the cheap one

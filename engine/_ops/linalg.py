@@ -8,7 +8,19 @@ from .._dispatch import public
 from .._tensor import Tensor
 from .._version import bump
 from ._common import _out, _strides, binary_operator, check_same_device, needs_grad, record, save_inputs
-from .shape import _mt, _unsafe_view, contiguous, expand, reshape, squeeze, squeeze_dims, t, unsqueeze, view
+from .shape import (
+    _mt,
+    _unsafe_view,
+    contiguous,
+    expand,
+    expand_mismatch,
+    reshape,
+    squeeze,
+    squeeze_dims,
+    t,
+    unsqueeze,
+    view,
+)
 
 
 @public("mm", torch=True, tensor=True)
@@ -251,6 +263,10 @@ def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: floa
             f"mat1 and mat2 shapes cannot be multiplied ({mat1._data.shape[0]}x{mat1._data.shape[1]} and "
             f"{mat2._data.shape[0]}x{mat2._data.shape[1]})")
     check_same_device("addmm", self=bias, mat1=mat1, mat2=mat2)
+    target = (mat1._data.shape[0], mat2._data.shape[1])
+    for i, (n, size) in enumerate(zip(target[2 - bias._data.ndim:], bias._data.shape, strict=False)):
+        if size not in (1, n):  # the bias is expanded to the product's shape first
+            raise RuntimeError(expand_mismatch(i + 2 - bias._data.ndim, target, bias._data.shape))
     for name, first in (("self", bias), ("mat1", mat1)):  # torch checks self against mat2 first
         if first._data.dtype != mat2._data.dtype:
             raise RuntimeError(f"{name} and mat2 must have the same dtype, but got {_dtype_name(first)} and "

@@ -20,8 +20,9 @@ from .._dispatch import public
 from .._dtype import from_numpy_dtype
 from .._functions import _Generated
 from .._node import UNDEFINED_INPUT, InputMetadata
+from .._state import tls
 from .._tensor import Tensor, make_tensor
-from .._version import node_saved_versions
+from .._version import bump, node_saved_versions
 from ._common import (
     _float_data,
     _out,
@@ -562,7 +563,14 @@ class BinaryCrossEntropyWithLogitsBackward0(_Generated):
                 g = sub(mul(sub(add_scalar(pt, 1), t), sigmoid(x)), pt)
             else:  # self.sigmoid() - target
                 g = sub(sigmoid(x), t)
-            out[0] = self._weighted(mul(g, grad), x)
+            # torch writes its grad in place: without grad mode sub_ (or sub_, mul_, sub_) and mul_(grad); then
+            # mul_(weight) and div_(numel) in any mode. The engine's ops make new tensors: count them at the end.
+            writes = 0 if tls.grad_enabled else 2 if pw is None else 4
+            writes += (self.weight is not None) + (self.reduction == 1)
+            g = self._weighted(mul(g, grad), x)
+            for _ in range(writes):
+                bump(g._data)
+            out[0] = g
         if self.should_compute_output(1):  # ..._target_backward
             if pw is not None:  # (log_sigmoid(-self) - log_sigmoid(self) * pos_weight) * grad, in place in torch:
                 diff = sub(log_sigmoid(neg(x)), mul(log_sigmoid(x), pw))

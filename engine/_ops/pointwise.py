@@ -101,12 +101,20 @@ def abs(a: Tensor) -> Tensor:  # noqa: A001 - PyTorch's name
     return out
 
 
+def _sign_np(x: np.ndarray) -> np.ndarray:
+    """numpy's sign, with torch's 0 for NaN."""
+    out = np.asarray(np.sign(x))  # a ufunc gives a numpy scalar for a 0-dim array
+    if out.dtype.kind == "f":
+        np.copyto(out, 0, where=np.isnan(out))
+    return out
+
+
 @public("sgn", torch=True, tensor=True)
 def sgn(a: Tensor) -> Tensor:
     """Sign → SgnBackward0."""
     # self and result are saved for the complex case of sgn_backward, as torch always does
     node = save_inputs(fn.SgnBackward0(), self=a) if needs_grad(a) else None
-    out = _out(np.sign(a._data), a)
+    out = _out(_sign_np(a._data), a)
     if node is not None:
         node.result = out
         record(node, (a,), out)
@@ -117,7 +125,7 @@ def sgn(a: Tensor) -> Tensor:
 def sign(a: Tensor) -> Tensor:
     """Sign → SignBackward0."""
     node = fn.SignBackward0() if needs_grad(a) else None
-    out = _out(np.sign(a._data), a)
+    out = _out(_sign_np(a._data), a)
     if node is not None:
         record(node, (a,), out)
     return out

@@ -310,11 +310,12 @@ def expand(a: Tensor, *sizes: Any) -> Tensor:
                                    f"non-existing dimension {i}")
             shape[i] = a._data.shape[j]
         elif j >= 0 and a._data.shape[j] != 1 and a._data.shape[j] != shape[i]:
-            raise RuntimeError(
-                f"The expanded size of the tensor ({shape[i]}) must match the existing size "
-                f"({a._data.shape[j]}) at non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor "
-                f"sizes: {list(a._data.shape)}")
-    out = _view_out(np.broadcast_to(a._data, tuple(shape)), a)
+            raise RuntimeError(expand_mismatch(i, sizes, a._data.shape))
+    lead = n - nd
+    if all(s == 1 for s in shape[:lead]) and tuple(shape[lead:]) == a._data.shape:
+        out = _view_out(a._data[(None,) * lead], a)  # nothing broadcast: no zero stride, so writable, as in torch
+    else:
+        out = _view_out(np.broadcast_to(a._data, tuple(shape)), a)
     if node is not None:
         node.self_sym_sizes = a._data.shape
         record(node, (a,), out)
@@ -600,6 +601,13 @@ def _tensor_list(tensors: Sequence[Tensor]) -> list[Tensor]:
         if not isinstance(x, Tensor):
             raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(x).__name__}")
     return tensors
+
+
+def expand_mismatch(i: int, sizes: Any, existing: tuple) -> str:
+    """torch's error for expanding `existing` to `sizes` when dim `i` of the target does not fit."""
+    return (f"The expanded size of the tensor ({sizes[i]}) must match the existing size "
+            f"({existing[i - (len(sizes) - len(existing))]}) at non-singleton dimension {i}.  Target sizes: "
+            f"{list(sizes)}.  Tensor sizes: {list(existing)}")
 
 
 @public("cat", torch=True)

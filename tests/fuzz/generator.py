@@ -33,14 +33,11 @@ KNOWN_GAPS: dict[str, str] = {
                           "view does not follow requires_grad_() of its base",
     "full_slice": "1: x[:] and x[0:n] record SliceBackward0",
     "zero_dim_view": "1, not listed: x[i], select and unbind giving 0-dim results copy them (writes do not reach)",
-    "detach_view": "1, not listed: detach_() of a view raises in torch; under inference_mode it does nothing",
     "self_overlap": "1: an in-place op whose source overlaps its destination raises torch's 'single memory "
                     "location' error",
     # item 2: strides and memory layout
     "view_strides": "2: view() and reshape() of a non-contiguous tensor (or of x[:, idx], contiguous in "
                     "torch); x.mT @ W; 3-D matmul or linear of a non-contiguous input",
-    "write_expanded": "2, not listed: writes to an expanded tensor raise 'single memory location' where torch's "
-                      "do not (an expand to the tensor's own shape has no zero stride; zero_ and fill_)",
     "grad_layout": "2, not listed: gradients keep torch's layout: an expanded gradient is a view made in "
                    "no_grad mode (writing it with grad on raises; the engine's refuses any write), and a leaf "
                    "made of one gets CloneBackward0 grads under create_graph",
@@ -55,8 +52,6 @@ KNOWN_GAPS: dict[str, str] = {
     "sgn_saved": "4: sgn saves what torch saves (backward through a freed SgnBackward0 raises in torch)",
     "zero_dim_mask_assign": "4, not listed: x[mask] = v on a 0-dim x fails inside numpy",
     "failed_op_seq": "4: a failed op takes a seq_nr in torch (where with a float condition)",
-    "nan_values": "4, not listed: sign and sgn of NaN are 0 in torch (so is abs's gradient there); the engine "
-                  "gives nan",
     # not in issue 13
     "detach_saved": "new: backward through a saved tensor that was detach_()ed raises in torch",
     "freed_index_backward": "new: backward again through advanced indexing or index_put_ after its graph was "
@@ -289,7 +284,9 @@ class Generator:
         rg = any(v.rg for v in ins) and dtype in FLOAT and self.s.mode is None
         anc = frozenset().union(*(v.anc | ({v.name} if v.rg else set()) for v in ins)) if rg else frozenset()
         v = Var(self.fresh(), shape, dtype, rg=rg, leaf=not rg, positive=positive, anc=anc)
-        v.inference = self.s.mode == "inference_mode" and (view_of is None or view_of.inference)
+        # a view of an inference tensor is one in any mode; inside inference_mode, so is every new tensor
+        v.inference = (view_of is not None and view_of.inference) or (
+            self.s.mode == "inference_mode" and (view_of is None or view_of.inference))
         v.kernel_version = (not v.inference and self.s.mode != "inference_mode" and any(i.inference for i in ins)) \
             or (view_of is not None and view_of.kernel_version)
         v.contiguous = all(i.contiguous for i in ins)  # results of a strided input may keep its layout
