@@ -1205,7 +1205,7 @@ class IndexSelectBackward0(_Generated):
 
     def formulas(self, grad, out):
         if self.should_compute_output(0):  # zeros(self_sizes).index_add_(dim, index, grad)
-            out[0] = ops.index_add(ops.zeros_of(self.self_sym_sizes, grad), self.dim, self.index, grad)
+            out[0] = _written(ops.index_add(ops.zeros_of(self.self_sym_sizes, grad), self.dim, self.index, grad), 1)
 
 
 class IndexAddBackward0(_Generated):

@@ -161,6 +161,11 @@ def _restrided(v: np.ndarray, strides: tuple) -> np.ndarray:
     owner = v
     while isinstance(owner.base, np.ndarray):
         owner = owner.base
+    if not owner.flags.c_contiguous:
+        flat = owner.ravel(order="K")  # a 1-D view of memory laid out in another order (a buffer must be C-ordered)
+        if not np.shares_memory(flat, owner):
+            return v  # memory in no single block: keep numpy's strides (they differ only on size-1 dims)
+        owner = flat
     start = v.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
     out = np.ndarray(v.shape, dtype=v.dtype, buffer=owner, offset=start,
                      strides=tuple(s * v.itemsize for s in strides))
@@ -468,7 +473,10 @@ def index(a: Tensor, key: tuple, indices: tuple, masks: Sequence[tuple] = ()) ->
     for mask, dim in masks:
         _check_mask(a, mask, dim)
     _check_index(a, key)
-    out = _out(a._data[key], a)
+    data = a._data[key]
+    if a._data.flags.c_contiguous:  # torch lays the result out as its input; numpy moves indexed dims first
+        data = np.asarray(data, order="C")
+    out = _out(data, a)
     if node is not None:
         record(node, (a,), out)
     return out
