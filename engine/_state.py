@@ -51,6 +51,9 @@ tensor costs no look-up of the mode."""
 saved_hooks_seen = False
 """True once some thread pushed saved-tensor hooks: until then saving a tensor costs no look-up of them."""
 
+detached_in_place = False
+"""True once detach_() cut a tensor with history: until then no saved tensor can have been detached."""
+
 
 def peek_sequence_nr() -> int:
     """The seq_nr the next numbered node on this thread will take."""

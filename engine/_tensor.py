@@ -196,6 +196,8 @@ class Tensor:
                 "training, and gradient_as_bucket_view is set as True, gradients are views of DDP buckets, and hence "
                 "detach_() cannot be called on these gradients. To fix this error, please refer to the "
                 "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.")
+        if self._grad_fn is not None:
+            _state.detached_in_place = True  # saved tensors are now checked for it (engine/_node.unpacked_grad_fn)
         self._grad_fn = None
         self._requires_grad = False
         self._output_nr = 0

@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import _functions as fn
 from .._tensor import Tensor, _wrap_dim, make_tensor
+from .._version import bump
 from ._common import _out, needs_grad, record, save_inputs
 from .reduce import sum
 from .shape import view
@@ -135,8 +136,12 @@ def as_strided_backward(grad: Tensor, input_geometry: tuple, sizes: tuple, strid
     index = _views.strided_indices(sizes, strides, offset)
     if np.unique(index).size == index.size:
         copy_(as_strided(storage, sizes, strides, offset), grad)
-    else:  # the view reads some element twice: its grads add up (index_add in PyTorch; not recorded here)
-        np.add.at(storage._data, index.reshape(-1), grad._data.reshape(-1))
+    else:  # the view reads some element twice: its grads add up, by storage.index_add_(0, indices, grad.reshape(-1))
+        from .shape import index_add, reshape
+
+        indices = make_tensor(np.ascontiguousarray(index.reshape(-1), dtype=np.int64), device=grad._device)
+        storage = index_add(storage, 0, indices, reshape(grad, (-1,)))
+        bump(storage._data)  # torch's index_add_ writes the zeros in place
     return as_strided(storage, in_sizes, in_strides, in_offset)
 
 

@@ -188,11 +188,14 @@ def _apply(cls: type, args: tuple, has_setup_context: bool) -> Any:
 
     needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
     is_executable = tls.grad_enabled and any(needs_input_grad)
+    tensor_inputs = [a for a in args if isinstance(a, Tensor)]
+    # torch unpacks the inputs and collects their edges first: a view whose base was written in place gets its
+    # AsStridedBackward0 (a seq_nr) before the node does
+    next_edges = collect_next_edges(tensor_inputs) if is_executable else None
     ctx = cls._backward_cls()  # takes the seq_nr before forward runs (engine-semantics §10.2 step 4)
     ctx.is_variable_input = [isinstance(a, Tensor) for a in args]
-    tensor_inputs = [a for a in args if isinstance(a, Tensor)]
     if is_executable:
-        ctx.set_next_edges(collect_next_edges(tensor_inputs))
+        ctx.set_next_edges(next_edges)
     ctx.needs_input_grad = needs_input_grad
     prev = tls.grad_enabled
     tls.grad_enabled = False
