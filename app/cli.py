@@ -102,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     cul.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
     cul.add_argument("--from", dest="start", type=int, default=None, help="from this seq_nr")
     cul.add_argument("--to", dest="stop", type=int, default=None, help="up to this seq_nr")
+    cul.add_argument("--thread", default=None, metavar="THREAD",
+                     help="only this thread's increments (each thread has its own counter): its name, such as "
+                          "MainThread, or its row in the trace")
     _torch_flags(cul)
     cul.set_defaults(func=_cmd_culprits)
     exp = sub.add_parser("export", help="draw the graph of a trace at a step (DOT, SVG, PNG or PDF)",
@@ -269,8 +272,7 @@ def _omitted_note(trace) -> str:
 
 def _cmd_culprits(args: argparse.Namespace) -> int:
     if args.script.endswith(".agdb"):
-        _print_culprits(_load(args.script), args)
-        return 0
+        return _print_culprits(_load(args.script), args)
 
     def os_exit(run) -> int:
         return _culprits_of_run(run, args)
@@ -284,21 +286,71 @@ def _culprits_of_run(run, args: argparse.Namespace) -> int:
     if len(run.trace) == 0 and run.error is not None:
         _fail("nothing was recorded")
         return run.exit_status or 1
-    _print_culprits(run.trace, args)
-    return run.exit_status
+    status = _print_culprits(run.trace, args, failed=run.error is not None)
+    return run.exit_status or status
 
 
-def _print_culprits(trace, args: argparse.Namespace) -> None:
+def _print_culprits(trace, args: argparse.Namespace, failed: bool = False) -> int:
+    """Print the table of increments asked for, or say why it is empty; 1 when --thread names no thread."""
     trace = trace.for_display()  # a trace's names and lines may hold terminal escape sequences
-    rows = culprits_mod.select(culprits_mod.of_trace(trace), args.start, args.stop)
+    every = culprits_mod.of_trace(trace)
+    if args.thread is not None:
+        rows_of = _thread_rows(trace, args.thread)
+        if not rows_of:
+            names = ", ".join(f"{row} ({name})" for row, name in trace.threads) or "none"
+            _fail(f"--thread {args.thread}: no such thread in the trace (its threads: {names})")
+            return 1
+        every = [c for c in every if c.thread in rows_of]
+    rows = culprits_mod.select(every, args.start, args.stop)
+    if not rows:
+        _fail(_why_no_culprits(every, args, failed))
+        return 0
     table = Table(title="sequence-number increments", title_justify="left")
-    for col in ("seq_nr", "node", "thread", "file:line", "function", "source"):
+    for col in ("seq_nr", "node", "thread", "file:line", "function"):
         table.add_column(col, overflow="fold")
+    out = StdoutConsole()
+    # The source is cut, never wrapped, so that it keeps standing above its carets (both are cut alike); it
+    # asks for its longest line, up to what the terminal leaves, so that the other columns give way first.
+    widest = max(len(short(c.source)) for c in rows)
+    table.add_column("source", no_wrap=True, overflow="ellipsis", min_width=min(widest, max(16, out.width // 2)))
     for c in rows:
         cells = (f"{c.old} → {c.new}", c.node_name, trace.threads[c.thread][1] if trace.threads else "",
-                 f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", c.function, c.source)
-        table.add_row(*(Text(short(cell)) for cell in cells))  # Text: source lines are not markup
-    StdoutConsole().print(table)
+                 f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", c.function)
+        table.add_row(*(Text(short(cell)) for cell in cells), _source_cell(c))  # Text: source is not markup
+    out.print(table)
+    return 0
+
+
+def _source_cell(c) -> Text:
+    """The culprit's line with, under it, `~` under the expression that ran and `^` under the op itself."""
+    source = short(c.source)
+    marks = c.carets() if source == c.source else ""
+    text = Text(source + (f"\n{marks}" if marks else ""))
+    if marks:  # the op's own part stands out too where the terminal has styles
+        start, end = marks.index("^"), marks.rindex("^") + 1
+        text.stylize("bold underline", start, end)
+    return text
+
+
+def _thread_rows(trace, which: str) -> set[int]:
+    """The thread rows `--thread` names: a row number, or every thread of that name."""
+    if which.isdigit() and int(which) < len(trace.threads):
+        return {int(which)}
+    return {row for row, name in trace.threads if name == which}
+
+
+def _why_no_culprits(every: list, args: argparse.Namespace, failed: bool) -> str:
+    """Why the table of increments is empty, in one line."""
+    if not every:
+        scope = f" on thread {args.thread}" if args.thread is not None else ""
+        why = "the script failed before any op made a backward node" if failed else \
+            "no op that records a backward node ran (no tensor requires grad, or grad mode was off)"
+        return f"the sequence number never moved{scope}: {why}"
+    low, high = min(c.old for c in every), max(c.new for c in every)
+    span = " ".join(part for part in (f"--from {args.start}" if args.start is not None else "",
+                                      f"--to {args.stop}" if args.stop is not None else "") if part)
+    return f"no increment in {span}: the counter moved from {low} to {high}" + (
+        " on that thread" if args.thread is not None else "")
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
