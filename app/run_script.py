@@ -134,6 +134,20 @@ def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
     return finished(error, error_text)
 
 
+def syntax_error(script: str) -> str | None:
+    """Python's report of the syntax error in `script` (its file, line, caret and message), or None when it
+    compiles; raises OSError when it cannot be read. Checked before recording, so that a typo is the first thing
+    the user reads rather than a failed recording."""
+    path = Path(script)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such script: {script}")
+    try:
+        compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as e:  # ValueError: a NUL byte in the source
+        return "".join(traceback.format_exception_only(type(e), e))
+    return None
+
+
 def exit_status(error: BaseException | None) -> int:
     """The status `python SCRIPT` ends with after `error`: sys.exit's code, os._exit's, 130 for Ctrl-C, else 1."""
     if error is None:
