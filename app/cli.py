@@ -139,6 +139,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="a source file the culprit view may show, for a trace recorded before agdb stored "
                              "source lines in traces (repeatable)")
     opener.set_defaults(func=_cmd_open)
+    _serve_parser(sub)
     return p
 
 
@@ -445,6 +446,38 @@ def _run_app(app) -> int:
         _fail(app.failure)
         return 1
     return app.return_code or 0
+
+
+def _serve_parser(sub) -> None:
+    serve = sub.add_parser("serve", help="serve the TUI to a web browser (a trace or a script)",
+                           description="Serve agdb's TUI over HTTP: each browser tab that opens the address gets "
+                                       "its own agdb (`open TRACE`, or `tui SCRIPT`, which records the script "
+                                       "again for each tab). Listens on localhost only unless --host says "
+                                       "otherwise; anyone who can reach the address can use the TUI.")
+    serve.add_argument("target", metavar="TRACE|SCRIPT", help="a saved .agdb trace, or a script to record")
+    serve.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
+    serve.add_argument("--host", default="localhost", help="address to listen on (default: localhost)")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    _torch_flags(serve)
+    serve.set_defaults(func=_cmd_serve)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .serve import serve
+
+    target = os.path.abspath(args.target)
+    if args.target.endswith(".agdb"):
+        _load(args.target)  # a missing or bad file fails here (exit 1), not in every browser tab
+        argv = ["open", target]
+    else:
+        if not _compiles(args.target):
+            return 1
+        flag = {True: ["--as-torch"], False: ["--real-torch"], None: []}[args.as_torch]
+        argv = ["tui", target, *flag, "--", *args.script_args]
+    if not 0 < args.port < 65536:
+        _fail(f"--port {args.port} is not a port number (1..65535)")
+        return 1
+    return serve(argv, args.host, args.port, title=f"agdb · {Path(args.target).name}")
 
 
 if __name__ == "__main__":
