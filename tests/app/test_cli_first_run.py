@@ -212,3 +212,26 @@ def test_focus_names_the_execution_index_the_tui_shows(demo_file, tmp_path, caps
         code, _, err = agdb(["export", demo_file, "-o", out, "--focus", focus, "--radius", "0"], capsys)
         assert code == 0, err
         assert f"within 0 edges of node {node}\"" in out.read_text()
+
+
+@pytest.mark.parametrize("command", ["tui", "record", "serve"])
+def test_a_missing_script_fails_before_anything_starts(tmp_path, capsys, no_tui, command):
+    """`agdb tui|record|serve MISSING.py` says there is no such script and exits 1 (no TUI, no server)."""
+    code, out, err = agdb([command, tmp_path / "nope.py"], capsys)
+    assert code == 1 and out == "" and err == f"agdb: no such script: {tmp_path / 'nope.py'}\n"
+
+
+def test_plain_show_into_a_closed_pipe_ends_quietly(tmp_path):
+    """`agdb show --all | head -1` (the text form, thousands of lines): no traceback, SIGPIPE's status."""
+    from tests.app.test_cli_scripts import _chain_trace
+
+    path = tmp_path / "chain.agdb"
+    save(_chain_trace(3000), path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "show", str(path), "--all"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b"step ")
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 128 + signal.SIGPIPE
+    assert "Traceback" not in err and "Exception ignored" not in err, err
