@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import socket
 import sys
 from pathlib import Path
 
@@ -32,8 +33,29 @@ def command_for(argv: list[str]) -> str:
     return shlex.join([sys.executable, "-m", "app.cli", *argv])
 
 
+def bind_error(host: str, port: int) -> str:
+    """Why `host`:`port` cannot be listened on ("" when it can): checked before serving, because the server
+    announces itself before it binds."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as e:
+        return f"cannot serve on {host}:{port}: {getattr(e, 'strerror', None) or e}"
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+            try:
+                s.bind(address)
+            except OSError as e:
+                return f"cannot serve on {host}:{port}: {e.strerror or e}"
+    return ""
+
+
 def serve(argv: list[str], host: str, port: int, title: str) -> int:
     """Serve `agdb ARGV` until interrupted; returns the exit status."""
+    why = bind_error(host, port)
+    if why:
+        sys.stderr.write(f"agdb: {why}\n")
+        return 1
     # The served command must import this agdb, wherever the browser's process starts.
     path = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = ROOT + (os.pathsep + path if path else "")

@@ -100,3 +100,17 @@ def test_serve_of_a_bad_trace_fails_before_serving(tmp_path):
     out, err = proc.communicate(timeout=TIMEOUT)
     assert proc.returncode == 1 and err.decode().startswith("agdb: ") and "not an agdb trace" in err.decode()
     assert "serving" not in err.decode()
+
+
+def test_serve_on_a_taken_port_says_so_before_announcing(tmp_path):
+    """`agdb serve --port P` with P already listened on: one line saying so, exit 1, no "serving" line."""
+    trace = tmp_path / "demo.agdb"
+    save(record_example(), trace)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _serve(tmp_path, str(trace), "--port", str(port))
+        _, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 1
+    assert err.decode() == f"agdb: cannot serve on localhost:{port}: Address already in use\n"
