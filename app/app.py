@@ -66,6 +66,9 @@ class AgdbApp(App[None]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette (ctrl+p) offers every action of the step screen, with its key."""
         yield from super().get_system_commands(screen)
+        if self.script is not None:
+            yield SystemCommand("The script's output", "key: o (what the recorded script printed)",
+                                self.action_show_output)
         if isinstance(screen, StepScreen):
             for binding in screen.BINDINGS:
                 if binding.action.startswith("app."):
