@@ -29,7 +29,8 @@ class AgdbApp(App[None]):
     CSS_PATH = "agdb.tcss"
     TITLE = "agdb"
     BINDINGS = [Binding("escape", "cancel", "Cancel loading or recording", show=False),
-                Binding("q", "quit", "Quit", show=False)]
+                Binding("q", "quit", "Quit", show=False),
+                Binding("o", "show_output", "The script's output", show=False)]
 
     def __init__(self, trace: Any = None, path: str | None = None, script: str | None = None,
                  script_args: list[str] | None = None, as_torch: bool | None = None, title: str = "",
@@ -42,6 +43,8 @@ class AgdbApp(App[None]):
         trace that stores no source of its own (recorded before format version 3)."""
         self.failure: str | None = None
         """Why the trace could not be opened, once it could not: the CLI prints it and exits non-zero."""
+        self.script_output = ""
+        """What the recorded script printed (the TUI owns the terminal, so it is kept and shown on `o`)."""
         self._script_thread: int | None = None  # the thread running the user's script, while it runs
         self._cancelled = False
         self._cancel_lock = threading.Lock()
@@ -63,6 +66,9 @@ class AgdbApp(App[None]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette (ctrl+p) offers every action of the step screen, with its key."""
         yield from super().get_system_commands(screen)
+        if self.script is not None:
+            yield SystemCommand("The script's output", "key: o (what the recorded script printed)",
+                                self.action_show_output)
         if isinstance(screen, StepScreen):
             for binding in screen.BINDINGS:
                 if binding.action.startswith("app."):
@@ -90,7 +96,9 @@ class AgdbApp(App[None]):
         # NOTE [the script's thread]: not a Textual thread worker. Those run in asyncio's default executor,
         # whose threads are joined when the app's loop closes, so a script that never ends (or waits on
         # something) would keep agdb from quitting. A daemon thread is left behind on quit instead.
-        thread = threading.Thread(target=self._record_in_thread, args=(script,), name="agdb-script", daemon=True)
+        # Named MainThread, as the script's thread is under `python SCRIPT` and `agdb record`: the trace names
+        # the thread (`cpu (MainThread)`) and the script may read threading.current_thread().name.
+        thread = threading.Thread(target=self._record_in_thread, args=(script,), name="MainThread", daemon=True)
         thread.start()
 
     def _record_in_thread(self, script: str) -> None:
@@ -120,12 +128,13 @@ class AgdbApp(App[None]):
             run = run_recorded(script, self.script_args, self.as_torch,
                                on_progress=lambda n: self.post_message(
                                    TraceProgress(f"recording {script}… {n:,} events (Escape stops it, q quits)")),
-                               on_script_end=script_ended, no_stdin=True)
+                               on_script_end=script_ended, no_stdin=True, capture_output=True)
         except OSError as e:
             self.post_message(TraceFailed(str(e)))
             return
         finally:
             script_ended()
+        self.script_output = run.output
         notes = (run.error_text, run.note, NO_STDIN_NOTE if run.read_stdin else "")
         error = "\n\n".join(text.strip("\n") for text in notes if text)
         if self._cancelled:
@@ -173,6 +182,15 @@ class AgdbApp(App[None]):
             elif self._interrupt_timer is not None:
                 self._interrupt_timer.stop()
 
+    def action_show_output(self) -> None:
+        """Show what the recorded script printed (for a saved trace there is nothing to show)."""
+        from .screens.output import OutputScreen
+
+        if self.script is None:
+            self.notify("only a script recorded here (agdb tui SCRIPT) has output to show", timeout=4)
+        elif not isinstance(self.screen, OutputScreen):
+            self.push_screen(OutputScreen(self.script_output, self.script))
+
     @on(TraceProgress)
     def _progress(self, message: TraceProgress) -> None:
         self.query_one("#status", Static).update(Text(message.text))  # it names a path: not markup
@@ -187,6 +205,9 @@ class AgdbApp(App[None]):
         # for_display: node names, files and source lines from a trace are shown with control characters escaped
         self.push_screen(StepScreen(message.trace.for_display(), title, message.script_error,
                                     source_files=self.source_files))
+        if self.script_output:
+            lines = self.script_output.count("\n") + (not self.script_output.endswith("\n"))
+            self.notify(f"the script printed {lines:,} line(s): o shows them", timeout=6)
 
     @on(TraceFailed)
     def _failed(self, message: TraceFailed) -> None:

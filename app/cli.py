@@ -18,7 +18,7 @@ from tracer.replay import Replay
 from tracer.state_json import state_to_json
 from tracer.tracefile import TraceFormatError, load, save
 
-from .show import DEFAULT_LIMIT, StdoutConsole, print_state, short
+from .show import DEFAULT_LIMIT, StdoutConsole, executed_by_task, node_label, print_state, short
 
 err = Console(stderr=True, highlight=False)
 
@@ -82,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     rec = sub.add_parser("record", help="run a script on agdb's engine and save what it did")
     rec.add_argument("script")
     rec.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
-    rec.add_argument("-o", "--output", required=True, help="trace file to write (.agdb)")
+    rec.add_argument("-o", "--output", default=None,
+                     help="trace file to write (default: the script's name with .agdb, in the current directory)")
     _torch_flags(rec)
     rec.set_defaults(func=_cmd_record)
     show = sub.add_parser("show", help="print the engine's state at a step of a trace")
@@ -102,6 +103,9 @@ def _parser() -> argparse.ArgumentParser:
     cul.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
     cul.add_argument("--from", dest="start", type=int, default=None, help="from this seq_nr")
     cul.add_argument("--to", dest="stop", type=int, default=None, help="up to this seq_nr")
+    cul.add_argument("--thread", default=None, metavar="THREAD",
+                     help="only this thread's increments (each thread has its own counter): its name, such as "
+                          "MainThread, or its row in the trace")
     _torch_flags(cul)
     cul.set_defaults(func=_cmd_culprits)
     exp = sub.add_parser("export", help="draw the graph of a trace at a step (DOT, SVG, PNG or PDF)",
@@ -114,7 +118,8 @@ def _parser() -> argparse.ArgumentParser:
     exp.add_argument("--view", choices=("backward", "forward", "joint"), default="backward",
                      help="backward graph (default), forward ops, or both (needs FX graphs: not yet)")
     exp.add_argument("--focus", default=None, metavar="NODE",
-                     help="draw only around this node: its index, seq:N, or a name only one node has")
+                     help="draw only around this node: the number the TUI shows before it (its execution index "
+                          "at --step), node:N (the trace's node N), seq:N, or a name only one node has")
     exp.add_argument("--radius", type=int, default=2, help="edges from the focus node to include (default 2)")
     exp.add_argument("--collapse", action="store_true",
                      help="fold repeated blocks (one box `× N`) and linear chains, and draw each shared leaf once")
@@ -134,6 +139,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="a source file the culprit view may show, for a trace recorded before agdb stored "
                              "source lines in traces (repeatable)")
     opener.set_defaults(func=_cmd_open)
+    _serve_parser(sub)
     return p
 
 
@@ -167,7 +173,9 @@ def _report(run) -> None:
     """Say on stderr how the script ended, when it did not end well, and why nothing was recorded."""
     from .run_script import OsExitCalled
 
-    if isinstance(run.error, (SystemExit, OsExitCalled)):
+    if isinstance(run.error, KeyboardInterrupt):
+        _fail(f"interrupted: kept {len(run.trace):,} events")
+    elif isinstance(run.error, (SystemExit, OsExitCalled)):
         _fail(f"{run.error_text} (what it recorded is kept)")
     elif run.error is not None:
         sys.stderr.write(f"agdb: the script raised (the trace up to that point is kept):\n{run.error_text}")
@@ -194,9 +202,21 @@ def _output_file(text: str) -> Path | None:
     return None
 
 
+def _compiles(script: str) -> bool:
+    """Whether `script` exists and compiles; if not, says why (Python's own SyntaxError report) first."""
+    from .run_script import syntax_error
+
+    report = syntax_error(script)  # OSError (no such script) goes to main's handler
+    if report is not None:
+        sys.stderr.write(f"agdb: {script} has a syntax error, so it was not run:\n{report}")
+    return report is None
+
+
 def _cmd_record(args: argparse.Namespace) -> int:
+    if args.output is None:
+        args.output = Path(args.script).stem + ".agdb"
     output = _output_file(args.output)
-    if output is None:
+    if output is None or not _compiles(args.script):
         return 1
     run = _record(args.script, args.script_args, args.as_torch,
                   on_os_exit=lambda run: _save_run(run, output, args.output))
@@ -254,7 +274,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if node is not None:
         name, seq, topo = trace.node_brief(node)
         title = f"node {node}: {short(name)} (seq_nr {seq}, topological_nr {topo}); its rows only"
-    print_state(data, StdoutConsole(), limit, title, _omitted_note(trace))
+    display = trace.for_display()
+    executed = executed_by_task(display, step, limit) if node is None else None
+    print_state(data, StdoutConsole(), limit, title, _omitted_note(trace), node_label(display), executed)
     return 0
 
 
@@ -269,12 +291,13 @@ def _omitted_note(trace) -> str:
 
 def _cmd_culprits(args: argparse.Namespace) -> int:
     if args.script.endswith(".agdb"):
-        _print_culprits(_load(args.script), args)
-        return 0
+        return _print_culprits(_load(args.script), args)
 
     def os_exit(run) -> int:
         return _culprits_of_run(run, args)
 
+    if not _compiles(args.script):
+        return 1
     return _culprits_of_run(_record(args.script, args.script_args, args.as_torch, on_os_exit=os_exit), args)
 
 
@@ -282,23 +305,76 @@ def _culprits_of_run(run, args: argparse.Namespace) -> int:
     if run.note:
         return 1
     if len(run.trace) == 0 and run.error is not None:
-        _fail("nothing was recorded")
+        _fail(f"the sequence number never moved: {NO_BUMP_FAILED}")
         return run.exit_status or 1
-    _print_culprits(run.trace, args)
-    return run.exit_status
+    status = _print_culprits(run.trace, args, failed=run.error is not None)
+    return run.exit_status or status
 
 
-def _print_culprits(trace, args: argparse.Namespace) -> None:
+def _print_culprits(trace, args: argparse.Namespace, failed: bool = False) -> int:
+    """Print the table of increments asked for, or say why it is empty; 1 when --thread names no thread."""
     trace = trace.for_display()  # a trace's names and lines may hold terminal escape sequences
-    rows = culprits_mod.select(culprits_mod.of_trace(trace), args.start, args.stop)
+    every = culprits_mod.of_trace(trace)
+    if args.thread is not None:
+        rows_of = _thread_rows(trace, args.thread)
+        if not rows_of:
+            names = ", ".join(f"{row} ({name})" for row, name in trace.threads) or "none"
+            _fail(f"--thread {args.thread}: no such thread in the trace (its threads: {names})")
+            return 1
+        every = [c for c in every if c.thread in rows_of]
+    rows = culprits_mod.select(every, args.start, args.stop)
+    if not rows:
+        _fail(_why_no_culprits(every, args, failed))
+        return 0
     table = Table(title="sequence-number increments", title_justify="left")
-    for col in ("seq_nr", "node", "thread", "file:line", "function", "source"):
-        table.add_column(col, overflow="fold")
+    for col in ("seq_nr", "node", "thread", "file:line", "function"):
+        table.add_column(col, overflow="fold", no_wrap=col in ("seq_nr", "node"))
+    out = StdoutConsole()
+    # The source is cut, never wrapped, so that it keeps standing above its carets (both are cut alike); it
+    # asks for its longest line, up to what the terminal leaves, so that the other columns give way first.
+    widest = max(len(short(c.source)) for c in rows)
+    table.add_column("source", no_wrap=True, overflow="ellipsis", min_width=min(widest, max(16, out.width - 64)))
     for c in rows:
         cells = (f"{c.old} → {c.new}", c.node_name, trace.threads[c.thread][1] if trace.threads else "",
-                 f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", c.function, c.source)
-        table.add_row(*(Text(short(cell)) for cell in cells))  # Text: source lines are not markup
-    StdoutConsole().print(table)
+                 f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", c.function)
+        table.add_row(*(Text(short(cell)) for cell in cells), _source_cell(c))  # Text: source is not markup
+    out.print(table)
+    return 0
+
+
+def _source_cell(c) -> Text:
+    """The culprit's line with, under it, `~` under the expression that ran and `^` under the op itself."""
+    source = short(c.source)
+    marks = c.carets() if source == c.source else ""
+    text = Text(source + (f"\n{marks}" if marks else ""))
+    if marks:  # the op's own part stands out too where the terminal has styles
+        start, end = marks.index("^"), marks.rindex("^") + 1
+        text.stylize("bold underline", start, end)
+    return text
+
+
+def _thread_rows(trace, which: str) -> set[int]:
+    """The thread rows `--thread` names: a row number, or every thread of that name."""
+    if which.isdigit() and int(which) < len(trace.threads):
+        return {int(which)}
+    return {row for row, name in trace.threads if name == which}
+
+
+NO_BUMP_FAILED = "the script failed before any op made a backward node"
+
+
+def _why_no_culprits(every: list, args: argparse.Namespace, failed: bool) -> str:
+    """Why the table of increments is empty, in one line."""
+    if not every:
+        scope = f" on thread {args.thread}" if args.thread is not None else ""
+        why = NO_BUMP_FAILED if failed else \
+            "no op that records a backward node ran (no tensor requires grad, or grad mode was off)"
+        return f"the sequence number never moved{scope}: {why}"
+    low, high = min(c.old for c in every), max(c.new for c in every)
+    span = " ".join(part for part in (f"--from {args.start}" if args.start is not None else "",
+                                      f"--to {args.stop}" if args.stop is not None else "") if part)
+    return f"no increment in {span}: the counter moved from {low} to {high}" + (
+        " on that thread" if args.thread is not None else "")
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -309,15 +385,28 @@ def _cmd_export(args: argparse.Namespace) -> int:
         _fail(f"{args.trace} holds no events")
         return 1
     try:
-        focus = resolve_focus(trace, args.focus) if args.focus is not None else None
+        state, order = _state_and_order(trace, args.step) if args.focus is not None else (None, None)
+        focus = resolve_focus(trace, args.focus, order=order) if args.focus is not None else None
         with err.status(escape(f"drawing {args.output}…")):
             done = export(trace, args.output, step=args.step, view=args.view, focus=focus, radius=args.radius,
-                          collapse=args.collapse, force=args.force)
+                          collapse=args.collapse, force=args.force, state=state)
     except ExportError as e:
         _fail(str(e))
         return 1
     sys.stderr.write(f"wrote {done.path}: {done.num_boxes:,} boxes, {done.num_arrows:,} arrows\n")
     return 0
+
+
+def _state_and_order(trace, step: int | None):
+    """The state at `step` (the last by default) and each node's execution index there, as the TUI numbers them;
+    (None, None) for a step outside the trace (export says why)."""
+    from tracer.node_states import node_states
+
+    step = len(trace) - 1 if step is None else step
+    if not 0 <= step < len(trace):
+        return None, None
+    state = Replay(trace).state_at(step)
+    return state, node_states(trace, state)[1]
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -335,13 +424,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_tui(args: argparse.Namespace) -> int:
     from .app import AgdbApp
 
+    if not _compiles(args.script):
+        return 1
     return _run_app(AgdbApp(script=args.script, script_args=args.script_args, as_torch=args.as_torch))
 
 
 def _cmd_open(args: argparse.Namespace) -> int:
     from .app import AgdbApp
 
-    return _run_app(AgdbApp(path=args.trace, source_files=args.source))
+    # Loaded here, not in the TUI: a missing or bad file fails on the command line (main says why, exit 1)
+    # before the TUI takes the screen.
+    trace = _load(args.trace)
+    return _run_app(AgdbApp(trace=trace, title=args.trace, source_files=args.source))
 
 
 def _run_app(app) -> int:
@@ -352,6 +446,38 @@ def _run_app(app) -> int:
         _fail(app.failure)
         return 1
     return app.return_code or 0
+
+
+def _serve_parser(sub) -> None:
+    serve = sub.add_parser("serve", help="serve the TUI to a web browser (a trace or a script)",
+                           description="Serve agdb's TUI over HTTP: each browser tab that opens the address gets "
+                                       "its own agdb (`open TRACE`, or `tui SCRIPT`, which records the script "
+                                       "again for each tab). Listens on localhost only unless --host says "
+                                       "otherwise; anyone who can reach the address can use the TUI.")
+    serve.add_argument("target", metavar="TRACE|SCRIPT", help="a saved .agdb trace, or a script to record")
+    serve.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
+    serve.add_argument("--host", default="localhost", help="address to listen on (default: localhost)")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    _torch_flags(serve)
+    serve.set_defaults(func=_cmd_serve)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .serve import serve
+
+    target = os.path.abspath(args.target)
+    if args.target.endswith(".agdb"):
+        _load(args.target)  # a missing or bad file fails here (exit 1), not in every browser tab
+        argv = ["open", target]
+    else:
+        if not _compiles(args.target):
+            return 1
+        flag = {True: ["--as-torch"], False: ["--real-torch"], None: []}[args.as_torch]
+        argv = ["tui", target, *flag, "--", *args.script_args]
+    if not 0 < args.port < 65536:
+        _fail(f"--port {args.port} is not a port number (1..65535)")
+        return 1
+    return serve(argv, args.host, args.port, title=f"agdb · {Path(args.target).name}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import graphviz
+import numpy as np
 
 from tracer.atomic import write_atomically
 from tracer.dot import View, ViewError, picture
@@ -39,24 +40,41 @@ class Exported:
     num_arrows: int
 
 
-def resolve_focus(trace: Trace, text: str, flag: str = "--focus") -> int:
-    """A node from `12` (its index), `seq:5` / `seq 5` (its seq_nr) or a name that only one node has.
+def resolve_focus(trace: Trace, text: str, flag: str = "--focus", order: np.ndarray | None = None) -> int:
+    """A node from `12`, `node:12` (its index in the trace), `seq:5` / `seq 5` (its seq_nr) or a name that only
+    one node has.
+
+    With `order` (each node's execution index at a step, -1 if it has not run: tracer.node_states), a bare
+    number is an execution index, the leading number of the TUI's graph rows; without it, a node index.
 
     Raises:
         ExportError: nothing or several nodes match; the message lists how to be precise.
     """
     text = text.strip()
+    if text.lower().startswith("node:") and is_number(text[5:].strip()):
+        return _node_index(trace, int(text[5:]))
     if is_number(text):
-        node = int(text)
-        if node >= trace.num_nodes:
-            raise ExportError(f"there is no node {node}: this trace has nodes 0..{trace.num_nodes - 1}")
-        return node
+        if order is None:
+            return _node_index(trace, int(text))
+        ran = np.flatnonzero(order == int(text))
+        if len(ran) == 1:
+            return int(ran[0])
+        count = int((order >= 0).sum())
+        which = f"0..{count - 1}" if count else "none yet"
+        raise ExportError(f"{flag} {text}: no node ran as number {text} by this step (the numbers the TUI shows "
+                          f"before the nodes that ran: {which}); give node:N for the trace's node N, seq:N or a name")
     query = "seq " + text[4:] if text.lower().startswith("seq:") else text
     found = find_nodes(trace, query)
     if len(found) == 1:
         return int(found[0])
     what = "no node" if not len(found) else f"{len(found)} nodes ({', '.join(map(str, found[:5].tolist()))}…)"
     raise ExportError(f"{flag} {text!r} matches {what}; give a node index (as the TUI shows it) or seq:N")
+
+
+def _node_index(trace: Trace, node: int) -> int:
+    if node >= trace.num_nodes:
+        raise ExportError(f"there is no node {node}: this trace has nodes 0..{trace.num_nodes - 1}")
+    return node
 
 
 def export(trace: Trace, output: str, *, step: int | None = None, view: View = "backward", focus: int | None = None,

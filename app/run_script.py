@@ -49,6 +49,7 @@ class ScriptRun:
     note: str = ""  # what the user should know about an empty recording, and what to do
     exit_status: int = 0  # the status `python SCRIPT` would have ended with
     read_stdin: bool = False  # the script read its stdin, and was given none (no_stdin)
+    output: str = ""  # what the script printed (stdout and stderr, interleaved), when captured
 
 
 REAL_TORCH_NOTE = ("the script ran on real PyTorch, whose autograd engine agdb cannot record yet, so nothing was "
@@ -60,7 +61,8 @@ def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
                  on_progress: Callable[[int], None] | None = None,
                  on_script_end: Callable[[], None] | None = None,
                  no_stdin: bool = False,
-                 on_os_exit: Callable[[ScriptRun], int] | None = None) -> ScriptRun:
+                 on_os_exit: Callable[[ScriptRun], int] | None = None,
+                 capture_output: bool = False) -> ScriptRun:
     """Run `script` with `args` as `__main__`, recording the engine; the trace is kept if the script fails.
 
     `as_torch`: let the script's `import torch` get agdb's engine; None (the default) does so when the
@@ -70,6 +72,9 @@ def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
     stop sending interrupts, which must reach the script and nothing after it).
 
     `no_stdin`: give the script an empty stdin (the TUI owns the terminal); `read_stdin` says if it read.
+
+    `capture_output`: keep what the script writes to stdout and stderr (the last MAX_OUTPUT characters) in
+    `output` instead of the terminal, which the TUI owns.
 
     `on_os_exit`: called, from the script's thread, with the run so far when the script calls os._exit;
     it saves what it must and returns the status the process then ends with. Without it, the script is
@@ -86,7 +91,9 @@ def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
     if as_torch is None:
         as_torch = wants_torch
     saved_argv, saved_path, saved_stdin, saved_exit = sys.argv[:], sys.path[:], sys.stdin, os._exit
+    saved_out, saved_err = sys.stdout, sys.stderr
     stdin = _NoInput() if no_stdin else None
+    output = _Output() if capture_output else None
     shim = torch_shim.install() if as_torch else None
     recorder = Recorder().attach()
     stop = threading.Event()
@@ -100,6 +107,11 @@ def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
         sys.argv, sys.path[:], os._exit = saved_argv, saved_path, saved_exit
         if stdin is not None:
             sys.stdin = saved_stdin
+        if output is not None:  # put back only what is still ours (the app may have swapped them since)
+            if sys.stdout is output:
+                sys.stdout = saved_out
+            if sys.stderr is output:
+                sys.stderr = saved_err
         if shim is not None:
             torch_shim.uninstall(shim)
 
@@ -107,7 +119,7 @@ def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
         trace = recorder.finish()
         note = REAL_TORCH_NOTE if wants_torch and not as_torch and len(trace) == 0 else ""
         return ScriptRun(trace, error, error_text, as_torch, note, exit_status(error),
-                         stdin is not None and stdin.was_read)
+                         stdin is not None and stdin.was_read, output.text() if output is not None else "")
 
     os._exit = _os_exit_for(os.getpid(), saved_exit, on_os_exit, restore, finished, state)
     error, error_text = None, ""
@@ -116,6 +128,8 @@ def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
         sys.path.insert(0, str(path.parent))
         if stdin is not None:
             sys.stdin = stdin
+        if output is not None:
+            sys.stdout = sys.stderr = output
         try:
             runpy.run_path(str(path), run_name="__main__")
         finally:
@@ -132,6 +146,20 @@ def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
     finally:
         restore()
     return finished(error, error_text)
+
+
+def syntax_error(script: str) -> str | None:
+    """Python's report of the syntax error in `script` (its file, line, caret and message), or None when it
+    compiles; raises OSError when it cannot be read. Checked before recording, so that a typo is the first thing
+    the user reads rather than a failed recording."""
+    path = Path(script)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such script: {script}")
+    try:
+        compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as e:  # ValueError: a NUL byte in the source
+        return "".join(traceback.format_exception_only(type(e), e))
+    return None
 
 
 def exit_status(error: BaseException | None) -> int:
@@ -201,6 +229,47 @@ class _NoInput(io.TextIOBase):
 
     def fileno(self) -> int:
         raise io.UnsupportedOperation("agdb gives the script no stdin while the TUI owns the terminal")
+
+
+MAX_OUTPUT = 1_000_000
+"""Characters of a script's captured output kept (the last ones): a script printing in a loop must not fill
+memory."""
+
+
+class _Output(io.TextIOBase):
+    """A stream that keeps what is written to it, up to the last MAX_OUTPUT characters (a lock: the script's
+    threads may print at once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._parts: list[str] = []
+        self._size = 0
+        self.dropped = 0
+        self._lock = threading.Lock()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            self._parts.append(text)
+            self._size += len(text)
+            if self._size > 2 * MAX_OUTPUT:
+                kept = "".join(self._parts)[-MAX_OUTPUT:]
+                self.dropped += self._size - len(kept)
+                self._parts, self._size = [kept], len(kept)
+        return len(text)
+
+    def isatty(self) -> bool:
+        return False
+
+    def text(self) -> str:
+        """What was written (its last MAX_OUTPUT characters, after a note of what was left out)."""
+        with self._lock:
+            text = "".join(self._parts)
+            dropped = self.dropped + max(0, len(text) - MAX_OUTPUT)
+            text = text[-MAX_OUTPUT:]
+        return f"[… the first {dropped:,} characters are left out]\n{text}" if dropped else text
 
 
 def interrupt(thread_ident: int, clear: bool = False) -> bool:

@@ -6,9 +6,15 @@ cut with an ellipsis, and printed as text, never as Rich markup.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from tracer.schema import UINT64_MAX, Kind, short_name
 
 NAME_WIDTH = 200
 """The longest name printed whole; longer ones keep their first NAME_WIDTH - 1 characters and an ellipsis."""
@@ -31,8 +37,64 @@ def short(text: str, width: int = NAME_WIDTH) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def print_state(data: dict, out: Console, limit: int | None, node_title: str = "", note: str = "") -> None:
-    """Print an `agdb.state/1` object, made by state_to_json with `limit`, for people."""
+@dataclass
+class TaskGroup:
+    """The nodes one graph task ran, in order, and the reentrant tasks started while it ran."""
+
+    graph_task: int
+    depth: int
+    names: list[str] = field(default_factory=list)
+    nested: list[TaskGroup] = field(default_factory=list)
+
+
+def node_label(trace) -> Callable[[int], str]:
+    """How `show` names a node: its short name and seq_nr (`MulBackward0 (seq 3)`), or, for a node with no number
+    of its own (AccumulateGrad), its node index (`AccumulateGrad (#4)`)."""
+    def label(node: int) -> str:
+        name, seq, _ = trace.node_brief(node)
+        return short(short_name(name)) + (f" (#{node})" if seq == UINT64_MAX else f" (seq {seq})")
+
+    return label
+
+
+def executed_by_task(trace, step: int, limit: int | None) -> list[TaskGroup]:
+    """The last `limit` nodes run by `step` (all with None), grouped by graph task in order of their first node,
+    each reentrant task nested under the task of the next lower depth that ran before it."""
+    starts = trace.steps_of(Kind.NODE_STARTED)
+    end = int(np.searchsorted(starts, step, side="right"))
+    begin = 0 if limit is None else max(0, end - limit)
+    c = trace.columns
+    depth_of = {int(c["ev_task"][s]): int(c["task_depth"][i])
+                for i, s in enumerate(trace.steps_of(Kind.GRAPH_TASK_STARTED).tolist())}
+    groups: dict[int, TaskGroup] = {}
+    roots: list[TaskGroup] = []
+    latest: dict[int, TaskGroup] = {}  # depth -> the task of that depth seen last
+    for s in starts[begin:end].tolist():
+        task = int(c["ev_task"][s])
+        group = groups.get(task)
+        if group is None:
+            group = groups[task] = TaskGroup(task, depth_of.get(task, 0))
+            parent = latest.get(group.depth - 1) if group.depth > 0 else None
+            (parent.nested if parent is not None else roots).append(group)
+            latest[group.depth] = group
+        group.names.append(short(trace.node_name(int(c["ev_node"][s]))))
+    return roots
+
+
+def _print_groups(out: Console, groups: list[TaskGroup], indent: int = 1) -> None:
+    for g in groups:
+        what = f"graph task {g.graph_task}" + (f" (reentrant, depth {g.depth})" if g.depth else "")
+        out.print(Text(f"{'  ' * indent}{what}: " + " → ".join(short_name(n) for n in g.names)))
+        _print_groups(out, g.nested, indent + 1)
+
+
+def print_state(data: dict, out: Console, limit: int | None, node_title: str = "", note: str = "",
+                label: Callable[[int], str] = str, executed: list[TaskGroup] | None = None) -> None:
+    """Print an `agdb.state/1` object, made by state_to_json with `limit`, for people.
+
+    `label` names a node by its index (node_label); `executed`, the executed nodes grouped by graph task
+    (executed_by_task), replaces the flat list.
+    """
     omitted = data.get("omitted", {})
 
     def more(name: str, earlier: bool = False) -> str:
@@ -56,16 +118,22 @@ def print_state(data: dict, out: Console, limit: int | None, node_title: str = "
             table.caption = more("ready_queues")
         out.print(table)
     if data["dependencies"]:
-        _listing(out, "dependencies", [f"{n}={c}" for n, c in data["dependencies"].items()], more("dependencies"))
+        _listing(out, "dependencies", [f"{label(int(n))}={c}" for n, c in data["dependencies"].items()],
+                 more("dependencies"))
     if data["not_ready"]:
         _listing(out, "waiting for grads (x: slot filled)",
-                 [f"{n}={''.join('x' if f else '.' for f in slots)}" for n, slots in data["not_ready"].items()],
-                 more("not_ready"))
-    names = [short(e["name"]) for e in data["executed"]]
-    if names and more("executed", earlier=True):
-        names.insert(0, more("executed", earlier=True))
-    out.print(Text("executed: " + (" → ".join(names) if names else "-")))
-    pruned = ", ".join(map(str, data["pruned"])) + (f", {more('pruned')}" if more("pruned") else "")
+                 [f"{label(int(n))}={''.join('x' if f else '.' for f in slots)}"
+                  for n, slots in data["not_ready"].items()], more("not_ready"))
+    if executed:
+        out.print(Text("executed, by graph task:" + (f" ({more('executed', earlier=True)})"
+                                                     if more("executed", earlier=True) else "")))
+        _print_groups(out, executed)
+    else:
+        names = [short(e["name"]) for e in data["executed"]]
+        if names and more("executed", earlier=True):
+            names.insert(0, more("executed", earlier=True))
+        out.print(Text("executed: " + (" → ".join(names) if names else "-")))
+    pruned = ", ".join(map(label, data["pruned"])) + (f", {more('pruned')}" if more("pruned") else "")
     running = ", ".join(short(r["name"]) for r in data["running"])
     out.print(Text(f"pruned: [{pruned}]  running: [{running}]  culprits so far: {data['culprits']}"))
     if omitted:

@@ -213,7 +213,7 @@ def _frame_table(frames: list, cwd: str | None, sid: Any, columns: dict) -> None
     files = [absolute_file(f[0], cwd) for f in frames]
     texts: dict[str, list[str] | None] = {}
     wanted: dict[str, set[int]] = {}
-    for file, (_, line, _, _) in zip(files, frames, strict=True):
+    for file, (_, line, *_) in zip(files, frames, strict=True):
         if file not in texts:
             texts[file] = read_source(file)
         last = min(len(texts[file] or ()), line + SOURCE_CONTEXT)
@@ -229,6 +229,7 @@ def _frame_table(frames: list, cwd: str | None, sid: Any, columns: dict) -> None
         frame_func=compact([sid(f[2]) for f in frames]),
         frame_source=compact([sid(own_line(file, f[1]) if f[3] is None else f[3])
                               for file, f in zip(files, frames, strict=True)]),
+        frame_col=compact([f[4] for f in frames]), frame_end_col=compact([f[5] for f in frames]),
         source_file=compact([sid(file) for file, _ in source]), source_line=compact([line for _, line in source]),
         source_text=compact([sid(texts[file][line - 1]) for file, line in source]))
 

@@ -75,7 +75,7 @@ class TraceBuilder:
         self._threads: list[str] = []
         self._queues: dict[str, int] = {}
         self._frames: dict[tuple, int] = {}
-        self._frame_rows: list[tuple[str, int, str, str | None]] = []
+        self._frame_rows: list[tuple[str, int, str, str | None, int, int]] = []
         self._tasks: list[tuple] = []
         self._deps: list[tuple] = []
         self._exec_infos: list[tuple] = []
@@ -99,17 +99,23 @@ class TraceBuilder:
             row = self._queues.setdefault(name, len(self._queues))
         return row
 
-    def frame(self, filename: str, lineno: int, function: str, source: str | None = None) -> int:
+    def frame(self, filename: str, lineno: int, function: str, source: str | None = None, *, col: int = -1,
+              end_col: int = -1) -> int:
         """The row of a Python line in the frame table; `source` is read from the file at finish when None.
+
+        `col`, `end_col`: which part of the line was running (the expression that made the node), as a range of
+        characters of the line's stripped text, end excluded; -1 for unknown (tracer.frames.columns).
 
         At finish the trace also stores the lines around it (schema.SOURCE_CONTEXT either side) from the file,
         if it is a regular file then, so that no reader ever opens a path a trace names.
         """
-        key = (filename, lineno, function)
+        if not 0 <= col < end_col:
+            col = end_col = -1
+        key = (filename, lineno, function, col, end_col)
         row = self._frames.get(key)
         if row is None:
             row = self._frames[key] = len(self._frame_rows)
-            self._frame_rows.append((filename, lineno, function, source))
+            self._frame_rows.append((filename, lineno, function, source, col, end_col))
         return row
 
     def string(self, text: str) -> int:

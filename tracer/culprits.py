@@ -2,7 +2,8 @@
 
 Never imports textual or rich; imports the engine only inside `watch()`. `logging.getLogger("agdb.seq_nr")`,
 when enabled for INFO, gets one line per increment while a Recorder or `watch()` is attached, e.g.
-`seq_nr 41 -> 42 by MulBackward0 at model.py:17 in forward: y = x * w`.
+`seq_nr 41 -> 42 by MulBackward0 at model.py:17 in forward: y = x * w`, followed, when Python recorded which
+expression of the line ran (3.11+), by a line of carets under it (tracer.expression).
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 from .events import SeqNrBumped
-from .frames import source_line, user_frame
+from .expression import carets
+from .frames import columns, source_line, user_frame
 from .schema import Kind
 
 logger = logging.getLogger("agdb.seq_nr")
@@ -32,16 +34,25 @@ class Culprit:
     function: str
     source: str
     step: int
+    col: int = -1  # source[col:end_col] is the expression that bumped it (-1: unknown)
+    end_col: int = -1
+
+    def carets(self) -> str:
+        """The caret line to print under `source` ("" when the columns are unknown): see tracer.expression."""
+        return carets(self.source, self.col, self.end_col)
 
     def line(self) -> str:
-        """The one-line form the `agdb.seq_nr` logger emits."""
+        """What the `agdb.seq_nr` logger emits: one line, and a line of carets under its source when known."""
         where = f"{os.path.basename(self.filename)}:{self.lineno}" if self.filename else "<unknown>"
-        return f"seq_nr {self.old} -> {self.new} by {self.node_name} at {where} in {self.function}: {self.source}"
+        head = f"seq_nr {self.old} -> {self.new} by {self.node_name} at {where} in {self.function}: "
+        marks = self.carets()
+        return head + self.source + (f"\n{' ' * len(head)}{marks}" if marks else "")
 
 
 def from_event(e: SeqNrBumped) -> Culprit:
     """The culprit an event records."""
-    return Culprit(e.old, e.seq_nr, e.node_name, e.thread, e.filename, e.lineno, e.function, e.source, e.step)
+    return Culprit(e.old, e.seq_nr, e.node_name, e.thread, e.filename, e.lineno, e.function, e.source, e.step,
+                   e.col, e.end_col)
 
 
 def select(culprits: Iterable[Culprit], start: int | None = None, stop: int | None = None) -> list[Culprit]:
@@ -72,12 +83,14 @@ def of_trace(trace: Any) -> list[Culprit]:
 
 def log_bump(node: Any, seq_nr: int, frame: Any) -> None:
     """Emit one `agdb.seq_nr` line for a bump seen live (callers check logger.isEnabledFor first)."""
+    col = end_col = -1
     if frame is None:
         filename, lineno, function = "", 0, "?"
     else:
         filename, lineno, function = frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
+        col, end_col = columns(frame)
     source = source_line(filename, lineno) if filename else ""  # reads regular files only: no /dev/zero
-    culprit = Culprit(seq_nr, seq_nr + 1, node.name(), 0, filename, lineno, function, source, -1)
+    culprit = Culprit(seq_nr, seq_nr + 1, node.name(), 0, filename, lineno, function, source, -1, col, end_col)
     logger.info(culprit.line())
 
 

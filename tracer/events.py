@@ -50,6 +50,8 @@ class SeqNrBumped(_Repr):
     lineno: int
     function: str
     source: str
+    col: int = -1  # source[col:end_col] is the expression that caused it (-1: unknown)
+    end_col: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,8 @@ class NodeCreated(_Repr):
     lineno: int
     function: str
     source: str
+    col: int = -1  # source[col:end_col] is the expression that made it (-1: unknown)
+    end_col: int = -1
 
 
 @dataclass(frozen=True, slots=True)

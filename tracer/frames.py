@@ -5,6 +5,7 @@ Never imports the engine, textual or rich.
 from __future__ import annotations
 
 import io
+import itertools
 import linecache
 import os
 import stat
@@ -102,6 +103,33 @@ def source_line(filename: str, lineno: int) -> str:
     """The stripped source text of a line, or '' when it cannot be read (see read_source)."""
     lines = read_source(filename) or ()
     return lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+
+
+def columns(frame: Any) -> tuple[int, int]:
+    """Which part of its line `frame` is running: the column range (start, end; end excluded), in characters of
+    the line's stripped text (`source_line`), of the bytecode at `frame.f_lasti`; (-1, -1) when unknown.
+
+    Python 3.11+ keeps a position per bytecode (`co_positions`, in UTF-8 bytes of the unstripped line): the
+    call `y.sin()`, the `y.sin() * w` of a multiplication, the whole `(y.sin() * w).sum()` of the call after
+    it. An expression that runs past its line is cut at the line's end.
+    """
+    code = frame.f_code
+    positions = getattr(code, "co_positions", None)
+    if positions is None or frame.f_lasti < 0:
+        return (-1, -1)
+    position = next(itertools.islice(positions(), frame.f_lasti // 2, None), None)
+    lines = read_source(code.co_filename) or ()
+    lineno = frame.f_lineno
+    if position is None or None in position or position[0] != lineno or not 0 < lineno <= len(lines):
+        return (-1, -1)
+    line = lines[lineno - 1]
+    raw = line.encode("utf-8")
+    start = len(raw[:position[2]].decode("utf-8", errors="replace"))
+    end = len(raw[:position[3]].decode("utf-8", errors="replace")) if position[1] == lineno else len(line)
+    indent = len(line) - len(line.lstrip())
+    width = len(line.strip())
+    start, end = max(0, start - indent), min(width, end - indent)
+    return (start, end) if start < end else (-1, -1)
 
 
 def absolute_file(filename: str, cwd: str | None) -> str:

@@ -20,6 +20,7 @@ from typing import Any, Iterator
 
 from . import culprits
 from .builder import CHUNK, SMALL, TraceBuilder, summary_of
+from .frames import columns as frame_columns
 from .frames import user_frame
 from .schema import WAKE_UP, Kind
 
@@ -42,7 +43,7 @@ class Recorder:
         self.bumps = b.bumps
         self._row_of_ident: dict[int, int] = {}  # the latest thread row with each ident
         self._queues: dict[str, int] = {}  # engine queue name -> queue row
-        self._frames: dict[tuple, int] = {}  # (code, line) -> frame row
+        self._frames: dict[tuple, int] = {}  # (code, bytecode offset) -> frame row
         self._local = threading.local()  # this thread's row
         self._lock = threading.Lock()
         self._handle = None
@@ -86,14 +87,17 @@ class Recorder:
         return index
 
     def _frame_index(self, f: Any) -> int:
-        """The frame table row of frame `f` (the user's line), or -1 for none."""
+        """The frame table row of frame `f` (the user's line and the columns of the expression running in it),
+        or -1 for none."""
         if f is None:
             return -1
-        key = (f.f_code, f.f_lineno)
+        key = (f.f_code, f.f_lasti)  # f_lasti: cheaper than f_lineno, and it tells `x * w` from `.sum()`
         index = self._frames.get(key)
         if index is None:
             code = f.f_code
-            index = self._frames[key] = self.builder.frame(code.co_filename, f.f_lineno, code.co_name)
+            col, end_col = frame_columns(f)
+            index = self._frames[key] = self.builder.frame(code.co_filename, f.f_lineno, code.co_name,
+                                                           col=col, end_col=end_col)
         return index
 
     def _queue(self, queue: Any) -> int:

@@ -34,6 +34,8 @@ class NodeInfo:
     function: str
     source: str
     forward_stack: str = ""  # the forward traceback, for nodes made under anomaly mode
+    col: int = -1  # the expression of `source` that made it: source[col:end_col] (-1: unknown)
+    end_col: int = -1
 
     @property
     def forward_op(self) -> str:
@@ -195,21 +197,27 @@ def _node_info(trace: Trace, i: int) -> NodeInfo:
     edges = tuple((None if int(ch) < 0 else int(ch), int(nr))
                   for ch, nr in zip(c["edge_child"][start:end], c["edge_input_nr"][start:end], strict=True))
     frame = int(c["node_frame"][i])
-    filename, lineno, function, source = _frame(trace, frame)
+    filename, lineno, function, source, col, end_col = _frame(trace, frame)
     created = trace.created_steps()
     stacks = c.get("node_stack")  # optional: only traces recorded under anomaly mode have it
     stack = s[stacks[i]] if stacks is not None and stacks[i] >= 0 else ""
     return NodeInfo(i, s[c["node_name"][i]], seq_decode(int(c["node_seq"][i])), int(c["node_topo"][i]),
                     s[c["node_device"][i]], int(c["node_thread"][i]), edges, int(created[i]),
-                    int(c["node_inputs"][i]), filename, lineno, function, source, stack)
+                    int(c["node_inputs"][i]), filename, lineno, function, source, stack, col, end_col)
 
 
-def _frame(trace: Trace, frame: int) -> tuple[str, int, str, str]:
+def _frame(trace: Trace, frame: int) -> tuple[str, int, str, str, int, int]:
     if frame < 0:
-        return ("", 0, "", "")
+        return ("", 0, "", "", -1, -1)
     c, s = trace.columns, trace.strings
-    return (s[c["frame_file"][frame]], int(c["frame_line"][frame]), s[c["frame_func"][frame]],
-            s[c["frame_source"][frame]])
+    source = s[c["frame_source"][frame]]
+    col, end_col = -1, -1
+    if "frame_col" in c and "frame_end_col" in c:  # format version 4 on
+        col, end_col = int(c["frame_col"][frame]), int(c["frame_end_col"][frame])
+        if not 0 <= col < end_col <= len(source):  # a crafted or re-escaped line: no range rather than a wrong one
+            col, end_col = -1, -1
+    return (s[c["frame_file"][frame]], int(c["frame_line"][frame]), s[c["frame_func"][frame]], source, col,
+            end_col)
 
 
 def _derive(c: dict) -> None:
@@ -267,13 +275,14 @@ def _decode(trace: Trace, step: int) -> ev.Event:
 def _d_bump(t, step, thread, task, node, a, b):
     info = t.node(node)
     return ev.SeqNrBumped(step, thread, node, info.name, info.seq_nr, info.seq_nr + 1, info.filename, info.lineno,
-                          info.function, info.source)
+                          info.function, info.source, info.col, info.end_col)
 
 
 def _d_created(t, step, thread, task, node, a, b):
     info = t.node(node)
     return ev.NodeCreated(step, thread, node, info.name, info.seq_nr, info.topological_nr, info.next_edges,
-                          info.device, info.forward_op, info.filename, info.lineno, info.function, info.source)
+                          info.device, info.forward_op, info.filename, info.lineno, info.function, info.source,
+                          info.col, info.end_col)
 
 
 def _d_task(t, step, thread, task, node, a, b):

@@ -13,6 +13,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 from textual.widgets import Static
 
+from tracer.expression import anchor
 from tracer.frames import read_source
 from tracer.printable import printable
 from tracer.schema import SOURCE_CONTEXT
@@ -22,8 +23,13 @@ CONTEXT = SOURCE_CONTEXT
 """Lines shown above and below the line of interest (as many as a trace stores)."""
 
 
-def show_source(target: Static, trace: Trace, filename: str, lineno: int, named_files: Iterable[str] = ()) -> None:
-    """Put the lines of `filename` around `lineno` into `target`, or say why there are none."""
+def show_source(target: Static, trace: Trace, filename: str, lineno: int, named_files: Iterable[str] = (),
+                columns: tuple[int, int] = (-1, -1)) -> None:
+    """Put the lines of `filename` around `lineno` into `target`, or say why there are none.
+
+    `columns`: the range of the line's stripped text that ran (tracer.frames.columns), underlined, with the
+    op's own part of it (tracer.expression.anchor) in reverse video: `.sum()` rather than the whole line.
+    """
     first, last = max(1, lineno - CONTEXT), lineno + CONTEXT
     where = f"{printable(filename)}:{lineno}"
     if trace.has_source:
@@ -38,7 +44,20 @@ def show_source(target: Static, trace: Trace, filename: str, lineno: int, named_
         return
     # Lines first..last only (a crafted trace may put a line at 10**12), numbered from `first`.
     code = "\n".join(printable(lines.get(i, "")) for i in range(first, min(last, max(lines)) + 1))
-    target.update(Syntax(code, "python", line_numbers=True, start_line=first, highlight_lines={lineno}))
+    syntax = Syntax(code, "python", line_numbers=True, start_line=first, highlight_lines={lineno})
+    _mark_columns(syntax, printable(lines[lineno]), lineno - first + 1, *columns)
+    target.update(syntax)
+
+
+def _mark_columns(syntax: Syntax, line: str, row: int, col: int, end_col: int) -> None:
+    """Underline `col:end_col` of the stripped text of `line` (row `row` of `syntax`), the op's part reversed."""
+    stripped = line.strip()
+    if not 0 <= col < end_col <= len(stripped):
+        return
+    indent = len(line) - len(line.lstrip())
+    start, end = anchor(stripped, col, end_col)
+    syntax.stylize_range("underline", (row, indent + col), (row, indent + end_col))
+    syntax.stylize_range("bold reverse", (row, indent + start), (row, indent + end))
 
 
 def _named_file_lines(filename: str, first: int, last: int, named_files: Iterable[str]) -> dict[int, str]:

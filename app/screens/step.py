@@ -398,5 +398,6 @@ class StepScreen(Screen[None]):
 
     @on(CulpritsView.CulpritSelected)
     def _show_source(self, event: CulpritsView.CulpritSelected) -> None:
-        show_source(self.query_one("#source", Static), self.trace, event.culprit.filename, event.culprit.lineno,
-                    self.source_files)
+        culprit = event.culprit
+        show_source(self.query_one("#source", Static), self.trace, culprit.filename, culprit.lineno,
+                    self.source_files, (culprit.col, culprit.end_col))

@@ -90,7 +90,8 @@ def test_slow_layout_gives_up_after_the_timeout(monkeypatch):
     (["--view", "joint"], "FX graphs"),
     (["--step", "100000"], "outside"),
     (["--focus", "Mul"], "give a node index"),
-    (["--focus", "99999"], "there is no node"),
+    (["--focus", "99999"], "no node ran as number 99999"),
+    (["--focus", "node:99999"], "there is no node"),
 ])
 def test_bad_requests_get_one_plain_line(demo_file, tmp_path, capsys, extra, message):
     """Views, steps and focus nodes that cannot be drawn fail with one agdb: line, not a traceback."""

@@ -6,11 +6,14 @@ same in every process; nothing on screen shows a clock, a path or an address. Re
 """
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from app.app import AgdbApp
 from app.demo import record_example
 from tracer.events import DependenciesComputed, GraphTaskStarted, TaskPushed
+from widgets.culprits import CulpritsView
 
 _TRACE = record_example()
 
@@ -51,4 +54,36 @@ def test_main_screen(snap_compare, moment, size):
 def test_help_screen(snap_compare):
     """The help screen lists every key."""
     assert snap_compare(AgdbApp(trace=_TRACE, title="built-in example"), press=["question_mark"],
+                        terminal_size=(120, 40))
+
+
+def _three_ops_trace():
+    """tests/snapshots/three_ops.py recorded on a fresh thread named `script` (its counter starts at 0)."""
+    from pathlib import Path
+
+    from app.run_script import run_recorded
+
+    box = {}
+    thread = threading.Thread(target=lambda: box.update(run=run_recorded(
+        str(Path(__file__).with_name("three_ops.py")), [])), name="script")
+    thread.start()
+    thread.join()
+    return box["run"].trace
+
+
+def test_culprit_source_to_the_column(snap_compare):
+    """The source view of SumBackward0's culprit underlines `(y.sin() * w).sum()` and reverses `.sum()`."""
+    trace = _three_ops_trace()
+
+    async def open_sum_culprit(pilot) -> None:
+        await pilot.pause()
+        screen = pilot.app.screen
+        screen.step = len(trace) - 1
+        await pilot.press("7")
+        view = screen.query_one(CulpritsView)
+        view.cursor = next(i for i, c in enumerate(view.culprits) if c.node_name == "SumBackward0")
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(AgdbApp(trace=trace, title="three ops"), run_before=open_sum_culprit,
                         terminal_size=(120, 40))

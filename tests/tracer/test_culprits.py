@@ -224,7 +224,8 @@ def test_logger_emits_one_line_per_increment_while_recording(script, caplog):
     _record(script)
     records = [r for r in caplog.records if r.name == "agdb.seq_nr"]
     assert all(r.levelno == logging.INFO for r in records)
-    assert [r.getMessage() for r in records] == [_log_line(old, name, line, func) for old, name, line, func in EXPECTED]
+    assert [r.getMessage().split("\n")[0] for r in records] == [_log_line(old, name, line, func)
+                                                           for old, name, line, func in EXPECTED]
 
 
 def test_logger_is_silent_unless_enabled(script, caplog):
@@ -256,10 +257,15 @@ def test_watch_logs_without_recording(tmp_path, caplog):
     env = run_in_thread(lambda: runpy.run_path(str(path)))
     lines = WATCHED.splitlines()
     messages = [r.getMessage() for r in caplog.records if r.name == "agdb.seq_nr"]
-    assert messages == [
-        f"seq_nr 0 -> 1 by MulBackward0 at watched.py:7 in <module>: {lines[6].strip()}",
-        f"seq_nr 1 -> 2 by ExpBackward0 at watched.py:8 in <module>: {lines[7].strip()}",
-        f"seq_nr 2 -> 3 by SumBackward0 at watched.py:8 in <module>: {lines[7].strip()}",
-    ]  # line 10 (k = x * 5) runs after the block: not logged
+    heads = ["seq_nr 0 -> 1 by MulBackward0 at watched.py:7 in <module>: ",
+             "seq_nr 1 -> 2 by ExpBackward0 at watched.py:8 in <module>: ",
+             "seq_nr 2 -> 3 by SumBackward0 at watched.py:8 in <module>: "]
+    # Under each line, carets by hand: `~` under the expression that ran, `^` under the op's own part.
+    marks = ["    ~~^^^",              # y = x * 3: the multiplication `x * 3`, its operator and right operand
+             "    ^^^^^^^",            # z = y.exp().sum(): the call `y.exp()`
+             "    ~~~~~~~^^^^^^"]      # the call `y.exp().sum()`, its own part `.sum()`
+    assert messages == [f"{head}{lines[i].strip()}\n{' ' * len(head)}{m}"
+                        for head, i, m in zip(heads, (6, 7, 7), marks, strict=True)]
+    # line 10 (k = x * 5) runs after the block: not logged
     assert "Recorder" not in env["attached"] and len(env["attached"]) == 1
     assert env["after"] == []
