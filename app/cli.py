@@ -112,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     exp.add_argument("-o", "--output", required=True, help="FILE.dot, .svg, .png or .pdf")
     exp.add_argument("--step", type=int, default=None, help="show the state after this step (default: the end)")
     exp.add_argument("--view", choices=("backward", "forward", "joint"), default="backward",
-                     help="backward graph (default), forward ops, or both (needs FX graphs: not yet)")
+                     help="backward graph (default), forward ops, or the FX joint graph (a trace from `agdb fx -o`)")
     exp.add_argument("--focus", default=None, metavar="NODE",
                      help="draw only around this node: its index, seq:N, or a name only one node has")
     exp.add_argument("--radius", type=int, default=2, help="edges from the focus node to include (default 2)")

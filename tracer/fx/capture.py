@@ -1,0 +1,560 @@
+"""`capture_joint`: run a function or module forward and backward on agdb's engine and build its joint graph.
+
+The meta follows what PyTorch 2.13's AOTAutograd writes (measured with aot_function and
+aot_export_joint_with_descriptors; docs/fx.md lists every rule):
+
+- a forward node takes `seq_nr = _get_sequence_nr() - 1` when it is made, right after its op returned;
+- backward nodes take the seq_nr of the autograd node being run, pushed by a Node pre-hook and popped by its
+  post-hook (a stack: a reentrant backward nests);
+- between a post-hook and the next pre-hook, the window where InputBuffer sums gradients (and where tensor
+  hooks run, as PyTorch has it), nodes get `is_gradient_acc`, the special stack line and the forward rule.
+
+Where the events come from: forward ops and ops user code runs during backward (tensor hooks, a custom
+Function's backward) from the engine's one dispatch point (`op_called`); gradient sums from `buffer_written`;
+the derivative formulas' own ops by wrapping the `engine._ops` namespace they call through, for the duration
+of the capture only (as torch's tracing dispatch mode sees every aten op a formula runs). A custom Function's
+`apply` is wrapped likewise, to know where it begins and ends. Captures are meant for one thread at a time.
+
+Imports the engine (it drives it) and the standard library; never textual or rich.
+"""
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from .descriptors import (
+    AOTInput,
+    BufferAOTInput,
+    GradAOTOutput,
+    ParamAOTInput,
+    PlainAOTInput,
+    PlainAOTOutput,
+    TangentAOTInput,
+)
+from .graph import Graph, Node
+
+CustomFunctions = Literal["trace", "python_op"]
+"""How a custom autograd.Function appears: traced through (its inner ops), or one PythonOp/PythonOpGrad pair."""
+
+GRADIENT_ACC_SPECIAL_STACK = "Gradient addition node due to multiple use of tensor around:"
+"""The line PyTorch puts in the stack trace of ops traced between two backward nodes (exact text)."""
+
+_SKIP_DIRS: tuple[str, ...] = ()
+_capture_lock = threading.Lock()
+
+
+def _skip_dirs() -> tuple[str, ...]:
+    """Directories whose frames are not the user's: the engine and the tracer."""
+    global _SKIP_DIRS
+    if not _SKIP_DIRS:
+        import engine
+
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        _SKIP_DIRS = (os.path.dirname(os.path.abspath(engine.__file__)) + os.sep, here + os.sep)
+    return _SKIP_DIRS
+
+
+def user_frame() -> tuple[str, int, str]:
+    """(file, line, function) of the innermost frame outside the engine and the tracer, or ("", 0, "")."""
+    skip = _SKIP_DIRS or _skip_dirs()
+    f = sys._getframe(1)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not name.startswith(skip) and not name.startswith("<dispatch"):
+            return name, f.f_lineno, f.f_code.co_name
+        f = f.f_back
+    return "", 0, ""
+
+
+def stack_text(frame: tuple[str, int, str]) -> str:
+    """A frame as a stack trace shows it: `File "f.py", line 3, in fn` and the source line."""
+    name, line, fn = frame
+    if not name:
+        return ""
+    src = linecache.getline(name, line).strip()
+    return f'  File "{name}", line {line}, in {fn}\n    {src}' if src else f'  File "{name}", line {line}, in {fn}'
+
+
+@dataclass
+class _Window:
+    """The backward-tracing state PyTorch keeps in fx.traceback's current_meta."""
+
+    seq_stack: list[int] = field(default_factory=list)
+    stack_trace: str = ""
+    in_backward: bool = False  # after the first pre-hook ran: nodes are tagged is_backward from then on
+
+
+class _Capture:
+    """The observer: turns op calls, gradient sums and formula ops into FX nodes."""
+
+    def __init__(self, custom_functions: CustomFunctions) -> None:
+        from engine import _state
+
+        self.tls = _state.tls
+        self.g = Graph()
+        self.custom_functions = custom_functions
+        self.fx_of: dict[int, Node] = {}  # id(tensor) -> node; tensors are kept alive in `keep`
+        self.fx_of_data: dict[int, Node] = {}  # id(tensor._data) -> node, for saved tensors unpacked anew
+        self.keep: list[Any] = []
+        self.storages: dict[int, int] = {}
+        self.phase = "setup"  # setup | forward | backward
+        self.w = _Window()
+        self.module_stack: list[tuple[str, str]] = []
+        self.in_formula = 0
+        self.in_function = 0  # depth of custom Function.apply calls being captured as one PythonOp
+        self.function_started: list[int] = []
+        self.bumps: list[dict] = []
+        self.explained: set[int] = set()
+        self.buffer_fx: dict[tuple, Node] = {}
+        self.last_outputs: list = []
+        self.first_fwd: dict[int, Node] = {}
+        self.n_constants = 0
+
+    # -- tensors and nodes -------------------------------------------------------------------------------
+    def bind(self, t: Any, node: Node) -> None:
+        self.fx_of[id(t)] = node
+        self.fx_of_data[id(t._data)] = node
+        self.keep.append(t)
+
+    def node_of(self, t: Any) -> Node:
+        node = self.fx_of.get(id(t)) or self.fx_of_data.get(id(t._data))
+        if node is None:  # a tensor the traced code did not make: a constant, as FX's get_attr
+            target = f"_tensor_constant{self.n_constants}"
+            self.n_constants += 1
+            self.g.constants[target] = np.array(t._data, copy=True)
+            node = self.g.create_node("get_attr", target, name=target, meta={"val": self.val(t)})
+            self.bind(t, node)
+        return node
+
+    def val(self, t: Any) -> dict:
+        data = t._data
+        root = data
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        storage = self.storages.get(id(root))
+        if storage is None:
+            storage = self.storages[id(root)] = len(self.storages)
+            self.keep.append(root)
+        item = data.itemsize
+        return {"shape": list(data.shape), "stride": [s // item for s in data.strides], "dtype": t.dtype.name,
+                "storage": storage}
+
+    def arg(self, v: Any) -> Any:
+        from engine import Tensor
+
+        if isinstance(v, Tensor):
+            return self.node_of(v)
+        if isinstance(v, (tuple, list)):
+            out = [self.arg(x) for x in v]
+            return tuple(out) if isinstance(v, tuple) else out
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        if isinstance(v, np.generic):
+            return v.item()
+        if isinstance(v, np.ndarray):
+            return v.tolist() if v.size <= 16 else f"<ndarray {list(v.shape)}>"
+        return _Ref(v)
+
+    def meta_for_new(self, kind: str) -> dict:
+        """seq_nr, partitioner_tag and the backward marks of a node made now (torch's _get_seq_nr rules)."""
+        w = self.w
+        if self.phase == "forward":
+            meta = {"seq_nr": self.tls.seq_nr - 1, "partitioner_tag": "is_forward"}
+            meta["stack_trace"] = stack_text(user_frame())
+            if self.module_stack:
+                meta["nn_module_stack"] = {fqn: [fqn, cls] for fqn, cls in self.module_stack}
+            return meta
+        meta = {"partitioner_tag": "is_backward"}
+        if w.seq_stack:
+            meta["seq_nr"] = w.seq_stack[-1]
+            meta["autograd_backward"] = True
+        else:
+            meta["seq_nr"] = self.tls.seq_nr - 1
+        trace = w.stack_trace
+        if kind == "op" and (not w.seq_stack or not trace):
+            line = stack_text(user_frame())  # a hook's or custom backward's own line
+            trace = f"{trace}\n{line}" if trace and line else (trace or line)
+        if trace:
+            meta["stack_trace"] = trace
+        if GRADIENT_ACC_SPECIAL_STACK in (w.stack_trace or ""):
+            meta["is_gradient_acc"] = True
+            meta["autograd_backward"] = True
+        return meta
+
+    def add(self, target: str, args: tuple, kwargs: dict | None, outputs: tuple, kind: str,
+            name: str | None = None, extra: dict | None = None) -> Node:
+        meta = self.meta_for_new(kind)
+        if extra:
+            meta.update(extra)
+        node = self.g.create_node("call_function", target, args, kwargs, name=name, meta=meta)
+        if len(outputs) == 1:
+            node.meta["val"] = self.val(outputs[0])
+            self.bind(outputs[0], node)
+        elif outputs:
+            node.meta["val"] = [self.val(o) for o in outputs]
+            for i, o in enumerate(outputs):
+                item = self.g.create_node("call_function", "getitem", (node, i), name="getitem",
+                                          meta={**{k: meta[k] for k in ("seq_nr", "partitioner_tag") if k in meta},
+                                                "val": self.val(o)})
+                self.bind(o, item)
+        if self.phase == "forward" and meta.get("seq_nr") is not None:
+            self.first_fwd.setdefault(meta["seq_nr"], node)
+        return node
+
+    # -- engine observer points --------------------------------------------------------------------------
+    def op_called(self, call: Any) -> None:
+        if self.phase == "setup" or self.in_function or self.in_formula:
+            return
+        if self.phase == "forward" and call.backward_node is not None:
+            return
+        args = tuple(self.arg(a) for a in call.args)
+        kwargs = {k: self.arg(v) for k, v in (call.kwargs or {}).items()}
+        extra = None
+        if self.phase == "forward" and call.node is not None:
+            extra = {"autograd_node": {"name": call.node.name(), "seq_nr": call.node._seq}}
+            self.explained.add(call.node._seq)
+        self.add(f"engine.{call.name}", args, kwargs, call.output_tensors, "op", name=call.name, extra=extra)
+
+    def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
+        if self.phase == "setup":
+            return
+        file, line, fn = user_frame()
+        self.bumps.append({"seq_nr": seq_nr, "node": node.name(), "file": file, "line": line, "function": fn,
+                           "phase": self.phase})
+
+    def buffer_written(self, graph_task: Any, node: Any, slot: int, is_accumulation: bool, buffer: Any) -> None:
+        key = (id(graph_task), node._uid, slot)
+        value = buffer.buffer[slot]
+        if value is None:
+            return
+        produced = self._produced_for(node, slot)
+        if not is_accumulation:
+            self.buffer_fx[key] = produced if produced is not None else self.node_of(value)
+            return
+        old = self.buffer_fx.get(key)
+        new = produced
+        if old is None or new is None:
+            self.buffer_fx[key] = self.node_of(value)
+            return
+        acc = self.add("engine.add", (old, new), {}, (value,), "acc", name="add")
+        self.buffer_fx[key] = acc
+
+    def _produced_for(self, nxt: Any, slot: int) -> Node | None:
+        fn = self.tls.current_node
+        if fn is None:
+            return None
+        for i, (child, input_nr) in enumerate(fn.next_edges):
+            if child is nxt and input_nr == slot and i < len(self.last_outputs):
+                return self.last_outputs[i]
+        return None
+
+    def node_started(self, graph_task: Any, node: Any, inputs: list) -> None:
+        # the buffer's summed grads, as the node sees them after its pre-hooks
+        for slot, t in enumerate(inputs):
+            if t is not None:
+                fx = self.buffer_fx.pop((id(graph_task), node._uid, slot), None)
+                if fx is not None and id(t) not in self.fx_of:
+                    self.bind(t, fx)
+
+    def node_finished(self, graph_task: Any, node: Any, outputs: list) -> None:
+        self.last_outputs = [None if o is None else self.node_of(o) for o in outputs]
+
+    # -- backward hooks on every node (logging_utils.setup_stacktrace_preservation_hooks) -------------------
+    def install_node_hooks(self, roots: list) -> list:
+        handles = []
+        seen: set[int] = set()
+        queue = [r for r in roots if r is not None]
+        for r in queue:
+            seen.add(id(r))
+        i = 0
+        while i < len(queue):
+            fn = queue[i]
+            i += 1
+            for child, _ in fn.next_functions:
+                if child is not None and id(child) not in seen:
+                    seen.add(id(child))
+                    queue.append(child)
+            handles.append(fn.register_prehook(self._prehook(fn)))
+            handles.append(fn.register_hook(self._posthook(fn)))
+        return handles
+
+    def _fwd_stack(self, seq: int) -> str:
+        fwd = self.first_fwd.get(seq)
+        return (fwd.meta.get("stack_trace") or "") if fwd is not None else ""
+
+    def _prehook(self, fn: Any):
+        seq = fn._seq
+
+        def prehook(grad_outputs):
+            w = self.w
+            w.in_backward = True
+            w.stack_trace = self._fwd_stack(seq)
+            w.seq_stack.append(seq)
+            if self._is_python_op(fn):
+                self.in_function += 1
+                self._grad_in = [None if g is None else self.node_of(g) for g in grad_outputs]
+            return None
+        return prehook
+
+    def _posthook(self, fn: Any):
+        seq = fn._seq
+
+        def posthook(grad_inputs, grad_outputs):
+            w = self.w
+            if self._is_python_op(fn):
+                self.in_function -= 1
+                outs = tuple(g for g in grad_inputs if g is not None)
+                self.add("PythonOpGrad", tuple(self._grad_in), {"name": fn._forward_cls.__name__}, outs, "pyop",
+                         name="PythonOpGrad")
+            fwd = self._fwd_stack(seq)
+            w.stack_trace = (fwd + "\n" if fwd else "") + GRADIENT_ACC_SPECIAL_STACK
+            if w.seq_stack:
+                w.seq_stack.pop()
+            return None
+        return posthook
+
+    def _is_python_op(self, fn: Any) -> bool:
+        return self.custom_functions == "python_op" and hasattr(fn, "_forward_cls")
+
+
+@dataclass(frozen=True)
+class _Ref:
+    """A non-tensor argument kept as an object reference (printed by type and a short repr)."""
+
+    obj: Any
+
+    def __repr__(self) -> str:
+        return f"<{type(self.obj).__name__} object>"
+
+
+# -- custom Function classification (seed 002) -------------------------------------------------------------
+def classify_scalars(args: tuple) -> dict:
+    """PythonOp's attributes for the non-tensor arguments: bool/int/float scalars and tuples of one of those
+    types as typed lists with their positions; anything else as an object reference."""
+    from engine import Tensor
+
+    attrs: dict[str, list] = {}
+
+    def put(kind: str, pos: int, value: Any) -> None:
+        attrs.setdefault(f"input_{kind}", []).append(value)
+        attrs.setdefault(f"input_{kind}_positions", []).append(pos)
+
+    for pos, a in enumerate(args):
+        if isinstance(a, Tensor):
+            continue
+        kind = _scalar_kind(a)
+        if kind is not None:
+            put(f"{kind}_scalars", pos, a)
+        elif isinstance(a, tuple) and a and len({_scalar_kind(x) for x in a}) == 1 and _scalar_kind(a[0]):
+            put(f"{_scalar_kind(a[0])}_tuples", pos, list(a))
+        else:
+            put("pointer_scalars", pos, f"<{type(a).__name__} object>")
+    return attrs
+
+
+def _scalar_kind(v: Any) -> str | None:
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "float"
+    return None
+
+
+# -- the capture ---------------------------------------------------------------------------------------------
+class _Patched:
+    """Wraps the formula namespace and Function.apply for one capture; restores them on exit."""
+
+    def __init__(self, cap: _Capture) -> None:
+        self.cap = cap
+        self.saved: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> _Patched:
+        from engine import _dispatch, _ops
+        from engine.autograd import function
+
+        cap = self.cap
+        reporting = _dispatch._reporting
+        tls = cap.tls
+        Tensor = __import__("engine").Tensor
+
+        for name in dir(_ops):
+            fn = getattr(_ops, name)
+            if name.startswith("_") or not callable(fn) or isinstance(fn, type):
+                continue
+            self.saved.append((_ops, name, fn))
+            setattr(_ops, name, _formula_wrapper(cap, name, fn, reporting, tls, Tensor))
+
+        orig = function.Function.__dict__["apply"]
+        self.saved.append((function.Function, "apply", orig))
+        real_apply = orig.__func__
+
+        def apply(cls, *args, **kwargs):
+            if cap.phase != "forward" or cap.in_function:
+                return real_apply(cls, *args, **kwargs)
+            start, n_before = tls.seq_nr, len(cap.g.nodes)
+            python_op = cap.custom_functions == "python_op"
+            if python_op:
+                cap.in_function += 1
+            try:
+                out = real_apply(cls, *args, **kwargs)
+            finally:
+                if python_op:
+                    cap.in_function -= 1
+            if python_op:
+                outs = out if isinstance(out, tuple) else (out,)
+                tensors = tuple(o for o in outs if isinstance(o, Tensor))
+                attrs = {"name": cls.__name__, **classify_scalars(args)}
+                cap.add("PythonOp", tuple(cap.node_of(a) for a in args if isinstance(a, Tensor)), attrs, tensors,
+                        "pyop", name="PythonOp")
+            if python_op or len(cap.g.nodes) > n_before:
+                cap.explained.add(start)
+            return out
+
+        function.Function.apply = classmethod(apply)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, name, value in reversed(self.saved):
+            setattr(owner, name, value)
+
+
+def _formula_wrapper(cap: _Capture, name: str, fn: Any, reporting: Any, tls: Any, Tensor: type) -> Any:
+    def wrapped(*args, **kwargs):
+        if cap.phase != "backward" or cap.in_formula or reporting.active or cap.in_function \
+                or tls.current_node is None:
+            return fn(*args, **kwargs)
+        cap.in_formula += 1
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            cap.in_formula -= 1
+        outs = out if isinstance(out, tuple) else (out,)
+        tensors = tuple(o for o in outs if isinstance(o, Tensor))
+        if tensors:
+            cap.add(f"engine._ops.{name}", tuple(cap.arg(a) for a in args),
+                    {k: cap.arg(v) for k, v in kwargs.items()}, tensors, "formula", name=name)
+        return out
+    wrapped.__wrapped__ = fn
+    return wrapped
+
+
+def capture_joint(fn_or_module: Any, *args: Any, custom_functions: CustomFunctions = "trace") -> Graph:
+    """Run `fn_or_module(*args)` forward and backward on the engine and return its joint graph.
+
+    The graph takes parameters, buffers (for a module), the tensor arguments, then one tangent per output that
+    needs a gradient; it returns the outputs, then the gradient of each input (None where it has none).
+    Placeholders and the output carry `meta["desc"]` (tracer/fx/descriptors.py); `graph.info` holds the
+    sequence-number increments seen (`bumps`, with the Python line of each) for the anomalies report.
+
+    Args:
+        custom_functions: "trace" (a custom Function's inner ops appear, with the Function node's seq_nr) or
+            "python_op" (one PythonOp node and one PythonOpGrad node per Function call).
+
+    Raises:
+        TypeError: the target is not callable, or returns no tensor.
+        ValueError: an unknown `custom_functions`.
+    """
+    import engine
+    from engine import nn
+
+    if custom_functions not in ("trace", "python_op"):
+        raise ValueError(f"custom_functions must be 'trace' or 'python_op', not {custom_functions!r}")
+    if not callable(fn_or_module):
+        raise TypeError(f"capture_joint needs a function or an nn.Module, not {type(fn_or_module).__name__}")
+    with _capture_lock:
+        cap = _Capture(custom_functions)
+        g = cap.g
+        primals: list[tuple[Any, AOTInput]] = []
+        if isinstance(fn_or_module, nn.Module):
+            primals += [(p, ParamAOTInput(n)) for n, p in fn_or_module.named_parameters()]
+            primals += [(b, BufferAOTInput(n)) for n, b in fn_or_module.named_buffers()]
+        call_args = []
+        for i, a in enumerate(args):
+            if isinstance(a, engine.Tensor):
+                a = a.detach().requires_grad_(a.requires_grad) if a.grad_fn is not None else a
+                primals.append((a, PlainAOTInput(i)))
+            call_args.append(a)
+        for k, (t, desc) in enumerate(primals):
+            cap.bind(t, g.placeholder(f"primals_{k + 1}", {"val": cap.val(t), "desc": desc,
+                                                           "partitioner_tag": "is_forward"}))
+        handles = [engine.add_observer(cap)]
+        handles += _module_hooks(cap, fn_or_module)
+        try:
+            with _Patched(cap):
+                cap.phase = "forward"
+                out = fn_or_module(*call_args)
+                outs = out if isinstance(out, tuple) else (out,)
+                if not any(isinstance(o, engine.Tensor) for o in outs):
+                    raise TypeError("the traced function returned no tensor")
+                cap.phase = "setup"
+                diff = [(i, o) for i, o in enumerate(outs) if isinstance(o, engine.Tensor) and o.requires_grad]
+                tangents = [engine.ones_like(o) for _, o in diff]
+                for j, ((i, _o), t) in enumerate(zip(diff, tangents, strict=True)):
+                    cap.bind(t, g.placeholder(f"tangents_{j + 1}",
+                                              {"val": cap.val(t), "desc": TangentAOTInput(PlainAOTOutput(i)),
+                                               "partitioner_tag": "is_backward"}))
+                # the placeholders go first, as in FX
+                g.nodes.sort(key=lambda n: n.op != "placeholder")
+                grads = _run_backward(cap, diff, tangents, primals)
+        finally:
+            cap.phase = "setup"
+            for h in handles:
+                h.remove()
+        values = [cap.arg(o) if isinstance(o, engine.Tensor) else None for o in outs]
+        descs: list = [PlainAOTOutput(i) for i in range(len(outs))]
+        for (_t, desc), grad in zip(primals, grads, strict=True):
+            values.append(None if grad is None else cap.node_of(grad))
+            descs.append(GradAOTOutput(desc) if grad is not None else None)
+        g.output(tuple(values), {"desc": descs})
+        g.info = {"bumps": cap.bumps, "explained": sorted(cap.explained), "custom_functions": custom_functions,
+                  "thread_start_seq": None}
+        return g
+
+
+def _run_backward(cap: _Capture, diff: list, tangents: list, primals: list) -> list:
+    """autograd.grad of the differentiable outputs w.r.t. the inputs that require grad, as AOT calls it."""
+    import engine
+
+    wanted = [t for t, _ in primals if t.requires_grad]
+    if not diff or not wanted:
+        return [None] * len(primals)
+    hooks = cap.install_node_hooks([o.grad_fn for _, o in diff])
+    cap.phase = "backward"
+    try:
+        got = engine.autograd.grad([o for _, o in diff], wanted, tangents, allow_unused=True)
+    finally:
+        cap.phase = "setup"
+        for h in hooks:
+            h.remove()
+    by_id = {id(t): g for t, g in zip(wanted, got, strict=True)}
+    return [by_id.get(id(t)) for t, _ in primals]
+
+
+def _module_hooks(cap: _Capture, target: Any) -> list:
+    """Global module hooks that keep `nn_module_stack` (submodules only, by fully qualified name)."""
+    from engine import nn
+    from engine.nn import hooks as nn_hooks
+
+    if not isinstance(target, nn.Module):
+        return []
+    names = {id(m): n for n, m in target.named_modules() if n}
+
+    def pre(module, args):
+        name = names.get(id(module))
+        if name is not None:
+            cls = type(module)
+            cap.module_stack.append((name, f"{cls.__module__}.{cls.__qualname__}"))
+
+    def post(module, args, output):
+        if names.get(id(module)) is not None and cap.module_stack:
+            cap.module_stack.pop()
+
+    return [nn_hooks.register_module_forward_pre_hook(pre), nn_hooks.register_module_forward_hook(post)]
