@@ -219,7 +219,30 @@ class _Capture:
         if self.phase == "forward" and call.node is not None:
             extra = {"autograd_node": {"name": call.node.name(), "seq_nr": call.node._seq}}
             self.explained.add(call.node._seq)
+        if call.name == "linear" and self._decompose_linear(call, args):
+            return
         self.add(f"engine.{call.name}", args, kwargs, call.output_tensors, "op", name=call.name, extra=extra)
+
+    def _decompose_linear(self, call: Any, args: tuple) -> bool:
+        """linear on a 2-D input with a bias records TBackward0 then AddmmBackward0, as aten's linear does:
+        two FX nodes (t, addmm) with those two numbers, so the map has a forward node for each."""
+        made = [b for b in self.bumps[-2:] if b["phase"] == "forward"]
+        if len(args) != 3 or args[2] is None or len(call.inputs[0].shape) != 2 or call.node is None \
+                or [b["node"] for b in made] != ["TBackward0", "AddmmBackward0"] \
+                or made[-1]["seq_nr"] != call.node._seq:
+            return False
+        x, w, b = args
+        t_meta = self.meta_for_new("op")
+        t_meta.update(seq_nr=made[0]["seq_nr"], autograd_node={"name": "TBackward0", "seq_nr": made[0]["seq_nr"]})
+        wt = self.g.create_node("call_function", "engine._ops.t", (w,), name="t", meta=t_meta)
+        shape = list(call.inputs[1].shape)[::-1]
+        wt.meta["val"] = {"shape": shape, "stride": [1, shape[0]], "dtype": call.inputs[1].dtype,
+                          "storage": self.val(call.input_tensors[1])["storage"]}
+        self.explained.update((made[0]["seq_nr"], made[1]["seq_nr"]))
+        self.first_fwd.setdefault(made[0]["seq_nr"], wt)
+        self.add("engine._ops.addmm", (b, x, wt), {}, call.output_tensors, "op", name="addmm",
+                 extra={"autograd_node": {"name": "AddmmBackward0", "seq_nr": made[1]["seq_nr"]}})
+        return True
 
     def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
         if self.phase == "setup":
@@ -392,6 +415,13 @@ class _Patched:
             self.saved.append((_ops, name, fn))
             setattr(_ops, name, _formula_wrapper(cap, name, fn, reporting, tls, Tensor))
 
+        from engine import _validate  # validate_outputs' sum_to and to: traced like the formulas' ops
+
+        for name in ("sum_to", "to"):
+            fn = getattr(_validate, name)
+            self.saved.append((_validate, name, fn))
+            setattr(_validate, name, _formula_wrapper(cap, name, fn, reporting, tls, Tensor))
+
         orig = function.Function.__dict__["apply"]
         self.saved.append((function.Function, "apply", orig))
         real_apply = orig.__func__
@@ -399,7 +429,7 @@ class _Patched:
         def apply(cls, *args, **kwargs):
             if cap.phase != "forward" or cap.in_function:
                 return real_apply(cls, *args, **kwargs)
-            start, n_before = tls.seq_nr, len(cap.g.nodes)
+            start = tls.seq_nr
             python_op = cap.custom_functions == "python_op"
             if python_op:
                 cap.in_function += 1
@@ -414,7 +444,10 @@ class _Patched:
                 attrs = {"name": cls.__name__, **classify_scalars(args)}
                 cap.add("PythonOp", tuple(cap.node_of(a) for a in args if isinstance(a, Tensor)), attrs, tensors,
                         "pyop", name="PythonOp")
-            if python_op or len(cap.g.nodes) > n_before:
+            # The Function's number is legitimately taken by its inner ops only if its node reached the outputs;
+            # under no_grad (or with no input needing grad) it is an increment nothing in the graph owns.
+            outs = out if isinstance(out, tuple) else (out,)
+            if any(isinstance(o, Tensor) and o.grad_fn is not None and o.grad_fn._seq == start for o in outs):
                 cap.explained.add(start)
             return out
 

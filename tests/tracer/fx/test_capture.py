@@ -187,7 +187,7 @@ def test_module_nn_module_stack_and_descriptors():
     assert ph == [("primals_1", "self.get_parameter('lin.weight')"), ("primals_2", "self.get_parameter('lin.bias')"),
                   ("primals_3", "self.get_buffer('scale')"), ("primals_4", "args[0]"),
                   ("tangents_1", "__output_tangent(output[0])")]
-    assert list(g.node("linear").meta["nn_module_stack"]) == ["lin"]
+    assert list(g.node("addmm").meta["nn_module_stack"]) == ["lin"] == list(g.node("t").meta["nn_module_stack"])
     assert "nn_module_stack" not in g.node("relu").meta
     descs = g.output_node.meta["desc"]
     assert [d.expr() if d else None for d in descs] == [
