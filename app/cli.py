@@ -18,6 +18,7 @@ from tracer.replay import Replay
 from tracer.state_json import state_to_json
 from tracer.tracefile import TraceFormatError, load, save
 
+from . import fx_cli
 from .show import DEFAULT_LIMIT, StdoutConsole, print_state, short
 
 err = Console(stderr=True, highlight=False)
@@ -134,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="a source file the culprit view may show, for a trace recorded before agdb stored "
                              "source lines in traces (repeatable)")
     opener.set_defaults(func=_cmd_open)
+    fx_cli.register(sub)  # fx, check-pass
     return p
 
 
