@@ -72,8 +72,18 @@ def user_frame() -> tuple[str, int, str]:
     return "", 0, ""
 
 
+_stack_texts: dict[tuple[str, int, str], str] = {}
+
+
 def stack_text(frame: tuple[str, int, str]) -> str:
     """A frame as a stack trace shows it: `File "f.py", line 3, in fn` and the source line."""
+    text = _stack_texts.get(frame)
+    if text is None:
+        text = _stack_texts[frame] = _stack_text(frame)
+    return text
+
+
+def _stack_text(frame: tuple[str, int, str]) -> str:
     name, line, fn = frame
     if not name:
         return ""
@@ -286,7 +296,8 @@ class _Capture:
                     self.bind(t, fx)
 
     def node_finished(self, graph_task: Any, node: Any, outputs: list) -> None:
-        self.last_outputs = [None if o is None else self.node_of(o) for o in outputs]
+        fx_of = self.fx_of  # only what is known: a grad nobody traced becomes a constant when it is used
+        self.last_outputs = [None if o is None else fx_of.get(id(o)) for o in outputs]
 
     # -- backward hooks on every node (logging_utils.setup_stacktrace_preservation_hooks) -------------------
     def install_node_hooks(self, roots: list) -> list:
