@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from app.cli import main
 
@@ -34,8 +35,9 @@ def test_fx_prints_graph_map_and_anomalies(tmp_path, capsys):
     script, _ = files(tmp_path)
     assert main(["fx", script, "-o", str(tmp_path / "t.agdb")]) == 0
     out = capsys.readouterr().out
-    assert "add_1: \"f32[4]\" = engine.add(expand, mul_1)  # seq_nr=3" in out
-    assert "__output_tangent(output[0])" in out and "1  sin -> cos, mul_1" in out and "[gradient_acc]" in out
+    assert re.search(r'add_1: "f32\[4\]" = engine.add\(expand, mul_1\)  # seq_nr=\d+', out)
+    assert "__output_tangent(output[0])" in out and re.search(r"\d+  sin -> cos, mul_1", out)
+    assert "[gradient_acc]" in out
     assert main(["export", str(tmp_path / "t.agdb"), "--view", "joint", "-o", str(tmp_path / "j.dot")]) == 0
     assert "cluster_backward" in (tmp_path / "j.dot").read_text()
 

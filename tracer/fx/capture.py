@@ -46,6 +46,7 @@ GRADIENT_ACC_SPECIAL_STACK = "Gradient addition node due to multiple use of tens
 """The line PyTorch puts in the stack trace of ops traced between two backward nodes (exact text)."""
 
 _SKIP_DIRS: tuple[str, ...] = ()
+_DTYPE_NAMES: dict = {}
 _capture_lock = threading.Lock()
 
 
@@ -98,6 +99,7 @@ class _Window:
     seq_stack: list[int] = field(default_factory=list)
     stack_trace: str = ""
     in_backward: bool = False  # after the first pre-hook ran: nodes are tagged is_backward from then on
+    in_acc_window: bool = False  # the stack trace holds GRADIENT_ACC_SPECIAL_STACK (after a post-hook)
 
 
 class _Capture:
@@ -125,6 +127,12 @@ class _Capture:
         self.last_outputs: list = []
         self.first_fwd: dict[int, Node] = {}
         self.n_constants = 0
+        self.hooked: set[int] = set()
+        self.op_frame: tuple[str, int, str] | None = None
+        from engine import Tensor
+
+        self.Tensor = Tensor
+        self.grad_in: list[list] = []
 
     # -- tensors and nodes -------------------------------------------------------------------------------
     def bind(self, t: Any, node: Node) -> None:
@@ -145,20 +153,25 @@ class _Capture:
     def val(self, t: Any) -> dict:
         data = t._data
         root = data
-        while isinstance(root.base, np.ndarray):
-            root = root.base
+        base = data.base
+        while base is not None and base.__class__ is np.ndarray:
+            root, base = base, base.base
         storage = self.storages.get(id(root))
         if storage is None:
             storage = self.storages[id(root)] = len(self.storages)
             self.keep.append(root)
         item = data.itemsize
-        return {"shape": list(data.shape), "stride": [s // item for s in data.strides], "dtype": t.dtype.name,
+        dt = data.dtype
+        name = _DTYPE_NAMES.get(dt)
+        if name is None:  # numpy's dtype names are PyTorch's here (float32, int64, bool); .name is slow
+            name = _DTYPE_NAMES[dt] = dt.name
+        return {"shape": list(data.shape), "stride": [s // item for s in data.strides], "dtype": name,
                 "storage": storage}
 
     def arg(self, v: Any) -> Any:
-        from engine import Tensor
-
-        if isinstance(v, Tensor):
+        if isinstance(v, self.Tensor):
+            if v._is_wrapped_number and id(v) not in self.fx_of:
+                return v._data.item()  # a Python number the op wrapped (`x * 2`): aten keeps it a scalar
             return self.node_of(v)
         if isinstance(v, (tuple, list)):
             out = [self.arg(x) for x in v]
@@ -176,7 +189,9 @@ class _Capture:
         w = self.w
         if self.phase == "forward":
             meta = {"seq_nr": self.tls.seq_nr - 1, "partitioner_tag": "is_forward"}
-            meta["stack_trace"] = stack_text(user_frame())
+            frame = self.op_frame or user_frame()
+            self.op_frame = None  # one node per op call: later nodes walk the stack themselves
+            meta["stack_trace"] = stack_text(frame)
             if self.module_stack:
                 meta["nn_module_stack"] = {fqn: [fqn, cls] for fqn, cls in self.module_stack}
             return meta
@@ -192,7 +207,7 @@ class _Capture:
             trace = f"{trace}\n{line}" if trace and line else (trace or line)
         if trace:
             meta["stack_trace"] = trace
-        if GRADIENT_ACC_SPECIAL_STACK in (w.stack_trace or ""):
+        if w.in_acc_window:
             meta["is_gradient_acc"] = True
             meta["autograd_backward"] = True
         return meta
@@ -223,12 +238,17 @@ class _Capture:
             return
         if self.phase == "forward" and call.backward_node is not None:
             return
-        args = tuple(self.arg(a) for a in call.args)
-        kwargs = {k: self.arg(v) for k, v in (call.kwargs or {}).items()}
+        args = tuple([self.arg(a) for a in call.args])
+        kwargs = {k: self.arg(v) for k, v in call.kwargs.items()} if call.kwargs else {}
         extra = None
+        self.op_frame = None
         if self.phase == "forward" and call.node is not None:
-            extra = {"autograd_node": {"name": call.node.name(), "seq_nr": call.node._seq}}
-            self.explained.add(call.node._seq)
+            seq = call.node._seq
+            extra = {"autograd_node": {"name": call.node.name(), "seq_nr": seq}}
+            self.explained.add(seq)
+            last = self.bumps[-1] if self.bumps else None
+            if last is not None and last[0] == seq:  # the bump came from this very call: same user line
+                self.op_frame = last[2:5]
         if call.name == "linear" and self._decompose_linear(call, args):
             return
         self.add(f"engine.{call.name}", args, kwargs, call.output_tensors, "op", name=call.name, extra=extra)
@@ -236,7 +256,7 @@ class _Capture:
     def _decompose_linear(self, call: Any, args: tuple) -> bool:
         """linear on a 2-D input with a bias records TBackward0 then AddmmBackward0, as aten's linear does:
         two FX nodes (t, addmm) with those two numbers, so the map has a forward node for each."""
-        made = [b for b in self.bumps[-2:] if b["phase"] == "forward"]
+        made = [bump_dict(b) for b in self.bumps[-2:] if b[5] == "forward"]
         if len(args) != 3 or args[2] is None or len(call.inputs[0].shape) != 2 or call.node is None \
                 or [b["node"] for b in made] != ["TBackward0", "AddmmBackward0"] \
                 or made[-1]["seq_nr"] != call.node._seq:
@@ -257,9 +277,7 @@ class _Capture:
     def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
         if self.phase == "setup":
             return
-        file, line, fn = user_frame()
-        self.bumps.append({"seq_nr": seq_nr, "node": node.name(), "file": file, "line": line, "function": fn,
-                           "phase": self.phase})
+        self.bumps.append((seq_nr, node, *user_frame(), self.phase))  # made into dicts when the capture ends
 
     def buffer_written(self, graph_task: Any, node: Any, slot: int, is_accumulation: bool, buffer: Any) -> None:
         key = (id(graph_task), node._uid, slot)
@@ -288,20 +306,28 @@ class _Capture:
         return None
 
     def node_started(self, graph_task: Any, node: Any, inputs: list) -> None:
-        # the buffer's summed grads, as the node sees them after its pre-hooks
+        # The buffer's (summed) grads, as the node sees them after its hooks.
         for slot, t in enumerate(inputs):
             if t is not None:
                 fx = self.buffer_fx.pop((id(graph_task), node._uid, slot), None)
                 if fx is not None and id(t) not in self.fx_of:
                     self.bind(t, fx)
+        if id(node) in self.hooked:
+            self._enter_node(node, inputs)
 
     def node_finished(self, graph_task: Any, node: Any, outputs: list) -> None:
+        if id(node) in self.hooked:
+            self._leave_node(node, outputs)
         fx_of = self.fx_of  # only what is known: a grad nobody traced becomes a constant when it is used
         self.last_outputs = [None if o is None else fx_of.get(id(o)) for o in outputs]
 
-    # -- backward hooks on every node (logging_utils.setup_stacktrace_preservation_hooks) -------------------
-    def install_node_hooks(self, roots: list) -> list:
-        handles = []
+    # -- the pre/post-hook pair AOT registers on every node (logging_utils.setup_stacktrace_preservation_hooks)
+    # NOTE [seq_nr window]: AOT registers a Node pre-hook and a post-hook on every node reachable from the
+    # outputs when backward starts; its pre-hook runs after the tensor pre-hooks and the user's earlier Node
+    # pre-hooks, its post-hook after validate_outputs and the user's post-hooks. The engine's node_started and
+    # node_finished points sit exactly there, so the capture uses them for the nodes AOT would hook (found
+    # here, once) rather than registering 2 hooks per node, which cost a quarter of a capture (bench/fx.py).
+    def hook_nodes(self, roots: list) -> None:
         seen: set[int] = set()
         queue = [r for r in roots if r is not None]
         for r in queue:
@@ -310,51 +336,50 @@ class _Capture:
         while i < len(queue):
             fn = queue[i]
             i += 1
-            for child, _ in fn.next_functions:
+            for child, _ in fn.next_edges:
                 if child is not None and id(child) not in seen:
                     seen.add(id(child))
                     queue.append(child)
-            handles.append(fn.register_prehook(self._prehook(fn)))
-            handles.append(fn.register_hook(self._posthook(fn)))
-        return handles
+        self.hooked = seen
+        self.keep.append(queue)  # the ids stay valid while the capture runs
 
     def _fwd_stack(self, seq: int) -> str:
         fwd = self.first_fwd.get(seq)
         return (fwd.meta.get("stack_trace") or "") if fwd is not None else ""
 
-    def _prehook(self, fn: Any):
-        seq = fn._seq
+    def _enter_node(self, fn: Any, grad_outputs: list) -> None:
+        """AOT's pre-hook: push the node's number and its forward stack."""
+        w = self.w
+        w.in_backward = True
+        w.stack_trace = self._fwd_stack(fn._seq)
+        w.in_acc_window = False
+        w.seq_stack.append(fn._seq)
+        if self._is_python_op(fn):
+            self.in_function += 1
+            self.grad_in.append([None if g is None else self.node_of(g) for g in grad_outputs])
 
-        def prehook(grad_outputs):
-            w = self.w
-            w.in_backward = True
-            w.stack_trace = self._fwd_stack(seq)
-            w.seq_stack.append(seq)
-            if self._is_python_op(fn):
-                self.in_function += 1
-                self._grad_in = [None if g is None else self.node_of(g) for g in grad_outputs]
-            return None
-        return prehook
-
-    def _posthook(self, fn: Any):
-        seq = fn._seq
-
-        def posthook(grad_inputs, grad_outputs):
-            w = self.w
-            if self._is_python_op(fn):
-                self.in_function -= 1
-                outs = tuple(g for g in grad_inputs if g is not None)
-                self.add("PythonOpGrad", tuple(self._grad_in), {"name": fn._forward_cls.__name__}, outs, "pyop",
-                         name="PythonOpGrad")
-            fwd = self._fwd_stack(seq)
-            w.stack_trace = (fwd + "\n" if fwd else "") + GRADIENT_ACC_SPECIAL_STACK
-            if w.seq_stack:
-                w.seq_stack.pop()
-            return None
-        return posthook
+    def _leave_node(self, fn: Any, grad_inputs: list) -> None:
+        """AOT's post-hook: pop the number, and mark the window until the next node as gradient accumulation."""
+        w = self.w
+        if self._is_python_op(fn):
+            self.in_function -= 1
+            outs = tuple(g for g in grad_inputs if g is not None)
+            self.add("PythonOpGrad", tuple(self.grad_in.pop()), {"name": fn._forward_cls.__name__}, outs, "pyop",
+                     name="PythonOpGrad")
+        fwd = self._fwd_stack(fn._seq)
+        w.stack_trace = (fwd + "\n" if fwd else "") + GRADIENT_ACC_SPECIAL_STACK
+        w.in_acc_window = True
+        if w.seq_stack:
+            w.seq_stack.pop()
 
     def _is_python_op(self, fn: Any) -> bool:
         return self.custom_functions == "python_op" and hasattr(fn, "_forward_cls")
+
+
+def bump_dict(b: tuple) -> dict:
+    """A recorded increment as plain data: the number, the node that took it, the user's line, the phase."""
+    seq, node, file, line, fn, phase = b
+    return {"seq_nr": seq, "node": node.name(), "file": file, "line": line, "function": fn, "phase": phase}
 
 
 @dataclass(frozen=True)
@@ -471,6 +496,8 @@ class _Patched:
 
 
 def _formula_wrapper(cap: _Capture, name: str, fn: Any, reporting: Any, tls: Any, Tensor: type) -> Any:
+    target = f"engine._ops.{name}"
+
     def wrapped(*args, **kwargs):
         if cap.phase != "backward" or cap.in_formula or reporting.active or cap.in_function \
                 or tls.current_node is None:
@@ -483,8 +510,8 @@ def _formula_wrapper(cap: _Capture, name: str, fn: Any, reporting: Any, tls: Any
         outs = out if isinstance(out, tuple) else (out,)
         tensors = tuple(o for o in outs if isinstance(o, Tensor))
         if tensors:
-            cap.add(f"engine._ops.{name}", tuple(cap.arg(a) for a in args),
-                    {k: cap.arg(v) for k, v in kwargs.items()}, tensors, "formula", name=name)
+            cap.add(target, tuple([cap.arg(a) for a in args]),
+                    {k: cap.arg(v) for k, v in kwargs.items()} if kwargs else None, tensors, "formula", name=name)
         return out
     wrapped.__wrapped__ = fn
     return wrapped
@@ -558,7 +585,7 @@ def capture_joint(fn_or_module: Any, *args: Any, custom_functions: CustomFunctio
             values.append(None if grad is None else cap.node_of(grad))
             descs.append(GradAOTOutput(desc) if grad is not None else None)
         g.output(tuple(values), {"desc": descs})
-        g.info = {"bumps": cap.bumps, "explained": sorted(cap.explained), "custom_functions": custom_functions,
+        g.info = {"bumps": [bump_dict(b) for b in cap.bumps], "explained": sorted(cap.explained), "custom_functions": custom_functions,
                   "thread_start_seq": None}
         return g
 
@@ -570,14 +597,12 @@ def _run_backward(cap: _Capture, diff: list, tangents: list, primals: list) -> l
     wanted = [t for t, _ in primals if t.requires_grad]
     if not diff or not wanted:
         return [None] * len(primals)
-    hooks = cap.install_node_hooks([o.grad_fn for _, o in diff])
+    cap.hook_nodes([o.grad_fn for _, o in diff])
     cap.phase = "backward"
     try:
         got = engine.autograd.grad([o for _, o in diff], wanted, tangents, allow_unused=True)
     finally:
         cap.phase = "setup"
-        for h in hooks:
-            h.remove()
     by_id = {id(t): g for t, g in zip(wanted, got, strict=True)}
     return [by_id.get(id(t)) for t, _ in primals]
 

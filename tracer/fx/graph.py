@@ -143,9 +143,11 @@ class Graph:
 
     def create_node(self, op: Op, target: str, args: tuple = (), kwargs: dict | None = None,
                     name: str | None = None, meta: dict | None = None) -> Node:
-        """Append a node; its name is `name` (made unique) or taken from the target."""
+        """Append a node; its name is `name` (made unique) or taken from the target. `kwargs` and `meta` dicts
+        are taken as given (not copied): pass a fresh dict per node."""
         name = self.unique_name(name or _base_name(target))
-        node = Node(self, name, op, target, tuple(args), dict(kwargs or {}), dict(meta or {}))
+        node = Node(self, name, op, target, args if args.__class__ is tuple else tuple(args),
+                    {} if kwargs is None else kwargs, {} if meta is None else meta)
         self.nodes.append(node)
         self._by_name[name] = node
         self._users = None
