@@ -585,8 +585,8 @@ def capture_joint(fn_or_module: Any, *args: Any, custom_functions: CustomFunctio
             values.append(None if grad is None else cap.node_of(grad))
             descs.append(GradAOTOutput(desc) if grad is not None else None)
         g.output(tuple(values), {"desc": descs})
-        g.info = {"bumps": [bump_dict(b) for b in cap.bumps], "explained": sorted(cap.explained), "custom_functions": custom_functions,
-                  "thread_start_seq": None}
+        g.info = {"bumps": [bump_dict(b) for b in cap.bumps], "explained": sorted(cap.explained),
+                  "custom_functions": custom_functions}
         return g
 
 
