@@ -123,6 +123,9 @@ class OpCall:
     """The call's positional arguments as given (tensors, scalars, lists), for FX capture; read during the call."""
     kwargs: dict | None = None
     """The call's keyword arguments as given, or None."""
+    impl: Any = None
+    """The implementation that ran (an op name can have several: `Tensor.sum` and `engine.sum` differ), so that
+    a recorded call can be run again exactly."""
 
 
 _uids = itertools.count(1)

@@ -251,6 +251,9 @@ class _Capture:
                 self.op_frame = last[2:5]
         if call.name == "linear" and self._decompose_linear(call, args):
             return
+        overload = _overload_of(call.impl)
+        if overload is not None:
+            extra = {**(extra or {}), "overload": overload}
         self.add(f"engine.{call.name}", args, kwargs, call.output_tensors, "op", name=call.name, extra=extra)
 
     def _decompose_linear(self, call: Any, args: tuple) -> bool:
@@ -374,6 +377,21 @@ class _Capture:
 
     def _is_python_op(self, fn: Any) -> bool:
         return self.custom_functions == "python_op" and hasattr(fn, "_forward_cls")
+
+
+_overloads: dict[int, str] = {}
+
+
+def _overload_of(impl: Any) -> str | None:
+    """Which public entry ran, as `surface:attr` (`Tensor:sum`, `torch:sum`): tracer.fx.interpret runs that one."""
+    if impl is None:
+        return None
+    if not _overloads:
+        from engine import _dispatch
+
+        for entry in _dispatch.REGISTRY.values():
+            _overloads.setdefault(id(entry.impl), f"{entry.surface}:{entry.attr}")
+    return _overloads.get(id(impl))
 
 
 def bump_dict(b: tuple) -> dict:

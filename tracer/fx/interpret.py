@@ -66,7 +66,21 @@ def run_node(node: Node, env: dict[Node, Any], graph: Graph) -> Any:
     kwargs = map_arg(node.kwargs, lambda n: env[n])
     args = tuple(_value(a) for a in args)
     kwargs = {k: _value(v) for k, v in kwargs.items()}
-    return resolve(node.target)(*args, **kwargs)
+    return _callable(node)(*args, **kwargs)
+
+
+def _callable(node: Node) -> Callable[..., Any]:
+    """The node's implementation: the exact public entry the capture saw (meta["overload"]) while the target
+    still names that op, else the target's."""
+    overload = node.meta.get("overload")
+    if overload and node.target.startswith("engine.") and not node.target.startswith("engine._ops."):
+        from engine import _dispatch
+
+        surface, _, attr = overload.partition(":")
+        entry = _dispatch.REGISTRY.get((surface, attr))
+        if entry is not None and f"engine.{entry.op}" == node.target:
+            return entry.impl
+    return resolve(node.target)
 
 
 def run(graph: Graph, inputs: dict[Node, Any], nodes: list[Node] | None = None,

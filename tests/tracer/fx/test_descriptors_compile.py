@@ -106,3 +106,23 @@ def test_python_op_graph_refuses_to_compile_clearly():
     compiled = compile_joint(capture_joint(f_custom, leaf(3), custom_functions="python_op"))
     with pytest.raises(NotRunnable, match="custom_functions='trace'"):
         compiled(leaf(3))
+
+
+def test_compile_joint_runs_each_call_form_as_captured():
+    """Ops with several public forms (Tensor.sum(dim) and engine.sum, x.to(dtype), 2 - x) run again as the
+    captured call ran them."""
+    def f(x):
+        a = x.sum(0) + torch.sum(x, 1, keepdim=True).sum(0)
+        b = (2 - a).to(torch.float64)
+        return (b * b).sum()
+
+    x = leaf(3, 3)
+    compiled = compile_joint(capture_joint(f, x))
+    x2 = leaf(3, 3)
+    out = compiled(x2)
+    out.backward()
+    ref = x2.detach().requires_grad_()
+    expected = f(ref)
+    expected.backward()
+    np.testing.assert_allclose(out.item(), expected.item(), rtol=1e-6)
+    np.testing.assert_allclose(x2.grad.numpy(), ref.grad.numpy(), rtol=1e-5)
