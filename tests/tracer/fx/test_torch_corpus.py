@@ -5,11 +5,14 @@ numbers start later): the forward seq_nrs in order, which forward seq_nrs have b
 and seq_nr of is_gradient_acc nodes, and the descriptors of placeholders and outputs.
 
 Known differences, listed rather than hidden: AOT's joint graph holds `detach` nodes for saved outputs
-(forward and backward), which the engine's formulas read directly; they are dropped from torch's side.
+(forward and backward), which the engine's formulas read directly; they are dropped from torch's side. Op
+names: the forward ones agree exactly; backward ones agree after ENGINE_RENAMES (the engine's formula
+helpers) and with aten's `sum` + `view` pair (at::sum_to) counted as the engine's one `sum_to`.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import pytest
 
@@ -22,6 +25,24 @@ torch = pytest.importorskip("torch")
 
 TORCH_ONLY_TARGETS = {"aten.detach.default"}
 """Targets AOT adds that have no counterpart in the engine's graphs (saved outputs are detached in aten)."""
+
+
+ENGINE_RENAMES = {"mul_scalar": "mul", "div_scalar": "div", "slice_": "slice", "sum_to": "sum"}
+"""Formula helpers of the engine and the aten op each stands for."""
+
+
+def op_names(nodes, renames=None):
+    """(forward, backward) base op names in graph order: `aten.mul.Tensor` and `engine._ops.mul` are `mul`."""
+    out: tuple[list, list] = ([], [])
+    for n in nodes:
+        t = str(n.target)
+        name = t.split(".")[1] if t.startswith("aten.") else t.rsplit(".", 1)[-1]
+        name = (renames or {}).get(name, name)
+        side = out[n.meta.get("partitioner_tag") == "is_backward"]
+        if renames is None and name == "view" and side and side[-1] == "sum":
+            continue  # at::sum_to's view after its sum
+        side.append(name)
+    return out
 
 
 def summary(nodes):
@@ -47,6 +68,7 @@ def ours(program):
     return g, [n for n in g.nodes if n.op == "call_function" and n.target != "getitem"]
 
 
+@functools.lru_cache(maxsize=None)
 def torch_aot(program):
     """The joint graph of aot_function (functions) or aot_export_joint_with_descriptors (modules)."""
     from functorch.compile import aot_function, default_partition
@@ -102,3 +124,10 @@ def test_descriptors_agree_with_export(program):
     g, _ = ours(program)
     ph = [repr(n.meta["desc"]) for n in g.nodes if n.op == "placeholder"]
     assert (ph, [repr(d) for d in g.output_node.meta["desc"]]) == torch_descs(program)
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=[p.__name__ for p in PROGRAMS])
+def test_op_names_agree_up_to_the_listed_differences(program):
+    """Forward op names agree exactly; backward ones after ENGINE_RENAMES and aten's sum_to pair."""
+    _, mine = ours(program)
+    assert op_names(mine, ENGINE_RENAMES) == op_names(torch_nodes(torch_aot(program)))
