@@ -126,3 +126,12 @@ def test_compile_joint_runs_each_call_form_as_captured():
     expected.backward()
     np.testing.assert_allclose(out.item(), expected.item(), rtol=1e-6)
     np.testing.assert_allclose(x2.grad.numpy(), ref.grad.numpy(), rtol=1e-5)
+
+
+def test_entry_points_on_tracer():
+    """tracer.capture_joint, tracer.compile_joint and tracer.check_pass are the fx package's functions."""
+    import tracer
+    from tracer.fx import check_pass as check_pass_mod
+
+    assert tracer.capture_joint is capture_joint and tracer.compile_joint is compile_joint
+    assert tracer.check_pass is check_pass_mod.check_pass
