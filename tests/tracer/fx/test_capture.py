@@ -223,3 +223,38 @@ def test_joint_view_is_drawn_from_a_saved_trace(tmp_path):
     assert "cluster_forward" in dot and "cluster_backward" in dot
     assert 'label="add_1\\nengine.add\\nseq_nr' in dot and "grad acc" in dot and "peripheries=2" in dot
     assert dot.count("->") == sum(len(n.all_input_nodes) for n in g.nodes)
+
+
+def test_bad_targets_raise_clearly_and_leave_the_engine_as_it_was():
+    """A non-callable, a function returning no tensor, an unknown mode, or a function that raises: a clear
+    error, and afterwards the formula namespace and Function.apply are the engine's own again."""
+    import pytest
+
+    from engine import _ops
+    from engine.autograd import function
+
+    before = (_ops.mul, function.Function.__dict__["apply"])
+    with pytest.raises(TypeError, match="function or an nn.Module"):
+        capture_joint(3)
+    with pytest.raises(TypeError, match="returned no tensor"):
+        capture_joint(lambda x: 1.0, leaf(2))
+    with pytest.raises(ValueError, match="custom_functions"):
+        capture_joint(f_diamond, leaf(2), leaf(2), custom_functions="inline")
+
+    def boom(x):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        capture_joint(boom, leaf(2))
+    assert (_ops.mul, function.Function.__dict__["apply"]) == before
+    from engine import _observer
+
+    assert not _observer.op_watchers  # the capture's observer is detached
+
+
+def test_output_without_grad_has_no_tangent():
+    """An output that needs no gradient gets no tangent placeholder and no backward nodes."""
+    g = capture_joint(lambda x: x.detach() * 2, leaf(3))
+    assert [n.name for n in g.nodes if n.op == "placeholder"] == ["primals_1"]
+    assert all(n.meta["partitioner_tag"] == "is_forward" for n in g.nodes if n.op == "call_function")
+    assert g.output_node.args[0][1] is None
