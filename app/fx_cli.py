@@ -27,7 +27,7 @@ def register(sub: Any) -> None:
     fx = sub.add_parser("fx", help="capture the joint forward/backward FX graph of what a script marks",
                         description="Run SCRIPT on agdb's engine, capture the joint graph of its `agdb_fx` target "
                                     "and print it with seq_nr, tags, descriptors, the forward-to-backward map and "
-                                    "its anomalies. " + HOW_TO_MARK)
+                                    "its anomalies. " + HOW_TO_MARK[0].upper() + HOW_TO_MARK[1:] + ".")
     fx.add_argument("script")
     fx.add_argument("--json", action="store_true", help="print the graph, map and anomalies as JSON")
     fx.add_argument("--python-op", action="store_true",

@@ -19,6 +19,7 @@ Imports the engine (it drives it) and the standard library; never textual or ric
 """
 from __future__ import annotations
 
+import inspect
 import linecache
 import os
 import sys
@@ -238,7 +239,7 @@ class _Capture:
             return
         if self.phase == "forward" and call.backward_node is not None:
             return
-        args = tuple([self.arg(a) for a in call.args])
+        args = tuple([self.arg(a) for a in _without_defaults(call.impl, call.args)])
         kwargs = {k: self.arg(v) for k, v in call.kwargs.items()} if call.kwargs else {}
         extra = None
         self.op_frame = None
@@ -380,6 +381,29 @@ class _Capture:
 
 
 _overloads: dict[int, str] = {}
+_defaults: dict[int, tuple] = {}
+
+
+def _without_defaults(impl: Any, args: tuple) -> tuple:
+    """`args` less the trailing ones equal to the implementation's defaults (the dispatcher passes every
+    positional parameter, so `x.sum()` arrives as `(x, None, False, None)`): FX shows what the user wrote."""
+    if impl is None or not args:
+        return args
+    defaults = _defaults.get(id(impl))
+    if defaults is None:
+        try:
+            params = list(inspect.signature(impl).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        defaults = _defaults[id(impl)] = tuple(
+            p.default for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
+    n = len(args)
+    while n and n <= len(defaults):
+        d, a = defaults[n - 1], args[n - 1]
+        if d is inspect.Parameter.empty or not (a is d or (type(a) is type(d) and a == d)):
+            break
+        n -= 1
+    return args[:n]
 
 
 def _overload_of(impl: Any) -> str | None:
