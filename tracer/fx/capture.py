@@ -122,7 +122,10 @@ class _Capture:
         self.in_formula = 0
         self.in_function = 0  # depth of custom Function.apply calls being captured as one PythonOp
         self.function_started: list[int] = []
-        self.bumps: list[dict] = []
+        self.bumps: list[list] = []
+        from engine import _dispatch
+
+        self.reporting = _dispatch._reporting
         self.explained: set[int] = set()
         self.buffer_fx: dict[tuple, Node] = {}
         self.last_outputs: list = []
@@ -171,7 +174,10 @@ class _Capture:
 
     def arg(self, v: Any) -> Any:
         if isinstance(v, self.Tensor):
-            if v._is_wrapped_number and id(v) not in self.fx_of:
+            node = self.fx_of.get(id(v))
+            if node is not None:
+                return node
+            if v._is_wrapped_number:
                 return v._data.item()  # a Python number the op wrapped (`x * 2`): aten keeps it a scalar
             return self.node_of(v)
         if isinstance(v, (tuple, list)):
@@ -220,8 +226,11 @@ class _Capture:
             meta.update(extra)
         node = self.g.create_node("call_function", target, args, kwargs, name=name, meta=meta)
         if len(outputs) == 1:
-            node.meta["val"] = self.val(outputs[0])
-            self.bind(outputs[0], node)
+            out = outputs[0]
+            meta["val"] = self.val(out)
+            self.fx_of[id(out)] = node  # bind(), inlined: this runs once per node
+            self.fx_of_data[id(out._data)] = node
+            self.keep.append(out)
         elif outputs:
             node.meta["val"] = [self.val(o) for o in outputs]
             for i, o in enumerate(outputs):
@@ -235,6 +244,14 @@ class _Capture:
 
     # -- engine observer points --------------------------------------------------------------------------
     def op_called(self, call: Any) -> None:
+        bumps = self.bumps
+        self.op_frame = None
+        if bumps and bumps[-1][2] is None:  # increments made inside this call: its user line is theirs
+            frame = self.op_frame = user_frame()
+            i = len(bumps) - 1
+            while i >= 0 and bumps[i][2] is None:
+                bumps[i][2] = frame
+                i -= 1
         if self.phase == "setup" or self.in_function or self.in_formula:
             return
         if self.phase == "forward" and call.backward_node is not None:
@@ -242,14 +259,12 @@ class _Capture:
         args = tuple([self.arg(a) for a in _without_defaults(call.impl, call.args)])
         kwargs = {k: self.arg(v) for k, v in call.kwargs.items()} if call.kwargs else {}
         extra = None
-        self.op_frame = None
         if self.phase == "forward" and call.node is not None:
             seq = call.node._seq
             extra = {"autograd_node": {"name": call.node.name(), "seq_nr": seq}}
             self.explained.add(seq)
-            last = self.bumps[-1] if self.bumps else None
-            if last is not None and last[0] == seq:  # the bump came from this very call: same user line
-                self.op_frame = last[2:5]
+        elif self.phase != "forward":
+            self.op_frame = None  # backward nodes find their own line
         if call.name == "linear" and self._decompose_linear(call, args):
             return
         overload = _overload_of(call.impl)
@@ -260,7 +275,7 @@ class _Capture:
     def _decompose_linear(self, call: Any, args: tuple) -> bool:
         """linear on a 2-D input with a bias records TBackward0 then AddmmBackward0, as aten's linear does:
         two FX nodes (t, addmm) with those two numbers, so the map has a forward node for each."""
-        made = [bump_dict(b) for b in self.bumps[-2:] if b[5] == "forward"]
+        made = [bump_dict(b) for b in self.bumps[-2:] if b[3] == "forward"]
         if len(args) != 3 or args[2] is None or len(call.inputs[0].shape) != 2 or call.node is None \
                 or [b["node"] for b in made] != ["TBackward0", "AddmmBackward0"] \
                 or made[-1]["seq_nr"] != call.node._seq:
@@ -281,7 +296,9 @@ class _Capture:
     def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
         if self.phase == "setup":
             return
-        self.bumps.append((seq_nr, node, *user_frame(), self.phase))  # made into dicts when the capture ends
+        # [seq_nr, node, (file, line, function), phase], made into dicts when the capture ends. Inside a reported
+        # op the frame is filled in when the op is reported (op_called walks the stack once for both).
+        self.bumps.append([seq_nr, node, None if self.reporting.active else user_frame(), self.phase])
 
     def buffer_written(self, graph_task: Any, node: Any, slot: int, is_accumulation: bool, buffer: Any) -> None:
         key = (id(graph_task), node._uid, slot)
@@ -420,7 +437,8 @@ def _overload_of(impl: Any) -> str | None:
 
 def bump_dict(b: tuple) -> dict:
     """A recorded increment as plain data: the number, the node that took it, the user's line, the phase."""
-    seq, node, file, line, fn, phase = b
+    seq, node, frame, phase = b
+    file, line, fn = frame or ("", 0, "")
     return {"seq_nr": seq, "node": node.name(), "file": file, "line": line, "function": fn, "phase": phase}
 
 
@@ -565,7 +583,8 @@ def capture_joint(fn_or_module: Any, *args: Any, custom_functions: CustomFunctio
     The graph takes parameters, buffers (for a module), the tensor arguments, then one tangent per output that
     needs a gradient; it returns the outputs, then the gradient of each input (None where it has none).
     Placeholders and the output carry `meta["desc"]` (tracer/fx/descriptors.py); `graph.info` holds the
-    sequence-number increments seen (`bumps`, with the Python line of each) for the anomalies report.
+    sequence-number increments that no FX node owns (`bumps`, with the Python line of each: an op that made
+    several autograd nodes, a custom Function under no_grad, ...) for the anomalies report.
 
     Args:
         custom_functions: "trace" (a custom Function's inner ops appear, with the Function node's seq_nr) or
@@ -627,7 +646,8 @@ def capture_joint(fn_or_module: Any, *args: Any, custom_functions: CustomFunctio
             values.append(None if grad is None else cap.node_of(grad))
             descs.append(GradAOTOutput(desc) if grad is not None else None)
         g.output(tuple(values), {"desc": descs})
-        g.info = {"bumps": [bump_dict(b) for b in cap.bumps], "explained": sorted(cap.explained),
+        # Only the increments no FX node owns are kept: they are what shifts a number (the trace has them all).
+        g.info = {"bumps": [bump_dict(b) for b in cap.bumps if b[0] not in cap.explained],
                   "custom_functions": custom_functions}
         return g
 

@@ -16,7 +16,7 @@ Op = Literal["placeholder", "call_function", "get_attr", "output"]
 """FX's node kinds that a joint graph uses (call_module and call_method never appear after AOT tracing)."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Node:
     """One node: `name` is unique in its graph; `args`/`kwargs` hold other Nodes where data flows in."""
 

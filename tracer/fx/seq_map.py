@@ -98,7 +98,6 @@ def anomalies(graph: Graph) -> list[Anomaly]:
     out: list[Anomaly] = []
     fwd = forward_of_seq(graph)
     bumps = {b["seq_nr"]: b for b in graph.info.get("bumps", ()) if b.get("phase") == "forward"}
-    explained = set(graph.info.get("explained", ()))
     by_seq: dict[int, list[Node]] = {}
     for n in graph.nodes:
         if _is_forward(n) and n.target != "getitem":
@@ -124,7 +123,7 @@ def anomalies(graph: Graph) -> list[Anomaly]:
             out.append(Anomaly("shared_seq_nr", s, tuple(n.name for n in nodes),
                                f"forward nodes {', '.join(n.name for n in nodes)} share seq_nr {s}: only "
                                f"{nodes[0].name} maps to backward nodes"))
-        if bumps and s in bumps and s not in explained and s != -1:
+        if s in bumps and s != -1:  # info["bumps"] holds only the increments no FX node owns
             b = bumps[s]
             out.append(Anomaly("shifted", s, tuple(n.name for n in nodes),
                                f"{', '.join(n.name for n in nodes)} took seq_nr {s} from {b['node']}, an "
