@@ -25,6 +25,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, field
+from threading import get_ident
 from typing import Any, Literal
 
 import numpy as np
@@ -126,6 +127,8 @@ class _Capture:
         from engine import _dispatch
 
         self.reporting = _dispatch._reporting
+        self.thread = threading.get_ident()
+        """Events from other threads (a background thread running ops meanwhile) are not the capture's."""
         self.explained: set[int] = set()
         self.buffer_fx: dict[tuple, Node] = {}
         self.last_outputs: list = []
@@ -244,6 +247,8 @@ class _Capture:
 
     # -- engine observer points --------------------------------------------------------------------------
     def op_called(self, call: Any) -> None:
+        if get_ident() != self.thread:
+            return
         bumps = self.bumps
         self.op_frame = None
         if bumps and bumps[-1][2] is None:  # increments made inside this call: its user line is theirs
@@ -294,13 +299,15 @@ class _Capture:
         return True
 
     def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
-        if self.phase == "setup":
+        if self.phase == "setup" or get_ident() != self.thread:
             return
         # [seq_nr, node, (file, line, function), phase], made into dicts when the capture ends. Inside a reported
         # op the frame is filled in when the op is reported (op_called walks the stack once for both).
         self.bumps.append([seq_nr, node, None if self.reporting.active else user_frame(), self.phase])
 
     def buffer_written(self, graph_task: Any, node: Any, slot: int, is_accumulation: bool, buffer: Any) -> None:
+        if get_ident() != self.thread:
+            return
         key = (id(graph_task), node._uid, slot)
         value = buffer.buffer[slot]
         if value is None:
@@ -327,6 +334,8 @@ class _Capture:
         return None
 
     def node_started(self, graph_task: Any, node: Any, inputs: list) -> None:
+        if get_ident() != self.thread:
+            return
         # The buffer's (summed) grads, as the node sees them after its hooks.
         for slot, t in enumerate(inputs):
             if t is not None:
@@ -337,6 +346,8 @@ class _Capture:
             self._enter_node(node, inputs)
 
     def node_finished(self, graph_task: Any, node: Any, outputs: list) -> None:
+        if get_ident() != self.thread:
+            return
         if id(node) in self.hooked:
             self._leave_node(node, outputs)
         fx_of = self.fx_of  # only what is known: a grad nobody traced becomes a constant when it is used
@@ -523,7 +534,7 @@ class _Patched:
         real_apply = orig.__func__
 
         def apply(cls, *args, **kwargs):
-            if cap.phase != "forward" or cap.in_function:
+            if cap.phase != "forward" or cap.in_function or get_ident() != cap.thread:
                 return real_apply(cls, *args, **kwargs)
             start = tls.seq_nr
             python_op = cap.custom_functions == "python_op"
@@ -560,7 +571,7 @@ def _formula_wrapper(cap: _Capture, name: str, fn: Any, reporting: Any, tls: Any
 
     def wrapped(*args, **kwargs):
         if cap.phase != "backward" or cap.in_formula or reporting.active or cap.in_function \
-                or tls.current_node is None:
+                or tls.current_node is None or get_ident() != cap.thread:
             return fn(*args, **kwargs)
         cap.in_formula += 1
         try:

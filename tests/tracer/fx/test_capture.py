@@ -258,3 +258,31 @@ def test_output_without_grad_has_no_tangent():
     assert [n.name for n in g.nodes if n.op == "placeholder"] == ["primals_1"]
     assert all(n.meta["partitioner_tag"] == "is_forward" for n in g.nodes if n.op == "call_function")
     assert g.output_node.args[0][1] is None
+
+
+def test_ops_on_another_thread_are_not_captured():
+    """A thread running engine ops while a capture runs (here while the traced function sleeps) adds nothing."""
+    import time
+
+    stop, running = threading.Event(), threading.Event()
+
+    def busy():
+        y = torch.randn(3, requires_grad=True)
+        while not stop.is_set():
+            (y * 2).sum().backward()
+            running.set()
+
+    def f(x):
+        a = x.exp()
+        time.sleep(0.05)  # the other thread runs ops and a backward meanwhile
+        return a.sum()
+
+    th = threading.Thread(target=busy)
+    th.start()
+    running.wait(5)
+    try:
+        g = capture_joint(f, leaf(4))
+    finally:
+        stop.set()
+        th.join()
+    assert [r[:2] for r in rows(g)] == [("exp", 0), ("sum", 1), ("expand", 1), ("mul", 0)]
