@@ -54,3 +54,18 @@ def test_correct_pass_is_accepted():
 
     assert check_pass(clone_graph(), mul_to_add) == []
     assert check_pass(clone_graph(), lambda g: None) == []
+
+
+def test_trailing_copy_epilogue_is_allowed_but_not_earlier():
+    """A copy_ at the very end (AOT's input-mutation epilogue) is no violation; the same copy_ before other
+    ops is."""
+    def epilogue(g, at_end=True):
+        clone = g.node("clone")
+        n = g.create_node("call_function", "engine.copy_", (g.node("primals_1"), clone),
+                          meta={"val": dict(clone.meta["val"])})
+        g.nodes.remove(n)
+        g.nodes.insert(g.nodes.index(g.output_node) if at_end else g.nodes.index(clone) + 1, n)
+
+    assert check_pass(clone_graph(), epilogue) == []
+    found = check_pass(clone_graph(), lambda g: epilogue(g, at_end=False))
+    assert [(v.kind, v.node) for v in found] == [("mutation", "copy_")]
