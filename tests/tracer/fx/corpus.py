@@ -97,6 +97,33 @@ def sub_neg(T):
     return (lambda x, y: (x - y).neg().sum()), (_r(T, 3), _r(T, 3))
 
 
+def tensor_hook(T):
+    def f(x):
+        a = x * 3
+        a.register_hook(lambda g: g * 7)
+        return a.sin().sum()
+    return f, (_r(T, 3),)
+
+
+def reentrant(T):
+    class Checkpointed(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.exp()
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            with T.enable_grad():
+                x2 = x.detach().requires_grad_()
+                y = x2.exp()
+                (gx,) = T.autograd.grad(y, x2, g)
+            return gx
+
+    return (lambda x: Checkpointed.apply(x * 2).sum()), (_r(T, 3),)
+
+
 def linear(T):
     return T.nn.Linear(3, 2), (T.randn(4, 3),)
 
@@ -136,4 +163,5 @@ def tanh_module(T):
 
 PROGRAMS = [diamond, square, chain, sigmoid_gate, broadcast, mm, mean_relu, pow_div, cat2, transpose_sum,
             constant_factory, used_thrice, no_grad_input, two_outputs, unsqueeze_expand, custom_function, sub_neg,
+            tensor_hook, reentrant,
             linear, mlp, with_buffer, mse, tanh_module]

@@ -7,7 +7,8 @@ and seq_nr of is_gradient_acc nodes, and the descriptors of placeholders and out
 Known differences, listed rather than hidden: AOT's joint graph holds `detach` nodes for saved outputs
 (forward and backward), which the engine's formulas read directly; they are dropped from torch's side. Op
 names: the forward ones agree exactly; backward ones agree after ENGINE_RENAMES (the engine's formula
-helpers) and with aten's `sum` + `view` pair (at::sum_to) counted as the engine's one `sum_to`.
+helpers) and with aten's `sum` + `view` pair (at::sum_to) counted as the engine's one `sum_to`; detach is
+left out of the name comparison on both sides.
 """
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ def op_names(nodes, renames=None):
         t = str(n.target)
         name = t.split(".")[1] if t.startswith("aten.") else t.rsplit(".", 1)[-1]
         name = (renames or {}).get(name, name)
+        if name == "detach":
+            continue  # dropped on torch's side (TORCH_ONLY_TARGETS), so a user's own detach is dropped on ours
+
         side = out[n.meta.get("partitioner_tag") == "is_backward"]
         if renames is None and name == "view" and side and side[-1] == "sum":
             continue  # at::sum_to's view after its sum
