@@ -238,6 +238,11 @@ def graph_model(trace: Trace, step: int | None = None, view: View = "backward", 
     if view == "joint":  # the FX joint graph the trace carries (tracer/fx, docs/fx.md): no steps or states
         from .fx.view import joint_model, joint_of_trace
 
+        unused = [flag for flag, given in (("--step", step is not None), ("--focus", focus is not None),
+                                           ("--collapse", collapse)) if given]
+        if unused:
+            verb = "does" if len(unused) == 1 else "do"
+            raise ViewError(f"{' and '.join(unused)} {verb} not apply to --view joint: the joint graph is drawn whole")
         return joint_model(joint_of_trace(trace), "joint graph (FX)")
     if step is not None and not 0 <= step < len(trace):
         raise ViewError(f"step {step} is outside this trace's steps 0..{len(trace) - 1}")

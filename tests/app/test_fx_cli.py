@@ -40,6 +40,10 @@ def test_fx_prints_graph_map_and_anomalies(tmp_path, capsys):
     assert "[gradient_acc]" in out
     assert main(["export", str(tmp_path / "t.agdb"), "--view", "joint", "-o", str(tmp_path / "j.dot")]) == 0
     assert "cluster_backward" in (tmp_path / "j.dot").read_text()
+    capsys.readouterr()
+    saved = str(tmp_path / "t.agdb")
+    assert main(["export", saved, "--view", "joint", "--collapse", "-o", str(tmp_path / "k.dot")]) == 1
+    assert "--collapse does not apply to --view joint" in capsys.readouterr().err
 
 
 def test_fx_json(tmp_path, capsys):
