@@ -100,7 +100,6 @@ class _Window:
 
     seq_stack: list[int] = field(default_factory=list)
     stack_trace: str = ""
-    in_backward: bool = False  # after the first pre-hook ran: nodes are tagged is_backward from then on
     in_acc_window: bool = False  # the stack trace holds GRADIENT_ACC_SPECIAL_STACK (after a post-hook)
 
 
@@ -122,7 +121,6 @@ class _Capture:
         self.module_stack: list[tuple[str, str]] = []
         self.in_formula = 0
         self.in_function = 0  # depth of custom Function.apply calls being captured as one PythonOp
-        self.function_started: list[int] = []
         self.bumps: list[list] = []
         from engine import _dispatch
 
@@ -382,7 +380,6 @@ class _Capture:
     def _enter_node(self, fn: Any, grad_outputs: list) -> None:
         """AOT's pre-hook: push the node's number and its forward stack."""
         w = self.w
-        w.in_backward = True
         w.stack_trace = self._fwd_stack(fn._seq)
         w.in_acc_window = False
         w.seq_stack.append(fn._seq)
