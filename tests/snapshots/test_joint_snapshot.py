@@ -30,10 +30,12 @@ def _joint_trace():
 
 
 def test_joint_panel(snap_compare):
-    """The joint panel at 120x40 with the cursor on `sin`: cos and mul_2 lit, the grad-acc row marked Σ."""
+    """The joint panel zoomed at 120x40 with the cursor on `sin`: its backward nodes cos and mul_4 lit, the
+    grad-acc rows (x and w are each used twice) marked Σ."""
     async def open_joint(pilot) -> None:
         await pilot.pause()
         await pilot.press("9")
+        await pilot.press("z")
         await pilot.press("down")
         await pilot.pause()
 
