@@ -4,25 +4,20 @@ The meta follows what PyTorch 2.13's AOTAutograd writes (measured with aot_funct
 aot_export_joint_with_descriptors; docs/fx.md lists every rule):
 
 - a forward node takes `seq_nr = _get_sequence_nr() - 1` when it is made, right after its op returned;
-- backward nodes take the seq_nr of the autograd node being run, pushed by a Node pre-hook and popped by its
-  post-hook (a stack: a reentrant backward nests);
+- backward nodes take the seq_nr of the autograd node being run, pushed where AOT's Node pre-hook runs and
+  popped where its post-hook runs (a stack: a reentrant backward nests; NOTE [seq_nr window]);
 - between a post-hook and the next pre-hook, the window where InputBuffer sums gradients (and where tensor
   hooks run, as PyTorch has it), nodes get `is_gradient_acc`, the special stack line and the forward rule.
 
 Where the events come from: forward ops and ops user code runs during backward (tensor hooks, a custom
 Function's backward) from the engine's one dispatch point (`op_called`); gradient sums from `buffer_written`;
 the derivative formulas' own ops by wrapping the `engine._ops` namespace they call through, for the duration
-of the capture only (as torch's tracing dispatch mode sees every aten op a formula runs). A custom Function's
-`apply` is wrapped likewise, to know where it begins and ends. Captures are meant for one thread at a time.
+of the capture only (tracer/fx/patching.py). Captures run one at a time and record only their own thread.
 
 Imports the engine (it drives it) and the standard library; never textual or rich.
 """
 from __future__ import annotations
 
-import inspect
-import linecache
-import os
-import sys
 import threading
 from dataclasses import dataclass, field
 from threading import get_ident
@@ -30,6 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .calls import Ref, overload_of, without_defaults
 from .descriptors import (
     AOTInput,
     BufferAOTInput,
@@ -39,7 +35,9 @@ from .descriptors import (
     PlainAOTOutput,
     TangentAOTInput,
 )
+from .frames import stack_text, user_frame
 from .graph import Graph, Node
+from .patching import Patched
 
 CustomFunctions = Literal["trace", "python_op"]
 """How a custom autograd.Function appears: traced through (its inner ops), or one PythonOp/PythonOpGrad pair."""
@@ -47,51 +45,8 @@ CustomFunctions = Literal["trace", "python_op"]
 GRADIENT_ACC_SPECIAL_STACK = "Gradient addition node due to multiple use of tensor around:"
 """The line PyTorch puts in the stack trace of ops traced between two backward nodes (exact text)."""
 
-_SKIP_DIRS: tuple[str, ...] = ()
-_DTYPE_NAMES: dict = {}
 _capture_lock = threading.Lock()
-
-
-def _skip_dirs() -> tuple[str, ...]:
-    """Directories whose frames are not the user's: the engine and the tracer."""
-    global _SKIP_DIRS
-    if not _SKIP_DIRS:
-        import engine
-
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        _SKIP_DIRS = (os.path.dirname(os.path.abspath(engine.__file__)) + os.sep, here + os.sep)
-    return _SKIP_DIRS
-
-
-def user_frame() -> tuple[str, int, str]:
-    """(file, line, function) of the innermost frame outside the engine and the tracer, or ("", 0, "")."""
-    skip = _SKIP_DIRS or _skip_dirs()
-    f = sys._getframe(1)
-    while f is not None:
-        name = f.f_code.co_filename
-        if not name.startswith(skip) and not name.startswith("<dispatch"):
-            return name, f.f_lineno, f.f_code.co_name
-        f = f.f_back
-    return "", 0, ""
-
-
-_stack_texts: dict[tuple[str, int, str], str] = {}
-
-
-def stack_text(frame: tuple[str, int, str]) -> str:
-    """A frame as a stack trace shows it: `File "f.py", line 3, in fn` and the source line."""
-    text = _stack_texts.get(frame)
-    if text is None:
-        text = _stack_texts[frame] = _stack_text(frame)
-    return text
-
-
-def _stack_text(frame: tuple[str, int, str]) -> str:
-    name, line, fn = frame
-    if not name:
-        return ""
-    src = linecache.getline(name, line).strip()
-    return f'  File "{name}", line {line}, in {fn}\n    {src}' if src else f'  File "{name}", line {line}, in {fn}'
+_DTYPE_NAMES: dict = {}
 
 
 @dataclass
@@ -190,7 +145,7 @@ class _Capture:
             return v.item()
         if isinstance(v, np.ndarray):
             return v.tolist() if v.size <= 16 else f"<ndarray {list(v.shape)}>"
-        return _Ref(v)
+        return Ref(v)
 
     def meta_for_new(self, kind: str) -> dict:
         """seq_nr, partitioner_tag and the backward marks of a node made now (torch's _get_seq_nr rules)."""
@@ -259,7 +214,7 @@ class _Capture:
             return
         if self.phase == "forward" and call.backward_node is not None:
             return
-        args = tuple([self.arg(a) for a in _without_defaults(call.impl, call.args)])
+        args = tuple([self.arg(a) for a in without_defaults(call.impl, call.args)])
         kwargs = {k: self.arg(v) for k, v in call.kwargs.items()} if call.kwargs else {}
         extra = None
         if self.phase == "forward" and call.node is not None:
@@ -270,7 +225,7 @@ class _Capture:
             self.op_frame = None  # backward nodes find their own line
         if call.name == "linear" and self._decompose_linear(call, args):
             return
-        overload = _overload_of(call.impl)
+        overload = overload_of(call.impl)
         if overload is not None:
             extra = {**(extra or {}), "overload": overload}
         self.add(f"engine.{call.name}", args, kwargs, call.output_tensors, "op", name=call.name, extra=extra)
@@ -405,184 +360,11 @@ class _Capture:
         return self.custom_functions == "python_op" and hasattr(fn, "_forward_cls")
 
 
-_overloads: dict[int, str] = {}
-_defaults: dict[int, tuple] = {}
-
-
-def _without_defaults(impl: Any, args: tuple) -> tuple:
-    """`args` less the trailing ones equal to the implementation's defaults (the dispatcher passes every
-    positional parameter, so `x.sum()` arrives as `(x, None, False, None)`): FX shows what the user wrote."""
-    if impl is None or not args:
-        return args
-    defaults = _defaults.get(id(impl))
-    if defaults is None:
-        try:
-            params = list(inspect.signature(impl).parameters.values())
-        except (TypeError, ValueError):
-            params = []
-        defaults = _defaults[id(impl)] = tuple(
-            p.default for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
-    n = len(args)
-    while n and n <= len(defaults):
-        d, a = defaults[n - 1], args[n - 1]
-        if d is inspect.Parameter.empty or not (a is d or (type(a) is type(d) and a == d)):
-            break
-        n -= 1
-    return args[:n]
-
-
-def _overload_of(impl: Any) -> str | None:
-    """Which public entry ran, as `surface:attr` (`Tensor:sum`, `torch:sum`): tracer.fx.interpret runs that one."""
-    if impl is None:
-        return None
-    if not _overloads:
-        from engine import _dispatch
-
-        for entry in _dispatch.REGISTRY.values():
-            _overloads.setdefault(id(entry.impl), f"{entry.surface}:{entry.attr}")
-    return _overloads.get(id(impl))
-
-
 def bump_dict(b: tuple) -> dict:
     """A recorded increment as plain data: the number, the node that took it, the user's line, the phase."""
     seq, node, frame, phase = b
     file, line, fn = frame or ("", 0, "")
     return {"seq_nr": seq, "node": node.name(), "file": file, "line": line, "function": fn, "phase": phase}
-
-
-@dataclass(frozen=True)
-class _Ref:
-    """A non-tensor argument kept as an object reference (printed by type and a short repr)."""
-
-    obj: Any
-
-    def __repr__(self) -> str:
-        return f"<{type(self.obj).__name__} object>"
-
-
-# -- custom Function classification (seed 002) -------------------------------------------------------------
-def classify_scalars(args: tuple) -> dict:
-    """PythonOp's attributes for the non-tensor arguments: bool/int/float scalars and tuples of one of those
-    types as typed lists with their positions; anything else as an object reference."""
-    from engine import Tensor
-
-    attrs: dict[str, list] = {}
-
-    def put(kind: str, pos: int, value: Any) -> None:
-        attrs.setdefault(f"input_{kind}", []).append(value)
-        attrs.setdefault(f"input_{kind}_positions", []).append(pos)
-
-    for pos, a in enumerate(args):
-        if isinstance(a, Tensor):
-            continue
-        kind = _scalar_kind(a)
-        if kind is not None:
-            put(f"{kind}_scalars", pos, a)
-        elif isinstance(a, tuple) and a and len({_scalar_kind(x) for x in a}) == 1 and _scalar_kind(a[0]):
-            put(f"{_scalar_kind(a[0])}_tuples", pos, list(a))
-        else:
-            put("pointer_scalars", pos, f"<{type(a).__name__} object>")
-    return attrs
-
-
-def _scalar_kind(v: Any) -> str | None:
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int):
-        return "int"
-    if isinstance(v, float):
-        return "float"
-    return None
-
-
-# -- the capture ---------------------------------------------------------------------------------------------
-class _Patched:
-    """Wraps the formula namespace and Function.apply for one capture; restores them on exit."""
-
-    def __init__(self, cap: _Capture) -> None:
-        self.cap = cap
-        self.saved: list[tuple[Any, str, Any]] = []
-
-    def __enter__(self) -> _Patched:
-        from engine import _dispatch, _ops
-        from engine.autograd import function
-
-        cap = self.cap
-        reporting = _dispatch._reporting
-        tls = cap.tls
-        Tensor = __import__("engine").Tensor
-
-        for name in dir(_ops):
-            fn = getattr(_ops, name)
-            if name.startswith("_") or not callable(fn) or isinstance(fn, type):
-                continue
-            self.saved.append((_ops, name, fn))
-            setattr(_ops, name, _formula_wrapper(cap, name, fn, reporting, tls, Tensor))
-
-        from engine import _validate  # validate_outputs' sum_to and to: traced like the formulas' ops
-
-        for name in ("sum_to", "to"):
-            fn = getattr(_validate, name)
-            self.saved.append((_validate, name, fn))
-            setattr(_validate, name, _formula_wrapper(cap, name, fn, reporting, tls, Tensor))
-
-        orig = function.Function.__dict__["apply"]
-        self.saved.append((function.Function, "apply", orig))
-        real_apply = orig.__func__
-
-        def apply(cls, *args, **kwargs):
-            if cap.phase != "forward" or cap.in_function or get_ident() != cap.thread:
-                return real_apply(cls, *args, **kwargs)
-            start = tls.seq_nr
-            python_op = cap.custom_functions == "python_op"
-            if python_op:
-                cap.in_function += 1
-            try:
-                out = real_apply(cls, *args, **kwargs)
-            finally:
-                if python_op:
-                    cap.in_function -= 1
-            if python_op:
-                outs = out if isinstance(out, tuple) else (out,)
-                tensors = tuple(o for o in outs if isinstance(o, Tensor))
-                attrs = {"name": cls.__name__, **classify_scalars(args)}
-                cap.add("PythonOp", tuple(cap.node_of(a) for a in args if isinstance(a, Tensor)), attrs, tensors,
-                        "pyop", name="PythonOp")
-            # The Function's number is legitimately taken by its inner ops only if its node reached the outputs;
-            # under no_grad (or with no input needing grad) it is an increment nothing in the graph owns.
-            outs = out if isinstance(out, tuple) else (out,)
-            if any(isinstance(o, Tensor) and o.grad_fn is not None and o.grad_fn._seq == start for o in outs):
-                cap.explained.add(start)
-            return out
-
-        function.Function.apply = classmethod(apply)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for owner, name, value in reversed(self.saved):
-            setattr(owner, name, value)
-
-
-def _formula_wrapper(cap: _Capture, name: str, fn: Any, reporting: Any, tls: Any, Tensor: type) -> Any:
-    target = f"engine._ops.{name}"
-
-    def wrapped(*args, **kwargs):
-        if cap.phase != "backward" or cap.in_formula or reporting.active or cap.in_function \
-                or tls.current_node is None or get_ident() != cap.thread:
-            return fn(*args, **kwargs)
-        cap.in_formula += 1
-        try:
-            out = fn(*args, **kwargs)
-        finally:
-            cap.in_formula -= 1
-        outs = out if isinstance(out, tuple) else (out,)
-        tensors = tuple(o for o in outs if isinstance(o, Tensor))
-        if tensors:
-            cap.add(target, tuple([cap.arg(a) for a in args]),
-                    {k: cap.arg(v) for k, v in kwargs.items()} if kwargs else None, tensors, "formula", name=name)
-        return out
-    wrapped.__wrapped__ = fn
-    return wrapped
 
 
 def capture_joint(fn_or_module: Any, *args: Any, custom_functions: CustomFunctions = "trace") -> Graph:
@@ -628,7 +410,7 @@ def capture_joint(fn_or_module: Any, *args: Any, custom_functions: CustomFunctio
         handles = [engine.add_observer(cap)]
         handles += _module_hooks(cap, fn_or_module)
         try:
-            with _Patched(cap):
+            with Patched(cap):
                 cap.phase = "forward"
                 out = fn_or_module(*call_args)
                 outs = out if isinstance(out, tuple) else (out,)

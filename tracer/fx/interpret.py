@@ -51,7 +51,7 @@ def _value(a: Any) -> Any:
     if isinstance(a, Opaque):
         raise NotRunnable(f"an argument was kept only as text ({a.text}); the graph cannot run after loading")
     obj = getattr(a, "obj", None)  # capture's object references
-    return obj if obj is not None and type(a).__name__ == "_Ref" else a
+    return obj if obj is not None and type(a).__name__ == "Ref" else a
 
 
 def run_node(node: Node, env: dict[Node, Any], graph: Graph) -> Any:
