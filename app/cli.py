@@ -18,6 +18,7 @@ from tracer.replay import Replay
 from tracer.state_json import state_to_json
 from tracer.tracefile import TraceFormatError, load, save
 
+from . import fx_cli
 from .show import DEFAULT_LIMIT, StdoutConsole, executed_by_task, node_label, print_state, short
 
 err = Console(stderr=True, highlight=False)
@@ -116,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     exp.add_argument("-o", "--output", required=True, help="FILE.dot, .svg, .png or .pdf")
     exp.add_argument("--step", type=int, default=None, help="show the state after this step (default: the end)")
     exp.add_argument("--view", choices=("backward", "forward", "joint"), default="backward",
-                     help="backward graph (default), forward ops, or both (needs FX graphs: not yet)")
+                     help="backward graph (default), forward ops, or the FX joint graph (a trace from `agdb fx -o`)")
     exp.add_argument("--focus", default=None, metavar="NODE",
                      help="draw only around this node: the number the TUI shows before it (its execution index "
                           "at --step), node:N (the trace's node N), seq:N, or a name only one node has")
@@ -140,6 +141,7 @@ def _parser() -> argparse.ArgumentParser:
                              "source lines in traces (repeatable)")
     opener.set_defaults(func=_cmd_open)
     _serve_parser(sub)
+    fx_cli.register(sub)  # fx, check-pass
     return p
 
 

@@ -253,7 +253,7 @@ def _call_observed(op: str, impl: Callable[..., Any], args: tuple, kwargs: dict)
             return result
         outputs = _tensors((result,))
         call = _observer.OpCall(op, before, tuple([meta(t) for t in outputs]), _new_node(outputs, had),
-                                tls.current_node, inputs, outputs)
+                                tls.current_node, inputs, outputs, args, kwargs or None, impl)
         for method in methods:
             method(call)
     finally:

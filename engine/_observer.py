@@ -119,6 +119,13 @@ class OpCall:
     """The live input tensors, for previews; read them during the call only (they may change later)."""
     output_tensors: tuple[Tensor, ...]
     """The live output tensors, likewise."""
+    args: tuple = ()
+    """The call's positional arguments as given (tensors, scalars, lists), for FX capture; read during the call."""
+    kwargs: dict | None = None
+    """The call's keyword arguments as given, or None."""
+    impl: Any = None
+    """The implementation that ran (an op name can have several: `Tensor.sum` and `engine.sum` differ), so that
+    a recorded call can be run again exactly."""
 
 
 _uids = itertools.count(1)

@@ -198,3 +198,10 @@ def test_show_bench_quick_writes_json(tmp_path):
     assert len(data["checks"]) == 5
     for check in data["checks"]:
         assert check["cpu_s"] > 0 and check["bytes"] > 0 and isinstance(check["met"], bool)
+
+
+def test_bench_fx_quick_writes_json(tmp_path):
+    """`bench/fx.py --quick --json` captures a small model and reports both medians and their ratio."""
+    stdout, data = _run_bench(tmp_path, "fx.py", "--quick")
+    assert "capture_joint" in stdout and data["meta"]["ops"] == 500 and data["meta"]["fx_nodes"] > 500
+    assert data["median_ms"]["plain"] > 0 and data["median_ms"]["capture"] > 0 and data["ratio"] > 0

@@ -223,7 +223,8 @@ def graph_model(trace: Trace, step: int | None = None, view: View = "backward", 
     Args:
         step: the event after which states are shown; None means the whole trace has run.
         view: `backward` (nodes and next edges), `forward` (forward ops, data flowing from inputs), or
-            `joint` (needs the FX graphs, not yet in agdb).
+            `joint` (the FX joint graph the trace carries, recorded by `agdb fx -o`; step, focus and collapse
+            do not apply).
         focus, radius: only the nodes within `radius` edges of node `focus`.
         collapse: fold repeated blocks and linear chains into one box each, and draw shared leaves once
             (tracer/folding.py states the rule).
@@ -234,9 +235,15 @@ def graph_model(trace: Trace, step: int | None = None, view: View = "backward", 
     """
     if view not in VIEWS:
         raise ViewError(f"unknown view {view!r}: choose one of {', '.join(VIEWS)}")
-    if view == "joint":
-        raise ViewError("the joint forward/backward view needs the FX graphs, which agdb does not build yet; "
-                        "draw --view backward or --view forward")
+    if view == "joint":  # the FX joint graph the trace carries (tracer/fx, docs/fx.md): no steps or states
+        from .fx.view import joint_model, joint_of_trace
+
+        unused = [flag for flag, given in (("--step", step is not None), ("--focus", focus is not None),
+                                           ("--collapse", collapse)) if given]
+        if unused:
+            verb = "does" if len(unused) == 1 else "do"
+            raise ViewError(f"{' and '.join(unused)} {verb} not apply to --view joint: the joint graph is drawn whole")
+        return joint_model(joint_of_trace(trace), "joint graph (FX)")
     if step is not None and not 0 <= step < len(trace):
         raise ViewError(f"step {step} is outside this trace's steps 0..{len(trace) - 1}")
     if focus is not None and not 0 <= focus < trace.num_nodes:

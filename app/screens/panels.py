@@ -20,6 +20,7 @@ from widgets.dependencies import DependenciesView
 from widgets.event_log import EventLog
 from widgets.forward_backward import ForwardBackwardView
 from widgets.graph_view import GraphView
+from widgets.joint_graph import JointGraphView
 from widgets.lazy_list import LazyList
 from widgets.node_inspector import NodeInspector
 from widgets.pruning import PruningView
@@ -80,6 +81,7 @@ PANELS = (
     Panel("culprits", "Culprits", "seq_nr culprits", "7", CulpritsView, True, (Kind.SEQ_NR_BUMPED,),
           beside=("source",)),
     Panel("events", "Events", "event log", "8", EventLog, True, ()),
+    Panel("joint", "Joint", "joint FX graph", "9", JointGraphView, True, ()),
 )
 """The panels in tab order."""
 BY_ID = {p.id: p for p in PANELS}

@@ -87,7 +87,7 @@ def test_slow_layout_gives_up_after_the_timeout(monkeypatch):
 
 
 @pytest.mark.parametrize("extra,message", [
-    (["--view", "joint"], "FX graphs"),
+    (["--view", "joint"], "holds no joint graph"),
     (["--step", "100000"], "outside"),
     (["--focus", "Mul"], "give a node index"),
     (["--focus", "99999"], "no node ran as number 99999"),

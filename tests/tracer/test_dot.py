@@ -222,7 +222,7 @@ def test_long_chain_draws_without_recursion():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"view": "joint"}, r"FX graphs.*--view backward or --view forward"),
+    ({"view": "joint"}, r"holds no joint graph.*agdb fx.*--view backward or --view forward"),
     ({"view": "sideways"}, r"unknown view 'sideways': choose one of backward, forward, joint"),
     ({"step": len(DEMO)}, rf"step {len(DEMO)} is outside this trace's steps 0\.\.{len(DEMO) - 1}"),
     ({"step": -1}, rf"step -1 is outside this trace's steps 0\.\.{len(DEMO) - 1}"),

@@ -107,5 +107,5 @@ def test_forward_graph_reverses_arrows(small):
 def test_legend_and_errors():
     """The legend has a box per state and one for accumulation; impossible views raise ViewError."""
     assert len(LEGEND) == len(STATES) + 1 and LEGEND.id(0) == f"legend_{STATES[0]}"
-    with pytest.raises(ViewError, match="FX graphs"):
+    with pytest.raises(ViewError, match="holds no joint graph"):
         graph_model(None, view="joint")

@@ -1,0 +1,219 @@
+"""Descriptors of a joint graph's inputs and outputs, and the helpers that read them (PyTorch 2.13's names).
+
+`meta["desc"]` on each placeholder is an AOTInput; the output node's `meta["desc"]` is a list with one
+AOTOutput (or None) per returned value. `expr()` gives the Python expression torch 2.13 gives (measured:
+`args[0]`, `self.get_parameter('lin.weight')`, `__output_tangent(output[0])`, `__grad(args[1])`).
+
+Imports the standard library only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .graph import Graph, Node
+
+
+class AOTInput:
+    """Where an input of the joint graph comes from."""
+
+    def expr(self) -> str:
+        raise NotImplementedError
+
+    def is_param(self) -> bool:
+        """True for a parameter."""
+        return False
+
+    def is_buffer(self) -> bool:
+        """True for a buffer."""
+        return False
+
+    def is_tangent(self) -> bool:
+        """True for a tangent (the grad flowing into an output)."""
+        return False
+
+    def to_data(self) -> dict:
+        """Plain data: the class name and fields."""
+        return {"class": type(self).__name__, **{k: _enc(v) for k, v in self.__dict__.items()}}
+
+
+class DifferentiableAOTInput(AOTInput):
+    """An input that can have a gradient output (GradAOTOutput)."""
+
+
+class AOTOutput:
+    """Where an output of the joint graph goes."""
+
+    def expr(self) -> str:
+        raise NotImplementedError
+
+    def is_grad(self) -> bool:
+        """True for a gradient output."""
+        return False
+
+    def to_data(self) -> dict:
+        """Plain data: the class name and fields."""
+        return {"class": type(self).__name__, **{k: _enc(v) for k, v in self.__dict__.items()}}
+
+
+class DifferentiableAOTOutput(AOTOutput):
+    """An output that can have a tangent input (TangentAOTInput)."""
+
+
+@dataclass(frozen=True)
+class PlainAOTInput(DifferentiableAOTInput):
+    """The positional argument `idx` of the traced function."""
+
+    idx: int
+
+    def expr(self) -> str:
+        return f"args[{self.idx}]"
+
+
+@dataclass(frozen=True)
+class ParamAOTInput(DifferentiableAOTInput):
+    """A parameter of the traced module, by its fully qualified name."""
+
+    target: str
+
+    def expr(self) -> str:
+        return f"self.get_parameter({self.target!r})"
+
+    def is_param(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class BufferAOTInput(DifferentiableAOTInput):
+    """A buffer of the traced module, by its fully qualified name."""
+
+    target: str
+
+    def expr(self) -> str:
+        return f"self.get_buffer({self.target!r})"
+
+    def is_buffer(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class TangentAOTInput(DifferentiableAOTInput):
+    """The tangent (incoming gradient) of output `output`."""
+
+    output: DifferentiableAOTOutput
+
+    def expr(self) -> str:
+        return f"__output_tangent({self.output.expr()})"
+
+    def is_tangent(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class PlainAOTOutput(DifferentiableAOTOutput):
+    """The returned value at position `idx`."""
+
+    idx: int
+
+    def expr(self) -> str:
+        return f"output[{self.idx}]"
+
+
+@dataclass(frozen=True)
+class GradAOTOutput(DifferentiableAOTOutput):
+    """The gradient of input `grad_of`."""
+
+    grad_of: DifferentiableAOTInput
+
+    def expr(self) -> str:
+        return f"__grad({self.grad_of.expr()})"
+
+    def is_grad(self) -> bool:
+        return True
+
+
+_CLASSES = {c.__name__: c for c in (PlainAOTInput, ParamAOTInput, BufferAOTInput, TangentAOTInput, PlainAOTOutput,
+                                    GradAOTOutput)}
+
+
+def _enc(v: Any) -> Any:
+    return {"desc": v.to_data()} if isinstance(v, (AOTInput, AOTOutput)) else v
+
+
+def descriptor_from_data(data: dict) -> AOTInput | AOTOutput:
+    """A descriptor from its plain data. Raises ValueError for an unknown class."""
+    cls = _CLASSES.get(data.get("class", ""))
+    if cls is None:
+        raise ValueError(f"unknown descriptor class {data.get('class')!r}")
+    fields = {k: descriptor_from_data(v["desc"]) if isinstance(v, dict) and "desc" in v else v
+              for k, v in data.items() if k != "class"}
+    return cls(**fields)
+
+
+# -- helpers (torch._functorch._aot_autograd.fx_utils) ----------------------------------------------------
+def _outputs(g: Graph) -> list[tuple[Node | None, AOTOutput | None]]:
+    out = g.output_node
+    values = out.args[0]
+    descs = out.meta.get("desc")
+    if descs is None:
+        raise RuntimeError("the output node has no meta['desc']: not a joint graph with descriptors")
+    return list(zip(values, descs, strict=True))
+
+
+def _placeholders(g: Graph) -> list[tuple[Node, AOTInput]]:
+    found = []
+    for n in g.nodes:
+        if n.op == "placeholder":
+            desc = n.meta.get("desc")
+            if desc is None:
+                raise RuntimeError(f"placeholder {n.name} has no meta['desc']: not a joint graph with descriptors")
+            found.append((n, desc))
+    return found
+
+
+def get_all_input_and_grad_nodes(g: Graph) -> dict[AOTInput, tuple[Node, Node | None]]:
+    """Every input (tangents included) and the node computing its gradient, or None."""
+    grads = {d.grad_of: n for n, d in _outputs(g) if isinstance(d, GradAOTOutput)}
+    return {d: (n, grads.get(d)) for n, d in _placeholders(g)}
+
+
+def get_all_output_and_tangent_nodes(g: Graph) -> dict[AOTOutput, tuple[Node | None, Node | None]]:
+    """Every output (gradients included) and its tangent placeholder, or None."""
+    tangents = {d.output: n for n, d in _placeholders(g) if isinstance(d, TangentAOTInput)}
+    return {d: (n, tangents.get(d)) for n, d in _outputs(g) if d is not None}
+
+
+def get_param_and_grad_nodes(g: Graph) -> dict[ParamAOTInput, tuple[Node, Node | None]]:
+    """Each parameter's placeholder and gradient node."""
+    return {d: v for d, v in get_all_input_and_grad_nodes(g).items() if isinstance(d, ParamAOTInput)}
+
+
+def get_plain_input_and_grad_nodes(g: Graph) -> dict[PlainAOTInput, tuple[Node, Node | None]]:
+    """Each positional input's placeholder and gradient node."""
+    return {d: v for d, v in get_all_input_and_grad_nodes(g).items() if isinstance(d, PlainAOTInput)}
+
+
+def get_plain_output_and_tangent_nodes(g: Graph) -> dict[PlainAOTOutput, tuple[Node | None, Node | None]]:
+    """Each returned value's node and its tangent placeholder."""
+    return {d: v for d, v in get_all_output_and_tangent_nodes(g).items() if isinstance(d, PlainAOTOutput)}
+
+
+def get_named_param_nodes(g: Graph) -> dict[str, Node]:
+    """Parameter placeholders by fully qualified name, in input order."""
+    return {d.target: n for n, d in _placeholders(g) if isinstance(d, ParamAOTInput)}
+
+
+def get_named_buffer_nodes(g: Graph) -> dict[str, Node]:
+    """Buffer placeholders by fully qualified name, in input order."""
+    return {d.target: n for n, d in _placeholders(g) if isinstance(d, BufferAOTInput)}
+
+
+def get_param_nodes(g: Graph) -> list[Node]:
+    """Parameter placeholders in the order the joint graph takes them (first)."""
+    return list(get_named_param_nodes(g).values())
+
+
+def get_buffer_nodes(g: Graph) -> list[Node]:
+    """Buffer placeholders in the order the joint graph takes them (after the parameters)."""
+    return list(get_named_buffer_nodes(g).values())

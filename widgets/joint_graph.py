@@ -1,0 +1,108 @@
+"""JointGraphView: the trace's FX joint graph, forward nodes on the left and backward nodes on the right.
+
+The cursor's node and its partners by seq_nr are highlighted: on a forward node, the backward nodes with its
+number; on a backward node, its forward node. Gradient-accumulation nodes carry `Σ`, nodes the anomalies
+report names carry `!`. The graph does not change with the step: it is what `agdb fx -o` saved.
+"""
+from __future__ import annotations
+
+from rich.text import Text
+
+from tracer.fx.graph import Node
+from tracer.fx.seq_map import anomalies, seq_map
+from tracer.fx.view import META_KEY, joint_of_trace
+from tracer.graph_model import ViewError
+from tracer.replay import EngineState
+from tracer.trace import Trace
+
+from .lazy_list import LazyList
+
+
+class JointGraphView(LazyList):
+    """One row per FX call node in graph order: forward ones in the left column, backward ones in the right."""
+
+    COMPONENT_CLASSES = LazyList.COMPONENT_CLASSES | {"joint-graph--partner", "joint-graph--flag",
+                                                      "joint-graph--acc"}
+    DEFAULT_CSS = """
+    JointGraphView > .joint-graph--partner { background: $success 35%; text-style: bold; }
+    JointGraphView > .joint-graph--flag { color: $warning; text-style: bold; }
+    JointGraphView > .joint-graph--acc { color: $secondary; text-style: bold; }
+    """
+
+    def __init__(self, trace: Trace, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.nodes: list[Node] = []
+        self.note = ""
+        self.partners: dict[Node, set[Node]] = {}
+        self.flagged: dict[Node, str] = {}
+        if META_KEY not in trace.meta:
+            self.note = "this trace holds no joint graph: record one with `agdb fx SCRIPT -o FILE.agdb`"
+            return
+        try:
+            graph = joint_of_trace(trace)
+        except ViewError as e:
+            self.note = str(e)
+            return
+        self.nodes = [n for n in graph.nodes if n.op == "call_function"]
+        m = seq_map(graph)
+        for f, bs in m.backward_of.items():
+            self.partners[f] = set(bs)
+            for b in bs:
+                self.partners[b] = {f}
+        for a in anomalies(graph):
+            if a.kind != "gradient_acc":
+                for name in a.nodes:
+                    self.flagged[graph.node(name)] = a.message
+
+    def show_state(self, state: EngineState, selected: int | None = None) -> None:
+        """The joint graph does not depend on the step: nothing to do."""
+
+    def row_count(self) -> int:
+        return max(len(self.nodes), 1)
+
+    def cursor_node(self) -> Node | None:
+        """The FX node under the cursor."""
+        return self.nodes[self.cursor] if self.nodes and self.cursor < len(self.nodes) else None
+
+    def is_partner(self, index: int) -> bool:
+        """Whether row `index` is a partner (by seq_nr) of the cursor's node."""
+        here = self.cursor_node()
+        return here is not None and self.nodes[index] in self.partners.get(here, ())
+
+    def row_key(self, index: int) -> object:
+        return index, self.is_partner(index)
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self.__dict__.pop("_painted", None)  # partners of the old and new cursor rows change colour
+        super().watch_cursor(old, new)
+
+    def row_text(self, index: int) -> Text:
+        if not self.nodes:
+            return Text(self.note, style="italic")
+        n = self.nodes[index]
+        half = max(self.size.width // 2, 24)
+        seq = n.meta.get("seq_nr")
+        mark = "Σ" if n.meta.get("is_gradient_acc") else ("!" if n in self.flagged else " ")
+        args = ", ".join(_arg_text(a) for a in n.args)
+        cell = Text(f"{mark}{'' if seq is None else seq:>5} ")
+        cell.append(n.name, "bold")
+        cell.append(f" = {n.target.rsplit('.', 1)[-1]}({args})")
+        if self.is_partner(index):
+            cell.stylize(self.component_style("joint-graph--partner"))
+        if mark != " ":
+            cell.stylize(self.component_style("joint-graph--acc" if mark == "Σ" else "joint-graph--flag"), 0, 1)
+        if n.meta.get("partitioner_tag") == "is_backward":
+            row = Text(" " * (half - 1) + "│ ")
+            row.append_text(cell)
+            return row
+        cell.truncate(half - 1, overflow="ellipsis", pad=True)
+        cell.append("│")
+        return cell
+
+
+def _arg_text(a: object) -> str:
+    """An argument as a row shows it: a node by name, anything else by a short repr."""
+    if isinstance(a, Node):
+        return a.name
+    text = repr(a)
+    return text if len(text) <= 12 else text[:11] + "…"
