@@ -91,12 +91,14 @@ def _write(self: Tensor, value: np.ndarray, sources: tuple = (), fills: bool = F
     if not np.can_cast(value.dtype, self._data.dtype, casting="same_kind"):
         raise RuntimeError(f"result type {_TYPE.get(str(value.dtype), value.dtype)} can't be cast to the desired "
                            f"output type {_TYPE.get(str(self._data.dtype), self._data.dtype)}")
-    target = self._data
-    if not target.flags.writeable:  # an expand()ed tensor: many elements share one memory location
-        if not fills:
+    if has_internal_overlap(self._data):
+        if not fills:  # fill_, zero_, masked_fill_ and index_put_ skip torch's check
             raise RuntimeError(ERR_OVERLAP)
-        target = _writable(target)  # fill_, zero_ and masked_fill_ skip torch's overlap check
-    np.copyto(target, value, casting="unsafe")
+        # elements share memory: write only those the op changed (index_put_ of one index changes the others
+        # that alias it, as torch's kernel does), not the whole result, whose untouched copies would win
+        np.copyto(_writable(self._data), value, casting="unsafe", where=value != self._data)
+    else:
+        np.copyto(_writable(self._data), value, casting="unsafe")
     _version.bump_tensor(self)
 
 
@@ -289,6 +291,12 @@ WARN_MASKED_FILL_EXPANDED = (
     "operation. This also applies to advanced indexing e.g. tensor[mask] = scalar")
 
 
+def has_internal_overlap(arr: np.ndarray) -> bool:
+    """torch's has_internal_overlap answering YES: some dim of more than one element has stride 0 (an
+    expand()ed tensor; numpy makes those read-only). Its TOO_HARD cases are let through, as torch does."""
+    return not arr.flags.writeable and any(s == 0 and n > 1 for s, n in zip(arr.strides, arr.shape, strict=True))
+
+
 def _writable(arr: np.ndarray) -> np.ndarray:
     """`arr`, or when it is an expand()ed (read-only) array, a writable alias of it: index_put_ and masked_fill_
     write expanded tensors in torch (fill_ too, see _write), unlike the other in-place ops."""
@@ -308,7 +316,7 @@ def masked_fill_(self: Tensor, mask: Tensor, value: Any) -> Tensor:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{_SCALAR_NAMES.get(str(mask._data.dtype), mask._data.dtype)}")
     broadcast_shape(self, mask)  # TensorIterator's error for a mask that does not broadcast
-    if not self._data.flags.writeable:
+    if has_internal_overlap(self._data):
         warnings.warn(WARN_MASKED_FILL_EXPANDED, UserWarning, stacklevel=2)
     if not _records(self, (value,)):
         _write(self, _ops.masked_fill(self, mask, value)._data, fills=True)
@@ -449,9 +457,9 @@ def _copy_to(self: Tensor, view: np.ndarray, value: Tensor, records: bool) -> No
     if not records:
         src = value._data.reshape(_strip_leading_ones(value._data.shape))
         _check_expand(src.shape, view.shape)
-        if not view.flags.writeable:
+        if has_internal_overlap(view) and value._data.ndim:  # copy_ checks; fill_ (a 0-dim src) does not
             raise RuntimeError(ERR_OVERLAP)
-        np.copyto(view, np.broadcast_to(src, view.shape), casting="unsafe")
+        np.copyto(_writable(view), np.broadcast_to(src, view.shape), casting="unsafe")
         _version.bump_tensor(self)
         return
     if value._data.shape == self._data.shape:
