@@ -175,11 +175,12 @@ def _forwarding(sig: inspect.Signature) -> tuple[str, str, str, str, dict[str, A
         ", ".join(call), defaults
 
 
-_SECOND_TENSOR = {"matmul": "other", "mm": "mat2", "bmm": "mat2", "mv": "vec", "dot": "tensor", "maximum": "other",
-                  "minimum": "other", "expand_as": "other", "view_as": "other", "reshape_as": "other",
-                  "type_as": "other", "copy_": "other", "add_": "other", "sub_": "other", "mul_": "other",
-                  "div_": "other", "linear": "weight"}
-"""Ops whose second parameter is a Tensor, with torch's name for it."""
+_TENSOR_PARAMS = {"matmul": ("other",), "mm": ("mat2",), "bmm": ("mat2",), "mv": ("vec",), "dot": ("tensor",),
+                  "maximum": ("other",), "minimum": ("other",), "expand_as": ("other",), "view_as": ("other",),
+                  "reshape_as": ("other",), "type_as": ("other",), "copy_": ("other",), "add_": ("other",),
+                  "sub_": ("other",), "mul_": ("other",), "div_": ("other",), "linear": ("weight",),
+                  "addmm": ("mat1", "mat2")}
+"""Ops whose parameters after the first are Tensors, with torch's names for them."""
 _NUMBERS_TOO = frozenset({"add_", "sub_", "mul_", "div_", "copy_"})
 """Of those, the ones that also take a number there (only None is refused)."""
 _OVERLOADED = frozenset({"where", "pow", "lt", "le", "gt", "ge", "eq", "ne", "masked_fill"})
@@ -222,12 +223,13 @@ def _check_none_arguments(entry: OpEntry, args: tuple) -> None:
     function = entry.surface in ("torch", "linalg", "nn.functional")
     if function and entry.attr not in _NOT_TENSOR_FIRST and args and args[0] is None:
         raise TypeError(f"{entry.attr}(): argument 'input' (position 1) must be Tensor, not NoneType")
-    second = _SECOND_TENSOR.get(entry.attr)
-    if second is None or len(args) < 2 or isinstance(args[1], _Tensor):
-        return
-    if args[1] is None or (entry.attr not in _NUMBERS_TOO and not isinstance(args[1], (list, tuple))):
-        raise TypeError(f"{entry.attr}(): argument '{second}' (position {1 if method else 2}) must be Tensor, "
-                        f"not {type(args[1]).__name__}")
+    names = _TENSOR_PARAMS.get(entry.attr, ())
+    for k, (name, value) in enumerate(zip(names, args[1:], strict=False), start=1):
+        if isinstance(value, _Tensor) or (value is not None and (entry.attr in _NUMBERS_TOO or
+                                                                 isinstance(value, (list, tuple)))):
+            continue
+        raise TypeError(f"{entry.attr}(): argument '{name}' (position {k if method else k + 1}) must be Tensor, "
+                        f"not {type(value).__name__}")
 
 
 class _Reporting(threading.local):

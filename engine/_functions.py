@@ -1062,7 +1062,7 @@ class Expm1Backward0(_Generated):
 
 
 class SignBackward0(_Generated):
-    """sign saves nothing; its grad is a ZeroTensor too."""
+    """sign saves nothing; its grad is plain zeros (zeros_like(grad)), not sgn's ZeroTensor."""
 
     __slots__ = ()
     _saved_tensor_names = ()
@@ -1070,7 +1070,6 @@ class SignBackward0(_Generated):
     def formulas(self, grad, out):
         if self.should_compute_output(0):
             out[0] = ops.zeros_like_data(grad)
-            out[0]._zerotensor = True
 
 
 class MinBackward0(MaxBackward0):

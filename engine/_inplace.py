@@ -14,6 +14,7 @@ CopyBackwards, as PyTorch does. On a view, the op's node goes inside a CopySlice
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -48,7 +49,7 @@ def check_inplace(self: Tensor) -> None:
     info = self._view
     if info is not None:
         _views.check_view_inplace(self)
-        if info.base._grad_fn is None and info.base._requires_grad:
+        if info.base._grad_fn is None and self.requires_grad:  # torch asks the view, and whether its base is a leaf
             raise RuntimeError(ERR_VIEW_LEAF)
     if self._grad_fn is None and self._requires_grad:
         raise RuntimeError(ERR_LEAF)
@@ -90,12 +91,14 @@ def _write(self: Tensor, value: np.ndarray, sources: tuple = (), fills: bool = F
     if not np.can_cast(value.dtype, self._data.dtype, casting="same_kind"):
         raise RuntimeError(f"result type {_TYPE.get(str(value.dtype), value.dtype)} can't be cast to the desired "
                            f"output type {_TYPE.get(str(self._data.dtype), self._data.dtype)}")
-    target = self._data
-    if not target.flags.writeable:  # an expand()ed tensor: many elements share one memory location
-        if not fills:
+    if has_internal_overlap(self._data):
+        if not fills:  # fill_, zero_, masked_fill_ and index_put_ skip torch's check
             raise RuntimeError(ERR_OVERLAP)
-        target = _version.writable_alias(target)  # fill_ and zero_ skip torch's overlap check
-    np.copyto(target, value, casting="unsafe")
+        # elements share memory: write only those the op changed (index_put_ of one index changes the others
+        # that alias it, as torch's kernel does), not the whole result, whose untouched copies would win
+        np.copyto(_writable(self._data), value, casting="unsafe", where=value != self._data)
+    else:
+        np.copyto(_writable(self._data), value, casting="unsafe")
     _version.bump_tensor(self)
 
 
@@ -136,9 +139,9 @@ def _old(self: Tensor) -> Tensor:
     return old
 
 
-def _rebase(self: Tensor, result: Tensor, sources: tuple = ()) -> Tensor:
-    """Write `result` into the tensor, whose grad_fn becomes result's node (rebase_history)."""
-    _write(self, result._data, sources)
+def _rebase(self: Tensor, result: Tensor, sources: tuple = (), fills: bool = False) -> Tensor:
+    """Write `result` into the tensor, whose grad_fn becomes result's node (rebase_history); `fills` as _write's."""
+    _write(self, result._data, sources, fills)
     if self._view is not None:
         _rebase_view(self, result._grad_fn)
     else:
@@ -179,11 +182,12 @@ def _rebase_view(view: Tensor, node: Any) -> None:
     view.grad_fn  # noqa: B018 - reading it regenerates it, as rebase_history does
 
 
-def _recorded(self: Tensor, node: Any, inputs: tuple, value: np.ndarray, sources: tuple = ()) -> Tensor:
+def _recorded(self: Tensor, node: Any, inputs: tuple, value: np.ndarray, sources: tuple = (),
+              fills: bool = False) -> Tensor:
     """Record `node` over `inputs` for a result holding `value`, then rebase the tensor onto it."""
     result = make_tensor(value, device=self._device)
     record(node, inputs, result)
-    return _rebase(self, result, sources)
+    return _rebase(self, result, sources, fills)
 
 
 @public("fill_", tensor=True)
@@ -198,8 +202,8 @@ def _fill_value(self: Tensor, value: Any) -> Tensor:
         _write(self, filled, fills=True)
         return self
     if isinstance(value, Tensor):
-        return _recorded(self, fn.FillBackward3(), (_old(self), value), filled)
-    return _recorded(self, fn.FillBackward2(), (_old(self),), filled)
+        return _recorded(self, fn.FillBackward3(), (_old(self), value), filled, fills=True)
+    return _recorded(self, fn.FillBackward2(), (_old(self),), filled, fills=True)
 
 
 @public("zero_", tensor=True)
@@ -209,7 +213,7 @@ def zero_(self: Tensor) -> Tensor:
     if not _records(self, ()):
         _write(self, zeros, fills=True)
         return self
-    return _recorded(self, fn.ZeroBackward0(), (_old(self),), zeros)
+    return _recorded(self, fn.ZeroBackward0(), (_old(self),), zeros, fills=True)
 
 
 @public("copy_", tensor=True)
@@ -219,8 +223,13 @@ def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
         src = make_tensor(np.asarray(src, dtype=self._data.dtype), device=self._device)
     elif not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' (position 1) must be Tensor, not {type(src).__name__}")
+    records = _records(self, (src,))  # torch's in-place checks come before the kernel's
+    shape = broadcast_shape(self, src)  # TensorIterator's errors for shapes that do not fit
+    if tuple(shape) != self._data.shape:
+        raise RuntimeError(f"output with shape {list(self._data.shape)} doesn't match the broadcast shape "
+                           f"{list(shape)}")
     copied = np.broadcast_to(src._data, self._data.shape).astype(self._data.dtype)
-    if not _records(self, (src,)):
+    if not records:
         _write(self, copied, (src,))
         return self
     node = fn.CopyBackwards()
@@ -277,6 +286,23 @@ for _name, _compute in _CLAMPS.items():
 
 
 # -- masked_fill_, index_put_ and `t[key] = value` ----------------------------------------------------------
+WARN_MASKED_FILL_EXPANDED = (
+    "Use of masked_fill_ on expanded tensors is deprecated. Please clone() the tensor before performing this "
+    "operation. This also applies to advanced indexing e.g. tensor[mask] = scalar")
+
+
+def has_internal_overlap(arr: np.ndarray) -> bool:
+    """torch's has_internal_overlap answering YES: some dim of more than one element has stride 0 (an
+    expand()ed tensor; numpy makes those read-only). Its TOO_HARD cases are let through, as torch does."""
+    return not arr.flags.writeable and any(s == 0 and n > 1 for s, n in zip(arr.strides, arr.shape, strict=True))
+
+
+def _writable(arr: np.ndarray) -> np.ndarray:
+    """`arr`, or when it is an expand()ed (read-only) array, a writable alias of it: index_put_ and masked_fill_
+    write expanded tensors in torch (fill_ too, see _write), unlike the other in-place ops."""
+    return arr if arr.flags.writeable else _version.writable_alias(arr)
+
+
 ERR_VIEW_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
 _SCALAR_NAMES = {"float32": "float", "float64": "double", "float16": "half", "int64": "long", "int32": "int",
                  "int16": "short", "int8": "signed char", "uint8": "unsigned char", "bool": "bool"}
@@ -290,10 +316,12 @@ def masked_fill_(self: Tensor, mask: Tensor, value: Any) -> Tensor:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{_SCALAR_NAMES.get(str(mask._data.dtype), mask._data.dtype)}")
     broadcast_shape(self, mask)  # TensorIterator's error for a mask that does not broadcast
+    if has_internal_overlap(self._data):
+        warnings.warn(WARN_MASKED_FILL_EXPANDED, UserWarning, stacklevel=2)
     if not _records(self, (value,)):
-        _write(self, _ops.masked_fill(self, mask, value)._data)
+        _write(self, _ops.masked_fill(self, mask, value)._data, fills=True)
         return self
-    return _rebase(self, _ops.masked_fill(_old(self), mask, value))
+    return _rebase(self, _ops.masked_fill(_old(self), mask, value), fills=True)
 
 
 def _index_key(self: Tensor, indices: Any) -> tuple:
@@ -350,12 +378,10 @@ def _index_put(self: Tensor, key: tuple, values: Tensor, accumulate: bool, indic
     """`indices`: the index tensors as given (None where a dim is taken whole), which the node saves."""
     from ._ops.index_put import index_put, put_checked
     if not _records(self, (values,)):
-        if not self._data.flags.writeable:
-            raise RuntimeError(ERR_OVERLAP)
-        put_checked(self._data, key, values, accumulate)
+        put_checked(_writable(self._data), key, values, accumulate)
         _version.bump_tensor(self)
         return self
-    return _rebase(self, index_put(_old(self), key, values, accumulate, indices))
+    return _rebase(self, index_put(_old(self), key, values, accumulate, indices), fills=True)
 
 
 @public("__setitem__", tensor=True)
@@ -375,7 +401,7 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
     view, tensors, is_view = _basic(self, key)
     records = needs_grad(self, value)
     if records:
-        if self.grad_fn is None and self._requires_grad:
+        if self._grad_fn is None and self._requires_grad:  # not .grad_fn: a stale view regenerates after the select
             if is_view and tensors is None:  # torch made the view (and its node) before the check
                 fn.SelectBackward0()
             raise RuntimeError(ERR_VIEW_LEAF if is_view else ERR_LEAF)
@@ -390,7 +416,7 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
         value = _ops.view(value, *stripped) if stripped else _ops.view(value, ())
     if not records:
         from ._ops.index_put import put_checked
-        put_checked(view, adv, value, False)
+        put_checked(_writable(view), adv, value, False)
         _version.bump_tensor(self)
         return
     _index_put(self, adv, value, False, tuple(tensors))
@@ -431,9 +457,9 @@ def _copy_to(self: Tensor, view: np.ndarray, value: Tensor, records: bool) -> No
     if not records:
         src = value._data.reshape(_strip_leading_ones(value._data.shape))
         _check_expand(src.shape, view.shape)
-        if not view.flags.writeable:
+        if has_internal_overlap(view) and value._data.ndim:  # copy_ checks; fill_ (a 0-dim src) does not
             raise RuntimeError(ERR_OVERLAP)
-        np.copyto(view, np.broadcast_to(src, view.shape), casting="unsafe")
+        np.copyto(_writable(view), np.broadcast_to(src, view.shape), casting="unsafe")
         _version.bump_tensor(self)
         return
     if value._data.shape == self._data.shape:

@@ -19,6 +19,18 @@ from __future__ import annotations
 import numpy as np
 
 
+def contiguous_strides(arr: np.ndarray) -> np.ndarray:
+    """`arr` laid out C-contiguously with torch's strides on every dim, size-1 dims included (numpy calls an
+    array contiguous whatever the stride of a size-1 dim, and some of its results keep odd ones there)."""
+    expected, step = [], arr.itemsize
+    for n in reversed(arr.shape):
+        expected.append(step)
+        step *= max(n, 1)
+    if arr.strides == tuple(reversed(expected)):
+        return arr
+    return np.array(arr, order="C")
+
+
 def tensor_iterator_layout(res: np.ndarray, operands: tuple[np.ndarray, ...]) -> np.ndarray:
     """`res` (an elementwise result of `operands`) with torch's strides: itself, or a copy laid out anew."""
     if res.ndim < 2 or all(op.flags.c_contiguous for op in operands):

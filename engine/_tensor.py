@@ -449,9 +449,7 @@ def accumulate_into_grad(variable: Tensor, new_grad: Tensor, unreferenced: bool 
     """
     old = variable._grad
     if old is None:
-        if new_grad._zerotensor:  # measured on torch 2.13: never adopted; .grad gets plain zeros at version 0
-            variable._grad = make_tensor(np.zeros_like(new_grad._data), device=new_grad._device)
-        elif not tls.grad_enabled and unreferenced and _obeys_layout_contract(new_grad._data, variable._data):
+        if not tls.grad_enabled and unreferenced and _obeys_layout_contract(new_grad._data, variable._data):
             variable._grad = alias_tensor(new_grad._data, new_grad)  # new_grad.detach()
         elif not is_non_overlapping_and_dense(variable._data):
             from ._ops import clone  # torch's clone_obey_contract falls back to a contiguous clone

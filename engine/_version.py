@@ -34,17 +34,32 @@ def _owner(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
+def _bytes_of(owner: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """The memory of `owner` (an array laid out in one block, in C or another order) as a new uint8 array whose
+    base is a memoryview (so `_owner` stops there), with the address it starts at; None when not one block."""
+    flat = owner if owner.flags.c_contiguous else owner.ravel(order="K")
+    if flat is not owner and not np.shares_memory(flat, owner):  # ravel had to copy: not one block
+        return None
+    try:
+        memory = np.frombuffer(memoryview(flat).cast("B"), dtype=np.uint8)
+    except (TypeError, ValueError, BufferError):
+        return None
+    return memory, flat.__array_interface__["data"][0]
+
+
+def _over(memory: np.ndarray, start: int, data: np.ndarray) -> np.ndarray:
+    offset = data.__array_interface__["data"][0] - start
+    return np.ndarray(data.shape, data.dtype, buffer=memory, offset=offset, strides=data.strides)
+
+
 def with_own_counter(data: np.ndarray) -> np.ndarray:
     """An array viewing `data`'s memory that counts its in-place writes apart from `data`'s (torch's `.data`:
-    same storage, a new version counter). Its base is a memoryview, so `_owner` stops at it; when the
-    memory's owner cannot be exported as a buffer, the counter stays shared."""
-    owner = _owner(data)
-    try:
-        memory = np.frombuffer(memoryview(owner).cast("B"), dtype=np.uint8)  # its base: the memoryview
-    except (TypeError, ValueError, BufferError):
+    same storage, a new version counter): its owner is a new byte array over the same memory. When the memory is
+    not one block, the counter stays shared."""
+    found = _bytes_of(_owner(data))
+    if found is None:
         return data.view()
-    offset = data.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
-    arr = np.ndarray(data.shape, data.dtype, buffer=memory, offset=offset, strides=data.strides)
+    arr = _over(*found, data)
     if not data.flags.writeable:
         arr.flags.writeable = False
     return arr
@@ -55,14 +70,13 @@ def writable_alias(data: np.ndarray) -> np.ndarray:
     through once and drop: its owner is a new byte array, so it must not be kept as a tensor's data.
 
     Raises:
-        RuntimeError: the memory itself is read-only.
+        RuntimeError: the memory itself is read-only, or not one block.
     """
     owner = _owner(data)
-    if not owner.flags.writeable:
-        raise RuntimeError("the tensor's memory is read-only")
-    memory = np.frombuffer(memoryview(owner).cast("B"), dtype=np.uint8)
-    offset = data.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
-    return np.ndarray(data.shape, data.dtype, buffer=memory, offset=offset, strides=data.strides)
+    found = _bytes_of(owner) if owner.flags.writeable else None
+    if found is None:
+        raise RuntimeError("the tensor's memory cannot be written")
+    return _over(*found, data)
 
 
 def version_of(data: np.ndarray) -> int:

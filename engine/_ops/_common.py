@@ -50,6 +50,9 @@ def save_inputs(node: Node, **inputs: Any) -> Node:
     original = tls.original_self
     if original is not None:
         tls.original_self = None  # the op's own node takes it; nodes made while cloning do not
+        for value in inputs.values():  # torch collects the next edges before it clones: a stale view input
+            if isinstance(value, Tensor) and value._view is not None:  # gets its AsStridedBackward0 first
+                value.grad_fn  # noqa: B018 - reading regenerates it
         copy = None
         for name, value in inputs.items():
             if value is original:

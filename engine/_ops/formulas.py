@@ -123,26 +123,81 @@ def empty_like_geometry(like: Tensor, geometry: tuple) -> Tensor:
 
 
 def as_strided_backward(grad: Tensor, input_geometry: tuple, sizes: tuple, strides: tuple, offset: int) -> Tensor:
-    """The grad w.r.t. an as_strided input: scatter `grad` into zeros of the input's storage at the view's
-    elements, then read the input's geometry from it. In engine ops (a copy_ into a view of the zeros, then
-    as_strided), so create_graph records CopySlices and AsStridedBackward0 as PyTorch's formula does."""
-    from .. import _views
+    """The grad w.r.t. an as_strided input, by torch's algorithm, in engine ops so that create_graph records its
+    nodes: the view's size-1 dims are squeezed out of `grad` and its stride-0 dims summed out; the rest is
+    scattered into zeros standing for the storage (copy_ into a view of them: CopySlices; index_add when
+    the view may read an element twice); where the input reads an element twice its grad is divided by the
+    count; the input's geometry is then read from the storage (AsStridedBackward0)."""
     from .._inplace import copy_  # it imports the ops
-    from .shape import as_strided
+    from .shape import as_strided, squeeze
 
     in_sizes, in_strides, in_offset = input_geometry
-    numel = max(_extent(sizes, strides, offset), _extent(in_sizes, in_strides, in_offset))
-    storage = make_tensor(np.zeros(numel, dtype=grad._data.dtype), device=grad._device)
-    index = _views.strided_indices(sizes, strides, offset)
-    if np.unique(index).size == index.size:
-        copy_(as_strided(storage, sizes, strides, offset), grad)
-    else:  # the view reads some element twice: its grads add up, by storage.index_add_(0, indices, grad.reshape(-1))
-        from .shape import index_add, reshape
+    out_sizes: list = []
+    out_strides: list = []
+    for i in range(len(sizes) - 1, -1, -1):
+        if sizes[i] == 0:
+            return make_tensor(np.zeros(in_sizes, dtype=grad._data.dtype), device=grad._device)
+        if sizes[i] == 1:
+            grad = squeeze(grad, i)
+        elif strides[i] == 0:
+            grad = sum(grad, i)
+        else:
+            out_sizes.insert(0, sizes[i])
+            out_strides.insert(0, strides[i])
+    if any(n == 0 for n in in_sizes):
+        return make_tensor(np.zeros(in_sizes, dtype=grad._data.dtype), device=grad._device)
+    inp = [(n, st) for n, st in zip(in_sizes, in_strides, strict=True) if n != 1]
+    inp_sizes, inp_strides = [n for n, _ in inp], [st for _, st in inp]
+    shared = min(in_offset, offset)
+    inp_offset, out_offset = in_offset - shared, offset - shared
+    size = max(_extent(inp_sizes, inp_strides, inp_offset), _extent(out_sizes, out_strides, out_offset))
+    storage = make_tensor(np.zeros(size, dtype=grad._data.dtype), device=grad._device)
+    if _maybe_overlapping(out_sizes, out_strides):  # storage.index_add_(0, indices, grad.reshape(-1))
+        storage = _index_add_in_place(storage, _storage_indices(size, out_sizes, out_strides, out_offset),
+                                      _reshape_flat(grad))
+    else:
+        copy_(as_strided(storage, tuple(out_sizes), tuple(out_strides), out_offset), grad)
+    if _maybe_overlapping(inp_sizes, inp_strides):  # storage.div_(count of each element's reads)
+        from .arith import div
 
-        indices = make_tensor(np.ascontiguousarray(index.reshape(-1), dtype=np.int64), device=grad._device)
-        storage = index_add(storage, 0, indices, reshape(grad, (-1,)))
-        bump(storage._data)  # torch's index_add_ writes the zeros in place
-    return as_strided(storage, in_sizes, in_strides, in_offset)
+        index = _storage_indices(size, inp_sizes, inp_strides, inp_offset)
+        count = make_tensor(np.bincount(index._data, minlength=size).astype(grad._data.dtype), device=grad._device)
+        storage = div(storage, count)
+        bump(storage._data)
+    return as_strided(storage, in_sizes, in_strides, inp_offset)
+
+
+def _maybe_overlapping(sizes: list, strides: list) -> bool:
+    """torch's _maybe_overlapping_memory: by increasing stride, each stride must pass the furthest element the
+    smaller ones reach; otherwise the geometry may read an element twice."""
+    furthest = 0
+    for st, n in sorted(zip(strides, sizes, strict=True)):
+        if st <= furthest:
+            return True
+        furthest += st * (n - 1)
+    return False
+
+
+def _storage_indices(size: int, sizes: list, strides: list, offset: int) -> Tensor:
+    """arange(size).as_strided(sizes, strides, offset).reshape(-1): which storage element each one reads."""
+    from .. import _views
+
+    index = _views.strided_indices(tuple(sizes), tuple(strides), offset).reshape(-1)
+    return make_tensor(np.ascontiguousarray(index, dtype=np.int64), device="cpu")
+
+
+def _reshape_flat(grad: Tensor) -> Tensor:
+    from .shape import reshape
+
+    return reshape(grad, (-1,))
+
+
+def _index_add_in_place(storage: Tensor, index: Tensor, source: Tensor) -> Tensor:
+    from .shape import index_add
+
+    out = index_add(storage, 0, index, source)
+    bump(out._data)  # torch's index_add_ writes the zeros in place
+    return out
 
 
 def _extent(sizes: tuple, strides: tuple, offset: int) -> int:

@@ -10,6 +10,7 @@ from .. import _functions as fn
 from .._args import int_arg, size_arg
 from .._dispatch import public
 from .._dtype import as_dtype, bool_, float32, float64, int64
+from .._layout import contiguous_strides
 from .._node import Node
 from .._state import INT64_MAX
 from .._tensor import Tensor, _wrap_dim, make_tensor
@@ -475,7 +476,7 @@ def index(a: Tensor, key: tuple, indices: tuple, masks: Sequence[tuple] = ()) ->
     _check_index(a, key)
     data = a._data[key]
     if a._data.flags.c_contiguous:  # torch lays the result out as its input; numpy moves indexed dims first
-        data = np.asarray(data, order="C")
+        data = contiguous_strides(data)
     out = _out(data, a)
     if node is not None:
         record(node, (a,), out)
@@ -628,7 +629,8 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     d = _wrap_dim(dim, tensors[0]._data.ndim)
     _check_cat_shapes(tensors, d)
     _check_list_device("cat", tensors)
-    data = np.concatenate([x._data for x in tensors], axis=d)
+    # contiguous: torch lays cat's result out by its inputs' suggested memory format (channels_last aside)
+    data = np.asarray(np.concatenate([x._data for x in tensors], axis=d), order="C")
     out = _out(data, tensors[0])
     if node is not None:
         node.dim, node.sizes = dim, [x._data.shape for x in tensors]
@@ -666,7 +668,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(shape0)} at entry 0 "
                                f"and {list(x._data.shape)} at entry {i}")
     _check_list_device("stack", tensors)
-    out = _out(np.stack([x._data for x in tensors], axis=d), tensors[0])
+    out = _out(np.asarray(np.stack([x._data for x in tensors], axis=d), order="C"), tensors[0])  # as cat
     if node is not None:
         node.dim, node.n = dim, len(tensors)
         record(node, tensors, out)

@@ -21,7 +21,11 @@ def _scalar(t: Tensor, value: float) -> Any:
 
 
 def _write(t: Tensor, value: np.ndarray) -> Tensor:
-    np.copyto(t._data, value, casting="unsafe")
+    from .._inplace import ERR_OVERLAP, _writable, has_internal_overlap
+
+    if has_internal_overlap(t._data):  # an expand()ed parameter: torch's in-place kernels refuse it
+        raise RuntimeError(ERR_OVERLAP)
+    np.copyto(_writable(t._data), value, casting="unsafe")
     _version.bump(t._data)
     return t
 

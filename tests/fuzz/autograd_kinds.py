@@ -407,7 +407,8 @@ def tensor_mode(g: Generator) -> None:
         g.emit("tensor_mode", op, "{out0} = {0}.data", [x], [g.alias(x)])
     else:
         x = g.pick_float()
-        out = Var(g.fresh(), x.shape, x.dtype, rg=True, positive=x.positive)
+        out = Var(g.fresh(), x.shape, x.dtype, rg=True, positive=x.positive,
+                  kernel_version=x.inference and g.s.mode != "inference_mode")
         g.emit("tensor_mode", op, "{out0} = {0}.detach().clone().requires_grad_()", [x], [out],
                grad_of=("{out0}",))
 

@@ -64,7 +64,13 @@ class is fixed, and the fixed batch covers it again."""
 DELIBERATE: dict[str, str] = {
     "kernel_version": "the _version of a result computed outside inference_mode from inference tensors: torch "
                       "counts in-place calls made inside its C++ kernels there (sum 1, mean 2, mse_loss 2, clone 1, "
-                      "most pointwise ops 0); the engine gives 0. Never compared (README, 'Deliberate differences')",
+                      "most pointwise ops 0); the engine gives 0. Never compared (README, 'Deliberate differences'). "
+                      "Where such a kernel runs with out= (abs) on an inference tensor that requires grad, torch's "
+                      "error is the out= one, the engine's the saved-inference-tensor one: only the type is compared",
+    "inference_requires_grad": "an inference tensor that requires grad, used outside inference_mode: what torch "
+                               "does depends on each C++ kernel (neg, sum, exp give results without history, "
+                               "x * 2 and clone record a node, mean and abs raise the out= error); the engine "
+                               "records as for any tensor. Never drawn",
     "overload_type_error": "an overloaded op (where, pow, lt, eq, masked_fill) given a non-tensor: torch's parser "
                            "lists every overload in a multi-line TypeError; the engine raises a one-line one. The "
                            "type is compared, not the text (interpret._deliberately_same)",
@@ -200,10 +206,11 @@ class Generator:
         return f"{prefix}{self.s.counter}"
 
     def usable(self, v: Var) -> bool:
-        """Whether `v` may be read here (a tensor)."""
+        """Whether `v` may be read here: a tensor, but not an inference tensor that requires grad outside
+        inference_mode (DELIBERATE["inference_requires_grad"])."""
         if not v.tensor:
             return False
-        return True
+        return not (v.inference and v.rg and self.s.mode != "inference_mode")
 
     def note_reads(self, *vs: Var) -> None:
         for v in vs:
