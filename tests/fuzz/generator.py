@@ -86,6 +86,7 @@ class Var:
     grad_rg: bool = False  # a leaf whose .grad has history (made by create_graph)
     grad_alias: bool = False  # a gradient made by backward, or a view of one (its _version is backward's)
     kernel_version: bool = False  # read from an inference tensor outside inference_mode: see DELIBERATE
+    noisy: bool = False  # values that tie exactly but for rounding (a layer_norm's means): argmax would be noise
     read: bool = False  # some statement read it (so a graph may have saved it)
     info: dict = field(default_factory=dict)  # a module's or optimizer's shape and parameters
 
@@ -263,6 +264,7 @@ class Generator:
             self.s.mode == "inference_mode" and (view_of is None or view_of.inference))
         v.kernel_version = (not v.inference and self.s.mode != "inference_mode" and any(i.inference for i in ins)) \
             or (view_of is not None and view_of.kernel_version)
+        v.noisy = any(i.noisy for i in ins)
         v.contiguous = all(i.contiguous for i in ins)  # results of a strided input may keep its layout
         for i in ins:
             v.saw.update({r: n for r, n in i.saw.items() if n < v.saw.get(r, n + 1)})
