@@ -118,11 +118,11 @@ def _dispatcher(entry: OpEntry) -> Callable[..., Any]:
     op, impl = entry.op, entry.impl
     params, args, kwargs, call, defaults = _forwarding(inspect.signature(impl))
     source = (f"def dispatched({params}):\n"
-              f"    if _op_watchers:  # NOTE [op_called]: the only cost when nobody watches ops\n"
-              f"        return _call_observed(_op, _impl, {args}, {kwargs})\n"
-              f"    try:\n"
+              f"    try:  # costs nothing until an op raises\n"
+              f"        if _op_watchers:  # NOTE [op_called]: the only cost when nobody watches ops\n"
+              f"            return _call_observed(_op, _impl, {args}, {kwargs})\n"
               f"        return _impl({call})\n"
-              f"    except Exception:  # costs nothing until raised\n"
+              f"    except Exception:\n"
               f"        _check_none_arguments(_entry, {args})\n"
               f"        raise\n")
     scope = {"_op_watchers": op_watchers, "_call_observed": _call_observed, "_op": op, "_impl": impl,

@@ -871,12 +871,19 @@ class MseLossBackwardBackward0(_Generated):
         if self.should_compute_output(0):
             g = ops.mul_scalar(ops.mul(ops.sub(self.self, self.target), grad), norm)
             out[0] = g if self.reduction == 0 else ops.sum(g)
-        if self.should_compute_output(1) or self.should_compute_output(2):
-            g = ops.mul_scalar(ops.mul(grad, self.grad_output), norm)
-            if self.should_compute_output(1):
-                out[1] = g
-            if self.should_compute_output(2):
-                out[2] = ops.neg(g)
+        if self.should_compute_output(1):
+            out[1] = self._double_backward(grad, self.self)
+        if self.should_compute_output(2):
+            out[2] = ops.neg(self._double_backward(grad, self.target))
+
+    def _double_backward(self, grad, like):
+        """mse_loss_double_backward(grad * grad_output, like, reduction): 2 * g, divided in place by the numel
+        under mean reduction (one version)."""
+        g = ops.mul_scalar(ops.mul(grad, self.grad_output), 2.0)
+        if self.reduction == 1:
+            g = ops.div_scalar(g, like._data.size)
+            bump(g._data)
+        return g
 
 
 class SelectBackwardBackward0(_Generated):

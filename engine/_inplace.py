@@ -457,7 +457,7 @@ def _copy_to(self: Tensor, view: np.ndarray, value: Tensor, records: bool) -> No
     if not records:
         src = value._data.reshape(_strip_leading_ones(value._data.shape))
         _check_expand(src.shape, view.shape)
-        if has_internal_overlap(view) and value._data.ndim:  # copy_ checks; fill_ (a 0-dim src) does not
+        if has_internal_overlap(view):  # set_item copies (even a number): copy_'s check, unlike fill_
             raise RuntimeError(ERR_OVERLAP)
         np.copyto(_writable(view), np.broadcast_to(src, view.shape), casting="unsafe")
         _version.bump_tensor(self)

@@ -379,13 +379,28 @@ class Node:
         if _state.detached_in_place:
             for tensor, _, grad_fn, _ in records:
                 unpacked_grad_fn(self, tensor, grad_fn)
-        if not any_writes():  # no in-place write ever: versions all 0
-            return
-        for tensor, version, grad_fn, output_nr in records:
-            now = version_of(tensor._data)
-            if now != version:
-                grad_fn = unpacked_grad_fn(self, tensor, grad_fn)
-                raise RuntimeError(modified_in_place(tensor, grad_fn, output_nr, now, version))
+        if any_writes():  # else no in-place write ever: versions all 0
+            for tensor, version, grad_fn, output_nr in records:
+                now = version_of(tensor._data)
+                if now != version:
+                    grad_fn = unpacked_grad_fn(self, tensor, grad_fn)
+                    raise RuntimeError(modified_in_place(tensor, grad_fn, output_nr, now, version))
+        if tls.grad_enabled:
+            self._unpack_outputs(records)
+
+    def _unpack_outputs(self, records: tuple) -> None:
+        """Under create_graph, give the formulas each saved output as SavedVariable::unpack does: a new tensor
+        on the same memory whose grad_fn is this node, so a node the formula records saves that tensor (an
+        in-place op on the output later does not rename it in errors)."""
+        make_tensor = _tensor_mod().make_tensor
+        for name in self._saved_tensor_names:
+            value = getattr(self, name, None)
+            for tensor, _, grad_fn, output_nr in records:
+                if tensor is value and grad_fn is self:
+                    alias = make_tensor(value._data, device=value._device)
+                    alias._grad_fn, alias._output_nr, alias._requires_grad = self, output_nr, True
+                    object.__setattr__(self, name, alias)
+                    break
 
     def should_compute_output(self, index: int) -> bool:
         """task_should_compute_output: the edge is valid and, under exec_info, leads somewhere needed."""

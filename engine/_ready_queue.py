@@ -189,9 +189,11 @@ def _accumulate(old: Any, var: Any) -> Any:
         from ._ops import add
 
         return add(old, var)  # not `old + var`: the engine's own op, which observers are not told of
-    if _sole_owner(old, _OLD_REFS):  # torch reuses only the grad already in the buffer, never the new one
+    # torch reuses only the grad already in the buffer, never the new one, and only when nothing else holds it:
+    # not when the new one is the same tensor (AddBackward0 of x + x passes one grad to both edges)
+    if old is not var and _sole_owner(old, _OLD_REFS):
         return _add_into(old, var)
-    res = old._data + var._data
+    res = np.asarray(old._data + var._data)  # 0-dim arrays add to a numpy scalar, which is read-only
     if res.dtype != old._data.dtype:
         res = res.astype(old._data.dtype)
     return make_tensor(res, device=old._device)

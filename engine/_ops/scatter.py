@@ -70,11 +70,25 @@ def gather(a: Tensor, dim: int, index: Tensor) -> Tensor:
         raise RuntimeError("gather(): Expected dtype int64 for index")
     if index._data.ndim != a._data.ndim and a._data.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
-    data = a._data.copy() if a._data.ndim == 0 else np.take_along_axis(a._data, index._data, d)
+    data = a._data.copy() if a._data.ndim == 0 else _gathered(a._data, index._data, d)
     out = _out(data, a)
     if node is not None:
         record(node, (a,), out)
     return out
+
+
+def _gathered(x: np.ndarray, index: np.ndarray, d: int) -> np.ndarray:
+    """torch's gather: the result has the index's shape, which may be smaller than `x` on every dim but `d`."""
+    for i, (n, m) in enumerate(zip(index.shape, x.shape, strict=True)):
+        if i != d and n > m:
+            raise RuntimeError(f"Size does not match at dimension {i} expected index {list(index.shape)} to be no "
+                               f"larger than self {list(x.shape)} apart from dimension {d}")
+    bad = (index < 0) | (index >= x.shape[d])
+    if bad.any():
+        raise RuntimeError(f"index {int(index[bad].flat[0])} is out of bounds for dimension {d} with size "
+                           f"{x.shape[d]}")
+    part = x[tuple(slice(None) if i == d else slice(0, n) for i, n in enumerate(index.shape))]
+    return np.take_along_axis(part, index, d)
 
 
 def zeros_of(sizes: tuple, like: Tensor) -> Tensor:

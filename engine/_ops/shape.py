@@ -319,7 +319,8 @@ def expand(a: Tensor, *sizes: Any) -> Tensor:
             raise RuntimeError(expand_mismatch(i, sizes, a._data.shape))
     lead = n - nd
     if all(s == 1 for s in shape[:lead]) and tuple(shape[lead:]) == a._data.shape:
-        out = _view_out(a._data[(None,) * lead], a)  # nothing broadcast: no zero stride, so writable, as in torch
+        # nothing broadcast: no zero stride, so writable, as in torch (a[()] of a 0-dim array would be a copy)
+        out = _view_out(a._data[(None,) * lead] if lead else a._data.view(), a)
     else:
         out = _view_out(np.broadcast_to(a._data, tuple(shape)), a)
     if node is not None:

@@ -20,43 +20,7 @@ import numpy as np
 
 from tests.fuzz.program import Program, Stmt
 
-KNOWN_GAPS: dict[str, str] = {
-    # issue 13 item 1: views and in-place ops with history
-    "inplace_on_view": "1: an in-place op or assignment on a view of a tensor that requires grad, in any grad "
-                       "mode (CopySlices; the view-of-a-leaf and multi-output-view errors)",
-    "inplace_on_false_view": "1: an in-place op with history on a result PyTorch does not make a view (where, "
-                             "min(dim).values, logsumexp, 3-D matmul and linear, x[:, idx], reshape that "
-                             "copies): refused as if a view",
-    "stale_view": "1: a write to a tensor that has views which require grad (the views' AsStridedBackward0, its "
-                  "seq_nr and errors)",
-    "view_under_no_grad": "1: a view made under no_grad or inference_mode (requires_grad, inference-ness); a "
-                          "view does not follow requires_grad_() of its base",
-    "full_slice": "1: x[:] and x[0:n] record SliceBackward0",
-    "zero_dim_view": "1, not listed: x[i], select and unbind giving 0-dim results copy them (writes do not reach)",
-    "self_overlap": "1: an in-place op whose source overlaps its destination raises torch's 'single memory "
-                    "location' error",
-    # item 2: strides and memory layout
-    "view_strides": "2: view() and reshape() of a non-contiguous tensor (or of x[:, idx], contiguous in "
-                    "torch); x.mT @ W; 3-D matmul or linear of a non-contiguous input",
-    "grad_layout": "2, not listed: gradients keep torch's layout: an expanded gradient is a view made in "
-                   "no_grad mode (writing it with grad on raises; the engine's refuses any write), and a leaf "
-                   "made of one gets CloneBackward0 grads under create_graph",
-    # item 3: version counters and the 'modified by an inplace operation' error
-    "vecmat_version": "3: 1-D @ 2-D matmul and linear of a 1-D input (_version)",
-    "modified_saved": "3: backward through a saved tensor modified in place (the error's node name, overload "
-                      "number and output); new: GatherBackward0 saves self",
-    "grad_version": "3, not listed: the _version of gradients (torch sums into its buffers in place)",
-    # item 4: smaller classes
-    "mixed_dtype_matmul": "4: mixed float32/float64 in dot, mv, mm, bmm, addmm, linear (torch's dtype errors)",
-    "mse_loss_broadcast": "4: mse_loss with broadcasting records ExpandBackward0",
-    "sgn_saved": "4: sgn saves what torch saves (backward through a freed SgnBackward0 raises in torch)",
-    "zero_dim_mask_assign": "4, not listed: x[mask] = v on a 0-dim x fails inside numpy",
-    "failed_op_seq": "4: a failed op takes a seq_nr in torch (where with a float condition)",
-    # not in issue 13
-    "detach_saved": "new: backward through a saved tensor that was detach_()ed raises in torch",
-    "freed_index_backward": "new: backward again through advanced indexing or index_put_ after its graph was "
-                            "freed does not raise (the nodes keep their indices)",
-}
+KNOWN_GAPS: dict[str, str] = {}
 """Constructs the engine still gets wrong, each with the issue-13 item it belongs to ("not listed": a class
 the fuzzer found that the issue does not name). `known_gaps=False` leaves them out; delete an entry when its
 class is fixed, and the fixed batch covers it again."""
@@ -122,6 +86,7 @@ class Var:
     grad_rg: bool = False  # a leaf whose .grad has history (made by create_graph)
     grad_alias: bool = False  # a gradient made by backward, or a view of one (its _version is backward's)
     kernel_version: bool = False  # read from an inference tensor outside inference_mode: see DELIBERATE
+    noisy: bool = False  # values that tie exactly but for rounding (a layer_norm's means): argmax would be noise
     read: bool = False  # some statement read it (so a graph may have saved it)
     info: dict = field(default_factory=dict)  # a module's or optimizer's shape and parameters
 
@@ -299,6 +264,7 @@ class Generator:
             self.s.mode == "inference_mode" and (view_of is None or view_of.inference))
         v.kernel_version = (not v.inference and self.s.mode != "inference_mode" and any(i.inference for i in ins)) \
             or (view_of is not None and view_of.kernel_version)
+        v.noisy = any(i.noisy for i in ins)
         v.contiguous = all(i.contiguous for i in ins)  # results of a strided input may keep its layout
         for i in ins:
             v.saw.update({r: n for r, n in i.saw.items() if n < v.saw.get(r, n + 1)})
