@@ -16,9 +16,12 @@ The rule:
    every row between, drawn `│`.
 3. **Components** (graphs that share no edge, e.g. two backward calls) are laid out side by side, in the
    order of their first node, each on the same rows as the others, so a row is one layer everywhere.
+   Long edges into the same box share its dummies: they join one vertical line (a bus) down to it.
 4. **Order and columns.** Row by row from the top: a box or dummy wants its centre under the mean centre of
-   its parents (on the row above); items are ordered by that (then by node), and packed left to right at
-   the wanted column or the first free one, GAP cells apart. Items with no parent come first, by node.
+   its parents (on the row above), a dummy under the dummy above it (a bus runs straight); items are ordered
+   by that (boxes first on a tie, then by node), and packed left to right at the wanted column or the first
+   free one, GAP cells apart, a box stepping right off a column where an edge comes down that is not its
+   own. Items with no parent come first, by node.
 5. **Edges.** Between two rows, the edges that leave one item form one fan (from the item's centre to each
    child's centre); fans whose spans overlap go on different tracks (one line each); a last line carries
    the arrowheads `▼` into real boxes. Cells keep a mask of the directions crossing them, drawn as the
@@ -236,10 +239,15 @@ class _Layouter:
     def _items(self, row: np.ndarray) -> _Items:
         """Boxes and dummies, the links between adjacent rows, and each item's component."""
         it = _Items(row.tolist(), self.box_node.tolist())
+        # Long edges into one box share its dummies (a bus down to it): a weight used by every layer is one
+        # line with branches joining it, not one line per user side by side.
+        bus: dict[tuple[int, int], int] = {}
         for p, c in self.box_edges:
             at = p
             for r in range(int(row[p]) + 1, int(row[c])):
-                d = it.add_dummy(r, int(self.box_node[c]))
+                d = bus.get((c, r))
+                if d is None:
+                    d = bus[(c, r)] = it.add_dummy(r, int(self.box_node[c]))
                 it.link(at, d, (p, c))
                 at = d
             it.link(at, c, (p, c))
@@ -265,11 +273,18 @@ class _Layouter:
 
     def _place_row(self, it: _Items, items: list[int], left: int) -> int:
         """Order one row's items of one component by their parents' mean centre and pack them; returns its end."""
+        boxes = self.num_boxes
+
         def wanted(i: int) -> float:
             ups = it.ups[i]
+            if i >= boxes:  # a dummy continues the bus above it straight down, if there is one
+                for u in ups:
+                    if u >= boxes:
+                        return float(it.x[u])
             return sum(it.x[u] + it.w[u] // 2 for u in ups) / len(ups) if ups else -1.0
 
-        keys = {i: (wanted(i), it.node[i], i) for i in items}
+        # Ties: boxes before dummies, so a chain of boxes runs straight and the lines beside it step aside.
+        keys = {i: (wanted(i), i >= boxes, it.node[i], i) for i in items}
         # Columns where an edge leaves the row above: a box centred on one that is not its parent would have
         # that edge's line run into its own arrow, so it moves right.
         leaving = {it.x[u] + it.w[u] // 2 for i in items for u in it.ups[i]}

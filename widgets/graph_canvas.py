@@ -165,7 +165,7 @@ class GraphCanvas(GraphView):
             self.rows_changed()
         else:
             self._update_size(self.row_count())  # the list's size: as wide as the panel
-            self.scroll_to(x=0, animate=False)
+            self.scroll_to(x=0, animate=False, force=True)
         self.scroll_to_row(self.cursor)
         self._marked = self._marked_boxes()
         self.refresh()
@@ -177,7 +177,7 @@ class GraphCanvas(GraphView):
     def action_pan(self, delta: int) -> None:
         """Scroll the drawn graph sideways."""
         if self.drawn:
-            self.scroll_to(x=max(0, self.scroll_offset.x + delta), animate=False)
+            self.scroll_to(x=max(0, self.scroll_offset.x + delta), animate=False, force=True)
             self._refresh_drawn()
 
     def action_cursor(self, delta: int) -> None:
@@ -218,7 +218,7 @@ class GraphCanvas(GraphView):
         y = top if top <= line < top + height else max(0, line - height // 2)
         x = x0 if x0 <= left and right <= x0 + width else max(0, (left + right) // 2 - width // 2)
         if (x, y) != (x0, top):
-            self.scroll_to(x=x, y=y, animate=False)
+            self.scroll_to(x=x, y=y, animate=False, force=True)  # force: overflow-x is hidden
 
     def refresh_rows(self) -> None:
         if self.drawn:
