@@ -265,14 +265,19 @@ class _Layouter:
             by_row: list[list[int]] = [[] for _ in range(num_rows)]
             for i in members:
                 by_row[it.row[i]].append(i)
-            right = left
             for items in by_row:
-                right = max(right, self._place_row(it, items, left))
-            left = right + COMPONENT_GAP
+                self._place_row(it, items, left)
+            # A box centred under a parent near the left edge may start left of it: move the whole component
+            # right instead of pushing that box off its parent's column.
+            shift = max(0, left - min(it.x[i] for i in members))
+            for i in members:
+                it.x[i] += shift
+            left = max(it.x[i] + it.w[i] for i in members) + COMPONENT_GAP
         return max(left - COMPONENT_GAP, 1)
 
-    def _place_row(self, it: _Items, items: list[int], left: int) -> int:
-        """Order one row's items of one component by their parents' mean centre and pack them; returns its end."""
+    def _place_row(self, it: _Items, items: list[int], left: int) -> None:
+        """Order one row's items of one component by their parents' mean centre and pack them (a box with no
+        parent from `left` on; the others may start left of it, and the caller moves the component)."""
         boxes = self.num_boxes
 
         def wanted(i: int) -> float:
@@ -288,16 +293,19 @@ class _Layouter:
         # Columns where an edge leaves the row above: a box centred on one that is not its parent would have
         # that edge's line run into its own arrow, so it moves right.
         leaving = {it.x[u] + it.w[u] // 2 for i in items for u in it.ups[i]}
-        at = left
+        at: int | None = None  # the first free column; None: the row is empty so far
         for i in sorted(items, key=keys.__getitem__):
             want = keys[i][0]
-            x = at if want < 0 else max(at, int(round(want)) - it.w[i] // 2)
+            if want < 0:
+                x = left if at is None else max(at, left)
+            else:
+                x = int(round(want)) - it.w[i] // 2
+                x = x if at is None else max(at, x)
             mine = {it.x[u] + it.w[u] // 2 for u in it.ups[i]}
             while x + it.w[i] // 2 in leaving and x + it.w[i] // 2 not in mine:
                 x += 1
             it.x[i] = x
             at = x + it.w[i] + GAP
-        return at - GAP
 
     # edges ----------------------------------------------------------------------------------------------------
     def _route(self, it: _Items, widths: np.ndarray, labels: list[str], layer: np.ndarray, width: int) -> Layout:

@@ -100,7 +100,7 @@ class GraphCanvas(GraphView):
         if self.picture is not None or self._laying_out:
             return
         if self.trace.num_nodes <= SYNC_NODES:
-            self.picture = layout(self.trace)
+            self._take_picture(layout(self.trace))
         else:
             self._laying_out = True
             self._lay_out()
@@ -110,8 +110,15 @@ class GraphCanvas(GraphView):
         """Lay out a large graph off the event loop (folding 1M nodes takes about half a second)."""
         self.post_message(self.LaidOut(layout(self.trace)))
 
+    def _take_picture(self, picture: Layout) -> None:
+        """Keep the layout; a cursor nobody moved yet goes to the top left box, where the drawing starts (in the
+        list, row 0 is the newest node, which the drawing may put far to the right)."""
+        self.picture = picture
+        if self.cursor == 0 and picture.num_boxes:
+            self.set_reactive(GraphCanvas.cursor, self.row_of(int(picture.box_node[picture.reading[0]])))
+
     def on_graph_canvas_laid_out(self, message: LaidOut) -> None:
-        self.picture = message.picture
+        self._take_picture(message.picture)
         self._laying_out = False
         if self.drawn:
             self._box_states()
@@ -319,8 +326,7 @@ class GraphCanvas(GraphView):
         lay = self.picture
         if lay is None:
             return f"laying out {self.trace.num_nodes:,} nodes…"
-        folded = (f"{self.trace.num_nodes:,} nodes folded into {lay.num_boxes:,} boxes (chains, × repeats) · "
-                  if lay.is_folded else "")
+        folded = f"{self.trace.num_nodes:,} nodes in {lay.num_boxes:,} boxes · " if lay.is_folded else ""
         return f"{folded}▶ running · 1-9 ready, in pop order · sN seq_nr · v: list"
 
     def _paint_picture(self, lay: Layout, y: int, width: int, cursor_style, selected_style) -> Text:

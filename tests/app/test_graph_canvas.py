@@ -118,4 +118,4 @@ async def test_large_trace_is_laid_out_in_a_worker(monkeypatch):
         await pilot.pause()
         assert graph.picture is not None and graph.picture.is_folded
         text = _panel_text(graph)
-        assert "303 nodes folded into 4 boxes" in text and "[× 100: Mul·Add·Tanh]" in text
+        assert "303 nodes in 4 boxes" in text and "[× 100: Mul·Add·Tanh]" in text
