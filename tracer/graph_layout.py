@@ -43,7 +43,7 @@ from .trace import Trace
 FOLD_ABOVE = 200
 """Graphs with more nodes than this are folded (chains and repeated blocks, as `agdb export --collapse`)."""
 GAP = 2
-"""Cells between two items of a row: room for the mark (running, queue position) left of a box."""
+"""Cells before a box in a row: room for its mark (running, queue position) and a blank; before a dummy, 1."""
 COMPONENT_GAP = 4
 """Cells between two components."""
 LABEL_MAX = 40
@@ -293,9 +293,10 @@ class _Layouter:
         # Columns where an edge leaves the row above: a box centred on one that is not its parent would have
         # that edge's line run into its own arrow, so it moves right.
         leaving = {it.x[u] + it.w[u] // 2 for i in items for u in it.ups[i]}
-        at: int | None = None  # the first free column; None: the row is empty so far
+        end: int | None = None  # where the last item placed ends; None: the row is empty so far
         for i in sorted(items, key=keys.__getitem__):
             want = keys[i][0]
+            at = None if end is None else end + (GAP if i < boxes else 1)  # a dummy needs no room for a mark
             if want < 0:
                 x = left if at is None else max(at, left)
             else:
@@ -305,7 +306,7 @@ class _Layouter:
             while x + it.w[i] // 2 in leaving and x + it.w[i] // 2 not in mine:
                 x += 1
             it.x[i] = x
-            at = x + it.w[i] + GAP
+            end = x + it.w[i]
 
     # edges ----------------------------------------------------------------------------------------------------
     def _route(self, it: _Items, widths: np.ndarray, labels: list[str], layer: np.ndarray, width: int) -> Layout:
