@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from tests import graph_programs
-from tracer.graph_layout import DOWN, LEFT, RIGHT, UP, cell_char, layout, text_lines
 from tracer.folding import no_folding
+from tracer.graph_layout import DOWN, LEFT, RIGHT, UP, cell_char, layout, text_lines
 
 
 @pytest.fixture(scope="module")
