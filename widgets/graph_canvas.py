@@ -7,6 +7,9 @@ node) in both views, so the screen selects and searches the same way whichever v
 """
 from __future__ import annotations
 
+import os
+import threading
+
 import numpy as np
 from rich.text import Text
 from textual import work
@@ -15,6 +18,7 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import var
 from textual.strip import Strip
+from textual.timer import Timer
 
 from tracer.graph_layout import Layout, layout, line_text
 from tracer.node_states import STATE_CODE, STATES
@@ -25,6 +29,8 @@ from .graph_view import GraphView
 
 SYNC_NODES = 20_000
 """Traces up to this many nodes are laid out at once; larger ones in a worker thread, after the first paint."""
+IDLE_BEFORE_LAYOUT = 0.4
+"""Seconds without a step before the worker starts (NOTE [layout when idle])."""
 HEADER_LINES = 1
 """Lines above the picture: what the marks mean."""
 _RUNNING, _READY, _WAITING, _COUNTED = (STATE_CODE[s] for s in ("running", "ready", "waiting", "counted"))
@@ -59,7 +65,8 @@ class GraphCanvas(GraphView):
     def __init__(self, trace: Trace, **kwargs) -> None:
         super().__init__(trace, **kwargs)
         self.picture: Layout | None = None
-        self._laying_out = False
+        self._laying_out = False  # a worker is laying out the graph
+        self._layout_timer: Timer | None = None  # starts that worker when the user pauses
         self._state: EngineState | None = None
         self.box_codes = np.zeros(0, dtype=np.int8)  # per box, its state code at the step
         self.marks: dict[int, str] = {}  # box -> its mark: ▶ running, 1..9 (or ●) its place in a ready queue
@@ -97,17 +104,22 @@ class GraphCanvas(GraphView):
         self._refresh_drawn()
 
     def _ensure_layout(self) -> None:
-        if self.picture is not None or self._laying_out:
+        if self.picture is not None:
             return
         if self.trace.num_nodes <= SYNC_NODES:
             self._take_picture(layout(self.trace))
-        else:
-            self._laying_out = True
-            self._lay_out()
+        elif self._layout_timer is None:
+            self._layout_timer = self.set_timer(IDLE_BEFORE_LAYOUT, self._lay_out)
+        elif not self._laying_out:
+            # NOTE [layout when idle]: the worker shares the GIL with the event loop, so a key pressed while it
+            # runs takes up to twice as long; it starts once the user has paused (each step restarts the wait).
+            self._layout_timer.reset()
 
     @work(thread=True, exclusive=True, group="graph-layout", exit_on_error=False)
     def _lay_out(self) -> None:
         """Lay out a large graph off the event loop (folding 1M nodes takes about half a second)."""
+        self._laying_out = True
+        _yield_cpu()
         self.post_message(self.LaidOut(layout(self.trace)))
 
     def _take_picture(self, picture: Layout) -> None:
@@ -354,3 +366,12 @@ class GraphCanvas(GraphView):
             if b in self.marks and lo >= 1:
                 text.stylize(self.component_style("graph-canvas--mark"), lo - 1, lo)
         return text
+
+
+def _yield_cpu() -> None:
+    """Lower this thread's CPU priority (Linux: a thread is a task with its own nice value), so that the keys
+    pressed while a large graph is laid out keep their speed on a busy machine; elsewhere, nothing."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass

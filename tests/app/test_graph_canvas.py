@@ -106,14 +106,21 @@ async def test_ready_queue_is_marked_in_pop_order(diamond):
 
 
 async def test_large_trace_is_laid_out_in_a_worker(monkeypatch):
-    """Above SYNC_NODES the panel says it is laying out, then draws the folded graph when the worker is done."""
+    """Above SYNC_NODES the panel says it is laying out, stepping does not start the worker (it waits for a
+    pause), and once the worker is done the folded graph is drawn."""
     import widgets.graph_canvas as canvas
 
     monkeypatch.setattr(canvas, "SYNC_NODES", 100)
+    monkeypatch.setattr(canvas, "IDLE_BEFORE_LAYOUT", 3600.0)  # the test starts the worker itself
     trace = graph_programs.loop(100)
     app = AgdbApp(trace=trace)
     async with app.run_test(size=(120, 40)) as pilot:
         graph = await _graph(app, pilot)
+        await pilot.press("l", "l")
+        await pilot.pause()
+        assert graph.picture is None and not graph._laying_out
+        assert _panel_text(graph).startswith("laying out 303 nodes…")
+        graph._lay_out()  # what the timer does when the user pauses
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert graph.picture is not None and graph.picture.is_folded
