@@ -49,6 +49,14 @@ COMPONENT_GAP = 4
 LABEL_MAX = 40
 """A folded box's label is cut to this many characters."""
 
+MAX_BOXES = 20_000
+"""A picture with more boxes than this (after folding) is not laid out: LayoutTooLarge."""
+MAX_DUMMIES = 50_000
+"""… nor one whose long edges pass more rows than this (dummies, counted with buses shared)."""
+MAX_CELLS = 300_000
+"""… nor one whose edges cross more cells than this: a graph that folds badly (an irregular, tangled one)
+would take seconds to route and draw as a wall of lines; the list and `agdb export --focus` serve it better."""
+
 UP, DOWN, LEFT, RIGHT, ARROW = 1, 2, 4, 8, 16
 """Direction bits of a cell: an edge leaves it upward, downward, leftward, rightward, or ends in it (`▼`)."""
 CHARS = {
@@ -57,6 +65,10 @@ CHARS = {
     UP | DOWN | LEFT | RIGHT: "┼", UP: "╵", DOWN: "╷", LEFT: "╴", RIGHT: "╶",
 }
 """The box-drawing character of each direction mask (a mask with ARROW draws `▼`)."""
+
+
+class LayoutTooLarge(ValueError):
+    """The graph would be too large or too tangled to draw in a terminal; the message says how large."""
 
 
 def cell_char(mask: int) -> str:
@@ -103,6 +115,10 @@ def layout(trace: Trace, folding: Folding | None = None) -> Layout:
     Args:
         folding: the boxes to draw; None folds as `agdb export --collapse` above FOLD_ABOVE nodes, else one box
             per node.
+
+    Raises:
+        LayoutTooLarge: more than MAX_BOXES boxes, MAX_DUMMIES rows passed by long edges, or MAX_CELLS cells of
+            edges; checked before each costly step, so giving up is quick.
     """
     n = trace.num_nodes
     nodes = np.arange(n, dtype=np.int64)
@@ -196,9 +212,12 @@ class _Layouter:
     def run(self) -> Layout:
         labels = box_labels(self.trace, self.f)
         widths = np.asarray([len(t) + 2 for t in labels], dtype=np.int64)
+        if self.num_boxes > MAX_BOXES:
+            raise LayoutTooLarge(f"{self.num_boxes:,} boxes after folding (at most {MAX_BOXES:,} are drawn)")
         layer = self._layers()
         top = int(layer.max(initial=0))
         row = top - layer  # row 0: the highest layer
+        self._check_dummies(row)
         items = self._items(row)
         width = self._place(items, widths)
         return self._route(items, widths, labels, layer, width)
@@ -234,6 +253,19 @@ class _Layouter:
                 if degree[p] == 0:
                     todo.append(p)
         return layer
+
+    def _check_dummies(self, row: np.ndarray) -> None:
+        """Count the dummies before making them: per child, the rows from under its highest parent to it."""
+        if not self.box_edges:
+            return
+        pairs = np.asarray(self.box_edges, dtype=np.int64)
+        highest = np.full(self.num_boxes, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(highest, pairs[:, 1], row[pairs[:, 0]])
+        has = highest < np.iinfo(np.int64).max
+        dummies = int(np.maximum(row[has] - highest[has] - 1, 0).sum())
+        if dummies > MAX_DUMMIES:
+            raise LayoutTooLarge(f"{self.num_boxes:,} boxes whose long edges pass {dummies:,} rows "
+                                 f"(at most {MAX_DUMMIES:,})")
 
     # items ----------------------------------------------------------------------------------------------------
     def _items(self, row: np.ndarray) -> _Items:
@@ -327,10 +359,14 @@ class _Layouter:
             y += 1 + (count + 1 if fans[r] else 0)
         height = y
         cells: dict[int, dict[int, int]] = {}
+        budget = [MAX_CELLS]
 
         def mark(x: int, line: int, bits: int) -> None:
             row_cells = cells.setdefault(line, {})
             row_cells[x] = row_cells.get(x, 0) | bits
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise LayoutTooLarge(f"{self.num_boxes:,} boxes whose edges cross more than {MAX_CELLS:,} cells")
 
         corners: dict[tuple[int, int], list[tuple[int, int]]] = {}
         for r in range(num_rows):

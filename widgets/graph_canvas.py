@@ -20,7 +20,7 @@ from textual.reactive import var
 from textual.strip import Strip
 from textual.timer import Timer
 
-from tracer.graph_layout import Layout, layout, line_text
+from tracer.graph_layout import Layout, LayoutTooLarge, layout, line_text
 from tracer.node_states import STATE_CODE, STATES
 from tracer.replay import EngineState
 from tracer.trace import Trace
@@ -58,14 +58,16 @@ class GraphCanvas(GraphView):
     class LaidOut(Message, bubble=False):
         """A worker finished laying out the graph."""
 
-        def __init__(self, layout: Layout) -> None:
+        def __init__(self, layout: Layout | None, why_not: str = "") -> None:
             super().__init__()
             self.picture = layout
+            self.why_not = why_not  # when there is no layout: why (LayoutTooLarge's message)
 
     def __init__(self, trace: Trace, **kwargs) -> None:
         super().__init__(trace, **kwargs)
         self.picture: Layout | None = None
         self._laying_out = False  # a worker is laying out the graph
+        self.cannot_draw = ""  # why the graph is not drawn (LayoutTooLarge), once a layout gave up
         self._layout_timer: Timer | None = None  # starts that worker when the user pauses
         self._state: EngineState | None = None
         self.box_codes = np.zeros(0, dtype=np.int8)  # per box, its state code at the step
@@ -93,10 +95,11 @@ class GraphCanvas(GraphView):
         super().show_state(state, selected)
 
     def rows_changed(self) -> None:
+        if self.drawn:
+            self._ensure_layout()  # may give up, and switch to the list
         if not self.drawn:
             super().rows_changed()
             return
-        self._ensure_layout()
         self._box_states()
         if self._postpone_if_hidden():
             return
@@ -107,7 +110,10 @@ class GraphCanvas(GraphView):
         if self.picture is not None:
             return
         if self.trace.num_nodes <= SYNC_NODES:
-            self._take_picture(layout(self.trace))
+            try:
+                self._take_picture(layout(self.trace))
+            except LayoutTooLarge as e:
+                self._give_up(str(e))
         elif self._layout_timer is None:
             self._layout_timer = self.set_timer(IDLE_BEFORE_LAYOUT, self._lay_out)
         elif not self._laying_out:
@@ -120,7 +126,10 @@ class GraphCanvas(GraphView):
         """Lay out a large graph off the event loop (folding 1M nodes takes about half a second)."""
         self._laying_out = True
         _yield_cpu()
-        self.post_message(self.LaidOut(layout(self.trace)))
+        try:
+            self.post_message(self.LaidOut(layout(self.trace)))
+        except LayoutTooLarge as e:
+            self.post_message(self.LaidOut(None, str(e)))
 
     def _take_picture(self, picture: Layout) -> None:
         """Keep the layout; a cursor nobody moved yet goes to the top left box, where the drawing starts (in the
@@ -130,8 +139,11 @@ class GraphCanvas(GraphView):
             self.set_reactive(GraphCanvas.cursor, self.row_of(int(picture.box_node[picture.reading[0]])))
 
     def on_graph_canvas_laid_out(self, message: LaidOut) -> None:
-        self._take_picture(message.picture)
         self._laying_out = False
+        if message.picture is None:
+            self._give_up(message.why_not)
+            return
+        self._take_picture(message.picture)
         if self.drawn:
             self._box_states()
             self._drawn_painted.clear()
@@ -139,6 +151,14 @@ class GraphCanvas(GraphView):
             self.scroll_to_row(self.cursor)
             self._marked = self._marked_boxes()
             self.refresh()
+
+    def _give_up(self, why: str) -> None:
+        """The graph cannot be drawn: say why, and show the list."""
+        self.cannot_draw = why
+        self.notify(f"the graph panel lists the nodes: the graph is too large to draw ({why}); "
+                    "e exports a picture (around the selected node, or folded)", severity="warning", timeout=10,
+                    markup=False)
+        self.drawn = False
 
     def _box_states(self) -> None:
         """Each box's state (a folded box: the state its nodes share, else running, ready or waiting if one of
@@ -191,6 +211,9 @@ class GraphCanvas(GraphView):
 
     def action_toggle_drawn(self) -> None:
         """Switch between the drawn graph and the list."""
+        if not self.drawn and self.cannot_draw:
+            self.notify(f"this graph is too large to draw: {self.cannot_draw}", severity="warning", markup=False)
+            return
         self.drawn = not self.drawn
 
     def action_pan(self, delta: int) -> None:

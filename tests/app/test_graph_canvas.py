@@ -126,3 +126,19 @@ async def test_large_trace_is_laid_out_in_a_worker(monkeypatch):
         assert graph.picture is not None and graph.picture.is_folded
         text = _panel_text(graph)
         assert "303 nodes in 4 boxes" in text and "[× 100: Mul·Add·Tanh]" in text
+
+
+async def test_graph_too_tangled_to_draw_falls_back_to_the_list(monkeypatch):
+    """A layout that gives up (LayoutTooLarge) leaves the panel listing the nodes, says why, and `v` stays there."""
+    import tracer.graph_layout as graph_layout
+
+    monkeypatch.setattr(graph_layout, "MAX_CELLS", 5)  # the diamond's edges cross more cells than that
+    app = AgdbApp(trace=graph_programs.diamond())
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        graph = await _graph(app, pilot)
+        assert not graph.drawn and "more than 5 cells" in graph.cannot_draw
+        assert _panel_text(graph).splitlines()[0].split()[0] == "SumBackward0"  # the list
+        await pilot.press("v")
+        await pilot.pause()
+        assert not graph.drawn
+        assert any("too large to draw" in n.message for n in app._notifications)

@@ -110,3 +110,16 @@ def test_reading_order_is_by_line_then_column(diamond):
     assert [lay.labels[b] for b in lay.reading] == [
         "SumBackward0 s4", "AddBackward0 s3", "SinBackward0 s1", "CosBackward0 s2", "ExpBackward0 s0",
         "AccumulateGrad"]
+
+
+def test_too_tangled_a_graph_is_refused_quickly(diamond, monkeypatch):
+    """Past MAX_CELLS cells of edges (or MAX_DUMMIES rows of long edges) the layout raises LayoutTooLarge,
+    whose message says how large the graph is."""
+    import tracer.graph_layout as graph_layout
+
+    monkeypatch.setattr(graph_layout, "MAX_CELLS", 10)
+    with pytest.raises(graph_layout.LayoutTooLarge, match="6 boxes whose edges cross more than 10 cells"):
+        layout(diamond)
+    monkeypatch.setattr(graph_layout, "MAX_DUMMIES", 0)
+    with pytest.raises(graph_layout.LayoutTooLarge, match="pass 1 rows"):
+        layout(graph_programs.skip())
