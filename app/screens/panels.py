@@ -19,7 +19,7 @@ from widgets.culprits import CulpritsView
 from widgets.dependencies import DependenciesView
 from widgets.event_log import EventLog
 from widgets.forward_backward import ForwardBackwardView
-from widgets.graph_view import GraphView
+from widgets.graph_canvas import GraphCanvas
 from widgets.joint_graph import JointGraphView
 from widgets.lazy_list import LazyList
 from widgets.node_inspector import NodeInspector
@@ -67,7 +67,7 @@ KIND_TEXT = {
 """How a panel's notice names the events of each kind."""
 
 PANELS = (
-    Panel("graph", "Graph", "backward graph", "1", GraphView, False,
+    Panel("graph", "Graph", "backward graph", "1", GraphCanvas, False,
           (Kind.NODE_CREATED, Kind.DEPENDENCIES_COMPUTED, Kind.NODE_STARTED, Kind.NODE_FINISHED)),
     Panel("queues", "Queues", "ready queues", "2", ReadyQueueView, False, (Kind.TASK_PUSHED, Kind.TASK_POPPED)),
     Panel("deps", "Deps", "dependencies and input buffers", "3", DependenciesView, False,
