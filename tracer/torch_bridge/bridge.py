@@ -1,0 +1,590 @@
+"""The bridge proper: records a real PyTorch run through the TraceBuilder. Imports torch (only ever imported from
+`tracer.torch_bridge.record`, so nothing else pulls torch in).
+
+What is observed, and how (docs/torch-bridge.md says it for users):
+- seq_nr culprits: a TorchFunctionMode reads the thread's counter (`torch.autograd._get_sequence_nr()`) before
+  and after each call; an increment is put on the user's line (the first frame outside torch and agdb) and its
+  nodes are named from the outputs' grad_fn and what they reach within the new range. Increments no mode can
+  see are caught where they happen: `Function.apply` (patched while recording: its PyNode takes the counter's
+  value at entry), the GraphRoot of a several-root backward and the Identity of an unreachable `inputs=` leaf
+  (named by rule when the call begins), the node hidden inside CopySlices (named after the in-place op).
+  Anything else shows up as a gap in the counter and is named once a graph walk meets the node.
+- the graph and every backward/autograd.grad call: `torch.autograd._engine_run_backward`, through which both
+  go, is wrapped while recording; it walks the graph from the roots, puts one pre- and one post-hook on each
+  node that has none of ours yet (so once per graph, not once per backward), and removes them all at the end.
+- what torch hides: model.EngineModel, fed by the hooks (NOTE [the model and the observed order]).
+
+NOTE [node identity]
+torch hands out a fresh Python wrapper for a node whenever it is read, and the wrappers are not weak-
+referenceable, so a node is known by what does not change: its (thread, seq_nr) for nodes that took a number,
+its leaf tensor (held weakly) for AccumulateGrad. Within one walk the wrappers are held, so two nodes that
+share a seq_nr (`_set_sequence_nr`) still get two keys. No wrapper outlives the call that read it.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+import weakref
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from ..builder import TraceBuilder
+from ..events import TensorSummary
+from ..schema import Kind
+from .model import UINT64_MAX, EngineModel, Graph, GraphTaskModel
+
+_seq = torch.autograd._get_sequence_nr
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_AGDB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tracer/
+_SKIP = (_TORCH_DIR, _AGDB_DIR)
+_ACC = "torch::autograd::AccumulateGrad"
+_BACKWARD = torch.Tensor.backward
+_mode_depth = torch._C._len_torch_function_stack
+_push_mode = torch._C._push_on_torch_function_stack
+_pop_mode = torch._C._pop_torch_function_stack
+
+OBSERVED = (Kind.SEQ_NR_BUMPED, Kind.GRAPH_TASK_STARTED, Kind.NODE_STARTED, Kind.NODE_FINISHED,
+            Kind.GRAD_ACCUMULATED, Kind.ERROR_RAISED, Kind.GRAPH_TASK_FINISHED)
+RECONSTRUCTED = (Kind.DEPENDENCIES_COMPUTED, Kind.EXEC_INFO_COMPUTED, Kind.TASK_PUSHED, Kind.TASK_POPPED,
+                 Kind.BUFFER_WRITTEN, Kind.GRAD_CAPTURED)
+PROVENANCE = {**{k: "observed" for k in OBSERVED}, **{k: "reconstructed" for k in RECONSTRUCTED}}
+"""Node creation is not an event of the bridge (nodes are described when a walk meets them), nor are hooks."""
+
+
+class _Emitter:
+    """The builder's event methods with this thread's row and CPU queue filled in (what the model writes to)."""
+
+    def __init__(self, builder: TraceBuilder, thread: int) -> None:
+        self.b, self.thread, self.queue = builder, thread, builder.queue(f"cpu:{thread}")
+
+    @property
+    def num_events(self) -> int:
+        return self.b.num_events
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.b, name)
+        if name in ("task_pushed", "task_popped"):
+            return lambda **kw: method(thread=self.thread, queue=self.queue, **kw)
+        return lambda **kw: method(thread=self.thread, **kw)
+
+
+class _Call:
+    """One backward()/autograd.grad() call in progress."""
+
+    __slots__ = ("gt", "before", "roots", "inputs", "identities", "multi", "keep_graph", "create_graph", "begun",
+                 "frame", "grads")
+
+    def __init__(self) -> None:
+        self.begun = False
+
+
+class _Local(threading.local):
+    def __init__(self) -> None:
+        self.row: int | None = None
+        self.last: int | None = None  # the counter after the last increment put on a line
+        self.calls: list[_Call] = []  # backward calls in progress on this thread, innermost last
+        self.model: EngineModel | None = None
+        self.pushed: list[int] = []  # nodes whose pre-hook put the mode back on (popped by their post-hook)
+
+
+class Bridge:
+    """Records a real PyTorch run while attached; `finish()` detaches and returns the Trace."""
+
+    def __init__(self, values: bool = True) -> None:
+        self.b = TraceBuilder(source="torch", provenance=PROVENANCE)
+        self.values = values  # summarise grads (False: shapes only, cheaper)
+        self._keys = itertools.count(1)
+        self._local = _Local()
+        self._lock = threading.Lock()
+        self._seq_keys: dict[tuple[int, int], int] = {}
+        self._acc_keys: dict[int, tuple[Any, int]] = {}  # id(leaf) -> (weakref to it, key)
+        self._bump_step: dict[int, int] = {}
+        self._is_acc: set[int] = set()
+        self._handles: dict[int, tuple[Any, Any]] = {}
+        self._frames: dict[tuple, int] = {}
+        self._skip: dict[Any, bool] = {}
+        self._params: dict[int, tuple[Any, str]] = {}
+        self._seen_modules: set[int] = set()
+        self._leaf_names: dict[int, str] = {}
+        self.divergences: list[dict] = []
+        self._gt_ids = itertools.count(1)
+        self._mode: TorchFunctionMode | None = None
+        self._restore: list = []
+
+    # -- attaching ------------------------------------------------------------------------------------------------
+    def attach(self) -> Bridge:
+        """Start recording on this thread (the mode is per thread; backward calls are caught on any)."""
+        import torch.autograd as ag
+        from torch.autograd.function import Function
+
+        original_run = ag._engine_run_backward
+        ag._engine_run_backward = self._wrap_run_backward(original_run)
+        self._restore.append(lambda: setattr(ag, "_engine_run_backward", original_run))
+        original_apply = Function.__dict__["apply"]
+        Function.apply = classmethod(self._wrap_apply(original_apply.__func__))
+        self._restore.append(lambda: setattr(Function, "apply", original_apply))
+        handle = torch.nn.modules.module.register_module_forward_pre_hook(self._module_seen)
+        self._restore.append(handle.remove)
+        self._local.last = _seq()
+        self._thread()
+        self._mode = _CulpritMode(self)
+        self._mode.__enter__()
+        return self
+
+    def detach(self) -> None:
+        """Stop recording and remove every hook the bridge put on a node."""
+        if self._mode is not None:
+            mode, self._mode = self._mode, None
+            mode.__exit__(None, None, None)
+        while self._restore:
+            self._restore.pop()()
+        for pre, post in self._handles.values():
+            pre.remove()
+            post.remove()
+        self._handles.clear()
+        self._acc_keys.clear()
+        self._params.clear()
+
+    def finish(self) -> Any:
+        """Detach and freeze the trace; what the model found (divergences) and the leaves' parameter names go in
+        its meta, by node index."""
+        self.detach()
+        b = self.b
+        index = {key: i for i, key in enumerate(sorted(set(b.node_facts) | set(b.bumps)))}
+        trace = b.finish()
+        names = {str(index[k]): v for k, v in self._leaf_names.items() if k in index}
+        trace.meta["parameter_names"] = names
+        trace.meta["divergences"] = [
+            {**d, "expected": index.get(d["expected"], -1) if d["expected"] else -1,
+             "observed": index.get(d["observed"], -1) if d["observed"] else -1} for d in self.divergences]
+        return trace
+
+    # -- small helpers -------------------------------------------------------------------------------------------
+    def _thread(self) -> int:
+        local = self._local
+        if local.row is None:
+            with self._lock:
+                local.row = self.b.thread(threading.current_thread().name)
+            local.model = EngineModel(_Emitter(self.b, local.row), self._diverged)
+            if local.last is None:
+                local.last = _seq()
+        return local.row
+
+    def _user_frame(self) -> int:
+        """The frame row of the innermost line outside torch and agdb (for `1 - x`, torch/overrides.py calls)."""
+        f = sys._getframe(2)
+        skip = self._skip
+        while f is not None:
+            code = f.f_code
+            inside = skip.get(code)
+            if inside is None:
+                inside = skip[code] = code.co_filename.startswith(_SKIP)
+            if not inside:
+                key = (code, f.f_lineno)
+                row = self._frames.get(key)
+                if row is None:
+                    row = self._frames[key] = self.b.frame(code.co_filename, f.f_lineno, code.co_name)
+                return row
+            f = f.f_back
+        return -1
+
+    def _bump(self, row: int, seq: int, name: str, frame: int) -> int:
+        key = next(self._keys)
+        self._seq_keys[(row, seq)] = key
+        self._bump_step[key] = self.b.num_events
+        self.b.seq_nr_bumped(thread=row, node=key, name=name, old=seq, seq_nr=seq + 1, frame=frame)
+        return key
+
+    def _catch_up(self, now: int, frame: int = -1) -> None:
+        """Increments no hook saw (nodes made by C++ during a backward, ...): put them on `frame`, unnamed until
+        a graph walk meets them."""
+        local = self._local
+        row = self._thread()
+        if local.calls and not local.calls[-1].begun:
+            self._begin(local.calls[-1], now)
+        last = local.last
+        if last is not None and now > last:
+            if frame < 0:
+                frame = self._user_frame()
+            for s in range(last, now):
+                self._bump(row, s, "?", frame)
+        local.last = now
+
+    def _module_seen(self, module: Any, args: Any) -> None:
+        """Parameters get their name from the first (outermost) module seen owning them."""
+        if id(module) in self._seen_modules:
+            return
+        self._seen_modules.add(id(module))
+        prefix = type(module).__name__
+        for name, p in module.named_parameters():
+            if id(p) not in self._params:
+                self._params[id(p)] = (weakref.ref(p), f"{prefix}.{name}")
+
+    def _diverged(self, d: Any) -> None:
+        self.divergences.append({"graph_task": d.graph_task, "step": d.step, "expected": d.expected,
+                                 "observed": d.observed})
+
+    # -- forward: culprits ---------------------------------------------------------------------------------------
+    def op_bumped(self, func: Any, out: Any, before: int, after: int) -> None:
+        """`func` took numbers before..after-1: name them from its outputs, put them on the user's line."""
+        local = self._local
+        if local.last is None or local.last < before:
+            self._catch_up(before)
+        start = max(before, local.last)  # a backward inside `func` already put its own on lines
+        row = self._thread()
+        names: dict[int, str] = {}
+        todo = []
+        for t in _tensors(out):
+            gf = t if hasattr(t, "_sequence_nr") else t.grad_fn
+            if gf is not None:
+                todo.append(gf)
+            if hasattr(t, "_is_view") and t._is_view() and t._base is not None and t._base.grad_fn is not None:
+                todo.append(t._base.grad_fn)  # CopySlices of an in-place op on a view sits on the base
+        while todo:
+            n = todo.pop()
+            s = n._sequence_nr()
+            if before <= s < after and s not in names:
+                names[s] = n.name()
+                todo.extend(c for c, _ in n.next_functions if c is not None)
+        op = getattr(func, "__name__", "") or ""
+        frame = self._user_frame()
+        for s in range(start, after):
+            name = names.get(s)
+            if name is None:
+                name = _hidden_name(op) if s == before else f"? (inside {op})"
+            self._bump(row, s, name, frame)
+        local.last = after
+
+    def function_applied(self, cls: type) -> None:
+        """A custom Function's apply begins: its PyNode takes the counter's value now."""
+        now = _seq()
+        if self._local.last != now:
+            self._catch_up(now)
+        self._bump(self._thread(), now, f"{cls.__name__}Backward", self._user_frame())
+        self._local.last = now + 1
+
+    def _wrap_apply(self, original: Any) -> Any:
+        bridge = self
+
+        def apply(cls, *args, **kwargs):
+            bridge.function_applied(cls)
+            return original(cls, *args, **kwargs)
+
+        return apply
+
+    # -- backward calls ------------------------------------------------------------------------------------------
+    def _wrap_run_backward(self, original: Any) -> Any:
+        bridge = self
+
+        def _engine_run_backward(t_outputs, *args, **kwargs):
+            call = bridge._call(t_outputs, args, kwargs)
+            if call is None:
+                return original(t_outputs, *args, **kwargs)
+            local = bridge._local
+            local.calls.append(call)
+            try:
+                result = original(t_outputs, *args, **kwargs)
+            except BaseException as e:
+                bridge._end(call, (type(e).__name__, str(e)), None)
+                raise
+            finally:
+                local.calls.remove(call)
+                if not local.calls:
+                    local.pushed.clear()  # after an error the engine already took the mode off
+            bridge._end(call, None, result)
+            return result
+
+        return _engine_run_backward
+
+    def _call(self, t_outputs: Any, args: tuple, kwargs: dict) -> _Call | None:
+        """Walk the graph a call is about to run and hook its nodes; None when torch will refuse the call."""
+        self._catch_up(_seq())
+        row = self._thread()
+        params = _run_args(args, kwargs)
+        roots = []
+        for t in t_outputs:
+            edge = _edge(t)
+            if edge is None:
+                return None  # torch raises "element i of tensors does not require grad"
+            roots.append(edge)
+        given = tuple(params["inputs"] or ())
+        inputs = [_input_edge(t) for t in given]
+        walked = self._walk([n for n, _ in roots] + [n for n, _ in inputs if n is not None], row)
+        for i, (n, _) in enumerate(inputs):
+            if n is None:  # a leaf: its AccumulateGrad if the walk met one (torch does not make one here)
+                known = self._acc_keys.get(id(given[i]))
+                if known is not None and known[0]() is given[i] and known[1] in walked.graph.seq:
+                    inputs[i] = (known[1], 0)
+        call = _Call()
+        call.before = _seq()
+        call.frame = self._user_frame()
+        call.roots = [(walked.key_of[id(n)], nr) for n, nr in roots]
+        call.inputs = [(n, nr) if isinstance(n, int) else (walked.key_of[id(n)], nr) if n is not None else (0, 0)
+                       for n, nr in inputs]
+        call.multi = len(roots) > 1
+        call.keep_graph = bool(params["retain_graph"])
+        call.create_graph = bool(params["create_graph"])
+        call.grads = tuple(self._value(g) for g in params["grad_tensors"] or ())
+        depth = len(self._local.calls)
+        graph = walked.graph
+        call.gt = GraphTaskModel(next(self._gt_ids), depth, graph, 0, (), (), params["accumulate_grad"], {})
+        return call
+
+    def _begin(self, call: _Call, now: int) -> None:
+        """The call's first sign of life: name the nodes the engine made (Identity, GraphRoot), then start the
+        model (dependencies, exec_info, the root's push)."""
+        call.begun = True
+        row = self._thread()
+        made = now - call.before
+        multi = 1 if call.multi else 0
+        s = call.before
+        inputs = list(call.inputs)
+        missing = [i for i, (k, _) in enumerate(inputs) if not k]
+        for j, i in enumerate(missing):
+            if j < made - multi:  # an unreachable leaf with no AccumulateGrad yet: torch made an Identity
+                key = self._bump(row, s, "torch::autograd::Identity", call.frame)
+                self.b.node(key, name="torch::autograd::Identity", seq_nr=s, thread=row, frame=call.frame)
+                s += 1
+            else:  # an unreachable leaf whose AccumulateGrad lives elsewhere
+                key = next(self._keys)
+                self.b.node(key, name=_ACC, seq_nr=UINT64_MAX, thread=row)
+            inputs[i] = (key, 0)
+        gt = call.gt
+        graph = gt.graph
+        if call.multi:
+            root = self._bump(row, s, "GraphRoot", call.frame)
+            graph.seq[root] = s
+            graph.edges[root] = tuple(call.roots)
+            self.b.node(root, name="GraphRoot", seq_nr=s, thread=row, next_edges=call.roots, num_inputs=0,
+                        frame=call.frame)
+            self._local.model.simulated.add(root)
+            gt.graph_root, gt.root_slots = root, ()
+            gt.root_grads = call.grads
+        else:
+            gt.graph_root, gt.root_slots = call.roots[0]
+            gt.root_slots = (gt.root_slots,)
+        self._local.last = now
+        gt.inputs = tuple(inputs)
+        gt.exec_info = bool(inputs)
+        gt.topo = graph.topological_nrs([gt.graph_root])
+        for key, topo in gt.topo.items():
+            facts = self.b.node_facts.get(key)
+            if facts is not None and facts[2] != topo:
+                self.b.node_facts[key] = facts[:2] + (topo,) + facts[3:]
+        self._local.model.start(gt, call.roots, call.keep_graph, call.create_graph)
+
+    def _end(self, call: _Call, error: tuple[str, str] | None, result: Any) -> None:
+        now = _seq()
+        if not call.begun:
+            self._begin(call, now)
+        self._catch_up(now, call.frame)
+        results = tuple(result) if isinstance(result, (tuple, list)) else ()
+
+        def captured(gt: Any, node: int, index: int) -> Any:
+            return self._value(results[index]) if index < len(results) else None
+
+        self._local.model.finish(call.gt, error, captured)
+
+    # -- hooks ---------------------------------------------------------------------------------------------------
+    def _pre(self, key: int, grad_outputs: tuple) -> None:
+        local = self._local
+        if not local.calls:
+            return  # a backward that began before recording
+        call = local.calls[-1]
+        now = _seq()
+        if not call.begun:
+            self._begin(call, now)
+        elif now != local.last:
+            self._catch_up(now)
+        local.model.node_started(call.gt, key, [self._value(g) for g in grad_outputs])
+        if self._mode is not None and _mode_depth() == 0:
+            # The engine runs nodes with no torch-function mode: put ours back for the node's own Python (a
+            # custom backward, a reentrant backward) so its increments get their lines. The engine restores
+            # the thread's state after each node, so a node that fails cannot leave the mode behind.
+            _push_mode(self._mode)
+            local.pushed.append(key)
+
+    def _post(self, key: int, grad_inputs: tuple, grad_outputs: tuple) -> None:
+        local = self._local
+        if local.pushed and local.pushed[-1] == key:
+            local.pushed.pop()
+            if _mode_depth():
+                _pop_mode()
+        if not local.calls:
+            return
+        gt = local.calls[-1].gt
+        if key in self._is_acc and grad_outputs and grad_outputs[0] is not None:
+            self.b.grad_accumulated(thread=local.row, graph_task=gt.id, node=key, grad=self._value(grad_outputs[0]))
+        local.model.node_finished(gt, key, [self._value(g) for g in grad_inputs], [g is not None for g in grad_inputs])
+
+    def _hook(self, n: Any, key: int) -> None:
+        held = self._handles.get(key)
+        if held is not None and held[0].hooks_dict_ref() is not None:
+            return  # this node already has ours: once per graph, not once per backward
+        pre, post = self._pre, self._post
+        self._handles[key] = (n.register_prehook(lambda g: pre(key, g)),
+                              n.register_hook(lambda gi, go: post(key, gi, go)))
+
+    # -- the graph -----------------------------------------------------------------------------------------------
+    def _walk(self, nodes: list, row: int) -> _Walk:
+        """Every node reachable from `nodes`: keys, facts for nodes new to the trace, hooks."""
+        walk = _Walk()
+        key_of = walk.key_of
+        held = []  # wrappers stay alive during the walk, so id() names one node (NOTE [node identity])
+        used: set[int] = set()
+        stack = [n for n in nodes if n is not None]
+        while stack:
+            n = stack.pop()
+            if id(n) in key_of:
+                continue
+            held.append(n)
+            key = self._key(n, row, used)
+            used.add(key)
+            key_of[id(n)] = key
+            stack.extend(c for c, _ in n.next_functions if c is not None)
+        graph = walk.graph
+        for n in held:
+            key = key_of[id(n)]
+            edges = tuple((key_of[id(c)] if c is not None else 0, nr) for c, nr in n.next_functions)
+            seq = n._sequence_nr()
+            graph.seq[key] = seq
+            graph.edges[key] = edges
+            for child, nr in edges:
+                if child and graph.num_inputs.get(child, 0) <= nr:
+                    graph.num_inputs[child] = nr + 1
+            self._hook(n, key)
+        b = self.b
+        for n in held:
+            key = key_of[id(n)]
+            facts = b.node_facts.get(key)
+            bump = b.bumps.get(key)
+            if facts is None or (bump is not None and bump[0] == "?"):
+                name = n.name()
+                if bump is not None and bump[0] != name:
+                    b.bumps[key] = (name,) + bump[1:]
+                b.node(key, name=name, seq_nr=graph.seq[key], thread=row, next_edges=graph.edges[key],
+                       num_inputs=graph.num_inputs.get(key, 1))
+                step = self._bump_step.get(key)
+                if step is not None:
+                    f = b.node_facts[key]
+                    b.node_facts[key] = f[:7] + (step,) + f[8:]
+        del held
+        return walk
+
+    def _key(self, n: Any, row: int, used: set[int]) -> int:
+        seq = n._sequence_nr()
+        if seq == UINT64_MAX:
+            var = getattr(n, "variable", None)
+            if var is None:
+                return next(self._keys)  # an Error node: no number, no leaf
+            known = self._acc_keys.get(id(var))
+            if known is not None and known[0]() is var:
+                return known[1]
+            key = next(self._keys)
+            self._acc_keys[id(var)] = (weakref.ref(var), key)
+            self._is_acc.add(key)
+            param = self._params.get(id(var))
+            if param is not None and param[0]() is var:
+                self._leaf_names[key] = param[1]
+            return key
+        key = self._seq_keys.get((row, seq))
+        if key is None or key in used:
+            key = next(self._keys)
+            self._seq_keys.setdefault((row, seq), key)
+        return key
+
+    def _value(self, t: Any) -> Any:
+        """What the trace keeps of a grad: a numpy view (the builder copies small ones, summarises others)."""
+        if t is None:
+            return None
+        if not self.values:
+            return TensorSummary(tuple(t.shape), str(t.dtype).removeprefix("torch."), str(t.device), (), False, False)
+        try:
+            return t.detach().numpy()
+        except (RuntimeError, TypeError):  # not on the CPU, or a dtype numpy lacks
+            return TensorSummary(tuple(t.shape), str(t.dtype).removeprefix("torch."), str(t.device), (), False,
+                                 False)
+
+
+class _Walk:
+    def __init__(self) -> None:
+        self.key_of: dict[int, int] = {}
+        self.graph = Graph({}, {}, {})
+
+
+class _CulpritMode(TorchFunctionMode):
+    """Reads the counter around every torch call; see Bridge.op_bumped."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        super().__init__()
+        self.bridge = bridge
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        before = _seq()
+        if func is _BACKWARD:  # the mode is off inside its own handler: keep it on for hooks and custom backwards
+            with self:
+                out = _tensor_backward(*args, **(kwargs or {}))
+        else:
+            out = func(*args, **kwargs) if kwargs else func(*args)
+        after = _seq()
+        if after != before:
+            self.bridge.op_bumped(func, out, before, after)
+        return out
+
+
+def _tensor_backward(self: Any, gradient: Any = None, retain_graph: Any = None, create_graph: bool = False,
+                     inputs: Any = None) -> None:
+    """What Tensor.backward does once past its own __torch_function__ check."""
+    torch.autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
+def _tensors(out: Any) -> list:
+    if isinstance(out, torch.Tensor) or hasattr(out, "_sequence_nr"):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for t in out if isinstance(t, torch.Tensor)]
+    return []
+
+
+def _hidden_name(op: str) -> str:
+    """The node an in-place op on a view makes and hides inside CopySlices: `mul_` -> MulBackward0."""
+    base = op.strip("_")
+    if not base or not op.endswith("_") or op.startswith("__"):
+        return f"? (inside {op})" if op else "?"
+    return "".join(part.capitalize() for part in base.split("_")) + "Backward0"
+
+
+def _edge(t: Any) -> tuple[Any, int] | None:
+    """The (node, input_nr) a backward root or input maps to (torch's gradient_edge)."""
+    if isinstance(t, torch.autograd.graph.GradientEdge):
+        return (t.node, t.output_nr)
+    if t.grad_fn is not None:
+        return (t.grad_fn, t.output_nr)
+    if t.requires_grad:
+        return (torch.autograd.graph.get_gradient_edge(t).node, 0)  # torch makes the leaf's AccumulateGrad too
+    return None
+
+
+def _input_edge(t: Any) -> tuple[Any, int]:
+    """An `inputs=` entry's edge; a leaf with no AccumulateGrad gets none here (torch then makes an Identity)."""
+    if isinstance(t, torch.autograd.graph.GradientEdge):
+        return (t.node, t.output_nr)
+    if t.grad_fn is not None:
+        return (t.grad_fn, t.output_nr)
+    return (None, 0)
+
+
+def _run_args(args: tuple, kwargs: dict) -> dict:
+    """`_engine_run_backward(outputs, grads, retain_graph, create_graph, inputs, allow_unused, accumulate_grad=)`."""
+    names = ("grad_tensors", "retain_graph", "create_graph", "inputs", "allow_unused", "accumulate_grad")
+    params = dict(zip(names, args, strict=False))
+    params.update(kwargs)
+    params.setdefault("accumulate_grad", True)
+    for name in names:
+        params.setdefault(name, None)
+    return params
+
