@@ -18,6 +18,7 @@ from tracer.replay import Replay
 from tracer.state_json import state_to_json
 from tracer.tracefile import TraceFormatError, load, save
 
+from . import torch_cli
 from .show import DEFAULT_LIMIT, StdoutConsole, print_state, short
 
 err = Console(stderr=True, highlight=False)
@@ -134,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="a source file the culprit view may show, for a trace recorded before agdb stored "
                              "source lines in traces (repeatable)")
     opener.set_defaults(func=_cmd_open)
+    torch_cli.add_commands(sub)
     return p
 
 
@@ -143,7 +145,8 @@ def _torch_flags(parser: argparse.ArgumentParser) -> None:
                        help="let the script's `import torch` get agdb's engine (the default when the script "
                             "imports torch)")
     which.add_argument("--real-torch", dest="as_torch", action="store_const", const=False,
-                       help="let the script use real torch (agdb cannot record its autograd yet)")
+                       help="let the script use real torch, unrecorded (--torch records it)")
+    torch_cli.add_torch_flag(which)
 
 
 def _record(script: str, script_args: list[str], as_torch: bool | None, on_os_exit=None):
