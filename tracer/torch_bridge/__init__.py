@@ -32,17 +32,19 @@ def available() -> bool:
 
 
 @contextmanager
-def record(values: bool = True) -> Iterator[Any]:
+def record(values: bool = True, defer: bool = False) -> Iterator[Any]:
     """Record the block's PyTorch work on this thread; `.trace` holds the Trace once the block ends.
 
     values: keep each grad's first values and NaN/inf flags (False: shapes and dtypes only, a little faster).
+    defer: reconstruct what torch hides when the block ends rather than after each backward call (the program
+    runs faster, but every grad it computes stays alive until then).
     Deep graphs: run the block in `run_with_big_stack` (torch frees a deep graph recursively).
     """
     if not available():
         raise TorchMissing(INSTALL_HINT)
     from .bridge import Bridge
 
-    bridge = Bridge(values=values).attach()
+    bridge = Bridge(values=values, defer=defer).attach()
     handle = _RecordingHandle(bridge)
     try:
         yield handle

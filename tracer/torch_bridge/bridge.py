@@ -43,6 +43,7 @@ _AGDB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _SKIP = (_TORCH_DIR, _AGDB_DIR)
 _ACC = "torch::autograd::AccumulateGrad"
 _BACKWARD = torch.Tensor.backward
+_PY_NODE = torch.autograd.function.BackwardCFunction  # the node of a custom Function: its backward is Python
 _mode_depth = torch._C._len_torch_function_stack
 _push_mode = torch._C._push_on_torch_function_stack
 _pop_mode = torch._C._pop_torch_function_stack
@@ -73,38 +74,58 @@ class _Emitter:
 
 
 class _Call:
-    """One backward()/autograd.grad() call in progress."""
+    """One backward()/autograd.grad() call: what the walk found before it ran (the rest is in the log)."""
 
-    __slots__ = ("gt", "before", "roots", "inputs", "identities", "multi", "keep_graph", "create_graph", "begun",
-                 "frame", "grads")
+    __slots__ = ("gt", "before", "roots", "inputs", "multi", "keep_graph", "create_graph", "begun", "frame", "grads")
 
     def __init__(self) -> None:
         self.begun = False
 
 
-class _Local(threading.local):
-    def __init__(self) -> None:
-        self.row: int | None = None
-        self.last: int | None = None  # the counter after the last increment put on a line
-        self.calls: list[_Call] = []  # backward calls in progress on this thread, innermost last
-        self.model: EngineModel | None = None
+# Log entries (NOTE [observe now, reconstruct later]): tuples whose first item is one of these.
+_CALL, _PRE, _POST, _BUMP, _END = range(5)
+
+
+class _State:
+    """One thread's recording state."""
+
+    def __init__(self, row: int, model: EngineModel, now: int) -> None:
+        self.row = row
+        self.model = model
+        self.last = now  # the counter as accounted for by the time of the last observation
+        self.rlast = now  # the counter as accounted for by the reconstruction
+        self.calls: list[_Call] = []  # backward calls in progress, innermost last
+        self.log: list[tuple] = []  # observations not reconstructed yet
         self.pushed: list[int] = []  # nodes whose pre-hook put the mode back on (popped by their post-hook)
 
 
 class Bridge:
-    """Records a real PyTorch run while attached; `finish()` detaches and returns the Trace."""
+    """Records a real PyTorch run while attached; `finish()` detaches and returns the Trace.
 
-    def __init__(self, values: bool = True) -> None:
+    NOTE [observe now, reconstruct later]
+    While a backward runs, the hooks only append what they see to the thread's log (a tuple each: the node, its
+    grads, the counter), so that a recorded backward costs about what bare Python hooks cost. Walking the
+    model of the engine, summarising grads and writing events happens afterwards, when the outermost backward
+    call returns (or, with `defer`, when the recording ends: cheaper while the program runs, but every grad of
+    every backward stays alive until then). Increments of the counter seen while a log is pending go into the
+    log too, so the trace keeps the order in which things happened.
+    """
+
+    def __init__(self, values: bool = True, defer: bool = False) -> None:
         self.b = TraceBuilder(source="torch", provenance=PROVENANCE)
         self.values = values  # summarise grads (False: shapes only, cheaper)
+        self.defer = defer
         self._keys = itertools.count(1)
-        self._local = _Local()
+        self._local = threading.local()
+        self._states: list[_State] = []
         self._lock = threading.Lock()
         self._seq_keys: dict[tuple[int, int], int] = {}
         self._acc_keys: dict[int, tuple[Any, int]] = {}  # id(leaf) -> (weakref to it, key)
         self._bump_step: dict[int, int] = {}
+        self._unnamed: set[int] = set()  # bumped as `?`: a walk that meets the node names it
         self._is_acc: set[int] = set()
         self._handles: dict[int, tuple[Any, Any]] = {}
+        self._walks: dict[tuple, Graph] = {}  # start nodes' keys -> the graph walked from them
         self._frames: dict[tuple, int] = {}
         self._skip: dict[Any, bool] = {}
         self._params: dict[int, tuple[Any, str]] = {}
@@ -129,23 +150,26 @@ class Bridge:
         self._restore.append(lambda: setattr(Function, "apply", original_apply))
         handle = torch.nn.modules.module.register_module_forward_pre_hook(self._module_seen)
         self._restore.append(handle.remove)
-        self._local.last = _seq()
-        self._thread()
+        self._state()
         self._mode = _CulpritMode(self)
         self._mode.__enter__()
         return self
 
     def detach(self) -> None:
-        """Stop recording and remove every hook the bridge put on a node."""
+        """Stop recording, reconstruct what is pending, and remove every hook the bridge put on a node."""
         if self._mode is not None:
             mode, self._mode = self._mode, None
             mode.__exit__(None, None, None)
         while self._restore:
             self._restore.pop()()
+        for state in self._states:
+            if state.log and not state.calls:
+                self._replay(state)
         for pre, post in self._handles.values():
             pre.remove()
             post.remove()
         self._handles.clear()
+        self._walks.clear()
         self._acc_keys.clear()
         self._params.clear()
 
@@ -164,15 +188,16 @@ class Bridge:
         return trace
 
     # -- small helpers -------------------------------------------------------------------------------------------
-    def _thread(self) -> int:
-        local = self._local
-        if local.row is None:
-            with self._lock:
-                local.row = self.b.thread(threading.current_thread().name)
-            local.model = EngineModel(_Emitter(self.b, local.row), self._diverged)
-            if local.last is None:
-                local.last = _seq()
-        return local.row
+    def _state(self) -> _State:
+        try:
+            return self._local.state
+        except AttributeError:
+            pass
+        with self._lock:
+            row = self.b.thread(threading.current_thread().name)
+        state = self._local.state = _State(row, EngineModel(_Emitter(self.b, row), self._diverged), _seq())
+        self._states.append(state)
+        return state
 
     def _user_frame(self) -> int:
         """The frame row of the innermost line outside torch and agdb (for `1 - x`, torch/overrides.py calls)."""
@@ -193,26 +218,41 @@ class Bridge:
         return -1
 
     def _bump(self, row: int, seq: int, name: str, frame: int) -> int:
-        key = next(self._keys)
-        self._seq_keys[(row, seq)] = key
+        """Write one increment; a node a walk already met keeps its key (and its name, if ours is a guess)."""
+        key = self._seq_keys.get((row, seq))
+        if key is None:
+            key = self._seq_keys[(row, seq)] = next(self._keys)
+        else:
+            facts = self.b.node_facts.get(key)
+            if facts is not None and name.startswith("?"):
+                name = facts[0]
         self._bump_step[key] = self.b.num_events
+        if name.startswith("?"):
+            self._unnamed.add(key)
         self.b.seq_nr_bumped(thread=row, node=key, name=name, old=seq, seq_nr=seq + 1, frame=frame)
         return key
 
-    def _catch_up(self, now: int, frame: int = -1) -> None:
-        """Increments no hook saw (nodes made by C++ during a backward, ...): put them on `frame`, unnamed until
-        a graph walk meets them."""
-        local = self._local
-        row = self._thread()
-        if local.calls and not local.calls[-1].begun:
-            self._begin(local.calls[-1], now)
-        last = local.last
-        if last is not None and now > last:
-            if frame < 0:
-                frame = self._user_frame()
-            for s in range(last, now):
-                self._bump(row, s, "?", frame)
-        local.last = now
+    def _bumps(self, state: _State, start: int, after: int, names: Any, frame: int) -> None:
+        """Increments start..after-1 on `frame`, named by `names` (a list, or one name for the first)."""
+        if state.log or state.calls:  # keep the order of a pending log (NOTE [observe now, reconstruct later])
+            state.log.append((_BUMP, start, after, names, frame))
+            return
+        self._emit_bumps(state, start, after, names, frame)
+
+    def _emit_bumps(self, state: _State, start: int, after: int, names: Any, frame: int) -> None:
+        self._gap(state, start, frame)
+        for s in range(start, after):
+            self._bump(state.row, s, names[s - start] if isinstance(names, list) else names, frame)
+            if not isinstance(names, list):
+                names = "?"
+        state.rlast = max(state.rlast, after)
+
+    def _gap(self, state: _State, now: int, frame: int) -> None:
+        """Increments nobody saw (nodes C++ made during a backward, ...): unnamed until a walk meets them."""
+        for s in range(state.rlast, now):
+            self._bump(state.row, s, "?", frame)
+        if now > state.rlast:
+            state.rlast = now
 
     def _module_seen(self, module: Any, args: Any) -> None:
         """Parameters get their name from the first (outermost) module seen owning them."""
@@ -231,41 +271,25 @@ class Bridge:
     # -- forward: culprits ---------------------------------------------------------------------------------------
     def op_bumped(self, func: Any, out: Any, before: int, after: int) -> None:
         """`func` took numbers before..after-1: name them from its outputs, put them on the user's line."""
-        local = self._local
-        if local.last is None or local.last < before:
-            self._catch_up(before)
-        start = max(before, local.last)  # a backward inside `func` already put its own on lines
-        row = self._thread()
-        names: dict[int, str] = {}
-        todo = []
-        for t in _tensors(out):
-            gf = t if hasattr(t, "_sequence_nr") else t.grad_fn
-            if gf is not None:
-                todo.append(gf)
-            if hasattr(t, "_is_view") and t._is_view() and t._base is not None and t._base.grad_fn is not None:
-                todo.append(t._base.grad_fn)  # CopySlices of an in-place op on a view sits on the base
-        while todo:
-            n = todo.pop()
-            s = n._sequence_nr()
-            if before <= s < after and s not in names:
-                names[s] = n.name()
-                todo.extend(c for c, _ in n.next_functions if c is not None)
-        op = getattr(func, "__name__", "") or ""
+        state = self._state()
+        start = before if before > state.last else state.last  # a backward inside `func` accounted for its own
+        state.last = after
+        if start >= after:
+            return
         frame = self._user_frame()
-        for s in range(start, after):
-            name = names.get(s)
-            if name is None:
-                name = _hidden_name(op) if s == before else f"? (inside {op})"
-            self._bump(row, s, name, frame)
-        local.last = after
+        if after - start == 1 and type(out) is torch.Tensor:  # the common case: one op, one node
+            gf = out.grad_fn
+            if gf is not None and gf._sequence_nr() == start:
+                self._bumps(state, start, after, gf.name(), frame)
+                return
+        self._bumps(state, start, after, _names(func, out, start, after), frame)
 
     def function_applied(self, cls: type) -> None:
         """A custom Function's apply begins: its PyNode takes the counter's value now."""
+        state = self._state()
         now = _seq()
-        if self._local.last != now:
-            self._catch_up(now)
-        self._bump(self._thread(), now, f"{cls.__name__}Backward", self._user_frame())
-        self._local.last = now + 1
+        state.last = now + 1
+        self._bumps(state, now, now + 1, f"{cls.__name__}Backward", self._user_frame())
 
     def _wrap_apply(self, original: Any) -> Any:
         bridge = self
@@ -281,29 +305,33 @@ class Bridge:
         bridge = self
 
         def _engine_run_backward(t_outputs, *args, **kwargs):
-            call = bridge._call(t_outputs, args, kwargs)
+            state = bridge._state()
+            call = bridge._call(state, t_outputs, args, kwargs)
             if call is None:
                 return original(t_outputs, *args, **kwargs)
-            local = bridge._local
-            local.calls.append(call)
+            log = state.log
+            log.append((_CALL, call))
+            state.calls.append(call)
             try:
                 result = original(t_outputs, *args, **kwargs)
             except BaseException as e:
-                bridge._end(call, (type(e).__name__, str(e)), None)
+                log.append((_END, call, (type(e).__name__, str(e)), None, _seq()))
                 raise
+            else:
+                log.append((_END, call, None, result, _seq()))
             finally:
-                local.calls.remove(call)
-                if not local.calls:
-                    local.pushed.clear()  # after an error the engine already took the mode off
-            bridge._end(call, None, result)
+                state.calls.remove(call)
+                state.last = _seq()  # the reconstruction accounts for every increment up to here
+                if not state.calls:
+                    state.pushed.clear()  # after an error the engine already took the mode off
+                    if not bridge.defer:
+                        bridge._replay(state)
             return result
 
         return _engine_run_backward
 
-    def _call(self, t_outputs: Any, args: tuple, kwargs: dict) -> _Call | None:
+    def _call(self, state: _State, t_outputs: Any, args: tuple, kwargs: dict) -> _Call | None:
         """Walk the graph a call is about to run and hook its nodes; None when torch will refuse the call."""
-        self._catch_up(_seq())
-        row = self._thread()
         params = _run_args(args, kwargs)
         roots = []
         for t in t_outputs:
@@ -312,33 +340,106 @@ class Bridge:
                 return None  # torch raises "element i of tensors does not require grad"
             roots.append(edge)
         given = tuple(params["inputs"] or ())
-        inputs = [_input_edge(t) for t in given]
-        walked = self._walk([n for n, _ in roots] + [n for n, _ in inputs if n is not None], row)
+        inputs: list = [_input_edge(t) for t in given]
+        starts = [n for n, _ in roots] + [n for n, _ in inputs if n is not None]
+        graph = self._cached(state, starts)
+        if graph is None:
+            walked = self._walk(state, starts)
+            graph = walked.graph
+            key_of = walked.key_of
+            self._remember(starts, key_of, graph)
+        else:
+            key_of = {id(n): self._key(n, state.row, set())[0] for n in starts}
         for i, (n, _) in enumerate(inputs):
             if n is None:  # a leaf: its AccumulateGrad if the walk met one (torch does not make one here)
                 known = self._acc_keys.get(id(given[i]))
-                if known is not None and known[0]() is given[i] and known[1] in walked.graph.seq:
+                if known is not None and known[0]() is given[i] and known[1] in graph.seq:
                     inputs[i] = (known[1], 0)
         call = _Call()
         call.before = _seq()
         call.frame = self._user_frame()
-        call.roots = [(walked.key_of[id(n)], nr) for n, nr in roots]
-        call.inputs = [(n, nr) if isinstance(n, int) else (walked.key_of[id(n)], nr) if n is not None else (0, 0)
+        call.roots = [(key_of[id(n)], nr) for n, nr in roots]
+        call.inputs = [(n, nr) if isinstance(n, int) else (key_of[id(n)], nr) if n is not None else (0, 0)
                        for n, nr in inputs]
         call.multi = len(roots) > 1
         call.keep_graph = bool(params["retain_graph"])
         call.create_graph = bool(params["create_graph"])
-        call.grads = tuple(self._value(g) for g in params["grad_tensors"] or ())
-        depth = len(self._local.calls)
-        graph = walked.graph
-        call.gt = GraphTaskModel(next(self._gt_ids), depth, graph, 0, (), (), params["accumulate_grad"], {})
+        call.grads = tuple(params["grad_tensors"] or ())
+        call.gt = GraphTaskModel(next(self._gt_ids), len(state.calls), graph, 0, (), (), params["accumulate_grad"], {})
         return call
 
-    def _begin(self, call: _Call, now: int) -> None:
+    def _cached(self, state: _State, starts: list) -> Graph | None:
+        """The graph a former call walked from the same nodes, while they live (a live node keeps everything below
+        it alive and unchanged): a second backward over a retained graph does not walk it again."""
+        keys = tuple(self._key(n, state.row, set())[0] for n in starts)
+        found = self._walks.get(keys)
+        if found is None:
+            return None
+        for key in keys:
+            held = self._handles.get(key)
+            if held is None or held[0].hooks_dict_ref() is None:
+                del self._walks[keys]
+                return None
+        return found
+
+    def _remember(self, starts: list, key_of: dict, graph: Graph) -> None:
+        if len(self._walks) >= 64:  # forget the walks of graphs that are gone
+            for keys in list(self._walks):
+                if any(self._handles.get(k) is None or self._handles[k][0].hooks_dict_ref() is None for k in keys):
+                    del self._walks[keys]
+        self._walks[tuple(key_of[id(n)] for n in starts)] = graph
+
+    # -- reconstruction ------------------------------------------------------------------------------------------
+    def _replay(self, state: _State) -> None:
+        """Run the log through the model: events in the order things happened."""
+        log, state.log = state.log, []
+        model = state.model
+        stack: list[_Call] = []
+        values = self._value
+        for entry in log:
+            kind = entry[0]
+            if kind == _PRE:
+                if not stack:
+                    continue
+                call = stack[-1]
+                now = entry[3]
+                if not call.begun:
+                    self._begin(state, call, now)
+                elif now > state.rlast:
+                    self._gap(state, now, call.frame)
+                model.node_started(call.gt, entry[1], [values(g) for g in entry[2]])
+            elif kind == _POST:
+                if not stack:
+                    continue
+                gt, key, grad_inputs, grad_outputs = stack[-1].gt, entry[1], entry[2], entry[3]
+                if key in self._is_acc and grad_outputs and grad_outputs[0] is not None:
+                    self.b.grad_accumulated(thread=state.row, graph_task=gt.id, node=key,
+                                            grad=values(grad_outputs[0]))
+                model.node_finished(gt, key, [values(g) for g in grad_inputs], [g is not None for g in grad_inputs])
+            elif kind == _BUMP:
+                _, start, after, names, frame = entry
+                if stack and not stack[-1].begun:
+                    self._begin(state, stack[-1], start)
+                self._emit_bumps(state, start, after, names, frame)
+            elif kind == _CALL:
+                call = entry[1]
+                self._gap(state, call.before, call.frame)
+                stack.append(call)
+            else:  # _END
+                _, call, error, result, now = entry
+                if not call.begun:
+                    self._begin(state, call, now)
+                self._gap(state, now, call.frame)
+                results = tuple(result) if isinstance(result, (tuple, list)) else ()
+                model.finish(call.gt, error, lambda gt, node, i, r=results: values(r[i]) if i < len(r) else None)
+                stack.remove(call)
+
+    def _begin(self, state: _State, call: _Call, now: int) -> None:
         """The call's first sign of life: name the nodes the engine made (Identity, GraphRoot), then start the
         model (dependencies, exec_info, the root's push)."""
         call.begun = True
-        row = self._thread()
+        row = state.row
+        self._gap(state, call.before, call.frame)
         made = now - call.before
         multi = 1 if call.multi else 0
         s = call.before
@@ -361,141 +462,143 @@ class Bridge:
             graph.edges[root] = tuple(call.roots)
             self.b.node(root, name="GraphRoot", seq_nr=s, thread=row, next_edges=call.roots, num_inputs=0,
                         frame=call.frame)
-            self._local.model.simulated.add(root)
+            s += 1
+            state.model.simulated.add(root)
             gt.graph_root, gt.root_slots = root, ()
-            gt.root_grads = call.grads
+            gt.root_grads = tuple(self._value(g) for g in call.grads)
         else:
-            gt.graph_root, gt.root_slots = call.roots[0]
-            gt.root_slots = (gt.root_slots,)
-        self._local.last = now
+            gt.graph_root, slot = call.roots[0]
+            gt.root_slots = (slot,)
+        state.rlast = max(state.rlast, s)
         gt.inputs = tuple(inputs)
         gt.exec_info = bool(inputs)
         gt.topo = graph.topological_nrs([gt.graph_root])
+        facts_of = self.b.node_facts
         for key, topo in gt.topo.items():
-            facts = self.b.node_facts.get(key)
+            facts = facts_of.get(key)
             if facts is not None and facts[2] != topo:
-                self.b.node_facts[key] = facts[:2] + (topo,) + facts[3:]
-        self._local.model.start(gt, call.roots, call.keep_graph, call.create_graph)
-
-    def _end(self, call: _Call, error: tuple[str, str] | None, result: Any) -> None:
-        now = _seq()
-        if not call.begun:
-            self._begin(call, now)
-        self._catch_up(now, call.frame)
-        results = tuple(result) if isinstance(result, (tuple, list)) else ()
-
-        def captured(gt: Any, node: int, index: int) -> Any:
-            return self._value(results[index]) if index < len(results) else None
-
-        self._local.model.finish(call.gt, error, captured)
+                facts_of[key] = facts[:2] + (topo,) + facts[3:]
+        state.model.start(gt, call.roots, call.keep_graph, call.create_graph)
 
     # -- hooks ---------------------------------------------------------------------------------------------------
-    def _pre(self, key: int, grad_outputs: tuple) -> None:
-        local = self._local
-        if not local.calls:
-            return  # a backward that began before recording
-        call = local.calls[-1]
-        now = _seq()
-        if not call.begun:
-            self._begin(call, now)
-        elif now != local.last:
-            self._catch_up(now)
-        local.model.node_started(call.gt, key, [self._value(g) for g in grad_outputs])
-        if self._mode is not None and _mode_depth() == 0:
-            # The engine runs nodes with no torch-function mode: put ours back for the node's own Python (a
-            # custom backward, a reentrant backward) so its increments get their lines. The engine restores
-            # the thread's state after each node, so a node that fails cannot leave the mode behind.
-            _push_mode(self._mode)
-            local.pushed.append(key)
-
-    def _post(self, key: int, grad_inputs: tuple, grad_outputs: tuple) -> None:
-        local = self._local
-        if local.pushed and local.pushed[-1] == key:
-            local.pushed.pop()
-            if _mode_depth():
-                _pop_mode()
-        if not local.calls:
-            return
-        gt = local.calls[-1].gt
-        if key in self._is_acc and grad_outputs and grad_outputs[0] is not None:
-            self.b.grad_accumulated(thread=local.row, graph_task=gt.id, node=key, grad=self._value(grad_outputs[0]))
-        local.model.node_finished(gt, key, [self._value(g) for g in grad_inputs], [g is not None for g in grad_inputs])
-
     def _hook(self, n: Any, key: int) -> None:
         held = self._handles.get(key)
         if held is not None and held[0].hooks_dict_ref() is not None:
             return  # this node already has ours: once per graph, not once per backward
-        pre, post = self._pre, self._post
-        self._handles[key] = (n.register_prehook(lambda g: pre(key, g)),
-                              n.register_hook(lambda gi, go: post(key, gi, go)))
+        local, mode = self._local, self._mode
+
+        if not isinstance(n, _PY_NODE):  # a C++ node runs no Python of its own: log and return
+            def pre(grad_outputs):
+                local.state.log.append((_PRE, key, grad_outputs, _seq()))
+
+            def post(grad_inputs, grad_outputs):
+                local.state.log.append((_POST, key, grad_inputs, grad_outputs))
+        else:
+            def pre(grad_outputs):
+                state = local.state
+                state.log.append((_PRE, key, grad_outputs, _seq()))
+                if not _mode_depth() and mode is not None:
+                    # The engine runs nodes with no torch-function mode: put ours back for a custom Function's
+                    # backward (its ops, a reentrant backward) so its increments get their lines. The engine
+                    # restores the thread's state after each node, so a node that fails cannot leave it behind.
+                    _push_mode(mode)
+                    state.pushed.append(key)
+
+            def post(grad_inputs, grad_outputs):
+                state = local.state
+                if state.pushed and state.pushed[-1] == key:
+                    state.pushed.pop()
+                    if _mode_depth():
+                        _pop_mode()
+                state.log.append((_POST, key, grad_inputs, grad_outputs))
+
+        self._handles[key] = (n.register_prehook(pre), n.register_hook(post))
 
     # -- the graph -----------------------------------------------------------------------------------------------
-    def _walk(self, nodes: list, row: int) -> _Walk:
-        """Every node reachable from `nodes`: keys, facts for nodes new to the trace, hooks."""
+    def _walk(self, state: _State, nodes: list) -> _Walk:
+        """Every node reachable from `nodes`, in one pass: keys, edges, hooks, and facts for nodes new to the trace."""
+        row = state.row
         walk = _Walk()
         key_of = walk.key_of
+        graph = walk.graph
+        seq_of, edges_of, inputs_of = graph.seq, graph.edges, graph.num_inputs
         held = []  # wrappers stay alive during the walk, so id() names one node (NOTE [node identity])
         used: set[int] = set()
-        stack = [n for n in nodes if n is not None]
+        stack = []
+        key_fn, hook, facts_of = self._key, self._hook, self.b.node_facts
+        for n in nodes:
+            if n is not None and id(n) not in key_of:
+                key, seq = key_fn(n, row, used)
+                key_of[id(n)] = key
+                seq_of[key] = seq
+                held.append(n)
+                stack.append((n, key))
+        new = []
         while stack:
-            n = stack.pop()
-            if id(n) in key_of:
-                continue
-            held.append(n)
-            key = self._key(n, row, used)
-            used.add(key)
-            key_of[id(n)] = key
-            stack.extend(c for c, _ in n.next_functions if c is not None)
-        graph = walk.graph
-        for n in held:
-            key = key_of[id(n)]
-            edges = tuple((key_of[id(c)] if c is not None else 0, nr) for c, nr in n.next_functions)
-            seq = n._sequence_nr()
-            graph.seq[key] = seq
-            graph.edges[key] = edges
-            for child, nr in edges:
-                if child and graph.num_inputs.get(child, 0) <= nr:
-                    graph.num_inputs[child] = nr + 1
-            self._hook(n, key)
-        b = self.b
-        for n in held:
-            key = key_of[id(n)]
-            facts = b.node_facts.get(key)
-            bump = b.bumps.get(key)
-            if facts is None or (bump is not None and bump[0] == "?"):
-                name = n.name()
-                if bump is not None and bump[0] != name:
-                    b.bumps[key] = (name,) + bump[1:]
-                b.node(key, name=name, seq_nr=graph.seq[key], thread=row, next_edges=graph.edges[key],
-                       num_inputs=graph.num_inputs.get(key, 1))
-                step = self._bump_step.get(key)
-                if step is not None:
-                    f = b.node_facts[key]
-                    b.node_facts[key] = f[:7] + (step,) + f[8:]
-        del held
+            n, key = stack.pop()
+            edges = []
+            for c, nr in n.next_functions:
+                if c is None:
+                    edges.append((0, nr))
+                    continue
+                ck = key_of.get(id(c))
+                if ck is None:
+                    ck, cseq = key_fn(c, row, used)
+                    key_of[id(c)] = ck
+                    seq_of[ck] = cseq
+                    held.append(c)
+                    stack.append((c, ck))
+                edges.append((ck, nr))
+                if inputs_of.get(ck, 0) <= nr:
+                    inputs_of[ck] = nr + 1
+            edges_of[key] = tuple(edges)
+            hook(n, key)
+            if key not in facts_of or key in self._unnamed:
+                new.append((n, key))
+        self._describe(new, graph, row)
+        del held, new
         return walk
 
-    def _key(self, n: Any, row: int, used: set[int]) -> int:
+    def _describe(self, new: list, graph: Graph, row: int) -> None:
+        """Node facts for nodes the trace has not described yet (and the real name of a node bumped as `?`)."""
+        b = self.b
+        facts_of, bumps = b.node_facts, b.bumps
+        for n, key in new:
+            name = n.name()
+            bump = bumps.get(key)
+            if bump is not None and bump[0] != name:
+                bumps[key] = (name,) + bump[1:]
+            self._unnamed.discard(key)
+            b.node(key, name=name, seq_nr=graph.seq[key], thread=row, next_edges=graph.edges[key],
+                   num_inputs=graph.num_inputs.get(key, 1))
+            step = self._bump_step.get(key)
+            if step is not None:
+                f = facts_of[key]
+                facts_of[key] = f[:7] + (step,) + f[8:]
+
+    def _key(self, n: Any, row: int, used: set[int]) -> tuple[int, int]:
+        """(key, seq_nr) of a node (NOTE [node identity])."""
         seq = n._sequence_nr()
         if seq == UINT64_MAX:
             var = getattr(n, "variable", None)
             if var is None:
-                return next(self._keys)  # an Error node: no number, no leaf
+                return next(self._keys), seq  # an Error node: no number, no leaf
             known = self._acc_keys.get(id(var))
             if known is not None and known[0]() is var:
-                return known[1]
+                return known[1], seq
             key = next(self._keys)
             self._acc_keys[id(var)] = (weakref.ref(var), key)
             self._is_acc.add(key)
             param = self._params.get(id(var))
             if param is not None and param[0]() is var:
                 self._leaf_names[key] = param[1]
-            return key
+            return key, seq
         key = self._seq_keys.get((row, seq))
         if key is None or key in used:
             key = next(self._keys)
             self._seq_keys.setdefault((row, seq), key)
-        return key
+        used.add(key)
+        return key, seq
 
     def _value(self, t: Any) -> Any:
         """What the trace keeps of a grad: a numpy view (the builder copies small ones, summarises others)."""
@@ -540,6 +643,28 @@ def _tensor_backward(self: Any, gradient: Any = None, retain_graph: Any = None, 
                      inputs: Any = None) -> None:
     """What Tensor.backward does once past its own __torch_function__ check."""
     torch.autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
+def _names(func: Any, out: Any, start: int, after: int) -> list[str]:
+    """Names of the nodes `func` made (seq_nrs start..after-1), from its outputs' grad_fn and what they reach in
+    that range; the node an in-place op on a view hides inside CopySlices is named after the op."""
+    names: dict[int, str] = {}
+    todo = []
+    for t in _tensors(out):
+        is_node = hasattr(t, "_sequence_nr")
+        gf = t if is_node else t.grad_fn
+        if gf is not None:
+            todo.append(gf)
+        if not is_node and t._is_view() and t._base is not None and t._base.grad_fn is not None:
+            todo.append(t._base.grad_fn)  # CopySlices of an in-place op on a view sits on the base
+    while todo:
+        n = todo.pop()
+        s = n._sequence_nr()
+        if start <= s < after and s not in names:
+            names[s] = n.name()
+            todo.extend(c for c, _ in n.next_functions if c is not None)
+    op = getattr(func, "__name__", "") or ""
+    return [names.get(s) or (_hidden_name(op) if s == start else f"? (inside {op})") for s in range(start, after)]
 
 
 def _tensors(out: Any) -> list:
