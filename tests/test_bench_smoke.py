@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -198,3 +200,18 @@ def test_show_bench_quick_writes_json(tmp_path):
     assert len(data["checks"]) == 5
     for check in data["checks"]:
         assert check["cpu_s"] > 0 and check["bytes"] > 0 and isinstance(check["met"], bool)
+
+
+def test_torch_bridge_bench_quick_writes_json(tmp_path):
+    """`bench/torch_bridge.py --quick --json` measures the bridge on a 1k-node chain and a wide graph: every ratio
+    and per-node cost positive, and the model predicted every order (no divergence)."""
+    pytest.importorskip("torch")
+    stdout, data = _run_bench(tmp_path, "torch_bridge.py", "--quick")
+    assert "hook registration" in stdout and "backward" in stdout
+    assert [r["graph"] for r in data["rows"]] == ["chain", "wide"]
+    for r in data["rows"]:
+        assert r["nodes"] >= 1000 and r["divergences"] == 0 and r["events"] > r["nodes"]
+        for key in ("forward_ratio", "registration_us_per_node", "backward_ratio", "bare_hooks_ratio",
+                    "reconstruction_us_per_node"):
+            assert r[key] > 0, key
+    assert len(data["checks"]) == 6 and all(isinstance(c["met"], bool) for c in data["checks"])

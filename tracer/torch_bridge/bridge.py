@@ -22,12 +22,15 @@ share a seq_nr (`_set_sequence_nr`) still get two keys. No wrapper outlives the 
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+import gc
 import itertools
 import os
 import sys
 import threading
 import weakref
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -48,38 +51,42 @@ _mode_depth = torch._C._len_torch_function_stack
 _push_mode = torch._C._push_on_torch_function_stack
 _pop_mode = torch._C._pop_torch_function_stack
 
-OBSERVED = (Kind.SEQ_NR_BUMPED, Kind.GRAPH_TASK_STARTED, Kind.NODE_STARTED, Kind.NODE_FINISHED,
+OBSERVED = (Kind.SEQ_NR_BUMPED, Kind.NODE_CREATED, Kind.GRAPH_TASK_STARTED, Kind.NODE_STARTED, Kind.NODE_FINISHED,
             Kind.GRAD_ACCUMULATED, Kind.ERROR_RAISED, Kind.GRAPH_TASK_FINISHED)
 RECONSTRUCTED = (Kind.DEPENDENCIES_COMPUTED, Kind.EXEC_INFO_COMPUTED, Kind.TASK_PUSHED, Kind.TASK_POPPED,
                  Kind.BUFFER_WRITTEN, Kind.GRAD_CAPTURED)
 PROVENANCE = {**{k: "observed" for k in OBSERVED}, **{k: "reconstructed" for k in RECONSTRUCTED}}
-"""Node creation is not an event of the bridge (nodes are described when a walk meets them), nor are hooks."""
+"""Hooks are not events of the bridge (its own are not the user's); a node's creation is its seq_nr increment, or,
+for a node that took none (AccumulateGrad) or was made before recording, the walk that first met it."""
 
 
 class _Emitter:
     """The builder's event methods with this thread's row and CPU queue filled in (what the model writes to)."""
 
     def __init__(self, builder: TraceBuilder, thread: int) -> None:
-        self.b, self.thread, self.queue = builder, thread, builder.queue(f"cpu:{thread}")
+        self.b = builder
+        queue = builder.queue(f"cpu:{thread}")
+        for name in ("graph_task_started", "dependencies_computed", "exec_info_computed", "buffer_written",
+                     "node_started", "node_finished", "grad_captured", "grad_accumulated", "error_raised",
+                     "graph_task_finished"):
+            setattr(self, name, functools.partial(getattr(builder, name), thread=thread))
+        for name in ("task_pushed", "task_popped"):
+            setattr(self, name, functools.partial(getattr(builder, name), thread=thread, queue=queue))
 
     @property
     def num_events(self) -> int:
         return self.b.num_events
 
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.b, name)
-        if name in ("task_pushed", "task_popped"):
-            return lambda **kw: method(thread=self.thread, queue=self.queue, **kw)
-        return lambda **kw: method(thread=self.thread, **kw)
-
 
 class _Call:
     """One backward()/autograd.grad() call: what the walk found before it ran (the rest is in the log)."""
 
-    __slots__ = ("gt", "before", "roots", "inputs", "multi", "keep_graph", "create_graph", "begun", "frame", "grads")
+    __slots__ = ("gt", "before", "roots", "inputs", "multi", "keep_graph", "create_graph", "begun", "frame", "grads",
+                 "hooked")
 
     def __init__(self) -> None:
         self.begun = False
+        self.hooked: list[int] = []  # keys whose hooks this call put on a graph it frees: removed after it
 
 
 # Log entries (NOTE [observe now, reconstruct later]): tuples whose first item is one of these.
@@ -119,13 +126,13 @@ class Bridge:
         self._local = threading.local()
         self._states: list[_State] = []
         self._lock = threading.Lock()
-        self._seq_keys: dict[tuple[int, int], int] = {}
+        self._seq_keys: dict[int, int] = {}  # seq_nr << 16 | thread row -> key
         self._acc_keys: dict[int, tuple[Any, int]] = {}  # id(leaf) -> (weakref to it, key)
-        self._bump_step: dict[int, int] = {}
         self._unnamed: set[int] = set()  # bumped as `?`: a walk that meets the node names it
         self._is_acc: set[int] = set()
         self._handles: dict[int, tuple[Any, Any]] = {}
         self._walks: dict[tuple, Graph] = {}  # start nodes' keys -> the graph walked from them
+        self._new_hooks: list[int] = []  # keys hooked by the walk in progress
         self._frames: dict[tuple, int] = {}
         self._skip: dict[Any, bool] = {}
         self._params: dict[int, tuple[Any, str]] = {}
@@ -219,17 +226,19 @@ class Bridge:
 
     def _bump(self, row: int, seq: int, name: str, frame: int) -> int:
         """Write one increment; a node a walk already met keeps its key (and its name, if ours is a guess)."""
-        key = self._seq_keys.get((row, seq))
+        key = self._seq_keys.get(seq << 16 | row)
         if key is None:
-            key = self._seq_keys[(row, seq)] = next(self._keys)
+            key = self._seq_keys[seq << 16 | row] = next(self._keys)
         else:
             facts = self.b.node_facts.get(key)
             if facts is not None and name.startswith("?"):
                 name = facts[0]
-        self._bump_step[key] = self.b.num_events
         if name.startswith("?"):
             self._unnamed.add(key)
-        self.b.seq_nr_bumped(thread=row, node=key, name=name, old=seq, seq_nr=seq + 1, frame=frame)
+        b = self.b
+        b.seq_nr_bumped(thread=row, node=key, name=name, old=seq, seq_nr=seq + 1, frame=frame)
+        if key not in b.node_facts:  # its edges come when a walk meets it (_describe)
+            b.node_created(thread=row, node=key, name=name, seq_nr=seq, topological_nr=0, frame=frame)
         return key
 
     def _bumps(self, state: _State, start: int, after: int, names: Any, frame: int) -> None:
@@ -313,7 +322,8 @@ class Bridge:
             log.append((_CALL, call))
             state.calls.append(call)
             try:
-                result = original(t_outputs, *args, **kwargs)
+                with _gc_paused():  # the hooks' log would make every full collection walk it
+                    result = original(t_outputs, *args, **kwargs)
             except BaseException as e:
                 log.append((_END, call, (type(e).__name__, str(e)), None, _seq()))
                 raise
@@ -321,6 +331,7 @@ class Bridge:
                 log.append((_END, call, None, result, _seq()))
             finally:
                 state.calls.remove(call)
+                bridge._unhook(call.hooked)
                 state.last = _seq()  # the reconstruction accounts for every increment up to here
                 if not state.calls:
                     state.pushed.clear()  # after an error the engine already took the mode off
@@ -333,6 +344,7 @@ class Bridge:
     def _call(self, state: _State, t_outputs: Any, args: tuple, kwargs: dict) -> _Call | None:
         """Walk the graph a call is about to run and hook its nodes; None when torch will refuse the call."""
         params = _run_args(args, kwargs)
+        call = _Call()
         roots = []
         for t in t_outputs:
             edge = _edge(t)
@@ -344,10 +356,16 @@ class Bridge:
         starts = [n for n, _ in roots] + [n for n, _ in inputs if n is not None]
         graph = self._cached(state, starts)
         if graph is None:
-            walked = self._walk(state, starts)
+            self._new_hooks = []
+            with _gc_paused():  # a walk allocates per node, and no cycles: no collection in the middle
+                walked = self._walk(state, starts)
             graph = walked.graph
             key_of = walked.key_of
-            self._remember(starts, key_of, graph)
+            if params["retain_graph"]:  # a graph kept for another backward keeps its walk and its hooks
+                self._remember(starts, key_of, graph)
+            else:
+                call.hooked = self._new_hooks
+            self._new_hooks = []
         else:
             key_of = {id(n): self._key(n, state.row, set())[0] for n in starts}
         for i, (n, _) in enumerate(inputs):
@@ -355,7 +373,6 @@ class Bridge:
                 known = self._acc_keys.get(id(given[i]))
                 if known is not None and known[0]() is given[i] and known[1] in graph.seq:
                     inputs[i] = (known[1], 0)
-        call = _Call()
         call.before = _seq()
         call.frame = self._user_frame()
         call.roots = [(key_of[id(n)], nr) for n, nr in roots]
@@ -367,6 +384,14 @@ class Bridge:
         call.grads = tuple(params["grad_tensors"] or ())
         call.gt = GraphTaskModel(next(self._gt_ids), len(state.calls), graph, 0, (), (), params["accumulate_grad"], {})
         return call
+
+    def _unhook(self, keys: list[int]) -> None:
+        handles = self._handles
+        for key in keys:
+            held = handles.pop(key, None)
+            if held is not None:
+                held[0].remove()
+                held[1].remove()
 
     def _cached(self, state: _State, starts: list) -> Graph | None:
         """The graph a former call walked from the same nodes, while they live (a live node keeps everything below
@@ -392,6 +417,10 @@ class Bridge:
     # -- reconstruction ------------------------------------------------------------------------------------------
     def _replay(self, state: _State) -> None:
         """Run the log through the model: events in the order things happened."""
+        with torch._C.DisableTorchFunction(), _gc_paused():  # our own tensor calls; no cycles made here
+            self._replay_log(state)
+
+    def _replay_log(self, state: _State) -> None:
         log, state.log = state.log, []
         model = state.model
         stack: list[_Call] = []
@@ -415,7 +444,11 @@ class Bridge:
                 if key in self._is_acc and grad_outputs and grad_outputs[0] is not None:
                     self.b.grad_accumulated(thread=state.row, graph_task=gt.id, node=key,
                                             grad=values(grad_outputs[0]))
-                model.node_finished(gt, key, [values(g) for g in grad_inputs], [g is not None for g in grad_inputs])
+                if self.values:
+                    model.node_finished(gt, key, [values(g) for g in grad_inputs],
+                                        [g is not None for g in grad_inputs])
+                else:  # grad_inputs holds whether each was defined
+                    model.node_finished(gt, key, [None] * len(grad_inputs), grad_inputs)
             elif kind == _BUMP:
                 _, start, after, names, frame = entry
                 if stack and not stack[-1].begun:
@@ -487,7 +520,13 @@ class Bridge:
             return  # this node already has ours: once per graph, not once per backward
         local, mode = self._local, self._mode
 
-        if not isinstance(n, _PY_NODE):  # a C++ node runs no Python of its own: log and return
+        if not self.values:  # keep no grad alive: only which outputs were defined
+            def pre(grad_outputs):
+                local.state.log.append((_PRE, key, (), _seq()))
+
+            def post(grad_inputs, grad_outputs):
+                local.state.log.append((_POST, key, tuple([g is not None for g in grad_inputs]), ()))
+        elif not isinstance(n, _PY_NODE):  # a C++ node runs no Python of its own: log and return
             def pre(grad_outputs):
                 local.state.log.append((_PRE, key, grad_outputs, _seq()))
 
@@ -513,6 +552,7 @@ class Bridge:
                 state.log.append((_POST, key, grad_inputs, grad_outputs))
 
         self._handles[key] = (n.register_prehook(pre), n.register_hook(post))
+        self._new_hooks.append(key)
 
     # -- the graph -----------------------------------------------------------------------------------------------
     def _walk(self, state: _State, nodes: list) -> _Walk:
@@ -569,12 +609,15 @@ class Bridge:
             if bump is not None and bump[0] != name:
                 bumps[key] = (name,) + bump[1:]
             self._unnamed.discard(key)
-            b.node(key, name=name, seq_nr=graph.seq[key], thread=row, next_edges=graph.edges[key],
-                   num_inputs=graph.num_inputs.get(key, 1))
-            step = self._bump_step.get(key)
-            if step is not None:
+            old = facts_of.get(key)
+            if old is None:  # met first by a walk (an AccumulateGrad, or a node made before recording)
+                b.node_created(thread=row, node=key, name=name, seq_nr=graph.seq[key], topological_nr=0,
+                               next_edges=graph.edges[key], num_inputs=graph.num_inputs.get(key, 1))
+            else:  # made while recording: its edges now, its creation step and line as they were
+                b.node(key, name=name, seq_nr=graph.seq[key], thread=old[4], next_edges=graph.edges[key],
+                       num_inputs=graph.num_inputs.get(key, 1), frame=old[6])
                 f = facts_of[key]
-                facts_of[key] = f[:7] + (step,) + f[8:]
+                facts_of[key] = f[:7] + (old[7],) + f[8:]
 
     def _key(self, n: Any, row: int, used: set[int]) -> tuple[int, int]:
         """(key, seq_nr) of a node (NOTE [node identity])."""
@@ -593,10 +636,10 @@ class Bridge:
             if param is not None and param[0]() is var:
                 self._leaf_names[key] = param[1]
             return key, seq
-        key = self._seq_keys.get((row, seq))
+        key = self._seq_keys.get(seq << 16 | row)
         if key is None or key in used:
             key = next(self._keys)
-            self._seq_keys.setdefault((row, seq), key)
+            self._seq_keys.setdefault(seq << 16 | row, key)
         used.add(key)
         return key, seq
 
@@ -643,6 +686,18 @@ def _tensor_backward(self: Any, gradient: Any = None, retain_graph: Any = None, 
                      inputs: Any = None) -> None:
     """What Tensor.backward does once past its own __torch_function__ check."""
     torch.autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic collection inside: allocating much that is all acyclic would make each full collection walk it."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _names(func: Any, out: Any, start: int, after: int) -> list[str]:
