@@ -34,10 +34,10 @@ def _watcher(log):
     return watch, hooked
 
 
-def _record(program):
+def _record(program, **options):
     log: list = []
     watch, hooked = _watcher(log)
-    with torch_bridge.record() as rec:
+    with torch_bridge.record(**options) as rec:
         program(watch)
     hooked.clear()
     return rec.trace, log
@@ -52,9 +52,10 @@ def _started(trace):
     return out
 
 
+@pytest.mark.parametrize("options", [{}, {"values": False, "defer": True}], ids=["default", "no-values-deferred"])
 @pytest.mark.parametrize("program", torch_programs.PROGRAMS, ids=lambda p: p.__name__)
-def test_recorded_order_is_the_observed_order_and_the_model_predicts_it(program):
-    trace, log = _record(program)
+def test_recorded_order_is_the_observed_order_and_the_model_predicts_it(program, options):
+    trace, log = _record(program, **options)
     assert log, "the program ran no node"
     assert _started(trace) == log
     assert trace.meta["divergences"] == []
@@ -152,3 +153,28 @@ def test_a_diverging_order_is_reported():
     model.node_finished(gt, 1, (None, None), (True, True))
     model.node_started(gt, 2, ())  # the model expects 3 (seq 4) before 2 (seq 3)
     assert [(d.expected, d.observed) for d in found] == [(3, 2)]
+
+
+def test_grads_in_and_out_are_summarised():
+    """The diamond's root gets 1.0 and hands 1.0 on; AccumulateGrad records the leaf's grad (torch's own)."""
+    trace, _ = _record(torch_programs.diamond)
+    started = trace[int(trace.steps_of(Kind.NODE_STARTED)[0])]
+    assert started.node_name == "SumBackward0" and started.inputs[0].preview == (1.0,)
+    accumulated = trace[int(trace.steps_of(Kind.GRAD_ACCUMULATED)[0])]
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    y = x.exp()
+    (y.sin() + y.cos()).sum().backward()
+    assert accumulated.grad.preview == pytest.approx(tuple(x.grad.tolist()))
+
+
+def test_the_model_reconstructs_pushes_and_dependencies():
+    """Diamond: Exp waits for both branches (dependency 2, its buffer written twice: the second an accumulation)."""
+    trace, _ = _record(torch_programs.diamond)
+    deps = trace[int(trace.steps_of(Kind.DEPENDENCIES_COMPUTED)[0])].dependencies
+    names = {trace.node(n).name: c for n, c in deps}
+    assert names["ExpBackward0"] == 2
+    writes = [trace[int(s)] for s in trace.steps_of(Kind.BUFFER_WRITTEN)]
+    exp_writes = [w.is_accumulation for w in writes if w.node_name == "ExpBackward0"]
+    assert exp_writes == [False, True]
+    pushes = [trace[int(s)].node_name for s in trace.steps_of(Kind.TASK_PUSHED)]
+    assert pushes.count("ExpBackward0") == 1
