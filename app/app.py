@@ -187,6 +187,9 @@ class AgdbApp(App[None]):
         # for_display: node names, files and source lines from a trace are shown with control characters escaped
         self.push_screen(StepScreen(message.trace.for_display(), title, message.script_error,
                                     source_files=self.source_files))
+        from tracer.torch_bridge import divergence_text  # a bridge trace may say where agdb's model of the engine
+        if diverged := divergence_text(message.trace):  # and torch's order differed (docs/torch-bridge.md)
+            self.notify(diverged, title="agdb's model and torch disagree", severity="warning", timeout=20)
 
     @on(TraceFailed)
     def _failed(self, message: TraceFailed) -> None:

@@ -112,3 +112,28 @@ def test_without_torch_the_bridge_commands_say_how_to_install_it(tmp_path, capsy
         with torch_bridge.record():
             pass
     assert torch_cli.BRIDGE == "bridge"
+
+
+async def test_the_tui_opens_a_bridge_trace_and_says_where_the_model_diverged():
+    """Every panel steps through a real torch run; a divergence in the trace is announced with its step."""
+    pytest.importorskip("torch")
+    from app.app import AgdbApp
+    from app.screens.step import StepScreen
+    from tests.tracer import torch_programs
+    from tracer import Trace
+
+    with torch_bridge.record() as rec:
+        torch_programs.two_roots(lambda *tensors: None)
+    trace = rec.trace
+    meta = dict(trace.meta, divergences=[{"graph_task": 1, "step": 9, "expected": 1, "observed": 2}])
+    app = AgdbApp(trace=Trace(trace.columns, list(trace.strings), meta))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, StepScreen)
+        await pilot.press("G")
+        for key in "12345678":
+            await pilot.press(key)
+            await pilot.pause()
+        assert not [n for n in app._notifications if n.severity == "error"]
+        warned = [n.message for n in app._notifications if n.severity == "warning"]
+        assert any("step 9, graph task 1: the model expected" in m for m in warned), warned

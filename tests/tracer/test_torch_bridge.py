@@ -178,3 +178,15 @@ def test_the_model_reconstructs_pushes_and_dependencies():
     assert exp_writes == [False, True]
     pushes = [trace[int(s)].node_name for s in trace.steps_of(Kind.TASK_PUSHED)]
     assert pushes.count("ExpBackward0") == 1
+
+
+def test_divergences_are_said_in_words():
+    from tracer import Trace
+
+    trace, _ = _record(torch_programs.diamond)
+    assert torch_bridge.divergence_text(trace) == ""
+    meta = dict(trace.meta, divergences=[{"graph_task": 1, "step": 12, "expected": 2, "observed": 1}])
+    fake = Trace(trace.columns, list(trace.strings), meta)
+    text = torch_bridge.divergence_text(fake)
+    assert text == (f"step 12, graph task 1: the model expected {trace.node(2).name}, torch ran "
+                    f"{trace.node(1).name}")

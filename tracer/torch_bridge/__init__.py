@@ -81,3 +81,17 @@ def run_with_big_stack(fn: Callable[[], T], stack_size: int = BIG_STACK, name: s
     if "error" in result:
         raise result["error"]
     return result["value"]
+
+
+def divergence_text(trace: Any, limit: int = 3) -> str:
+    """Where agdb's model of the engine and the observed order differed in a bridge trace ("" when nowhere)."""
+    found = trace.meta.get("divergences") or []
+    lines = []
+    for d in found[:limit]:
+        expected = trace.node(d["expected"]).name if d.get("expected", -1) >= 0 else "no more nodes"
+        observed = trace.node(d["observed"]).name if d.get("observed", -1) >= 0 else "nothing more"
+        lines.append(f"step {d['step']}, graph task {d['graph_task']}: the model expected {expected}, torch ran "
+                     f"{observed}")
+    if len(found) > limit:
+        lines.append(f"… and {len(found) - limit} more")
+    return "\n".join(lines)
