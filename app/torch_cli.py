@@ -58,8 +58,17 @@ def _cmd_torch(args: argparse.Namespace) -> int:
     if not torch_bridge.available():
         cli._fail(f"agdb torch runs real PyTorch, which is not installed. {torch_bridge.INSTALL_HINT}")
         return 1
-    args.as_torch = BRIDGE
-    return cli._cmd_record(args)
+    output = cli._output_file(args.output)
+    if output is None:
+        return 1
+    run = cli._record(args.script, args.script_args, BRIDGE,
+                      on_os_exit=lambda run: cli._save_run(run, output, args.output))
+    status = cli._save_run(run, output, args.output)
+    diverged = torch_bridge.divergence_text(run.trace)
+    if diverged:
+        sys.stderr.write("agdb: agdb's model of the engine and torch's order disagree (docs/torch-bridge.md):\n"
+                         + "".join(f"  {_printable(line)}\n" for line in diverged.split("\n")))
+    return status
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:

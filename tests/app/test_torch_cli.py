@@ -137,3 +137,13 @@ async def test_the_tui_opens_a_bridge_trace_and_says_where_the_model_diverged():
         assert not [n for n in app._notifications if n.severity == "error"]
         warned = [n.message for n in app._notifications if n.severity == "warning"]
         assert any("step 9, graph task 1: the model expected" in m for m in warned), warned
+
+
+def test_agdb_torch_says_when_the_model_diverged(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("torch")
+    script = tmp_path / "m.py"
+    script.write_text(SCRIPT)
+    monkeypatch.setattr(torch_bridge, "divergence_text", lambda trace: "step 3, graph task 1: the model expected A")
+    code, _, err = agdb(["torch", script, "-o", tmp_path / "t.agdb"], capsys)
+    assert code == 0
+    assert "disagree" in err and "  step 3, graph task 1: the model expected A\n" in err

@@ -190,3 +190,28 @@ def test_divergences_are_said_in_words():
     text = torch_bridge.divergence_text(fake)
     assert text == (f"step 12, graph task 1: the model expected {trace.node(2).name}, torch ran "
                     f"{trace.node(1).name}")
+
+
+def test_a_failure_of_the_bridge_never_fails_the_program():
+    """If the bridge's own walk breaks, the backward still runs (unrecorded) and the trace says why."""
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    with torch_bridge.record() as rec:
+        def broken(*args):
+            raise RuntimeError("walk broke")
+
+        rec.bridge._walk = broken
+        (x * 3).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+    assert rec.trace.meta["bridge_errors"] == ["RuntimeError: walk broke"]
+    assert len(rec.trace.steps_of(Kind.GRAPH_TASK_STARTED)) == 0
+
+
+def test_torch_is_left_as_it_was():
+    """After the recording: no mode on the stack, Function.apply and the engine entry point restored."""
+    from torch.autograd.function import Function
+
+    apply, run = Function.__dict__["apply"], torch.autograd._engine_run_backward
+    with torch_bridge.record():
+        assert torch._C._len_torch_function_stack() == 1
+    assert torch._C._len_torch_function_stack() == 0
+    assert Function.__dict__["apply"] is apply and torch.autograd._engine_run_backward is run

@@ -139,6 +139,7 @@ class Bridge:
         self._seen_modules: set[int] = set()
         self._leaf_names: dict[int, str] = {}
         self.divergences: list[dict] = []
+        self.failures: list[str] = []  # the bridge's own errors: that backward ran unrecorded (meta["bridge_errors"])
         self._gt_ids = itertools.count(1)
         self._mode: TorchFunctionMode | None = None
         self._restore: list = []
@@ -189,6 +190,8 @@ class Bridge:
         trace = b.finish()
         names = {str(index[k]): v for k, v in self._leaf_names.items() if k in index}
         trace.meta["parameter_names"] = names
+        if self.failures:
+            trace.meta["bridge_errors"] = self.failures[:20]
         trace.meta["divergences"] = [
             {**d, "expected": index.get(d["expected"], -1) if d["expected"] else -1,
              "observed": index.get(d["observed"], -1) if d["observed"] else -1} for d in self.divergences]
@@ -315,7 +318,11 @@ class Bridge:
 
         def _engine_run_backward(t_outputs, *args, **kwargs):
             state = bridge._state()
-            call = bridge._call(state, t_outputs, args, kwargs)
+            try:
+                call = bridge._call(state, t_outputs, args, kwargs)
+            except Exception as e:  # noqa: BLE001 - agdb's failure must not become the program's
+                bridge.failures.append(f"{type(e).__name__}: {e}")
+                call = None
             if call is None:
                 return original(t_outputs, *args, **kwargs)
             log = state.log
@@ -522,19 +529,33 @@ class Bridge:
 
         if not self.values:  # keep no grad alive: only which outputs were defined
             def pre(grad_outputs):
-                local.state.log.append((_PRE, key, (), _seq()))
+                try:
+                    local.state.log.append((_PRE, key, (), _seq()))
+                except AttributeError:  # a thread the bridge has not seen: nothing to log into
+                    pass
 
             def post(grad_inputs, grad_outputs):
-                local.state.log.append((_POST, key, tuple([g is not None for g in grad_inputs]), ()))
+                try:
+                    local.state.log.append((_POST, key, tuple([g is not None for g in grad_inputs]), ()))
+                except AttributeError:
+                    pass
         elif not isinstance(n, _PY_NODE):  # a C++ node runs no Python of its own: log and return
             def pre(grad_outputs):
-                local.state.log.append((_PRE, key, grad_outputs, _seq()))
+                try:
+                    local.state.log.append((_PRE, key, grad_outputs, _seq()))
+                except AttributeError:  # a thread the bridge has not seen: nothing to log into
+                    pass
 
             def post(grad_inputs, grad_outputs):
-                local.state.log.append((_POST, key, grad_inputs, grad_outputs))
+                try:
+                    local.state.log.append((_POST, key, grad_inputs, grad_outputs))
+                except AttributeError:
+                    pass
         else:
             def pre(grad_outputs):
-                state = local.state
+                state = getattr(local, "state", None)
+                if state is None:
+                    return
                 state.log.append((_PRE, key, grad_outputs, _seq()))
                 if not _mode_depth() and mode is not None:
                     # The engine runs nodes with no torch-function mode: put ours back for a custom Function's
@@ -544,7 +565,9 @@ class Bridge:
                     state.pushed.append(key)
 
             def post(grad_inputs, grad_outputs):
-                state = local.state
+                state = getattr(local, "state", None)
+                if state is None:
+                    return
                 if state.pushed and state.pushed[-1] == key:
                     state.pushed.pop()
                     if _mode_depth():
