@@ -48,7 +48,9 @@ def add_commands(sub: Any) -> None:
                                      "status 0 when they agree, 1 when they differ.")
     dif.add_argument("a", metavar="A", help="a saved .agdb trace")
     dif.add_argument("b", metavar="B", help="another")
-    dif.add_argument("--json", action="store_true", help="print the agdb.diff/1 JSON object")
+    shown = dif.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the agdb.diff/1 JSON object")
+    shown.add_argument("--tui", action="store_true", help="show the two traces side by side, differences marked")
     dif.set_defaults(func=_cmd_diff)
 
 
@@ -82,6 +84,11 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     equal = all(x.equal for x in aspects)
     if args.json:
         print(json.dumps(to_json(a, b, aspects), indent=2))
+        return 0 if equal else 1
+    if args.tui:
+        from .diff_app import DiffApp
+
+        DiffApp(a, b, aspects).run()
         return 0 if equal else 1
     out = sys.stdout
     out.write(f"A: {_printable(args.a)} ({a.source}, {len(traces[0]):,} events)\n")

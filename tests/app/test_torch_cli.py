@@ -147,3 +147,33 @@ def test_agdb_torch_says_when_the_model_diverged(tmp_path, capsys, monkeypatch):
     code, _, err = agdb(["torch", script, "-o", tmp_path / "t.agdb"], capsys)
     assert code == 0
     assert "disagree" in err and "  step 3, graph task 1: the model expected A\n" in err
+
+
+async def test_the_side_by_side_diff_screen_marks_and_finds_the_differences(tmp_path, capsys):
+    from textual.widgets import DataTable
+
+    from app.diff_app import DiffApp
+    from tracer.diff import compare, side_of
+
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v2").mkdir()
+    before, after = tmp_path / "v1" / "model.py", tmp_path / "v2" / "model.py"  # two versions of one file
+    before.write_text(SCRIPT)
+    after.write_text(SCRIPT.replace("y = x.exp()\n", "y = x.exp()\nextra = x * 2\n"))
+    for script, out in ((before, "a.agdb"), (after, "b.agdb")):
+        code, _, err = agdb(["record", "--as-torch", script, "-o", tmp_path / out], capsys)
+        assert code == 0, err
+    a, b = side_of(load(tmp_path / "a.agdb"), "a"), side_of(load(tmp_path / "b.agdb"), "b")
+    app = DiffApp(a, b, compare(a, b))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        bumps = app.query_one("#bumps", DataTable)
+        assert bumps.row_count == 6  # B's 6 seq_nrs against A's 5
+        assert app.differences["bumps"][0] == 1 and bumps.cursor_row == 1  # where B took the extra number
+        await pilot.press("d")
+        assert bumps.cursor_row == app.differences["bumps"][1]
+        await pilot.press("D")
+        assert bumps.cursor_row == 1
+        runs = app.query_one("#runs", DataTable)
+        assert runs.row_count == 6 and app.differences["runs"]
+        await pilot.press("q")
