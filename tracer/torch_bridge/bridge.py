@@ -51,6 +51,9 @@ _mode_depth = torch._C._len_torch_function_stack
 _push_mode = torch._C._push_on_torch_function_stack
 _pop_mode = torch._C._pop_torch_function_stack
 
+GC_THRESHOLD = 100_000
+"""Allocations between two young-generation collections while recording (NOTE [collections while recording])."""
+
 OBSERVED = (Kind.SEQ_NR_BUMPED, Kind.NODE_CREATED, Kind.GRAPH_TASK_STARTED, Kind.NODE_STARTED, Kind.NODE_FINISHED,
             Kind.GRAD_ACCUMULATED, Kind.ERROR_RAISED, Kind.GRAPH_TASK_FINISHED)
 RECONSTRUCTED = (Kind.DEPENDENCIES_COMPUTED, Kind.EXEC_INFO_COMPUTED, Kind.TASK_PUSHED, Kind.TASK_POPPED,
@@ -158,6 +161,12 @@ class Bridge:
         self._restore.append(lambda: setattr(Function, "apply", original_apply))
         handle = torch.nn.modules.module.register_module_forward_pre_hook(self._module_seen)
         self._restore.append(handle.remove)
+        # NOTE [collections while recording]: the bridge allocates a few small objects per op and per node, and
+        # with the default threshold each 700 allocations start a collection whose older generations walk
+        # every live tensor and node: most of a recording's cost. Fewer, larger collections while recording.
+        threshold = gc.get_threshold()
+        gc.set_threshold(max(threshold[0], GC_THRESHOLD), *threshold[1:])
+        self._restore.append(lambda: gc.set_threshold(*threshold))
         self._state()
         self._mode = _CulpritMode(self)
         self._mode.__enter__()
