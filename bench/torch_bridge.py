@@ -7,7 +7,8 @@ On a chain (`h = h.tanh()` N times) and a wide graph (N/3 parameters, each `p.ex
 - hook registration: the bridge's walk of a new graph (keys, edges, one pre- and one post-hook per node), in µs
   per node, once per graph (target <= 10);
 - backward: a backward over the same (retained) graph with the bridge's hooks firing, over the plain backward
-  (target <= 1.3x; bare Python pre- and post-hooks that do nothing are measured beside it);
+  (target <= 1.3x; bare Python pre- and post-hooks that do nothing are measured beside it), by default (the
+  hooks keep each grad for its summary) and with values=False (they keep none);
 - reconstruction: running agdb's model of the engine over what the hooks logged, summarising grads and writing
   the events (NOTE [observe now, reconstruct later] in tracer/torch_bridge/bridge.py), in µs per node. It runs
   after the backward (here with defer=True, when the recording ends): informational, no target.
@@ -95,7 +96,7 @@ def measure(kind: str, n: int, reps: int) -> dict:
     bare_backward = _median(lambda: z.backward(retain_graph=True), reps)
     for h in handles:
         h.remove()
-    del z
+    z = None  # the graph goes before the next one is built
     with torch_bridge.record(defer=True) as rec:
         bridge = rec.bridge
         recorded_forward = _median(forward, reps)
@@ -116,8 +117,12 @@ def measure(kind: str, n: int, reps: int) -> dict:
         recorded_backward = _median(lambda: z.backward(retain_graph=True), reps)
         start = time.perf_counter()
     finish = time.perf_counter() - start
-    del z
-    return {"graph": kind, "nodes": nodes, "plain_forward_ms": plain_forward * 1e3,
+    with torch_bridge.record(defer=True, values=False):
+        z.backward(retain_graph=True)
+        shapes_backward = _median(lambda: z.backward(retain_graph=True), reps)
+    z = None  # the graph goes before the next one is built
+    return {"shapes_only_backward_ms": shapes_backward * 1e3, "shapes_only_ratio": shapes_backward / plain_backward,
+            "graph": kind, "nodes": nodes, "plain_forward_ms": plain_forward * 1e3,
             "recorded_forward_ms": recorded_forward * 1e3, "forward_ratio": recorded_forward / plain_forward,
             "registration_us_per_node": sum(spent) / nodes * 1e6,
             "plain_backward_ms": plain_backward * 1e3, "bare_hooks_backward_ms": bare_backward * 1e3,
@@ -143,7 +148,8 @@ def run(quick: bool, reps: int | None) -> dict:
         for name, value, target, unit in (
                 (f"{label}: forward with culprits", r["forward_ratio"], fwd, "x"),
                 (f"{label}: hook registration", r["registration_us_per_node"], TARGETS["registration_us"], "µs/node"),
-                (f"{label}: backward", r["backward_ratio"], TARGETS["backward"], "x")):
+                (f"{label}: backward", r["backward_ratio"], TARGETS["backward"], "x"),
+                (f"{label}: backward, values=False", r["shapes_only_ratio"], TARGETS["backward"], "x")):
             checks.append({"name": name, "value": value, "target": target, "unit": unit, "met": value <= target})
             table.append(name)
         for name, value, unit in ((f"{label}: bare hooks backward", r["bare_hooks_ratio"], "x"),

@@ -212,6 +212,6 @@ def test_torch_bridge_bench_quick_writes_json(tmp_path):
     for r in data["rows"]:
         assert r["nodes"] >= 1000 and r["divergences"] == 0 and r["events"] > r["nodes"]
         for key in ("forward_ratio", "registration_us_per_node", "backward_ratio", "bare_hooks_ratio",
-                    "reconstruction_us_per_node"):
+                    "reconstruction_us_per_node", "shapes_only_ratio"):
             assert r[key] > 0, key
-    assert len(data["checks"]) == 6 and all(isinstance(c["met"], bool) for c in data["checks"])
+    assert len(data["checks"]) == 8 and all(isinstance(c["met"], bool) for c in data["checks"])

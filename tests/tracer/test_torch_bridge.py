@@ -117,7 +117,7 @@ def test_hooks_are_registered_once_per_graph_and_removed_after():
     runs = _started(trace)
     assert len(runs) == 8 and runs[:4] == runs[4:]
     assert len({trace.event_node(int(s)) for s in trace.steps_of(Kind.NODE_STARTED)}) == 4
-    assert handles and all(pre.hooks_dict_ref() is None or not pre.hooks_dict_ref() for pre, _ in handles.values())
+    assert handles and all(pre.hooks_dict_ref() is None or not pre.hooks_dict_ref() for pre, *_ in handles.values())
 
 
 def test_errors_end_the_graph_task_and_say_where():

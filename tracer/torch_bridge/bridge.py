@@ -182,7 +182,7 @@ class Bridge:
         for state in self._states:
             if state.log and not state.calls:
                 self._replay(state)
-        for pre, post in self._handles.values():
+        for pre, post, _ in self._handles.values():
             pre.remove()
             post.remove()
         self._handles.clear()
@@ -338,8 +338,7 @@ class Bridge:
             log.append((_CALL, call))
             state.calls.append(call)
             try:
-                with _gc_paused():  # the hooks' log would make every full collection walk it
-                    result = original(t_outputs, *args, **kwargs)
+                result = original(t_outputs, *args, **kwargs)
             except BaseException as e:
                 log.append((_END, call, (type(e).__name__, str(e)), None, _seq()))
                 raise
@@ -378,7 +377,7 @@ class Bridge:
             graph = walked.graph
             key_of = walked.key_of
             if params["retain_graph"]:  # a graph kept for another backward keeps its walk and its hooks
-                self._remember(starts, key_of, graph)
+                self._remember(state, starts, key_of, graph)
             else:
                 call.hooked = self._new_hooks
             self._new_hooks = []
@@ -413,22 +412,22 @@ class Bridge:
         """The graph a former call walked from the same nodes, while they live (a live node keeps everything below
         it alive and unchanged): a second backward over a retained graph does not walk it again."""
         keys = tuple(self._key(n, state.row, set())[0] for n in starts)
-        found = self._walks.get(keys)
+        found = self._walks.get((state.row, keys))  # per thread: the hooks log into the walking thread's log
         if found is None:
             return None
         for key in keys:
             held = self._handles.get(key)
             if held is None or held[0].hooks_dict_ref() is None:
-                del self._walks[keys]
+                del self._walks[(state.row, keys)]
                 return None
         return found
 
-    def _remember(self, starts: list, key_of: dict, graph: Graph) -> None:
+    def _remember(self, state: _State, starts: list, key_of: dict, graph: Graph) -> None:
         if len(self._walks) >= 64:  # forget the walks of graphs that are gone
-            for keys in list(self._walks):
+            for row, keys in list(self._walks):
                 if any(self._handles.get(k) is None or self._handles[k][0].hooks_dict_ref() is None for k in keys):
-                    del self._walks[keys]
-        self._walks[tuple(key_of[id(n)] for n in starts)] = graph
+                    del self._walks[(row, keys)]
+        self._walks[(state.row, tuple(key_of[id(n)] for n in starts))] = graph
 
     # -- reconstruction ------------------------------------------------------------------------------------------
     def _replay(self, state: _State) -> None:
@@ -437,7 +436,8 @@ class Bridge:
             self._replay_log(state)
 
     def _replay_log(self, state: _State) -> None:
-        log, state.log = state.log, []
+        log = state.log[:]  # the hooks hold state.log itself: empty it in place
+        del state.log[:len(log)]
         model = state.model
         stack: list[_Call] = []
         values = self._value
@@ -521,7 +521,7 @@ class Bridge:
         state.rlast = max(state.rlast, s)
         gt.inputs = tuple(inputs)
         gt.exec_info = bool(inputs)
-        gt.topo = graph.topological_nrs([gt.graph_root])
+        gt.topo = graph.topological_nrs([gt.graph_root] + [n for n, _ in gt.inputs])  # inputs= may lie off it
         facts_of = self.b.node_facts
         for key, topo in gt.topo.items():
             facts = facts_of.get(key)
@@ -530,42 +530,31 @@ class Bridge:
         state.model.start(gt, call.roots, call.keep_graph, call.create_graph)
 
     # -- hooks ---------------------------------------------------------------------------------------------------
-    def _hook(self, n: Any, key: int) -> None:
+    def _hook(self, n: Any, key: int, state: _State) -> None:
         held = self._handles.get(key)
         if held is not None and held[0].hooks_dict_ref() is not None:
-            return  # this node already has ours: once per graph, not once per backward
-        local, mode = self._local, self._mode
-
+            if held[2] is state:
+                return  # this node already has ours: once per graph, not once per backward
+            held[0].remove()  # hooked for another thread's backward: this thread's log from now on
+            held[1].remove()
+        # The hooks append to this thread's log list itself: a backward on the CPU runs on the thread that
+        # called it, and a lookup per call (threading.local) would cost as much as the hook.
+        log, mode = state.log, self._mode
         if not self.values:  # keep no grad alive: only which outputs were defined
             def pre(grad_outputs):
-                try:
-                    local.state.log.append((_PRE, key, (), _seq()))
-                except AttributeError:  # a thread the bridge has not seen: nothing to log into
-                    pass
+                log.append((_PRE, key, (), _seq()))
 
             def post(grad_inputs, grad_outputs):
-                try:
-                    local.state.log.append((_POST, key, tuple([g is not None for g in grad_inputs]), ()))
-                except AttributeError:
-                    pass
+                log.append((_POST, key, tuple([g is not None for g in grad_inputs]), ()))
         elif not isinstance(n, _PY_NODE):  # a C++ node runs no Python of its own: log and return
             def pre(grad_outputs):
-                try:
-                    local.state.log.append((_PRE, key, grad_outputs, _seq()))
-                except AttributeError:  # a thread the bridge has not seen: nothing to log into
-                    pass
+                log.append((_PRE, key, grad_outputs, _seq()))
 
             def post(grad_inputs, grad_outputs):
-                try:
-                    local.state.log.append((_POST, key, grad_inputs, grad_outputs))
-                except AttributeError:
-                    pass
+                log.append((_POST, key, grad_inputs, grad_outputs))
         else:
             def pre(grad_outputs):
-                state = getattr(local, "state", None)
-                if state is None:
-                    return
-                state.log.append((_PRE, key, grad_outputs, _seq()))
+                log.append((_PRE, key, grad_outputs, _seq()))
                 if not _mode_depth() and mode is not None:
                     # The engine runs nodes with no torch-function mode: put ours back for a custom Function's
                     # backward (its ops, a reentrant backward) so its increments get their lines. The engine
@@ -574,16 +563,13 @@ class Bridge:
                     state.pushed.append(key)
 
             def post(grad_inputs, grad_outputs):
-                state = getattr(local, "state", None)
-                if state is None:
-                    return
                 if state.pushed and state.pushed[-1] == key:
                     state.pushed.pop()
                     if _mode_depth():
                         _pop_mode()
-                state.log.append((_POST, key, grad_inputs, grad_outputs))
+                log.append((_POST, key, grad_inputs, grad_outputs))
 
-        self._handles[key] = (n.register_prehook(pre), n.register_hook(post))
+        self._handles[key] = (n.register_prehook(pre), n.register_hook(post), state)
         self._new_hooks.append(key)
 
     # -- the graph -----------------------------------------------------------------------------------------------
@@ -624,7 +610,7 @@ class Bridge:
                 if inputs_of.get(ck, 0) <= nr:
                     inputs_of[ck] = nr + 1
             edges_of[key] = tuple(edges)
-            hook(n, key)
+            hook(n, key, state)
             if key not in facts_of or key in self._unnamed:
                 new.append((n, key))
         self._describe(new, graph, row)
