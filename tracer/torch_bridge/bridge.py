@@ -35,7 +35,7 @@ from typing import Any, Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..builder import TraceBuilder
+from ..builder import CHUNK, TraceBuilder
 from ..events import TensorSummary
 from ..schema import Kind
 from .model import UINT64_MAX, EngineModel, Graph, GraphTaskModel
@@ -51,6 +51,7 @@ _mode_depth = torch._C._len_torch_function_stack
 _push_mode = torch._C._push_on_torch_function_stack
 _pop_mode = torch._C._pop_torch_function_stack
 
+_K_BUMP, _K_CREATED = int(Kind.SEQ_NR_BUMPED), int(Kind.NODE_CREATED)
 GC_THRESHOLD = 100_000
 """Allocations between two young-generation collections while recording (NOTE [collections while recording])."""
 
@@ -247,10 +248,18 @@ class Bridge:
                 name = facts[0]
         if name.startswith("?"):
             self._unnamed.add(key)
+        # NOTE [builder fast path]: one increment per forward op, so its two events are appended the way
+        # TraceBuilder.seq_nr_bumped and node_created append them (as the engine's Recorder does).
         b = self.b
-        b.seq_nr_bumped(thread=row, node=key, name=name, old=seq, seq_nr=seq + 1, frame=frame)
-        if key not in b.node_facts:  # its edges come when a walk meets it (_describe)
-            b.node_created(thread=row, node=key, name=name, seq_nr=seq, topological_nr=0, frame=frame)
+        rows = b.rows
+        b.bumps[key] = (name, seq, frame)
+        rows.append((_K_BUMP, row, 0, key, 0, 0, 0))
+        facts = b.node_facts
+        if key not in facts:  # its edges come when a walk meets it (_describe)
+            facts[key] = (name, seq, 0, "cpu", row, (), frame, b._frozen + len(rows), 1)
+            rows.append((_K_CREATED, row, 0, key, 0, 0, 0))
+            if len(rows) >= CHUNK:
+                b.freeze_rows()
         return key
 
     def _bumps(self, state: _State, start: int, after: int, names: Any, frame: int) -> None:
@@ -301,7 +310,11 @@ class Bridge:
         if after - start == 1 and type(out) is torch.Tensor:  # the common case: one op, one node
             gf = out.grad_fn
             if gf is not None and gf._sequence_nr() == start:
-                self._bumps(state, start, after, gf.name(), frame)
+                if start == state.rlast and not state.log and not state.calls:  # nothing pending: write it now
+                    self._bump(state.row, start, gf.name(), frame)
+                    state.rlast = after
+                else:
+                    self._bumps(state, start, after, gf.name(), frame)
                 return
         self._bumps(state, start, after, _names(func, out, start, after), frame)
 
