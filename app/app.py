@@ -208,6 +208,9 @@ class AgdbApp(App[None]):
         if self.script_output:
             lines = self.script_output.count("\n") + (not self.script_output.endswith("\n"))
             self.notify(f"the script printed {lines:,} line(s): o shows them", timeout=6)
+        from tracer.torch_bridge import divergence_text  # a bridge trace may say where agdb's model of the engine
+        if diverged := divergence_text(message.trace):  # and torch's order differed (docs/torch-bridge.md)
+            self.notify(diverged, title="agdb's model and torch disagree", severity="warning", timeout=20)
 
     @on(TraceFailed)
     def _failed(self, message: TraceFailed) -> None:

@@ -18,7 +18,7 @@ from tracer.replay import Replay
 from tracer.state_json import state_to_json
 from tracer.tracefile import TraceFormatError, load, save
 
-from . import fx_cli
+from . import fx_cli, torch_cli
 from .show import DEFAULT_LIMIT, StdoutConsole, executed_by_task, node_label, print_state, short
 
 err = Console(stderr=True, highlight=False)
@@ -142,6 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     opener.set_defaults(func=_cmd_open)
     _serve_parser(sub)
     fx_cli.register(sub)  # fx, check-pass
+    torch_cli.add_commands(sub)
     return p
 
 
@@ -151,7 +152,8 @@ def _torch_flags(parser: argparse.ArgumentParser) -> None:
                        help="let the script's `import torch` get agdb's engine (the default when the script "
                             "imports torch)")
     which.add_argument("--real-torch", dest="as_torch", action="store_const", const=False,
-                       help="let the script use real torch (agdb cannot record its autograd yet)")
+                       help="let the script use real torch, unrecorded (--torch records it)")
+    torch_cli.add_torch_flag(which)
 
 
 def _record(script: str, script_args: list[str], as_torch: bool | None, on_os_exit=None):

@@ -52,9 +52,9 @@ class ScriptRun:
     output: str = ""  # what the script printed (stdout and stderr, interleaved), when captured
 
 
-REAL_TORCH_NOTE = ("the script ran on real PyTorch, whose autograd engine agdb cannot record yet, so nothing was "
-                   "recorded. Run it on agdb's engine with --as-torch (the default for a script that imports "
-                   "torch).")
+REAL_TORCH_NOTE = ("the script ran on real PyTorch without agdb's bridge, so nothing was recorded. Record real "
+                   "PyTorch with --torch (or `agdb torch`), or run it on agdb's engine with --as-torch (the default "
+                   "for a script that imports torch).")
 
 
 def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
@@ -66,7 +66,7 @@ def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
     """Run `script` with `args` as `__main__`, recording the engine; the trace is kept if the script fails.
 
     `as_torch`: let the script's `import torch` get agdb's engine; None (the default) does so when the
-    script's source imports torch.
+    script's source imports torch; "bridge" runs real torch under the PyTorch bridge instead.
 
     `on_script_end` is called the moment the script stops, before agdb's own clean-up (the app uses it to
     stop sending interrupts, which must reach the script and nothing after it).
@@ -81,6 +81,9 @@ def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
     stopped with OsExitCalled.
     NOTE [running the script in agdb's process].
     """
+    if as_torch == "bridge":  # --torch: real PyTorch, recorded by the bridge (app/torch_run.py)
+        from .torch_run import run_bridged
+        return run_bridged(script, args, on_progress, on_script_end, no_stdin, on_os_exit)
     path = Path(script)
     if not path.is_file():
         raise FileNotFoundError(f"no such script: {script}")

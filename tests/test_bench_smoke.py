@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -205,3 +207,18 @@ def test_bench_fx_quick_writes_json(tmp_path):
     stdout, data = _run_bench(tmp_path, "fx.py", "--quick")
     assert "capture_joint" in stdout and data["meta"]["ops"] == 500 and data["meta"]["fx_nodes"] > 500
     assert data["median_ms"]["plain"] > 0 and data["median_ms"]["capture"] > 0 and data["ratio"] > 0
+
+
+def test_torch_bridge_bench_quick_writes_json(tmp_path):
+    """`bench/torch_bridge.py --quick --json` measures the bridge on a 1k-node chain and a wide graph: every ratio
+    and per-node cost positive, and the model predicted every order (no divergence)."""
+    pytest.importorskip("torch")
+    stdout, data = _run_bench(tmp_path, "torch_bridge.py", "--quick")
+    assert "hook registration" in stdout and "backward" in stdout
+    assert [r["graph"] for r in data["rows"]] == ["chain", "wide"]
+    for r in data["rows"]:
+        assert r["nodes"] >= 1000 and r["divergences"] == 0 and r["events"] > r["nodes"]
+        for key in ("forward_ratio", "registration_us_per_node", "backward_ratio", "bare_hooks_ratio",
+                    "reconstruction_us_per_node", "shapes_only_ratio"):
+            assert r[key] > 0, key
+    assert len(data["checks"]) == 8 and all(isinstance(c["met"], bool) for c in data["checks"])

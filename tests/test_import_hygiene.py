@@ -30,3 +30,14 @@ def test_engine_imports_no_torch():
     """The engine stands alone: importing it does not import torch."""
     loaded = _modules_after_import("import engine")
     assert "torch" not in loaded
+
+
+def test_nothing_but_the_bridge_imports_torch():
+    """torch is optional: the CLI, the TUI, the tracer (with the bridge's package and the trace diff) and the
+    engine load without it; only `tracer.torch_bridge.bridge`, imported when a recording starts, imports it."""
+    loaded = _modules_after_import(
+        "import engine, tracer, tracer.replay, tracer.diff, tracer.torch_bridge, tracer.torch_bridge.model, "
+        "app.cli, app.app, app.torch_cli, app.torch_run, widgets")
+    assert {"app.torch_cli", "tracer.torch_bridge", "app.app"} <= loaded
+    assert "torch" not in loaded
+    assert "tracer.torch_bridge.bridge" not in loaded

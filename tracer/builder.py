@@ -13,7 +13,8 @@ Identities are the source's own:
 
 NOTE [builder fast path]: the engine's Recorder sees ~7 events per backward node and must stay cheap, so
 for its hottest events it appends to the raw buffers the named methods write (`rows`, `node_facts`,
-`summaries`), in exactly the layout those methods use. Every other source should call the named methods.
+`summaries`), in exactly the layout those methods use; so does the PyTorch bridge for the one increment of
+each forward op. Every other source should call the named methods.
 
 NOTE [frozen chunks]: a raw row (a tuple of 7 ints) costs ~130 B, and a 1M-node backward makes 7M of them;
 so once `rows` holds CHUNK rows, `freeze_rows` moves them into 7 numpy columns of the smallest dtype each

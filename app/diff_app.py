@@ -1,0 +1,101 @@
+"""`agdb diff A B --tui`: the two traces side by side, A's columns left of B's, differences marked.
+
+Two tables: the seq_nrs each thread handed out (node and culprit line, by relative seq_nr) and the node runs
+in order. `d` / `D` go to the next / previous difference in the focused table; Tab switches tables. The
+data is tracer.diff's: this module only lays it out.
+"""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Footer, Static
+
+from tracer.diff import Aspect, Side
+from tracer.printable import printable
+
+_DIFF = "bold red"
+
+
+def _cell(text: str, differs: bool) -> Text:
+    return Text(printable(text), style=_DIFF if differs else "")
+
+
+class DiffApp(App[int]):
+    """Shows two traces' seq_nrs and node runs side by side."""
+
+    TITLE = "agdb diff"
+    BINDINGS = [Binding("q", "quit", "Quit"), Binding("d", "difference(1)", "Next difference"),
+                Binding("D", "difference(-1)", "Previous difference")]
+    CSS = """
+    DataTable { height: 1fr; }
+    .caption { background: $boost; padding: 0 1; }
+    """
+
+    def __init__(self, a: Side, b: Side, aspects: list[Aspect]) -> None:
+        super().__init__()
+        self.a, self.b, self.aspects = a, b, aspects
+        self.differences: dict[str, list[int]] = {"bumps": [], "runs": []}
+
+    def compose(self) -> ComposeResult:
+        summary = "  ".join(f"{'=' if x.equal else '≠'} {x.name}" for x in self.aspects)
+        yield Static(Text(printable(f"A: {self.a.label} ({self.a.source})    B: {self.b.label} ({self.b.source})")),
+                     classes="caption")
+        yield Static(Text(summary), classes="caption")
+        yield Static("seq_nrs handed out, by thread and relative seq_nr", classes="caption")
+        yield DataTable(id="bumps", cursor_type="row", zebra_stripes=True)
+        yield Static("node runs, in order", classes="caption")
+        yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        bumps = self.query_one("#bumps", DataTable)
+        bumps.add_columns("thread", "seq_nr", "A node", "A line", "B node", "B line", "")
+        row = 0
+        for t in range(max(len(self.a.bumps), len(self.b.bumps))):
+            xs = self.a.bumps[t] if t < len(self.a.bumps) else []
+            ys = self.b.bumps[t] if t < len(self.b.bumps) else []
+            for i in range(max(len(xs), len(ys))):
+                x = xs[i] if i < len(xs) else None
+                y = ys[i] if i < len(ys) else None
+                name_differs = x is None or y is None or x.name != y.name
+                line_differs = x is None or y is None or x.where != y.where
+                if name_differs or line_differs:
+                    self.differences["bumps"].append(row)
+                bumps.add_row(str(t), str(i), _cell(x.name if x else "", name_differs),
+                              _cell(x.where if x else "", line_differs), _cell(y.name if y else "", name_differs),
+                              _cell(y.where if y else "", line_differs),
+                              Text("≠", style=_DIFF) if name_differs or line_differs else "")
+                row += 1
+        runs = self.query_one("#runs", DataTable)
+        runs.add_columns("#", "A ran", "B ran", "")
+        for i in range(max(len(self.a.runs), len(self.b.runs))):
+            x = self.a.runs[i] if i < len(self.a.runs) else None
+            y = self.b.runs[i] if i < len(self.b.runs) else None
+            differs = x is None or y is None or (x.name, x.seq) != (y.name, y.seq)
+            if differs:
+                self.differences["runs"].append(i)
+            runs.add_row(str(i), _cell(_ran(x), differs), _cell(_ran(y), differs),
+                         Text("≠", style=_DIFF) if differs else "")
+        first = "bumps" if self.differences["bumps"] or not self.differences["runs"] else "runs"
+        table = self.query_one(f"#{first}", DataTable)
+        table.focus()
+        if self.differences[first]:
+            table.move_cursor(row=self.differences[first][0])
+
+    def action_difference(self, direction: int) -> None:
+        """Move to the next (1) or previous (-1) difference of the focused table."""
+        table = self.focused if isinstance(self.focused, DataTable) else self.query_one("#bumps", DataTable)
+        rows = self.differences[table.id or "bumps"]
+        here = table.cursor_row
+        later = [r for r in rows if (r > here if direction > 0 else r < here)]
+        if not later:
+            self.notify("no more differences this way", timeout=3)
+            return
+        table.move_cursor(row=later[0] if direction > 0 else later[-1])
+
+
+def _ran(run) -> str:
+    if run is None:
+        return ""
+    return run.name if run.seq is None else f"{run.name} (seq_nr {run.seq})"

@@ -1,0 +1,114 @@
+"""The bridge's commands: `agdb torch SCRIPT -o TRACE`, the `--torch` flag of record/culprits/tui, and `agdb diff`.
+
+Kept apart from cli.py, which only calls `add_commands` and `add_torch_flag`. Never imports torch: the bridge
+does, when a script runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from tracer import torch_bridge
+
+BRIDGE = "bridge"
+"""The value `--torch` gives `as_torch`: run_script.run_recorded then records real torch with the bridge."""
+
+
+class _NeedsTorch(argparse.Action):
+    """`--torch`: refuses at once, saying how to install torch, when it is missing."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if not torch_bridge.available():
+            parser.error(f"{option_string} runs real PyTorch, which is not installed. {torch_bridge.INSTALL_HINT}")
+        setattr(namespace, self.dest, BRIDGE)
+
+
+def add_torch_flag(group: Any) -> None:
+    """`--torch` beside --as-torch and --real-torch."""
+    group.add_argument("--torch", dest="as_torch", action=_NeedsTorch, nargs=0,
+                       help="run the script on real PyTorch and record it with agdb's bridge (docs/torch-bridge.md)")
+
+
+def add_commands(sub: Any) -> None:
+    """The `torch` and `diff` subcommands."""
+    tor = sub.add_parser("torch", help="run a script on real PyTorch and record it (the bridge)",
+                         description="Run SCRIPT on real PyTorch 2.13 and record its autograd into a trace: seq_nr "
+                                     "culprits, the graph, every backward call, and agdb's model of the engine for "
+                                     "what torch does not show (docs/torch-bridge.md).")
+    tor.add_argument("script")
+    tor.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
+    tor.add_argument("-o", "--output", required=True, help="trace file to write (.agdb)")
+    tor.set_defaults(func=_cmd_torch)
+    dif = sub.add_parser("diff", help="compare two traces: node names, seq_nrs, culprit lines, execution order",
+                         description="Align two traces by thread and relative seq_nr and show the first difference "
+                                     "in node names, seq_nr assignment, culprit lines and execution order. Exit "
+                                     "status 0 when they agree, 1 when they differ.")
+    dif.add_argument("a", metavar="A", help="a saved .agdb trace")
+    dif.add_argument("b", metavar="B", help="another")
+    shown = dif.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the agdb.diff/1 JSON object")
+    shown.add_argument("--tui", action="store_true", help="show the two traces side by side, differences marked")
+    dif.set_defaults(func=_cmd_diff)
+
+
+def _cmd_torch(args: argparse.Namespace) -> int:
+    from . import cli
+
+    if not torch_bridge.available():
+        cli._fail(f"agdb torch runs real PyTorch, which is not installed. {torch_bridge.INSTALL_HINT}")
+        return 1
+    output = cli._output_file(args.output)
+    if output is None:
+        return 1
+    run = cli._record(args.script, args.script_args, BRIDGE,
+                      on_os_exit=lambda run: cli._save_run(run, output, args.output))
+    status = cli._save_run(run, output, args.output)
+    diverged = torch_bridge.divergence_text(run.trace)
+    if diverged:
+        sys.stderr.write("agdb: agdb's model of the engine and torch's order disagree (docs/torch-bridge.md):\n"
+                         + "".join(f"  {_printable(line)}\n" for line in diverged.split("\n")))
+    return status
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from tracer.diff import ASPECTS, compare, side_of, to_json
+
+    from . import cli
+
+    traces = [cli._load(path) for path in (args.a, args.b)]
+    a, b = (side_of(t, path) for t, path in zip(traces, (args.a, args.b), strict=True))
+    aspects = compare(a, b)
+    equal = all(x.equal for x in aspects)
+    if args.json:
+        print(json.dumps(to_json(a, b, aspects), indent=2))
+        return 0 if equal else 1
+    if args.tui:
+        from .diff_app import DiffApp
+
+        DiffApp(a, b, aspects).run()
+        return 0 if equal else 1
+    out = sys.stdout
+    out.write(f"A: {_printable(args.a)} ({a.source}, {len(traces[0]):,} events)\n")
+    out.write(f"B: {_printable(args.b)} ({b.source}, {len(traces[1]):,} events)\n")
+    width = max(len(name) for name in ASPECTS) + 1
+    for x in aspects:
+        mark = "=" if x.equal else "≠"
+        out.write(f"{mark} {x.name + ':':<{width}} {_printable(x.summary)}\n")
+        if not x.equal and x.first:
+            for side in ("a", "b"):
+                item = x.first.get(side)
+                if isinstance(item, dict) and item.get("source"):
+                    out.write(f"    {side.upper()}: {_printable(item['line'])}  {_printable(item['source'])}\n")
+            culprit = x.first.get("culprit")
+            if isinstance(culprit, dict) and culprit.get("source"):
+                out.write(f"    {_printable(culprit['line'])}  {_printable(culprit['source'])}\n")
+    out.write("the traces agree\n" if equal else "the traces differ\n")
+    return 0 if equal else 1
+
+
+def _printable(text: str) -> str:
+    """No terminal escape sequences from a trace's names and lines reach the terminal."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in str(text))

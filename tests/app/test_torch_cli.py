@@ -1,0 +1,179 @@
+"""`agdb torch`, `--torch` and `agdb diff`: every shipped example gives the same trace on agdb's engine and on
+real torch (node names, relative seq_nrs, culprit lines, execution order); diff finds and explains a shift."""
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from app import torch_cli
+from tests.app.test_cli import agdb
+from tracer import torch_bridge
+from tracer.tracefile import load
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.py"))
+
+
+def _diff_json(a, b, capsys):
+    code, out, err = agdb(["diff", a, b, "--json"], capsys)
+    return code, json.loads(out)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_is_the_same_on_the_engine_and_on_real_torch(example, tmp_path, capsys):
+    pytest.importorskip("torch")
+    engine, real = tmp_path / "engine.agdb", tmp_path / "torch.agdb"
+    code, engine_out, err = agdb(["record", "--as-torch", example, "-o", engine], capsys)
+    assert code == 0, err
+    code, torch_out, err = agdb(["torch", example, "-o", real], capsys)
+    assert code == 0, err
+    assert load(real).source == "torch" and load(engine).source == "engine"
+    code, report = _diff_json(engine, real, capsys)
+    assert report["equal"], report
+    assert code == 0
+    assert load(real).meta["divergences"] == []
+
+
+def test_examples_exist():
+    assert len(EXAMPLES) >= 5
+
+
+SCRIPT = textwrap.dedent("""\
+    import torch
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    y = x.exp()
+    z = (y.sin() + y.cos()).sum()
+    z.backward()
+""")
+
+
+def test_diff_finds_the_line_that_shifted_the_seq_nrs(tmp_path, capsys):
+    pytest.importorskip("torch")
+    before, after = tmp_path / "before.py", tmp_path / "model.py"
+    before.write_text(SCRIPT)
+    after.write_text(SCRIPT.replace("y = x.exp()\n", "y = x.exp()\nextra = x * 2\n"))
+    agdb(["torch", before, "-o", tmp_path / "a.agdb"], capsys)
+    agdb(["torch", after, "-o", tmp_path / "b.agdb"], capsys)
+    code, out, _ = agdb(["diff", tmp_path / "a.agdb", tmp_path / "b.agdb"], capsys)
+    assert code == 1
+    assert "B took 1 more seq_nr(s) at relative 1 (MulBackward0 at model.py:4)" in out
+    assert "extra = x * 2" in out
+    code, report = _diff_json(tmp_path / "a.agdb", tmp_path / "b.agdb", capsys)
+    assignment = report["aspects"]["seq_nr assignment"]
+    assert code == 1 and assignment["first"]["shift"] == 1
+    assert report["aspects"]["execution order"]["first"]["index"] == 0  # the root's relative seq_nr moved
+
+
+def test_diff_of_a_trace_with_itself_is_equal(tmp_path, capsys):
+    script = tmp_path / "m.py"
+    script.write_text(SCRIPT)
+    agdb(["record", "--as-torch", script, "-o", tmp_path / "a.agdb"], capsys)
+    code, out, _ = agdb(["diff", tmp_path / "a.agdb", tmp_path / "a.agdb"], capsys)
+    assert code == 0 and "the traces agree" in out
+
+
+def test_diff_of_a_missing_file_says_so(tmp_path, capsys):
+    code, _, err = agdb(["diff", tmp_path / "no.agdb", tmp_path / "no.agdb"], capsys)
+    assert code == 1 and "no.agdb" in err and "Traceback" not in err
+
+
+def test_culprits_of_a_real_torch_run(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("torch")
+    script = tmp_path / "m.py"
+    script.write_text(SCRIPT)
+    code, out, err = agdb(["culprits", "--torch", script], capsys, monkeypatch)
+    assert code == 0, err
+    assert "ExpBackward0" in out and "m.py:3" in out and "CosBackward0" in out and "m.py:4" in out
+
+
+def test_a_failing_script_keeps_its_trace(tmp_path, capsys):
+    pytest.importorskip("torch")
+    script = tmp_path / "m.py"
+    script.write_text(SCRIPT + "raise RuntimeError('late failure')\n")
+    code, _, err = agdb(["torch", script, "-o", tmp_path / "t.agdb"], capsys)
+    assert code == 1 and "late failure" in err
+    assert load(tmp_path / "t.agdb").num_nodes == 6
+
+
+def test_without_torch_the_bridge_commands_say_how_to_install_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch_bridge, "available", lambda: False)
+    script = tmp_path / "m.py"
+    script.write_text(SCRIPT)
+    code, _, err = agdb(["torch", script, "-o", tmp_path / "t.agdb"], capsys)
+    assert code == 1 and "pip install 'agdb[torch]'" in err
+    assert not (tmp_path / "t.agdb").exists()
+    for command in (["culprits", "--torch", script], ["tui", "--torch", script]):
+        with pytest.raises(SystemExit) as info:  # argparse's usage error, before anything runs
+            agdb(command, capsys)
+        assert info.value.code == 2 and "pip install 'agdb[torch]'" in capsys.readouterr().err
+    with pytest.raises(torch_bridge.TorchMissing, match="pip install"):
+        with torch_bridge.record():
+            pass
+    assert torch_cli.BRIDGE == "bridge"
+
+
+async def test_the_tui_opens_a_bridge_trace_and_says_where_the_model_diverged():
+    """Every panel steps through a real torch run; a divergence in the trace is announced with its step."""
+    pytest.importorskip("torch")
+    from app.app import AgdbApp
+    from app.screens.step import StepScreen
+    from tests.tracer import torch_programs
+    from tracer import Trace
+
+    with torch_bridge.record() as rec:
+        torch_programs.two_roots(lambda *tensors: None)
+    trace = rec.trace
+    meta = dict(trace.meta, divergences=[{"graph_task": 1, "step": 9, "expected": 1, "observed": 2}])
+    app = AgdbApp(trace=Trace(trace.columns, list(trace.strings), meta))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, StepScreen)
+        await pilot.press("G")
+        for key in "12345678":
+            await pilot.press(key)
+            await pilot.pause()
+        assert not [n for n in app._notifications if n.severity == "error"]
+        warned = [n.message for n in app._notifications if n.severity == "warning"]
+        assert any("step 9, graph task 1: the model expected" in m for m in warned), warned
+
+
+def test_agdb_torch_says_when_the_model_diverged(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("torch")
+    script = tmp_path / "m.py"
+    script.write_text(SCRIPT)
+    monkeypatch.setattr(torch_bridge, "divergence_text", lambda trace: "step 3, graph task 1: the model expected A")
+    code, _, err = agdb(["torch", script, "-o", tmp_path / "t.agdb"], capsys)
+    assert code == 0
+    assert "disagree" in err and "  step 3, graph task 1: the model expected A\n" in err
+
+
+async def test_the_side_by_side_diff_screen_marks_and_finds_the_differences(tmp_path, capsys):
+    from textual.widgets import DataTable
+
+    from app.diff_app import DiffApp
+    from tracer.diff import compare, side_of
+
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v2").mkdir()
+    before, after = tmp_path / "v1" / "model.py", tmp_path / "v2" / "model.py"  # two versions of one file
+    before.write_text(SCRIPT)
+    after.write_text(SCRIPT.replace("y = x.exp()\n", "y = x.exp()\nextra = x * 2\n"))
+    for script, out in ((before, "a.agdb"), (after, "b.agdb")):
+        code, _, err = agdb(["record", "--as-torch", script, "-o", tmp_path / out], capsys)
+        assert code == 0, err
+    a, b = side_of(load(tmp_path / "a.agdb"), "a"), side_of(load(tmp_path / "b.agdb"), "b")
+    app = DiffApp(a, b, compare(a, b))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        bumps = app.query_one("#bumps", DataTable)
+        assert bumps.row_count == 6  # B's 6 seq_nrs against A's 5
+        assert app.differences["bumps"][0] == 1 and bumps.cursor_row == 1  # where B took the extra number
+        await pilot.press("d")
+        assert bumps.cursor_row == app.differences["bumps"][1]
+        await pilot.press("D")
+        assert bumps.cursor_row == 1
+        runs = app.query_one("#runs", DataTable)
+        assert runs.row_count == 6 and app.differences["runs"]
+        await pilot.press("q")

@@ -1,0 +1,217 @@
+"""The PyTorch bridge on real torch programs: the recorded order is the order the script observes, agdb's model of
+the engine predicts it (no divergence), and seq_nr culprits point at the right lines."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.tracer import torch_programs  # noqa: E402
+from tracer import torch_bridge  # noqa: E402
+from tracer.culprits import of_trace  # noqa: E402
+from tracer.schema import UINT64_MAX, Kind  # noqa: E402
+
+
+def _watcher(log):
+    """A `watch(*tensors)` that pre-hooks every reachable node once; the hooks log (name, seq_nr) as nodes run."""
+    hooked = []
+    seen = set()  # torch hands back the same wrapper while one is alive, and `hooked` keeps them alive
+
+    def watch(*tensors):
+        stack = [t.grad_fn for t in tensors]
+        while stack:
+            n = stack.pop()
+            if n is None or id(n) in seen:
+                continue
+            seen.add(id(n))
+            hooked.append(n)  # hold the wrapper: ids stay unique, and the hook stays on its node
+            label = (n.name(), n._sequence_nr())
+            n.register_prehook(lambda go, label=label: log.append(label))
+            stack.extend(c for c, _ in n.next_functions)
+
+    return watch, hooked
+
+
+def _record(program, **options):
+    log: list = []
+    watch, hooked = _watcher(log)
+    with torch_bridge.record(**options) as rec:
+        program(watch)
+    hooked.clear()
+    return rec.trace, log
+
+
+def _started(trace):
+    out = []
+    for step in trace.steps_of(Kind.NODE_STARTED):
+        info = trace.node(trace.event_node(int(step)))
+        if info.name != "GraphRoot":
+            out.append((info.name, info.seq_nr))
+    return out
+
+
+@pytest.mark.parametrize("options", [{}, {"values": False, "defer": True}], ids=["default", "no-values-deferred"])
+@pytest.mark.parametrize("program", torch_programs.PROGRAMS, ids=lambda p: p.__name__)
+def test_recorded_order_is_the_observed_order_and_the_model_predicts_it(program, options):
+    trace, log = _record(program, **options)
+    assert log, "the program ran no node"
+    assert _started(trace) == log
+    assert trace.meta["divergences"] == []
+    assert trace.source == "torch"
+
+
+def _marked_lines(program):
+    lines, first = inspect.getsourcelines(program)
+    marks = {}
+    for offset, text in enumerate(lines):
+        if "# <- " in text:
+            marks[first + offset] = text.split("# <- ")[1].strip()
+    return marks
+
+
+@pytest.mark.parametrize("program", [p for p in torch_programs.PROGRAMS if _marked_lines(p)],
+                         ids=lambda p: p.__name__)
+def test_culprits_point_at_the_lines_that_made_the_nodes(program):
+    trace, _ = _record(program)
+    marks = _marked_lines(program)
+    if program is torch_programs.reentrant:
+        marks.update(_marked_lines(torch_programs.Reent.backward))
+    by_line: dict[int, set] = {}
+    for c in of_trace(trace):
+        if c.filename == torch_programs.__file__:
+            by_line.setdefault(c.lineno, set()).add(c.node_name)
+    for line, name in marks.items():
+        assert name in by_line.get(line, set()), (line, name, by_line)
+
+
+def test_seq_nrs_are_torchs_and_increments_are_contiguous():
+    """Every node's seq_nr is the one torch gave it, and the culprits cover the counter without gaps."""
+    trace, log = _record(torch_programs.custom_function)
+    bumps = of_trace(trace)
+    assert [c.new for c in bumps] == [c.old + 1 for c in bumps]
+    assert all(b.old == a.new for a, b in zip(bumps, bumps[1:], strict=False))
+    seqs = {seq for _, seq in log if seq != UINT64_MAX}
+    assert seqs <= {c.old for c in bumps}
+
+
+def test_accumulate_grad_leaves_carry_their_parameter_names():
+    trace, _ = _record(torch_programs.model_with_optimizer)
+    names = set(trace.meta["parameter_names"].values())
+    assert names == {"Sequential.0.weight", "Sequential.0.bias", "Sequential.2.weight", "Sequential.2.bias"}
+    for index in trace.meta["parameter_names"]:
+        assert trace.node(int(index)).name == "torch::autograd::AccumulateGrad"
+
+
+def test_hooks_are_registered_once_per_graph_and_removed_after():
+    """A second backward over a retained graph reuses the nodes' keys (and hooks); no hook of ours outlives the
+    recording (a node's hook dict is empty again)."""
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    with torch_bridge.record() as rec:
+        z = (x.exp() * 2).sum()
+        z.backward(retain_graph=True)
+        z.backward()
+        handles = dict(rec.bridge._handles)
+    trace = rec.trace
+    runs = _started(trace)
+    assert len(runs) == 8 and runs[:4] == runs[4:]
+    assert len({trace.event_node(int(s)) for s in trace.steps_of(Kind.NODE_STARTED)}) == 4
+    assert handles and all(pre.hooks_dict_ref() is None or not pre.hooks_dict_ref() for pre, *_ in handles.values())
+
+
+def test_errors_end_the_graph_task_and_say_where():
+    trace, _ = _record(torch_programs.error_in_backward)
+    errors = [trace[int(s)] for s in trace.steps_of(Kind.ERROR_RAISED)]
+    assert len(errors) == 1
+    assert errors[0].error_type == "ValueError" and "refused by a hook" in errors[0].message
+    assert errors[0].node_name == "CosBackward0"
+
+
+def test_reentrant_backward_is_one_level_deeper():
+    trace, _ = _record(torch_programs.reentrant)
+    depths = [trace[int(s)].reentrant_depth for s in trace.steps_of(Kind.GRAPH_TASK_STARTED)]
+    assert depths == [0, 1]
+
+
+def test_a_diverging_order_is_reported():
+    """Feed the model an order torch would never produce: it says so, and where."""
+    from tracer.torch_bridge.model import EngineModel, Graph, GraphTaskModel
+
+    class Sink:
+        num_events = 0
+
+        def __getattr__(self, name):
+            return lambda **kw: None
+
+    found = []
+    model = EngineModel(Sink(), found.append)
+    graph = Graph({1: 5, 2: 3, 3: 4}, {1: ((2, 0), (3, 0)), 2: (), 3: ()}, {})
+    gt = GraphTaskModel(1, 0, graph, 1, (0,), (), True, graph.topological_nrs([1]))
+    model.start(gt, [(1, 0)], False, False)
+    model.node_started(gt, 1, ())
+    model.node_finished(gt, 1, (None, None), (True, True))
+    model.node_started(gt, 2, ())  # the model expects 3 (seq 4) before 2 (seq 3)
+    assert [(d.expected, d.observed) for d in found] == [(3, 2)]
+
+
+def test_grads_in_and_out_are_summarised():
+    """The diamond's root gets 1.0 and hands 1.0 on; AccumulateGrad records the leaf's grad (torch's own)."""
+    trace, _ = _record(torch_programs.diamond)
+    started = trace[int(trace.steps_of(Kind.NODE_STARTED)[0])]
+    assert started.node_name == "SumBackward0" and started.inputs[0].preview == (1.0,)
+    accumulated = trace[int(trace.steps_of(Kind.GRAD_ACCUMULATED)[0])]
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    y = x.exp()
+    (y.sin() + y.cos()).sum().backward()
+    assert accumulated.grad.preview == pytest.approx(tuple(x.grad.tolist()))
+
+
+def test_the_model_reconstructs_pushes_and_dependencies():
+    """Diamond: Exp waits for both branches (dependency 2, its buffer written twice: the second an accumulation)."""
+    trace, _ = _record(torch_programs.diamond)
+    deps = trace[int(trace.steps_of(Kind.DEPENDENCIES_COMPUTED)[0])].dependencies
+    names = {trace.node(n).name: c for n, c in deps}
+    assert names["ExpBackward0"] == 2
+    writes = [trace[int(s)] for s in trace.steps_of(Kind.BUFFER_WRITTEN)]
+    exp_writes = [w.is_accumulation for w in writes if w.node_name == "ExpBackward0"]
+    assert exp_writes == [False, True]
+    pushes = [trace[int(s)].node_name for s in trace.steps_of(Kind.TASK_PUSHED)]
+    assert pushes.count("ExpBackward0") == 1
+
+
+def test_divergences_are_said_in_words():
+    from tracer import Trace
+
+    trace, _ = _record(torch_programs.diamond)
+    assert torch_bridge.divergence_text(trace) == ""
+    meta = dict(trace.meta, divergences=[{"graph_task": 1, "step": 12, "expected": 2, "observed": 1}])
+    fake = Trace(trace.columns, list(trace.strings), meta)
+    text = torch_bridge.divergence_text(fake)
+    assert text == (f"step 12, graph task 1: the model expected {trace.node(2).name}, torch ran "
+                    f"{trace.node(1).name}")
+
+
+def test_a_failure_of_the_bridge_never_fails_the_program():
+    """If the bridge's own walk breaks, the backward still runs (unrecorded) and the trace says why."""
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    with torch_bridge.record() as rec:
+        def broken(*args):
+            raise RuntimeError("walk broke")
+
+        rec.bridge._walk = broken
+        (x * 3).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+    assert rec.trace.meta["bridge_errors"] == ["RuntimeError: walk broke"]
+    assert len(rec.trace.steps_of(Kind.GRAPH_TASK_STARTED)) == 0
+
+
+def test_torch_is_left_as_it_was():
+    """After the recording: no mode on the stack, Function.apply and the engine entry point restored."""
+    from torch.autograd.function import Function
+
+    apply, run = Function.__dict__["apply"], torch.autograd._engine_run_backward
+    with torch_bridge.record():
+        assert torch._C._len_torch_function_stack() == 1
+    assert torch._C._len_torch_function_stack() == 0
+    assert Function.__dict__["apply"] is apply and torch.autograd._engine_run_backward is run

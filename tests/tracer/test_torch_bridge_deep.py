@@ -1,0 +1,56 @@
+"""A 1M-deep chain is recorded without crashing the program (in a subprocess, so a crash fails the test and
+cannot take pytest down).
+
+PyTorch frees a deep graph recursively: on the main thread's 8 MiB stack a 50k-deep graph whose nodes Python
+touched crashes the interpreter. The bridge walks without recursion and `run_with_big_stack` gives the script a
+1 GiB stack. The chain is built before the recording starts (its forward is a loop like any other) and the
+recording keeps no grad values (`values=False`), which keeps this the lightest run that still walks, hooks,
+runs and reconstructs a 1M-node backward and frees the graph: about 3 minutes and 4 GB here (2 cores, loaded).
+AGDB_DEEP_N=20000 runs a smaller chain, for a quick check.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SCRIPT = textwrap.dedent("""\
+    import sys
+    import torch
+    from tracer import torch_bridge
+    from tracer.schema import Kind
+
+    def main():
+        x = torch.ones(1, requires_grad=True)
+        h = x
+        for _ in range(N):
+            h = h.neg()
+        y = h.sum()
+        del h
+        with torch_bridge.record(values=False) as rec:
+            y.backward()
+            del y  # the 1M-deep graph is freed here, on the big stack
+        trace = rec.trace
+        runs = len(trace.steps_of(Kind.NODE_STARTED))
+        print(trace.num_nodes, runs, len(trace.meta["divergences"]), x.grad.item())
+
+    torch_bridge.run_with_big_stack(main)
+""")
+
+
+def test_a_million_deep_chain_is_recorded_without_a_crash():
+    n = int(__import__("os").environ.get("AGDB_DEEP_N", 1_000_000))
+    proc = subprocess.run([sys.executable, "-c", SCRIPT.replace("N)", f"{n})")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    nodes, runs, divergences, grad = proc.stdout.split()
+    assert int(nodes) == n + 2  # the chain, its sum and the leaf's AccumulateGrad
+    assert int(runs) == n + 2 and int(divergences) == 0
+    assert float(grad) == 1.0  # an even number of negations

@@ -1,0 +1,208 @@
+"""Compare two traces (`agdb diff A B`): agdb's engine against real torch, or two versions of one program.
+
+Never imports torch, the engine, textual or rich. Two traces are aligned by thread (the n-th thread that took
+a seq_nr in A with the n-th in B) and by *relative* seq_nr (a node's number minus its thread's first), since
+two runs rarely start their counters at the same value. Four aspects are compared, each reporting its first
+difference:
+- node names: the node that took each relative seq_nr;
+- seq_nr assignment: how many numbers each thread took, and where one run took more (a shift: "B took one
+  more seq_nr at model.py:12, so every later seq_nr is one higher");
+- culprit lines: the file and line blamed for each relative seq_nr;
+- execution order: the nodes the backward calls ran, in order (name and relative seq_nr).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .schema import UINT64_MAX, Kind, short_name
+
+ASPECTS = ("node names", "seq_nr assignment", "culprit lines", "execution order")
+_SHIFTS = (1, -1, 2, -2, 3, -3)
+"""Shifts tried when explaining where two runs' seq_nrs part (extra or missing numbers)."""
+
+
+@dataclass(frozen=True)
+class Bump:
+    """One seq_nr a thread handed out, relative to the thread's first."""
+
+    seq: int
+    name: str
+    where: str  # file name:line, or "?"
+    source: str
+
+
+@dataclass(frozen=True)
+class Run:
+    """One node run: name and relative seq_nr (None for AccumulateGrad and other nodes with no number)."""
+
+    name: str
+    seq: int | None
+    graph_task: int
+
+
+@dataclass
+class Side:
+    """What one trace contributes: bumps per aligned thread, node runs in order."""
+
+    label: str
+    source: str
+    threads: list[str] = field(default_factory=list)
+    bumps: list[list[Bump]] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+
+
+@dataclass
+class Aspect:
+    name: str
+    equal: bool
+    summary: str
+    first: dict[str, Any] | None = None  # where it first differs: index, what A and B have there
+
+
+def side_of(trace: Any, label: str) -> Side:
+    """The comparable content of a trace."""
+    side = Side(label, trace.source)
+    rows: dict[int, int] = {}
+    bases: dict[int, int] = {}
+    for step in trace.steps_of(Kind.SEQ_NR_BUMPED):
+        e = trace[int(step)]
+        row = rows.get(e.thread)
+        if row is None:
+            row = rows[e.thread] = len(side.bumps)
+            side.bumps.append([])
+            side.threads.append(trace.threads[e.thread][1] if e.thread < len(trace.threads) else str(e.thread))
+            bases[e.thread] = e.old
+        where = f"{os.path.basename(e.filename)}:{e.lineno}" if e.filename else "?"
+        side.bumps[row].append(Bump(e.old - bases[e.thread], short_name(e.node_name), where, e.source))
+    first_base = next(iter(bases.values()), 0)
+    for step in trace.steps_of(Kind.NODE_STARTED):
+        step = int(step)
+        info = trace.node(trace.event_node(step))
+        seq = None
+        if info.seq_nr != UINT64_MAX:
+            seq = info.seq_nr - bases.get(info.thread, first_base)
+        side.runs.append(Run(short_name(info.name), seq, int(trace.columns["ev_task"][step])))
+    return side
+
+
+def compare(a: Side, b: Side) -> list[Aspect]:
+    """Each aspect of ASPECTS, equal or with its first difference."""
+    return [_names(a, b), _assignment(a, b), _lines(a, b), _order(a, b)]
+
+
+def _pairs(a: Side, b: Side):
+    for t in range(max(len(a.bumps), len(b.bumps))):
+        yield t, (a.bumps[t] if t < len(a.bumps) else []), (b.bumps[t] if t < len(b.bumps) else [])
+
+
+def _bump_json(bump: Bump | None) -> dict | None:
+    return None if bump is None else {"seq_nr": bump.seq, "node": bump.name, "line": bump.where,
+                                      "source": bump.source}
+
+
+def _first_bump_difference(a: Side, b: Side, key) -> tuple[int, int, Bump | None, Bump | None] | None:
+    for t, xs, ys in _pairs(a, b):
+        for i in range(max(len(xs), len(ys))):
+            x = xs[i] if i < len(xs) else None
+            y = ys[i] if i < len(ys) else None
+            if x is None or y is None or key(x) != key(y):
+                return t, i, x, y
+    return None
+
+
+def _names(a: Side, b: Side) -> Aspect:
+    found = _first_bump_difference(a, b, lambda x: x.name)
+    total = sum(len(x) for x in a.bumps)
+    if found is None:
+        return Aspect("node names", True, f"equal: {total} seq_nrs on {len(a.bumps)} thread(s)")
+    t, i, x, y = found
+    return Aspect("node names", False, f"thread {t}, relative seq_nr {i}: A {_said(x)}, B {_said(y)}",
+                  {"thread": t, "seq_nr": i, "a": _bump_json(x), "b": _bump_json(y)})
+
+
+def _said(bump: Bump | None) -> str:
+    return "nothing" if bump is None else f"{bump.name} at {bump.where}"
+
+
+def _assignment(a: Side, b: Side) -> Aspect:
+    if len(a.bumps) != len(b.bumps):
+        return Aspect("seq_nr assignment", False, f"A has {len(a.bumps)} numbering thread(s), B {len(b.bumps)}",
+                      {"threads": [len(a.bumps), len(b.bumps)]})
+    for t, xs, ys in _pairs(a, b):
+        names_x, names_y = [x.name for x in xs], [y.name for y in ys]
+        if names_x == names_y:
+            continue
+        i = next((k for k in range(min(len(xs), len(ys))) if names_x[k] != names_y[k]), min(len(xs), len(ys)))
+        shift = _shift(names_x, names_y, i)
+        if shift > 0:  # B took extra numbers at i
+            culprit = ys[i]
+            text = (f"thread {t}: B took {shift} more seq_nr(s) at relative {i} ({culprit.name} at {culprit.where}); "
+                    f"B's later seq_nrs are {shift} higher")
+        elif shift < 0:
+            culprit = xs[i]
+            text = (f"thread {t}: A took {-shift} more seq_nr(s) at relative {i} ({culprit.name} at {culprit.where}); "
+                    f"B's later seq_nrs are {-shift} lower")
+        else:
+            culprit = None
+            text = f"thread {t}: A took {len(xs)} seq_nrs, B {len(ys)}; they part at relative {i}"
+        return Aspect("seq_nr assignment", False, text,
+                      {"thread": t, "seq_nr": i, "shift": shift, "counts": [len(xs), len(ys)],
+                       "culprit": _bump_json(culprit)})
+    counts = [len(x) for x in a.bumps]
+    return Aspect("seq_nr assignment", True, f"equal: {sum(counts)} seq_nrs, same numbers for the same nodes")
+
+
+def _shift(xs: list[str], ys: list[str], i: int) -> int:
+    """The d for which B's names from i+d on are A's from i on (B took d extra numbers), or 0 when none fits."""
+    for d in _SHIFTS:
+        if d > 0 and ys[i + d:] == xs[i:] and len(ys) - len(xs) == d:
+            return d
+        if d < 0 and xs[i - d:] == ys[i:] and len(xs) - len(ys) == -d:
+            return d
+    for d in _SHIFTS:  # the tails need not match to the end: a window after the difference is enough
+        window = 8
+        if d > 0 and ys[i + d:i + d + window] == xs[i:i + window] and len(xs) > i:
+            return d
+        if d < 0 and xs[i - d:i - d + window] == ys[i:i + window] and len(ys) > i:
+            return d
+    return 0
+
+
+def _lines(a: Side, b: Side) -> Aspect:
+    found = _first_bump_difference(a, b, lambda x: x.where)
+    if found is None:
+        return Aspect("culprit lines", True, "equal: every seq_nr blamed on the same line")
+    t, i, x, y = found
+    return Aspect("culprit lines", False, f"thread {t}, relative seq_nr {i}: A {_said(x)}, B {_said(y)}",
+                  {"thread": t, "seq_nr": i, "a": _bump_json(x), "b": _bump_json(y)})
+
+
+def _run_json(run: Run | None) -> dict | None:
+    return None if run is None else {"node": run.name, "seq_nr": run.seq, "graph_task": run.graph_task}
+
+
+def _order(a: Side, b: Side) -> Aspect:
+    tasks = len({r.graph_task for r in a.runs})
+    for i in range(max(len(a.runs), len(b.runs))):
+        x = a.runs[i] if i < len(a.runs) else None
+        y = b.runs[i] if i < len(b.runs) else None
+        if x is None or y is None or (x.name, x.seq) != (y.name, y.seq):
+            return Aspect("execution order", False, f"node run {i}: A ran {_ran(x)}, B ran {_ran(y)}",
+                          {"index": i, "a": _run_json(x), "b": _run_json(y)})
+    return Aspect("execution order", True, f"equal: {len(a.runs)} node runs in {tasks} graph task(s)")
+
+
+def _ran(run: Run | None) -> str:
+    if run is None:
+        return "nothing more"
+    seq = "" if run.seq is None else f" (relative seq_nr {run.seq})"
+    return f"{run.name}{seq} in graph task {run.graph_task}"
+
+
+def to_json(a: Side, b: Side, aspects: list[Aspect]) -> dict:
+    """The `agdb.diff/1` object `agdb diff --json` prints."""
+    return {"format": "agdb.diff/1", "equal": all(x.equal for x in aspects),
+            "a": {"trace": a.label, "source": a.source}, "b": {"trace": b.label, "source": b.source},
+            "aspects": {x.name: {"equal": x.equal, "summary": x.summary, "first": x.first} for x in aspects}}

@@ -1,0 +1,801 @@
+"""The bridge proper: records a real PyTorch run through the TraceBuilder. Imports torch (only ever imported from
+`tracer.torch_bridge.record`, so nothing else pulls torch in).
+
+What is observed, and how (docs/torch-bridge.md says it for users):
+- seq_nr culprits: a TorchFunctionMode reads the thread's counter (`torch.autograd._get_sequence_nr()`) before
+  and after each call; an increment is put on the user's line (the first frame outside torch and agdb) and its
+  nodes are named from the outputs' grad_fn and what they reach within the new range. Increments no mode can
+  see are caught where they happen: `Function.apply` (patched while recording: its PyNode takes the counter's
+  value at entry), the GraphRoot of a several-root backward and the Identity of an unreachable `inputs=` leaf
+  (named by rule when the call begins), the node hidden inside CopySlices (named after the in-place op).
+  Anything else shows up as a gap in the counter and is named once a graph walk meets the node.
+- the graph and every backward/autograd.grad call: `torch.autograd._engine_run_backward`, through which both
+  go, is wrapped while recording; it walks the graph from the roots, puts one pre- and one post-hook on each
+  node that has none of ours yet (so once per graph, not once per backward), and removes them all at the end.
+- what torch hides: model.EngineModel, fed by the hooks (NOTE [the model and the observed order]).
+
+NOTE [node identity]
+torch hands out a fresh Python wrapper for a node whenever it is read, and the wrappers are not weak-
+referenceable, so a node is known by what does not change: its (thread, seq_nr) for nodes that took a number,
+its leaf tensor (held weakly) for AccumulateGrad. Within one walk the wrappers are held, so two nodes that
+share a seq_nr (`_set_sequence_nr`) still get two keys. No wrapper outlives the call that read it.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import itertools
+import os
+import sys
+import threading
+import weakref
+from typing import Any, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from ..builder import CHUNK, TraceBuilder
+from ..events import TensorSummary
+from ..schema import Kind
+from .model import UINT64_MAX, EngineModel, Graph, GraphTaskModel
+
+_seq = torch.autograd._get_sequence_nr
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_AGDB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tracer/
+_SKIP = (_TORCH_DIR, _AGDB_DIR)
+_ACC = "torch::autograd::AccumulateGrad"
+_BACKWARD = torch.Tensor.backward
+_PY_NODE = torch.autograd.function.BackwardCFunction  # the node of a custom Function: its backward is Python
+_mode_depth = torch._C._len_torch_function_stack
+_push_mode = torch._C._push_on_torch_function_stack
+_pop_mode = torch._C._pop_torch_function_stack
+
+_K_BUMP, _K_CREATED = int(Kind.SEQ_NR_BUMPED), int(Kind.NODE_CREATED)
+GC_THRESHOLD = 100_000
+"""Allocations between two young-generation collections while recording (NOTE [collections while recording])."""
+
+OBSERVED = (Kind.SEQ_NR_BUMPED, Kind.NODE_CREATED, Kind.GRAPH_TASK_STARTED, Kind.NODE_STARTED, Kind.NODE_FINISHED,
+            Kind.GRAD_ACCUMULATED, Kind.ERROR_RAISED, Kind.GRAPH_TASK_FINISHED)
+RECONSTRUCTED = (Kind.DEPENDENCIES_COMPUTED, Kind.EXEC_INFO_COMPUTED, Kind.TASK_PUSHED, Kind.TASK_POPPED,
+                 Kind.BUFFER_WRITTEN, Kind.GRAD_CAPTURED)
+PROVENANCE = {**{k: "observed" for k in OBSERVED}, **{k: "reconstructed" for k in RECONSTRUCTED}}
+"""Hooks are not events of the bridge (its own are not the user's); a node's creation is its seq_nr increment, or,
+for a node that took none (AccumulateGrad) or was made before recording, the walk that first met it."""
+
+
+class _Emitter:
+    """The builder's event methods with this thread's row and CPU queue filled in (what the model writes to)."""
+
+    def __init__(self, builder: TraceBuilder, thread: int) -> None:
+        self.b = builder
+        queue = builder.queue(f"cpu:{thread}")
+        for name in ("graph_task_started", "dependencies_computed", "exec_info_computed", "buffer_written",
+                     "node_started", "node_finished", "grad_captured", "grad_accumulated", "error_raised",
+                     "graph_task_finished"):
+            setattr(self, name, functools.partial(getattr(builder, name), thread=thread))
+        for name in ("task_pushed", "task_popped"):
+            setattr(self, name, functools.partial(getattr(builder, name), thread=thread, queue=queue))
+
+    @property
+    def num_events(self) -> int:
+        return self.b.num_events
+
+
+class _Call:
+    """One backward()/autograd.grad() call: what the walk found before it ran (the rest is in the log)."""
+
+    __slots__ = ("gt", "before", "roots", "inputs", "multi", "keep_graph", "create_graph", "begun", "frame", "grads",
+                 "hooked")
+
+    def __init__(self) -> None:
+        self.begun = False
+        self.hooked: list[int] = []  # keys whose hooks this call put on a graph it frees: removed after it
+
+
+# Log entries (NOTE [observe now, reconstruct later]): tuples whose first item is one of these.
+_CALL, _PRE, _POST, _BUMP, _END = range(5)
+
+
+class _State:
+    """One thread's recording state."""
+
+    def __init__(self, row: int, model: EngineModel, now: int) -> None:
+        self.row = row
+        self.model = model
+        self.last = now  # the counter as accounted for by the time of the last observation
+        self.rlast = now  # the counter as accounted for by the reconstruction
+        self.calls: list[_Call] = []  # backward calls in progress, innermost last
+        self.log: list[tuple] = []  # observations not reconstructed yet
+        self.pushed: list[int] = []  # nodes whose pre-hook put the mode back on (popped by their post-hook)
+
+
+class Bridge:
+    """Records a real PyTorch run while attached; `finish()` detaches and returns the Trace.
+
+    NOTE [observe now, reconstruct later]
+    While a backward runs, the hooks only append what they see to the thread's log (a tuple each: the node, its
+    grads, the counter), so that a recorded backward costs about what bare Python hooks cost. Walking the
+    model of the engine, summarising grads and writing events happens afterwards, when the outermost backward
+    call returns (or, with `defer`, when the recording ends: cheaper while the program runs, but every grad of
+    every backward stays alive until then). Increments of the counter seen while a log is pending go into the
+    log too, so the trace keeps the order in which things happened.
+    """
+
+    def __init__(self, values: bool = True, defer: bool = False) -> None:
+        self.b = TraceBuilder(source="torch", provenance=PROVENANCE)
+        self.values = values  # summarise grads (False: shapes only, cheaper)
+        self.defer = defer
+        self._keys = itertools.count(1)
+        self._local = threading.local()
+        self._states: list[_State] = []
+        self._lock = threading.Lock()
+        self._seq_keys: dict[int, int] = {}  # seq_nr << 16 | thread row -> key
+        self._acc_keys: dict[int, tuple[Any, int]] = {}  # id(leaf) -> (weakref to it, key)
+        self._unnamed: set[int] = set()  # bumped as `?`: a walk that meets the node names it
+        self._is_acc: set[int] = set()
+        self._handles: dict[int, tuple[Any, Any]] = {}
+        self._walks: dict[tuple, Graph] = {}  # start nodes' keys -> the graph walked from them
+        self._new_hooks: list[int] = []  # keys hooked by the walk in progress
+        self._frames: dict[tuple, int] = {}
+        self._skip: dict[Any, bool] = {}
+        self._params: dict[int, tuple[Any, str]] = {}
+        self._seen_modules: set[int] = set()
+        self._leaf_names: dict[int, str] = {}
+        self.divergences: list[dict] = []
+        self.failures: list[str] = []  # the bridge's own errors: that backward ran unrecorded (meta["bridge_errors"])
+        self._gt_ids = itertools.count(1)
+        self._mode: TorchFunctionMode | None = None
+        self._restore: list = []
+
+    # -- attaching ------------------------------------------------------------------------------------------------
+    def attach(self) -> Bridge:
+        """Start recording on this thread (the mode is per thread; backward calls are caught on any)."""
+        import torch.autograd as ag
+        from torch.autograd.function import Function
+
+        original_run = ag._engine_run_backward
+        ag._engine_run_backward = self._wrap_run_backward(original_run)
+        self._restore.append(lambda: setattr(ag, "_engine_run_backward", original_run))
+        original_apply = Function.__dict__["apply"]
+        Function.apply = classmethod(self._wrap_apply(original_apply.__func__))
+        self._restore.append(lambda: setattr(Function, "apply", original_apply))
+        handle = torch.nn.modules.module.register_module_forward_pre_hook(self._module_seen)
+        self._restore.append(handle.remove)
+        # NOTE [collections while recording]: the bridge allocates a few small objects per op and per node, and
+        # with the default threshold each 700 allocations start a collection whose older generations walk
+        # every live tensor and node: most of a recording's cost. Fewer, larger collections while recording.
+        threshold = gc.get_threshold()
+        gc.set_threshold(max(threshold[0], GC_THRESHOLD), *threshold[1:])
+        self._restore.append(lambda: gc.set_threshold(*threshold))
+        self._state()
+        self._mode = _CulpritMode(self)
+        self._mode.__enter__()
+        return self
+
+    def detach(self) -> None:
+        """Stop recording, reconstruct what is pending, and remove every hook the bridge put on a node."""
+        if self._mode is not None:
+            mode, self._mode = self._mode, None
+            mode.__exit__(None, None, None)
+        while self._restore:
+            self._restore.pop()()
+        for state in self._states:
+            if state.log and not state.calls:
+                self._replay(state)
+        for pre, post, _ in self._handles.values():
+            pre.remove()
+            post.remove()
+        self._handles.clear()
+        self._walks.clear()
+        self._acc_keys.clear()
+        self._params.clear()
+
+    def finish(self) -> Any:
+        """Detach and freeze the trace; what the model found (divergences) and the leaves' parameter names go in
+        its meta, by node index."""
+        self.detach()
+        b = self.b
+        index = {key: i for i, key in enumerate(sorted(set(b.node_facts) | set(b.bumps)))}
+        trace = b.finish()
+        names = {str(index[k]): v for k, v in self._leaf_names.items() if k in index}
+        trace.meta["parameter_names"] = names
+        if self.failures:
+            trace.meta["bridge_errors"] = self.failures[:20]
+        trace.meta["divergences"] = [
+            {**d, "expected": index.get(d["expected"], -1) if d["expected"] else -1,
+             "observed": index.get(d["observed"], -1) if d["observed"] else -1} for d in self.divergences]
+        return trace
+
+    # -- small helpers -------------------------------------------------------------------------------------------
+    def _state(self) -> _State:
+        try:
+            return self._local.state
+        except AttributeError:
+            pass
+        with self._lock:
+            row = self.b.thread(threading.current_thread().name)
+        state = self._local.state = _State(row, EngineModel(_Emitter(self.b, row), self._diverged), _seq())
+        self._states.append(state)
+        return state
+
+    def _user_frame(self) -> int:
+        """The frame row of the innermost line outside torch and agdb (for `1 - x`, torch/overrides.py calls)."""
+        f = sys._getframe(2)
+        skip = self._skip
+        while f is not None:
+            code = f.f_code
+            inside = skip.get(code)
+            if inside is None:
+                inside = skip[code] = code.co_filename.startswith(_SKIP)
+            if not inside:
+                key = (code, f.f_lineno)
+                row = self._frames.get(key)
+                if row is None:
+                    row = self._frames[key] = self.b.frame(code.co_filename, f.f_lineno, code.co_name)
+                return row
+            f = f.f_back
+        return -1
+
+    def _bump(self, row: int, seq: int, name: str, frame: int) -> int:
+        """Write one increment; a node a walk already met keeps its key (and its name, if ours is a guess)."""
+        key = self._seq_keys.get(seq << 16 | row)
+        if key is None:
+            key = self._seq_keys[seq << 16 | row] = next(self._keys)
+        else:
+            facts = self.b.node_facts.get(key)
+            if facts is not None and name.startswith("?"):
+                name = facts[0]
+        if name.startswith("?"):
+            self._unnamed.add(key)
+        # NOTE [builder fast path]: one increment per forward op, so its two events are appended the way
+        # TraceBuilder.seq_nr_bumped and node_created append them (as the engine's Recorder does).
+        b = self.b
+        rows = b.rows
+        b.bumps[key] = (name, seq, frame)
+        rows.append((_K_BUMP, row, 0, key, 0, 0, 0))
+        facts = b.node_facts
+        if key not in facts:  # its edges come when a walk meets it (_describe)
+            facts[key] = (name, seq, 0, "cpu", row, (), frame, b._frozen + len(rows), 1)
+            rows.append((_K_CREATED, row, 0, key, 0, 0, 0))
+            if len(rows) >= CHUNK:
+                b.freeze_rows()
+        return key
+
+    def _bumps(self, state: _State, start: int, after: int, names: Any, frame: int) -> None:
+        """Increments start..after-1 on `frame`, named by `names` (a list, or one name for the first)."""
+        if state.log or state.calls:  # keep the order of a pending log (NOTE [observe now, reconstruct later])
+            state.log.append((_BUMP, start, after, names, frame))
+            return
+        self._emit_bumps(state, start, after, names, frame)
+
+    def _emit_bumps(self, state: _State, start: int, after: int, names: Any, frame: int) -> None:
+        self._gap(state, start, frame)
+        for s in range(start, after):
+            self._bump(state.row, s, names[s - start] if isinstance(names, list) else names, frame)
+            if not isinstance(names, list):
+                names = "?"
+        state.rlast = max(state.rlast, after)
+
+    def _gap(self, state: _State, now: int, frame: int) -> None:
+        """Increments nobody saw (nodes C++ made during a backward, ...): unnamed until a walk meets them."""
+        for s in range(state.rlast, now):
+            self._bump(state.row, s, "?", frame)
+        if now > state.rlast:
+            state.rlast = now
+
+    def _module_seen(self, module: Any, args: Any) -> None:
+        """Parameters get their name from the first (outermost) module seen owning them."""
+        if id(module) in self._seen_modules:
+            return
+        self._seen_modules.add(id(module))
+        prefix = type(module).__name__
+        for name, p in module.named_parameters():
+            if id(p) not in self._params:
+                self._params[id(p)] = (weakref.ref(p), f"{prefix}.{name}")
+
+    def _diverged(self, d: Any) -> None:
+        self.divergences.append({"graph_task": d.graph_task, "step": d.step, "expected": d.expected,
+                                 "observed": d.observed})
+
+    # -- forward: culprits ---------------------------------------------------------------------------------------
+    def op_bumped(self, func: Any, out: Any, before: int, after: int) -> None:
+        """`func` took numbers before..after-1: name them from its outputs, put them on the user's line."""
+        state = self._state()
+        start = before if before > state.last else state.last  # a backward inside `func` accounted for its own
+        state.last = after
+        if start >= after:
+            return
+        frame = self._user_frame()
+        if after - start == 1 and type(out) is torch.Tensor:  # the common case: one op, one node
+            gf = out.grad_fn
+            if gf is not None and gf._sequence_nr() == start:
+                if start == state.rlast and not state.log and not state.calls:  # nothing pending: write it now
+                    self._bump(state.row, start, gf.name(), frame)
+                    state.rlast = after
+                else:
+                    self._bumps(state, start, after, gf.name(), frame)
+                return
+        self._bumps(state, start, after, _names(func, out, start, after), frame)
+
+    def function_applied(self, cls: type) -> None:
+        """A custom Function's apply begins: its PyNode takes the counter's value now."""
+        state = self._state()
+        now = _seq()
+        state.last = now + 1
+        self._bumps(state, now, now + 1, f"{cls.__name__}Backward", self._user_frame())
+
+    def _wrap_apply(self, original: Any) -> Any:
+        bridge = self
+
+        def apply(cls, *args, **kwargs):
+            bridge.function_applied(cls)
+            return original(cls, *args, **kwargs)
+
+        return apply
+
+    # -- backward calls ------------------------------------------------------------------------------------------
+    def _wrap_run_backward(self, original: Any) -> Any:
+        bridge = self
+
+        def _engine_run_backward(t_outputs, *args, **kwargs):
+            state = bridge._state()
+            try:
+                call = bridge._call(state, t_outputs, args, kwargs)
+            except Exception as e:  # noqa: BLE001 - agdb's failure must not become the program's
+                bridge.failures.append(f"{type(e).__name__}: {e}")
+                call = None
+            if call is None:
+                return original(t_outputs, *args, **kwargs)
+            log = state.log
+            log.append((_CALL, call))
+            state.calls.append(call)
+            try:
+                result = original(t_outputs, *args, **kwargs)
+            except BaseException as e:
+                log.append((_END, call, (type(e).__name__, str(e)), None, _seq()))
+                raise
+            else:
+                log.append((_END, call, None, result, _seq()))
+            finally:
+                state.calls.remove(call)
+                bridge._unhook(call.hooked)
+                state.last = _seq()  # the reconstruction accounts for every increment up to here
+                if not state.calls:
+                    state.pushed.clear()  # after an error the engine already took the mode off
+                    if not bridge.defer:
+                        bridge._replay(state)
+            return result
+
+        return _engine_run_backward
+
+    def _call(self, state: _State, t_outputs: Any, args: tuple, kwargs: dict) -> _Call | None:
+        """Walk the graph a call is about to run and hook its nodes; None when torch will refuse the call."""
+        params = _run_args(args, kwargs)
+        call = _Call()
+        roots = []
+        for t in t_outputs:
+            edge = _edge(t)
+            if edge is None:
+                return None  # torch raises "element i of tensors does not require grad"
+            roots.append(edge)
+        given = tuple(params["inputs"] or ())
+        inputs: list = [_input_edge(t) for t in given]
+        starts = [n for n, _ in roots] + [n for n, _ in inputs if n is not None]
+        graph = self._cached(state, starts)
+        if graph is None:
+            self._new_hooks = []
+            with _gc_paused():  # a walk allocates per node, and no cycles: no collection in the middle
+                walked = self._walk(state, starts)
+            graph = walked.graph
+            key_of = walked.key_of
+            if params["retain_graph"]:  # a graph kept for another backward keeps its walk and its hooks
+                self._remember(state, starts, key_of, graph)
+            else:
+                call.hooked = self._new_hooks
+            self._new_hooks = []
+        else:
+            key_of = {id(n): self._key(n, state.row, set())[0] for n in starts}
+        for i, (n, _) in enumerate(inputs):
+            if n is None:  # a leaf: its AccumulateGrad if the walk met one (torch does not make one here)
+                known = self._acc_keys.get(id(given[i]))
+                if known is not None and known[0]() is given[i] and known[1] in graph.seq:
+                    inputs[i] = (known[1], 0)
+        call.before = _seq()
+        call.frame = self._user_frame()
+        call.roots = [(key_of[id(n)], nr) for n, nr in roots]
+        call.inputs = [(n, nr) if isinstance(n, int) else (key_of[id(n)], nr) if n is not None else (0, 0)
+                       for n, nr in inputs]
+        call.multi = len(roots) > 1
+        call.keep_graph = bool(params["retain_graph"])
+        call.create_graph = bool(params["create_graph"])
+        call.grads = tuple(params["grad_tensors"] or ())
+        call.gt = GraphTaskModel(next(self._gt_ids), len(state.calls), graph, 0, (), (), params["accumulate_grad"], {})
+        return call
+
+    def _unhook(self, keys: list[int]) -> None:
+        handles = self._handles
+        for key in keys:
+            held = handles.pop(key, None)
+            if held is not None:
+                held[0].remove()
+                held[1].remove()
+
+    def _cached(self, state: _State, starts: list) -> Graph | None:
+        """The graph a former call walked from the same nodes, while they live (a live node keeps everything below
+        it alive and unchanged): a second backward over a retained graph does not walk it again."""
+        keys = tuple(self._key(n, state.row, set())[0] for n in starts)
+        found = self._walks.get((state.row, keys))  # per thread: the hooks log into the walking thread's log
+        if found is None:
+            return None
+        for key in keys:
+            held = self._handles.get(key)
+            if held is None or held[0].hooks_dict_ref() is None:
+                del self._walks[(state.row, keys)]
+                return None
+        return found
+
+    def _remember(self, state: _State, starts: list, key_of: dict, graph: Graph) -> None:
+        if len(self._walks) >= 64:  # forget the walks of graphs that are gone
+            for row, keys in list(self._walks):
+                if any(self._handles.get(k) is None or self._handles[k][0].hooks_dict_ref() is None for k in keys):
+                    del self._walks[(row, keys)]
+        self._walks[(state.row, tuple(key_of[id(n)] for n in starts))] = graph
+
+    # -- reconstruction ------------------------------------------------------------------------------------------
+    def _replay(self, state: _State) -> None:
+        """Run the log through the model: events in the order things happened."""
+        with torch._C.DisableTorchFunction(), _gc_paused():  # our own tensor calls; no cycles made here
+            self._replay_log(state)
+
+    def _replay_log(self, state: _State) -> None:
+        log = state.log[:]  # the hooks hold state.log itself: empty it in place
+        del state.log[:len(log)]
+        model = state.model
+        stack: list[_Call] = []
+        values = self._value
+        for entry in log:
+            kind = entry[0]
+            if kind == _PRE:
+                if not stack:
+                    continue
+                call = stack[-1]
+                now = entry[3]
+                if not call.begun:
+                    self._begin(state, call, now)
+                elif now > state.rlast:
+                    self._gap(state, now, call.frame)
+                model.node_started(call.gt, entry[1], [values(g) for g in entry[2]])
+            elif kind == _POST:
+                if not stack:
+                    continue
+                gt, key, grad_inputs, grad_outputs = stack[-1].gt, entry[1], entry[2], entry[3]
+                if key in self._is_acc and grad_outputs and grad_outputs[0] is not None:
+                    self.b.grad_accumulated(thread=state.row, graph_task=gt.id, node=key,
+                                            grad=values(grad_outputs[0]))
+                if self.values:
+                    model.node_finished(gt, key, [values(g) for g in grad_inputs],
+                                        [g is not None for g in grad_inputs])
+                else:  # grad_inputs holds whether each was defined
+                    model.node_finished(gt, key, [None] * len(grad_inputs), grad_inputs)
+            elif kind == _BUMP:
+                _, start, after, names, frame = entry
+                if stack and not stack[-1].begun:
+                    self._begin(state, stack[-1], start)
+                self._emit_bumps(state, start, after, names, frame)
+            elif kind == _CALL:
+                call = entry[1]
+                self._gap(state, call.before, call.frame)
+                stack.append(call)
+            else:  # _END
+                _, call, error, result, now = entry
+                if not call.begun:
+                    self._begin(state, call, now)
+                self._gap(state, now, call.frame)
+                results = tuple(result) if isinstance(result, (tuple, list)) else ()
+                model.finish(call.gt, error, lambda gt, node, i, r=results: values(r[i]) if i < len(r) else None)
+                stack.remove(call)
+
+    def _begin(self, state: _State, call: _Call, now: int) -> None:
+        """The call's first sign of life: name the nodes the engine made (Identity, GraphRoot), then start the
+        model (dependencies, exec_info, the root's push)."""
+        call.begun = True
+        row = state.row
+        self._gap(state, call.before, call.frame)
+        made = now - call.before
+        multi = 1 if call.multi else 0
+        s = call.before
+        inputs = list(call.inputs)
+        missing = [i for i, (k, _) in enumerate(inputs) if not k]
+        for j, i in enumerate(missing):
+            if j < made - multi:  # an unreachable leaf with no AccumulateGrad yet: torch made an Identity
+                key = self._bump(row, s, "torch::autograd::Identity", call.frame)
+                self.b.node(key, name="torch::autograd::Identity", seq_nr=s, thread=row, frame=call.frame)
+                s += 1
+            else:  # an unreachable leaf whose AccumulateGrad lives elsewhere
+                key = next(self._keys)
+                self.b.node(key, name=_ACC, seq_nr=UINT64_MAX, thread=row)
+            inputs[i] = (key, 0)
+        gt = call.gt
+        graph = gt.graph
+        if call.multi:
+            root = self._bump(row, s, "GraphRoot", call.frame)
+            graph.seq[root] = s
+            graph.edges[root] = tuple(call.roots)
+            self.b.node(root, name="GraphRoot", seq_nr=s, thread=row, next_edges=call.roots, num_inputs=0,
+                        frame=call.frame)
+            s += 1
+            state.model.simulated.add(root)
+            gt.graph_root, gt.root_slots = root, ()
+            gt.root_grads = tuple(self._value(g) for g in call.grads)
+        else:
+            gt.graph_root, slot = call.roots[0]
+            gt.root_slots = (slot,)
+        state.rlast = max(state.rlast, s)
+        gt.inputs = tuple(inputs)
+        gt.exec_info = bool(inputs)
+        gt.topo = graph.topological_nrs([gt.graph_root] + [n for n, _ in gt.inputs])  # inputs= may lie off it
+        facts_of = self.b.node_facts
+        for key, topo in gt.topo.items():
+            facts = facts_of.get(key)
+            if facts is not None and facts[2] != topo:
+                facts_of[key] = facts[:2] + (topo,) + facts[3:]
+        state.model.start(gt, call.roots, call.keep_graph, call.create_graph)
+
+    # -- hooks ---------------------------------------------------------------------------------------------------
+    def _hook(self, n: Any, key: int, state: _State) -> None:
+        held = self._handles.get(key)
+        if held is not None and held[0].hooks_dict_ref() is not None:
+            if held[2] is state:
+                return  # this node already has ours: once per graph, not once per backward
+            held[0].remove()  # hooked for another thread's backward: this thread's log from now on
+            held[1].remove()
+        # The hooks append to this thread's log list itself: a backward on the CPU runs on the thread that
+        # called it, and a lookup per call (threading.local) would cost as much as the hook.
+        log, mode = state.log, self._mode
+        if not self.values:  # keep no grad alive: only which outputs were defined
+            def pre(grad_outputs):
+                log.append((_PRE, key, (), _seq()))
+
+            def post(grad_inputs, grad_outputs):
+                log.append((_POST, key, tuple([g is not None for g in grad_inputs]), ()))
+        elif not isinstance(n, _PY_NODE):  # a C++ node runs no Python of its own: log and return
+            def pre(grad_outputs):
+                log.append((_PRE, key, grad_outputs, _seq()))
+
+            def post(grad_inputs, grad_outputs):
+                log.append((_POST, key, grad_inputs, grad_outputs))
+        else:
+            def pre(grad_outputs):
+                log.append((_PRE, key, grad_outputs, _seq()))
+                if not _mode_depth() and mode is not None:
+                    # The engine runs nodes with no torch-function mode: put ours back for a custom Function's
+                    # backward (its ops, a reentrant backward) so its increments get their lines. The engine
+                    # restores the thread's state after each node, so a node that fails cannot leave it behind.
+                    _push_mode(mode)
+                    state.pushed.append(key)
+
+            def post(grad_inputs, grad_outputs):
+                if state.pushed and state.pushed[-1] == key:
+                    state.pushed.pop()
+                    if _mode_depth():
+                        _pop_mode()
+                log.append((_POST, key, grad_inputs, grad_outputs))
+
+        self._handles[key] = (n.register_prehook(pre), n.register_hook(post), state)
+        self._new_hooks.append(key)
+
+    # -- the graph -----------------------------------------------------------------------------------------------
+    def _walk(self, state: _State, nodes: list) -> _Walk:
+        """Every node reachable from `nodes`, in one pass: keys, edges, hooks, and facts for nodes new to the trace."""
+        row = state.row
+        walk = _Walk()
+        key_of = walk.key_of
+        graph = walk.graph
+        seq_of, edges_of, inputs_of = graph.seq, graph.edges, graph.num_inputs
+        held = []  # wrappers stay alive during the walk, so id() names one node (NOTE [node identity])
+        used: set[int] = set()
+        stack = []
+        key_fn, hook, facts_of = self._key, self._hook, self.b.node_facts
+        for n in nodes:
+            if n is not None and id(n) not in key_of:
+                key, seq = key_fn(n, row, used)
+                key_of[id(n)] = key
+                seq_of[key] = seq
+                held.append(n)
+                stack.append((n, key))
+        new = []
+        while stack:
+            n, key = stack.pop()
+            edges = []
+            for c, nr in n.next_functions:
+                if c is None:
+                    edges.append((0, nr))
+                    continue
+                ck = key_of.get(id(c))
+                if ck is None:
+                    ck, cseq = key_fn(c, row, used)
+                    key_of[id(c)] = ck
+                    seq_of[ck] = cseq
+                    held.append(c)
+                    stack.append((c, ck))
+                edges.append((ck, nr))
+                if inputs_of.get(ck, 0) <= nr:
+                    inputs_of[ck] = nr + 1
+            edges_of[key] = tuple(edges)
+            hook(n, key, state)
+            if key not in facts_of or key in self._unnamed:
+                new.append((n, key))
+        self._describe(new, graph, row)
+        del held, new
+        return walk
+
+    def _describe(self, new: list, graph: Graph, row: int) -> None:
+        """Node facts for nodes the trace has not described yet (and the real name of a node bumped as `?`)."""
+        b = self.b
+        facts_of, bumps = b.node_facts, b.bumps
+        for n, key in new:
+            name = n.name()
+            bump = bumps.get(key)
+            if bump is not None and bump[0] != name:
+                bumps[key] = (name,) + bump[1:]
+            self._unnamed.discard(key)
+            old = facts_of.get(key)
+            if old is None:  # met first by a walk (an AccumulateGrad, or a node made before recording)
+                b.node_created(thread=row, node=key, name=name, seq_nr=graph.seq[key], topological_nr=0,
+                               next_edges=graph.edges[key], num_inputs=graph.num_inputs.get(key, 1))
+            else:  # made while recording: its edges now, its creation step and line as they were
+                b.node(key, name=name, seq_nr=graph.seq[key], thread=old[4], next_edges=graph.edges[key],
+                       num_inputs=graph.num_inputs.get(key, 1), frame=old[6])
+                f = facts_of[key]
+                facts_of[key] = f[:7] + (old[7],) + f[8:]
+
+    def _key(self, n: Any, row: int, used: set[int]) -> tuple[int, int]:
+        """(key, seq_nr) of a node (NOTE [node identity])."""
+        seq = n._sequence_nr()
+        if seq == UINT64_MAX:
+            var = getattr(n, "variable", None)
+            if var is None:
+                return next(self._keys), seq  # an Error node: no number, no leaf
+            known = self._acc_keys.get(id(var))
+            if known is not None and known[0]() is var:
+                return known[1], seq
+            key = next(self._keys)
+            self._acc_keys[id(var)] = (weakref.ref(var), key)
+            self._is_acc.add(key)
+            param = self._params.get(id(var))
+            if param is not None and param[0]() is var:
+                self._leaf_names[key] = param[1]
+            return key, seq
+        key = self._seq_keys.get(seq << 16 | row)
+        if key is None or key in used:
+            key = next(self._keys)
+            self._seq_keys.setdefault(seq << 16 | row, key)
+        used.add(key)
+        return key, seq
+
+    def _value(self, t: Any) -> Any:
+        """What the trace keeps of a grad: a numpy view (the builder copies small ones, summarises others)."""
+        if t is None:
+            return None
+        if not self.values:
+            return TensorSummary(tuple(t.shape), str(t.dtype).removeprefix("torch."), str(t.device), (), False, False)
+        try:
+            return t.detach().numpy()
+        except (RuntimeError, TypeError):  # not on the CPU, or a dtype numpy lacks
+            return TensorSummary(tuple(t.shape), str(t.dtype).removeprefix("torch."), str(t.device), (), False,
+                                 False)
+
+
+class _Walk:
+    def __init__(self) -> None:
+        self.key_of: dict[int, int] = {}
+        self.graph = Graph({}, {}, {})
+
+
+class _CulpritMode(TorchFunctionMode):
+    """Reads the counter around every torch call; see Bridge.op_bumped."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        super().__init__()
+        self.bridge = bridge
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        before = _seq()
+        if func is _BACKWARD:  # the mode is off inside its own handler: keep it on for hooks and custom backwards
+            with self:
+                out = _tensor_backward(*args, **(kwargs or {}))
+        else:
+            out = func(*args, **kwargs) if kwargs else func(*args)
+        after = _seq()
+        if after != before:
+            self.bridge.op_bumped(func, out, before, after)
+        return out
+
+
+def _tensor_backward(self: Any, gradient: Any = None, retain_graph: Any = None, create_graph: bool = False,
+                     inputs: Any = None) -> None:
+    """What Tensor.backward does once past its own __torch_function__ check."""
+    torch.autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic collection inside: allocating much that is all acyclic would make each full collection walk it."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _names(func: Any, out: Any, start: int, after: int) -> list[str]:
+    """Names of the nodes `func` made (seq_nrs start..after-1), from its outputs' grad_fn and what they reach in
+    that range; the node an in-place op on a view hides inside CopySlices is named after the op."""
+    names: dict[int, str] = {}
+    todo = []
+    for t in _tensors(out):
+        is_node = hasattr(t, "_sequence_nr")
+        gf = t if is_node else t.grad_fn
+        if gf is not None:
+            todo.append(gf)
+        if not is_node and t._is_view() and t._base is not None and t._base.grad_fn is not None:
+            todo.append(t._base.grad_fn)  # CopySlices of an in-place op on a view sits on the base
+    while todo:
+        n = todo.pop()
+        s = n._sequence_nr()
+        if start <= s < after and s not in names:
+            names[s] = n.name()
+            todo.extend(c for c, _ in n.next_functions if c is not None)
+    op = getattr(func, "__name__", "") or ""
+    return [names.get(s) or (_hidden_name(op) if s == start else f"? (inside {op})") for s in range(start, after)]
+
+
+def _tensors(out: Any) -> list:
+    if isinstance(out, torch.Tensor) or hasattr(out, "_sequence_nr"):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for t in out if isinstance(t, torch.Tensor)]
+    return []
+
+
+def _hidden_name(op: str) -> str:
+    """The node an in-place op on a view makes and hides inside CopySlices: `mul_` -> MulBackward0."""
+    base = op.strip("_")
+    if not base or not op.endswith("_") or op.startswith("__"):
+        return f"? (inside {op})" if op else "?"
+    return "".join(part.capitalize() for part in base.split("_")) + "Backward0"
+
+
+def _edge(t: Any) -> tuple[Any, int] | None:
+    """The (node, input_nr) a backward root or input maps to (torch's gradient_edge)."""
+    if isinstance(t, torch.autograd.graph.GradientEdge):
+        return (t.node, t.output_nr)
+    if t.grad_fn is not None:
+        return (t.grad_fn, t.output_nr)
+    if t.requires_grad:
+        return (torch.autograd.graph.get_gradient_edge(t).node, 0)  # torch makes the leaf's AccumulateGrad too
+    return None
+
+
+def _input_edge(t: Any) -> tuple[Any, int]:
+    """An `inputs=` entry's edge; a leaf with no AccumulateGrad gets none here (torch then makes an Identity)."""
+    if isinstance(t, torch.autograd.graph.GradientEdge):
+        return (t.node, t.output_nr)
+    if t.grad_fn is not None:
+        return (t.grad_fn, t.output_nr)
+    return (None, 0)
+
+
+def _run_args(args: tuple, kwargs: dict) -> dict:
+    """`_engine_run_backward(outputs, grads, retain_graph, create_graph, inputs, allow_unused, accumulate_grad=)`."""
+    names = ("grad_tensors", "retain_graph", "create_graph", "inputs", "allow_unused", "accumulate_grad")
+    params = dict(zip(names, args, strict=False))
+    params.update(kwargs)
+    params.setdefault("accumulate_grad", True)
+    for name in names:
+        params.setdefault(name, None)
+    return params
+
