@@ -6,6 +6,7 @@ Never imports the engine, textual or rich. Every index is read-only once built.
 from __future__ import annotations
 
 import bisect
+import threading
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -92,7 +93,7 @@ def _groups(keys: np.ndarray) -> dict[int, np.ndarray]:
 
 
 def index_tasks(trace: Trace) -> dict[int, TaskIndex]:
-    """Per graph task: its span, initial counts, routing decrements and buffer lifetimes.
+    """Per graph task: its span and initial counts; `index_flows` adds routing decrements and buffer lifetimes.
 
     Work is linear in the events whatever the number of graph tasks: a training loop's trace holds
     thousands of small backward calls.
@@ -122,9 +123,16 @@ def index_tasks(trace: Trace) -> dict[int, TaskIndex]:
         t.needed = tuple(c["needed_node"][lo:hi].tolist())
         lo, hi = int(c["captured_start"][row]), int(c["captured_start"][row + 1])
         t.captured = tuple(c["captured_node"][lo:hi].tolist())
+    return tasks
+
+
+def index_flows(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
+    """Fill in each task's routing decrements and buffer lifetimes (TaskIndex.dec_*, buf_nodes, buffers).
+
+    Apart from `index_tasks` (NOTE [lazy task flows]): only a step inside a graph task needs them.
+    """
     _index_routing(trace, tasks)
     _index_buffers(trace, tasks)
-    return tasks
 
 
 def lookup_sorted(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -313,6 +321,8 @@ class TraceIndex:
         self._trace = trace
         self._steps_of: dict[tuple[int, ...], np.ndarray] = {}
         self._memo: dict[Any, Any] = {}
+        self._flows_lock = threading.Lock()
+        self._flows_done = False  # NOTE [lazy task flows]
 
     def steps_of(self, *kinds: Kind) -> np.ndarray:
         """The steps of every event of these kinds, in order."""
@@ -359,8 +369,23 @@ class TraceIndex:
 
     @cached_property
     def tasks(self) -> dict[int, TaskIndex]:
-        """Per graph task: span, counts, decrements and buffers (see TaskIndex)."""
+        """Per graph task: span, depth, initial counts, pruning and exec_info (see TaskIndex). The decrements and
+        buffers are empty until `task_flows()` fills them in (NOTE [lazy task flows])."""
         return index_tasks(self._trace)
+
+    # NOTE [lazy task flows]: a 1M-node backward's routing decrements and buffer lifetimes take 0.25-0.5 s to
+    # index, and the TUI first shows step 0, usually in the forward pass, where no graph task is running. So
+    # `tasks` holds what every step needs (the spans) and `task_flows()` adds the rest when a step inside a
+    # graph task is first asked for, or when the TUI's worker warms the replay after the first paint.
+    def task_flows(self) -> dict[int, TaskIndex]:
+        """`tasks`, with every task's decrements and buffers filled in (built once, by one thread)."""
+        tasks = self.tasks
+        if not self._flows_done:
+            with self._flows_lock:
+                if not self._flows_done:
+                    index_flows(self._trace, tasks)
+                    self._flows_done = True
+        return tasks
 
     @cached_property
     def _buffer_writes_by_key(self) -> tuple[np.ndarray, np.ndarray]:

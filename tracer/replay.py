@@ -60,8 +60,7 @@ class Replay:
         self._task_ids = np.array(sorted(self._tasks), dtype=np.int64)
         self._task_spans = np.array([(self._tasks[t].start, self._tasks[t].end) for t in self._task_ids.tolist()],
                                     dtype=np.int64).reshape(-1, 2)
-        self._runs = index.runs
-        self._run_intervals = Intervals(self._runs[0], self._runs[1])
+        self._run_intervals: Intervals | None = None  # built when a step after the first run asks (_running_at)
         if trace.num_nodes:
             trace.node(0)  # builds the trace's node index now, so no seek pays for it
         self._queue_steps = index.steps_of(Kind.TASK_PUSHED, Kind.TASK_POPPED, Kind.GRAPH_TASK_FINISHED)
@@ -92,7 +91,10 @@ class Replay:
             self._built = max(self._built, stop)
 
     def warm(self, should_stop: Any = lambda: False) -> None:
-        """Build every queue checkpoint now, a chunk at a time, until done or `should_stop()` is true."""
+        """Build the lazy indexes (NOTE [lazy task flows] in indexes) and every queue checkpoint now, a chunk at
+        a time, until done or `should_stop()` is true."""
+        self.trace.index.task_flows()
+        self._runs_until(len(self.trace))
         last = int(self._queue_steps[-1]) if len(self._queue_steps) else -1
         while self._built < len(self._queue_steps) and not should_stop():
             self._extend_checkpoints(last, chunk=self.interval * 64)
@@ -142,8 +144,10 @@ class Replay:
     def _graph_tasks_at(self, step: int) -> tuple[GraphTaskState, ...]:
         out = []
         spans = self._task_spans
-        for tid in self._task_ids[(spans[:, 0] <= step) & (step < spans[:, 1])].tolist():
-            t = self._tasks[tid]
+        live = self._task_ids[(spans[:, 0] <= step) & (step < spans[:, 1])].tolist()
+        tasks = self.trace.index.task_flows() if live else self._tasks
+        for tid in live:
+            t = tasks[tid]
             done = int(np.searchsorted(t.dec_steps, step, side="right"))
             snap = done // SNAP
             counts = (t.remaining_snaps[snap - 1] if snap else t.dep_counts).astype(np.int32)  # a copy
@@ -174,9 +178,22 @@ class Replay:
         return slots
 
     def _running_at(self, step: int) -> tuple[tuple[int, int], ...]:
-        live = self._run_intervals.open_at(step)
-        _, _, threads, nodes = self._runs
+        intervals = self._runs_until(step)
+        if intervals is None:
+            return ()
+        live = intervals.open_at(step)
+        _, _, threads, nodes = self.trace.index.runs
         return tuple(sorted(zip(threads[live].tolist(), nodes[live].tolist(), strict=True)))
+
+    def _runs_until(self, step: int) -> Intervals | None:
+        """The node runs' intervals, or None while `step` comes before the first NodeStarted (no run yet): a
+        1M-node trace's runs take 0.1-0.3 s to find, and the TUI first shows step 0, usually in the forward."""
+        if self._run_intervals is None:
+            if not len(self._started_steps) or step < self._started_steps[0]:
+                return None
+            runs = self.trace.index.runs
+            self._run_intervals = Intervals(runs[0], runs[1])  # two threads may both build it: the same value
+        return self._run_intervals
 
     def state_at(self, step: int) -> EngineState:
         """The state after event `step` (0 <= step < len(trace))."""
