@@ -90,14 +90,18 @@ class Replay:
                     self._checkpoints.append((int(steps[i]), _copy_heaps(heaps)))
             self._built = max(self._built, stop)
 
-    def warm(self, should_stop: Any = lambda: False) -> None:
+    def warm(self, should_stop: Any = lambda: False, between: Any = lambda: None) -> None:
         """Build the lazy indexes (NOTE [lazy task flows] in indexes) and every queue checkpoint now, a chunk at
-        a time, until done or `should_stop()` is true."""
+        a time, until done or `should_stop()` is true. `between()` runs before each chunk: a caller sharing the
+        GIL with a UI thread can sleep there (a chunk is ~1,000 queue events, a few ms)."""
+        between()
         self.trace.index.task_flows()
+        between()
         self._runs_until(len(self.trace))
         last = int(self._queue_steps[-1]) if len(self._queue_steps) else -1
         while self._built < len(self._queue_steps) and not should_stop():
-            self._extend_checkpoints(last, chunk=self.interval * 64)
+            between()
+            self._extend_checkpoints(last, chunk=self.interval * 8)
 
     def _apply_queue_event(self, heaps: dict, i: int) -> None:
         kind, queue, task, node, extra = self._qevents.get(i)
@@ -119,7 +123,11 @@ class Replay:
                         item.key[1] = -INT_MAX
 
     def _queues_at(self, step: int) -> tuple[QueueState, ...]:
-        if self._checkpoints[-1][0] < step and self._built < len(self._queue_steps):
+        # Within one interval of the last checkpoint, the seek applies the events itself, without the lock that
+        # a warm() chunk in another thread may hold.
+        within = int(np.searchsorted(self._queue_steps, step, side="right")) - \
+            (len(self._checkpoints) - 1) * self.interval
+        if within > self.interval and self._built < len(self._queue_steps):
             self._extend_checkpoints(step)
         i = bisect.bisect_right(self._checkpoints, step, key=lambda cp: cp[0]) - 1
         base, saved = self._checkpoints[i]
