@@ -337,31 +337,55 @@ def cut_summaries(block: dict, groups: int, keep: np.ndarray | None) -> dict:
 
 
 def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
-    """Tensor summaries, computed block-wise: small grads of one dtype, shape and device are stacked."""
-    flat = [item for group in groups for item in group]
+    """Tensor summaries, computed block-wise: small grads of one dtype, shape and device are stacked.
+
+    Runs during recording, once per chunk (NOTE [frozen chunks] in builder): per item it only sorts the item into
+    its block; the rest is numpy over whole blocks (np.stack of 6,000 small arrays cost 1.6 us each, np.array
+    0.5 us).
+    """
+    ndarray = np.ndarray
+    flat: list = []
+    counts: list[int] = []
+    for group in groups:
+        if type(group) is ndarray:  # a bare array: one small CPU tensor (the Recorder's fast path)
+            flat.append(group)
+            counts.append(1)
+        else:
+            flat.extend(group)
+            counts.append(len(group))
     n = len(flat)
     info = np.zeros(n, dtype=np.int64)
     dtype_id = np.zeros(n, dtype=np.int64)
     device_id = np.zeros(n, dtype=np.int64)
     ndim = np.zeros(n, dtype=np.int64)
     preview = np.full((n, 3), np.nan, dtype=np.float32)
-    shapes: dict[int, tuple] = {}
-    blocks: dict[tuple, list[int]] = {}
+    shaped: list[tuple[Any, tuple]] = []  # (item index or indices, shape)
+    blocks: dict[tuple, tuple[list[int], list[np.ndarray]]] = {}  # (dtype, shape, device) -> indices, arrays
     for i, item in enumerate(flat):
         if item is None:
             continue
-        if len(item) == 2:  # (small array, device): summarised below, a block at a time
-            arr = item[0]
-            blocks.setdefault((arr.dtype, arr.shape, item[1]), []).append(i)
+        if type(item) is ndarray:
+            arr, device = item, "cpu"
+        elif len(item) == 2:  # (small array, device)
+            arr, device = item
+        else:
+            shape, dtype, device, values, has_nan, has_inf = item
+            info[i] = 1 | int(has_nan) << 1 | int(has_inf) << 2 | len(values) << 3
+            dtype_id[i], device_id[i], ndim[i] = sid(dtype), sid(device), len(shape)
+            preview[i, :len(values)] = values
+            shaped.append((i, shape))
             continue
-        shape, dtype, device, values, has_nan, has_inf = item
-        info[i] = 1 | int(has_nan) << 1 | int(has_inf) << 2 | len(values) << 3
-        dtype_id[i], device_id[i], ndim[i] = sid(dtype), sid(device), len(shape)
-        preview[i, :len(values)] = values
-        shapes[i] = shape
-    for (dtype, shape, device), idx_list in blocks.items():
+        # Small arrays are summarised below, a block at a time.
+        key = (arr.dtype, arr.shape, device)
+        found = blocks.get(key)
+        if found is None:
+            blocks[key] = ([i], [arr])
+        else:
+            found[0].append(i)
+            found[1].append(arr)
+    for (dtype, shape, device), (idx_list, arrays) in blocks.items():
         idx = np.asarray(idx_list, dtype=np.int64)
-        block = np.stack([flat[i][0] for i in idx_list]).reshape(len(idx_list), -1)
+        block = np.array(arrays, dtype=dtype).reshape(len(idx_list), -1)
         k = min(3, block.shape[1])
         preview[idx, :k] = block[:, :k]
         bits = np.full(len(idx), 1 | k << 3, dtype=np.int64)
@@ -370,15 +394,18 @@ def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
             bits |= np.isinf(block).any(axis=1).astype(np.int64) << 2
         info[idx] = bits
         dtype_id[idx], device_id[idx], ndim[idx] = sid(dtype.name), sid(device), len(shape)
-        for i in idx_list:
-            shapes[i] = shape
-    dims = [d for i in range(n) for d in shapes.get(i, ())]
+        shaped.append((idx, shape))
+    width = int(ndim.max(initial=0))
+    sizes = np.zeros((n, width), dtype=np.int64)
+    for where, shape in shaped:
+        if shape:
+            sizes[where, :len(shape)] = shape
     columns.update(
-        s_count=compact([len(g) for g in groups]),
+        s_count=compact(counts),
         s_info=compact(info),
         s_dtype=compact(dtype_id),
         s_device=compact(device_id),
         s_ndim=compact(ndim),
-        s_dims=compact(dims),
+        s_dims=compact(sizes[np.arange(width) < ndim[:, None]]),  # each item's sizes, items in order
         s_preview=preview,
     )

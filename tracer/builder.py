@@ -68,7 +68,7 @@ class TraceBuilder:
         self.node_facts: dict[int, NodeFacts] = {}
         self.summaries: list[tuple] = []
         """Per event of a SUMMARY_KINDS kind, in step order: a tuple of None, (small array, device), or
-        (shape, dtype, device, preview, has_nan, has_inf)."""
+        (shape, dtype, device, preview, has_nan, has_inf); or, for one small CPU tensor, the bare array."""
         self.bumps: dict[int, tuple[str, int, int]] = {}  # node key -> (name, seq_nr, frame) at its bump
         self.stacks: dict[int, str] = {}  # node key -> forward traceback (anomaly mode)
         self.strings: dict[str, int] = {}
