@@ -33,8 +33,9 @@ counted by walking ``grad_fn.next_functions`` from the loss, AccumulateGrad incl
    kind of graph, ``LENGTH`` raised so that events ~= 1M from the events-per-node measured in part 1.
    In memory: the summed ``nbytes`` of the Trace's numpy columns / events (information: the issue's 24 B
    target is for the file; the five biggest columns are listed). Before ``finish()``, the recorder's
-   Python buffers are estimated: the ``rows`` list (``sys.getsizeof`` of the list, i.e. its pointer slots, plus the mean
-   ``getsizeof`` of 2,000 sampled row tuples; the boxed ints they point at are counted separately,
+   Python buffers are estimated: the ``rows`` list, 7 ints a row, flat (``sys.getsizeof`` of the list, i.e. its
+   pointer slots, plus, for a recorder that keeps a tuple a row, the mean ``getsizeof`` of 2,000 sampled row
+   tuples; the boxed ints of 2,000 sampled rows are counted separately,
    ints -5..256 being shared singletons; a boxed int shared between rows, e.g. a node uid, is counted once
    per row: an upper bound), and every other list or dict the Recorder holds (tensor summaries, the node
    table, payloads, ...) by a recursive ``getsizeof`` over a sample of 2,000 entries each, scaled to its
@@ -327,10 +328,11 @@ def buffer_estimate(recorder: Any) -> dict:
     rows = getattr(recorder, "rows", None)
     if not isinstance(rows, list) or not rows:
         return {}
-    n = len(rows)
+    flat = not isinstance(rows[0], tuple)  # 7 ints a row, flat (NOTE [frozen chunks]), or a tuple a row
+    n = len(rows) // 7 if flat else len(rows)
     rng = random.Random(1)
-    sample = [rows[i] for i in rng.sample(range(n), min(ROW_SAMPLE, n))]
-    tuple_mean = statistics.fmean(sys.getsizeof(t) for t in sample)
+    sample = [tuple(rows[7 * i:7 * i + 7]) if flat else rows[i] for i in rng.sample(range(n), min(ROW_SAMPLE, n))]
+    tuple_mean = 0.0 if flat else statistics.fmean(sys.getsizeof(t) for t in sample)
     boxed_mean = statistics.fmean(sum(sys.getsizeof(x) for x in t if not (isinstance(x, int) and -5 <= x <= 256))
                                   for t in sample)
     list_bytes = sys.getsizeof(rows)

@@ -16,6 +16,8 @@ from .trace import Trace
 if TYPE_CHECKING:
     from .builder import TraceBuilder
 
+ROW = 7  # ints per raw row (builder.ROW; _freeze cannot import builder, which imports it)
+
 
 def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) -> Trace:
     """The Trace of everything `b` holds (of a snapshot: other threads may still be adding events)."""
@@ -83,9 +85,8 @@ class _Snapshot:
 
     def table(self) -> np.ndarray:
         """All copied rows as one (n, 7) int64 table: the frozen chunks, then the raw rows."""
-        n_raw = len(self.rows)
-        raw = np.array(self.rows, dtype=np.int64) if n_raw else np.zeros((0, 7), dtype=np.int64)
-        n = sum(len(c[0]) for c in self.chunks) + n_raw
+        raw = np.array(self.rows, dtype=np.int64).reshape(-1, ROW)  # flat: ROW ints a row
+        n = sum(len(c[0]) for c in self.chunks) + len(raw)
         table = np.empty((n, 7), dtype=np.int64)
         for j in range(7):
             np.concatenate([c[j] for c in self.chunks] + [raw[:, j]], out=table[:, j], casting="unsafe")
