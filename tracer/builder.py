@@ -166,9 +166,11 @@ class TraceBuilder:
 
     def dependencies_computed(self, *, thread: int, graph_task: int, min_topo_nr: int,
                               dependencies: Iterable[tuple[int, int]], pruned: Iterable[int] = ()) -> None:
-        """Each node's dependency count as (node, count), and the nodes not expanded because topo < min."""
+        """Each node's dependency count as (node, count) (or an (n, 2) int array of them), and the nodes not
+        expanded because topo < min."""
         # An array, not pairs of ints: one per node of the graph (~60 B each as tuples).
-        self._deps.append((np.asarray(list(dependencies), dtype=np.int64).reshape(-1, 2), tuple(pruned)))
+        pairs = dependencies if isinstance(dependencies, np.ndarray) else list(dependencies)
+        self._deps.append((np.asarray(pairs, dtype=np.int64).reshape(-1, 2), tuple(pruned)))
         self.rows.extend((Kind.DEPENDENCIES_COMPUTED, thread, graph_task, 0, 0, min_topo_nr, 0))
 
     def exec_info_computed(self, *, thread: int, graph_task: int, needed: Iterable[int] = (),

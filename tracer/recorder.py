@@ -18,6 +18,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+import numpy as np
+
 from . import culprits
 from .builder import CHUNK, ROW, SMALL, TraceBuilder, summary_of
 from .frames import user_frame
@@ -176,7 +178,14 @@ class Recorder:
                                         reentrant_depth=gt.reentrant_depth)
 
     def dependencies_computed(self, gt: Any, min_topo_nr: int, pruned: list) -> None:
-        deps = tuple((self._register(n), c) for n, c in gt.dependencies.items())
+        # One per node of the graph, during the backward: list passes and one array, not a pair and a call a node.
+        counted = gt.dependencies
+        uids = [n._uid for n in counted]
+        known = self.nodes
+        for n, uid in zip(counted, uids, strict=True):
+            if uid not in known:
+                self._register(n)
+        deps = np.column_stack((np.array(uids, dtype=np.int64), np.fromiter(counted.values(), np.int64, len(uids))))
         self.builder.dependencies_computed(thread=self._thread(), graph_task=gt.id, min_topo_nr=min_topo_nr,
                                            dependencies=deps, pruned=tuple(self._register(n) for n in pruned))
 
