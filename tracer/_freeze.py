@@ -342,7 +342,7 @@ def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
 
     Runs during recording, once per chunk (NOTE [frozen chunks] in builder): per item it only sorts the item into
     its block; the rest is numpy over whole blocks (np.stack of 6,000 small arrays cost 1.6 us each, np.array
-    0.5 us).
+    0.5 us, joining their bytes 0.13 us).
     """
     ndarray = np.ndarray
     flat: list = []
@@ -362,6 +362,8 @@ def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
     preview = np.full((n, 3), np.nan, dtype=np.float32)
     shaped: list[tuple[Any, tuple]] = []  # (item index or indices, shape)
     blocks: dict[tuple, tuple[list[int], list[np.ndarray]]] = {}  # (dtype, shape, device) -> indices, arrays
+    last: tuple = (None, None, None)  # the key of the last small array, whose block is `found`
+    found: tuple[list[int], list[np.ndarray]] = ([], [])
     for i, item in enumerate(flat):
         if item is None:
             continue
@@ -376,17 +378,23 @@ def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
             preview[i, :len(values)] = values
             shaped.append((i, shape))
             continue
-        # Small arrays are summarised below, a block at a time.
-        key = (arr.dtype, arr.shape, device)
-        found = blocks.get(key)
-        if found is None:
-            blocks[key] = ([i], [arr])
-        else:
-            found[0].append(i)
-            found[1].append(arr)
+        # Small arrays are summarised below, a block at a time. Hashing a dtype costs ~0.3 us, and the arrays
+        # of a chunk mostly share one dtype, shape and device: so first compare with the last array's.
+        dtype, shape = arr.dtype, arr.shape
+        if dtype is not last[0] or shape != last[1] or device != last[2]:
+            last = (dtype, shape, device)
+            found = blocks.get(last)
+            if found is None:
+                found = blocks[last] = ([], [])
+        found[0].append(i)
+        found[1].append(arr)
     for (dtype, shape, device), (idx_list, arrays) in blocks.items():
         idx = np.asarray(idx_list, dtype=np.int64)
-        block = np.array(arrays, dtype=dtype).reshape(len(idx_list), -1)
+        try:  # each a C-contiguous copy (summary_of): their bytes back to back are the block, 0.13 us an array
+            block = np.frombuffer(b"".join(arrays), dtype=dtype)
+        except (BufferError, TypeError, ValueError):  # not contiguous, or not plain bytes (object)
+            block = np.array(arrays, dtype=dtype)
+        block = block.reshape(len(idx_list), -1)
         k = min(3, block.shape[1])
         preview[idx, :k] = block[:, :k]
         bits = np.full(len(idx), 1 | k << 3, dtype=np.int64)
