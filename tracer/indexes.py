@@ -84,8 +84,10 @@ def read_only(arr: np.ndarray) -> np.ndarray:
 
 
 def _groups(keys: np.ndarray) -> dict[int, np.ndarray]:
-    """Positions of each distinct key, each in ascending order: one sort, not a scan per key."""
-    order = np.argsort(keys, kind="stable")
+    """Positions of each distinct key, each in ascending order: one sort (none if in order), not a scan per key."""
+    order = _stable_order(keys)
+    if order is None:
+        order = np.arange(len(keys))
     sk = keys[order]
     cuts = np.flatnonzero(sk[1:] != sk[:-1]) + 1
     return {int(sk[lo]): order[lo:hi] for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(sk)].tolist(),
@@ -160,10 +162,20 @@ def _index_routing(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
     # keyed task * width + node, which sorts by task and then by node as dep_nodes is.
     width = trace.num_nodes + 1
     ids = sorted(tasks)
-    counted = np.concatenate([tid * width + tasks[tid].dep_nodes.astype(np.int64) for tid in ids] +
-                             [np.zeros(0, np.int64)])
+    keys = rep_tasks * width + child
     first_of = dict(zip(ids, np.cumsum([0] + [len(tasks[tid].dep_nodes) for tid in ids]).tolist(), strict=False))
-    pos, ok = lookup_sorted(counted, rep_tasks * width + child)
+    size = (max([*ids, int(rep_tasks.max(initial=0))]) + 1) * width
+    if size <= DENSE:  # a slot per (task, node): its position among the counted nodes of all tasks, or -1
+        slots = np.full(size, -1, dtype=np.int64)
+        for tid in ids:
+            lo, nodes = first_of[tid], tasks[tid].dep_nodes.astype(np.int64)
+            slots[tid * width + nodes] = np.arange(lo, lo + len(nodes))
+        pos = slots[keys]
+        ok = pos >= 0
+    else:
+        counted = np.concatenate([tid * width + tasks[tid].dep_nodes.astype(np.int64) for tid in ids] +
+                                 [np.zeros(0, np.int64)])
+        pos, ok = lookup_sorted(counted, keys)
     picked_all = np.flatnonzero(ok)
     for tid, where in _groups(rep_tasks[picked_all]).items():
         t = tasks[tid]
@@ -171,6 +183,11 @@ def _index_routing(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
         t.dec_steps, t.dec_nodes = rep_steps[picked], child[picked]
         t.dec_pos = pos[picked] - first_of[tid]
         t.remaining_snaps = RemainingSnaps(t)
+
+
+DENSE = 1 << 22
+"""Keys task * (nodes + 1) + node below this: the task indexes use an array slot per key and no sort. A single
+backward's fit (tasks are numbered 1, 2, ...); a training loop's thousands of graph tasks do not, and are sorted."""
 
 
 class RemainingSnaps:
@@ -210,11 +227,20 @@ def _index_buffers(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
     pushes = index.steps_of(Kind.TASK_PUSHED)
     w_keys = np.asarray(c["ev_task"][writes], dtype=np.int64) * width + c["ev_node"][writes]
     p_keys = np.asarray(c["ev_task"][pushes], dtype=np.int64) * width + c["ev_node"][pushes]
-    uniq, first = np.unique(w_keys, return_index=True)  # each (task, node) written, and its first write
-    p_uniq, p_first = np.unique(p_keys, return_index=True)  # each (task, node) pushed, and its first push
-    pos, ok = lookup_sorted(p_uniq, uniq)
-    pushed = np.full(len(uniq), NEVER, dtype=np.int64)
-    pushed[ok] = pushes[p_first[pos[ok]]]
+    size = int(max(w_keys.max(initial=-1), p_keys.max(initial=-1))) + 1
+    if size <= DENSE:  # first positions by key, with no sort
+        first_write = first_positions(w_keys, size)
+        uniq = np.flatnonzero(first_write >= 0)  # each (task, node) written, and its first write
+        first = first_write[uniq]
+        first_push = first_positions(p_keys, size)[uniq]  # each of them pushed, and its first push
+        pushed = np.where(first_push >= 0, pushes[np.maximum(first_push, 0)], NEVER) if len(pushes) else \
+            np.full(len(uniq), NEVER, dtype=np.int64)
+    else:
+        uniq, first = np.unique(w_keys, return_index=True)  # each (task, node) written, and its first write
+        p_uniq, p_first = np.unique(p_keys, return_index=True)  # each (task, node) pushed, and its first push
+        pos, ok = lookup_sorted(p_uniq, uniq)
+        pushed = np.full(len(uniq), NEVER, dtype=np.int64)
+        pushed[ok] = pushes[p_first[pos[ok]]]
     for tid, where in _groups(uniq // width).items():
         t = tasks.get(tid)
         if t is not None:

@@ -86,3 +86,27 @@ def test_the_examples_make_nodes_inside_a_backward():
     """The shortcut's other branch is covered: some example makes a node while a backward runs."""
     bit = 1 << FLAGS.index("in_backward")
     assert any((ForwardMap(run_program(p).trace).flags & bit).any() for p in EXAMPLES)
+
+
+@given(programs())
+@with_examples
+def test_dense_task_indexes_equal_sorted_ones(program):
+    """The task flows built with an array slot per (task, node) (indexes.DENSE, a single backward's case) equal the
+    ones built by sorting keys (a training loop's case), field by field."""
+    from tracer import indexes
+
+    trace = run_program(program).trace
+    dense = _fresh(trace).index.task_flows()
+    saved = indexes.DENSE
+    indexes.DENSE = 0
+    try:
+        by_sorting = _fresh(trace).index.task_flows()
+    finally:
+        indexes.DENSE = saved
+    assert sorted(dense) == sorted(by_sorting)
+    for tid, t in dense.items():
+        u = by_sorting[tid]
+        for name in ("dec_steps", "dec_nodes", "dec_pos", "buf_nodes"):
+            assert getattr(t, name).tolist() == getattr(u, name).tolist(), (tid, name)
+        assert t.buffers.starts.tolist() == u.buffers.starts.tolist()
+        assert t.buffers.ends.tolist() == u.buffers.ends.tolist()
