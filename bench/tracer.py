@@ -329,17 +329,20 @@ def buffer_estimate(recorder: Any) -> dict:
     if not isinstance(rows, list) or not rows:
         return {}
     flat = not isinstance(rows[0], tuple)  # 7 ints a row, flat (NOTE [frozen chunks]), or a tuple a row
-    n = len(rows) // 7 if flat else len(rows)
+    raw = len(rows) // 7 if flat else len(rows)  # rows not frozen yet
+    builder = getattr(recorder, "builder", None)
+    n = getattr(builder, "num_events", raw)  # every event recorded: the per-event figures are over these
     rng = random.Random(1)
-    sample = [tuple(rows[7 * i:7 * i + 7]) if flat else rows[i] for i in rng.sample(range(n), min(ROW_SAMPLE, n))]
+    sample = [tuple(rows[7 * i:7 * i + 7]) if flat else rows[i] for i in rng.sample(range(raw), min(ROW_SAMPLE, raw))]
     tuple_mean = 0.0 if flat else statistics.fmean(sys.getsizeof(t) for t in sample)
     boxed_mean = statistics.fmean(sum(sys.getsizeof(x) for x in t if not (isinstance(x, int) and -5 <= x <= 256))
                                   for t in sample)
     list_bytes = sys.getsizeof(rows)
-    out = {"rows": n, "row_list_slots_bytes_per_event": list_bytes / n, "row_tuple_bytes_per_event": tuple_mean,
-           "row_boxed_int_bytes_per_event": boxed_mean,
-           "rows_bytes_per_event": list_bytes / n + tuple_mean,
-           "rows_with_ints_bytes_per_event": list_bytes / n + tuple_mean + boxed_mean}
+    share = raw / n  # the raw rows' share of the events; the others are in frozen chunks (a side buffer below)
+    out = {"rows": raw, "events": n, "row_list_slots_bytes_per_event": list_bytes / n,
+           "row_tuple_bytes_per_event": tuple_mean * share, "row_boxed_int_bytes_per_event": boxed_mean * share,
+           "rows_bytes_per_event": list_bytes / n + tuple_mean * share,
+           "rows_with_ints_bytes_per_event": list_bytes / n + (tuple_mean + boxed_mean) * share}
     side: dict[str, float] = {}
     builder = vars(recorder.builder)  # the Recorder writes through a TraceBuilder; its own dicts are aliases or small
     own = {k: v for k, v in vars(recorder).items() if not any(v is b for b in builder.values())}
