@@ -33,8 +33,9 @@ counted by walking ``grad_fn.next_functions`` from the loss, AccumulateGrad incl
    kind of graph, ``LENGTH`` raised so that events ~= 1M from the events-per-node measured in part 1.
    In memory: the summed ``nbytes`` of the Trace's numpy columns / events (information: the issue's 24 B
    target is for the file; the five biggest columns are listed). Before ``finish()``, the recorder's
-   Python buffers are estimated: the ``rows`` list (``sys.getsizeof`` of the list, i.e. its pointer slots, plus the mean
-   ``getsizeof`` of 2,000 sampled row tuples; the boxed ints they point at are counted separately,
+   Python buffers are estimated: the ``rows`` list, 7 ints a row, flat (``sys.getsizeof`` of the list, i.e. its
+   pointer slots, plus, for a recorder that keeps a tuple a row, the mean ``getsizeof`` of 2,000 sampled row
+   tuples; the boxed ints of 2,000 sampled rows are counted separately,
    ints -5..256 being shared singletons; a boxed int shared between rows, e.g. a node uid, is counted once
    per row: an upper bound), and every other list or dict the Recorder holds (tensor summaries, the node
    table, payloads, ...) by a recursive ``getsizeof`` over a sample of 2,000 entries each, scaled to its
@@ -327,17 +328,21 @@ def buffer_estimate(recorder: Any) -> dict:
     rows = getattr(recorder, "rows", None)
     if not isinstance(rows, list) or not rows:
         return {}
-    n = len(rows)
+    flat = not isinstance(rows[0], tuple)  # 7 ints a row, flat (NOTE [frozen chunks]), or a tuple a row
+    raw = len(rows) // 7 if flat else len(rows)  # rows not frozen yet
+    builder = getattr(recorder, "builder", None)
+    n = getattr(builder, "num_events", raw)  # every event recorded: the per-event figures are over these
     rng = random.Random(1)
-    sample = [rows[i] for i in rng.sample(range(n), min(ROW_SAMPLE, n))]
-    tuple_mean = statistics.fmean(sys.getsizeof(t) for t in sample)
+    sample = [tuple(rows[7 * i:7 * i + 7]) if flat else rows[i] for i in rng.sample(range(raw), min(ROW_SAMPLE, raw))]
+    tuple_mean = 0.0 if flat else statistics.fmean(sys.getsizeof(t) for t in sample)
     boxed_mean = statistics.fmean(sum(sys.getsizeof(x) for x in t if not (isinstance(x, int) and -5 <= x <= 256))
                                   for t in sample)
     list_bytes = sys.getsizeof(rows)
-    out = {"rows": n, "row_list_slots_bytes_per_event": list_bytes / n, "row_tuple_bytes_per_event": tuple_mean,
-           "row_boxed_int_bytes_per_event": boxed_mean,
-           "rows_bytes_per_event": list_bytes / n + tuple_mean,
-           "rows_with_ints_bytes_per_event": list_bytes / n + tuple_mean + boxed_mean}
+    share = raw / n  # the raw rows' share of the events; the others are in frozen chunks (a side buffer below)
+    out = {"rows": raw, "events": n, "row_list_slots_bytes_per_event": list_bytes / n,
+           "row_tuple_bytes_per_event": tuple_mean * share, "row_boxed_int_bytes_per_event": boxed_mean * share,
+           "rows_bytes_per_event": list_bytes / n + tuple_mean * share,
+           "rows_with_ints_bytes_per_event": list_bytes / n + (tuple_mean + boxed_mean) * share}
     side: dict[str, float] = {}
     builder = vars(recorder.builder)  # the Recorder writes through a TraceBuilder; its own dicts are aliases or small
     own = {k: v for k, v in vars(recorder).items() if not any(v is b for b in builder.values())}

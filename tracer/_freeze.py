@@ -16,6 +16,8 @@ from .trace import Trace
 if TYPE_CHECKING:
     from .builder import TraceBuilder
 
+ROW = 7  # ints per raw row (builder.ROW; _freeze cannot import builder, which imports it)
+
 
 def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) -> Trace:
     """The Trace of everything `b` holds (of a snapshot: other threads may still be adding events)."""
@@ -83,9 +85,8 @@ class _Snapshot:
 
     def table(self) -> np.ndarray:
         """All copied rows as one (n, 7) int64 table: the frozen chunks, then the raw rows."""
-        n_raw = len(self.rows)
-        raw = np.array(self.rows, dtype=np.int64) if n_raw else np.zeros((0, 7), dtype=np.int64)
-        n = sum(len(c[0]) for c in self.chunks) + n_raw
+        raw = np.array(self.rows, dtype=np.int64).reshape(-1, ROW)  # flat: ROW ints a row
+        n = sum(len(c[0]) for c in self.chunks) + len(raw)
         table = np.empty((n, 7), dtype=np.int64)
         for j in range(7):
             np.concatenate([c[j] for c in self.chunks] + [raw[:, j]], out=table[:, j], casting="unsafe")
@@ -338,31 +339,63 @@ def cut_summaries(block: dict, groups: int, keep: np.ndarray | None) -> dict:
 
 
 def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
-    """Tensor summaries, computed block-wise: small grads of one dtype, shape and device are stacked."""
-    flat = [item for group in groups for item in group]
+    """Tensor summaries, computed block-wise: small grads of one dtype, shape and device are stacked.
+
+    Runs during recording, once per chunk (NOTE [frozen chunks] in builder): per item it only sorts the item into
+    its block; the rest is numpy over whole blocks (np.stack of 6,000 small arrays cost 1.6 us each, np.array
+    0.5 us, joining their bytes 0.13 us).
+    """
+    ndarray = np.ndarray
+    flat: list = []
+    counts: list[int] = []
+    for group in groups:
+        if type(group) is ndarray:  # a bare array: one small CPU tensor (the Recorder's fast path)
+            flat.append(group)
+            counts.append(1)
+        else:
+            flat.extend(group)
+            counts.append(len(group))
     n = len(flat)
     info = np.zeros(n, dtype=np.int64)
     dtype_id = np.zeros(n, dtype=np.int64)
     device_id = np.zeros(n, dtype=np.int64)
     ndim = np.zeros(n, dtype=np.int64)
     preview = np.full((n, 3), np.nan, dtype=np.float32)
-    shapes: dict[int, tuple] = {}
-    blocks: dict[tuple, list[int]] = {}
+    shaped: list[tuple[Any, tuple]] = []  # (item index or indices, shape)
+    blocks: dict[tuple, tuple[list[int], list[np.ndarray]]] = {}  # (dtype, shape, device) -> indices, arrays
+    last: tuple = (None, None, None)  # the key of the last small array, whose block is `found`
+    found: tuple[list[int], list[np.ndarray]] = ([], [])
     for i, item in enumerate(flat):
         if item is None:
             continue
-        if len(item) == 2:  # (small array, device): summarised below, a block at a time
-            arr = item[0]
-            blocks.setdefault((arr.dtype, arr.shape, item[1]), []).append(i)
+        if type(item) is ndarray:
+            arr, device = item, "cpu"
+        elif len(item) == 2:  # (small array, device)
+            arr, device = item
+        else:
+            shape, dtype, device, values, has_nan, has_inf = item
+            info[i] = 1 | int(has_nan) << 1 | int(has_inf) << 2 | len(values) << 3
+            dtype_id[i], device_id[i], ndim[i] = sid(dtype), sid(device), len(shape)
+            preview[i, :len(values)] = values
+            shaped.append((i, shape))
             continue
-        shape, dtype, device, values, has_nan, has_inf = item
-        info[i] = 1 | int(has_nan) << 1 | int(has_inf) << 2 | len(values) << 3
-        dtype_id[i], device_id[i], ndim[i] = sid(dtype), sid(device), len(shape)
-        preview[i, :len(values)] = values
-        shapes[i] = shape
-    for (dtype, shape, device), idx_list in blocks.items():
+        # Small arrays are summarised below, a block at a time. Hashing a dtype costs ~0.3 us, and the arrays
+        # of a chunk mostly share one dtype, shape and device: so first compare with the last array's.
+        dtype, shape = arr.dtype, arr.shape
+        if dtype is not last[0] or shape != last[1] or device != last[2]:
+            last = (dtype, shape, device)
+            found = blocks.get(last)
+            if found is None:
+                found = blocks[last] = ([], [])
+        found[0].append(i)
+        found[1].append(arr)
+    for (dtype, shape, device), (idx_list, arrays) in blocks.items():
         idx = np.asarray(idx_list, dtype=np.int64)
-        block = np.stack([flat[i][0] for i in idx_list]).reshape(len(idx_list), -1)
+        try:  # each a C-contiguous copy (summary_of): their bytes back to back are the block, 0.13 us an array
+            block = np.frombuffer(b"".join(arrays), dtype=dtype)
+        except (BufferError, TypeError, ValueError):  # not contiguous, or not plain bytes (object)
+            block = np.array(arrays, dtype=dtype)
+        block = block.reshape(len(idx_list), -1)
         k = min(3, block.shape[1])
         preview[idx, :k] = block[:, :k]
         bits = np.full(len(idx), 1 | k << 3, dtype=np.int64)
@@ -371,15 +404,18 @@ def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
             bits |= np.isinf(block).any(axis=1).astype(np.int64) << 2
         info[idx] = bits
         dtype_id[idx], device_id[idx], ndim[idx] = sid(dtype.name), sid(device), len(shape)
-        for i in idx_list:
-            shapes[i] = shape
-    dims = [d for i in range(n) for d in shapes.get(i, ())]
+        shaped.append((idx, shape))
+    width = int(ndim.max(initial=0))
+    sizes = np.zeros((n, width), dtype=np.int64)
+    for where, shape in shaped:
+        if shape:
+            sizes[where, :len(shape)] = shape
     columns.update(
-        s_count=compact([len(g) for g in groups]),
+        s_count=compact(counts),
         s_info=compact(info),
         s_dtype=compact(dtype_id),
         s_device=compact(device_id),
         s_ndim=compact(ndim),
-        s_dims=compact(dims),
+        s_dims=compact(sizes[np.arange(width) < ndim[:, None]]),  # each item's sizes, items in order
         s_preview=preview,
     )

@@ -16,14 +16,16 @@ for its hottest events it appends to the raw buffers the named methods write (`r
 `summaries`), in exactly the layout those methods use; so does the PyTorch bridge for the one increment of
 each forward op. Every other source should call the named methods.
 
-NOTE [frozen chunks]: a raw row (a tuple of 7 ints) costs ~130 B, and a 1M-node backward makes 7M of them;
-so once `rows` holds CHUNK rows, `freeze_rows` moves them into 7 numpy columns of the smallest dtype each
-(~20 B a row). Appenders never check on every event: node_created and node_started (one per node, forward and
+NOTE [frozen chunks]: a raw row (7 ints, flat in `rows`: 56 B of list slots, plus the ints not cached) would add
+up to GBs for a 1M-node backward's 7M events, and freezing them all at the end took 20 s; so once `rows` holds
+CHUNK rows, `freeze_rows` moves them into 7 numpy columns of the smallest dtype each (~20 B a row). Flat rather
+than a tuple a row: no tuple to make, to read back or to free per event (`list.extend` with a tuple is as cheap as
+`append`, and as atomic under the GIL, so one event's 7 ints stay together whatever other threads add).
+Appenders never check on every event: node_created and node_started (one per node, forward and
 backward) check the length, so `rows` stays within a few CHUNKs. `finish` reads the chunks, then the rows.
 """
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -40,6 +42,8 @@ SMALL = 16
 """Grads with at most this many elements may be kept as arrays and summarised at finish, in blocks."""
 CHUNK = 1 << 14
 """Raw rows frozen into compact numpy columns at a time (NOTE [frozen chunks])."""
+ROW = 7
+"""Ints per raw row in `TraceBuilder.rows`: kind, thread, graph task, node key or 0, a, b, c."""
 
 NodeFacts = tuple
 """(name, seq_nr, topological_nr, device, thread row or -1, next edges flat as (child key or 0, input_nr, ...),
@@ -59,9 +63,9 @@ class TraceBuilder:
         self.source = source
         kinds = provenance if provenance is not None else {k: "observed" for k in Kind}
         self.provenance = {Kind(k).name.lower(): v for k, v in kinds.items() if v != "missing"}
-        self.rows: list[tuple] = []
-        """Raw events not frozen yet: (kind, thread, graph task, node key or 0, a, b, c); see the named methods
-        for a, b, c. The events before them are in `_chunks` (NOTE [frozen chunks])."""
+        self.rows: list[int] = []
+        """Raw events not frozen yet, ROW ints each, flat: kind, thread, graph task, node key or 0, a, b, c (see
+        the named methods for a, b, c). The events before them are in `_chunks` (NOTE [frozen chunks])."""
         self._chunks: list[tuple[np.ndarray, ...]] = []  # frozen rows: 7 compact columns per chunk
         self._frozen = 0  # rows in _chunks
         self._summary_blocks: list[dict] = []  # frozen summaries (_freeze.summary_block), before `summaries`
@@ -69,7 +73,7 @@ class TraceBuilder:
         self.node_facts: dict[int, NodeFacts] = {}
         self.summaries: list[tuple] = []
         """Per event of a SUMMARY_KINDS kind, in step order: a tuple of None, (small array, device), or
-        (shape, dtype, device, preview, has_nan, has_inf)."""
+        (shape, dtype, device, preview, has_nan, has_inf); or, for one small CPU tensor, the bare array."""
         self.bumps: dict[int, tuple[str, int, int]] = {}  # node key -> (name, seq_nr, frame) at its bump
         self.stacks: dict[int, str] = {}  # node key -> forward traceback (anomaly mode)
         self.strings: dict[str, int] = {}
@@ -144,7 +148,7 @@ class TraceBuilder:
         if seq_nr != old + 1:
             raise ValueError(f"a bump takes one number: old={old} but seq_nr={seq_nr}")
         self.bumps[node] = (name, old, frame)
-        self.rows.append((Kind.SEQ_NR_BUMPED, thread, 0, node, 0, 0, 0))
+        self.rows.extend((Kind.SEQ_NR_BUMPED, thread, 0, node, 0, 0, 0))
 
     def node_created(self, *, thread: int, node: int, name: str, seq_nr: int, topological_nr: int,
                      next_edges: Sequence[tuple[int | None, int]] = (), device: str = "cpu", num_inputs: int = 1,
@@ -152,8 +156,8 @@ class TraceBuilder:
         """A backward node was made, its next edges attached (child key or None, input_nr per output slot)."""
         self.node(node, name=name, seq_nr=seq_nr, topological_nr=topological_nr, device=device, thread=thread,
                   next_edges=next_edges, num_inputs=num_inputs, frame=frame, stack=stack)
-        self.rows.append((Kind.NODE_CREATED, thread, 0, node, 0, 0, 0))
-        if len(self.rows) >= CHUNK:
+        self.rows.extend((Kind.NODE_CREATED, thread, 0, node, 0, 0, 0))
+        if len(self.rows) >= CHUNK * ROW:
             self.freeze_rows()
 
     def graph_task_started(self, *, thread: int, graph_task: int, graph_root: int,
@@ -165,26 +169,28 @@ class TraceBuilder:
         _check_key(graph_root)
         self._tasks.append((graph_root, tuple(roots), tuple(inputs), keep_graph, create_graph, accumulate_grad,
                             reentrant_depth))
-        self.rows.append((Kind.GRAPH_TASK_STARTED, thread, graph_task, graph_root, 0, 0, 0))
+        self.rows.extend((Kind.GRAPH_TASK_STARTED, thread, graph_task, graph_root, 0, 0, 0))
 
     def dependencies_computed(self, *, thread: int, graph_task: int, min_topo_nr: int,
                               dependencies: Iterable[tuple[int, int]], pruned: Iterable[int] = ()) -> None:
-        """Each node's dependency count as (node, count), and the nodes not expanded because topo < min."""
+        """Each node's dependency count as (node, count) (or an (n, 2) int array of them), and the nodes not
+        expanded because topo < min."""
         # An array, not pairs of ints: one per node of the graph (~60 B each as tuples).
-        self._deps.append((np.asarray(list(dependencies), dtype=np.int64).reshape(-1, 2), tuple(pruned)))
-        self.rows.append((Kind.DEPENDENCIES_COMPUTED, thread, graph_task, 0, 0, min_topo_nr, 0))
+        pairs = dependencies if isinstance(dependencies, np.ndarray) else list(dependencies)
+        self._deps.append((np.asarray(pairs, dtype=np.int64).reshape(-1, 2), tuple(pruned)))
+        self.rows.extend((Kind.DEPENDENCIES_COMPUTED, thread, graph_task, 0, 0, min_topo_nr, 0))
 
     def exec_info_computed(self, *, thread: int, graph_task: int, needed: Iterable[int] = (),
                            captured: Iterable[tuple[int, int, int]] = ()) -> None:
         """exec_info: nodes marked needed, and captures as (node, input index, result index)."""
         self._exec_infos.append((tuple(needed), tuple(captured)))
-        self.rows.append((Kind.EXEC_INFO_COMPUTED, thread, graph_task, 0, 0, 0, 0))
+        self.rows.extend((Kind.EXEC_INFO_COMPUTED, thread, graph_task, 0, 0, 0, 0))
 
     def task_pushed(self, *, thread: int, graph_task: int, node: int | None, queue: int, seq_nr: int,
                     queue_length: int) -> None:
         """A task for `node` (None: a wake-up task) entered ready queue row `queue`, now `queue_length` long."""
         code = WAKE_UP if node is None else seq_code(seq_nr)
-        self.rows.append((Kind.TASK_PUSHED, thread, graph_task, node or 0, queue, queue_length, code))
+        self.rows.extend((Kind.TASK_PUSHED, thread, graph_task, node or 0, queue, queue_length, code))
 
     def task_popped(self, *, thread: int, graph_task: int, node: int | None, queue: int, queue_length: int,
                     stale: bool = False) -> None:
@@ -193,47 +199,47 @@ class TraceBuilder:
         Which push it undoes is worked out at finish: the k-th pop of a (graph task, node, queue) undoes the
         k-th push of the same.
         """
-        self.rows.append((Kind.TASK_POPPED, thread, graph_task, node or 0, queue, queue_length, int(stale)))
+        self.rows.extend((Kind.TASK_POPPED, thread, graph_task, node or 0, queue, queue_length, int(stale)))
 
     def buffer_written(self, *, thread: int, graph_task: int, node: int, slot: int, is_accumulation: bool) -> None:
         """A grad reached input slot `slot` of `node`: the first write, or added to the grad already there."""
-        self.rows.append((Kind.BUFFER_WRITTEN, thread, graph_task, node, slot, int(is_accumulation), 0))
+        self.rows.extend((Kind.BUFFER_WRITTEN, thread, graph_task, node, slot, int(is_accumulation), 0))
 
     def hook_ran(self, *, thread: int, graph_task: int, node: int, hook_kind: str, hook_name: str) -> None:
         """A hook of `hook_kind` (one of schema.HOOK_KINDS) on `node` returned."""
-        self.rows.append((Kind.HOOK_RAN, thread, graph_task, node, HOOK_KINDS.index(hook_kind),
+        self.rows.extend((Kind.HOOK_RAN, thread, graph_task, node, HOOK_KINDS.index(hook_kind),
                           self.string(hook_name), 0))
 
     def node_started(self, *, thread: int, graph_task: int, node: int, inputs: Sequence[Any]) -> None:
         """`node`'s apply is about to run on `inputs` (TensorSummary, numpy array or None each)."""
         self.summaries.append(tuple(_summary_item(t) for t in inputs))
-        self.rows.append((Kind.NODE_STARTED, thread, graph_task, node, 0, 0, 0))
-        if len(self.rows) >= CHUNK:
+        self.rows.extend((Kind.NODE_STARTED, thread, graph_task, node, 0, 0, 0))
+        if len(self.rows) >= CHUNK * ROW:
             self.freeze_rows()
 
     def node_finished(self, *, thread: int, graph_task: int, node: int, outputs: Sequence[Any]) -> None:
         """`node`'s apply returned `outputs` (TensorSummary, numpy array or None each)."""
         self.summaries.append(tuple(_summary_item(t) for t in outputs))
-        self.rows.append((Kind.NODE_FINISHED, thread, graph_task, node, 0, 0, 0))
+        self.rows.extend((Kind.NODE_FINISHED, thread, graph_task, node, 0, 0, 0))
 
     def grad_captured(self, *, thread: int, graph_task: int, node: int, output_index: int, grad: Any) -> None:
         """autograd.grad captured the grad flowing into `node` as its result `output_index`."""
         self.summaries.append((_summary_item(grad),))
-        self.rows.append((Kind.GRAD_CAPTURED, thread, graph_task, node, output_index, 0, 0))
+        self.rows.extend((Kind.GRAD_CAPTURED, thread, graph_task, node, output_index, 0, 0))
 
     def grad_accumulated(self, *, thread: int, graph_task: int, node: int, grad: Any) -> None:
         """AccumulateGrad `node` wrote its leaf's `.grad`."""
         self.summaries.append((_summary_item(grad),))
-        self.rows.append((Kind.GRAD_ACCUMULATED, thread, graph_task, node, 0, 0, 0))
+        self.rows.extend((Kind.GRAD_ACCUMULATED, thread, graph_task, node, 0, 0, 0))
 
     def error_raised(self, *, thread: int, graph_task: int, node: int | None, error_type: str, message: str) -> None:
         """The first error of `graph_task`, raised in `node` (None: after the last node)."""
-        self.rows.append((Kind.ERROR_RAISED, thread, graph_task, node or 0, self.string(error_type),
+        self.rows.extend((Kind.ERROR_RAISED, thread, graph_task, node or 0, self.string(error_type),
                           self.string(message), 0))
 
     def graph_task_finished(self, *, thread: int, graph_task: int, has_error: bool = False) -> None:
         """`graph_task` is over; tasks of it still queued are stale from now on."""
-        self.rows.append((Kind.GRAPH_TASK_FINISHED, thread, graph_task, 0, int(has_error), 0, 0))
+        self.rows.extend((Kind.GRAPH_TASK_FINISHED, thread, graph_task, 0, int(has_error), 0, 0))
 
     # -- freezing -------------------------------------------------------------------------------------------------
     def finish(self, progress: Callable[[int, int], None] | None = None) -> Trace:
@@ -243,26 +249,25 @@ class TraceBuilder:
     @property
     def num_events(self) -> int:
         """How many events were added so far."""
-        return self._frozen + len(self.rows)
+        return self._frozen + len(self.rows) // ROW
 
     def freeze_rows(self) -> None:
         """Move the raw rows into a frozen chunk of compact columns (NOTE [frozen chunks]).
 
-        Only called when `rows` is long: a raw row costs ~130 B (a tuple and its boxed ints), a frozen one ~20.
-        Other threads may append while this runs: only the rows counted at the start move, and `del rows[:n]`
-        (one C call, atomic under the GIL) removes exactly those, leaving later appends in order.
+        Only called when `rows` is long: a raw row costs 56 B and more (its list slots and boxed ints), a frozen
+        one ~20. Other threads may add rows while this runs: only the rows counted at the start move, and
+        `del rows[:k]` (one C call, atomic under the GIL) removes exactly those, leaving later rows in order.
         """
         if not self._chunk_lock.acquire(blocking=False):
             return  # another thread is freezing: it will do
         try:
             rows = self.rows
-            n = len(rows)
+            n = len(rows) // ROW
             if not n:
                 return
-            flat = np.fromiter(itertools.chain.from_iterable(rows[:n]), dtype=np.int64, count=7 * n)
-            block = flat.reshape(n, 7)
-            self._chunks.append(tuple(compact(block[:, j]) for j in range(7)))
-            del rows[:n]
+            block = np.fromiter(rows[:n * ROW], dtype=np.int64, count=n * ROW).reshape(n, ROW)
+            self._chunks.append(tuple(compact(block[:, j]) for j in range(ROW)))
+            del rows[:n * ROW]
             self._frozen += n
             summaries = self.summaries
             k = len(summaries)

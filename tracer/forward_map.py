@@ -117,8 +117,21 @@ def _flags(trace: Trace, created: np.ndarray) -> np.ndarray:
 
 def _inside_backward(trace: Trace, steps: np.ndarray, threads: np.ndarray) -> np.ndarray:
     """Whether each (step, thread) lies inside a graph task started on that thread, or inside a node run."""
-    c = trace.columns
+    inside = np.zeros(len(steps), bool)
     starts_t = trace.steps_of(Kind.GRAPH_TASK_STARTED)
+    firsts = [int(found[0]) for found in (starts_t, trace.steps_of(Kind.NODE_STARTED)) if len(found)]
+    # Only a step after the first graph task or run can lie inside one: in a single backward's trace no node
+    # is made after it starts, and the runs (0.1-0.3 s to find in a 1M-node trace) are not needed at all.
+    ask = np.flatnonzero(steps >= min(firsts)) if firsts else np.zeros(0, np.int64)
+    if not len(ask):
+        return inside
+    inside[ask] = _inside_intervals(trace, starts_t, steps[ask], threads[ask])
+    return inside
+
+
+def _inside_intervals(trace: Trace, starts_t: np.ndarray, steps: np.ndarray, threads: np.ndarray) -> np.ndarray:
+    """_inside_backward for steps that may be inside: against every graph task's and every run's interval."""
+    c = trace.columns
     ends_t = trace.steps_of(Kind.GRAPH_TASK_FINISHED)
     task_end = dict(zip(c["ev_task"][ends_t].tolist(), ends_t.tolist(), strict=True))
     t_start = starts_t

@@ -6,6 +6,7 @@ Never imports the engine, textual or rich. Every index is read-only once built.
 from __future__ import annotations
 
 import bisect
+import threading
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -83,8 +84,10 @@ def read_only(arr: np.ndarray) -> np.ndarray:
 
 
 def _groups(keys: np.ndarray) -> dict[int, np.ndarray]:
-    """Positions of each distinct key, each in ascending order: one sort, not a scan per key."""
-    order = np.argsort(keys, kind="stable")
+    """Positions of each distinct key, each in ascending order: one sort (none if in order), not a scan per key."""
+    order = _stable_order(keys)
+    if order is None:
+        order = np.arange(len(keys))
     sk = keys[order]
     cuts = np.flatnonzero(sk[1:] != sk[:-1]) + 1
     return {int(sk[lo]): order[lo:hi] for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(sk)].tolist(),
@@ -92,7 +95,7 @@ def _groups(keys: np.ndarray) -> dict[int, np.ndarray]:
 
 
 def index_tasks(trace: Trace) -> dict[int, TaskIndex]:
-    """Per graph task: its span, initial counts, routing decrements and buffer lifetimes.
+    """Per graph task: its span and initial counts; `index_flows` adds routing decrements and buffer lifetimes.
 
     Work is linear in the events whatever the number of graph tasks: a training loop's trace holds
     thousands of small backward calls.
@@ -122,9 +125,16 @@ def index_tasks(trace: Trace) -> dict[int, TaskIndex]:
         t.needed = tuple(c["needed_node"][lo:hi].tolist())
         lo, hi = int(c["captured_start"][row]), int(c["captured_start"][row + 1])
         t.captured = tuple(c["captured_node"][lo:hi].tolist())
+    return tasks
+
+
+def index_flows(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
+    """Fill in each task's routing decrements and buffer lifetimes (TaskIndex.dec_*, buf_nodes, buffers).
+
+    Apart from `index_tasks` (NOTE [lazy task flows]): only a step inside a graph task needs them.
+    """
     _index_routing(trace, tasks)
     _index_buffers(trace, tasks)
-    return tasks
 
 
 def lookup_sorted(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -152,10 +162,20 @@ def _index_routing(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
     # keyed task * width + node, which sorts by task and then by node as dep_nodes is.
     width = trace.num_nodes + 1
     ids = sorted(tasks)
-    counted = np.concatenate([tid * width + tasks[tid].dep_nodes.astype(np.int64) for tid in ids] +
-                             [np.zeros(0, np.int64)])
+    keys = rep_tasks * width + child
     first_of = dict(zip(ids, np.cumsum([0] + [len(tasks[tid].dep_nodes) for tid in ids]).tolist(), strict=False))
-    pos, ok = lookup_sorted(counted, rep_tasks * width + child)
+    size = (max([*ids, int(rep_tasks.max(initial=0))]) + 1) * width
+    if size <= DENSE:  # a slot per (task, node): its position among the counted nodes of all tasks, or -1
+        slots = np.full(size, -1, dtype=np.int64)
+        for tid in ids:
+            lo, nodes = first_of[tid], tasks[tid].dep_nodes.astype(np.int64)
+            slots[tid * width + nodes] = np.arange(lo, lo + len(nodes))
+        pos = slots[keys]
+        ok = pos >= 0
+    else:
+        counted = np.concatenate([tid * width + tasks[tid].dep_nodes.astype(np.int64) for tid in ids] +
+                                 [np.zeros(0, np.int64)])
+        pos, ok = lookup_sorted(counted, keys)
     picked_all = np.flatnonzero(ok)
     for tid, where in _groups(rep_tasks[picked_all]).items():
         t = tasks[tid]
@@ -163,6 +183,11 @@ def _index_routing(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
         t.dec_steps, t.dec_nodes = rep_steps[picked], child[picked]
         t.dec_pos = pos[picked] - first_of[tid]
         t.remaining_snaps = RemainingSnaps(t)
+
+
+DENSE = 1 << 22
+"""Keys task * (nodes + 1) + node below this: the task indexes use an array slot per key and no sort. A single
+backward's fit (tasks are numbered 1, 2, ...); a training loop's thousands of graph tasks do not, and are sorted."""
 
 
 class RemainingSnaps:
@@ -202,11 +227,20 @@ def _index_buffers(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
     pushes = index.steps_of(Kind.TASK_PUSHED)
     w_keys = np.asarray(c["ev_task"][writes], dtype=np.int64) * width + c["ev_node"][writes]
     p_keys = np.asarray(c["ev_task"][pushes], dtype=np.int64) * width + c["ev_node"][pushes]
-    uniq, first = np.unique(w_keys, return_index=True)  # each (task, node) written, and its first write
-    p_uniq, p_first = np.unique(p_keys, return_index=True)  # each (task, node) pushed, and its first push
-    pos, ok = lookup_sorted(p_uniq, uniq)
-    pushed = np.full(len(uniq), NEVER, dtype=np.int64)
-    pushed[ok] = pushes[p_first[pos[ok]]]
+    size = int(max(w_keys.max(initial=-1), p_keys.max(initial=-1))) + 1
+    if size <= DENSE:  # first positions by key, with no sort
+        first_write = first_positions(w_keys, size)
+        uniq = np.flatnonzero(first_write >= 0)  # each (task, node) written, and its first write
+        first = first_write[uniq]
+        first_push = first_positions(p_keys, size)[uniq]  # each of them pushed, and its first push
+        pushed = np.where(first_push >= 0, pushes[np.maximum(first_push, 0)], NEVER) if len(pushes) else \
+            np.full(len(uniq), NEVER, dtype=np.int64)
+    else:
+        uniq, first = np.unique(w_keys, return_index=True)  # each (task, node) written, and its first write
+        p_uniq, p_first = np.unique(p_keys, return_index=True)  # each (task, node) pushed, and its first push
+        pos, ok = lookup_sorted(p_uniq, uniq)
+        pushed = np.full(len(uniq), NEVER, dtype=np.int64)
+        pushed[ok] = pushes[p_first[pos[ok]]]
     for tid, where in _groups(uniq // width).items():
         t = tasks.get(tid)
         if t is not None:
@@ -313,6 +347,8 @@ class TraceIndex:
         self._trace = trace
         self._steps_of: dict[tuple[int, ...], np.ndarray] = {}
         self._memo: dict[Any, Any] = {}
+        self._flows_lock = threading.Lock()
+        self._flows_done = False  # NOTE [lazy task flows]
 
     def steps_of(self, *kinds: Kind) -> np.ndarray:
         """The steps of every event of these kinds, in order."""
@@ -359,8 +395,23 @@ class TraceIndex:
 
     @cached_property
     def tasks(self) -> dict[int, TaskIndex]:
-        """Per graph task: span, counts, decrements and buffers (see TaskIndex)."""
+        """Per graph task: span, depth, initial counts, pruning and exec_info (see TaskIndex). The decrements and
+        buffers are empty until `task_flows()` fills them in (NOTE [lazy task flows])."""
         return index_tasks(self._trace)
+
+    # NOTE [lazy task flows]: a 1M-node backward's routing decrements and buffer lifetimes take 0.25-0.5 s to
+    # index, and the TUI first shows step 0, usually in the forward pass, where no graph task is running. So
+    # `tasks` holds what every step needs (the spans) and `task_flows()` adds the rest when a step inside a
+    # graph task is first asked for, or when the TUI's worker warms the replay after the first paint.
+    def task_flows(self) -> dict[int, TaskIndex]:
+        """`tasks`, with every task's decrements and buffers filled in (built once, by one thread)."""
+        tasks = self.tasks
+        if not self._flows_done:
+            with self._flows_lock:
+                if not self._flows_done:
+                    index_flows(self._trace, tasks)
+                    self._flows_done = True
+        return tasks
 
     @cached_property
     def _buffer_writes_by_key(self) -> tuple[np.ndarray, np.ndarray]:

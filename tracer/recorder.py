@@ -3,9 +3,9 @@
 Imports the engine's observer hook; never textual or rich.
 
 NOTE [recording hot path]
-Each hot instrumentation point appends one tuple (kind, thread, graph_task, node uid, a, b, c) to the
-builder's rows (NOTE [builder fast path]);
-list.append is atomic under the GIL, so events from worker threads interleave in one global order with
+Each hot instrumentation point extends the builder's flat rows by one tuple (kind, thread, graph_task, node uid,
+a, b, c) (NOTE [builder fast path], NOTE [frozen chunks]);
+list.extend with a tuple is atomic under the GIL, so events from worker threads interleave in one global order with
 no lock. Everything else (names, edges, frames, grad summaries) goes to side lists and is decoded when
 the recording finishes. Small grads are copied and summarised at finish; large ones are summarised at
 once, so the recorder never keeps a big tensor alive. The per-task methods read the thread's index
@@ -18,8 +18,10 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+import numpy as np
+
 from . import culprits
-from .builder import CHUNK, SMALL, TraceBuilder, summary_of
+from .builder import CHUNK, ROW, SMALL, TraceBuilder, summary_of
 from .frames import columns as frame_columns
 from .frames import user_frame
 from .schema import WAKE_UP, Kind
@@ -124,12 +126,14 @@ class Recorder:
 
     def _summaries(self, tensors: Any) -> None:
         # Tuples, not lists: the gc stops tracking tuples of untracked objects, so a long recording does
-        # not make every full collection walk its buffers. One tensor is the common case: no loop.
+        # not make every full collection walk its buffers. One tensor is the common case: no loop, and one small
+        # CPU tensor is kept as the bare array (builder.summaries' layout): two tuples fewer to make and freeze.
         if len(tensors) == 1:
             t = tensors[0]
             data = t._data if t is not None else None
             if data is not None and data.size <= SMALL:
-                self.summaries.append(((data.copy(), t._device),))
+                device = t._device
+                self.summaries.append(data.copy() if device == "cpu" else ((data.copy(), device),))
                 return
         self.summaries.append(tuple([_capture(t) for t in tensors]))
 
@@ -144,7 +148,7 @@ class Recorder:
         uid = node._uid
         frame = user_frame()
         self.bumps[uid] = (node._name or node.name(), seq_nr, self._frame_index(frame))
-        self.rows.append((_K_BUMP, thread, 0, uid, 0, 0, 0))
+        self.rows.extend((_K_BUMP, thread, 0, uid, 0, 0, 0))
         if self._log_culprits:
             culprits.log_bump(node, seq_nr, frame)
 
@@ -157,11 +161,11 @@ class Recorder:
         bump = self.bumps.get(uid)
         frame = bump[2] if bump is not None else self._frame_index(user_frame())
         rows = self.rows
-        n = len(rows)
+        n = len(rows) // ROW
         self.nodes[uid] = _static(node, frame, self.builder._frozen + n, thread)
         if bump is not None:  # its facts are in the node's now; the snapshot copies bumps before node_facts
             del self.bumps[uid]
-        rows.append((_K_CREATED, thread, 0, uid, 0, 0, 0))
+        rows.extend((_K_CREATED, thread, 0, uid, 0, 0, 0))
         if n >= CHUNK:  # NOTE [frozen chunks]
             self.builder.freeze_rows()
         if node._metadata is not None and "traceback_" in node._metadata:  # made under anomaly mode
@@ -178,7 +182,14 @@ class Recorder:
                                         reentrant_depth=gt.reentrant_depth)
 
     def dependencies_computed(self, gt: Any, min_topo_nr: int, pruned: list) -> None:
-        deps = tuple((self._register(n), c) for n, c in gt.dependencies.items())
+        # One per node of the graph, during the backward: list passes and one array, not a pair and a call a node.
+        counted = gt.dependencies
+        uids = [n._uid for n in counted]
+        known = self.nodes
+        for n, uid in zip(counted, uids, strict=True):
+            if uid not in known:
+                self._register(n)
+        deps = np.column_stack((np.array(uids, dtype=np.int64), np.fromiter(counted.values(), np.int64, len(uids))))
         self.builder.dependencies_computed(thread=self._thread(), graph_task=gt.id, min_topo_nr=min_topo_nr,
                                            dependencies=deps, pruned=tuple(self._register(n) for n in pruned))
 
@@ -199,10 +210,10 @@ class Recorder:
             q = self._queue(queue)
         fn = task.fn
         if fn is None:
-            self.rows.append((_K_PUSH, thread, gt.id if gt is not None else 0, 0, q, len(queue.heap), WAKE_UP))
+            self.rows.extend((_K_PUSH, thread, gt.id if gt is not None else 0, 0, q, len(queue.heap), WAKE_UP))
             return
         seq = -task.key[2]
-        self.rows.append((_K_PUSH, thread, gt.id if gt is not None else 0, fn._uid, q, len(queue.heap),
+        self.rows.extend((_K_PUSH, thread, gt.id if gt is not None else 0, fn._uid, q, len(queue.heap),
                           seq if seq < 2**63 else -1))
 
     def task_popped(self, gt: Any, task: Any, queue: Any) -> None:
@@ -215,7 +226,7 @@ class Recorder:
             q = self._queue(queue)
         fn = task.fn
         owner = task.owner
-        self.rows.append((_K_POP, thread, owner.id if owner is not None else 0, fn._uid if fn is not None else 0, q,
+        self.rows.extend((_K_POP, thread, owner.id if owner is not None else 0, fn._uid if fn is not None else 0, q,
                           len(queue.heap), int(fn is not None and task.key[1] == -2**31 + 1)))
 
     def buffer_written(self, gt: Any, node: Any, slot: int, is_accumulation: bool, buffer: Any) -> None:
@@ -223,7 +234,7 @@ class Recorder:
             thread = self._local.index
         except AttributeError:
             thread = self._thread()
-        self.rows.append((_K_BUFFER, thread, gt.id, node._uid, slot, int(is_accumulation), 0))
+        self.rows.extend((_K_BUFFER, thread, gt.id, node._uid, slot, int(is_accumulation), 0))
 
     def hook_ran(self, gt: Any, node: Any, kind: str, hook: Any) -> None:
         name = getattr(hook, "__qualname__", None) or type(hook).__name__
@@ -238,8 +249,8 @@ class Recorder:
             thread = self._thread()
         self._summaries(inputs)
         rows = self.rows
-        rows.append((_K_NSTART, thread, gt.id, node._uid, 0, 0, 0))
-        if len(rows) >= CHUNK:  # NOTE [frozen chunks]
+        rows.extend((_K_NSTART, thread, gt.id, node._uid, 0, 0, 0))
+        if len(rows) >= CHUNK * ROW:  # NOTE [frozen chunks]
             self.builder.freeze_rows()
 
     def node_finished(self, gt: Any, node: Any, outputs: list) -> None:
@@ -248,15 +259,15 @@ class Recorder:
         except AttributeError:
             thread = self._thread()
         self._summaries(outputs)
-        self.rows.append((_K_NFINISH, thread, gt.id, node._uid, 0, 0, 0))
+        self.rows.extend((_K_NFINISH, thread, gt.id, node._uid, 0, 0, 0))
 
     def grad_captured(self, gt: Any, node: Any, output_index: int, grad: Any) -> None:
         self._summaries((grad,))
-        self.rows.append((int(Kind.GRAD_CAPTURED), self._thread(), gt.id, node._uid, output_index, 0, 0))
+        self.rows.extend((int(Kind.GRAD_CAPTURED), self._thread(), gt.id, node._uid, output_index, 0, 0))
 
     def grad_accumulated(self, gt: Any, node: Any, variable: Any, grad: Any) -> None:
         self._summaries((grad,))
-        self.rows.append((_K_ACCUM, self._thread(), gt.id if gt is not None else 0, node._uid, 0, 0, 0))
+        self.rows.extend((_K_ACCUM, self._thread(), gt.id if gt is not None else 0, node._uid, 0, 0, 0))
 
     def error_raised(self, gt: Any, node: Any, error: BaseException) -> None:
         self.builder.error_raised(thread=self._thread(), graph_task=gt.id, node=node._uid if node is not None else None,

@@ -60,8 +60,7 @@ class Replay:
         self._task_ids = np.array(sorted(self._tasks), dtype=np.int64)
         self._task_spans = np.array([(self._tasks[t].start, self._tasks[t].end) for t in self._task_ids.tolist()],
                                     dtype=np.int64).reshape(-1, 2)
-        self._runs = index.runs
-        self._run_intervals = Intervals(self._runs[0], self._runs[1])
+        self._run_intervals: Intervals | None = None  # built when a step after the first run asks (_running_at)
         if trace.num_nodes:
             trace.node(0)  # builds the trace's node index now, so no seek pays for it
         self._queue_steps = index.steps_of(Kind.TASK_PUSHED, Kind.TASK_POPPED, Kind.GRAPH_TASK_FINISHED)
@@ -91,11 +90,18 @@ class Replay:
                     self._checkpoints.append((int(steps[i]), _copy_heaps(heaps)))
             self._built = max(self._built, stop)
 
-    def warm(self, should_stop: Any = lambda: False) -> None:
-        """Build every queue checkpoint now, a chunk at a time, until done or `should_stop()` is true."""
+    def warm(self, should_stop: Any = lambda: False, between: Any = lambda: None) -> None:
+        """Build the lazy indexes (NOTE [lazy task flows] in indexes) and every queue checkpoint now, a chunk at
+        a time, until done or `should_stop()` is true. `between()` runs before each chunk: a caller sharing the
+        GIL with a UI thread can sleep there (a chunk is ~1,000 queue events, a few ms)."""
+        between()
+        self.trace.index.task_flows()
+        between()
+        self._runs_until(len(self.trace))
         last = int(self._queue_steps[-1]) if len(self._queue_steps) else -1
         while self._built < len(self._queue_steps) and not should_stop():
-            self._extend_checkpoints(last, chunk=self.interval * 64)
+            between()
+            self._extend_checkpoints(last, chunk=self.interval * 8)
 
     def _apply_queue_event(self, heaps: dict, i: int) -> None:
         kind, queue, task, node, extra = self._qevents.get(i)
@@ -117,7 +123,11 @@ class Replay:
                         item.key[1] = -INT_MAX
 
     def _queues_at(self, step: int) -> tuple[QueueState, ...]:
-        if self._checkpoints[-1][0] < step and self._built < len(self._queue_steps):
+        # Within one interval of the last checkpoint, the seek applies the events itself, without the lock that
+        # a warm() chunk in another thread may hold.
+        within = int(np.searchsorted(self._queue_steps, step, side="right")) - \
+            (len(self._checkpoints) - 1) * self.interval
+        if within > self.interval and self._built < len(self._queue_steps):
             self._extend_checkpoints(step)
         i = bisect.bisect_right(self._checkpoints, step, key=lambda cp: cp[0]) - 1
         base, saved = self._checkpoints[i]
@@ -142,8 +152,10 @@ class Replay:
     def _graph_tasks_at(self, step: int) -> tuple[GraphTaskState, ...]:
         out = []
         spans = self._task_spans
-        for tid in self._task_ids[(spans[:, 0] <= step) & (step < spans[:, 1])].tolist():
-            t = self._tasks[tid]
+        live = self._task_ids[(spans[:, 0] <= step) & (step < spans[:, 1])].tolist()
+        tasks = self.trace.index.task_flows() if live else self._tasks
+        for tid in live:
+            t = tasks[tid]
             done = int(np.searchsorted(t.dec_steps, step, side="right"))
             snap = done // SNAP
             counts = (t.remaining_snaps[snap - 1] if snap else t.dep_counts).astype(np.int32)  # a copy
@@ -174,9 +186,22 @@ class Replay:
         return slots
 
     def _running_at(self, step: int) -> tuple[tuple[int, int], ...]:
-        live = self._run_intervals.open_at(step)
-        _, _, threads, nodes = self._runs
+        intervals = self._runs_until(step)
+        if intervals is None:
+            return ()
+        live = intervals.open_at(step)
+        _, _, threads, nodes = self.trace.index.runs
         return tuple(sorted(zip(threads[live].tolist(), nodes[live].tolist(), strict=True)))
+
+    def _runs_until(self, step: int) -> Intervals | None:
+        """The node runs' intervals, or None while `step` comes before the first NodeStarted (no run yet): a
+        1M-node trace's runs take 0.1-0.3 s to find, and the TUI first shows step 0, usually in the forward."""
+        if self._run_intervals is None:
+            if not len(self._started_steps) or step < self._started_steps[0]:
+                return None
+            runs = self.trace.index.runs
+            self._run_intervals = Intervals(runs[0], runs[1])  # two threads may both build it: the same value
+        return self._run_intervals
 
     def state_at(self, step: int) -> EngineState:
         """The state after event `step` (0 <= step < len(trace))."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import time
 
 import numpy as np
 from rich.text import Text
@@ -32,6 +33,8 @@ from .help import HelpScreen
 from .panels import BY_ID, PANELS, WIDE_MIN, PanelLayout
 from .source import show_source
 
+_WARM_QUIET_S = 0.3
+"""The replay's warm-up works only while the step has stayed put this long (StepScreen._warm_replay)."""
 _PROMPTS = {"goto": "go to step…", "search": "search nodes: a name (mul, AccumulateGrad) or a seq_nr (12)",
             "break": "break on: node NAME | seq N | push [NAME] | nan | error",
             "export": "export the graph at this step to FILE.svg, .png, .pdf or .dot"}
@@ -139,7 +142,21 @@ class StepScreen(Screen[None]):
     def _warm_replay(self) -> None:
         """Build the replay's queue checkpoints ahead of the user's jumps (NOTE [lazy checkpoints])."""
         worker = get_current_worker()
-        self.replay.warm(should_stop=lambda: worker.is_cancelled)
+        moved = [self.step, time.monotonic()]  # the step last seen, and when it was first seen
+
+        def wait_for_quiet() -> None:
+            # The worker shares the GIL with the UI: a step key that waits for a chunk misses its frame. So each
+            # chunk waits until the step has stayed put for _WARM_QUIET_S (the first one too: the first key).
+            time.sleep(0.0005)  # hand the GIL over at once if the UI thread is waiting for it
+            while not worker.is_cancelled:
+                now = time.monotonic()
+                if self.step != moved[0]:
+                    moved[:] = [self.step, now]
+                elif now - moved[1] >= _WARM_QUIET_S:
+                    return
+                time.sleep(0.02)
+
+        self.replay.warm(should_stop=lambda: worker.is_cancelled, between=wait_for_quiet)
         gc.freeze()  # the checkpoints just built live as long as the screen: NOTE [collector and repaint]
 
     def on_resize(self, event: Resize) -> None:

@@ -1,0 +1,112 @@
+"""The indexes built late (NOTE [lazy task flows] in tracer/indexes.py, the Replay's runs) and the forward map's
+shortcut (only steps after the first backward can be inside one) against what building everything up front, or
+a plain scan of the events, gives."""
+from __future__ import annotations
+
+import random
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from tests.strategies import programs
+from tests.tracer.programs import run_program
+from tests.tracer.test_replay_properties import EXAMPLES, with_examples
+from tracer import events as ev
+from tracer.forward_map import FLAGS, ForwardMap
+from tracer.replay import Replay
+from tracer.schema import Kind
+from tracer.trace import Trace
+
+
+def _fresh(trace: Trace) -> Trace:
+    """The same trace with indexes of its own (none built yet)."""
+    return Trace(dict(trace.columns), list(trace.strings), dict(trace.meta))
+
+
+@given(programs(), st.integers(0, 2**32))
+@example(EXAMPLES[0], 0)
+@example(EXAMPLES[1], 1)
+@example(EXAMPLES[2], 2)
+@example(EXAMPLES[3], 3)
+def test_lazily_built_indexes_give_the_states_of_eagerly_built_ones(program, seed):
+    """A Replay that builds the task flows and runs when a step first needs them (stepping from 0, or seeking at
+    random) shows the same state at every step as one whose indexes were all built before the first step."""
+    trace = run_program(program).trace
+    eager_trace = _fresh(trace)
+    eager_trace.index.task_flows()
+    eager = Replay(eager_trace)
+    assert eager._runs_until(len(trace)) is not None or not trace.steps_of(Kind.NODE_STARTED).size
+    expected = [eager.state_at(step) for step in range(len(trace))]
+    stepping = Replay(_fresh(trace))
+    assert [stepping.state_at(step) for step in range(len(trace))] == expected
+    seeking = Replay(_fresh(trace))
+    steps = list(range(len(trace)))
+    random.Random(seed).shuffle(steps)
+    for step in steps:
+        assert seeking.state_at(step) == expected[step], step
+
+
+def _runs_by_scan(events: list) -> list[tuple[int, int, int]]:
+    """(start, end, thread) of every node run: a NodeStarted to the next NodeFinished or ErrorRaised that closes
+    the innermost open run of its thread."""
+    open_runs: dict[int, list[int]] = {}
+    runs = []
+    for e in events:
+        if isinstance(e, ev.NodeStarted):
+            open_runs.setdefault(e.thread, []).append(e.step)
+        elif isinstance(e, (ev.NodeFinished, ev.ErrorRaised)) and open_runs.get(e.thread):
+            runs.append((open_runs[e.thread].pop(), e.step, e.thread))
+    runs += [(start, len(events), thread) for thread, starts in open_runs.items() for start in starts]
+    return runs
+
+
+@given(programs())
+@with_examples
+def test_in_backward_flag_equals_a_scan_of_the_events(program):
+    """ForwardMap's in_backward flag: the node's first bump or creation lies inside a graph task started on its
+    thread, or inside a node run on its thread; checked by looking at every interval for every node."""
+    trace = run_program(program).trace
+    events = list(trace)
+    ends = {e.graph_task: e.step for e in events if isinstance(e, ev.GraphTaskFinished)}
+    intervals = [(e.step, ends.get(e.graph_task, len(events)), e.thread) for e in events
+                 if isinstance(e, ev.GraphTaskStarted)] + _runs_by_scan(events)
+    made: dict[int, tuple[int, int]] = {}
+    for e in events:
+        if isinstance(e, (ev.SeqNrBumped, ev.NodeCreated)) and e.node not in made:
+            made[e.node] = (e.step, e.thread)
+    bit = 1 << FLAGS.index("in_backward")
+    flags = ForwardMap(_fresh(trace)).flags
+    for node in range(trace.num_nodes):
+        expected = node in made and any(start <= made[node][0] < end and thread == made[node][1]
+                                        for start, end, thread in intervals)
+        assert bool(flags[node] & bit) == expected, (node, made.get(node))
+
+
+def test_the_examples_make_nodes_inside_a_backward():
+    """The shortcut's other branch is covered: some example makes a node while a backward runs."""
+    bit = 1 << FLAGS.index("in_backward")
+    assert any((ForwardMap(run_program(p).trace).flags & bit).any() for p in EXAMPLES)
+
+
+@given(programs())
+@with_examples
+def test_dense_task_indexes_equal_sorted_ones(program):
+    """The task flows built with an array slot per (task, node) (indexes.DENSE, a single backward's case) equal the
+    ones built by sorting keys (a training loop's case), field by field."""
+    from tracer import indexes
+
+    trace = run_program(program).trace
+    dense = _fresh(trace).index.task_flows()
+    saved = indexes.DENSE
+    indexes.DENSE = 0
+    try:
+        by_sorting = _fresh(trace).index.task_flows()
+    finally:
+        indexes.DENSE = saved
+    assert sorted(dense) == sorted(by_sorting)
+    for tid, t in dense.items():
+        u = by_sorting[tid]
+        for name in ("dec_steps", "dec_nodes", "dec_pos", "buf_nodes"):
+            assert getattr(t, name).tolist() == getattr(u, name).tolist(), (tid, name)
+        assert t.buffers.starts.tolist() == u.buffers.starts.tolist()
+        assert t.buffers.ends.tolist() == u.buffers.ends.tolist()

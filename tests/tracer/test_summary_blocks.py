@@ -1,0 +1,73 @@
+"""_freeze.summary_block (small arrays summarised a block at a time, NOTE [frozen chunks] in tracer/builder.py)
+against summarising each tensor on its own, over every layout builder.summaries holds."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tracer._freeze import summary_block
+
+_VALUES = st.sampled_from([0.0, -1.5, 2.25, math.nan, math.inf, -math.inf, 7.0])
+_SHAPES = st.sampled_from([(), (1,), (3,), (4,), (2, 2), (0,), (2, 0, 3)])
+_DTYPES = st.sampled_from([np.float64, np.float32, np.int64, np.bool_])
+
+
+@st.composite
+def _array(draw) -> np.ndarray:
+    shape, dtype = draw(_SHAPES), draw(_DTYPES)
+    size = int(np.prod(shape))
+    values = np.array(draw(st.lists(_VALUES, min_size=size, max_size=size)), dtype=np.float64)
+    if dtype is not np.float64 and dtype is not np.float32:
+        values = np.nan_to_num(values, posinf=9, neginf=-9)
+    return values.astype(dtype).reshape(shape)
+
+
+_SUMMARY = st.tuples(st.lists(st.integers(0, 50), max_size=3).map(tuple), st.sampled_from(["float64", "int64"]),
+                     st.sampled_from(["cpu", "cuda:0"]), st.lists(_VALUES, max_size=3).map(tuple), st.booleans(),
+                     st.booleans())
+_ITEM = st.one_of(st.none(), st.tuples(_array(), st.sampled_from(["cpu", "cuda:0"])), _SUMMARY)
+_GROUP = st.one_of(_array(), st.lists(_ITEM, max_size=3).map(tuple))  # a bare array: one small CPU tensor
+
+
+def _one_by_one(group) -> list:
+    """(info, dtype name, device, dims, preview) of each tensor of a group, each computed on its own."""
+    items = [(group, "cpu")] if isinstance(group, np.ndarray) else list(group)
+    out = []
+    for item in items:
+        if item is None:
+            out.append((0, None, None, (), [math.nan] * 3))
+        elif len(item) == 2:
+            arr, device = item
+            flat = arr.reshape(-1)
+            k = min(3, flat.size)
+            floats = arr.dtype.kind == "f"
+            info = 1 | int(floats and bool(np.isnan(flat).any())) << 1 | int(floats and bool(np.isinf(flat).any())) << 2
+            preview = [float(np.float32(v)) for v in flat[:k]] + [math.nan] * (3 - k)
+            out.append((info | k << 3, arr.dtype.name, device, arr.shape, preview))
+        else:
+            shape, dtype, device, values, has_nan, has_inf = item
+            preview = [float(np.float32(v)) for v in values] + [math.nan] * (3 - len(values))
+            out.append((1 | int(has_nan) << 1 | int(has_inf) << 2 | len(values) << 3, dtype, device, shape, preview))
+    return out
+
+
+@given(st.lists(_GROUP, max_size=12))
+def test_summary_block_equals_summarising_each_tensor_alone(groups):
+    block = summary_block(groups)
+    names = block["names"]
+    expected = [item for group in groups for item in _one_by_one(group)]
+    assert block["s_count"].tolist() == [1 if isinstance(g, np.ndarray) else len(g) for g in groups]
+    dims = block["s_dims"].tolist()
+    at = 0
+    for i, (info, dtype, device, shape, preview) in enumerate(expected):
+        assert int(block["s_info"][i]) == info
+        if info & 1:
+            assert names[block["s_dtype"][i]] == dtype and names[block["s_device"][i]] == device
+        assert int(block["s_ndim"][i]) == len(shape)
+        assert tuple(dims[at:at + len(shape)]) == tuple(shape)
+        at += len(shape)
+        np.testing.assert_array_equal(block["s_preview"][i], np.asarray(preview, dtype=np.float32))
+    assert at == len(dims) and len(block["s_info"]) == len(expected)
