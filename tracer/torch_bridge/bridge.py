@@ -35,7 +35,7 @@ from typing import Any, Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..builder import CHUNK, TraceBuilder
+from ..builder import CHUNK, ROW, TraceBuilder
 from ..events import TensorSummary
 from ..schema import Kind
 from .model import UINT64_MAX, EngineModel, Graph, GraphTaskModel
@@ -253,12 +253,12 @@ class Bridge:
         b = self.b
         rows = b.rows
         b.bumps[key] = (name, seq, frame)
-        rows.append((_K_BUMP, row, 0, key, 0, 0, 0))
+        rows.extend((_K_BUMP, row, 0, key, 0, 0, 0))  # flat: ROW ints a row (NOTE [frozen chunks])
         facts = b.node_facts
         if key not in facts:  # its edges come when a walk meets it (_describe)
-            facts[key] = (name, seq, 0, "cpu", row, (), frame, b._frozen + len(rows), 1)
-            rows.append((_K_CREATED, row, 0, key, 0, 0, 0))
-            if len(rows) >= CHUNK:
+            facts[key] = (name, seq, 0, "cpu", row, (), frame, b._frozen + len(rows) // ROW, 1)
+            rows.extend((_K_CREATED, row, 0, key, 0, 0, 0))
+            if len(rows) >= CHUNK * ROW:
                 b.freeze_rows()
         return key
 
