@@ -51,8 +51,8 @@ def check_inplace(self: Tensor) -> None:
         _views.check_view_inplace(self)
         if info.base._grad_fn is None and self.requires_grad:  # torch asks the view, and whether its base is a leaf
             raise RuntimeError(ERR_VIEW_LEAF)
-    if self._grad_fn is None and self._requires_grad:
-        raise RuntimeError(ERR_LEAF)
+    if self._grad_fn is None and self.requires_grad:  # torch's is_leaf() reads the stored grad_fn: a stale view
+        raise RuntimeError(ERR_LEAF)  # of a base that got history since is a leaf until its grad_fn is read
 
 
 ERR_PARTIAL_OVERLAP = ("unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
@@ -198,12 +198,13 @@ def _fill_value(self: Tensor, value: Any) -> Tensor:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {data.ndim} "
                            "dimensions.")
     filled = np.full(self._data.shape, data, dtype=self._data.dtype)
+    fills = not isinstance(value, Tensor)  # fill_(Tensor) is a copy_ in torch, with copy_'s overlap check
     if not _records(self, (value,)):
-        _write(self, filled, fills=True)
+        _write(self, filled, fills=fills)
         return self
     if isinstance(value, Tensor):
-        return _recorded(self, fn.FillBackward3(), (_old(self), value), filled, fills=True)
-    return _recorded(self, fn.FillBackward2(), (_old(self),), filled, fills=True)
+        return _recorded(self, fn.FillBackward3(), (_old(self), value), filled, fills=fills)
+    return _recorded(self, fn.FillBackward2(), (_old(self),), filled, fills=fills)
 
 
 @public("zero_", tensor=True)

@@ -364,6 +364,8 @@ def dropout(a: Tensor, p: float, train: bool, rng: Any) -> Tensor:
     """at::dropout on CPU: the input itself (p == 0, eval, empty), else input * noise → MulBackward0."""
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not isinstance(a, Tensor):  # the parser's check, after the Python-level one on p
+        raise TypeError(f"dropout(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}")
     if p == 0 or not train or a._data.size == 0:
         return a
     if a._device != "cpu":

@@ -26,7 +26,7 @@ def _write(t: Tensor, value: np.ndarray) -> Tensor:
     if has_internal_overlap(t._data):  # an expand()ed parameter: torch's in-place kernels refuse it
         raise RuntimeError(ERR_OVERLAP)
     np.copyto(_writable(t._data), value, casting="unsafe")
-    _version.bump(t._data)
+    _version.bump_tensor(t)  # an inference tensor (state made under inference_mode) refuses, as in torch
     return t
 
 

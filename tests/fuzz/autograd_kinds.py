@@ -230,6 +230,7 @@ def _emit_backward(g: Generator, ins: list[Var], text: str, anomaly: bool, retai
             v = g.s.vars.get(name)
             if v is not None and v.leaf:
                 v.has_grad = True
+                v.grad_noisy = v.grad_noisy or r.noisy
                 v.grad_rg = create_graph
                 v.info["grad_saw"] = dict(r.saw) if create_graph else {}
         if not retain:
@@ -271,7 +272,8 @@ def grad(g: Generator) -> None:
     for v in inputs:
         if v.name in root.anc or v is root:
             outs.append(Var(g.fresh(), v.shape, v.dtype, rg=create, leaf=not create, anc=root.anc if create else
-                            frozenset(), grad_alias=True, contiguous=False, saw=dict(root.saw) if create else {}))
+                            frozenset(), grad_alias=True, contiguous=False, saw=dict(root.saw) if create else {},
+                            noisy=root.noisy))
         else:
             outs.append(Var(g.fresh(), None, "none"))
     refs = ", ".join(f"{{{i + 1}}}" for i in range(len(inputs)))
@@ -294,7 +296,7 @@ def grad_access(g: Generator) -> None:
     if op == "read":
         rg = getattr(w, "grad_rg", False)
         out = Var(g.fresh(), w.shape, w.dtype, rg=rg, leaf=not rg, anc=frozenset({w.name}) if rg else frozenset(),
-                  grad_alias=True, contiguous=False, saw=dict(w.info.get("grad_saw", {})))
+                  grad_alias=True, contiguous=False, saw=dict(w.info.get("grad_saw", {})), noisy=w.grad_noisy)
         text = "{out0} = {0}.grad"
         if not g.allow("none_operand"):  # the generator's idea of which leaves have a grad can be wrong
             text += " if {0}.grad is not None else t.zeros_like({0})"
@@ -334,6 +336,10 @@ def hook(g: Generator) -> None:
     if op == "retain_grad":
         g.emit("hook", op, "{0}.retain_grad()", [x], [], grad_of=("{0}",))
     elif op == "tensor":
+        root = g.s.vars.get(x.root)
+        if x.is_view and root is not None and root.leaf and root.writes > x.saw.get(x.root, 0) \
+                and not g.allow("stale_view_hook"):
+            return  # ABSENT["stale_view_hook"]: torch 2.13 segfaults here
         ret = g.weighted(_TENSOR_HOOK_RETURNS)
         body = "\n    " + ret if ret else ""
         text = ("def {tag}_hook(grad):\n    p.value(\"{tag} hook\", grad)" + body +

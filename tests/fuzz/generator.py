@@ -35,6 +35,11 @@ DELIBERATE: dict[str, str] = {
                                "does depends on each C++ kernel (neg, sum, exp give results without history, "
                                "x * 2 and clone record a node, mean and abs raise the out= error); the engine "
                                "records as for any tensor. Never drawn",
+    "self_overlap": "an in-place op reading a tensor that shares the written memory in a way torch's overlap check "
+                    "gives up on (TOO_HARD: a row of a transposed tensor added to it): torch's result depends on "
+                    "the order its loop writes and reads the shared elements; the engine reads the values from "
+                    "before the write. Never drawn (where torch's check does refuse, the engine refuses alike: "
+                    "tests/engine/parity_views.py)",
     "overload_type_error": "an overloaded op (where, pow, lt, eq, masked_fill) given a non-tensor: torch's parser "
                            "lists every overload in a multi-line TypeError; the engine raises a one-line one. The "
                            "type is compared, not the text (interpret._deliberately_same)",
@@ -42,6 +47,11 @@ DELIBERATE: dict[str, str] = {
 """Differences kept on purpose, each said in README.md: the generator never compares what they touch."""
 
 ABSENT: dict[str, str] = {
+    "torch_bug": "a program on which torch 2.13 fails its own internal assert ('INTERNAL ASSERT FAILED ... please "
+                 "report a bug to PyTorch', e.g. an in-place op on a retain_grad()ed output of a custom Function): "
+                 "compared up to there (interpret._torch_bug)",
+    "stale_view_hook": "register_hook on a view of a leaf whose memory was written in place since: torch 2.13 "
+                       "itself segfaults (Tensor.register_hook), so the program cannot be compared",
     "third_order": "a third-order graph through layer_norm, log_sigmoid, nll_loss or binary_cross_entropy_with_logits: "
                    "their second-order nodes compute in numpy and refuse create_graph with NotImplementedError "
                    "(engine/_ops/nn_extra.py); a program stops being compared there (interpret._refused_on_purpose)",
@@ -87,6 +97,7 @@ class Var:
     grad_alias: bool = False  # a gradient made by backward, or a view of one (its _version is backward's)
     kernel_version: bool = False  # read from an inference tensor outside inference_mode: see DELIBERATE
     noisy: bool = False  # values that tie exactly but for rounding (a layer_norm's means): argmax would be noise
+    grad_noisy: bool = False  # a leaf whose .grad came from a noisy root
     read: bool = False  # some statement read it (so a graph may have saved it)
     info: dict = field(default_factory=dict)  # a module's or optimizer's shape and parameters
 
@@ -160,8 +171,8 @@ class Generator:
         return keys[int(self.rng.choice(len(keys), p=w / w.sum()))]
 
     def allow(self, construct: str) -> bool:
-        """May the program use a known-gap construct? Records it when it does."""
-        if construct in ABSENT or (not self.s.known_gaps and construct in KNOWN_GAPS):
+        """May the program use a known-gap construct? Records it when it does. ABSENT and DELIBERATE ones: never."""
+        if construct in ABSENT or construct in DELIBERATE or (not self.s.known_gaps and construct in KNOWN_GAPS):
             return False
         self.s.notes.add(construct)
         return True

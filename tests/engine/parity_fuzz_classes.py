@@ -1,0 +1,226 @@
+"""The classes the differential fuzzer found after the first campaign (issue 13): one program each with the
+minimal repro, run on engine and torch by test_fuzz_classes_parity.py.
+
+Each is `fn(t, p)` (see parity.py). The comments name what differed before the fix.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+PROGRAMS: dict[str, Callable] = {}
+
+
+def program(name: str):
+    def register(fn: Callable) -> Callable:
+        PROGRAMS[name] = fn
+        return fn
+    return register
+
+
+def _made(p, tag: str, *tensors) -> None:
+    p.made(tag, *tensors)
+
+
+@program("a grad AccumulateGrad cannot adopt is copied by copy_: version 1")
+def _grad_copy_version(t, p):
+    for tag, f in (("sum", lambda x: x.sum()), ("sum of sum(0)", lambda x: x.sum(0, keepdim=True).sum()),
+                   ("mul", lambda x: (x * 2).sum()), ("mean", lambda x: x.mean()), ("view", lambda x: x.view(2, 2).sum())):
+        x = p.leaf("x " + tag, [1.0, -2.0, 3.0, 4.0])
+        y = f(x)
+        p.watch(y)  # Node pre-hooks on every node: the grads are moved out of the buffer first, as in torch
+        y.backward()
+        _made(p, tag, x.grad)
+
+
+@program("x.data has its own version counter; detach() and .data of an inference tensor")
+def _data_version(t, p):
+    x = p.leaf("x", [1.0, 2.0, -3.0])
+    d = x.data
+    d *= 2
+    _made(p, "after d *= 2", x, d)
+    y = p.const([[1.0, 2.0], [3.0, 4.0]]).t().tanh()
+    y.mul_(1)
+    _made(p, ".data of a view of F-ordered memory", y.unsqueeze(0).data)
+    with t.inference_mode():
+        v = x * 2
+    a, b = v.data, v.detach()
+    p.value("inference", (a.is_inference(), b.is_inference(), a._version, b._version))
+    p.run("write .data outside inference_mode", lambda: a.add_(1))
+    p.value("shared memory", (v,))
+
+
+@program("grads written in place by torch's formulas count their writes")
+def _formula_versions(t, p):
+    x = p.leaf("x", [[1.0, 2.0, 3.0], [-4.0, 5.0, 6.0]])
+    c = p.const([[0.5, 2.0, -1.0], [1.0, 0.0, 2.0]])
+    F = t.nn.functional
+    cases = {"max(dim)": lambda: x.max(dim=1)[0], "max()": lambda: x.max(), "gather": lambda: x.gather(1, t.tensor([[0], [1]])),
+             "index": lambda: x[[0, 1], [1, 2]], "mask": lambda: x[x > 2], "index_select": lambda: x.index_select(1, t.tensor([2, 2])),
+             "maximum": lambda: x.maximum(c), "bce": lambda: F.binary_cross_entropy_with_logits(x, c.sigmoid()),
+             "bce weight": lambda: F.binary_cross_entropy_with_logits(x, c.sigmoid(), weight=c[0].abs()),
+             "bce pos_weight sum": lambda: F.binary_cross_entropy_with_logits(x, c.sigmoid(), pos_weight=c[0].abs(),
+                                                                               reduction="sum")}
+    for tag, f in cases.items():
+        y = f()
+        g, = t.autograd.grad(y.sum() if y.dim() else y, [x])
+        _made(p, tag, g)
+    v = p.leaf("v", 1.0)
+    s = v + v  # one grad tensor for both edges: summed out of place, then adopted
+    s.backward()
+    _made(p, "x + x", v.grad)
+
+
+@program("sign's grad is plain zeros, sgn's a ZeroTensor AccumulateGrad adopts")
+def _sign_zeros(t, p):
+    a = p.leaf("a", [0.5, -1.0, 0.0, float("nan")])
+    p.value("nan", (a.sign(), a.sgn()))
+    a.sign().sum().backward()
+    p.value("sign", (a.grad._is_zerotensor(), a.grad))
+    b = p.leaf("b", [0.5, -1.0, 2.0])
+    b.sgn().pow(2).sum().backward()
+    p.value("sgn", (b.grad._is_zerotensor(),))
+    p.run("second backward into the ZeroTensor", lambda: b.sgn().sum().backward())
+    n = p.leaf("n", [float("nan"), 1.0])
+    n.abs().sum().backward()
+    p.value("abs at nan", (n.grad,))
+
+
+@program("a node that saved nothing backs up twice; saved inputs named as they are now")
+def _saved_classes(t, p):
+    m = p.const([[1.0, 2.0], [3.0, 4.0]])
+    b = p.leaf("b", [1.0, 2.0])
+    z = t.nn.functional.linear(m, m, b).sum()
+    z.backward()
+    p.run("second backward", lambda: z.backward())
+    p.value("b.grad", (b.grad,))
+    w = p.const([[-1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    v = p.leaf("v", [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    y = t.matmul(w, v).sum()
+    w.sub_(p.leaf("s", 1.0) * 2)  # the constant gets history: the error names Sub
+    p.run("backward", lambda: y.backward())
+    x = p.leaf("x", [[1.0, -2.0, -3.0], [-4.0, 5.0, 6.0]])
+    h = x * 2
+    loss = t.nn.functional.mse_loss(h, h)
+    h.detach_()
+    p.run("detached saved", lambda: loss.backward())
+    e = p.leaf("e", 1.0)
+    th = e.tanh()
+    g, = t.autograd.grad(th, [e], create_graph=True)
+    th += -0.25  # the double-backward node saved the unpacked output, whose grad_fn stays TanhBackward0
+    p.run("double backward", lambda: g.backward())
+
+
+@program("a custom Function's inputs are unpacked before its node takes a seq_nr")
+def _function_order(t, p):
+    class Twice(t.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    a = p.leaf("a", [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    b = a * 1
+    v = b.t()
+    with t.no_grad():
+        b.mul_(2)
+    y = Twice.apply(v)
+    p.watch(y)
+    _made(p, "y", y, v)
+
+
+@program("stale views: regeneration after the node, as torch orders it")
+def _stale_view_order(t, p):
+    v1 = p.leaf("v1", [[1.0], [2.0]])
+    v2, v3 = v1[:], v1.squeeze()
+    v4 = t.exp(v3)
+    with t.no_grad():
+        v2.mul_(1)
+    v4.mul_(v3)  # MulBackward0, then v3's AsStridedBackward0, then the clone of self
+    p.watch(v4)
+    _made(p, "end", v1, v2, v3, v4)
+    w1 = p.leaf("w1", [[1.0, -2.0, 3.0], [-4.0, 5.0, 6.0]])
+    w2 = w1.transpose(1, 0)
+    loss = (w1 ** 2).mean()
+    with t.no_grad():
+        w1.mul_(2)
+    p.run("setitem on a stale view of a leaf", lambda: w2.__setitem__(0, loss))
+    _made(p, "after", w2)
+
+
+@program("as_strided_backward squeezes, sums and scatters as torch's")
+def _as_strided_backward(t, p):
+    v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])
+    v4 = t.unsqueeze(v1.reshape(1, 4), 1)
+    with t.no_grad():
+        v1.mul_(2)
+    v7 = v4.pow(2).sum()
+    v7.backward(create_graph=True)
+    p.watch(v1.grad)
+    _made(p, "grad", v1.grad)
+    w = p.leaf("w", [[1.0, -2.0], [3.0, -4.0], [5.0, 6.0]])
+    s = w.sum()
+    e = s.expand(2)
+    s.add_(2)
+    y = e @ e
+    y.backward(create_graph=True)
+    p.watch(w.grad)
+    _made(p, "expanded", w.grad)
+
+
+@program("writes to expanded tensors: fill_, zero_, masked_fill_, index_put_ and set_item")
+def _expanded_writes(t, p):
+    x = p.leaf("x", [1.0, 2.0, 3.0])
+    g, = t.autograd.grad(x.sum(), [x])  # an expanded grad
+    p.run("zero_", lambda: g.zero_())
+    p.run("fill_", lambda: g.fill_(2.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p.run("masked_fill_", lambda: g.masked_fill_(g > 1, 5.0))
+        p.run("mask assign", lambda: g.__setitem__(g > 1, 3.0))
+        p.run("index_put_", lambda: g.index_put_((t.tensor([0]),), t.tensor(0.5, dtype=g.dtype)))
+    p.value("g", (g,))
+    p.run("add_", lambda: g.add_(1))
+    y = p.leaf("y", 1.0) * 1
+    e = y.expand(2, 3)
+    p.run("select assign", lambda: e.__setitem__((Ellipsis, 0), 0.0))
+    p.run("0-dim select assign", lambda: e[0].__getitem__(0).fill_(1.0))
+    same = p.leaf("same", [[1.0, -2.0, 3.0]]).sign().squeeze(0).expand(3)
+    p.run("mul_ of an expand to the own shape", lambda: same.__imul__(2))
+
+
+@program("None and other non-tensors where torch's parser wants a tensor")
+def _none_arguments(t, p):
+    x = p.const([1.0, 2.0])
+    m = p.const([[1.0, 2.0], [3.0, 4.0]])
+    cases = {"matmul": lambda: t.matmul(None, x), "x.matmul": lambda: x.matmul(None), "x.matmul(2.0)": lambda: x.matmul(2.0),
+             "mm": lambda: t.mm(m, None), "dot": lambda: x.dot(None), "mv": lambda: m.mv(None), "addmm": lambda: t.addmm(x, None, m),
+             "exp": lambda: t.exp(None), "sum": lambda: t.sum(None), "add_": lambda: x.add_(None), "copy_": lambda: x.copy_(None),
+             "maximum": lambda: x.maximum(None), "cat": lambda: t.cat([x, None]), "stack": lambda: t.stack((None,)),
+             "expand_as": lambda: x.expand_as(None), "linear": lambda: t.nn.functional.linear(x, None),
+             "mse_loss": lambda: t.nn.functional.mse_loss(x, None), "cross_entropy": lambda: t.nn.functional.cross_entropy(m, None),
+             "x == None": lambda: x == None, "x != None": lambda: x != None, "x < None": lambda: x < None}  # noqa: E711
+    for tag, case in cases.items():
+        p.value(tag, p.run(tag, case))
+
+
+@program("layouts: softmax, layer_norm, masked_fill, cat, advanced indexing")
+def _layouts(t, p):
+    x = p.const([[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]).t()
+    F = t.nn.functional
+    for tag, f in {"softmax": lambda: x.softmax(1), "log_softmax": lambda: x.log_softmax(0), "layer_norm": lambda: F.layer_norm(x, (2,)),
+                   "logsigmoid": lambda: F.logsigmoid(x), "masked_fill": lambda: x.masked_fill(x > 0, 1.0),
+                   "cat": lambda: t.cat([x.unsqueeze(2), x.unsqueeze(2)], 2), "stack": lambda: t.stack([x, x], 2),
+                   "index": lambda: t.arange(24.0).reshape(2, 3, 4)[:, t.tensor([0, 2])],
+                   "index size-1": lambda: p.const([[1.0, 2.0, -3.0], [-4.0, -5.0, 6.0]])[:, t.tensor([2])]}.items():
+        r = f()
+        p.value(tag, (tuple(r.stride()), r.is_contiguous()))
+        p.run(tag + " view", lambda r=r: r.view(-1))
+    p.run("gather with a smaller index", lambda: p.const([[1.0, 2.0], [3.0, 4.0]]).gather(1, t.tensor([[1, 0]])))
+    p.run("gather out of range", lambda: p.const([[1.0, 2.0], [3.0, 4.0]]).gather(1, t.tensor([[2]])))
+    w = p.leaf("w", [[1.0, 2.0, 3.0, 4.0]])
+    p.run("copy_ into a leaf that does not fit", lambda: w.copy_(p.const([1.0, 2.0])))
+    p.run("addmm bias that does not expand", lambda: t.addmm(p.const([1.0, 2.0, 3.0]), m2 := p.const([[1.0, 2.0]]), m2.t()))

@@ -1,0 +1,8 @@
+"""The classes of the later fuzz campaigns on engine and on real PyTorch 2.13: graphs, seq_nrs, order, errors,
+values and versions."""
+from __future__ import annotations
+
+from tests.engine.parity_fuzz_classes import PROGRAMS
+from tests.engine.parity_suite import parity_tests
+
+test_program_runs_on_engine, test_program_matches_torch = parity_tests(PROGRAMS)
