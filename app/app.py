@@ -16,6 +16,7 @@ from textual.worker import get_current_worker
 from tracer.printable import printable
 
 from .messages import TraceFailed, TraceLoaded, TraceProgress
+from .screens.help import keys_text
 from .screens.step import StepScreen
 
 NO_STDIN_NOTE = ("The script read its standard input, which it does not get under the TUI (the TUI reads the "
@@ -29,7 +30,9 @@ class AgdbApp(App[None]):
     CSS_PATH = "agdb.tcss"
     TITLE = "agdb"
     BINDINGS = [Binding("escape", "cancel", "Cancel loading or recording", show=False),
-                Binding("q", "quit", "Quit", show=False)]
+                Binding("q", "quit", "Quit", show=False),
+                # Textual's ctrl+c only asks to press ctrl+q: here it quits, like q and ctrl+q.
+                Binding("ctrl+c", "quit", "Quit", show=False, priority=True)]
 
     def __init__(self, trace: Any = None, path: str | None = None, script: str | None = None,
                  script_args: list[str] | None = None, as_torch: bool | None = None, title: str = "",
@@ -67,8 +70,8 @@ class AgdbApp(App[None]):
             for binding in screen.BINDINGS:
                 if binding.action.startswith("app."):
                     continue
-                keys = ", ".join(k.strip() for k in binding.key.split(","))
-                yield SystemCommand(binding.description, f"key: {keys}", partial(screen.run_action, binding.action))
+                yield SystemCommand(binding.tooltip or binding.description, f"key: {keys_text(binding)}",
+                                    partial(screen.run_action, binding.action))
 
     @work(thread=True, exclusive=True, group="trace", exit_on_error=False)
     def _load(self, path: str) -> None:

@@ -1,4 +1,4 @@
-"""Each node's state at a step (not reached, waiting, ready, running, done, pruned...), for every view.
+"""Each node's state at a step (not created, waiting, ready, running, done, raised, pruned...), for every view.
 
 Imports numpy and the tracer only. The TUI's graph panel and the Graphviz export both style nodes by it.
 """
@@ -7,17 +7,29 @@ from __future__ import annotations
 import numpy as np
 
 from .replay import EngineState
+from .schema import Kind
 from .trace import Trace
 
-STATES = ("unreached", "counted", "waiting", "ready", "running", "done", "pruned", "skipped", "captured")
-"""A node's state at a step; a state's code is its index here.
+STATES = ("unreached", "counted", "waiting", "ready", "running", "done", "pruned", "skipped", "captured",
+          "not_created", "to_push", "raised")
+"""A node's state at a step; a state's code is its index here (new states go at the end: codes are kept).
 
-unreached: no running graph task counts it; counted: a graph task counts its dependencies; waiting: its
-input buffer is partly filled (in not_ready); ready: in a ready queue; running: its apply is on a thread's
-stack; done: it ran; pruned: compute_dependencies did not expand it (topo < min_topo_nr); skipped: exec_info
-does not need it; captured: autograd.grad captures the grad flowing into it.
+not_created: the forward pass has not made it yet; unreached: made, but no graph task has reached it;
+counted: a running graph task counts its dependencies; waiting: its input buffer is partly filled (in
+not_ready); to_push: its count reached 0 and the engine is about to push it; ready: in a ready queue;
+running: its apply is on a thread's stack; done: it ran; raised: its backward raised an error; pruned:
+compute_dependencies did not expand it (topo < min_topo_nr), kept once its graph task ended; skipped:
+exec_info does not need it; captured: autograd.grad captures the grad flowing into it.
 """
 STATE_CODE = {name: i for i, name in enumerate(STATES)}
+STATE_TEXT = {"unreached": "not reached", "counted": "counted", "waiting": "waiting (not_ready)",
+              "ready": "ready (in a queue)", "running": "running", "done": "done",
+              "pruned": "pruned: topo < min_topo_nr", "skipped": "skipped by exec_info",
+              "captured": "captured (autograd.grad)", "not_created": "not created yet",
+              "to_push": "count 0, to push", "raised": "raised an error"}
+"""What each state means, as a legend says it."""
+STATE_LABEL = {s: s.replace("_", " ") for s in STATES}
+"""Each state as a list column shows it (one or two short words)."""
 
 
 _IOTA = np.arange(0, dtype=np.int32)
@@ -31,32 +43,82 @@ def _iota(k: int) -> np.ndarray:
     return _IOTA[:k]
 
 
-def node_states(trace: Trace, state: EngineState,
-                out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(state code per node, execution index or -1 per node) at this step; vectorised over the nodes.
+class NodeStates:
+    """The states of a trace's nodes at any step; holds the few per-trace arrays that history needs."""
 
-    `out`, two arrays of num_nodes (int8 codes, int32 or wider indexes) to fill in place: a view that asks
-    on every step reuses its arrays instead of touching fresh memory (NOTE [fresh memory] in replay.py).
-    """
-    n = trace.num_nodes
-    if out is None:
-        codes, order = np.zeros(n, dtype=np.int8), np.full(n, -1, dtype=np.int32)
-    else:
-        codes, order = out
-        codes.fill(0)
-        order.fill(-1)
-    executed = state.executed.array()
-    if len(executed):
-        order[executed] = _iota(len(executed))
-        codes[executed] = STATE_CODE["done"]
-    for gt in state.graph_tasks:
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        c = trace.columns
+        self._created = trace.created_steps()
+        self._late = np.zeros(trace.num_nodes, dtype=bool)  # scratch: nodes not made yet, refilled per step
+        self._started_steps = trace.steps_of(Kind.NODE_STARTED)
+        # NOTE [pruning as history]: pruned nodes stay pruned once their graph task ends (the engine never
+        # ran them for that backward call), so a step after it still says why they have no grad.
+        deps_steps = trace.steps_of(Kind.DEPENDENCIES_COMPUTED)
+        starts = np.asarray(c["pruned_start"], dtype=np.int64) if len(deps_steps) else np.zeros(1, np.int64)
+        self._pruned_steps = np.repeat(deps_steps, np.diff(starts[:len(deps_steps) + 1]))
+        self._pruned_nodes = np.asarray(c["pruned_node"][:len(self._pruned_steps)], dtype=np.int64)
+        error_steps = trace.steps_of(Kind.ERROR_RAISED)
+        nodes = np.asarray(c["ev_node"][error_steps], dtype=np.int64)
+        self._error_steps, self._error_nodes = error_steps[nodes >= 0], nodes[nodes >= 0]
+
+    def raised_nodes(self, step: int) -> np.ndarray:
+        """The nodes whose backward raised by `step`, in the order they raised."""
+        return self._error_nodes[:int(np.searchsorted(self._error_steps, step, side="right"))]
+
+    def at(self, state: EngineState, out: tuple[np.ndarray, np.ndarray] | None = None
+           ) -> tuple[np.ndarray, np.ndarray]:
+        """(state code per node, execution index or -1 per node) at this step; vectorised over the nodes.
+
+        `out`, two arrays of num_nodes (int8 codes, int32 or wider indexes) to fill in place: a view that asks
+        on every step reuses its arrays instead of touching fresh memory (NOTE [fresh memory] in replay.py).
+        """
+        n, step = self.trace.num_nodes, state.step
+        if out is None:
+            codes, order = np.zeros(n, dtype=np.int8), np.full(n, -1, dtype=np.int32)
+        else:
+            codes, order = out
+            codes.fill(0)
+            order.fill(-1)
+        np.greater(self._created, step, out=self._late)
+        codes[self._late] = STATE_CODE["not_created"]
+        codes[self._pruned_nodes[:int(np.searchsorted(self._pruned_steps, step, side="right"))]] = STATE_CODE["pruned"]
+        executed = state.executed.array()
+        if len(executed):
+            order[executed] = _iota(len(executed))
+            codes[executed] = STATE_CODE["done"]
+        raised = self.raised_nodes(step)
+        codes[raised] = STATE_CODE["raised"]
+        for gt in state.graph_tasks:
+            self._graph_task(gt, executed, codes, order)
+        if len(raised) and state.graph_tasks:  # a task that ran the node again said done: it still raised
+            codes[raised[codes[raised] == STATE_CODE["done"]]] = STATE_CODE["raised"]
+        for q in state.ready_queues:
+            ready = [t.node for t in q.tasks if t.node is not None]
+            codes[ready] = STATE_CODE["ready"]
+        for _, node in state.running:
+            codes[node] = STATE_CODE["running"]
+        return codes, order
+
+    def _graph_task(self, gt, executed: np.ndarray, codes: np.ndarray, order: np.ndarray) -> None:
+        """The states a running graph task gives its nodes (ready and running are set after, by the caller)."""
+        task = self.trace.index.tasks.get(gt.graph_task)
+        if task is not None and len(task.dep_nodes):
+            # Every node the task counted whose count reached 0 and that has not run in this task yet is
+            # about to be pushed: its count is spent, the engine's push is the next thing that happens to it.
+            first = int(np.searchsorted(self._started_steps, task.start, side="left"))
+            codes[task.dep_nodes] = STATE_CODE["to_push"]
+            order[task.dep_nodes] = -1
+            here = executed[first:]
+            codes[here] = STATE_CODE["done"]
+            order[here] = _iota(len(executed))[first:]
         # A counted node has not run in this graph task (its count would be 0), even if an earlier backward
         # ran it: it is counted again, and its old execution index no longer says anything.
         nodes, _ = gt.dependency_arrays()
         codes[nodes] = STATE_CODE["counted"]
         order[nodes] = -1
         if gt.needed or gt.captured:
-            wanted = np.zeros(n, dtype=bool)
+            wanted = np.zeros(len(codes), dtype=bool)
             wanted[list(gt.needed) + list(gt.captured)] = True
             skipped = nodes[~wanted[nodes]]
             codes[skipped] = STATE_CODE["skipped"]
@@ -65,9 +127,12 @@ def node_states(trace: Trace, state: EngineState,
         codes[gt.waiting_nodes()] = STATE_CODE["waiting"]
         if gt.pruned:
             codes[list(gt.pruned)] = STATE_CODE["pruned"]
-    for q in state.ready_queues:
-        ready = [t.node for t in q.tasks if t.node is not None]
-        codes[ready] = STATE_CODE["ready"]
-    for _, node in state.running:
-        codes[node] = STATE_CODE["running"]
-    return codes, order
+
+
+def node_states(trace: Trace, state: EngineState,
+                out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(state code per node, execution index or -1 per node) at this step: NodeStates(trace).at(state, out).
+
+    A view that asks at every step keeps one NodeStates instead, which builds its history arrays once.
+    """
+    return NodeStates(trace).at(state, out)

@@ -4,11 +4,12 @@ from __future__ import annotations
 import numpy as np
 from rich.text import Text
 
-from tracer.node_states import STATES, node_states
+from tracer.node_states import STATE_LABEL, STATES, NodeStates
 from tracer.replay import EngineState
-from tracer.schema import UINT64_MAX, short_name
+from tracer.schema import short_name
 from tracer.trace import Trace
 
+from .labels import seq_text
 from .lazy_list import LazyList
 
 
@@ -26,6 +27,9 @@ class GraphView(LazyList):
     GraphView > .graph-view--pruned { color: $error; text-style: strike; }
     GraphView > .graph-view--skipped { color: $error; text-style: dim; }
     GraphView > .graph-view--captured { color: $secondary; text-style: bold; }
+    GraphView > .graph-view--not_created { color: $text-disabled; text-style: italic; }
+    GraphView > .graph-view--to_push { color: $success; }
+    GraphView > .graph-view--raised { color: $error; text-style: bold reverse; }
     """
 
     def __init__(self, trace: Trace, **kwargs) -> None:
@@ -34,10 +38,11 @@ class GraphView(LazyList):
         self.codes = np.zeros(trace.num_nodes, dtype=np.int8)  # filled in place at each step
         self.order = np.full(trace.num_nodes, -1, dtype=np.int32)
         self.counts: dict[int, int] = {}
+        self.states = NodeStates(trace)
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Take the state at a new step; keep the running node in view."""
-        node_states(self.trace, state, out=(self.codes, self.order))
+        self.states.at(state, out=(self.codes, self.order))
         self.counts = {}
         for gt in state.graph_tasks:
             nodes, counts = gt.dependency_arrays()
@@ -58,19 +63,21 @@ class GraphView(LazyList):
     def row_count(self) -> int:
         return self.trace.num_nodes
 
+    def header(self) -> str:
+        """The column headers; `#` is the execution index (the order nodes started running in)."""
+        return f"{'#':>3} {'node':<20} {'state':<11} {'seq_nr':>6} {'topo':>4} {'deps':>4}"
+
     def row_text(self, index: int) -> Text:
         node = self.node_at(index)
         name, seq_nr, topo = self.trace.node_brief(node)
         state = STATES[int(self.codes[node])]
         order = int(self.order[node])
-        seq = "max" if seq_nr == UINT64_MAX else str(seq_nr)
         count = self.counts.get(node)
-        name = short_name(name)
         return Text.assemble(
             (f"{order:>3} " if order >= 0 else "    "),
-            (f"{name:<20} ", self.component_style(f"graph-view--{state}")),
-            f"{state:<9} seq {seq:>3} topo {topo:>2}",
-            (f" deps {count}" if count is not None else ""),
+            (f"{short_name(name):<20} ", self.component_style(f"graph-view--{state}")),
+            f"{STATE_LABEL[state]:<11} {seq_text(seq_nr):>6} {topo:>4}",
+            (f" {count:>4}" if count is not None else ""),
         )
 
     def row_key(self, index: int) -> object:

@@ -6,6 +6,7 @@ from rich.text import Text
 from tracer.replay import EngineState
 from tracer.trace import Trace
 
+from .labels import NodeLabels
 from .lazy_list import LazyList
 
 
@@ -17,6 +18,7 @@ class PruningView(LazyList):
         self.trace = trace
         self.rows: list[Text] = [Text("no graph task is running")]
         self.row_nodes: list[int | None] = [None]
+        self.labels = NodeLabels(trace)
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Lay out the pruning of the running graph tasks."""
@@ -26,13 +28,13 @@ class PruningView(LazyList):
             return  # what this panel shows did not change at this step: no repaint
         self._shown = shown
         rows: list[tuple[Text, int | None]] = []
-        name = self.trace.node_name
+        name = self.labels.label
         for gt in state.graph_tasks:
             rows.append((Text(f"graph task {gt.graph_task} (depth {gt.reentrant_depth}): min_topo_nr "
                               f"{gt.min_topo_nr}", style="bold"), None))
             for node in gt.pruned:
                 topo = self.trace.node(node).topological_nr
-                rows.append((Text(f"  pruned  {name(node):<32} topo {topo} < min {gt.min_topo_nr}"), node))
+                rows.append((Text(f"  pruned  {name(node):<28} topo {topo} < min {gt.min_topo_nr}"), node))
             if gt.needed or gt.captured:
                 rows.append((Text(f"  exec_info: {len(gt.needed)} needed, {len(gt.captured)} captured"), None))
                 rows.extend((Text(f"  needed  {name(n)}"), n) for n in gt.needed)

@@ -12,11 +12,12 @@ from textual.containers import Vertical
 from textual.events import Resize
 from textual.reactive import reactive, var
 from textual.screen import Screen
-from textual.widgets import Input, Static, Tab, Tabs
+from textual.widgets import Footer, Input, Static, Tab, Tabs
 from textual.worker import get_current_worker
 
 from tracer import breakpoints as bp_mod
 from tracer.replay import EngineState, Replay
+from tracer.node_states import STATES
 from tracer.schema import Kind
 from tracer.search import find_nodes
 from tracer.trace import Trace
@@ -24,6 +25,7 @@ from widgets.culprits import CulpritsView
 from widgets.event_log import EventLog
 from widgets.forward_backward import ForwardBackwardView
 from widgets.graph_view import GraphView
+from widgets.labels import NodeLabels
 from widgets.lazy_list import LazyList
 from widgets.timeline import Timeline
 
@@ -41,30 +43,35 @@ class StepScreen(Screen[None]):
     """Step through a trace: graph, ready queues, dependencies, pruning, forward↔backward, culprits, events."""
 
     BINDINGS = [
-        Binding("right,l", "step(1)", "Next event"),
-        Binding("left,h", "step(-1)", "Previous event"),
-        Binding("n", "node(1)", "Next node run"),
-        Binding("N,p", "node(-1)", "Previous node run"),
-        Binding("home,g", "jump(0)", "Start"),
-        Binding("end,G", "jump(-1)", "End"),
-        Binding("colon", "ask('goto')", "Go to step"),
-        Binding("slash", "ask('search')", "Search nodes by name or seq_nr"),
-        Binding("right_square_bracket", "search_next(1)", "Next search match"),
-        Binding("left_square_bracket", "search_next(-1)", "Previous search match"),
-        Binding("b", "ask('break')", "Add a breakpoint"),
-        Binding("c", "run_to_breakpoint(1)", "Run to the next breakpoint"),
-        Binding("C", "run_to_breakpoint(-1)", "Run back to the previous breakpoint"),
-        Binding("B", "clear_breakpoints", "Clear breakpoints"),
-        Binding("i", "inspect_running", "Select the running node"),
-        Binding("e", "ask('export')", "Export the graph at this step (Graphviz)"),
-        Binding("escape", "clear_selection", "Clear the selection", show=False),
-        *[Binding(p.key, f"show_panel('{p.id}')", f"Show the {p.title} panel") for p in PANELS],
-        Binding("x", "hide_panel", "Hide the focused panel"),
-        Binding("X", "show_all_panels", "Show every panel"),
-        Binding("z", "zoom", "Zoom the focused panel (again to restore)"),
-        Binding("question_mark", "help", "Help"),
+        # Shown in the footer (short words there; the help screen gives the tooltip).
+        Binding("left,h", "step(-1)", "Back", tooltip="Previous event", key_display="←"),
+        Binding("right,l", "step(1)", "Next", tooltip="Next event", key_display="→"),
+        Binding("n", "node(1)", "Next node", tooltip="Next node run"),
+        Binding("slash", "ask('search')", "Search", tooltip="Search nodes by name or seq_nr"),
+        Binding("colon", "ask('goto')", "Go to", tooltip="Go to step"),
+        Binding("b", "ask('break')", "Break", tooltip="Add a breakpoint"),
+        Binding("z", "zoom", "Zoom", tooltip="Zoom the focused panel (again to restore)"),
+        Binding("question_mark", "help", "Help", tooltip="Help: every key, and a legend of states and marks"),
         Binding("q", "app.quit", "Quit"),
+        # In the help screen and the command palette only.
+        Binding("N,p", "node(-1)", "Previous node run", show=False),
+        Binding("g", "jump(0)", "Start (first event)", show=False),
+        Binding("G", "jump(-1)", "End (last event)", show=False),
+        Binding("right_square_bracket", "search_next(1)", "Next search match", show=False),
+        Binding("left_square_bracket", "search_next(-1)", "Previous search match", show=False),
+        Binding("c", "run_to_breakpoint(1)", "Run to the next breakpoint", show=False),
+        Binding("C", "run_to_breakpoint(-1)", "Run back to the previous breakpoint", show=False),
+        Binding("B", "clear_breakpoints", "Clear breakpoints", show=False),
+        Binding("i", "inspect_running", "Select the running node", show=False),
+        Binding("e", "ask('export')", "Export the graph at this step (Graphviz)", show=False),
+        Binding("escape", "escape", "Close the source view, or clear the selection", show=False),
+        *[Binding(p.key, f"show_panel('{p.id}')", f"Show the {p.title} panel", show=False) for p in PANELS],
+        Binding("x", "hide_panel", "Hide the focused panel", show=False),
+        Binding("X", "show_all_panels", "Show every panel", show=False),
     ]
+
+    ALLOW_IN_MAXIMIZED_VIEW = "#title, #prompt, Timeline, Footer"
+    """A zoomed panel keeps the step and the keys on screen."""
 
     step: reactive[int] = reactive(0, init=False, repaint=False)
     """The event the screen shows (0-based). No repaint of its own: each panel repaints what changed."""
@@ -87,6 +94,7 @@ class StepScreen(Screen[None]):
         self.breakpoints: list[bp_mod.Breakpoint] = []
         self.matches = np.zeros(0, dtype=np.int64)  # nodes found by the last search, in graph row order
         self.prompt_mode = "goto"
+        self.labels = NodeLabels(trace)
 
     def compose(self) -> ComposeResult:
         yield Static(Text(self.title_text), id="title")  # Text: a path is not markup
@@ -104,10 +112,13 @@ class StepScreen(Screen[None]):
                     if notice:
                         box.border_title = f"{panel.title} · {notice}"
                     widget = self.panel_widgets[panel.id] = panel.widget(self.trace, id=panel.id)
+                    if widget.header():  # past the rows' gutter, aligned with their columns
+                        yield Static(Text(" " * widget.GUTTER + widget.header()), classes="panel--header")
                     yield widget
                     yield from (Static(id=extra) for extra in panel.beside)
         yield Input(id="prompt", classes="-hidden")
         yield Timeline(id="timeline")
+        yield Footer()
 
     def _panel(self, panel_id: str) -> LazyList | None:
         """The widget of a panel, or None when the trace's source cannot provide its events."""
@@ -160,7 +171,7 @@ class StepScreen(Screen[None]):
         selected = self.selected_node
         for widget in self.panel_widgets.values():
             widget.show_state(state, selected)
-        self.query_one(Timeline).show(state, self.trace.queue_label)
+        self.query_one(Timeline).show(state, self.trace.queue_label, self.labels.label)
 
     def watch_selected_node(self, node: int | None) -> None:
         for view in self.query(LazyList):
@@ -252,6 +263,17 @@ class StepScreen(Screen[None]):
         else:
             self.notify("no node is running at this step", severity="warning", markup=False)
 
+    def action_escape(self) -> None:
+        """Close the culprits' source view if it is open, else clear the selection."""
+        source = self.query("#source")
+        if source and source.first().has_class("-open"):
+            source.first().remove_class("-open")
+            culprits = self._panel("culprits")
+            if culprits is not None:
+                culprits.focus()
+            return
+        self.action_clear_selection()
+
     def action_clear_selection(self) -> None:
         """Forget the selected node (and close the prompt if it is open)."""
         self.query_one("#prompt", Input).add_class("-hidden")
@@ -287,8 +309,11 @@ class StepScreen(Screen[None]):
             self.maximize(self.focused, container=False)
 
     def action_help(self) -> None:
-        """Show every key."""
-        self.app.push_screen(HelpScreen(list(self.BINDINGS)))
+        """Show every key, and the legend of states in the graph panel's colours."""
+        graph = self._panel("graph")
+        styles = ({s: graph.component_style(f"graph-view--{s}") for s in STATES}
+                  if isinstance(graph, GraphView) else {})
+        self.app.push_screen(HelpScreen(self.BINDINGS, styles))
 
     def _focused_panel(self) -> str | None:
         widget = self.focused
@@ -398,5 +423,6 @@ class StepScreen(Screen[None]):
 
     @on(CulpritsView.CulpritSelected)
     def _show_source(self, event: CulpritsView.CulpritSelected) -> None:
-        show_source(self.query_one("#source", Static), self.trace, event.culprit.filename, event.culprit.lineno,
-                    self.source_files)
+        source = self.query_one("#source", Static)
+        show_source(source, self.trace, event.culprit.filename, event.culprit.lineno, self.source_files)
+        source.add_class("-open")

@@ -359,12 +359,12 @@ async def test_zoom_toggles_the_focused_panel(demo_trace):
 
 # -- palette and cancelling ----------------------------------------------------------------------------------
 async def test_command_palette_offers_and_runs_every_action(demo_trace):
-    """The palette lists each step-screen binding by its description, and choosing one runs it."""
+    """The palette lists each step-screen binding by its description (long form), and choosing one runs it."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _opened(app, pilot)
         titles = {c.title for c in app.get_system_commands(screen)}
-        assert {b.description for b in StepScreen.BINDINGS if not b.action.startswith("app.")} <= titles
+        assert {b.tooltip or b.description for b in StepScreen.BINDINGS if not b.action.startswith("app.")} <= titles
         await pilot.press("ctrl+p", *"End", "enter")
         await pilot.pause(0.3)
         assert app.screen is screen and screen.step == len(demo_trace) - 1

@@ -87,6 +87,13 @@ def expected_states(trace, step):
     ran_in = {(e.graph_task, e.node) for e in started}
     running = {v for _, v in st.running}
     ready = {t.node for q in st.ready_queues for t in q.tasks if t.node is not None}
+    made = {e.node for e in trace if isinstance(e, ev.NodeCreated) and e.step <= step}
+    unmade = {e.node for e in trace if isinstance(e, ev.NodeCreated)} - made
+    was_pruned = {n for e in trace if isinstance(e, ev.DependenciesComputed) and e.step <= step for n in e.pruned}
+    running_tasks = {gt.graph_task for gt in st.graph_tasks}
+    counted_by = {(e.graph_task, n) for e in trace if isinstance(e, ev.DependenciesComputed)
+                  and e.graph_task in running_tasks for n, _ in e.dependencies}
+    spent = {n for task, n in counted_by if (task, n) not in ran_in}  # counted, count now 0, not run: to push
     out = {}
     for v in range(trace.num_nodes):
         live = [gt for gt in st.graph_tasks if v in dict(gt.dependencies)]
@@ -98,8 +105,13 @@ def expected_states(trace, step):
             out[v] = "pruned"
         elif v in st.not_ready:
             out[v] = "waiting"
+        elif v in unmade:
+            out[v] = "not_created"
+        elif not live and v in spent:
+            out[v] = "to_push"
         elif not live:
-            out[v] = "done" if v in st.executed else "unreached"
+            out[v] = ("done" if v in st.executed else "pruned" if v in was_pruned
+                      else "unreached" if v in made else None)
         elif any((gt.graph_task, v) in ran_in for gt in live):
             out[v] = "done"
         elif v in st.executed:
