@@ -58,6 +58,9 @@ class NodeStates:
         starts = np.asarray(c["pruned_start"], dtype=np.int64) if len(deps_steps) else np.zeros(1, np.int64)
         self._pruned_steps = np.repeat(deps_steps, np.diff(starts[:len(deps_steps) + 1]))
         self._pruned_nodes = np.asarray(c["pruned_node"][:len(self._pruned_steps)], dtype=np.int64)
+        self._pruned_until = _next_start(self._pruned_nodes, self._pruned_steps, self._started_steps,
+                                         np.asarray(c["ev_node"][self._started_steps], dtype=np.int64))
+        """Per pruning: the step its node next started running (it is pruned until then), or the end."""
         error_steps = trace.steps_of(Kind.ERROR_RAISED)
         nodes = np.asarray(c["ev_node"][error_steps], dtype=np.int64)
         self._error_steps, self._error_nodes = error_steps[nodes >= 0], nodes[nodes >= 0]
@@ -82,11 +85,14 @@ class NodeStates:
             order.fill(-1)
         np.greater(self._created, step, out=self._late)
         codes[self._late] = STATE_CODE["not_created"]
-        codes[self._pruned_nodes[:int(np.searchsorted(self._pruned_steps, step, side="right"))]] = STATE_CODE["pruned"]
         executed = state.executed.array()
         if len(executed):
             order[executed] = _iota(len(executed))
             codes[executed] = STATE_CODE["done"]
+        pruned = int(np.searchsorted(self._pruned_steps, step, side="right"))
+        if pruned:  # what happened last to a node says its state: pruned, unless it ran since
+            still = self._pruned_until[:pruned] > step
+            codes[self._pruned_nodes[:pruned][still]] = STATE_CODE["pruned"]
         raised = self.raised_nodes(step)
         codes[raised] = STATE_CODE["raised"]
         for gt in state.graph_tasks:
@@ -127,6 +133,21 @@ class NodeStates:
         codes[gt.waiting_nodes()] = STATE_CODE["waiting"]
         if gt.pruned:
             codes[list(gt.pruned)] = STATE_CODE["pruned"]
+
+
+def _next_start(nodes: np.ndarray, steps: np.ndarray, start_steps: np.ndarray, start_nodes: np.ndarray) -> np.ndarray:
+    """For each (node, step) pair, the first step after `step` at which that node started running (or int64 max)."""
+    if not len(nodes):
+        return np.zeros(0, dtype=np.int64)
+    span = int(max(start_steps.max(initial=0), steps.max(initial=0))) + 1
+    keys = np.sort(start_nodes * span + start_steps)  # by node, then step
+    at = np.searchsorted(keys, nodes * span + steps, side="right")
+    found = at < len(keys)
+    nxt = np.full(len(nodes), np.iinfo(np.int64).max, dtype=np.int64)
+    hit = keys[np.minimum(at, len(keys) - 1)] if len(keys) else np.zeros(len(nodes), np.int64)
+    same = found & (hit // span == nodes)
+    nxt[same] = hit[same] % span
+    return nxt
 
 
 def node_states(trace: Trace, state: EngineState,

@@ -152,7 +152,7 @@ class PanelLayout:
         its row or column spans its cell. The rows for the tab bar and the lower panel go when nothing is shown
         there.
         """
-        left = not ("graph" in self.hidden)
+        left = "graph" not in self.hidden
         right = [p for p in ("queues", "deps") if p not in self.hidden]
         for p in right:
             box = container.query_one(f"#panel-{p}")

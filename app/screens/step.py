@@ -16,8 +16,8 @@ from textual.widgets import Footer, Input, Static, Tab, Tabs
 from textual.worker import get_current_worker
 
 from tracer import breakpoints as bp_mod
-from tracer.replay import EngineState, Replay
 from tracer.node_states import STATES
+from tracer.replay import EngineState, Replay
 from tracer.schema import Kind
 from tracer.search import find_nodes
 from tracer.trace import Trace
@@ -30,10 +30,13 @@ from widgets.lazy_list import LazyList
 from widgets.timeline import Timeline
 
 from ..messages import BreakpointHit, ExportFailed, GraphExported, NodeFollowed, StepChanged
+from .errors import user_frames
 from .help import HelpScreen
 from .panels import BY_ID, PANELS, WIDE_MIN, PanelLayout
 from .source import show_source
 
+ERROR_TIMEOUT = 24 * 3600.0
+"""Seconds the script's error stays on screen: until the user clicks it away, in practice."""
 _PROMPTS = {"goto": "go to step…", "search": "search nodes: a name (mul, AccumulateGrad) or a seq_nr (12)",
             "break": "break on: node NAME | seq N | push [NAME] | nan | error",
             "export": "export the graph at this step to FILE.svg, .png, .pdf or .dot"}
@@ -120,18 +123,30 @@ class StepScreen(Screen[None]):
         yield Timeline(id="timeline")
         yield Footer()
 
+    def _raised_node(self) -> int | None:
+        """The node whose backward raised first in the trace, if one did."""
+        for step in self.trace.steps_of(Kind.ERROR_RAISED).tolist():
+            node = self.trace.event_node(step)
+            if node >= 0:
+                return node
+        return None
+
     def _panel(self, panel_id: str) -> LazyList | None:
         """The widget of a panel, or None when the trace's source cannot provide its events."""
         return self.panel_widgets.get(panel_id)
 
     def on_mount(self) -> None:
         if self.script_error:
-            self.notify(self.script_error, title="the script did not finish", severity="error", timeout=10,
-                        markup=False)
+            # Kept until clicked: an error read halfway through is no use.
+            self.notify(user_frames(self.script_error), title="the script did not finish (click to dismiss)",
+                        severity="error", timeout=ERROR_TIMEOUT, markup=False)
         self._relayout(self.size.width, self.size.height)
         self.step = 0
         self.watch_step(0)
         self.query_one(f"#{PANELS[0].id}").focus()
+        raised = self._raised_node()
+        if raised is not None:  # the first question about a failed backward: which node, and with what
+            self.selected_node = raised
         # NOTE [collector and repaint]: the trace's indexes live as long as the screen, so the collector
         # need not rescan them (a full collection over a 1M-event trace's objects costs ~200 ms, a stall in
         # the middle of a step); and young collections every 700 allocations put a 100 ms p99 on a step.

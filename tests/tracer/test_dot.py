@@ -89,7 +89,10 @@ def expected_states(trace, step):
     ready = {t.node for q in st.ready_queues for t in q.tasks if t.node is not None}
     made = {e.node for e in trace if isinstance(e, ev.NodeCreated) and e.step <= step}
     unmade = {e.node for e in trace if isinstance(e, ev.NodeCreated)} - made
-    was_pruned = {n for e in trace if isinstance(e, ev.DependenciesComputed) and e.step <= step for n in e.pruned}
+    last_pruned = {n: e.step for e in trace if isinstance(e, ev.DependenciesComputed) and e.step <= step
+                   for n in e.pruned}
+    last_ran = {e.node: e.step for e in started}
+    was_pruned = {n for n, s in last_pruned.items() if s > last_ran.get(n, -1)}  # pruned since it last ran
     running_tasks = {gt.graph_task for gt in st.graph_tasks}
     counted_by = {(e.graph_task, n) for e in trace if isinstance(e, ev.DependenciesComputed)
                   and e.graph_task in running_tasks for n, _ in e.dependencies}
@@ -110,7 +113,7 @@ def expected_states(trace, step):
         elif not live and v in spent:
             out[v] = "to_push"
         elif not live:
-            out[v] = ("done" if v in st.executed else "pruned" if v in was_pruned
+            out[v] = ("pruned" if v in was_pruned else "done" if v in st.executed
                       else "unreached" if v in made else None)
         elif any((gt.graph_task, v) in ran_in for gt in live):
             out[v] = "done"
