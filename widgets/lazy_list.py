@@ -111,6 +111,7 @@ class LazyList(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         self._update_size(self.row_count())
+        self.scroll_to_row(self.cursor)  # a zoom, an unzoom or a smaller terminal keeps the cursor's row in view
 
     def _postpone_if_hidden(self) -> bool:
         """Whether the panel is off screen (in a tab not chosen, or hidden); if so it repaints when shown.

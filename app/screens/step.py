@@ -52,10 +52,10 @@ class StepScreen(Screen[None]):
         Binding("n", "node(1)", "Next node", tooltip="Next node run"),
         Binding("slash", "ask('search')", "Search", tooltip="Search nodes by name or seq_nr"),
         Binding("colon", "ask('goto')", "Go to", tooltip="Go to step"),
-        Binding("b", "ask('break')", "Break", tooltip="Add a breakpoint"),
-        Binding("z", "zoom", "Zoom", tooltip="Zoom the focused panel (again to restore)"),
         Binding("question_mark", "help", "Help", tooltip="Help: every key, and a legend of states and marks"),
         Binding("q", "app.quit", "Quit"),
+        Binding("b", "ask('break')", "Break", tooltip="Add a breakpoint"),
+        Binding("z", "zoom", "Zoom", tooltip="Zoom the focused panel (again to restore)"),
         # In the help screen and the command palette only.
         Binding("N,p", "node(-1)", "Previous node run", show=False),
         Binding("g", "jump(0)", "Start (first event)", show=False),

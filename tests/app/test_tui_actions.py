@@ -39,7 +39,8 @@ def _displayed(screen: StepScreen) -> set[str]:
 # -- search --------------------------------------------------------------------------------------------------
 async def test_search_by_name_selects_matches_in_graph_order(demo_trace):
     """`/mul` selects the newest MulBackward0; `]` walks to older matches and wraps; `[` walks back."""
-    muls = sorted((i for i in range(demo_trace.num_nodes) if "mul" in demo_trace.node(i).name.lower()), reverse=True)
+    # MulBackward0 only: `mul` inside AccumulateGrad is not a word or a prefix (issue 16)
+    muls = sorted((i for i in range(demo_trace.num_nodes) if demo_trace.node(i).name == "MulBackward0"), reverse=True)
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _opened(app, pilot)

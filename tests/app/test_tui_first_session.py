@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from rich.console import Console
 
 from app.app import AgdbApp
 from app.demo import record_example
@@ -28,6 +29,14 @@ async def _opened(app, pilot) -> StepScreen:
     await pilot.pause()
     assert isinstance(app.screen, StepScreen)
     return app.screen
+
+
+def _plain(renderable) -> str:
+    """A renderable as plain text, 100 columns wide."""
+    console = Console(width=100, color_system=None)
+    with console.capture() as out:
+        console.print(renderable)
+    return out.get()
 
 
 def _screen_lines(app) -> list[str]:
@@ -209,14 +218,14 @@ async def test_help_shows_keys_as_typed_brackets_and_the_legend(demo_trace):
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
-        text = str(app.screen.query_one("Static").render())
-        for typed in ("  :  ", "  /  ", "  ]  ", "  ?  "):
-            assert typed in text, typed
+        text = "\n".join(_plain(w.content) for w in app.screen.query("Static"))
+        keys = {line.split()[0] for line in text.splitlines() if line.strip()}
+        assert {":", "/", "]", "?", "←,"} <= keys
         for name in ("colon", "slash", "right_square_bracket", "question_mark"):
             assert name not in text
         assert "push [NAME]" in text
         for state in ("not created", "to push", "raised", "pruned", "running"):
-            assert f"  {state}" in text
+            assert f"\n{state} " in text
         commands = {c.title: c.help for c in app.get_system_commands(app.screen_stack[-2])}
         assert commands["Go to step"] == "key: :" and commands["Next search match"] == "key: ]"
 
@@ -364,3 +373,19 @@ async def test_quit_keys_stop_a_recording_at_once(tmp_path, key):
         await pilot.press(key)
         await pilot.pause(0.3)
     assert app.return_code == 0 and app._exit_renderables == []
+
+
+async def test_unzoom_keeps_the_cursor_row_in_view(demo_trace):
+    """Zoom, move the cursor far down, unzoom: the smaller panel scrolls so the cursor's row is still shown."""
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        await pilot.press("8", "z")  # the event log, zoomed
+        await pilot.pause()
+        log = screen.query_one("#events", LazyList)
+        await pilot.press(*["j"] * 30)
+        await pilot.pause()
+        await pilot.press("z")
+        await pilot.pause()
+        top, height = log.scroll_offset.y, log.scrollable_content_region.height
+        assert screen.maximized is None and top <= log.cursor < top + height
