@@ -253,12 +253,14 @@ async def test_one_spelling_and_repeated_names_told_apart(demo_trace):
         screen = await _opened(app, pilot)
         acc = next(n for n in range(demo_trace.num_nodes) if short_name(demo_trace.node_name(n)) == "AccumulateGrad")
         screen.selected_node = acc
+        await pilot.press("5")  # the node inspector, on the AccumulateGrad
         deps_rows = 0
         for step in range(0, len(demo_trace), 7):
             screen.step = step
             await pilot.pause()
             text = "\n".join(_screen_lines(app))
             assert "torch::autograd::" not in text and "2**64-1" not in text
+            assert "seq_nr max" in text  # the inspector's line about the AccumulateGrad
             deps = screen.query_one("#deps", LazyList)
             names = [deps.row_text(i).plain.split("  ")[0].strip() for i in range(deps.row_count())
                      if deps.node_at_row(i) is not None]
@@ -389,3 +391,22 @@ async def test_unzoom_keeps_the_cursor_row_in_view(demo_trace):
         await pilot.pause()
         top, height = log.scroll_offset.y, log.scrollable_content_region.height
         assert screen.maximized is None and top <= log.cursor < top + height
+
+
+async def test_pruning_panel_recalls_the_last_pruning(demo_trace):
+    """Once the graph task that pruned has finished, the pruning panel still lists what it pruned, and why."""
+    deps = next(e for e in demo_trace if isinstance(e, ev.DependenciesComputed) and e.pruned)
+    end = next(e.step for e in demo_trace if isinstance(e, ev.GraphTaskFinished) and e.graph_task == deps.graph_task)
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _opened(app, pilot)
+        await pilot.press("6")
+        screen.step = end
+        await pilot.pause()
+        pruning = screen.query_one("#pruning", LazyList)
+        rows = [pruning.row_text(i).plain for i in range(pruning.row_count())]
+        assert not screen.state.graph_tasks and rows[0] == "no graph task is running"
+        assert f"graph task {deps.graph_task} (finished at step {end})" in rows[1]
+        listed = [pruning.node_at_row(i) for i in range(pruning.row_count()) if rows[i].strip().startswith("pruned")]
+        assert listed == list(deps.pruned)
+        assert all(f"< min {deps.min_topo_nr}" in r for r in rows if r.strip().startswith("pruned"))
