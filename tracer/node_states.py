@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .indexes import Intervals
 from .replay import EngineState
 from .schema import Kind
 from .trace import Trace
@@ -16,8 +17,8 @@ STATES = ("unreached", "counted", "waiting", "ready", "running", "done", "pruned
 
 not_created: the forward pass has not made it yet; unreached: made, but no graph task has reached it;
 counted: a running graph task counts its dependencies; waiting: its input buffer is partly filled (in
-not_ready); to_push: its count reached 0 and the engine is about to push it; ready: in a ready queue;
-running: its apply is on a thread's stack; done: it ran; raised: its backward raised an error; pruned:
+not_ready) and its count is not 0 yet; to_push: its count reached 0 and the engine is about to push it;
+ready: in a ready queue; running: its apply is on a thread's stack; done: it ran; raised: its backward raised an error; pruned:
 compute_dependencies did not expand it (topo < min_topo_nr), kept once its graph task ended; skipped:
 exec_info does not need it; captured: autograd.grad captures the grad flowing into it.
 """
@@ -49,8 +50,9 @@ class NodeStates:
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
         c = trace.columns
-        self._created = trace.created_steps()
-        self._late = np.zeros(trace.num_nodes, dtype=bool)  # scratch: nodes not made yet, refilled per step
+        created = trace.created_steps()
+        self._by_made = np.argsort(created, kind="stable")  # nodes in the order they were made
+        self._made_steps = created[self._by_made]
         self._started_steps = trace.steps_of(Kind.NODE_STARTED)
         # NOTE [pruning as history]: pruned nodes stay pruned once their graph task ends (the engine never
         # ran them for that backward call), so a step after it still says why they have no grad.
@@ -61,6 +63,8 @@ class NodeStates:
         self._pruned_until = _next_start(self._pruned_nodes, self._pruned_steps, self._started_steps,
                                          np.asarray(c["ev_node"][self._started_steps], dtype=np.int64))
         """Per pruning: the step its node next started running (it is pruned until then), or the end."""
+        self._spent_nodes, self._spent = _spent_intervals(trace)
+        """When each node was to_push: from the step its count reached 0 until the step it was pushed."""
         error_steps = trace.steps_of(Kind.ERROR_RAISED)
         nodes = np.asarray(c["ev_node"][error_steps], dtype=np.int64)
         self._error_steps, self._error_nodes = error_steps[nodes >= 0], nodes[nodes >= 0]
@@ -83,8 +87,7 @@ class NodeStates:
             codes, order = out
             codes.fill(0)
             order.fill(-1)
-        np.greater(self._created, step, out=self._late)
-        codes[self._late] = STATE_CODE["not_created"]
+        codes[self._by_made[int(np.searchsorted(self._made_steps, step, side="right")):]] = STATE_CODE["not_created"]
         executed = state.executed.array()
         if len(executed):
             order[executed] = _iota(len(executed))
@@ -96,9 +99,12 @@ class NodeStates:
         raised = self.raised_nodes(step)
         codes[raised] = STATE_CODE["raised"]
         for gt in state.graph_tasks:
-            self._graph_task(gt, executed, codes, order)
-        if len(raised) and state.graph_tasks:  # a task that ran the node again said done: it still raised
-            codes[raised[codes[raised] == STATE_CODE["done"]]] = STATE_CODE["raised"]
+            self._graph_task(gt, codes, order)
+        # After the tasks' states: a spent node's buffer is open (not_ready) until its push, yet it waits for
+        # nothing more, so it is to_push rather than waiting (NOTE [to push]).
+        spent = self._spent_nodes[self._spent.open_at(step)]
+        codes[spent] = STATE_CODE["to_push"]
+        order[spent] = -1
         for q in state.ready_queues:
             ready = [t.node for t in q.tasks if t.node is not None]
             codes[ready] = STATE_CODE["ready"]
@@ -106,18 +112,8 @@ class NodeStates:
             codes[node] = STATE_CODE["running"]
         return codes, order
 
-    def _graph_task(self, gt, executed: np.ndarray, codes: np.ndarray, order: np.ndarray) -> None:
+    def _graph_task(self, gt, codes: np.ndarray, order: np.ndarray) -> None:
         """The states a running graph task gives its nodes (ready and running are set after, by the caller)."""
-        task = self.trace.index.tasks.get(gt.graph_task)
-        if task is not None and len(task.dep_nodes):
-            # Every node the task counted whose count reached 0 and that has not run in this task yet is
-            # about to be pushed: its count is spent, the engine's push is the next thing that happens to it.
-            first = int(np.searchsorted(self._started_steps, task.start, side="left"))
-            codes[task.dep_nodes] = STATE_CODE["to_push"]
-            order[task.dep_nodes] = -1
-            here = executed[first:]
-            codes[here] = STATE_CODE["done"]
-            order[here] = _iota(len(executed))[first:]
         # A counted node has not run in this graph task (its count would be 0), even if an earlier backward
         # ran it: it is counted again, and its old execution index no longer says anything.
         nodes, _ = gt.dependency_arrays()
@@ -133,6 +129,37 @@ class NodeStates:
         codes[gt.waiting_nodes()] = STATE_CODE["waiting"]
         if gt.pruned:
             codes[list(gt.pruned)] = STATE_CODE["pruned"]
+
+
+def _spent_intervals(trace: Trace) -> tuple[np.ndarray, Intervals]:
+    """(node, [count reached 0, pushed)) for every push that followed a count reaching 0, as Intervals.
+
+    NOTE [to push]: a counted node's count reaches 0 at the decrement (its last parent's NodeFinished) that
+    spends it, and the engine pushes it right after; between the two steps it is to_push. A node exec_info does
+    not need is never pushed, so it never is to_push. Found once per trace, so a step pays only for open_at.
+    """
+    c = trace.columns
+    pushes = trace.steps_of(Kind.TASK_PUSHED)
+    width, span = trace.num_nodes + 1, len(trace) + 1
+    push_keys = np.sort((np.asarray(c["ev_task"][pushes], dtype=np.int64) * width
+                         + np.asarray(c["ev_node"][pushes], dtype=np.int64)) * span + pushes)
+    nodes, starts, ends = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for tid, t in trace.index.tasks.items():
+        if not len(t.dec_pos):
+            continue
+        decrements = np.bincount(t.dec_pos, minlength=len(t.dep_nodes))
+        last = np.zeros(len(t.dep_nodes), dtype=np.int64)
+        np.maximum.at(last, t.dec_pos, t.dec_steps)
+        spent = np.flatnonzero(decrements >= t.dep_counts)
+        node, zero = t.dep_nodes[spent].astype(np.int64), last[spent]
+        key = tid * width + node
+        at = np.searchsorted(push_keys, key * span + zero, side="left")
+        hit = push_keys[np.minimum(at, len(push_keys) - 1)] if len(push_keys) else np.zeros(len(key), np.int64)
+        pushed = (at < len(push_keys)) & (hit // span == key)
+        nodes.append(node[pushed])
+        starts.append(zero[pushed])
+        ends.append(hit[pushed] % span)
+    return np.concatenate(nodes), Intervals(np.concatenate(starts), np.concatenate(ends))
 
 
 def _next_start(nodes: np.ndarray, steps: np.ndarray, start_steps: np.ndarray, start_nodes: np.ndarray) -> np.ndarray:

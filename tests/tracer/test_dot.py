@@ -93,10 +93,22 @@ def expected_states(trace, step):
                    for n in e.pruned}
     last_ran = {e.node: e.step for e in started}
     was_pruned = {n for n, s in last_pruned.items() if s > last_ran.get(n, -1)}  # pruned since it last ran
+    # to_push: a counted node whose count reached 0 (at its last parent's NodeFinished) and whose push comes
+    # after this step, in a running graph task; counted by hand from the events.
     running_tasks = {gt.graph_task for gt in st.graph_tasks}
-    counted_by = {(e.graph_task, n) for e in trace if isinstance(e, ev.DependenciesComputed)
-                  and e.graph_task in running_tasks for n, _ in e.dependencies}
-    spent = {n for task, n in counted_by if (task, n) not in ran_in}  # counted, count now 0, not run: to push
+    left, zero_at, spent = {}, {}, set()
+    for e in trace:
+        if isinstance(e, ev.DependenciesComputed):
+            left.update({(e.graph_task, n): k for n, k in e.dependencies})
+        elif isinstance(e, ev.NodeFinished):
+            for child, _ in trace.node(e.node).next_edges:
+                if (e.graph_task, child) in left:
+                    left[(e.graph_task, child)] -= 1
+                    if left[(e.graph_task, child)] == 0:
+                        zero_at[(e.graph_task, child)] = e.step
+        elif isinstance(e, ev.TaskPushed) and zero_at.get((e.graph_task, e.node), step + 1) <= step < e.step:
+            if e.graph_task in running_tasks:
+                spent.add(e.node)
     out = {}
     for v in range(trace.num_nodes):
         live = [gt for gt in st.graph_tasks if v in dict(gt.dependencies)]
@@ -104,14 +116,14 @@ def expected_states(trace, step):
             out[v] = "running"
         elif v in ready:
             out[v] = "ready"
+        elif v in spent:
+            out[v] = "to_push"
         elif any(v in gt.pruned for gt in st.graph_tasks):
             out[v] = "pruned"
         elif v in st.not_ready:
             out[v] = "waiting"
         elif v in unmade:
             out[v] = "not_created"
-        elif not live and v in spent:
-            out[v] = "to_push"
         elif not live:
             out[v] = ("pruned" if v in was_pruned else "done" if v in st.executed
                       else "unreached" if v in made else None)
@@ -156,12 +168,16 @@ def test_backward_picture_matches_trace(moment):
 
 
 def test_demo_moments_cover_the_interesting_states():
-    """The chosen steps show a two-task queue, topological pruning, and a waiting node under a running one."""
+    """The chosen steps show a two-task queue, topological pruning, and a node to push under a running one; some
+    step shows a node waiting for a second grad (the diamond's ExpBackward0)."""
     assert [len(q.tasks) for q in Replay(DEMO).state_at(STEPS["tie"]).ready_queues if q.tasks] == [2]
     pruned = next(e for e in DEMO if isinstance(e, ev.DependenciesComputed) and e.pruned).pruned
     assert expected_states(DEMO, STEPS["pruning"])[pruned[0]] == "pruned"
     re_states = expected_states(DEMO, STEPS["reentrant"]).values()
-    assert "waiting" in re_states and "running" in re_states
+    assert "to_push" in re_states and "running" in re_states
+    replay = Replay(DEMO)
+    assert any(v in replay.state_at(s).not_ready and expected_states(DEMO, s)[v] == "waiting"
+               for s in range(len(DEMO)) if isinstance(DEMO[s], ev.BufferWritten) for v in [DEMO[s].node])
     assert "skipped" in expected_states(DEMO, None).values()
 
 
