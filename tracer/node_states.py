@@ -18,8 +18,9 @@ STATES = ("unreached", "counted", "waiting", "ready", "running", "done", "pruned
 not_created: the forward pass has not made it yet; unreached: made, but no graph task has reached it;
 counted: a running graph task counts its dependencies; waiting: its input buffer is partly filled (in
 not_ready) and its count is not 0 yet; to_push: its count reached 0 and the engine is about to push it;
-ready: in a ready queue; running: its apply is on a thread's stack; done: it ran; raised: its backward raised an error; pruned:
-compute_dependencies did not expand it (topo < min_topo_nr), kept once its graph task ended; skipped:
+ready: in a ready queue; running: its apply is on a thread's stack; done: it ran; raised: its backward raised
+an error; pruned: compute_dependencies did not expand it (topo < min_topo_nr), kept after its graph task ended
+until the node runs again (NOTE [pruning as history]); skipped:
 exec_info does not need it; captured: autograd.grad captures the grad flowing into it.
 """
 STATE_CODE = {name: i for i, name in enumerate(STATES)}
