@@ -182,7 +182,8 @@ async def test_enter_on_a_graph_node_is_followed_everywhere(demo_trace):
         fwd = screen.query_one(ForwardBackwardView)
         assert fwd.node_at_row(fwd.cursor) == node
         inspector = screen.query_one(NodeInspector)
-        assert inspector.node == node and short_name(demo_trace.node(node).name) in inspector.lines[0].plain  # one spelling
+        assert inspector.node == node  # and its name spelled as every panel does:
+        assert short_name(demo_trace.node(node).name) in inspector.lines[0].plain
         assert screen.layout_state.active_lower == "inspector"  # the wide layout brings the inspector up
 
 
