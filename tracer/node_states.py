@@ -4,6 +4,8 @@ Imports numpy and the tracer only. The TUI's graph panel and the Graphviz export
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .indexes import Intervals
@@ -50,29 +52,36 @@ class NodeStates:
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
-        c = trace.columns
         created = trace.created_steps()
-        self._by_made = np.argsort(created, kind="stable")  # nodes in the order they were made
-        self._made_steps = created[self._by_made]
-        self._started_steps = trace.steps_of(Kind.NODE_STARTED)
-        # NOTE [pruning as history]: pruned nodes stay pruned once their graph task ends (the engine never
-        # ran them for that backward call), so a step after it still says why they have no grad.
-        deps_steps = trace.steps_of(Kind.DEPENDENCIES_COMPUTED)
-        starts = np.asarray(c["pruned_start"], dtype=np.int64) if len(deps_steps) else np.zeros(1, np.int64)
-        self._pruned_steps = np.repeat(deps_steps, np.diff(starts[:len(deps_steps) + 1]))
-        self._pruned_nodes = np.asarray(c["pruned_node"][:len(self._pruned_steps)], dtype=np.int64)
-        self._pruned_until = _next_start(self._pruned_nodes, self._pruned_steps, self._started_steps,
-                                         np.asarray(c["ev_node"][self._started_steps], dtype=np.int64))
-        """Per pruning: the step its node next started running (it is pruned until then), or the end."""
-        self._spent_nodes, self._spent = _spent_intervals(trace)
-        """When each node was to_push: from the step its count reached 0 until the step it was pushed."""
-        error_steps = trace.steps_of(Kind.ERROR_RAISED)
-        nodes = np.asarray(c["ev_node"][error_steps], dtype=np.int64)
-        self._error_steps, self._error_nodes = error_steps[nodes >= 0], nodes[nodes >= 0]
+        if len(created) < 2 or bool(np.all(created[1:] >= created[:-1])):  # the usual order: no sort needed
+            self._by_made, self._made_steps = np.arange(len(created)), created
+        else:
+            self._by_made = np.argsort(created, kind="stable")  # nodes in the order they were made
+            self._made_steps = created[self._by_made]
+        backward = trace.steps_of(Kind.GRAPH_TASK_STARTED)
+        self._first_backward = int(backward[0]) if len(backward) else len(trace)
+        """Before this step no graph task ran, so no node is pruned, to push or raised: no history is needed."""
+        self._history: _History | None = None
+        self._lock = threading.Lock()
+
+    def warm(self) -> None:
+        """Build the per-trace history arrays now (the TUI does it in a worker, off the first paint)."""
+        self._history_arrays()
+
+    def _history_arrays(self) -> _History:
+        # NOTE [lazy history]: ~0.1 s for a 1M-node trace or a training loop of 1,000 backward calls, which the
+        # first paint (at step 0, in the forward pass) does not need.
+        with self._lock:
+            if self._history is None:
+                self._history = _History(self.trace)
+            return self._history
 
     def raised_nodes(self, step: int) -> np.ndarray:
         """The nodes whose backward raised by `step`, in the order they raised."""
-        return self._error_nodes[:int(np.searchsorted(self._error_steps, step, side="right"))]
+        if step < self._first_backward:
+            return np.zeros(0, dtype=np.int64)
+        h = self._history_arrays()
+        return h.error_nodes[:int(np.searchsorted(h.error_steps, step, side="right"))]
 
     def at(self, state: EngineState, out: tuple[np.ndarray, np.ndarray] | None = None
            ) -> tuple[np.ndarray, np.ndarray]:
@@ -93,19 +102,21 @@ class NodeStates:
         if len(executed):
             order[executed] = _iota(len(executed))
             codes[executed] = STATE_CODE["done"]
-        pruned = int(np.searchsorted(self._pruned_steps, step, side="right"))
-        if pruned:  # what happened last to a node says its state: pruned, unless it ran since
-            still = self._pruned_until[:pruned] > step
-            codes[self._pruned_nodes[:pruned][still]] = STATE_CODE["pruned"]
-        raised = self.raised_nodes(step)
-        codes[raised] = STATE_CODE["raised"]
+        h = self._history_arrays() if step >= self._first_backward else None
+        if h is not None:
+            pruned = int(np.searchsorted(h.pruned_steps, step, side="right"))
+            if pruned:  # what happened last to a node says its state: pruned, unless it ran since
+                still = h.pruned_until[:pruned] > step
+                codes[h.pruned_nodes[:pruned][still]] = STATE_CODE["pruned"]
+            codes[self.raised_nodes(step)] = STATE_CODE["raised"]
         for gt in state.graph_tasks:
             self._graph_task(gt, codes, order)
-        # After the tasks' states: a spent node's buffer is open (not_ready) until its push, yet it waits for
-        # nothing more, so it is to_push rather than waiting (NOTE [to push]).
-        spent = self._spent_nodes[self._spent.open_at(step)]
-        codes[spent] = STATE_CODE["to_push"]
-        order[spent] = -1
+        if h is not None:
+            # After the tasks' states: a spent node's buffer is open (not_ready) until its push, yet it waits for
+            # nothing more, so it is to_push rather than waiting (NOTE [to push]).
+            spent = h.spent_nodes[h.spent.open_at(step)]
+            codes[spent] = STATE_CODE["to_push"]
+            order[spent] = -1
         for q in state.ready_queues:
             ready = [t.node for t in q.tasks if t.node is not None]
             codes[ready] = STATE_CODE["ready"]
@@ -130,6 +141,28 @@ class NodeStates:
         codes[gt.waiting_nodes()] = STATE_CODE["waiting"]
         if gt.pruned:
             codes[list(gt.pruned)] = STATE_CODE["pruned"]
+
+
+class _History:
+    """What a trace's past says about its nodes at any step: prunings, spent counts, errors (NodeStates')."""
+
+    def __init__(self, trace: Trace) -> None:
+        c = trace.columns
+        started = trace.steps_of(Kind.NODE_STARTED)
+        # NOTE [pruning as history]: pruned nodes stay pruned once their graph task ends (the engine never
+        # ran them for that backward call), so a step after it still says why they have no grad.
+        deps_steps = trace.steps_of(Kind.DEPENDENCIES_COMPUTED)
+        starts = np.asarray(c["pruned_start"], dtype=np.int64) if len(deps_steps) else np.zeros(1, np.int64)
+        self.pruned_steps = np.repeat(deps_steps, np.diff(starts[:len(deps_steps) + 1]))
+        self.pruned_nodes = np.asarray(c["pruned_node"][:len(self.pruned_steps)], dtype=np.int64)
+        self.pruned_until = _next_start(self.pruned_nodes, self.pruned_steps, started,
+                                        np.asarray(c["ev_node"][started], dtype=np.int64))
+        """Per pruning: the step its node next started running (it is pruned until then), or the end."""
+        self.spent_nodes, self.spent = _spent_intervals(trace)
+        """When each node was to_push: from the step its count reached 0 until the step it was pushed."""
+        error_steps = trace.steps_of(Kind.ERROR_RAISED)
+        nodes = np.asarray(c["ev_node"][error_steps], dtype=np.int64)
+        self.error_steps, self.error_nodes = error_steps[nodes >= 0], nodes[nodes >= 0]
 
 
 def _spent_intervals(trace: Trace) -> tuple[np.ndarray, Intervals]:

@@ -39,7 +39,7 @@ class ForwardBackwardView(LazyList):
         self._made_steps = trace.created_steps()[self.forward_map.order]  # ascending: rows in creation order
         self._shown: tuple = ()
         self.labels = NodeLabels(trace)
-        combos = np.unique(self.forward_map.flags).tolist() if len(self.forward_map) else []
+        combos = np.flatnonzero(np.bincount(self.forward_map.flags, minlength=1)).tolist()  # O(n): no sort
         self.flag_width = max((len(self._flag_text(c)) for c in combos), default=0)
         """Width of the flags column: the widest combination of flags this trace has (0: no flag at all)."""
 

@@ -52,6 +52,10 @@ class GraphView(LazyList):
         if state.running:
             self.cursor = self.row_of(state.running[-1][1])
 
+    def warm(self) -> None:
+        """Build the node states' history now (from a worker thread: NOTE [lazy history] in tracer/node_states)."""
+        self.states.warm()
+
     def row_of(self, node: int) -> int:
         """The row that shows `node`."""
         return self.trace.num_nodes - 1 - node

@@ -166,6 +166,9 @@ class StepScreen(Screen[None]):
         """Build the replay's queue checkpoints ahead of the user's jumps (NOTE [lazy checkpoints])."""
         worker = get_current_worker()
         self.replay.warm(should_stop=lambda: worker.is_cancelled)
+        graph = self._panel("graph")
+        if isinstance(graph, GraphView) and not worker.is_cancelled:
+            graph.warm()
         gc.freeze()  # the checkpoints just built live as long as the screen: NOTE [collector and repaint]
 
     def on_resize(self, event: Resize) -> None:
