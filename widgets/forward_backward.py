@@ -50,7 +50,7 @@ class ForwardBackwardView(LazyList):
     def header(self) -> str:
         """The column headers, aligned with the rows."""
         flags = f"{'flags':<{self.flag_width}} " if self.flag_width else ""
-        return f"{'seq_nr':>8} {'op':<10} → {'backward node':<20} {flags}{'line':>4}  source"
+        return f"{'seq_nr':>8} {'op':<10} → {'backward node':<22} {flags}{'line':>4}  source"
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Dim the ops that had not run by the state's step."""
@@ -78,8 +78,8 @@ class ForwardBackwardView(LazyList):
         if not len(self.forward_map):
             return Text("the trace holds no node", style="italic")
         op = self.forward_map.op(index)
-        name = self.labels.name(op.node)
-        text = Text.assemble(f"{seq_text(op.seq_nr):>8} ", (f"{op.op:<10} ", "bold"), f"→ {name:<20} ")
+        name = self.labels.column_name(op.node)
+        text = Text.assemble(f"{seq_text(op.seq_nr):>8} ", (f"{op.op:<10} ", "bold"), f"→ {name:<22} ")
         if self.flag_width:
             flags = self._flag_text(int(self.forward_map.flags[op.node]))
             style = "forward-backward--accumulate" if op.flags == ("accumulate",) else "forward-backward--flag"

@@ -6,10 +6,9 @@ from rich.text import Text
 
 from tracer.node_states import STATE_LABEL, STATES, NodeStates
 from tracer.replay import EngineState
-from tracer.schema import short_name
 from tracer.trace import Trace
 
-from .labels import seq_text
+from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList
 
 
@@ -39,6 +38,7 @@ class GraphView(LazyList):
         self.order = np.full(trace.num_nodes, -1, dtype=np.int32)
         self.counts: dict[int, int] = {}
         self.states = NodeStates(trace)
+        self.labels = NodeLabels(trace)
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Take the state at a new step; keep the running node in view."""
@@ -69,17 +69,17 @@ class GraphView(LazyList):
 
     def header(self) -> str:
         """The column headers; `#` is the execution index (the order nodes started running in)."""
-        return f"{'#':>3} {'node':<20} {'state':<11} {'seq_nr':>6} {'topo':>4} {'deps':>4}"
+        return f"{'#':>3} {'node':<22} {'state':<11} {'seq_nr':>6} {'topo':>4} {'deps':>4}"
 
     def row_text(self, index: int) -> Text:
         node = self.node_at(index)
-        name, seq_nr, topo = self.trace.node_brief(node)
+        _, seq_nr, topo = self.trace.node_brief(node)
         state = STATES[int(self.codes[node])]
         order = int(self.order[node])
         count = self.counts.get(node)
         return Text.assemble(
             (f"{order:>3} " if order >= 0 else "    "),
-            (f"{short_name(name):<20} ", self.component_style(f"graph-view--{state}")),
+            (f"{self.labels.column_name(node):<22} ", self.component_style(f"graph-view--{state}")),
             f"{STATE_LABEL[state]:<11} {seq_text(seq_nr):>6} {topo:>4}",
             (f" {count:>4}" if count is not None else ""),
         )

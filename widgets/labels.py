@@ -32,6 +32,12 @@ class NodeLabels:
         """The node's name as every panel writes it (PyTorch's namespace dropped)."""
         return short_name(self.trace.node_name(node))
 
+    def column_name(self, node: int) -> str:
+        """The name for a list with a seq_nr column: `MulBackward0` (the column tells those apart), but
+        `AccumulateGrad leaf 2` (every one has seq_nr max)."""
+        leaf = self._leaf.get(node)
+        return self.name(node) if leaf is None else f"AccumulateGrad leaf {leaf}"
+
     def label(self, node: int) -> str:
         """The name and what tells it apart from other nodes of that name."""
         name, seq_nr, _ = self.trace.node_brief(node)

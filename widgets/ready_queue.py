@@ -7,7 +7,7 @@ from tracer.replay import EngineState
 from tracer.schema import short_name
 from tracer.trace import Trace
 
-from .labels import seq_text
+from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList
 
 
@@ -23,6 +23,7 @@ class ReadyQueueView(LazyList):
     def __init__(self, trace: Trace, **kwargs) -> None:
         super().__init__(**kwargs)
         self.label = trace.queue_label  # how a queue's name is shown
+        self.labels = NodeLabels(trace)
         self.rows: list[Text] = [Text("no queue yet")]
         self.row_nodes: list[int | None] = [None]
 
@@ -44,7 +45,8 @@ class ReadyQueueView(LazyList):
             nodes.append(None)
             for i, t in enumerate(q.tasks):
                 depth, seq = t.priority
-                name = short_name(t.name) if t.name else "(wake-up)"
+                name = (self.labels.column_name(t.node) if t.node is not None
+                        else short_name(t.name) if t.name else "(wake-up)")
                 line = Text(f"  {i:>3}  {name:<22} {depth:>5} {seq_text(seq):>6}")
                 if i == 0:
                     line.stylize(head)

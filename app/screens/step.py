@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.events import Resize
 from textual.reactive import reactive, var
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static, Tab, Tabs
+from textual.widgets import Input, Static, Tab, Tabs
 from textual.worker import get_current_worker
 
 from tracer import breakpoints as bp_mod
@@ -25,6 +25,7 @@ from widgets.culprits import CulpritsView
 from widgets.event_log import EventLog
 from widgets.forward_backward import ForwardBackwardView
 from widgets.graph_view import GraphView
+from widgets.key_hints import KeyHints
 from widgets.labels import NodeLabels
 from widgets.lazy_list import LazyList
 from widgets.timeline import Timeline
@@ -46,7 +47,7 @@ class StepScreen(Screen[None]):
     """Step through a trace: graph, ready queues, dependencies, pruning, forward↔backward, culprits, events."""
 
     BINDINGS = [
-        # Shown in the footer (short words there; the help screen gives the tooltip).
+        # Shown in the key hints at the bottom (short words there; the help screen gives the tooltip).
         Binding("left,h", "step(-1)", "Back", tooltip="Previous event", key_display="←"),
         Binding("right,l", "step(1)", "Next", tooltip="Next event", key_display="→"),
         Binding("n", "node(1)", "Next node", tooltip="Next node run"),
@@ -73,7 +74,7 @@ class StepScreen(Screen[None]):
         Binding("X", "show_all_panels", "Show every panel", show=False),
     ]
 
-    ALLOW_IN_MAXIMIZED_VIEW = "#title, #prompt, Timeline, Footer"
+    ALLOW_IN_MAXIMIZED_VIEW = "#title, #prompt, Timeline, KeyHints"
     """A zoomed panel keeps the step and the keys on screen."""
 
     step: reactive[int] = reactive(0, init=False, repaint=False)
@@ -121,7 +122,8 @@ class StepScreen(Screen[None]):
                     yield from (Static(id=extra) for extra in panel.beside)
         yield Input(id="prompt", classes="-hidden")
         yield Timeline(id="timeline")
-        yield Footer()
+        # ctrl+p is the App's (the command palette): named here too, it is the way to every other action.
+        yield KeyHints([*(b for b in self.BINDINGS if b.show), Binding("ctrl+p", "", "Palette")], id="key-hints")
 
     def _raised_node(self) -> int | None:
         """The node whose backward raised first in the trace, if one did."""
