@@ -1,6 +1,7 @@
 """AgdbApp: opens a trace, a saved file or a script to record, and steps through it."""
 from __future__ import annotations
 
+import asyncio
 import threading
 from functools import partial
 from typing import Any, Iterable
@@ -19,6 +20,8 @@ from .messages import TraceFailed, TraceLoaded, TraceProgress
 from .screens.help import keys_text
 from .screens.step import StepScreen
 
+QUIT_WAIT_TRIES = 50
+"""Times quitting repeats the interrupt of a recording script (20 ms apart) before it exits anyway."""
 NO_STDIN_NOTE = ("The script read its standard input, which it does not get under the TUI (the TUI reads the "
                  "keyboard). Record it with `agdb record SCRIPT -o FILE`, where it can read input, then open the "
                  "file with `agdb open FILE`.")
@@ -49,6 +52,8 @@ class AgdbApp(App[None]):
         self._cancelled = False
         self._cancel_lock = threading.Lock()
         self._interrupt_timer: Any = None
+        self._script_worker: threading.Thread | None = None
+        self._quitting = False  # set by action_quit: a trace that arrives now is not shown
 
     def compose(self) -> ComposeResult:
         yield Static("loading…", id="status")
@@ -93,7 +98,8 @@ class AgdbApp(App[None]):
         # NOTE [the script's thread]: not a Textual thread worker. Those run in asyncio's default executor,
         # whose threads are joined when the app's loop closes, so a script that never ends (or waits on
         # something) would keep agdb from quitting. A daemon thread is left behind on quit instead.
-        thread = threading.Thread(target=self._record_in_thread, args=(script,), name="agdb-script", daemon=True)
+        thread = self._script_worker = threading.Thread(target=self._record_in_thread, args=(script,),
+                                                        name="agdb-script", daemon=True)
         thread.start()
 
     def _record_in_thread(self, script: str) -> None:
@@ -138,7 +144,15 @@ class AgdbApp(App[None]):
     async def action_quit(self) -> None:
         """Quit at once, whatever is running: a script being recorded is interrupted and left behind. The status
         is non-zero when the trace could not be opened."""
+        self._quitting = True
         self._stop_script()
+        # An interrupt that lands in a destructor is dropped by Python (NOTE in action_cancel): repeat it until
+        # the script has stopped, for up to a second, so that a script never runs on behind the exit.
+        for _ in range(QUIT_WAIT_TRIES):
+            if self._script_worker is None or not self._script_worker.is_alive():
+                break
+            await asyncio.sleep(0.02)
+            self._interrupt_script()
         self.exit(return_code=1 if self.failure else 0)
 
     def _stop_script(self) -> None:
@@ -182,6 +196,8 @@ class AgdbApp(App[None]):
 
     @on(TraceLoaded)
     def _loaded(self, message: TraceLoaded) -> None:
+        if self._quitting:
+            return
         if len(message.trace) == 0:
             self._failed(TraceFailed(f"{message.title}: the trace holds no events"
                                      + (f"\n\n{message.script_error}" if message.script_error else "")))

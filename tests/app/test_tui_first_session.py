@@ -375,6 +375,7 @@ async def test_quit_keys_stop_a_recording_at_once(tmp_path, key):
         await pilot.press(key)
         await pilot.pause(0.3)
     assert app.return_code == 0 and app._exit_renderables == []
+    assert not app._script_worker.is_alive()  # stopped, not left running behind the exit
 
 
 async def test_unzoom_keeps_the_cursor_row_in_view(demo_trace):
