@@ -1,6 +1,7 @@
 """AgdbApp: opens a trace, a saved file or a script to record, and steps through it."""
 from __future__ import annotations
 
+import asyncio
 import threading
 from functools import partial
 from typing import Any, Iterable
@@ -16,8 +17,11 @@ from textual.worker import get_current_worker
 from tracer.printable import printable
 
 from .messages import TraceFailed, TraceLoaded, TraceProgress
+from .screens.help import keys_text
 from .screens.step import StepScreen
 
+QUIT_WAIT_TRIES = 50
+"""Times quitting repeats the interrupt of a recording script (20 ms apart) before it exits anyway."""
 NO_STDIN_NOTE = ("The script read its standard input, which it does not get under the TUI (the TUI reads the "
                  "keyboard). Record it with `agdb record SCRIPT -o FILE`, where it can read input, then open the "
                  "file with `agdb open FILE`.")
@@ -30,7 +34,9 @@ class AgdbApp(App[None]):
     TITLE = "agdb"
     BINDINGS = [Binding("escape", "cancel", "Cancel loading or recording", show=False),
                 Binding("q", "quit", "Quit", show=False),
-                Binding("o", "show_output", "The script's output", show=False)]
+                Binding("o", "show_output", "The script's output", show=False),
+                # Textual's ctrl+c only asks to press ctrl+q: here it quits, like q and ctrl+q.
+                Binding("ctrl+c", "quit", "Quit", show=False, priority=True)]
 
     def __init__(self, trace: Any = None, path: str | None = None, script: str | None = None,
                  script_args: list[str] | None = None, as_torch: bool | None = None, title: str = "",
@@ -49,6 +55,8 @@ class AgdbApp(App[None]):
         self._cancelled = False
         self._cancel_lock = threading.Lock()
         self._interrupt_timer: Any = None
+        self._script_worker: threading.Thread | None = None
+        self._quitting = False  # set by action_quit: a trace that arrives now is not shown
 
     def compose(self) -> ComposeResult:
         yield Static("loading…", id="status")
@@ -73,8 +81,8 @@ class AgdbApp(App[None]):
             for binding in screen.BINDINGS:
                 if binding.action.startswith("app."):
                     continue
-                keys = ", ".join(k.strip() for k in binding.key.split(","))
-                yield SystemCommand(binding.description, f"key: {keys}", partial(screen.run_action, binding.action))
+                yield SystemCommand(binding.tooltip or binding.description, f"key: {keys_text(binding)}",
+                                    partial(screen.run_action, binding.action))
 
     @work(thread=True, exclusive=True, group="trace", exit_on_error=False)
     def _load(self, path: str) -> None:
@@ -98,7 +106,8 @@ class AgdbApp(App[None]):
         # something) would keep agdb from quitting. A daemon thread is left behind on quit instead.
         # Named MainThread, as the script's thread is under `python SCRIPT` and `agdb record`: the trace names
         # the thread (`cpu (MainThread)`) and the script may read threading.current_thread().name.
-        thread = threading.Thread(target=self._record_in_thread, args=(script,), name="MainThread", daemon=True)
+        thread = self._script_worker = threading.Thread(target=self._record_in_thread, args=(script,),
+                                                        name="MainThread", daemon=True)
         thread.start()
 
     def _record_in_thread(self, script: str) -> None:
@@ -144,7 +153,15 @@ class AgdbApp(App[None]):
     async def action_quit(self) -> None:
         """Quit at once, whatever is running: a script being recorded is interrupted and left behind. The status
         is non-zero when the trace could not be opened."""
+        self._quitting = True
         self._stop_script()
+        # An interrupt that lands in a destructor is dropped by Python (NOTE in action_cancel): repeat it until
+        # the script has stopped, for up to a second, so that a script never runs on behind the exit.
+        for _ in range(QUIT_WAIT_TRIES):
+            if self._script_worker is None or not self._script_worker.is_alive():
+                break
+            await asyncio.sleep(0.02)
+            self._interrupt_script()
         self.exit(return_code=1 if self.failure else 0)
 
     def _stop_script(self) -> None:
@@ -197,6 +214,8 @@ class AgdbApp(App[None]):
 
     @on(TraceLoaded)
     def _loaded(self, message: TraceLoaded) -> None:
+        if self._quitting:
+            return
         if len(message.trace) == 0:
             self._failed(TraceFailed(f"{message.title}: the trace holds no events"
                                      + (f"\n\n{message.script_error}" if message.script_error else "")))

@@ -43,6 +43,9 @@ STATE_STYLE = {
     "pruned": 'color="#c0392b", fillcolor="#fdecea", fontcolor="#c0392b", style="rounded,filled,dashed"',
     "skipped": 'color="#c0392b", fillcolor="#ffffff", fontcolor="#c0392b", style="rounded,filled,dotted"',
     "captured": 'color="#6c3483", fillcolor="#e0c8ff", penwidth=2',
+    "not_created": 'color="#bdbdbd", fontcolor="#9e9e9e", fillcolor="#ffffff", style="rounded,filled,dotted"',
+    "to_push": 'color="#1e8449", fillcolor="#ffffff", penwidth=2, style="rounded,filled,dashed"',
+    "raised": 'color="#c0392b", fillcolor="#f5b7b1", fontcolor="#7b241c", penwidth=3',
 }
 """Graphviz attributes per node state (the TUI's graph panel shows the same states)."""
 _CLUSTER_STYLE = {"set_apart": 'style=dashed; color="#c0392b"; fontcolor="#c0392b";',

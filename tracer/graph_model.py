@@ -20,7 +20,7 @@ import numpy as np
 
 from .folding import Folding, Repeat, fold, no_folding
 from .graph_views import edges, focus_nodes
-from .node_states import STATE_CODE, STATES, node_states
+from .node_states import STATE_CODE, STATE_TEXT, STATES, node_states
 from .replay import EngineState, Replay
 from .schema import UINT64_MAX, Kind, short_name
 from .trace import Trace, forward_op
@@ -28,11 +28,6 @@ from .trace import Trace, forward_op
 View = Literal["backward", "forward", "joint"]
 VIEWS: tuple[View, ...] = ("backward", "forward", "joint")
 
-STATE_TEXT = {"unreached": "not reached", "counted": "counted", "waiting": "waiting (not_ready)",
-              "ready": "ready (in a queue)", "running": "running", "done": "done",
-              "pruned": "pruned: topo < min_topo_nr", "skipped": "skipped by exec_info",
-              "captured": "captured (autograd.grad)"}
-"""What each node state means, as a legend says it."""
 SET_APART = (STATE_CODE["pruned"], STATE_CODE["skipped"])
 """States of nodes the step's graph tasks will not run: drawn apart, in the `pruned` cluster."""
 _IS_SET_APART = np.isin(np.arange(len(STATES)), SET_APART)

@@ -1,23 +1,39 @@
-"""Each node's state at a step (not reached, waiting, ready, running, done, pruned...), for every view.
+"""Each node's state at a step (not created, waiting, ready, running, done, raised, pruned...), for every view.
 
 Imports numpy and the tracer only. The TUI's graph panel and the Graphviz export both style nodes by it.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
+from .indexes import Intervals
 from .replay import EngineState
+from .schema import Kind
 from .trace import Trace
 
-STATES = ("unreached", "counted", "waiting", "ready", "running", "done", "pruned", "skipped", "captured")
-"""A node's state at a step; a state's code is its index here.
+STATES = ("unreached", "counted", "waiting", "ready", "running", "done", "pruned", "skipped", "captured",
+          "not_created", "to_push", "raised")
+"""A node's state at a step; a state's code is its index here (new states go at the end: codes are kept).
 
-unreached: no running graph task counts it; counted: a graph task counts its dependencies; waiting: its
-input buffer is partly filled (in not_ready); ready: in a ready queue; running: its apply is on a thread's
-stack; done: it ran; pruned: compute_dependencies did not expand it (topo < min_topo_nr); skipped: exec_info
-does not need it; captured: autograd.grad captures the grad flowing into it.
+not_created: the forward pass has not made it yet; unreached: made, but no graph task has reached it;
+counted: a running graph task counts its dependencies; waiting: its input buffer is partly filled (in
+not_ready) and its count is not 0 yet; to_push: its count reached 0 and the engine is about to push it;
+ready: in a ready queue; running: its apply is on a thread's stack; done: it ran; raised: its backward raised
+an error; pruned: compute_dependencies did not expand it (topo < min_topo_nr), kept after its graph task ended
+until the node runs again (NOTE [pruning as history]); skipped:
+exec_info does not need it; captured: autograd.grad captures the grad flowing into it.
 """
 STATE_CODE = {name: i for i, name in enumerate(STATES)}
+STATE_TEXT = {"unreached": "not reached", "counted": "counted", "waiting": "waiting (not_ready)",
+              "ready": "ready (in a queue)", "running": "running", "done": "done",
+              "pruned": "pruned: topo < min_topo_nr", "skipped": "skipped by exec_info",
+              "captured": "captured (autograd.grad)", "not_created": "not created yet",
+              "to_push": "count 0, to push", "raised": "raised an error"}
+"""What each state means, as a legend says it."""
+STATE_LABEL = {s: s.replace("_", " ") for s in STATES}
+"""Each state as a list column shows it (one or two short words)."""
 
 
 _IOTA = np.arange(0, dtype=np.int32)
@@ -31,32 +47,92 @@ def _iota(k: int) -> np.ndarray:
     return _IOTA[:k]
 
 
-def node_states(trace: Trace, state: EngineState,
-                out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(state code per node, execution index or -1 per node) at this step; vectorised over the nodes.
+class NodeStates:
+    """The states of a trace's nodes at any step; holds the few per-trace arrays that history needs."""
 
-    `out`, two arrays of num_nodes (int8 codes, int32 or wider indexes) to fill in place: a view that asks
-    on every step reuses its arrays instead of touching fresh memory (NOTE [fresh memory] in replay.py).
-    """
-    n = trace.num_nodes
-    if out is None:
-        codes, order = np.zeros(n, dtype=np.int8), np.full(n, -1, dtype=np.int32)
-    else:
-        codes, order = out
-        codes.fill(0)
-        order.fill(-1)
-    executed = state.executed.array()
-    if len(executed):
-        order[executed] = _iota(len(executed))
-        codes[executed] = STATE_CODE["done"]
-    for gt in state.graph_tasks:
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        created = trace.created_steps()
+        if len(created) < 2 or bool(np.all(created[1:] >= created[:-1])):  # the usual order: no sort needed
+            self._by_made, self._made_steps = np.arange(len(created)), created
+        else:
+            self._by_made = np.argsort(created, kind="stable")  # nodes in the order they were made
+            self._made_steps = created[self._by_made]
+        backward = trace.steps_of(Kind.GRAPH_TASK_STARTED)
+        self._first_backward = int(backward[0]) if len(backward) else len(trace)
+        """Before this step no graph task ran, so no node is pruned, to push or raised: no history is needed."""
+        self._history: _History | None = None
+        self._lock = threading.Lock()
+
+    def warm(self) -> None:
+        """Build the per-trace history arrays now (the TUI does it in a worker, off the first paint)."""
+        self._history_arrays()
+
+    def _history_arrays(self) -> _History:
+        # NOTE [lazy history]: ~0.1 s for a 1M-node trace or a training loop of 1,000 backward calls, which the
+        # first paint (at step 0, in the forward pass) does not need.
+        with self._lock:
+            if self._history is None:
+                self._history = _History(self.trace)
+            return self._history
+
+    def raised_nodes(self, step: int) -> np.ndarray:
+        """The nodes whose backward raised by `step`, in the order they raised."""
+        if step < self._first_backward:
+            return np.zeros(0, dtype=np.int64)
+        h = self._history_arrays()
+        return h.error_nodes[:int(np.searchsorted(h.error_steps, step, side="right"))]
+
+    def at(self, state: EngineState, out: tuple[np.ndarray, np.ndarray] | None = None
+           ) -> tuple[np.ndarray, np.ndarray]:
+        """(state code per node, execution index or -1 per node) at this step; vectorised over the nodes.
+
+        `out`, two arrays of num_nodes (int8 codes, int32 or wider indexes) to fill in place: a view that asks
+        on every step reuses its arrays instead of touching fresh memory (NOTE [fresh memory] in replay.py).
+        """
+        n, step = self.trace.num_nodes, state.step
+        if out is None:
+            codes, order = np.zeros(n, dtype=np.int8), np.full(n, -1, dtype=np.int32)
+        else:
+            codes, order = out
+            codes.fill(0)
+            order.fill(-1)
+        codes[self._by_made[int(np.searchsorted(self._made_steps, step, side="right")):]] = STATE_CODE["not_created"]
+        executed = state.executed.array()
+        if len(executed):
+            order[executed] = _iota(len(executed))
+            codes[executed] = STATE_CODE["done"]
+        h = self._history_arrays() if step >= self._first_backward else None
+        if h is not None:
+            pruned = int(np.searchsorted(h.pruned_steps, step, side="right"))
+            if pruned:  # what happened last to a node says its state: pruned, unless it ran since
+                still = h.pruned_until[:pruned] > step
+                codes[h.pruned_nodes[:pruned][still]] = STATE_CODE["pruned"]
+            codes[self.raised_nodes(step)] = STATE_CODE["raised"]
+        for gt in state.graph_tasks:
+            self._graph_task(gt, codes, order)
+        if h is not None:
+            # After the tasks' states: a spent node's buffer is open (not_ready) until its push, yet it waits for
+            # nothing more, so it is to_push rather than waiting (NOTE [to push]).
+            spent = h.spent_nodes[h.spent.open_at(step)]
+            codes[spent] = STATE_CODE["to_push"]
+            order[spent] = -1
+        for q in state.ready_queues:
+            ready = [t.node for t in q.tasks if t.node is not None]
+            codes[ready] = STATE_CODE["ready"]
+        for _, node in state.running:
+            codes[node] = STATE_CODE["running"]
+        return codes, order
+
+    def _graph_task(self, gt, codes: np.ndarray, order: np.ndarray) -> None:
+        """The states a running graph task gives its nodes (ready and running are set after, by the caller)."""
         # A counted node has not run in this graph task (its count would be 0), even if an earlier backward
         # ran it: it is counted again, and its old execution index no longer says anything.
         nodes, _ = gt.dependency_arrays()
         codes[nodes] = STATE_CODE["counted"]
         order[nodes] = -1
         if gt.needed or gt.captured:
-            wanted = np.zeros(n, dtype=bool)
+            wanted = np.zeros(len(codes), dtype=bool)
             wanted[list(gt.needed) + list(gt.captured)] = True
             skipped = nodes[~wanted[nodes]]
             codes[skipped] = STATE_CODE["skipped"]
@@ -65,9 +141,80 @@ def node_states(trace: Trace, state: EngineState,
         codes[gt.waiting_nodes()] = STATE_CODE["waiting"]
         if gt.pruned:
             codes[list(gt.pruned)] = STATE_CODE["pruned"]
-    for q in state.ready_queues:
-        ready = [t.node for t in q.tasks if t.node is not None]
-        codes[ready] = STATE_CODE["ready"]
-    for _, node in state.running:
-        codes[node] = STATE_CODE["running"]
-    return codes, order
+
+
+class _History:
+    """What a trace's past says about its nodes at any step: prunings, spent counts, errors (NodeStates')."""
+
+    def __init__(self, trace: Trace) -> None:
+        c = trace.columns
+        started = trace.steps_of(Kind.NODE_STARTED)
+        # NOTE [pruning as history]: pruned nodes stay pruned once their graph task ends (the engine never
+        # ran them for that backward call), so a step after it still says why they have no grad.
+        deps_steps = trace.steps_of(Kind.DEPENDENCIES_COMPUTED)
+        starts = np.asarray(c["pruned_start"], dtype=np.int64) if len(deps_steps) else np.zeros(1, np.int64)
+        self.pruned_steps = np.repeat(deps_steps, np.diff(starts[:len(deps_steps) + 1]))
+        self.pruned_nodes = np.asarray(c["pruned_node"][:len(self.pruned_steps)], dtype=np.int64)
+        self.pruned_until = _next_start(self.pruned_nodes, self.pruned_steps, started,
+                                        np.asarray(c["ev_node"][started], dtype=np.int64))
+        """Per pruning: the step its node next started running (it is pruned until then), or the end."""
+        self.spent_nodes, self.spent = _spent_intervals(trace)
+        """When each node was to_push: from the step its count reached 0 until the step it was pushed."""
+        error_steps = trace.steps_of(Kind.ERROR_RAISED)
+        nodes = np.asarray(c["ev_node"][error_steps], dtype=np.int64)
+        self.error_steps, self.error_nodes = error_steps[nodes >= 0], nodes[nodes >= 0]
+
+
+def _spent_intervals(trace: Trace) -> tuple[np.ndarray, Intervals]:
+    """(node, [count reached 0, pushed)) for every push that followed a count reaching 0, as Intervals.
+
+    NOTE [to push]: a counted node's count reaches 0 at the decrement (its last parent's NodeFinished) that
+    spends it, and the engine pushes it right after; between the two steps it is to_push. A node exec_info does
+    not need is never pushed, so it never is to_push. Found once per trace, so a step pays only for open_at.
+    """
+    c = trace.columns
+    pushes = trace.steps_of(Kind.TASK_PUSHED)
+    width, span = trace.num_nodes + 1, len(trace) + 1
+    push_keys = np.sort((np.asarray(c["ev_task"][pushes], dtype=np.int64) * width
+                         + np.asarray(c["ev_node"][pushes], dtype=np.int64)) * span + pushes)
+    nodes, starts, ends = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for tid, t in trace.index.tasks.items():
+        if not len(t.dec_pos):
+            continue
+        decrements = np.bincount(t.dec_pos, minlength=len(t.dep_nodes))
+        last = np.zeros(len(t.dep_nodes), dtype=np.int64)
+        np.maximum.at(last, t.dec_pos, t.dec_steps)
+        spent = np.flatnonzero(decrements >= t.dep_counts)
+        node, zero = t.dep_nodes[spent].astype(np.int64), last[spent]
+        key = tid * width + node
+        at = np.searchsorted(push_keys, key * span + zero, side="left")
+        hit = push_keys[np.minimum(at, len(push_keys) - 1)] if len(push_keys) else np.zeros(len(key), np.int64)
+        pushed = (at < len(push_keys)) & (hit // span == key)
+        nodes.append(node[pushed])
+        starts.append(zero[pushed])
+        ends.append(hit[pushed] % span)
+    return np.concatenate(nodes), Intervals(np.concatenate(starts), np.concatenate(ends))
+
+
+def _next_start(nodes: np.ndarray, steps: np.ndarray, start_steps: np.ndarray, start_nodes: np.ndarray) -> np.ndarray:
+    """For each (node, step) pair, the first step after `step` at which that node started running (or int64 max)."""
+    if not len(nodes):
+        return np.zeros(0, dtype=np.int64)
+    span = int(max(start_steps.max(initial=0), steps.max(initial=0))) + 1
+    keys = np.sort(start_nodes * span + start_steps)  # by node, then step
+    at = np.searchsorted(keys, nodes * span + steps, side="right")
+    found = at < len(keys)
+    nxt = np.full(len(nodes), np.iinfo(np.int64).max, dtype=np.int64)
+    hit = keys[np.minimum(at, len(keys) - 1)] if len(keys) else np.zeros(len(nodes), np.int64)
+    same = found & (hit // span == nodes)
+    nxt[same] = hit[same] % span
+    return nxt
+
+
+def node_states(trace: Trace, state: EngineState,
+                out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(state code per node, execution index or -1 per node) at this step: NodeStates(trace).at(state, out).
+
+    A view that asks at every step keeps one NodeStates instead, which builds its history arrays once.
+    """
+    return NodeStates(trace).at(state, out)

@@ -1,9 +1,11 @@
 """Find nodes by name or seq_nr, on the trace's columns. Imports numpy and the tracer only."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from .schema import UINT64_MAX, seq_code
+from .schema import UINT64_MAX, seq_code, short_name
 from .trace import Trace
 
 
@@ -22,8 +24,9 @@ def nodes_with_seq(trace: Trace, seq: int) -> np.ndarray:
 def find_nodes(trace: Trace, query: str) -> np.ndarray:
     """Nodes matching `query`, in node-table order.
 
-    `12` or `seq 12` matches the node whose seq_nr is 12; any other text matches node names that contain
-    it, ignoring case (`mul` finds MulBackward0, `accumulate` every AccumulateGrad).
+    `12` or `seq 12` matches the node whose seq_nr is 12; any other text matches, ignoring case, the names in
+    which it starts a word (`mul` finds MulBackward0, `accumulate` and `grad` every AccumulateGrad, `backward0`
+    every XBackward0), never a piece from inside a word: `mul` does not find AccumulateGrad.
     """
     text = query.strip()
     words = text.split()
@@ -33,5 +36,18 @@ def find_nodes(trace: Trace, query: str) -> np.ndarray:
         return nodes_with_seq(trace, int(text))
     if not text:
         return np.zeros(0, dtype=np.int64)
-    lowered = text.lower()
-    return np.flatnonzero(trace.nodes_named(lambda s: lowered in s.lower()))
+    return np.flatnonzero(trace.nodes_named(lambda s: name_matches(s, text)))
+
+
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+"""The words of a node name: `AccumulateGrad` -> Accumulate, Grad; `MmBackward0` -> Mm, Backward, 0; `NLLLoss` ->
+NLL, Loss."""
+
+
+def name_matches(name: str, query: str) -> bool:
+    """Whether `query` (ignoring case) starts `name`, or starts one of the words of its short name."""
+    wanted = query.strip().lower()
+    if name.lower().startswith(wanted):
+        return True
+    short = short_name(name)
+    return any(short[w.start():].lower().startswith(wanted) for w in _WORD.finditer(short))

@@ -8,6 +8,7 @@ from textual.message import Message
 
 from tracer.culprits import Culprit, TraceCulprits
 from tracer.replay import EngineState
+from tracer.schema import short_name
 from tracer.trace import Trace
 
 from .lazy_list import LazyList
@@ -38,6 +39,10 @@ class CulpritsView(LazyList):
         if count:
             self.cursor = count - 1
 
+    def header(self) -> str:
+        """The column headers: the counter before and after the bump, the node that took it, its line."""
+        return f"{'seq_nr':>6} → {'next':<5} {'node':<28} {'line':>5}  source"
+
     def row_count(self) -> int:
         return max(self.shown, 1)
 
@@ -45,7 +50,7 @@ class CulpritsView(LazyList):
         if not self.shown:
             return Text("no sequence number was taken yet", style="italic")
         c = self.culprits[index]
-        return Text(f"{c.old:>5} → {c.new:<5} {c.node_name:<28} {c.lineno:>5}: {c.source}")
+        return Text(f"{c.old:>6} → {c.new:<5} {short_name(c.node_name):<28} {c.lineno:>5}: {c.source}")
 
     def action_select(self) -> None:
         if self.shown:

@@ -5,9 +5,9 @@ import numpy as np
 from rich.text import Text
 
 from tracer.replay import EngineState
-from tracer.schema import short_name
 from tracer.trace import Trace
 
+from .labels import NodeLabels
 from .lazy_list import LazyList
 
 
@@ -28,6 +28,11 @@ class DependenciesView(LazyList):
         self.old_nodes = self.old_counts = np.zeros(0, dtype=np.int64)
         self.waiting: dict[int, tuple[bool, ...]] = {}
         self.state: EngineState | None = None
+        self.labels = NodeLabels(trace)
+
+    def header(self) -> str:
+        """The column headers."""
+        return f"{'node':<26} {'to go':>5}  buffer"
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Take a new step's counts, comparing them with the last step's to highlight changes."""
@@ -64,7 +69,7 @@ class DependenciesView(LazyList):
 
     def row_key(self, index: int) -> object:
         if not len(self.nodes):
-            return None
+            return "empty"
         node = int(self.nodes[index])
         return node, int(self.counts[index]), self.is_changed(index), self.waiting.get(node)
 
@@ -76,9 +81,8 @@ class DependenciesView(LazyList):
             return Text("no node is counted at this step", style="italic")
         node, count = int(self.nodes[index]), int(self.counts[index])
         slots = self.waiting.get(node)
-        filled = "" if slots is None else "  buffer [" + "".join("x" if s else "." for s in slots) + "]"
-        name = short_name(self.trace.node_name(node))
-        text = Text(f"{name:<22} {count:>3} to go{filled}")
+        filled = "" if slots is None else "  [" + "".join("x" if s else "." for s in slots) + "]"
+        text = Text(f"{self.labels.label(node):<26} {count:>5}{filled}")
         if self.is_changed(index):
             text.stylize(self.component_style("dependencies--changed"))
         return text

@@ -47,6 +47,10 @@ class EventLog(LazyList):
         self.rows_changed()
         self.cursor = state.step
 
+    def header(self) -> str:
+        """The column headers."""
+        return f"{'step':>7}  event"
+
     def row_count(self) -> int:
         return len(self.trace)
 

@@ -4,21 +4,26 @@ from __future__ import annotations
 import numpy as np
 from rich.text import Text
 
-from tracer.forward_map import ForwardMap
+from tracer.forward_map import FLAGS, ForwardMap
 from tracer.replay import EngineState
-from tracer.schema import UINT64_MAX, short_name
 from tracer.trace import Trace
 
+from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList
 
-_FLAG_TEXT = {"accumulate": "grad accumulation", "engine": "engine node took a seq_nr",
-              "in_backward": "made during backward", "no_graph": "took a seq_nr, joined no graph",
-              "other_thread": "seq_nr also used on another thread"}
-"""How each flag of tracer.forward_map reads on screen (NOTE [seq_nr anomalies] there says why)."""
+FLAG_TEXT = {"accumulate": "accumulates", "engine": "engine's", "in_backward": "in backward", "no_graph": "no graph",
+             "other_thread": "other thread"}
+"""How each flag of tracer.forward_map reads in the flags column (NOTE [seq_nr anomalies] there says why)."""
+FLAG_MEANING = {"accumulate": "an AccumulateGrad: the grad goes into a leaf's .grad (seq_nr max)",
+                "engine": "the engine made this node, not a forward op, and it took a seq_nr",
+                "in_backward": "made while a backward ran (create_graph, a hook, a custom backward)",
+                "no_graph": "took a seq_nr but joined no graph",
+                "other_thread": "another thread used the same seq_nr: the two cannot be compared"}
+"""What each flag means, for the help screen's legend."""
 
 
 class ForwardBackwardView(LazyList):
-    """One row per forward op, in the order they ran: seq_nr, op, backward node, line, flags."""
+    """One row per forward op, in the order they ran: seq_nr, op, backward node, flags, line and source."""
 
     COMPONENT_CLASSES = LazyList.COMPONENT_CLASSES | {"forward-backward--flag", "forward-backward--accumulate"}
     DEFAULT_CSS = """
@@ -33,6 +38,19 @@ class ForwardBackwardView(LazyList):
         self.step = len(trace)  # ops that run after this step are dimmed
         self._made_steps = trace.created_steps()[self.forward_map.order]  # ascending: rows in creation order
         self._shown: tuple = ()
+        self.labels = NodeLabels(trace)
+        combos = np.flatnonzero(np.bincount(self.forward_map.flags, minlength=1)).tolist()  # O(n): no sort
+        self.flag_width = max((len(self._flag_text(c)) for c in combos), default=0)
+        """Width of the flags column: the widest combination of flags this trace has (0: no flag at all)."""
+
+    @staticmethod
+    def _flag_text(bits: int) -> str:
+        return ", ".join(FLAG_TEXT[name] for i, name in enumerate(FLAGS) if bits >> i & 1)
+
+    def header(self) -> str:
+        """The column headers, aligned with the rows."""
+        flags = f"{'flags':<{self.flag_width}} " if self.flag_width else ""
+        return f"{'seq_nr':>8} {'op':<10} → {'backward node':<22} {flags}{'line':>4}  source"
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Dim the ops that had not run by the state's step."""
@@ -60,13 +78,13 @@ class ForwardBackwardView(LazyList):
         if not len(self.forward_map):
             return Text("the trace holds no node", style="italic")
         op = self.forward_map.op(index)
-        seq = "max" if op.seq_nr == UINT64_MAX else str(op.seq_nr)
-        name = short_name(self.trace.node_name(op.node))
-        text = Text.assemble(f"seq {seq:>4} ", (f"{op.op:<10} ", "bold"), f"→ {name:<20} ",
-                             f"{op.lineno:>4}: {op.source}")
-        if op.flags:
+        name = self.labels.column_name(op.node)
+        text = Text.assemble(f"{seq_text(op.seq_nr):>8} ", (f"{op.op:<10} ", "bold"), f"→ {name:<22} ")
+        if self.flag_width:
+            flags = self._flag_text(int(self.forward_map.flags[op.node]))
             style = "forward-backward--accumulate" if op.flags == ("accumulate",) else "forward-backward--flag"
-            text.append("  ⚑ " + ", ".join(_FLAG_TEXT[f] for f in op.flags), self.component_style(style))
+            text.append(f"{flags:<{self.flag_width}} ", self.component_style(style) if flags else "")
+        text.append(f"{op.lineno:>4}: {op.source}")
         if op.step > self.step:
             text.stylize("dim")
         return text

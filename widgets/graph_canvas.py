@@ -79,6 +79,13 @@ class GraphCanvas(GraphView):
 
     def on_mount(self) -> None:
         self.set_class(self.drawn, "-drawn")
+        self._show_header()
+
+    def _show_header(self) -> None:
+        """The list's column headers (a Static the screen puts above the panel) only while listing."""
+        if self.parent is not None:
+            for header in self.parent.query(".panel--header"):
+                header.display = not self.drawn
 
     def on_show(self) -> None:
         self._marked = self._marked_boxes()
@@ -198,6 +205,7 @@ class GraphCanvas(GraphView):
     # -- toggling and moving --------------------------------------------------------------------------------------
     def watch_drawn(self, drawn: bool) -> None:
         self.set_class(drawn, "-drawn")
+        self._show_header()
         self._drawn_painted.clear()
         self.__dict__["_painted"] = {}
         if drawn:

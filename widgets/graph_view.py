@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 from rich.text import Text
 
-from tracer.node_states import STATES, node_states
+from tracer.node_states import STATE_LABEL, STATES, NodeStates
 from tracer.replay import EngineState
-from tracer.schema import UINT64_MAX, short_name
 from tracer.trace import Trace
 
+from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList
 
 
@@ -26,6 +26,9 @@ class GraphView(LazyList):
     GraphView > .graph-view--pruned { color: $error; text-style: strike; }
     GraphView > .graph-view--skipped { color: $error; text-style: dim; }
     GraphView > .graph-view--captured { color: $secondary; text-style: bold; }
+    GraphView > .graph-view--not_created { color: $text-disabled; text-style: italic; }
+    GraphView > .graph-view--to_push { color: $success; }
+    GraphView > .graph-view--raised { color: $error; text-style: bold reverse; }
     """
 
     def __init__(self, trace: Trace, **kwargs) -> None:
@@ -34,10 +37,12 @@ class GraphView(LazyList):
         self.codes = np.zeros(trace.num_nodes, dtype=np.int8)  # filled in place at each step
         self.order = np.full(trace.num_nodes, -1, dtype=np.int32)
         self.counts: dict[int, int] = {}
+        self.states = NodeStates(trace)
+        self.labels = NodeLabels(trace)
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Take the state at a new step; keep the running node in view."""
-        node_states(self.trace, state, out=(self.codes, self.order))
+        self.states.at(state, out=(self.codes, self.order))
         self.counts = {}
         for gt in state.graph_tasks:
             nodes, counts = gt.dependency_arrays()
@@ -46,6 +51,10 @@ class GraphView(LazyList):
         self.rows_changed()
         if state.running:
             self.cursor = self.row_of(state.running[-1][1])
+
+    def warm(self) -> None:
+        """Build the node states' history now (from a worker thread: NOTE [lazy history] in tracer/node_states)."""
+        self.states.warm()
 
     def row_of(self, node: int) -> int:
         """The row that shows `node`."""
@@ -58,19 +67,21 @@ class GraphView(LazyList):
     def row_count(self) -> int:
         return self.trace.num_nodes
 
+    def header(self) -> str:
+        """The column headers; `#` is the execution index (the order nodes started running in)."""
+        return f"{'#':>3} {'node':<22} {'state':<11} {'seq_nr':>6} {'topo':>4} {'deps':>4}"
+
     def row_text(self, index: int) -> Text:
         node = self.node_at(index)
-        name, seq_nr, topo = self.trace.node_brief(node)
+        _, seq_nr, topo = self.trace.node_brief(node)
         state = STATES[int(self.codes[node])]
         order = int(self.order[node])
-        seq = "max" if seq_nr == UINT64_MAX else str(seq_nr)
         count = self.counts.get(node)
-        name = short_name(name)
         return Text.assemble(
             (f"{order:>3} " if order >= 0 else "    "),
-            (f"{name:<20} ", self.component_style(f"graph-view--{state}")),
-            f"{state:<9} seq {seq:>3} topo {topo:>2}",
-            (f" deps {count}" if count is not None else ""),
+            (f"{self.labels.column_name(node):<22} ", self.component_style(f"graph-view--{state}")),
+            f"{STATE_LABEL[state]:<11} {seq_text(seq_nr):>6} {topo:>4}",
+            (f" {count:>4}" if count is not None else ""),
         )
 
     def row_key(self, index: int) -> object:

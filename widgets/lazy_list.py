@@ -4,6 +4,7 @@ from __future__ import annotations
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
+from textual.events import Click
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
@@ -12,13 +13,21 @@ from textual.strip import Strip
 
 from tracer.replay import EngineState
 
+_BLANK = ("blank",)
+"""The painted key of a line below the last row."""
+
 
 class LazyList(ScrollView, can_focus=True):
     """Rows made on demand by `row_text(i)`; a cursor row; Enter posts `NodeSelected` or `Selected`.
 
     A panel whose rows show nodes says which in `node_at_row`; the row of `selected_node` (the node the
-    user chose in any panel) is marked, so a selection can be followed from panel to panel.
+    user chose in any panel) is marked, so a selection can be followed from panel to panel: with a colour,
+    and with SELECTED_MARK in the gutter (the colour alone looked like an unfocused panel's cursor).
     """
+
+    GUTTER = 1
+    """Columns before every row (and header), for SELECTED_MARK."""
+    SELECTED_MARK = "▶"
 
     COMPONENT_CLASSES = {"lazy-list--cursor", "lazy-list--selected"}
     DEFAULT_CSS = """
@@ -32,6 +41,8 @@ class LazyList(ScrollView, can_focus=True):
         Binding("down,j", "cursor(1)", "Down", show=False),
         Binding("pageup", "cursor(-10)", "Page up", show=False),
         Binding("pagedown", "cursor(10)", "Page down", show=False),
+        Binding("home", "cursor_to(0)", "First row", show=False),
+        Binding("end", "cursor_to(-1)", "Last row", show=False),
         Binding("enter", "select", "Select", show=False),
     ]
 
@@ -57,6 +68,10 @@ class LazyList(ScrollView, can_focus=True):
 
     def show_state(self, state: EngineState, selected: int | None) -> None:
         """Take the engine's state at a new step (and the selected node); every panel's one way in."""
+
+    def header(self) -> str:
+        """Column headers the screen shows above the rows, aligned with them ("" for none)."""
+        return ""
 
     def row_count(self) -> int:
         """How many rows there are now."""
@@ -96,6 +111,7 @@ class LazyList(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         self._update_size(self.row_count())
+        self.scroll_to_row(self.cursor)  # a zoom, an unzoom or a smaller terminal keeps the cursor's row in view
 
     def _postpone_if_hidden(self) -> bool:
         """Whether the panel is off screen (in a tab not chosen, or hidden); if so it repaints when shown.
@@ -125,9 +141,12 @@ class LazyList(ScrollView, can_focus=True):
         height = max(self.scrollable_content_region.height, 1)
         width = self.size.width
         painted = self.__dict__.setdefault("_painted", {})
-        for index in range(top, min(top + height, self.row_count())):
-            key = self._line_key(index, width)
+        count = self.row_count()
+        # Every line on screen, past the last row too: a row that vanished at this step must be painted blank.
+        for index in range(top, top + height):
+            key = self._line_key(index, width) if index < count else _BLANK
             if key is None:
+                painted.clear()  # what the whole repaint draws is recorded again as it is drawn
                 self.refresh()
                 return
             if painted.get(index) != key:
@@ -168,6 +187,7 @@ class LazyList(ScrollView, can_focus=True):
         width = self.size.width
         base, cursor, selected = self.line_styles()
         if index >= self.row_count():
+            self.__dict__.setdefault("_painted", {})[index] = _BLANK
             return Strip.blank(width, base)
         is_selected = self.selected_node is not None and self.node_at_row(index) == self.selected_node
         key = self._line_key(index, width)
@@ -183,6 +203,7 @@ class LazyList(ScrollView, can_focus=True):
                     strips.clear()
                 strip = strips[key] = self._render_row(index, width, is_selected)
             return strip
+        self.__dict__.setdefault("_painted", {}).pop(index, None)  # drawn without a key: no record of it
         return self._render_row(index, width, is_selected)
 
     def _line_key(self, index: int, width: int) -> object:
@@ -195,7 +216,8 @@ class LazyList(ScrollView, can_focus=True):
 
     def _render_row(self, index: int, width: int, is_selected: bool) -> Strip:
         base, cursor, selected = self.line_styles()
-        text = self.row_text(index)
+        text = Text(self.SELECTED_MARK if is_selected else " ", end="")
+        text.append_text(self.row_text(index))
         text.end = ""
         text.no_wrap = True
         text.truncate(width, overflow="ellipsis", pad=True)
@@ -227,6 +249,25 @@ class LazyList(ScrollView, can_focus=True):
         count = self.row_count()
         if count:
             self.cursor = max(0, min(count - 1, self.cursor + delta))
+
+    def action_cursor_to(self, index: int) -> None:
+        """Put the cursor on row `index` (negative counts from the end)."""
+        count = self.row_count()
+        if count:
+            self.cursor = max(0, min(count - 1, index if index >= 0 else count + index))
+
+    def on_click(self, event: Click) -> None:
+        """A click puts the cursor on the row under the mouse; a double-click also selects it, like Enter."""
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        index = self.scroll_offset.y + offset.y
+        if not 0 <= index < self.row_count():
+            return
+        self.focus()
+        self.cursor = index
+        if event.chain == 2:
+            self.action_select()
 
     def action_select(self) -> None:
         if not self.row_count():

@@ -8,9 +8,9 @@ from rich.text import Text
 from tracer import events as ev
 from tracer.node_details import NodeDetails, node_details
 from tracer.replay import EngineState
-from tracer.schema import UINT64_MAX
 from tracer.trace import Trace
 
+from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList
 
 
@@ -56,14 +56,13 @@ def _event_lines(e: ev.Event, trace: Trace) -> list[str]:
     return [at + type(e).__name__]
 
 
-def detail_lines(trace: Trace, d: NodeDetails) -> list[Text]:
-    """The inspector's lines for one node's details."""
+def detail_lines(trace: Trace, d: NodeDetails, labels: NodeLabels | None = None) -> list[Text]:
+    """The inspector's lines for one node's details (`labels` tells same-named nodes apart)."""
     info = d.info
-    name = trace.node_name
-    seq = "2**64-1" if info.seq_nr == UINT64_MAX else str(info.seq_nr)
+    name = (labels or NodeLabels(trace)).label
     where = f"{os.path.basename(info.filename)}:{info.lineno}" if info.filename else "unknown line"
-    lines = [Text(f"{info.name}  (node {info.index})", style="bold"),
-             Text(f"seq_nr {seq}  topological_nr {info.topological_nr}  device {info.device}"),
+    lines = [Text(f"{name(info.index)}  (node {info.index})", style="bold"),
+             Text(f"seq_nr {seq_text(info.seq_nr)}  topological_nr {info.topological_nr}  device {info.device}"),
              Text(f"made by {info.forward_op} at {where}: {info.source}")]
     lines.append(Text(f"next edges ({len(info.next_edges)}):", style="bold"))
     for slot, (child, input_nr) in enumerate(info.next_edges):
@@ -94,12 +93,13 @@ class NodeInspector(LazyList):
         self.trace = trace
         self.node: int | None = None
         self.lines: list[Text] = [Text("press Enter on a node in any panel to inspect it", style="italic")]
+        self.labels = NodeLabels(trace)
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Show the selected node as it is after the state's step."""
         self.node = selected
         if selected is not None:
-            self.lines = detail_lines(self.trace, node_details(self.trace, selected, state.step))
+            self.lines = detail_lines(self.trace, node_details(self.trace, selected, state.step), self.labels)
         self.rows_changed()
 
     def row_count(self) -> int:

@@ -4,14 +4,11 @@ from __future__ import annotations
 from rich.text import Text
 
 from tracer.replay import EngineState
-from tracer.schema import UINT64_MAX, short_name
+from tracer.schema import short_name
 from tracer.trace import Trace
 
+from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList
-
-
-def _seq(seq: int) -> str:
-    return "max" if seq == UINT64_MAX else str(seq)
 
 
 class ReadyQueueView(LazyList):
@@ -26,8 +23,13 @@ class ReadyQueueView(LazyList):
     def __init__(self, trace: Trace, **kwargs) -> None:
         super().__init__(**kwargs)
         self.label = trace.queue_label  # how a queue's name is shown
+        self.labels = NodeLabels(trace)
         self.rows: list[Text] = [Text("no queue yet")]
         self.row_nodes: list[int | None] = [None]
+
+    def header(self) -> str:
+        """The column headers: a task's place in the pop order, and its priority (depth, then seq_nr)."""
+        return f"  {'pop':>3}  {'node':<22} {'depth':>5} {'seq_nr':>6}"
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Lay out the queues of a step."""
@@ -43,8 +45,9 @@ class ReadyQueueView(LazyList):
             nodes.append(None)
             for i, t in enumerate(q.tasks):
                 depth, seq = t.priority
-                name = short_name(t.name) if t.name else "(wake-up)"
-                line = Text(f"  {i:>3}  {name:<22} depth {depth:<2} seq {_seq(seq)}")
+                name = (self.labels.column_name(t.node) if t.node is not None
+                        else short_name(t.name) if t.name else "(wake-up)")
+                line = Text(f"  {i:>3}  {name:<22} {depth:>5} {seq_text(seq):>6}")
                 if i == 0:
                     line.stylize(head)
                 rows.append(line)

@@ -1,4 +1,4 @@
-"""Timeline: the footer line with the step, the event at hand and its graph task."""
+"""Timeline: the status line with the step and what happened at it, as a sentence."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -7,11 +7,11 @@ from textual.widget import Widget
 
 from tracer.replay import EngineState
 
-from .event_log import describe
+from .sentences import sentence
 
 
 class Timeline(Widget):
-    """`step 12/340 · TaskPopped ... · graph task 1`.
+    """`step 12/340 · MulBackward0 seq 2 popped from ready queue cpu`.
 
     A line-API widget: a Static re-parses its text as markup and lays it out as a visual on every render,
     about 1 ms for this one line, paid on every step. Here the line is rendered once per step and width.
@@ -26,11 +26,9 @@ class Timeline(Widget):
         self.text = ""
         self._strip: tuple[str, int, Strip] | None = None
 
-    def show(self, state: EngineState, queue_label=None) -> None:
-        """Describe the step of `state`."""
-        task = getattr(state.event, "graph_task", 0)
-        where = f" · graph task {task}" if task else ""
-        text = f"step {state.step}/{state.num_steps - 1} · {describe(state.event, queue_label)}{where}"
+    def show(self, state: EngineState, queue_label=str, label=None) -> None:
+        """Say what happened at the step of `state` (`label` names nodes: NodeLabels.label)."""
+        text = f"step {state.step}/{state.num_steps - 1} · {sentence(state.event, queue_label, label)}"
         if text != self.text:
             self.text = text
             self.refresh()  # one line whatever it says: no layout

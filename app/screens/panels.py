@@ -144,3 +144,25 @@ class PanelLayout:
         for p in PANELS:
             if not self.has_tab(p.id):
                 tabs.hide(f"tab-{p.id}")
+        if self.wide:
+            self._fill_grid(container, bool(wanted))
+
+    def _fill_grid(self, container: Vertical, has_lower: bool) -> None:
+        """Let the shown panels take the cells of hidden ones: the wide grid has no empty box.
+
+        The graph sits left over two rows, queues and deps right, one row each; a hidden one's neighbour in
+        its row or column spans its cell. The rows for the tab bar and the lower panel go when nothing is shown
+        there.
+        """
+        left = "graph" not in self.hidden
+        right = [p for p in ("queues", "deps") if p not in self.hidden]
+        for p in right:
+            box = container.query_one(f"#panel-{p}")
+            box.styles.row_span = 2 if len(right) == 1 else 1
+            box.styles.column_span = 1 if left else 2
+        graph = container.query_one("#panel-graph")
+        graph.styles.column_span = 1 if right else 2
+        graph.styles.row_span = 2
+        upper = "1fr 1fr " if left or right else ""
+        container.styles.grid_size_rows = (2 if upper else 0) + (2 if has_lower else 0)
+        container.styles.grid_rows = (upper + ("2 1fr" if has_lower else "")).strip() or "1fr"

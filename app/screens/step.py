@@ -17,6 +17,7 @@ from textual.widgets import Input, Static, Tab, Tabs
 from textual.worker import get_current_worker
 
 from tracer import breakpoints as bp_mod
+from tracer.node_states import STATES
 from tracer.replay import EngineState, Replay
 from tracer.schema import Kind
 from tracer.search import find_nodes
@@ -25,16 +26,22 @@ from widgets.culprits import CulpritsView
 from widgets.event_log import EventLog
 from widgets.forward_backward import ForwardBackwardView
 from widgets.graph_view import GraphView
+from widgets.key_hints import KeyHints
+from widgets.labels import NodeLabels
 from widgets.lazy_list import LazyList
 from widgets.timeline import Timeline
 
 from ..messages import BreakpointHit, ExportFailed, GraphExported, NodeFollowed, StepChanged
+from .errors import user_frames
 from .help import HelpScreen
 from .panels import BY_ID, PANELS, WIDE_MIN, PanelLayout
 from .source import show_source
 
 _WARM_QUIET_S = 0.3
 """The replay's warm-up works only while the step has stayed put this long (StepScreen._warm_replay)."""
+
+ERROR_TIMEOUT = 24 * 3600.0
+"""Seconds the script's error stays on screen: until the user clicks it away, in practice."""
 _PROMPTS = {"goto": "go to step…", "search": "search nodes: a name (mul, AccumulateGrad) or a seq_nr (12)",
             "break": "break on: node NAME | seq N | push [NAME] | nan | error",
             "export": "export the graph at this step to FILE.svg, .png, .pdf or .dot"}
@@ -44,30 +51,35 @@ class StepScreen(Screen[None]):
     """Step through a trace: graph, ready queues, dependencies, pruning, forward↔backward, culprits, events."""
 
     BINDINGS = [
-        Binding("right,l", "step(1)", "Next event"),
-        Binding("left,h", "step(-1)", "Previous event"),
-        Binding("n", "node(1)", "Next node run"),
-        Binding("N,p", "node(-1)", "Previous node run"),
-        Binding("home,g", "jump(0)", "Start"),
-        Binding("end,G", "jump(-1)", "End"),
-        Binding("colon", "ask('goto')", "Go to step"),
-        Binding("slash", "ask('search')", "Search nodes by name or seq_nr"),
-        Binding("right_square_bracket", "search_next(1)", "Next search match"),
-        Binding("left_square_bracket", "search_next(-1)", "Previous search match"),
-        Binding("b", "ask('break')", "Add a breakpoint"),
-        Binding("c", "run_to_breakpoint(1)", "Run to the next breakpoint"),
-        Binding("C", "run_to_breakpoint(-1)", "Run back to the previous breakpoint"),
-        Binding("B", "clear_breakpoints", "Clear breakpoints"),
-        Binding("i", "inspect_running", "Select the running node"),
-        Binding("e", "ask('export')", "Export the graph at this step (Graphviz)"),
-        Binding("escape", "clear_selection", "Clear the selection", show=False),
-        *[Binding(p.key, f"show_panel('{p.id}')", f"Show the {p.title} panel") for p in PANELS],
-        Binding("x", "hide_panel", "Hide the focused panel"),
-        Binding("X", "show_all_panels", "Show every panel"),
-        Binding("z", "zoom", "Zoom the focused panel (again to restore)"),
-        Binding("question_mark", "help", "Help"),
+        # Shown in the key hints at the bottom (short words there; the help screen gives the tooltip).
+        Binding("left,h", "step(-1)", "Back", tooltip="Previous event", key_display="←"),
+        Binding("right,l", "step(1)", "Next", tooltip="Next event", key_display="→"),
+        Binding("n", "node(1)", "Next node", tooltip="Next node run"),
+        Binding("slash", "ask('search')", "Search", tooltip="Search nodes by name or seq_nr"),
+        Binding("colon", "ask('goto')", "Go to", tooltip="Go to step"),
+        Binding("question_mark", "help", "Help", tooltip="Help: every key, and a legend of states and marks"),
         Binding("q", "app.quit", "Quit"),
+        Binding("b", "ask('break')", "Break", tooltip="Add a breakpoint"),
+        Binding("z", "zoom", "Zoom", tooltip="Zoom the focused panel (again to restore)"),
+        # In the help screen and the command palette only.
+        Binding("N,p", "node(-1)", "Previous node run", show=False),
+        Binding("g", "jump(0)", "Start (first event)", show=False),
+        Binding("G", "jump(-1)", "End (last event)", show=False),
+        Binding("right_square_bracket", "search_next(1)", "Next search match", show=False),
+        Binding("left_square_bracket", "search_next(-1)", "Previous search match", show=False),
+        Binding("c", "run_to_breakpoint(1)", "Run to the next breakpoint", show=False),
+        Binding("C", "run_to_breakpoint(-1)", "Run back to the previous breakpoint", show=False),
+        Binding("B", "clear_breakpoints", "Clear breakpoints", show=False),
+        Binding("i", "inspect_running", "Select the running node", show=False),
+        Binding("e", "ask('export')", "Export the graph at this step (Graphviz)", show=False),
+        Binding("escape", "escape", "Close the source view, or clear the selection", show=False),
+        *[Binding(p.key, f"show_panel('{p.id}')", f"Show the {p.title} panel", show=False) for p in PANELS],
+        Binding("x", "hide_panel", "Hide the focused panel", show=False),
+        Binding("X", "show_all_panels", "Show every panel", show=False),
     ]
+
+    ALLOW_IN_MAXIMIZED_VIEW = "#title, #prompt, Timeline, KeyHints"
+    """A zoomed panel keeps the step and the keys on screen."""
 
     step: reactive[int] = reactive(0, init=False, repaint=False)
     """The event the screen shows (0-based). No repaint of its own: each panel repaints what changed."""
@@ -90,6 +102,7 @@ class StepScreen(Screen[None]):
         self.breakpoints: list[bp_mod.Breakpoint] = []
         self.matches = np.zeros(0, dtype=np.int64)  # nodes found by the last search, in graph row order
         self.prompt_mode = "goto"
+        self.labels = NodeLabels(trace)
 
     def compose(self) -> ComposeResult:
         yield Static(Text(self.title_text), id="title")  # Text: a path is not markup
@@ -107,10 +120,22 @@ class StepScreen(Screen[None]):
                     if notice:
                         box.border_title = f"{panel.title} · {notice}"
                     widget = self.panel_widgets[panel.id] = panel.widget(self.trace, id=panel.id)
+                    if widget.header():  # past the rows' gutter, aligned with their columns
+                        yield Static(Text(" " * widget.GUTTER + widget.header()), classes="panel--header")
                     yield widget
                     yield from (Static(id=extra) for extra in panel.beside)
         yield Input(id="prompt", classes="-hidden")
         yield Timeline(id="timeline")
+        # ctrl+p is the App's (the command palette): named here too, it is the way to every other action.
+        yield KeyHints([*(b for b in self.BINDINGS if b.show), Binding("ctrl+p", "", "Palette")], id="key-hints")
+
+    def _raised_node(self) -> int | None:
+        """The node whose backward raised first in the trace, if one did."""
+        for step in self.trace.steps_of(Kind.ERROR_RAISED).tolist():
+            node = self.trace.event_node(step)
+            if node >= 0:
+                return node
+        return None
 
     def _panel(self, panel_id: str) -> LazyList | None:
         """The widget of a panel, or None when the trace's source cannot provide its events."""
@@ -118,12 +143,16 @@ class StepScreen(Screen[None]):
 
     def on_mount(self) -> None:
         if self.script_error:
-            self.notify(self.script_error, title="the script did not finish", severity="error", timeout=10,
-                        markup=False)
+            # Kept until clicked: an error read halfway through is no use.
+            self.notify(user_frames(self.script_error), title="the script did not finish (click to dismiss)",
+                        severity="error", timeout=ERROR_TIMEOUT, markup=False)
         self._relayout(self.size.width, self.size.height)
         self.step = 0
         self.watch_step(0)
         self.query_one(f"#{PANELS[0].id}").focus()
+        raised = self._raised_node()
+        if raised is not None:  # the first question about a failed backward: which node, and with what
+            self.selected_node = raised
         # NOTE [collector and repaint]: the trace's indexes live as long as the screen, so the collector
         # need not rescan them (a full collection over a 1M-event trace's objects costs ~200 ms, a stall in
         # the middle of a step); and young collections every 700 allocations put a 100 ms p99 on a step.
@@ -157,6 +186,9 @@ class StepScreen(Screen[None]):
                 time.sleep(0.02)
 
         self.replay.warm(should_stop=lambda: worker.is_cancelled, between=wait_for_quiet)
+        graph = self._panel("graph")
+        if isinstance(graph, GraphView) and not worker.is_cancelled:
+            graph.warm()
         gc.freeze()  # the checkpoints just built live as long as the screen: NOTE [collector and repaint]
 
     def on_resize(self, event: Resize) -> None:
@@ -177,7 +209,7 @@ class StepScreen(Screen[None]):
         selected = self.selected_node
         for widget in self.panel_widgets.values():
             widget.show_state(state, selected)
-        self.query_one(Timeline).show(state, self.trace.queue_label)
+        self.query_one(Timeline).show(state, self.trace.queue_label, self.labels.label)
 
     def watch_selected_node(self, node: int | None) -> None:
         for view in self.query(LazyList):
@@ -269,6 +301,17 @@ class StepScreen(Screen[None]):
         else:
             self.notify("no node is running at this step", severity="warning", markup=False)
 
+    def action_escape(self) -> None:
+        """Close the culprits' source view if it is open, else clear the selection."""
+        source = self.query("#source")
+        if source and source.first().has_class("-open"):
+            source.first().remove_class("-open")
+            culprits = self._panel("culprits")
+            if culprits is not None:
+                culprits.focus()
+            return
+        self.action_clear_selection()
+
     def action_clear_selection(self) -> None:
         """Forget the selected node (and close the prompt if it is open)."""
         self.query_one("#prompt", Input).add_class("-hidden")
@@ -304,8 +347,11 @@ class StepScreen(Screen[None]):
             self.maximize(self.focused, container=False)
 
     def action_help(self) -> None:
-        """Show every key."""
-        self.app.push_screen(HelpScreen(list(self.BINDINGS)))
+        """Show every key, and the legend of states in the graph panel's colours."""
+        graph = self._panel("graph")
+        styles = ({s: graph.component_style(f"graph-view--{s}") for s in STATES}
+                  if isinstance(graph, GraphView) else {})
+        self.app.push_screen(HelpScreen(self.BINDINGS, styles))
 
     def _focused_panel(self) -> str | None:
         widget = self.focused
@@ -418,3 +464,4 @@ class StepScreen(Screen[None]):
         culprit = event.culprit
         show_source(self.query_one("#source", Static), self.trace, culprit.filename, culprit.lineno,
                     self.source_files, (culprit.col, culprit.end_col))
+        self.query_one("#source", Static).add_class("-open")

@@ -87,3 +87,16 @@ def test_culprit_source_to_the_column(snap_compare):
 
     assert snap_compare(AgdbApp(trace=trace, title="three ops"), run_before=open_sum_culprit,
                         terminal_size=(120, 40))
+
+
+def test_legend(snap_compare):
+    """The help screen's legend: every node state in the graph panel's colours, and the marks panels use."""
+    async def open_legend(pilot) -> None:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        pilot.app.screen.query_one("#legend").scroll_end(animate=False)
+        await pilot.pause()
+
+    assert snap_compare(AgdbApp(trace=_TRACE, title="built-in example"), run_before=open_legend,
+                        terminal_size=(100, 30))

@@ -87,6 +87,28 @@ def expected_states(trace, step):
     ran_in = {(e.graph_task, e.node) for e in started}
     running = {v for _, v in st.running}
     ready = {t.node for q in st.ready_queues for t in q.tasks if t.node is not None}
+    made = {e.node for e in trace if isinstance(e, ev.NodeCreated) and e.step <= step}
+    unmade = {e.node for e in trace if isinstance(e, ev.NodeCreated)} - made
+    last_pruned = {n: e.step for e in trace if isinstance(e, ev.DependenciesComputed) and e.step <= step
+                   for n in e.pruned}
+    last_ran = {e.node: e.step for e in started}
+    was_pruned = {n for n, s in last_pruned.items() if s > last_ran.get(n, -1)}  # pruned since it last ran
+    # to_push: a counted node whose count reached 0 (at its last parent's NodeFinished) and whose push comes
+    # after this step, in a running graph task; counted by hand from the events.
+    running_tasks = {gt.graph_task for gt in st.graph_tasks}
+    left, zero_at, spent = {}, {}, set()
+    for e in trace:
+        if isinstance(e, ev.DependenciesComputed):
+            left.update({(e.graph_task, n): k for n, k in e.dependencies})
+        elif isinstance(e, ev.NodeFinished):
+            for child, _ in trace.node(e.node).next_edges:
+                if (e.graph_task, child) in left:
+                    left[(e.graph_task, child)] -= 1
+                    if left[(e.graph_task, child)] == 0:
+                        zero_at[(e.graph_task, child)] = e.step
+        elif isinstance(e, ev.TaskPushed) and zero_at.get((e.graph_task, e.node), step + 1) <= step < e.step:
+            if e.graph_task in running_tasks:
+                spent.add(e.node)
     out = {}
     for v in range(trace.num_nodes):
         live = [gt for gt in st.graph_tasks if v in dict(gt.dependencies)]
@@ -94,12 +116,17 @@ def expected_states(trace, step):
             out[v] = "running"
         elif v in ready:
             out[v] = "ready"
+        elif v in spent:
+            out[v] = "to_push"
         elif any(v in gt.pruned for gt in st.graph_tasks):
             out[v] = "pruned"
         elif v in st.not_ready:
             out[v] = "waiting"
+        elif v in unmade:
+            out[v] = "not_created"
         elif not live:
-            out[v] = "done" if v in st.executed else "unreached"
+            out[v] = ("pruned" if v in was_pruned else "done" if v in st.executed
+                      else "unreached" if v in made else None)
         elif any((gt.graph_task, v) in ran_in for gt in live):
             out[v] = "done"
         elif v in st.executed:
@@ -141,12 +168,16 @@ def test_backward_picture_matches_trace(moment):
 
 
 def test_demo_moments_cover_the_interesting_states():
-    """The chosen steps show a two-task queue, topological pruning, and a waiting node under a running one."""
+    """The chosen steps show a two-task queue, topological pruning, and a node to push under a running one; some
+    step shows a node waiting for a second grad (the diamond's ExpBackward0)."""
     assert [len(q.tasks) for q in Replay(DEMO).state_at(STEPS["tie"]).ready_queues if q.tasks] == [2]
     pruned = next(e for e in DEMO if isinstance(e, ev.DependenciesComputed) and e.pruned).pruned
     assert expected_states(DEMO, STEPS["pruning"])[pruned[0]] == "pruned"
     re_states = expected_states(DEMO, STEPS["reentrant"]).values()
-    assert "waiting" in re_states and "running" in re_states
+    assert "to_push" in re_states and "running" in re_states
+    replay = Replay(DEMO)
+    assert any(v in replay.state_at(s).not_ready and expected_states(DEMO, s)[v] == "waiting"
+               for s in range(len(DEMO)) if isinstance(DEMO[s], ev.BufferWritten) for v in [DEMO[s].node])
     assert "skipped" in expected_states(DEMO, None).values()
 
 

@@ -1,0 +1,41 @@
+"""The script's error as the step screen shows it: the user's frames only, agdb's own left out."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+AGDB_ROOT = Path(__file__).resolve().parents[2]
+"""The directory holding agdb's packages (engine/, tracer/, app/, widgets/): frames there are agdb's."""
+_FRAME = re.compile(r'^  File "(?P<path>[^"]*)", line \d+')
+
+
+def _is_agdb(path: str) -> bool:
+    try:
+        return Path(path).resolve().is_relative_to(AGDB_ROOT)
+    except (OSError, ValueError):
+        return False
+
+
+def user_frames(text: str) -> str:
+    """A formatted traceback without the frames of agdb's engine: the user's lines and the error itself.
+
+    A frame is its `  File "...", line N` line and the indented lines under it (source, carets). Text that
+    holds no traceback comes back unchanged.
+    """
+    out: list[str] = []
+    run = 0  # agdb frames dropped since the last line kept
+    skipping = False
+    for line in text.splitlines():
+        frame = _FRAME.match(line)
+        if frame:
+            skipping = _is_agdb(frame.group("path"))
+        elif not (skipping and line.startswith("    ")):
+            skipping = False
+        if skipping:
+            run += bool(frame)
+            continue
+        if run:
+            out.append(f"  … {run} frame(s) of agdb's engine left out")
+            run = 0
+        out.append(line)
+    return "\n".join(out)
