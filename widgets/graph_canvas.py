@@ -370,7 +370,7 @@ class GraphCanvas(GraphView):
         if lay is None:
             return f"laying out {self.trace.num_nodes:,} nodes…"
         folded = f"{self.trace.num_nodes:,} nodes in {lay.num_boxes:,} boxes · " if lay.is_folded else ""
-        return f"{folded}▶ running · 1-9 ready, in pop order · sN seq_nr · v: list"
+        return f"{folded}running ▶ · ready 1-9, in pop order · sN seq_nr · v: list"
 
     def _paint_picture(self, lay: Layout, y: int, width: int, cursor_style, selected_style) -> Text:
         x0 = self.scroll_offset.x

@@ -76,6 +76,10 @@ class JointGraphView(LazyList):
         self.__dict__.pop("_painted", None)  # partners of the old and new cursor rows change colour
         super().watch_cursor(old, new)
 
+    def header(self) -> str:
+        """One header for both halves: the row's width is the panel's, unknown when the header is made."""
+        return f"{'seq':>6} node = op(args): forward nodes on the left, backward nodes right of │"
+
     def row_text(self, index: int) -> Text:
         if not self.nodes:
             return Text(self.note, style="italic")
