@@ -74,7 +74,7 @@ def check_not_detached(node: Any, tensor: Any, saved_grad_fn: Any) -> None:
         RuntimeError: it was detach_()ed since.
     """
     if (_state.detached_in_place and saved_grad_fn is not None and saved_grad_fn is not node
-            and tensor._grad_fn is None and tensor._view is None):
+            and tensor._grad_fn is None and tensor._view is None and not node._unpacks_for_itself):
         raise RuntimeError(ERR_DETACHED_SAVED)
 
 
@@ -364,6 +364,10 @@ class Node:
                     # torch saves only what the grads asked for need: with nothing saved (addmm of a bias
                     # alone), nothing is freed and a second backward runs again
                     self._released = True
+
+    _unpacks_for_itself = False
+    """A custom Function's node unpacks its saved tensors for itself (PyNode passes saved_for): a saved input
+    detach_()ed since then takes the node as grad_fn instead of raising."""
 
     def check_saved(self) -> None:
         """Raise PyTorch's errors for saved tensors: freed (backward twice), or modified in place since.

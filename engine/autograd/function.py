@@ -57,6 +57,7 @@ class BackwardCFunction(Node, FunctionCtx):
     """The PyNode of a custom Function: `<Class>Backward`, which is also the `ctx` object."""
 
     _forward_cls: type
+    _unpacks_for_itself = True  # see Node._unpacks_for_itself
 
     def __init__(self) -> None:
         super().__init__()  # a numbered node, even under no_grad (engine-semantics §1.4)

@@ -337,7 +337,7 @@ def hook(g: Generator) -> None:
         g.emit("hook", op, "{0}.retain_grad()", [x], [], grad_of=("{0}",))
     elif op == "tensor":
         root = g.s.vars.get(x.root)
-        if x.is_view and root is not None and root.leaf and root.writes > x.saw.get(x.root, 0) \
+        if x.is_view and root is not None and root.writes > x.saw.get(x.root, 0) \
                 and not g.allow("stale_view_hook"):
             return  # ABSENT["stale_view_hook"]: torch 2.13 segfaults here
         ret = g.weighted(_TENSOR_HOOK_RETURNS)

@@ -50,8 +50,8 @@ ABSENT: dict[str, str] = {
     "torch_bug": "a program on which torch 2.13 fails its own internal assert ('INTERNAL ASSERT FAILED ... please "
                  "report a bug to PyTorch', e.g. an in-place op on a retain_grad()ed output of a custom Function): "
                  "compared up to there (interpret._torch_bug)",
-    "stale_view_hook": "register_hook on a view of a leaf whose memory was written in place since: torch 2.13 "
-                       "itself segfaults (Tensor.register_hook), so the program cannot be compared",
+    "stale_view_hook": "register_hook on a view whose base was written in place since: torch 2.13 itself "
+                       "segfaults (Tensor.register_hook), so the program cannot be compared",
     "third_order": "a third-order graph through layer_norm, log_sigmoid, nll_loss or binary_cross_entropy_with_logits: "
                    "their second-order nodes compute in numpy and refuse create_graph with NotImplementedError "
                    "(engine/_ops/nn_extra.py); a program stops being compared there (interpret._refused_on_purpose)",
