@@ -126,25 +126,36 @@ def _like(t: Tensor, dtype: Any, device: Any) -> tuple[tuple, np.dtype, Any]:
     return t._data.shape, (as_dtype(dtype).np if dtype is not None else t._data.dtype), (device or t._device)
 
 
+def _filled_like(t: Tensor, value: Any, np_dtype: np.dtype) -> np.ndarray:
+    """torch's preserve_format: laid out as `t` when it is dense and non-overlapping (a transposed tensor's
+    ones are transposed too), else C-contiguous."""
+    from ._layout import is_non_overlapping_and_dense
+
+    data = t._data
+    if data.ndim > 1 and not data.flags.c_contiguous and is_non_overlapping_and_dense(data):
+        return np.full_like(data, value, dtype=np_dtype)  # numpy's order "K" keeps the strides' order
+    return np.full(data.shape, value, dtype=np_dtype)
+
+
 @public("zeros_like", torch=True)
 def zeros_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False, **_: Any) -> Tensor:
     """Zeros with `t`'s shape, dtype and device."""
     shape, np_dtype, dev = _like(t, dtype, device)
-    return _finish(np.zeros(shape, dtype=np_dtype), requires_grad, dev)
+    return _finish(_filled_like(t, 0, np_dtype), requires_grad, dev)
 
 
 @public("ones_like", torch=True)
 def ones_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False, **_: Any) -> Tensor:
     """Ones with `t`'s shape, dtype and device."""
     shape, np_dtype, dev = _like(t, dtype, device)
-    return _finish(np.ones(shape, dtype=np_dtype), requires_grad, dev)
+    return _finish(_filled_like(t, 1, np_dtype), requires_grad, dev)
 
 
 @public("empty_like", torch=True)
 def empty_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False, **_: Any) -> Tensor:
     """A tensor with `t`'s shape, dtype and device (zero-filled here)."""
     shape, np_dtype, dev = _like(t, dtype, device)
-    return _finish(np.zeros(shape, dtype=np_dtype), requires_grad, dev)
+    return _finish(_filled_like(t, 0, np_dtype), requires_grad, dev)
 
 
 @public("full_like", torch=True)
@@ -152,7 +163,7 @@ def full_like(t: Tensor, fill_value: Any, dtype: Any = None, device: Any = None,
               **_: Any) -> Tensor:
     """`fill_value` (cast to the dtype, so 2.7 becomes 2 in an int64 tensor) with `t`'s shape, dtype and device."""
     shape, np_dtype, dev = _like(t, dtype, device)
-    return _finish(np.full(shape, _number(fill_value), dtype=np_dtype), requires_grad, dev)
+    return _finish(_filled_like(t, _number(fill_value), np_dtype), requires_grad, dev)
 
 
 @public("rand_like", torch=True)

@@ -457,7 +457,7 @@ def _copy_to(self: Tensor, view: np.ndarray, value: Tensor, records: bool) -> No
     """PyTorch's copy_to(dst, src): copy_ for equal shapes, fill_ for a 0-dim src, else view + expand + copy_."""
     if not records:
         src = value._data.reshape(_strip_leading_ones(value._data.shape))
-        _check_expand(src.shape, view.shape)
+        _check_expand(src.shape, view.shape, value)
         if has_internal_overlap(view):  # set_item copies (even a number): copy_'s check, unlike fill_
             raise RuntimeError(ERR_OVERLAP)
         np.copyto(_writable(view), np.broadcast_to(src, view.shape), casting="unsafe")
@@ -469,17 +469,19 @@ def _copy_to(self: Tensor, view: np.ndarray, value: Tensor, records: bool) -> No
         _fill_value(self, value)
     else:
         stripped = _strip_leading_ones(value._data.shape)
-        _check_expand(stripped, self._data.shape)
+        _check_expand(stripped, self._data.shape, value)
         src = _ops.view(value, *stripped)
         if src._data.shape != self._data.shape:
             src = _ops.expand(src, *self._data.shape)
         copy_(self, src)
 
 
-def _check_expand(src: tuple, dst: tuple) -> None:
-    """expand_inplace's check: `src` broadcasts to `dst` without growing."""
+def _check_expand(src: tuple, dst: tuple, value: Tensor) -> None:
+    """expand_inplace's check: `src` (the shape of `value`, leading ones stripped) broadcasts to `dst`."""
+    from ._ops._common import legacy_type_name
+
     if len(src) > len(dst):
-        raise RuntimeError(f"expand(torch.FloatTensor{{{list(src)}}}, size={list(dst)}): the number of sizes "
+        raise RuntimeError(f"expand({legacy_type_name(value)}{{{list(src)}}}, size={list(dst)}): the number of sizes "
                            f"provided ({len(dst)}) must be greater or equal to the number of dimensions in the "
                            f"tensor ({len(src)})")
     for i in range(1, len(src) + 1):

@@ -476,12 +476,19 @@ def index(a: Tensor, key: tuple, indices: tuple, masks: Sequence[tuple] = ()) ->
         _check_mask(a, mask, dim)
     _check_index(a, key)
     data = a._data[key]
-    if a._data.flags.c_contiguous:  # torch lays the result out as its input; numpy moves indexed dims first
+    if _c_ordered(a._data):  # torch lays the result out as its input; numpy moves indexed dims first
         data = contiguous_strides(data)
     out = _out(data, a)
     if node is not None:
         record(node, (a,), out)
     return out
+
+
+def _c_ordered(x: np.ndarray) -> bool:
+    """Whether `x`'s dims (of more than one element) go outermost first in memory, dense or not (an unbind()
+    slice): torch's index then writes a C-contiguous result."""
+    strides = [s for s, n in zip(x.strides, x.shape, strict=True) if n > 1]
+    return all(a >= b for a, b in zip(strides, strides[1:], strict=False))
 
 
 def index_key(a: Tensor, key: tuple, indices: tuple) -> Tensor:
