@@ -118,15 +118,16 @@ def _dispatcher(entry: OpEntry) -> Callable[..., Any]:
     op, impl = entry.op, entry.impl
     params, args, kwargs, call, defaults = _forwarding(inspect.signature(impl))
     source = (f"def dispatched({params}):\n"
+              f"    seq_nr = _tls.seq_nr  # restored if torch's parser would have refused the call\n"
               f"    try:  # costs nothing until an op raises\n"
               f"        if _op_watchers:  # NOTE [op_called]: the only cost when nobody watches ops\n"
               f"            return _call_observed(_op, _impl, {args}, {kwargs})\n"
               f"        return _impl({call})\n"
               f"    except Exception:\n"
-              f"        _check_none_arguments(_entry, {args})\n"
+              f"        _check_none_arguments(_entry, {args}, seq_nr)\n"
               f"        raise\n")
     scope = {"_op_watchers": op_watchers, "_call_observed": _call_observed, "_op": op, "_impl": impl,
-             "_check_none_arguments": _check_none_arguments, "_entry": entry, **defaults}
+             "_check_none_arguments": _check_none_arguments, "_entry": entry, "_tls": tls, **defaults}
     # A file name inside engine/, so that stack walks stopping at the user's line skip this frame too.
     filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<dispatch {entry.surface}.{entry.attr}>")
     exec(compile(source, filename, "exec"), scope)  # noqa: S102 - built from a signature, as dataclasses do
@@ -209,10 +210,20 @@ def _check_functional_none(attr: str, args: tuple) -> None:
                                 f"not NoneType")
 
 
-def _check_none_arguments(entry: OpEntry, args: tuple) -> None:
+def _check_none_arguments(entry: OpEntry, args: tuple, seq_nr: int) -> None:
     """After an op failed with None where torch's argument parser wants a Tensor, raise the parser's TypeError
-    (`dot(): argument 'tensor' (position 1) must be Tensor, not NoneType`): torch checks arguments before
-    anything else, so whatever the implementation met instead does not matter."""
+    instead, with the thread's sequence number as it was before the call: torch refuses before making any node."""
+    try:
+        _parser_errors(entry, args)
+    except (TypeError, AttributeError):
+        tls.seq_nr = seq_nr
+        raise
+
+
+def _parser_errors(entry: OpEntry, args: tuple) -> None:
+    """The parser's TypeError for a None (or another non-tensor) where a Tensor goes (`dot(): argument 'tensor'
+    (position 1) must be Tensor, not NoneType`): torch checks arguments before anything else, so whatever the
+    implementation met instead does not matter. Returns when no argument is at fault."""
     method = entry.surface == "Tensor"
     if entry.op in _OVERLOADED and not entry.attr.startswith("__") and any(a is None for a in args):
         got = ", ".join(type(a).__name__ for a in (args[1:] if method else args))

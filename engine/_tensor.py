@@ -145,8 +145,8 @@ class Tensor:
         """Make a non-leaf's `.grad` populated by backward (a no-op on leaves, engine-semantics §7.4)."""
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-        if self.grad_fn is None or self._retains_grad:
-            return
+        if self._grad_fn is None or self._retains_grad:  # torch's is_leaf(): the stored grad_fn, so a view made
+            return  # under no_grad stays a leaf here even when its base was written since
         grad_fn = self.grad_fn
         if grad_fn._retains_grad_hooks is None:
             grad_fn._retains_grad_hooks = {}

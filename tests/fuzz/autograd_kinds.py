@@ -509,7 +509,9 @@ def functional(g: Generator) -> None:
         op = "softmax"
     if op in ("softmax", "log_softmax"):
         text = g.pick_item([f"t.nn.functional.{op}({{0}}, dim={d})", f"{{0}}.{op}({d})", f"t.{op}({{0}}, {d})"])
-        g.emit("functional", op, "{out0} = " + text, [x], [g.derived(x.shape, x.dtype, x, positive=op == "softmax")])
+        out = g.derived(x.shape, x.dtype, x, positive=op == "softmax")
+        out.noisy = True  # a softmax's sums are exact only up to rounding: their grads are noise around 0
+        g.emit("functional", op, "{out0} = " + text, [x], [out])
     elif op == "layer_norm":
         out = g.derived(x.shape, x.dtype, x)
         out.noisy = True

@@ -98,6 +98,7 @@ class Var:
     kernel_version: bool = False  # read from an inference tensor outside inference_mode: see DELIBERATE
     noisy: bool = False  # values that tie exactly but for rounding (a layer_norm's means): argmax would be noise
     grad_noisy: bool = False  # a leaf whose .grad came from a noisy root
+    big: bool = False  # may hold huge values (exp of a sum): sin/cos of those are rounding noise
     read: bool = False  # some statement read it (so a graph may have saved it)
     info: dict = field(default_factory=dict)  # a module's or optimizer's shape and parameters
 
@@ -276,6 +277,7 @@ class Generator:
         v.kernel_version = (not v.inference and self.s.mode != "inference_mode" and any(i.inference for i in ins)) \
             or (view_of is not None and view_of.kernel_version)
         v.noisy = any(i.noisy for i in ins)
+        v.big = any(i.big for i in ins)
         v.contiguous = all(i.contiguous for i in ins)  # results of a strided input may keep its layout
         for i in ins:
             v.saw.update({r: n for r, n in i.saw.items() if n < v.saw.get(r, n + 1)})
