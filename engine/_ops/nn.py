@@ -56,6 +56,7 @@ def masked_fill(a: Tensor, mask: Tensor, value: Any) -> Tensor:
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value._data.ndim} dimension(s).")
     common_device(a, mask)
+    broadcast_shape(mask, a)  # expand_outplace(mask, self)'s error for shapes that do not broadcast (not numpy's)
     if isinstance(value, Tensor):
         node = save_inputs(fn.MaskedFillBackward1(), mask=mask) if needs_grad(a, value) else None
         out = _out(np.asarray(np.where(mask._data, value._data.astype(a._data.dtype), a._data), order="C"), a)
