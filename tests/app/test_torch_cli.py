@@ -13,7 +13,7 @@ from tests.app.test_cli import agdb
 from tracer import torch_bridge
 from tracer.tracefile import load
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.py"))
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "docs" / "examples").glob("*.py"))
 
 
 def _diff_json(a, b, capsys):
