@@ -11,7 +11,10 @@ own calls (derivative formulas, linear's addmm, add_'s add) call it directly and
 NOTE [op_called]
 Each public entry is a wrapper whose whole cost, while no attached observer implements `op_called`, is one
 truth test of `_observer.op_watchers` (so a Recorder, which watches only the engine's points, adds nothing to
-an op). With an observer implementing `op_called`, the wrapper reports one `OpCall` after the op returns:
+an op), one read of the thread's seq_nr counter and a try block (free until the op raises: then, where torch's
+argument parser would have refused the call, the parser's TypeError replaces the error and the counter is put
+back, as no node was made). With an observer implementing `op_called`, the wrapper reports one `OpCall` after
+the op returns:
 
 - Only the outermost call is reported. An op implemented with other ops calls their implementations
   directly; and while a reported op runs (and while observers are told of it), this thread reports
