@@ -138,17 +138,21 @@ def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
         finally:
             if on_script_end is not None:
                 on_script_end()
-    except SystemExit as e:
-        if e.code not in (None, 0):
-            error, error_text = e, _exit_text(e)
-    except OsExitCalled as e:
-        error, error_text = e, f"the script called os._exit({e.status}): agdb stopped it there"
     except BaseException as e:  # noqa: BLE001 - the user's error is reported, the trace is kept
-        error = e
-        error_text = "".join(traceback.format_exception(type(e), e, _user_tb(e.__traceback__, path)))
+        error, error_text = script_error(e, path)
     finally:
         restore()
     return finished(error, error_text)
+
+
+def script_error(e: BaseException, path: Path) -> tuple[BaseException | None, str]:
+    """How a script's run that raised `e` ended: (None, "") for sys.exit(0), else the error and its report (for
+    an exception, a traceback cut to the script's own frames)."""
+    if isinstance(e, SystemExit):
+        return (None, "") if e.code in (None, 0) else (e, _exit_text(e))
+    if isinstance(e, OsExitCalled):
+        return e, f"the script called os._exit({e.status}): agdb stopped it there"
+    return e, "".join(traceback.format_exception(type(e), e, _user_tb(e.__traceback__, path)))
 
 
 def syntax_error(script: str) -> str | None:

@@ -14,13 +14,12 @@ import os
 import runpy
 import sys
 import threading
-import traceback
 from pathlib import Path
 from typing import Any, Callable
 
 from tracer import torch_bridge
 
-from .run_script import OsExitCalled, ScriptRun, _exit_text, _NoInput, _os_exit_for, _user_tb, exit_status, interrupt
+from .run_script import OsExitCalled, ScriptRun, _NoInput, _os_exit_for, exit_status, interrupt, script_error
 
 
 def run_bridged(script: str, args: list[str], on_progress: Callable[[int], None] | None = None,
@@ -114,15 +113,10 @@ def _run_here(script: str, path: Path, args: list[str], no_stdin: bool,
             runpy.run_path(str(path), run_name="__main__")  # its globals (and graphs) die here, on this stack
         finally:
             ended.set()
-    except SystemExit as e:
-        if e.code not in (None, 0):
-            error, error_text = e, _exit_text(e)
-    except OsExitCalled as e:
-        error, error_text = e, f"the script called os._exit({e.status}): agdb stopped it there"
     except BaseException as e:  # noqa: BLE001 - the user's error is reported, the trace is kept
-        error = e
-        error_text = "".join(traceback.format_exception(type(e), e, _user_tb(e.__traceback__, path)))
-        e.__traceback__ = None  # its frames hold the script's tensors: free them on this thread's stack
+        error, error_text = script_error(e, path)
+        if not isinstance(e, (SystemExit, OsExitCalled)):
+            e.__traceback__ = None  # its frames hold the script's tensors: free them on this thread's stack
     finally:
         restore()
     return finished(error, error_text)
