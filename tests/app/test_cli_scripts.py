@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.show import chain_trace
 from tests.app.test_cli import agdb
 from tracer import events as ev
-from tracer.builder import TraceBuilder
-from tracer.schema import UINT64_MAX
 from tracer.tracefile import load, save
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,34 +173,12 @@ def test_culprits_of_a_script_calling_os_exit_lists_them_and_exits_with_its_stat
 
 
 # -- show: a closed pipe, and what it costs -----------------------------------------------------------------------
-def _chain_trace(n: int, long_name_at: int = -1):
-    """A backward through a chain of n nodes built with the TraceBuilder; node `long_name_at` has a 100,000-
-    character name."""
-    b = TraceBuilder(source="test")
-    t = b.thread("MainThread")
-    q = b.queue(f"cpu:{t}")
-    for k in range(n, 0, -1):
-        name = "AccumulateGrad" if k == n else "X" * 100_000 if k - 1 == long_name_at else "MulBackward0"
-        b.node_created(thread=t, node=k, name=name, seq_nr=UINT64_MAX if k == n else n - k, topological_nr=n - k,
-                       next_edges=[(k + 1, 0)] if k < n else [])
-    b.graph_task_started(thread=t, graph_task=1, graph_root=1, roots=[(1, 0)])
-    b.dependencies_computed(thread=t, graph_task=1, min_topo_nr=0, dependencies=[(k, 1) for k in range(2, n + 1)])
-    b.task_pushed(thread=t, graph_task=1, node=1, queue=q, seq_nr=n - 1, queue_length=1)
-    for k in range(1, n + 1):
-        b.task_popped(thread=t, graph_task=1, node=k, queue=q, queue_length=0)
-        b.node_started(thread=t, graph_task=1, node=k, inputs=[None])
-        if k < n:
-            b.buffer_written(thread=t, graph_task=1, node=k + 1, slot=0, is_accumulation=False)
-            b.task_pushed(thread=t, graph_task=1, node=k + 1, queue=q, seq_nr=n - k - 1, queue_length=1)
-        b.node_finished(thread=t, graph_task=1, node=k, outputs=[None])
-    b.graph_task_finished(thread=t, graph_task=1)
-    return b.finish()
 
 
 def test_show_json_into_a_closed_pipe_ends_quietly_with_sigpipes_status(tmp_path):
     """`agdb show --json | head -1`: no traceback, no "Exception ignored", status 128 + SIGPIPE."""
     path = tmp_path / "chain.agdb"
-    save(_chain_trace(3000), path)
+    save(chain_trace(3000), path)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "show", str(path), "--json"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -216,7 +193,7 @@ def test_show_prints_a_few_rows_per_list_and_cuts_long_names(tmp_path, capsys, m
     """`agdb show` mid-backward on 3,000 nodes prints 20 dependencies and the last 20 executed nodes, with
     "… 1,779 more" and "… 1,180 earlier", and a 100,000-character name as 199 characters and an ellipsis."""
     path = tmp_path / "chain.agdb"
-    save(_chain_trace(3000, long_name_at=1195), path)
+    save(chain_trace(3000, long_name_at=1195), path)
     step = 3003 + 5 * 1200  # 3,000 NodeCreated and the task's 3 first events, then 5 events per node run
     code, out, err = agdb(["show", path, "--step", step], capsys, monkeypatch)
     assert code == 0, err
@@ -228,7 +205,7 @@ def test_show_prints_a_few_rows_per_list_and_cuts_long_names(tmp_path, capsys, m
 def test_show_all_and_limit_choose_how_many_rows(tmp_path, capsys, monkeypatch):
     """--limit 5 prints 5 dependencies; --all prints every one, with no "more"."""
     path = tmp_path / "chain.agdb"
-    save(_chain_trace(100), path)
+    save(chain_trace(100), path)
     step = 4 * 100 // 2 + 100 + 3
     _, five, _ = agdb(["show", path, "--step", step, "--limit", 5], capsys, monkeypatch)
     _, every, _ = agdb(["show", path, "--step", step, "--all"], capsys, monkeypatch)
@@ -242,7 +219,7 @@ def test_show_node_prints_only_that_nodes_rows(tmp_path, capsys, monkeypatch):
     """--node 60 (key 61 of 100: seq_nr 39) prints its name and seq_nr and, of the dependencies, its own count
     only; it has not run yet."""
     path = tmp_path / "chain.agdb"
-    save(_chain_trace(100), path)
+    save(chain_trace(100), path)
     step = 4 * 100 // 2 + 100 + 3
     code, out, err = agdb(["show", path, "--step", step, "--node", 60], capsys, monkeypatch)
     assert code == 0, err
@@ -255,7 +232,7 @@ def test_show_json_limit_counts_what_it_left_out(tmp_path, capsys):
     import json
 
     path = tmp_path / "chain.agdb"
-    save(_chain_trace(100), path)
+    save(chain_trace(100), path)
     step = 4 * 100 // 2 + 100 + 3
     _, full, _ = agdb(["show", path, "--step", step, "--json"], capsys)
     _, cut, _ = agdb(["show", path, "--step", step, "--json", "--limit", 3], capsys)
