@@ -437,9 +437,7 @@ class MaximumBackward0(_Generated):
     def _part(self, grad, ufunc):
         s, o = self.self, self.other
         w = ops.where(ops.compare(np.equal, s, o), ops.div_scalar(grad, 2), grad)
-        out = ops.masked_fill(w, ops.compare(ufunc, s, o), 0)
-        bump(out._data)  # torch's formula fills in place (`.masked_fill_`): the grad leaves at version 1
-        return out
+        return _written(ops.masked_fill(w, ops.compare(ufunc, s, o), 0), 1)  # torch's `.masked_fill_`
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):
@@ -881,8 +879,7 @@ class MseLossBackwardBackward0(_Generated):
         under mean reduction (one version)."""
         g = ops.mul_scalar(ops.mul(grad, self.grad_output), 2.0)
         if self.reduction == 1:
-            g = ops.div_scalar(g, like._data.size)
-            bump(g._data)
+            g = _written(ops.div_scalar(g, like._data.size), 1)  # torch's `/=`
         return g
 
 

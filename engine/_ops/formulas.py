@@ -5,7 +5,6 @@ import numpy as np
 
 from .. import _functions as fn
 from .._tensor import Tensor, _wrap_dim, make_tensor
-from .._version import bump
 from ._common import _out, needs_grad, record, save_inputs
 from .reduce import sum
 from .shape import view
@@ -162,8 +161,7 @@ def as_strided_backward(grad: Tensor, input_geometry: tuple, sizes: tuple, strid
 
         index = _storage_indices(size, inp_sizes, inp_strides, inp_offset)
         count = make_tensor(np.bincount(index._data, minlength=size).astype(grad._data.dtype), device=grad._device)
-        storage = div(storage, count)
-        bump(storage._data)
+        storage = fn._written(div(storage, count), 1)  # torch's storage.div_(count)
     return as_strided(storage, in_sizes, in_strides, inp_offset)
 
 
@@ -195,9 +193,7 @@ def _reshape_flat(grad: Tensor) -> Tensor:
 def _index_add_in_place(storage: Tensor, index: Tensor, source: Tensor) -> Tensor:
     from .shape import index_add
 
-    out = index_add(storage, 0, index, source)
-    bump(out._data)  # torch's index_add_ writes the zeros in place
-    return out
+    return fn._written(index_add(storage, 0, index, source), 1)  # torch's index_add_ writes the zeros in place
 
 
 def _extent(sizes: tuple, strides: tuple, offset: int) -> int:

@@ -18,11 +18,11 @@ import numpy as np
 from .. import _observer
 from .._dispatch import public
 from .._dtype import from_numpy_dtype
-from .._functions import _Generated
+from .._functions import _Generated, _written
 from .._node import UNDEFINED_INPUT, InputMetadata
 from .._state import tls
 from .._tensor import Tensor, make_tensor
-from .._version import bump, node_saved_versions
+from .._version import node_saved_versions
 from ._common import (
     _float_data,
     _out,
@@ -569,10 +569,7 @@ class BinaryCrossEntropyWithLogitsBackward0(_Generated):
             # mul_(weight) and div_(numel) in any mode. The engine's ops make new tensors: count them at the end.
             writes = 0 if tls.grad_enabled else 2 if pw is None else 4
             writes += (self.weight is not None) + (self.reduction == 1)
-            g = self._weighted(mul(g, grad), x)
-            for _ in range(writes):
-                bump(g._data)
-            out[0] = g
+            out[0] = _written(self._weighted(mul(g, grad), x), writes)
         if self.should_compute_output(1):  # ..._target_backward
             if pw is not None:  # (log_sigmoid(-self) - log_sigmoid(self) * pos_weight) * grad, in place in torch:
                 diff = sub(log_sigmoid(neg(x)), mul(log_sigmoid(x), pw))
