@@ -223,10 +223,10 @@ def test_a_missing_script_fails_before_anything_starts(tmp_path, capsys, no_tui,
 
 def test_plain_show_into_a_closed_pipe_ends_quietly(tmp_path):
     """`agdb show --all | head -1` (the text form, thousands of lines): no traceback, SIGPIPE's status."""
-    from tests.app.test_cli_scripts import _chain_trace
+    from bench.show import chain_trace
 
     path = tmp_path / "chain.agdb"
-    save(_chain_trace(3000), path)
+    save(chain_trace(3000), path)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "show", str(path), "--all"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
