@@ -95,7 +95,8 @@ class Tensor:
     @property
     def grad(self) -> Tensor | None:
         """The accumulated gradient; None until a backward writes it."""
-        if self.grad_fn is not None and not self._retains_grad and self._grad is None:
+        # torch's C++ is_leaf() reads the stored grad_fn: a stale view is not regenerated (no seq_nr taken) here
+        if self._grad_fn is not None and not self._retains_grad and self._grad is None:
             warnings.warn(
                 "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its "
                 ".grad attribute won't be populated during autograd.backward(). If you indeed want "

@@ -151,6 +151,22 @@ def _stale_view_order(t, p):
     _made(p, "after", w2)
 
 
+@program("reading .grad of a stale view does not regenerate its grad_fn (no seq_nr)")
+def _stale_view_grad_read(t, p):
+    for retain in (False, True):
+        x = p.leaf(f"x retain={retain}", [-1.0, -2.0, 3.0])
+        v = x.expand(2, 3)
+        if retain:
+            v.retain_grad()
+        with t.no_grad():
+            x.mul_(2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p.value("grad", v.grad)  # seq_nr 1 before the fix: the engine's leaf test regenerated the view
+        y = x * 2
+        _made(p, "after", y, v)
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])
