@@ -861,14 +861,9 @@ class MseLossBackwardBackward0(_Generated):
     _saved_values = ("reduction",)
     _saved_int64 = ("reduction",)
 
-    def _norm(self) -> float:
-        return 2.0 / self.self._data.size if self.reduction == 1 else 2.0
-
     def formulas(self, grad, out):
-        norm = self._norm()
-        if self.should_compute_output(0):
-            g = ops.mul_scalar(ops.mul(ops.sub(self.self, self.target), grad), norm)
-            out[0] = g if self.reduction == 0 else ops.sum(g)
+        if self.should_compute_output(0):  # validate_outputs sums it to grad_output's shape, after the others
+            out[0] = ops.mse_loss_backward(grad, self.self, self.target, self.reduction)
         if self.should_compute_output(1):
             out[1] = self._double_backward(grad, self.self)
         if self.should_compute_output(2):

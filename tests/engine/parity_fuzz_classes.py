@@ -167,6 +167,19 @@ def _stale_view_grad_read(t, p):
         _made(p, "after", y, v)
 
 
+@program("mse_loss's double backward: grad_output's grad is one MseLossBackwardBackward0, summed last")
+def _mse_double_backward(t, p):
+    for reduction in ("mean", "sum", "none"):
+        x = p.leaf("x " + reduction, [1.0, 2.0, -3.0, 4.0])
+        y = p.leaf("y " + reduction, [0.5, 2.5, -1.0, 3.0])
+        go = p.leaf("go " + reduction, [1.0, 2.0, 3.0, 4.0] if reduction == "none" else 3.0)
+        gx, = t.autograd.grad(t.nn.functional.mse_loss(x, y, reduction=reduction), [x], go, create_graph=True)
+        grads = t.autograd.grad(gx.sum(), [go, x, y], create_graph=True)  # before: SubBackward0 and 2 more nodes
+        for g in grads:
+            p.watch(g)
+        _made(p, "grads " + reduction, *grads)
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])
