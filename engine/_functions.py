@@ -872,7 +872,7 @@ class MseLossBackwardBackward0(_Generated):
     def _double_backward(self, grad, like):
         """mse_loss_double_backward(grad * grad_output, like, reduction): 2 * g, divided in place by the numel
         under mean reduction (one version)."""
-        g = ops.mul_scalar(ops.mul(grad, self.grad_output), 2.0)
+        g = ops.mul_scalar(ops.mul(grad, self.grad_output), 2)  # torch saves the int 2
         if self.reduction == 1:
             g = _written(ops.div_scalar(g, like._data.size), 1)  # torch's `/=`
         return g
