@@ -127,14 +127,12 @@ def _like(t: Tensor, dtype: Any, device: Any) -> tuple[tuple, np.dtype, Any]:
 
 
 def _filled_like(t: Tensor, value: Any, np_dtype: np.dtype) -> np.ndarray:
-    """torch's preserve_format: laid out as `t` when it is dense and non-overlapping (a transposed tensor's
-    ones are transposed too), else C-contiguous."""
-    from ._layout import is_non_overlapping_and_dense
+    """torch's preserve_format (a transposed tensor's ones are transposed too): see empty_preserving."""
+    from ._layout import empty_preserving
 
-    data = t._data
-    if data.ndim > 1 and not data.flags.c_contiguous and is_non_overlapping_and_dense(data):
-        return np.full_like(data, value, dtype=np_dtype)  # numpy's order "K" keeps the strides' order
-    return np.full(data.shape, value, dtype=np_dtype)
+    out = empty_preserving(t._data, np_dtype)
+    out.fill(value)
+    return out
 
 
 @public("zeros_like", torch=True)

@@ -39,10 +39,23 @@ def tensor_iterator_layout(res: np.ndarray, operands: tuple[np.ndarray, ...]) ->
     item = res.itemsize
     if tuple(s * item for s in strides) == res.strides:
         return res
-    order = sorted(range(res.ndim), key=lambda d: -strides[d])  # outermost first
-    out = np.empty([res.shape[d] for d in order], dtype=res.dtype).transpose(np.argsort(order))
+    out = _empty_strided(res.shape, strides, res.dtype)
     np.copyto(out, res)
     return out
+
+
+def empty_preserving(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """An uninitialised array of `arr`'s shape laid out as torch's preserve_format lays out `clone` and `*_like`:
+    `arr`'s own strides when it is dense and non-overlapping, else dense in the order TensorIterator would pick
+    for it alone (an expanded or sliced tensor's copy keeps its dims' order, not C order)."""
+    if arr.ndim < 2 or arr.flags.c_contiguous:
+        return np.empty(arr.shape, dtype=dtype)
+    return _empty_strided(arr.shape, _strides(arr.shape, (arr,)), dtype)
+
+
+def _empty_strided(shape: tuple, strides: tuple, dtype: np.dtype) -> np.ndarray:
+    order = sorted(range(len(shape)), key=lambda d: -strides[d])  # outermost first
+    return np.empty([shape[d] for d in order], dtype=dtype).transpose(np.argsort(order))
 
 
 def _strides(shape: tuple[int, ...], operands: tuple[np.ndarray, ...]) -> tuple[int, ...]:

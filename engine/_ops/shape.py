@@ -10,7 +10,7 @@ from .. import _functions as fn
 from .._args import int_arg, size_arg
 from .._dispatch import public
 from .._dtype import as_dtype, bool_, float32, float64, int64
-from .._layout import contiguous_strides
+from .._layout import contiguous_strides, empty_preserving
 from .._node import Node
 from .._state import INT64_MAX
 from .._tensor import Tensor, _wrap_dim, make_tensor
@@ -687,7 +687,12 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 def clone(a: Tensor, contiguous: bool = False) -> Tensor:
     """A copy with its own memory → CloneBackward0: laid out as `a` (torch's preserve_format), or C-contiguous."""
     node = fn.CloneBackward0() if needs_grad(a) else None
-    out = _out(np.array(a._data, copy=True, order="C" if contiguous else "K"), a)
+    if contiguous:
+        data = np.array(a._data, copy=True, order="C")
+    else:
+        data = empty_preserving(a._data, a._data.dtype)
+        np.copyto(data, a._data)
+    out = _out(data, a)
     if node is not None:
         record(node, (a,), out)
     return out
