@@ -236,6 +236,10 @@ def _none_arguments(t, p):
         p.value(tag, p.run(tag, case))
 
 
+def _permuted_slice(t):
+    return t.arange(24.0).reshape(2, 3, 4).permute(1, 2, 0)[:, ::2]
+
+
 @program("layouts: softmax, layer_norm, masked_fill, cat, advanced indexing")
 def _layouts(t, p):
     x = p.const([[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]).t()
@@ -247,14 +251,16 @@ def _layouts(t, p):
                    "index size-1": lambda: p.const([[1.0, 2.0, -3.0], [-4.0, -5.0, 6.0]])[:, t.tensor([2])],
                    # preserve_format copies of tensors that are not dense: TensorIterator's order, not C order
                    "clone of expanded": lambda: p.const([[1.0, -2.0, 3.0]]).expand(2, 1, 3).clone(),
-                   "clone of expanded, transposed": lambda: t.arange(6.0).reshape(2, 1, 3).expand(2, 5, 3).transpose(0, 2).clone(),
-                   "empty_like of a permuted slice": lambda: t.empty_like(t.arange(24.0).reshape(2, 3, 4).permute(1, 2, 0)[:, ::2]).zero_(),
-                   "ones_like of a permuted slice": lambda: t.ones_like(t.arange(24.0).reshape(2, 3, 4).permute(1, 2, 0)[:, ::2])}.items():
+                   "clone of expanded, transposed": lambda: t.arange(6.0).reshape(2, 1, 3).expand(2, 5, 3)
+                   .transpose(0, 2).clone(),
+                   "empty_like of a permuted slice": lambda: t.empty_like(_permuted_slice(t)).zero_(),
+                   "ones_like of a permuted slice": lambda: t.ones_like(_permuted_slice(t))}.items():
         r = f()
         p.value(tag, (tuple(r.stride()), r.is_contiguous()))
         p.run(tag + " view", lambda r=r: r.view(-1))
     v = p.leaf("v", [[1.0, -2.0, 3.0]]).expand(2, 1, 3).clone()
-    _made(p, "a Linear on the clone of an expanded tensor takes the view path", t.nn.functional.linear(v, p.const([[1.0, 0.5, -1.0], [2.0, -0.5, 0.25]]), p.const([0.5, -1.0])))
+    w, b = p.const([[1.0, 0.5, -1.0], [2.0, -0.5, 0.25]]), p.const([0.5, -1.0])
+    _made(p, "linear on the clone of an expanded tensor takes the view path", t.nn.functional.linear(v, w, b))
     p.run("gather with a smaller index", lambda: p.const([[1.0, 2.0], [3.0, 4.0]]).gather(1, t.tensor([[1, 0]])))
     p.run("gather out of range", lambda: p.const([[1.0, 2.0], [3.0, 4.0]]).gather(1, t.tensor([[2]])))
     w = p.leaf("w", [[1.0, 2.0, 3.0, 4.0]])
