@@ -46,21 +46,23 @@ class SGD(Optimizer):
     def _update(self, group: dict[str, Any]) -> None:
         weight_decay, momentum, lr = group["weight_decay"], group["momentum"], group["lr"]
         dampening, nesterov, maximize = group["dampening"], group["nesterov"], group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
+        params = [p for p in group["params"] if p.grad is not None]
+        # torch reads every buffer before the loop and stores them after it: a parameter listed twice gets two
+        # fresh buffers on its first step (the last one kept), and shares the stored one afterwards
+        bufs = [self.state[p].get("momentum_buffer") for p in params] if momentum != 0 else []
+        for i, p in enumerate(params):
             grad = p.grad._data
             if maximize:
                 grad = -grad
             if weight_decay != 0:
                 grad = grad + p._data.dtype.type(weight_decay) * p._data
             if momentum != 0:
-                state = self.state[p]
-                buf = state.get("momentum_buffer")
+                buf = bufs[i]
                 if buf is None:
-                    buf = state["momentum_buffer"] = k.clone(p, grad)
+                    buf = bufs[i] = k.clone(p, grad)
                 else:
                     k.add_(k.mul_(buf, momentum), grad, alpha=1 - dampening)
-                    state["momentum_buffer"] = buf
                 grad = grad + p._data.dtype.type(momentum) * buf._data if nesterov else buf._data
             k.add_(p, grad, alpha=-lr)
+        for p, buf in zip(params, bufs):
+            self.state[p]["momentum_buffer"] = buf

@@ -180,6 +180,22 @@ def _mse_double_backward(t, p):
         _made(p, "grads " + reduction, *grads)
 
 
+@program("optimizers with a parameter listed twice: SGD's momentum buffers read before the loop")
+def _duplicate_params(t, p):
+    for tag, make in (("SGD momentum", lambda ps: t.optim.SGD(ps, lr=0.1, momentum=0.9)),
+                      ("SGD nesterov", lambda ps: t.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True)),
+                      ("Adam", lambda ps: t.optim.Adam(ps, lr=0.1)), ("RMSprop", lambda ps: t.optim.RMSprop(ps, lr=0.1))):
+        x = p.leaf("x " + tag, [1.0, 2.0, 3.0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns of the duplicate
+            opt = make([x, x.double()])  # double() of a float64 tensor is the tensor itself
+        for step in range(3):
+            opt.zero_grad()
+            (x * x).sum().backward()
+            opt.step()
+            p.value(f"{tag} step {step}", x)
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])
