@@ -64,5 +64,5 @@ class SGD(Optimizer):
                     k.add_(k.mul_(buf, momentum), grad, alpha=1 - dampening)
                 grad = grad + p._data.dtype.type(momentum) * buf._data if nesterov else buf._data
             k.add_(p, grad, alpha=-lr)
-        for p, buf in zip(params, bufs):
+        for p, buf in zip(params, bufs, strict=False):  # bufs is empty without momentum
             self.state[p]["momentum_buffer"] = buf
