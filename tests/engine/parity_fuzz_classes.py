@@ -196,6 +196,20 @@ def _duplicate_params(t, p):
             p.value(f"{tag} step {step}", x)
 
 
+@program("CopySlices of an expanded view: its backward's copy into the grad's slice overlaps itself")
+def _copy_slices_expanded(t, p):
+    cases = {"zero_": lambda v: v.zero_(), "fill_": lambda v: v.fill_(2.0),
+             "masked_fill_": lambda v: v.masked_fill_(v > 1, 0.0),
+             "index_put_": lambda v: v.index_put_((t.tensor([0]),), t.tensor(2.0, dtype=t.float64))}
+    for tag, write in cases.items():
+        x = p.leaf("x " + tag, [1.0, 2.0])
+        s = x.std(dim=-1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch deprecates writing expanded tensors
+            write(s.expand(2))
+        p.run(tag + " backward", s.backward)  # the engine raised the saved-version error of StdBackward0 instead
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])

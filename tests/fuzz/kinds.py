@@ -461,7 +461,7 @@ def _copy(g: Generator, shape, x: Var, contiguous: bool = True) -> Var:
 
 
 def _mask_index(g: Generator, x: Var) -> None:
-    if g.chance(0.4):
+    if g.chance(0.4) and not x.noisy:  # a noisy value's sign is rounding noise
         g.emit("index", "mask", "{out0} = {0}[{0} > 0]", [x], [_copy(g, None, x)])
         return
     mask, count = _mask(g, x.shape)
@@ -487,7 +487,8 @@ def _index_select(g: Generator, x: Var) -> None:
 def _where(g: Generator, x: Var) -> None:
     other = _partner(g, x)
     shape = broadcast(x.shape, other.shape)
-    cond = g.pick_item(["{0} > 0", "{1} < {0}", _mask(g, x.shape)[0]])
+    written = _mask(g, x.shape)[0]
+    cond = written if x.noisy or other.noisy else g.pick_item(["{0} > 0", "{1} < {0}", written])
     if g.chance(0.05) and g.allow("failed_op_seq"):
         cond = "{0}"  # a float condition: torch refuses it after taking a seq_nr
     out = g.derived(shape, "f64" if "f64" in (x.dtype, other.dtype) else "f32", x, other)
@@ -501,7 +502,8 @@ def _where(g: Generator, x: Var) -> None:
 
 
 def _masked_fill(g: Generator, x: Var) -> None:
-    cond = g.pick_item(["{0} < 0", _mask(g, x.shape)[0]])
+    written = _mask(g, x.shape)[0]
+    cond = written if x.noisy else g.pick_item(["{0} < 0", written])
     g.emit("index", "masked_fill", f"{{out0}} = {{0}}.masked_fill({cond}, 0.5)", [x],
            [g.derived(x.shape, x.dtype, x)])
 
