@@ -32,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _state
-from ._node import _FREED, ERR_BACKWARD_TWICE, Node, check_not_detached, modified_in_place, unpacked_grad_fn
+from ._node import _FREED, ERR_BACKWARD_TWICE, Node, check_not_detached, modified_in_place, unpacked_origin
 from ._state import no_grad, tls
 from ._tensor import Tensor, grad_accumulator, make_tensor
 from ._version import version_of
@@ -177,7 +177,7 @@ def unpack_plain(node: Node, tensor: Tensor, entry: tuple | None) -> Tensor:
     check_not_detached(node, tensor, grad_fn)
     now = version_of(tensor._data)
     if now != version:
-        raise RuntimeError(modified_in_place(tensor, unpacked_grad_fn(node, tensor, grad_fn), output_nr, now, version))
+        raise RuntimeError(modified_in_place(tensor, *unpacked_origin(node, tensor, grad_fn, output_nr), now, version))
     if grad_fn is not node:
         return tensor  # an input (or a tensor made inside a custom forward): the object itself
     out = make_tensor(tensor._data, device=tensor._device)

@@ -198,7 +198,7 @@ class Tensor:
                 "detach_() cannot be called on these gradients. To fix this error, please refer to the "
                 "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.")
         if self._grad_fn is not None:
-            _state.detached_in_place = True  # saved tensors are now checked for it (engine/_node.unpacked_grad_fn)
+            _state.detached_in_place = True  # saved tensors are now checked for it (engine/_node.unpacked_origin)
         self._grad_fn = None
         self._requires_grad = False
         self._output_nr = 0

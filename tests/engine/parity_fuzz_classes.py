@@ -210,6 +210,37 @@ def _copy_slices_expanded(t, p):
         p.run(tag + " backward", s.backward)  # the engine raised the saved-version error of StdBackward0 instead
 
 
+@program("the saved-version error names a saved input as output 0 of its grad_fn now, a saved output by its number")
+def _saved_output_numbers(t, p):
+    class Two(t.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, save):
+            a, b = x * 2, x * 3
+            if save:
+                ctx.save_for_backward(b)  # a saved output: output 1 of Two
+            return a, b
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            return g1 * 2 + g2 * (ctx.saved_tensors[0] if ctx.saved_tensors else 3), None
+
+    writes = {"mask": lambda b: b.__setitem__(b > 0.5, 2.0), "view": lambda b: b.view(-1).mul_(2),
+              "direct": lambda b: b.mul_(2), "no_grad": lambda b: _under_no_grad(t, lambda: b.mul_(2))}
+    for shape in ((), (1,)):
+        for tag, write in writes.items():
+            for save in (False, True):
+                x = p.leaf(f"x {shape} {tag} {save}", 1.0 if shape == () else [1.0])
+                a, b = Two.apply(x, save)
+                y = b.pow(2)  # saves b as an input: "output 1 of Two" before the fix
+                write(b)
+                p.run(f"{shape} {tag} save={save}", lambda y=y, a=a: (y + a).sum().backward())
+
+
+def _under_no_grad(t, fn):
+    with t.no_grad():
+        fn()
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])
