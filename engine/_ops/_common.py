@@ -48,11 +48,15 @@ def save_inputs(node: Node, **inputs: Any) -> Node:
     packed them too. record() saves the rest (outputs) after the kernel. An in-place op's old value
     (tls.original_self, engine/_inplace.py) is saved as a clone of it, made here (torch's `original_self`)."""
     original = tls.original_self
+    early = _state.saved_hooks_seen or _state.inference_seen  # packed, or refused, now
+    if original is not None or early:
+        # torch collects the next edges before it saves or clones: stale view inputs get their AsStridedBackward0
+        # in input order first (saving reads grad_fn, which would regenerate them in `_saved_tensor_names` order)
+        for value in inputs.values():
+            if isinstance(value, Tensor) and value._view is not None:
+                value.grad_fn  # noqa: B018 - reading regenerates it
     if original is not None:
         tls.original_self = None  # the op's own node takes it; nodes made while cloning do not
-        for value in inputs.values():  # torch collects the next edges before it clones: a stale view input
-            if isinstance(value, Tensor) and value._view is not None:  # gets its AsStridedBackward0 first
-                value.grad_fn  # noqa: B018 - reading regenerates it
         copy = None
         for name, value in inputs.items():
             if value is original:
@@ -62,7 +66,7 @@ def save_inputs(node: Node, **inputs: Any) -> Node:
                 inputs[name] = copy
     for name, value in inputs.items():
         setattr(node, name, value)
-    if _state.saved_hooks_seen or _state.inference_seen:  # packed, or refused, now
+    if early:
         from .._saved import save_early
 
         save_early(node, tuple(inputs))

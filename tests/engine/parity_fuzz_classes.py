@@ -241,6 +241,20 @@ def _under_no_grad(t, fn):
         fn()
 
 
+@program("stale views regenerate in input order when tensors are saved early (after inference_mode was used)")
+def _stale_views_saved_early(t, p):
+    with t.inference_mode():  # switches the engine to saving at the node's creation for the rest of the process
+        pass
+    x = p.leaf("x", [1.0, 2.0, 3.0])
+    s = x.sum()
+    a = t.unsqueeze(s, -1)
+    b = t.unsqueeze(a, 0)
+    s *= 1
+    y = a.mul(b)  # MulBackward0, then a's AsStridedBackward0, then b's: b's came first
+    p.watch(y)
+    _made(p, "y", y, a, b)
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])

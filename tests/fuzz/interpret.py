@@ -111,10 +111,27 @@ def compare(program: Program, bare: frozenset[int] = frozenset(), ours: Any = No
     """Run `program` on `ours` (default engine) and `theirs` (default torch); their first difference or None."""
     if ours is None:
         import engine as ours
+        _engine_paths(program.seed)
     if theirs is None:
         theirs = import_torch()
     fn = compile_program(program, bare)
     return first_difference(run(ours, fn), run(theirs, fn))
+
+
+_ONE_WAY_FLAGS = ("inference_seen", "saved_hooks_seen", "detached_in_place")
+
+
+def _engine_paths(seed: int) -> None:
+    """Set the engine's one-way flags for program `seed`. Once a process has used inference_mode, saved-tensor
+    hooks or detach_(), they stay on and switch the engine to slower paths that must behave the same; left to the
+    programs a worker happened to run before, a difference would depend on them and vanish when shrunk. Each
+    program starts as in a fresh process, or, for one seed in three, with every flag on: both paths are covered,
+    and a result depends on its seed alone."""
+    from engine import _state
+
+    on = seed % 3 == 0
+    for flag in _ONE_WAY_FLAGS:
+        setattr(_state, flag, on)
 
 
 def first_difference(ours: list, theirs: list) -> Difference | None:
