@@ -32,13 +32,12 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _state
-from ._node import _FREED, ERR_BACKWARD_TWICE, Node, check_not_detached, modified_in_place, unpacked_origin
+from ._node import _FREED, ERR_BACKWARD_TWICE, OWNER, Node, check_not_detached, modified_in_place, own, unpacked_origin
 from ._state import no_grad, tls
 from ._tensor import Tensor, grad_accumulator, make_tensor
 from ._version import version_of
 
 _INT64_WRAP = 2 ** 64
-_OWNER = object()  # a SavedTensor's _grad_fn when it is its own node (a saved output)
 
 ERR_PACK_INPLACE = (
     "A saved tensor pack hook is modifying its input in place. Tensors provided as input to pack hook cannot be "
@@ -61,7 +60,7 @@ class SavedTensor:
 
     def __init__(self, entry: tuple | None) -> None:
         # A weak reference to the node, set when bound to its node and slot (NOTE [saved tensors]): the node
-        # owns its SavedTensors, which must not keep it alive (nor must _grad_fn, _OWNER when it is the node).
+        # owns its SavedTensors, which must not keep it alive (nor must _grad_fn, OWNER when it is the node).
         self._node: weakref.ref | None = None
         self._key: Any = None
         self._unpack_hook: Callable | None = None
@@ -125,12 +124,12 @@ class SavedTensor:
     # -- what the node uses -----------------------------------------------------------------------------
     def _history(self) -> Node | None:
         """The saved tensor's grad_fn (its node's own for a saved output)."""
-        return self._node() if self._grad_fn is _OWNER else self._grad_fn
+        return self._node() if self._grad_fn is OWNER else self._grad_fn
 
     def _bind_to(self, node: Node, key: Any) -> None:
         self._node, self._key = weakref.ref(node), key
-        if self._grad_fn is node:
-            self._grad_fn = _OWNER
+        if own(self._grad_fn, node):
+            self._grad_fn = OWNER
 
     def _set_hooks(self, pack_hook: Callable, unpack_hook: Callable, given: Tensor) -> None:
         """Call `pack_hook(given)` under no_grad and keep its result; the hook must not write `given` in place."""
@@ -178,7 +177,7 @@ def unpack_plain(node: Node, tensor: Tensor, entry: tuple | None) -> Tensor:
     now = version_of(tensor._data)
     if now != version:
         raise RuntimeError(modified_in_place(tensor, *unpacked_origin(node, tensor, grad_fn, output_nr), now, version))
-    if grad_fn is not node:
+    if not own(grad_fn, node):
         return tensor  # an input (or a tensor made inside a custom forward): the object itself
     out = make_tensor(tensor._data, device=tensor._device)
     out.grad_fn, out._output_nr, out._requires_grad = node, output_nr, True

@@ -135,6 +135,22 @@ def saved_versions(tensors: Any) -> Any:
     return out or None
 
 
+def without_self(records: Any, node: Any) -> Any:
+    """`records` with the node's own saved outputs marked OWNER instead of holding the node (no cycle)."""
+    from ._node import OWNER
+
+    if records is None:
+        return None
+    if records.__class__ is not tuple:  # packed under saved_tensors_hooks, not yet bound (engine/_saved.py)
+        for saved in records.unbound:
+            if saved._grad_fn is node:
+                saved._grad_fn = OWNER
+        return records
+    if not any(r[2] is node for r in records):
+        return records
+    return tuple((t, v, OWNER, nr) if g is node else (t, v, g, nr) for t, v, g, nr in records)
+
+
 def node_saved_versions(node: Any) -> Any:
     """saved_versions() of every saved tensor of `node`, for record(): those packed already by save_inputs()
     (engine/_ops/_common.py) are kept, and the others, its outputs, are saved after them."""
@@ -142,7 +158,7 @@ def node_saved_versions(node: Any) -> Any:
     if early is None:
         records = saved_versions(getattr(node, n, None) for n in node._saved_tensor_names)
         if records is None or records.__class__ is tuple:
-            return records
+            return records and without_self(records, node)
     from ._saved import save_rest  # NOTE [saved tensors]: packed by hooks
 
     return save_rest(node, early or records)

@@ -255,6 +255,29 @@ def _stale_views_saved_early(t, p):
     _made(p, "y", y, a, b)
 
 
+@program("a node that saved its own output is freed once the output is detach_()ed: an unreachable leaf gets Identity")
+def _saved_output_freed(t, p):
+    class Exp(t.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            out = x.exp()
+            ctx.save_for_backward(out)
+            return out
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.saved_tensors[0]
+
+    for tag, f in (("exp", lambda v: (v * 2).exp()), ("custom Function", lambda v: Exp.apply(v * 2))):
+        x = p.leaf("x " + tag, [1.0, 2.0])
+        w = p.leaf("w " + tag, [[1.0], [2.0]])
+        y = f(w)
+        y.detach_()  # ExpBackward0 and MulBackward0 go, and w's AccumulateGrad with them
+        s = x.sum()
+        gx, gw = t.autograd.grad(s, [x, w], allow_unused=True)  # w unreachable: an Identity node takes a seq_nr
+        _made(p, tag, gx, x.exp())
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])
