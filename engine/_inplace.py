@@ -402,20 +402,23 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
         raise TypeError(f"can't assign a {type(value).__name__} to a {_TYPE.get(str(self._data.dtype), '')}Tensor")
     view, tensors, is_view = _basic(self, key)
     records = needs_grad(self, value)
-    if records:
-        if self._grad_fn is None and self._requires_grad:  # not .grad_fn: a stale view regenerates after the select
-            if is_view and tensors is None:  # torch made the view (and its node) before the check
-                fn.SelectBackward0()
-            raise RuntimeError(ERR_VIEW_LEAF if is_view else ERR_LEAF)
-        if is_view:  # PyTorch slices with view ops (their nodes and seq_nrs), then writes into that view
-            self = _basic_view(self, key)
+    if records and is_view:  # PyTorch slices with view ops (their nodes and seq_nrs), then writes into that view;
+        self = _basic_view(self, key)  # a leaf's write is refused by the in-place op, after those and the value's
     if tensors is None:
         _copy_to(self, view, value, records)
         return
-    adv = _advanced_key(view.shape, tensors)
     stripped = _strip_leading_ones(value._data.shape)
     if stripped != value._data.shape:
         value = _ops.view(value, *stripped) if stripped else _ops.view(value, ())
+    try:
+        adv = _advanced_key(view.shape, tensors)
+    except IndexError:
+        if records:  # torch's index_put_ checks the in-place write, makes its node, and only then the index
+            from ._ops._common import save_inputs
+            from ._ops.index_put import IndexPutBackward0
+            check_inplace(self)
+            save_inputs(IndexPutBackward0(), key=(), indices=tuple(tensors), accumulate=False)  # packs the indices
+        raise
     if not records:
         from ._ops.index_put import put_checked
         put_checked(_writable(view), adv, value, False)
@@ -468,10 +471,8 @@ def _copy_to(self: Tensor, view: np.ndarray, value: Tensor, records: bool) -> No
         copy_(self, value)
     elif value._data.ndim == 0:
         _fill_value(self, value)
-    else:
-        stripped = _strip_leading_ones(value._data.shape)
-        _check_expand(stripped, self._data.shape, value)
-        src = _ops.view(value, *stripped)
+    else:  # the value's view, then its expand, take their seq_nrs before a bad shape or a leaf is refused
+        src = _ops.view(value, *_strip_leading_ones(value._data.shape))
         if src._data.shape != self._data.shape:
             src = _ops.expand(src, *self._data.shape)
         copy_(self, src)

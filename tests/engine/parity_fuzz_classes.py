@@ -278,6 +278,28 @@ def _saved_output_freed(t, p):
         _made(p, tag, gx, x.exp())
 
 
+@program("t[key] = value: the views and the value's view and expand take their seq_nrs before a refusal")
+def _setitem_seq_nrs(t, p):
+    keys = {"0": lambda: 0, "0,1:": lambda: (0, slice(1, None)), ":": lambda: slice(None), "...": lambda: ...,
+            "idx": lambda: t.tensor([0]), "0,idx": lambda: (0, t.tensor([1])), "mask": lambda: t.tensor([True, False]),
+            "None": lambda: None, "1:": lambda: slice(1, None), "0-dim mask": lambda: t.tensor(True)}
+    values = {"number": lambda: 3.0, "[1]": lambda: p.leaf("v", [1.0]), "[[1]]": lambda: p.leaf("v", [[1.0]]),
+              "0-dim": lambda: p.leaf("v", 1.0), "[1] constant": lambda: p.const([1.0]),
+              "[3]": lambda: p.leaf("v", [1.0, 2.0, 3.0])}
+    targets = {"leaf": lambda w: w, "view of a leaf": lambda w: w[:], "non-leaf": lambda w: w * 1,
+               "view of a non-leaf": lambda w: (w * 1)[:], "view, no grad": lambda w: w.detach()[1:]}
+    for kn, key in keys.items():
+        for vn, value in values.items():
+            for tn, target in targets.items():
+                w = p.leaf("w", [[1.0, 2.0, 3.0], [3.0, 4.0, 5.0]])
+                dst, v, k = target(w), value(), key()
+                start = t.autograd._get_sequence_nr()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    p.run(f"{kn} = {vn} on {tn}", lambda dst=dst, k=k, v=v: dst.__setitem__(k, v))
+                p.value(f"{kn} = {vn} on {tn}: seq_nrs taken", t.autograd._get_sequence_nr() - start)
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])
