@@ -27,15 +27,17 @@ class FxError(Exception):
 def register(sub: Any) -> None:
     """Add the `fx` and `check-pass` subcommands to agdb's subparsers."""
     fx = sub.add_parser("fx", help="capture the joint forward/backward FX graph of what a script marks",
-                        description="Run SCRIPT on agdb's engine, capture the joint graph of its `agdb_fx` target "
-                                    "and print it with seq_nr, tags, descriptors, the forward-to-backward map and "
-                                    "its anomalies. " + HOW_TO_MARK[0].upper() + HOW_TO_MARK[1:] + ".")
+                        description="Run SCRIPT on agdb's engine (with --torch, on real PyTorch), capture the joint "
+                                    "graph of its `agdb_fx` target and print it with seq_nr, tags, descriptors, the "
+                                    "forward-to-backward map and its anomalies. " + HOW_TO_MARK[0].upper()
+                                    + HOW_TO_MARK[1:] + ".")
     fx.add_argument("script")
     fx.add_argument("--json", action="store_true", help="print the graph, map and anomalies as JSON")
     fx.add_argument("--python-op", action="store_true",
                     help="show custom autograd.Functions as PythonOp/PythonOpGrad nodes (default: traced through)")
     fx.add_argument("-o", "--output", default=None, metavar="FILE.agdb",
-                    help="also save the engine's trace with the joint graph (draw it: agdb export --view joint)")
+                    help="also save a trace with the joint graph (the engine's; with --torch, the bridge's trace of "
+                         "one eager run): draw it with agdb export --view joint, open it with agdb open (key 9)")
     fx.add_argument("--torch", action="store_true",
                     help="run SCRIPT on real PyTorch and convert the graphs torch's AOTAutograd makes (a module: "
                          "aot_export_joint_with_descriptors; a function: aot_function's joint, forward and backward "

@@ -36,12 +36,23 @@ def capture_script_torch(script: str, record: bool = False) -> tuple[Any, Any]:
         except torch_fx.TorchFxError as e:
             raise FxError(f"{script}: {e}") from None
         except Exception as e:  # noqa: BLE001 - the user's code ran inside torch's tracing
-            raise FxError(f"torch could not trace {script}'s agdb_fx: {type(e).__name__}: {_first_line(e)}") from None
+            raise FxError(f"torch could not trace {script}'s agdb_fx: {type(e).__name__}: {_first_line(e)}"
+                          f"{_hint(e)}") from None
 
 
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else ""
+
+
+_DATA_DEPENDENT = ("DataDependentOutputException", "GuardOnDataDependentSymNode", "DynamicOutputShapeException")
+
+
+def _hint(e: BaseException) -> str:
+    if type(e).__name__ in _DATA_DEPENDENT:
+        return (" (the target reads a tensor's value, e.g. `if x.sum() > 0`, and AOTAutograd traces with fake "
+                "tensors that have none: drop --torch to capture it on agdb's engine, which runs it)")
+    return ""
 
 
 def report_json_torch(captured: Any) -> dict:

@@ -84,7 +84,7 @@ def capture(target: Any, *args: Any) -> TorchFx:
 
                 gm = aot_export_joint_with_descriptors(stack, target, args).graph_module
                 joint = to_graph(gm)
-        _check_seq_nr(joint, "aot_export_joint_with_descriptors")
+        check_seq_nr(joint, "aot_export_joint_with_descriptors")
         return TorchFx(joint)
     from functorch.compile import aot_function
 
@@ -190,13 +190,13 @@ def _result(seen: dict, api: str, notes: list[str]) -> TorchFx:
     if "joint" not in seen:
         raise TorchFxError(f"{api} made no joint graph: nothing the target computes needs a gradient")
     joint = to_graph(seen["joint"])
-    _check_seq_nr(joint, api)
+    check_seq_nr(joint, api)
     fwd = to_graph(seen["forward"]) if "forward" in seen else None
     bwd = to_graph(seen["backward"]) if "backward" in seen else None
     return TorchFx(joint, fwd, bwd, api, notes)
 
 
-def _check_seq_nr(graph: Graph, api: str) -> None:
+def check_seq_nr(graph: Graph, api: str) -> None:
     calls = [n for n in graph.nodes if n.op == "call_function"]
     if calls and not any("seq_nr" in n.meta for n in calls):
         raise NoSeqNr(f"the graphs {api} made carry no seq_nr (graphs from torch.compile's Dynamo never do in torch "
