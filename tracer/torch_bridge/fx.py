@@ -17,6 +17,13 @@ Dynamo), so while it traces a function or module, a TorchFunctionMode of ours pu
 stack where torch's own tracer reads them (`torch.fx.traceback.current_meta`, as Dynamo does): it never touches
 `seq_nr` and runs no op of its own.
 
+NOTE [numbers no FX node made]
+The anomaly report's `shifted` needs the increments no FX node made, with their line (`graph.info["bumps"]`, as
+capture_joint keeps them). The one torch 2.13 makes while AOT traces is a custom Function's node applied where it
+joins no graph (under no_grad, or on inputs needing no grad): it still takes a number, which the next ops that make
+no node of their own repeat. `Function.apply` is wrapped for the capture (on its thread only) to note the number and
+the caller's line; Functions whose node joins the graph are left out, since their inner ops carry its number by rule.
+
 Imports torch: only ever imported lazily (from app/fx_cli.py when `--torch` is given, and from tests), never by
 `tracer.torch_bridge` itself, so nothing else pulls torch in.
 """
@@ -26,6 +33,7 @@ import contextlib
 import operator
 import os
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,22 +86,25 @@ def capture(target: Any, *args: Any) -> TorchFx:
     if original is not None:
         return _capture_compiled(original, args)
     if isinstance(target, torch.nn.Module):
-        with _user_lines(target):
+        with _user_lines(target) as mode:
             with contextlib.ExitStack() as stack:
                 from torch._functorch.aot_autograd import aot_export_joint_with_descriptors
 
                 gm = aot_export_joint_with_descriptors(stack, target, args).graph_module
                 joint = to_graph(gm)
         check_seq_nr(joint, "aot_export_joint_with_descriptors")
+        joint.info = {"bumps": mode.bumps}
         return TorchFx(joint)
     from functorch.compile import aot_function
 
     seen: dict[str, Any] = {}
-    with _user_lines(None):
+    with _user_lines(None) as mode:
         compiled = aot_function(target, fw_compiler=_keep(seen, "forward"), bw_compiler=_keep(seen, "backward"),
                                 partition_fn=_partition(seen))
         _run_backward(compiled, args, [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad])
-    return _result(seen, "aot_function", [])
+    result = _result(seen, "aot_function", [])
+    result.joint.info = {"bumps": mode.bumps}
+    return result
 
 
 def record_run(target: Any, *args: Any) -> Any:
@@ -213,6 +224,9 @@ class _UserLines(TorchFunctionMode):
         super().__init__()
         self.depth = 0
         self.modules: list[tuple[str, str]] = []
+        self.bumps: list[dict] = []
+        """Sequence numbers no FX node made, with the user's line (`graph.info["bumps"]`, which the anomaly report
+        reads): a custom Function applied where its node joins no graph."""
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
@@ -255,7 +269,9 @@ def _user_frame(frame: Any) -> tuple[str, int, str] | None:
 
 @contextlib.contextmanager
 def _user_lines(module: Any) -> Any:
-    """The mode, and global module hooks keeping the stack of `module`'s submodules (by fully qualified name)."""
+    """The mode; global module hooks keeping the stack of `module`'s submodules (by fully qualified name); and
+    `Function.apply` watched for custom Functions whose node takes a number but joins no graph (NOTE [numbers no
+    FX node made])."""
     from torch.nn.modules import module as nn_module
 
     mode = _UserLines()
@@ -271,10 +287,25 @@ def _user_lines(module: Any) -> Any:
             mode.modules.pop()
 
     handles = [nn_module.register_module_forward_pre_hook(pre), nn_module.register_module_forward_hook(post)]
+    original_apply = torch.autograd.Function.__dict__["apply"]
+    thread = threading.get_ident()
+
+    def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() == thread and torch._C._current_autograd_node() is None:
+            linked = torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+            frame = None if linked else _user_frame(sys._getframe(1))
+            if frame is not None:
+                file, line, function = frame
+                mode.bumps.append({"seq_nr": torch.autograd._get_sequence_nr(), "node": f"{cls.__name__}Backward",
+                                   "file": file, "line": line, "function": function, "phase": "forward"})
+        return original_apply.__func__(cls, *args, **kwargs)
+
+    torch.autograd.Function.apply = classmethod(apply)
     try:
         with mode:
             yield mode
     finally:
+        torch.autograd.Function.apply = original_apply
         for h in handles:
             h.remove()
 

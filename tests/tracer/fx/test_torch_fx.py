@@ -266,3 +266,59 @@ def test_record_run_is_a_bridge_trace_of_the_eager_run():
 
     names = {trace.node(trace.event_node(int(step))).name for step in trace.steps_of(Kind.NODE_STARTED)}
     assert {"MulBackward0", "SinBackward0", "SumBackward0"} <= names
+
+
+def shifted_program(T):
+    """A custom Function applied under no_grad: its node takes a number and joins no graph, so the next ops that make
+    no node of their own (`a.detach() * 2`) repeat that number."""
+    class Scale(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 3
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 3
+
+    def f(x):
+        a = x.exp()
+        with T.no_grad():
+            Scale.apply(a)  # SHIFT-LINE
+        b = a.detach() * 2
+        return (a.sin() * b).sum()
+
+    return f, (T.randn(3, requires_grad=True),)
+
+
+def test_a_custom_function_under_no_grad_shifts_numbers_and_the_report_names_its_line():
+    """Torch's detach_1 and mul_1 took the number of ScaleBackward, made at the `Scale.apply` line: the report says
+    `shifted` with that line and node, as capture_joint's does on the engine."""
+    target, args = shifted_program(torch)
+    g = torch_fx.capture(target, *args).joint
+    rel = _rel(g)
+    assert (rel["exp"], rel["detach_1"], rel["mul_1"], rel["sin"]) == (0, 1, 1, 2)
+    [shifted] = [a for a in anomalies(g) if a.kind == "shifted"]
+    assert shifted.nodes == ("detach_1", "mul_1")
+    [(file, line, function, node)] = shifted.culprits
+    assert (file, function, node) == (__file__, "f", "ScaleBackward")
+    import linecache
+
+    assert linecache.getline(file, line).strip().endswith("# SHIFT-LINE")
+    target, args = shifted_program(engine)
+    [mine] = [a for a in anomalies(capture_joint(target, *args)) if a.kind == "shifted"]
+    assert mine.culprits == shifted.culprits
+    assert torch.autograd.Function.__dict__["apply"].__func__.__module__ == "torch.autograd.function"  # restored
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=[p.__name__ for p in PROGRAMS])
+def test_converted_op_names_agree_with_capture_joint(program):
+    """The op names of the converted graph and capture_joint's agree up to test_torch_corpus.py's listed
+    differences (AOT's detach, the engine's formula helpers, aten's sum_to pair)."""
+    from .test_torch_corpus import ENGINE_RENAMES, op_names
+
+    target, args = program(torch)
+    theirs = [n for n in _calls(torch_fx.capture(target, *args).joint)
+              if n.target not in ("aten.detach.default", "getitem")]
+    target, args = program(engine)
+    ours = [n for n in _calls(capture_joint(target, *args)) if n.target != "getitem"]
+    assert op_names(theirs) == op_names(ours, ENGINE_RENAMES)
