@@ -93,6 +93,9 @@ def test_mlp_nodes_carry_the_users_line_the_module_stack_and_val():
                                            "storage": g.node("addmm").meta["val"]["storage"]}
     assert g.node("t").meta["val"]["stride"] == [1, 4]
     assert g.node("t").meta["val"]["storage"] == g.node("primals_1").meta["val"]["storage"]  # t is a view
+    # torch copies each forward node's line and module stack to its backward nodes
+    assert g.node("threshold_backward").stack_trace == relu.stack_trace
+    assert g.node("t_8").meta["fwd_nn_module_stack"] == {"lin1": ["lin1", "torch.nn.modules.linear.Linear"]}
 
 
 class Scale(torch.autograd.Function):
