@@ -24,7 +24,7 @@ joins no graph (under no_grad, or on inputs needing no grad): it still takes a n
 no node of their own repeat. `Function.apply` is wrapped for the capture (on its thread only) to note the number and
 the caller's line; Functions whose node joins the graph are left out, since their inner ops carry its number by rule.
 
-Imports torch: only ever imported lazily (from app/fx_cli.py when `--torch` is given, and from tests), never by
+Imports torch: only ever imported lazily (from app/fx_torch.py when `--torch` is given, and from tests), never by
 `tracer.torch_bridge` itself, so nothing else pulls torch in.
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ from ..fx import descriptors as d
 from ..fx.frames import stack_text
 from ..fx.graph import Graph, Node, Opaque
 
-_TORCH_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch,) if m.__file__)
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _FUNCTORCH_DIR = os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "functorch") + os.sep
 _HERE = os.path.abspath(__file__)
 
@@ -258,7 +258,7 @@ def _user_frame(frame: Any) -> tuple[str, int, str] | None:
         name = frame.f_code.co_filename
         if os.path.abspath(name) == _HERE:
             return None
-        if name.startswith(_TORCH_DIRS) or name.startswith(_FUNCTORCH_DIR):
+        if name.startswith((_TORCH_DIR, _FUNCTORCH_DIR)):
             if frame.f_code.co_name == "forward" and f"{os.sep}nn{os.sep}modules{os.sep}" in name:
                 return name, frame.f_lineno, "forward"
         else:
@@ -373,7 +373,7 @@ def _meta(n: Any, storages: dict[int, int]) -> dict:
     for k in _MODULE_META:
         v = n.meta.get(k)
         if v:
-            meta[k] = {str(key): [str(fqn), _class_name(cls)] for key, (fqn, cls) in v.items()}
+            meta[k] = _module_stack(v)
     if "desc" in n.meta:
         desc = n.meta["desc"]
         meta["desc"] = [to_descriptor(x) for x in desc] if isinstance(desc, (list, tuple)) else to_descriptor(desc)
@@ -382,6 +382,21 @@ def _meta(n: Any, storages: dict[int, int]) -> dict:
         if val is not None:
             meta["val"] = val
     return meta
+
+
+def _module_stack(stack: dict) -> dict:
+    """torch's module stack as agdb's `{fqn: [fqn, class]}`. Dynamo keys it by an object id and names a module by
+    its source (`L['self'].lin`): the key becomes the name, relative to the target (`lin`), so nothing in the
+    graph depends on an address."""
+    out = {}
+    for fqn, cls in stack.values():
+        name = str(fqn)
+        for root in ("L['self'].", "L['self']"):
+            if name.startswith(root):
+                name = name[len(root):]
+                break
+        out[name] = [name, _class_name(cls)]
+    return out
 
 
 def _class_name(cls: Any) -> str:

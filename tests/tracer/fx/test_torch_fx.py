@@ -325,3 +325,19 @@ def test_converted_op_names_agree_with_capture_joint(program):
     target, args = program(engine)
     ours = [n for n in _calls(capture_joint(target, *args)) if n.target != "getitem"]
     assert op_names(theirs) == op_names(ours, ENGINE_RENAMES)
+
+
+def test_compiled_module_keeps_a_module_stack_without_addresses():
+    """Under Dynamo, torch keys the module stack by an object id and names `L['self'].lin`: the converted stack is
+    `{"lin": ["lin", class]}`, the same on every run."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.lin(x).tanh().sum()
+
+    g = torch_fx.capture(torch.compile(M()), torch.randn(4, 3)).joint
+    assert g.node("addmm").meta["nn_module_stack"] == {"lin": ["lin", "torch.nn.modules.linear.Linear"]}
+    assert "nn_module_stack" not in g.node("tanh").meta
