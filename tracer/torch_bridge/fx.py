@@ -170,7 +170,7 @@ def _keep(seen: dict, name: str) -> Any:
     from functorch.compile import make_boxed_func
 
     def compiler(gm: Any, example_inputs: Any) -> Any:
-        seen.setdefault(name, gm)
+        seen.setdefault(name, []).append(gm)
         return make_boxed_func(gm.forward)
     return compiler
 
@@ -202,9 +202,23 @@ def _result(seen: dict, api: str, notes: list[str]) -> TorchFx:
         raise TorchFxError(f"{api} made no joint graph: nothing the target computes needs a gradient")
     joint = to_graph(seen["joint"])
     check_seq_nr(joint, api)
-    fwd = to_graph(seen["forward"]) if "forward" in seen else None
-    bwd = to_graph(seen["backward"]) if "backward" in seen else None
-    return TorchFx(joint, fwd, bwd, api, notes)
+    return TorchFx(joint, _part_of(joint, seen.get("forward", []), "is_forward"),
+                   _part_of(joint, seen.get("backward", []), "is_backward"), api, notes)
+
+
+def _part_of(joint: Graph, candidates: list, tag: str) -> Graph | None:
+    """The partition graph holding the joint graph's `tag` ops (their targets and seq_nrs, in order): with graph
+    breaks, torch compiles several graphs, and backward graphs in the reverse order."""
+    def key(g: Graph, tagged: bool) -> list:
+        return [(n.target, n.meta.get("seq_nr")) for n in g.nodes if n.op == "call_function"
+                and (not tagged or n.meta.get("partitioner_tag") == tag)]
+
+    wanted = key(joint, True)
+    graphs = [to_graph(gm) for gm in candidates]
+    for g in graphs:
+        if key(g, False) == wanted:
+            return g
+    return graphs[0] if len(graphs) == 1 else None
 
 
 def check_seq_nr(graph: Graph, api: str) -> None:

@@ -341,3 +341,18 @@ def test_compiled_module_keeps_a_module_stack_without_addresses():
     g = torch_fx.capture(torch.compile(M()), torch.randn(4, 3)).joint
     assert g.node("addmm").meta["nn_module_stack"] == {"lin": ["lin", "torch.nn.modules.linear.Linear"]}
     assert "nn_module_stack" not in g.node("tanh").meta
+
+
+def test_graph_break_keeps_the_first_graph_and_its_own_partitions():
+    """A graph break makes two graphs, whose backward graphs torch compiles in reverse order: the capture shows the
+    first joint graph, with the forward and backward graphs that hold its ops, and says there were two."""
+    def f(x):
+        a = x.sin()
+        torch._dynamo.graph_break()
+        return (a * x).sum()
+
+    r = torch_fx.capture(torch.compile(f), _r(3))
+    assert any("2 graphs (graph breaks)" in note for note in r.notes)
+    assert [n.target for n in _calls(r.joint)] == ["aten.sin.default", "aten.cos.default", "aten.mul.Tensor"]
+    assert [n.target for n in _calls(r.forward)] == ["aten.sin.default"]
+    assert [n.target for n in _calls(r.backward)] == ["aten.cos.default", "aten.mul.Tensor"]
