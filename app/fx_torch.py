@@ -82,13 +82,17 @@ def print_torch_report(captured: Any, partitions: bool) -> None:
                                                            or (), strict=False)
              if type(desc).__name__ == "SavedForBackwardsAOTOutput"]
     calls = sum(1 for n in fwd.nodes if n.op == "call_function"), sum(1 for n in bwd.nodes if n.op == "call_function")
-    out.write(f"\n{captured.api}'s partition: the forward graph runs {calls[0]} ops and saves "
-              f"{', '.join(saved) or 'nothing'} for the backward graph, which runs {calls[1]} ops\n")
+    out.write(f"\n{captured.api}'s partition: the forward graph runs {_ops(calls[0])} and saves "
+              f"{', '.join(saved) or 'nothing'} for the backward graph, which runs {_ops(calls[1])}\n")
     if partitions:
         out.write("\nforward graph:\n")
         out.write(fwd.print_readable(meta_keys=("seq_nr",)).replace("class joint(", "class forward(", 1))
         out.write("\nbackward graph:\n")
         out.write(bwd.print_readable(meta_keys=("seq_nr",)).replace("class joint(", "class backward(", 1))
+
+
+def _ops(n: int) -> str:
+    return f"{n} op" if n == 1 else f"{n} ops"
 
 
 def cmd_fx_torch(args: argparse.Namespace) -> int:
