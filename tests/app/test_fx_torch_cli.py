@@ -151,3 +151,15 @@ def test_fx_torch_without_torch_says_how_to_install(tmp_path, capsys, monkeypatc
     assert main(["fx", _script(tmp_path, SCRIPT), "--torch"]) == 1
     err = capsys.readouterr().err
     assert "not installed" in err and "pip install 'agdb[torch]'" in err
+
+
+def test_the_torch_fx_command_imports_torch_only_when_run():
+    """Loading the `--torch` command's module pulls in neither torch nor the converter (torch stays optional)."""
+    import subprocess
+    import sys
+
+    code = "import sys, app.cli, app.fx_torch; print('\\n'.join(sorted(sys.modules)))"
+    run = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    loaded = set(run.stdout.split())
+    assert "app.fx_torch" in loaded
+    assert "torch" not in loaded and "tracer.torch_bridge.fx" not in loaded
