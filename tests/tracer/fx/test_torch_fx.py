@@ -356,3 +356,18 @@ def test_graph_break_keeps_the_first_graph_and_its_own_partitions():
     assert [n.target for n in _calls(r.joint)] == ["aten.sin.default", "aten.cos.default", "aten.mul.Tensor"]
     assert [n.target for n in _calls(r.forward)] == ["aten.sin.default"]
     assert [n.target for n in _calls(r.backward)] == ["aten.cos.default", "aten.mul.Tensor"]
+
+
+def test_in_place_op_on_an_input_is_an_input_mutation_output():
+    """`c.add_(1)` on an input needing no grad: the joint graph returns the new value first, described as
+    `__input_mutation(args[1])`, and the descriptor survives plain data."""
+    def f(x, c):
+        c.add_(1)
+        return (x * c).sum()
+
+    g = torch_fx.capture(f, _r(3), torch.randn(3)).joint
+    descs = g.output_node.meta["desc"]
+    assert [d.expr() if d else None for d in descs] == ["__input_mutation(args[1])", "output[0]", "__grad(args[0])",
+                                                        None]
+    assert g.output_node.args[0][0] is g.node("add")
+    assert from_data(json.loads(json.dumps(to_data(g)))).output_node.meta["desc"] == descs
