@@ -371,3 +371,18 @@ def test_in_place_op_on_an_input_is_an_input_mutation_output():
                                                         None]
     assert g.output_node.args[0][0] is g.node("add")
     assert from_data(json.loads(json.dumps(to_data(g)))).output_node.meta["desc"] == descs
+
+
+def test_descriptor_kinds_agdb_has_no_class_for_keep_torchs_name_and_expr():
+    """A torch descriptor agdb has no class for becomes OtherAOTInput/OtherAOTOutput with torch's class name and
+    expr() text; known ones nest (a tangent of a plain output) and compare equal to agdb's own."""
+    from torch._functorch._aot_autograd import descriptors as td
+
+    from tracer.fx import descriptors as ad
+
+    assert torch_fx.to_descriptor(td.DummyAOTInput(3)) == ad.OtherAOTInput("DummyAOTInput", "__dummy3")
+    assert torch_fx.to_descriptor(td.DummyAOTOutput(1)) == ad.OtherAOTOutput("DummyAOTOutput", "__dummy1")
+    tangent = torch_fx.to_descriptor(td.TangentAOTInput(td.PlainAOTOutput(2)))
+    assert tangent == ad.TangentAOTInput(ad.PlainAOTOutput(2)) and tangent.expr() == "__output_tangent(output[2])"
+    other = ad.descriptor_from_data(ad.OtherAOTInput("DummyAOTInput", "__dummy3").to_data())
+    assert other.expr() == "__dummy3"
