@@ -32,12 +32,18 @@ def capture_script_torch(script: str, record: bool = False) -> tuple[Any, Any]:
     with marked(script) as (target, args):
         try:
             captured = torch_fx.capture(target, *args)
-            return captured, (torch_fx.record_run(target, *args) if record else None)
         except torch_fx.TorchFxError as e:
             raise FxError(f"{script}: {e}") from None
         except Exception as e:  # noqa: BLE001 - the user's code ran inside torch's tracing
             raise FxError(f"torch could not trace {script}'s agdb_fx: {type(e).__name__}: {_first_line(e)}"
                           f"{_hint(e)}") from None
+        if not record:
+            return captured, None
+        try:
+            return captured, torch_fx.record_run(target, *args)
+        except Exception as e:  # noqa: BLE001 - the user's code, run eagerly for -o
+            raise FxError(f"recording one eager run of {script}'s agdb_fx for -o raised {type(e).__name__}: "
+                          f"{_first_line(e)}") from None
 
 
 def _first_line(e: BaseException) -> str:
