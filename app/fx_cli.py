@@ -1,7 +1,8 @@
 """`agdb fx` and `agdb check-pass`: capture the joint graph of what a script marks, print it, check a pass.
 
 A script marks its target with a module-level `agdb_fx`: a pair `(function_or_module, args)`, or a function
-of no arguments returning that pair (docs/fx.md). The script runs on agdb's engine (`import torch` gets it).
+of no arguments returning that pair (docs/fx.md). The script runs on agdb's engine (`import torch` gets it);
+with `--torch`, on real PyTorch (app/fx_torch.py).
 """
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import json
 import os
 import runpy
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 HOW_TO_MARK = ("mark what to capture with a module-level `agdb_fx = (fn_or_module, (arg, ...))` in the script, "
                "or a function `def agdb_fx(): return fn_or_module, (arg, ...)` (docs/fx.md)")
@@ -25,15 +27,23 @@ class FxError(Exception):
 def register(sub: Any) -> None:
     """Add the `fx` and `check-pass` subcommands to agdb's subparsers."""
     fx = sub.add_parser("fx", help="capture the joint forward/backward FX graph of what a script marks",
-                        description="Run SCRIPT on agdb's engine, capture the joint graph of its `agdb_fx` target "
-                                    "and print it with seq_nr, tags, descriptors, the forward-to-backward map and "
-                                    "its anomalies. " + HOW_TO_MARK[0].upper() + HOW_TO_MARK[1:] + ".")
+                        description="Run SCRIPT on agdb's engine (with --torch, on real PyTorch), capture the joint "
+                                    "graph of its `agdb_fx` target and print it with seq_nr, tags, descriptors, the "
+                                    "forward-to-backward map and its anomalies. " + HOW_TO_MARK[0].upper()
+                                    + HOW_TO_MARK[1:] + ".")
     fx.add_argument("script")
     fx.add_argument("--json", action="store_true", help="print the graph, map and anomalies as JSON")
     fx.add_argument("--python-op", action="store_true",
                     help="show custom autograd.Functions as PythonOp/PythonOpGrad nodes (default: traced through)")
     fx.add_argument("-o", "--output", default=None, metavar="FILE.agdb",
-                    help="also save the engine's trace with the joint graph (draw it: agdb export --view joint)")
+                    help="also save a trace with the joint graph (the engine's; with --torch, the bridge's trace of "
+                         "one eager run): draw it with agdb export --view joint, open it with agdb open (key 9)")
+    fx.add_argument("--torch", action="store_true",
+                    help="run SCRIPT on real PyTorch and convert the graphs torch's AOTAutograd makes (a module: "
+                         "aot_export_joint_with_descriptors; a function: aot_function's joint, forward and backward "
+                         "graphs), with torch's own seq_nr, partitioner_tag, is_gradient_acc and descriptors")
+    fx.add_argument("--partitions", action="store_true",
+                    help="with --torch, also print aot_function's forward and backward graphs")
     fx.set_defaults(func=cmd_fx)
     cp = sub.add_parser("check-pass", help="run a graph pass on a script's joint graph and check its invariants",
                         description="Capture SCRIPT's joint graph (" + HOW_TO_MARK + "), run the pass "
@@ -52,20 +62,50 @@ def _fail(message: str) -> int:
 
 
 def capture_script(script: str, python_op: bool = False, record: bool = False) -> tuple[Any, Any]:
-    """Run `script`, find its `agdb_fx` mark and capture it; returns (graph, trace or None).
+    """Run `script` on agdb's engine, find its `agdb_fx` mark and capture it; returns (graph, trace or None).
 
     Raises:
         FxError: the script is missing, raised, or marks nothing usable.
     """
-    from tracer.fx import capture_joint
-
     from . import torch_shim
 
+    shim = torch_shim.install()
+    try:
+        with marked(script) as (target, args):
+            return _capture_engine(script, target, args, python_op, record)
+    finally:
+        torch_shim.uninstall(shim)
+
+
+def _capture_engine(script: str, target: Any, args: tuple, python_op: bool, record: bool) -> tuple[Any, Any]:
+    from tracer.fx import capture_joint
+
+    mode = "python_op" if python_op else "trace"
+    try:
+        if record:
+            import tracer
+
+            with tracer.record() as rec:
+                graph = capture_joint(target, *args, custom_functions=mode)
+            return graph, rec.trace
+        return capture_joint(target, *args, custom_functions=mode), None
+    except Exception as e:  # noqa: BLE001 - the user's code ran inside the capture
+        raise FxError(f"capturing {script}'s agdb_fx raised {type(e).__name__}: {e}") from None
+
+
+@contextmanager
+def marked(script: str) -> Iterator[tuple[Any, tuple]]:
+    """Run `script` (as `__agdb_fx__`) and give its `agdb_fx` mark as (target, args); the script's folder stays on
+    sys.path until the block ends (the capture may import from it).
+
+    Raises:
+        FxError: the script is missing, raised, or marks nothing usable.
+    """
     path = Path(script)
     if not path.is_file():
         raise FxError(f"{script}: no such file")
-    shim = torch_shim.install()
-    sys.path.insert(0, str(path.resolve().parent))
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)
     try:
         try:
             scope = runpy.run_path(str(path), run_name="__agdb_fx__")
@@ -77,25 +117,16 @@ def capture_script(script: str, python_op: bool = False, record: bool = False) -
         if mark is None:
             raise FxError(f"{script} marks nothing: {HOW_TO_MARK}")
         if callable(mark) and not isinstance(mark, tuple):
-            mark = mark()
+            try:
+                mark = mark()
+            except Exception as e:  # noqa: BLE001 - the user's function
+                raise FxError(f"{script}'s agdb_fx() raised {type(e).__name__}: {e}") from None
         if not (isinstance(mark, tuple) and len(mark) == 2 and callable(mark[0])):
             raise FxError(f"{script}: agdb_fx must be (fn_or_module, args); {HOW_TO_MARK}")
         target, args = mark
-        args = args if isinstance(args, tuple) else (args,)
-        mode = "python_op" if python_op else "trace"
-        try:
-            if record:
-                import tracer
-
-                with tracer.record() as rec:
-                    graph = capture_joint(target, *args, custom_functions=mode)
-                return graph, rec.trace
-            return capture_joint(target, *args, custom_functions=mode), None
-        except Exception as e:  # noqa: BLE001 - the user's code ran inside the capture
-            raise FxError(f"capturing {script}'s agdb_fx raised {type(e).__name__}: {e}") from None
+        yield target, args if isinstance(args, tuple) else (args,)
     finally:
-        sys.path.remove(str(path.resolve().parent))
-        torch_shim.uninstall(shim)
+        sys.path.remove(folder)
 
 
 def report_json(graph: Any) -> dict:
@@ -138,6 +169,12 @@ def cmd_fx(args: argparse.Namespace) -> int:
     from tracer.fx.view import with_joint
     from tracer.tracefile import save
 
+    if args.torch:
+        from .fx_torch import cmd_fx_torch
+
+        return cmd_fx_torch(args)
+    if args.partitions:
+        return _fail("--partitions shows the graphs aot_function makes: use it with --torch")
     try:
         graph, trace = capture_script(args.script, args.python_op, record=args.output is not None)
     except FxError as e:

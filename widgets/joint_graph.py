@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from tracer.fx.graph import Node
+from tracer.fx.graph import Node, op_name
 from tracer.fx.seq_map import anomalies, seq_map
 from tracer.fx.view import META_KEY, joint_of_trace
 from tracer.graph_model import ViewError
@@ -90,7 +90,7 @@ class JointGraphView(LazyList):
         args = ", ".join(_arg_text(a) for a in n.args)
         cell = Text(f"{mark}{'' if seq is None else seq:>5} ")
         cell.append(n.name, "bold")
-        cell.append(f" = {n.target.rsplit('.', 1)[-1]}({args})")
+        cell.append(f" = {op_name(n.target)}({args})")
         if self.is_partner(index):
             cell.stylize(self.component_style("joint-graph--partner"))
         if mark != " ":

@@ -133,8 +133,52 @@ class GradAOTOutput(DifferentiableAOTOutput):
         return True
 
 
+@dataclass(frozen=True)
+class InputMutationAOTOutput(DifferentiableAOTOutput):
+    """The new value of an input the traced code mutated in place (returned so that autograd sees it)."""
+
+    mutated_input: AOTInput
+
+    def expr(self) -> str:
+        return f"__input_mutation({self.mutated_input.expr()})"
+
+
+@dataclass(frozen=True)
+class SavedForBackwardsAOTOutput(AOTOutput):
+    """An activation a forward graph of `aot_function`'s partition returns for its backward graph."""
+
+    idx: int
+
+    def expr(self) -> str:
+        return f"__saved_for_backwards_{self.idx}"
+
+
+@dataclass(frozen=True)
+class OtherAOTInput(AOTInput):
+    """An input descriptor of a kind agdb has no class for (tokens, RNG seeds, subclass parts): torch's class
+    name and its `expr()` text, kept as they were (tracer/torch_bridge/fx.py makes these)."""
+
+    kind: str
+    text: str
+
+    def expr(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class OtherAOTOutput(AOTOutput):
+    """An output descriptor of a kind agdb has no class for: torch's class name and `expr()` text."""
+
+    kind: str
+    text: str
+
+    def expr(self) -> str:
+        return self.text
+
+
 _CLASSES = {c.__name__: c for c in (PlainAOTInput, ParamAOTInput, BufferAOTInput, TangentAOTInput, PlainAOTOutput,
-                                    GradAOTOutput)}
+                                    GradAOTOutput, InputMutationAOTOutput, SavedForBackwardsAOTOutput, OtherAOTInput,
+                                    OtherAOTOutput)}
 
 
 def _enc(v: Any) -> Any:

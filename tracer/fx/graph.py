@@ -262,6 +262,14 @@ class Graph:
         return g
 
 
+def op_name(target: str) -> str:
+    """The op a target names, without namespace or overload: `engine.mul`, `engine._ops.mul` and torch's
+    `aten.mul.Tensor` are all `mul`."""
+    if target.startswith("aten."):
+        return target.split(".")[1]
+    return target.rsplit(".", 1)[-1]
+
+
 def _base_name(target: str) -> str:
     """The node name FX derives from a target: `engine.mul` -> `mul`, `PythonOp` -> `pythonop`."""
     base = target.rsplit(".", 1)[-1].lower()

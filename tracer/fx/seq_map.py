@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal
 
-from .graph import Graph, Node
+from .graph import Graph, Node, op_name
 
 
 def _is_forward(n: Node) -> bool:
@@ -110,7 +110,7 @@ def anomalies(graph: Graph) -> list[Anomaly]:
             out.append(Anomaly("minus_one", s, (n.name,), f"{n.name} has seq_nr -1: it was made before any "
                                "autograd node on its thread (as Dynamo's proxies are)"))
         if n.meta.get("is_gradient_acc"):
-            hook = not n.target.endswith(".add")
+            hook = op_name(n.target) != "add"
             what = ("an op run by a tensor hook, marked as gradient accumulation (PyTorch's known mislabelling)"
                     if hook else "a gradient sum for a tensor used more than once")
             out.append(Anomaly("gradient_acc", s, (n.name,), f"{n.name}: {what}; its seq_nr {s} is the forward "

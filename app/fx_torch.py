@@ -1,0 +1,124 @@
+"""`agdb fx SCRIPT --torch`: the graphs real PyTorch's AOTAutograd makes for what a script marks, in agdb's model.
+
+The script and its `agdb_fx` mark are the engine path's (app/fx_cli.py), run on real torch; the report is the
+engine path's too (the graph, descriptors, the forward-to-backward map and its anomalies), headed by which torch
+entry point made the graphs, plus aot_function's forward and backward graphs. Never imports torch itself:
+tracer/torch_bridge/fx.py does, once torch is known to be installed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .fx_cli import FxError, _fail, marked, print_report, report_json
+
+
+def capture_script_torch(script: str, record: bool = False) -> tuple[Any, Any]:
+    """Run `script` on real PyTorch and capture its `agdb_fx` target with torch's AOTAutograd; returns (TorchFx,
+    and with `record` the bridge's Trace of one eager run of the target, else None).
+
+    Raises:
+        FxError: torch is missing; the script is missing, raised, or marks nothing usable; torch could not trace
+            the target, or made no graph with seq_nr.
+    """
+    from tracer import torch_bridge
+
+    if not torch_bridge.available():
+        raise FxError(f"agdb fx --torch runs real PyTorch, which is not installed. {torch_bridge.INSTALL_HINT}")
+    from tracer.torch_bridge import fx as torch_fx
+
+    with marked(script) as (target, args):
+        try:
+            captured = torch_fx.capture(target, *args)
+        except torch_fx.TorchFxError as e:
+            raise FxError(f"{script}: {e}") from None
+        except Exception as e:  # noqa: BLE001 - the user's code ran inside torch's tracing
+            raise FxError(f"torch could not trace {script}'s agdb_fx: {type(e).__name__}: {_first_line(e)}"
+                          f"{_hint(e)}") from None
+        if not record:
+            return captured, None
+        try:
+            return captured, torch_fx.record_run(target, *args)
+        except Exception as e:  # noqa: BLE001 - the user's code, run eagerly for -o
+            raise FxError(f"recording one eager run of {script}'s agdb_fx for -o raised {type(e).__name__}: "
+                          f"{_first_line(e)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
+
+
+_DATA_DEPENDENT = ("DataDependentOutputException", "GuardOnDataDependentSymNode", "DynamicOutputShapeException")
+
+
+def _hint(e: BaseException) -> str:
+    if type(e).__name__ in _DATA_DEPENDENT:
+        return (" (the target reads a tensor's value, e.g. `if x.sum() > 0`, and AOTAutograd traces with fake "
+                "tensors that have none: drop --torch to capture it on agdb's engine, which runs it)")
+    return ""
+
+
+def report_json_torch(captured: Any) -> dict:
+    """The engine path's report of the joint graph, plus where it came from and aot_function's two graphs."""
+    from tracer.fx import to_data
+
+    data = report_json(captured.joint)
+    data.update({"source": "torch", "api": captured.api, "notes": list(captured.notes),
+                 "forward": None if captured.forward is None else to_data(captured.forward),
+                 "backward": None if captured.backward is None else to_data(captured.backward)})
+    return data
+
+
+def print_torch_report(captured: Any, partitions: bool) -> None:
+    """Where the graphs came from, the joint graph's report, and a line (or, with `partitions`, the whole graphs)
+    for aot_function's forward and backward graphs."""
+    out = sys.stdout
+    out.write(f"real PyTorch: the joint graph of {captured.api}\n")
+    for note in captured.notes:
+        out.write(f"note: {note}\n")
+    out.write("\n")
+    print_report(captured.joint)
+    if captured.forward is None or captured.backward is None:
+        return
+    fwd, bwd = captured.forward, captured.backward
+    saved = [getattr(v, "name", repr(v)) for v, desc in zip(fwd.output_node.args[0], fwd.output_node.meta.get("desc")
+                                                           or (), strict=False)
+             if type(desc).__name__ == "SavedForBackwardsAOTOutput"]
+    calls = sum(1 for n in fwd.nodes if n.op == "call_function"), sum(1 for n in bwd.nodes if n.op == "call_function")
+    out.write(f"\n{captured.api}'s partition: the forward graph runs {_ops(calls[0])} and saves "
+              f"{', '.join(saved) or 'nothing'} for the backward graph, which runs {_ops(calls[1])}\n")
+    if partitions:
+        out.write("\nforward graph:\n")
+        out.write(fwd.print_readable(meta_keys=("seq_nr",)).replace("class joint(", "class forward(", 1))
+        out.write("\nbackward graph:\n")
+        out.write(bwd.print_readable(meta_keys=("seq_nr",)).replace("class joint(", "class backward(", 1))
+
+
+def _ops(n: int) -> str:
+    return f"{n} op" if n == 1 else f"{n} ops"
+
+
+def cmd_fx_torch(args: argparse.Namespace) -> int:
+    """`agdb fx SCRIPT --torch [--json] [--partitions] [-o FILE.agdb]`."""
+    from tracer.fx.view import with_joint
+    from tracer.tracefile import save
+
+    if args.python_op:
+        return _fail("--python-op applies to agdb's engine: torch's AOTAutograd traces custom autograd.Functions "
+                     "through (drop --torch to see PythonOp nodes)")
+    try:
+        captured, trace = capture_script_torch(args.script, record=args.output is not None)
+    except FxError as e:
+        return _fail(str(e))
+    if args.json:
+        print(json.dumps(report_json_torch(captured), indent=2))
+    else:
+        print_torch_report(captured, args.partitions)
+    if args.output is not None:
+        save(with_joint(trace, captured.joint), args.output)
+        sys.stderr.write(f"wrote {args.output}: the bridge's trace of one eager run ({len(trace):,} events) and the "
+                         f"joint graph from torch ({len(captured.joint):,} nodes)\n")
+    return 0
