@@ -472,14 +472,18 @@ class AccumulateGrad(Node):
         if hooks:
             from ._hooks import check_single_result  # only when post-accumulate hooks exist
 
+            returned, arg = False, variable
             for hook in list(hooks.values()):
-                res = hook(variable)
-                if res is not None and res is not variable:
-                    # PyTorch runs these through its generic hook checks, then refuses any change.
-                    check_single_result(variable, res, hook)
-                    raise RuntimeError("Tensor post accumulate grad hooks should return None.")
+                res = hook(arg)
+                if res is not None and res is not arg:
+                    # PyTorch runs these as its generic hooks (each gets the previous one's result, checked at
+                    # once), and refuses a valid result only after every hook ran
+                    check_single_result(arg, res, hook)
+                    returned, arg = True, res
                 if _observer.observers:
                     _observer.notify("hook_ran", tls.current_graph_task, self, "post_accumulate_grad", hook)
+            if returned:
+                raise RuntimeError("Tensor post accumulate grad hooks should return None.")
         return []
 
 

@@ -300,6 +300,17 @@ def _setitem_seq_nrs(t, p):
                 p.value(f"{kn} = {vn} on {tn}: seq_nrs taken", t.autograd._get_sequence_nr() - start)
 
 
+@program("post-accumulate-grad hooks: a valid result is refused after every hook ran, an invalid one at once")
+def _post_acc_hook_results(t, p):
+    for tag, result in (("tensor", lambda: t.zeros(3, dtype=t.float64)), ("int", lambda: 5),
+                        ("wrong shape", lambda: t.zeros(2, dtype=t.float64))):
+        x = p.leaf("x " + tag, [1.0, 2.0, 3.0])
+        x.register_post_accumulate_grad_hook(lambda v, tag=tag, result=result: (p.value(tag + " first", v.grad), result())[1])
+        y = x.mean()
+        x.register_post_accumulate_grad_hook(lambda v, tag=tag: p.value(tag + " second", v.grad))
+        p.run(tag + " backward", y.backward)
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])
