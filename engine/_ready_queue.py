@@ -196,4 +196,7 @@ def _accumulate(old: Any, var: Any) -> Any:
     res = np.asarray(old._data + var._data)  # 0-dim arrays add to a numpy scalar, which is read-only
     if res.dtype != old._data.dtype:
         res = res.astype(old._data.dtype)
-    return make_tensor(res, device=old._device)
+    out = make_tensor(res, device=old._device)
+    if old._zerotensor and var._zerotensor:  # torch: a sum of ZeroTensors is one (immutable: never summed into)
+        out._zerotensor = True
+    return out

@@ -29,6 +29,8 @@ def add(a: Any, b: Any, alpha: float = 1) -> Tensor:
     node = fn.AddBackward0() if needs_grad(a, b) else None
     data = _binary(np.add, a, b) if alpha == 1 else _binary(lambda x, y: x + alpha * y, a, b)
     out = _out(data, result_device(a, b))
+    if a._zerotensor and b._zerotensor:  # torch: a sum of ZeroTensors is one
+        out._zerotensor = True
     if node is not None:
         node.alpha = alpha
         record(node, (a, b), out)
@@ -44,6 +46,8 @@ def sub(a: Any, b: Any, alpha: float = 1) -> Tensor:
     node = fn.SubBackward0() if needs_grad(a, b) else None
     data = _binary(np.subtract, a, b) if alpha == 1 else _binary(lambda x, y: x - alpha * y, a, b)
     out = _out(data, result_device(a, b))
+    if a._zerotensor and b._zerotensor:
+        out._zerotensor = True
     if node is not None:
         node.alpha = alpha
         record(node, (a, b), out)

@@ -311,6 +311,20 @@ def _post_acc_hook_results(t, p):
         p.run(tag + " backward", y.backward)
 
 
+@program("ZeroTensor grads summed in an input buffer stay a ZeroTensor, so a later grad is not summed into them")
+def _zero_tensor_sums(t, p):
+    for tag, f in (("sgn, sgn, mul", lambda y: y.sgn() + y.sgn() + y * 3),
+                   ("mul, sgn, sgn", lambda y: y * 3 + y.sgn() + y.sgn()),
+                   ("sgn - sgn, exp", lambda y: (y.sgn() - y.sgn()) * y.exp())):
+        x = p.leaf("x " + tag, [1.0, -2.0, 3.0])
+        y = x * 1
+        out = f(y).sum()
+        g, = t.autograd.grad(out, [y])  # torch's ZeroTensor + ZeroTensor is one: not summed in place (version 0)
+        _made(p, tag, g)
+        g2, = t.autograd.grad(f(y).sum(), [y], create_graph=True)  # summed by AddBackward0 in grad mode
+        _made(p, tag + " create_graph", g2)
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])
