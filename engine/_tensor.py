@@ -457,13 +457,16 @@ def accumulate_into_grad(variable: Tensor, new_grad: Tensor, unreferenced: bool 
 
             variable._grad = clone(new_grad, contiguous=True)
         elif not tls.grad_enabled or not new_grad._requires_grad:
-            # clone_obey_contract: new_empty_strided(...).copy_(new_grad); the copy_ counts a version
-            variable._grad = make_tensor(np.array(new_grad._data, copy=True), device=new_grad._device)
-            bump(variable._grad._data)
+            # clone_obey_contract: new_empty_strided(the variable's sizes and strides).copy_(new_grad); the copy_
+            # counts a version
+            data = np.empty_like(variable._data, dtype=new_grad._data.dtype)  # order "K": the variable's strides
+            np.copyto(data, new_grad._data)
+            variable._grad = make_tensor(data, device=new_grad._device)
+            bump(data)
         else:
             from ._ops import copy_to_new
 
-            variable._grad = copy_to_new(new_grad)
+            variable._grad = copy_to_new(new_grad, variable)
     elif not tls.grad_enabled:
         if old._zerotensor:  # torch's in-place += refuses it, so a second backward fails
             raise RuntimeError(ERR_ZEROTENSOR_IMMUTABLE)

@@ -704,10 +704,13 @@ def contiguous(a: Tensor) -> Tensor:
     return a if a._data.flags.c_contiguous else clone(a, contiguous=True)
 
 
-def copy_to_new(src: Tensor) -> Tensor:
-    """AccumulateGrad's clone under grad mode: `empty_strided(...).copy_(src)` → CopyBackwards."""
+def copy_to_new(src: Tensor, like: Tensor) -> Tensor:
+    """AccumulateGrad's clone under grad mode: `empty_strided(like's sizes and strides).copy_(src)` →
+    CopyBackwards."""
     node = fn.CopyBackwards() if needs_grad(src) else None
-    out = _out(np.array(src._data, copy=True), src)
+    data = np.empty_like(like._data, dtype=src._data.dtype)  # order "K": like's strides (it is dense here)
+    np.copyto(data, src._data)
+    out = _out(data, src)
     bump(out._data)  # the copy_ into the new tensor counts as its first version
     if node is not None:
         node.src_dtype, node.src_device = src.dtype, src._device

@@ -325,6 +325,20 @@ def _zero_tensor_sums(t, p):
         _made(p, tag + " create_graph", g2)
 
 
+@program("a grad AccumulateGrad copies is laid out as the variable, not as the grad (an expanded one)")
+def _grad_copy_layout(t, p):
+    for tag, make in (("contiguous", lambda: t.arange(24.0, dtype=t.float64).reshape(2, 3, 4)),
+                      ("transposed", lambda: t.arange(24.0, dtype=t.float64).reshape(4, 3, 2).transpose(0, 2))):
+        for create_graph in (False, True):
+            x = make().requires_grad_()
+            x.sum(-2).clamp_max(0.4).sum().backward(create_graph=create_graph)  # the grad reaches x expanded
+            p.value(f"{tag} create_graph={create_graph}", (tuple(x.grad.stride()), x.grad._version))
+            g = x.grad.detach().requires_grad_()
+            if tag == "contiguous":  # a contiguous 3-D input: linear folds it with views (ViewBackward0)
+                w = p.const([[1.0, 0.5, -1.0, 2.0], [0.5, 0.5, 0.5, 0.5], [1.0, -2.0, 0.0, 1.0]])
+                _made(p, f"create_graph={create_graph}: linear on the grad", t.nn.functional.linear(g, w))
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])
