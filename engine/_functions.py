@@ -648,7 +648,10 @@ class CatBackward0(_Generated):
     _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
-        # cat_tensors_backward slices every input, needed or not, along the wrapped dim.
+        # cat_tensors_backward slices every input, needed or not, along the wrapped dim, once any is needed (the
+        # list is one argument to the generated code's task_should_compute_output)
+        if not any(self.should_compute_output(i) for i in range(len(self.sizes))):
+            return
         offset = 0
         d = _wrap_dim(self.dim, grad._data.ndim)
         for i, size in enumerate(self.sizes):
@@ -663,6 +666,8 @@ class StackBackward0(_Generated):
     _saved_int64 = ("dim",)
 
     def formulas(self, grad, out):
+        if not any(self.should_compute_output(i) for i in range(self.n)):  # as CatBackward0's
+            return
         for i in range(self.n):  # stack_tensors_backward: grad.select(dim, i) with the dim as saved
             out[i] = ops.select(grad, self.dim, i)
 

@@ -339,6 +339,22 @@ def _grad_copy_layout(t, p):
                 _made(p, f"create_graph={create_graph}: linear on the grad", t.nn.functional.linear(g, w))
 
 
+@program("cat and stack compute their inputs' grads only when one of them is needed (a no_grad view has no edge)")
+def _list_inputs_needed(t, p):
+    for op in ("stack", "cat"):
+        for case in ("no input needed", "one needed"):
+            x = p.leaf(f"x {op} {case}", [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+            c = p.leaf(f"c {op} {case}", [[1.0, 2.0, 3.0]])
+            with t.no_grad():
+                v = x[:1]  # requires grad, no edge
+            y = getattr(t, op)([v, v] if case == "no input needed" else [v, c, v], dim=0)
+            z = y.pow(2).sum()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                z.backward(create_graph=True)  # the selects or slices took seq_nrs before, needed or not
+            _made(p, f"{op}, {case}", y * 1, c.grad)
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])

@@ -317,7 +317,7 @@ def hook(g: Generator) -> None:
     """A tensor hook, retain_grad, a Node pre- or post-hook, a post-accumulate-grad hook, or a removal."""
     handles = [v for v in g.s.vars.values() if v.dtype == "handle"]
     op = g.weighted({"tensor": 3, "retain_grad": 2, "node_post": 1, "node_pre": 1, "post_accumulate": 1,
-                     "remove": 1 if handles else 0})
+                     "remove": 2 if handles else 0})
     if op == "remove":
         h = g.pick_item(handles)
         g.emit("hook", "remove", "{0}.remove()", [h], [])
@@ -518,7 +518,9 @@ def functional(g: Generator) -> None:
         g.emit("functional", op, f"{{out0}} = t.nn.functional.layer_norm({{0}}, ({k},))", [x], [out])
     elif op == "dropout":
         text = g.pick_item(["t.nn.functional.dropout({0}, 0.0)", "t.nn.functional.dropout({0}, 0.5, training=False)"])
-        g.emit("functional", op, "{out0} = " + text, [x], [g.derived(x.shape, x.dtype, x, positive=x.positive)])
+        out = g.derived(x.shape, x.dtype, x, positive=x.positive)
+        out.inference, out.kernel_version = x.inference, x.kernel_version  # both forms return `x` itself
+        g.emit("functional", op, "{out0} = " + text, [x], [out])
     elif op in ("mse_loss", "l1_loss", "bce_logits"):
         _pointwise_loss(g, x, op)
     else:
@@ -634,6 +636,8 @@ def train(g: Generator) -> None:
     target = g.leaf(h.shape, rg=False)
     loss = g.derived((), h.dtype, h, target)
     text = g.pick_item(["(({0} - {1}) ** 2).mean()", "t.nn.functional.mse_loss({0}, {1})", "({0} - {1}).abs().sum()"])
+    if h.noisy and "abs" in text:  # |h - target| where they tie up to rounding: the grad's sign is noise
+        text = "t.nn.functional.mse_loss({0}, {1})"
     g.emit("train", "loss", "{out0} = " + text, [h, target], [loss])
     if all(g.allow(h) for h in hazards(g, loss)):
         _emit_backward(g, [loss], _watched("{0}") + "{0}.backward()", False, retain=False)
@@ -644,6 +648,7 @@ def _forward(g: Generator, w: Var) -> Var:
     if len(w.shape) == 2 and g.chance(0.7):
         x = g.leaf((2, w.shape[0]), rg=False)
         h = g.derived((2, w.shape[1]), "f64", x, w)
+        h.noisy = True  # see kinds._mm_out
         g.emit("matmul", "mm", "{out0} = {0} @ {1}", [x, w], [h])
     else:
         h = g.derived(w.shape, w.dtype, w)
