@@ -439,6 +439,13 @@ class TraceIndex:
         return np.flatnonzero(present).tolist()
 
     @cached_property
+    def leaf_labels(self) -> dict[int, str]:
+        """What tells each AccumulateGrad apart (tracer.leaf_labels): its leaf's name, or `leaf N`."""
+        from .leaf_labels import leaf_labels
+
+        return leaf_labels(self._trace)
+
+    @cached_property
     def task_depths(self) -> dict[int, int]:
         """The reentrant depth of each graph task."""
         c = self._trace.columns
