@@ -4,6 +4,9 @@ from __future__ import annotations
 from tracer.schema import UINT64_MAX, short_name
 from tracer.trace import Trace
 
+NAME_WIDTH_MAX = 40
+"""A list's name column is at most this wide: a longer name (a leaf's, a custom Function's) is cut (NodeLabels.fit)."""
+
 MAX_SEQ = "max"
 """How a seq_nr of UINT64_MAX (2**64-1, AccumulateGrad's: it runs last among ties) is written on screen."""
 
@@ -24,6 +27,21 @@ class NodeLabels:
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
         self._leaf = trace.index.leaf_labels
+
+    def column_width(self, minimum: int, with_seq: bool = False) -> int:
+        """How wide a column of `column_name`s (or, `with_seq`, of `label`s) must be for this trace's longest, within
+        `minimum`..NAME_WIDTH_MAX: asked once per panel, from the few distinct names and the leaves' labels."""
+        names = [len(short_name(self.trace.strings[i])) for i in self.trace.distinct_names()]
+        if with_seq and names:
+            seqs = self.trace.columns["node_seq"]
+            names = [n + len(" seq ") + max(len(MAX_SEQ), len(str(int(seqs.max(initial=0))))) for n in names]
+        names += [len(f"AccumulateGrad {leaf}") for leaf in self._leaf.values()]
+        return min(NAME_WIDTH_MAX, max([minimum, *names]))
+
+    @staticmethod
+    def fit(text: str, width: int) -> str:
+        """`text` padded to `width`, or cut to it with an ellipsis."""
+        return f"{text:<{width}}" if len(text) <= width else text[:width - 1] + "…"
 
     def name(self, node: int) -> str:
         """The node's name as every panel writes it (PyTorch's namespace dropped)."""
