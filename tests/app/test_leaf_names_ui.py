@@ -91,3 +91,19 @@ def test_show_and_export_name_each_leaf(trace, tmp_path, capsys, monkeypatch):
     text = dot.read_text()
     for name in NAMES:
         assert f'label="AccumulateGrad {name}\\n' in text, name
+
+
+def test_search_finds_a_leaf_by_its_name(trace):
+    """`/fc1` finds fc1.weight's and fc1.bias's AccumulateGrads, `/layer2` the `w` of layer2, `/weight` both
+    weights; `mul` still finds only the MulBackward0 nodes (word starts, never a piece of a word)."""
+    from tracer.search import find_nodes
+
+    labels = trace.index.leaf_labels
+
+    def found(query: str) -> list[str]:
+        return [labels.get(n, short_name(trace.node_name(n))) for n in find_nodes(trace, query).tolist()]
+
+    assert found("fc1") == ["fc1.weight", "fc1.bias"]
+    assert found("layer2") == ["w (layer2)"]
+    assert found("weight") == ["fc1.weight", "fc2.weight"]
+    assert set(found("mul")) == {"MulBackward0"}
