@@ -128,7 +128,8 @@ class Replay:
         within = hi - (len(self._checkpoints) - 1) * self.interval
         heaps = None
         if within > self.interval and self._built < len(self._queue_steps):
-            lo, heaps = self._from_empty(hi)  # NOTE [empty queues]
+            if within > self._EMPTY_REACH * self.interval:  # far: NOTE [empty queues]
+                lo, heaps = self._from_empty(hi)
             if heaps is None:
                 self._extend_checkpoints(step)
         if heaps is None:
@@ -154,8 +155,9 @@ class Replay:
     # 1M-node trace replayed 2M queue events, 7 s) need not start from the last checkpoint: where every queue is
     # empty, the heaps are known without replaying what came before (an empty list per queue seen so far). In a
     # trace whose pops each undo an earlier push of the same queue, once, the queues are all empty exactly where
-    # the pushes so far equal the pops so far; a seek starts from the last such point if it lies within
-    # _EMPTY_REACH queue events of the step. Checkpoints stay the warm-up's job.
+    # the pushes so far equal the pops so far. A seek more than _EMPTY_REACH intervals past the checkpoints
+    # starts from the last such point if it lies within that many queue events of the step (a nearer seek, as
+    # when stepping on, extends the checkpoints as before). Checkpoints past it stay the warm-up's job.
     _EMPTY_REACH = 8
 
     def _from_empty(self, hi: int) -> tuple[int, dict | None]:
