@@ -172,7 +172,8 @@ class NodeStates:
 
 
 class _History:
-    """What a trace's past says about its nodes at any step: prunings, spent counts, errors (NodeStates').
+    """What a trace's past says about its nodes at any step: prunings and errors (NodeStates'; the spent counts are
+    found per graph task, NodeStates._spent).
 
     With `upto`, read from the events up to that step only, and right for the steps up to it."""
 
