@@ -11,8 +11,8 @@ its leaf up once, walking the stack outward from the op that made it:
 1. a Parameter owned by a module: of the modules being called (the `self` of each Module.__call__ frame) and the
    modules bound in the innermost user frame (its locals, then its globals), the one that gives the longest path
    (`fc1.weight` from the model rather than `weight` from its `fc1`);
-2. else the name bound to the tensor itself in the user's frames, innermost first (`w`), then in the innermost
-   one's globals;
+2. else the name bound to the tensor itself (`w`): in the innermost user frame's locals, then its globals, then
+   the locals of the two user frames that called it;
 3. else none (an expression's result, say): readers say `leaf N`.
 Cost: one walk of the stack per AccumulateGrad, not per op; each module's parameters are mapped once (and again only
 when one of its Parameters is missing from the map), by weak reference.
@@ -33,6 +33,9 @@ from .frames import is_agdb_code
 _CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot
 _MAX_FRAMES = 200
 """Frames walked at most: a deep recursion does not make each look-up slow."""
+_NAME_FRAMES = 3
+"""User frames whose locals are read for a variable's name, innermost first: the op's own frame and two callers
+(a helper given the tensor inside a list); not every frame up to the interpreter's (a test runner's, an app's)."""
 
 
 class LeafNamer:
@@ -119,9 +122,9 @@ def _parameter_map(module: Any) -> dict[int, tuple[Any, str]]:
 
 
 def _variable_name(variable: Any, users: list, touched: list) -> str | None:
-    """The first name bound to `variable` in the user's frames' locals (innermost first), then in the innermost
-    one's globals."""
-    for i, f in enumerate(users):
+    """The first name bound to `variable` in the innermost user frame's locals, then its globals, then the locals of
+    the next user frames (_NAME_FRAMES in all)."""
+    for i, f in enumerate(users[:_NAME_FRAMES]):
         if f.f_code.co_flags & _CO_OPTIMIZED:
             touched.append(f)
         spaces = [f.f_locals]
