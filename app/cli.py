@@ -19,7 +19,7 @@ from tracer.state_json import state_to_json
 from tracer.tracefile import TraceFormatError, load, save
 
 from . import fx_cli, torch_cli
-from .show import DEFAULT_LIMIT, StdoutConsole, executed_by_task, node_label, print_state, short
+from .show import DEFAULT_LIMIT, StdoutConsole, executed_by_task, node_label, print_state, run_name, short
 
 err = Console(stderr=True, highlight=False)
 
@@ -280,7 +280,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
         title = f"node {node}: {short(name)} (seq_nr {seq}, topological_nr {topo}); its rows only"
     display = trace.for_display()
     executed = executed_by_task(display, step, limit) if node is None else None
-    print_state(data, StdoutConsole(), limit, title, _omitted_note(trace), node_label(display), executed)
+    print_state(data, StdoutConsole(), limit, title, _omitted_note(trace), node_label(display), executed,
+                run_name(display))
     return 0
 
 

@@ -48,13 +48,31 @@ class TaskGroup:
 
 
 def node_label(trace) -> Callable[[int], str]:
-    """How `show` names a node: its short name and seq_nr (`MulBackward0 (seq 3)`), or, for a node with no number
-    of its own (AccumulateGrad), its node index (`AccumulateGrad (#4)`)."""
+    """How `show` names a node: its short name and seq_nr (`MulBackward0 (seq 3)`), an AccumulateGrad by its leaf
+    as the TUI does (`AccumulateGrad (fc1.weight)`, `AccumulateGrad (leaf 2)`: tracer.leaf_labels), and another node
+    with no number of its own by its node index (`Error (#4)`)."""
+    leaves = trace.index.leaf_labels
+
     def label(node: int) -> str:
         name, seq, _ = trace.node_brief(node)
+        leaf = leaves.get(node)
+        if leaf is not None:
+            return f"{short(short_name(name))} ({short(leaf)})"
         return short(short_name(name)) + (f" (#{node})" if seq == UINT64_MAX else f" (seq {seq})")
 
     return label
+
+
+def run_name(trace) -> Callable[[int | None, str], str]:
+    """How `show` names a node in a list of names (queues, runs): its short name, an AccumulateGrad followed by
+    its leaf (`AccumulateGrad fc1.weight`); `name(node, recorded_name)`, node None for a wake-up task."""
+    leaves = trace.index.leaf_labels
+
+    def name(node: int | None, recorded: str) -> str:
+        leaf = leaves.get(node) if node is not None else None
+        return short(f"AccumulateGrad {leaf}" if leaf is not None else short_name(recorded))
+
+    return name
 
 
 def executed_by_task(trace, step: int, limit: int | None) -> list[TaskGroup]:
@@ -69,6 +87,7 @@ def executed_by_task(trace, step: int, limit: int | None) -> list[TaskGroup]:
     groups: dict[int, TaskGroup] = {}
     roots: list[TaskGroup] = []
     latest: dict[int, TaskGroup] = {}  # depth -> the task of that depth seen last
+    name = run_name(trace)
     for s in starts[begin:end].tolist():
         task = int(c["ev_task"][s])
         group = groups.get(task)
@@ -77,7 +96,8 @@ def executed_by_task(trace, step: int, limit: int | None) -> list[TaskGroup]:
             parent = latest.get(group.depth - 1) if group.depth > 0 else None
             (parent.nested if parent is not None else roots).append(group)
             latest[group.depth] = group
-        group.names.append(short(trace.node_name(int(c["ev_node"][s]))))
+        node = int(c["ev_node"][s])
+        group.names.append(name(node, trace.node_name(node)))
     return roots
 
 
@@ -89,12 +109,18 @@ def _print_groups(out: Console, groups: list[TaskGroup], indent: int = 1) -> Non
 
 
 def print_state(data: dict, out: Console, limit: int | None, node_title: str = "", note: str = "",
-                label: Callable[[int], str] = str, executed: list[TaskGroup] | None = None) -> None:
+                label: Callable[[int], str] = str, executed: list[TaskGroup] | None = None,
+                name: Callable[[int | None, str], str] | None = None) -> None:
     """Print an `agdb.state/1` object, made by state_to_json with `limit`, for people.
 
-    `label` names a node by its index (node_label); `executed`, the executed nodes grouped by graph task
-    (executed_by_task), replaces the flat list.
+    `label` names a node by its index (node_label); `name` a node in a list of names (run_name; default: its
+    short recorded name); `executed`, the executed nodes grouped by graph task (executed_by_task), replaces the
+    flat list.
     """
+    if name is None:
+        def name(node: int | None, recorded: str) -> str:
+            return short(recorded)
+
     omitted = data.get("omitted", {})
 
     def more(name: str, earlier: bool = False) -> str:
@@ -113,7 +139,7 @@ def print_state(data: dict, out: Console, limit: int | None, node_title: str = "
         for col in ("pop", "node", "name", "priority (depth, seq_nr)"):
             table.add_column(col)
         for i, t in enumerate(q["tasks"]):
-            table.add_row(str(i), str(t["node"]), Text(short(t["name"])), str(tuple(t["priority"])))
+            table.add_row(str(i), str(t["node"]), Text(name(t["node"], t["name"])), str(tuple(t["priority"])))
         if omitted.get("ready_queues"):
             table.caption = more("ready_queues")
         out.print(table)
@@ -129,12 +155,12 @@ def print_state(data: dict, out: Console, limit: int | None, node_title: str = "
                                                      if more("executed", earlier=True) else "")))
         _print_groups(out, executed)
     else:
-        names = [short(e["name"]) for e in data["executed"]]
+        names = [name(e["node"], e["name"]) for e in data["executed"]]
         if names and more("executed", earlier=True):
             names.insert(0, more("executed", earlier=True))
         out.print(Text("executed: " + (" → ".join(names) if names else "-")))
     pruned = ", ".join(map(label, data["pruned"])) + (f", {more('pruned')}" if more("pruned") else "")
-    running = ", ".join(short(r["name"]) for r in data["running"])
+    running = ", ".join(name(r["node"], r["name"]) for r in data["running"])
     out.print(Text(f"pruned: [{pruned}]  running: [{running}]  culprits so far: {data['culprits']}"))
     if omitted:
         out.print(Text(f"(at most {limit:,} rows per list: --limit N or --all shows more)", style="dim"))

@@ -6,10 +6,14 @@ Run it from the repository root:
                                                    # 1M-node trace (~6 minutes)
     .venv/bin/python bench/tui.py --quick          # 2k nodes, ~20k events, 20 repeats: ~20 s
     .venv/bin/python bench/tui.py --nodes 20000 --repeats 50 --json out.json
+    .venv/bin/python bench/tui.py --only-big --big-trace big.agdb   # part 4 alone, on a trace saved before
+                                                   # (made and saved by the first run if it does not exist)
 
 Options of this benchmark: ``--nodes N`` (backward nodes; default 100,000, ``--quick`` 2,000), ``--events E``
 (events wanted; default 10 per node), ``--repeats R`` (timed samples of every key and jump measurement;
-default 200, ``--quick`` 20); and the shared ones: ``--reps`` (first-paint runs of each kind; default 3,
+default 200, ``--quick`` 20), ``--only-big`` (part 4 alone), ``--big-trace PATH`` (part 4's trace: loaded
+from PATH if it exists, else recorded and saved there, so that runs of two versions of agdb can share it); and
+the shared ones: ``--reps`` (first-paint runs of each kind; default 3,
 ``--quick`` 1), ``--quick`` and ``--json PATH``.
 
 The trace
@@ -66,9 +70,13 @@ Two ways to drive the app are timed, side by side:
 4. **A 1M-node trace** (issue 17 item 8; ``--quick``: 20k nodes): bench/tracer.py's graph of ``--big-nodes``
    nodes recorded plainly (7 events a node, ~7M events), saved and loaded: the first paint, direct, as in
    part 1 (target: 1 s), then the first ``l`` key, direct (target: one frame, 22 ms), once each; then at once
-   the first ``n`` (information: the first step inside the backward, which waits for the graph tasks' routing
-   and buffer indexes and the node runs if the replay's worker has not built them yet, NOTE [lazy task flows]).
-   All come before the graph panel's layout worker starts (it waits for a pause): the panel says it is laying out.
+   the first ``n`` (the first step inside the backward). Then, each on a fresh app of a freshly loaded trace,
+   right after the first paint: the first ``n`` (target: one frame, 22 ms: answered from indexes of a prefix of
+   the trace, NOTE [prefix indexes] in tracer/indexes.py), the first ``G`` (information: a jump to the last
+   event, which needs the whole trace's node runs and history; its queues start where every queue is empty,
+   NOTE [empty queues] in tracer/replay.py) and a second ``n`` after the first (information: what a step into
+   the backward costs once its indexes exist). All come before the graph panel's layout worker starts (it
+   waits for a pause): the panel says it is laying out.
 
 One repeat times every measurement once, in both ways, interleaved, so that the machine's load hits them
 alike (seed 0). p50, p95, p99 and max are reported; a target is checked against the direct p95 (for first
@@ -333,6 +341,26 @@ async def _big_first_paint_and_step(trace: Any) -> dict:
     return paint
 
 
+async def _big_first_keys(load: Callable[[], Any]) -> dict:
+    """Part 4, right after the first paint of a fresh app on a freshly loaded trace each: the first n, the first G,
+    and a second n after a first one (ms, direct)."""
+    out: dict = {}
+    for name, keys in (("first_n_after_paint_ms", ("n",)), ("first_G_after_paint_ms", ("G",)),
+                       ("second_n_ms", ("n", "n"))):
+        async def press(app: Any, pilot: Any, keys: tuple = keys) -> list[int]:
+            timed: list[int] = []
+            for key in keys:
+                timed = await _direct(app, pilot, lambda key=key: app.post_message(_key(key)))
+            return timed
+
+        trace = load()
+        gc.collect()
+        out[name] = (await _first_paint_then(trace, press))["first_step_ms"]
+        del trace
+        gc.collect()
+    return out
+
+
 async def _first_paint_then(trace: Any, then: Any) -> dict:
     app = AgdbApp(trace=trace)
     t0 = _now()
@@ -472,8 +500,57 @@ def _summarize(raw: dict) -> dict:
     return out
 
 
+def run_big(sizes: dict, big_trace: str | None = None) -> dict:
+    """Part 4: the big trace (recorded, or loaded from `big_trace` if that file exists, else saved there)."""
+    if big_trace is not None and Path(big_trace).exists():
+        info: dict = {"loaded_from": big_trace, "record_s": 0.0}
+        path = Path(big_trace)
+        probe = tracefile.load(path)
+        info.update(nodes=int(probe.num_nodes), events=len(probe))
+        del probe
+        return {**info, **_big_runs(path)}
+    trace, info = record_trace(sizes["big_nodes"], PLAIN_EVENTS_PER_NODE * sizes["big_nodes"])
+    with tempfile.TemporaryDirectory(prefix="agdb-bench-tui-") as tmp:
+        path = Path(big_trace) if big_trace is not None else Path(tmp) / "big.agdb"
+        tracefile.save(trace, path)
+        del trace
+        gc.collect()
+        return {**info, **_big_runs(path)}
+
+
+def _big_runs(path: Path) -> dict:
+    out = asyncio.run(_big_first_paint_and_step(tracefile.load(path)))
+    out.update(asyncio.run(_big_first_keys(lambda: tracefile.load(path))))
+    return out
+
+
+def _big_rows(big_info: dict) -> list[tuple[str, float, float | None]]:
+    nodes = f"{big_info['nodes']:,}-node trace"
+    return [
+        (f"first paint, {nodes} ({big_info['events']:,} events), direct", big_info["painted_ms"],
+         BIG_PAINT_TARGET_MS),
+        (f"first step l, {nodes}, direct", big_info["first_step_ms"], STEP_TARGET_MS),
+        (f"  then the first n (into the backward), {nodes}", big_info["first_n_ms"], None),
+        (f"first n right after the first paint, {nodes}, direct", big_info["first_n_after_paint_ms"],
+         STEP_TARGET_MS),
+        (f"  a second n after it, {nodes}", big_info["second_n_ms"], None),
+        (f"first G (to the last event) right after the first paint, {nodes}", big_info["first_G_after_paint_ms"],
+         None),
+    ]
+
+
+def _checks(result: dict, rows: list[tuple[str, float, float | None]]) -> dict:
+    """The target checks and the information rows of `rows` (name, value, target or None), into `result`."""
+    result["checks"] = [{"name": name, "value": value, "unit": "ms", "target": target, "met": value <= target}
+                        for name, value, target in rows if target is not None]
+    result["info"] = [{"name": name, "value": value, "unit": "ms"} for name, value, target in rows
+                      if target is None]
+    result["table"] = [name for name, *_ in rows]
+    return result
+
+
 def run(quick: bool, reps: int | None, nodes: int | None = None, events: int | None = None,
-        repeats: int | None = None) -> dict:
+        repeats: int | None = None, only_big: bool = False, big_trace: str | None = None) -> dict:
     sizes = dict(QUICK if quick else FULL)
     if nodes is not None:
         sizes["nodes"] = nodes
@@ -484,6 +561,10 @@ def run(quick: bool, reps: int | None, nodes: int | None = None, events: int | N
         sizes["paint_reps"] = reps
     load_before = os.getloadavg()
     started = time.perf_counter()
+    if only_big:
+        big_info = run_big(sizes, big_trace)
+        result = {"meta": _meta(quick, sizes, load_before, started), "big": big_info}
+        return _checks(result, _big_rows(big_info))
 
     trace, trace_info = record_trace(sizes["nodes"], sizes["events"])
     with tempfile.TemporaryDirectory(prefix="agdb-bench-tui-") as tmp:
@@ -526,13 +607,7 @@ def run(quick: bool, reps: int | None, nodes: int | None = None, events: int | N
     parts = _init_parts(fresh())
     interaction = _summarize(raw)
     gc.collect()
-    big_trace, big_info = record_trace(sizes["big_nodes"], PLAIN_EVENTS_PER_NODE * sizes["big_nodes"])
-    with tempfile.TemporaryDirectory(prefix="agdb-bench-tui-") as tmp:
-        path = Path(tmp) / "big.agdb"
-        tracefile.save(big_trace, path)
-        del big_trace
-        gc.collect()
-        big_info.update(asyncio.run(_big_first_paint_and_step(tracefile.load(path))))
+    big_info = run_big(sizes, big_trace)
 
     direct_paint = [p["painted_ms"] for p in paints if p["way"] == "direct"]
     pilot_paint = [p["painted_ms"] for p in paints if p["way"] == "pilot"]
@@ -547,13 +622,7 @@ def run(quick: bool, reps: int | None, nodes: int | None = None, events: int | N
     }
     moved = raw["moved"]
     result: dict = {
-        "meta": {
-            "quick": quick, "sizes": sizes, "size": list(SIZE), "python": platform.python_version(),
-            "numpy": np.__version__, "textual": textual.__version__, "platform": platform.platform(),
-            "cpus": os.cpu_count(), "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
-            "wall_s": time.perf_counter() - started,
-            "note": "shared, noisy machine: other work moves these numbers; gc enabled",
-        },
+        "meta": _meta(quick, sizes, load_before, started),
         "targets": {"first_paint_ms": FIRST_PAINT_TARGET_MS, "step_ms": STEP_TARGET_MS, "jump_ms": JUMP_TARGET_MS},
         "trace": trace_info, "first_paint": first, "interaction": interaction, "training_loop": loop_info,
         "big": big_info,
@@ -573,17 +642,19 @@ def run(quick: bool, reps: int | None, nodes: int | None = None, events: int | N
         ("step n, direct p95", i["step n, direct"]["p95_ms"], STEP_TARGET_MS),
         ("jump warm, direct p95", i["jump warm, direct"]["p95_ms"], JUMP_TARGET_MS),
         ("jump cold, direct p95", i["jump cold, direct"]["p95_ms"], JUMP_TARGET_MS),
-        (f"first paint, {big_info['nodes']:,}-node trace ({big_info['events']:,} events), direct",
-         big_info["painted_ms"], BIG_PAINT_TARGET_MS),
-        (f"first step l, {big_info['nodes']:,}-node trace, direct", big_info["first_step_ms"], STEP_TARGET_MS),
-        (f"  then the first n (into the backward), {big_info['nodes']:,}-node trace", big_info["first_n_ms"], None),
+        *_big_rows(big_info),
     ]  # the pilot figures stay in the listing above: quantized to Pilot's 20 ms sleeps, they check nothing
-    result["checks"] = [{"name": name, "value": value, "unit": "ms", "target": target, "met": value <= target}
-                        for name, value, target in rows if target is not None]
-    result["info"] = [{"name": name, "value": value, "unit": "ms"} for name, value, target in rows
-                      if target is None]
-    result["table"] = [name for name, *_ in rows]
-    return result
+    return _checks(result, rows)
+
+
+def _meta(quick: bool, sizes: dict, load_before: tuple, started: float) -> dict:
+    return {
+        "quick": quick, "sizes": sizes, "size": list(SIZE), "python": platform.python_version(),
+        "numpy": np.__version__, "textual": textual.__version__, "platform": platform.platform(),
+        "cpus": os.cpu_count(), "loadavg_before": list(load_before), "loadavg_after": list(os.getloadavg()),
+        "wall_s": time.perf_counter() - started,
+        "note": "shared, noisy machine: other work moves these numbers; gc enabled",
+    }
 
 
 # -- report ------------------------------------------------------------------------------------------------
@@ -592,12 +663,18 @@ def _fmt(value: float) -> str:
 
 
 def print_report(result: dict) -> None:
-    meta, tr, first, inter = (result[k] for k in ("meta", "trace", "first_paint", "interaction"))
-    sizes = meta["sizes"]
+    meta = result["meta"]
     print(f"agdb TUI benchmark ({'quick' if meta['quick'] else 'full'}; python {meta['python']}, textual "
           f"{meta['textual']}, numpy {meta['numpy']}, {meta['cpus']} CPUs, load average "
           f"{meta['loadavg_before'][0]:.2f} before / {meta['loadavg_after'][0]:.2f} after; {meta['wall_s']:.0f} s)")
     print(f"note: {meta['note']}")
+    if "trace" not in result:  # --only-big
+        _print_big(result["big"])
+        print_target_table(result, lambda row: _fmt(row["value"]) + " ms", lambda row: f"<= {row['target']:g} ms",
+                           target_width=12)
+        return
+    tr, first, inter = (result[k] for k in ("trace", "first_paint", "interaction"))
+    sizes = meta["sizes"]
     print(f"trace: {tr['nodes']:,} nodes, {tr['events']:,} events ({tr['chains']} x {tr['length']} graph of "
           f"bench/tracer.py, {tr['hooks']:,} pre-hook events added; recorded in {tr['record_s']:.1f} s); "
           f"screen {meta['size'][0]}x{meta['size'][1]}, headless")
@@ -630,17 +707,22 @@ def print_report(result: dict) -> None:
           "move in ~20 ms steps,\n    and so does the median overhead subtracted from them: the 'minus overhead' "
           "figures are rough; direct: no sleeps)")
     print()
-    big = result["big"]
-    print(f"4. {big['nodes']:,}-node trace, {big['events']:,} events (recorded in {big['record_s']:.0f} s): first "
-          f"paint {big['painted_ms']:.0f} ms (shows step 0: {big['painted_ok']}), then the first l key "
-          f"{big['first_step_ms']:.1f} ms (moved to step 1: {big['step_moved']}), then the first n "
-          f"{big['first_n_ms']:.0f} ms")
-    print()
+    _print_big(result["big"])
     print_target_table(result, lambda row: _fmt(row["value"]) + " ms", lambda row: f"<= {row['target']:g} ms",
                        target_width=12)
     if tr["events"] < 900_000 or tr["nodes"] < 90_000:
         print(f"(a {tr['nodes']:,}-node, {tr['events']:,}-event trace: the targets are for ~100k nodes and ~1M "
               f"events: run without --quick/--nodes)")
+
+
+def _print_big(big: dict) -> None:
+    made = f"loaded from {big['loaded_from']}" if big.get("loaded_from") else f"recorded in {big['record_s']:.0f} s"
+    print(f"4. {big['nodes']:,}-node trace, {big['events']:,} events ({made}): first paint {big['painted_ms']:.0f} ms "
+          f"(shows step 0: {big['painted_ok']}), then the first l key {big['first_step_ms']:.1f} ms (moved to step 1: "
+          f"{big['step_moved']}), then the first n {big['first_n_ms']:.0f} ms; fresh apps, right after the first "
+          f"paint: the first n {big['first_n_after_paint_ms']:.1f} ms (a second n {big['second_n_ms']:.1f} ms), the "
+          f"first G {big['first_G_after_paint_ms']:.0f} ms")
+    print()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -653,6 +735,9 @@ def main(argv: list[str] | None = None) -> int:
     own.add_argument("--events", type=int, default=None, help="events wanted (default 10 per node)")
     own.add_argument("--repeats", type=int, default=None,
                      help="timed samples of every key and jump measurement (default 200; --quick 20)")
+    own.add_argument("--only-big", action="store_true", help="part 4 alone (the 1M-node trace)")
+    own.add_argument("--big-trace", metavar="PATH", default=None,
+                     help="part 4's trace: loaded from PATH if it exists, else recorded and saved there")
     args, rest = own.parse_known_args(sys.argv[1:] if argv is None else argv)
     for name in ("nodes", "repeats"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -666,7 +751,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_with(args: Any, quick: bool, reps: int | None) -> dict:
-    return run(quick, reps, nodes=args.nodes, events=args.events, repeats=args.repeats)
+    return run(quick, reps, nodes=args.nodes, events=args.events, repeats=args.repeats, only_big=args.only_big,
+               big_trace=args.big_trace)
 
 
 if __name__ == "__main__":

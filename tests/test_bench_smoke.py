@@ -148,11 +148,30 @@ def test_tui_bench_tiny_writes_json(tmp_path):
         assert stats["p50_ms"] <= stats["p95_ms"] <= stats["p99_ms"] <= stats["max_ms"], name
         if "minus overhead" not in name:  # a difference may be negative on a noisy machine
             assert stats["p50_ms"] > 0, name
-    assert len(data["checks"]) == 8  # with the big trace's first paint and first step (issue 17 item 8)
+    assert len(data["checks"]) == 9  # with the big trace's first paint, first l and first n (issue 17 item 8)
     assert any(c["name"].startswith("first step l,") for c in data["checks"])
+    assert any(c["name"].startswith("first n right after the first paint,") for c in data["checks"])
+    big = data["big"]
+    for key in ("first_n_after_paint_ms", "second_n_ms", "first_G_after_paint_ms"):
+        assert big[key] > 0, key
     assert data["training_loop"]["calls"] == 30 and data["training_loop"]["painted_ok"] is True
     for check in data["checks"]:
         assert check["value"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)
+
+
+def test_tui_bench_only_big_reuses_a_saved_trace(tmp_path):
+    """`bench/tui.py --only-big --big-trace PATH` records and saves part 4's trace the first time, loads it the
+    second, and reports part 4's rows alone."""
+    path = tmp_path / "big.agdb"
+    for run in range(2):
+        stdout, data = _run_bench(tmp_path, "tui.py", "--quick", "--only-big", "--big-trace", str(path),
+                                  timeout=120)
+        assert path.exists()
+        assert ("loaded from" in stdout) == (run == 1), stdout
+        assert set(data) == {"meta", "big", "checks", "info", "table"}
+        assert [c["name"].split(",")[0] for c in data["checks"]] == [
+            "first paint", "first step l", "first n right after the first paint"]
+        assert data["big"]["events"] > 0
 
 
 def test_export_bench_tiny_writes_json(tmp_path):

@@ -75,7 +75,7 @@ class _Snapshot:
         self.chunks, self.rows, summary_blocks, raw_summaries = b._row_state()
         # bumps before node_facts: the Recorder drops a node's bump once its facts are in (node_created)
         self.bumps = dict(b.bumps)
-        self.node_facts, self.stacks = dict(b.node_facts), dict(b.stacks)
+        self.node_facts, self.stacks, self.leaf_names = dict(b.node_facts), dict(b.stacks), dict(b.leaf_names)
         self.strings = dict(b.strings)
         self.summaries = merge_summary_blocks([*summary_blocks, summary_block(raw_summaries)])
         threads, queues, frames, tasks, deps, exec_infos = b._tables()
@@ -252,6 +252,9 @@ def _node_table(b: _Snapshot, nodes: dict, keys: list, index_of: dict, sid: Any,
     )
     if b.stacks:
         columns["node_stack"] = compact([sid(b.stacks[k]) if k in b.stacks else -1 for k in keys])
+    if b.leaf_names:
+        names = b.leaf_names
+        columns["node_leaf_name"] = compact([sid(names[k]) if k in names else -1 for k in keys])
 
 
 def _side_tables(b: _Snapshot, tasks: list, deps: list, exec_infos: list, index_of: dict, sid: Any,

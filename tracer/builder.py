@@ -76,6 +76,7 @@ class TraceBuilder:
         (shape, dtype, device, preview, has_nan, has_inf); or, for one small CPU tensor, the bare array."""
         self.bumps: dict[int, tuple[str, int, int]] = {}  # node key -> (name, seq_nr, frame) at its bump
         self.stacks: dict[int, str] = {}  # node key -> forward traceback (anomaly mode)
+        self.leaf_names: dict[int, str] = {}  # AccumulateGrad key -> its leaf's name (leaf_name)
         self.strings: dict[str, int] = {}
         self._threads: list[str] = []
         self._queues: dict[str, int] = {}
@@ -140,6 +141,14 @@ class TraceBuilder:
                                  num_inputs)
         if stack:
             self.stacks[node] = stack
+
+    def leaf_name(self, node: int, name: str) -> None:
+        """The name the user knows the leaf of AccumulateGrad `node` by: a module's parameter path (`fc1.weight`) or
+        the variable bound to it (`w`). Readers tell AccumulateGrads apart by it (NOTE [leaf names] in
+        tracer/leaf_names.py); a leaf with no name is `leaf N` to them."""
+        _check_key(node)
+        if name:
+            self.leaf_names[node] = str(name)
 
     # -- events ---------------------------------------------------------------------------------------------------
     def seq_nr_bumped(self, *, thread: int, node: int, name: str, old: int, seq_nr: int, frame: int = -1) -> None:

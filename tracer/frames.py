@@ -32,13 +32,21 @@ def user_frame() -> Any:
         code = f.f_code
         inside = _inside.get(code)
         if inside is None:
-            if len(_inside) > 100_000:  # code made by exec() keeps coming: do not keep all of it alive
-                _inside.clear()
-            inside = _inside[code] = code.co_filename.startswith(_AGDB_DIRS)
+            inside = is_agdb_code(code)
         if not inside:
             return f
         f = f.f_back
     return None
+
+
+def is_agdb_code(code: Any) -> bool:
+    """Whether a code object belongs to engine/ or tracer/ (not the user's)."""
+    inside = _inside.get(code)
+    if inside is None:
+        if len(_inside) > 100_000:  # code made by exec() keeps coming: do not keep all of it alive
+            _inside.clear()
+        inside = _inside[code] = code.co_filename.startswith(_AGDB_DIRS)
+    return inside
 
 
 _read: dict[str, tuple[tuple[int, int], list[str] | None]] = {}  # file -> ((mtime, size), its lines)

@@ -150,9 +150,11 @@ def line_text(lay: Layout, y: int, x0: int = 0, width: int | None = None) -> str
 
 # -- labels -------------------------------------------------------------------------------------------------
 def box_labels(trace: Trace, folding: Folding) -> list[str]:
-    """Per box: `Name sN` (N its seq_nr) for a node, `k in a chain: First … Last` for a chain, and
-    `× count: A·B·C` (one repetition's names) for a repeat."""
+    """Per box: `Name sN` (N its seq_nr) for a node, an AccumulateGrad with its leaf (`AccumulateGrad fc1.weight`:
+    tracer.leaf_labels), `k in a chain: First … Last` for a chain, and `× count: A·B·C` (one repetition's names)
+    for a repeat."""
     c = trace.columns
+    leaves = trace.index.leaf_labels
     name_of = {i: short_name(trace.strings[i]) for i in trace.distinct_names()}
     node_name = c["node_name"]
     seq = c["node_seq"]
@@ -170,7 +172,9 @@ def box_labels(trace: Trace, folding: Folding) -> list[str]:
                             f"{_brief(name_of[int(node_name[last])])}"))
         else:
             s = int(seq[first])
-            out.append(name_of[int(node_name[first])] + ("" if s < 0 or s == UINT64_MAX else f" s{s}"))
+            leaf = leaves.get(first)
+            out.append(name_of[int(node_name[first])] + (f" {_cut(leaf)}" if leaf is not None else
+                                                         "" if s < 0 or s == UINT64_MAX else f" s{s}"))
     return out
 
 

@@ -368,6 +368,11 @@ class _Builder:
         self.name_codes = lookup[c["node_name"]]
         self.names = tuple(short_name(trace.strings[i]) for i in distinct)
         self.is_accumulate = trace.nodes_named(lambda s: s.endswith("AccumulateGrad"))
+        # What tells the AccumulateGrads apart, after their name (tracer.leaf_labels): code 0 is no text.
+        leaves = trace.index.leaf_labels
+        self.leaf_texts = ("", *(f" {label}" for label in leaves.values()))
+        self.leaf_codes = np.zeros(trace.num_nodes, dtype=np.int32)
+        self.leaf_codes[np.fromiter(leaves, np.int64, len(leaves))] = np.arange(1, len(leaves) + 1, dtype=np.int32)
 
         self.seq_codes = np.asarray(c["node_seq"], dtype=np.int64)
         self.edges = edges(trace)
@@ -457,7 +462,8 @@ class _Builder:
         if self.view == "backward":
             orders = self._at(self.order, vs)
             label: tuple[Piece, ...] = (
-                Texts(self._at(self.name_codes, vs), self.names), "\nseq ", seq, " · topo ",
+                Texts(self._at(self.name_codes, vs), self.names), Texts(self._at(self.leaf_codes, vs), self.leaf_texts),
+                "\nseq ", seq, " · topo ",
                 Ints(self._at(np.asarray(self.trace.columns["node_topo"]), vs)),
                 Texts((orders >= 0).view(np.int8), ("", "\n#")), Ints(orders), marks)
         else:  # the forward view: the op, its seq_nr and its line, read node by node (no hot path)
@@ -592,7 +598,9 @@ class _Builder:
         labels, nodes = [], []
         for i, t in enumerate(q.tasks):
             depth, seq = t.priority
+            leaf = self.trace.index.leaf_labels.get(t.node) if t.node is not None else None
             name = short_name(t.name) if t.name else "(wake-up)"
+            name = f"{name} {leaf}" if leaf is not None else name
             labels.append(f"{i + 1}. {name}\ndepth {depth}, seq {_seq_text(seq)}")
             nodes.append(-1 if t.node is None else t.node)
         k = len(labels)

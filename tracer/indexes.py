@@ -6,6 +6,7 @@ Never imports the engine, textual or rich. Every index is read-only once built.
 from __future__ import annotations
 
 import bisect
+import copy
 import threading
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable
@@ -128,13 +129,19 @@ def index_tasks(trace: Trace) -> dict[int, TaskIndex]:
     return tasks
 
 
-def index_flows(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
+def index_flows(trace: Trace, tasks: dict[int, TaskIndex], upto: int | None = None) -> None:
     """Fill in each task's routing decrements and buffer lifetimes (TaskIndex.dec_*, buf_nodes, buffers).
 
-    Apart from `index_tasks` (NOTE [lazy task flows]): only a step inside a graph task needs them.
+    Apart from `index_tasks` (NOTE [lazy task flows]): only a step inside a graph task needs them. With `upto`,
+    only the events up to that step are read: the result is right for the steps up to it (NOTE [prefix indexes]).
     """
-    _index_routing(trace, tasks)
-    _index_buffers(trace, tasks)
+    _index_routing(trace, tasks, upto)
+    _index_buffers(trace, tasks, upto)
+
+
+def _cut(steps: np.ndarray, upto: int | None) -> np.ndarray:
+    """The steps up to `upto` (all with None) of a sorted array of steps."""
+    return steps if upto is None else steps[:int(np.searchsorted(steps, upto, side="right"))]
 
 
 def lookup_sorted(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -145,10 +152,10 @@ def lookup_sorted(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray
     return pos, (pos < len(sorted_keys)) & (sorted_keys[np.minimum(pos, len(sorted_keys) - 1)] == keys)
 
 
-def _index_routing(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
+def _index_routing(trace: Trace, tasks: dict[int, TaskIndex], upto: int | None = None) -> None:
     """Each task's decrements: one per edge of a finished node to a node the task counts."""
     c = trace.columns
-    finished = trace.index.steps_of(Kind.NODE_FINISHED)
+    finished = trace.index.steps_upto(upto, Kind.NODE_FINISHED)
     starts = np.asarray(c["node_edge_start"], dtype=np.int64)
     fin_nodes = np.asarray(c["ev_node"][finished], dtype=np.int64)
     counts = starts[fin_nodes + 1] - starts[fin_nodes]
@@ -162,6 +169,9 @@ def _index_routing(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
     # keyed task * width + node, which sorts by task and then by node as dep_nodes is.
     width = trace.num_nodes + 1
     ids = sorted(tasks)
+    if len(child) * 8 < width:  # a prefix of a large trace: search each task's counted nodes, touch nothing else
+        _few_decrements(tasks, rep_steps, rep_tasks, child)
+        return
     keys = rep_tasks * width + child
     first_of = dict(zip(ids, np.cumsum([0] + [len(tasks[tid].dep_nodes) for tid in ids]).tolist(), strict=False))
     size = (max([*ids, int(rep_tasks.max(initial=0))]) + 1) * width
@@ -182,6 +192,19 @@ def _index_routing(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
         picked = picked_all[where]  # in step order: _groups keeps positions ascending
         t.dec_steps, t.dec_nodes = rep_steps[picked], child[picked]
         t.dec_pos = pos[picked] - first_of[tid]
+        t.remaining_snaps = RemainingSnaps(t)
+
+
+def _few_decrements(tasks: dict[int, TaskIndex], steps: np.ndarray, task_of: np.ndarray, child: np.ndarray) -> None:
+    """_index_routing's result by a binary search of each edge's child among its task's counted nodes: for few
+    edges, where the other ways' arrays of one slot per node would cost more than the search."""
+    for tid, where in _groups(task_of).items():
+        t = tasks.get(tid)
+        if t is None:
+            continue
+        pos, ok = lookup_sorted(t.dep_nodes, child[where].astype(t.dep_nodes.dtype))
+        picked = where[ok]  # in step order: _groups keeps positions ascending
+        t.dec_steps, t.dec_nodes, t.dec_pos = steps[picked], child[picked], pos[ok].astype(np.int64)
         t.remaining_snaps = RemainingSnaps(t)
 
 
@@ -218,17 +241,18 @@ class RemainingSnaps:
         return made
 
 
-def _index_buffers(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
+def _index_buffers(trace: Trace, tasks: dict[int, TaskIndex], upto: int | None = None) -> None:
     """Per task, the nodes whose input buffer was written, open from their first write to their first push."""
     c = trace.columns
     index = trace.index
     width = trace.num_nodes + 1
-    writes = index.steps_of(Kind.BUFFER_WRITTEN)
-    pushes = index.steps_of(Kind.TASK_PUSHED)
+    writes = index.steps_upto(upto, Kind.BUFFER_WRITTEN)
+    pushes = index.steps_upto(upto, Kind.TASK_PUSHED)
     w_keys = np.asarray(c["ev_task"][writes], dtype=np.int64) * width + c["ev_node"][writes]
     p_keys = np.asarray(c["ev_task"][pushes], dtype=np.int64) * width + c["ev_node"][pushes]
     size = int(max(w_keys.max(initial=-1), p_keys.max(initial=-1))) + 1
-    if size <= DENSE:  # first positions by key, with no sort
+    # First positions by key, with no sort; but a few keys (a prefix's) sort faster than a slot per key is filled.
+    if size <= DENSE and (len(w_keys) + len(p_keys)) * 8 >= size:
         first_write = first_positions(w_keys, size)
         uniq = np.flatnonzero(first_write >= 0)  # each (task, node) written, and its first write
         first = first_write[uniq]
@@ -248,15 +272,16 @@ def _index_buffers(trace: Trace, tasks: dict[int, TaskIndex]) -> None:
             t.buffers = Intervals(writes[first[where]], pushed[where])
 
 
-def find_runs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(start, end, thread, node) of every node execution; end is its NodeFinished or ErrorRaised."""
+def find_runs(trace: Trace, upto: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, thread, node) of every node execution; end is its NodeFinished or ErrorRaised. With `upto`,
+    of the runs started by that step, ends after it read as NEVER (NOTE [prefix indexes])."""
     c = trace.columns
     kinds = c["ev_kind"]
-    if not len(trace.index.steps_of(Kind.ERROR_RAISED)):
-        found = _index_runs_nested(trace)
+    if not len(trace.index.steps_upto(upto, Kind.ERROR_RAISED)):
+        found = _index_runs_nested(trace, upto)
         if found is not None:
             return found
-    steps = trace.index.steps_of(Kind.NODE_STARTED, Kind.NODE_FINISHED, Kind.ERROR_RAISED)
+    steps = trace.index.steps_upto(upto, Kind.NODE_STARTED, Kind.NODE_FINISHED, Kind.ERROR_RAISED)
     open_runs: dict[int, list] = {}
     starts, ends, threads, nodes = [], [], [], []
     for s in steps.tolist():
@@ -274,7 +299,8 @@ def find_runs(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
             np.array(nodes, np.int64))
 
 
-def _index_runs_nested(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+def _index_runs_nested(trace: Trace, upto: int | None = None
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """find_runs, vectorised, for a trace whose runs nest properly on each thread (no errors); else None.
 
     On one thread, a run's NodeFinished is the next end event at the run's own nesting level, so sorting the
@@ -282,7 +308,7 @@ def _index_runs_nested(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """
     c = trace.columns
     kinds = c["ev_kind"]
-    steps = trace.index.steps_of(Kind.NODE_STARTED, Kind.NODE_FINISHED)
+    steps = trace.index.steps_upto(upto, Kind.NODE_STARTED, Kind.NODE_FINISHED)
     threads = np.asarray(c["ev_thread"][steps], dtype=np.int64)
     by_thread = _stable_order(threads)  # steps_of is in step order: stable keeps it per thread
     if by_thread is not None:
@@ -349,6 +375,9 @@ class TraceIndex:
         self._memo: dict[Any, Any] = {}
         self._flows_lock = threading.Lock()
         self._flows_done = False  # NOTE [lazy task flows]
+        self._flows_part: tuple[int, dict[int, TaskIndex]] | None = None  # (bound, tasks): NOTE [prefix indexes]
+        self._runs_full: tuple[tuple, Intervals] | None = None
+        self._runs_part: tuple[int, tuple, Intervals] | None = None
 
     def steps_of(self, *kinds: Kind) -> np.ndarray:
         """The steps of every event of these kinds, in order."""
@@ -362,8 +391,36 @@ class TraceIndex:
             found = self._steps_of[key] = read_only(np.flatnonzero(mask))
         return found
 
+    def steps_upto(self, upto: int | None, *kinds: Kind) -> np.ndarray:
+        """The steps up to `upto` (all with None) of every event of these kinds, in order.
+
+        Does not build `steps_of` for the whole trace (a 7M-event trace's costs ~10 ms a kind): a prefix index
+        (NOTE [prefix indexes]) reads only from the first graph task to its bound, unless one of these kinds
+        occurs before the first graph task too.
+        """
+        key = tuple(sorted(int(k) for k in kinds))
+        found = self._steps_of.get(key)
+        if found is not None or upto is None:
+            return _cut(self.steps_of(*kinds), upto)
+        lo = 0 if self._kinds_before_backward[list(key)].any() else min(self.first_backward, upto + 1)
+        window = self._trace.columns["ev_kind"][lo:upto + 1]
+        mask = window == key[0]
+        for other in key[1:]:
+            mask |= window == other
+        return read_only(np.flatnonzero(mask) + lo)
+
+    @cached_property
+    def _kinds_before_backward(self) -> np.ndarray:
+        """Per kind, whether an event of it comes before the first graph task starts."""
+        kinds = self._trace.columns["ev_kind"][:self.first_backward]
+        return np.bincount(kinds, minlength=len(Kind))[:len(Kind)] > 0
+
     def rank(self, step: int, *kinds: Kind) -> int:
         """Which event of these kinds `step` is (0 for the first): the row of its side data."""
+        key = tuple(sorted(int(k) for k in kinds))
+        if key not in self._steps_of and step - self.first_backward < self.PREFIX_MIN and \
+                not self._kinds_before_backward[list(key)].any():
+            return len(self.steps_upto(step - 1, *kinds))  # early in the backward: NOTE [prefix indexes]
         return int(np.searchsorted(self.steps_of(*kinds), step))
 
     @cached_property
@@ -380,6 +437,13 @@ class TraceIndex:
         ids = self._trace.columns["node_name"]
         present = np.bincount(ids, minlength=len(self._trace.strings)) if len(ids) else np.zeros(0, np.int64)
         return np.flatnonzero(present).tolist()
+
+    @cached_property
+    def leaf_labels(self) -> dict[int, str]:
+        """What tells each AccumulateGrad apart (tracer.leaf_labels): its leaf's name, or `leaf N`."""
+        from .leaf_labels import leaf_labels
+
+        return leaf_labels(self._trace)
 
     @cached_property
     def task_depths(self) -> dict[int, int]:
@@ -403,15 +467,76 @@ class TraceIndex:
     # index, and the TUI first shows step 0, usually in the forward pass, where no graph task is running. So
     # `tasks` holds what every step needs (the spans) and `task_flows()` adds the rest when a step inside a
     # graph task is first asked for, or when the TUI's worker warms the replay after the first paint.
-    def task_flows(self) -> dict[int, TaskIndex]:
-        """`tasks`, with every task's decrements and buffers filled in (built once, by one thread)."""
+    #
+    # NOTE [prefix indexes]: the state at a step is a function of the events up to it, so an index built from a
+    # prefix of the trace answers every step of that prefix. The first step into a 1M-node backward (the first
+    # `n` after the first paint) would otherwise wait ~0.4 s for the task flows, the runs and the node states'
+    # history of the whole trace; built from the events up to a bound, they cost what that prefix holds. A
+    # step past the bound builds a prefix twice as deep into the backward (so all the prefixes together cost at
+    # most twice the whole); once the bound would pass the middle of the backward, or the TUI's worker has
+    # built the whole index, the whole one is used. The prefixes are new objects: whole indexes never change.
+    PREFIX_MIN = 1 << 15
+    """Events past the first graph task's start that the smallest prefix covers."""
+
+    @cached_property
+    def first_backward(self) -> int:
+        """The step of the first GraphTaskStarted, or the trace's length: before it no graph task has run."""
+        started = self.steps_of(Kind.GRAPH_TASK_STARTED)
+        return int(started[0]) if len(started) else len(self._trace)
+
+    def prefix_bound(self, step: int) -> int | None:
+        """The last step of the prefix whose indexes should answer `step`, or None to use the whole trace's."""
+        first, n = self.first_backward, len(self._trace)
+        bound = first + max(2 * (step - first), self.PREFIX_MIN)
+        return bound if bound < first + (n - first) // 2 else None
+
+    def task_flows(self, step: int | None = None) -> dict[int, TaskIndex]:
+        """`tasks` with every task's decrements and buffers filled in (built once, by one thread); with `step`,
+        perhaps a copy filled in from a prefix that holds `step` (NOTE [prefix indexes])."""
+        return self.task_flows_upto(step)[0]
+
+    def task_flows_upto(self, step: int | None = None) -> tuple[dict[int, TaskIndex], int | None]:
+        """task_flows(step), and the last step they are right for (None: every step)."""
         tasks = self.tasks
-        if not self._flows_done:
-            with self._flows_lock:
-                if not self._flows_done:
-                    index_flows(self._trace, tasks)
-                    self._flows_done = True
-        return tasks
+        if self._flows_done:
+            return tasks, None
+        if step is not None:
+            part = self._flows_part
+            if part is not None and step <= part[0]:
+                return part[1], part[0]
+            bound = self.prefix_bound(step)
+            if bound is not None:
+                copies = {tid: copy.copy(t) for tid, t in tasks.items()}
+                index_flows(self._trace, copies, upto=bound)
+                self._flows_part = (bound, copies)
+                return copies, bound
+        with self._flows_lock:
+            if not self._flows_done:
+                index_flows(self._trace, tasks)
+                self._flows_done = True
+                self._flows_part = None
+        return tasks, None
+
+    def run_intervals(self, step: int | None = None) -> tuple[tuple[np.ndarray, ...], Intervals]:
+        """(`runs`, their Intervals), or, with `step`, perhaps those of the runs started in a prefix that holds
+        `step`, the ones that end after it open (NOTE [prefix indexes])."""
+        full = self._runs_full
+        if full is not None:
+            return full
+        if step is not None:
+            part = self._runs_part
+            if part is not None and step <= part[0]:
+                return part[1], part[2]
+            bound = self.prefix_bound(step)
+            if bound is not None:
+                runs = tuple(read_only(a) for a in find_runs(self._trace, bound))
+                intervals = Intervals(runs[0], runs[1])
+                self._runs_part = (bound, runs, intervals)
+                return runs, intervals
+        runs = self.runs
+        full = self._runs_full = (runs, Intervals(runs[0], runs[1]))  # two threads may both build it: the same
+        self._runs_part = None
+        return full
 
     @cached_property
     def _buffer_writes_by_key(self) -> tuple[np.ndarray, np.ndarray]:

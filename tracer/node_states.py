@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 
-from .indexes import Intervals
+from .indexes import Intervals, TaskIndex
 from .replay import EngineState
 from .schema import Kind
 from .trace import Trace
@@ -62,25 +62,52 @@ class NodeStates:
         self._first_backward = int(backward[0]) if len(backward) else len(trace)
         """Before this step no graph task ran, so no node is pruned, to push or raised: no history is needed."""
         self._history: _History | None = None
+        self._part: _History | None = None  # of a prefix of the trace (NOTE [prefix indexes] in indexes)
+        self._spent_of: dict[int, tuple[int | None, np.ndarray, Intervals]] = {}  # graph task -> (bound, spent)
         self._lock = threading.Lock()
 
     def warm(self) -> None:
         """Build the per-trace history arrays now (the TUI does it in a worker, off the first paint)."""
-        self._history_arrays()
+        self._history_arrays(None)
 
-    def _history_arrays(self) -> _History:
+    def _history_arrays(self, step: int | None) -> _History:
+        """The history, right up to `step` at least (all of it with None)."""
         # NOTE [lazy history]: ~0.1 s for a 1M-node trace or a training loop of 1,000 backward calls, which the
-        # first paint (at step 0, in the forward pass) does not need.
+        # first paint (at step 0, in the forward pass) does not need; the first step into the backward needs only
+        # the history of a prefix (NOTE [prefix indexes] in indexes).
+        full = self._history
+        if full is not None:
+            return full
+        if step is not None:
+            part = self._part
+            if part is not None and part.upto is not None and step <= part.upto:
+                return part
+            bound = self.trace.index.prefix_bound(step)
+            if bound is not None:
+                part = self._part = _History(self.trace, bound)
+                return part
         with self._lock:
             if self._history is None:
                 self._history = _History(self.trace)
+                self._part = None
             return self._history
+
+    def _spent(self, task: int, step: int) -> tuple[np.ndarray, Intervals]:
+        """(node, [count reached 0, pushed)) of graph task `task`, right up to `step` at least: only a task running
+        at a step has to_push nodes, so a step after every backward needs none of the task flows."""
+        known = self._spent_of.get(task)
+        if known is not None and (known[0] is None or step <= known[0]):
+            return known[1], known[2]
+        tasks, bound = self.trace.index.task_flows_upto(step)
+        nodes, intervals = _spent_intervals(self.trace, task, tasks[task], bound)
+        self._spent_of[task] = (bound, nodes, intervals)
+        return nodes, intervals
 
     def raised_nodes(self, step: int) -> np.ndarray:
         """The nodes whose backward raised by `step`, in the order they raised."""
         if step < self._first_backward:
             return np.zeros(0, dtype=np.int64)
-        h = self._history_arrays()
+        h = self._history_arrays(step)
         return h.error_nodes[:int(np.searchsorted(h.error_steps, step, side="right"))]
 
     def at(self, state: EngineState, out: tuple[np.ndarray, np.ndarray] | None = None
@@ -102,7 +129,7 @@ class NodeStates:
         if len(executed):
             order[executed] = _iota(len(executed))
             codes[executed] = STATE_CODE["done"]
-        h = self._history_arrays() if step >= self._first_backward else None
+        h = self._history_arrays(step) if step >= self._first_backward else None
         if h is not None:
             pruned = int(np.searchsorted(h.pruned_steps, step, side="right"))
             if pruned:  # what happened last to a node says its state: pruned, unless it ran since
@@ -111,10 +138,11 @@ class NodeStates:
             codes[self.raised_nodes(step)] = STATE_CODE["raised"]
         for gt in state.graph_tasks:
             self._graph_task(gt, codes, order)
-        if h is not None:
+        for gt in state.graph_tasks:
             # After the tasks' states: a spent node's buffer is open (not_ready) until its push, yet it waits for
             # nothing more, so it is to_push rather than waiting (NOTE [to push]).
-            spent = h.spent_nodes[h.spent.open_at(step)]
+            spent_nodes, spent = self._spent(gt.graph_task, step)
+            spent = spent_nodes[spent.open_at(step)]
             codes[spent] = STATE_CODE["to_push"]
             order[spent] = -1
         for q in state.ready_queues:
@@ -144,56 +172,83 @@ class NodeStates:
 
 
 class _History:
-    """What a trace's past says about its nodes at any step: prunings, spent counts, errors (NodeStates')."""
+    """What a trace's past says about its nodes at any step: prunings and errors (NodeStates'; the spent counts are
+    found per graph task, NodeStates._spent).
 
-    def __init__(self, trace: Trace) -> None:
+    With `upto`, read from the events up to that step only, and right for the steps up to it."""
+
+    def __init__(self, trace: Trace, upto: int | None = None) -> None:
+        self.upto = upto
         c = trace.columns
-        started = trace.steps_of(Kind.NODE_STARTED)
+        started = trace.index.steps_upto(upto, Kind.NODE_STARTED)
         # NOTE [pruning as history]: pruned nodes stay pruned once their graph task ends (the engine never
         # ran them for that backward call), so a step after it still says why they have no grad.
-        deps_steps = trace.steps_of(Kind.DEPENDENCIES_COMPUTED)
+        deps_steps = trace.index.steps_upto(upto, Kind.DEPENDENCIES_COMPUTED)
         starts = np.asarray(c["pruned_start"], dtype=np.int64) if len(deps_steps) else np.zeros(1, np.int64)
         self.pruned_steps = np.repeat(deps_steps, np.diff(starts[:len(deps_steps) + 1]))
         self.pruned_nodes = np.asarray(c["pruned_node"][:len(self.pruned_steps)], dtype=np.int64)
         self.pruned_until = _next_start(self.pruned_nodes, self.pruned_steps, started,
                                         np.asarray(c["ev_node"][started], dtype=np.int64))
         """Per pruning: the step its node next started running (it is pruned until then), or the end."""
-        self.spent_nodes, self.spent = _spent_intervals(trace)
-        """When each node was to_push: from the step its count reached 0 until the step it was pushed."""
-        error_steps = trace.steps_of(Kind.ERROR_RAISED)
+        error_steps = trace.index.steps_upto(upto, Kind.ERROR_RAISED)
         nodes = np.asarray(c["ev_node"][error_steps], dtype=np.int64)
         self.error_steps, self.error_nodes = error_steps[nodes >= 0], nodes[nodes >= 0]
 
 
-def _spent_intervals(trace: Trace) -> tuple[np.ndarray, Intervals]:
-    """(node, [count reached 0, pushed)) for every push that followed a count reaching 0, as Intervals.
+def _spent_intervals(trace: Trace, tid: int, t: TaskIndex, upto: int | None) -> tuple[np.ndarray, Intervals]:
+    """(node, [count reached 0, pushed)) for every push of graph task `tid` that followed a count reaching 0, as
+    Intervals; with `upto`, for the counts that reached 0 by that step (`t`'s flows are right up to it).
 
     NOTE [to push]: a counted node's count reaches 0 at the decrement (its last parent's NodeFinished) that
     spends it, and the engine pushes it right after; between the two steps it is to_push. A node exec_info does
-    not need is never pushed, so it never is to_push. Found once per trace, so a step pays only for open_at.
+    not need is never pushed, so it never is to_push. Found once per graph task, so a step pays only for open_at.
     """
+    none = np.zeros(0, np.int64)
+    if not len(t.dec_pos):
+        return none, Intervals(none, none)
     c = trace.columns
-    pushes = trace.steps_of(Kind.TASK_PUSHED)
-    width, span = trace.num_nodes + 1, len(trace) + 1
-    push_keys = np.sort((np.asarray(c["ev_task"][pushes], dtype=np.int64) * width
-                         + np.asarray(c["ev_node"][pushes], dtype=np.int64)) * span + pushes)
-    nodes, starts, ends = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for tid, t in trace.index.tasks.items():
-        if not len(t.dec_pos):
-            continue
-        decrements = np.bincount(t.dec_pos, minlength=len(t.dep_nodes))
-        last = np.zeros(len(t.dep_nodes), dtype=np.int64)
-        np.maximum.at(last, t.dec_pos, t.dec_steps)
-        spent = np.flatnonzero(decrements >= t.dep_counts)
-        node, zero = t.dep_nodes[spent].astype(np.int64), last[spent]
-        key = tid * width + node
-        at = np.searchsorted(push_keys, key * span + zero, side="left")
-        hit = push_keys[np.minimum(at, len(push_keys) - 1)] if len(push_keys) else np.zeros(len(key), np.int64)
-        pushed = (at < len(push_keys)) & (hit // span == key)
-        nodes.append(node[pushed])
-        starts.append(zero[pushed])
-        ends.append(hit[pushed] % span)
-    return np.concatenate(nodes), Intervals(np.concatenate(starts), np.concatenate(ends))
+    # The task's pushes: of a prefix, read up to its bound; else from the whole trace's (a training loop has
+    # thousands of graph tasks: one scan for all of them).
+    pushes = trace.steps_of(Kind.TASK_PUSHED) if upto is None else trace.index.steps_upto(upto, Kind.TASK_PUSHED)
+    pushes = pushes[int(np.searchsorted(pushes, t.start)):int(np.searchsorted(pushes, t.end, side="right"))]
+    pushes = pushes[np.asarray(c["ev_task"][pushes]) == tid]
+    span = len(trace) + 1
+    push_keys = np.sort(np.asarray(c["ev_node"][pushes], dtype=np.int64) * span + pushes)  # by node, then step
+    decrements = np.bincount(t.dec_pos, minlength=len(t.dep_nodes))
+    last = np.zeros(len(t.dep_nodes), dtype=np.int64)
+    np.maximum.at(last, t.dec_pos, t.dec_steps)
+    spent = np.flatnonzero(decrements >= t.dep_counts)
+    node, zero = t.dep_nodes[spent].astype(np.int64), last[spent]
+    at = np.searchsorted(push_keys, node * span + zero, side="left")
+    hit = push_keys[np.minimum(at, len(push_keys) - 1)] if len(push_keys) else np.zeros(len(node), np.int64)
+    pushed = (at < len(push_keys)) & (hit // span == node)
+    end = np.where(pushed, hit % span, -1)
+    if upto is not None and not pushed.all():  # pushed after the prefix, or never
+        end[~pushed] = _later_pushes(trace, tid * (trace.num_nodes + 1) + node[~pushed], upto)
+        pushed = end >= 0
+    return node[pushed], Intervals(zero[pushed], end[pushed])
+
+
+def _later_pushes(trace: Trace, keys: np.ndarray, upto: int) -> np.ndarray:
+    """For each key (graph task * (nodes + 1) + node), the step of its first push after step `upto`, or -1.
+
+    Looks at the next PREFIX_MIN pushes first: a spent node is pushed right after its count reaches 0, so only a
+    node that is never pushed makes the search read the rest of the trace."""
+    c = trace.columns
+    found = np.full(len(keys), -1, dtype=np.int64)
+    near = upto + trace.index.PREFIX_MIN
+    for later in (trace.index.steps_upto(near, Kind.TASK_PUSHED), trace.steps_of(Kind.TASK_PUSHED)):
+        later = later[int(np.searchsorted(later, upto, side="right")):]
+        later_keys = np.asarray(c["ev_task"][later], dtype=np.int64) * (trace.num_nodes + 1) + c["ev_node"][later]
+        hits = np.flatnonzero(np.isin(later_keys, keys))  # ascending: the first hit of a key is its first push
+        first_keys, first = np.unique(later_keys[hits], return_index=True)
+        pos = np.searchsorted(first_keys, keys)
+        ok = (found < 0) & (pos < len(first_keys))
+        ok[ok] = first_keys[pos[ok]] == keys[ok]
+        found[ok] = later[hits[first[pos[ok]]]]
+        if (found >= 0).all():
+            break
+    return found
 
 
 def _next_start(nodes: np.ndarray, steps: np.ndarray, start_steps: np.ndarray, start_nodes: np.ndarray) -> np.ndarray:

@@ -24,7 +24,8 @@ from . import culprits
 from .builder import CHUNK, ROW, SMALL, TraceBuilder, summary_of
 from .frames import columns as frame_columns
 from .frames import user_frame
-from .schema import WAKE_UP, Kind
+from .leaf_names import LeafNamer
+from .schema import UINT64_MAX, WAKE_UP, Kind
 
 # Plain ints: the hot path compares and stores them (an IntEnum member costs a little more).
 _K_BUMP, _K_CREATED, _K_PUSH, _K_POP = int(Kind.SEQ_NR_BUMPED), int(Kind.NODE_CREATED), int(Kind.TASK_PUSHED), \
@@ -50,6 +51,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._handle = None
         self._log_culprits = False
+        self._namer = LeafNamer()
 
     # -- attaching -------------------------------------------------------------------------------------------
     def attach(self) -> Recorder:
@@ -119,10 +121,24 @@ class Recorder:
         uid = node._uid
         if uid not in self.nodes:
             self.nodes[uid] = _static(node, -1, self.builder.num_events, self._row_of_ident.get(node.thread_id, -1))
+            if node._seq == UINT64_MAX:  # an AccumulateGrad made before recording began: named at backward start
+                self._name_leaf(node)
             for child, _ in node.next_edges:
                 if child is not None and child._uid not in self.nodes:
                     self._register(child)
         return uid
+
+    def _name_leaf(self, node: Any) -> None:
+        """Store the name of an AccumulateGrad's leaf, looked up once (NOTE [leaf names] in leaf_names)."""
+        variable = getattr(node, "variable", None)  # None: an Error node, which has seq_nr max too
+        if variable is None:
+            return
+        try:
+            name = self._namer.name_of(variable)
+        except Exception:  # a look-up must never break a recording: the leaf stays `leaf N`
+            name = None
+        if name:
+            self.builder.leaf_name(node._uid, name)
 
     def _summaries(self, tensors: Any) -> None:
         # Tuples, not lists: the gc stops tracking tuples of untracked objects, so a long recording does
@@ -170,6 +186,8 @@ class Recorder:
             self.builder.freeze_rows()
         if node._metadata is not None and "traceback_" in node._metadata:  # made under anomaly mode
             self.builder.stacks[uid] = "".join(node._metadata["traceback_"])
+        if node._seq == UINT64_MAX:  # AccumulateGrad (or an Error node): NOTE [leaf names]
+            self._name_leaf(node)
 
     def graph_task_started(self, gt: Any) -> None:
         thread = self._thread()

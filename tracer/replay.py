@@ -60,7 +60,6 @@ class Replay:
         self._task_ids = np.array(sorted(self._tasks), dtype=np.int64)
         self._task_spans = np.array([(self._tasks[t].start, self._tasks[t].end) for t in self._task_ids.tolist()],
                                     dtype=np.int64).reshape(-1, 2)
-        self._run_intervals: Intervals | None = None  # built when a step after the first run asks (_running_at)
         if trace.num_nodes:
             trace.node(0)  # builds the trace's node index now, so no seek pays for it
         self._queue_steps = index.steps_of(Kind.TASK_PUSHED, Kind.TASK_POPPED, Kind.GRAPH_TASK_FINISHED)
@@ -97,7 +96,7 @@ class Replay:
         between()
         self.trace.index.task_flows()
         between()
-        self._runs_until(len(self.trace))
+        self._runs_until(None)
         last = int(self._queue_steps[-1]) if len(self._queue_steps) else -1
         while self._built < len(self._queue_steps) and not should_stop():
             between()
@@ -125,15 +124,19 @@ class Replay:
     def _queues_at(self, step: int) -> tuple[QueueState, ...]:
         # Within one interval of the last checkpoint, the seek applies the events itself, without the lock that
         # a warm() chunk in another thread may hold.
-        within = int(np.searchsorted(self._queue_steps, step, side="right")) - \
-            (len(self._checkpoints) - 1) * self.interval
-        if within > self.interval and self._built < len(self._queue_steps):
-            self._extend_checkpoints(step)
-        i = bisect.bisect_right(self._checkpoints, step, key=lambda cp: cp[0]) - 1
-        base, saved = self._checkpoints[i]
-        heaps = _copy_heaps(saved)
-        lo = int(np.searchsorted(self._queue_steps, base, side="right"))
         hi = int(np.searchsorted(self._queue_steps, step, side="right"))
+        within = hi - (len(self._checkpoints) - 1) * self.interval
+        heaps = None
+        if within > self.interval and self._built < len(self._queue_steps):
+            if within > self._EMPTY_REACH * self.interval:  # far: NOTE [empty queues]
+                lo, heaps = self._from_empty(hi)
+            if heaps is None:
+                self._extend_checkpoints(step)
+        if heaps is None:
+            i = bisect.bisect_right(self._checkpoints, step, key=lambda cp: cp[0]) - 1
+            base, saved = self._checkpoints[i]
+            heaps = _copy_heaps(saved)
+            lo = int(np.searchsorted(self._queue_steps, base, side="right"))
         for k in range(lo, hi):
             self._apply_queue_event(heaps, k)
         trace = self.trace
@@ -148,12 +151,44 @@ class Replay:
             out.append(QueueState(trace.queues[q], tuple(tasks)))
         return tuple(out)
 
+    # NOTE [empty queues]: a seek far past the checkpoints built so far (the first G after the first paint of a
+    # 1M-node trace replayed 2M queue events, 7 s) need not start from the last checkpoint: where every queue is
+    # empty, the heaps are known without replaying what came before (an empty list per queue seen so far). In a
+    # trace whose pops each undo an earlier push of the same queue, once, the queues are all empty exactly where
+    # the pushes so far equal the pops so far. A seek more than _EMPTY_REACH intervals past the checkpoints
+    # starts from the last such point if it lies within that many queue events of the step (a nearer seek, as
+    # when stepping on, extends the checkpoints as before). Checkpoints past it stay the warm-up's job.
+    _EMPTY_REACH = 8
+
+    def _from_empty(self, hi: int) -> tuple[int, dict | None]:
+        """(queue events applied, heaps) at the last point with every queue empty, near enough before the first
+        `hi` queue events, or (0, None)."""
+        empty = self._empty_points()
+        k = int(np.searchsorted(empty, hi, side="right")) - 1
+        if k < 0 or hi - int(empty[k]) > self._EMPTY_REACH * self.interval:
+            return 0, None
+        count = int(empty[k])
+        return count, {q: [] for q in self._queue_firsts[self._queue_firsts[:, 1] < count, 0].tolist()}
+
+    def _empty_points(self) -> np.ndarray:
+        """The counts of queue events after which every queue is empty (empty when pops do not undo pushes one to
+        one), found once."""
+        found = getattr(self, "_empty", None)
+        if found is None:
+            found = self._empty = _empty_points(self.trace, self._queue_steps, self._qevents)
+            queues = self._qevents.columns[1]
+            kinds = self._qevents.columns[0]
+            moved = np.flatnonzero(kinds != int(Kind.GRAPH_TASK_FINISHED))
+            ids, first = np.unique(queues[moved], return_index=True)
+            self._queue_firsts = np.column_stack((ids, moved[first])).astype(np.int64).reshape(-1, 2)
+        return found
+
     # -- the rest -----------------------------------------------------------------------------------------------
     def _graph_tasks_at(self, step: int) -> tuple[GraphTaskState, ...]:
         out = []
         spans = self._task_spans
         live = self._task_ids[(spans[:, 0] <= step) & (step < spans[:, 1])].tolist()
-        tasks = self.trace.index.task_flows() if live else self._tasks
+        tasks = self.trace.index.task_flows(step) if live else self._tasks
         for tid in live:
             t = tasks[tid]
             done = int(np.searchsorted(t.dec_steps, step, side="right"))
@@ -186,22 +221,20 @@ class Replay:
         return slots
 
     def _running_at(self, step: int) -> tuple[tuple[int, int], ...]:
-        intervals = self._runs_until(step)
-        if intervals is None:
+        found = self._runs_until(step)
+        if found is None:
             return ()
+        (_, _, threads, nodes), intervals = found
         live = intervals.open_at(step)
-        _, _, threads, nodes = self.trace.index.runs
         return tuple(sorted(zip(threads[live].tolist(), nodes[live].tolist(), strict=True)))
 
-    def _runs_until(self, step: int) -> Intervals | None:
-        """The node runs' intervals, or None while `step` comes before the first NodeStarted (no run yet): a
-        1M-node trace's runs take 0.1-0.3 s to find, and the TUI first shows step 0, usually in the forward."""
-        if self._run_intervals is None:
-            if not len(self._started_steps) or step < self._started_steps[0]:
-                return None
-            runs = self.trace.index.runs
-            self._run_intervals = Intervals(runs[0], runs[1])  # two threads may both build it: the same value
-        return self._run_intervals
+    def _runs_until(self, step: int | None) -> tuple[tuple[np.ndarray, ...], Intervals] | None:
+        """The node runs and their intervals, right up to `step` at least (all with None), or None while `step`
+        comes before the first NodeStarted (no run yet): a 1M-node trace's runs take 0.1-0.3 s to find, and the
+        TUI first shows step 0, usually in the forward (NOTE [prefix indexes])."""
+        if not len(self._started_steps) or (step is not None and step < self._started_steps[0]):
+            return None
+        return self.trace.index.run_intervals(step)
 
     def state_at(self, step: int) -> EngineState:
         """The state after event `step` (0 <= step < len(trace))."""
@@ -241,6 +274,29 @@ class Replay:
         steps = self._bump_steps if upto is None else self._bump_steps[
             :int(np.searchsorted(self._bump_steps, upto, side="right"))]
         return tuple(self.trace[int(s)] for s in steps)
+
+
+def _empty_points(trace: Trace, steps: np.ndarray, qevents: _QueueEvents) -> np.ndarray:
+    """NOTE [empty queues]: the counts k of queue events such that every queue is empty after the first k."""
+    kinds, queues, _, _, rank = qevents.columns
+    pushes = kinds == _PUSH
+    pops = np.flatnonzero(kinds == _POP)
+    code = np.asarray(qevents.pop_push[rank[pops]], dtype=np.int64) if len(pops) else np.zeros(0, np.int64)
+    undone = np.where(code < -1, -code - 2, code)  # the step of the push each pop undoes
+    c = trace.columns
+    if len(pops):
+        valid = (undone >= 0) & (undone < steps[pops])
+        safe = np.where(valid, undone, 0)
+        valid &= (c["ev_kind"][safe] == _PUSH) & (c["ev_a"][safe] == queues[pops])
+        if not valid.all():
+            return np.zeros(0, dtype=np.int64)
+        marks = np.zeros(len(trace), dtype=np.bool_)  # no push undone twice (a mark per step: no sort)
+        marks[undone] = True
+        if int(np.count_nonzero(marks)) != len(undone):
+            return np.zeros(0, dtype=np.int64)
+    delta = pushes.astype(np.int64)
+    delta[pops] = -1
+    return np.flatnonzero(np.cumsum(delta) == 0) + 1
 
 
 class _QueueEvents:

@@ -179,6 +179,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("node_nedges", "node", "how many next edges it has", lowest=0),
     Column("node_stack", "node", "its forward traceback under anomaly mode, or -1", refers="string", lowest=-1,
            optional=True),
+    Column("node_leaf_name", "node", "for an AccumulateGrad, the name the user knows its leaf by: a module's "
+           "parameter path (fc1.weight) or the variable bound to it (w); else -1", refers="string", lowest=-1,
+           optional=True, since=5),
     Column("edge_child", "edge", "the node the edge leads to, or -1 for an undefined edge", refers="node",
            lowest=-1),
     Column("edge_input_nr", "edge", "the child's input slot it feeds", lowest=0),

@@ -26,7 +26,9 @@ def find_nodes(trace: Trace, query: str) -> np.ndarray:
 
     `12` or `seq 12` matches the node whose seq_nr is 12; any other text matches, ignoring case, the names in
     which it starts a word (`mul` finds MulBackward0, `accumulate` and `grad` every AccumulateGrad, `backward0`
-    every XBackward0), never a piece from inside a word: `mul` does not find AccumulateGrad.
+    every XBackward0), never a piece from inside a word: `mul` does not find AccumulateGrad. It also finds an
+    AccumulateGrad by its leaf's name (tracer.leaf_labels) the same way: `fc1` finds fc1.weight's and
+    fc1.bias's, `weight` every parameter named weight.
     """
     text = query.strip()
     words = text.split()
@@ -36,7 +38,23 @@ def find_nodes(trace: Trace, query: str) -> np.ndarray:
         return nodes_with_seq(trace, int(text))
     if not text:
         return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(trace.nodes_named(lambda s: name_matches(s, text)))
+    found = trace.nodes_named(lambda s: name_matches(s, text))
+    leaves = [n for n, label in trace.index.leaf_labels.items() if label_matches(label, text)]
+    if leaves:
+        found = found.copy()
+        found[leaves] = True
+    return np.flatnonzero(found)
+
+
+_LABEL_WORD = re.compile(r"[A-Za-z0-9_]+")
+"""The words of a leaf's label: `fc1.weight` -> fc1, weight; `w (layer1)` -> w, layer1."""
+
+
+def label_matches(label: str, query: str) -> bool:
+    """Whether `query` (ignoring case) starts a leaf's label or one of its words."""
+    wanted = query.strip().lower()
+    return label.lower().startswith(wanted) or any(w.group().lower().startswith(wanted)
+                                                   for w in _LABEL_WORD.finditer(label))
 
 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")

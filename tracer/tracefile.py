@@ -30,14 +30,15 @@ from .schema import COLUMNS, DERIVED_COLUMNS, EVENT_COLUMNS, HOOK_KINDS, NODE_KI
 from .trace import Trace
 
 MAGIC = b"AGDB-TRACE\n"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 """Bumped whenever the layout or a column's meaning changes; older readers refuse newer files. Version 2
 dropped the thread idents (a trace must not depend on them) and added the source and provenance to `meta`;
 version 3 checksums columns with CRC-32 (versions 1 and 2 used a wrapping sum, which two flips of one bit in
 two words, or two swapped words, passed) and stores the source lines around each frame (the `source` table);
-version 4 adds each frame's column range (`frame_col`, `frame_end_col`: which expression of the line ran).
-Versions 1 to 3 still load (their frames have no columns)."""
-_READABLE = (1, 2, 3, 4)
+version 4 adds each frame's column range (`frame_col`, `frame_end_col`: which expression of the line ran);
+version 5 the names of AccumulateGrads' leaves (`node_leaf_name`, optional). Versions 1 to 4 still load (their
+frames before 4 have no columns; their leaves before 5 have no names)."""
+_READABLE = (1, 2, 3, 4, 5)
 
 _ALLOWED_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "float32"}
 """The dtypes agdb writes (uint8: ev_kind and the string bytes; float32: s_preview)."""

@@ -29,10 +29,11 @@ class DependenciesView(LazyList):
         self.waiting: dict[int, tuple[bool, ...]] = {}
         self.state: EngineState | None = None
         self.labels = NodeLabels(trace)
+        self.name_width = self.labels.column_width(26, with_seq=True)
 
     def header(self) -> str:
         """The column headers."""
-        return f"{'node':<26} {'to go':>5}  buffer"
+        return f"{'node':<{self.name_width}} {'to go':>5}  buffer"
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Take a new step's counts, comparing them with the last step's to highlight changes."""
@@ -82,7 +83,7 @@ class DependenciesView(LazyList):
         node, count = int(self.nodes[index]), int(self.counts[index])
         slots = self.waiting.get(node)
         filled = "" if slots is None else "  [" + "".join("x" if s else "." for s in slots) + "]"
-        text = Text(f"{self.labels.label(node):<26} {count:>5}{filled}")
+        text = Text(f"{self.labels.fit(self.labels.label(node), self.name_width)} {count:>5}{filled}")
         if self.is_changed(index):
             text.stylize(self.component_style("dependencies--changed"))
         return text

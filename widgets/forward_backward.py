@@ -39,6 +39,8 @@ class ForwardBackwardView(LazyList):
         self._made_steps = trace.created_steps()[self.forward_map.order]  # ascending: rows in creation order
         self._shown: tuple = ()
         self.labels = NodeLabels(trace)
+        self.name_width = self.labels.column_width(22)
+        """Width of the backward node column: its longest name, within 22..NAME_WIDTH_MAX (longer ones are cut)."""
         combos = np.flatnonzero(np.bincount(self.forward_map.flags, minlength=1)).tolist()  # O(n): no sort
         self.flag_width = max((len(self._flag_text(c)) for c in combos), default=0)
         """Width of the flags column: the widest combination of flags this trace has (0: no flag at all)."""
@@ -50,7 +52,7 @@ class ForwardBackwardView(LazyList):
     def header(self) -> str:
         """The column headers, aligned with the rows."""
         flags = f"{'flags':<{self.flag_width}} " if self.flag_width else ""
-        return f"{'seq_nr':>8} {'op':<10} → {'backward node':<22} {flags}{'line':>4}  source"
+        return f"{'seq_nr':>8} {'op':<10} → {'backward node':<{self.name_width}} {flags}{'line':>4}  source"
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Dim the ops that had not run by the state's step."""
@@ -78,8 +80,8 @@ class ForwardBackwardView(LazyList):
         if not len(self.forward_map):
             return Text("the trace holds no node", style="italic")
         op = self.forward_map.op(index)
-        name = self.labels.column_name(op.node)
-        text = Text.assemble(f"{seq_text(op.seq_nr):>8} ", (f"{op.op:<10} ", "bold"), f"→ {name:<22} ")
+        name = self.labels.fit(self.labels.column_name(op.node), self.name_width)
+        text = Text.assemble(f"{seq_text(op.seq_nr):>8} ", (f"{op.op:<10} ", "bold"), f"→ {name} ")
         if self.flag_width:
             flags = self._flag_text(int(self.forward_map.flags[op.node]))
             style = "forward-backward--accumulate" if op.flags == ("accumulate",) else "forward-backward--flag"

@@ -39,6 +39,7 @@ class GraphView(LazyList):
         self.counts: dict[int, int] = {}
         self.states = NodeStates(trace)
         self.labels = NodeLabels(trace)
+        self.name_width = self.labels.column_width(22)
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Take the state at a new step; keep the running node in view."""
@@ -69,7 +70,7 @@ class GraphView(LazyList):
 
     def header(self) -> str:
         """The column headers; `#` is the execution index (the order nodes started running in)."""
-        return f"{'#':>3} {'node':<22} {'state':<11} {'seq_nr':>6} {'topo':>4} {'deps':>4}"
+        return f"{'#':>3} {'node':<{self.name_width}} {'state':<11} {'seq_nr':>6} {'topo':>4} {'deps':>4}"
 
     def row_text(self, index: int) -> Text:
         node = self.node_at(index)
@@ -79,7 +80,8 @@ class GraphView(LazyList):
         count = self.counts.get(node)
         return Text.assemble(
             (f"{order:>3} " if order >= 0 else "    "),
-            (f"{self.labels.column_name(node):<22} ", self.component_style(f"graph-view--{state}")),
+            (f"{self.labels.fit(self.labels.column_name(node), self.name_width)} ",
+             self.component_style(f"graph-view--{state}")),
             f"{STATE_LABEL[state]:<11} {seq_text(seq_nr):>6} {topo:>4}",
             (f" {count:>4}" if count is not None else ""),
         )

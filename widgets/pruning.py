@@ -21,6 +21,7 @@ class PruningView(LazyList):
         self.rows: list[Text] = [Text("no graph task is running")]
         self.row_nodes: list[int | None] = [None]
         self.labels = NodeLabels(trace)
+        self.name_width = self.labels.column_width(28, with_seq=True)
         tasks = trace.index.tasks
         ended = sorted((t.end, tid) for tid, t in tasks.items() if t.pruned)
         self._ended_steps = [end for end, _ in ended]
@@ -46,7 +47,8 @@ class PruningView(LazyList):
                               f"{gt.min_topo_nr}", style="bold"), None))
             for node in gt.pruned:
                 topo = self.trace.node(node).topological_nr
-                rows.append((Text(f"  pruned  {name(node):<28} topo {topo} < min {gt.min_topo_nr}"), node))
+                rows.append((Text(f"  pruned  {self.labels.fit(name(node), self.name_width)} topo {topo} < min "
+                                  f"{gt.min_topo_nr}"), node))
             if gt.needed or gt.captured:
                 rows.append((Text(f"  exec_info: {len(gt.needed)} needed, {len(gt.captured)} captured"), None))
                 rows.extend((Text(f"  needed  {name(n)}"), n) for n in gt.needed)
@@ -68,8 +70,8 @@ class PruningView(LazyList):
                               style="bold"), None))
             for node in task.pruned:
                 topo = self.trace.node(node).topological_nr
-                rows.append((Text(f"  pruned  {self.labels.label(node):<28} topo {topo} < min {task.min_topo}"),
-                             node))
+                rows.append((Text(f"  pruned  {self.labels.fit(self.labels.label(node), self.name_width)} topo "
+                                  f"{topo} < min {task.min_topo}"), node))
         return rows
 
     def row_count(self) -> int:

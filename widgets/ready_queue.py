@@ -24,12 +24,13 @@ class ReadyQueueView(LazyList):
         super().__init__(**kwargs)
         self.label = trace.queue_label  # how a queue's name is shown
         self.labels = NodeLabels(trace)
+        self.name_width = self.labels.column_width(22)
         self.rows: list[Text] = [Text("no queue yet")]
         self.row_nodes: list[int | None] = [None]
 
     def header(self) -> str:
         """The column headers: a task's place in the pop order, and its priority (depth, then seq_nr)."""
-        return f"  {'pop':>3}  {'node':<22} {'depth':>5} {'seq_nr':>6}"
+        return f"  {'pop':>3}  {'node':<{self.name_width}} {'depth':>5} {'seq_nr':>6}"
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Lay out the queues of a step."""
@@ -47,7 +48,7 @@ class ReadyQueueView(LazyList):
                 depth, seq = t.priority
                 name = (self.labels.column_name(t.node) if t.node is not None
                         else short_name(t.name) if t.name else "(wake-up)")
-                line = Text(f"  {i:>3}  {name:<22} {depth:>5} {seq_text(seq):>6}")
+                line = Text(f"  {i:>3}  {self.labels.fit(name, self.name_width)} {depth:>5} {seq_text(seq):>6}")
                 if i == 0:
                     line.stylize(head)
                 rows.append(line)

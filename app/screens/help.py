@@ -43,7 +43,9 @@ def legend_text(state_styles: dict[str, Style]) -> Group:
     """The states of the graph panel in the colours it draws them, and the other marks the panels use."""
     marks = [("#", "the execution index: the order nodes started running in"),
              (f"seq_nr {MAX_SEQ}", "UINT64_MAX (2**64-1), the seq_nr of every AccumulateGrad: it runs last among ties"),
-             ("leaf N", "the Nth AccumulateGrad the forward pass made (all have seq_nr max)"),
+             ("fc1.weight, w", "an AccumulateGrad's leaf by its name: the parameter's path in its module, or the "
+              "variable bound to it; `w (layer1)` and `#2` tell repeated names apart"),
+             ("leaf N", "the Nth AccumulateGrad the forward pass made, for a leaf with no name (all have seq_nr max)"),
              ("▶", "the row of the selected node (Enter on a row selects it)"),
              ("[x.]", "a node's input buffer: x for each slot that holds a grad, . for one still waiting")]
     marks += [(f"⚑ {FLAG_TEXT[f]}", meaning) for f, meaning in FLAG_MEANING.items()]

@@ -42,7 +42,8 @@ _WARM_QUIET_S = 0.3
 
 ERROR_TIMEOUT = 24 * 3600.0
 """Seconds the script's error stays on screen: until the user clicks it away, in practice."""
-_PROMPTS = {"goto": "go to step…", "search": "search nodes: a name (mul, AccumulateGrad) or a seq_nr (12)",
+_PROMPTS = {"goto": "go to step…",
+            "search": "search nodes: a name (mul, AccumulateGrad), a leaf (fc1.weight) or a seq_nr (12)",
             "break": "break on: node NAME | seq N | push [NAME] | nan | error",
             "export": "export the graph at this step to FILE.svg, .png, .pdf or .dot"}
 

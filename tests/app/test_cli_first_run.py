@@ -171,8 +171,8 @@ def test_culprits_unknown_thread_is_refused(tmp_path, capsys):
 
 # -- show ----------------------------------------------------------------------------------------------------------
 def test_show_names_nodes_in_its_lists(demo_file, capsys, monkeypatch):
-    """Mid-backward, the dependencies and waiting lists name nodes (name and seq_nr, or #index for
-    AccumulateGrad), not bare node ids."""
+    """Mid-backward, the dependencies and waiting lists name nodes (name and seq_nr, or for an AccumulateGrad its
+    leaf's variable: the demo's x and w), not bare node ids."""
     trace = load(demo_file)
     step = 20
     state = Replay(trace).state_at(step)
@@ -180,8 +180,8 @@ def test_show_names_nodes_in_its_lists(demo_file, capsys, monkeypatch):
     code, out, err = agdb(["show", demo_file, "--step", step], capsys, monkeypatch)
     assert code == 0, err
     deps = next(line for line in out.splitlines() if line.startswith("dependencies: "))
-    assert deps == ("dependencies: ExpBackward0 (seq 0)=2, AccumulateGrad (#1)=1, SinBackward0 (seq 1)=1, "
-                    "MulBackward0 (seq 2)=1, AccumulateGrad (#4)=1, CosBackward0 (seq 3)=1")
+    assert deps == ("dependencies: ExpBackward0 (seq 0)=2, AccumulateGrad (x)=1, SinBackward0 (seq 1)=1, "
+                    "MulBackward0 (seq 2)=1, AccumulateGrad (w)=1, CosBackward0 (seq 3)=1")
     assert "waiting for grads (x: slot filled): AddBackward0 (seq 4)=x" in out
 
 
@@ -196,8 +196,8 @@ def test_show_groups_executed_nodes_by_graph_task_with_reentrant_ones_nested(dem
     assert [g.split(":")[0] for g in groups] == ["  graph task 1", "  graph task 2", "  graph task 3",
                                                 "  graph task 4", "    graph task 5 (reentrant, depth 1)",
                                                 "pruned"]
-    assert groups[3] == "  graph task 4: SumBackward0 → CubeBackward → AccumulateGrad"
-    assert groups[4].endswith(": SumBackward0 → MulBackward0 → MulBackward0 → AccumulateGrad")
+    assert groups[3] == "  graph task 4: SumBackward0 → CubeBackward → AccumulateGrad x"  # named by their leaves
+    assert groups[4].endswith(": SumBackward0 → MulBackward0 → MulBackward0 → AccumulateGrad inner")
 
 
 # -- export --focus ------------------------------------------------------------------------------------------------

@@ -100,3 +100,32 @@ def test_legend(snap_compare):
 
     assert snap_compare(AgdbApp(trace=_TRACE, title="built-in example"), run_before=open_legend,
                         terminal_size=(100, 30))
+
+
+def _leaf_names_trace():
+    """tests/snapshots/leaf_names.py recorded on a fresh thread named `script`."""
+    from pathlib import Path
+
+    from app.run_script import run_recorded
+
+    box = {}
+    thread = threading.Thread(target=lambda: box.update(run=run_recorded(
+        str(Path(__file__).with_name("leaf_names.py")), [])), name="script")
+    thread.start()
+    thread.join()
+    return box["run"].trace
+
+
+def test_accumulategrads_named_by_their_leaves(snap_compare):
+    """Right after compute_dependencies, the dependencies panel (zoomed) names every AccumulateGrad by its leaf:
+    fc1.weight … fc2.bias, b, `w (layer1)` and `w (layer2)`, and `leaf 8` for the unnamed one."""
+    trace = _leaf_names_trace()
+    step = next(e.step for e in trace if isinstance(e, DependenciesComputed))
+
+    async def zoom_deps(pilot) -> None:
+        await pilot.pause()
+        pilot.app.screen.step = step
+        await pilot.press("3", "z")
+        await pilot.pause()
+
+    assert snap_compare(AgdbApp(trace=trace, title="leaf names"), run_before=zoom_deps, terminal_size=(100, 30))

@@ -82,9 +82,10 @@ def test_columns_survive_save_and_load(tmp_path):
 
 
 def test_a_version_3_file_loads_without_columns(tmp_path, monkeypatch):
-    """A version 3 file (no frame_col, frame_end_col) still loads: the same events, with unknown columns."""
+    """A version 3 file (no frame_col, frame_end_col, nor version 5's leaf names) still loads: the same events,
+    with unknown columns."""
     trace = _trace()
-    columns = {k: v for k, v in trace.columns.items() if k not in ("frame_col", "frame_end_col")}
+    columns = {k: v for k, v in trace.columns.items() if k not in ("frame_col", "frame_end_col", "node_leaf_name")}
     monkeypatch.setattr(tracefile, "FORMAT_VERSION", 3)
     save(Trace(columns, list(trace.strings), trace.meta), tmp_path / "v3.agdb")
     monkeypatch.undo()

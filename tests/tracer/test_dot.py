@@ -141,14 +141,17 @@ def expected_states(trace, step):
 
 @pytest.mark.parametrize("moment", list(STEPS))
 def test_backward_picture_matches_trace(moment):
-    """Every node's box, label, state class, next edges, pruned cluster and ready queue agree with the trace."""
+    """Every node's box, label (an AccumulateGrad's with its leaf's name), state class, next edges, pruned cluster
+    and ready queue agree with the trace."""
     step = STEPS[moment]
     boxes, arrows, clusters = render(to_dot(DEMO, step))
     states = expected_states(DEMO, step)
     for v in range(DEMO.num_nodes):
         info = DEMO.node(v)
         cls, lines = boxes[f"n{v}"]
-        assert lines[0] == short(info.name)
+        leaf = DEMO.index.leaf_labels.get(v)  # an AccumulateGrad: its leaf's name (the demo's x, w and inner)
+        assert lines[0] == short(info.name) + (f" {leaf}" if leaf is not None else "")
+        assert (leaf is not None) == (short(info.name) == "AccumulateGrad")
         seq = "max" if info.seq_nr == UINT64_MAX else str(info.seq_nr)
         assert re.search(rf"\bseq {seq}\b", lines[1]) and re.search(rf"\btopo {info.topological_nr}\b", lines[1])
         if states[v] is not None:

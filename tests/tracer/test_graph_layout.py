@@ -23,7 +23,7 @@ def test_diamond_layers_are_topological_nr(diamond):
     lay = layout(diamond)
     b = _boxes(lay)
     layers = {name: int(lay.box_layer[b[name]]) for name in b}
-    assert layers == {"AccumulateGrad": 0, "ExpBackward0 s0": 1, "SinBackward0 s1": 2, "CosBackward0 s2": 2,
+    assert layers == {"AccumulateGrad x": 0, "ExpBackward0 s0": 1, "SinBackward0 s1": 2, "CosBackward0 s2": 2,
                       "AddBackward0 s3": 3, "SumBackward0 s4": 4}
     topo = diamond.columns["node_topo"]
     assert [int(topo[n]) for n in lay.box_node] == lay.box_layer.tolist()
@@ -31,7 +31,8 @@ def test_diamond_layers_are_topological_nr(diamond):
 
 def test_diamond_picture(diamond):
     """Hand-derived: boxes centred under their parents' mean centre, packed 2 cells apart; Sin and Cos's
-    fans overlap at Exp's column, so they take two tracks; arrows end every edge."""
+    fans overlap at Exp's column, so they take two tracks; arrows end every edge; the leaf is named by its
+    variable, x."""
     assert text_lines(layout(diamond)) == [
         " [SumBackward0 s4]",
         "         ▼",
@@ -44,7 +45,7 @@ def test_diamond_picture(diamond):
         "                  ▼",
         "          [ExpBackward0 s0]",
         "                  ▼",
-        "          [AccumulateGrad]",
+        "         [AccumulateGrad x]",
     ]
 
 
@@ -59,7 +60,7 @@ def test_diamond_edge_routes(diamond):
         ("AddBackward0 s3", "CosBackward0 s2"): ((9, 3), (28, 3), (28, 5)),
         ("SinBackward0 s1", "ExpBackward0 s0"): ((9, 6), (18, 6), (18, 9)),
         ("CosBackward0 s2", "ExpBackward0 s0"): ((28, 6), (28, 7), (18, 7), (18, 9)),
-        ("ExpBackward0 s0", "AccumulateGrad"): ((18, 10), (18, 11)),
+        ("ExpBackward0 s0", "AccumulateGrad x"): ((18, 10), (18, 11)),
     }
     assert (int(lay.box_x[b["CosBackward0 s2"]]), int(lay.box_y[b["CosBackward0 s2"]])) == (20, 5)
     assert lay.center(b["ExpBackward0 s0"]) == 18
@@ -70,7 +71,7 @@ def test_edge_that_skips_a_layer_passes_a_dummy():
     edge from ExpBackward0 above the leaf."""
     lay = layout(graph_programs.skip())
     routes = {(lay.labels[p], lay.labels[c]): corners for p, c, corners in lay.paths}
-    assert routes[("MulBackward0 s1", "AccumulateGrad")] == ((9, 3), (19, 3), (19, 7), (14, 7), (14, 9))
+    assert routes[("MulBackward0 s1", "AccumulateGrad x")] == ((9, 3), (19, 3), (19, 7), (14, 7), (14, 9))
     assert text_lines(lay)[5] == " [ExpBackward0 s0] │"  # the dummy, one cell after Exp (no mark needs room)
 
 
@@ -80,7 +81,8 @@ def test_loop_folds_into_a_repeat():
     trace = graph_programs.loop(100)
     lay = layout(trace)
     assert lay.is_folded and trace.num_nodes == 303
-    assert sorted(lay.labels) == ["AccumulateGrad", "AccumulateGrad", "SumBackward0 s300", "× 100: Mul·Add·Tanh"]
+    assert sorted(lay.labels) == ["AccumulateGrad w", "AccumulateGrad x", "SumBackward0 s300",
+                                  "× 100: Mul·Add·Tanh"]
     b = _boxes(lay)
     assert int(lay.box_layer[b["SumBackward0 s300"]]) == 2 and int(lay.box_layer[b["× 100: Mul·Add·Tanh"]]) == 1
     assert sorted(lay.box_layer.tolist()) == [0, 0, 1, 2]
@@ -109,7 +111,7 @@ def test_reading_order_is_by_line_then_column(diamond):
     lay = layout(diamond)
     assert [lay.labels[b] for b in lay.reading] == [
         "SumBackward0 s4", "AddBackward0 s3", "SinBackward0 s1", "CosBackward0 s2", "ExpBackward0 s0",
-        "AccumulateGrad"]
+        "AccumulateGrad x"]
 
 
 def test_too_tangled_a_graph_is_refused_quickly(diamond, monkeypatch):

@@ -55,7 +55,7 @@ def test_labels_hold_name_seq_topo_order_and_marks(small):
     assert lines[2] == "#1"  # the second node run: SumBackward0 (the root) ran first
     assert b[f"n{idx['SumBackward0']}"][1].split("\n")[2] == "#0"
     acc = b[f"n{idx['Acc_x']}"][1].split("\n")
-    assert acc[0] == "AccumulateGrad" and acc[1] == "seq max · topo 0" and acc[-1] == "accumulates into .grad"
+    assert acc[0] == "AccumulateGrad x" and acc[1] == "seq max · topo 0" and acc[-1] == "accumulates into .grad"
     block = next(x for x in backward_graph(t).nodes if x.kind == "node")
     peripheries = dict(zip(block.node.tolist(), block.peripheries.tolist(), strict=True))
     assert peripheries[idx["Acc_x"]] == 2 and peripheries[idx["SinBackward0"]] == 1

@@ -110,3 +110,122 @@ def test_dense_task_indexes_equal_sorted_ones(program):
             assert getattr(t, name).tolist() == getattr(u, name).tolist(), (tid, name)
         assert t.buffers.starts.tolist() == u.buffers.starts.tolist()
         assert t.buffers.ends.tolist() == u.buffers.ends.tolist()
+
+
+def _prefix_trace(trace: Trace) -> Trace:
+    """A fresh copy whose indexes answer a step from a prefix as small as one event past the first backward's
+    start (NOTE [prefix indexes]): at the real minimum, only traces far larger than a test's would use prefixes."""
+    fresh = _fresh(trace)
+    fresh.index.PREFIX_MIN = 1
+    return fresh
+
+
+@given(programs(), st.integers(0, 2**32))
+@example(EXAMPLES[0], 0)
+@example(EXAMPLES[1], 1)
+@example(EXAMPLES[2], 2)
+@example(EXAMPLES[3], 3)
+def test_prefix_indexes_give_the_states_and_node_states_of_whole_ones(program, seed):
+    """States and node states (to_push, pruned, raised ...) at every step, seeking at random or stepping on, are
+    the same when answered from indexes of a prefix of the trace as from indexes of the whole trace."""
+    from tracer.node_states import NodeStates
+
+    trace = run_program(program).trace
+    eager_trace = _fresh(trace)
+    eager_trace.index.task_flows()
+    eager, eager_states = Replay(eager_trace), NodeStates(eager_trace)
+    eager_states.warm()
+    expected = [eager.state_at(step) for step in range(len(trace))]
+    expected_codes = [[a.tolist() for a in eager_states.at(s)] for s in expected]
+    steps = list(range(len(trace)))
+    for order in (steps, random.Random(seed).sample(steps, len(steps))):
+        prefix_trace = _prefix_trace(trace)
+        replay, states = Replay(prefix_trace), NodeStates(prefix_trace)
+        for step in order:
+            state = replay.state_at(step)
+            assert state == expected[step], step
+            assert [a.tolist() for a in states.at(state)] == expected_codes[step], step
+
+
+def test_prefix_indexes_are_used_below_the_middle_of_the_backward():
+    """A step early in the backward is answered from a prefix (no whole index built), one past the middle from the
+    whole trace's indexes; a bound covers the step and grows twice as deep each time."""
+    trace = run_program(EXAMPLES[1]).trace
+    fresh = _prefix_trace(trace)
+    index = fresh.index
+    first = index.first_backward
+    replay = Replay(fresh)
+    replay.state_at(first + 1)
+    assert not index._flows_done and index._runs_full is None
+    bound = index._flows_part[0] if index._flows_part else index._runs_part[0]
+    assert bound == first + 2
+    assert index.prefix_bound(first + 3) == first + 6
+    assert index.prefix_bound(len(trace) - 1) is None
+    replay.state_at(len(trace) - 1)
+    assert index._runs_full is not None
+
+
+@given(programs(), st.integers(0, 2**32))
+@example(EXAMPLES[0], 0)
+@example(EXAMPLES[1], 1)
+@example(EXAMPLES[2], 2)
+@example(EXAMPLES[3], 3)
+def test_seeks_that_start_where_every_queue_is_empty_give_the_replayed_states(program, seed):
+    """With a queue checkpoint every event, seeks past the built checkpoints start from the last point where every
+    queue was empty (NOTE [empty queues] in replay): the states equal those replayed from the first event."""
+    trace = run_program(program).trace
+    expected = [Replay(_fresh(trace)).state_at(step) for step in range(len(trace))]
+    seeking = Replay(_fresh(trace), interval=1)
+    for step in random.Random(seed).sample(range(len(trace)), len(trace)):
+        assert seeking.state_at(step) == expected[step], step
+
+
+def test_the_examples_seek_from_empty_queues():
+    """The property above is not vacuous: on the examples, some seeks do start where every queue was empty."""
+    used = []
+    for program in EXAMPLES:
+        trace = run_program(program).trace
+        seeking = Replay(_fresh(trace), interval=1)
+        found = seeking._from_empty
+
+        def counted(hi: int, found=found) -> tuple:
+            out = found(hi)
+            used.append(out[1] is not None)
+            return out
+
+        seeking._from_empty = counted
+        for step in random.Random(0).sample(range(len(trace)), len(trace)):
+            seeking.state_at(step)
+    assert any(used)
+
+
+def test_empty_points_are_where_pushes_equal_pops():
+    """The points a seek may start from are exactly the queue events after which the replayed heaps are all
+    empty."""
+    from tracer.replay import _copy_heaps
+
+    trace = run_program(EXAMPLES[1]).trace
+    replay = Replay(_fresh(trace), interval=1)
+    empty = set(replay._empty_points().tolist())
+    assert empty
+    heaps: dict = {}
+    for i in range(len(replay._queue_steps)):
+        replay._apply_queue_event(heaps, i)
+        assert (i + 1 in empty) == (not any(_copy_heaps(heaps).values())), i
+
+
+def test_node_states_at_the_end_first_keep_to_push_inside_the_backward():
+    """Asking for the node states after the last backward first (which needs no task flows) does not leave the
+    steps inside a backward without their to_push nodes."""
+    from tracer.node_states import STATE_CODE, NodeStates
+
+    trace = run_program(EXAMPLES[1]).trace
+    eager = Replay(_fresh(trace))
+    to_push = [s for s in range(len(trace))
+               if (NodeStates(eager.trace).at(eager.state_at(s))[0] == STATE_CODE["to_push"]).any()]
+    assert to_push
+    fresh = _fresh(trace)
+    replay, states = Replay(fresh), NodeStates(fresh)
+    states.at(replay.state_at(len(trace) - 1))
+    for s in to_push:
+        assert (states.at(replay.state_at(s))[0] == STATE_CODE["to_push"]).any(), s

@@ -214,11 +214,11 @@ def _without_columns(event):
 
 
 def _old_file(trace, version: int) -> bytes:
-    """The trace as a version 1 or 2 writer wrote it: no source table, no frame columns, the wrapping-sum
-    checksum (and in version 1, thread idents); written here from the documented layout, independently of
-    tracer.tracefile."""
+    """The trace as a version 1 or 2 writer wrote it: no source table, no frame columns, no leaf names, the
+    wrapping-sum checksum (and in version 1, thread idents); written here from the documented layout,
+    independently of tracer.tracefile."""
     columns = {k: v for k, v in _columns(trace).items()
-               if not k.startswith("source_") and k not in ("frame_col", "frame_end_col")}
+               if not k.startswith("source_") and k not in ("frame_col", "frame_end_col", "node_leaf_name")}
     strings = [s.encode("utf-8") for s in trace.strings]
     columns["string_offsets"] = np.cumsum([0] + [len(s) for s in strings]).astype(np.int64)
     columns["string_bytes"] = np.frombuffer(b"".join(strings), dtype=np.uint8)

@@ -136,7 +136,7 @@ def test_truncated_files_are_refused_at_every_cut():
             assert "truncated" in message, (cut, message)
 
 
-@pytest.mark.parametrize("version", [5, 0, 99, "1", None, 2.0, True])
+@pytest.mark.parametrize("version", [6, 0, 99, "1", None, 2.0, True])
 def test_wrong_version_is_refused(version):
     """A header with another format_version (CRC intact) is refused, naming that version as unsupported."""
     header, body = split(valid_bytes())
@@ -284,8 +284,8 @@ def _bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     write("truncated", data[:len(data) // 2], "truncated")
     write("truncated_header", data[:header_start() + 10], "truncated")
     wrong = copy.deepcopy(header)
-    wrong["format_version"] = 5
-    write("wrong_version", join(wrong, body), "version 5 is not supported")
+    wrong["format_version"] = 6
+    write("wrong_version", join(wrong, body), "version 6 is not supported")
     write("header_flip", flip(data, header_start() + 5), "header fails its checksum")
     col = some_columns(header)[1]
     write("column_flip", flip(data, body_start(data) + col["offset"]), f"column {col['name']} fails its checksum")
