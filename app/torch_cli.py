@@ -66,9 +66,13 @@ def _cmd_torch(args: argparse.Namespace) -> int:
     run = cli._record(args.script, args.script_args, BRIDGE,
                       on_os_exit=lambda run: cli._save_run(run, output, args.output))
     status = cli._save_run(run, output, args.output)
+    witness = torch_bridge.witness_text(run.trace)
+    if witness:
+        sys.stderr.write(f"agdb: {witness}\n")
     diverged = torch_bridge.divergence_text(run.trace)
     if diverged:
-        sys.stderr.write("agdb: agdb's model of the engine and torch's order disagree (docs/torch-bridge.md):\n"
+        sys.stderr.write("agdb: agdb's model of the engine, torch's witnesses and the observed order disagree "
+                         "(docs/torch-bridge.md):\n"
                          + "".join(f"  {_printable(line)}\n" for line in diverged.split("\n")))
     return status
 

@@ -38,9 +38,14 @@ from torch.overrides import TorchFunctionMode
 from ..builder import CHUNK, ROW, TraceBuilder
 from ..events import TensorSummary
 from ..schema import Kind
-from .model import UINT64_MAX, EngineModel, Graph, GraphTaskModel
+from . import tensor_hooks
+from .model import UINT64_MAX, EngineModel, Graph, GraphTaskModel, first_difference
 
 _seq = torch.autograd._get_sequence_nr
+_gt_id = torch._C._current_graph_task_id  # -1 outside a backward
+_running = torch._C._current_autograd_node
+_execution_order = torch._C._current_graph_task_execution_order
+_multithreading = torch._C._is_multithreading_enabled
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _AGDB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tracer/
 _SKIP = (_TORCH_DIR, _AGDB_DIR)
@@ -55,13 +60,14 @@ _K_BUMP, _K_CREATED = int(Kind.SEQ_NR_BUMPED), int(Kind.NODE_CREATED)
 GC_THRESHOLD = 100_000
 """Allocations between two young-generation collections while recording (NOTE [collections while recording])."""
 
-OBSERVED = (Kind.SEQ_NR_BUMPED, Kind.NODE_CREATED, Kind.GRAPH_TASK_STARTED, Kind.NODE_STARTED, Kind.NODE_FINISHED,
-            Kind.GRAD_ACCUMULATED, Kind.ERROR_RAISED, Kind.GRAPH_TASK_FINISHED)
+OBSERVED = (Kind.SEQ_NR_BUMPED, Kind.NODE_CREATED, Kind.GRAPH_TASK_STARTED, Kind.HOOK_RAN, Kind.NODE_STARTED,
+            Kind.NODE_FINISHED, Kind.GRAD_ACCUMULATED, Kind.ERROR_RAISED, Kind.GRAPH_TASK_FINISHED)
 RECONSTRUCTED = (Kind.DEPENDENCIES_COMPUTED, Kind.EXEC_INFO_COMPUTED, Kind.TASK_PUSHED, Kind.TASK_POPPED,
                  Kind.BUFFER_WRITTEN, Kind.GRAD_CAPTURED)
 PROVENANCE = {**{k: "observed" for k in OBSERVED}, **{k: "reconstructed" for k in RECONSTRUCTED}}
-"""Hooks are not events of the bridge (its own are not the user's); a node's creation is its seq_nr increment, or,
-for a node that took none (AccumulateGrad) or was made before recording, the walk that first met it."""
+"""HookRan events are the user's tensor hooks (tensor_hooks.py; the bridge's own Node hooks are not the user's);
+a node's creation is its seq_nr increment, or, for a node that took none (AccumulateGrad) or was made before
+recording, the walk that first met it."""
 
 
 class _Emitter:
@@ -71,7 +77,7 @@ class _Emitter:
         self.b = builder
         queue = builder.queue(f"cpu:{thread}")
         for name in ("graph_task_started", "dependencies_computed", "exec_info_computed", "buffer_written",
-                     "node_started", "node_finished", "grad_captured", "grad_accumulated", "error_raised",
+                     "hook_ran", "node_started", "node_finished", "grad_captured", "grad_accumulated", "error_raised",
                      "graph_task_finished"):
             setattr(self, name, functools.partial(getattr(builder, name), thread=thread))
         for name in ("task_pushed", "task_popped"):
@@ -86,15 +92,22 @@ class _Call:
     """One backward()/autograd.grad() call: what the walk found before it ran (the rest is in the log)."""
 
     __slots__ = ("gt", "before", "roots", "inputs", "multi", "keep_graph", "create_graph", "begun", "frame", "grads",
-                 "hooked")
+                 "hooked", "torch_id", "parent_id", "witness", "witness_error", "witness_hooks", "retains", "observed")
 
     def __init__(self) -> None:
         self.begun = False
         self.hooked: list[int] = []  # keys whose hooks this call put on a graph it frees: removed after it
+        self.torch_id: int | None = None  # torch's graph task id, read in the first pre-hook that fires for it
+        self.parent_id = -1  # the graph task running when the call began (-1: none; else this one is reentrant)
+        self.witness: list[int] | None = None  # torch's execution order, read in the root's pre-hook (NOTE [witness])
+        self.witness_error = ""
+        self.witness_hooks: list = []
+        self.retains: dict[int, int] = {}  # node key -> how many retains_grad hooks it carries
+        self.observed: list[int] = []  # the nodes whose pre-hooks fired for this call, in order
 
 
 # Log entries (NOTE [observe now, reconstruct later]): tuples whose first item is one of these.
-_CALL, _PRE, _POST, _BUMP, _END = range(5)
+_CALL, _PRE, _POST, _BUMP, _END, _HOOK = range(6)
 
 
 class _State:
@@ -143,6 +156,8 @@ class Bridge:
         self._seen_modules: set[int] = set()
         self._leaf_names: dict[int, str] = {}
         self.divergences: list[dict] = []
+        self.graph_tasks: list[dict] = []  # per graph task: torch's ids, depth, the witness's verdict (meta)
+        self._retained: list[tuple[Any, int]] = []  # (weakref to a tensor retain_grad() was called on, thread row)
         self.failures: list[str] = []  # the bridge's own errors: that backward ran unrecorded (meta["bridge_errors"])
         self._gt_ids = itertools.count(1)
         self._mode: TorchFunctionMode | None = None
@@ -202,9 +217,8 @@ class Bridge:
         trace.meta["parameter_names"] = names
         if self.failures:
             trace.meta["bridge_errors"] = self.failures[:20]
-        trace.meta["divergences"] = [
-            {**d, "expected": index.get(d["expected"], -1) if d["expected"] else -1,
-             "observed": index.get(d["observed"], -1) if d["observed"] else -1} for d in self.divergences]
+        trace.meta["divergences"] = [_by_row(d, index) for d in self.divergences]
+        trace.meta["graph_tasks"] = self.graph_tasks
         return trace
 
     # -- small helpers -------------------------------------------------------------------------------------------
@@ -294,6 +308,19 @@ class Bridge:
             if id(p) not in self._params:
                 self._params[id(p)] = (weakref.ref(p), f"{prefix}.{name}")
 
+    def hook_ran(self, kind: str, name: str) -> None:
+        """A hook of the user's returned (tensor_hooks.py): log it for the node torch says is running."""
+        state = self._state()
+        if state.calls:
+            node = _running()
+            key = self._lookup(node, state.row) if node is not None else 0
+            del node
+            state.log.append((_HOOK, key, kind, name, _seq()))
+
+    def retained(self, t: Any) -> None:
+        """retain_grad() was called on `t`, a tensor with a grad_fn (its retains_grad hook, NOTE in _retains)."""
+        self._retained.append((weakref.ref(t), self._state().row))
+
     def _diverged(self, d: Any) -> None:
         self.divergences.append({"graph_task": d.graph_task, "step": d.step, "expected": d.expected,
                                  "observed": d.observed})
@@ -360,6 +387,8 @@ class Bridge:
             finally:
                 state.calls.remove(call)
                 bridge._unhook(call.hooked)
+                for handle in call.witness_hooks:
+                    handle.remove()
                 state.last = _seq()  # the reconstruction accounts for every increment up to here
                 if not state.calls:
                     state.pushed.clear()  # after an error the engine already took the mode off
@@ -410,8 +439,80 @@ class Bridge:
         call.keep_graph = bool(params["retain_graph"])
         call.create_graph = bool(params["create_graph"])
         call.grads = tuple(params["grad_tensors"] or ())
-        call.gt = GraphTaskModel(next(self._gt_ids), len(state.calls), graph, 0, (), (), params["accumulate_grad"], {})
+        call.parent_id = _gt_id()
+        call.gt = GraphTaskModel(next(self._gt_ids), self._depth(state, call.parent_id), graph, 0, (), (),
+                                 params["accumulate_grad"], {})
+        if self._retained:
+            call.retains = self._retains(state)
+        witness = self._witness_hook(state, call)
+        call.witness_hooks = [n.register_prehook(witness) for n, _ in roots]
         return call
+
+    @staticmethod
+    def _depth(state: _State, parent: int) -> int:
+        """The reentrant depth of a call made while graph task `parent` runs: one below the recorded call torch
+        says it is nested in (torch's reentrant depth counts the backward calls nested on one thread)."""
+        if parent < 0:
+            return 0
+        for outer in reversed(state.calls):
+            if outer.torch_id == parent:
+                return outer.gt.depth + 1
+        return max(1, len(state.calls))  # nested in a backward the bridge did not record
+
+    def _witness_hook(self, state: _State, call: _Call) -> Any:
+        """A pre-hook for the call's roots, put on for this call only: torch's id of the graph task and, with
+        multithreading disabled, its execution order.
+
+        NOTE [witness]
+        With multithreading disabled, `torch._C._current_graph_task_execution_order()` lists, from inside the
+        root's pre-hook, every node the graph task will pop, in order: a second witness of the order, beside the
+        pre-hooks that fire. torch allows it only there (anywhere later it fails an internal assert), so it is
+        read once per call, by the first root whose pre-hook fires (after a GraphRoot, the first of its roots).
+        It lists the nodes that are only captured as well as those that run.
+        """
+        def witness(grad_outputs: Any) -> None:
+            if call.torch_id is not None:
+                return
+            call.torch_id = _gt_id()
+            if _multithreading():
+                return
+            try:
+                order = _execution_order()
+            except RuntimeError as e:  # torch refused: say why in the trace, never fail the program
+                call.witness_error = str(e).split("\n")[0]
+                return
+            row = state.row
+            call.witness = [self._lookup(n, row) for n in order]
+
+        return witness
+
+    def _lookup(self, n: Any, row: int) -> int:
+        """The key a walk gave node `n` (0 if none did), making none (NOTE [node identity])."""
+        seq = n._sequence_nr()
+        if seq != UINT64_MAX:
+            return self._seq_keys.get(seq << 16 | row, 0)
+        var = getattr(n, "variable", None)
+        known = self._acc_keys.get(id(var)) if var is not None else None
+        return known[1] if known is not None and known[0]() is var else 0
+
+    def _retains(self, state: _State) -> dict[int, int]:
+        """Node key -> how many retains_grad hooks it carries, for the tensors retain_grad() was called on that
+        still retain their grad. A view is left out: reading its grad_fn after an in-place write would make a
+        node (NOTE [node identity])."""
+        found: dict[int, int] = {}
+        alive = []
+        for ref, row in self._retained:
+            t = ref()
+            if t is None or not t.retains_grad:
+                continue
+            alive.append((ref, row))
+            if row != state.row or t._is_view() or t.grad_fn is None:
+                continue
+            key = self._lookup(t.grad_fn, row)
+            if key:
+                found[key] = found.get(key, 0) + 1
+        self._retained = alive
+        return found
 
     def _unhook(self, keys: list[int]) -> None:
         handles = self._handles
@@ -454,6 +555,7 @@ class Bridge:
         model = state.model
         stack: list[_Call] = []
         values = self._value
+        after_accumulation: list[tuple] = []  # post_accumulate_grad hooks: their events follow GradAccumulated
         for entry in log:
             kind = entry[0]
             if kind == _PRE:
@@ -465,7 +567,23 @@ class Bridge:
                     self._begin(state, call, now)
                 elif now > state.rlast:
                     self._gap(state, now, call.frame)
-                model.node_started(call.gt, entry[1], [values(g) for g in entry[2]])
+                key = entry[1]
+                self._check_running(call, key, entry[4], entry[5])
+                call.observed.append(key)
+                for _ in range(call.retains.get(key, 0)):  # torch runs them after the tensor hooks
+                    model.hook_ran(call.gt, key, "retains_grad", "retain_grad")
+                model.node_started(call.gt, key, [values(g) for g in entry[2]])
+            elif kind == _HOOK:
+                _, key, hook_kind, name, now = entry
+                if not stack or not key:
+                    continue
+                call = stack[-1]
+                if not call.begun:
+                    self._begin(state, call, now)
+                if hook_kind == "post_accumulate_grad":
+                    after_accumulation.append((key, name))
+                else:
+                    model.hook_ran(call.gt, key, hook_kind, name)
             elif kind == _POST:
                 if not stack:
                     continue
@@ -473,6 +591,10 @@ class Bridge:
                 if key in self._is_acc and grad_outputs and grad_outputs[0] is not None:
                     self.b.grad_accumulated(thread=state.row, graph_task=gt.id, node=key,
                                             grad=values(grad_outputs[0]))
+                if after_accumulation:
+                    for hook_key, name in after_accumulation:
+                        model.hook_ran(gt, hook_key, "post_accumulate_grad", name)
+                    after_accumulation.clear()
                 if self.values:
                     model.node_finished(gt, key, [values(g) for g in grad_inputs],
                                         [g is not None for g in grad_inputs])
@@ -494,7 +616,44 @@ class Bridge:
                 self._gap(state, now, call.frame)
                 results = tuple(result) if isinstance(result, (tuple, list)) else ()
                 model.finish(call.gt, error, lambda gt, node, i, r=results: values(r[i]) if i < len(r) else None)
+                self._task_ended(call, error is None)
                 stack.remove(call)
+
+    def _check_running(self, call: _Call, key: int, torch_id: int, running_seq: int) -> None:
+        """A pre-hook's two checks: torch's graph task id is its call's, and the node torch says is running
+        (`_current_autograd_node()`) has the hook's node's seq_nr. Either failing is a divergence."""
+        if call.torch_id is None:
+            call.torch_id = torch_id
+        elif torch_id != call.torch_id:
+            self.divergences.append({"kind": "graph_task", "graph_task": call.gt.id, "step": self.b.num_events,
+                                     "node": key, "expected_id": call.torch_id, "observed_id": torch_id})
+        seq = call.gt.graph.seq.get(key)
+        if seq is not None and running_seq != seq:
+            self.divergences.append({"kind": "running_node", "graph_task": call.gt.id, "step": self.b.num_events,
+                                     "node": key, "running_seq_nr": running_seq})
+
+    def _task_ended(self, call: _Call, complete: bool) -> None:
+        """The call's entry in meta["graph_tasks"]; with a witness (NOTE [witness]), compare it with the order
+        the model popped and the order the pre-hooks saw."""
+        gt = call.gt
+        entry: dict[str, Any] = {"graph_task": gt.id, "torch_id": -1 if call.torch_id is None else call.torch_id,
+                                 "parent_torch_id": call.parent_id, "reentrant_depth": gt.depth}
+        if call.witness_error:
+            entry["execution_order_error"] = call.witness_error
+        witness = call.witness
+        if witness is not None:
+            runs = [n for n in witness if gt.runs(n)]
+            verdict = {"length": len(witness)}
+            for against, order, wanted in (("model", gt.popped, witness), ("observed", call.observed, runs)):
+                i = first_difference(wanted, order, complete)
+                verdict[against] = "agrees" if i is None else i
+                if i is not None:
+                    self.divergences.append({
+                        "kind": "witness", "against": against, "graph_task": gt.id, "step": self.b.num_events,
+                        "index": i, "expected": wanted[i] if i < len(wanted) else 0,
+                        "observed": order[i] if i < len(order) else 0})
+            entry["execution_order"] = verdict
+        self.graph_tasks.append(entry)
 
     def _begin(self, state: _State, call: _Call, now: int) -> None:
         """The call's first sign of life: name the nodes the engine made (Identity, GraphRoot), then start the
@@ -552,22 +711,24 @@ class Bridge:
             held[1].remove()
         # The hooks append to this thread's log list itself: a backward on the CPU runs on the thread that
         # called it, and a lookup per call (threading.local) would cost as much as the hook.
+        # A pre-hook logs torch's graph task id and the seq_nr of the node torch says is running
+        # (`_current_autograd_node()`), checked against the hook's own node and call when the log is replayed.
         log, mode = state.log, self._mode
         if not self.values:  # keep no grad alive: only which outputs were defined
             def pre(grad_outputs):
-                log.append((_PRE, key, (), _seq()))
+                log.append((_PRE, key, (), _seq(), _gt_id(), _running()._sequence_nr()))
 
             def post(grad_inputs, grad_outputs):
                 log.append((_POST, key, tuple([g is not None for g in grad_inputs]), ()))
         elif not isinstance(n, _PY_NODE):  # a C++ node runs no Python of its own: log and return
             def pre(grad_outputs):
-                log.append((_PRE, key, grad_outputs, _seq()))
+                log.append((_PRE, key, grad_outputs, _seq(), _gt_id(), _running()._sequence_nr()))
 
             def post(grad_inputs, grad_outputs):
                 log.append((_POST, key, grad_inputs, grad_outputs))
         else:
             def pre(grad_outputs):
-                log.append((_PRE, key, grad_outputs, _seq()))
+                log.append((_PRE, key, grad_outputs, _seq(), _gt_id(), _running()._sequence_nr()))
                 if not _mode_depth() and mode is not None:
                     # The engine runs nodes with no torch-function mode: put ours back for a custom Function's
                     # backward (its ops, a reentrant backward) so its increments get their lines. The engine
@@ -702,15 +863,25 @@ class _CulpritMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         before = _seq()
-        if func is _BACKWARD:  # the mode is off inside its own handler: keep it on for hooks and custom backwards
-            with self:
-                out = _tensor_backward(*args, **(kwargs or {}))
+        if func in _SPECIAL:
+            out = self._special(func, args, kwargs or {})
         else:
             out = func(*args, **kwargs) if kwargs else func(*args)
         after = _seq()
         if after != before:
             self.bridge.op_bumped(func, out, before, after)
         return out
+
+    def _special(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """backward, and the calls that put a hook of the user's on a tensor (tensor_hooks.py)."""
+        if func is _BACKWARD:  # the mode is off inside its own handler: keep it on for hooks and custom backwards
+            with self:
+                return _tensor_backward(*args, **kwargs)
+        return tensor_hooks.register(self.bridge, func, args, kwargs)
+
+
+_SPECIAL = frozenset((_BACKWARD, *tensor_hooks.REGISTERING))
+"""The torch calls the mode does more for than read the counter around."""
 
 
 def _tensor_backward(self: Any, gradient: Any = None, retain_graph: Any = None, create_graph: bool = False,
@@ -799,3 +970,12 @@ def _run_args(args: tuple, kwargs: dict) -> dict:
         params.setdefault(name, None)
     return params
 
+
+
+def _by_row(d: dict, index: dict[int, int]) -> dict:
+    """A divergence with its node keys turned into the trace's node rows (-1 for none)."""
+    out = dict(d)
+    for field in ("expected", "observed", "node"):
+        if field in out:
+            out[field] = index.get(out[field], -1) if out[field] else -1
+    return out
