@@ -42,6 +42,8 @@ from . import tensor_hooks
 from .model import UINT64_MAX, EngineModel, Graph, GraphTaskModel, first_difference
 
 _seq = torch.autograd._get_sequence_nr
+_getframe = sys._getframe
+_TENSOR = torch.Tensor
 _gt_id = torch._C._current_graph_task_id  # -1 outside a backward
 _running = torch._C._current_autograd_node
 _execution_order = torch._C._current_graph_task_execution_order
@@ -151,6 +153,8 @@ class Bridge:
         self._walks: dict[tuple, Graph] = {}  # start nodes' keys -> the graph walked from them
         self._new_hooks: list[int] = []  # keys hooked by the walk in progress
         self._frames: dict[tuple, int] = {}
+        self._fast_frames: dict[tuple, int] = {}  # (user code, bytecode offset) -> frame row (NOTE [forward hot path])
+        self._type_names: dict[type, str] = {}  # a node's Python type -> its name() (one name per C++ node type)
         self._skip: dict[Any, bool] = {}
         self._params: dict[int, tuple[Any, str]] = {}
         self._seen_modules: set[int] = set()
@@ -326,24 +330,63 @@ class Bridge:
                                  "observed": d.observed})
 
     # -- forward: culprits ---------------------------------------------------------------------------------------
-    def op_bumped(self, func: Any, out: Any, before: int, after: int) -> None:
-        """`func` took numbers before..after-1: name them from its outputs, put them on the user's line."""
-        state = self._state()
-        start = before if before > state.last else state.last  # a backward inside `func` accounted for its own
+    def op_bumped(self, func: Any, out: Any, before: int) -> None:
+        """`func` took numbers from `before` on: name them from its outputs, put them on the user's line.
+
+        NOTE [forward hot path]
+        One op, one node, called from the user's own code, nothing pending: the common case, written straight to
+        the builder's rows (NOTE [builder fast path]) with the frame row cached by (code, bytecode offset) and
+        the node's name by its Python type, so that no frame walk, no name() call and no call of ours is made.
+        """
+        try:
+            state = self._local.state
+        except AttributeError:
+            state = self._state()
+        after = _seq()
+        last = state.last
+        start = before if before > last else last  # a backward inside `func` accounted for its own
         state.last = after
         if start >= after:
             return
-        frame = self._user_frame()
-        if after - start == 1 and type(out) is torch.Tensor:  # the common case: one op, one node
+        f = _getframe(2)  # the caller of __torch_function__
+        code = f.f_code
+        frame = self._fast_frames.get((code, f.f_lasti)) if self._skip.get(code) is False else None
+        if frame is None:
+            frame = self._user_frame()
+            if self._skip.get(code) is False:
+                self._fast_frames[(code, f.f_lasti)] = frame
+        del f
+        if after - start == 1 and type(out) is _TENSOR:
             gf = out.grad_fn
             if gf is not None and gf._sequence_nr() == start:
+                name = self._type_names.get(type(gf))
+                if name is None:
+                    name = self._type_names[type(gf)] = gf.name()
+                del gf
                 if start == state.rlast and not state.log and not state.calls:  # nothing pending: write it now
-                    self._bump(state.row, start, gf.name(), frame)
+                    if not self._fresh_bump(state.row, start, name, frame):
+                        self._bump(state.row, start, name, frame)
                     state.rlast = after
                 else:
-                    self._bumps(state, start, after, gf.name(), frame)
+                    self._bumps(state, start, after, name, frame)
                 return
         self._bumps(state, start, after, _names(func, out, start, after), frame)
+
+    def _fresh_bump(self, row: int, seq: int, name: str, frame: int) -> bool:
+        """_bump for a number no node of the trace has yet (NOTE [forward hot path]); False when it has one."""
+        k = seq << 16 | row
+        keys = self._seq_keys
+        if k in keys:
+            return False
+        key = keys[k] = next(self._keys)
+        b = self.b
+        rows = b.rows
+        # No entry in b.bumps: it is read only for a node with no facts (or none with a frame), and this one has them.
+        b.node_facts[key] = (name, seq, 0, "cpu", row, (), frame, b._frozen + len(rows) // ROW + 1, 1)
+        rows.extend((_K_BUMP, row, 0, key, 0, 0, 0, _K_CREATED, row, 0, key, 0, 0, 0))
+        if len(rows) >= CHUNK * ROW:
+            b.freeze_rows()
+        return True
 
     def function_applied(self, cls: type) -> None:
         """A custom Function's apply begins: its PyNode takes the counter's value now."""
@@ -860,16 +903,18 @@ class _CulpritMode(TorchFunctionMode):
     def __init__(self, bridge: Bridge) -> None:
         super().__init__()
         self.bridge = bridge
+        self._bumped = bridge.op_bumped
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        # NOTE [forward hot path]: this runs around every torch call of the program, so it does nothing but read
+        # the counter unless it moved; Bridge.op_bumped does the rest in one call.
         before = _seq()
         if func in _SPECIAL:
             out = self._special(func, args, kwargs or {})
         else:
             out = func(*args, **kwargs) if kwargs else func(*args)
-        after = _seq()
-        if after != before:
-            self.bridge.op_bumped(func, out, before, after)
+        if _seq() != before:
+            self._bumped(func, out, before)
         return out
 
     def _special(self, func: Any, args: tuple, kwargs: dict) -> Any:
