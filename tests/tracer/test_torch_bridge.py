@@ -111,13 +111,20 @@ def test_hooks_are_registered_once_per_graph_and_removed_after():
     with torch_bridge.record() as rec:
         z = (x.exp() * 2).sum()
         z.backward(retain_graph=True)
-        z.backward()
+        z.backward(retain_graph=True)
         handles = dict(rec.bridge._handles)
     trace = rec.trace
     runs = _started(trace)
     assert len(runs) == 8 and runs[:4] == runs[4:]
     assert len({trace.event_node(int(s)) for s in trace.steps_of(Kind.NODE_STARTED)}) == 4
-    assert handles and all(pre.hooks_dict_ref() is None or not pre.hooks_dict_ref() for pre, *_ in handles.values())
+    from tracer.torch_bridge.bridge import _HOOK_KEY
+
+    assert handles and all(ref() is None or _HOOK_KEY not in ref() for pre, post, _ in handles.values()
+                           for ref in (pre, post))
+    logs = [state.log for state in rec.bridge._states]
+    z2 = (x.exp() * 2).sum()
+    z2.backward()  # fresh nodes; and x's AccumulateGrad, hooked while recording, must log nothing now
+    assert all(not log for log in logs)
 
 
 def test_errors_end_the_graph_task_and_say_where():

@@ -30,6 +30,7 @@ import os
 import sys
 import threading
 import weakref
+from collections import OrderedDict
 from typing import Any, Iterator
 
 import torch
@@ -149,7 +150,7 @@ class Bridge:
         self._acc_keys: dict[int, tuple[Any, int]] = {}  # id(leaf) -> (weakref to it, key)
         self._unnamed: set[int] = set()  # bumped as `?`: a walk that meets the node names it
         self._is_acc: set[int] = set()
-        self._handles: dict[int, tuple[Any, Any]] = {}
+        self._handles: dict[int, tuple[Any, Any, _State]] = {}  # key -> weakrefs to its pre/post hook dicts
         self._walks: dict[tuple, Graph] = {}  # start nodes' keys -> the graph walked from them
         self._new_hooks: list[int] = []  # keys hooked by the walk in progress
         self._frames: dict[tuple, int] = {}
@@ -179,6 +180,9 @@ class Bridge:
         original_apply = Function.__dict__["apply"]
         Function.apply = classmethod(self._wrap_apply(original_apply.__func__))
         self._restore.append(lambda: setattr(Function, "apply", original_apply))
+        mixin = torch.autograd.function._HookMixin
+        mixin._register_hook = staticmethod(_register_hook)
+        self._restore.append(lambda: setattr(mixin, "_register_hook", _ORIGINAL_REGISTER))
         handle = torch.nn.modules.module.register_module_forward_pre_hook(self._module_seen)
         self._restore.append(handle.remove)
         # NOTE [collections while recording]: the bridge allocates a few small objects per op and per node, and
@@ -203,8 +207,8 @@ class Bridge:
             if state.log and not state.calls:
                 self._replay(state)
         for pre, post, _ in self._handles.values():
-            pre.remove()
-            post.remove()
+            _unhooked(pre)
+            _unhooked(post)
         self._handles.clear()
         self._walks.clear()
         self._acc_keys.clear()
@@ -364,29 +368,24 @@ class Bridge:
                     name = self._type_names[type(gf)] = gf.name()
                 del gf
                 if start == state.rlast and not state.log and not state.calls:  # nothing pending: write it now
-                    if not self._fresh_bump(state.row, start, name, frame):
-                        self._bump(state.row, start, name, frame)
+                    row = state.row
+                    k = start << 16 | row
+                    keys = self._seq_keys
+                    if k in keys:  # a walk met a node with this number first
+                        self._bump(row, start, name, frame)
+                    else:  # _bump's rows; no entry in b.bumps, read only for a node whose facts lack a frame
+                        key = keys[k] = next(self._keys)
+                        b = self.b
+                        rows = b.rows
+                        b.node_facts[key] = (name, start, 0, "cpu", row, (), frame, b._frozen + len(rows) // ROW + 1, 1)
+                        rows.extend((_K_BUMP, row, 0, key, 0, 0, 0, _K_CREATED, row, 0, key, 0, 0, 0))
+                        if len(rows) >= CHUNK * ROW:
+                            b.freeze_rows()
                     state.rlast = after
                 else:
                     self._bumps(state, start, after, name, frame)
                 return
         self._bumps(state, start, after, _names(func, out, start, after), frame)
-
-    def _fresh_bump(self, row: int, seq: int, name: str, frame: int) -> bool:
-        """_bump for a number no node of the trace has yet (NOTE [forward hot path]); False when it has one."""
-        k = seq << 16 | row
-        keys = self._seq_keys
-        if k in keys:
-            return False
-        key = keys[k] = next(self._keys)
-        b = self.b
-        rows = b.rows
-        # No entry in b.bumps: it is read only for a node with no facts (or none with a frame), and this one has them.
-        b.node_facts[key] = (name, seq, 0, "cpu", row, (), frame, b._frozen + len(rows) // ROW + 1, 1)
-        rows.extend((_K_BUMP, row, 0, key, 0, 0, 0, _K_CREATED, row, 0, key, 0, 0, 0))
-        if len(rows) >= CHUNK * ROW:
-            b.freeze_rows()
-        return True
 
     def function_applied(self, cls: type) -> None:
         """A custom Function's apply begins: its PyNode takes the counter's value now."""
@@ -562,8 +561,8 @@ class Bridge:
         for key in keys:
             held = handles.pop(key, None)
             if held is not None:
-                held[0].remove()
-                held[1].remove()
+                _unhooked(held[0])
+                _unhooked(held[1])
 
     def _cached(self, state: _State, starts: list) -> Graph | None:
         """The graph a former call walked from the same nodes, while they live (a live node keeps everything below
@@ -574,7 +573,7 @@ class Bridge:
             return None
         for key in keys:
             held = self._handles.get(key)
-            if held is None or held[0].hooks_dict_ref() is None:
+            if held is None or held[0]() is None:
                 del self._walks[(state.row, keys)]
                 return None
         return found
@@ -582,7 +581,7 @@ class Bridge:
     def _remember(self, state: _State, starts: list, key_of: dict, graph: Graph) -> None:
         if len(self._walks) >= 64:  # forget the walks of graphs that are gone
             for row, keys in list(self._walks):
-                if any(self._handles.get(k) is None or self._handles[k][0].hooks_dict_ref() is None for k in keys):
+                if any(self._handles.get(k) is None or self._handles[k][0]() is None for k in keys):
                     del self._walks[(row, keys)]
         self._walks[(state.row, tuple(key_of[id(n)] for n in starts))] = graph
 
@@ -747,11 +746,10 @@ class Bridge:
     # -- hooks ---------------------------------------------------------------------------------------------------
     def _hook(self, n: Any, key: int, state: _State) -> None:
         held = self._handles.get(key)
-        if held is not None and held[0].hooks_dict_ref() is not None:
+        if held is not None and held[0]() is not None:
             if held[2] is state:
                 return  # this node already has ours: once per graph, not once per backward
-            held[0].remove()  # hooked for another thread's backward: this thread's log from now on
-            held[1].remove()
+            # hooked for another thread's backward: this thread's log from now on (registering again replaces them)
         # The hooks append to this thread's log list itself: a backward on the CPU runs on the thread that
         # called it, and a lookup per call (threading.local) would cost as much as the hook.
         # A pre-hook logs torch's graph task id and the seq_nr of the node torch says is running
@@ -762,7 +760,8 @@ class Bridge:
                 log.append((_PRE, key, (), _seq(), _gt_id(), _running()._sequence_nr()))
 
             def post(grad_inputs, grad_outputs):
-                log.append((_POST, key, tuple([g is not None for g in grad_inputs]), ()))
+                log.append((_POST, key, (grad_inputs[0] is not None,) if len(grad_inputs) == 1 else
+                            tuple([g is not None for g in grad_inputs]), ()))
         elif not isinstance(n, _PY_NODE):  # a C++ node runs no Python of its own: log and return
             def pre(grad_outputs):
                 log.append((_PRE, key, grad_outputs, _seq(), _gt_id(), _running()._sequence_nr()))
@@ -786,21 +785,33 @@ class Bridge:
                         _pop_mode()
                 log.append((_POST, key, grad_inputs, grad_outputs))
 
-        self._handles[key] = (n.register_prehook(pre), n.register_hook(post), state)
+        # NOTE [lean registration]: during a walk, registering returns the node's hook dict itself.
+        self._handles[key] = (_weakref(n.register_prehook(pre)), _weakref(n.register_hook(post)), state)
         self._new_hooks.append(key)
 
     # -- the graph -----------------------------------------------------------------------------------------------
     def _walk(self, state: _State, nodes: list) -> _Walk:
         """Every node reachable from `nodes`, in one pass: keys, edges, hooks, and facts for nodes new to the trace."""
-        row = state.row
         walk = _Walk()
+        held: list = []  # wrappers stay alive during the walk, so id() names one node (NOTE [node identity])
+        new: list = []
+        _LEAN.thread = threading.get_ident()
+        try:
+            self._walk_into(state, walk, nodes, held, new)
+        finally:
+            _LEAN.thread = None
+        self._describe(new, walk.graph, state.row)
+        del held, new
+        return walk
+
+    def _walk_into(self, state: _State, walk: _Walk, nodes: list, held: list, new: list) -> None:
+        row = state.row
         key_of = walk.key_of
         graph = walk.graph
         seq_of, edges_of, inputs_of = graph.seq, graph.edges, graph.num_inputs
-        held = []  # wrappers stay alive during the walk, so id() names one node (NOTE [node identity])
         used: set[int] = set()
         stack = []
-        key_fn, hook, facts_of = self._key, self._hook, self.b.node_facts
+        key_fn, hook, facts_of, unnamed = self._key, self._hook, self.b.node_facts, self._unnamed
         for n in nodes:
             if n is not None and id(n) not in key_of:
                 key, seq = key_fn(n, row, used)
@@ -808,7 +819,6 @@ class Bridge:
                 seq_of[key] = seq
                 held.append(n)
                 stack.append((n, key))
-        new = []
         while stack:
             n, key = stack.pop()
             edges = []
@@ -828,11 +838,8 @@ class Bridge:
                     inputs_of[ck] = nr + 1
             edges_of[key] = tuple(edges)
             hook(n, key, state)
-            if key not in facts_of or key in self._unnamed:
+            if key not in facts_of or key in unnamed:
                 new.append((n, key))
-        self._describe(new, graph, row)
-        del held, new
-        return walk
 
     def _describe(self, new: list, graph: Graph, row: int) -> None:
         """Node facts for nodes the trace has not described yet (and the real name of a node bumped as `?`)."""
@@ -889,6 +896,41 @@ class Bridge:
         except (RuntimeError, TypeError):  # not on the CPU, or a dtype numpy lacks
             return TensorSummary(tuple(t.shape), str(t.dtype).removeprefix("torch."), str(t.device), (), False,
                                  False)
+
+
+class _LeanRegistration(threading.local):
+    """NOTE [lean registration]
+    Registering a hook on a node calls torch's `_HookMixin._register_hook`, which makes a RemovableHandle (a
+    Python object, a weak reference and a class counter): a third of what walking and hooking a new graph cost.
+    While the bridge walks on this thread, the bridge's version stores the hook in the node's hook dict under
+    a key no RemovableHandle takes (ids count up from 0) and hands back the dict itself, which the bridge refers
+    to weakly (the dict lives as long as the node) and removes its hook from by that key. Any other thread,
+    and this one outside a walk, gets torch's own.
+    """
+
+    thread: int | None = None
+
+
+_LEAN = _LeanRegistration()
+_HOOK_KEY = -(1 << 62)
+_ORIGINAL_REGISTER = torch.autograd.function._HookMixin.__dict__["_register_hook"]
+_weakref = weakref.ref
+
+
+def _register_hook(backward_hooks: Any, hook: Any) -> tuple:
+    if _LEAN.thread is None:
+        return _ORIGINAL_REGISTER.__func__(backward_hooks, hook)
+    if backward_hooks is None:
+        backward_hooks = OrderedDict()
+    backward_hooks[_HOOK_KEY] = hook
+    return backward_hooks, backward_hooks
+
+
+def _unhooked(ref: Any) -> None:
+    """Take the bridge's hook out of a node's hook dict (NOTE [lean registration]), if the node still lives."""
+    hooks = ref()
+    if hooks is not None:
+        hooks.pop(_HOOK_KEY, None)
 
 
 class _Walk:
