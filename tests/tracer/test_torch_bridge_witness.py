@@ -132,6 +132,19 @@ def test_no_witness_with_multithreading_enabled():
     assert "execution_order" not in task and torch_bridge.witness_text(rec.trace) == ""
 
 
+def test_single_threaded_records_the_witness_and_restores_the_setting():
+    """record(single_threaded=True) disables autograd multithreading for the block's backward calls (the witness
+    is recorded) and enables it again after."""
+    assert torch.autograd.is_multithreading_enabled()
+    with torch_bridge.record(single_threaded=True) as rec:
+        assert not torch.autograd.is_multithreading_enabled()
+        x = torch_programs.leaf()
+        (x.exp() * 2).sum().backward()
+    assert torch.autograd.is_multithreading_enabled()
+    (task,) = rec.trace.meta["graph_tasks"]
+    assert task["execution_order"] == {"length": 4, "model": "agrees", "observed": "agrees"}
+
+
 def test_a_witness_that_differs_is_reported(monkeypatch):
     """A witness in another order than the run (here: reversed) is a divergence against both the model and the
     observed order, at the first position that differs."""

@@ -32,19 +32,22 @@ def available() -> bool:
 
 
 @contextmanager
-def record(values: bool = True, defer: bool = False) -> Iterator[Any]:
+def record(values: bool = True, defer: bool = False, single_threaded: bool = False) -> Iterator[Any]:
     """Record the block's PyTorch work on this thread; `.trace` holds the Trace once the block ends.
 
     values: keep each grad's first values and NaN/inf flags (False: shapes and dtypes only, a little faster).
     defer: reconstruct what torch hides when the block ends rather than after each backward call (the program
     runs faster, but every grad it computes stays alive until then).
+    single_threaded: run the block's backward calls with autograd multithreading disabled (as
+    `torch.autograd.set_multithreading_enabled(False)` does), so that torch's own execution order of each is
+    recorded as a second witness (docs/torch-bridge.md). On the CPU it changes nothing in what runs.
     Deep graphs: run the block in `run_with_big_stack` (torch frees a deep graph recursively).
     """
     if not available():
         raise TorchMissing(INSTALL_HINT)
     from .bridge import Bridge
 
-    bridge = Bridge(values=values, defer=defer).attach()
+    bridge = Bridge(values=values, defer=defer, single_threaded=single_threaded).attach()
     handle = _RecordingHandle(bridge)
     try:
         yield handle

@@ -138,10 +138,11 @@ class Bridge:
     log too, so the trace keeps the order in which things happened.
     """
 
-    def __init__(self, values: bool = True, defer: bool = False) -> None:
+    def __init__(self, values: bool = True, defer: bool = False, single_threaded: bool = False) -> None:
         self.b = TraceBuilder(source="torch", provenance=PROVENANCE)
         self.values = values  # summarise grads (False: shapes only, cheaper)
         self.defer = defer
+        self.single_threaded = single_threaded  # multithreading off while attached: the witness (NOTE [witness])
         self._keys = itertools.count(1)
         self._local = threading.local()
         self._states: list[_State] = []
@@ -191,6 +192,10 @@ class Bridge:
         threshold = gc.get_threshold()
         gc.set_threshold(max(threshold[0], GC_THRESHOLD), *threshold[1:])
         self._restore.append(lambda: gc.set_threshold(*threshold))
+        if self.single_threaded:  # a per-thread setting, like the mode: this thread's backward calls
+            was = _multithreading()
+            torch._C._set_multithreading_enabled(False)
+            self._restore.append(lambda: torch._C._set_multithreading_enabled(was))
         self._state()
         self._mode = _CulpritMode(self)
         self._mode.__enter__()
