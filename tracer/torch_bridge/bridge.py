@@ -100,7 +100,7 @@ class _Call:
     def __init__(self) -> None:
         self.begun = False
         self.hooked: list[int] = []  # keys whose hooks this call put on a graph it frees: removed after it
-        self.torch_id: int | None = None  # torch's graph task id, read in the first pre-hook that fires for it
+        self.torch_id: int | None = None  # torch's graph task id, read by the witness hook on its roots
         self.parent_id = -1  # the graph task running when the call began (-1: none; else this one is reentrant)
         self.witness: list[int] | None = None  # torch's execution order, read in the root's pre-hook (NOTE [witness])
         self.witness_error = ""
@@ -163,7 +163,7 @@ class Bridge:
         self._leaf_names: dict[int, str] = {}
         self.divergences: list[dict] = []
         self.graph_tasks: list[dict] = []  # per graph task: torch's ids, depth, the witness's verdict (meta)
-        self._retained: list[tuple[Any, int]] = []  # (weakref to a tensor retain_grad() was called on, thread row)
+        self._retained: list[Any] = []  # weakrefs to the tensors retain_grad() was called on while recording
         self.failures: list[str] = []  # the bridge's own errors: that backward ran unrecorded (meta["bridge_errors"])
         self._gt_ids = itertools.count(1)
         self._mode: TorchFunctionMode | None = None
@@ -332,7 +332,7 @@ class Bridge:
 
     def retained(self, t: Any) -> None:
         """retain_grad() was called on `t`, a tensor with a grad_fn (its retains_grad hook, NOTE in _retains)."""
-        self._retained.append((weakref.ref(t), self._state().row))
+        self._retained.append(weakref.ref(t))
 
     def _diverged(self, d: Any) -> None:
         self.divergences.append({"graph_task": d.graph_task, "step": d.step, "expected": d.expected,
@@ -548,14 +548,14 @@ class Bridge:
         node (NOTE [node identity])."""
         found: dict[int, int] = {}
         alive = []
-        for ref, row in self._retained:
+        for ref in self._retained:
             t = ref()
             if t is None or not t.retains_grad:
                 continue
-            alive.append((ref, row))
-            if row != state.row or t._is_view() or t.grad_fn is None:
+            alive.append(ref)
+            if t._is_view() or t.grad_fn is None:
                 continue
-            key = self._lookup(t.grad_fn, row)
+            key = self._lookup(t.grad_fn, state.row)  # the walk's keys are the calling thread's
             if key:
                 found[key] = found.get(key, 0) + 1
         self._retained = alive
