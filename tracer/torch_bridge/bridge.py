@@ -188,7 +188,10 @@ class Bridge:
         self._restore.append(handle.remove)
         # NOTE [collections while recording]: the bridge allocates a few small objects per op and per node, and
         # with the default threshold each 700 allocations start a collection whose older generations walk
-        # every live tensor and node: most of a recording's cost. Fewer, larger collections while recording.
+        # every live tensor and node: most of a recording's cost. Fewer, larger collections while recording, and
+        # none while a backward call runs: its hooks log a tuple per node run, all acyclic, which each collection
+        # reaching the older generations would walk again (what the user's code leaves in cycles meanwhile is
+        # collected after the call).
         threshold = gc.get_threshold()
         gc.set_threshold(max(threshold[0], GC_THRESHOLD), *threshold[1:])
         self._restore.append(lambda: gc.set_threshold(*threshold))
@@ -424,6 +427,9 @@ class Bridge:
             log = state.log
             log.append((_CALL, call))
             state.calls.append(call)
+            collecting = gc.isenabled()
+            if collecting:  # NOTE [collections while recording]
+                gc.disable()
             try:
                 result = original(t_outputs, *args, **kwargs)
             except BaseException as e:
@@ -432,6 +438,8 @@ class Bridge:
             else:
                 log.append((_END, call, None, result, _seq()))
             finally:
+                if collecting:
+                    gc.enable()
                 state.calls.remove(call)
                 bridge._unhook(call.hooked)
                 for handle in call.witness_hooks:
