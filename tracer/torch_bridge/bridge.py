@@ -147,7 +147,9 @@ class Bridge:
         self._local = threading.local()
         self._states: list[_State] = []
         self._lock = threading.Lock()
-        self._seq_keys: dict[int, int] = {}  # seq_nr << 16 | thread row -> key
+        # NOTE [seq keys]: seq_nr in the low bits, so that a dict of them spreads over its table (with the thread
+        # row low, as `seq << 16 | row`, the keys of one thread share their low 16 bits and collide).
+        self._seq_keys: dict[int, int] = {}  # seq_nr | thread row << 64 -> key
         self._acc_keys: dict[int, tuple[Any, int]] = {}  # id(leaf) -> (weakref to it, key)
         self._unnamed: set[int] = set()  # bumped as `?`: a walk that meets the node names it
         self._is_acc: set[int] = set()
@@ -269,9 +271,9 @@ class Bridge:
 
     def _bump(self, row: int, seq: int, name: str, frame: int) -> int:
         """Write one increment; a node a walk already met keeps its key (and its name, if ours is a guess)."""
-        key = self._seq_keys.get(seq << 16 | row)
+        key = self._seq_keys.get(seq | row << 64)
         if key is None:
-            key = self._seq_keys[seq << 16 | row] = next(self._keys)
+            key = self._seq_keys[seq | row << 64] = next(self._keys)
         else:
             facts = self.b.node_facts.get(key)
             if facts is not None and name.startswith("?"):
@@ -377,7 +379,7 @@ class Bridge:
                 del gf
                 if start == state.rlast and not state.log and not state.calls:  # nothing pending: write it now
                     row = state.row
-                    k = start << 16 | row
+                    k = start | row << 64
                     keys = self._seq_keys
                     if k in keys:  # a walk met a node with this number first
                         self._bump(row, start, name, frame)
@@ -545,7 +547,7 @@ class Bridge:
         """The key a walk gave node `n` (0 if none did), making none (NOTE [node identity])."""
         seq = n._sequence_nr()
         if seq != UINT64_MAX:
-            return self._seq_keys.get(seq << 16 | row, 0)
+            return self._seq_keys.get(seq | row << 64, 0)
         var = getattr(n, "variable", None)
         known = self._acc_keys.get(id(var)) if var is not None else None
         return known[1] if known is not None and known[0]() is var else 0
@@ -891,10 +893,10 @@ class Bridge:
             if param is not None and param[0]() is var:
                 self._leaf_names[key] = param[1]
             return key, seq
-        key = self._seq_keys.get(seq << 16 | row)
+        key = self._seq_keys.get(seq | row << 64)
         if key is None or key in used:
             key = next(self._keys)
-            self._seq_keys.setdefault(seq << 16 | row, key)
+            self._seq_keys.setdefault(seq | row << 64, key)
         used.add(key)
         return key, seq
 
