@@ -222,3 +222,21 @@ def test_torch_is_left_as_it_was():
         assert torch._C._len_torch_function_stack() == 1
     assert torch._C._len_torch_function_stack() == 0
     assert Function.__dict__["apply"] is apply and torch.autograd._engine_run_backward is run
+
+
+def test_a_nested_recording_leaves_the_outer_one_its_hooks():
+    """A recording inside another: once the inner one ends, the outer one still hooks (and unhooks) the graphs it
+    walks, and torch's hook registration is torch's again after both."""
+    from torch.autograd.function import _HookMixin
+
+    register = _HookMixin.__dict__["_register_hook"]
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    with torch_bridge.record() as outer:
+        with torch_bridge.record():
+            pass
+        z = (x.exp() * 2).sum()
+        z.backward(retain_graph=True)
+        handles = dict(outer.bridge._handles)
+    assert len(_started(outer.trace)) == 4
+    assert handles and all(pre() is not None for pre, *_ in handles.values())  # the graph lives: its hook dicts too
+    assert _HookMixin.__dict__["_register_hook"] is register

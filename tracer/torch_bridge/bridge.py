@@ -184,8 +184,9 @@ class Bridge:
         Function.apply = classmethod(self._wrap_apply(original_apply.__func__))
         self._restore.append(lambda: setattr(Function, "apply", original_apply))
         mixin = torch.autograd.function._HookMixin
+        previous = mixin.__dict__["_register_hook"]  # torch's, or a recording's this one is nested in
         mixin._register_hook = staticmethod(_register_hook)
-        self._restore.append(lambda: setattr(mixin, "_register_hook", _ORIGINAL_REGISTER))
+        self._restore.append(lambda: setattr(mixin, "_register_hook", previous))
         handle = torch.nn.modules.module.register_module_forward_pre_hook(self._module_seen)
         self._restore.append(handle.remove)
         # NOTE [collections while recording]: the bridge allocates a few small objects per op and per node, and
