@@ -81,9 +81,10 @@ def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
     stopped with OsExitCalled.
     NOTE [running the script in agdb's process].
     """
-    if as_torch == "bridge":  # --torch: real PyTorch, recorded by the bridge (app/torch_run.py)
-        from .torch_run import run_bridged
-        return run_bridged(script, args, on_progress, on_script_end, no_stdin, on_os_exit)
+    if as_torch in ("bridge", "bridge:single-threaded"):  # --torch: real PyTorch, recorded by the bridge
+        from .torch_run import run_bridged  # (app/torch_run.py); agdb torch --single-threaded: the witness too
+        return run_bridged(script, args, on_progress, on_script_end, no_stdin, on_os_exit,
+                           single_threaded=as_torch == "bridge:single-threaded")
     path = Path(script)
     if not path.is_file():
         raise FileNotFoundError(f"no such script: {script}")

@@ -14,6 +14,8 @@ from tracer import torch_bridge
 
 BRIDGE = "bridge"
 """The value `--torch` gives `as_torch`: run_script.run_recorded then records real torch with the bridge."""
+BRIDGE_SINGLE_THREADED = "bridge:single-threaded"
+"""`agdb torch --single-threaded`: the bridge, with autograd multithreading disabled (the witness)."""
 
 
 class _NeedsTorch(argparse.Action):
@@ -41,6 +43,9 @@ def add_commands(sub: Any) -> None:
     tor.add_argument("script")
     tor.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
     tor.add_argument("-o", "--output", required=True, help="trace file to write (.agdb)")
+    tor.add_argument("--single-threaded", action="store_true",
+                     help="run backward calls with autograd multithreading disabled, so that torch's own execution "
+                          "order of each is recorded as a second witness (it changes nothing on the CPU)")
     tor.set_defaults(func=_cmd_torch)
     dif = sub.add_parser("diff", help="compare two traces: node names, seq_nrs, culprit lines, execution order",
                          description="Align two traces by thread and relative seq_nr and show the first difference "
@@ -63,12 +68,16 @@ def _cmd_torch(args: argparse.Namespace) -> int:
     output = cli._output_file(args.output)
     if output is None:
         return 1
-    run = cli._record(args.script, args.script_args, BRIDGE,
+    run = cli._record(args.script, args.script_args, BRIDGE_SINGLE_THREADED if args.single_threaded else BRIDGE,
                       on_os_exit=lambda run: cli._save_run(run, output, args.output))
     status = cli._save_run(run, output, args.output)
+    witness = torch_bridge.witness_text(run.trace)
+    if witness:
+        sys.stderr.write(f"agdb: {witness}\n")
     diverged = torch_bridge.divergence_text(run.trace)
     if diverged:
-        sys.stderr.write("agdb: agdb's model of the engine and torch's order disagree (docs/torch-bridge.md):\n"
+        sys.stderr.write("agdb: agdb's model of the engine, torch's witnesses and the observed order disagree "
+                         "(docs/torch-bridge.md):\n"
                          + "".join(f"  {_printable(line)}\n" for line in diverged.split("\n")))
     return status
 

@@ -24,9 +24,10 @@ from .run_script import OsExitCalled, ScriptRun, _NoInput, _os_exit_for, exit_st
 
 def run_bridged(script: str, args: list[str], on_progress: Callable[[int], None] | None = None,
                 on_script_end: Callable[[], None] | None = None, no_stdin: bool = False,
-                on_os_exit: Callable[[ScriptRun], int] | None = None, stack_size: int = torch_bridge.BIG_STACK
-                ) -> ScriptRun:
-    """Run `script` as `__main__` on real torch, recording it with the bridge; arguments as run_recorded's.
+                on_os_exit: Callable[[ScriptRun], int] | None = None, stack_size: int = torch_bridge.BIG_STACK,
+                single_threaded: bool = False) -> ScriptRun:
+    """Run `script` as `__main__` on real torch, recording it with the bridge; arguments as run_recorded's;
+    `single_threaded`: the bridge's option of that name (tracer.torch_bridge.record).
 
     Raises torch_bridge.TorchMissing (its message says how to install torch) and FileNotFoundError.
     """
@@ -42,7 +43,7 @@ def run_bridged(script: str, args: list[str], on_progress: Callable[[int], None]
     def body() -> None:
         box["ident"] = threading.get_ident()
         try:
-            box["run"] = _run_here(script, path, args, no_stdin, on_os_exit, on_progress, ended)
+            box["run"] = _run_here(script, path, args, no_stdin, on_os_exit, on_progress, ended, single_threaded)
         except BaseException as e:  # noqa: BLE001 - handed back to the caller's thread
             box["error"] = e
         finally:
@@ -81,12 +82,12 @@ def _wait(thread: threading.Thread, ended: threading.Event, box: dict, on_script
 
 def _run_here(script: str, path: Path, args: list[str], no_stdin: bool,
               on_os_exit: Callable[[ScriptRun], int] | None, on_progress: Callable[[int], None] | None,
-              ended: threading.Event) -> ScriptRun:
+              ended: threading.Event, single_threaded: bool = False) -> ScriptRun:
     from tracer.torch_bridge.bridge import Bridge
 
     saved_argv, saved_path, saved_stdin, saved_exit = sys.argv[:], sys.path[:], sys.stdin, os._exit
     stdin = _NoInput() if no_stdin else None
-    bridge = Bridge().attach()
+    bridge = Bridge(single_threaded=single_threaded).attach()
     stop = threading.Event()
     if on_progress is not None:
         threading.Thread(target=_tick, args=(bridge, stop, on_progress), daemon=True).start()

@@ -1,17 +1,24 @@
 """What the PyTorch bridge costs a real PyTorch program, as ratios to the plain run in the same process.
 
 On a chain (`h = h.tanh()` N times) and a wide graph (N/3 parameters, each `p.exp() * 2`, concatenated) of
-1k, 10k and 100k nodes (--quick: 1k only), median of --reps runs each:
+1k, 10k and 100k nodes (--quick: 1k only). Every figure is a median over --reps rounds, and each round runs the
+plain program and every recorded variant one after the other (interleaved), so that a machine shared with
+other work slows them alike; each ratio divides two medians of the same rounds. Times are the process's CPU
+time (time.process_time): on a shared machine, time given to other processes does not count.
 - forward with culprits: the TorchFunctionMode and the culprit of every seq_nr increment, over the plain forward
-  (targets: <= 1.6x on the chain, <= 2x on the wide graph; a mode that does nothing costs 1.35-2.05x);
+  (targets: <= 1.6x on the chain, <= 2x on the wide graph). The floor beside it: a TorchFunctionMode that does
+  nothing but call the function (the issue measured 1.35-2.05x).
 - hook registration: the bridge's walk of a new graph (keys, edges, one pre- and one post-hook per node), in µs
-  per node, once per graph (target <= 10);
-- backward: a backward over the same (retained) graph with the bridge's hooks firing, over the plain backward
-  (target <= 1.3x; bare Python pre- and post-hooks that do nothing are measured beside it), by default (the
-  hooks keep each grad for its summary) and with values=False (they keep none);
+  per node, once per graph (target <= 10). The floor beside it: a bare walk that registers a pre- and a
+  post-hook on every node through torch's `register_prehook`/`register_hook`.
+- backward: the second backward over a retained graph built while recording, the bridge's hooks firing, over the
+  plain second backward of the same graph built without it (target <= 1.3x), by default (the hooks keep each
+  grad for its summary) and with values=False (they keep none). The floor beside it: bare Python pre- and
+  post-hooks that do nothing, on every node (the issue measured 1.16-1.32x).
 - reconstruction: running agdb's model of the engine over what the hooks logged, summarising grads and writing
-  the events (NOTE [observe now, reconstruct later] in tracer/torch_bridge/bridge.py), in µs per node. It runs
-  after the backward (here with defer=True, when the recording ends): informational, no target.
+  the events (NOTE [observe now, reconstruct later] in tracer/torch_bridge/bridge.py), in µs per node run. It
+  runs after the backward (here with defer=True, when the recording ends; measured in the first round only):
+  informational, no target. `backward, record() default` is the backward call with it inside (defer=False).
 
     .venv/bin/python bench/torch_bridge.py [--quick] [--reps N] [--json PATH]
 """
@@ -28,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._common import bench_main, print_target_table  # noqa: E402
 
 TARGETS = {"forward_chain": 1.6, "forward_wide": 2.0, "registration_us": 10.0, "backward": 1.3}
+TIMED = ("plain_forward", "noop_mode_forward", "recorded_forward", "plain_backward", "bare_hooks_backward",
+         "recorded_backward", "shapes_only_backward", "default_backward", "registration", "bare_registration")
 
 
 def _chain(torch: Any, n: int) -> Callable[[], Any]:
@@ -51,13 +60,13 @@ def _wide(torch: Any, n: int) -> Callable[[], Any]:
     return forward
 
 
-def _median(fn: Callable[[], Any], reps: int) -> float:
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+_clock = time.process_time
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = _clock()
+    out = fn()
+    return _clock() - start, out
 
 
 def _nodes(root: Any) -> int:
@@ -66,7 +75,8 @@ def _nodes(root: Any) -> int:
     return count_nodes(root)
 
 
-def _bare_hooks(torch: Any, z: Any) -> list:
+def _bare_hooks(z: Any) -> list:
+    """A pre- and a post-hook that do nothing on every node reachable from z (the floor of a hooked backward)."""
     handles, seen, stack = [], set(), [z.grad_fn]
     held = []
     while stack:
@@ -81,55 +91,107 @@ def _bare_hooks(torch: Any, z: Any) -> list:
     return handles
 
 
-def measure(kind: str, n: int, reps: int) -> dict:
-    import torch
+def _noop_mode(torch: Any) -> Any:
+    from torch.overrides import TorchFunctionMode
 
-    from tracer import torch_bridge
+    class Noop(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
 
-    make = _chain if kind == "chain" else _wide
-    forward = make(torch, n)
-    z = forward()
+    return Noop
+
+
+def _plain_round(forward: Callable[[], Any], noop: Any, times: dict) -> int:
+    """Plain forward and backward, the do-nothing mode's forward, and the bare-hooks backward; returns the nodes."""
+    t, z = _timed(forward)
+    times["plain_forward"].append(t)
     nodes = _nodes(z.grad_fn)
-    plain_forward = _median(forward, reps)
-    plain_backward = _median(lambda: z.backward(retain_graph=True), reps)
-    handles = _bare_hooks(torch, z)
-    bare_backward = _median(lambda: z.backward(retain_graph=True), reps)
+    z.backward(retain_graph=True)  # the first backward allocates what later ones reuse: time the second
+    times["plain_backward"].append(_timed(lambda: z.backward(retain_graph=True))[0])
+    t, handles = _timed(lambda: _bare_hooks(z))
+    times["bare_registration"].append(t)
+    times["bare_hooks_backward"].append(_timed(lambda: z.backward(retain_graph=True))[0])
     for h in handles:
         h.remove()
-    z = None  # the graph goes before the next one is built
+    z = None  # the graph goes before the next is built
+    with noop():
+        times["noop_mode_forward"].append(_timed(forward)[0])
+    return nodes
+
+
+def _recorded_round(forward: Callable[[], Any], times: dict, reconstruct: bool) -> dict:
+    """The same under the bridge: forward, the first backward (its walk timed), the second backward timed."""
+    from tracer import torch_bridge
+
     with torch_bridge.record(defer=True) as rec:
         bridge = rec.bridge
-        recorded_forward = _median(forward, reps)
-        z = forward()
-        walk = bridge._walk
-        spent = []
+        t, z = _timed(forward)
+        times["recorded_forward"].append(t)
+        walk, spent = bridge._walk, []
 
         def timed_walk(*args: Any) -> Any:
-            start = time.perf_counter()
+            start = _clock()
             try:
                 return walk(*args)
             finally:
-                spent.append(time.perf_counter() - start)
+                spent.append(_clock() - start)
 
         bridge._walk = timed_walk
         z.backward(retain_graph=True)  # walks and hooks the new graph
         bridge._walk = walk
-        recorded_backward = _median(lambda: z.backward(retain_graph=True), reps)
-        start = time.perf_counter()
-    finish = time.perf_counter() - start
-    with torch_bridge.record(defer=True, values=False):
+        times["registration"].append(sum(spent))
+        times["recorded_backward"].append(_timed(lambda: z.backward(retain_graph=True))[0])
+        del z
+        if not reconstruct:  # what the hooks logged is dropped unreconstructed: that is timed in one round only
+            for state in bridge._states:
+                state.log.clear()
+        start = _clock()
+    finish = _clock() - start
+    info = {"finish": finish, "events": len(rec.trace), "divergences": len(rec.trace.meta["divergences"])}
+    with torch_bridge.record(defer=True, values=False) as rec:
+        z = forward()
         z.backward(retain_graph=True)
-        shapes_backward = _median(lambda: z.backward(retain_graph=True), reps)
-    z = None  # the graph goes before the next one is built
-    return {"shapes_only_backward_ms": shapes_backward * 1e3, "shapes_only_ratio": shapes_backward / plain_backward,
-            "graph": kind, "nodes": nodes, "plain_forward_ms": plain_forward * 1e3,
-            "recorded_forward_ms": recorded_forward * 1e3, "forward_ratio": recorded_forward / plain_forward,
-            "registration_us_per_node": sum(spent) / nodes * 1e6,
-            "plain_backward_ms": plain_backward * 1e3, "bare_hooks_backward_ms": bare_backward * 1e3,
-            "recorded_backward_ms": recorded_backward * 1e3, "bare_hooks_ratio": bare_backward / plain_backward,
-            "backward_ratio": recorded_backward / plain_backward,
-            "reconstruction_us_per_node": finish / (nodes * (reps + 1)) * 1e6, "events": len(rec.trace),
-            "divergences": len(rec.trace.meta["divergences"])}
+        times["shapes_only_backward"].append(_timed(lambda: z.backward(retain_graph=True))[0])
+        del z
+        for state in rec.bridge._states:
+            state.log.clear()
+    if reconstruct:
+        with torch_bridge.record() as rec:  # record()'s default: each backward call reconstructs before it returns
+            z = forward()
+            z.backward(retain_graph=True)
+            times["default_backward"].append(_timed(lambda: z.backward(retain_graph=True))[0])
+            del z
+    return info
+
+
+def measure(kind: str, n: int, reps: int) -> dict:
+    import torch
+
+    forward = (_chain if kind == "chain" else _wide)(torch, n)
+    noop = _noop_mode(torch)
+    forward()  # warm up (allocator, first-call paths)
+    times: dict[str, list[float]] = {k: [] for k in TIMED}
+    nodes, info = 0, {}
+    for i in range(reps):
+        nodes = _plain_round(forward, noop, times)
+        got = _recorded_round(forward, times, reconstruct=i == 0)
+        info = info or got
+    med = {k: statistics.median(v) for k, v in times.items() if v}
+    return {"graph": kind, "nodes": nodes, "reps": reps,
+            "times_ms": {k: [x * 1e3 for x in v] for k, v in times.items()},
+            "plain_forward_ms": med["plain_forward"] * 1e3, "recorded_forward_ms": med["recorded_forward"] * 1e3,
+            "forward_ratio": med["recorded_forward"] / med["plain_forward"],
+            "noop_mode_ratio": med["noop_mode_forward"] / med["plain_forward"],
+            "registration_us_per_node": med["registration"] / nodes * 1e6,
+            "bare_registration_us_per_node": med["bare_registration"] / nodes * 1e6,
+            "plain_backward_ms": med["plain_backward"] * 1e3, "recorded_backward_ms": med["recorded_backward"] * 1e3,
+            "bare_hooks_backward_ms": med["bare_hooks_backward"] * 1e3,
+            "backward_ratio": med["recorded_backward"] / med["plain_backward"],
+            "bare_hooks_ratio": med["bare_hooks_backward"] / med["plain_backward"],
+            "shapes_only_ratio": med["shapes_only_backward"] / med["plain_backward"],
+            "default_backward_ratio": med["default_backward"] / med["plain_backward"],
+            "reconstruction_us_per_node": info["finish"] / (nodes * 2) * 1e6, "events": info["events"],
+            "divergences": info["divergences"]}
 
 
 def run(quick: bool, reps: int | None) -> dict:
@@ -138,7 +200,7 @@ def run(quick: bool, reps: int | None) -> dict:
     if not torch_bridge.available():
         sys.exit(f"bench/torch_bridge.py needs torch: {torch_bridge.INSTALL_HINT}")
     sizes = (1_000,) if quick else (1_000, 10_000, 100_000)
-    reps = reps or (1 if quick else 3)
+    reps = reps or (3 if quick else 5)
     rows = [torch_bridge.run_with_big_stack(lambda k=kind, s=size: measure(k, s, reps))
             for size in sizes for kind in ("chain", "wide")]
     checks, info, table = [], [], []
@@ -152,7 +214,10 @@ def run(quick: bool, reps: int | None) -> dict:
                 (f"{label}: backward, values=False", r["shapes_only_ratio"], TARGETS["backward"], "x")):
             checks.append({"name": name, "value": value, "target": target, "unit": unit, "met": value <= target})
             table.append(name)
-        for name, value, unit in ((f"{label}: bare hooks backward", r["bare_hooks_ratio"], "x"),
+        for name, value, unit in ((f"{label}: do-nothing mode forward", r["noop_mode_ratio"], "x"),
+                                  (f"{label}: bare registration", r["bare_registration_us_per_node"], "µs/node"),
+                                  (f"{label}: bare hooks backward", r["bare_hooks_ratio"], "x"),
+                                  (f"{label}: backward, record() default", r["default_backward_ratio"], "x"),
                                   (f"{label}: reconstruction", r["reconstruction_us_per_node"], "µs/node")):
             info.append({"name": name, "value": value, "unit": unit})
             table.append(name)
@@ -174,4 +239,4 @@ def report(result: dict) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(bench_main(__doc__, run, report, "1k-node graphs only, one run each", "runs per figure (default 3)"))
+    sys.exit(bench_main(__doc__, run, report, "1k-node graphs only, three rounds", "rounds per figure (default 5)"))

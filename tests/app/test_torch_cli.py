@@ -149,6 +149,27 @@ def test_agdb_torch_says_when_the_model_diverged(tmp_path, capsys, monkeypatch):
     assert "disagree" in err and "  step 3, graph task 1: the model expected A\n" in err
 
 
+def test_agdb_torch_says_what_the_execution_order_witness_found(tmp_path, capsys):
+    """A script whose backward calls run with multithreading disabled: `agdb torch` says torch's execution order
+    agreed in both graph tasks, and the trace keeps each verdict; without it, nothing is said, unless agdb torch
+    runs the script with --single-threaded."""
+    pytest.importorskip("torch")
+    script = tmp_path / "m.py"
+    script.write_text("import torch\nwith torch.autograd.set_multithreading_enabled(False):\n"
+                      + textwrap.indent(SCRIPT + "z = (x * x).sum()\ntorch.autograd.grad(z, [x])\n", "    "))
+    code, _, err = agdb(["torch", script, "-o", tmp_path / "t.agdb"], capsys)
+    assert code == 0, err
+    assert "agrees with the observed order and agdb's model in 2 of 2 graph task(s)" in err
+    tasks = load(tmp_path / "t.agdb").meta["graph_tasks"]
+    assert [t["execution_order"] for t in tasks] == [{"length": 6, "model": "agrees", "observed": "agrees"},
+                                                      {"length": 3, "model": "agrees", "observed": "agrees"}]
+    script.write_text(SCRIPT)
+    code, _, err = agdb(["torch", script, "-o", tmp_path / "t.agdb"], capsys)
+    assert code == 0 and "execution order" not in err
+    code, _, err = agdb(["torch", "--single-threaded", script, "-o", tmp_path / "t.agdb"], capsys)
+    assert code == 0 and "agrees with the observed order and agdb's model in 1 of 1 graph task(s)" in err
+
+
 async def test_the_side_by_side_diff_screen_marks_and_finds_the_differences(tmp_path, capsys):
     from textual.widgets import DataTable
 

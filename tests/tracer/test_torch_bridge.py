@@ -111,13 +111,20 @@ def test_hooks_are_registered_once_per_graph_and_removed_after():
     with torch_bridge.record() as rec:
         z = (x.exp() * 2).sum()
         z.backward(retain_graph=True)
-        z.backward()
+        z.backward(retain_graph=True)
         handles = dict(rec.bridge._handles)
     trace = rec.trace
     runs = _started(trace)
     assert len(runs) == 8 and runs[:4] == runs[4:]
     assert len({trace.event_node(int(s)) for s in trace.steps_of(Kind.NODE_STARTED)}) == 4
-    assert handles and all(pre.hooks_dict_ref() is None or not pre.hooks_dict_ref() for pre, *_ in handles.values())
+    from tracer.torch_bridge.bridge import _HOOK_KEY
+
+    assert handles and all(ref() is None or _HOOK_KEY not in ref() for pre, post, _ in handles.values()
+                           for ref in (pre, post))
+    logs = [state.log for state in rec.bridge._states]
+    z2 = (x.exp() * 2).sum()
+    z2.backward()  # fresh nodes; and x's AccumulateGrad, hooked while recording, must log nothing now
+    assert all(not log for log in logs)
 
 
 def test_errors_end_the_graph_task_and_say_where():
@@ -215,3 +222,21 @@ def test_torch_is_left_as_it_was():
         assert torch._C._len_torch_function_stack() == 1
     assert torch._C._len_torch_function_stack() == 0
     assert Function.__dict__["apply"] is apply and torch.autograd._engine_run_backward is run
+
+
+def test_a_nested_recording_leaves_the_outer_one_its_hooks():
+    """A recording inside another: once the inner one ends, the outer one still hooks (and unhooks) the graphs it
+    walks, and torch's hook registration is torch's again after both."""
+    from torch.autograd.function import _HookMixin
+
+    register = _HookMixin.__dict__["_register_hook"]
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    with torch_bridge.record() as outer:
+        with torch_bridge.record():
+            pass
+        z = (x.exp() * 2).sum()
+        z.backward(retain_graph=True)
+        handles = dict(outer.bridge._handles)
+    assert len(_started(outer.trace)) == 4
+    assert handles and all(pre() is not None for pre, *_ in handles.values())  # the graph lives: its hook dicts too
+    assert _HookMixin.__dict__["_register_hook"] is register

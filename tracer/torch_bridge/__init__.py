@@ -32,19 +32,22 @@ def available() -> bool:
 
 
 @contextmanager
-def record(values: bool = True, defer: bool = False) -> Iterator[Any]:
+def record(values: bool = True, defer: bool = False, single_threaded: bool = False) -> Iterator[Any]:
     """Record the block's PyTorch work on this thread; `.trace` holds the Trace once the block ends.
 
     values: keep each grad's first values and NaN/inf flags (False: shapes and dtypes only, a little faster).
     defer: reconstruct what torch hides when the block ends rather than after each backward call (the program
     runs faster, but every grad it computes stays alive until then).
+    single_threaded: run the block's backward calls with autograd multithreading disabled (as
+    `torch.autograd.set_multithreading_enabled(False)` does), so that torch's own execution order of each is
+    recorded as a second witness (docs/torch-bridge.md). On the CPU it changes nothing in what runs.
     Deep graphs: run the block in `run_with_big_stack` (torch frees a deep graph recursively).
     """
     if not available():
         raise TorchMissing(INSTALL_HINT)
     from .bridge import Bridge
 
-    bridge = Bridge(values=values, defer=defer).attach()
+    bridge = Bridge(values=values, defer=defer, single_threaded=single_threaded).attach()
     handle = _RecordingHandle(bridge)
     try:
         yield handle
@@ -84,14 +87,44 @@ def run_with_big_stack(fn: Callable[[], T], stack_size: int = BIG_STACK, name: s
 
 
 def divergence_text(trace: Any, limit: int = 3) -> str:
-    """Where agdb's model of the engine and the observed order differed in a bridge trace ("" when nowhere)."""
+    """Where agdb's model of the engine, torch's own witnesses and the observed order differed in a bridge trace
+    ("" when nowhere): the order (model against the pre-hooks), torch's graph task id or running node against the
+    hook's, and the execution-order witness (docs/torch-bridge.md)."""
     found = trace.meta.get("divergences") or []
-    lines = []
-    for d in found[:limit]:
-        expected = trace.node(d["expected"]).name if d.get("expected", -1) >= 0 else "no more nodes"
-        observed = trace.node(d["observed"]).name if d.get("observed", -1) >= 0 else "nothing more"
-        lines.append(f"step {d['step']}, graph task {d['graph_task']}: the model expected {expected}, torch ran "
-                     f"{observed}")
+    lines = [_divergence_line(trace, d) for d in found[:limit]]
     if len(found) > limit:
         lines.append(f"… and {len(found) - limit} more")
     return "\n".join(lines)
+
+
+def _divergence_line(trace: Any, d: dict) -> str:
+    def name(field: str, none: str) -> str:
+        row = d.get(field, -1)
+        return trace.node(row).name if row is not None and row >= 0 else none
+
+    where = f"step {d['step']}, graph task {d['graph_task']}"
+    kind = d.get("kind", "order")
+    if kind == "graph_task":
+        return (f"{where}: {name('node', '?')} ran in torch's graph task {d['observed_id']}, its backward call's is "
+                f"{d['expected_id']}")
+    if kind == "running_node":
+        return (f"{where}: the hook of {name('node', '?')} fired while torch's running node had seq_nr "
+                f"{d['running_seq_nr']}")
+    if kind == "witness":
+        other = "agdb's model popped" if d["against"] == "model" else "the pre-hooks saw"
+        return (f"{where}: torch's execution order has {name('expected', 'nothing more')} at position {d['index']}, "
+                f"{other} {name('observed', 'nothing more')}")
+    return (f"{where}: the model expected {name('expected', 'no more nodes')}, torch ran "
+            f"{name('observed', 'nothing more')}")
+
+
+def witness_text(trace: Any) -> str:
+    """One line on torch's execution-order witness (NOTE [witness] in bridge.py), or "" when no backward ran with
+    multithreading disabled."""
+    tasks = trace.meta.get("graph_tasks") or []
+    witnessed = [t for t in tasks if "execution_order" in t]
+    if not witnessed:
+        return ""
+    agreed = sum(1 for t in witnessed if t["execution_order"]["model"] == t["execution_order"]["observed"] == "agrees")
+    return (f"torch's execution order (multithreading disabled) agrees with the observed order and agdb's model in "
+            f"{agreed} of {len(witnessed)} graph task(s)")

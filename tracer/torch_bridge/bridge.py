@@ -30,6 +30,7 @@ import os
 import sys
 import threading
 import weakref
+from collections import OrderedDict
 from typing import Any, Iterator
 
 import torch
@@ -38,9 +39,16 @@ from torch.overrides import TorchFunctionMode
 from ..builder import CHUNK, ROW, TraceBuilder
 from ..events import TensorSummary
 from ..schema import Kind
-from .model import UINT64_MAX, EngineModel, Graph, GraphTaskModel
+from . import tensor_hooks
+from .model import UINT64_MAX, EngineModel, Graph, GraphTaskModel, first_difference
 
 _seq = torch.autograd._get_sequence_nr
+_getframe = sys._getframe
+_TENSOR = torch.Tensor
+_gt_id = torch._C._current_graph_task_id  # -1 outside a backward
+_running = torch._C._current_autograd_node
+_execution_order = torch._C._current_graph_task_execution_order
+_multithreading = torch._C._is_multithreading_enabled
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _AGDB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tracer/
 _SKIP = (_TORCH_DIR, _AGDB_DIR)
@@ -55,13 +63,14 @@ _K_BUMP, _K_CREATED = int(Kind.SEQ_NR_BUMPED), int(Kind.NODE_CREATED)
 GC_THRESHOLD = 100_000
 """Allocations between two young-generation collections while recording (NOTE [collections while recording])."""
 
-OBSERVED = (Kind.SEQ_NR_BUMPED, Kind.NODE_CREATED, Kind.GRAPH_TASK_STARTED, Kind.NODE_STARTED, Kind.NODE_FINISHED,
-            Kind.GRAD_ACCUMULATED, Kind.ERROR_RAISED, Kind.GRAPH_TASK_FINISHED)
+OBSERVED = (Kind.SEQ_NR_BUMPED, Kind.NODE_CREATED, Kind.GRAPH_TASK_STARTED, Kind.HOOK_RAN, Kind.NODE_STARTED,
+            Kind.NODE_FINISHED, Kind.GRAD_ACCUMULATED, Kind.ERROR_RAISED, Kind.GRAPH_TASK_FINISHED)
 RECONSTRUCTED = (Kind.DEPENDENCIES_COMPUTED, Kind.EXEC_INFO_COMPUTED, Kind.TASK_PUSHED, Kind.TASK_POPPED,
                  Kind.BUFFER_WRITTEN, Kind.GRAD_CAPTURED)
 PROVENANCE = {**{k: "observed" for k in OBSERVED}, **{k: "reconstructed" for k in RECONSTRUCTED}}
-"""Hooks are not events of the bridge (its own are not the user's); a node's creation is its seq_nr increment, or,
-for a node that took none (AccumulateGrad) or was made before recording, the walk that first met it."""
+"""HookRan events are the user's tensor hooks (tensor_hooks.py; the bridge's own Node hooks are not the user's);
+a node's creation is its seq_nr increment, or, for a node that took none (AccumulateGrad) or was made before
+recording, the walk that first met it."""
 
 
 class _Emitter:
@@ -71,7 +80,7 @@ class _Emitter:
         self.b = builder
         queue = builder.queue(f"cpu:{thread}")
         for name in ("graph_task_started", "dependencies_computed", "exec_info_computed", "buffer_written",
-                     "node_started", "node_finished", "grad_captured", "grad_accumulated", "error_raised",
+                     "hook_ran", "node_started", "node_finished", "grad_captured", "grad_accumulated", "error_raised",
                      "graph_task_finished"):
             setattr(self, name, functools.partial(getattr(builder, name), thread=thread))
         for name in ("task_pushed", "task_popped"):
@@ -86,15 +95,22 @@ class _Call:
     """One backward()/autograd.grad() call: what the walk found before it ran (the rest is in the log)."""
 
     __slots__ = ("gt", "before", "roots", "inputs", "multi", "keep_graph", "create_graph", "begun", "frame", "grads",
-                 "hooked")
+                 "hooked", "torch_id", "parent_id", "witness", "witness_error", "witness_hooks", "retains", "observed")
 
     def __init__(self) -> None:
         self.begun = False
         self.hooked: list[int] = []  # keys whose hooks this call put on a graph it frees: removed after it
+        self.torch_id: int | None = None  # torch's graph task id, read by the witness hook on its roots
+        self.parent_id = -1  # the graph task running when the call began (-1: none; else this one is reentrant)
+        self.witness: list[int] | None = None  # torch's execution order, read in the root's pre-hook (NOTE [witness])
+        self.witness_error = ""
+        self.witness_hooks: list = []
+        self.retains: dict[int, int] = {}  # node key -> how many retains_grad hooks it carries
+        self.observed: list[int] = []  # the nodes whose pre-hooks fired for this call, in order
 
 
 # Log entries (NOTE [observe now, reconstruct later]): tuples whose first item is one of these.
-_CALL, _PRE, _POST, _BUMP, _END = range(5)
+_CALL, _PRE, _POST, _BUMP, _END, _HOOK = range(6)
 
 
 class _State:
@@ -122,27 +138,34 @@ class Bridge:
     log too, so the trace keeps the order in which things happened.
     """
 
-    def __init__(self, values: bool = True, defer: bool = False) -> None:
+    def __init__(self, values: bool = True, defer: bool = False, single_threaded: bool = False) -> None:
         self.b = TraceBuilder(source="torch", provenance=PROVENANCE)
         self.values = values  # summarise grads (False: shapes only, cheaper)
         self.defer = defer
+        self.single_threaded = single_threaded  # multithreading off while attached: the witness (NOTE [witness])
         self._keys = itertools.count(1)
         self._local = threading.local()
         self._states: list[_State] = []
         self._lock = threading.Lock()
-        self._seq_keys: dict[int, int] = {}  # seq_nr << 16 | thread row -> key
+        # NOTE [seq keys]: seq_nr in the low bits, so that a dict of them spreads over its table (with the thread
+        # row low, as `seq << 16 | row`, the keys of one thread share their low 16 bits and collide).
+        self._seq_keys: dict[int, int] = {}  # seq_nr | thread row << 64 -> key
         self._acc_keys: dict[int, tuple[Any, int]] = {}  # id(leaf) -> (weakref to it, key)
         self._unnamed: set[int] = set()  # bumped as `?`: a walk that meets the node names it
         self._is_acc: set[int] = set()
-        self._handles: dict[int, tuple[Any, Any]] = {}
+        self._handles: dict[int, tuple[Any, Any, _State]] = {}  # key -> weakrefs to its pre/post hook dicts
         self._walks: dict[tuple, Graph] = {}  # start nodes' keys -> the graph walked from them
         self._new_hooks: list[int] = []  # keys hooked by the walk in progress
         self._frames: dict[tuple, int] = {}
+        self._fast_frames: dict[tuple, int] = {}  # (user code, bytecode offset) -> frame row (NOTE [forward hot path])
+        self._type_names: dict[type, str] = {}  # a node's Python type -> its name() (one name per C++ node type)
         self._skip: dict[Any, bool] = {}
         self._params: dict[int, tuple[Any, str]] = {}
         self._seen_modules: set[int] = set()
         self._leaf_names: dict[int, str] = {}
         self.divergences: list[dict] = []
+        self.graph_tasks: list[dict] = []  # per graph task: torch's ids, depth, the witness's verdict (meta)
+        self._retained: list[Any] = []  # weakrefs to the tensors retain_grad() was called on while recording
         self.failures: list[str] = []  # the bridge's own errors: that backward ran unrecorded (meta["bridge_errors"])
         self._gt_ids = itertools.count(1)
         self._mode: TorchFunctionMode | None = None
@@ -160,14 +183,25 @@ class Bridge:
         original_apply = Function.__dict__["apply"]
         Function.apply = classmethod(self._wrap_apply(original_apply.__func__))
         self._restore.append(lambda: setattr(Function, "apply", original_apply))
+        mixin = torch.autograd.function._HookMixin
+        previous = mixin.__dict__["_register_hook"]  # torch's, or a recording's this one is nested in
+        mixin._register_hook = staticmethod(_register_hook)
+        self._restore.append(lambda: setattr(mixin, "_register_hook", previous))
         handle = torch.nn.modules.module.register_module_forward_pre_hook(self._module_seen)
         self._restore.append(handle.remove)
         # NOTE [collections while recording]: the bridge allocates a few small objects per op and per node, and
         # with the default threshold each 700 allocations start a collection whose older generations walk
-        # every live tensor and node: most of a recording's cost. Fewer, larger collections while recording.
+        # every live tensor and node: most of a recording's cost. Fewer, larger collections while recording, and
+        # none while a backward call runs: its hooks log a tuple per node run, all acyclic, which each collection
+        # reaching the older generations would walk again (what the user's code leaves in cycles meanwhile is
+        # collected after the call).
         threshold = gc.get_threshold()
         gc.set_threshold(max(threshold[0], GC_THRESHOLD), *threshold[1:])
         self._restore.append(lambda: gc.set_threshold(*threshold))
+        if self.single_threaded:  # a per-thread setting, like the mode: this thread's backward calls
+            was = _multithreading()
+            torch._C._set_multithreading_enabled(False)
+            self._restore.append(lambda: torch._C._set_multithreading_enabled(was))
         self._state()
         self._mode = _CulpritMode(self)
         self._mode.__enter__()
@@ -184,8 +218,8 @@ class Bridge:
             if state.log and not state.calls:
                 self._replay(state)
         for pre, post, _ in self._handles.values():
-            pre.remove()
-            post.remove()
+            _unhooked(pre)
+            _unhooked(post)
         self._handles.clear()
         self._walks.clear()
         self._acc_keys.clear()
@@ -202,9 +236,8 @@ class Bridge:
         trace.meta["parameter_names"] = names
         if self.failures:
             trace.meta["bridge_errors"] = self.failures[:20]
-        trace.meta["divergences"] = [
-            {**d, "expected": index.get(d["expected"], -1) if d["expected"] else -1,
-             "observed": index.get(d["observed"], -1) if d["observed"] else -1} for d in self.divergences]
+        trace.meta["divergences"] = [_by_row(d, index) for d in self.divergences]
+        trace.meta["graph_tasks"] = self.graph_tasks
         return trace
 
     # -- small helpers -------------------------------------------------------------------------------------------
@@ -239,9 +272,9 @@ class Bridge:
 
     def _bump(self, row: int, seq: int, name: str, frame: int) -> int:
         """Write one increment; a node a walk already met keeps its key (and its name, if ours is a guess)."""
-        key = self._seq_keys.get(seq << 16 | row)
+        key = self._seq_keys.get(seq | row << 64)
         if key is None:
-            key = self._seq_keys[seq << 16 | row] = next(self._keys)
+            key = self._seq_keys[seq | row << 64] = next(self._keys)
         else:
             facts = self.b.node_facts.get(key)
             if facts is not None and name.startswith("?"):
@@ -294,27 +327,74 @@ class Bridge:
             if id(p) not in self._params:
                 self._params[id(p)] = (weakref.ref(p), f"{prefix}.{name}")
 
+    def hook_ran(self, kind: str, name: str) -> None:
+        """A hook of the user's returned (tensor_hooks.py): log it for the node torch says is running."""
+        state = self._state()
+        if state.calls:
+            node = _running()
+            key = self._lookup(node, state.row) if node is not None else 0
+            del node
+            state.log.append((_HOOK, key, kind, name, _seq()))
+
+    def retained(self, t: Any) -> None:
+        """retain_grad() was called on `t`, a tensor with a grad_fn (its retains_grad hook, NOTE in _retains)."""
+        self._retained.append(weakref.ref(t))
+
     def _diverged(self, d: Any) -> None:
         self.divergences.append({"graph_task": d.graph_task, "step": d.step, "expected": d.expected,
                                  "observed": d.observed})
 
     # -- forward: culprits ---------------------------------------------------------------------------------------
-    def op_bumped(self, func: Any, out: Any, before: int, after: int) -> None:
-        """`func` took numbers before..after-1: name them from its outputs, put them on the user's line."""
-        state = self._state()
-        start = before if before > state.last else state.last  # a backward inside `func` accounted for its own
+    def op_bumped(self, func: Any, out: Any, before: int) -> None:
+        """`func` took numbers from `before` on: name them from its outputs, put them on the user's line.
+
+        NOTE [forward hot path]
+        One op, one node, called from the user's own code, nothing pending: the common case, written straight to
+        the builder's rows (NOTE [builder fast path]) with the frame row cached by (code, bytecode offset) and
+        the node's name by its Python type, so that no frame walk, no name() call and no call of ours is made.
+        """
+        try:
+            state = self._local.state
+        except AttributeError:
+            state = self._state()
+        after = _seq()
+        last = state.last
+        start = before if before > last else last  # a backward inside `func` accounted for its own
         state.last = after
         if start >= after:
             return
-        frame = self._user_frame()
-        if after - start == 1 and type(out) is torch.Tensor:  # the common case: one op, one node
+        f = _getframe(2)  # the caller of __torch_function__
+        code = f.f_code
+        frame = self._fast_frames.get((code, f.f_lasti)) if self._skip.get(code) is False else None
+        if frame is None:
+            frame = self._user_frame()
+            if self._skip.get(code) is False:
+                self._fast_frames[(code, f.f_lasti)] = frame
+        del f
+        if after - start == 1 and type(out) is _TENSOR:
             gf = out.grad_fn
             if gf is not None and gf._sequence_nr() == start:
+                name = self._type_names.get(type(gf))
+                if name is None:
+                    name = self._type_names[type(gf)] = gf.name()
+                del gf
                 if start == state.rlast and not state.log and not state.calls:  # nothing pending: write it now
-                    self._bump(state.row, start, gf.name(), frame)
+                    row = state.row
+                    k = start | row << 64
+                    keys = self._seq_keys
+                    if k in keys:  # a walk met a node with this number first
+                        self._bump(row, start, name, frame)
+                    else:  # _bump's rows; no entry in b.bumps, read only for a node whose facts lack a frame
+                        key = keys[k] = next(self._keys)
+                        b = self.b
+                        rows = b.rows
+                        b.node_facts[key] = (name, start, 0, "cpu", row, (), frame, b._frozen + len(rows) // ROW + 1, 1)
+                        rows.extend((_K_BUMP, row, 0, key, 0, 0, 0, _K_CREATED, row, 0, key, 0, 0, 0))
+                        if len(rows) >= CHUNK * ROW:
+                            b.freeze_rows()
                     state.rlast = after
                 else:
-                    self._bumps(state, start, after, gf.name(), frame)
+                    self._bumps(state, start, after, name, frame)
                 return
         self._bumps(state, start, after, _names(func, out, start, after), frame)
 
@@ -350,6 +430,9 @@ class Bridge:
             log = state.log
             log.append((_CALL, call))
             state.calls.append(call)
+            collecting = gc.isenabled()
+            if collecting:  # NOTE [collections while recording]
+                gc.disable()
             try:
                 result = original(t_outputs, *args, **kwargs)
             except BaseException as e:
@@ -358,8 +441,12 @@ class Bridge:
             else:
                 log.append((_END, call, None, result, _seq()))
             finally:
+                if collecting:
+                    gc.enable()
                 state.calls.remove(call)
                 bridge._unhook(call.hooked)
+                for handle in call.witness_hooks:
+                    handle.remove()
                 state.last = _seq()  # the reconstruction accounts for every increment up to here
                 if not state.calls:
                     state.pushed.clear()  # after an error the engine already took the mode off
@@ -410,16 +497,88 @@ class Bridge:
         call.keep_graph = bool(params["retain_graph"])
         call.create_graph = bool(params["create_graph"])
         call.grads = tuple(params["grad_tensors"] or ())
-        call.gt = GraphTaskModel(next(self._gt_ids), len(state.calls), graph, 0, (), (), params["accumulate_grad"], {})
+        call.parent_id = _gt_id()
+        call.gt = GraphTaskModel(next(self._gt_ids), self._depth(state, call.parent_id), graph, 0, (), (),
+                                 params["accumulate_grad"], {})
+        if self._retained:
+            call.retains = self._retains(state)
+        witness = self._witness_hook(state, call)
+        call.witness_hooks = [n.register_prehook(witness) for n, _ in roots]
         return call
+
+    @staticmethod
+    def _depth(state: _State, parent: int) -> int:
+        """The reentrant depth of a call made while graph task `parent` runs: one below the recorded call torch
+        says it is nested in (torch's reentrant depth counts the backward calls nested on one thread)."""
+        if parent < 0:
+            return 0
+        for outer in reversed(state.calls):
+            if outer.torch_id == parent:
+                return outer.gt.depth + 1
+        return max(1, len(state.calls))  # nested in a backward the bridge did not record
+
+    def _witness_hook(self, state: _State, call: _Call) -> Any:
+        """A pre-hook for the call's roots, put on for this call only: torch's id of the graph task and, with
+        multithreading disabled, its execution order.
+
+        NOTE [witness]
+        With multithreading disabled, `torch._C._current_graph_task_execution_order()` lists, from inside the
+        root's pre-hook, every node the graph task will pop, in order: a second witness of the order, beside the
+        pre-hooks that fire. torch allows it only there (anywhere later it fails an internal assert), so it is
+        read once per call, by the first root whose pre-hook fires (after a GraphRoot, the first of its roots).
+        It lists the nodes that are only captured as well as those that run.
+        """
+        def witness(grad_outputs: Any) -> None:
+            if call.torch_id is not None:
+                return
+            call.torch_id = _gt_id()
+            if _multithreading():
+                return
+            try:
+                order = _execution_order()
+            except RuntimeError as e:  # torch refused: say why in the trace, never fail the program
+                call.witness_error = str(e).split("\n")[0]
+                return
+            row = state.row
+            call.witness = [self._lookup(n, row) for n in order]
+
+        return witness
+
+    def _lookup(self, n: Any, row: int) -> int:
+        """The key a walk gave node `n` (0 if none did), making none (NOTE [node identity])."""
+        seq = n._sequence_nr()
+        if seq != UINT64_MAX:
+            return self._seq_keys.get(seq | row << 64, 0)
+        var = getattr(n, "variable", None)
+        known = self._acc_keys.get(id(var)) if var is not None else None
+        return known[1] if known is not None and known[0]() is var else 0
+
+    def _retains(self, state: _State) -> dict[int, int]:
+        """Node key -> how many retains_grad hooks it carries, for the tensors retain_grad() was called on that
+        still retain their grad. A view is left out: reading its grad_fn after an in-place write would make a
+        node (NOTE [node identity])."""
+        found: dict[int, int] = {}
+        alive = []
+        for ref in self._retained:
+            t = ref()
+            if t is None or not t.retains_grad:
+                continue
+            alive.append(ref)
+            if t._is_view() or t.grad_fn is None:
+                continue
+            key = self._lookup(t.grad_fn, state.row)  # the walk's keys are the calling thread's
+            if key:
+                found[key] = found.get(key, 0) + 1
+        self._retained = alive
+        return found
 
     def _unhook(self, keys: list[int]) -> None:
         handles = self._handles
         for key in keys:
             held = handles.pop(key, None)
             if held is not None:
-                held[0].remove()
-                held[1].remove()
+                _unhooked(held[0])
+                _unhooked(held[1])
 
     def _cached(self, state: _State, starts: list) -> Graph | None:
         """The graph a former call walked from the same nodes, while they live (a live node keeps everything below
@@ -430,7 +589,7 @@ class Bridge:
             return None
         for key in keys:
             held = self._handles.get(key)
-            if held is None or held[0].hooks_dict_ref() is None:
+            if held is None or held[0]() is None:
                 del self._walks[(state.row, keys)]
                 return None
         return found
@@ -438,7 +597,7 @@ class Bridge:
     def _remember(self, state: _State, starts: list, key_of: dict, graph: Graph) -> None:
         if len(self._walks) >= 64:  # forget the walks of graphs that are gone
             for row, keys in list(self._walks):
-                if any(self._handles.get(k) is None or self._handles[k][0].hooks_dict_ref() is None for k in keys):
+                if any(self._handles.get(k) is None or self._handles[k][0]() is None for k in keys):
                     del self._walks[(row, keys)]
         self._walks[(state.row, tuple(key_of[id(n)] for n in starts))] = graph
 
@@ -454,6 +613,7 @@ class Bridge:
         model = state.model
         stack: list[_Call] = []
         values = self._value
+        after_accumulation: list[tuple] = []  # post_accumulate_grad hooks: their events follow GradAccumulated
         for entry in log:
             kind = entry[0]
             if kind == _PRE:
@@ -465,7 +625,23 @@ class Bridge:
                     self._begin(state, call, now)
                 elif now > state.rlast:
                     self._gap(state, now, call.frame)
-                model.node_started(call.gt, entry[1], [values(g) for g in entry[2]])
+                key = entry[1]
+                self._check_running(call, key, entry[4], entry[5])
+                call.observed.append(key)
+                for _ in range(call.retains.get(key, 0)):  # torch runs them after the tensor hooks
+                    model.hook_ran(call.gt, key, "retains_grad", "retain_grad")
+                model.node_started(call.gt, key, [values(g) for g in entry[2]])
+            elif kind == _HOOK:
+                _, key, hook_kind, name, now = entry
+                if not stack or not key:
+                    continue
+                call = stack[-1]
+                if not call.begun:
+                    self._begin(state, call, now)
+                if hook_kind == "post_accumulate_grad":
+                    after_accumulation.append((key, name))
+                else:
+                    model.hook_ran(call.gt, key, hook_kind, name)
             elif kind == _POST:
                 if not stack:
                     continue
@@ -473,6 +649,10 @@ class Bridge:
                 if key in self._is_acc and grad_outputs and grad_outputs[0] is not None:
                     self.b.grad_accumulated(thread=state.row, graph_task=gt.id, node=key,
                                             grad=values(grad_outputs[0]))
+                if after_accumulation:
+                    for hook_key, name in after_accumulation:
+                        model.hook_ran(gt, hook_key, "post_accumulate_grad", name)
+                    after_accumulation.clear()
                 if self.values:
                     model.node_finished(gt, key, [values(g) for g in grad_inputs],
                                         [g is not None for g in grad_inputs])
@@ -494,7 +674,44 @@ class Bridge:
                 self._gap(state, now, call.frame)
                 results = tuple(result) if isinstance(result, (tuple, list)) else ()
                 model.finish(call.gt, error, lambda gt, node, i, r=results: values(r[i]) if i < len(r) else None)
+                self._task_ended(call, error is None)
                 stack.remove(call)
+
+    def _check_running(self, call: _Call, key: int, torch_id: int, running_seq: int) -> None:
+        """A pre-hook's two checks: torch's graph task id is its call's, and the node torch says is running
+        (`_current_autograd_node()`) has the hook's node's seq_nr. Either failing is a divergence."""
+        if call.torch_id is None:
+            call.torch_id = torch_id
+        elif torch_id != call.torch_id:
+            self.divergences.append({"kind": "graph_task", "graph_task": call.gt.id, "step": self.b.num_events,
+                                     "node": key, "expected_id": call.torch_id, "observed_id": torch_id})
+        seq = call.gt.graph.seq.get(key)
+        if seq is not None and running_seq != seq:
+            self.divergences.append({"kind": "running_node", "graph_task": call.gt.id, "step": self.b.num_events,
+                                     "node": key, "running_seq_nr": running_seq})
+
+    def _task_ended(self, call: _Call, complete: bool) -> None:
+        """The call's entry in meta["graph_tasks"]; with a witness (NOTE [witness]), compare it with the order
+        the model popped and the order the pre-hooks saw."""
+        gt = call.gt
+        entry: dict[str, Any] = {"graph_task": gt.id, "torch_id": -1 if call.torch_id is None else call.torch_id,
+                                 "parent_torch_id": call.parent_id, "reentrant_depth": gt.depth}
+        if call.witness_error:
+            entry["execution_order_error"] = call.witness_error
+        witness = call.witness
+        if witness is not None:
+            runs = [n for n in witness if gt.runs(n)]
+            verdict = {"length": len(witness)}
+            for against, order, wanted in (("model", gt.popped, witness), ("observed", call.observed, runs)):
+                i = first_difference(wanted, order, complete)
+                verdict[against] = "agrees" if i is None else i
+                if i is not None:
+                    self.divergences.append({
+                        "kind": "witness", "against": against, "graph_task": gt.id, "step": self.b.num_events,
+                        "index": i, "expected": wanted[i] if i < len(wanted) else 0,
+                        "observed": order[i] if i < len(order) else 0})
+            entry["execution_order"] = verdict
+        self.graph_tasks.append(entry)
 
     def _begin(self, state: _State, call: _Call, now: int) -> None:
         """The call's first sign of life: name the nodes the engine made (Identity, GraphRoot), then start the
@@ -545,29 +762,31 @@ class Bridge:
     # -- hooks ---------------------------------------------------------------------------------------------------
     def _hook(self, n: Any, key: int, state: _State) -> None:
         held = self._handles.get(key)
-        if held is not None and held[0].hooks_dict_ref() is not None:
+        if held is not None and held[0]() is not None:
             if held[2] is state:
                 return  # this node already has ours: once per graph, not once per backward
-            held[0].remove()  # hooked for another thread's backward: this thread's log from now on
-            held[1].remove()
+            # hooked for another thread's backward: this thread's log from now on (registering again replaces them)
         # The hooks append to this thread's log list itself: a backward on the CPU runs on the thread that
         # called it, and a lookup per call (threading.local) would cost as much as the hook.
+        # A pre-hook logs torch's graph task id and the seq_nr of the node torch says is running
+        # (`_current_autograd_node()`), checked against the hook's own node and call when the log is replayed.
         log, mode = state.log, self._mode
         if not self.values:  # keep no grad alive: only which outputs were defined
             def pre(grad_outputs):
-                log.append((_PRE, key, (), _seq()))
+                log.append((_PRE, key, (), _seq(), _gt_id(), _running()._sequence_nr()))
 
             def post(grad_inputs, grad_outputs):
-                log.append((_POST, key, tuple([g is not None for g in grad_inputs]), ()))
+                log.append((_POST, key, (grad_inputs[0] is not None,) if len(grad_inputs) == 1 else
+                            tuple([g is not None for g in grad_inputs]), ()))
         elif not isinstance(n, _PY_NODE):  # a C++ node runs no Python of its own: log and return
             def pre(grad_outputs):
-                log.append((_PRE, key, grad_outputs, _seq()))
+                log.append((_PRE, key, grad_outputs, _seq(), _gt_id(), _running()._sequence_nr()))
 
             def post(grad_inputs, grad_outputs):
                 log.append((_POST, key, grad_inputs, grad_outputs))
         else:
             def pre(grad_outputs):
-                log.append((_PRE, key, grad_outputs, _seq()))
+                log.append((_PRE, key, grad_outputs, _seq(), _gt_id(), _running()._sequence_nr()))
                 if not _mode_depth() and mode is not None:
                     # The engine runs nodes with no torch-function mode: put ours back for a custom Function's
                     # backward (its ops, a reentrant backward) so its increments get their lines. The engine
@@ -582,21 +801,33 @@ class Bridge:
                         _pop_mode()
                 log.append((_POST, key, grad_inputs, grad_outputs))
 
-        self._handles[key] = (n.register_prehook(pre), n.register_hook(post), state)
+        # NOTE [lean registration]: during a walk, registering returns the node's hook dict itself.
+        self._handles[key] = (_weakref(n.register_prehook(pre)), _weakref(n.register_hook(post)), state)
         self._new_hooks.append(key)
 
     # -- the graph -----------------------------------------------------------------------------------------------
     def _walk(self, state: _State, nodes: list) -> _Walk:
         """Every node reachable from `nodes`, in one pass: keys, edges, hooks, and facts for nodes new to the trace."""
-        row = state.row
         walk = _Walk()
+        held: list = []  # wrappers stay alive during the walk, so id() names one node (NOTE [node identity])
+        new: list = []
+        _LEAN.thread = threading.get_ident()
+        try:
+            self._walk_into(state, walk, nodes, held, new)
+        finally:
+            _LEAN.thread = None
+        self._describe(new, walk.graph, state.row)
+        del held, new
+        return walk
+
+    def _walk_into(self, state: _State, walk: _Walk, nodes: list, held: list, new: list) -> None:
+        row = state.row
         key_of = walk.key_of
         graph = walk.graph
         seq_of, edges_of, inputs_of = graph.seq, graph.edges, graph.num_inputs
-        held = []  # wrappers stay alive during the walk, so id() names one node (NOTE [node identity])
         used: set[int] = set()
         stack = []
-        key_fn, hook, facts_of = self._key, self._hook, self.b.node_facts
+        key_fn, hook, facts_of, unnamed = self._key, self._hook, self.b.node_facts, self._unnamed
         for n in nodes:
             if n is not None and id(n) not in key_of:
                 key, seq = key_fn(n, row, used)
@@ -604,7 +835,6 @@ class Bridge:
                 seq_of[key] = seq
                 held.append(n)
                 stack.append((n, key))
-        new = []
         while stack:
             n, key = stack.pop()
             edges = []
@@ -624,11 +854,8 @@ class Bridge:
                     inputs_of[ck] = nr + 1
             edges_of[key] = tuple(edges)
             hook(n, key, state)
-            if key not in facts_of or key in self._unnamed:
+            if key not in facts_of or key in unnamed:
                 new.append((n, key))
-        self._describe(new, graph, row)
-        del held, new
-        return walk
 
     def _describe(self, new: list, graph: Graph, row: int) -> None:
         """Node facts for nodes the trace has not described yet (and the real name of a node bumped as `?`)."""
@@ -667,10 +894,10 @@ class Bridge:
             if param is not None and param[0]() is var:
                 self._leaf_names[key] = param[1]
             return key, seq
-        key = self._seq_keys.get(seq << 16 | row)
+        key = self._seq_keys.get(seq | row << 64)
         if key is None or key in used:
             key = next(self._keys)
-            self._seq_keys.setdefault(seq << 16 | row, key)
+            self._seq_keys.setdefault(seq | row << 64, key)
         used.add(key)
         return key, seq
 
@@ -687,6 +914,41 @@ class Bridge:
                                  False)
 
 
+class _LeanRegistration(threading.local):
+    """NOTE [lean registration]
+    Registering a hook on a node calls torch's `_HookMixin._register_hook`, which makes a RemovableHandle (a
+    Python object, a weak reference and a class counter): a third of what walking and hooking a new graph cost.
+    While the bridge walks on this thread, the bridge's version stores the hook in the node's hook dict under
+    a key no RemovableHandle takes (ids count up from 0) and hands back the dict itself, which the bridge refers
+    to weakly (the dict lives as long as the node) and removes its hook from by that key. Any other thread,
+    and this one outside a walk, gets torch's own.
+    """
+
+    thread: int | None = None
+
+
+_LEAN = _LeanRegistration()
+_HOOK_KEY = -(1 << 62)
+_ORIGINAL_REGISTER = torch.autograd.function._HookMixin.__dict__["_register_hook"]
+_weakref = weakref.ref
+
+
+def _register_hook(backward_hooks: Any, hook: Any) -> tuple:
+    if _LEAN.thread is None:
+        return _ORIGINAL_REGISTER.__func__(backward_hooks, hook)
+    if backward_hooks is None:
+        backward_hooks = OrderedDict()
+    backward_hooks[_HOOK_KEY] = hook
+    return backward_hooks, backward_hooks
+
+
+def _unhooked(ref: Any) -> None:
+    """Take the bridge's hook out of a node's hook dict (NOTE [lean registration]), if the node still lives."""
+    hooks = ref()
+    if hooks is not None:
+        hooks.pop(_HOOK_KEY, None)
+
+
 class _Walk:
     def __init__(self) -> None:
         self.key_of: dict[int, int] = {}
@@ -699,18 +961,30 @@ class _CulpritMode(TorchFunctionMode):
     def __init__(self, bridge: Bridge) -> None:
         super().__init__()
         self.bridge = bridge
+        self._bumped = bridge.op_bumped
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        # NOTE [forward hot path]: this runs around every torch call of the program, so it does nothing but read
+        # the counter unless it moved; Bridge.op_bumped does the rest in one call.
         before = _seq()
-        if func is _BACKWARD:  # the mode is off inside its own handler: keep it on for hooks and custom backwards
-            with self:
-                out = _tensor_backward(*args, **(kwargs or {}))
+        if func in _SPECIAL:
+            out = self._special(func, args, kwargs or {})
         else:
             out = func(*args, **kwargs) if kwargs else func(*args)
-        after = _seq()
-        if after != before:
-            self.bridge.op_bumped(func, out, before, after)
+        if _seq() != before:
+            self._bumped(func, out, before)
         return out
+
+    def _special(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """backward, and the calls that put a hook of the user's on a tensor (tensor_hooks.py)."""
+        if func is _BACKWARD:  # the mode is off inside its own handler: keep it on for hooks and custom backwards
+            with self:
+                return _tensor_backward(*args, **kwargs)
+        return tensor_hooks.register(self.bridge, func, args, kwargs)
+
+
+_SPECIAL = frozenset((_BACKWARD, *tensor_hooks.REGISTERING))
+"""The torch calls the mode does more for than read the counter around."""
 
 
 def _tensor_backward(self: Any, gradient: Any = None, retain_graph: Any = None, create_graph: bool = False,
@@ -799,3 +1073,12 @@ def _run_args(args: tuple, kwargs: dict) -> dict:
         params.setdefault(name, None)
     return params
 
+
+
+def _by_row(d: dict, index: dict[int, int]) -> dict:
+    """A divergence with its node keys turned into the trace's node rows (-1 for none)."""
+    out = dict(d)
+    for field in ("expected", "observed", "node"):
+        if field in out:
+            out[field] = index.get(out[field], -1) if out[field] else -1
+    return out

@@ -103,6 +103,8 @@ class GraphTaskModel:
         self.exec_info = bool(inputs)
         self.buffers: dict[int, list[bool]] = {}  # not ready yet: which slots hold a defined grad
         self.running: int | None = None
+        self.reached: int | None = None  # popped for its hooks (a tensor hook runs before the node's pre-hooks)
+        self.popped: list[int] = []  # the nodes popped for this task in order (the execution-order witness's kind)
         self.root_grads: tuple = ()  # the grads a GraphRoot hands to the roots (summaries)
         self.finished = False
 
@@ -208,15 +210,29 @@ class EngineModel:
 
     def _pop(self) -> _Task:
         task = heapq.heappop(self.queue)
+        if task.node not in self.simulated:
+            task.gt.popped.append(task.node)
         self.emit.task_popped(graph_task=task.gt.id, node=task.node, queue_length=len(self.queue))
         return task
 
     # -- what was observed ------------------------------------------------------------------------------------
     def node_started(self, gt: GraphTaskModel, node: int, inputs: Sequence[Any]) -> None:
         """`node`'s pre-hook fired in `gt`: pop up to it, checking the prediction, then NodeStarted."""
-        self.advance(gt, until=node)
+        self._reach(gt, node)
         gt.running = node
         self.emit.node_started(graph_task=gt.id, node=node, inputs=inputs)
+
+    def hook_ran(self, gt: GraphTaskModel, node: int, kind: str, name: str) -> None:
+        """A hook of the user's on `node` returned: HookRan, after popping up to the node (tensor and retains_grad
+        hooks run before the node's pre-hooks; post_accumulate_grad hooks inside AccumulateGrad's apply)."""
+        if kind != "post_accumulate_grad":
+            self._reach(gt, node)
+        self.emit.hook_ran(graph_task=gt.id, node=node, hook_kind=kind, hook_name=name)
+
+    def _reach(self, gt: GraphTaskModel, node: int) -> None:
+        if gt.reached != node:
+            self.advance(gt, until=node)
+            gt.reached = node
 
     def advance(self, gt: GraphTaskModel, until: int | None, captured: Capture | None = None) -> None:
         """Pop what the engine pops before `until` runs (None: until `gt` has no task left): captures and the
@@ -265,6 +281,7 @@ class EngineModel:
                 self.queue.pop(i)
                 heapq.heapify(self.queue)
                 self.emit.task_popped(graph_task=gt.id, node=node, queue_length=len(self.queue))
+                gt.popped.append(node)
                 return
 
     def _diverged(self, gt: GraphTaskModel, expected: int | None, observed: int | None) -> None:
@@ -274,7 +291,7 @@ class EngineModel:
                       ) -> None:
         """`node` returned `outputs` (one per next edge): NodeFinished, then route each to its child."""
         self.emit.node_finished(graph_task=gt.id, node=node, outputs=outputs)
-        gt.running = None
+        gt.running = gt.reached = None
         self.route(gt, node, defined)
 
     def route(self, gt: GraphTaskModel, node: int, defined: Sequence[bool]) -> None:
@@ -312,11 +329,25 @@ class EngineModel:
             self.advance(gt, until=None, captured=captured)
         else:
             if gt.running is None:  # it failed before our pre-hook ran (in a hook of its own): the next in line
-                head = self._head(gt)
-                gt.running = head.node if head is not None else None
+                if gt.reached is not None:  # a tensor hook of the node returned before another one raised
+                    gt.running = gt.reached
+                else:
+                    head = self._head(gt)
+                    gt.running = head.node if head is not None else None
             self.emit.error_raised(graph_task=gt.id, node=gt.running, error_type=error[0], message=error[1])
             # The engine leaves the failed task's queued tasks behind, stale; the model drops them.
             self.queue = [t for t in self.queue if t.gt is not gt]
             heapq.heapify(self.queue)
         gt.finished = True
         self.emit.graph_task_finished(graph_task=gt.id, has_error=error is not None)
+
+
+def first_difference(witness: Sequence[int], order: Sequence[int], complete: bool = True) -> int | None:
+    """Where two node orders first differ (an index), or None when they agree. `complete=False` (the call failed
+    part-way): `order` may stop early, and only its length is compared."""
+    for i, (a, b) in enumerate(zip(witness, order, strict=False)):
+        if a != b:
+            return i
+    if len(witness) == len(order) or (not complete and len(order) < len(witness)):
+        return None
+    return min(len(witness), len(order))
