@@ -215,12 +215,21 @@ def _check_functional_none(attr: str, args: tuple) -> None:
 
 def _check_none_arguments(entry: OpEntry, args: tuple, seq_nr: int) -> None:
     """After an op failed with None where torch's argument parser wants a Tensor, raise the parser's TypeError
-    instead, with the thread's sequence number as it was before the call: torch refuses before making any node."""
+    instead, with the thread's sequence number as it was before the call: torch refuses before making any node.
+
+    Otherwise, when the op made a node before its kernel refused the call, torch had collected the node's edges
+    in between: stale views among the arguments got their AsStridedBackward0 then (the engine collects edges
+    after the kernel), so they get it now, in argument order."""
     try:
         _parser_errors(entry, args)
     except (TypeError, AttributeError):
         tls.seq_nr = seq_nr
         raise
+    if tls.seq_nr != seq_nr:
+        for a in args:
+            for t in (a if isinstance(a, (list, tuple)) else (a,)):
+                if isinstance(t, _Tensor) and t._view is not None and t.requires_grad:
+                    t.grad_fn  # noqa: B018 - reading regenerates it
 
 
 def _parser_errors(entry: OpEntry, args: tuple) -> None:

@@ -487,7 +487,9 @@ def _obeys_layout_contract(grad: np.ndarray, variable: np.ndarray) -> bool:
         return False
     if not (variable.flags.c_contiguous or variable.flags.f_contiguous):
         return bool(grad.flags.c_contiguous)
-    return all(n == 1 or a == b for n, a, b in zip(grad.shape, grad.strides, variable.strides, strict=True))
+    # a size-1 dim's stride does not matter, unless it is 0: such a grad is a view (an expand's), never adopted
+    return all((a == b) if n != 1 else (a != 0)
+               for n, a, b in zip(grad.shape, grad.strides, variable.strides, strict=True))
 
 
 def _c_type(t: Tensor) -> str:

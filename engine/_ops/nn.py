@@ -41,7 +41,7 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
                            f"{_dtype_title(condition)}")
     dt = result_dtype(a, b)
-    shape = broadcast_shape(a, b, condition)
+    shape = broadcast_shape(condition, a, b)  # torch broadcasts in this order (its error names them so)
     data = np.where(condition._data, a._data, b._data).astype(dt, copy=False).reshape(shape)
     out = _out(tensor_iterator_layout(data, (condition._data, a._data, b._data)), device)  # torch's strides
     if node is not None:

@@ -355,6 +355,36 @@ def _list_inputs_needed(t, p):
             _made(p, f"{op}, {case}", y * 1, c.grad)
 
 
+@program("an op refused by its kernel after its node was made has collected its edges: stale views regenerate")
+def _stale_views_before_kernel_errors(t, p):
+    cases = {"addmm dtypes": lambda v, b: t.addmm(b, v, p.const([[-1.0, -2.0], [3.0, -4.0]]).float()),
+             "mm dtypes": lambda v, b: t.mm(v, p.const([[-1.0, -2.0], [3.0, -4.0]]).float()),
+             "linear dtypes": lambda v, b: t.nn.functional.linear(v, p.const([[-1.0, -2.0], [3.0, -4.0]]).float()),
+             "mv dtypes": lambda v, b: t.mv(v, p.const([-1.0, -2.0]).float()),
+             "add shapes": lambda v, b: v + p.const([1.0, 2.0, 3.0]),
+             "mm shapes": lambda v, b: t.mm(v, p.const([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])),
+             "cat dims": lambda v, b: t.cat([b, v], 0),
+             "where shapes": lambda v, b: t.where(t.tensor([True, False, True]), v, b)}
+    for tag, op in cases.items():
+        w = p.leaf("w " + tag, [[1.0, 2.0], [3.0, 4.0]])
+        h = w * 1
+        v = h.view(2, 2)
+        h.mul_(2)  # v is stale: its AsStridedBackward0 comes when next read
+        b = p.leaf("b " + tag, [1.0, 2.0])
+        p.run(tag, lambda op=op, v=v, b=b: op(v, b))
+        _made(p, tag + ": after", v)
+
+
+@program("a grad expanded over size-1 dims (stride 0) is copied into .grad, not adopted: version 1")
+def _expanded_size_one_grad(t, p):
+    for tag, data in (("[1]", [1.0]), ("[[1]]", [[1.0]]), ("[2]", [1.0, 2.0]), ("0-dim", 1.0)):
+        for inputs in (False, True):
+            x = p.leaf(f"x {tag} {inputs}", data)
+            y = x.sum()
+            y.backward(inputs=[x]) if inputs else y.backward()
+            p.value(f"{tag} inputs={inputs}", (tuple(x.grad.stride()), x.grad._version))
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])
