@@ -6,11 +6,11 @@ import warnings
 
 import numpy as np
 
-from . import _observer
+from . import _observer, _state
 from ._graph_task import ExecInfo, GraphTask
 from ._hooks import call_post_hooks, call_pre_hooks, call_tensor_pre_hooks, check_single_result
 from ._node import Node, anomaly
-from ._ready_queue import INT_MAX, InputBuffer, NodeTask, ReadyQueue
+from ._ready_queue import INT_MAX, InputBuffer, NodeTask, ReadyQueue, node_task
 from ._state import CPU_DEVICE, NO_DEVICE, tls
 from ._threads import ready_queue, reentrant_pool, wake_owner
 from ._validate import validate_outputs
@@ -25,16 +25,20 @@ MAX_DEPTH = 60
 # -- execution --------------------------------------------------------------------------------------------
 def call_function(graph_task: GraphTask, fn: Node, input_buffer: InputBuffer) -> list:
     """Hooks, apply, validate and post-hooks for one node (engine-semantics §7.1 step 3)."""
-    inputs = call_tensor_pre_hooks(fn, input_buffer.buffer, graph_task)
+    inputs = input_buffer.buffer
+    if fn._tensor_pre_hooks is not None or fn._retains_grad_hooks or fn._leaf_hooks:  # else nothing to run
+        inputs = call_tensor_pre_hooks(fn, inputs, graph_task)
     input_buffer.buffer = _NO_GRADS  # torch moves the grads out of the buffer: a pre-hook's copy is then the only
-    inputs = call_pre_hooks(fn, inputs, graph_task)  # holder, and AccumulateGrad may still steal
+    if fn._pre_hooks:  # holder, and AccumulateGrad may still steal
+        inputs = call_pre_hooks(fn, inputs, graph_task)
     had_post_hooks = bool(fn._post_hooks)
     if _observer.observers:
         for hook in _observer.dispatch.get("node_started", ()):
             hook(graph_task, fn, inputs)
     outputs = fn.apply(list(inputs) if had_post_hooks else inputs)
     validate_outputs(fn.next_edges, outputs, fn)
-    outputs = call_post_hooks(fn, outputs, inputs, had_post_hooks, graph_task)
+    if fn._post_hooks:
+        outputs = call_post_hooks(fn, outputs, inputs, had_post_hooks, graph_task)
     if _observer.observers:
         for hook in _observer.dispatch.get("node_finished", ()):
             hook(graph_task, fn, outputs)
@@ -103,7 +107,7 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
                     for hook in _observer.dispatch.get("buffer_written", ()):
                         hook(graph_task, nxt, input_nr, accumulated, buffer)
                 if is_ready:
-                    ready_queue(graph_task, nxt.device()).push(NodeTask(graph_task, nxt, buffer))
+                    _queue_for(graph_task, nxt).push(node_task(graph_task, nxt, buffer))
                 else:
                     not_ready[nxt] = buffer
             else:
@@ -113,7 +117,15 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
                         hook(graph_task, nxt, input_nr, accumulated, buffer)
                 if is_ready:
                     del not_ready[nxt]
-                    ready_queue(graph_task, nxt.device()).push(NodeTask(graph_task, nxt, buffer))
+                    _queue_for(graph_task, nxt).push(node_task(graph_task, nxt, buffer))
+
+
+def _queue_for(graph_task: GraphTask, fn: Node) -> ReadyQueue:
+    """ready_queue(graph_task, fn.device()), without reading the device while no tensor was ever on a cuda device
+    (every queue is then the CPU one)."""
+    if _state.cuda_seen:
+        return ready_queue(graph_task, fn.device())
+    return graph_task.cpu_ready_queue
 
 
 def thread_main(graph_task: GraphTask | None) -> None:
@@ -123,18 +135,19 @@ def thread_main(graph_task: GraphTask | None) -> None:
         task = queue.pop()
         if task.is_shutdown:
             break
-        local_graph_task = task.graph_task
-        if local_graph_task is None:
+        local_graph_task = task.owner  # task.graph_task, read inline
+        if local_graph_task is None or local_graph_task.gone:
             continue  # its GraphTask is gone: discard, no decrement
-        if task.fn is not None and not local_graph_task.has_error:
+        fn = task.fn
+        if fn is not None and not local_graph_task.has_error:
             prev_grad, prev_gt, prev_node = tls.grad_enabled, tls.current_graph_task, tls.current_node
             tls.grad_enabled = local_graph_task.create_graph
             tls.current_graph_task = local_graph_task
-            tls.current_node = task.fn
+            tls.current_node = fn
             try:
-                evaluate_function(local_graph_task, task.fn, task.inputs)
+                evaluate_function(local_graph_task, fn, task.inputs)
             except BaseException as e:  # noqa: BLE001 - the first error completes the future
-                local_graph_task.set_exception(e, task.fn)
+                local_graph_task.set_exception(e, fn)
             finally:
                 tls.grad_enabled, tls.current_graph_task, tls.current_node = prev_grad, prev_gt, prev_node
         with local_graph_task.mutex:

@@ -365,6 +365,10 @@ class Node:
                     # alone), nothing is freed and a second backward runs again
                     self._released = True
 
+    _leaf_hooks = False
+    """Whether tensor_pre_hooks() has hooks besides `_tensor_pre_hooks` (AccumulateGrad's leaf hooks): the engine
+    skips the hook calls of a node that has none."""
+
     _unpacks_for_itself = False
     """A custom Function's node unpacks its saved tensors for itself (PyNode passes saved_for): a saved input
     detach_()ed since then takes the node as grad_fn instead of raising."""
@@ -437,6 +441,10 @@ class AccumulateGrad(Node):
         super().__init__(UINT64_MAX)  # runs as early as possible and bumps nothing (engine-semantics §1.3)
         self.variable = variable
         self._input_metadata = [InputMetadata(variable.shape, variable.dtype, variable._device)]
+
+    @property
+    def _leaf_hooks(self) -> bool:
+        return bool(self.variable._backward_hooks)
 
     def tensor_pre_hooks(self) -> list:
         # The leaf's hooks are read lazily, so hooks registered after this node exists still run.

@@ -87,6 +87,21 @@ class NodeTask(list):
         return (-self[1], -self[2])
 
 
+_new_list = list.__new__
+
+
+def node_task(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> NodeTask:
+    """NodeTask(graph_task, fn, inputs) for a node (not a dummy or shutdown task), as the engine makes one per node:
+    the same task, without the constructor's branches."""
+    task = _new_list(NodeTask)
+    task.owner = graph_task
+    task.fn = fn
+    task.inputs = inputs
+    task.is_shutdown = False
+    task.extend((2, -graph_task.reentrant_depth, -fn._seq))
+    return task
+
+
 class ReadyQueue:
     """A thread-safe priority queue of NodeTasks (one per CPU thread and one per device); one thread pops."""
 
