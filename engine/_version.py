@@ -119,8 +119,10 @@ def saved_versions(tensors: Any) -> Any:
     """
     out = []
     for t in tensors:
-        if getattr(t, "_data", None) is not None:
-            out.append((t, version_of(t._data), t.grad_fn, t._output_nr))
+        data = getattr(t, "_data", None)
+        if data is not None:  # version_of and t.grad_fn, inline: every recorded node saving a tensor comes here
+            out.append((t, version_of(data) if _counters else 0, t._grad_fn if t._view is None else t.grad_fn,
+                        t._output_nr))
         elif type(t) is tuple:  # a list of saved tensors (index's `indices`); None and numbers are skipped
             out.extend((e, version_of(e._data), e.grad_fn, e._output_nr) for e in t if e is not None)
     out = tuple(out)
@@ -140,7 +142,7 @@ def node_saved_versions(node: Any) -> Any:
     (engine/_ops/_common.py) are kept, and the others, its outputs, are saved after them."""
     early = node._saved_versions
     if early is None:
-        records = saved_versions(getattr(node, n, None) for n in node._saved_tensor_names)
+        records = saved_versions([getattr(node, n, None) for n in node._saved_tensor_names])
         if records is None or records.__class__ is tuple:
             return records
     from ._saved import save_rest  # NOTE [saved tensors]: packed by hooks

@@ -6,12 +6,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import _observer, _state
-from .._dtype import from_numpy_dtype
+from .. import _observer, _state, _views
+from .._dtype import _BY_NP, from_numpy_dtype
 from .._layout import tensor_iterator_layout
 from .._node import InputMetadata, Node
 from .._state import tls
-from .._tensor import Tensor, _wrap_dim, gradient_edge, make_tensor
+from .._tensor import Tensor, _wrap_dim, grad_accumulator, gradient_edge, make_tensor
 from .._version import _owner, node_saved_versions, version_of
 
 _KIND = {np.dtype(np.bool_): 0, np.dtype(np.int64): 1, np.dtype(np.float32): 2, np.dtype(np.float64): 2}
@@ -24,6 +24,26 @@ _F32 = np.dtype(np.float32)
 
 
 _NUMBER = (int, float, bool, np.number)
+_OPERAND = (Tensor, *_NUMBER)
+
+
+try:  # what np.errstate(all="ignore") sets, without its context manager object (about 1 µs a call)
+    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+except ImportError:  # another numpy layout: the public context manager
+    _extobj_contextvar = None
+
+
+def quietly(compute: Callable[..., Any], *args: Any) -> Any:
+    """compute(*args) under np.errstate(all="ignore") (torch never warns of inf or nan), at the cost of one context
+    variable set and reset: the hot pointwise ops and formulas run through here."""
+    if _extobj_contextvar is None:
+        with np.errstate(all="ignore"):
+            return compute(*args)
+    token = _extobj_contextvar.set(_make_extobj(all="ignore"))
+    try:
+        return compute(*args)
+    finally:
+        _extobj_contextvar.reset(token)
 
 
 def needs_grad(*inputs: Tensor | None) -> bool:
@@ -81,8 +101,11 @@ def with_original_self(old: Tensor, compute: Callable[..., Tensor], *args: Any, 
 
 def record(node: Node, inputs: Sequence[Tensor | None], out: Tensor) -> Tensor:
     """Attach `node` as `out`'s grad_fn with one edge per input (set_next_edges + set_history)."""
-    node.set_next_edges(collect_next_edges(inputs))
-    node._input_metadata = [InputMetadata(out._data.shape, from_numpy_dtype(out._data.dtype), out._device)]
+    _attach_edges(node, inputs)
+    data = out._data
+    dt = _BY_NP.get(data.dtype)  # from_numpy_dtype's fast path, inline
+    node._input_metadata = [InputMetadata(data.shape, dt if dt is not None else from_numpy_dtype(data.dtype),
+                                          out._device)]
     out._grad_fn = node
     if out._view is not None:  # the version the view's grad_fn belongs to (engine/_views.py)
         out._view.attr_version = version_of(out._data)
@@ -92,6 +115,34 @@ def record(node: Node, inputs: Sequence[Tensor | None], out: Tensor) -> Tensor:
     if _observer.observers:
         _observer.notify("node_created", node)
     return out
+
+
+def _attach_edges(node: Node, inputs: Sequence[Tensor | None]) -> None:
+    """node.set_next_edges(collect_next_edges(inputs)), in one loop: an op records a node per call, so the calls
+    these would make per input are most of what recording costs."""
+    if node._has_parent:  # something read its topological_nr already: set_next_edges raises torch's error
+        node.set_next_edges(collect_next_edges(inputs))
+        return
+    edges = []
+    topo = node._topo
+    for t in inputs:
+        if t is None:
+            edges.append((None, 0))
+            continue
+        child = t._grad_fn if t._view is None else _views.view_grad_fn(t)  # gradient_edge(t), inline
+        if child is not None:
+            edges.append((child, t._output_nr))
+        elif t._requires_grad:
+            child = grad_accumulator(t)
+            edges.append((child, 0))
+        else:
+            edges.append((None, 0))
+            continue
+        child._has_parent = True  # child._topological_nr(): reading it freezes the child
+        if topo <= child._topo:
+            topo = child._topo + 1
+    node.next_edges = edges
+    node._topo = topo
 
 
 def _arr(x: Any) -> np.ndarray:
@@ -117,6 +168,11 @@ def result_device(a: Tensor, b: Tensor) -> str:
 
 def scalar_tensor(value: Any, like: Tensor) -> Tensor:
     """Wrap a Python number as a 0-dim tensor that does not drive type promotion (a wrapped number)."""
+    cls = value.__class__
+    if cls is float:  # the common cases first, as the general branches below would make them
+        return _wrapped_number(np.array(value), like)
+    if cls is int:
+        return _wrapped_number(np.array(value, dtype=np.int64), like)
     if isinstance(value, Tensor):
         return value
     if isinstance(value, (bool, np.bool_)):
@@ -127,6 +183,10 @@ def scalar_tensor(value: Any, like: Tensor) -> Tensor:
         arr = np.array(float(value), dtype=np.float64)
     else:
         raise TypeError(f"unsupported operand type: expected a Tensor or a Python number, got {type(value).__name__}")
+    return _wrapped_number(arr, like)
+
+
+def _wrapped_number(arr: np.ndarray, like: Tensor) -> Tensor:
     t = make_tensor(arr, device=like._device)
     t._is_wrapped_number = True
     return t
@@ -220,7 +280,8 @@ def check_same_device(op: str, *pairs: tuple[str, Tensor | None], **named: Tenso
 
 
 def _binary(np_fn, a: Tensor, b: Tensor, float_only: bool = False) -> np.ndarray:
-    common_device(a, b)
+    if a._device != b._device:  # else common_device has nothing to check
+        common_device(a, b)
     dt = result_dtype(a, b)
     if float_only and _KIND[dt] < 2:
         dt = _F32
@@ -295,7 +356,7 @@ def _strides(a: Tensor) -> tuple[int, ...]:
 def binary_operator(op):
     """An operator that defers (NotImplemented) to Python for operands it cannot take, as torch does."""
     def method(self: Tensor, other: Any) -> Any:
-        if not isinstance(other, (Tensor,) + _NUMBER):
+        if not isinstance(other, _OPERAND):
             return NotImplemented
         return op(self, other)
     return method
