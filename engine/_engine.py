@@ -63,7 +63,21 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
             return
         del new_inputs  # a grad this node sums later must not be held here (InputBuffer's in-place sum)
 
-    outputs = call_function(graph_task, fn, inputs)
+    if (fn._tensor_pre_hooks is None and not fn._retains_grad_hooks and not fn._leaf_hooks and not fn._pre_hooks
+            and not fn._post_hooks and not _observer.observers):
+        # call_function with nothing to call but apply: the same steps, without the calls that would find no hook
+        grads = inputs.buffer
+        inputs.buffer = _NO_GRADS  # moved out of the buffer, as call_function does
+        outputs = fn.apply(grads)
+        del grads
+        validate_outputs(fn.next_edges, outputs, fn)
+        if fn._post_hooks:  # registered while the node ran: they get empty grad_outputs
+            outputs = call_post_hooks(fn, outputs, _NO_GRADS, False, graph_task)
+        if _observer.observers:  # attached while the node ran
+            for hook in _observer.dispatch.get("node_finished", ()):
+                hook(graph_task, fn, outputs)
+    else:
+        outputs = call_function(graph_task, fn, inputs)
     inputs.buffer = _NO_GRADS  # torch drops the node's input grads here, before routing its outputs
     if not graph_task.keep_graph:
         fn.release_variables()
@@ -101,13 +115,19 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
                     info = exec_info.get(nxt)
                     if info is None or not info.should_execute():
                         continue  # the dependency was decremented, but no buffer is made
-                buffer = InputBuffer(len(nxt._input_metadata))
-                accumulated = buffer.add(input_nr, _take(outputs, i))
+                # InputBuffer(n).add(input_nr, _take(outputs, i)), inline: the first grad of a slot is stored as is
+                slots = [None] * len(nxt._input_metadata)
+                slots[input_nr] = outputs[i]
+                outputs[i] = None  # moved, so that a later sum into it may reuse its memory (no local holds it)
+                buffer = _new_object(InputBuffer)
+                buffer.buffer = slots
+                accumulated = False
                 if observed:
                     for hook in _observer.dispatch.get("buffer_written", ()):
                         hook(graph_task, nxt, input_nr, accumulated, buffer)
                 if is_ready:
-                    _queue_for(graph_task, nxt).push(node_task(graph_task, nxt, buffer))
+                    queue = ready_queue(graph_task, nxt.device()) if _state.cuda_seen else graph_task.cpu_ready_queue
+                    queue.push(node_task(graph_task, nxt, buffer))
                 else:
                     not_ready[nxt] = buffer
             else:
@@ -117,15 +137,11 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
                         hook(graph_task, nxt, input_nr, accumulated, buffer)
                 if is_ready:
                     del not_ready[nxt]
-                    _queue_for(graph_task, nxt).push(node_task(graph_task, nxt, buffer))
+                    queue = ready_queue(graph_task, nxt.device()) if _state.cuda_seen else graph_task.cpu_ready_queue
+                    queue.push(node_task(graph_task, nxt, buffer))
 
 
-def _queue_for(graph_task: GraphTask, fn: Node) -> ReadyQueue:
-    """ready_queue(graph_task, fn.device()), without reading the device while no tensor was ever on a cuda device
-    (every queue is then the CPU one)."""
-    if _state.cuda_seen:
-        return ready_queue(graph_task, fn.device())
-    return graph_task.cpu_ready_queue
+_new_object = object.__new__
 
 
 def thread_main(graph_task: GraphTask | None) -> None:
@@ -152,7 +168,8 @@ def thread_main(graph_task: GraphTask | None) -> None:
                 tls.grad_enabled, tls.current_graph_task, tls.current_node = prev_grad, prev_gt, prev_node
         with local_graph_task.mutex:
             local_graph_task.outstanding_tasks -= 1
-            done = local_graph_task.completed()
+            done = local_graph_task.outstanding_tasks <= 0 or (  # completed(), inline
+                local_graph_task.exit_on_error and local_graph_task.has_error)
         if done:
             local_graph_task.mark_as_completed_and_run_post_processing()
             if tls.worker_device != local_graph_task.owner:

@@ -453,14 +453,15 @@ class AccumulateGrad(Node):
 
     def apply(self, grads: list) -> list:
         variable = self.variable
-        if variable.grad_fn is not None:
+        viewed = variable._view is not None  # else grad_fn and requires_grad read their fields
+        if (variable.grad_fn if viewed else variable._grad_fn) is not None:
             raise RuntimeError("leaf variable has been moved into the graph interior")
         new_grad = grads[0]
-        if new_grad is not None and variable.requires_grad:
+        if new_grad is not None and (variable.requires_grad if viewed else variable._requires_grad):
             # torch steals new_grad when nothing else holds it: use_count() <= 1 + (post hooks hold the
             # inputs list too). Here the one expected holder is the list given to apply (two with post hooks).
             refs = sys.getrefcount(new_grad) - 2  # less getrefcount's argument and the local `new_grad`
-            _tensor_mod().accumulate_into_grad(variable, new_grad, refs <= 1 + bool(self._post_hooks))
+            _accumulate_into_grad(variable, new_grad, refs <= 1 + bool(self._post_hooks))
             if _observer.observers:
                 _observer.notify("grad_accumulated", tls.current_graph_task, self, variable, variable._grad)
         hooks = variable._post_acc_hooks
@@ -483,6 +484,13 @@ def _tensor_mod():
     from . import _tensor
 
     return _tensor
+
+
+def _accumulate_into_grad(variable: Tensor, new_grad: Tensor, unreferenced: bool) -> None:
+    """engine._tensor.accumulate_into_grad, bound here on first use (no import statement per AccumulateGrad)."""
+    global _accumulate_into_grad
+    _accumulate_into_grad = _tensor_mod().accumulate_into_grad
+    _accumulate_into_grad(variable, new_grad, unreferenced)
 
 
 class GraphRoot(Node):

@@ -6,7 +6,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import _observer, _state, _views
+from .. import _observer, _state, _version, _views
 from .._dtype import _BY_NP, from_numpy_dtype
 from .._layout import tensor_iterator_layout
 from .._node import InputMetadata, Node
@@ -111,10 +111,27 @@ def record(node: Node, inputs: Sequence[Tensor | None], out: Tensor) -> Tensor:
         out._view.attr_version = version_of(out._data)
     out._requires_grad = True
     if node._saved_tensor_names:  # what backward will check: the saved tensors' versions now
-        node._saved_versions = node_saved_versions(node)
+        node._saved_versions = _saved_records(node)
     if _observer.observers:
         _observer.notify("node_created", node)
     return out
+
+
+def _saved_records(node: Node) -> Any:
+    """node_saved_versions(node), inline for the common case: nothing saved early, no saved-tensor hooks and no
+    inference tensor ever, every saved value a Tensor or None."""
+    if node._saved_versions is not None or _state.saved_hooks_seen or _state.inference_seen:
+        return node_saved_versions(node)
+    records = []
+    for name in node._saved_tensor_names:
+        t = getattr(node, name, None)
+        if t is None:
+            continue
+        if not isinstance(t, Tensor):  # a tuple of tensors (index's `indices`)
+            return node_saved_versions(node)
+        records.append((t, version_of(t._data) if _version._counters else 0,
+                        t._grad_fn if t._view is None else t.grad_fn, t._output_nr))
+    return tuple(records) if records else None
 
 
 def _attach_edges(node: Node, inputs: Sequence[Tensor | None]) -> None:
@@ -153,9 +170,11 @@ def _out(arr: Any, like: Tensor | str) -> Tensor:
     """Wrap an op's result on `like`'s device (or on the device named by `like`).
 
     A result viewing `like`'s memory is an inference tensor iff `like` is one (see alias_tensor)."""
-    if isinstance(like, str):
-        return make_tensor(_arr(arr), device=like)
-    t = make_tensor(_arr(arr), device=like._device)
+    if type(arr) is not np.ndarray:  # _arr(arr), inline
+        arr = np.asarray(arr)
+    if like.__class__ is str:
+        return make_tensor(arr, device=like)
+    t = make_tensor(arr, device=like._device)
     if _state.inference_seen and t._inference is not like._inference and _owner(t._data) is _owner(like._data):
         t._inference = like._inference
     return t
@@ -170,7 +189,9 @@ def scalar_tensor(value: Any, like: Tensor) -> Tensor:
     """Wrap a Python number as a 0-dim tensor that does not drive type promotion (a wrapped number)."""
     cls = value.__class__
     if cls is float:  # the common cases first, as the general branches below would make them
-        return _wrapped_number(np.array(value), like)
+        t = make_tensor(np.array(value), device=like._device)
+        t._is_wrapped_number = True
+        return t
     if cls is int:
         return _wrapped_number(np.array(value, dtype=np.int64), like)
     if isinstance(value, Tensor):
@@ -205,7 +226,8 @@ def result_dtype(a: Tensor, b: Tensor) -> np.dtype:
     if ka != kb:
         hi = a if ka > kb else b
         return _DEFAULT_OF_KIND[builtins.max(ka, kb)] if hi._is_wrapped_number else hi._data.dtype
-    ta, tb = _tier(a), _tier(b)
+    ta = 0 if a._is_wrapped_number else (1 if a._data.ndim == 0 else 2)  # _tier(a) and _tier(b), inline
+    tb = 0 if b._is_wrapped_number else (1 if b._data.ndim == 0 else 2)
     if ta != tb:
         return (a if ta > tb else b)._data.dtype
     if ta == 0:
