@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from heapq import heappop as _heappop
 
 import numpy as np
 
@@ -10,7 +11,7 @@ from . import _observer, _state
 from ._graph_task import ExecInfo, GraphTask
 from ._hooks import call_post_hooks, call_pre_hooks, call_tensor_pre_hooks, check_single_result
 from ._node import Node, anomaly
-from ._ready_queue import INT_MAX, InputBuffer, NodeTask, ReadyQueue, node_task
+from ._ready_queue import INT_MAX, InputBuffer, NodeTask, ReadyQueue
 from ._state import CPU_DEVICE, NO_DEVICE, tls
 from ._threads import ready_queue, reentrant_pool, wake_owner
 from ._validate import validate_outputs
@@ -127,7 +128,7 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
                         hook(graph_task, nxt, input_nr, accumulated, buffer)
                 if is_ready:
                     queue = ready_queue(graph_task, nxt.device()) if _state.cuda_seen else graph_task.cpu_ready_queue
-                    queue.push(node_task(graph_task, nxt, buffer))
+                    queue.push_node(graph_task, nxt, buffer)
                 else:
                     not_ready[nxt] = buffer
             else:
@@ -138,7 +139,7 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
                 if is_ready:
                     del not_ready[nxt]
                     queue = ready_queue(graph_task, nxt.device()) if _state.cuda_seen else graph_task.cpu_ready_queue
-                    queue.push(node_task(graph_task, nxt, buffer))
+                    queue.push_node(graph_task, nxt, buffer)
 
 
 _new_object = object.__new__
@@ -147,8 +148,15 @@ _new_object = object.__new__
 def thread_main(graph_task: GraphTask | None) -> None:
     """Pop and run tasks until `graph_task` completes (engine-semantics §12.3)."""
     queue: ReadyQueue = tls.cpu_ready_queue
+    heap = queue.heap
     while graph_task is None or not graph_task.future_completed:
-        task = queue.pop()
+        with queue.lock:  # queue.pop() without the call while a task is there (NOTE [interrupts in the engine])
+            task = _heappop(heap) if heap else None
+        if task is None:
+            task = queue.pop()  # waits for one
+        elif _observer.observers:
+            for hook in _observer.dispatch.get("task_popped", ()):
+                hook(task.graph_task, task, queue)
         if task.is_shutdown:
             break
         local_graph_task = task.owner  # task.graph_task, read inline

@@ -90,18 +90,6 @@ class NodeTask(list):
 _new_list = list.__new__
 
 
-def node_task(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> NodeTask:
-    """NodeTask(graph_task, fn, inputs) for a node (not a dummy or shutdown task), as the engine makes one per node:
-    the same task, without the constructor's branches."""
-    task = _new_list(NodeTask)
-    task.owner = graph_task
-    task.fn = fn
-    task.inputs = inputs
-    task.is_shutdown = False
-    task.extend((2, -graph_task.reentrant_depth, -fn._seq))
-    return task
-
-
 class ReadyQueue:
     """A thread-safe priority queue of NodeTasks (one per CPU thread and one per device); one thread pops."""
 
@@ -122,6 +110,27 @@ class ReadyQueue:
                 with gt.mutex:
                     gt.outstanding_tasks += 1
         with self.lock:  # NOTE [interrupts in the engine]: wake first, so no interrupt can push unannounced
+            if self._waiting:
+                self._waiting = False
+                self._wake.put(None)
+            heapq.heappush(self.heap, task)
+        if _observer.observers:
+            for hook in _observer.dispatch.get("task_pushed", ()):
+                hook(task.graph_task, task, self)
+
+    def push_node(self, graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> None:
+        """push(NodeTask(graph_task, fn, inputs)) for a node, in one call and without the constructor's branches: the
+        engine pushes every node it makes ready so."""
+        task = _new_list(NodeTask)
+        task.owner = graph_task
+        task.fn = fn
+        task.inputs = inputs
+        task.is_shutdown = False
+        task.extend((2, -graph_task.reentrant_depth, -fn._seq))
+        if not graph_task.gone:
+            with graph_task.mutex:
+                graph_task.outstanding_tasks += 1
+        with self.lock:  # as push()
             if self._waiting:
                 self._waiting = False
                 self._wake.put(None)

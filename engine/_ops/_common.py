@@ -290,6 +290,10 @@ def check_same_device(op: str, *pairs: tuple[str, Tensor | None], **named: Tenso
 
     Arguments come as keywords (`self=a, mat2=b`) or as (name, tensor) pairs when names repeat.
     """
+    if not pairs and len(named) == 2:  # mm, dot, ...: two tensors on one device, the common case
+        a, b = named.values()
+        if a is not None and b is not None and a._device == b._device:
+            return a._device
     tensors = [(name, t) for name, t in [*pairs, *named.items()] if t is not None]
     common = tensors[0][1]._device
     for name, t in tensors[1:]:

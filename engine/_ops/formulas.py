@@ -7,7 +7,7 @@ from .. import _functions as fn
 from .._tensor import Tensor, _wrap_dim, make_tensor
 from ._common import _out, needs_grad, quietly, record, save_inputs
 from .reduce import sum
-from .shape import view
+from .shape import view_exact
 
 
 def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor) -> Tensor:
@@ -101,7 +101,7 @@ def sum_to(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
             reduce.append(i)
     if reduce:
         grad = sum(grad, tuple(reduce), keepdim=True)
-    return view(grad, shape) if leading > 0 else grad
+    return view_exact(grad, shape) if leading > 0 else grad
 
 
 def zeros_like_data(t: Tensor) -> Tensor:
