@@ -174,6 +174,24 @@ def hook_name(hook: Callable) -> str:
     return name if isinstance(name, str) else type(hook).__name__
 
 
+def _saved_property(cls: type, attr: str) -> None:
+    """Give `cls` the attribute `attr` (`_saved_<name>` or `_raw_saved_<name>`), read through engine/_saved.py."""
+    def read(node: Node) -> Any:
+        from . import _saved
+
+        value = _saved.saved_attribute(node, attr)
+        if value is _saved._MISSING:  # a subclass that saves no such value
+            raise AttributeError(f"'{type(node).__name__}' object has no attribute '{attr}'")
+        return value
+
+    if attr not in cls.__dict__:  # a class's own definition wins
+        setattr(cls, attr, _SavedProperty(read))
+
+
+class _SavedProperty(property):
+    """A property made by _saved_property (Node.__dir__ lists the class's saved names itself, once)."""
+
+
 class Node:
     """A backward function in the autograd graph, with PyTorch's Python API and a few additions."""
 
@@ -281,20 +299,22 @@ class Node:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} object at {id(self):#x}>"
 
-    def __getattr__(self, attr: str) -> Any:
-        # `_saved_self` and friends, as generated nodes expose them (NOTE [saved tensors] in engine/_saved.py).
-        if attr.startswith("_saved_") or attr.startswith("_raw_saved_"):
-            from . import _saved
-
-            value = _saved.saved_attribute(self, attr)
-            if value is not _saved._MISSING:
-                return value
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # `_saved_self` and friends, as generated nodes expose them (NOTE [saved tensors] in engine/_saved.py): a
+        # property per saved name, not a __getattr__, which would slow every other attribute read of every node
+        # (CPython does not specialize attribute reads on a class with __getattr__).
+        super().__init_subclass__(**kwargs)
+        for name in cls.__dict__.get("_saved_tensor_names", ()):
+            _saved_property(cls, f"_saved_{name}")
+            _saved_property(cls, f"_raw_saved_{name}")
+        for name in cls.__dict__.get("_saved_values", ()):
+            _saved_property(cls, f"_saved_{name}")
 
     def __dir__(self) -> list[str]:
         # The saved values are attributes in PyTorch; the engine's bookkeeping under the same prefix is not.
         cls = type(self)
-        names = [n for n in super().__dir__() if not n.startswith("_saved_")]
+        names = [n for n in super().__dir__()
+                 if not n.startswith("_saved_") and not isinstance(getattr(cls, n, None), _SavedProperty)]
         names += [f"_saved_{n}" for n in cls._saved_tensor_names + cls._saved_values]
         names += [f"_raw_saved_{n}" for n in cls._saved_tensor_names]
         return sorted(names)

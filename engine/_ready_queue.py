@@ -120,7 +120,8 @@ class ReadyQueue:
 
     def push_node(self, graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> None:
         """push(NodeTask(graph_task, fn, inputs)) for a node, in one call and without the constructor's branches: the
-        engine pushes every node it makes ready so."""
+        engine pushes every node it makes ready so, holding graph_task.mutex (which push() would take to count the
+        task)."""
         task = _new_list(NodeTask)
         task.owner = graph_task
         task.fn = fn
@@ -128,8 +129,7 @@ class ReadyQueue:
         task.is_shutdown = False
         task.extend((2, -graph_task.reentrant_depth, -fn._seq))
         if not graph_task.gone:
-            with graph_task.mutex:
-                graph_task.outstanding_tasks += 1
+            graph_task.outstanding_tasks += 1  # under the caller's graph_task.mutex
         with self.lock:  # as push()
             if self._waiting:
                 self._waiting = False
