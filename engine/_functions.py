@@ -15,7 +15,6 @@ import numpy as np
 from . import _ops as ops
 from ._graph_task import ExecInfo
 from ._node import ERR_BACKWARD_TWICE, Node
-from ._ops._common import _out
 from ._ops.reduce import correction_value
 from ._state import tls
 from ._tensor import _wrap_dim
@@ -452,16 +451,12 @@ class MaximumBackward0(_Generated):
 def _mm_mat1_backward(grad, mat2, sizes, strides):
     if _col_major(sizes, strides):
         return ops.t(ops.mm(mat2, ops.t(grad)))
-    if not tls.grad_enabled:  # ops.mm(grad, ops.t(mat2)) when nothing records: the same new tensor, no view made
-        return _out(grad._data @ mat2._data.T, grad)
     return ops.mm(grad, ops.t(mat2))
 
 
 def _mm_mat2_backward(grad, mat1, sizes, strides):
     if _col_major(sizes, strides):
         return ops.t(ops.mm(ops.t(grad), mat1))
-    if not tls.grad_enabled:  # ops.mm(ops.t(mat1), grad), as in _mm_mat1_backward
-        return _out(mat1._data.T @ grad._data, mat1)
     return ops.mm(ops.t(mat1), grad)
 
 
