@@ -65,10 +65,13 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
         del new_inputs  # a grad this node sums later must not be held here (InputBuffer's in-place sum)
 
     if (fn._tensor_pre_hooks is None and not fn._retains_grad_hooks and not fn._leaf_hooks and not fn._pre_hooks
-            and not fn._post_hooks and not _observer.observers):
-        # call_function with nothing to call but apply: the same steps, without the calls that would find no hook
+            and not fn._post_hooks):
+        # call_function with no hook to call: the same steps, without the calls that would find none
         grads = inputs.buffer
         inputs.buffer = _NO_GRADS  # moved out of the buffer, as call_function does
+        if _observer.observers:
+            for hook in _observer.dispatch.get("node_started", ()):
+                hook(graph_task, fn, grads)
         outputs = fn.apply(grads)
         del grads
         validate_outputs(fn.next_edges, outputs, fn)

@@ -137,7 +137,7 @@ class ReadyQueue:
             heapq.heappush(self.heap, task)
         if _observer.observers:
             for hook in _observer.dispatch.get("task_pushed", ()):
-                hook(task.graph_task, task, self)
+                hook(None if graph_task.gone else graph_task, task, self)  # task.graph_task
 
     def pop(self) -> NodeTask:
         """Take the highest-priority task, waiting for one if the queue is empty."""
