@@ -353,7 +353,11 @@ def _pair(a: Any, b: Any) -> tuple[Tensor, Tensor]:
     if not isinstance(a, Tensor):
         a = scalar_tensor(a, b)
     if not isinstance(b, Tensor):
-        b = scalar_tensor(b, a)
+        if b.__class__ is float:  # `y * 1.0001`: scalar_tensor's first case, inline
+            b = make_tensor(np.array(b), device=a._device)
+            b._is_wrapped_number = True
+        else:
+            b = scalar_tensor(b, a)
     return a, b
 
 
