@@ -149,42 +149,59 @@ _new_object = object.__new__
 
 
 def thread_main(graph_task: GraphTask | None) -> None:
-    """Pop and run tasks until `graph_task` completes (engine-semantics §12.3)."""
+    """Pop and run tasks until `graph_task` completes (engine-semantics §12.3).
+
+    Each node runs with grad mode = its graph task's create_graph, the graph task and the node as current, as in
+    torch. Between two nodes that follow each other the thread's values before the first are not put back, as
+    no code runs there; they are put back before anything else runs on the thread (an observer's task_popped,
+    a graph task's post-processing, waiting, leaving), so nothing can tell.
+    """
     queue: ReadyQueue = tls.cpu_ready_queue
     heap = queue.heap
-    while graph_task is None or not graph_task.future_completed:
-        with queue.lock:  # queue.pop() without the call while a task is there (NOTE [interrupts in the engine])
-            task = _heappop(heap) if heap else None
-        if task is None:
-            task = queue.pop()  # waits for one
-        elif _observer.observers:
-            for hook in _observer.dispatch.get("task_popped", ()):
-                hook(task.graph_task, task, queue)
-        if task.is_shutdown:
-            break
-        local_graph_task = task.owner  # task.graph_task, read inline
-        if local_graph_task is None or local_graph_task.gone:
-            continue  # its GraphTask is gone: discard, no decrement
-        fn = task.fn
-        if fn is not None and not local_graph_task.has_error:
-            prev_grad, prev_gt, prev_node = tls.grad_enabled, tls.current_graph_task, tls.current_node
-            tls.grad_enabled = local_graph_task.create_graph
-            tls.current_graph_task = local_graph_task
-            tls.current_node = fn
-            try:
-                evaluate_function(local_graph_task, fn, task.inputs)
-            except BaseException as e:  # noqa: BLE001 - the first error completes the future
-                local_graph_task.set_exception(e, fn)
-            finally:
-                tls.grad_enabled, tls.current_graph_task, tls.current_node = prev_grad, prev_gt, prev_node
-        with local_graph_task.mutex:
-            local_graph_task.outstanding_tasks -= 1
-            done = local_graph_task.outstanding_tasks <= 0 or (  # completed(), inline
-                local_graph_task.exit_on_error and local_graph_task.has_error)
-        if done:
-            local_graph_task.mark_as_completed_and_run_post_processing()
-            if tls.worker_device != local_graph_task.owner:
-                wake_owner(local_graph_task)
+    before = None  # (grad mode, graph task, node) as they were before the current run of nodes
+    try:
+        while graph_task is None or not graph_task.future_completed:
+            with queue.lock:  # queue.pop() without the call while a task is there (NOTE [interrupts in the engine])
+                task = _heappop(heap) if heap else None
+            if task is None or _observer.observers:
+                if before is not None:
+                    tls.grad_enabled, tls.current_graph_task, tls.current_node = before
+                    before = None
+                if task is None:
+                    task = queue.pop()  # waits for one
+                else:
+                    for hook in _observer.dispatch.get("task_popped", ()):
+                        hook(task.graph_task, task, queue)
+            if task.is_shutdown:
+                break
+            local_graph_task = task.owner  # task.graph_task, read inline
+            if local_graph_task is None or local_graph_task.gone:
+                continue  # its GraphTask is gone: discard, no decrement
+            fn = task.fn
+            if fn is not None and not local_graph_task.has_error:
+                if before is None:
+                    before = (tls.grad_enabled, tls.current_graph_task, tls.current_node)
+                tls.grad_enabled = local_graph_task.create_graph
+                tls.current_graph_task = local_graph_task
+                tls.current_node = fn
+                try:
+                    evaluate_function(local_graph_task, fn, task.inputs)
+                except BaseException as e:  # noqa: BLE001 - the first error completes the future
+                    local_graph_task.set_exception(e, fn)
+            with local_graph_task.mutex:
+                local_graph_task.outstanding_tasks -= 1
+                done = local_graph_task.outstanding_tasks <= 0 or (  # completed(), inline
+                    local_graph_task.exit_on_error and local_graph_task.has_error)
+            if done:
+                if before is not None:
+                    tls.grad_enabled, tls.current_graph_task, tls.current_node = before
+                    before = None
+                local_graph_task.mark_as_completed_and_run_post_processing()
+                if tls.worker_device != local_graph_task.owner:
+                    wake_owner(local_graph_task)
+    finally:
+        if before is not None:
+            tls.grad_enabled, tls.current_graph_task, tls.current_node = before
 
 
 def compute_min_topological_nr(outputs: list) -> int:
