@@ -408,9 +408,11 @@ class Node:
 
             return _saved.unpack_into_slots(self)
         writes = any_writes()  # else no in-place write ever: versions all 0
-        if writes or _state.detached_in_place:
+        detached = _state.detached_in_place  # else check_not_detached has nothing to find
+        if writes or detached:
             for tensor, version, grad_fn, output_nr in records:  # each one checked whole, in order, as unpack does
-                check_not_detached(self, tensor, grad_fn)
+                if detached:
+                    check_not_detached(self, tensor, grad_fn)
                 now = version_of(tensor._data) if writes else version
                 if now != version:
                     grad_fn = unpacked_grad_fn(self, tensor, grad_fn)

@@ -83,7 +83,11 @@ def version_of(data: np.ndarray) -> int:
     """The version of the memory `data` views (0 until something writes it in place)."""
     if not _counters:  # nothing was ever written in place: the common case, and the cheap one
         return 0
-    counter = _counters.get(id(_owner(data)))
+    base = data.base  # _owner(data), inline: this runs for every saved tensor once anything was written
+    while isinstance(base, np.ndarray):
+        data = base
+        base = data.base
+    counter = _counters.get(id(data))
     return counter[0] if counter is not None else 0
 
 
