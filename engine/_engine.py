@@ -230,7 +230,8 @@ def compute_dependencies(root: Node, graph_task: GraphTask, min_topo_nr: int) ->
     stack = [root]
     while stack:
         fn = stack.pop()
-        if fn._topological_nr() < min_topo_nr:
+        fn._has_parent = True  # fn._topological_nr(), inline: reading it freezes the node
+        if fn._topo < min_topo_nr:
             pruned.append(fn)
             continue
         for nxt, _ in fn.next_edges:
