@@ -153,8 +153,8 @@ def thread_main(graph_task: GraphTask | None) -> None:
 
     Each node runs with grad mode = its graph task's create_graph, the graph task and the node as current, as in
     torch. Between two nodes that follow each other the thread's values before the first are not put back, as
-    no code runs there; they are put back before anything else runs on the thread (an observer's task_popped,
-    a graph task's post-processing, waiting, leaving), so nothing can tell.
+    no user code runs there; they are put back before any does (a graph task's post-processing, waiting,
+    leaving). An observer's task_popped between two nodes sees the earlier node's values.
     """
     queue: ReadyQueue = tls.cpu_ready_queue
     heap = queue.heap
@@ -163,15 +163,15 @@ def thread_main(graph_task: GraphTask | None) -> None:
         while graph_task is None or not graph_task.future_completed:
             with queue.lock:  # queue.pop() without the call while a task is there (NOTE [interrupts in the engine])
                 task = _heappop(heap) if heap else None
-            if task is None or _observer.observers:
+            if task is None:
                 if before is not None:
                     tls.grad_enabled, tls.current_graph_task, tls.current_node = before
                     before = None
-                if task is None:
-                    task = queue.pop()  # waits for one
-                else:
-                    for hook in _observer.dispatch.get("task_popped", ()):
-                        hook(task.graph_task, task, queue)
+                task = queue.pop()  # waits for one
+            elif _observer.observers:
+                owner = task.owner
+                for hook in _observer.dispatch.get("task_popped", ()):
+                    hook(None if owner is None or owner.gone else owner, task, queue)  # task.graph_task
             if task.is_shutdown:
                 break
             local_graph_task = task.owner  # task.graph_task, read inline
