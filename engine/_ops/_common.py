@@ -21,6 +21,7 @@ _DEFAULT_OF_KIND = {0: np.dtype(np.bool_), 1: np.dtype(np.int64), 2: np.dtype(np
 
 
 _F32 = np.dtype(np.float32)
+_FLOATS = (_F32, np.dtype(np.float64))
 
 
 _NUMBER = (int, float, bool, np.number)
@@ -101,7 +102,29 @@ def with_original_self(old: Tensor, compute: Callable[..., Tensor], *args: Any, 
 
 def record(node: Node, inputs: Sequence[Tensor | None], out: Tensor) -> Tensor:
     """Attach `node` as `out`'s grad_fn with one edge per input (set_next_edges + set_history)."""
-    _attach_edges(node, inputs)
+    if node._has_parent:  # something read its topological_nr already: set_next_edges raises torch's error
+        node.set_next_edges(collect_next_edges(inputs))
+    else:  # node.set_next_edges(collect_next_edges(inputs)) in one loop, with no call per input
+        edges = []
+        topo = node._topo
+        for t in inputs:
+            if t is None:
+                edges.append((None, 0))
+                continue
+            child = t._grad_fn if t._view is None else _views.view_grad_fn(t)  # gradient_edge(t), inline
+            if child is not None:
+                edges.append((child, t._output_nr))
+            elif t._requires_grad:
+                child = grad_accumulator(t)
+                edges.append((child, 0))
+            else:
+                edges.append((None, 0))
+                continue
+            child._has_parent = True  # child._topological_nr(): reading it freezes the child
+            if topo <= child._topo:
+                topo = child._topo + 1
+        node.next_edges = edges
+        node._topo = topo
     data = out._data
     dt = _BY_NP.get(data.dtype)  # from_numpy_dtype's fast path, inline
     node._input_metadata = [InputMetadata(data.shape, dt if dt is not None else from_numpy_dtype(data.dtype),
@@ -132,34 +155,6 @@ def _saved_records(node: Node) -> Any:
         records.append((t, version_of(t._data) if _version._counters else 0,
                         t._grad_fn if t._view is None else t.grad_fn, t._output_nr))
     return tuple(records) if records else None
-
-
-def _attach_edges(node: Node, inputs: Sequence[Tensor | None]) -> None:
-    """node.set_next_edges(collect_next_edges(inputs)), in one loop: an op records a node per call, so the calls
-    these would make per input are most of what recording costs."""
-    if node._has_parent:  # something read its topological_nr already: set_next_edges raises torch's error
-        node.set_next_edges(collect_next_edges(inputs))
-        return
-    edges = []
-    topo = node._topo
-    for t in inputs:
-        if t is None:
-            edges.append((None, 0))
-            continue
-        child = t._grad_fn if t._view is None else _views.view_grad_fn(t)  # gradient_edge(t), inline
-        if child is not None:
-            edges.append((child, t._output_nr))
-        elif t._requires_grad:
-            child = grad_accumulator(t)
-            edges.append((child, 0))
-        else:
-            edges.append((None, 0))
-            continue
-        child._has_parent = True  # child._topological_nr(): reading it freezes the child
-        if topo <= child._topo:
-            topo = child._topo + 1
-    node.next_edges = edges
-    node._topo = topo
 
 
 def _arr(x: Any) -> np.ndarray:
@@ -308,7 +303,11 @@ def check_same_device(op: str, *pairs: tuple[str, Tensor | None], **named: Tenso
 def _binary(np_fn, a: Tensor, b: Tensor, float_only: bool = False) -> np.ndarray:
     if a._device != b._device:  # else common_device has nothing to check
         common_device(a, b)
-    dt = result_dtype(a, b)
+    da = a._data.dtype
+    if b._is_wrapped_number and not a._is_wrapped_number and da in _FLOATS:
+        dt = da  # result_dtype's answer for a float tensor with a Python number, without the call
+    else:
+        dt = result_dtype(a, b)
     if float_only and _KIND[dt] < 2:
         dt = _F32
     try:
