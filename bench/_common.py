@@ -10,16 +10,25 @@ from typing import Any, Callable
 
 
 def bench_main(doc: str, run: Callable[[bool, int | None], dict], report: Callable[[dict], Any],
-               quick_help: str, reps_help: str, argv: list[str] | None = None) -> int:
-    """Parse the shared options, run the benchmark, print its report and optionally save its numbers."""
+               quick_help: str, reps_help: str, argv: list[str] | None = None,
+               flags: dict[str, tuple[str, Callable[[], Any]]] | None = None) -> int:
+    """Parse the shared options, run the benchmark, print its report and optionally save its numbers.
+
+    `flags`: a benchmark's own on/off options, `--name: (help, called before the run when given)`.
+    """
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help=quick_help)
     parser.add_argument("--reps", type=int, default=None, help=reps_help)
     parser.add_argument("--json", metavar="PATH", help="also write the numbers to PATH as JSON")
+    for flag, (help_text, _) in (flags or {}).items():
+        parser.add_argument(flag, action="store_true", help=help_text)
     args = parser.parse_args(argv)
     if args.reps is not None and args.reps < 1:
         parser.error("--reps must be at least 1")
+    for flag, (_, turn_on) in (flags or {}).items():
+        if getattr(args, flag.lstrip("-").replace("-", "_")):
+            turn_on()
     result = run(args.quick, args.reps)
     report(result)
     if args.json:

@@ -1,6 +1,7 @@
 """Device labels: `cpu`, `cuda:0`, ... No accelerator is needed; a device is a queue and a thread."""
 from __future__ import annotations
 
+from . import _state
 from ._args import DEVICE_TYPES
 
 
@@ -48,4 +49,6 @@ def canonical_device(spec: object) -> str:
     if spec is None:
         return "cpu"
     d = device(spec)  # type: ignore[arg-type]
+    if d.type == "cuda":
+        _state.cuda_seen = True
     return "cuda:0" if d.type == "cuda" and d.index is None else str(d)  # `cuda` means the current device, 0

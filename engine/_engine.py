@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import threading
 import warnings
+from heapq import heappop as _heappop
 
 import numpy as np
 
-from . import _observer
+from . import _observer, _state
 from ._graph_task import ExecInfo, GraphTask
 from ._hooks import call_post_hooks, call_pre_hooks, call_tensor_pre_hooks, check_single_result
 from ._node import Node, anomaly
@@ -25,16 +26,20 @@ MAX_DEPTH = 60
 # -- execution --------------------------------------------------------------------------------------------
 def call_function(graph_task: GraphTask, fn: Node, input_buffer: InputBuffer) -> list:
     """Hooks, apply, validate and post-hooks for one node (engine-semantics §7.1 step 3)."""
-    inputs = call_tensor_pre_hooks(fn, input_buffer.buffer, graph_task)
+    inputs = input_buffer.buffer
+    if fn._tensor_pre_hooks is not None or fn._retains_grad_hooks or fn._leaf_hooks:  # else nothing to run
+        inputs = call_tensor_pre_hooks(fn, inputs, graph_task)
     input_buffer.buffer = _NO_GRADS  # torch moves the grads out of the buffer: a pre-hook's copy is then the only
-    inputs = call_pre_hooks(fn, inputs, graph_task)  # holder, and AccumulateGrad may still steal
+    if fn._pre_hooks:  # holder, and AccumulateGrad may still steal
+        inputs = call_pre_hooks(fn, inputs, graph_task)
     had_post_hooks = bool(fn._post_hooks)
     if _observer.observers:
         for hook in _observer.dispatch.get("node_started", ()):
             hook(graph_task, fn, inputs)
     outputs = fn.apply(list(inputs) if had_post_hooks else inputs)
     validate_outputs(fn.next_edges, outputs, fn)
-    outputs = call_post_hooks(fn, outputs, inputs, had_post_hooks, graph_task)
+    if fn._post_hooks:
+        outputs = call_post_hooks(fn, outputs, inputs, had_post_hooks, graph_task)
     if _observer.observers:
         for hook in _observer.dispatch.get("node_finished", ()):
             hook(graph_task, fn, outputs)
@@ -59,7 +64,24 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
             return
         del new_inputs  # a grad this node sums later must not be held here (InputBuffer's in-place sum)
 
-    outputs = call_function(graph_task, fn, inputs)
+    if (fn._tensor_pre_hooks is None and not fn._retains_grad_hooks and not fn._leaf_hooks and not fn._pre_hooks
+            and not fn._post_hooks):
+        # call_function with no hook to call: the same steps, without the calls that would find none
+        grads = inputs.buffer
+        inputs.buffer = _NO_GRADS  # moved out of the buffer, as call_function does
+        if _observer.observers:
+            for hook in _observer.dispatch.get("node_started", ()):
+                hook(graph_task, fn, grads)
+        outputs = fn.apply(grads)
+        del grads
+        validate_outputs(fn.next_edges, outputs, fn)
+        if fn._post_hooks:  # registered while the node ran: they get empty grad_outputs
+            outputs = call_post_hooks(fn, outputs, _NO_GRADS, False, graph_task)
+        if _observer.observers:  # attached while the node ran
+            for hook in _observer.dispatch.get("node_finished", ()):
+                hook(graph_task, fn, outputs)
+    else:
+        outputs = call_function(graph_task, fn, inputs)
     inputs.buffer = _NO_GRADS  # torch drops the node's input grads here, before routing its outputs
     if not graph_task.keep_graph:
         fn.release_variables()
@@ -97,13 +119,19 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
                     info = exec_info.get(nxt)
                     if info is None or not info.should_execute():
                         continue  # the dependency was decremented, but no buffer is made
-                buffer = InputBuffer(len(nxt._input_metadata))
-                accumulated = buffer.add(input_nr, _take(outputs, i))
+                # InputBuffer(n).add(input_nr, _take(outputs, i)), inline: the first grad of a slot is stored as is
+                slots = [None] * len(nxt._input_metadata)
+                slots[input_nr] = outputs[i]
+                outputs[i] = None  # moved, so that a later sum into it may reuse its memory (no local holds it)
+                buffer = _new_object(InputBuffer)
+                buffer.buffer = slots
+                accumulated = False
                 if observed:
                     for hook in _observer.dispatch.get("buffer_written", ()):
                         hook(graph_task, nxt, input_nr, accumulated, buffer)
                 if is_ready:
-                    ready_queue(graph_task, nxt.device()).push(NodeTask(graph_task, nxt, buffer))
+                    queue = ready_queue(graph_task, nxt.device()) if _state.cuda_seen else graph_task.cpu_ready_queue
+                    queue.push_node(graph_task, nxt, buffer)
                 else:
                     not_ready[nxt] = buffer
             else:
@@ -113,37 +141,67 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
                         hook(graph_task, nxt, input_nr, accumulated, buffer)
                 if is_ready:
                     del not_ready[nxt]
-                    ready_queue(graph_task, nxt.device()).push(NodeTask(graph_task, nxt, buffer))
+                    queue = ready_queue(graph_task, nxt.device()) if _state.cuda_seen else graph_task.cpu_ready_queue
+                    queue.push_node(graph_task, nxt, buffer)
+
+
+_new_object = object.__new__
 
 
 def thread_main(graph_task: GraphTask | None) -> None:
-    """Pop and run tasks until `graph_task` completes (engine-semantics §12.3)."""
+    """Pop and run tasks until `graph_task` completes (engine-semantics §12.3).
+
+    Each node runs with grad mode = its graph task's create_graph, the graph task and the node as current, as in
+    torch. Between two nodes that follow each other the thread's values before the first are not put back, as
+    no user code runs there; they are put back before any does (a graph task's post-processing, waiting,
+    leaving). An observer's task_popped between two nodes sees the earlier node's values.
+    """
     queue: ReadyQueue = tls.cpu_ready_queue
-    while graph_task is None or not graph_task.future_completed:
-        task = queue.pop()
-        if task.is_shutdown:
-            break
-        local_graph_task = task.graph_task
-        if local_graph_task is None:
-            continue  # its GraphTask is gone: discard, no decrement
-        if task.fn is not None and not local_graph_task.has_error:
-            prev_grad, prev_gt, prev_node = tls.grad_enabled, tls.current_graph_task, tls.current_node
-            tls.grad_enabled = local_graph_task.create_graph
-            tls.current_graph_task = local_graph_task
-            tls.current_node = task.fn
-            try:
-                evaluate_function(local_graph_task, task.fn, task.inputs)
-            except BaseException as e:  # noqa: BLE001 - the first error completes the future
-                local_graph_task.set_exception(e, task.fn)
-            finally:
-                tls.grad_enabled, tls.current_graph_task, tls.current_node = prev_grad, prev_gt, prev_node
-        with local_graph_task.mutex:
-            local_graph_task.outstanding_tasks -= 1
-            done = local_graph_task.completed()
-        if done:
-            local_graph_task.mark_as_completed_and_run_post_processing()
-            if tls.worker_device != local_graph_task.owner:
-                wake_owner(local_graph_task)
+    heap = queue.heap
+    before = None  # (grad mode, graph task, node) as they were before the current run of nodes
+    try:
+        while graph_task is None or not graph_task.future_completed:
+            with queue.lock:  # queue.pop() without the call while a task is there (NOTE [interrupts in the engine])
+                task = _heappop(heap) if heap else None
+            if task is None:
+                if before is not None:
+                    tls.grad_enabled, tls.current_graph_task, tls.current_node = before
+                    before = None
+                task = queue.pop()  # waits for one
+            elif _observer.observers:
+                owner = task.owner
+                for hook in _observer.dispatch.get("task_popped", ()):
+                    hook(None if owner is None or owner.gone else owner, task, queue)  # task.graph_task
+            if task.is_shutdown:
+                break
+            local_graph_task = task.owner  # task.graph_task, read inline
+            if local_graph_task is None or local_graph_task.gone:
+                continue  # its GraphTask is gone: discard, no decrement
+            fn = task.fn
+            if fn is not None and not local_graph_task.has_error:
+                if before is None:
+                    before = (tls.grad_enabled, tls.current_graph_task, tls.current_node)
+                tls.grad_enabled = local_graph_task.create_graph
+                tls.current_graph_task = local_graph_task
+                tls.current_node = fn
+                try:
+                    evaluate_function(local_graph_task, fn, task.inputs)
+                except BaseException as e:  # noqa: BLE001 - the first error completes the future
+                    local_graph_task.set_exception(e, fn)
+            with local_graph_task.mutex:
+                local_graph_task.outstanding_tasks -= 1
+                done = local_graph_task.outstanding_tasks <= 0 or (  # completed(), inline
+                    local_graph_task.exit_on_error and local_graph_task.has_error)
+            if done:
+                if before is not None:
+                    tls.grad_enabled, tls.current_graph_task, tls.current_node = before
+                    before = None
+                local_graph_task.mark_as_completed_and_run_post_processing()
+                if tls.worker_device != local_graph_task.owner:
+                    wake_owner(local_graph_task)
+    finally:
+        if before is not None:
+            tls.grad_enabled, tls.current_graph_task, tls.current_node = before
 
 
 def compute_min_topological_nr(outputs: list) -> int:
@@ -172,7 +230,8 @@ def compute_dependencies(root: Node, graph_task: GraphTask, min_topo_nr: int) ->
     stack = [root]
     while stack:
         fn = stack.pop()
-        if fn._topological_nr() < min_topo_nr:
+        fn._has_parent = True  # fn._topological_nr(), inline: reading it freezes the node
+        if fn._topo < min_topo_nr:
             pruned.append(fn)
             continue
         for nxt, _ in fn.next_edges:

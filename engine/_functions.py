@@ -27,7 +27,8 @@ class _Generated(Node):
     __slots__ = ()
 
     def apply(self, grads: list) -> list:
-        self.check_saved()  # generated code unpacks every saved variable first
+        if self._released or self._saved_versions is not None:  # else check_saved() has nothing to check
+            self.check_saved()  # generated code unpacks every saved variable first
         grad = grads[0]
         n = len(self.next_edges)
         if grad is None:

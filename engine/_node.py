@@ -187,6 +187,24 @@ def hook_name(hook: Callable) -> str:
     return name if isinstance(name, str) else type(hook).__name__
 
 
+def _saved_property(cls: type, attr: str) -> None:
+    """Give `cls` the attribute `attr` (`_saved_<name>` or `_raw_saved_<name>`), read through engine/_saved.py."""
+    def read(node: Node) -> Any:
+        from . import _saved
+
+        value = _saved.saved_attribute(node, attr)
+        if value is _saved._MISSING:  # a subclass that saves no such value
+            raise AttributeError(f"'{type(node).__name__}' object has no attribute '{attr}'")
+        return value
+
+    if attr not in cls.__dict__:  # a class's own definition wins
+        setattr(cls, attr, _SavedProperty(read))
+
+
+class _SavedProperty(property):
+    """A property made by _saved_property (Node.__dir__ lists the class's saved names itself, once)."""
+
+
 class Node:
     """A backward function in the autograd graph, with PyTorch's Python API and a few additions."""
 
@@ -294,20 +312,22 @@ class Node:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} object at {id(self):#x}>"
 
-    def __getattr__(self, attr: str) -> Any:
-        # `_saved_self` and friends, as generated nodes expose them (NOTE [saved tensors] in engine/_saved.py).
-        if attr.startswith("_saved_") or attr.startswith("_raw_saved_"):
-            from . import _saved
-
-            value = _saved.saved_attribute(self, attr)
-            if value is not _saved._MISSING:
-                return value
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # `_saved_self` and friends, as generated nodes expose them (NOTE [saved tensors] in engine/_saved.py): a
+        # property per saved name, not a __getattr__, which would slow every other attribute read of every node
+        # (CPython does not specialize attribute reads on a class with __getattr__).
+        super().__init_subclass__(**kwargs)
+        for name in cls.__dict__.get("_saved_tensor_names", ()):
+            _saved_property(cls, f"_saved_{name}")
+            _saved_property(cls, f"_raw_saved_{name}")
+        for name in cls.__dict__.get("_saved_values", ()):
+            _saved_property(cls, f"_saved_{name}")
 
     def __dir__(self) -> list[str]:
         # The saved values are attributes in PyTorch; the engine's bookkeeping under the same prefix is not.
         cls = type(self)
-        names = [n for n in super().__dir__() if not n.startswith("_saved_")]
+        names = [n for n in super().__dir__()
+                 if not n.startswith("_saved_") and not isinstance(getattr(cls, n, None), _SavedProperty)]
         names += [f"_saved_{n}" for n in cls._saved_tensor_names + cls._saved_values]
         names += [f"_raw_saved_{n}" for n in cls._saved_tensor_names]
         return sorted(names)
@@ -378,6 +398,10 @@ class Node:
                     # alone), nothing is freed and a second backward runs again
                     self._released = True
 
+    _leaf_hooks = False
+    """Whether tensor_pre_hooks() has hooks besides `_tensor_pre_hooks` (AccumulateGrad's leaf hooks): the engine
+    skips the hook calls of a node that has none."""
+
     _unpacks_for_itself = False
     """A custom Function's node unpacks its saved tensors for itself (PyNode passes saved_for): a saved input
     detach_()ed since then takes the node as grad_fn instead of raising."""
@@ -397,9 +421,11 @@ class Node:
 
             return _saved.unpack_into_slots(self)
         writes = any_writes()  # else no in-place write ever: versions all 0
-        if writes or _state.detached_in_place:
+        detached = _state.detached_in_place  # else check_not_detached has nothing to find
+        if writes or detached:
             for tensor, version, grad_fn, output_nr in records:  # each one checked whole, in order, as unpack does
-                check_not_detached(self, tensor, grad_fn)
+                if detached:
+                    check_not_detached(self, tensor, grad_fn)
                 now = version_of(tensor._data) if writes else version
                 if now != version:
                     grad_fn, output_nr = unpacked_origin(self, tensor, grad_fn, output_nr)
@@ -451,6 +477,10 @@ class AccumulateGrad(Node):
         self.variable = variable
         self._input_metadata = [InputMetadata(variable.shape, variable.dtype, variable._device)]
 
+    @property
+    def _leaf_hooks(self) -> bool:
+        return bool(self.variable._backward_hooks)
+
     def tensor_pre_hooks(self) -> list:
         # The leaf's hooks are read lazily, so hooks registered after this node exists still run.
         hooks = self.variable._backward_hooks
@@ -458,14 +488,15 @@ class AccumulateGrad(Node):
 
     def apply(self, grads: list) -> list:
         variable = self.variable
-        if variable.grad_fn is not None:
+        viewed = variable._view is not None  # else grad_fn and requires_grad read their fields
+        if (variable.grad_fn if viewed else variable._grad_fn) is not None:
             raise RuntimeError("leaf variable has been moved into the graph interior")
         new_grad = grads[0]
-        if new_grad is not None and variable.requires_grad:
+        if new_grad is not None and (variable.requires_grad if viewed else variable._requires_grad):
             # torch steals new_grad when nothing else holds it: use_count() <= 1 + (post hooks hold the
             # inputs list too). Here the one expected holder is the list given to apply (two with post hooks).
             refs = sys.getrefcount(new_grad) - 2  # less getrefcount's argument and the local `new_grad`
-            _tensor_mod().accumulate_into_grad(variable, new_grad, refs <= 1 + bool(self._post_hooks))
+            _accumulate_into_grad(variable, new_grad, refs <= 1 + bool(self._post_hooks))
             if _observer.observers:
                 _observer.notify("grad_accumulated", tls.current_graph_task, self, variable, variable._grad)
         hooks = variable._post_acc_hooks
@@ -492,6 +523,13 @@ def _tensor_mod():
     from . import _tensor
 
     return _tensor
+
+
+def _accumulate_into_grad(variable: Tensor, new_grad: Tensor, unreferenced: bool) -> None:
+    """engine._tensor.accumulate_into_grad, bound here on first use (no import statement per AccumulateGrad)."""
+    global _accumulate_into_grad
+    _accumulate_into_grad = _tensor_mod().accumulate_into_grad
+    _accumulate_into_grad(variable, new_grad, unreferenced)
 
 
 class GraphRoot(Node):

@@ -48,7 +48,9 @@ class EngineObserver(Protocol):
         """`task` was pushed onto ready queue `queue` (after the push)."""
 
     def task_popped(self, graph_task: GraphTask | None, task: NodeTask, queue: Any) -> None:
-        """`task` was popped from `queue` (after the pop)."""
+        """`task` was popped from `queue` (after the pop). Popped right after another node ran, it is reported
+        with that node's grad mode, current graph task and current node still set on the thread
+        (engine/_engine.thread_main)."""
 
     def buffer_written(self, graph_task: GraphTask, node: Node, slot: int, is_accumulation: bool,
                        buffer: InputBuffer) -> None:

@@ -87,6 +87,9 @@ class NodeTask(list):
         return (-self[1], -self[2])
 
 
+_new_list = list.__new__
+
+
 class ReadyQueue:
     """A thread-safe priority queue of NodeTasks (one per CPU thread and one per device); one thread pops."""
 
@@ -114,6 +117,27 @@ class ReadyQueue:
         if _observer.observers:
             for hook in _observer.dispatch.get("task_pushed", ()):
                 hook(task.graph_task, task, self)
+
+    def push_node(self, graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> None:
+        """push(NodeTask(graph_task, fn, inputs)) for a node, in one call and without the constructor's branches: the
+        engine pushes every node it makes ready so, holding graph_task.mutex (which push() would take to count the
+        task)."""
+        task = _new_list(NodeTask)
+        task.owner = graph_task
+        task.fn = fn
+        task.inputs = inputs
+        task.is_shutdown = False
+        task.extend((2, -graph_task.reentrant_depth, -fn._seq))
+        if not graph_task.gone:
+            graph_task.outstanding_tasks += 1  # under the caller's graph_task.mutex
+        with self.lock:  # as push()
+            if self._waiting:
+                self._waiting = False
+                self._wake.put(None)
+            heapq.heappush(self.heap, task)
+        if _observer.observers:
+            for hook in _observer.dispatch.get("task_pushed", ()):
+                hook(None if graph_task.gone else graph_task, task, self)  # task.graph_task
 
     def pop(self) -> NodeTask:
         """Take the highest-priority task, waiting for one if the queue is empty."""

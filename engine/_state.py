@@ -54,6 +54,11 @@ saved_hooks_seen = False
 detached_in_place = False
 """True once detach_() cut a tensor with history: until then no saved tensor can have been detached."""
 
+cuda_seen = False
+"""True once a device argument named a cuda device (engine/_device.canonical_device, where every tensor's device
+comes from): until then every node runs on the CPU queue and the engine reads no node's device."""
+"""True once detach_() cut a tensor with history: until then no saved tensor can have been detached."""
+
 
 def peek_sequence_nr() -> int:
     """The seq_nr the next numbered node on this thread will take."""

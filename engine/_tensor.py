@@ -342,7 +342,7 @@ class Tensor:
 
 
 def init_tensor(t: Tensor, arr: np.ndarray, requires_grad: bool = False, device: str = "cpu") -> None:
-    """Fill every slot of a new Tensor (the one place that lists them)."""
+    """Fill every slot of a new Tensor (make_tensor repeats the list inline: keep the two in step)."""
     t._data = arr
     t._requires_grad = requires_grad
     t._grad_fn = None
@@ -382,7 +382,20 @@ _new = object.__new__
 def make_tensor(arr: np.ndarray, requires_grad: bool = False, device: str = "cpu") -> Tensor:
     """Wrap a numpy array the engine made (already of a supported dtype) without copying."""
     t = _new(Tensor)
-    init_tensor(t, arr, requires_grad, device)
+    # init_tensor(t, arr, requires_grad, device), inline: every op result comes here. Keep the two in step.
+    t._data = arr
+    t._requires_grad = requires_grad
+    t._grad_fn = None
+    t._view = None
+    t._output_nr = 0
+    t._grad = None
+    t._grad_accumulator = None
+    t._backward_hooks = None
+    t._post_acc_hooks = None
+    t._retains_grad = False
+    t._device = device
+    t._is_wrapped_number = False
+    t._inference = _state.inference_seen and tls.inference_mode
     return t
 
 
@@ -487,6 +500,8 @@ def _obeys_layout_contract(grad: np.ndarray, variable: np.ndarray) -> bool:
         return False
     if not (variable.flags.c_contiguous or variable.flags.f_contiguous):
         return bool(grad.flags.c_contiguous)
+    if grad.strides == variable.strides and 0 not in grad.strides:  # the common case, without the loop
+        return True
     # a size-1 dim's stride does not matter, unless it is 0: such a grad is a view (an expand's), never adopted
     return all((a == b) if n != 1 else (a != 0)
                for n, a, b in zip(grad.shape, grad.strides, variable.strides, strict=True))

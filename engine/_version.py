@@ -83,7 +83,11 @@ def version_of(data: np.ndarray) -> int:
     """The version of the memory `data` views (0 until something writes it in place)."""
     if not _counters:  # nothing was ever written in place: the common case, and the cheap one
         return 0
-    counter = _counters.get(id(_owner(data)))
+    base = data.base  # _owner(data), inline: this runs for every saved tensor once anything was written
+    while isinstance(base, np.ndarray):
+        data = base
+        base = data.base
+    counter = _counters.get(id(data))
     return counter[0] if counter is not None else 0
 
 
@@ -119,8 +123,10 @@ def saved_versions(tensors: Any) -> Any:
     """
     out = []
     for t in tensors:
-        if getattr(t, "_data", None) is not None:
-            out.append((t, version_of(t._data), t.grad_fn, t._output_nr))
+        data = getattr(t, "_data", None)
+        if data is not None:  # version_of and t.grad_fn, inline: every recorded node saving a tensor comes here
+            out.append((t, version_of(data) if _counters else 0, t._grad_fn if t._view is None else t.grad_fn,
+                        t._output_nr))
         elif type(t) is tuple:  # a list of saved tensors (index's `indices`); None and numbers are skipped
             out.extend((e, version_of(e._data), e.grad_fn, e._output_nr) for e in t if e is not None)
     out = tuple(out)
@@ -156,7 +162,7 @@ def node_saved_versions(node: Any) -> Any:
     (engine/_ops/_common.py) are kept, and the others, its outputs, are saved after them."""
     early = node._saved_versions
     if early is None:
-        records = saved_versions(getattr(node, n, None) for n in node._saved_tensor_names)
+        records = saved_versions([getattr(node, n, None) for n in node._saved_tensor_names])
         if records is None or records.__class__ is tuple:
             return records and without_self(records, node)
     from ._saved import save_rest  # NOTE [saved tensors]: packed by hooks

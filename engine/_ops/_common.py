@@ -6,12 +6,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import _observer, _state
-from .._dtype import from_numpy_dtype
+from .. import _observer, _state, _version, _views
+from .._dtype import _BY_NP, from_numpy_dtype
 from .._layout import tensor_iterator_layout
-from .._node import InputMetadata, Node
+from .._node import OWNER, InputMetadata, Node
 from .._state import tls
-from .._tensor import Tensor, _wrap_dim, gradient_edge, make_tensor
+from .._tensor import Tensor, _wrap_dim, grad_accumulator, gradient_edge, make_tensor
 from .._version import _owner, node_saved_versions, version_of
 
 _KIND = {np.dtype(np.bool_): 0, np.dtype(np.int64): 1, np.dtype(np.float32): 2, np.dtype(np.float64): 2}
@@ -21,9 +21,30 @@ _DEFAULT_OF_KIND = {0: np.dtype(np.bool_), 1: np.dtype(np.int64), 2: np.dtype(np
 
 
 _F32 = np.dtype(np.float32)
+_FLOATS = (_F32, np.dtype(np.float64))
 
 
 _NUMBER = (int, float, bool, np.number)
+_OPERAND = (Tensor, *_NUMBER)
+
+
+try:  # what np.errstate(all="ignore") sets, without its context manager object (about 1 µs a call)
+    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+except ImportError:  # another numpy layout: the public context manager
+    _extobj_contextvar = None
+
+
+def quietly(compute: Callable[..., Any], *args: Any) -> Any:
+    """compute(*args) under np.errstate(all="ignore") (torch never warns of inf or nan), at the cost of one context
+    variable set and reset: the hot pointwise ops and formulas run through here."""
+    if _extobj_contextvar is None:
+        with np.errstate(all="ignore"):
+            return compute(*args)
+    token = _extobj_contextvar.set(_make_extobj(all="ignore"))
+    try:
+        return compute(*args)
+    finally:
+        _extobj_contextvar.reset(token)
 
 
 def needs_grad(*inputs: Tensor | None) -> bool:
@@ -85,17 +106,60 @@ def with_original_self(old: Tensor, compute: Callable[..., Tensor], *args: Any, 
 
 def record(node: Node, inputs: Sequence[Tensor | None], out: Tensor) -> Tensor:
     """Attach `node` as `out`'s grad_fn with one edge per input (set_next_edges + set_history)."""
-    node.set_next_edges(collect_next_edges(inputs))
-    node._input_metadata = [InputMetadata(out._data.shape, from_numpy_dtype(out._data.dtype), out._device)]
+    if node._has_parent:  # something read its topological_nr already: set_next_edges raises torch's error
+        node.set_next_edges(collect_next_edges(inputs))
+    else:  # node.set_next_edges(collect_next_edges(inputs)) in one loop, with no call per input
+        edges = []
+        topo = node._topo
+        for t in inputs:
+            if t is None:
+                edges.append((None, 0))
+                continue
+            child = t._grad_fn if t._view is None else _views.view_grad_fn(t)  # gradient_edge(t), inline
+            if child is not None:
+                edges.append((child, t._output_nr))
+            elif t._requires_grad:
+                child = grad_accumulator(t)
+                edges.append((child, 0))
+            else:
+                edges.append((None, 0))
+                continue
+            child._has_parent = True  # child._topological_nr(): reading it freezes the child
+            if topo <= child._topo:
+                topo = child._topo + 1
+        node.next_edges = edges
+        node._topo = topo
+    data = out._data
+    dt = _BY_NP.get(data.dtype)  # from_numpy_dtype's fast path, inline
+    node._input_metadata = [InputMetadata(data.shape, dt if dt is not None else from_numpy_dtype(data.dtype),
+                                          out._device)]
     out._grad_fn = node
     if out._view is not None:  # the version the view's grad_fn belongs to (engine/_views.py)
         out._view.attr_version = version_of(out._data)
     out._requires_grad = True
     if node._saved_tensor_names:  # what backward will check: the saved tensors' versions now
-        node._saved_versions = node_saved_versions(node)
+        node._saved_versions = _saved_records(node)
     if _observer.observers:
         _observer.notify("node_created", node)
     return out
+
+
+def _saved_records(node: Node) -> Any:
+    """node_saved_versions(node), inline for the common case: nothing saved early, no saved-tensor hooks and no
+    inference tensor ever, every saved value a Tensor or None."""
+    if node._saved_versions is not None or _state.saved_hooks_seen or _state.inference_seen:
+        return node_saved_versions(node)
+    records = []
+    for name in node._saved_tensor_names:
+        t = getattr(node, name, None)
+        if t is None:
+            continue
+        if not isinstance(t, Tensor):  # a tuple of tensors (index's `indices`)
+            return node_saved_versions(node)
+        grad_fn = t._grad_fn if t._view is None else t.grad_fn
+        records.append((t, version_of(t._data) if _version._counters else 0,
+                        OWNER if grad_fn is node else grad_fn, t._output_nr))  # no cycle: see OWNER
+    return tuple(records) if records else None
 
 
 def _arr(x: Any) -> np.ndarray:
@@ -106,9 +170,11 @@ def _out(arr: Any, like: Tensor | str) -> Tensor:
     """Wrap an op's result on `like`'s device (or on the device named by `like`).
 
     A result viewing `like`'s memory is an inference tensor iff `like` is one (see alias_tensor)."""
-    if isinstance(like, str):
-        return make_tensor(_arr(arr), device=like)
-    t = make_tensor(_arr(arr), device=like._device)
+    if type(arr) is not np.ndarray:  # _arr(arr), inline
+        arr = np.asarray(arr)
+    if like.__class__ is str:
+        return make_tensor(arr, device=like)
+    t = make_tensor(arr, device=like._device)
     if _state.inference_seen and t._inference is not like._inference and _owner(t._data) is _owner(like._data):
         t._inference = like._inference
     return t
@@ -121,6 +187,13 @@ def result_device(a: Tensor, b: Tensor) -> str:
 
 def scalar_tensor(value: Any, like: Tensor) -> Tensor:
     """Wrap a Python number as a 0-dim tensor that does not drive type promotion (a wrapped number)."""
+    cls = value.__class__
+    if cls is float:  # the common cases first, as the general branches below would make them
+        t = make_tensor(np.array(value), device=like._device)
+        t._is_wrapped_number = True
+        return t
+    if cls is int:
+        return _wrapped_number(np.array(value, dtype=np.int64), like)
     if isinstance(value, Tensor):
         return value
     if isinstance(value, (bool, np.bool_)):
@@ -131,6 +204,10 @@ def scalar_tensor(value: Any, like: Tensor) -> Tensor:
         arr = np.array(float(value), dtype=np.float64)
     else:
         raise TypeError(f"unsupported operand type: expected a Tensor or a Python number, got {type(value).__name__}")
+    return _wrapped_number(arr, like)
+
+
+def _wrapped_number(arr: np.ndarray, like: Tensor) -> Tensor:
     t = make_tensor(arr, device=like._device)
     t._is_wrapped_number = True
     return t
@@ -149,7 +226,8 @@ def result_dtype(a: Tensor, b: Tensor) -> np.dtype:
     if ka != kb:
         hi = a if ka > kb else b
         return _DEFAULT_OF_KIND[builtins.max(ka, kb)] if hi._is_wrapped_number else hi._data.dtype
-    ta, tb = _tier(a), _tier(b)
+    ta = 0 if a._is_wrapped_number else (1 if a._data.ndim == 0 else 2)  # _tier(a) and _tier(b), inline
+    tb = 0 if b._is_wrapped_number else (1 if b._data.ndim == 0 else 2)
     if ta != tb:
         return (a if ta > tb else b)._data.dtype
     if ta == 0:
@@ -212,6 +290,10 @@ def check_same_device(op: str, *pairs: tuple[str, Tensor | None], **named: Tenso
 
     Arguments come as keywords (`self=a, mat2=b`) or as (name, tensor) pairs when names repeat.
     """
+    if not pairs and len(named) == 2:  # mm, dot, ...: two tensors on one device, the common case
+        a, b = named.values()
+        if a is not None and b is not None and a._device == b._device:
+            return a._device
     tensors = [(name, t) for name, t in [*pairs, *named.items()] if t is not None]
     common = tensors[0][1]._device
     for name, t in tensors[1:]:
@@ -224,8 +306,13 @@ def check_same_device(op: str, *pairs: tuple[str, Tensor | None], **named: Tenso
 
 
 def _binary(np_fn, a: Tensor, b: Tensor, float_only: bool = False) -> np.ndarray:
-    common_device(a, b)
-    dt = result_dtype(a, b)
+    if a._device != b._device:  # else common_device has nothing to check
+        common_device(a, b)
+    da = a._data.dtype
+    if b._is_wrapped_number and not a._is_wrapped_number and da in _FLOATS:
+        dt = da  # result_dtype's answer for a float tensor with a Python number, without the call
+    else:
+        dt = result_dtype(a, b)
     if float_only and _KIND[dt] < 2:
         dt = _F32
     try:
@@ -270,7 +357,11 @@ def _pair(a: Any, b: Any) -> tuple[Tensor, Tensor]:
     if not isinstance(a, Tensor):
         a = scalar_tensor(a, b)
     if not isinstance(b, Tensor):
-        b = scalar_tensor(b, a)
+        if b.__class__ is float:  # `y * 1.0001`: scalar_tensor's first case, inline
+            b = make_tensor(np.array(b), device=a._device)
+            b._is_wrapped_number = True
+        else:
+            b = scalar_tensor(b, a)
     return a, b
 
 
@@ -299,7 +390,7 @@ def _strides(a: Tensor) -> tuple[int, ...]:
 def binary_operator(op):
     """An operator that defers (NotImplemented) to Python for operands it cannot take, as torch does."""
     def method(self: Tensor, other: Any) -> Any:
-        if not isinstance(other, (Tensor,) + _NUMBER):
+        if not isinstance(other, _OPERAND):
             return NotImplemented
         return op(self, other)
     return method

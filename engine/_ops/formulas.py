@@ -5,15 +5,14 @@ import numpy as np
 
 from .. import _functions as fn
 from .._tensor import Tensor, _wrap_dim, make_tensor
-from ._common import _out, needs_grad, record, save_inputs
+from ._common import _out, needs_grad, quietly, record, save_inputs
 from .reduce import sum
-from .shape import view
+from .shape import view_exact
 
 
 def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor) -> Tensor:
     node = save_inputs(node_cls(), **saved) if needs_grad(*inputs) else None
-    with np.errstate(all="ignore"):
-        out = _out(np_fn(), like)
+    out = _out(quietly(np_fn), like)
     if node is not None:
         record(node, inputs, out)
     return out
@@ -102,7 +101,7 @@ def sum_to(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
             reduce.append(i)
     if reduce:
         grad = sum(grad, tuple(reduce), keepdim=True)
-    return view(grad, shape) if leading > 0 else grad
+    return view_exact(grad, shape) if leading > 0 else grad
 
 
 def zeros_like_data(t: Tensor) -> Tensor:

@@ -16,6 +16,7 @@ from ._common import (
     broadcast_shape,
     common_device,
     needs_grad,
+    quietly,
     record,
     result_dtype_of,
     save_inputs,
@@ -25,8 +26,7 @@ from ._common import (
 def _unary(np_fn, node_cls, a: Tensor, save: str) -> Tensor:
     """An elementwise op whose node saves its input (`save` "self") or its output ("result")."""
     node = (save_inputs(node_cls(), self=a) if save == "self" else node_cls()) if needs_grad(a) else None
-    with np.errstate(all="ignore"):
-        out = _out(np_fn(_float_data(a)), a)
+    out = _out(quietly(np_fn, _float_data(a)), a)
     if node is not None:
         if save == "result":
             node.result = out

@@ -180,7 +180,16 @@ def view(a: Tensor, *shape: Any) -> Tensor:
     """Reshape without copying → ViewBackward0; refuses incompatible strides like PyTorch."""
     size = _view_size(shape)
     node = fn.ViewBackward0() if needs_grad(a) else None  # taken before the kernel checks, as in torch
-    shape = _infer_shape(size, a._data.size)
+    return _view_data(a, _infer_shape(size, a._data.size), node)
+
+
+def view_exact(a: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """view(a, shape) for a `shape` of ints, none -1, with `a`'s number of elements (sum_to's): the same node and
+    view, without parsing the arguments (derivative formulas call it once per broadcast grad)."""
+    return _view_data(a, shape, fn.ViewBackward0() if needs_grad(a) else None)
+
+
+def _view_data(a: Tensor, shape: tuple[int, ...], node: Node | None) -> Tensor:
     data = _as_view(a._data, shape)
     if data is None:
         raise RuntimeError(

@@ -1,8 +1,26 @@
 """The classes of the later fuzz campaigns on engine and on real PyTorch 2.13: graphs, seq_nrs, order, errors,
-values and versions."""
+values and versions, each on both of the engine's paths."""
 from __future__ import annotations
 
-from tests.engine.parity_fuzz_classes import PROGRAMS
-from tests.engine.parity_suite import parity_tests
+import pytest
 
-test_program_runs_on_engine, test_program_matches_torch = parity_tests(PROGRAMS)
+import engine
+from tests.engine.parity import assert_same
+from tests.engine.parity_fuzz_classes import PROGRAMS
+from tests.engine.parity_suite import _describe, parity_tests
+from tests.fuzz.interpret import ONE_WAY_FLAGS
+
+test_program_runs_on_engine, _ = parity_tests(PROGRAMS)  # matches_torch: on both paths below
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.parametrize("flags", [False, True], ids=["fresh process", "one-way flags on"])
+def test_program_matches_torch_on_both_paths(name: str, flags: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a process has used inference_mode, saved-tensor hooks or detach_(), engine/_state's one-way flags
+    switch the engine to slower paths for good; which one a program takes must not depend on what ran before it
+    in the test process, and both must match torch."""
+    torch = pytest.importorskip("torch")
+    for flag in ONE_WAY_FLAGS:
+        monkeypatch.setattr(engine._state, flag, flags)
+    assert_same(_describe(engine, PROGRAMS[name]), _describe(torch, PROGRAMS[name]))

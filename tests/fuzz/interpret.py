@@ -118,7 +118,7 @@ def compare(program: Program, bare: frozenset[int] = frozenset(), ours: Any = No
     return first_difference(run(ours, fn), run(theirs, fn))
 
 
-_ONE_WAY_FLAGS = ("inference_seen", "saved_hooks_seen", "detached_in_place")
+ONE_WAY_FLAGS = ("inference_seen", "saved_hooks_seen", "detached_in_place")
 
 
 def _engine_paths(seed: int) -> None:
@@ -130,7 +130,7 @@ def _engine_paths(seed: int) -> None:
     from engine import _state
 
     on = seed % 3 == 0
-    for flag in _ONE_WAY_FLAGS:
+    for flag in ONE_WAY_FLAGS:
         setattr(_state, flag, on)
 
 
