@@ -255,7 +255,8 @@ class Recorder:
         self.rows.extend((_K_BUFFER, thread, gt.id, node._uid, slot, int(is_accumulation), 0))
 
     def hook_ran(self, gt: Any, node: Any, kind: str, hook: Any) -> None:
-        name = getattr(hook, "__qualname__", None) or type(hook).__name__
+        # a retains_grad hook is the engine's (it hands a weak reference to the tensor): named as the bridge does
+        name = "retain_grad" if kind == "retains_grad" else getattr(hook, "__qualname__", None) or type(hook).__name__
         self.builder.hook_ran(thread=self._thread(), graph_task=gt.id if gt is not None else 0, node=node._uid,
                               hook_kind=kind, hook_name=name)
 
