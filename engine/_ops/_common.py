@@ -57,6 +57,22 @@ def needs_grad(*inputs: Tensor | None) -> bool:
     return False
 
 
+def rg(t: Tensor) -> bool:
+    """t.requires_grad, for matmul's path decisions: a view of a base that got history since (through an in-place
+    op) requires grad though its own flag says not."""
+    return t._requires_grad or (t._view is not None and t._view.base._requires_grad)
+
+
+def has_edge(t: Tensor) -> bool:
+    """gradient_edge(t).is_valid(), which the generated code asks (should_compute_output) to decide what a node
+    saves: a grad_fn or a leaf's accumulator. A view's grad_fn is read, so a stale one regenerates here, as it
+    does when torch collects the node's edges: call it on an op's inputs in their order, after making the node.
+    (A view made under no_grad requires grad but has no edge; one whose base got history since has one.)"""
+    if t._view is None:
+        return t._grad_fn is not None or t._requires_grad
+    return t.grad_fn is not None
+
+
 def collect_next_edges(inputs: Sequence[Tensor | None]) -> list[tuple]:
     """One edge per input slot; (None, 0) for inputs that do not require grad."""
     return [gradient_edge(t) if t is not None else (None, 0) for t in inputs]

@@ -15,6 +15,7 @@ from ._common import (
     _pair,
     binary_operator,
     common_device,
+    has_edge,
     needs_grad,
     record,
     result_device,
@@ -70,7 +71,8 @@ def mul(a: Any, b: Any) -> Tensor:
     a, b = _pair(a, b)
     node = fn.MulBackward0() if needs_grad(a, b) else None
     if node is not None:  # each saved only when needed for the other input's grad, as the generated code does
-        save_inputs(node, self=a if b._requires_grad else None, other=b if a._requires_grad else None)
+        ea, eb = has_edge(a), has_edge(b)
+        save_inputs(node, self=a if eb else None, other=b if ea else None)
     out = _out(_binary(np.multiply, a, b), result_device(a, b))
     if a._zerotensor or b._zerotensor:  # torch: a product with a ZeroTensor is one
         out._zerotensor = True
@@ -91,8 +93,11 @@ def mul_scalar(a: Tensor, s: float) -> Tensor:
 def div(a: Any, b: Any) -> Tensor:
     """a / b (true division) → DivBackward0."""
     a, b = _pair(a, b)
-    node = save_inputs(fn.DivBackward0(), self=a if b._requires_grad else None, other=b) if needs_grad(a, b) \
-        else None
+    node = None
+    if needs_grad(a, b):
+        node = fn.DivBackward0()
+        has_edge(a)  # first: a stale view regenerates in input order
+        save_inputs(node, self=a if has_edge(b) else None, other=b)
     with np.errstate(divide="ignore", invalid="ignore"):
         data = _binary(np.true_divide, a, b, float_only=True)
     out = _out(data, result_device(a, b))

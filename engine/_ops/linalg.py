@@ -7,7 +7,7 @@ from .. import _functions as fn
 from .._dispatch import public
 from .._tensor import Tensor
 from .._version import bump
-from ._common import _out, _strides, binary_operator, check_same_device, needs_grad, record, save_inputs
+from ._common import _out, _strides, binary_operator, check_same_device, has_edge, needs_grad, record, rg, save_inputs
 from .shape import (
     _mt,
     _unsafe_view,
@@ -29,9 +29,10 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
     node = fn.MmBackward0() if needs_grad(a, b) else None
     if node is not None:
         # torch keeps an operand's strides only when its own grad is needed (its formula reads them).
-        save_inputs(node, self=a if b._requires_grad else None, mat2=b if a._requires_grad else None,
-                    self_sym_sizes=a._data.shape, self_sym_strides=_strides(a) if a._requires_grad else (),
-                    mat2_sym_sizes=b._data.shape, mat2_sym_strides=_strides(b) if b._requires_grad else ())
+        ea, eb = has_edge(a), has_edge(b)
+        save_inputs(node, self=a if eb else None, mat2=b if ea else None,
+                    self_sym_sizes=a._data.shape, self_sym_strides=_strides(a) if ea else (),
+                    mat2_sym_sizes=b._data.shape, mat2_sym_strides=_strides(b) if eb else ())
     if a._data.ndim != 2:
         raise RuntimeError("self must be a matrix")
     if b._data.ndim != 2:
@@ -64,7 +65,8 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
     """Inner product of two 1-D tensors → DotBackward0."""
     node = fn.DotBackward0() if needs_grad(a, b) else None
     if node is not None:
-        save_inputs(node, self=a if b._requires_grad else None, tensor=b if a._requires_grad else None)
+        ea, eb = has_edge(a), has_edge(b)
+        save_inputs(node, self=a if eb else None, tensor=b if ea else None)
     if a._data.ndim != 1 or b._data.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {a._data.ndim}D and {b._data.ndim}D tensors")
     if a._data.shape[0] != b._data.shape[0]:
@@ -87,7 +89,8 @@ def mv(a: Tensor, v: Tensor) -> Tensor:
     """Matrix-vector product → MvBackward0."""
     node = fn.MvBackward0() if needs_grad(a, v) else None
     if node is not None:
-        save_inputs(node, self=a if v._requires_grad else None, vec=v if a._requires_grad else None)
+        ea, ev = has_edge(a), has_edge(v)
+        save_inputs(node, self=a if ev else None, vec=v if ea else None)
     if a._data.ndim != 2 or v._data.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a._data.ndim}, {v._data.ndim}")
     if a._data.shape[1] != v._data.shape[0]:
@@ -136,9 +139,9 @@ def _squeeze_unit_batch(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     broadcast (measured: (2, 3, 4) @ (1, 4, 5) records MmBackward0 over SqueezeBackward1)."""
     if a._data.ndim != 3 or b._data.ndim != 3 or (a._data.shape[0] == 1) == (b._data.shape[0] == 1):
         return a, b
-    if b._data.shape[0] == 1 and b._requires_grad:
+    if b._data.shape[0] == 1 and rg(b):
         return a, squeeze(b, 0)
-    if a._data.shape[0] == 1 and a._requires_grad:
+    if a._data.shape[0] == 1 and rg(a):
         return squeeze(a, 0), b
     return a, b
 
@@ -156,7 +159,7 @@ def _should_fold(a: Tensor, b: Tensor) -> bool:
     big, small = (a, b) if larger_first else (_mt(b), a)
     if not (big._data.ndim >= 3 and small._data.ndim <= 2):
         return False
-    if small._requires_grad:
+    if rg(small):
         return True
     if a._data.ndim == 2:
         return False
@@ -230,7 +233,8 @@ def bmm(a: Tensor, b: Tensor) -> Tensor:
     """Batched matrix product of two 3-D tensors → BmmBackward0."""
     node = fn.BmmBackward0() if needs_grad(a, b) else None
     if node is not None:
-        save_inputs(node, self=a if b._requires_grad else None, mat2=b if a._requires_grad else None)
+        ea, eb = has_edge(a), has_edge(b)
+        save_inputs(node, self=a if eb else None, mat2=b if ea else None)
     if a._data.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
     if b._data.ndim != 3:
@@ -252,10 +256,12 @@ def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: floa
     """beta * bias + alpha * (mat1 @ mat2) → AddmmBackward0 with edges (bias, mat1, mat2)."""
     node = fn.AddmmBackward0() if needs_grad(bias, mat1, mat2) else None
     if node is not None:  # strides as in mm
-        save_inputs(node, mat1=mat1 if mat2._requires_grad else None, mat2=mat2 if mat1._requires_grad else None,
+        has_edge(bias)  # first: the edges go in input order
+        e1, e2 = has_edge(mat1), has_edge(mat2)
+        save_inputs(node, mat1=mat1 if e2 else None, mat2=mat2 if e1 else None,
                     alpha=alpha, beta=beta, mat1_sym_sizes=mat1._data.shape,
-                    mat1_sym_strides=_strides(mat1) if mat1._requires_grad else (), mat2_sym_sizes=mat2._data.shape,
-                    mat2_sym_strides=_strides(mat2) if mat2._requires_grad else ())
+                    mat1_sym_strides=_strides(mat1) if e1 else (), mat2_sym_sizes=mat2._data.shape,
+                    mat2_sym_strides=_strides(mat2) if e2 else ())
     if mat1._data.ndim != 2 or mat2._data.ndim != 2:
         raise RuntimeError("mat1 must be a matrix, got %d-D tensor" % mat1._data.ndim)
     if mat1._data.shape[1] != mat2._data.shape[0]:

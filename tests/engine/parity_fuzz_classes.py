@@ -385,6 +385,29 @@ def _expanded_size_one_grad(t, p):
             p.value(f"{tag} inputs={inputs}", (tuple(x.grad.stride()), x.grad._version))
 
 
+@program("an op saves what a view needs when the view's base got history after the view was made")
+def _view_of_base_with_new_history(t, p):
+    ops = {"mul": lambda a, b: a.mul(b), "div": lambda a, b: a / (b + 10), "mm": t.mm, "matmul": t.matmul,
+           "addmm": lambda a, b: t.addmm(p.const([1.0, 2.0]), a, b)}
+    for tag, op in ops.items():
+        x = p.leaf("x " + tag, [[-1.0, -2.0], [3.0, -4.0]])
+        c = p.const([[1.0, -2.0], [3.0, -4.0]])
+        v = c.view(2, 2)  # made while c needs no grad
+        c *= x  # c gets history, so v requires grad (it regenerates when read)
+        y = op(c, v)
+        p.watch(y)
+        g = t.autograd.grad(y.sum(), [x], allow_unused=True)  # the formula for v's slot read an unsaved input
+        _made(p, tag, *g)
+        w = p.leaf("w " + tag, [[1.0, 2.0], [3.0, 4.0]])
+        h = w * 1
+        u1, u2 = h.view(2, 2), h.t()
+        h.mul_(2)
+        with t.no_grad():
+            n = w[0:2]  # requires grad, no edge: the other operand is not saved for it
+        _made(p, tag + ", two stale views", op(u1, u2))  # regenerated in input order, before the node saves
+        _made(p, tag + ", a no_grad view", op(n, u1))
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])
