@@ -204,7 +204,7 @@ def _check_functional_none(attr: str, args: tuple) -> None:
     """torch.nn.functional's own first failures on a None input or target (Python code before the parser)."""
     if attr in _SIZE_CHECKED and None in args[:2]:
         raise AttributeError("'NoneType' object has no attribute 'size'")
-    if attr in ("softmax", "log_softmax") and args and args[0] is None:
+    if attr in ("softmax", "log_softmax", "tanh", "sigmoid") and args and args[0] is None:  # input.<attr>(...)
         raise AttributeError(f"'NoneType' object has no attribute '{attr}'")
     if attr in _ATEN_NAMES:
         for position, (value, name) in enumerate(zip(args[:2], ("input", "target"), strict=False), start=1):

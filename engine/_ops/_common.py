@@ -70,7 +70,7 @@ def has_edge(t: Tensor) -> bool:
     (A view made under no_grad requires grad but has no edge; one whose base got history since has one.)"""
     if t._view is None:
         return t._grad_fn is not None or t._requires_grad
-    return t.grad_fn is not None
+    return t.grad_fn is not None or t._requires_grad  # a view made a leaf by requires_grad_() has an accumulator
 
 
 def collect_next_edges(inputs: Sequence[Tensor | None]) -> list[tuple]:
@@ -338,8 +338,9 @@ def _binary(np_fn, a: Tensor, b: Tensor, float_only: bool = False) -> np.ndarray
             f"The size of tensor a ({_mismatch(a, b)[0]}) must match the size of tensor b "
             f"({_mismatch(a, b)[1]}) at non-singleton dimension {_mismatch(a, b)[2]}") from None
     res = res if res.dtype == dt else res.astype(dt)
-    if res.ndim > 1 and not (a._data.flags.c_contiguous and b._data.flags.c_contiguous):
-        res = tensor_iterator_layout(res, (a._data, b._data))  # torch's strides, not numpy's
+    if res.ndim > 1 and not (a._data.flags.c_contiguous and b._data.flags.c_contiguous
+                             and (1 not in res.shape or a._data.shape == b._data.shape)):
+        res = tensor_iterator_layout(res, (a._data, b._data))  # torch's strides, not numpy's (see _layout)
     return res
 
 

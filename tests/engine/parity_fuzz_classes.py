@@ -5,6 +5,7 @@ Each is `fn(t, p)` (see parity.py). The comments name what differed before the f
 """
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Callable
 
@@ -408,6 +409,36 @@ def _view_of_base_with_new_history(t, p):
         _made(p, tag + ", a no_grad view", op(n, u1))
 
 
+@program("a grad made a leaf by requires_grad_() (a view of the expanded ones) has an edge: others save for it")
+def _grad_made_leaf(t, p):
+    x = p.leaf("x", [1.0, 2.0, 3.0, -4.0])
+    g, = t.autograd.grad(x.sum(), [x])
+    g.requires_grad_()
+    y = ((g * 2) - x).abs().sum()  # MulBackward0 saved nothing for g: its formula read None before
+    p.watch(y)
+    y.backward()
+    _made(p, "grads", x.grad, g.grad)
+
+
+@program("pointwise results' strides at size-1 dims are TensorIterator's (matmul's fold decision reads them)")
+def _size_one_strides(t, p):
+    import random
+
+    rng = random.Random(5)
+    for i in range(300):
+        shape = [rng.choice([1, 1, 2, 3]) for _ in range(rng.choice([2, 3]))]
+        perm = list(range(len(shape)))
+        rng.shuffle(perm)
+        x = t.arange(float(math.prod(shape)), dtype=t.float64).reshape(*shape).permute(*perm)
+        kind = rng.choice(["0-dim", "number", "broadcast", "same", "unsqueezed"])
+        y = {"0-dim": lambda: x / t.tensor(2.0, dtype=t.float64), "number": lambda: x * 2,
+             "broadcast": lambda: x + t.ones(x.shape[-1], dtype=t.float64), "same": lambda: x + x,
+             "unsqueezed": lambda: t.tensor(2.0, dtype=t.float64) - x.unsqueeze(0)}[kind]()
+        p.value(f"{i} {kind} {tuple(x.shape)}", tuple(y.stride()))
+    v = p.leaf("v", 1.0) / p.const([[-1.0, -2.0, 3.0]]).unsqueeze(2).transpose(1, 2)  # strides (3, 1, 1)
+    _made(p, "matmul does not fold it: bmm", v @ p.const([[1.0, 2.0], [-3.0, -4.0], [-5.0, -6.0]]))
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])
@@ -459,6 +490,7 @@ def _none_arguments(t, p):
              "maximum": lambda: x.maximum(None), "cat": lambda: t.cat([x, None]), "stack": lambda: t.stack((None,)),
              "expand_as": lambda: x.expand_as(None), "linear": lambda: t.nn.functional.linear(x, None),
              "mse_loss": lambda: t.nn.functional.mse_loss(x, None), "cross_entropy": lambda: t.nn.functional.cross_entropy(m, None),
+             "F.tanh": lambda: t.nn.functional.tanh(None), "F.sigmoid": lambda: t.nn.functional.sigmoid(None),
              "x == None": lambda: x == None, "x != None": lambda: x != None, "x < None": lambda: x < None}  # noqa: E711
     for tag, case in cases.items():
         p.value(tag, p.run(tag, case))
