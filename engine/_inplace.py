@@ -225,6 +225,7 @@ def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     elif not isinstance(src, Tensor):
         raise TypeError(f"copy_(): argument 'src' (position 1) must be Tensor, not {type(src).__name__}")
     records = _records(self, (src,))  # torch's in-place checks come before the kernel's
+    node = fn.CopyBackwards() if records else None  # and its node (a seq_nr) before the kernel's checks
     shape = broadcast_shape(self, src)  # TensorIterator's errors for shapes that do not fit
     if tuple(shape) != self._data.shape:
         raise RuntimeError(f"output with shape {list(self._data.shape)} doesn't match the broadcast shape "
@@ -233,7 +234,6 @@ def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     if not records:
         _write(self, copied, (src,))
         return self
-    node = fn.CopyBackwards()
     node.src_dtype, node.src_device = src.dtype, src._device
     return _recorded(self, node, (_old(self), src), copied, (src,))
 

@@ -4,15 +4,19 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _functions as fn
+from .._layout import tensor_iterator_layout
 from .._tensor import Tensor, _wrap_dim, make_tensor
 from ._common import _out, needs_grad, quietly, record, save_inputs
 from .reduce import sum
 from .shape import view_exact
 
 
-def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor) -> Tensor:
+def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor, operands: tuple = ()) -> Tensor:
+    """`operands`: the arrays torch's TensorIterator kernel takes, in its order, when the result is laid out by
+    them (a transposed grad makes a transposed result)."""
     node = save_inputs(node_cls(), **saved) if needs_grad(*inputs) else None
-    out = _out(quietly(np_fn), like)
+    res = quietly(np_fn)
+    out = _out(tensor_iterator_layout(res, operands) if operands else res, like)
     if node is not None:
         record(node, inputs, out)
     return out
@@ -21,13 +25,13 @@ def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor) -> T
 def tanh_backward(grad: Tensor, output: Tensor) -> Tensor:
     """grad * (1 - output**2) → TanhBackwardBackward0."""
     return _binary_node(fn.TanhBackwardBackward0, lambda: grad._data * (1 - output._data * output._data),
-                        (grad, output), {"grad_output": grad, "output": output}, grad)
+                        (grad, output), {"grad_output": grad, "output": output}, grad, (grad._data, output._data))
 
 
 def sigmoid_backward(grad: Tensor, output: Tensor) -> Tensor:
     """grad * output * (1 - output) → SigmoidBackwardBackward0."""
     return _binary_node(fn.SigmoidBackwardBackward0, lambda: grad._data * output._data * (1 - output._data),
-                        (grad, output), {"grad_output": grad, "output": output}, grad)
+                        (grad, output), {"grad_output": grad, "output": output}, grad, (grad._data, output._data))
 
 
 def threshold_backward(grad: Tensor, self: Tensor, threshold: float) -> Tensor:
@@ -35,7 +39,7 @@ def threshold_backward(grad: Tensor, self: Tensor, threshold: float) -> Tensor:
     return _binary_node(
         fn.ThresholdBackwardBackward0,
         lambda: np.where(self._data > threshold, grad._data, np.zeros((), grad._data.dtype)),
-        (grad, self), {"self": self, "threshold": threshold}, grad)
+        (grad, self), {"self": self, "threshold": threshold}, grad, (self._data, grad._data))
 
 
 def softmax_backward_data(grad: Tensor, output: Tensor, dim: int) -> Tensor:

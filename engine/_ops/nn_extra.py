@@ -19,6 +19,7 @@ from .. import _observer
 from .._dispatch import public
 from .._dtype import from_numpy_dtype
 from .._functions import _Generated, _written
+from .._layout import tensor_iterator_layout
 from .._node import UNDEFINED_INPUT, InputMetadata
 from .._state import tls
 from .._tensor import Tensor, make_tensor
@@ -143,7 +144,7 @@ def gelu_backward(grad: Tensor, self: Tensor, approximate: str) -> Tensor:
     node = save_inputs(GeluBackwardBackward0(), grad_output=grad, self=self, approximate=approximate) \
         if needs_grad(grad, self) else None
     d1 = _gelu_parts(self._data, approximate)[1]
-    out = _out((grad._data * d1).astype(self._data.dtype), self)
+    out = _out(tensor_iterator_layout((grad._data * d1).astype(self._data.dtype), (grad._data, self._data)), self)
     if node is not None:
         record(node, (grad, self), out)
     return out
@@ -669,7 +670,8 @@ def log_sigmoid_backward(grad: Tensor, a: Tensor, buffer: Tensor) -> Tensor:
     node = save_inputs(LogSigmoidBackwardBackward0(), buffer=buffer, grad_output=grad, self=a) \
         if needs_grad(grad, a) else None
     x = a._data
-    out = _out((grad._data / (1.0 + np.exp(x))).astype(np.result_type(grad._data, x)), grad)
+    res = (grad._data / (1.0 + np.exp(x))).astype(np.result_type(grad._data, x))
+    out = _out(tensor_iterator_layout(res, (grad._data, x)), grad)  # laid out by grad first, as measured
     if node is not None:
         record(node, (grad, a), out)
     return out

@@ -22,7 +22,8 @@ from ._common import _out, check_same_device, legacy_type_name, needs_grad, reco
 def _view_out(data: np.ndarray, a: Tensor, multi_output: bool = False) -> Tensor:
     """Wrap `data`, a numpy view of `a`'s memory, as a view of `a` (engine/_views.py)."""
     out = _out(data, a)
-    mark_view(out, a, creation_meta_now(multi_output), version_of(a._data))
+    if not a._inference:  # torch tracks no views of inference tensors: _is_view() is False, no creation meta
+        mark_view(out, a, creation_meta_now(multi_output), version_of(a._data))
     if a._zerotensor:
         out._zerotensor = True
     return out

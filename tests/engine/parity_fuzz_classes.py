@@ -439,6 +439,35 @@ def _size_one_strides(t, p):
     _made(p, "matmul does not fold it: bmm", v @ p.const([[1.0, 2.0], [-3.0, -4.0], [-5.0, -6.0]]))
 
 
+@program("backward kernels lay their result out as TensorIterator does: a transposed grad makes a transposed one")
+def _backward_result_layouts(t, p):
+    F = t.nn.functional
+    acts = {"tanh": t.tanh, "sigmoid": t.sigmoid, "relu": t.relu, "gelu": F.gelu, "logsigmoid": F.logsigmoid,
+            "abs": t.abs, "sqrt": t.sqrt, "pow": lambda x: x ** 3, "exp": t.exp, "log": t.log, "sin": t.sin,
+            "mul": lambda x: x * 2, "div": lambda x: x / 3, "clamp": lambda x: x.clamp(0, 4),
+            "softmax": lambda x: x.softmax(1)}
+    for tag, f in acts.items():
+        x = p.leaf("x " + tag, [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+        (f(x).T ** 2).mean().backward()  # the grad reaches f's node transposed
+        p.value(tag, (x.grad._version, tuple(x.grad.stride())))  # adopted (0) or copied (1) by AccumulateGrad
+
+
+@program("copy_ makes its node before the kernel refuses shapes; views of inference tensors are no views")
+def _copy_seq_and_inference_views(t, p):
+    x = p.leaf("x", [[1.0, -2.0, -3.0], [4.0, 5.0, -6.0]])
+    c = p.const([-1.0, 2.0, -3.0])
+    p.run("copy_ of a (2, 3) into a (3,)", lambda: c.copy_(x[:]))  # CopyBackwards took a seq_nr first
+    _made(p, "after", x.sum(-1))
+    for tag in ("expand", "view"):
+        h = p.leaf("h " + tag, [[1.0, 2.0]]) * 1
+        w = p.leaf("w " + tag, 1.0)
+        with t.inference_mode():
+            a = h.log_softmax(0)
+            v = a.expand(3, 2) if tag == "expand" else a.view(2)
+        p.value(tag + " is a view", (v._is_view(), v._base is a))
+        p.run(tag + " += w", lambda v=v, w=w: v.__iadd__(w))  # overlap, or the inference-tensor write error
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])

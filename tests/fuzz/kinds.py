@@ -106,6 +106,8 @@ def binary(g: Generator) -> None:
     if g.chance(0.5) and a.shape is not None and b.shape is not None and _fits(a, b):
         a, b = (b, a) if g.chance(0.5) and op != "div" else (a, b)
     out = g.derived(shape, dtype, a, b, positive=pos)
+    if op == "sub" and a.root and a.root == b.root:  # x - x[i]: exact zeros whose grads are sums that cancel
+        out.noisy = True
     g.emit("binary", op, "{out0} = " + g.pick_item(list(BINARY[op][0])), [a, b], [out])
 
 
