@@ -7,7 +7,7 @@ from .. import _functions as fn
 from .._tensor import Tensor, _wrap_dim, make_tensor
 from ._common import _out, needs_grad, quietly, record, save_inputs
 from .reduce import sum
-from .shape import view_exact
+from .shape import _view_data, view_exact
 
 
 def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor) -> Tensor:
@@ -99,9 +99,24 @@ def sum_to(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
     for i in range(leading, len(sizes)):
         if shape[i - leading] == 1 and sizes[i] != 1:
             reduce.append(i)
+    if leading >= 0 and not needs_grad(grad):
+        return _sum_to_unrecorded(grad, shape, reduce, leading)
     if reduce:
         grad = sum(grad, tuple(reduce), keepdim=True)
     return view_exact(grad, shape) if leading > 0 else grad
+
+
+def _sum_to_unrecorded(grad: Tensor, shape: tuple[int, ...], reduce: list, leading: int) -> Tensor:
+    """sum_to's sum and view when neither records a node (every broadcast grad of a backward without
+    create_graph): the same tensors, a contiguous sum and a view of it, without the ops' argument handling."""
+    if reduce:
+        data = grad._data
+        data = _add_reduce(data, tuple(reduce), np.int64 if data.dtype.kind in "bi" else None, keepdims=True)
+        grad = make_tensor(data if data.flags.c_contiguous else data.copy(order="C"), device=grad._device)
+    return _view_data(grad, shape, None) if leading > 0 else grad
+
+
+_add_reduce = np.add.reduce  # what ndarray.sum calls, with the same arguments
 
 
 def zeros_like_data(t: Tensor) -> Tensor:
