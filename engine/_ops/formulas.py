@@ -20,8 +20,14 @@ def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor) -> T
 
 def tanh_backward(grad: Tensor, output: Tensor) -> Tensor:
     """grad * (1 - output**2) → TanhBackwardBackward0."""
+    if not needs_grad(grad, output):  # the common case (no create_graph): no node, no saved values to gather
+        return _out(quietly(_tanh_grad, grad._data, output._data), grad)
     return _binary_node(fn.TanhBackwardBackward0, lambda: grad._data * (1 - output._data * output._data),
                         (grad, output), {"grad_output": grad, "output": output}, grad)
+
+
+def _tanh_grad(g: np.ndarray, o: np.ndarray) -> np.ndarray:
+    return g * (1 - o * o)
 
 
 def sigmoid_backward(grad: Tensor, output: Tensor) -> Tensor:
