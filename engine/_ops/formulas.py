@@ -5,9 +5,11 @@ import numpy as np
 
 from .. import _functions as fn
 from .._tensor import Tensor, _wrap_dim, make_tensor
+from .._version import version_of
+from .._views import ViewInfo, creation_meta_now
 from ._common import _out, needs_grad, quietly, record, save_inputs
 from .reduce import sum
-from .shape import _view_data, view_exact
+from .shape import _as_view, _view_data, view_exact
 
 
 def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor) -> Tensor:
@@ -115,11 +117,17 @@ def sum_to(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
 def _sum_to_unrecorded(grad: Tensor, shape: tuple[int, ...], reduce: list, leading: int) -> Tensor:
     """sum_to's sum and view when neither records a node (every broadcast grad of a backward without
     create_graph): the same tensors, a contiguous sum and a view of it, without the ops' argument handling."""
-    if reduce:
-        data = grad._data
-        data = _add_reduce(data, tuple(reduce), np.int64 if data.dtype.kind in "bi" else None, keepdims=True)
-        grad = make_tensor(data if data.flags.c_contiguous else data.copy(order="C"), device=grad._device)
-    return _view_data(grad, shape, None) if leading > 0 else grad
+    if not reduce:
+        return _view_data(grad, shape, None) if leading > 0 else grad
+    data = grad._data
+    data = _add_reduce(data, tuple(reduce), np.int64 if data.dtype.kind in "bi" else None, keepdims=True)
+    summed = make_tensor(data if data.flags.c_contiguous else data.copy(order="C"), device=grad._device)
+    if leading == 0:
+        return summed
+    view = _as_view(data, shape)  # a sum with keepdim: its leading ones always view away
+    out = make_tensor(view, device=summed._device)  # _view_out(view, summed), inline: summed is a new plain tensor
+    out._view = ViewInfo(summed, creation_meta_now(), version_of(data))
+    return out
 
 
 _add_reduce = np.add.reduce  # what ndarray.sum calls, with the same arguments
