@@ -74,7 +74,8 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
                 hook(graph_task, fn, grads)
         outputs = fn.apply(grads)
         del grads
-        validate_outputs(fn.next_edges, outputs, fn)
+        if outputs or fn.next_edges:  # else nothing to validate (an AccumulateGrad)
+            validate_outputs(fn.next_edges, outputs, fn)
         if fn._post_hooks:  # registered while the node ran: they get empty grad_outputs
             outputs = call_post_hooks(fn, outputs, _NO_GRADS, False, graph_task)
         if _observer.observers:  # attached while the node ran

@@ -15,9 +15,11 @@ import numpy as np
 from . import _ops as ops
 from ._graph_task import ExecInfo
 from ._node import ERR_BACKWARD_TWICE, Node
+from ._ops import linalg as _ops_linalg
+from ._ops import shape as _ops_shape
 from ._ops.reduce import correction_value
 from ._state import tls
-from ._tensor import _wrap_dim
+from ._tensor import _wrap_dim, make_tensor
 from ._version import bump
 
 
@@ -451,13 +453,28 @@ class MaximumBackward0(_Generated):
 def _mm_mat1_backward(grad, mat2, sizes, strides):
     if _col_major(sizes, strides):
         return ops.t(ops.mm(mat2, ops.t(grad)))
+    if _plain_mm(grad, mat2, 1, 1):
+        return make_tensor(grad._data @ mat2._data.T, device=grad._device)
     return ops.mm(grad, ops.t(mat2))
 
 
 def _mm_mat2_backward(grad, mat1, sizes, strides):
     if _col_major(sizes, strides):
         return ops.t(ops.mm(ops.t(grad), mat1))
+    if _plain_mm(grad, mat1, 0, 0):
+        return make_tensor(mat1._data.T @ grad._data, device=grad._device)
     return ops.mm(ops.t(mat1), grad)
+
+
+def _plain_mm(grad, saved, grad_dim: int, saved_dim: int) -> bool:
+    """Whether mm of `grad` and the transposed `saved` (contracting over those dims) may be computed directly:
+    the same new tensor as ops.mm with ops.t, whose view and node bookkeeping records nothing when grad mode
+    is off (no create_graph), and whose checks would pass. Not while tracer/fx wraps the ops namespace to see
+    the formula's ops (it then holds other functions than the engine's)."""
+    g, s = grad._data, saved._data
+    return (not tls.grad_enabled and g.ndim == 2 and s.ndim == 2 and g.shape[grad_dim] == s.shape[saved_dim]
+            and g.dtype == s.dtype and grad._device == saved._device and ops.mm is _ops_linalg.mm
+            and ops.t is _ops_shape.t)
 
 
 class MmBackward0(_Generated):

@@ -113,6 +113,7 @@ def modified_in_place(tensor: Any, grad_fn: Any, output_nr: int, now: int, expec
 
 
 _uids = itertools.count(1)
+_get_ident = threading.get_ident
 
 _ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -245,7 +246,7 @@ class Node:
         self._released = False
         self._saved_versions: tuple | None = None  # (tensor, version, grad_fn, output_nr) when saved
         self._parent = None
-        self.thread_id = threading.get_ident()
+        self.thread_id = _get_ident()
         if anomaly.enabled:
             # engine-semantics §11.3: each node stores its forward stack and the node being evaluated.
             self.metadata["traceback_"] = _user_stack()

@@ -496,9 +496,10 @@ def _obeys_layout_contract(grad: np.ndarray, variable: np.ndarray) -> bool:
 
     A read-only array (a broadcast) is never adopted: the accumulation that follows writes into it.
     """
-    if not grad.flags.writeable or grad.shape != variable.shape or grad.dtype != variable.dtype:
+    if grad.shape != variable.shape or grad.dtype != variable.dtype or not grad.flags.writeable:
         return False
-    if not (variable.flags.c_contiguous or variable.flags.f_contiguous):
+    flags = variable.flags  # a new flags object per read of .flags
+    if not (flags.c_contiguous or flags.f_contiguous):
         return bool(grad.flags.c_contiguous)
     if grad.strides == variable.strides and 0 not in grad.strides:  # the common case, without the loop
         return True

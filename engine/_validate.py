@@ -15,14 +15,19 @@ def validate_outputs(edges: list, grads: list, fn: Node | None) -> None:
     """
     if len(grads) != len(edges):
         _validation_error(fn, f"invalid number of gradients - expected {len(edges)}, but got {len(grads)}")
-    for i, (nxt, input_nr) in enumerate(edges):
+    i = -1
+    for nxt, input_nr in edges:
+        i += 1
+        if nxt is None:
+            continue
         grad = grads[i]
-        if nxt is None or grad is None:
+        if grad is None:
             continue
         meta = nxt._input_metadata[input_nr]
-        data = getattr(grad, "_data", None)
-        if data is not None and data.shape == meta.shape and meta.dtype is not None and \
-                data.dtype == meta.dtype.np and grad._device == meta.device:
+        data = grad._data if grad.__class__ is Tensor else getattr(grad, "_data", None)
+        dtype = meta.dtype
+        if data is not None and data.shape == meta.shape and dtype is not None and data.dtype == dtype.np and \
+                grad._device == meta.device:
             continue  # the common case: nothing to check further
         grads[i] = _conform_grad(fn, i, grad, meta)
 

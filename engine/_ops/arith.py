@@ -6,7 +6,9 @@ from typing import Any
 import numpy as np
 
 from .. import _functions as fn
+from .. import _state
 from .._dispatch import public
+from .._state import tls
 from .._tensor import Tensor
 from ._common import (
     _binary,
@@ -71,8 +73,12 @@ def mul(a: Any, b: Any) -> Tensor:
     a, b = _pair(a, b)
     node = fn.MulBackward0() if needs_grad(a, b) else None
     if node is not None:  # each saved only when needed for the other input's grad, as the generated code does
-        ea, eb = has_edge(a), has_edge(b)
-        save_inputs(node, self=a if eb else None, other=b if ea else None)
+        ea, eb = has_edge(a), has_edge(b)  # in input order: a stale view regenerates as collect_next_edges does
+        if tls.original_self is None and not _state.saved_hooks_seen and not _state.inference_seen:
+            node.self = a if eb else None  # save_inputs with nothing to clone, pack or regenerate
+            node.other = b if ea else None
+        else:
+            save_inputs(node, self=a if eb else None, other=b if ea else None)
     out = _out(_binary(np.multiply, a, b), result_device(a, b))
     if a._zerotensor or b._zerotensor:  # torch: a product with a ZeroTensor is one
         out._zerotensor = True

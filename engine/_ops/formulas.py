@@ -6,9 +6,11 @@ import numpy as np
 from .. import _functions as fn
 from .._layout import tensor_iterator_layout
 from .._tensor import Tensor, _wrap_dim, make_tensor
+from .._version import version_of
+from .._views import ViewInfo, creation_meta_now
 from ._common import _out, needs_grad, quietly, record, save_inputs
 from .reduce import sum
-from .shape import view_exact
+from .shape import _as_view, _view_data, view_exact
 
 
 def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor, operands: tuple = ()) -> Tensor:
@@ -24,8 +26,15 @@ def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor, oper
 
 def tanh_backward(grad: Tensor, output: Tensor) -> Tensor:
     """grad * (1 - output**2) → TanhBackwardBackward0."""
+    if not needs_grad(grad, output):  # the common case (no create_graph): no node, no saved values to gather
+        return _out(tensor_iterator_layout(quietly(_tanh_grad, grad._data, output._data), (grad._data, output._data)),
+                    grad)
     return _binary_node(fn.TanhBackwardBackward0, lambda: grad._data * (1 - output._data * output._data),
                         (grad, output), {"grad_output": grad, "output": output}, grad, (grad._data, output._data))
+
+
+def _tanh_grad(g: np.ndarray, o: np.ndarray) -> np.ndarray:
+    return g * (1 - o * o)
 
 
 def sigmoid_backward(grad: Tensor, output: Tensor) -> Tensor:
@@ -103,9 +112,30 @@ def sum_to(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
     for i in range(leading, len(sizes)):
         if shape[i - leading] == 1 and sizes[i] != 1:
             reduce.append(i)
+    if leading >= 0 and not needs_grad(grad):
+        return _sum_to_unrecorded(grad, shape, reduce, leading)
     if reduce:
         grad = sum(grad, tuple(reduce), keepdim=True)
     return view_exact(grad, shape) if leading > 0 else grad
+
+
+def _sum_to_unrecorded(grad: Tensor, shape: tuple[int, ...], reduce: list, leading: int) -> Tensor:
+    """sum_to's sum and view when neither records a node (every broadcast grad of a backward without
+    create_graph): the same tensors, a contiguous sum and a view of it, without the ops' argument handling."""
+    if not reduce:
+        return _view_data(grad, shape, None) if leading > 0 else grad
+    data = grad._data
+    data = _add_reduce(data, tuple(reduce), np.int64 if data.dtype.kind in "bi" else None, keepdims=True)
+    summed = make_tensor(data if data.flags.c_contiguous else data.copy(order="C"), device=grad._device)
+    if leading == 0:
+        return summed
+    view = _as_view(data, shape)  # a sum with keepdim: its leading ones always view away
+    out = make_tensor(view, device=summed._device)  # _view_out(view, summed), inline: summed is a new plain tensor
+    out._view = ViewInfo(summed, creation_meta_now(), version_of(data))
+    return out
+
+
+_add_reduce = np.add.reduce  # what ndarray.sum calls, with the same arguments
 
 
 def zeros_like_data(t: Tensor) -> Tensor:

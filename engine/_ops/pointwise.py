@@ -6,8 +6,10 @@ from typing import Any
 import numpy as np
 
 from .. import _functions as fn
+from .. import _state
 from .._args import invalid_combination
 from .._dispatch import public
+from .._state import tls
 from .._tensor import Tensor
 from ._common import (
     _arr,
@@ -25,7 +27,12 @@ from ._common import (
 
 def _unary(np_fn, node_cls, a: Tensor, save: str) -> Tensor:
     """An elementwise op whose node saves its input (`save` "self") or its output ("result")."""
-    node = (save_inputs(node_cls(), self=a) if save == "self" else node_cls()) if needs_grad(a) else None
+    node = node_cls() if needs_grad(a) else None
+    if node is not None and save == "self":
+        if tls.original_self is None and not _state.saved_hooks_seen and not _state.inference_seen:
+            node.self = a  # save_inputs with nothing to clone, pack or regenerate
+        else:
+            save_inputs(node, self=a)
     out = _out(quietly(np_fn, _float_data(a)), a)
     if node is not None:
         if save == "result":
