@@ -47,7 +47,7 @@ def threshold_backward(grad: Tensor, self: Tensor, threshold: float) -> Tensor:
     """grad where self > threshold, else 0 → ThresholdBackwardBackward0."""
     return _binary_node(
         fn.ThresholdBackwardBackward0,
-        lambda: np.where(self._data > threshold, grad._data, np.zeros((), grad._data.dtype)),
+        lambda: np.where(self._data <= threshold, np.zeros((), grad._data.dtype), grad._data),  # nan passes grad
         (grad, self), {"self": self, "threshold": threshold}, grad, (self._data, grad._data))
 
 

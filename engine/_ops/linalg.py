@@ -67,17 +67,17 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
     if node is not None:
         ea, eb = has_edge(a), has_edge(b)
         save_inputs(node, self=a if eb else None, tensor=b if ea else None)
-    if a._data.ndim != 1 or b._data.ndim != 1:
+    if a._data.ndim != 1 or b._data.ndim != 1:  # torch's dot_check order: dims, dtypes, sizes, devices
         raise RuntimeError(f"1D tensors expected, but got {a._data.ndim}D and {b._data.ndim}D tensors")
+    if a._data.dtype != b._data.dtype:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {_dtype_name(a)} and "
+                           f"{_dtype_name(b)}")
     if a._data.shape[0] != b._data.shape[0]:
         raise RuntimeError(
             "inconsistent tensor size, expected tensor [%d] and src [%d] to have the same number of elements, "
             "but got %d and %d elements respectively" % (a._data.shape[0], b._data.shape[0], a._data.shape[0],
                                                         b._data.shape[0]))
     check_same_device("dot", self=a, tensor=b)
-    if a._data.dtype != b._data.dtype:
-        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {_dtype_name(a)} and "
-                           f"{_dtype_name(b)}")
     out = _out(np.dot(a._data, b._data), a)
     if node is not None:
         record(node, (a, b), out)

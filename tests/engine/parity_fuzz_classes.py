@@ -468,6 +468,16 @@ def _copy_seq_and_inference_views(t, p):
         p.run(tag + " += w", lambda v=v, w=w: v.__iadd__(w))  # overlap, or the inference-tensor write error
 
 
+@program("relu's backward passes the grad where its result is nan; dot checks dtypes before sizes")
+def _relu_nan_dot_order(t, p):
+    x = p.leaf("x", [float("nan"), -1.0, 2.0, 0.0])
+    t.relu(x).sum().backward()  # threshold_backward zeroes where result <= 0, which nan is not
+    _made(p, "grad", x.grad)
+    g, = t.autograd.grad(t.relu(x).sum(), [x], create_graph=True)
+    _made(p, "create_graph", g)
+    p.run("dot of other dtypes and sizes", lambda: p.const([1.0, 2.0]) @ p.const([1.0]).float())
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])

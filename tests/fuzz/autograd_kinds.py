@@ -28,7 +28,7 @@ INPLACE: dict[str, tuple[tuple[str, ...], bool, bool, str, float]] = {
     "copy_": (("{0}.copy_({s})",), True, False, "", 1),
     "masked_fill_": (("{0}.masked_fill_({0} > 1, 0.0)",), False, False, "", 0.5),
     "setitem": (("{0}[0] = {s}", "{0}[..., 0] = 0.0"), True, False, "", 1.5),
-    "setitem_mask": (("{0}[{0} < 0] = 0.0", "{0}[{0} > 0.5] = 2.0"), False, False, "", 0.7),
+    "setitem_mask": (("{0}[{0} < 0] = 0.0", "{0}[{0} > 0.5031] = 2.0"), False, False, "", 0.7),
     "index_put_": (("{0}.index_put_((t.tensor([0]),), t.tensor(0.5, dtype={0}.dtype))",
                     "{0}[t.tensor([0, 0])] = 1.0"), False, False, "", 0.4),
     "t_": (("{0}.t_()",), False, False, "", 0.2),
