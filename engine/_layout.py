@@ -47,7 +47,7 @@ def tensor_iterator_layout(res: np.ndarray, operands: tuple[np.ndarray, ...]) ->
     item = res.itemsize
     if tuple(s * item for s in strides) == res.strides:
         return res
-    out = _empty_strided(res.shape, strides, res.dtype)
+    out = empty_strided(res.shape, strides, res.dtype)
     np.copyto(out, res)
     return out
 
@@ -58,10 +58,10 @@ def empty_preserving(arr: np.ndarray, dtype: np.dtype) -> np.ndarray:
     for it alone (an expanded or sliced tensor's copy keeps its dims' order, not C order)."""
     if arr.ndim < 2 or arr.flags.c_contiguous:
         return np.empty(arr.shape, dtype=dtype)
-    return _empty_strided(arr.shape, _strides(arr.shape, (arr,)), dtype)
+    return empty_strided(arr.shape, _strides(arr.shape, (arr,)), dtype)
 
 
-def _empty_strided(shape: tuple, strides: tuple, dtype: np.dtype) -> np.ndarray:
+def empty_strided(shape: tuple, strides: tuple, dtype: np.dtype) -> np.ndarray:
     """torch's empty_strided: exactly these element strides, size-1 dims included (a transpose of a new array
     would give those numpy's own)."""
     order = sorted(range(len(shape)), key=lambda d: -strides[d])  # outermost first

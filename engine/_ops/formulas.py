@@ -149,9 +149,15 @@ def zeros_scalar(like: Tensor) -> Tensor:
 
 
 def empty_like_geometry(like: Tensor, geometry: tuple) -> Tensor:
-    """An uninitialised tensor with `like`'s dtype and device and the sizes of `geometry` (sizes, strides,
-    offset), C-contiguous: what CopySlices copies the base's grad into. Records nothing."""
-    return make_tensor(np.empty(geometry[0], dtype=like._data.dtype), device=like._device)
+    """An uninitialised tensor with `like`'s dtype and device and the sizes and strides of `geometry` (sizes,
+    strides, offset): what CopySlices copies the base's grad into (torch's new_empty_strided with the base's
+    strides, which the view's geometry is relative to; a base that is not dense gets C order). Records nothing."""
+    from .._layout import _non_overlapping_and_dense, empty_strided
+
+    sizes, strides = geometry[0], geometry[1]
+    if _non_overlapping_and_dense(tuple(sizes), tuple(strides)):
+        return make_tensor(empty_strided(tuple(sizes), tuple(strides), like._data.dtype), device=like._device)
+    return make_tensor(np.empty(sizes, dtype=like._data.dtype), device=like._device)
 
 
 def as_strided_backward(grad: Tensor, input_geometry: tuple, sizes: tuple, strides: tuple, offset: int) -> Tensor:

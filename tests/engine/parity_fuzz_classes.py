@@ -478,6 +478,20 @@ def _relu_nan_dot_order(t, p):
     p.run("dot of other dtypes and sizes", lambda: p.const([1.0, 2.0]) @ p.const([1.0]).float())
 
 
+@program("CopySlices lays the base's grad out with the base's strides: writes into views of transposed bases")
+def _copy_slices_transposed_base(t, p):
+    writes = {"row": lambda b, v: b.__setitem__(0, v), "column": lambda b, v: b.__setitem__((slice(None), 1), v),
+              "mul_ on a row": lambda b, v: b[1].mul_(v), "diagonal slice": lambda b, v: b[1:, :2].add_(v)}
+    for tag, write in writes.items():
+        for layout, make in (("transposed", lambda x: t.t(x) * 1), ("permuted", lambda x: x.permute(1, 0) + 0)):
+            x = p.leaf(f"x {tag} {layout}", [[1.0, -2.0, -3.0], [4.0, -5.0, -6.0], [-7.0, 8.0, -9.0]])
+            s = x.sum()
+            base = make(x)  # laid out (1, 3), as its operand
+            write(base, s)
+            (base.pow(2) * p.const([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])).sum().backward()
+            _made(p, f"{tag}, {layout}", x.grad)  # wrong elements before: a C-ordered grad under the view's strides
+
+
 @program("as_strided_backward squeezes, sums and scatters as torch's")
 def _as_strided_backward(t, p):
     v1 = p.leaf("v1", [1.0, 2.0, -3.0, 4.0])
