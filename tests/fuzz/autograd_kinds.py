@@ -592,8 +592,11 @@ def _step(g: Generator, o: Var) -> None:
     params = [g.s.vars[name] for name in o.info["params"] if name in g.s.vars]
     if not all(g.may_write(v) for v in params):
         return
-    text = '{0}.step()\np.made("{tag} params", *{0}.param_groups[0]["params"])'
-    g.emit("optim", "step", text, [o], [])
+    if any(v.kernel_version for v in params):  # its _version is torch's kernels' (DELIBERATE): shown without it
+        shown = 'p.value("{tag} params", tuple({0}.param_groups[0]["params"]))'
+    else:
+        shown = 'p.made("{tag} params", *{0}.param_groups[0]["params"])'
+    g.emit("optim", "step", "{0}.step()\n" + shown, [o], [])
     for v in params:
         g.wrote(v)
         v.positive = False
