@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import _observer, _state
 from ._state import UINT64_MAX, tls
-from ._version import any_writes, version_of
+from ._version import OWNER, any_writes, version_of
 
 if TYPE_CHECKING:
     from ._tensor import Tensor
@@ -66,9 +66,6 @@ ERR_DETACHED_SAVED = ("Trying to use a saved tensor that has been detached in-pl
                       "not supported, please use out-of-place `.detach()` instead")
 
 
-OWNER = type("SavedOutput", (), {"__repr__": lambda self: "<the node's own output>"})()
-"""The grad_fn recorded for a saved output: its node itself, which must not hold itself (a reference cycle keeps
-a node alive after torch would have freed it, and with it the AccumulateGrads it points to)."""
 
 
 def own(grad_fn: Any, node: Any) -> bool:

@@ -32,10 +32,10 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _state
-from ._node import _FREED, ERR_BACKWARD_TWICE, OWNER, Node, check_not_detached, modified_in_place, own, unpacked_origin
+from ._node import _FREED, ERR_BACKWARD_TWICE, Node, check_not_detached, modified_in_place, own, unpacked_origin
 from ._state import no_grad, tls
 from ._tensor import Tensor, grad_accumulator, make_tensor
-from ._version import version_of
+from ._version import OWNER, version_of
 
 _INT64_WRAP = 2 ** 64
 
@@ -295,7 +295,8 @@ def save_rest(node: Node, records: SavedRecords) -> SavedRecords:
     if records.early:
         from ._version import saved_versions
 
-        rest = saved_versions(getattr(node, n, None) for n in node._saved_tensor_names if n not in records.early)
+        rest = saved_versions([getattr(node, n, None) for n in node._saved_tensor_names if n not in records.early],
+                              node)
         if rest.__class__ is SavedRecords:
             records.unbound.extend(rest.unbound)
         elif rest is not None:  # no hooks in force any more: kept as they are

@@ -114,9 +114,15 @@ def bump(data: np.ndarray) -> None:
         counter[0] += 1
 
 
-def saved_versions(tensors: Any) -> Any:
-    """(tensor, its version, its grad_fn, its output_nr) for each tensor a node saves, or None; under
-    saved_tensors_hooks, the tensors packed by the innermost hooks (a SavedRecords, engine/_saved.py).
+OWNER = type("SavedOutput", (), {"__repr__": lambda self: "<the node's own output>"})()
+"""The grad_fn recorded for a saved output: its node itself, which must not hold itself (a reference cycle keeps
+a node alive after torch would have freed it, and with it the AccumulateGrads it points to)."""
+
+
+def saved_versions(tensors: Any, node: Any = None) -> Any:
+    """(tensor, its version, its grad_fn, its output_nr) for each tensor `node` saves, or None; a saved output's
+    grad_fn, `node` itself, is recorded as OWNER. Under saved_tensors_hooks, the tensors packed by the innermost
+    hooks (a SavedRecords, engine/_saved.py).
 
     Raises:
         RuntimeError: a saved tensor is an inference tensor (torch's SavedVariable check).
@@ -125,8 +131,9 @@ def saved_versions(tensors: Any) -> Any:
     for t in tensors:
         data = getattr(t, "_data", None)
         if data is not None:  # version_of and t.grad_fn, inline: every recorded node saving a tensor comes here
-            out.append((t, version_of(data) if _counters else 0, t._grad_fn if t._view is None else t.grad_fn,
-                        t._output_nr))
+            grad_fn = t._grad_fn if t._view is None else t.grad_fn
+            out.append((t, version_of(data) if _counters else 0,
+                        OWNER if grad_fn is node and node is not None else grad_fn, t._output_nr))
         elif type(t) is tuple:  # a list of saved tensors (index's `indices`); None and numbers are skipped
             out.extend((e, version_of(e._data), e.grad_fn, e._output_nr) for e in t if e is not None)
     out = tuple(out)
@@ -141,30 +148,14 @@ def saved_versions(tensors: Any) -> Any:
     return out or None
 
 
-def without_self(records: Any, node: Any) -> Any:
-    """`records` with the node's own saved outputs marked OWNER instead of holding the node (no cycle)."""
-    from ._node import OWNER
-
-    if records is None:
-        return None
-    if records.__class__ is not tuple:  # packed under saved_tensors_hooks, not yet bound (engine/_saved.py)
-        for saved in records.unbound:
-            if saved._grad_fn is node:
-                saved._grad_fn = OWNER
-        return records
-    if not any(r[2] is node for r in records):
-        return records
-    return tuple((t, v, OWNER, nr) if g is node else (t, v, g, nr) for t, v, g, nr in records)
-
-
 def node_saved_versions(node: Any) -> Any:
     """saved_versions() of every saved tensor of `node`, for record(): those packed already by save_inputs()
     (engine/_ops/_common.py) are kept, and the others, its outputs, are saved after them."""
     early = node._saved_versions
     if early is None:
-        records = saved_versions([getattr(node, n, None) for n in node._saved_tensor_names])
+        records = saved_versions([getattr(node, n, None) for n in node._saved_tensor_names], node)
         if records is None or records.__class__ is tuple:
-            return records and without_self(records, node)
+            return records
     from ._saved import save_rest  # NOTE [saved tensors]: packed by hooks
 
     return save_rest(node, early or records)

@@ -11,7 +11,7 @@ from .. import _observer, _views
 from .._node import ERR_BACKWARD_TWICE, UNDEFINED_INPUT, DelayedError, Error, InputMetadata, Node
 from .._state import tls
 from .._tensor import Tensor, make_tensor
-from .._version import saved_versions, version_of, without_self
+from .._version import saved_versions, version_of
 
 
 class FunctionCtx:
@@ -256,8 +256,7 @@ def _process_outputs(ctx: BackwardCFunction, tensor_inputs: list, output: Any, i
                     raise TypeError(f"save_for_backward can only save variables, but argument {i} is of type "
                                     f"{type(t).__name__}")
             ctx._saved = list(ctx.to_save)
-            records = saved_versions(ctx._saved)  # packs them under saved_tensors_hooks
-            ctx._saved_versions = without_self(records, ctx)
+            ctx._saved_versions = saved_versions(ctx._saved, ctx)  # packs them under saved_tensors_hooks
         if _observer.observers:
             _observer.notify("node_created", ctx)
     return tuple(result) if is_tuple else result[0]
