@@ -127,10 +127,10 @@ def _dispatcher(entry: OpEntry) -> Callable[..., Any]:
               f"            return _call_observed(_op, _impl, {args}, {kwargs})\n"
               f"        return _impl({call})\n"
               f"    except Exception:\n"
-              f"        _check_none_arguments(_entry, {args}, seq_nr)\n"
+              f"        _after_failure(_entry, {args}, seq_nr)\n"
               f"        raise\n")
     scope = {"_op_watchers": op_watchers, "_call_observed": _call_observed, "_op": op, "_impl": impl,
-             "_check_none_arguments": _check_none_arguments, "_entry": entry, "_tls": tls, **defaults}
+             "_after_failure": _after_failure, "_entry": entry, "_tls": tls, **defaults}
     # A file name inside engine/, so that stack walks stopping at the user's line skip this frame too.
     filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<dispatch {entry.surface}.{entry.attr}>")
     exec(compile(source, filename, "exec"), scope)  # noqa: S102 - built from a signature, as dataclasses do
@@ -213,9 +213,10 @@ def _check_functional_none(attr: str, args: tuple) -> None:
                                 f"not NoneType")
 
 
-def _check_none_arguments(entry: OpEntry, args: tuple, seq_nr: int) -> None:
-    """After an op failed with None where torch's argument parser wants a Tensor, raise the parser's TypeError
-    instead, with the thread's sequence number as it was before the call: torch refuses before making any node.
+def _after_failure(entry: OpEntry, args: tuple, seq_nr: int) -> None:
+    """After an op raised: where it failed with None where torch's argument parser wants a Tensor, raise the
+    parser's TypeError instead, with the thread's sequence number as it was before the call: torch refuses before
+    making any node.
 
     Otherwise, when the op made a node before its kernel refused the call, torch had collected the node's edges
     in between: stale views among the arguments got their AsStridedBackward0 then (the engine collects edges

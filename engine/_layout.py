@@ -78,7 +78,7 @@ def _strides(shape: tuple[int, ...], operands: tuple[np.ndarray, ...]) -> tuple[
     if same and all(op.flags.c_contiguous for op in operands):
         return _dense(shape, range(len(shape) - 1, -1, -1))
     elem = [tuple(s // op.itemsize for s in op.strides) for op in operands]
-    if same and all(e == elem[0] for e in elem) and _non_overlapping_and_dense(shape, elem[0]):
+    if same and all(e == elem[0] for e in elem) and non_overlapping_and_dense(shape, elem[0]):
         return elem[0]
     broadcast = [_broadcast_strides(op.shape, e, shape) for op, e in zip(operands, elem, strict=True)]
     return _dense(shape, _reorder_dimensions(shape, broadcast))
@@ -131,10 +131,11 @@ def _dense(shape: tuple, inner_first) -> tuple[int, ...]:
 
 def is_non_overlapping_and_dense(arr: np.ndarray) -> bool:
     """torch's is_non_overlapping_and_dense for a numpy array: its elements fill one block, in some dim order."""
-    return _non_overlapping_and_dense(arr.shape, tuple(s // arr.itemsize for s in arr.strides))
+    return non_overlapping_and_dense(arr.shape, tuple(s // arr.itemsize for s in arr.strides))
 
 
-def _non_overlapping_and_dense(shape: tuple, strides: tuple) -> bool:
+def non_overlapping_and_dense(shape: tuple, strides: tuple) -> bool:
+    """is_non_overlapping_and_dense for element strides: every element once, in one block, in some dim order."""
     acc = 1
     for st, n in sorted((st, n) for st, n in zip(strides, shape, strict=True) if n != 1):
         if st != acc:

@@ -9,10 +9,10 @@ import numpy as np
 from .. import _observer, _state, _version, _views
 from .._dtype import _BY_NP, from_numpy_dtype
 from .._layout import tensor_iterator_layout
-from .._node import OWNER, InputMetadata, Node
+from .._node import InputMetadata, Node
 from .._state import tls
 from .._tensor import Tensor, _wrap_dim, grad_accumulator, gradient_edge, make_tensor
-from .._version import _owner, node_saved_versions, version_of
+from .._version import OWNER, _owner, node_saved_versions, version_of
 
 _KIND = {np.dtype(np.bool_): 0, np.dtype(np.int64): 1, np.dtype(np.float32): 2, np.dtype(np.float64): 2}
 
@@ -55,12 +55,6 @@ def needs_grad(*inputs: Tensor | None) -> bool:
         if t is not None and (t._requires_grad or (t._view is not None and t._view.base._requires_grad)):
             return True
     return False
-
-
-def rg(t: Tensor) -> bool:
-    """t.requires_grad, for matmul's path decisions: a view of a base that got history since (through an in-place
-    op) requires grad though its own flag says not."""
-    return t._requires_grad or (t._view is not None and t._view.base._requires_grad)
 
 
 def has_edge(t: Tensor) -> bool:

@@ -29,7 +29,7 @@ def tanh_backward(grad: Tensor, output: Tensor) -> Tensor:
     if not needs_grad(grad, output):  # the common case (no create_graph): no node, no saved values to gather
         return _out(tensor_iterator_layout(quietly(_tanh_grad, grad._data, output._data), (grad._data, output._data)),
                     grad)
-    return _binary_node(fn.TanhBackwardBackward0, lambda: grad._data * (1 - output._data * output._data),
+    return _binary_node(fn.TanhBackwardBackward0, lambda: _tanh_grad(grad._data, output._data),
                         (grad, output), {"grad_output": grad, "output": output}, grad, (grad._data, output._data))
 
 
@@ -152,10 +152,10 @@ def empty_like_geometry(like: Tensor, geometry: tuple) -> Tensor:
     """An uninitialised tensor with `like`'s dtype and device and the sizes and strides of `geometry` (sizes,
     strides, offset): what CopySlices copies the base's grad into (torch's new_empty_strided with the base's
     strides, which the view's geometry is relative to; a base that is not dense gets C order). Records nothing."""
-    from .._layout import _non_overlapping_and_dense, empty_strided
+    from .._layout import empty_strided, non_overlapping_and_dense
 
     sizes, strides = geometry[0], geometry[1]
-    if _non_overlapping_and_dense(tuple(sizes), tuple(strides)):
+    if non_overlapping_and_dense(tuple(sizes), tuple(strides)):
         return make_tensor(empty_strided(tuple(sizes), tuple(strides), like._data.dtype), device=like._device)
     return make_tensor(np.empty(sizes, dtype=like._data.dtype), device=like._device)
 

@@ -7,7 +7,7 @@ from .. import _functions as fn
 from .._dispatch import public
 from .._tensor import Tensor
 from .._version import bump
-from ._common import _out, _strides, binary_operator, check_same_device, has_edge, needs_grad, record, rg, save_inputs
+from ._common import _out, _strides, binary_operator, check_same_device, has_edge, needs_grad, record, save_inputs
 from .shape import (
     _mt,
     _unsafe_view,
@@ -139,9 +139,9 @@ def _squeeze_unit_batch(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     broadcast (measured: (2, 3, 4) @ (1, 4, 5) records MmBackward0 over SqueezeBackward1)."""
     if a._data.ndim != 3 or b._data.ndim != 3 or (a._data.shape[0] == 1) == (b._data.shape[0] == 1):
         return a, b
-    if b._data.shape[0] == 1 and rg(b):
+    if b._data.shape[0] == 1 and b.requires_grad:
         return a, squeeze(b, 0)
-    if a._data.shape[0] == 1 and rg(a):
+    if a._data.shape[0] == 1 and a.requires_grad:
         return squeeze(a, 0), b
     return a, b
 
@@ -159,7 +159,7 @@ def _should_fold(a: Tensor, b: Tensor) -> bool:
     big, small = (a, b) if larger_first else (_mt(b), a)
     if not (big._data.ndim >= 3 and small._data.ndim <= 2):
         return False
-    if rg(small):
+    if small.requires_grad:
         return True
     if a._data.ndim == 2:
         return False
