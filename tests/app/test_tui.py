@@ -1,26 +1,13 @@
 """The TUI driven by Pilot on the built-in example: stepping, jumps, help, and bad input."""
 from __future__ import annotations
 
-import pytest
-
 from app.app import AgdbApp
-from app.demo import record_example
 from app.screens.help import HelpScreen
 from app.screens.step import StepChanged, StepScreen
+from tests.app.pilot import opened
 from tracer.events import GraphTaskFinished, NodeStarted, SeqNrBumped
 from tracer.node_states import STATES
 from widgets.graph_view import GraphView
-
-
-@pytest.fixture(scope="module")
-def demo_trace():
-    return record_example()
-
-
-async def _opened(app, pilot):
-    await pilot.pause()
-    assert isinstance(app.screen, StepScreen)
-    return app.screen
 
 
 async def test_next_and_previous_keys_move_one_event(demo_trace):
@@ -28,7 +15,7 @@ async def test_next_and_previous_keys_move_one_event(demo_trace):
     seen = []
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("l", "l", "h", "h", "h")
         await pilot.pause()
         assert screen.step == 0
@@ -41,7 +28,7 @@ async def test_node_keys_jump_between_node_runs(demo_trace):
     starts = [e.step for e in demo_trace if isinstance(e, NodeStarted)]
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("n", "n")
         await pilot.pause()
         assert screen.step == starts[1]
@@ -54,7 +41,7 @@ async def test_start_and_end_keys(demo_trace):
     """`G` goes to the last event (a GraphTaskFinished here) and `g` back to the first (a seq bump)."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("G")
         await pilot.pause()
         assert screen.step == len(demo_trace) - 1 and isinstance(screen.state.event, GraphTaskFinished)
@@ -67,7 +54,7 @@ async def test_go_to_step_box(demo_trace):
     """`:` then a number and Enter jumps there; a number out of range leaves the step and warns."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("colon", "4", "2", "enter")
         await pilot.pause()
         assert screen.step == 42
@@ -82,7 +69,7 @@ async def test_running_node_is_marked_and_in_view(demo_trace):
     start = next(e for e in demo_trace if isinstance(e, NodeStarted))
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         screen.step = start.step
         await pilot.pause()
         graph = screen.query_one(GraphView)
@@ -94,7 +81,7 @@ async def test_help_lists_every_key(demo_trace):
     """`?` opens the help screen with every binding's description; Escape closes it."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _opened(app, pilot)
+        await opened(app, pilot)
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
@@ -141,7 +128,7 @@ async def test_small_terminal_does_not_crash(demo_trace):
     """The screen survives a 60x20 terminal and stepping in it."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(60, 20)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("n", "n", "l")
         await pilot.pause()
         assert screen.step > 0

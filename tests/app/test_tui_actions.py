@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from app.app import AgdbApp
-from app.demo import record_example
 from app.screens.panels import PANELS
 from app.screens.step import BreakpointHit, NodeFollowed, StepScreen
+from tests.app.pilot import opened
 from tracer.events import ErrorRaised, HookRan, NodeStarted, TaskPushed
 from tracer.schema import short_name
 from widgets.culprits import CulpritsView
@@ -15,17 +15,6 @@ from widgets.forward_backward import ForwardBackwardView
 from widgets.graph_view import GraphView
 from widgets.lazy_list import LazyList
 from widgets.node_inspector import NodeInspector, tensor_text
-
-
-@pytest.fixture(scope="module")
-def demo_trace():
-    return record_example()
-
-
-async def _opened(app, pilot) -> StepScreen:
-    await pilot.pause()
-    assert isinstance(app.screen, StepScreen)
-    return app.screen
 
 
 def _unique(messages, kind):
@@ -44,7 +33,7 @@ async def test_search_by_name_selects_matches_in_graph_order(demo_trace):
     muls = sorted((i for i in range(demo_trace.num_nodes) if demo_trace.node(i).name == "MulBackward0"), reverse=True)
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("slash", *"mul", "enter")
         await pilot.pause()
         assert screen.selected_node == muls[0]
@@ -64,7 +53,7 @@ async def test_search_by_seq_nr_and_no_match(demo_trace):
     node3 = next(i for i in range(demo_trace.num_nodes) if demo_trace.node(i).seq_nr == 3)
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("slash", *"seq 3", "enter")
         await pilot.pause()
         assert screen.selected_node == node3
@@ -82,7 +71,7 @@ async def test_breakpoint_on_node_name_runs_forward_and_back(demo_trace):
     seen = []
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("b", *"node CosBackward0", "enter", "c")
         await pilot.pause()
         assert screen.step == starts[0]
@@ -102,7 +91,7 @@ async def test_breakpoints_on_push_seq_and_several_at_once(demo_trace):
     expected = sorted(set(pushes) | set(seq16))
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("b", *"push SumBackward0", "enter", "b", *"seq 16", "enter")
         stops = []
         for _ in range(len(expected)):
@@ -139,7 +128,7 @@ async def test_breakpoint_on_error_and_nan():
                                      ((e.grad,) if hasattr(e, "grad") else ()))))
     app = AgdbApp(trace=trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("b", *"error", "enter", "c")
         await pilot.pause()
         assert screen.step == error_step
@@ -152,7 +141,7 @@ async def test_bad_breakpoint_and_none_set_are_explained(demo_trace):
     """A malformed breakpoint is refused with the accepted forms; `c` with none set or none ahead warns."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("c")
         await pilot.pause()
         assert screen.step == 0 and any("no breakpoint is set" in n.message for n in app._notifications)
@@ -170,7 +159,7 @@ async def test_enter_on_a_graph_node_is_followed_everywhere(demo_trace):
     seen = []
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         graph = screen.query_one(GraphView)
         graph.focus()
         await pilot.press("down", "down", "enter")
@@ -192,7 +181,7 @@ async def test_enter_on_a_forward_op_selects_its_backward_node(demo_trace):
     made = sorted(range(demo_trace.num_nodes), key=lambda i: demo_trace.node(i).created_at)
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("4")  # the F↔B panel
         await pilot.press("down", "down", "down", "enter")
         await pilot.pause()
@@ -207,7 +196,7 @@ async def test_inspect_running_node_shows_its_grads_in(demo_trace):
     start = next(e for e in demo_trace if isinstance(e, NodeStarted) and e.node_name == "CosBackward0")
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         screen.step = start.step
         await pilot.pause()
         await pilot.press("i")
@@ -226,7 +215,7 @@ async def test_inspector_lists_hooks_that_ran(demo_trace):
     hook = next(e for e in demo_trace if isinstance(e, HookRan))
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         screen.step = len(demo_trace) - 1
         screen.selected_node = hook.node
         await pilot.pause()
@@ -238,7 +227,7 @@ async def test_culprit_enter_shows_its_source_line(demo_trace):
     """Enter on a culprit shows the demo's source around that line, the line itself included."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         screen.step = len(demo_trace) - 1
         await pilot.press("7")
         view = screen.query_one(CulpritsView)
@@ -256,7 +245,7 @@ async def test_wide_layout_shows_upper_panels_and_one_lower(demo_trace):
     """At 120x40 the graph, queues and deps are on screen with one lower panel; digits switch the lower one."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         assert _displayed(screen) == {"graph", "queues", "deps", "fwd"}
         await pilot.press("8")
         await pilot.pause()
@@ -268,7 +257,7 @@ async def test_narrow_layout_collapses_panels_into_tabs(demo_trace):
     """At 80x24 one panel fills the screen; every panel has a tab, and digits and the tab bar switch."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(80, 24)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         assert _displayed(screen) == {"graph"}
         tabs = screen.query_one("#tabs")
         visible_tabs = [t.id for t in tabs.query("Tab") if not t.has_class("-hidden")]
@@ -285,7 +274,7 @@ async def test_resizing_moves_between_layouts_and_survives_60x20(demo_trace):
     """Shrinking 120x40 -> 80x24 -> 60x20 collapses to tabs and keeps working; growing back restores."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         assert len(_displayed(screen)) == 1
@@ -302,7 +291,7 @@ async def test_hide_and_show_panels(demo_trace):
     """`x` hides the focused panel, its digit brings it back, `X` shows every panel again."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("2", "x")
         await pilot.pause()
         assert "queues" not in _displayed(screen)
@@ -326,7 +315,7 @@ async def test_a_hidden_panel_catches_up_when_shown(demo_trace):
     last = len(demo_trace) - 1
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("n", "enter")  # select the graph row under the cursor: the first node to run
         await pilot.pause()
         node = screen.selected_node
@@ -351,7 +340,7 @@ async def test_zoom_toggles_the_focused_panel(demo_trace):
     """`z` maximises the focused panel's view and `z` again restores the layout."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("3", "z")
         await pilot.pause()
         assert screen.maximized is not None and screen.maximized.id == "deps"
@@ -365,7 +354,7 @@ async def test_command_palette_offers_and_runs_every_action(demo_trace):
     """The palette lists each step-screen binding by its description (long form), and choosing one runs it."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         titles = {c.title for c in app.get_system_commands(screen)}
         assert {b.tooltip or b.description for b in StepScreen.BINDINGS if not b.action.startswith("app.")} <= titles
         await pilot.press("ctrl+p", *"End", "enter")
@@ -398,7 +387,7 @@ async def test_q_quits(demo_trace):
     """`q` on the step screen ends the app."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _opened(app, pilot)
+        await opened(app, pilot)
         await pilot.press("q")
         await pilot.pause()
         assert app._exit
@@ -416,7 +405,7 @@ async def test_dependencies_panel_marks_counts_that_changed(demo_trace):
     expected = {n for n, c in after.items() if n in before and before[n] != c}
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         screen.step = step - 1
         await pilot.pause()
         screen.step = step
@@ -439,7 +428,7 @@ async def test_export_key_writes_the_graph_at_this_step(demo_trace, tmp_path):
     seen = []
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         screen.step = step
         await pilot.pause()
         await pilot.press("e")
@@ -457,7 +446,7 @@ async def test_export_to_an_unknown_format_is_reported(demo_trace, tmp_path):
     """Exporting to .jpg notifies an error naming the formats, and writes nothing."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("e")
         screen.query_one("#prompt").value = str(tmp_path / "graph.jpg")
         await pilot.press("enter")
@@ -487,7 +476,7 @@ async def test_panels_say_when_the_source_lacks_or_reconstructs_their_events(dem
     trace = _from_source(demo_trace, "torch", provenance)
     app = AgdbApp(trace=trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         notice = screen.query_one("#queues")
         assert not isinstance(notice, LazyList)
         assert str(notice.render()) == "this trace's source (torch) does not record ready-queue events"

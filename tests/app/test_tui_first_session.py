@@ -8,27 +8,16 @@ import pytest
 from rich.console import Console
 
 from app.app import AgdbApp
-from app.demo import record_example
 from app.screens.help import HelpScreen
 from app.screens.panels import PANELS
 from app.screens.step import StepScreen
+from tests.app.pilot import opened
 from tracer import events as ev
 from tracer.node_states import STATE_CODE, node_states
 from tracer.replay import Replay
 from tracer.schema import short_name
 from widgets.lazy_list import LazyList
 from widgets.timeline import Timeline
-
-
-@pytest.fixture(scope="module")
-def demo_trace():
-    return record_example()
-
-
-async def _opened(app, pilot) -> StepScreen:
-    await pilot.pause()
-    assert isinstance(app.screen, StepScreen)
-    return app.screen
 
 
 def _plain(renderable) -> str:
@@ -70,7 +59,7 @@ async def test_dependencies_panel_never_shows_a_row_that_is_gone(demo_trace):
     """At every step the dependencies panel shows exactly its rows: a node whose count left is not drawn."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         deps = screen.query_one("#deps", LazyList)
         wrong = []
         for step in range(len(demo_trace)):
@@ -86,7 +75,7 @@ async def test_forward_backward_flags_come_before_the_source(demo_trace):
     the line, so a long line cannot push them off the panel."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         fwd = screen.query_one("#fwd", LazyList)
         for name, flag in (("GraphRoot", "engine's"), ("MulBackward0", "in backward")):
             node = next(n for n in reversed(range(demo_trace.num_nodes)) if demo_trace.node_name(n) == name)
@@ -124,7 +113,7 @@ async def test_a_node_whose_backward_raised_is_raised_selected_and_its_error_kep
             await pilot.pause(0.05)
             if isinstance(app.screen, StepScreen):
                 break
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         trace = screen.trace
         raised = next(e.node for e in trace if isinstance(e, ev.ErrorRaised))
         assert short_name(trace.node_name(raised)) == "SinBackward0"  # the hook sits on y's grad_fn
@@ -142,7 +131,7 @@ async def test_hiding_panels_leaves_no_empty_box(demo_trace):
     """After `x`, the panels still shown fill the whole area: none is left as an empty cell of the grid."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         panels = screen.query_one("#panels")
         for keys in (["2", "x"], ["3", "x"], ["1", "x"], ["X", "6", "x"], ["X", "4", "x", "5", "x", "6", "x", "7", "x"],
                      ["8", "x"]):
@@ -188,7 +177,7 @@ async def test_footer_shows_keys_as_typed(demo_trace):
     """A footer of key hints is on screen, with keys as typed (`/`, `:`, `?`), and the status line says the step."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _opened(app, pilot)
+        await opened(app, pilot)
         last = _screen_lines(app)[-1]
         for hint in ("/ Search", ": Go to", "? Help", "q Quit", "→ Next"):
             assert hint in last, last
@@ -199,7 +188,7 @@ async def test_every_list_panel_has_column_headers(demo_trace):
     """Each list panel has a header line above its rows; the graph's first column is the execution index `#`."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         for panel in PANELS:
             if panel.id in ("inspector", "pruning"):
                 continue  # sentences, not columns
@@ -214,7 +203,7 @@ async def test_help_shows_keys_as_typed_brackets_and_the_legend(demo_trace):
     """Help writes `:`, `/`, `]`, `?` (not colon, slash...), keeps `push [NAME]`, and has a legend of states."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        await _opened(app, pilot)
+        await opened(app, pilot)
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
@@ -234,7 +223,7 @@ async def test_status_line_is_a_sentence(demo_trace):
     """The status line says what happened, in words: `ExpBackward0 took seq_nr 0 (counter 0 → 1) at line 44`."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         bump = demo_trace[0]
         assert isinstance(bump, ev.SeqNrBumped)
         expected = f"{bump.node_name} took seq_nr {bump.old} (counter {bump.old} → {bump.seq_nr}) at line {bump.lineno}"
@@ -250,7 +239,7 @@ async def test_one_spelling_and_repeated_names_told_apart(demo_trace):
     """No panel writes `torch::autograd::` or `2**64-1`; the dependencies panel tells same-named nodes apart."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(160, 50)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         acc = next(n for n in range(demo_trace.num_nodes) if short_name(demo_trace.node_name(n)) == "AccumulateGrad")
         screen.selected_node = acc
         await pilot.press("5")  # the node inspector, on the AccumulateGrad
@@ -274,7 +263,7 @@ async def test_home_and_end_move_the_cursor_in_every_panel(demo_trace):
     """In each list panel, End goes to its last row and Home back to its first (not the trace's ends)."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("G")  # the last step: every panel has rows
         await pilot.pause()
         step = screen.step
@@ -295,7 +284,7 @@ async def test_click_moves_the_cursor_and_double_click_selects(demo_trace):
     """A click on a graph row puts the cursor there; a double-click selects its node."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         graph = screen.query_one("#graph", LazyList)
         await pilot.click(graph, offset=(5, 3))
         await pilot.pause()
@@ -309,7 +298,7 @@ async def test_search_matches_words_and_prefixes_only(demo_trace):
     """`/Mul` finds the MulBackward0 nodes and no AccumulateGrad (whose name holds `mul` inside a word)."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("slash", *"Mul", "enter")
         await pilot.pause()
         found = {short_name(demo_trace.node_name(int(n))) for n in screen.matches}
@@ -323,7 +312,7 @@ async def test_the_selected_row_has_a_mark(demo_trace):
     """The selected node's rows start with ▶ in every panel that shows it, and no other row does."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("n", "enter")
         await pilot.pause()
         node = screen.selected_node
@@ -337,7 +326,7 @@ async def test_escape_closes_the_source_view(demo_trace):
     """Enter on a culprit opens its source under the list; Escape closes it and the culprits list keeps focus."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("G", "7", "enter")
         await pilot.pause()
         source = screen.query_one("#source")
@@ -351,7 +340,7 @@ async def test_zoom_keeps_the_step_and_keys_on_screen(demo_trace):
     """A zoomed panel fills the screen but the status line (step) and the footer stay."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("l", "l", "z")
         await pilot.pause()
         assert screen.maximized is not None
@@ -382,7 +371,7 @@ async def test_unzoom_keeps_the_cursor_row_in_view(demo_trace):
     """Zoom, move the cursor far down, unzoom: the smaller panel scrolls so the cursor's row is still shown."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("8", "z")  # the event log, zoomed
         await pilot.pause()
         log = screen.query_one("#events", LazyList)
@@ -400,7 +389,7 @@ async def test_pruning_panel_recalls_the_last_pruning(demo_trace):
     end = next(e.step for e in demo_trace if isinstance(e, ev.GraphTaskFinished) and e.graph_task == deps.graph_task)
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await _opened(app, pilot)
+        screen = await opened(app, pilot)
         await pilot.press("6")
         screen.step = end
         await pilot.pause()
