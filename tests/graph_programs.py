@@ -9,7 +9,7 @@ import tracer
 from tracer.trace import Trace
 
 
-def _recorded(program) -> Trace:
+def recorded_on_fresh_thread(program, name: str = "graph") -> Trace:  # snapshots pin the lines below
     result: list = []
 
     def run() -> None:
@@ -17,7 +17,7 @@ def _recorded(program) -> Trace:
             program()
         result.append(rec.trace)
 
-    thread = threading.Thread(target=run, name="graph")
+    thread = threading.Thread(target=run, name=name)
     thread.start()
     thread.join()
     return result[0]
@@ -29,7 +29,7 @@ def diamond() -> Trace:
         x = torch.tensor([1.0, 2.0], requires_grad=True)
         y = x.exp()
         (y.sin() + y.cos()).sum().backward()
-    return _recorded(program)
+    return recorded_on_fresh_thread(program)
 
 
 def skip() -> Trace:
@@ -37,7 +37,7 @@ def skip() -> Trace:
     def program() -> None:
         x = torch.tensor([1.0, 2.0], requires_grad=True)
         (x.exp() * x).sum().backward()
-    return _recorded(program)
+    return recorded_on_fresh_thread(program)
 
 
 def loop(steps: int = 100) -> Trace:
@@ -49,4 +49,4 @@ def loop(steps: int = 100) -> Trace:
         for _ in range(steps):
             h = torch.tanh(h * w + x)
         h.sum().backward()
-    return _recorded(program)
+    return recorded_on_fresh_thread(program)

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import gc
 import sys
-import threading
 import weakref
 
 import numpy as np
 import pytest
 
 import engine as torch
-import tracer
 from engine import nn
+from tests.graph_programs import recorded_on_fresh_thread
 from tracer import leaf_names as leaf_names_mod
 from tracer import tracefile
 from tracer.schema import short_name
@@ -22,17 +21,7 @@ from tracer.trace import Trace
 
 def _recorded(program) -> Trace:
     """`program` recorded on a fresh thread (its seq_nrs start at 0)."""
-    result: list = []
-
-    def run() -> None:
-        with tracer.record() as rec:
-            program()
-        result.append(rec.trace)
-
-    thread = threading.Thread(target=run, name="leaves")
-    thread.start()
-    thread.join()
-    return result[0]
+    return recorded_on_fresh_thread(program, name="leaves")
 
 
 def _leaf_labels(trace: Trace) -> list[str]:
