@@ -336,9 +336,9 @@ def hook(g: Generator) -> None:
     if op == "retain_grad":
         g.emit("hook", op, "{0}.retain_grad()", [x], [], grad_of=("{0}",))
     elif op == "tensor":
-        root = g.s.vars.get(x.root)
-        if x.is_view and root is not None and root.writes > x.saw.get(x.root, 0) \
-                and not g.allow("stale_view_hook"):
+        stale = [r for r in (g.s.vars.get(x.root) if x.is_view else None, g.s.vars.get(x.maybe_root))
+                 if r is not None and r.writes > x.saw.get(r.name, 0)]
+        if stale and not g.allow("stale_view_hook"):
             return  # ABSENT["stale_view_hook"]: torch 2.13 segfaults here
         ret = g.weighted(_TENSOR_HOOK_RETURNS)
         body = "\n    " + ret if ret else ""

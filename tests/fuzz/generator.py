@@ -81,6 +81,7 @@ class Var:
     leaf: bool = True
     positive: bool = False
     root: str = ""  # the variable owning the storage (itself unless a view or an alias)
+    maybe_root: str = ""  # the storage a reshape of a tensor of unknown layout may view (torch decides by strides)
     view: bool = False  # an autograd view of root (detach() and .data share storage without being views)
     contiguous: bool = True
     expanded: bool = False  # made by expand, or a view of such
@@ -285,7 +286,7 @@ class Generator:
         if saves_output:
             v.saw[v.name] = 0
         if view_of is not None:
-            v.root, v.view = view_of.root, True
+            v.root, v.view, v.maybe_root = view_of.root, True, view_of.maybe_root
             v.expanded, v.grad_alias = view_of.expanded, view_of.grad_alias
             if view_of.rg and self.s.mode:
                 v.rg, v.leaf, v.anc = True, False, view_of.anc | {view_of.name}

@@ -253,8 +253,8 @@ def _reshape(g: Generator, x: Var) -> None:
     args = ", ".join(map(str, target))
     text = g.pick_item([f"{{0}}.reshape({args})", f"t.reshape({{0}}, {target})"])
     out = _emit_view(g, "reshape", text, x, shape, True)
-    if out is not None and not x.contiguous:  # a copy in torch
-        out.view, out.root, out.fake_view = False, out.name, True
+    if out is not None and not x.contiguous:  # a copy in torch, unless x's layout lets it view (a grad's may)
+        out.view, out.root, out.fake_view, out.maybe_root = False, out.name, True, x.root
 
 
 def _flatten(g: Generator, x: Var) -> None:
