@@ -71,10 +71,11 @@ def _marked_lines(program):
     return marks
 
 
+@pytest.mark.parametrize("culprits", ["lines", "mode"])
 @pytest.mark.parametrize("program", [p for p in torch_programs.PROGRAMS if _marked_lines(p)],
                          ids=lambda p: p.__name__)
-def test_culprits_point_at_the_lines_that_made_the_nodes(program):
-    trace, _ = _record(program)
+def test_culprits_point_at_the_lines_that_made_the_nodes(program, culprits):
+    trace, _ = _record(program, culprits=culprits)
     marks = _marked_lines(program)
     if program is torch_programs.reentrant:
         marks.update(_marked_lines(torch_programs.Reent.backward))
@@ -213,15 +214,23 @@ def test_a_failure_of_the_bridge_never_fails_the_program():
     assert len(rec.trace.steps_of(Kind.GRAPH_TASK_STARTED)) == 0
 
 
-def test_torch_is_left_as_it_was():
-    """After the recording: no mode on the stack, Function.apply and the engine entry point restored."""
+@pytest.mark.parametrize("culprits", ["lines", "mode"])
+def test_torch_is_left_as_it_was(culprits):
+    """After the recording: no trace function, no mode on the stack, Function.apply, the engine entry point and
+    the tensor-hook methods restored."""
+    import sys
+
     from torch.autograd.function import Function
 
     apply, run = Function.__dict__["apply"], torch.autograd._engine_run_backward
-    with torch_bridge.record():
-        assert torch._C._len_torch_function_stack() == 1
-    assert torch._C._len_torch_function_stack() == 0
+    methods = {name: torch.Tensor.__dict__.get(name) for name in ("register_hook", "retain_grad",
+                                                                 "register_post_accumulate_grad_hook")}
+    with torch_bridge.record(culprits=culprits):
+        assert torch._C._len_torch_function_stack() == (culprits == "mode")
+        assert (sys.gettrace() is not None) == (culprits == "lines")
+    assert torch._C._len_torch_function_stack() == 0 and sys.gettrace() is None
     assert Function.__dict__["apply"] is apply and torch.autograd._engine_run_backward is run
+    assert {name: torch.Tensor.__dict__.get(name) for name in methods} == methods
 
 
 def test_a_nested_recording_leaves_the_outer_one_its_hooks():

@@ -28,6 +28,7 @@ import gc
 import itertools
 import os
 import sys
+import sysconfig
 import threading
 import weakref
 from collections import OrderedDict
@@ -40,6 +41,7 @@ from ..builder import CHUNK, ROW, TraceBuilder
 from ..events import TensorSummary
 from ..schema import Kind
 from . import tensor_hooks
+from .lines import LineCulprits
 from .model import UINT64_MAX, EngineModel, Graph, GraphTaskModel, first_difference
 
 _seq = torch.autograd._get_sequence_nr
@@ -51,7 +53,17 @@ _execution_order = torch._C._current_graph_task_execution_order
 _multithreading = torch._C._is_multithreading_enabled
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _AGDB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tracer/
+_STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
+_SITE_DIRS = tuple({sysconfig.get_paths()[k] + os.sep for k in ("purelib", "platlib")})
 _SKIP = (_TORCH_DIR, _AGDB_DIR)
+_PYTHON = (_STDLIB_DIR, "<frozen ")
+
+
+def is_library(filename: str) -> bool:
+    """Whether code from `filename` is torch's, agdb's or Python's own (never the user's line; a library installed
+    in site-packages is the user's, as is code run from a string)."""
+    return filename.startswith(_SKIP) or (filename.startswith(_PYTHON) and not filename.startswith(_SITE_DIRS))
+
 _ACC = "torch::autograd::AccumulateGrad"
 _BACKWARD = torch.Tensor.backward
 _PY_NODE = torch.autograd.function.BackwardCFunction  # the node of a custom Function: its backward is Python
@@ -124,6 +136,7 @@ class _State:
         self.calls: list[_Call] = []  # backward calls in progress, innermost last
         self.log: list[tuple] = []  # observations not reconstructed yet
         self.pushed: list[int] = []  # nodes whose pre-hook put the mode back on (popped by their post-hook)
+        self.seen: list[tuple] = []  # (seq_nr, name, frame row) of lone forward increments not written yet
 
 
 class Bridge:
@@ -138,7 +151,8 @@ class Bridge:
     log too, so the trace keeps the order in which things happened.
     """
 
-    def __init__(self, values: bool = True, defer: bool = False, single_threaded: bool = False) -> None:
+    def __init__(self, values: bool = True, defer: bool = False, single_threaded: bool = False,
+                 culprits: str = "auto") -> None:
         self.b = TraceBuilder(source="torch", provenance=PROVENANCE)
         self.values = values  # summarise grads (False: shapes only, cheaper)
         self.defer = defer
@@ -159,7 +173,8 @@ class Bridge:
         self._frames: dict[tuple, int] = {}
         self._fast_frames: dict[tuple, int] = {}  # (user code, bytecode offset) -> frame row (NOTE [forward hot path])
         self._type_names: dict[type, str] = {}  # a node's Python type -> its name() (one name per C++ node type)
-        self._skip: dict[Any, bool] = {}
+        self._skip: dict[int, bool] = {}  # id(code) -> whether it is a library's
+        self._codes: list = []  # the code objects keyed by id (NOTE [code keys] in lines.py)
         self._params: dict[int, tuple[Any, str]] = {}
         self._seen_modules: set[int] = set()
         self._leaf_names: dict[int, str] = {}
@@ -169,6 +184,11 @@ class Bridge:
         self.failures: list[str] = []  # the bridge's own errors: that backward ran unrecorded (meta["bridge_errors"])
         self._gt_ids = itertools.count(1)
         self._mode: TorchFunctionMode | None = None
+        self._lines: LineCulprits | None = None
+        self.line_mode: TorchFunctionMode | None = None
+        if culprits not in ("auto", "lines", "mode"):
+            raise ValueError(f"culprits must be 'auto', 'lines' or 'mode', not {culprits!r}")
+        self.culprits = culprits  # how the forward is seen: by line (NOTE [line culprits]) or by a mode
         self._restore: list = []
 
     # -- attaching ------------------------------------------------------------------------------------------------
@@ -202,19 +222,48 @@ class Bridge:
             was = _multithreading()
             torch._C._set_multithreading_enabled(False)
             self._restore.append(lambda: torch._C._set_multithreading_enabled(was))
-        self._state()
-        self._mode = _CulpritMode(self)
-        self._mode.__enter__()
+        state = self._state()
+        if self.culprits == "lines" or (self.culprits == "auto" and sys.gettrace() is None):
+            self.culprits = "lines"  # a debugger's or coverage's trace function keeps its place: the mode then
+            self.line_mode = _CulpritMode(self, special=(_BACKWARD,))  # for the lines that need it
+            self._lines = LineCulprits(self, state, is_library)
+            self._patch_tensor_hooks()
+            self._lines.attach()
+        else:
+            self.culprits = "mode"
+            self._mode = _CulpritMode(self)
+            self._mode.__enter__()
         return self
+
+    def _patch_tensor_hooks(self) -> None:
+        """Without the mode, the calls that put a user's hook on a tensor are caught where torch defines them."""
+        bridge = self
+        for func in tensor_hooks.REGISTERING:
+            name = func.__name__
+            original = torch.Tensor.__dict__.get(name)  # None: TensorBase's (C), which ours then shadows
+
+            def patched(*args, __func=func, **kwargs):
+                lines = bridge._lines
+                if lines is not None:
+                    lines.flush(args[:1])
+                return tensor_hooks.register(bridge, __func, args, kwargs)
+
+            setattr(torch.Tensor, name, functools.wraps(func)(patched))
+            self._restore.append(lambda name=name, original=original: setattr(torch.Tensor, name, original)
+                                 if original is not None else delattr(torch.Tensor, name))
 
     def detach(self) -> None:
         """Stop recording, reconstruct what is pending, and remove every hook the bridge put on a node."""
         if self._mode is not None:
             mode, self._mode = self._mode, None
             mode.__exit__(None, None, None)
+        if self._lines is not None:
+            lines, self._lines = self._lines, None
+            lines.detach()
         while self._restore:
             self._restore.pop()()
         for state in self._states:
+            self.write_seen(state)
             if state.log and not state.calls:
                 self._replay(state)
         for pre, post, _ in self._handles.values():
@@ -252,21 +301,59 @@ class Bridge:
         self._states.append(state)
         return state
 
+    def frame_row(self, code: Any, lineno: int) -> int:
+        """The frame row of line `lineno` of `code`."""
+        key = (id(code), lineno)  # NOTE [code keys] in lines.py
+        row = self._frames.get(key)
+        if row is None:
+            row = self._frames[key] = self.b.frame(code.co_filename, lineno, code.co_name)
+            self._codes.append(code)
+        return row
+
+    def write_seen(self, state: _State) -> None:
+        """Write the increments the line tracer only noted (NOTE [line culprits]): before anything else is."""
+        seen = state.seen
+        if seen:
+            state.seen = []
+            bump_one, bump = self.bump_one, self._bump
+            for start, name, frame in seen:
+                if name == "?":  # _bump keeps it among the unnamed, for late_names or a walk to name
+                    self._gap(state, start, frame)
+                    bump(state.row, start, name, frame)
+                    state.rlast = start + 1
+                else:
+                    bump_one(state, start, name, frame)
+
+    def late_names(self, state: _State, names: dict[int, str]) -> None:
+        """Nodes bumped as `?` (seq_nr -> name) met later by a line that kept what they led to (NOTE [line
+        culprits])."""
+        self.write_seen(state)
+        b, keys, unnamed, high = self.b, self._seq_keys, self._unnamed, state.row << 64
+        facts_of, bumps = b.node_facts, b.bumps
+        for seq, name in names.items():
+            key = keys.get(seq | high)
+            if key is None or key not in unnamed:
+                continue
+            unnamed.discard(key)
+            facts = facts_of.get(key)
+            if facts is not None:
+                facts_of[key] = (name,) + facts[1:]
+            bump = bumps.get(key)
+            if bump is not None:
+                bumps[key] = (name,) + bump[1:]
+
     def _user_frame(self) -> int:
         """The frame row of the innermost line outside torch and agdb (for `1 - x`, torch/overrides.py calls)."""
         f = sys._getframe(2)
         skip = self._skip
         while f is not None:
             code = f.f_code
-            inside = skip.get(code)
+            inside = skip.get(id(code))
             if inside is None:
-                inside = skip[code] = code.co_filename.startswith(_SKIP)
+                inside = skip[id(code)] = is_library(code.co_filename)
+                self._codes.append(code)
             if not inside:
-                key = (code, f.f_lineno)
-                row = self._frames.get(key)
-                if row is None:
-                    row = self._frames[key] = self.b.frame(code.co_filename, f.f_lineno, code.co_name)
-                return row
+                return self.frame_row(code, f.f_lineno)
             f = f.f_back
         return -1
 
@@ -297,6 +384,8 @@ class Bridge:
 
     def _bumps(self, state: _State, start: int, after: int, names: Any, frame: int) -> None:
         """Increments start..after-1 on `frame`, named by `names` (a list, or one name for the first)."""
+        if state.seen:
+            self.write_seen(state)
         if state.log or state.calls:  # keep the order of a pending log (NOTE [observe now, reconstruct later])
             state.log.append((_BUMP, start, after, names, frame))
             return
@@ -365,11 +454,11 @@ class Bridge:
             return
         f = _getframe(2)  # the caller of __torch_function__
         code = f.f_code
-        frame = self._fast_frames.get((code, f.f_lasti)) if self._skip.get(code) is False else None
+        frame = self._fast_frames.get((id(code), f.f_lasti)) if self._skip.get(id(code)) is False else None
         if frame is None:
             frame = self._user_frame()
-            if self._skip.get(code) is False:
-                self._fast_frames[(code, f.f_lasti)] = frame
+            if self._skip.get(id(code)) is False:
+                self._fast_frames[(id(code), f.f_lasti)] = frame
         del f
         if after - start == 1 and type(out) is _TENSOR:
             gf = out.grad_fn
@@ -378,25 +467,30 @@ class Bridge:
                 if name is None:
                     name = self._type_names[type(gf)] = gf.name()
                 del gf
-                if start == state.rlast and not state.log and not state.calls:  # nothing pending: write it now
-                    row = state.row
-                    k = start | row << 64
-                    keys = self._seq_keys
-                    if k in keys:  # a walk met a node with this number first
-                        self._bump(row, start, name, frame)
-                    else:  # _bump's rows; no entry in b.bumps, read only for a node whose facts lack a frame
-                        key = keys[k] = next(self._keys)
-                        b = self.b
-                        rows = b.rows
-                        b.node_facts[key] = (name, start, 0, "cpu", row, (), frame, b._frozen + len(rows) // ROW + 1, 1)
-                        rows.extend((_K_BUMP, row, 0, key, 0, 0, 0, _K_CREATED, row, 0, key, 0, 0, 0))
-                        if len(rows) >= CHUNK * ROW:
-                            b.freeze_rows()
-                    state.rlast = after
-                else:
-                    self._bumps(state, start, after, name, frame)
+                self.bump_one(state, start, name, frame)
                 return
         self._bumps(state, start, after, _names(func, out, start, after), frame)
+
+    def bump_one(self, state: _State, start: int, name: str, frame: int) -> None:
+        """One increment, `start`, on `frame`: the hot path of both ways of seeing the forward (NOTE [forward hot
+        path]), written straight to the builder's rows when nothing is pending."""
+        if start == state.rlast and not state.log and not state.calls:
+            row = state.row
+            k = start | row << 64
+            keys = self._seq_keys
+            if k in keys:  # a walk met a node with this number first
+                self._bump(row, start, name, frame)
+            else:  # _bump's rows; no entry in b.bumps, read only for a node whose facts lack a frame
+                key = keys[k] = next(self._keys)
+                b = self.b
+                rows = b.rows
+                b.node_facts[key] = (name, start, 0, "cpu", row, (), frame, b._frozen + len(rows) // ROW + 1, 1)
+                rows.extend((_K_BUMP, row, 0, key, 0, 0, 0, _K_CREATED, row, 0, key, 0, 0, 0))
+                if len(rows) >= CHUNK * ROW:
+                    b.freeze_rows()
+            state.rlast = start + 1
+        else:
+            self._bumps(state, start, start + 1, name, frame)
 
     def function_applied(self, cls: type) -> None:
         """A custom Function's apply begins: its PyNode takes the counter's value now."""
@@ -409,6 +503,9 @@ class Bridge:
         bridge = self
 
         def apply(cls, *args, **kwargs):
+            lines = bridge._lines
+            if lines is not None:
+                lines.flush(args)
             bridge.function_applied(cls)
             return original(cls, *args, **kwargs)
 
@@ -420,41 +517,57 @@ class Bridge:
 
         def _engine_run_backward(t_outputs, *args, **kwargs):
             state = bridge._state()
+            lines = bridge._lines
+            tracing = None
+            if lines is not None:
+                lines.flush(tuple(t_outputs))
+                tracing = sys.gettrace()
+                if tracing is not None:  # NOTE [line culprits]: no line events inside a backward call
+                    sys.settrace(None)
             try:
-                call = bridge._call(state, t_outputs, args, kwargs)
-            except Exception as e:  # noqa: BLE001 - agdb's failure must not become the program's
-                bridge.failures.append(f"{type(e).__name__}: {e}")
-                call = None
-            if call is None:
-                return original(t_outputs, *args, **kwargs)
-            log = state.log
-            log.append((_CALL, call))
-            state.calls.append(call)
-            collecting = gc.isenabled()
-            if collecting:  # NOTE [collections while recording]
-                gc.disable()
-            try:
-                result = original(t_outputs, *args, **kwargs)
-            except BaseException as e:
-                log.append((_END, call, (type(e).__name__, str(e)), None, _seq()))
-                raise
-            else:
-                log.append((_END, call, None, result, _seq()))
+                return bridge._run_backward(state, original, t_outputs, args, kwargs)
             finally:
-                if collecting:
-                    gc.enable()
-                state.calls.remove(call)
-                bridge._unhook(call.hooked)
-                for handle in call.witness_hooks:
-                    handle.remove()
-                state.last = _seq()  # the reconstruction accounts for every increment up to here
-                if not state.calls:
-                    state.pushed.clear()  # after an error the engine already took the mode off
-                    if not bridge.defer:
-                        bridge._replay(state)
-            return result
+                if tracing is not None:
+                    sys.settrace(tracing)
 
         return _engine_run_backward
+
+    def _run_backward(self, state: _State, original: Any, t_outputs: Any, args: tuple, kwargs: dict) -> Any:
+        """One backward call, recorded (torch's own `_engine_run_backward` is `original`)."""
+        self.write_seen(state)
+        try:
+            call = self._call(state, t_outputs, args, kwargs)
+        except Exception as e:  # noqa: BLE001 - agdb's failure must not become the program's
+            self.failures.append(f"{type(e).__name__}: {e}")
+            call = None
+        if call is None:
+            return original(t_outputs, *args, **kwargs)
+        log = state.log
+        log.append((_CALL, call))
+        state.calls.append(call)
+        collecting = gc.isenabled()
+        if collecting:  # NOTE [collections while recording]
+            gc.disable()
+        try:
+            result = original(t_outputs, *args, **kwargs)
+        except BaseException as e:
+            log.append((_END, call, (type(e).__name__, str(e)), None, _seq()))
+            raise
+        else:
+            log.append((_END, call, None, result, _seq()))
+        finally:
+            if collecting:
+                gc.enable()
+            state.calls.remove(call)
+            self._unhook(call.hooked)
+            for handle in call.witness_hooks:
+                handle.remove()
+            state.last = _seq()  # the reconstruction accounts for every increment up to here
+            if not state.calls:
+                state.pushed.clear()  # after an error the engine already took the mode off
+                if not self.defer:
+                    self._replay(state)
+        return result
 
     def _call(self, state: _State, t_outputs: Any, args: tuple, kwargs: dict) -> _Call | None:
         """Walk the graph a call is about to run and hook its nodes; None when torch will refuse the call."""
@@ -770,7 +883,7 @@ class Bridge:
         # called it, and a lookup per call (threading.local) would cost as much as the hook.
         # A pre-hook logs torch's graph task id and the seq_nr of the node torch says is running
         # (`_current_autograd_node()`), checked against the hook's own node and call when the log is replayed.
-        log, mode = state.log, self._mode
+        log, mode = state.log, self._mode or self.line_mode
         if not self.values:  # keep no grad alive: only which outputs were defined
             def pre(grad_outputs):
                 log.append((_PRE, key, (), _seq(), _gt_id(), _running()._sequence_nr()))
@@ -958,16 +1071,17 @@ class _Walk:
 class _CulpritMode(TorchFunctionMode):
     """Reads the counter around every torch call; see Bridge.op_bumped."""
 
-    def __init__(self, bridge: Bridge) -> None:
+    def __init__(self, bridge: Bridge, special: Any = None) -> None:
         super().__init__()
         self.bridge = bridge
         self._bumped = bridge.op_bumped
+        self._special_funcs = _SPECIAL if special is None else frozenset(special)  # lines: tensor hooks are patched
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         # NOTE [forward hot path]: this runs around every torch call of the program, so it does nothing but read
         # the counter unless it moved; Bridge.op_bumped does the rest in one call.
         before = _seq()
-        if func in _SPECIAL:
+        if func in self._special_funcs:
             out = self._special(func, args, kwargs or {})
         else:
             out = func(*args, **kwargs) if kwargs else func(*args)
