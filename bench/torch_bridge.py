@@ -1,13 +1,17 @@
 """What the PyTorch bridge costs a real PyTorch program, as ratios to the plain run in the same process.
 
-On a chain (`h = h.tanh()` N times) and a wide graph (N/3 parameters, each `p.exp() * 2`, concatenated) of
-1k, 10k and 100k nodes (--quick: 1k only). Every figure is a median over --reps rounds, and each round runs the
-plain program and every recorded variant one after the other (interleaved), so that a machine shared with
-other work slows them alike; each ratio divides two medians of the same rounds. Times are the process's CPU
-time (time.process_time): on a shared machine, time given to other processes does not count.
-- forward with culprits: the TorchFunctionMode and the culprit of every seq_nr increment, over the plain forward
-  (targets: <= 1.6x on the chain, <= 2x on the wide graph). The floor beside it: a TorchFunctionMode that does
-  nothing but call the function (the issue measured 1.35-2.05x).
+On a chain (`h = h.tanh()` N times on a 4-element tensor: one tiny op per line, the worst case for any
+per-line or per-call observer), a real chain-like model (an `nn` MLP of ten Linear+ReLU layers with
+CrossEntropyLoss, its losses summed over N/33 small batches) and a wide graph (N/3 parameters, each
+`p.exp() * 2`, concatenated), of 1k, 10k and 100k nodes (--quick: 1k only). Every figure is a median over
+--reps rounds, and each round runs the plain program and every recorded variant one after the other
+(interleaved), so that a machine shared with other work slows them alike; each ratio divides two medians of
+the same rounds. Times are the process's CPU time (time.process_time): on a shared machine, time given to
+other processes does not count.
+- forward with culprits: the culprit of every seq_nr increment (NOTE [line culprits] in
+  tracer/torch_bridge/lines.py), over the plain forward (targets: <= 1.6x on the chain-like graphs, <= 2x on the
+  wide graph). Beside it: a TorchFunctionMode that does nothing but call the function (the issue measured
+  1.35-2.05x), and the bridge's own way when a trace function is already set (record(culprits="mode")).
 - hook registration: the bridge's walk of a new graph (keys, edges, one pre- and one post-hook per node), in µs
   per node, once per graph (target <= 10). The floor beside it: a bare walk that registers a pre- and a
   post-hook on every node through torch's `register_prehook`/`register_hook`.
@@ -35,8 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._common import bench_main, print_target_table  # noqa: E402
 
 TARGETS = {"forward_chain": 1.6, "forward_wide": 2.0, "registration_us": 10.0, "backward": 1.3}
-TIMED = ("plain_forward", "noop_mode_forward", "recorded_forward", "plain_backward", "bare_hooks_backward",
-         "recorded_backward", "shapes_only_backward", "default_backward", "registration", "bare_registration")
+TIMED = ("plain_forward", "noop_mode_forward", "recorded_forward", "mode_forward", "plain_backward",
+         "bare_hooks_backward", "recorded_backward", "shapes_only_backward", "default_backward", "registration",
+         "bare_registration")
 
 
 def _chain(torch: Any, n: int) -> Callable[[], Any]:
@@ -47,6 +52,22 @@ def _chain(torch: Any, n: int) -> Callable[[], Any]:
         for _ in range(n - 2):
             h = h.tanh()
         return h.sum()
+
+    return forward
+
+
+def _mlp(torch: Any, n: int) -> Callable[[], Any]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[m for _ in range(10) for m in (torch.nn.Linear(16, 16), torch.nn.ReLU())])
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x, y = torch.randn(8, 16), torch.randint(0, 16, (8,))
+    steps = max(1, n // 33)  # 33 nodes a step: Addmm and T per layer, ten ReLUs, LogSoftmax, NllLoss, the add
+
+    def forward() -> Any:
+        total = loss_fn(model(x), y)
+        for _ in range(steps - 1):
+            total = total + loss_fn(model(x), y)
+        return total
 
     return forward
 
@@ -127,6 +148,7 @@ def _recorded_round(forward: Callable[[], Any], times: dict, reconstruct: bool) 
         bridge = rec.bridge
         t, z = _timed(forward)
         times["recorded_forward"].append(t)
+        assert rec.bridge.culprits == "lines", "a trace function was set: the bench would measure the mode"
         walk, spent = bridge._walk, []
 
         def timed_walk(*args: Any) -> Any:
@@ -148,6 +170,8 @@ def _recorded_round(forward: Callable[[], Any], times: dict, reconstruct: bool) 
         start = _clock()
     finish = _clock() - start
     info = {"finish": finish, "events": len(rec.trace), "divergences": len(rec.trace.meta["divergences"])}
+    with torch_bridge.record(defer=True, culprits="mode") as rec:
+        times["mode_forward"].append(_timed(forward)[0])
     with torch_bridge.record(defer=True, values=False) as rec:
         z = forward()
         z.backward(retain_graph=True)
@@ -167,7 +191,11 @@ def _recorded_round(forward: Callable[[], Any], times: dict, reconstruct: bool) 
 def measure(kind: str, n: int, reps: int) -> dict:
     import torch
 
-    forward = (_chain if kind == "chain" else _wide)(torch, n)
+    # One intra-op thread: the MLP's matmuls would otherwise wake torch's thread pool, whose spinning (counted in
+    # the process's CPU time) on a shared 2-core machine is noise larger than what the bridge costs.
+    torch.set_num_threads(1)
+
+    forward = {"chain": _chain, "mlp": _mlp, "wide": _wide}[kind](torch, n)
     noop = _noop_mode(torch)
     forward()  # warm up (allocator, first-call paths)
     times: dict[str, list[float]] = {k: [] for k in TIMED}
@@ -182,6 +210,7 @@ def measure(kind: str, n: int, reps: int) -> dict:
             "plain_forward_ms": med["plain_forward"] * 1e3, "recorded_forward_ms": med["recorded_forward"] * 1e3,
             "forward_ratio": med["recorded_forward"] / med["plain_forward"],
             "noop_mode_ratio": med["noop_mode_forward"] / med["plain_forward"],
+            "mode_ratio": med["mode_forward"] / med["plain_forward"],
             "registration_us_per_node": med["registration"] / nodes * 1e6,
             "bare_registration_us_per_node": med["bare_registration"] / nodes * 1e6,
             "plain_backward_ms": med["plain_backward"] * 1e3, "recorded_backward_ms": med["recorded_backward"] * 1e3,
@@ -202,11 +231,11 @@ def run(quick: bool, reps: int | None) -> dict:
     sizes = (1_000,) if quick else (1_000, 10_000, 100_000)
     reps = reps or (3 if quick else 5)
     rows = [torch_bridge.run_with_big_stack(lambda k=kind, s=size: measure(k, s, reps))
-            for size in sizes for kind in ("chain", "wide")]
+            for size in sizes for kind in ("chain", "mlp", "wide")]
     checks, info, table = [], [], []
     for r in rows:
         label = f"{r['graph']} {r['nodes']:,} nodes"
-        fwd = TARGETS["forward_chain" if r["graph"] == "chain" else "forward_wide"]
+        fwd = TARGETS["forward_wide" if r["graph"] == "wide" else "forward_chain"]
         for name, value, target, unit in (
                 (f"{label}: forward with culprits", r["forward_ratio"], fwd, "x"),
                 (f"{label}: hook registration", r["registration_us_per_node"], TARGETS["registration_us"], "µs/node"),
@@ -215,6 +244,7 @@ def run(quick: bool, reps: int | None) -> dict:
             checks.append({"name": name, "value": value, "target": target, "unit": unit, "met": value <= target})
             table.append(name)
         for name, value, unit in ((f"{label}: do-nothing mode forward", r["noop_mode_ratio"], "x"),
+                                  (f"{label}: forward, culprits by the mode", r["mode_ratio"], "x"),
                                   (f"{label}: bare registration", r["bare_registration_us_per_node"], "µs/node"),
                                   (f"{label}: bare hooks backward", r["bare_hooks_ratio"], "x"),
                                   (f"{label}: backward, record() default", r["default_backward_ratio"], "x"),

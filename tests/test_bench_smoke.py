@@ -229,18 +229,18 @@ def test_bench_fx_quick_writes_json(tmp_path):
 
 
 def test_torch_bridge_bench_quick_writes_json(tmp_path):
-    """`bench/torch_bridge.py --quick --json` measures the bridge on a 1k-node chain and a wide graph: every ratio
+    """`bench/torch_bridge.py --quick --json` measures the bridge on a 1k-node chain, MLP and wide graph: every ratio
     and per-node cost positive, the floors beside them (a do-nothing mode, bare hooks), every round's times kept,
     and the model predicted every order (no divergence)."""
     pytest.importorskip("torch")
     stdout, data = _run_bench(tmp_path, "torch_bridge.py", "--quick")
     assert "hook registration" in stdout and "backward" in stdout
-    assert [r["graph"] for r in data["rows"]] == ["chain", "wide"]
+    assert [r["graph"] for r in data["rows"]] == ["chain", "mlp", "wide"]
     for r in data["rows"]:
         assert r["nodes"] >= 1000 and r["divergences"] == 0 and r["events"] > r["nodes"]
         for key in ("forward_ratio", "registration_us_per_node", "backward_ratio", "bare_hooks_ratio",
                     "reconstruction_us_per_node", "shapes_only_ratio", "noop_mode_ratio", "default_backward_ratio",
-                    "bare_registration_us_per_node"):
+                    "bare_registration_us_per_node", "mode_ratio"):
             assert r[key] > 0, key
         assert all(len(times) == r["reps"] for name, times in r["times_ms"].items() if name != "default_backward")
-    assert len(data["checks"]) == 8 and all(isinstance(c["met"], bool) for c in data["checks"])
+    assert len(data["checks"]) == 12 and all(isinstance(c["met"], bool) for c in data["checks"])

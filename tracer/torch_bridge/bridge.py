@@ -136,7 +136,8 @@ class _State:
         self.calls: list[_Call] = []  # backward calls in progress, innermost last
         self.log: list[tuple] = []  # observations not reconstructed yet
         self.pushed: list[int] = []  # nodes whose pre-hook put the mode back on (popped by their post-hook)
-        self.seen: list[tuple] = []  # (seq_nr, name, frame row) of lone forward increments not written yet
+        self.seen: list[tuple] = []  # (seq_nr, name, frame row) of forward increments not written yet
+        self.seen_unnamed: dict[int, int] = {}  # seq_nr -> its index in `seen`, for those named `?` there
 
 
 class Bridge:
@@ -315,6 +316,7 @@ class Bridge:
         seen = state.seen
         if seen:
             state.seen = []
+            state.seen_unnamed = {}
             bump_one, bump = self.bump_one, self._bump
             for start, name, frame in seen:
                 if name == "?":  # _bump keeps it among the unnamed, for late_names or a walk to name

@@ -234,31 +234,38 @@ class LineCulprits:
                         else:  # noted now, written before anything else is (Bridge.write_seen)
                             state.seen.append((start, node_name, row))
                         return
-        candidates: list = []
+        nodes: list = []
         for name in names:
             v = scope.get(name)
             if v is None and name not in scope:
                 v = at.f_globals.get(name)
             if v is not None:
-                _add(candidates, v)
+                _add(nodes, v)
         if event == "return" or event == "flush":
             if arg is not None:
-                _add(candidates, arg)
+                _add(nodes, arg)
         elif event == "call":
-            _add(candidates, tuple(frame.f_locals.values()))
-        found = self._names(candidates, start, now, inplace) if candidates else ["?"] * (now - start)
+            _add(nodes, tuple(frame.f_locals.values()))
+        found = self._names(nodes, start, now, inplace) if nodes else ["?"] * (now - start)
+        del nodes
         if state.calls or state.log:
             self.bridge._bumps(state, start, now, found, row)
         else:
-            state.seen.extend([(s, name, row) for s, name in zip(range(start, now), found, strict=True)])
+            seen = state.seen
+            if "?" in found:
+                waiting = state.seen_unnamed
+                for i, name in enumerate(found):
+                    if name == "?":
+                        waiting[start + i] = len(seen) + i
+            seen.extend([(s, name, row) for s, name in zip(range(start, now), found, strict=True)])
         if "?" in found:
             pending = self._pending
             for i, name in enumerate(found):
                 if name == "?":
                     pending[start + i] = 1
 
-    def _names(self, candidates: list, start: int, now: int, inplace: str) -> list[str]:
-        """Names of the nodes numbered start..now-1 (and of earlier `?` ones) reached from `candidates`."""
+    def _names(self, todo: list, start: int, now: int, inplace: str) -> list[str]:
+        """Names of the nodes numbered start..now-1 (and of earlier `?` ones) reached from the nodes `todo`."""
         pending = self._pending  # in increasing order: its first key is the lowest (O(1) in an OrderedDict)
         while pending:
             low = next(iter(pending))
@@ -268,13 +275,6 @@ class LineCulprits:
         else:
             low = start
         found: dict[int, str] = {}
-        todo = []
-        for t in candidates:
-            if t._base is not None:
-                t = t._base  # never a view's grad_fn (NOTE [line culprits]); the base is no view
-            g = t.grad_fn
-            if g is not None:
-                todo.append(g)
         type_names = self._type_names
         while todo:
             n = todo.pop()
@@ -287,9 +287,17 @@ class LineCulprits:
                 todo.extend(c for c, _ in n.next_functions if c is not None)
         late = {s: name for s, name in found.items() if s < start}
         if late:
-            self.bridge.late_names(self.state, late)
-            for s in late:
+            state = self.state
+            seen, waiting, written = state.seen, state.seen_unnamed, {}
+            for s, name in late.items():
                 del pending[s]
+                i = waiting.pop(s, None)
+                if i is None:
+                    written[s] = name
+                else:  # not written yet: named where it waits
+                    seen[i] = (s, name, seen[i][2])
+            if written:
+                self.bridge.late_names(state, written)
         names = [found.get(s) or "?" for s in range(start, now)]
         if names[0] == "?" and inplace and any(n.endswith("CopySlices") for n in names):
             names[0] = inplace
@@ -355,13 +363,18 @@ def _pop(mode: Any) -> None:
         torch._C._pop_torch_function_stack()
 
 
-def _add(candidates: list, v: Any) -> None:
+def _add(nodes: list, v: Any) -> None:
+    """The grad_fn of `v`, or of the tensors in it if it is a tuple or list (a view's: its base's)."""
     if isinstance(v, _TENSOR):
-        candidates.append(v)
+        g = (v if v._base is None else v._base).grad_fn  # never a view's grad_fn (NOTE [line culprits])
+        if g is not None:
+            nodes.append(g)
     elif type(v) is tuple or type(v) is list:
         for item in v[-MAX_CANDIDATES:]:  # the last: what a line appended
             if isinstance(item, _TENSOR):
-                candidates.append(item)
+                g = (item if item._base is None else item._base).grad_fn
+                if g is not None:
+                    nodes.append(g)
 
 
 def _hidden_name(op: str) -> str:
