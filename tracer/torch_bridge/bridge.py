@@ -2,12 +2,14 @@
 `tracer.torch_bridge.record`, so nothing else pulls torch in).
 
 What is observed, and how (docs/torch-bridge.md says it for users):
-- seq_nr culprits: a TorchFunctionMode reads the thread's counter (`torch.autograd._get_sequence_nr()`) before
-  and after each call; an increment is put on the user's line (the first frame outside torch and agdb) and its
-  nodes are named from the outputs' grad_fn and what they reach within the new range. Increments no mode can
-  see are caught where they happen: `Function.apply` (patched while recording: its PyNode takes the counter's
-  value at entry), the GraphRoot of a several-root backward and the Identity of an unreachable `inputs=` leaf
-  (named by rule when the call begins), the node hidden inside CopySlices (named after the in-place op).
+- seq_nr culprits: the thread's counter (`torch.autograd._get_sequence_nr()`) is read at every line of the user's
+  code (lines.py, NOTE [line culprits]; or, under a debugger's trace function, around each torch call by a
+  TorchFunctionMode); an increment is put on the user's line (the first frame outside torch, agdb and Python's own
+  library) and its nodes are named from the tensors that line kept (or the call's outputs) and what they reach
+  within the new range. Increments neither can see are caught where they happen: `Function.apply` (patched
+  while recording: its PyNode takes the counter's value at entry), the GraphRoot of a several-root backward and
+  the Identity of an unreachable `inputs=` leaf (named by rule when the call begins), the node hidden inside
+  CopySlices (named after the in-place op).
   Anything else shows up as a gap in the counter and is named once a graph walk meets the node.
 - the graph and every backward/autograd.grad call: `torch.autograd._engine_run_backward`, through which both
   go, is wrapped while recording; it walks the graph from the roots, puts one pre- and one post-hook on each
@@ -58,12 +60,6 @@ _SITE_DIRS = tuple({sysconfig.get_paths()[k] + os.sep for k in ("purelib", "plat
 _SKIP = (_TORCH_DIR, _AGDB_DIR)
 _PYTHON = (_STDLIB_DIR, "<frozen ")
 
-
-def is_library(filename: str) -> bool:
-    """Whether code from `filename` is torch's, agdb's or Python's own (never the user's line; a library installed
-    in site-packages is the user's, as is code run from a string)."""
-    return filename.startswith(_SKIP) or (filename.startswith(_PYTHON) and not filename.startswith(_SITE_DIRS))
-
 _ACC = "torch::autograd::AccumulateGrad"
 _BACKWARD = torch.Tensor.backward
 _PY_NODE = torch.autograd.function.BackwardCFunction  # the node of a custom Function: its backward is Python
@@ -83,6 +79,12 @@ PROVENANCE = {**{k: "observed" for k in OBSERVED}, **{k: "reconstructed" for k i
 """HookRan events are the user's tensor hooks (tensor_hooks.py; the bridge's own Node hooks are not the user's);
 a node's creation is its seq_nr increment, or, for a node that took none (AccumulateGrad) or was made before
 recording, the walk that first met it."""
+
+
+def is_library(filename: str) -> bool:
+    """Whether code from `filename` is torch's, agdb's or Python's own (never the user's line; a library installed
+    in site-packages is the user's, as is code run from a string)."""
+    return filename.startswith(_SKIP) or (filename.startswith(_PYTHON) and not filename.startswith(_SITE_DIRS))
 
 
 class _Emitter:

@@ -35,8 +35,9 @@ WINDOW = 4096
 class LineCulprits:
     """NOTE [line culprits]
     A TorchFunctionMode that does nothing already costs 1.7-2x a small op's time, so the bridge reads the
-    counter at every line of the user's code instead (`sys.settrace` on the recording thread; frames of torch
-    and agdb get no line events): an increment seen at an event belongs to the line that ran before it. The
+    counter at every line of the user's code instead (`sys.settrace` on the recording thread; frames of torch,
+    agdb and Python's own library get no line events): an increment seen at an event belongs to the line that
+    ran before it (a line event, a call into or a return from a user function). The
     trace function is the only work done per line, so its fast path is a counter read and a compare.
 
     Naming without the op's outputs: when the counter moved, the nodes are named from the tensors the line
@@ -83,7 +84,7 @@ class LineCulprits:
 
     # -- attaching ------------------------------------------------------------------------------------------------
     def attach(self) -> None:
-        self._previous = sys.gettrace()
+        self._previous = sys.gettrace()  # None: the bridge takes this way only then
         trace, local, flush = self._tracers()
         self._trace, self.flush = trace, flush
         sys.settrace(trace)
@@ -195,9 +196,8 @@ class LineCulprits:
                 _pop(mode)
 
         self._unpush = unpush
-        if self._previous is None:
-            where[0] = self._innermost_user(sys._getframe(2))
-            where[1] = where[0].f_lasti if where[0] is not None else -1
+        where[0] = self._innermost_user(sys._getframe(2))
+        where[1] = where[0].f_lasti if where[0] is not None else -1
         return trace, local_mode, flush
 
     def _innermost_user(self, f: Any) -> Any:
