@@ -249,3 +249,25 @@ def test_a_nested_recording_leaves_the_outer_one_its_hooks():
     assert len(_started(outer.trace)) == 4
     assert handles and all(pre() is not None for pre, *_ in handles.values())  # the graph lives: its hook dicts too
     assert _HookMixin.__dict__["_register_hook"] is register
+
+
+def test_parameter_names_come_from_the_modules_the_program_holds():
+    """NOTE [parameter names]: a module held as an attribute, in a list, or as a variable names its parameters by
+    its outermost holder (a submodule also held keeps the outer name); a temporary module's parameters get none."""
+    class Trainer:
+        def __init__(self):
+            self.model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Tanh(), torch.nn.Linear(2, 1))
+            self.first = self.model[0]
+
+    def program(watch):
+        trainer = Trainer()
+        heads = [torch.nn.Linear(2, 1)]
+        x = torch.ones(1, 2)
+        (trainer.model(x).sum() + heads[0](x).sum() + torch.nn.Linear(2, 1)(x).sum()).backward()
+
+    trace, _ = _record(program)
+    assert sorted(trace.meta["parameter_names"].values()) == [
+        "Linear.bias", "Linear.weight", "Sequential.0.bias", "Sequential.0.weight", "Sequential.2.bias",
+        "Sequential.2.weight"]
+    leaves = [i for i in range(trace.num_nodes) if trace.node(i).name == "torch::autograd::AccumulateGrad"]
+    assert len(leaves) == 8  # the temporary Linear's two are left unnamed

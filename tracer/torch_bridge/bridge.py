@@ -45,6 +45,7 @@ from ..schema import Kind
 from . import tensor_hooks
 from .lines import LineCulprits
 from .model import UINT64_MAX, EngineModel, Graph, GraphTaskModel, first_difference
+from .params import held_modules
 
 _seq = torch.autograd._get_sequence_nr
 _getframe = sys._getframe
@@ -210,8 +211,6 @@ class Bridge:
         previous = mixin.__dict__["_register_hook"]  # torch's, or a recording's this one is nested in
         mixin._register_hook = staticmethod(_register_hook)
         self._restore.append(lambda: setattr(mixin, "_register_hook", previous))
-        handle = torch.nn.modules.module.register_module_forward_pre_hook(self._module_seen)
-        self._restore.append(handle.remove)
         # NOTE [collections while recording]: the bridge allocates a few small objects per op and per node, and
         # with the default threshold each 700 allocations start a collection whose older generations walk
         # every live tensor and node: most of a recording's cost. Fewer, larger collections while recording, and
@@ -410,15 +409,17 @@ class Bridge:
         if now > state.rlast:
             state.rlast = now
 
-    def _module_seen(self, module: Any, args: Any) -> None:
-        """Parameters get their name from the first (outermost) module seen owning them."""
-        if id(module) in self._seen_modules:
-            return
-        self._seen_modules.add(id(module))
-        prefix = type(module).__name__
-        for name, p in module.named_parameters():
-            if id(p) not in self._params:
-                self._params[id(p)] = (weakref.ref(p), f"{prefix}.{name}")
+    def _name_parameters(self) -> None:
+        """Parameters get their name from the first outermost module the user's frames hold that owns them
+        (NOTE [parameter names] in params.py)."""
+        for module in held_modules(sys._getframe(2), is_library, self._seen_modules):
+            if id(module) in self._seen_modules:
+                continue
+            self._seen_modules.add(id(module))
+            prefix = type(module).__name__
+            for name, p in module.named_parameters():
+                if id(p) not in self._params:
+                    self._params[id(p)] = (weakref.ref(p), f"{prefix}.{name}")
 
     def hook_ran(self, kind: str, name: str) -> None:
         """A hook of the user's returned (tensor_hooks.py): log it for the node torch says is running."""
@@ -588,6 +589,7 @@ class Bridge:
         starts = [n for n, _ in roots] + [n for n, _ in inputs if n is not None]
         graph = self._cached(state, starts)
         if graph is None:
+            self._name_parameters()
             self._new_hooks = []
             with _gc_paused():  # a walk allocates per node, and no cycles: no collection in the middle
                 walked = self._walk(state, starts)
