@@ -71,7 +71,7 @@ class LineCulprits:
         # so the caches are keyed by id(code), and every code object keyed is held in _codes so no id is reused.
         self._codes: list = []
         self._tables: dict[int, tuple] = {}  # id(code) -> (line starts, lines, per line: (names, in-place op))
-        self._user: dict[int, bool] = {}
+        self._user: dict[str, bool] = {}  # co_filename -> whether it is the user's (a str caches its hash)
         self._is_library = is_library
         self._type_names: dict[type, str] = bridge._type_names
         self._pending: OrderedDict[int, int] = OrderedDict()  # seq_nrs left `?` (oldest first), within WINDOW
@@ -108,10 +108,9 @@ class LineCulprits:
         self._trace, self.flush = None, lambda candidates=(): None
 
     def _is_user(self, code: Any) -> bool:
-        user = self._user.get(id(code))
+        user = self._user.get(code.co_filename)
         if user is None:
-            user = self._user[id(code)] = not self._is_library(code.co_filename)
-            self._codes.append(code)
+            user = self._user[code.co_filename] = not self._is_library(code.co_filename)
         return user
 
     # -- the trace functions -----------------------------------------------------------------------------------
@@ -126,7 +125,7 @@ class LineCulprits:
         def returned(frame):
             f = frame.f_back
             while f is not None:
-                u = user.get(id(f.f_code))
+                u = user.get(f.f_code.co_filename)
                 if u is None:
                     u = is_user(f.f_code)
                 if u:
@@ -166,7 +165,7 @@ class LineCulprits:
 
         def trace(frame, event, arg):  # "call" events only: say which frames get line events
             code = frame.f_code
-            u = user.get(id(code))
+            u = user.get(code.co_filename)
             if u is None:
                 u = is_user(code)
             if not u:
@@ -275,16 +274,18 @@ class LineCulprits:
         else:
             low = start
         found: dict[int, str] = {}
-        type_names = self._type_names
+        type_names, push, pop = self._type_names, todo.append, todo.pop
         while todo:
-            n = todo.pop()
+            n = pop()
             s = n._sequence_nr()
             if low <= s < now and s not in found and (s >= start or s in pending):
                 name = type_names.get(type(n))
                 if name is None:
                     name = type_names[type(n)] = n.name()
                 found[s] = name
-                todo.extend(c for c, _ in n.next_functions if c is not None)
+                for c, _ in n.next_functions:
+                    if c is not None:
+                        push(c)
         late = {s: name for s, name in found.items() if s < start}
         if late:
             state = self.state
