@@ -6,7 +6,6 @@ import numpy as np
 from .. import _functions as fn
 from .._layout import tensor_iterator_layout
 from .._tensor import Tensor, _wrap_dim, make_tensor
-from .._version import version_of
 from .._views import ViewInfo, creation_meta_now
 from ._common import _out, needs_grad, quietly, record, save_inputs
 from .reduce import sum
@@ -119,6 +118,25 @@ def sum_to(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
     return view_exact(grad, shape) if leading > 0 else grad
 
 
+def sum_to_unrecorded(grad: Tensor, shape: tuple[int, ...]) -> Tensor | None:
+    """sum_to(grad, shape) for a `shape` of one dim or more, when nothing records (grad mode off), with the dims
+    to sum found in the same pass as the test that `shape` expands to the grad's sizes: None when it does not
+    (validate_outputs' error)."""
+    sizes = grad._data.shape
+    leading = len(sizes) - len(shape)
+    if leading < 0:
+        return None
+    reduce = list(range(leading))
+    i = leading
+    for size in shape:
+        if size != sizes[i]:
+            if size != 1:
+                return None
+            reduce.append(i)
+        i += 1
+    return _sum_to_unrecorded(grad, shape, reduce, leading)
+
+
 def _sum_to_unrecorded(grad: Tensor, shape: tuple[int, ...], reduce: list, leading: int) -> Tensor:
     """sum_to's sum and view when neither records a node (every broadcast grad of a backward without
     create_graph): the same tensors, a contiguous sum and a view of it, without the ops' argument handling."""
@@ -131,7 +149,7 @@ def _sum_to_unrecorded(grad: Tensor, shape: tuple[int, ...], reduce: list, leadi
         return summed
     view = _as_view(data, shape)  # a sum with keepdim: its leading ones always view away
     out = make_tensor(view, device=summed._device)  # _view_out(view, summed), inline: summed is a new plain tensor
-    out._view = ViewInfo(summed, creation_meta_now(), version_of(data))
+    out._view = ViewInfo(summed, creation_meta_now(), 0)  # new memory: version 0
     return out
 
 
