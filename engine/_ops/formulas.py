@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import _functions as fn
 from .._layout import tensor_iterator_layout
+from .._state import tls
 from .._tensor import Tensor, _wrap_dim, make_tensor
 from .._views import ViewInfo, creation_meta_now
 from ._common import _out, needs_grad, quietly, record, save_inputs
@@ -25,9 +26,11 @@ def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor, oper
 
 def tanh_backward(grad: Tensor, output: Tensor) -> Tensor:
     """grad * (1 - output**2) → TanhBackwardBackward0."""
-    if not needs_grad(grad, output):  # the common case (no create_graph): no node, no saved values to gather
-        return _out(tensor_iterator_layout(quietly(_tanh_grad, grad._data, output._data), (grad._data, output._data)),
-                    grad)
+    if not tls.grad_enabled or not needs_grad(grad, output):  # the common case (no create_graph): no node
+        g, o = grad._data, output._data
+        res = quietly(_tanh_grad, g, o)
+        # _out(res, grad) is make_tensor: the result is new memory, so it takes the inference flag of the mode
+        return make_tensor(tensor_iterator_layout(res, (g, o)) if res.ndim > 1 else res, False, grad._device)
     return _binary_node(fn.TanhBackwardBackward0, lambda: _tanh_grad(grad._data, output._data),
                         (grad, output), {"grad_output": grad, "output": output}, grad, (grad._data, output._data))
 
