@@ -29,7 +29,9 @@ def tanh_backward(grad: Tensor, output: Tensor) -> Tensor:
     if not tls.grad_enabled or not needs_grad(grad, output):  # the common case (no create_graph): no node
         g, o = grad._data, output._data
         res = quietly(_tanh_grad, g, o)
-        # _out(res, grad) is make_tensor: the result is new memory, so it takes the inference flag of the mode
+        if res.__class__ is not np.ndarray:  # numpy gives 0-dim operands a scalar
+            res = np.asarray(res)
+        # _out(res, grad) is make_tensor then: the result is new memory, so it takes the inference flag of the mode
         return make_tensor(tensor_iterator_layout(res, (g, o)) if res.ndim > 1 else res, False, grad._device)
     return _binary_node(fn.TanhBackwardBackward0, lambda: _tanh_grad(grad._data, output._data),
                         (grad, output), {"grad_output": grad, "output": output}, grad, (grad._data, output._data))
