@@ -104,8 +104,8 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> b
     observed = bool(_observer.observers)
     if type(outputs) is not list:
         outputs = list(outputs)
-    # Where a ready node goes when push_node has nothing to report and no device to pick: pushed inline.
-    cpu_queue = None if observed or _state.cuda_seen else graph_task.cpu_ready_queue
+    # Where a ready node goes when no device is to be picked: pushed inline (push_node's steps, its report included).
+    cpu_queue = None if _state.cuda_seen else graph_task.cpu_ready_queue
     with graph_task.mutex:
         dependencies = graph_task.dependencies
         not_ready = graph_task.not_ready
@@ -166,6 +166,9 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> b
                     cpu_queue._waiting = False
                     cpu_queue._wake.put(None)
                 _heappush(cpu_queue.heap, task)
+            if _observer.observers:
+                for hook in _observer.dispatch.get("task_pushed", ()):
+                    hook(None if graph_task.gone else graph_task, task, cpu_queue)  # task.graph_task
         graph_task.outstanding_tasks -= 1
         return graph_task.outstanding_tasks <= 0 or (graph_task.exit_on_error and graph_task.has_error)
 
