@@ -4,6 +4,7 @@ from __future__ import annotations
 import threading
 import warnings
 from heapq import heappop as _heappop
+from heapq import heappush as _heappush
 
 import numpy as np
 
@@ -46,8 +47,13 @@ def call_function(graph_task: GraphTask, fn: Node, input_buffer: InputBuffer) ->
     return outputs
 
 
-def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> None:
-    """Run one node and route its outputs to the next nodes' buffers (engine-semantics §7.1, §4.5, §5.3)."""
+def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> bool | None:
+    """Run one node and route its outputs to the next nodes' buffers (engine-semantics §7.1, §4.5, §5.3).
+
+    A node with outputs is counted off its graph task (thread_main's decrement of outstanding_tasks, which torch
+    makes right after this) in the routing's critical section: returns whether the graph task is then complete.
+    Otherwise returns None, and the caller counts it off.
+    """
     exec_info = graph_task.exec_info
     if exec_info:
         fn_info = exec_info[fn]
@@ -61,7 +67,7 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
                     if _observer.observers:
                         _observer.notify("grad_captured", graph_task, fn, output_idx, new_inputs[input_idx])
         if not fn_info.needed:
-            return
+            return None
         del new_inputs  # a grad this node sums later must not be held here (InputBuffer's in-place sum)
 
     if (fn._tensor_pre_hooks is None and not fn._retains_grad_hooks and not fn._leaf_hooks and not fn._pre_hooks
@@ -88,7 +94,7 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
         fn.release_variables()
     num_outputs = len(outputs)
     if num_outputs == 0:
-        return
+        return None
 
     if anomaly.enabled and anomaly.check_nan:
         for i, output in enumerate(outputs):
@@ -98,6 +104,8 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
     observed = bool(_observer.observers)
     if type(outputs) is not list:
         outputs = list(outputs)
+    # Where a ready node goes when no device is to be picked: pushed inline (push_node's steps, its report included).
+    cpu_queue = None if _state.cuda_seen else graph_task.cpu_ready_queue
     with graph_task.mutex:
         dependencies = graph_task.dependencies
         not_ready = graph_task.not_ready
@@ -126,26 +134,46 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> N
                 outputs[i] = None  # moved, so that a later sum into it may reuse its memory (no local holds it)
                 buffer = _new_object(InputBuffer)
                 buffer.buffer = slots
-                accumulated = False
                 if observed:
                     for hook in _observer.dispatch.get("buffer_written", ()):
-                        hook(graph_task, nxt, input_nr, accumulated, buffer)
-                if is_ready:
-                    queue = ready_queue(graph_task, nxt.device()) if _state.cuda_seen else graph_task.cpu_ready_queue
-                    queue.push_node(graph_task, nxt, buffer)
-                else:
+                        hook(graph_task, nxt, input_nr, False, buffer)
+                if not is_ready:
                     not_ready[nxt] = buffer
+                    continue
             else:
                 accumulated = buffer.add(input_nr, _take(outputs, i))
                 if observed:
                     for hook in _observer.dispatch.get("buffer_written", ()):
                         hook(graph_task, nxt, input_nr, accumulated, buffer)
-                if is_ready:
-                    del not_ready[nxt]
-                    queue = ready_queue(graph_task, nxt.device()) if _state.cuda_seen else graph_task.cpu_ready_queue
-                    queue.push_node(graph_task, nxt, buffer)
+                if not is_ready:
+                    continue
+                del not_ready[nxt]
+            if cpu_queue is None:
+                queue = ready_queue(graph_task, nxt.device()) if _state.cuda_seen else graph_task.cpu_ready_queue
+                queue.push_node(graph_task, nxt, buffer)
+                continue
+            # cpu_queue.push_node(graph_task, nxt, buffer), inline
+            task = _new_list(NodeTask)
+            task.owner = graph_task
+            task.fn = nxt
+            task.inputs = buffer
+            task.is_shutdown = False
+            task.extend((2, -graph_task.reentrant_depth, -nxt._seq))
+            if not graph_task.gone:
+                graph_task.outstanding_tasks += 1
+            with cpu_queue.lock:
+                if cpu_queue._waiting:
+                    cpu_queue._waiting = False
+                    cpu_queue._wake.put(None)
+                _heappush(cpu_queue.heap, task)
+            if _observer.observers:
+                for hook in _observer.dispatch.get("task_pushed", ()):
+                    hook(None if graph_task.gone else graph_task, task, cpu_queue)  # task.graph_task
+        graph_task.outstanding_tasks -= 1
+        return graph_task.outstanding_tasks <= 0 or (graph_task.exit_on_error and graph_task.has_error)
 
 
+_new_list = list.__new__
 _new_object = object.__new__
 
 
@@ -186,13 +214,17 @@ def thread_main(graph_task: GraphTask | None) -> None:
                 tls.current_graph_task = local_graph_task
                 tls.current_node = fn
                 try:
-                    evaluate_function(local_graph_task, fn, task.inputs)
+                    done = evaluate_function(local_graph_task, fn, task.inputs)
                 except BaseException as e:  # noqa: BLE001 - the first error completes the future
                     local_graph_task.set_exception(e, fn)
-            with local_graph_task.mutex:
-                local_graph_task.outstanding_tasks -= 1
-                done = local_graph_task.outstanding_tasks <= 0 or (  # completed(), inline
-                    local_graph_task.exit_on_error and local_graph_task.has_error)
+                    done = None
+            else:
+                done = None
+            if done is None:  # the task was not counted off with its node's routing
+                with local_graph_task.mutex:
+                    local_graph_task.outstanding_tasks -= 1
+                    done = local_graph_task.outstanding_tasks <= 0 or (  # completed(), inline
+                        local_graph_task.exit_on_error and local_graph_task.has_error)
             if done:
                 if before is not None:
                     tls.grad_enabled, tls.current_graph_task, tls.current_node = before

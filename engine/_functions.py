@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from . import _ops as ops
+from . import _state, _version
 from ._graph_task import ExecInfo
 from ._node import ERR_BACKWARD_TWICE, Node
 from ._ops import linalg as _ops_linalg
@@ -29,8 +30,10 @@ class _Generated(Node):
     __slots__ = ()
 
     def apply(self, grads: list) -> list:
-        if self._released or self._saved_versions is not None:  # else check_saved() has nothing to check
-            self.check_saved()  # generated code unpacks every saved variable first
+        records = self._saved_versions
+        if self._released or records is not None and (
+                records.__class__ is not tuple or _version._counters or _state.detached_in_place or tls.grad_enabled):
+            self.check_saved()  # generated code unpacks every saved variable first; else nothing to check or unpack
         grad = grads[0]
         n = len(self.next_edges)
         if grad is None:

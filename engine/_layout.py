@@ -38,11 +38,18 @@ def tensor_iterator_layout(res: np.ndarray, operands: tuple[np.ndarray, ...]) ->
     """`res` (an elementwise result of `operands`) with torch's strides: itself, or a copy laid out anew."""
     if res.ndim < 2:
         return res
-    if all(op.flags.c_contiguous for op in operands) and (
-            1 not in res.shape or all(op.shape == res.shape for op in operands)):
-        # torch's fast setup (contiguous operands of one shape), or contiguous operands whose reordering can only
-        # differ from C order at size-1 dims, and there are none
-        return res if res.flags.c_contiguous else np.ascontiguousarray(res)
+    shape = res.shape
+    same = True  # loops, not all() of generators: every pointwise result of two dims or more comes here
+    for op in operands:
+        if not op.flags.c_contiguous:
+            break
+        if same and op.shape != shape:
+            same = False
+    else:
+        if same or 1 not in shape:
+            # torch's fast setup (contiguous operands of one shape), or contiguous operands whose reordering can
+            # only differ from C order at size-1 dims, and there are none
+            return res if res.flags.c_contiguous else np.ascontiguousarray(res)
     strides = _strides(res.shape, operands)
     item = res.itemsize
     if tuple(s * item for s in strides) == res.strides:

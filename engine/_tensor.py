@@ -464,7 +464,12 @@ def accumulate_into_grad(variable: Tensor, new_grad: Tensor, unreferenced: bool 
     old = variable._grad
     if old is None:
         if not tls.grad_enabled and unreferenced and _obeys_layout_contract(new_grad._data, variable._data):
-            variable._grad = alias_tensor(new_grad._data, new_grad)  # new_grad.detach()
+            # new_grad.detach(): alias_tensor(new_grad._data, new_grad), inline (every leaf's first grad)
+            grad = make_tensor(new_grad._data, False, new_grad._device)
+            grad._inference = new_grad._inference
+            if new_grad._zerotensor:
+                grad._zerotensor = True
+            variable._grad = grad
         elif not is_non_overlapping_and_dense(variable._data):
             from ._ops import clone  # torch's clone_obey_contract falls back to a contiguous clone
 
@@ -501,7 +506,8 @@ def _obeys_layout_contract(grad: np.ndarray, variable: np.ndarray) -> bool:
     flags = variable.flags  # a new flags object per read of .flags
     if not (flags.c_contiguous or flags.f_contiguous):
         return bool(grad.flags.c_contiguous)
-    if grad.strides == variable.strides and 0 not in grad.strides:  # the common case, without the loop
+    strides = grad.strides
+    if strides == variable.strides and 0 not in strides:  # the common case, without the loop
         return True
     # a size-1 dim's stride does not matter, unless it is 0: such a grad is a view (an expand's), never adopted
     return all((a == b) if n != 1 else (a != 0)

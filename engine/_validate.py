@@ -5,7 +5,11 @@ from typing import Any
 
 from ._node import Node
 from ._ops import sum_to, to
+from ._ops.formulas import sum_to_unrecorded
+from ._state import tls
 from ._tensor import Tensor
+
+_sum_to = sum_to  # the engine's own, which tracer/fx's capture replaces to see it
 
 
 def validate_outputs(edges: list, grads: list, fn: Node | None) -> None:
@@ -39,10 +43,17 @@ def _conform_grad(fn: Node | None, i: int, grad: Any, meta: Any) -> Any:
         return grad
     shape = meta.shape
     if grad._data.shape != shape:
-        if not _is_expandable_to(shape, grad._data.shape):
-            _validation_error(fn, f"invalid gradient at index {i} - got {list(grad._data.shape)} but expected "
-                                  f"shape compatible with {list(shape)}")
-        grad = sum_to(grad, shape)
+        if shape and not tls.grad_enabled and sum_to is _sum_to:
+            # nothing records (no create_graph, and tracer/fx's capture does not wrap sum_to): summed directly, the
+            # shape checked on the way
+            summed = sum_to_unrecorded(grad, shape)
+            if summed is None:
+                _shape_error(fn, i, grad, shape)
+            grad = summed
+        else:
+            if not _is_expandable_to(shape, grad._data.shape):
+                _shape_error(fn, i, grad, shape)
+            grad = sum_to(grad, shape)
     if meta.dtype is not None and grad._data.dtype != meta.dtype.np:
         grad = to(grad, meta.dtype)
     if grad._device != meta.device:
@@ -51,6 +62,11 @@ def _conform_grad(fn: Node | None, i: int, grad: Any, meta: Any) -> Any:
                                   f"{grad._device}")
         grad = to(grad, meta.device)
     return grad
+
+
+def _shape_error(fn: Node | None, i: int, grad: Tensor, shape: tuple) -> None:
+    _validation_error(fn, f"invalid gradient at index {i} - got {list(grad._data.shape)} but expected shape "
+                          f"compatible with {list(shape)}")
 
 
 def _validation_error(fn: Node | None, msg: str) -> None:

@@ -5,8 +5,8 @@ import numpy as np
 
 from .. import _functions as fn
 from .._layout import tensor_iterator_layout
+from .._state import tls
 from .._tensor import Tensor, _wrap_dim, make_tensor
-from .._version import version_of
 from .._views import ViewInfo, creation_meta_now
 from ._common import _out, needs_grad, quietly, record, save_inputs
 from .reduce import sum
@@ -26,9 +26,13 @@ def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor, oper
 
 def tanh_backward(grad: Tensor, output: Tensor) -> Tensor:
     """grad * (1 - output**2) → TanhBackwardBackward0."""
-    if not needs_grad(grad, output):  # the common case (no create_graph): no node, no saved values to gather
-        return _out(tensor_iterator_layout(quietly(_tanh_grad, grad._data, output._data), (grad._data, output._data)),
-                    grad)
+    if not tls.grad_enabled or not needs_grad(grad, output):  # the common case (no create_graph): no node
+        g, o = grad._data, output._data
+        res = quietly(_tanh_grad, g, o)
+        if res.__class__ is not np.ndarray:  # numpy gives 0-dim operands a scalar
+            res = np.asarray(res)
+        # _out(res, grad) is make_tensor then: the result is new memory, so it takes the inference flag of the mode
+        return make_tensor(tensor_iterator_layout(res, (g, o)) if res.ndim > 1 else res, False, grad._device)
     return _binary_node(fn.TanhBackwardBackward0, lambda: _tanh_grad(grad._data, output._data),
                         (grad, output), {"grad_output": grad, "output": output}, grad, (grad._data, output._data))
 
@@ -119,6 +123,25 @@ def sum_to(grad: Tensor, shape: tuple[int, ...]) -> Tensor:
     return view_exact(grad, shape) if leading > 0 else grad
 
 
+def sum_to_unrecorded(grad: Tensor, shape: tuple[int, ...]) -> Tensor | None:
+    """sum_to(grad, shape) for a `shape` of one dim or more, when nothing records (grad mode off), with the dims
+    to sum found in the same pass as the test that `shape` expands to the grad's sizes: None when it does not
+    (validate_outputs' error)."""
+    sizes = grad._data.shape
+    leading = len(sizes) - len(shape)
+    if leading < 0:
+        return None
+    reduce = list(range(leading))
+    i = leading
+    for size in shape:
+        if size != sizes[i]:
+            if size != 1:
+                return None
+            reduce.append(i)
+        i += 1
+    return _sum_to_unrecorded(grad, shape, reduce, leading)
+
+
 def _sum_to_unrecorded(grad: Tensor, shape: tuple[int, ...], reduce: list, leading: int) -> Tensor:
     """sum_to's sum and view when neither records a node (every broadcast grad of a backward without
     create_graph): the same tensors, a contiguous sum and a view of it, without the ops' argument handling."""
@@ -131,7 +154,7 @@ def _sum_to_unrecorded(grad: Tensor, shape: tuple[int, ...], reduce: list, leadi
         return summed
     view = _as_view(data, shape)  # a sum with keepdim: its leading ones always view away
     out = make_tensor(view, device=summed._device)  # _view_out(view, summed), inline: summed is a new plain tensor
-    out._view = ViewInfo(summed, creation_meta_now(), version_of(data))
+    out._view = ViewInfo(summed, creation_meta_now(), 0)  # new memory: version 0
     return out
 
 

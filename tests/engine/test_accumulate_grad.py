@@ -23,6 +23,18 @@ def test_backward_twice_accumulates():
     assert x.grad.tolist() == [4.0, 4.0]
 
 
+def test_zero_dim_leaf_adopts_an_array_grad_of_version_0():
+    """A 0-dim leaf's grad from tanh (numpy computes 0-dim operands into a scalar) is adopted at version 0 and views
+    as any tensor, as in torch 2.13 (`x.grad._version == 0`, `x.grad.view(1)` works; fuzzer seed 7070022105)."""
+    import torch as real
+
+    for lib in (torch, real):
+        x = lib.tensor(-1.0, dtype=lib.float64, requires_grad=True)
+        x.tanh().backward()
+        assert x.grad._version == 0
+        assert x.grad.view(1).tolist() == [pytest.approx(0.41997434161402614)]
+
+
 def test_user_supplied_grad_is_not_stored_as_is():
     """engine-semantics §8.2 / e9_acc: x.backward(g) on a leaf does not store the user's g object as x.grad."""
     x = torch.ones(3, requires_grad=True)
