@@ -11,6 +11,7 @@ from .._dispatch import public
 from .._state import tls
 from .._tensor import Tensor
 from ._common import (
+    _OPERAND,
     _binary,
     _float_data,
     _out,
@@ -303,10 +304,18 @@ def _rsub(self: Tensor, other: Any) -> Tensor:
     return rsub(self, other)
 
 
-def _rtruediv(self: Tensor, other: Any) -> Tensor:
+def _rtruediv(self: Tensor, other: Any) -> Any:
+    """other / self. PyTorch's `__rdiv__` is `self.reciprocal() * other` for any `other` and turns a TypeError into
+    NotImplemented: so `None / x` or `"a" / x` make (and number) a ReciprocalBackward0 before Python refuses them,
+    where every other reflected operator is refused before any node."""
     if isinstance(other, Tensor):
         return div(other, self)
-    return rdiv(self, other)
+    if isinstance(other, _OPERAND):
+        return rdiv(self, other)
+    try:
+        return reciprocal(self) * other
+    except TypeError:
+        return NotImplemented
 
 
 public("add", tensor=("__add__", "__radd__"))(binary_operator(add))
@@ -314,7 +323,7 @@ public("sub", tensor="__sub__")(binary_operator(sub))
 public("rsub", tensor="__rsub__")(binary_operator(_rsub))
 public("mul", tensor=("__mul__", "__rmul__"))(binary_operator(mul))
 public("div", tensor="__truediv__")(binary_operator(div))
-public("div", tensor="__rtruediv__")(binary_operator(_rtruediv))  # number / x: PyTorch's __rdiv__
+public("div", tensor="__rtruediv__")(_rtruediv)  # number / x: PyTorch's __rdiv__
 public("pow", tensor="__pow__")(binary_operator(pow))
 public("pow", tensor="__rpow__")(binary_operator(lambda self, base: pow(base, self)))
 public("bitwise_not", tensor="__invert__")(bitwise_not)

@@ -579,3 +579,15 @@ def _layouts(t, p):
     w = p.leaf("w", [[1.0, 2.0, 3.0, 4.0]])
     p.run("copy_ into a leaf that does not fit", lambda: w.copy_(p.const([1.0, 2.0])))
     p.run("addmm bias that does not expand", lambda: t.addmm(p.const([1.0, 2.0, 3.0]), m2 := p.const([[1.0, 2.0]]), m2.t()))
+
+
+@program("reflected operators with operands torch cannot take: / makes the reciprocal first (fuzzer seed 7070023812)")
+def _reflected_unsupported(t, p):
+    v = p.leaf("v", [2.0, 4.0])
+    cases = {"None / v": lambda: None / v, "'a' / v": lambda: "a" / v, "[1.0] / v": lambda: [1.0] / v,
+             "None - v": lambda: None - v, "None ** v": lambda: None ** v, "None // v": lambda: None // v,
+             "None % v": lambda: None % v, "None @ v": lambda: None @ v, "None * v": lambda: None * v,
+             "None + v": lambda: None + v, "2 / v": lambda: 2 / v}
+    for tag, case in cases.items():
+        p.run(tag, case)
+        _made(p, tag + ", then a node", v.sub(v, alpha=0.5))
