@@ -5,10 +5,11 @@ Imports numpy and the tracer only. The TUI's graph panel and the Graphviz export
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 
-from .indexes import Intervals, TaskIndex, unique_first, unique_sorted
+from .indexes import Intervals, TaskIndex, lookup_sorted, unique_first, unique_sorted
 from .replay import EngineState
 from .schema import Kind
 from .trace import Trace
@@ -185,8 +186,10 @@ class NodeStates:
         else:
             self._move_exec_index(into, last, state)
             codes, order = self._states_of(state, touched, into.exec_index)
+            into.before = into.codes[touched]  # a copy (fancy indexing): what BoxStates takes away
             into.codes[touched], into.order[touched] = codes, order
-        into.state = state
+        into.state, into.touched = state, touched
+        into.generation += 1
         return touched
 
     def _touched(self, last: EngineState, state: EngineState) -> np.ndarray | None:
@@ -315,6 +318,58 @@ class Filled:
         self.codes, self.order = codes, order
         self.state: EngineState | None = None  # the state they show
         self.exec_index = np.zeros(0, dtype=np.int32)  # per node, its position in state.executed, or -1
+        self.generation = 0  # fills that changed the step so far
+        self.touched: np.ndarray | None = None  # the nodes the last fill set (None: every node)
+        self.before = np.zeros(0, dtype=np.int8)  # their codes before it
+
+
+class BoxStates:
+    """Each box's state in a folded picture (tracer.folding): the state its nodes share, else running, ready or
+    waiting if one of them is (in that order), else counted.
+
+    Kept as a count of each box's nodes in each state, so that after a fill that set a few nodes (NOTE [stepping the
+    states]) only their boxes are looked at again: a 1M-node graph folded into 4 boxes otherwise reads a million
+    codes at every step.
+    """
+
+    def __init__(self, folding: Any) -> None:
+        self.folding = folding
+        self.codes = np.zeros(folding.num_groups, dtype=np.int8)
+        self._counts = np.zeros((folding.num_groups, len(STATES)), dtype=np.int64)
+        self._generation = -1  # the Filled generation the counts are of
+
+    def update(self, filled: Filled) -> np.ndarray:
+        """The box codes for `filled`'s codes (read-only for the caller)."""
+        f, width = self.folding, len(STATES)
+        if filled.generation == self._generation:
+            return self.codes
+        if filled.touched is not None and filled.generation == self._generation + 1:
+            nodes = filled.touched
+            boxes = f.group_of[nodes]
+            shown = boxes >= 0
+            boxes = boxes[shown]
+            np.subtract.at(self._counts, (boxes, filled.before[shown].astype(np.int64)), 1)
+            np.add.at(self._counts, (boxes, filled.codes[nodes[shown]].astype(np.int64)), 1)
+            changed = unique_sorted(boxes)
+            self.codes[changed] = _box_codes(self._counts[changed])
+        else:
+            box_of = np.repeat(np.arange(f.num_groups, dtype=np.int64), np.diff(f.starts))
+            keys = box_of * width + filled.codes[f.members]
+            self._counts = np.bincount(keys, minlength=f.num_groups * width).reshape(f.num_groups, width)
+            self.codes = _box_codes(self._counts)
+        self._generation = filled.generation
+        return self.codes
+
+
+def _box_codes(counts: np.ndarray) -> np.ndarray:
+    """BoxStates' rule, for boxes given as counts of their nodes in each state (a row per box)."""
+    present = counts > 0
+    lo = np.argmax(present, axis=1)
+    hi = present.shape[1] - 1 - np.argmax(present[:, ::-1], axis=1)
+    codes = np.where(lo == hi, lo, STATE_CODE["counted"]).astype(np.int8)
+    for state in ("waiting", "ready", "running"):  # later wins
+        codes[present[:, STATE_CODE[state]]] = STATE_CODE[state]
+    return codes
 
 
 class _History:
@@ -360,14 +415,7 @@ def _spent_intervals(trace: Trace, tid: int, t: TaskIndex, upto: int | None) -> 
     pushes = pushes[np.asarray(c["ev_task"][pushes]) == tid]
     span = len(trace) + 1
     push_keys = np.sort(np.asarray(c["ev_node"][pushes], dtype=np.int64) * span + pushes)  # by node, then step
-    # Per node decremented (not per node counted: a prefix of a 1M-node backward decrements a few thousand), how
-    # many times, and the step of its last decrement (dec_steps ascend, so the last of each run of equal positions).
-    by_pos = np.argsort(t.dec_pos, kind="stable")
-    pos = t.dec_pos[by_pos]
-    ends = np.flatnonzero(np.r_[pos[1:] != pos[:-1], True]) if len(pos) else np.zeros(0, np.int64)
-    decremented, times = pos[ends], np.diff(np.r_[-1, ends])
-    spent = times >= t.dep_counts[decremented]
-    node, zero = t.dep_nodes[decremented[spent]].astype(np.int64), t.dec_steps[by_pos[ends[spent]]]
+    node, zero = _reached_zero(t)
     at = np.searchsorted(push_keys, node * span + zero, side="left")
     hit = push_keys[np.minimum(at, len(push_keys) - 1)] if len(push_keys) else np.zeros(len(node), np.int64)
     pushed = (at < len(push_keys)) & (hit // span == node)
@@ -376,6 +424,34 @@ def _spent_intervals(trace: Trace, tid: int, t: TaskIndex, upto: int | None) -> 
         end[~pushed] = _later_pushes(trace, tid * (trace.num_nodes + 1) + node[~pushed], upto)
         pushed = end >= 0
     return node[pushed], Intervals(zero[pushed], end[pushed])
+
+
+SPARSE_DECREMENTS = 8
+"""_reached_zero sorts the decrements when the task counts this many times more nodes than it has decrements."""
+
+
+def _reached_zero(t: TaskIndex) -> tuple[np.ndarray, np.ndarray]:
+    """(node, step its count reached 0) for each node of the task whose decrements spent its count."""
+    if len(t.dec_pos) * SPARSE_DECREMENTS < len(t.dep_nodes):
+        # A prefix of a large backward: per node decremented, not per node counted. How many times, and the step of
+        # its last decrement (dec_steps ascend, so the last of each run of equal positions once sorted stably).
+        by_pos = np.argsort(t.dec_pos, kind="stable")
+        pos = t.dec_pos[by_pos]
+        ends = np.flatnonzero(np.r_[pos[1:] != pos[:-1], True]) if len(pos) else np.zeros(0, np.int64)
+        decremented, times = pos[ends], np.diff(np.r_[-1, ends])
+        spent = times >= t.dep_counts[decremented]
+        # A count that starts at 0 is spent with no decrement, from the start (as the bincount below finds).
+        unspent = np.flatnonzero(t.dep_counts <= 0)
+        unspent = unspent[~lookup_sorted(decremented, unspent)[1]]
+        positions = np.concatenate([decremented[spent], unspent])
+        zero = np.concatenate([t.dec_steps[by_pos[ends[spent]]], np.zeros(len(unspent), np.int64)])
+        by_node = np.argsort(positions, kind="stable")  # by position, as the bincount below gives them
+        return t.dep_nodes[positions[by_node]].astype(np.int64), zero[by_node]
+    decrements = np.bincount(t.dec_pos, minlength=len(t.dep_nodes))  # one pass, no sort
+    last = np.zeros(len(t.dep_nodes), dtype=np.int64)
+    np.maximum.at(last, t.dec_pos, t.dec_steps)
+    spent = np.flatnonzero(decrements >= t.dep_counts)
+    return t.dep_nodes[spent].astype(np.int64), last[spent]
 
 
 def _later_pushes(trace: Trace, keys: np.ndarray, upto: int) -> np.ndarray:

@@ -149,3 +149,59 @@ def test_the_examples_count_ranges_of_nodes():
         for step in range(len(replay.trace)):
             spans += sum(gt.counted_span() is not None for gt in replay.state_at(step).graph_tasks)
     assert spans > 10
+
+
+def test_counts_reach_zero_at_the_same_steps_whether_decrements_are_sorted_or_counted(monkeypatch):
+    """_reached_zero's two ways (sorting few decrements, counting many): by hand, node 2 starts at 0 (spent from
+    step 0), node 5's one decrement is at step 10, node 7's second at 12, node 9 starts at 0 and is decremented
+    at 13."""
+    import tracer.node_states as ns
+    from tracer.indexes import TaskIndex
+
+    t = TaskIndex()
+    t.dep_nodes, t.dep_counts = np.array([2, 5, 7, 9], np.int32), np.array([0, 1, 2, 0], np.int32)
+    t.dec_pos, t.dec_steps = np.array([1, 2, 2, 3]), np.array([10, 11, 12, 13])
+    for way in (0, 10**9):
+        monkeypatch.setattr(ns, "SPARSE_DECREMENTS", way)
+        nodes, steps = ns._reached_zero(t)
+        assert nodes.tolist() == [2, 5, 7, 9] and steps.tolist() == [0, 10, 12, 13]
+
+
+def _boxes_by_scan(folding, codes: np.ndarray) -> np.ndarray:
+    """The box rule read from every member: min and max of each box's codes, then waiting, ready, running."""
+    from tracer.node_states import STATE_CODE
+
+    members = codes[folding.members]
+    lo = np.minimum.reduceat(members, folding.starts[:-1])
+    hi = np.maximum.reduceat(members, folding.starts[:-1])
+    out = np.where(lo == hi, lo, STATE_CODE["counted"]).astype(np.int8)
+    for state in ("waiting", "ready", "running"):
+        boxes = folding.group_of[np.flatnonzero(codes == STATE_CODE[state])]
+        out[boxes[boxes >= 0]] = STATE_CODE[state]
+    return out
+
+
+@settings(deadline=None)
+@given(programs(), st.integers(0, 2**32))
+@example(EXAMPLES[2], 2)
+def test_box_states_kept_up_step_by_step_equal_those_read_from_every_node(program, seed):
+    """BoxStates, updated from the nodes each fill set, gives after every move of a random walk the box codes that
+    reading every member gives; the nodes are put in random boxes (some left out of the picture)."""
+    from tracer.folding import Folding
+    from tracer.node_states import BoxStates
+
+    trace = _fresh(run_program(program).trace)
+    rng = np.random.default_rng(seed)
+    shown = np.flatnonzero(rng.random(trace.num_nodes) < 0.8)
+    if not len(shown):
+        return
+    members = rng.permutation(shown)
+    cuts = np.unique(np.r_[0, np.sort(rng.integers(1, len(members) + 1, size=3)), len(members)])
+    group_of = np.full(trace.num_nodes, -1, dtype=np.int64)
+    group_of[members] = np.repeat(np.arange(len(cuts) - 1), np.diff(cuts))
+    folding = Folding(group_of, members, cuts.astype(np.int64))
+    replay, states = Replay(trace), NodeStates(trace)
+    filled, boxes = states.filled(), BoxStates(folding)
+    for step in _moves(trace, random.Random(seed), 2 * len(trace)):
+        states.fill(replay.state_at(step), filled)
+        assert boxes.update(filled).tolist() == _boxes_by_scan(folding, filled.codes).tolist(), step
