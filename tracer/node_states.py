@@ -72,6 +72,7 @@ class NodeStates:
     def warm(self) -> None:
         """Build the per-trace history arrays now (the TUI does it in a worker, off the first paint)."""
         self._history_arrays(None)
+        self._count_runs()
 
     def _history_arrays(self, step: int | None) -> _History:
         """The history, right up to `step` at least (all of it with None)."""
@@ -233,19 +234,19 @@ class NodeStates:
             return
         gone = unique_sorted(before[len(after):])
         into.exec_index[gone] = -1
-        again = gone[self._run_counts()[gone] > 1]  # ran more than once: perhaps before `state` too
+        runs = self._runs_per_node  # until warm() counted them, look for an earlier run of each (~1 ms for 1M)
+        again = gone if runs is None else gone[runs[gone] > 1]  # ran more than once: perhaps before `state` too
         for node in again.tolist():
             earlier = np.flatnonzero(after == node)
             if len(earlier):
                 into.exec_index[node] = earlier[-1]
 
-    def _run_counts(self) -> np.ndarray:
-        """How many times each node runs in the whole trace (found once)."""
+    def _count_runs(self) -> None:
+        """Count how many times each node runs in the whole trace (for fill going back; 30 ms for 1M nodes)."""
         if self._runs_per_node is None:
             started = self.trace.steps_of(Kind.NODE_STARTED)
             self._runs_per_node = np.bincount(np.asarray(self.trace.columns["ev_node"][started], dtype=np.int64),
                                               minlength=self.trace.num_nodes)
-        return self._runs_per_node
 
     def _states_of(self, state: EngineState, nodes: np.ndarray, exec_index: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:
