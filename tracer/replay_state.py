@@ -90,8 +90,8 @@ class QueueState:
 class GraphTaskState:
     """A graph task still running: remaining counts, waiting buffers, pruning and exec_info.
 
-    The counts are read through `counts` (tracer.indexes.TaskCounts, or anything with its methods): a view reads
-    the few it shows (NOTE [counts at a step] in indexes), and the whole arrays are made only when asked for.
+    The counts are read through `counts` (tracer.indexes.TaskCounts): a view reads the few it shows (NOTE [counts
+    at a step] in indexes), and the whole arrays are made only when asked for.
     """
 
     __slots__ = ("graph_task", "reentrant_depth", "min_topo_nr", "_counts", "_waiting", "_slots", "pruned",
@@ -157,37 +157,6 @@ class GraphTaskState:
     def __repr__(self) -> str:
         return (f"GraphTaskState({self.graph_task}, depth={self.reentrant_depth}, {self.num_counted()} counted, "
                 f"{len(self._waiting)} waiting)")
-
-
-class CountArrays:
-    """Counts given whole, as two arrays (nodes by node, counts): what a GraphTaskState made by hand holds."""
-
-    def __init__(self, nodes: np.ndarray, counts: np.ndarray) -> None:
-        self._nodes, self._counts = nodes, counts
-
-    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._nodes, self._counts
-
-    def num_counted(self) -> int:
-        return len(self._nodes)
-
-    def rows(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        return self._nodes[lo:hi].astype(np.int64), self._counts[lo:hi].astype(np.int64)
-
-    def counted_span(self) -> None:
-        return None
-
-    def counts_of(self, nodes: np.ndarray) -> np.ndarray:
-        nodes = np.asarray(nodes, dtype=np.int64)
-        pos = np.searchsorted(self._nodes, nodes)
-        out = np.zeros(len(nodes), dtype=np.int64)
-        if len(self._nodes):
-            ok = (pos < len(self._nodes)) & (self._nodes[np.minimum(pos, len(self._nodes) - 1)] == nodes)
-            out[ok] = self._counts[pos[ok]]
-        return out
-
-    def nbytes(self) -> int:
-        return self._nodes.nbytes + self._counts.nbytes
 
 
 def state_bytes(state: EngineState) -> int:
