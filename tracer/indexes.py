@@ -329,8 +329,7 @@ class TaskCounts:
         """How many nodes the task still counts (a count above 0)."""
         if self._arrays is not None:
             return len(self._arrays[0])
-        w = self._index()
-        return len(w.live) - w.gone_by(self._m)
+        return self._index().num_counted(self._m)
 
     def counted_span(self) -> tuple[int, int, np.ndarray] | None:
         """(lo, hi, holes) when the task counts a range of nodes lo..hi-1, all but the nodes `holes` still counted:
@@ -339,9 +338,7 @@ class TaskCounts:
         nodes = self._t.dep_nodes
         if not len(nodes) or int(nodes[-1]) - int(nodes[0]) + 1 != len(nodes):
             return None
-        w = self._index()
-        holes = np.concatenate([w.dead, w.live[w.gone_ranks(self._m)]])
-        return int(nodes[0]), int(nodes[-1]) + 1, holes + int(nodes[0])
+        return int(nodes[0]), int(nodes[-1]) + 1, self._index().uncounted(self._m) + int(nodes[0])
 
     def _counts_at(self, pos: np.ndarray) -> np.ndarray:
         """The counts at these positions of dep_nodes."""
@@ -364,22 +361,31 @@ class TaskCounts:
         if self._arrays is not None:
             nodes, counts = self._arrays
             return nodes[lo:hi].astype(np.int64), counts[lo:hi].astype(np.int64)
-        w = self._index()
-        gone = w.gone_ranks(self._m)
-        # Row i is the snapshot-live position of rank j, where j minus the gone ranks at or below j equals i.
-        before = gone - np.arange(len(gone))  # survivors ranked before each gone one
-        want = np.arange(lo, hi)
-        pos = w.live[want + np.searchsorted(before, want, side="right")]
+        pos = self._index().select(np.arange(lo, hi), self._m)
         return self._t.dep_nodes[pos].astype(np.int64), self._counts_at(pos)
 
 
 class WindowIndex:
     """The decrements of one window (those after a snapshot, at most SNAP), indexed so that the counts after its
-    first m decrements are read by binary search for any m (TaskCounts)."""
+    first m decrements are read by binary search for any m (TaskCounts).
+
+    The snapshot's counted positions are kept as their complement while few are not counted (the first window of
+    a backward: none), so that a 1M-node task does not make an 8 MB array of a million positions; else as
+    themselves.
+    """
+
+    DEAD_MAX = 1 << 16
+    """Positions not counted in the snapshot, at most, for the complement to be kept."""
 
     def __init__(self, base: np.ndarray, window: np.ndarray) -> None:
-        self.live = read_only(np.flatnonzero(base > 0))  # positions the snapshot counts, ascending
-        self.dead = read_only(np.flatnonzero(base <= 0))  # and the others
+        counted = base > 0
+        self.size = len(base)
+        self.live: np.ndarray | None = None  # positions the snapshot counts, ascending (or None: see dead)
+        self.dead: np.ndarray | None = None  # the others, ascending, when there are few
+        if self.size - int(np.count_nonzero(counted)) <= self.DEAD_MAX:
+            self.dead = read_only(np.flatnonzero(~counted))
+        else:
+            self.live = read_only(np.flatnonzero(counted))
         order = np.argsort(window, kind="stable")
         pos = window[order].astype(np.int64)
         self._keys = pos * (len(window) + 1) + order  # by position, then by place in the window
@@ -392,8 +398,16 @@ class WindowIndex:
         at = order[firsts[zeroes] + start[zeroes] - 1]
         by_time = np.argsort(at, kind="stable")
         self._zero_at = at[by_time]  # ascending: the m past which each of these positions is gone
-        self._zero_rank = np.searchsorted(self.live, pos[firsts[zeroes]][by_time])
-        self._sorted: tuple[int, np.ndarray] = (0, np.zeros(0, np.int64))  # gone_ranks' last answer
+        gone = pos[firsts[zeroes]][by_time]
+        # What _excluded keeps sorted: gone positions among the dead ones, or gone ranks among the live ones.
+        self._gone_keys = gone if self.live is None else np.searchsorted(self.live, gone)
+        first = self.dead.astype(np.int64) if self.dead is not None else np.zeros(0, np.int64)
+        self._sorted: tuple[int, np.ndarray] = (0, first)  # _excluded's last answer
+
+    def num_counted(self, m: int) -> int:
+        """How many positions are counted after the first m decrements."""
+        live = len(self.live) if self.live is not None else self.size - len(self.dead)
+        return live - self.gone_by(m)
 
     def decrements(self, pos: np.ndarray, m: int) -> np.ndarray:
         """How many of the window's first m decrements hit each position."""
@@ -401,23 +415,40 @@ class WindowIndex:
         return np.searchsorted(self._keys, base + m) - np.searchsorted(self._keys, base)
 
     def gone_by(self, m: int) -> int:
-        """How many snapshot-live positions the first m decrements took to 0."""
+        """How many snapshot-counted positions the first m decrements took to 0."""
         return int(np.searchsorted(self._zero_at, m))
 
-    def gone_ranks(self, m: int) -> np.ndarray:
-        """The ranks (among `live`) of the positions the first m decrements took to 0, ascending. Stepping on adds
-        a few to the last answer."""
+    def _excluded(self, m: int) -> np.ndarray:
+        """Ascending: the positions not counted after the first m decrements (complement kept), or the ranks among
+        `live` of those the decrements took to 0. Stepping on inserts a few into the last answer."""
         k = self.gone_by(m)
-        done, ranks = self._sorted
+        done, keys = self._sorted
         if k == done:
-            return ranks
+            return keys
         if k > done:
-            more = np.sort(self._zero_rank[done:k])
-            ranks = np.insert(ranks, np.searchsorted(ranks, more), more)
+            more = np.sort(self._gone_keys[done:k])
+            keys = np.insert(keys, np.searchsorted(keys, more), more)
         else:
-            ranks = np.sort(self._zero_rank[:k])
-        self._sorted = (k, ranks)
-        return ranks
+            first = [self.dead] if self.dead is not None else []
+            keys = np.sort(np.concatenate([*first, self._gone_keys[:k]]).astype(np.int64))
+        self._sorted = (k, keys)
+        return keys
+
+    def select(self, rows: np.ndarray, m: int) -> np.ndarray:
+        """The positions of these rows (ascending indexes among the positions counted after m decrements)."""
+        skip = self._excluded(m)
+        before = skip - np.arange(len(skip))  # rows before each skipped one
+        at = rows + np.searchsorted(before, rows, side="right")
+        return at if self.live is None else self.live[at]
+
+    def uncounted(self, m: int) -> np.ndarray:
+        """Every position not counted after the first m decrements, ascending."""
+        if self.live is None:
+            return self._excluded(m)
+        out = np.ones(self.size, dtype=bool)
+        out[self.live] = False
+        out[self.live[self._excluded(m)]] = True
+        return np.flatnonzero(out)
 
 
 def _index_buffers(trace: Trace, tasks: dict[int, TaskIndex], upto: int | None = None) -> None:

@@ -96,11 +96,16 @@ def test_filling_sets_only_the_nodes_a_step_touches():
 def test_counts_read_by_rows_and_by_node_equal_the_whole_arrays(program, seed):
     """At every step, each graph task's count of counted nodes, any slice of its rows and the count of any node
     equal what its whole dependency arrays say; with snapshots every 3 decrements, so that the windows since a
-    snapshot and the snapshots themselves are both read; stepping on, then seeking in a random order."""
+    snapshot and the snapshots themselves are both read; stepping on, then seeking in a random order; with the
+    windows keeping the nodes not counted (as for few) and keeping the counted ones (as for many)."""
     trace = run_program(program).trace
-    rng = random.Random(seed)
-    saved = tracer.indexes.SNAP
-    tracer.indexes.SNAP = 3
+    for dead_max in (1 << 16, -1):
+        _check_counts(trace, random.Random(seed), dead_max)
+
+
+def _check_counts(trace, rng: random.Random, dead_max: int) -> None:
+    saved = tracer.indexes.SNAP, tracer.indexes.WindowIndex.DEAD_MAX
+    tracer.indexes.SNAP, tracer.indexes.WindowIndex.DEAD_MAX = 3, dead_max
     try:
         replay = Replay(_fresh(trace))
         steps = list(range(len(trace)))
@@ -118,7 +123,7 @@ def test_counts_read_by_rows_and_by_node_equal_the_whole_arrays(program, seed):
                 expected = dict(zip(nodes.tolist(), counts.tolist(), strict=True))
                 assert gt_lazy.counts_of(ask).tolist() == [expected.get(n, 0) for n in ask.tolist()]
     finally:
-        tracer.indexes.SNAP = saved
+        tracer.indexes.SNAP, tracer.indexes.WindowIndex.DEAD_MAX = saved
 
 
 @settings(deadline=None)
@@ -131,16 +136,24 @@ def test_states_set_by_a_range_of_counted_nodes_equal_those_set_node_by_node(pro
     from tracer.replay_state import GraphTaskState
 
     trace = run_program(program).trace
-    replay = Replay(_fresh(trace))
-    states = [replay.state_at(step) for step in range(len(trace))]
-    by_range = [[a.tolist() for a in NodeStates(trace).at(s)] for s in states]
     saved = GraphTaskState.counted_span
     GraphTaskState.counted_span = lambda self: None
     try:
-        by_node = [[a.tolist() for a in NodeStates(trace).at(s)] for s in states]
+        by_node = [[a.tolist() for a in NodeStates(trace).at(s)] for s in _states(trace)]
     finally:
         GraphTaskState.counted_span = saved
-    assert by_range == by_node
+    for dead_max in (1 << 16, -1):  # the windows keep the nodes not counted, or the counted ones
+        kept = tracer.indexes.SNAP, tracer.indexes.WindowIndex.DEAD_MAX
+        tracer.indexes.SNAP, tracer.indexes.WindowIndex.DEAD_MAX = 3, dead_max  # many windows, from snapshots
+        try:
+            assert [[a.tolist() for a in NodeStates(trace).at(s)] for s in _states(trace)] == by_node
+        finally:
+            tracer.indexes.SNAP, tracer.indexes.WindowIndex.DEAD_MAX = kept
+
+
+def _states(trace) -> list:
+    replay = Replay(_fresh(trace))
+    return [replay.state_at(step) for step in range(len(trace))]
 
 
 def test_the_examples_count_ranges_of_nodes():
