@@ -66,13 +66,11 @@ class NodeStates:
         self._part: _History | None = None  # of a prefix of the trace (NOTE [prefix indexes] in indexes)
         self._spent_of: dict[int, tuple[int | None, np.ndarray, Intervals]] = {}  # graph task -> (bound, spent)
         self._created = created
-        self._runs_per_node: np.ndarray | None = None  # how many times each node runs (fill, going back)
         self._lock = threading.Lock()
 
     def warm(self) -> None:
         """Build the per-trace history arrays now (the TUI does it in a worker, off the first paint)."""
         self._history_arrays(None)
-        self._count_runs()
 
     def _history_arrays(self, step: int | None) -> _History:
         """The history, right up to `step` at least (all of it with None)."""
@@ -234,19 +232,10 @@ class NodeStates:
             return
         gone = unique_sorted(before[len(after):])
         into.exec_index[gone] = -1
-        runs = self._runs_per_node  # until warm() counted them, look for an earlier run of each (~1 ms for 1M)
-        again = gone if runs is None else gone[runs[gone] > 1]  # ran more than once: perhaps before `state` too
-        for node in again.tolist():
+        for node in gone.tolist():  # a node may have run before `state` too: its last run then (~1 ms for 1M runs)
             earlier = np.flatnonzero(after == node)
             if len(earlier):
                 into.exec_index[node] = earlier[-1]
-
-    def _count_runs(self) -> None:
-        """Count how many times each node runs in the whole trace (for fill going back; 30 ms for 1M nodes)."""
-        if self._runs_per_node is None:
-            started = self.trace.steps_of(Kind.NODE_STARTED)
-            self._runs_per_node = np.bincount(np.asarray(self.trace.columns["ev_node"][started], dtype=np.int64),
-                                              minlength=self.trace.num_nodes)
 
     def _states_of(self, state: EngineState, nodes: np.ndarray, exec_index: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:

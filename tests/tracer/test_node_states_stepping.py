@@ -48,7 +48,7 @@ def _check_fill(trace, seed: int) -> int:
     """Fill along random moves, comparing with `at` after each; returns how many fills set only some nodes."""
     replay, states = Replay(trace), NodeStates(trace)
     if seed % 2:
-        states.warm()  # with the runs per node counted: going back looks only at nodes that ran more than once
+        states.warm()  # with the whole history built first
     whole = NodeStates(_fresh(trace))
     filled = states.filled()
     partial = 0
