@@ -446,6 +446,10 @@ def measure_io(trace: Any, reps: int) -> dict:
 
 # -- part 4: seek ---------------------------------------------------------------------------------------------
 def _clear_cache(replay: Any) -> None:
+    clear = getattr(replay, "clear_cache", None)
+    if clear is not None:
+        clear()
+        return
     cache = getattr(replay, "_cache", None)
     if isinstance(cache, dict):
         cache.clear()

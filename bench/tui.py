@@ -76,7 +76,10 @@ Two ways to drive the app are timed, side by side:
    event, which needs the whole trace's node runs and history; its queues start where every queue is empty,
    NOTE [empty queues] in tracer/replay.py) and a second ``n`` after the first (information: what a step into
    the backward costs once its indexes exist). All come before the graph panel's layout worker starts (it
-   waits for a pause): the panel says it is laying out.
+   waits for a pause): the panel says it is laying out. Last, on one more fresh app: 20 ``n`` keys in a row
+   right after the first paint (target: their p95 within one frame, 22 ms: a step costs what the screen shows,
+   not what the graph task counts, NOTE [counts at a step] in tracer/indexes.py and NOTE [stepping the states]
+   in tracer/node_states.py), then, once the graph panel has drawn its (folded) layout, 20 more (same target).
 
 One repeat times every measurement once, in both ways, interleaved, so that the machine's load hits them
 alike (seed 0). p50, p95, p99 and max are reported; a target is checked against the direct p95 (for first
@@ -133,6 +136,8 @@ SETTLE_ROUNDS = 100_000
 SCREEN_TIMEOUT_S = 300.0
 
 BIG_PAINT_TARGET_MS = 1_000.0
+BIG_PRESSES = 20
+"""n keys pressed in a row on the big trace, right after the first paint and again with the graph drawn."""
 FULL = {"nodes": 100_000, "repeats": 200, "paint_reps": 3, "loop_calls": 1_000, "big_nodes": 1_000_000}
 QUICK = {"nodes": 2_000, "repeats": 20, "paint_reps": 1, "loop_calls": 30, "big_nodes": 20_000}
 
@@ -361,6 +366,26 @@ async def _big_first_keys(load: Callable[[], Any]) -> dict:
     return out
 
 
+async def _big_consecutive_n(trace: Any, presses: int) -> dict:
+    """Part 4: `presses` n keys in a row right after the first paint (direct, each timed), then, once the graph
+    panel has drawn its layout (waited for untimed; the replay's warm-up runs meanwhile), as many again (ms)."""
+    out: dict = {}
+
+    async def press(app: Any, pilot: Any) -> list[int]:
+        for phase in ("after_paint", "drawn"):
+            if phase == "drawn":
+                out["drawn_boxes"] = await _wait_for_graph_layout(app, pilot)
+            timed = []
+            for _ in range(presses):
+                timed.append((await _direct(app, pilot, lambda: app.post_message(_key("n"))))[0] / 1e6)
+            out[f"{phase}_ms"] = timed
+        out["last_step"] = app.screen.step
+        return [0]
+
+    await _first_paint_then(trace, press)
+    return out
+
+
 async def _first_paint_then(trace: Any, then: Any) -> dict:
     app = AgdbApp(trace=trace)
     t0 = _now()
@@ -521,6 +546,11 @@ def run_big(sizes: dict, big_trace: str | None = None) -> dict:
 def _big_runs(path: Path) -> dict:
     out = asyncio.run(_big_first_paint_and_step(tracefile.load(path)))
     out.update(asyncio.run(_big_first_keys(lambda: tracefile.load(path))))
+    gc.collect()
+    consecutive = asyncio.run(_big_consecutive_n(tracefile.load(path), BIG_PRESSES))
+    out["consecutive_n"] = {"presses": BIG_PRESSES, "drawn_boxes": consecutive["drawn_boxes"],
+                            "after_paint": _stats(consecutive["after_paint_ms"]),
+                            "drawn": _stats(consecutive["drawn_ms"])}
     return out
 
 
@@ -536,7 +566,22 @@ def _big_rows(big_info: dict) -> list[tuple[str, float, float | None]]:
         (f"  a second n after it, {nodes}", big_info["second_n_ms"], None),
         (f"first G (to the last event) right after the first paint, {nodes}", big_info["first_G_after_paint_ms"],
          None),
+        *_consecutive_rows(big_info, nodes),
     ]
+
+
+def _consecutive_rows(big_info: dict, nodes: str) -> list[tuple[str, float, float | None]]:
+    """The rows of the consecutive n keys (absent from the results of an older bench/tui.py)."""
+    runs = big_info.get("consecutive_n")
+    if runs is None:
+        return []
+    count = runs["presses"]
+    return [(f"{count} consecutive n right after the first paint, {nodes}, direct p95", runs["after_paint"]["p95_ms"],
+             STEP_TARGET_MS),
+            ("  their p50 (after the first paint)", runs["after_paint"]["p50_ms"], None),
+            (f"{count} consecutive n, graph drawn ({runs['drawn_boxes']:,} boxes), {nodes}, direct p95",
+             runs["drawn"]["p95_ms"], STEP_TARGET_MS),
+            ("  their p50 (graph drawn)", runs["drawn"]["p50_ms"], None)]
 
 
 def _checks(result: dict, rows: list[tuple[str, float, float | None]]) -> dict:
@@ -722,6 +767,13 @@ def _print_big(big: dict) -> None:
           f"{big['step_moved']}), then the first n {big['first_n_ms']:.0f} ms; fresh apps, right after the first "
           f"paint: the first n {big['first_n_after_paint_ms']:.1f} ms (a second n {big['second_n_ms']:.1f} ms), the "
           f"first G {big['first_G_after_paint_ms']:.0f} ms")
+    runs = big.get("consecutive_n")
+    if runs is not None:
+        for phase, what in (("after_paint", "right after the first paint"),
+                            ("drawn", f"once the graph panel drew its {runs['drawn_boxes']:,} boxes")):
+            s = runs[phase]
+            print(f"   {runs['presses']} n keys in a row, {what}: p50 {s['p50_ms']:.1f}, p95 {s['p95_ms']:.1f}, "
+                  f"max {s['max_ms']:.1f} ms")
     print()
 
 

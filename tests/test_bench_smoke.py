@@ -148,12 +148,17 @@ def test_tui_bench_tiny_writes_json(tmp_path):
         assert stats["p50_ms"] <= stats["p95_ms"] <= stats["p99_ms"] <= stats["max_ms"], name
         if "minus overhead" not in name:  # a difference may be negative on a noisy machine
             assert stats["p50_ms"] > 0, name
-    assert len(data["checks"]) == 9  # with the big trace's first paint, first l and first n (issue 17 item 8)
+    # With the big trace's first paint, first l, first n and two runs of n keys in a row (issue 17 item 8).
+    assert len(data["checks"]) == 11
     assert any(c["name"].startswith("first step l,") for c in data["checks"])
     assert any(c["name"].startswith("first n right after the first paint,") for c in data["checks"])
     big = data["big"]
     for key in ("first_n_after_paint_ms", "second_n_ms", "first_G_after_paint_ms"):
         assert big[key] > 0, key
+    runs = big["consecutive_n"]
+    assert runs["presses"] == 20 and runs["drawn_boxes"] > 0
+    for phase in ("after_paint", "drawn"):
+        assert runs[phase]["n"] == 20 and 0 < runs[phase]["p50_ms"] <= runs[phase]["p95_ms"], phase
     assert data["training_loop"]["calls"] == 30 and data["training_loop"]["painted_ok"] is True
     for check in data["checks"]:
         assert check["value"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)
@@ -170,7 +175,8 @@ def test_tui_bench_only_big_reuses_a_saved_trace(tmp_path):
         assert ("loaded from" in stdout) == (run == 1), stdout
         assert set(data) == {"meta", "big", "checks", "info", "table"}
         assert [c["name"].split(",")[0] for c in data["checks"]] == [
-            "first paint", "first step l", "first n right after the first paint"]
+            "first paint", "first step l", "first n right after the first paint",
+            "20 consecutive n right after the first paint", "20 consecutive n"]
         assert data["big"]["events"] > 0
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from . import events as ev
-from .indexes import SNAP, Intervals, read_only
+from .indexes import Intervals, TaskCounts, read_only, unique_first
 from .replay_state import EngineState, GraphTaskState, NodeSeq, QueueState, ReadyTask, state_bytes
 from .schema import WAKE_UP, Kind, seq_decode
 from .trace import Trace
@@ -33,7 +33,6 @@ from .trace import Trace
 __all__ = ["Replay", "EngineState", "GraphTaskState", "NodeSeq", "QueueState", "ReadyTask", "state_bytes"]
 
 INT_MAX = 2**31 - 1
-_ONE = np.int32(1)
 _PUSH, _POP = int(Kind.TASK_PUSHED), int(Kind.TASK_POPPED)
 
 
@@ -70,6 +69,7 @@ class Replay:
         self._building: dict[int, list] = {}
         self._lock = threading.Lock()
         self._cache: OrderedDict[int, EngineState] = OrderedDict()  # least recently used first
+        self._cache_cost: dict[int, int] = {}  # each cached state's bytes when last weighed
         self._cache_bytes = 0
 
     # -- queues -------------------------------------------------------------------------------------------------
@@ -179,7 +179,7 @@ class Replay:
             queues = self._qevents.columns[1]
             kinds = self._qevents.columns[0]
             moved = np.flatnonzero(kinds != int(Kind.GRAPH_TASK_FINISHED))
-            ids, first = np.unique(queues[moved], return_index=True)
+            ids, first = unique_first(queues[moved])
             self._queue_firsts = np.column_stack((ids, moved[first])).astype(np.int64).reshape(-1, 2)
         return found
 
@@ -192,15 +192,9 @@ class Replay:
         for tid in live:
             t = tasks[tid]
             done = int(np.searchsorted(t.dec_steps, step, side="right"))
-            snap = done // SNAP
-            counts = (t.remaining_snaps[snap - 1] if snap else t.dep_counts).astype(np.int32)  # a copy
-            # In place: a bincount would allocate a count per node (NOTE [fresh memory]). The 1 must be an
-            # int32 like the counts: with a Python int, ufunc.at leaves its fast path and is 30x slower.
-            np.subtract.at(counts, t.dec_pos[snap * SNAP:done], _ONE)
-            live = counts > 0
-            dep_nodes, dep_counts = read_only(t.dep_nodes[live]), read_only(counts[live])
+            counts = TaskCounts(t, done)  # read lazily: NOTE [counts at a step] in indexes
             waiting_nodes = read_only(t.buf_nodes[t.buffers.open_at(step)])
-            out.append(GraphTaskState(tid, t.depth, t.min_topo, dep_nodes, dep_counts, waiting_nodes,
+            out.append(GraphTaskState(tid, t.depth, t.min_topo, counts, waiting_nodes,
                                       self._slot_reader(tid, step), t.pruned, t.needed, t.captured))
         return tuple(out)
 
@@ -244,6 +238,11 @@ class Replay:
         cached = self._cache.get(step)
         if cached is not None:
             self._cache.move_to_end(step)
+            # Weighed again: a state makes its dependency arrays only when asked (NOTE [counts at a step]).
+            cost = state_bytes(cached)
+            self._cache_bytes += cost - self._cache_cost[step]
+            self._cache_cost[step] = cost
+            self._evict(0, keep=1)
             return cached
         done = int(np.searchsorted(self._started_steps, step, side="right"))
         state = EngineState(step, n, self.trace[step], self._queues_at(step), self._graph_tasks_at(step),
@@ -262,12 +261,23 @@ class Replay:
 
     def _remember(self, step: int, state: EngineState) -> None:
         cost = state_bytes(state)
-        while self._cache and (len(self._cache) >= self._CACHE_STATES
-                               or self._cache_bytes + cost > self._CACHE_BYTES):
-            _, old = self._cache.popitem(last=False)
-            self._cache_bytes -= state_bytes(old)
+        self._evict(cost)
         self._cache[step] = state
+        self._cache_cost[step] = cost
         self._cache_bytes += cost
+
+    def _evict(self, room: int, keep: int = 0) -> None:
+        """Evict the oldest states until `room` more bytes and one more state fit, keeping the newest `keep`."""
+        while len(self._cache) > keep and (len(self._cache) >= self._CACHE_STATES + keep
+                                           or self._cache_bytes + room > self._CACHE_BYTES):
+            old, _ = self._cache.popitem(last=False)
+            self._cache_bytes -= self._cache_cost.pop(old)
+
+    def clear_cache(self) -> None:
+        """Forget every cached state (benchmarks time cold seeks this way)."""
+        self._cache.clear()
+        self._cache_cost.clear()
+        self._cache_bytes = 0
 
     def culprits(self, upto: int | None = None) -> tuple[ev.SeqNrBumped, ...]:
         """Every sequence-number increment up to step `upto` (all when None), in order."""

@@ -88,26 +88,46 @@ class QueueState:
 
 
 class GraphTaskState:
-    """A graph task still running: remaining counts, waiting buffers, pruning and exec_info."""
+    """A graph task still running: remaining counts, waiting buffers, pruning and exec_info.
 
-    __slots__ = ("graph_task", "reentrant_depth", "min_topo_nr", "_dep_nodes", "_dep_counts", "_waiting",
-                 "_slots", "pruned", "needed", "captured")
+    The counts are read through `counts` (tracer.indexes.TaskCounts): a view reads the few it shows (NOTE [counts
+    at a step] in indexes), and the whole arrays are made only when asked for.
+    """
 
-    def __init__(self, graph_task: int, reentrant_depth: int, min_topo_nr: int, dep_nodes: np.ndarray,
-                 dep_counts: np.ndarray, waiting: np.ndarray, slots: Any, pruned: tuple, needed: tuple,
-                 captured: tuple) -> None:
+    __slots__ = ("graph_task", "reentrant_depth", "min_topo_nr", "_counts", "_waiting", "_slots", "pruned",
+                 "needed", "captured")
+
+    def __init__(self, graph_task: int, reentrant_depth: int, min_topo_nr: int, counts: Any, waiting: np.ndarray,
+                 slots: Any, pruned: tuple, needed: tuple, captured: tuple) -> None:
         self.graph_task, self.reentrant_depth, self.min_topo_nr = graph_task, reentrant_depth, min_topo_nr
-        self._dep_nodes, self._dep_counts, self._waiting, self._slots = dep_nodes, dep_counts, waiting, slots
+        self._counts, self._waiting, self._slots = counts, waiting, slots
         self.pruned, self.needed, self.captured = pruned, needed, captured
 
     @property
     def dependencies(self) -> tuple[tuple[int, int], ...]:
         """(node, remaining count) of every node still counted, by node."""
-        return tuple(zip(self._dep_nodes.tolist(), self._dep_counts.tolist(), strict=True))
+        nodes, counts = self.dependency_arrays()
+        return tuple(zip(nodes.tolist(), counts.tolist(), strict=True))
 
     def dependency_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """The same as two read-only arrays (nodes, counts): cheap for large graphs."""
-        return self._dep_nodes, self._dep_counts
+        """The same as two read-only arrays (nodes, counts): made once, as large as the task's counted nodes."""
+        return self._counts.arrays()
+
+    def num_counted(self) -> int:
+        """How many nodes are still counted (rows of dependency_arrays), without making the arrays."""
+        return self._counts.num_counted()
+
+    def counted_rows(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """(nodes, counts) of rows lo..hi-1 of dependency_arrays, without making them all."""
+        return self._counts.rows(lo, hi)
+
+    def counts_of(self, nodes: np.ndarray) -> np.ndarray:
+        """The remaining count of each of these nodes; 0 for a node not (or no longer) counted."""
+        return self._counts.counts_of(nodes)
+
+    def counted_span(self) -> tuple[int, int, np.ndarray] | None:
+        """(lo, hi, holes): the counted nodes are lo..hi-1 but `holes`; None when they are not read that way."""
+        return self._counts.counted_span()
 
     @property
     def not_ready(self) -> tuple[tuple[int, tuple[bool, ...]], ...]:
@@ -123,18 +143,19 @@ class GraphTaskState:
         return self._slots(int(node))
 
     def _key(self) -> tuple:
-        return (self.graph_task, self.reentrant_depth, self.min_topo_nr, self._dep_nodes.tolist(),
-                self._dep_counts.tolist(), self.not_ready, self.pruned, self.needed, self.captured)
+        nodes, counts = self.dependency_arrays()
+        return (self.graph_task, self.reentrant_depth, self.min_topo_nr, nodes.tolist(), counts.tolist(),
+                self.not_ready, self.pruned, self.needed, self.captured)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, GraphTaskState) and self._key() == other._key()
 
     def nbytes(self) -> int:
         """Bytes of the arrays this state holds (what the Replay's cache weighs it by)."""
-        return self._dep_nodes.nbytes + self._dep_counts.nbytes + self._waiting.nbytes
+        return self._counts.nbytes() + self._waiting.nbytes
 
     def __repr__(self) -> str:
-        return (f"GraphTaskState({self.graph_task}, depth={self.reentrant_depth}, {len(self._dep_nodes)} counted, "
+        return (f"GraphTaskState({self.graph_task}, depth={self.reentrant_depth}, {self.num_counted()} counted, "
                 f"{len(self._waiting)} waiting)")
 
 

@@ -22,12 +22,12 @@ class DependenciesView(LazyList):
     def __init__(self, trace: Trace, **kwargs) -> None:
         super().__init__(**kwargs)
         self.trace = trace
-        self.nodes = np.zeros(0, dtype=np.int64)
-        self.counts = np.zeros(0, dtype=np.int64)
-        self.changed: np.ndarray | None = np.zeros(0, dtype=bool)  # per row: count differs from the last step's
-        self.old_nodes = self.old_counts = np.zeros(0, dtype=np.int64)
-        self.waiting: dict[int, tuple[bool, ...]] = {}
         self.state: EngineState | None = None
+        self.old: EngineState | None = None  # the step shown before: its counts say which rows changed
+        self.offsets = np.zeros(1, dtype=np.int64)  # the first row of each graph task's nodes, and the row count
+        self.same_rows = True  # the counted nodes are the last step's, in the same rows
+        self.waiting: dict[int, tuple[bool, ...]] = {}
+        self._rows: dict[int, tuple[int, int, int, bool]] = {}  # row -> (task's place, node, count, changed)
         self.labels = NodeLabels(trace)
         self.name_width = self.labels.column_width(26, with_seq=True)
 
@@ -36,51 +36,83 @@ class DependenciesView(LazyList):
         return f"{'node':<{self.name_width}} {'to go':>5}  buffer"
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
-        """Take a new step's counts, comparing them with the last step's to highlight changes."""
-        old_nodes, old_counts = self.nodes, self.counts
-        parts = [gt.dependency_arrays() for gt in state.graph_tasks]
-        if len(parts) == 1:  # the usual case: no copy of the (read-only) arrays
-            self.nodes, self.counts = parts[0]
-        else:
-            self.nodes = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-            self.counts = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
-        self.old_nodes, self.old_counts = old_nodes, old_counts
-        same_rows = len(old_nodes) == len(self.nodes) and np.array_equal(old_nodes, self.nodes)
-        self.changed = (self.counts != old_counts) if same_rows else None  # else found row by row: is_changed
+        """Take a new step's counts; rows read them when shown, and compare them with the last step's.
+
+        The rows are each running graph task's counted nodes in turn, by node. Only the rows on screen are read
+        (NOTE [counts at a step] in tracer/indexes.py): a 1M-node backward counts a million nodes.
+        """
+        old = self.state
+        sizes = [gt.num_counted() for gt in state.graph_tasks]
+        old_ids = [gt.graph_task for gt in old.graph_tasks] if old is not None else []
+        # A task's counted nodes only shrink as it runs: the same tasks counting as many nodes count the same ones.
+        self.same_rows = (old_ids == [gt.graph_task for gt in state.graph_tasks]
+                          and np.array_equal(np.diff(self.offsets), sizes)) if old is not None else not sum(sizes)
+        self.old, self.state = old, state
+        self.offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        self._rows = {}
         self.waiting = {}
         for gt in state.graph_tasks:
             if len(gt.waiting_nodes()) <= 2048:
                 self.waiting.update(gt.not_ready)
-        self.state = state
         self.rows_changed()
 
-    def is_changed(self, index: int) -> bool:
-        """Whether row `index`'s count differs from its node's count at the last step shown.
+    _BLOCK = 64
+    """Rows read at once: a screenful, in one vectorised read of the counts."""
 
-        When the counted nodes are the ones of the last step, one vectorised comparison answered for every
-        row in `show`; otherwise (a node just left the counts) only rows on screen ask, one lookup each.
-        """
-        if self.changed is not None:
-            return bool(self.changed[index])
-        where = np.flatnonzero(self.old_nodes == self.nodes[index])
-        return bool(len(where)) and int(self.old_counts[where[0]]) != int(self.counts[index])
+    def _row(self, index: int) -> tuple[int, int, int, bool]:
+        """(the place of its graph task in the state, node, count, whether the count changed) of row `index`."""
+        found = self._rows.get(index)
+        if found is None:
+            self._read_rows(index)
+            found = self._rows[index]
+        return found
+
+    def _read_rows(self, index: int) -> None:
+        """Read rows from `index` on (up to _BLOCK, within one graph task), with their changes."""
+        assert self.state is not None
+        k = int(np.searchsorted(self.offsets, index, side="right")) - 1
+        first, end = int(self.offsets[k]), min(index + self._BLOCK, int(self.offsets[k + 1]))
+        nodes, counts = self.state.graph_tasks[k].counted_rows(index - first, end - first)
+        changed = self._changed(k, nodes, counts)
+        for i, (node, count, moved) in enumerate(zip(nodes.tolist(), counts.tolist(), changed.tolist(), strict=True)):
+            self._rows[index + i] = (k, node, count, moved)
+
+    def _changed(self, k: int, nodes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Whether each count (of graph task k's rows) differs from its node's count at the last step shown: the
+        same row's when the rows are the last step's, else the node's first row then, if it had one."""
+        if self.old is None:
+            return np.zeros(len(nodes), dtype=bool)
+        if self.same_rows:
+            return self.old.graph_tasks[k].counts_of(nodes) != counts
+        changed = np.zeros(len(nodes), dtype=bool)
+        open_ = np.ones(len(nodes), dtype=bool)  # no row of the node found yet
+        for gt in self.old.graph_tasks:
+            before = gt.counts_of(nodes)
+            found = open_ & (before > 0)
+            changed[found] = before[found] != counts[found]
+            open_ &= ~found
+        return changed
+
+    def is_changed(self, index: int) -> bool:
+        """Whether row `index`'s count differs from its node's count at the last step shown."""
+        return self._row(index)[3]
 
     def row_count(self) -> int:
-        return max(len(self.nodes), 1)
+        return max(int(self.offsets[-1]), 1)
 
     def row_key(self, index: int) -> object:
-        if not len(self.nodes):
+        if not self.offsets[-1]:
             return "empty"
-        node = int(self.nodes[index])
-        return node, int(self.counts[index]), self.is_changed(index), self.waiting.get(node)
+        _, node, count, changed = self._row(index)
+        return node, count, changed, self.waiting.get(node)
 
     def node_at_row(self, index: int) -> int | None:
-        return int(self.nodes[index]) if index < len(self.nodes) else None
+        return self._row(index)[1] if index < int(self.offsets[-1]) else None
 
     def row_text(self, index: int) -> Text:
-        if not len(self.nodes):
+        if not self.offsets[-1]:
             return Text("no node is counted at this step", style="italic")
-        node, count = int(self.nodes[index]), int(self.counts[index])
+        _, node, count, _ = self._row(index)
         slots = self.waiting.get(node)
         filled = "" if slots is None else "  [" + "".join("x" if s else "." for s in slots) + "]"
         text = Text(f"{self.labels.fit(self.labels.label(node), self.name_width)} {count:>5}{filled}")

@@ -21,7 +21,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 
 from tracer.graph_layout import Layout, LayoutTooLarge, layout, line_text
-from tracer.node_states import STATE_CODE, STATES
+from tracer.node_states import STATES, BoxStates
 from tracer.replay import EngineState
 from tracer.trace import Trace
 
@@ -33,7 +33,6 @@ IDLE_BEFORE_LAYOUT = 0.4
 """Seconds without a step before the worker starts (NOTE [layout when idle])."""
 HEADER_LINES = 1
 """Lines above the picture: what the marks mean."""
-_RUNNING, _READY, _WAITING, _COUNTED = (STATE_CODE[s] for s in ("running", "ready", "waiting", "counted"))
 
 
 class GraphCanvas(GraphView):
@@ -71,6 +70,7 @@ class GraphCanvas(GraphView):
         self._layout_timer: Timer | None = None  # starts that worker when the user pauses
         self._state: EngineState | None = None
         self.box_codes = np.zeros(0, dtype=np.int8)  # per box, its state code at the step
+        self._boxes: BoxStates | None = None  # a folded picture's box states, kept up to date step by step
         self.marks: dict[int, str] = {}  # box -> its mark: ▶ running, 1..9 (or ●) its place in a ready queue
         self._drawn_strips: dict[object, Strip] = {}
         self._width = 0  # the panel's width and (cursor box, selected box), as of the last _refresh_drawn
@@ -173,19 +173,12 @@ class GraphCanvas(GraphView):
         lay = self.picture
         if lay is None:
             return
-        f = lay.folding
-        codes = self.codes
         if not lay.is_folded:
-            self.box_codes = codes  # a box is a node
+            self.box_codes = self.codes  # a box is a node
         else:
-            member_codes = codes[f.members]
-            lo = np.minimum.reduceat(member_codes, f.starts[:-1])
-            hi = np.maximum.reduceat(member_codes, f.starts[:-1])
-            box_codes = np.where(lo == hi, lo, _COUNTED).astype(np.int8)
-            for code in (_WAITING, _READY, _RUNNING):  # later wins
-                boxes = f.group_of[np.flatnonzero(codes == code)]
-                box_codes[boxes[boxes >= 0]] = code
-            self.box_codes = box_codes
+            if self._boxes is None or self._boxes.folding is not lay.folding:
+                self._boxes = BoxStates(lay.folding)
+            self.box_codes = self._boxes.update(self.filled)
         marks: dict[int, str] = {}
         state = self._state
         if state is not None:

@@ -34,20 +34,21 @@ class GraphView(LazyList):
     def __init__(self, trace: Trace, **kwargs) -> None:
         super().__init__(**kwargs)
         self.trace = trace
-        self.codes = np.zeros(trace.num_nodes, dtype=np.int8)  # filled in place at each step
-        self.order = np.full(trace.num_nodes, -1, dtype=np.int32)
-        self.counts: dict[int, int] = {}
         self.states = NodeStates(trace)
+        self.filled = self.states.filled()  # filled in place at each step (NOTE [stepping the states])
+        self.codes, self.order = self.filled.codes, self.filled.order
+        self.counts: dict[int, int] = {}
+        self.touched: np.ndarray | None = None  # the nodes whose state the last step may have changed; None: any
         self.labels = NodeLabels(trace)
         self.name_width = self.labels.column_width(22)
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Take the state at a new step; keep the running node in view."""
-        self.states.at(state, out=(self.codes, self.order))
+        self.touched = self.states.fill(state, self.filled)
         self.counts = {}
         for gt in state.graph_tasks:
-            nodes, counts = gt.dependency_arrays()
-            if len(nodes) <= 4096:
+            if gt.num_counted() <= 4096:
+                nodes, counts = gt.dependency_arrays()
                 self.counts.update(zip(nodes.tolist(), counts.tolist(), strict=True))
         self.rows_changed()
         if state.running:

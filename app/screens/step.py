@@ -189,6 +189,7 @@ class StepScreen(Screen[None]):
         self.replay.warm(should_stop=lambda: worker.is_cancelled, between=wait_for_quiet)
         graph = self._panel("graph")
         if isinstance(graph, GraphView) and not worker.is_cancelled:
+            wait_for_quiet()  # the node states' history takes ~0.1 s for 1M nodes: not in the middle of keys
             graph.warm()
         gc.freeze()  # the checkpoints just built live as long as the screen: NOTE [collector and repaint]
 

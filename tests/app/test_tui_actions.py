@@ -413,7 +413,7 @@ async def test_dependencies_panel_marks_counts_that_changed(demo_trace):
         from widgets.dependencies import DependenciesView
 
         deps = screen.query_one(DependenciesView)
-        marked = {int(deps.nodes[i]) for i in range(len(deps.nodes)) if deps.is_changed(i)}
+        marked = {deps.node_at_row(i) for i in range(deps.row_count()) if deps.is_changed(i)}
         assert marked == expected and expected
 
 

@@ -116,16 +116,14 @@ def test_dependency_counts_from_lazy_snapshots_equal_counting_from_the_start(mon
     import random
 
     import tracer.indexes
-    import tracer.replay
     from tracer.replay import Replay
 
     trace = _record(300)
 
     def counts(snap: int, steps: list[int]) -> list:
         monkeypatch.setattr(tracer.indexes, "SNAP", snap)
-        monkeypatch.setattr(tracer.replay, "SNAP", snap)
         replay = Replay(trace)
-        return [[(g._dep_nodes.tolist(), g._dep_counts.tolist()) for g in replay._graph_tasks_at(s)] for s in steps]
+        return [[tuple(a.tolist() for a in g.dependency_arrays()) for g in replay._graph_tasks_at(s)] for s in steps]
 
     steps = random.Random(0).sample(range(len(trace)), 400)
     assert counts(8, steps) == counts(10**9, steps)

@@ -223,7 +223,8 @@ def test_five_ready_accumulate_grads_replay_in_libstdcxx_tie_order():
 
 def test_state_cache_stays_within_its_bytes_and_recomputes_what_it_evicted():
     """The Replay's state cache (NOTE [fresh memory]) never holds more than its byte bound; a step evicted from
-    it comes back equal, and a step asked again is the same object while it is cached."""
+    it comes back equal, and a step asked again is the same object while it is cached (and weighed again: the
+    comparison made its dependency arrays)."""
     from tracer.replay import state_bytes
 
     trace = run_program(EXAMPLES[0]).trace
@@ -234,8 +235,8 @@ def test_state_cache_stays_within_its_bytes_and_recomputes_what_it_evicted():
     for step in list(range(len(trace))) * 2:
         got = replay.state_at(step)
         assert got == expected[step]
-        assert replay._cache_bytes == sum(state_bytes(s) for s in replay._cache.values()) <= replay._CACHE_BYTES
         assert replay.state_at(step) is got
+        assert replay._cache_bytes == sum(state_bytes(s) for s in replay._cache.values()) <= replay._CACHE_BYTES
     assert len(replay._cache) <= 3 < len(trace)
 
 
