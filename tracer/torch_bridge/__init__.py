@@ -45,7 +45,8 @@ def record(values: bool = True, defer: bool = False, single_threaded: bool = Fal
     culprits: how the forward's seq_nr increments are put on lines: "lines" reads the counter at each line of
     the user's code through `sys.settrace` (the cheaper; docs/torch-bridge.md), "mode" around each torch call
     through a TorchFunctionMode; "auto" (the default) takes "lines" unless a trace function (a debugger,
-    coverage) is already set on the thread.
+    coverage) is already set on the thread, or on a thread other than the main one (NOTE [lines on the main
+    thread only] in bridge.py).
     Deep graphs: run the block in `run_with_big_stack` (torch frees a deep graph recursively).
     """
     if not available():

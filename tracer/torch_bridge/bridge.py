@@ -225,8 +225,13 @@ class Bridge:
             torch._C._set_multithreading_enabled(False)
             self._restore.append(lambda: torch._C._set_multithreading_enabled(was))
         state = self._state()
-        if self.culprits == "lines" or (self.culprits == "auto" and sys.gettrace() is None):
-            self.culprits = "lines"  # a debugger's or coverage's trace function keeps its place: the mode then
+        # NOTE [lines on the main thread only]: a debugger's or coverage's trace function keeps its place (the
+        # mode then); and on any other thread, CPython 3.11 was seen spinning forever at a function's entry once
+        # traced there (in the test suite, after a Textual app had run: the eval breaker stayed set), so `auto`
+        # takes lines only on the main thread. `agdb torch` runs scripts in a big-stack thread: the mode.
+        main = threading.current_thread() is threading.main_thread()
+        if self.culprits == "lines" or (self.culprits == "auto" and sys.gettrace() is None and main):
+            self.culprits = "lines"
             self.line_mode = _CulpritMode(self, special=(_BACKWARD,))  # for the lines that need it
             self._lines = LineCulprits(self, state, is_library)
             self._patch_tensor_hooks()
