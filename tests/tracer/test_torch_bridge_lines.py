@@ -104,7 +104,7 @@ def test_looking_never_makes_a_node():
 
     before = torch.autograd._get_sequence_nr()
     plain = program() - before
-    with torch_bridge.record() as rec:
+    with torch_bridge.record(culprits="lines") as rec:
         start = torch.autograd._get_sequence_nr()
         recorded = program() - start
     assert rec.bridge.culprits == "lines"
@@ -112,7 +112,8 @@ def test_looking_never_makes_a_node():
 
 
 def test_a_trace_function_already_set_keeps_its_place():
-    """Under a debugger or coverage (a trace function set), the bridge sees the forward through its mode."""
+    """Under a debugger or coverage (a trace function set), the bridge sees the forward through its mode even when
+    asked for lines."""
     calls = []
 
     def tracer(frame, event, arg):
@@ -121,7 +122,7 @@ def test_a_trace_function_already_set_keeps_its_place():
 
     sys.settrace(tracer)
     try:
-        with torch_bridge.record() as rec:
+        with torch_bridge.record(culprits="lines") as rec:
             (leaf() * 2).sum()
         assert sys.gettrace() is tracer
     finally:

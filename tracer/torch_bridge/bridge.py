@@ -156,7 +156,7 @@ class Bridge:
     """
 
     def __init__(self, values: bool = True, defer: bool = False, single_threaded: bool = False,
-                 culprits: str = "auto") -> None:
+                 culprits: str = "mode") -> None:
         self.b = TraceBuilder(source="torch", provenance=PROVENANCE)
         self.values = values  # summarise grads (False: shapes only, cheaper)
         self.defer = defer
@@ -190,8 +190,8 @@ class Bridge:
         self._mode: TorchFunctionMode | None = None
         self._lines: LineCulprits | None = None
         self.line_mode: TorchFunctionMode | None = None
-        if culprits not in ("auto", "lines", "mode"):
-            raise ValueError(f"culprits must be 'auto', 'lines' or 'mode', not {culprits!r}")
+        if culprits not in ("lines", "mode"):
+            raise ValueError(f"culprits must be 'lines' or 'mode', not {culprits!r}")
         self.culprits = culprits  # how the forward is seen: by line (NOTE [line culprits]) or by a mode
         self._restore: list = []
 
@@ -225,13 +225,11 @@ class Bridge:
             torch._C._set_multithreading_enabled(False)
             self._restore.append(lambda: torch._C._set_multithreading_enabled(was))
         state = self._state()
-        # NOTE [lines on the main thread only]: a debugger's or coverage's trace function keeps its place (the
-        # mode then); and on any other thread, CPython 3.11 was seen spinning forever at a function's entry once
-        # traced there (in the test suite, after a Textual app had run: the eval breaker stayed set), so `auto`
-        # takes lines only on the main thread. `agdb torch` runs scripts in a big-stack thread: the mode.
-        main = threading.current_thread() is threading.main_thread()
-        if self.culprits == "lines" or (self.culprits == "auto" and sys.gettrace() is None and main):
-            self.culprits = "lines"
+        # NOTE [lines are opt-in]: CPython 3.11 was seen to spin forever at a function's entry once a trace
+        # function was set (in the test suite, after a Textual app had run in the process; on the main thread and
+        # on others), so the mode stays the default and lines are asked for; a debugger's or coverage's trace
+        # function keeps its place (the mode then).
+        if self.culprits == "lines" and sys.gettrace() is None:
             self.line_mode = _CulpritMode(self, special=(_BACKWARD,))  # for the lines that need it
             self._lines = LineCulprits(self, state, is_library)
             self._patch_tensor_hooks()
