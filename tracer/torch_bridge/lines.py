@@ -80,13 +80,12 @@ class LineCulprits:
         self._mode_lines: dict[int, frozenset] = {}  # id(code) -> offsets of its line events that push the mode
         self.flush: Callable[[tuple], None] = lambda candidates=(): None
         self._unpush: Callable[[], None] = lambda: None
-        self._trace: Any = None
 
     # -- attaching ------------------------------------------------------------------------------------------------
     def attach(self) -> None:
         self._previous = sys.gettrace()  # None: the bridge takes this way only then
         trace, local, flush = self._tracers()
-        self._trace, self.flush = trace, flush
+        self.flush = flush
         sys.settrace(trace)
         f = sys._getframe(1)
         while f is not None:  # frames already running get line events from now on
@@ -105,7 +104,7 @@ class LineCulprits:
         self._unpush = lambda: None
         self._traced.clear()
         self._pending.clear()
-        self._trace, self.flush = None, lambda candidates=(): None
+        self.flush = lambda candidates=(): None
 
     def _is_user(self, code: Any) -> bool:
         user = self._user.get(code.co_filename)
