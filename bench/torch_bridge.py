@@ -11,7 +11,9 @@ other processes does not count.
 - forward with culprits: the culprit of every seq_nr increment (NOTE [line culprits] in
   tracer/torch_bridge/lines.py), over the plain forward (targets: <= 1.6x on the chain-like graphs, <= 2x on the
   wide graph). Beside it: a TorchFunctionMode that does nothing but call the function (the issue measured
-  1.35-2.05x), and the bridge's own way when a trace function is already set (record(culprits="mode")).
+  1.35-2.05x), a trace function that does nothing at every line of the forward (the floor of any per-line
+  observer: CPython 3.11 runs a thread with a trace function on its slower tracing path), and the bridge's own
+  way when a trace function is already set (record(culprits="mode")).
 - hook registration: the bridge's walk of a new graph (keys, edges, one pre- and one post-hook per node), in µs
   per node, once per graph (target <= 10). The floor beside it: a bare walk that registers a pre- and a
   post-hook on every node through torch's `register_prehook`/`register_hook`.
@@ -39,9 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._common import bench_main, print_target_table  # noqa: E402
 
 TARGETS = {"forward_chain": 1.6, "forward_wide": 2.0, "registration_us": 10.0, "backward": 1.3}
-TIMED = ("plain_forward", "noop_mode_forward", "recorded_forward", "mode_forward", "plain_backward",
-         "bare_hooks_backward", "recorded_backward", "shapes_only_backward", "default_backward", "registration",
-         "bare_registration")
+TIMED = ("plain_forward", "noop_mode_forward", "noop_trace_forward", "recorded_forward", "mode_forward",
+         "plain_backward", "bare_hooks_backward", "recorded_backward", "shapes_only_backward", "default_backward",
+         "registration", "bare_registration")
 
 
 def _chain(torch: Any, n: int) -> Callable[[], Any]:
@@ -122,6 +124,10 @@ def _noop_mode(torch: Any) -> Any:
     return Noop
 
 
+def _noop_trace(frame: Any, event: str, arg: Any) -> Any:
+    return _noop_trace  # a line event for every line of every frame: what reading the counter per line sits on
+
+
 def _plain_round(forward: Callable[[], Any], noop: Any, times: dict) -> int:
     """Plain forward and backward, the do-nothing mode's forward, and the bare-hooks backward; returns the nodes."""
     t, z = _timed(forward)
@@ -137,6 +143,11 @@ def _plain_round(forward: Callable[[], Any], noop: Any, times: dict) -> int:
     z = None  # the graph goes before the next is built
     with noop():
         times["noop_mode_forward"].append(_timed(forward)[0])
+    sys.settrace(_noop_trace)
+    try:
+        times["noop_trace_forward"].append(_timed(forward)[0])
+    finally:
+        sys.settrace(None)
     return nodes
 
 
@@ -209,6 +220,7 @@ def measure(kind: str, n: int, reps: int) -> dict:
             "plain_forward_ms": med["plain_forward"] * 1e3, "recorded_forward_ms": med["recorded_forward"] * 1e3,
             "forward_ratio": med["recorded_forward"] / med["plain_forward"],
             "noop_mode_ratio": med["noop_mode_forward"] / med["plain_forward"],
+            "noop_trace_ratio": med["noop_trace_forward"] / med["plain_forward"],
             "mode_ratio": med["mode_forward"] / med["plain_forward"],
             "registration_us_per_node": med["registration"] / nodes * 1e6,
             "bare_registration_us_per_node": med["bare_registration"] / nodes * 1e6,
@@ -243,6 +255,7 @@ def run(quick: bool, reps: int | None) -> dict:
             checks.append({"name": name, "value": value, "target": target, "unit": unit, "met": value <= target})
             table.append(name)
         for name, value, unit in ((f"{label}: do-nothing mode forward", r["noop_mode_ratio"], "x"),
+                                  (f"{label}: do-nothing line tracer forward", r["noop_trace_ratio"], "x"),
                                   (f"{label}: forward, culprits by the mode", r["mode_ratio"], "x"),
                                   (f"{label}: bare registration", r["bare_registration_us_per_node"], "µs/node"),
                                   (f"{label}: bare hooks backward", r["bare_hooks_ratio"], "x"),
