@@ -117,7 +117,9 @@ class AgdbApp(App[None]):
             self.post_message(TraceFailed("the recording was cancelled"))
 
     def _record_script(self, script: str) -> None:
-        from .run_script import interrupt, run_recorded
+        from tracer.async_exc import drop_interrupt
+
+        from .run_script import run_recorded
 
         # The lock orders this against action_cancel: a cancel either comes first and the script never
         # starts, or it finds the thread and interrupts it.
@@ -129,7 +131,7 @@ class AgdbApp(App[None]):
         def script_ended() -> None:
             with self._cancel_lock:
                 self._script_thread = None
-                interrupt(threading.get_ident(), clear=True)  # drop an interrupt sent as the script ended
+                drop_interrupt()  # an interrupt sent as the script ended (NOTE [the async-exception flag])
 
         try:
             # The TUI owns the terminal: the script gets an empty stdin (input() raises EOFError at once)
@@ -165,7 +167,7 @@ class AgdbApp(App[None]):
         self.exit(return_code=1 if self.failure else 0)
 
     def _stop_script(self) -> None:
-        from .run_script import interrupt
+        from tracer.async_exc import interrupt
 
         with self._cancel_lock:
             self._cancelled = True
@@ -190,7 +192,7 @@ class AgdbApp(App[None]):
             self.query_one("#status", Static).update("cancelled\n\npress q to quit")
 
     def _interrupt_script(self) -> None:
-        from .run_script import interrupt
+        from tracer.async_exc import interrupt
 
         with self._cancel_lock:
             thread = self._script_thread

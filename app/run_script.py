@@ -16,7 +16,6 @@ Never imports textual or rich.
 """
 from __future__ import annotations
 
-import ctypes
 import io
 import os
 import runpy
@@ -278,17 +277,6 @@ class _Output(io.TextIOBase):
             dropped = self.dropped + max(0, len(text) - MAX_OUTPUT)
             text = text[-MAX_OUTPUT:]
         return f"[… the first {dropped:,} characters are left out]\n{text}" if dropped else text
-
-
-def interrupt(thread_ident: int, clear: bool = False) -> bool:
-    """Raise KeyboardInterrupt in the thread running a script, which stops it at its next bytecode.
-
-    run_recorded catches it like any error of the script, so what was recorded so far is kept. With
-    `clear`, drop an interrupt sent but not yet raised instead.
-    """
-    exc = ctypes.py_object(KeyboardInterrupt) if not clear else None
-    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_ident), exc)
-    return done == 1
 
 
 def _tick(recorder: Recorder, stop: threading.Event, on_progress: Callable[[int], None]) -> None:

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tracer import torch_bridge
+from tracer.async_exc import interrupt
 
-from .run_script import OsExitCalled, ScriptRun, _NoInput, _os_exit_for, exit_status, interrupt, script_error
+from .run_script import OsExitCalled, ScriptRun, _NoInput, _os_exit_for, exit_status, script_error
 
 
 def run_bridged(script: str, args: list[str], on_progress: Callable[[int], None] | None = None,

@@ -213,7 +213,7 @@ def test_a_failure_of_the_bridge_never_fails_the_program():
     assert len(rec.trace.steps_of(Kind.GRAPH_TASK_STARTED)) == 0
 
 
-@pytest.mark.parametrize("culprits", ["mode"])  # "lines": in torch_bridge_lines_checks.py (a fresh interpreter)
+@pytest.mark.parametrize("culprits", ["mode", "lines"])
 def test_torch_is_left_as_it_was(culprits):
     """After the recording: no trace function, no mode on the stack, Function.apply, the engine entry point and
     the tensor-hook methods restored."""

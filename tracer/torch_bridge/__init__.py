@@ -33,7 +33,7 @@ def available() -> bool:
 
 @contextmanager
 def record(values: bool = True, defer: bool = False, single_threaded: bool = False,
-           culprits: str = "mode") -> Iterator[Any]:
+           culprits: str = "lines") -> Iterator[Any]:
     """Record the block's PyTorch work on this thread; `.trace` holds the Trace once the block ends.
 
     values: keep each grad's first values and NaN/inf flags (False: shapes and dtypes only, a little faster).
@@ -42,10 +42,10 @@ def record(values: bool = True, defer: bool = False, single_threaded: bool = Fal
     single_threaded: run the block's backward calls with autograd multithreading disabled (as
     `torch.autograd.set_multithreading_enabled(False)` does), so that torch's own execution order of each is
     recorded as a second witness (docs/torch-bridge.md). On the CPU it changes nothing in what runs.
-    culprits: how the forward's seq_nr increments are put on lines: "mode" (the default) around each torch call
-    through a TorchFunctionMode; "lines" reads the counter at each line of the user's code through
-    `sys.settrace` (cheaper, but CPython 3.11 was seen to hang once in a traced process: NOTE [lines are opt-in] in
-    bridge.py; a trace function already set, such as a debugger's, keeps its place and the mode is used).
+    culprits: how the forward's seq_nr increments are put on lines: "lines" (the default) reads the counter at
+    each line of the user's code through `sys.settrace` (NOTE [line culprits] in lines.py); "mode" reads it
+    around each torch call through a TorchFunctionMode (dearer: docs/torch-bridge.md). A trace function already
+    set, such as a debugger's or coverage's, keeps its place, and the mode is used.
     Deep graphs: run the block in `run_with_big_stack` (torch frees a deep graph recursively).
     """
     if not available():

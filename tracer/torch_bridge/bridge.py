@@ -156,7 +156,7 @@ class Bridge:
     """
 
     def __init__(self, values: bool = True, defer: bool = False, single_threaded: bool = False,
-                 culprits: str = "mode") -> None:
+                 culprits: str = "lines") -> None:
         self.b = TraceBuilder(source="torch", provenance=PROVENANCE)
         self.values = values  # summarise grads (False: shapes only, cheaper)
         self.defer = defer
@@ -225,10 +225,9 @@ class Bridge:
             torch._C._set_multithreading_enabled(False)
             self._restore.append(lambda: torch._C._set_multithreading_enabled(was))
         state = self._state()
-        # NOTE [lines are opt-in]: CPython 3.11 was seen to spin forever at a function's entry once a trace
-        # function was set (in the test suite, after a Textual app had run in the process; on the main thread and
-        # on others), so the mode stays the default and lines are asked for; a debugger's or coverage's trace
-        # function keeps its place (the mode then).
+        # Lines unless a trace function is already set (a debugger's, coverage's): it keeps its place, and the mode
+        # sees the forward instead. Lines were opt-in until the cause of a hang was found: NOTE [the async-exception
+        # flag] in tracer/async_exc.py (LineCulprits.attach lowers the flag).
         if self.culprits == "lines" and sys.gettrace() is None:
             self.line_mode = _CulpritMode(self, special=(_BACKWARD,))  # for the lines that need it
             self._lines = LineCulprits(self, state, is_library)

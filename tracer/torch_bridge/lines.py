@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 import torch
 
+from ..async_exc import lower_flag
+
 _seq = torch.autograd._get_sequence_nr
 _TENSOR = torch.Tensor
 _NAMES = frozenset(("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF", "LOAD_FAST", "LOAD_NAME",
@@ -86,6 +88,7 @@ class LineCulprits:
         self._previous = sys.gettrace()  # None: the bridge takes this way only then
         trace, local, flush = self._tracers()
         self.flush = flush
+        lower_flag()  # left up, this thread would spin at its next call (NOTE [the async-exception flag])
         sys.settrace(trace)
         f = sys._getframe(1)
         while f is not None:  # frames already running get line events from now on

@@ -1,0 +1,55 @@
+"""Raising an exception in another thread (`PyThreadState_SetAsyncExc`), and CPython 3.11's flag for it.
+
+NOTE [the async-exception flag]
+CPython 3.11 keeps one flag per interpreter for "some thread has an asynchronous exception to raise". Every
+`PyThreadState_SetAsyncExc` call raises the flag, even one that clears a thread's pending exception; only a
+thread that then raises its own pending exception lowers it. So a clear, or an exception sent to a thread that
+ends before raising it, leaves the flag up with nothing to raise. Untraced code barely notices (each periodic
+check finds nothing to do), but a thread running with a trace function checks the flag at every function
+entry and, finding it up, checks again at the same instruction: it spins forever (sys.settrace followed by any
+call; tests/tracer/test_async_exc.py reproduces it in a subprocess). agdb's TUI dropped an interrupt sent as
+a recorded script ended (SetAsyncExc with NULL), and every later line culprit recording in that process hung.
+
+`lower_flag()` lowers it from the calling thread the only way Python offers: it sends itself an exception and
+raises it at once. Another thread's pending exception, sent at that very moment, would then wait for the
+thread's next periodic check that finds another reason to stop; nothing agdb does sends one then.
+
+Imports nothing of torch, textual or rich.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+_set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+_set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
+_set_async_exc.restype = ctypes.c_int
+
+
+class _Lowered(Exception):
+    """The exception the calling thread sends itself to lower the flag."""
+
+
+def interrupt(thread_ident: int) -> bool:
+    """Raise KeyboardInterrupt in thread `thread_ident` at its next bytecode; False if no such thread."""
+    return _set_async_exc(thread_ident, KeyboardInterrupt) == 1
+
+
+def drop_interrupt() -> None:
+    """Drop an interrupt sent to the calling thread and not raised yet, leaving the flag down."""
+    _set_async_exc(threading.get_ident(), ctypes.py_object())  # NULL: clears this thread's pending one
+    lower_flag()
+
+
+def lower_flag() -> None:
+    """Lower the interpreter's async-exception flag (NOTE [the async-exception flag])."""
+    try:
+        _set_async_exc(threading.get_ident(), _Lowered)
+        _checkpoint()  # a Python call's entry checks the flag: _Lowered is raised there
+        _checkpoint()
+    except _Lowered:
+        return
+
+
+def _checkpoint() -> None:
+    return None
