@@ -332,19 +332,42 @@ def _print_culprits(trace, args: argparse.Namespace, failed: bool = False) -> in
         _fail(_why_no_culprits(every, args, failed))
         return 0
     table = Table(title="sequence-number increments", title_justify="left")
-    for col in ("seq_nr", "node", "thread", "file:line", "function"):
-        table.add_column(col, overflow="fold", no_wrap=col in ("seq_nr", "node"))
     out = StdoutConsole()
-    # The source is cut, never wrapped, so that it keeps standing above its carets (both are cut alike); it
-    # asks for its longest line, up to what the terminal leaves, so that the other columns give way first.
+    cols, cells, room = _culprit_columns(rows, trace, out.width)
+    for col, width in cols:
+        table.add_column(col, overflow="fold", no_wrap=col in ("seq_nr", "node"), min_width=width, max_width=width)
+    # The source takes what the other columns leave, cut, never wrapped, so that it keeps standing above its
+    # carets (both are cut alike).
     widest = max(len(short(c.source)) for c in rows)
-    table.add_column("source", no_wrap=True, overflow="ellipsis", min_width=min(widest, max(16, out.width - 64)))
-    for c in rows:
-        cells = (f"{c.old} → {c.new}", c.node_name, trace.threads[c.thread][1] if trace.threads else "",
-                 f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", c.function)
-        table.add_row(*(Text(short(cell)) for cell in cells), _source_cell(c))  # Text: source is not markup
+    table.add_column("source", no_wrap=True, overflow="ellipsis", max_width=room, min_width=min(widest, room))
+    for c, row in zip(rows, cells, strict=True):
+        table.add_row(*(Text(row[col]) for col, _ in cols), _source_cell(c))  # Text: source is not markup
     out.print(table)
     return 0
+
+
+CULPRIT_CAPS = {"seq_nr": 16, "node": 24, "thread": 12, "file:line": 24, "function": 16}
+"""Widths the culprits table keeps for its small columns (longer cells fold)."""
+GIVE_WAY = (("function", 24), ("thread", 16))
+"""The small columns that give way to the source, in this order, when it would be narrower than this."""
+
+
+def _culprit_columns(rows: list, trace, width: int) -> tuple[list[tuple[str, int]], list[dict], int]:
+    """The small columns shown and the width each keeps (its longest cell up to a cap, so that a narrow terminal
+    never squeezes file:line out of sight), every row's cells, and the room left for the source."""
+    cells = [{"seq_nr": f"{c.old} → {c.new}", "node": c.node_name,
+              "thread": trace.threads[c.thread][1] if trace.threads else "",
+              "file:line": f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", "function": c.function}
+             for c in rows]
+    cells = [{k: short(v) for k, v in row.items()} for row in cells]
+    names = ["seq_nr", "node", "thread", "file:line", "function"]
+    give_way = list(GIVE_WAY)
+    while True:
+        cols = [(n, min(max(len(n), *(len(row[n]) for row in cells)), CULPRIT_CAPS[n])) for n in names]
+        room = width - sum(w for _, w in cols) - 3 * (len(cols) + 1) - 1  # padding and rules
+        if not give_way or room >= give_way[0][1]:
+            return cols, cells, max(16, room)
+        names.remove(give_way.pop(0)[0])
 
 
 def _source_cell(c) -> Text:

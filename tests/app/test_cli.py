@@ -363,6 +363,28 @@ def test_show_trace_with_no_events_is_a_clear_error(tmp_path, capsys):
 
 
 # -- culprits ------------------------------------------------------------------------------------------------------
+def test_culprits_on_an_80_column_terminal_keep_file_line_in_sight(tmp_path, capsys, monkeypatch):
+    """A long source line used to squeeze the thread, file:line and function columns to nothing at 80 columns:
+    file:line stays whole, the function column gives way, and the source is cut, not the table."""
+    script = tmp_path / "long_line.py"
+    script.write_text("import engine as torch\n"
+                      "def attention(query_states, key_states):\n"
+                      "    return (query_states * key_states.exp()).sum() / (query_states.numel() ** 0.5)\n"
+                      "x = torch.ones(3, requires_grad=True)\n"
+                      "attention(x, x)\n")
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = agdb(["culprits", script], capsys)
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if "│" in line]
+    assert lines and all(len(line) <= 80 for line in out.splitlines()), out
+    header = next(line for line in out.splitlines() if "seq_nr" in line)
+    assert [c.strip() for c in header.split("┃")[1:-1]] == ["seq_nr", "node", "thread", "file:line", "source"], out
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in lines if "→" in line]
+    assert [r[1] for r in rows] == ["ExpBackward0", "MulBackward0", "SumBackward0", "DivBackward0"], out
+    assert [r[3] for r in rows] == ["long_line.py:3"] * 4, out
+    assert all(r[4].startswith("return (query_st") and r[4].endswith("…") for r in rows), out
+
+
 def test_culprits_of_script_and_of_its_trace_agree(diamond, tmp_path, capsys, monkeypatch):
     """`agdb culprits diamond.py` and `agdb culprits diamond.agdb` list the same five increments by line."""
     path, _ = diamond
