@@ -347,7 +347,8 @@ def _print_culprits(trace, args: argparse.Namespace, failed: bool = False) -> in
 
 
 CULPRIT_CAPS = {"seq_nr": 16, "node": 24, "thread": 12, "file:line": 24, "function": 16}
-"""Widths the culprits table keeps for its small columns (longer cells fold)."""
+"""Widths the culprits table keeps for its small columns when the terminal is too narrow for their longest cells
+(longer cells fold)."""
 GIVE_WAY = (("function", 24), ("thread", 16))
 """The small columns that give way to the source, in this order, when it would be narrower than this."""
 
@@ -361,13 +362,18 @@ def _culprit_columns(rows: list, trace, width: int) -> tuple[list[tuple[str, int
              for c in rows]
     cells = [{k: short(v) for k, v in row.items()} for row in cells]
     names = ["seq_nr", "node", "thread", "file:line", "function"]
+    widest = {n: max(len(n), *(len(row[n]) for row in cells)) for n in names}
+    caps: dict[str, int] = {}  # none while everything fits
     give_way = list(GIVE_WAY)
     while True:
-        cols = [(n, min(max(len(n), *(len(row[n]) for row in cells)), CULPRIT_CAPS[n])) for n in names]
+        cols = [(n, min(widest[n], caps.get(n, widest[n]))) for n in names]
         room = width - sum(w for _, w in cols) - 3 * (len(cols) + 1) - 1  # padding and rules
         if not give_way or room >= give_way[0][1]:
             return cols, cells, max(16, room)
-        names.remove(give_way.pop(0)[0])
+        if not caps:
+            caps = CULPRIT_CAPS
+        else:
+            names.remove(give_way.pop(0)[0])
 
 
 def _source_cell(c) -> Text:
