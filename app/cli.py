@@ -333,12 +333,12 @@ def _print_culprits(trace, args: argparse.Namespace, failed: bool = False) -> in
         return 0
     table = Table(title="sequence-number increments", title_justify="left")
     out = StdoutConsole()
-    cols, cells, room = _culprit_columns(rows, trace, out.width)
+    widest = max(len(short(c.source)) for c in rows)
+    cols, cells, room = _culprit_columns(rows, trace, out.width, widest)
     for col, width in cols:
         table.add_column(col, overflow="fold", no_wrap=col in ("seq_nr", "node"), min_width=width, max_width=width)
     # The source takes what the other columns leave, cut, never wrapped, so that it keeps standing above its
     # carets (both are cut alike).
-    widest = max(len(short(c.source)) for c in rows)
     table.add_column("source", no_wrap=True, overflow="ellipsis", max_width=room, min_width=min(widest, room))
     for c, row in zip(rows, cells, strict=True):
         table.add_row(*(Text(row[col]) for col, _ in cols), _source_cell(c))  # Text: source is not markup
@@ -353,9 +353,10 @@ GIVE_WAY = (("function", 24), ("thread", 16))
 """The small columns that give way to the source, in this order, when it would be narrower than this."""
 
 
-def _culprit_columns(rows: list, trace, width: int) -> tuple[list[tuple[str, int]], list[dict], int]:
-    """The small columns shown and the width each keeps (its longest cell up to a cap, so that a narrow terminal
-    never squeezes file:line out of sight), every row's cells, and the room left for the source."""
+def _culprit_columns(rows: list, trace, width: int, source: int) -> tuple[list[tuple[str, int]], list[dict], int]:
+    """The small columns shown and the width each keeps (its longest cell, capped when the terminal is narrow, so
+    that file:line is never squeezed out of sight), every row's cells, and the room left for the source (whose
+    longest line is `source` wide)."""
     cells = [{"seq_nr": f"{c.old} → {c.new}", "node": c.node_name,
               "thread": trace.threads[c.thread][1] if trace.threads else "",
               "file:line": f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", "function": c.function}
@@ -368,7 +369,7 @@ def _culprit_columns(rows: list, trace, width: int) -> tuple[list[tuple[str, int
     while True:
         cols = [(n, min(widest[n], caps.get(n, widest[n]))) for n in names]
         room = width - sum(w for _, w in cols) - 3 * (len(cols) + 1) - 1  # padding and rules
-        if not give_way or room >= give_way[0][1]:
+        if not give_way or room >= min(source, give_way[0][1]):
             return cols, cells, max(16, room)
         if not caps:
             caps = CULPRIT_CAPS

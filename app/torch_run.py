@@ -53,7 +53,9 @@ def run_bridged(script: str, args: list[str], on_progress: Callable[[int], None]
     old = threading.stack_size()
     threading.stack_size(stack_size)
     try:
-        thread = threading.Thread(target=body, name="agdb-torch", daemon=True)
+        # Named MainThread, as under `python SCRIPT` (NOTE [the script's thread] in app/app.py): the trace and
+        # `agdb culprits` name the thread, and the script may read threading.current_thread().name.
+        thread = threading.Thread(target=body, name="MainThread", daemon=True)
         thread.start()
     finally:
         threading.stack_size(old)
