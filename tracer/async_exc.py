@@ -8,7 +8,8 @@ ends before raising it, leaves the flag up with nothing to raise. Untraced code 
 check finds nothing to do), but a thread running with a trace function checks the flag at every function
 entry and, finding it up, checks again at the same instruction: it spins forever (sys.settrace followed by any
 call; tests/tracer/test_async_exc.py reproduces it in a subprocess). agdb's TUI dropped an interrupt sent as
-a recorded script ended (SetAsyncExc with NULL), and every later line culprit recording in that process hung.
+a recorded script ended by clearing it (SetAsyncExc with NULL), and every later line culprit recording in that
+process hung. agdb never clears with NULL now.
 
 `lower_flag()` lowers it from the calling thread the only way Python offers: it sends itself an exception and
 raises it at once. Another thread's pending exception, sent at that very moment, would then wait for the
@@ -36,17 +37,17 @@ def interrupt(thread_ident: int) -> bool:
 
 
 def drop_interrupt() -> None:
-    """Drop an interrupt sent to the calling thread and not raised yet, leaving the flag down."""
-    _set_async_exc(threading.get_ident(), ctypes.py_object())  # NULL: clears this thread's pending one
+    """Drop an interrupt sent to the calling thread and not raised yet, leaving the flag down: the exception
+    lower_flag() sends replaces it. (Clearing it with NULL would raise the flag, and a thread with a trace
+    function would spin at the very next call: NOTE [the async-exception flag].)"""
     lower_flag()
 
 
 def lower_flag() -> None:
     """Lower the interpreter's async-exception flag (NOTE [the async-exception flag])."""
     try:
-        _set_async_exc(threading.get_ident(), _Lowered)
-        _checkpoint()  # a Python call's entry checks the flag: _Lowered is raised there
-        _checkpoint()
+        _set_async_exc(threading.get_ident(), _Lowered)  # replaces whatever this thread had pending
+        _checkpoint()  # the flag is checked on return from a C call, and at a Python call's entry at the latest
     except _Lowered:
         return
 

@@ -71,6 +71,25 @@ def test_drop_interrupt_leaves_the_flag_down():
     assert done is not None and done.returncode == 0 and "finished" in done.stdout, done
 
 
+def test_drop_interrupt_on_a_traced_thread_does_not_spin():
+    """Dropping by clearing (NULL) would spin at the next call on a thread with a trace function; replacing the
+    pending exception with one raised at once does not."""
+    done = _run("""
+        import sys
+        from tracer.async_exc import drop_interrupt
+        def tracer(frame, event, arg):
+            return tracer
+        def f():
+            return 1
+        sys.settrace(tracer)
+        drop_interrupt()
+        f()
+        sys.settrace(None)
+        print("finished")
+        """)
+    assert done is not None and done.returncode == 0 and "finished" in done.stdout, done
+
+
 def test_interrupt_raises_keyboard_interrupt_in_the_target_thread():
     caught, started = [], threading.Event()
 
