@@ -22,9 +22,10 @@ from __future__ import annotations
 import ctypes
 import threading
 
-_set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
-_set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
-_set_async_exc.restype = ctypes.c_int
+# A prototype of our own: setting argtypes on ctypes.pythonapi's shared function object would change how the
+# user's own calls to it convert their arguments (None would become Py_None instead of NULL).
+_set_async_exc = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.py_object)(
+    ("PyThreadState_SetAsyncExc", ctypes.pythonapi))
 
 
 class _Lowered(Exception):

@@ -113,6 +113,16 @@ def test_interrupt_raises_keyboard_interrupt_in_the_target_thread():
     assert interrupt(thread.ident) is False  # the thread is gone
 
 
+def test_the_users_ctypes_function_is_left_as_it_was():
+    """agdb calls SetAsyncExc through a prototype of its own: a program's own `pythonapi.PyThreadState_SetAsyncExc(
+    ident, None)` still passes NULL (with argtypes set on the shared object, None would become Py_None)."""
+    import ctypes
+
+    import tracer.async_exc  # noqa: F401
+
+    assert ctypes.pythonapi.PyThreadState_SetAsyncExc.argtypes is None
+
+
 @needs_311
 def test_line_culprits_record_after_the_flag_was_left_up():
     """A recording with line culprits in a process where the flag is up (as after the TUI had recorded a script)
