@@ -480,6 +480,15 @@ def _plain_mm(grad, saved, grad_dim: int, saved_dim: int) -> bool:
             and ops.t is _ops_shape.t)
 
 
+_dot = np.dot
+_matmul = np.matmul
+
+
+def _contiguous(a: np.ndarray) -> bool:
+    flags = a.flags
+    return flags.c_contiguous or flags.f_contiguous
+
+
 def _mm_both_direct(node, grad) -> bool:
     """Whether both of mm's grads are needed and may be computed directly: _plain_mm for each (checked once for
     the pair), both edges valid with no exec_info to consult, and neither saved operand column-major (whose grad
@@ -508,8 +517,12 @@ class MmBackward0(_Generated):
         if _mm_both_direct(self, grad):  # the MLP's every layer: both grads computed at once, nothing recorded
             g = grad._data
             device = grad._device
-            out[1] = make_tensor(self.self._data.T @ g, False, device)
-            out[0] = make_tensor(g @ self.mat2._data.T, False, device)
+            s, m = self.self._data, self.mat2._data
+            # np.dot: for contiguous 2-dim arrays the same BLAS call as `@` (the same values and strides), without
+            # the gufunc's setup; other strides may take another loop, with other roundings
+            product = _dot if _contiguous(g) and _contiguous(s) and _contiguous(m) else _matmul
+            out[1] = make_tensor(product(s.T, g), False, device)
+            out[0] = make_tensor(product(g, m.T), False, device)
             return
         if self.should_compute_output(1):
             out[1] = _mm_mat2_backward(grad, self.self, self.mat2_sym_sizes, self.mat2_sym_strides)
