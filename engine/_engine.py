@@ -215,14 +215,17 @@ def thread_main(graph_task: GraphTask | None) -> None:
                 tls.current_graph_task = local_graph_task
                 tls.current_node = fn
                 try:
-                    if fn.__class__ is AccumulateGrad and not local_graph_task.exec_info and not _observer.observers \
+                    if fn.__class__ is AccumulateGrad and not local_graph_task.exec_info \
                             and fn._tensor_pre_hooks is None and not fn._retains_grad_hooks and not fn._pre_hooks \
                             and not fn._post_hooks and not fn.variable._backward_hooks:
-                        # evaluate_function's steps for a leaf's AccumulateGrad with no hook to call and nothing to
-                        # report (every parameter's grad): it returns nothing, so there is nothing to validate or
-                        # route, and it saves nothing to release
+                        # evaluate_function's steps for a leaf's AccumulateGrad with no hook to call (every
+                        # parameter's grad): it returns nothing, so there is nothing to validate or route, and it
+                        # saves nothing to release
                         grads = task.inputs.buffer
                         task.inputs.buffer = _NO_GRADS  # moved out, as call_function does: AccumulateGrad may steal
+                        if _observer.observers:
+                            for hook in _observer.dispatch.get("node_started", ()):
+                                hook(local_graph_task, fn, grads)
                         fn.apply(grads)
                         del grads
                         outputs = []
