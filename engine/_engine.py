@@ -11,7 +11,7 @@ import numpy as np
 from . import _observer, _state
 from ._graph_task import ExecInfo, GraphTask
 from ._hooks import call_post_hooks, call_pre_hooks, call_tensor_pre_hooks, check_single_result
-from ._node import Node, anomaly
+from ._node import AccumulateGrad, Node, anomaly
 from ._ready_queue import INT_MAX, InputBuffer, NodeTask, ReadyQueue
 from ._state import CPU_DEVICE, NO_DEVICE, tls
 from ._threads import ready_queue, reentrant_pool, wake_owner
@@ -110,6 +110,7 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> b
         dependencies = graph_task.dependencies
         not_ready = graph_task.not_ready
         next_edges = fn.next_edges
+        depth_key = -graph_task.reentrant_depth  # the pushed tasks' key, read once
         for i in range(num_outputs):
             nxt, input_nr = next_edges[i]
             if nxt is None:
@@ -158,7 +159,7 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> b
             task.fn = nxt
             task.inputs = buffer
             task.is_shutdown = False
-            task.extend((2, -graph_task.reentrant_depth, -nxt._seq))
+            task.extend((2, depth_key, -nxt._seq))
             if not graph_task.gone:
                 graph_task.outstanding_tasks += 1
             with cpu_queue.lock:
@@ -214,7 +215,28 @@ def thread_main(graph_task: GraphTask | None) -> None:
                 tls.current_graph_task = local_graph_task
                 tls.current_node = fn
                 try:
-                    done = evaluate_function(local_graph_task, fn, task.inputs)
+                    if fn.__class__ is AccumulateGrad and not local_graph_task.exec_info \
+                            and fn._tensor_pre_hooks is None and not fn._retains_grad_hooks and not fn._pre_hooks \
+                            and not fn._post_hooks and not fn.variable._backward_hooks:
+                        # evaluate_function's steps for a leaf's AccumulateGrad with no hook to call (every
+                        # parameter's grad): it returns nothing, so there is nothing to validate or route, and it
+                        # saves nothing to release
+                        grads = task.inputs.buffer
+                        task.inputs.buffer = _NO_GRADS  # moved out, as call_function does: AccumulateGrad may steal
+                        if _observer.observers:
+                            for hook in _observer.dispatch.get("node_started", ()):
+                                hook(local_graph_task, fn, grads)
+                        fn.apply(grads)
+                        del grads
+                        outputs = []
+                        if fn._post_hooks:  # registered while the node ran (a post-accumulate-grad hook)
+                            outputs = call_post_hooks(fn, outputs, _NO_GRADS, False, local_graph_task)
+                        if _observer.observers:  # attached while the node ran
+                            for hook in _observer.dispatch.get("node_finished", ()):
+                                hook(local_graph_task, fn, outputs)
+                        done = None
+                    else:
+                        done = evaluate_function(local_graph_task, fn, task.inputs)
                 except BaseException as e:  # noqa: BLE001 - the first error completes the future
                     local_graph_task.set_exception(e, fn)
                     done = None

@@ -480,12 +480,50 @@ def _plain_mm(grad, saved, grad_dim: int, saved_dim: int) -> bool:
             and ops.t is _ops_shape.t)
 
 
+_dot = np.dot
+_matmul = np.matmul
+
+
+def _contiguous(a: np.ndarray) -> bool:
+    flags = a.flags
+    return flags.c_contiguous or flags.f_contiguous
+
+
+def _mm_both_direct(node, grad) -> bool:
+    """Whether both of mm's grads are needed and may be computed directly: _plain_mm for each (checked once for
+    the pair), both edges valid with no exec_info to consult, and neither saved operand column-major (whose grad
+    torch computes transposed, with other strides)."""
+    edges = node.next_edges
+    if tls.grad_enabled or edges[0][0] is None or edges[1][0] is None or ops.mm is not _ops_linalg.mm \
+            or ops.t is not _ops_shape.t:
+        return False
+    graph_task = tls.current_graph_task
+    if graph_task is not None and graph_task.exec_info:
+        return False
+    g, s, m = grad._data, node.self._data, node.mat2._data
+    device = grad._device
+    return (g.ndim == 2 and s.ndim == 2 and m.ndim == 2 and g.shape[0] == s.shape[0] and g.shape[1] == m.shape[1]
+            and g.dtype == s.dtype and g.dtype == m.dtype and node.self._device == device
+            and node.mat2._device == device and not _col_major(node.mat2_sym_sizes, node.mat2_sym_strides)
+            and not _col_major(node.self_sym_sizes, node.self_sym_strides))
+
+
 class MmBackward0(_Generated):
     __slots__ = ("self", "mat2", "self_sym_sizes", "self_sym_strides", "mat2_sym_sizes", "mat2_sym_strides")
     _saved_tensor_names = ("mat2", "self")
     _saved_values = ("mat2_sym_sizes", "mat2_sym_strides", "self_sym_sizes", "self_sym_strides")
 
     def formulas(self, grad, out):
+        if _mm_both_direct(self, grad):  # the MLP's every layer: both grads computed at once, nothing recorded
+            g = grad._data
+            device = grad._device
+            s, m = self.self._data, self.mat2._data
+            # np.dot: for contiguous 2-dim arrays the same BLAS call as `@` (the same values and strides), without
+            # the gufunc's setup; other strides may take another loop, with other roundings
+            product = _dot if _contiguous(g) and _contiguous(s) and _contiguous(m) else _matmul
+            out[1] = make_tensor(product(s.T, g), False, device)
+            out[0] = make_tensor(product(g, m.T), False, device)
+            return
         if self.should_compute_output(1):
             out[1] = _mm_mat2_backward(grad, self.self, self.mat2_sym_sizes, self.mat2_sym_strides)
         if self.should_compute_output(0):

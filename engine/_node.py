@@ -10,9 +10,14 @@ import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
+
 from . import _observer, _state
 from ._state import UINT64_MAX, tls
-from ._version import OWNER, any_writes, version_of
+from ._version import OWNER
+from ._version import _counters as _version_counters
+
+_ndarray = np.ndarray
 
 if TYPE_CHECKING:
     from ._tensor import Tensor
@@ -418,13 +423,22 @@ class Node:
             from . import _saved
 
             return _saved.unpack_into_slots(self)
-        writes = any_writes()  # else no in-place write ever: versions all 0
+        counters = _version_counters  # else no in-place write ever: versions all 0 (any_writes(), inline)
         detached = _state.detached_in_place  # else check_not_detached has nothing to find
-        if writes or detached:
+        if counters or detached:
             for tensor, version, grad_fn, output_nr in records:  # each one checked whole, in order, as unpack does
                 if detached:
                     check_not_detached(self, tensor, grad_fn)
-                now = version_of(tensor._data) if writes else version
+                if counters:  # version_of(tensor._data), inline: every saved tensor once anything was written
+                    data = tensor._data
+                    base = data.base
+                    while isinstance(base, _ndarray):
+                        data = base
+                        base = data.base
+                    counter = counters.get(id(data))
+                    now = counter[0] if counter is not None else 0
+                else:
+                    now = version
                 if now != version:
                     grad_fn, output_nr = unpacked_origin(self, tensor, grad_fn, output_nr)
                     raise RuntimeError(modified_in_place(tensor, grad_fn, output_nr, now, version))

@@ -463,7 +463,12 @@ def accumulate_into_grad(variable: Tensor, new_grad: Tensor, unreferenced: bool 
     """
     old = variable._grad
     if old is None:
-        if not tls.grad_enabled and unreferenced and _obeys_layout_contract(new_grad._data, variable._data):
+        data, vdata = new_grad._data, variable._data
+        if not tls.grad_enabled and unreferenced and (
+                # _obeys_layout_contract's common case first, inline: equal strides, none 0, of a C-ordered leaf
+                data.strides == vdata.strides and data.shape == vdata.shape and data.dtype == vdata.dtype
+                and 0 not in data.strides and data.flags.writeable and vdata.flags.c_contiguous
+                or _obeys_layout_contract(data, vdata)):
             # new_grad.detach(): alias_tensor(new_grad._data, new_grad), inline (every leaf's first grad)
             grad = make_tensor(new_grad._data, False, new_grad._device)
             grad._inference = new_grad._inference
