@@ -21,17 +21,20 @@ RAISE_FLAG = """
 import ctypes, threading
 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), None)
 """
-TRACE_AND_CALL = """
+TRACE = """
 import sys
 def tracer(frame, event, arg):
     return tracer
 def f():
     return 1
 sys.settrace(tracer)
+"""
+CALL = """
 f()
 sys.settrace(None)
 print("finished")
 """
+TRACE_AND_CALL = TRACE + CALL
 
 
 def _run(*parts: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess | None:
@@ -74,19 +77,7 @@ def test_drop_interrupt_leaves_the_flag_down():
 def test_drop_interrupt_on_a_traced_thread_does_not_spin():
     """Dropping by clearing (NULL) would spin at the next call on a thread with a trace function; replacing the
     pending exception with one raised at once does not."""
-    done = _run("""
-        import sys
-        from tracer.async_exc import drop_interrupt
-        def tracer(frame, event, arg):
-            return tracer
-        def f():
-            return 1
-        sys.settrace(tracer)
-        drop_interrupt()
-        f()
-        sys.settrace(None)
-        print("finished")
-        """)
+    done = _run(TRACE, "from tracer.async_exc import drop_interrupt\ndrop_interrupt()", CALL)
     assert done is not None and done.returncode == 0 and "finished" in done.stdout, done
 
 

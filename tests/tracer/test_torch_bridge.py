@@ -71,10 +71,11 @@ def _marked_lines(program):
     return marks
 
 
+@pytest.mark.parametrize("culprits", ["lines", "mode"])
 @pytest.mark.parametrize("program", [p for p in torch_programs.PROGRAMS if _marked_lines(p)],
                          ids=lambda p: p.__name__)
-def test_culprits_point_at_the_lines_that_made_the_nodes(program):
-    trace, _ = _record(program)
+def test_culprits_point_at_the_lines_that_made_the_nodes(program, culprits):
+    trace, _ = _record(program, culprits=culprits)
     marks = _marked_lines(program)
     if program is torch_programs.reentrant:
         marks.update(_marked_lines(torch_programs.Reent.backward))

@@ -165,9 +165,3 @@ def test_the_mode_of_a_view_line_is_off_in_the_functions_it_calls():
     assert torch._C._len_torch_function_stack() == 0
     _check_marks(program, found)
     _check_marks(inner, found)
-
-
-def test_torch_is_left_as_it_was_after_lines():
-    from tests.tracer.test_torch_bridge import test_torch_is_left_as_it_was
-
-    test_torch_is_left_as_it_was("lines")
