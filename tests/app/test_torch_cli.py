@@ -34,6 +34,24 @@ def test_every_example_is_the_same_on_the_engine_and_on_real_torch(example, tmp_
     assert report["equal"], report
     assert code == 0
     assert load(real).meta["divergences"] == []
+    engine_edges, real_edges = _edges(load(engine)), _edges(load(real))
+    assert real_edges, "the bridge described no node's edges"
+    for node, edges in real_edges.items():
+        assert engine_edges.get(node) == edges, node
+
+
+def _edges(trace):
+    """Each node's next edges, nodes known by name and seq_nr relative to the trace's first (None for nodes with no
+    number: AccumulateGrad), for the nodes whose edges the trace has."""
+    numbered = [trace.node(i).seq_nr for i in range(trace.num_nodes) if 0 <= trace.node(i).seq_nr < 2**63]
+    first = min(numbered, default=0)
+
+    def known(i):
+        info = trace.node(i)
+        return info.name, info.seq_nr - first if 0 <= info.seq_nr < 2**63 else None
+
+    return {known(i): tuple((None if child is None else known(child), nr) for child, nr in trace.node(i).next_edges)
+            for i in range(trace.num_nodes) if trace.node(i).next_edges}
 
 
 def test_examples_exist():

@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 from tests.tracer.test_torch_bridge import _marked_lines  # noqa: E402
 from tracer import torch_bridge  # noqa: E402
 from tracer.culprits import of_trace  # noqa: E402
+from tracer.torch_bridge.lines import MAX_CANDIDATES  # noqa: E402
 
 
 def _culprits(program, culprits="lines"):
@@ -88,6 +89,39 @@ def test_the_lines_agree_with_the_mode(program):
     lines, _ = _culprits(program, "lines")
     mode, _ = _culprits(program, "mode")
     assert [(n, ln) for _, n, ln in lines] == [(n, ln) for _, n, ln in mode]
+
+
+def test_nodes_a_walk_describes_keep_their_line_and_get_torch_s_edges():
+    """An increment writes its node with no edges (none are known then); the backward's walk adds them. Of a
+    comprehension's results the line looks at only the last MAX_CANDIDATES, so the first stay `?` until the walk
+    names them. Every node keeps the line that made it and gets torch's edges: each MulBackward0's are an
+    ExpBackward0 and the constant 2; the ExpBackward0's is the AccumulateGrad of its leaf."""
+    ps = [leaf() for _ in range(MAX_CANDIDATES + 4)]
+
+    def program():
+        torch.cat([p.exp() * 2 for p in ps]).sum().backward()
+
+    found, rec = _culprits(program)
+    line = program.__code__.co_firstlineno + 1
+    assert [(n, ln) for _, n, ln in found].count(("MulBackward0", line)) == len(ps)
+    assert "?" not in {name for _, name, _ in found}
+    trace = rec.trace
+    nodes = {i: trace.node(i) for i in range(trace.num_nodes)}
+    muls = [n for n in nodes.values() if n.name == "MulBackward0"]
+    assert len(muls) == len(ps)
+    leaves = set()
+    for mul in muls:
+        assert (mul.filename, mul.lineno, mul.thread, mul.num_inputs) == (__file__, line, 0, 1)
+        (child, _), (none, _) = mul.next_edges
+        assert none is None
+        exp = nodes[child]
+        assert (exp.name, exp.lineno) == ("ExpBackward0", line)
+        ((acc, _),) = exp.next_edges
+        assert nodes[acc].name == "torch::autograd::AccumulateGrad"
+        leaves.add(acc)
+    assert len(leaves) == len(ps)
+    (cat,) = [n for n in nodes.values() if n.name == "CatBackward0"]
+    assert sorted(child for child, _ in cat.next_edges) == sorted(m.index for m in muls)
 
 
 def test_looking_never_makes_a_node():

@@ -170,6 +170,9 @@ class Bridge:
         self._seq_keys: dict[int, int] = {}  # seq_nr | thread row << 64 -> key
         self._acc_keys: dict[int, tuple[Any, int]] = {}  # id(leaf) -> (weakref to it, key)
         self._unnamed: set[int] = set()  # bumped as `?`: a walk that meets the node names it
+        # Keys whose edges the trace has: an increment writes a node's facts with none (its edges are not known
+        # then); the first walk that meets it writes them (_describe).
+        self._described: set[int] = set()
         self._is_acc: set[int] = set()
         self._handles: dict[int, tuple[Any, Any, _State]] = {}  # key -> weakrefs to its pre/post hook dicts
         self._walks: dict[tuple, Graph] = {}  # start nodes' keys -> the graph walked from them
@@ -948,7 +951,7 @@ class Bridge:
         seq_of, edges_of, inputs_of = graph.seq, graph.edges, graph.num_inputs
         used: set[int] = set()
         stack = []
-        key_fn, hook, facts_of, unnamed = self._key, self._hook, self.b.node_facts, self._unnamed
+        key_fn, hook, described = self._key, self._hook, self._described
         for n in nodes:
             if n is not None and id(n) not in key_of:
                 key, seq = key_fn(n, row, used)
@@ -975,28 +978,33 @@ class Bridge:
                     inputs_of[ck] = nr + 1
             edges_of[key] = tuple(edges)
             hook(n, key, state)
-            if key not in facts_of or key in unnamed:
+            if key not in described:
                 new.append((n, key))
 
     def _describe(self, new: list, graph: Graph, row: int) -> None:
-        """Node facts for nodes the trace has not described yet (and the real name of a node bumped as `?`)."""
+        """Node facts for nodes the trace has not described yet: their edges, input count and real name (an increment
+        wrote a guess, or `?`)."""
         b = self.b
-        facts_of, bumps = b.node_facts, b.bumps
+        facts_of, bumps, unnamed, type_names = b.node_facts, b.bumps, self._unnamed, self._type_names
+        described = self._described
+        seq_of, edges_of, inputs_of = graph.seq, graph.edges, graph.num_inputs
         for n, key in new:
-            name = n.name()
+            name = type_names.get(type(n))
+            if name is None:
+                name = type_names[type(n)] = n.name()
             bump = bumps.get(key)
             if bump is not None and bump[0] != name:
                 bumps[key] = (name,) + bump[1:]
-            self._unnamed.discard(key)
+            unnamed.discard(key)
+            described.add(key)
             old = facts_of.get(key)
             if old is None:  # met first by a walk (an AccumulateGrad, or a node made before recording)
-                b.node_created(thread=row, node=key, name=name, seq_nr=graph.seq[key], topological_nr=0,
-                               next_edges=graph.edges[key], num_inputs=graph.num_inputs.get(key, 1))
-            else:  # made while recording: its edges now, its creation step and line as they were
-                b.node(key, name=name, seq_nr=graph.seq[key], thread=old[4], next_edges=graph.edges[key],
-                       num_inputs=graph.num_inputs.get(key, 1), frame=old[6])
-                f = facts_of[key]
-                facts_of[key] = f[:7] + (old[7],) + f[8:]
+                b.node_created(thread=row, node=key, name=name, seq_nr=seq_of[key], topological_nr=0,
+                               next_edges=edges_of[key], num_inputs=inputs_of.get(key, 1))
+            else:  # made while recording: its name and edges now; its creation step, thread and line as they were.
+                # The fields of TraceBuilder.node, written here (a walk's edges are already (key or 0, int) pairs).
+                facts_of[key] = (name, seq_of[key], 0, "cpu", old[4], tuple(_flat(edges_of[key])), old[6], old[7],
+                                 inputs_of.get(key, 1))
 
     def _key(self, n: Any, row: int, used: set[int]) -> tuple[int, int]:
         """(key, seq_nr) of a node (NOTE [node identity])."""
@@ -1052,6 +1060,7 @@ _LEAN = _LeanRegistration()
 _HOOK_KEY = -(1 << 62)
 _ORIGINAL_REGISTER = torch.autograd.function._HookMixin.__dict__["_register_hook"]
 _weakref = weakref.ref
+_flat = itertools.chain.from_iterable
 
 
 def _register_hook(backward_hooks: Any, hook: Any) -> tuple:
