@@ -11,6 +11,7 @@ import pytest
 from app import torch_cli
 from tests.app.test_cli import agdb
 from tracer import torch_bridge
+from tracer.leaf_labels import stored_names
 from tracer.tracefile import load
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "docs" / "examples").glob("*.py"))
@@ -34,21 +35,25 @@ def test_every_example_is_the_same_on_the_engine_and_on_real_torch(example, tmp_
     assert report["equal"], report
     assert code == 0
     assert load(real).meta["divergences"] == []
-    engine_edges, real_edges = _edges(load(engine)), _edges(load(real))
+    engine_edges, real_edges = _edges(load(engine)), _edges(load(real), parameters_prefixed=True)
     assert real_edges, "the bridge described no node's edges"
     for node, edges in real_edges.items():
         assert engine_edges.get(node) == edges, node
 
 
-def _edges(trace):
-    """Each node's next edges, nodes known by name and seq_nr relative to the trace's first (None for nodes with no
-    number: AccumulateGrad), for the nodes whose edges the trace has."""
+def _edges(trace, parameters_prefixed=False):
+    """Each node's next edges, nodes known by name and seq_nr relative to the trace's first (an AccumulateGrad, which
+    has no number, by its leaf's name), for the nodes whose edges the trace has. The bridge names a parameter after
+    its module's class (`Sequential.0.weight`: NOTE [parameter names]), the engine by its path (`0.weight`)."""
     numbered = [trace.node(i).seq_nr for i in range(trace.num_nodes) if 0 <= trace.node(i).seq_nr < 2**63]
     first = min(numbered, default=0)
+    leaves = stored_names(trace)
+    if parameters_prefixed:
+        leaves = {i: name.partition(".")[2] or name for i, name in leaves.items()}
 
     def known(i):
         info = trace.node(i)
-        return info.name, info.seq_nr - first if 0 <= info.seq_nr < 2**63 else None
+        return info.name, info.seq_nr - first if 0 <= info.seq_nr < 2**63 else leaves.get(i)
 
     return {known(i): tuple((None if child is None else known(child), nr) for child, nr in trace.node(i).next_edges)
             for i in range(trace.num_nodes) if trace.node(i).next_edges}

@@ -251,6 +251,34 @@ def test_a_nested_recording_leaves_the_outer_one_its_hooks():
     assert _HookMixin.__dict__["_register_hook"] is register
 
 
+def test_other_leaves_are_named_by_the_variables_the_program_binds_them_to():
+    """A leaf that is no module's parameter gets the name the backward call's frame (its locals, then globals, then
+    two callers' locals) binds it to, as the engine names it (NOTE [leaf names]); one only a finished function named
+    gets none. A stale view in the same frame is not asked for its grad_fn: the counter moves as unrecorded."""
+    def make():
+        inner = torch.ones(2, requires_grad=True)
+        return inner * 3
+
+    def program(watch):
+        w = torch.ones(2, requires_grad=True)
+        g = w.clone()
+        v, u = g[0:1], g[1:2]  # noqa: F841 - u stays in the frame, stale
+        v.mul_(2)  # u is stale from here on
+        (g * w + make()).sum().backward()
+        return torch.autograd._get_sequence_nr()
+
+    before = torch.autograd._get_sequence_nr()
+    plain = program(None) - before
+    with torch_bridge.record() as rec:
+        start = torch.autograd._get_sequence_nr()
+        recorded = program(None) - start
+    assert recorded == plain
+    trace = rec.trace
+    leaves = [i for i in range(trace.num_nodes) if trace.node(i).name == "torch::autograd::AccumulateGrad"]
+    assert len(leaves) == 2
+    assert sorted(trace.meta["parameter_names"].values()) == ["w"]
+
+
 def test_parameter_names_come_from_the_modules_the_program_holds():
     """NOTE [parameter names]: a module held as an attribute, in a list, or as a variable names its parameters by
     its outermost holder (a submodule also held keeps the outer name); a temporary module's parameters get none."""

@@ -45,7 +45,7 @@ from ..schema import Kind
 from . import tensor_hooks
 from .lines import LineCulprits
 from .model import UINT64_MAX, EngineModel, Graph, GraphTaskModel, first_difference
-from .params import held_modules
+from .params import held_modules, leaf_variables
 
 _seq = torch.autograd._get_sequence_nr
 _getframe = sys._getframe
@@ -185,6 +185,8 @@ class Bridge:
         self._params: dict[int, tuple[Any, str]] = {}
         self._seen_modules: set[int] = set()
         self._leaf_names: dict[int, str] = {}
+        self._call_frame: Any = None  # during a walk: the frame of the backward call (leaf_variables)
+        self._variables: dict[int, str] | None = None
         self.divergences: list[dict] = []
         self.graph_tasks: list[dict] = []  # per graph task: torch's ids, depth, the witness's verdict (meta)
         self._retained: list[Any] = []  # weakrefs to the tensors retain_grad() was called on while recording
@@ -596,8 +598,12 @@ class Bridge:
         if graph is None:
             self._name_parameters()
             self._new_hooks = []
-            with _gc_paused():  # a walk allocates per node, and no cycles: no collection in the middle
-                walked = self._walk(state, starts)
+            self._call_frame, self._variables = sys._getframe(2), None  # leaves' variables, read if a new leaf needs
+            try:
+                with _gc_paused():  # a walk allocates per node, and no cycles: no collection in the middle
+                    walked = self._walk(state, starts)
+            finally:
+                self._call_frame = self._variables = None
             graph = walked.graph
             key_of = walked.key_of
             if params["retain_graph"]:  # a graph kept for another backward keeps its walk and its hooks
@@ -1022,6 +1028,12 @@ class Bridge:
             param = self._params.get(id(var))
             if param is not None and param[0]() is var:
                 self._leaf_names[key] = param[1]
+            else:
+                if self._variables is None:
+                    self._variables = leaf_variables(self._call_frame, is_library)
+                name = self._variables.get(id(var))
+                if name is not None:
+                    self._leaf_names[key] = name
             return key, seq
         key = self._seq_keys.get(seq | row << 64)
         if key is None or key in used:

@@ -1,4 +1,5 @@
-"""Which nn.Modules the user's code holds, for the names of parameters (NOTE [parameter names]).
+"""Names the user's code gives leaves: the nn.Modules it holds, for the names of parameters (NOTE [parameter names]),
+and its variables, for other leaves (leaf_variables).
 
 Imports torch (through bridge.py only); never textual or rich.
 """
@@ -39,6 +40,34 @@ def held_modules(frame: Any, is_library: Callable[[str], bool], seen: set[int]) 
     for m in found.values():
         inner.update(id(sub) for sub in m.modules() if sub is not m)
     return [m for i, m in found.items() if i not in inner]
+
+
+NAME_FRAMES = 3
+"""User frames whose variables name leaves, innermost first (as the engine's LeafNamer, NOTE [leaf names])."""
+
+
+def leaf_variables(frame: Any, is_library: Callable[[str], bool]) -> dict[int, str]:
+    """id(leaf tensor) -> the variable bound to it, for a leaf that is no module's parameter (`x`, `w`): the innermost
+    user frame's locals, then its globals, then the locals of the two user frames that called it, the first name
+    found winning (the engine's rule, NOTE [leaf names] in tracer/leaf_names.py). Read when a backward call
+    begins, so a leaf only a returned function's frame named has none. The ids hold while the frames hold the
+    tensors: use the map at once."""
+    names: dict[int, str] = {}
+    frames = 0
+    f = frame
+    while f is not None and frames < NAME_FRAMES:
+        if not is_library(f.f_code.co_filename):
+            scopes = (f.f_locals, f.f_globals) if frames == 0 and f.f_globals is not f.f_locals else (f.f_locals,)
+            for scope in scopes:
+                for name, v in list(scope.items()):
+                    # A view is never asked for its grad_fn (a stale one would make a node: NOTE [line culprits]),
+                    # and a leaf is no view. `.0` is a comprehension's argument.
+                    if (isinstance(v, torch.Tensor) and v._base is None and v.requires_grad and v.grad_fn is None
+                            and not name.startswith(".")):
+                        names.setdefault(id(v), name)
+            frames += 1
+        f = f.f_back
+    return names
 
 
 def _modules_in(v: Any) -> Iterator[Any]:
