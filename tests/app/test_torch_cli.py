@@ -35,16 +35,17 @@ def test_every_example_is_the_same_on_the_engine_and_on_real_torch(example, tmp_
     assert report["equal"], report
     assert code == 0
     assert load(real).meta["divergences"] == []
-    engine_edges, real_edges = _edges(load(engine)), _edges(load(real), parameters_prefixed=True)
-    assert real_edges, "the bridge described no node's edges"
-    for node, edges in real_edges.items():
-        assert engine_edges.get(node) == edges, node
+    engine_nodes, real_nodes = _walked(load(engine)), _walked(load(real), parameters_prefixed=True)
+    assert real_nodes, "the bridge described no node's edges"
+    for node, facts in real_nodes.items():
+        assert engine_nodes.get(node) == facts, node
 
 
-def _edges(trace, parameters_prefixed=False):
-    """Each node's next edges, nodes known by name and seq_nr relative to the trace's first (an AccumulateGrad, which
-    has no number, by its leaf's name), for the nodes whose edges the trace has. The bridge names a parameter after
-    its module's class (`Sequential.0.weight`: NOTE [parameter names]), the engine by its path (`0.weight`)."""
+def _walked(trace, parameters_prefixed=False):
+    """Each node's next edges, topological_nr, input count and line, nodes known by name and seq_nr relative to the
+    trace's first (an AccumulateGrad, which has no number, by its leaf's name), for the nodes whose edges the trace
+    has (on the bridge: those a backward's walk met). The bridge names a parameter after its module's class
+    (`Sequential.0.weight`: NOTE [parameter names]), the engine by its path (`0.weight`)."""
     numbered = [trace.node(i).seq_nr for i in range(trace.num_nodes) if 0 <= trace.node(i).seq_nr < 2**63]
     first = min(numbered, default=0)
     leaves = stored_names(trace)
@@ -55,8 +56,12 @@ def _edges(trace, parameters_prefixed=False):
         info = trace.node(i)
         return info.name, info.seq_nr - first if 0 <= info.seq_nr < 2**63 else leaves.get(i)
 
-    return {known(i): tuple((None if child is None else known(child), nr) for child, nr in trace.node(i).next_edges)
-            for i in range(trace.num_nodes) if trace.node(i).next_edges}
+    def facts(i):
+        info = trace.node(i)
+        edges = tuple((None if child is None else known(child), nr) for child, nr in info.next_edges)
+        return edges, info.topological_nr, info.num_inputs, info.lineno, info.function
+
+    return {known(i): facts(i) for i in range(trace.num_nodes) if trace.node(i).next_edges}
 
 
 def test_examples_exist():
