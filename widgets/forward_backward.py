@@ -86,7 +86,7 @@ class ForwardBackwardView(LazyList):
             flags = self._flag_text(int(self.forward_map.flags[op.node]))
             style = "forward-backward--accumulate" if op.flags == ("accumulate",) else "forward-backward--flag"
             text.append(f"{flags:<{self.flag_width}} ", self.component_style(style) if flags else "")
-        text.append(f"{op.lineno:>4}: {op.source}")
+        text.append(f"{op.lineno:>4}: {op.source}" if op.lineno > 0 else " " * 5)  # 0: no line (a bridge's leaf)
         if op.step > self.step:
             text.stylize("dim")
         return text

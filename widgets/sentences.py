@@ -35,10 +35,10 @@ def sentence(event: ev.Event, queue_label: Callable[[str], str] = str,
     name = _name(event, label)
     if isinstance(event, ev.SeqNrBumped):
         name = _name(event, None)  # its seq_nr is the sentence itself
-        return f"{name} took seq_nr {event.old} (counter {event.old} → {event.seq_nr}) at line {event.lineno}"
+        return f"{name} took seq_nr {event.old} (counter {event.old} → {event.seq_nr}){_at_line(event.lineno)}"
     if isinstance(event, ev.NodeCreated):
         name = _name(event, None)
-        return f"{name} was made (seq_nr {seq_text(event.seq_nr)}, topo {event.topological_nr}) at line {event.lineno}"
+        return f"{name} was made (seq_nr {seq_text(event.seq_nr)}, topo {event.topological_nr}){_at_line(event.lineno)}"
     if isinstance(event, ev.GraphTaskStarted):
         nested = f", reentrant depth {event.reentrant_depth}" if event.reentrant_depth else ""
         return f"{_task(event)} started from {len(event.roots)} root(s){nested}"
@@ -72,3 +72,8 @@ def sentence(event: ev.Event, queue_label: Callable[[str], str] = str,
     if isinstance(event, ev.GraphTaskFinished):
         return f"{_task(event)} finished" + (" with an error" if event.has_error else "")
     return type(event).__name__
+
+
+def _at_line(lineno: int) -> str:
+    """` at line N`, or nothing for a node no line is known for (0: an AccumulateGrad a bridge's walk met)."""
+    return f" at line {lineno}" if lineno > 0 else ""

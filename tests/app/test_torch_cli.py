@@ -64,6 +64,30 @@ def _walked(trace, parameters_prefixed=False):
     return {known(i): facts(i) for i in range(trace.num_nodes) if trace.node(i).next_edges}
 
 
+def test_a_leaf_no_line_made_is_shown_without_a_line():
+    """On real torch an AccumulateGrad is met by the backward's walk, not made at a line: its sentence and its
+    forward-to-backward row say no line, where they said `line 0`."""
+    pytest.importorskip("torch")
+    import torch
+
+    from tracer import events as ev
+    from widgets.forward_backward import ForwardBackwardView
+    from widgets.sentences import sentence
+
+    x = torch.ones(2, requires_grad=True)
+    with torch_bridge.record() as rec:
+        (x * 2).sum().backward()
+    trace = rec.trace
+    made = {e.name: e for e in trace if isinstance(e, ev.NodeCreated)}
+    assert sentence(made["torch::autograd::AccumulateGrad"]).endswith("(seq_nr max, topo 0)")
+    assert sentence(made["MulBackward0"]).endswith(f"at line {made['MulBackward0'].lineno}")
+    view = ForwardBackwardView(trace)
+    view.flag_width = 0  # the flags column's styles need a mounted app
+    rows = {view.forward_map.op(i).op: view.row_text(i).plain for i in range(len(view.forward_map))}
+    assert ":" not in rows["leaf"].split("→")[1], rows["leaf"]
+    assert rows["mul"].rstrip().endswith(f"{made['MulBackward0'].lineno}: (x * 2).sum().backward()")
+
+
 def test_examples_exist():
     assert len(EXAMPLES) >= 5
 
