@@ -12,8 +12,10 @@ other processes does not count.
   tracer/torch_bridge/lines.py), over the plain forward (targets: <= 1.6x on the chain-like graphs, <= 2x on the
   wide graph). Beside it: a TorchFunctionMode that does nothing but call the function (the issue measured
   1.35-2.05x), a trace function that does nothing at every line of the forward (the floor of any per-line
-  observer: CPython 3.11 runs a thread with a trace function on its slower tracing path), and the bridge's own
-  way when a trace function is already set (record(culprits="mode")).
+  observer: CPython 3.11 runs a thread with a trace function on its slower tracing path), the bridge's own
+  way when a trace function is already set (record(culprits="mode")), and, on the chain, the loop reading each
+  new node's seq_nr itself (`h.grad_fn._sequence_nr()`, no tracer: what naming each node through torch's
+  accessors costs, whoever does it).
 - hook registration: the bridge's walk of a new graph (keys, edges, one pre- and one post-hook per node), in µs
   per node, once per graph (target <= 10). The floor beside it: a bare walk that registers a pre- and a
   post-hook on every node through torch's `register_prehook`/`register_hook`.
@@ -41,9 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._common import bench_main, print_target_table  # noqa: E402
 
 TARGETS = {"forward_chain": 1.6, "forward_wide": 2.0, "registration_us": 10.0, "backward": 1.3}
-TIMED = ("plain_forward", "noop_mode_forward", "noop_trace_forward", "recorded_forward", "mode_forward",
-         "plain_backward", "bare_hooks_backward", "recorded_backward", "shapes_only_backward", "default_backward",
-         "registration", "bare_registration")
+TIMED = ("plain_forward", "noop_mode_forward", "noop_trace_forward", "reading_forward", "recorded_forward",
+         "mode_forward", "plain_backward", "bare_hooks_backward", "recorded_backward", "shapes_only_backward",
+         "default_backward", "registration", "bare_registration")
 
 
 def _chain(torch: Any, n: int) -> Callable[[], Any]:
@@ -53,6 +55,21 @@ def _chain(torch: Any, n: int) -> Callable[[], Any]:
         h = x
         for _ in range(n - 2):
             h = h.tanh()
+        return h.sum()
+
+    return forward
+
+
+def _chain_reading(torch: Any, n: int) -> Callable[[], Any]:
+    """The chain, reading each new node's seq_nr in the loop itself: what naming every node costs through torch's own
+    accessors (`.grad_fn`, `_sequence_nr()`), with no tracer: a floor under any way that names nodes per op."""
+    x = torch.ones(4, requires_grad=True)
+
+    def forward() -> Any:
+        h = x
+        for _ in range(n - 2):
+            h = h.tanh()
+            h.grad_fn._sequence_nr()
         return h.sum()
 
     return forward
@@ -128,10 +145,12 @@ def _noop_trace(frame: Any, event: str, arg: Any) -> Any:
     return _noop_trace  # a line event for every line of every frame: what reading the counter per line sits on
 
 
-def _plain_round(forward: Callable[[], Any], noop: Any, times: dict) -> int:
+def _plain_round(forward: Callable[[], Any], noop: Any, times: dict, reading: Callable[[], Any] | None) -> int:
     """Plain forward and backward, the do-nothing mode's forward, and the bare-hooks backward; returns the nodes."""
     t, z = _timed(forward)
     times["plain_forward"].append(t)
+    if reading is not None:
+        times["reading_forward"].append(_timed(reading)[0])
     nodes = _nodes(z.grad_fn)
     z.backward(retain_graph=True)  # the first backward allocates what later ones reuse: time the second
     times["plain_backward"].append(_timed(lambda: z.backward(retain_graph=True))[0])
@@ -206,12 +225,13 @@ def measure(kind: str, n: int, reps: int) -> dict:
     torch.set_num_threads(1)
 
     forward = {"chain": _chain, "mlp": _mlp, "wide": _wide}[kind](torch, n)
+    reading = _chain_reading(torch, n) if kind == "chain" else None
     noop = _noop_mode(torch)
     forward()  # warm up (allocator, first-call paths)
     times: dict[str, list[float]] = {k: [] for k in TIMED}
     nodes, info = 0, {}
     for i in range(reps):
-        nodes = _plain_round(forward, noop, times)
+        nodes = _plain_round(forward, noop, times, reading)
         got = _recorded_round(forward, times, reconstruct=i == 0)
         info = info or got
     med = {k: statistics.median(v) for k, v in times.items() if v}
@@ -221,6 +241,7 @@ def measure(kind: str, n: int, reps: int) -> dict:
             "forward_ratio": med["recorded_forward"] / med["plain_forward"],
             "noop_mode_ratio": med["noop_mode_forward"] / med["plain_forward"],
             "noop_trace_ratio": med["noop_trace_forward"] / med["plain_forward"],
+            "reading_ratio": med["reading_forward"] / med["plain_forward"] if "reading_forward" in med else None,
             "mode_ratio": med["mode_forward"] / med["plain_forward"],
             "registration_us_per_node": med["registration"] / nodes * 1e6,
             "bare_registration_us_per_node": med["bare_registration"] / nodes * 1e6,
@@ -262,6 +283,10 @@ def run(quick: bool, reps: int | None) -> dict:
                                   (f"{label}: backward, record() default", r["default_backward_ratio"], "x"),
                                   (f"{label}: reconstruction", r["reconstruction_us_per_node"], "µs/node")):
             info.append({"name": name, "value": value, "unit": unit})
+            table.append(name)
+        if r["reading_ratio"] is not None:
+            name = f"{label}: forward reading each node's seq_nr, no tracer"
+            info.append({"name": name, "value": r["reading_ratio"], "unit": "x"})
             table.append(name)
     import torch
 
