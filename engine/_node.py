@@ -400,6 +400,11 @@ class Node:
                     # torch saves only what the grads asked for need: with nothing saved (addmm of a bias
                     # alone), nothing is freed and a second backward runs again
                     self._released = True
+            if self._released and self._saved_versions.__class__ is tuple:
+                # The records hold the saved tensors too, a saved output among them, whose grad_fn is this node:
+                # kept, that cycle would keep the graph (and its AccumulateGrads) alive until a collection, where
+                # torch frees it as soon as its last tensor goes. A released node raises before it reads them.
+                self._saved_versions = None
 
     _leaf_hooks = False
     """Whether tensor_pre_hooks() has hooks besides `_tensor_pre_hooks` (AccumulateGrad's leaf hooks): the engine

@@ -10,6 +10,7 @@ parity files with logging hooks and with every watched node's saved attributes r
 """
 from __future__ import annotations
 
+import gc
 import threading
 from typing import Any, Callable
 
@@ -127,6 +128,34 @@ def _self_and_result(t, p):
     p.value("pow node after backward", saved_attributes(p, y.grad_fn))
     p.value("exp node after backward", saved_attributes(p, e.grad_fn))
     p.run("second backward", lambda: y.sum().backward())
+
+
+@program("a_freed_graph_goes_with_its_last_tensor")
+def _freed_graph_goes(t, p):
+    """A backward without retain_graph frees the saved tensors, each node's own output among them (exp and relu
+    save theirs): the graph then goes with its last tensor, not at a later collection, so the next step's forward
+    makes the leaf a new AccumulateGrad and a pre-hook put on the first one fires in step 0 only. (The cycle
+    collector is off here, so that it cannot free the graph in the engine's place.)"""
+    w = p.leaf("w", XS)
+    fired: list = []
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for step in range(3):
+            loss = (w * 2).relu().exp().sum()
+            if step == 0:
+                node = loss.grad_fn
+                while "AccumulateGrad" not in node.name():
+                    node = node.next_functions[0][0]
+                node.register_prehook(lambda grads, fired=fired: fired.append(len(fired)))
+                del node
+            loss.backward()
+            del loss
+            p.value(f"pre-hook calls after step {step}", len(fired))
+    finally:
+        if collecting:
+            gc.enable()
+    p.value("w.grad", w.grad)
 
 
 @program("saved_none_and_numbers")

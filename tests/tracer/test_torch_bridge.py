@@ -279,6 +279,64 @@ def test_other_leaves_are_named_by_the_variables_the_program_binds_them_to():
     assert sorted(trace.meta["parameter_names"].values()) == ["w"]
 
 
+@pytest.mark.parametrize("culprits", ["lines", "mode"])
+@pytest.mark.parametrize("keep", [False, True], ids=["graphs-freed", "graphs-kept"])
+def test_a_leaf_gets_a_new_accumulate_grad_once_the_last_one_died(keep, culprits):
+    """NOTE [node identity]: each step frees its graph, so torch makes the leaf a new AccumulateGrad per step (a
+    pre-hook put on the first one fires once); while the graphs are kept, every step runs the same one (it fires
+    at every step). The trace has as many AccumulateGrads as torch made, each run as often as torch ran it. And
+    the recording does not change that: the locals it read do not keep a deleted loss, and its graph, alive
+    (NOTE [stale locals] in lines.py)."""
+    w = torch.ones(2, requires_grad=True)
+    fired: list[int] = []
+    kept = []
+
+    def program():
+        for step in range(3):
+            loss = (w * 2).sum()
+            if step == 0:
+                loss.grad_fn.next_functions[0][0].next_functions[0][0].register_prehook(
+                    lambda g, fired=fired: fired.append(len(kept)))
+            loss.backward(retain_graph=keep)
+            kept.append(loss if keep else None)
+            del loss
+
+    with torch_bridge.record(culprits=culprits) as rec:
+        program()
+    made = 1 if keep else 3
+    assert len(fired) == (3 if keep else 1)  # torch's own witness
+    trace = rec.trace
+    accs = [i for i in range(trace.num_nodes) if trace.node(i).name == "torch::autograd::AccumulateGrad"]
+    assert len(accs) == made
+    runs = [trace.event_node(int(s)) for s in trace.steps_of(Kind.NODE_STARTED)]
+    assert sorted(runs.count(a) for a in accs) == [3 // made] * made
+
+
+def test_the_locals_the_recording_read_keep_nothing_alive_after_it_and_lose_nothing():
+    """NOTE [stale locals]: the frame whose locals the line tracer and the backward's look-ups read holds a
+    snapshot; a tensor deleted while recording, and one deleted after, are freed at once, and every local the
+    program still has keeps its value."""
+    import weakref
+
+    def program():
+        w = torch.ones(2, requires_grad=True)
+        y = w.exp()  # named at its line: the frame's locals are read
+        first = weakref.ref(y)
+        y.sum().backward()
+        del y
+        alive_while_recording = first() is not None
+        z = w * 3
+        return w, z, weakref.ref(z), alive_while_recording
+
+    with torch_bridge.record() as rec:
+        w, z, second, alive_while_recording = program()
+    assert not alive_while_recording
+    assert torch.equal(z, torch.ones(2) * 3) and w.grad is not None
+    del z
+    assert second() is None
+    assert rec.bridge.culprits == "lines"
+
+
 def test_parameter_names_come_from_the_modules_the_program_holds():
     """NOTE [parameter names]: a module held as an attribute, in a list, or as a variable names its parameters by
     its outermost holder (a submodule also held keeps the outer name); a temporary module's parameters get none."""

@@ -19,8 +19,11 @@ What is observed, and how (docs/torch-bridge.md says it for users):
 NOTE [node identity]
 torch hands out a fresh Python wrapper for a node whenever it is read, and the wrappers are not weak-
 referenceable, so a node is known by what does not change: its (thread, seq_nr) for nodes that took a number,
-its leaf tensor (held weakly) for AccumulateGrad. Within one walk the wrappers are held, so two nodes that
-share a seq_nr (`_set_sequence_nr`) still get two keys. No wrapper outlives the call that read it.
+its leaf tensor (held weakly) for AccumulateGrad, as long as that node lives. A leaf has one AccumulateGrad at a
+time, but a new one once the last died (a training loop that frees each step's graph before the next forward
+makes one per step): the node's pre-hook dict, which dies with the node and which the bridge refers to weakly,
+tells (`_acc_alive`). Within one walk the wrappers are held, so two nodes that share a seq_nr
+(`_set_sequence_nr`) still get two keys. No wrapper outlives the call that read it.
 """
 from __future__ import annotations
 
@@ -174,6 +177,7 @@ class Bridge:
         # then); the first walk that meets it writes them (_describe).
         self._described: set[int] = set()
         self._is_acc: set[int] = set()
+        self._acc_alive: dict[int, Any] = {}  # AccumulateGrad key -> weakref to its pre-hook dict (node identity)
         self._handles: dict[int, tuple[Any, Any, _State]] = {}  # key -> weakrefs to its pre/post hook dicts
         self._walks: dict[tuple, Graph] = {}  # start nodes' keys -> the graph walked from them
         self._new_hooks: list[int] = []  # keys hooked by the walk in progress
@@ -419,7 +423,10 @@ class Bridge:
     def _name_parameters(self) -> None:
         """Parameters get their name from the first outermost module the user's frames hold that owns them
         (NOTE [parameter names] in params.py)."""
-        for module in held_modules(sys._getframe(2), is_library, self._seen_modules):
+        read: list = []
+        found = held_modules(sys._getframe(2), is_library, self._seen_modules, read)
+        self._read_locals(read)
+        for module in found:
             if id(module) in self._seen_modules:
                 continue
             self._seen_modules.add(id(module))
@@ -427,6 +434,18 @@ class Bridge:
             for name, p in module.named_parameters():
                 if id(p) not in self._params:
                     self._params[id(p)] = (weakref.ref(p), f"{prefix}.{name}")
+
+    def _read_locals(self, frames: list) -> None:
+        """The bridge read these frames' locals (NOTE [stale locals] in lines.py): the line tracer refreshes them at
+        their next events; with no trace or profile function at all, their snapshots are emptied at once. Under
+        someone else's (a debugger's, which may be evaluating in that very dict), they stay, as the debugger's own
+        reads leave them."""
+        if self._lines is not None:
+            self._lines.touch(frames)
+        elif sys.gettrace() is None and sys.getprofile() is None:
+            for f in frames:
+                if f.f_code.co_flags & _CO_OPTIMIZED:
+                    f.f_locals.clear()
 
     def hook_ran(self, kind: str, name: str) -> None:
         """A hook of the user's returned (tensor_hooks.py): log it for the node torch says is running."""
@@ -934,6 +953,8 @@ class Bridge:
         # NOTE [lean registration]: during a walk, registering returns the node's hook dict itself.
         self._handles[key] = (_weakref(n.register_prehook(pre)), _weakref(n.register_hook(post)), state)
         self._new_hooks.append(key)
+        if key in self._is_acc:
+            self._acc_alive[key] = self._handles[key][0]
 
     # -- the graph -----------------------------------------------------------------------------------------------
     def _walk(self, state: _State, nodes: list) -> _Walk:
@@ -1021,7 +1042,9 @@ class Bridge:
                 return next(self._keys), seq  # an Error node: no number, no leaf
             known = self._acc_keys.get(id(var))
             if known is not None and known[0]() is var:
-                return known[1], seq
+                alive = self._acc_alive.get(known[1])
+                if alive is None or alive() is not None:  # the same node (NOTE [node identity])
+                    return known[1], seq
             key = next(self._keys)
             self._acc_keys[id(var)] = (weakref.ref(var), key)
             self._is_acc.add(key)
@@ -1030,7 +1053,9 @@ class Bridge:
                 self._leaf_names[key] = param[1]
             else:
                 if self._variables is None:
-                    self._variables = leaf_variables(self._call_frame, is_library)
+                    read: list = []
+                    self._variables = leaf_variables(self._call_frame, is_library, read)
+                    self._read_locals(read)
                 name = self._variables.get(id(var))
                 if name is not None:
                     self._leaf_names[key] = name
@@ -1073,6 +1098,7 @@ _HOOK_KEY = -(1 << 62)
 _ORIGINAL_REGISTER = torch.autograd.function._HookMixin.__dict__["_register_hook"]
 _weakref = weakref.ref
 _flat = itertools.chain.from_iterable
+_CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot
 
 
 def _register_hook(backward_hooks: Any, hook: Any) -> tuple:

@@ -28,6 +28,7 @@ _VIEW_OPS = frozenset((
     "view_as_complex", "detach", "alias", "indices", "values", "contiguous", "data", "__getitem__"))
 """Names of torch calls that may return a view (a line calling one is seen through the mode)."""
 _MODE_OPS = frozenset(("BINARY_SUBSCR", "STORE_SUBSCR", "DELETE_SUBSCR"))
+_CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot (NOTE [stale locals])
 MAX_CANDIDATES = 16
 """Tensors looked at per list or tuple a line stores or reads (its last ones: a list the line appended to)."""
 WINDOW = 4096
@@ -65,6 +66,8 @@ class LineCulprits:
     """
 
     def __init__(self, bridge: Any, state: Any, is_library: Callable[[str], bool]) -> None:
+        # NOTE [stale locals]: function frames whose locals agdb read, by id (see `touch`).
+        self._touched: dict[int, Any] = {}
         self.bridge = bridge
         self.state = state
         self.thread = threading.get_ident()
@@ -104,10 +107,29 @@ class LineCulprits:
         sys.settrace(self._previous)
         for f in self._traced:
             f.f_trace = None
+        for f in self._touched.values():  # no trace call runs for them any more (NOTE [stale locals])
+            f.f_locals.clear()
+        self._touched.clear()
         self._unpush = lambda: None
         self._traced.clear()
         self._pending.clear()
         self.flush = lambda candidates=(): None
+
+    def touch(self, frames: Any) -> None:
+        """NOTE [stale locals]
+        Reading a function frame's `f_locals` makes CPython (3.11) snapshot its locals into a dict the frame keeps.
+        A trace call refreshes that dict only right after someone read it, so from the frame's next event on the
+        snapshot goes stale: a tensor the program has since deleted or rebound stays alive in it, and with it its
+        whole graph (a training loop's previous step, which makes torch hand the next step the same
+        AccumulateGrad: the recording would change the program). So every frame whose locals agdb read (naming
+        nodes at a line, or a backward call's look-up of modules and leaves) is refreshed at each of its events
+        while recorded, and emptied when the recording ends. Only refreshed, never emptied, while it may be inside
+        a trace call: emptying the dict there would make the trace call write the empty dict back, unbinding every
+        local of the frame."""
+        touched = self._touched
+        for f in frames:
+            if f.f_code.co_flags & _CO_OPTIMIZED:
+                touched[id(f)] = f
 
     def _is_user(self, code: Any) -> bool:
         user = self._user.get(code.co_filename)
@@ -118,13 +140,15 @@ class LineCulprits:
     # -- the trace functions -----------------------------------------------------------------------------------
     def _tracers(self) -> tuple:
         state, seq, user, is_user, moved = self.state, _seq, self._user, self._is_user, self._moved
-        mode_lines, table = self._mode_lines, self._table
+        mode_lines, table, touched = self._mode_lines, self._table, self._touched
         mode = self.bridge.line_mode
         where: list = [None, -1]  # the user frame and bytecode offset running now (the line an increment is on)
         pushed: list = [None]  # the frame that pushed the mode for its line (NOTE [line culprits]: views)
         suspended: list = []  # frames whose mode is off while a user function they called runs
 
         def returned(frame):
+            if touched:
+                touched.pop(id(frame), None)  # the frame ends, and its snapshot with it
             f = frame.f_back
             while f is not None:
                 u = user.get(f.f_code.co_filename)
@@ -142,6 +166,8 @@ class LineCulprits:
         def local(frame, event, arg):  # a frame whose code has no line that needs the mode
             if seq() != state.last:
                 moved(where[0], where[1], event, frame, arg)
+            elif touched and id(frame) in touched:
+                frame.f_locals  # noqa: B018 - a refresh (NOTE [stale locals])
             if event == "line":
                 where[0] = frame
                 where[1] = frame.f_lasti
@@ -155,6 +181,8 @@ class LineCulprits:
                 _pop(mode)
             if seq() != state.last:
                 moved(where[0], where[1], event, frame, arg)
+            elif touched and id(frame) in touched:
+                frame.f_locals  # noqa: B018 - a refresh (NOTE [stale locals])
             if event == "line":
                 where[0] = frame
                 lasti = where[1] = frame.f_lasti
@@ -219,7 +247,12 @@ class LineCulprits:
         else:
             got = self._lines.get((id(at.f_code), lasti))
             row, names, inplace = got if got is not None else self._line(at.f_code, lasti)
-        scope = at.f_locals if names else None
+        if names:
+            scope = at.f_locals
+            if at.f_code.co_flags & _CO_OPTIMIZED:
+                self._touched[id(at)] = at  # NOTE [stale locals]
+        else:
+            scope = None
         if now - start == 1 and not self._pending:  # the hot path: one node, kept in a name of its line's
             for name in names:
                 v = scope.get(name)
@@ -247,6 +280,7 @@ class LineCulprits:
                 _add(nodes, arg)
         elif event == "call":
             _add(nodes, tuple(frame.f_locals.values()))
+            self.touch((frame,))
         found = self._names(nodes, start, now, inplace) if nodes else ["?"] * (now - start)
         del nodes
         if state.calls or state.log:

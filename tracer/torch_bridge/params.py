@@ -16,7 +16,7 @@ MAX_ITEMS = 64
 """Items looked at per list, tuple or dict the user's frames hold (a list of many small modules is not read whole)."""
 
 
-def held_modules(frame: Any, is_library: Callable[[str], bool], seen: set[int]) -> list:
+def held_modules(frame: Any, is_library: Callable[[str], bool], seen: set[int], read: list) -> list:
     """NOTE [parameter names]
     A parameter's AccumulateGrad is named after the module owning it (`Sequential.0.weight`), found when a
     backward call begins rather than by a global module forward pre-hook: that hook puts every module call of the
@@ -25,11 +25,13 @@ def held_modules(frame: Any, is_library: Callable[[str], bool], seen: set[int]) 
     attribute of an object in one (`self.model`), in the order met; a module inside another one met is not an
     owner of its own (the outermost names the parameter). A module that only a temporary held (`Net()(x)`)
     is not found, and its parameters keep the leaf's own name. Nothing when every module found is in `seen` (ids
-    of modules an earlier call returned): a model's submodules are walked once, not at every backward."""
+    of modules an earlier call returned): a model's submodules are walked once, not at every backward. The frames
+    whose locals it read go into `read` (NOTE [stale locals] in lines.py)."""
     found: dict[int, Any] = {}
     f = frame
     while f is not None:
         if not is_library(f.f_code.co_filename):
+            read.append(f)
             for v in list(f.f_locals.values()):
                 for m in _modules_in(v):
                     found.setdefault(id(m), m)
@@ -46,17 +48,18 @@ NAME_FRAMES = 3
 """User frames whose variables name leaves, innermost first (as the engine's LeafNamer, NOTE [leaf names])."""
 
 
-def leaf_variables(frame: Any, is_library: Callable[[str], bool]) -> dict[int, str]:
+def leaf_variables(frame: Any, is_library: Callable[[str], bool], read: list) -> dict[int, str]:
     """id(leaf tensor) -> the variable bound to it, for a leaf that is no module's parameter (`x`, `w`): the innermost
     user frame's locals, then its globals, then the locals of the two user frames that called it, the first name
     found winning (the engine's rule, NOTE [leaf names] in tracer/leaf_names.py). Read when a backward call
     begins, so a leaf only a returned function's frame named has none. The ids hold while the frames hold the
-    tensors: use the map at once."""
+    tensors: use the map at once. The frames whose locals it read go into `read` (NOTE [stale locals])."""
     names: dict[int, str] = {}
     frames = 0
     f = frame
     while f is not None and frames < NAME_FRAMES:
         if not is_library(f.f_code.co_filename):
+            read.append(f)
             scopes = (f.f_locals, f.f_globals) if frames == 0 and f.f_globals is not f.f_locals else (f.f_locals,)
             for scope in scopes:
                 for name, v in list(scope.items()):
