@@ -10,6 +10,7 @@ import pytest
 
 from app import torch_cli
 from tests.app.test_cli import agdb
+from tracer import events as ev
 from tracer import torch_bridge
 from tracer.leaf_labels import stored_names
 from tracer.tracefile import load
@@ -39,6 +40,21 @@ def test_every_example_is_the_same_on_the_engine_and_on_real_torch(example, tmp_
     assert real_nodes, "the bridge described no node's edges"
     for node, facts in real_nodes.items():
         assert engine_nodes.get(node) == facts, node
+    assert _made_and_started(load(real)) == _made_and_started(load(engine))
+
+
+def _made_and_started(trace):
+    """The trace's node creations (name, seq_nr relative to the first) and graph task starts (reentrant depth), in
+    order; AccumulateGrads left out: the bridge meets them at a backward's walk, the engine sees them made."""
+    numbered = [trace.node(i).seq_nr for i in range(trace.num_nodes) if 0 <= trace.node(i).seq_nr < 2**63]
+    first = min(numbered, default=0)
+    out = []
+    for e in trace:
+        if isinstance(e, ev.NodeCreated) and not e.name.endswith("AccumulateGrad"):
+            out.append((e.name, e.seq_nr - first))
+        elif isinstance(e, ev.GraphTaskStarted):
+            out.append(("graph task", e.reentrant_depth))
+    return out
 
 
 def _walked(trace, parameters_prefixed=False):
@@ -70,7 +86,6 @@ def test_a_leaf_no_line_made_is_shown_without_a_line():
     pytest.importorskip("torch")
     import torch
 
-    from tracer import events as ev
     from widgets.forward_backward import ForwardBackwardView
     from widgets.sentences import sentence
 

@@ -128,7 +128,7 @@ class _Call:
 
 
 # Log entries (NOTE [observe now, reconstruct later]): tuples whose first item is one of these.
-_CALL, _PRE, _POST, _BUMP, _END, _HOOK = range(6)
+_CALL, _PRE, _POST, _BUMP, _END, _HOOK, _NODE = range(7)
 
 
 class _State:
@@ -812,6 +812,8 @@ class Bridge:
                 if stack and not stack[-1].begun:
                     self._begin(state, stack[-1], start)
                 self._emit_bumps(state, start, after, names, frame)
+            elif kind == _NODE:
+                self._node(state, *entry[1:])
             elif kind == _CALL:
                 call = entry[1]
                 self._gap(state, call.before, call.frame)
@@ -825,6 +827,22 @@ class Bridge:
                 model.finish(call.gt, error, lambda gt, node, i, r=results: values(r[i]) if i < len(r) else None)
                 self._task_ended(call, error is None)
                 stack.remove(call)
+
+    def _node(self, state: _State, key: int, name: str, seq: int, edges: tuple, num_inputs: int) -> None:
+        """A node a walk met while a reconstruction was pending, in its place: made now if no increment of the log
+        made it (an AccumulateGrad), else given its edges and real name."""
+        b = self.b
+        facts = b.node_facts.get(key)
+        if facts is None:
+            b.node_created(thread=state.row, node=key, name=name, seq_nr=seq, topological_nr=0, next_edges=edges,
+                           num_inputs=num_inputs)
+            return
+        b.node_facts[key] = (name, seq, facts[2], facts[3], facts[4], tuple(_flat(edges)), facts[6], facts[7],
+                             num_inputs)
+        bump = b.bumps.get(key)
+        if bump is not None and bump[0] != name:
+            b.bumps[key] = (name,) + bump[1:]
+        self._unnamed.discard(key)
 
     def _check_running(self, call: _Call, key: int, torch_id: int, running_seq: int) -> None:
         """A pre-hook's two checks: torch's graph task id is its call's, and the node torch says is running
@@ -967,7 +985,7 @@ class Bridge:
             self._walk_into(state, walk, nodes, held, new)
         finally:
             _LEAN.thread = None
-        self._describe(new, walk.graph, state.row)
+        self._describe(new, walk.graph, state)
         del held, new
         return walk
 
@@ -1008,10 +1026,12 @@ class Bridge:
             if key not in described:
                 new.append((n, key))
 
-    def _describe(self, new: list, graph: Graph, row: int) -> None:
+    def _describe(self, new: list, graph: Graph, state: _State) -> None:
         """Node facts for nodes the trace has not described yet: their edges, input count and real name (an increment
-        wrote a guess, or `?`)."""
-        b = self.b
+        wrote a guess, or `?`). While a reconstruction is pending (a backward call in progress: a reentrant one's
+        walk; or calls deferred), a node the trace does not have yet is logged, to be made in its place (_node)."""
+        b, row = self.b, state.row
+        pending = state.log if state.log or state.calls else None
         facts_of, bumps, unnamed, type_names = b.node_facts, b.bumps, self._unnamed, self._type_names
         described = self._described
         seq_of, edges_of, inputs_of = graph.seq, graph.edges, graph.num_inputs
@@ -1025,7 +1045,9 @@ class Bridge:
             unnamed.discard(key)
             described.add(key)
             old = facts_of.get(key)
-            if old is None:  # met first by a walk (an AccumulateGrad, or a node made before recording)
+            if old is None and pending is not None:  # after what the log holds (its increment may be there)
+                pending.append((_NODE, key, name, seq_of[key], edges_of[key], inputs_of.get(key, 1)))
+            elif old is None:  # met first by a walk (an AccumulateGrad, or a node made before recording)
                 b.node_created(thread=row, node=key, name=name, seq_nr=seq_of[key], topological_nr=0,
                                next_edges=edges_of[key], num_inputs=inputs_of.get(key, 1))
             else:  # made while recording: its name and edges now; its creation step, thread and line as they were.
