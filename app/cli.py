@@ -15,6 +15,7 @@ from rich.text import Text
 
 from tracer import culprits as culprits_mod
 from tracer.replay import Replay
+from tracer.schema import short_name
 from tracer.state_json import state_to_json
 from tracer.tracefile import TraceFormatError, load, save
 
@@ -357,7 +358,7 @@ def _culprit_columns(rows: list, trace, width: int, source: int) -> tuple[list[t
     """The small columns shown and the width each keeps (its longest cell, capped when the terminal is narrow, so
     that file:line is never squeezed out of sight), every row's cells, and the room left for the source (whose
     longest line is `source` wide)."""
-    cells = [{"seq_nr": f"{c.old} → {c.new}", "node": c.node_name,
+    cells = [{"seq_nr": f"{c.old} → {c.new}", "node": short_name(c.node_name),
               "thread": trace.threads[c.thread][1] if trace.threads else "",
               "file:line": f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", "function": c.function}
              for c in rows]

@@ -31,7 +31,8 @@ def _event_lines(e: ev.Event, trace: Trace) -> list[str]:
     """What one of the node's events says about it."""
     at = f"step {e.step:>5}: "
     if isinstance(e, ev.TaskPushed):
-        return [at + f"pushed to {trace.queue_label(e.queue)} with priority {e.priority}"]
+        depth, seq = e.priority
+        return [at + f"pushed to {trace.queue_label(e.queue)} with priority ({depth}, {seq_text(seq)})"]
     if isinstance(e, ev.TaskPopped):
         return [at + "popped" + (" (stale: its graph task was gone)" if e.stale else "")]
     if isinstance(e, ev.BufferWritten):
@@ -60,10 +61,10 @@ def detail_lines(trace: Trace, d: NodeDetails, labels: NodeLabels | None = None)
     """The inspector's lines for one node's details (`labels` tells same-named nodes apart)."""
     info = d.info
     name = (labels or NodeLabels(trace)).label
-    where = f"{os.path.basename(info.filename)}:{info.lineno}" if info.filename else "unknown line"
+    where = f" at {os.path.basename(info.filename)}:{info.lineno}: {info.source}" if info.filename else ""
     lines = [Text(f"{name(info.index)}  (node {info.index})", style="bold"),
              Text(f"seq_nr {seq_text(info.seq_nr)}  topological_nr {info.topological_nr}  device {info.device}"),
-             Text(f"made by {info.forward_op} at {where}: {info.source}")]
+             Text(f"made by {info.forward_op}{where}")]
     lines.append(Text(f"next edges ({len(info.next_edges)}):", style="bold"))
     for slot, (child, input_nr) in enumerate(info.next_edges):
         target = "None (no grad needed)" if child is None else f"{name(child)} (node {child}) input_nr {input_nr}"

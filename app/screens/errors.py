@@ -17,7 +17,8 @@ def _is_agdb(path: str) -> bool:
 
 
 def user_frames(text: str) -> str:
-    """A formatted traceback without the frames of agdb's engine: the user's lines and the error itself.
+    """A formatted traceback without agdb's frames (its engine's, or the torch bridge's): the user's lines and the
+    error itself.
 
     A frame is its `  File "...", line N` line and the indented lines under it (source, carets). Text that
     holds no traceback comes back unchanged.
@@ -35,7 +36,7 @@ def user_frames(text: str) -> str:
             run += bool(frame)
             continue
         if run:
-            out.append(f"  … {run} frame(s) of agdb's engine left out")
+            out.append(f"  … {run} frame(s) of agdb left out")  # the engine's, or the torch bridge's
             run = 0
         out.append(line)
     return "\n".join(out)

@@ -401,6 +401,39 @@ def test_culprits_of_script_and_of_its_trace_agree(diamond, tmp_path, capsys, mo
                       ("4 → 5", "SumBackward0", "diamond.py:5")]
 
 
+def test_culprits_write_node_names_as_every_panel_does(tmp_path, capsys, monkeypatch):
+    """An in-place op on a view makes a CopySlices: the table says `CopySlices`, as the panels do, not the C++
+    name `torch::autograd::CopySlices`."""
+    script = tmp_path / "view.py"
+    script.write_text("import engine as torch\n"
+                      "a = torch.ones(3, requires_grad=True)\n"
+                      "g = a.clone()\n"
+                      "g[0:2].mul_(2)\n")
+    code, out, err = agdb(["culprits", script], capsys, monkeypatch)
+    assert code == 0, err
+    names = [[c.strip() for c in line.split("│")[1:-1]][1] for line in out.splitlines() if "→" in line]
+    assert names == ["CloneBackward0", "SliceBackward0", "MulBackward0", "CopySlices", "AsStridedBackward0"], out
+
+
+def test_the_inspector_writes_seq_nr_max_in_priorities_and_no_line_for_a_leaf_met_by_a_walk():
+    """An AccumulateGrad's priority reads `(depth, max)`, as seq_nrs do everywhere; a node the trace knows no line
+    for says only what made it."""
+    from tracer.builder import TraceBuilder
+    from tracer.node_details import node_details
+    from widgets.node_inspector import detail_lines
+
+    b = TraceBuilder(source="test")
+    t = b.thread("MainThread")
+    q = b.queue("cpu:0")
+    b.node_created(thread=t, node=1, name="torch::autograd::AccumulateGrad", seq_nr=2**64 - 1, topological_nr=0)
+    b.graph_task_started(thread=t, graph_task=1, graph_root=1, roots=((1, 0),))
+    b.task_pushed(thread=t, graph_task=1, node=1, queue=q, seq_nr=2**64 - 1, queue_length=1)
+    trace = b.finish()
+    text = [line.plain for line in detail_lines(trace, node_details(trace, 0, len(trace) - 1))]
+    assert any(line.endswith("with priority (0, max)") for line in text), text
+    assert "made by leaf" in text[2] and "unknown" not in text[2] and " at " not in text[2], text
+
+
 def test_culprits_of_a_failing_script_exit_non_zero(tmp_path, capsys, monkeypatch):
     """`agdb culprits` on a script that raises still lists the increments before the error and exits non-zero."""
     script = tmp_path / "fails.py"

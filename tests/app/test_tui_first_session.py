@@ -123,7 +123,7 @@ async def test_a_node_whose_backward_raised_is_raised_selected_and_its_error_kep
         (note,) = [n for n in app._notifications if "did not finish" in n.title]
         assert "refuse" in note.message and "the hook refuses this grad" in note.message
         assert "_engine.py" not in note.message and "engine/" not in note.message, note.message
-        assert "frame(s) of agdb's engine left out" in note.message
+        assert "frame(s) of agdb left out" in note.message
         assert note.timeout >= 3600
 
 
