@@ -7,8 +7,9 @@ difference:
 - node names: the node that took each relative seq_nr;
 - seq_nr assignment: how many numbers each thread took, and where one run took more (a shift: "B took one
   more seq_nr at model.py:12, so every later seq_nr is one higher");
-- culprit lines: the file and line blamed for each relative seq_nr;
-- execution order: the nodes the backward calls ran, in order (name and relative seq_nr).
+- culprit lines: the line blamed for each relative seq_nr (by line number and source text: _same_line);
+- execution order: the nodes the backward calls ran, in order (name and relative seq_nr; name only once the
+  assignment differs).
 """
 from __future__ import annotations
 
@@ -89,7 +90,8 @@ def side_of(trace: Any, label: str) -> Side:
 
 def compare(a: Side, b: Side) -> list[Aspect]:
     """Each aspect of ASPECTS, equal or with its first difference."""
-    return [_names(a, b), _assignment(a, b), _lines(a, b), _order(a, b)]
+    assignment = _assignment(a, b)
+    return [_names(a, b), assignment, _lines(a, b), _order(a, b, shifted=not assignment.equal)]
 
 
 def _pairs(a: Side, b: Side):
@@ -170,8 +172,16 @@ def _shift(xs: list[str], ys: list[str], i: int) -> int:
     return 0
 
 
+def _same_line(x: Bump) -> Any:
+    """What a culprit line is compared by: its line number and source text where it has source, so that two
+    versions of a script under different file names (`train.py`, `train_v2.py`) agree on a line they share; else
+    its file name and line."""
+    source = x.source.strip()
+    return (x.where.rpartition(":")[2], source) if source else x.where
+
+
 def _lines(a: Side, b: Side) -> Aspect:
-    found = _first_bump_difference(a, b, lambda x: x.where)
+    found = _first_bump_difference(a, b, _same_line)
     if found is None:
         return Aspect("culprit lines", True, "equal: every seq_nr blamed on the same line")
     t, i, x, y = found
@@ -183,15 +193,18 @@ def _run_json(run: Run | None) -> dict | None:
     return None if run is None else {"node": run.name, "seq_nr": run.seq, "graph_task": run.graph_task}
 
 
-def _order(a: Side, b: Side) -> Aspect:
+def _order(a: Side, b: Side, shifted: bool = False) -> Aspect:
+    """The node runs in order, by name and relative seq_nr; by name only when the seq_nr assignment already
+    differs (`shifted`: from there on every relative seq_nr may be off, which that aspect has said)."""
     tasks = len({r.graph_task for r in a.runs})
     for i in range(max(len(a.runs), len(b.runs))):
         x = a.runs[i] if i < len(a.runs) else None
         y = b.runs[i] if i < len(b.runs) else None
-        if x is None or y is None or (x.name, x.seq) != (y.name, y.seq):
+        if x is None or y is None or x.name != y.name or (not shifted and x.seq != y.seq):
             return Aspect("execution order", False, f"node run {i}: A ran {_ran(x)}, B ran {_ran(y)}",
                           {"index": i, "a": _run_json(x), "b": _run_json(y)})
-    return Aspect("execution order", True, f"equal: {len(a.runs)} node runs in {tasks} graph task(s)")
+    how = ", by name (their seq_nrs are assigned differently)" if shifted else ""
+    return Aspect("execution order", True, f"equal{how}: {len(a.runs)} node runs in {tasks} graph task(s)")
 
 
 def _ran(run: Run | None) -> str:

@@ -130,7 +130,15 @@ def test_diff_finds_the_line_that_shifted_the_seq_nrs(tmp_path, capsys):
     code, report = _diff_json(tmp_path / "a.agdb", tmp_path / "b.agdb", capsys)
     assignment = report["aspects"]["seq_nr assignment"]
     assert code == 1 and assignment["first"]["shift"] == 1
-    assert report["aspects"]["execution order"]["first"]["index"] == 0  # the root's relative seq_nr moved
+    # The two files' names differ, but their first line (`y = x.exp()`, line 3 in both) is the same line: the
+    # culprit lines part at the new one.
+    lines = report["aspects"]["culprit lines"]["first"]
+    assert (lines["seq_nr"], lines["a"]["line"], lines["b"]["line"]) == (1, "before.py:4", "model.py:4"), lines
+    assert lines["b"]["source"] == "extra = x * 2"
+    # Every relative seq_nr after the extra one is one higher, which the assignment says: the runs are compared by
+    # name, and the extra node never runs.
+    order = report["aspects"]["execution order"]
+    assert order["equal"] and "by name" in order["summary"], order
 
 
 def test_diff_of_a_trace_with_itself_is_equal(tmp_path, capsys):
