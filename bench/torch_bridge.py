@@ -236,7 +236,7 @@ def measure(kind: str, n: int, reps: int) -> dict:
         info = info or got
     med = {k: statistics.median(v) for k, v in times.items() if v}
     return {"graph": kind, "nodes": nodes, "reps": reps,
-            "times_ms": {k: [x * 1e3 for x in v] for k, v in times.items()},
+            "times_ms": {k: [x * 1e3 for x in v] for k, v in times.items() if v},
             "plain_forward_ms": med["plain_forward"] * 1e3, "recorded_forward_ms": med["recorded_forward"] * 1e3,
             "forward_ratio": med["recorded_forward"] / med["plain_forward"],
             "noop_mode_ratio": med["noop_mode_forward"] / med["plain_forward"],

@@ -250,3 +250,4 @@ def test_torch_bridge_bench_quick_writes_json(tmp_path):
             assert r[key] > 0, key
         assert all(len(times) == r["reps"] for name, times in r["times_ms"].items() if name != "default_backward")
     assert len(data["checks"]) == 12 and all(isinstance(c["met"], bool) for c in data["checks"])
+    assert data["rows"][0]["reading_ratio"] > 0 and data["rows"][1]["reading_ratio"] is None  # the chain's only
