@@ -11,7 +11,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Static
 
-from tracer.diff import Aspect, Side
+from tracer.diff import Aspect, Side, same_line, same_run
 from tracer.printable import printable
 
 _DIFF = "bold red"
@@ -35,6 +35,7 @@ class DiffApp(App[int]):
     def __init__(self, a: Side, b: Side, aspects: list[Aspect]) -> None:
         super().__init__()
         self.a, self.b, self.aspects = a, b, aspects
+        self.shifted = any(x.name == "seq_nr assignment" and not x.equal for x in aspects)
         self.differences: dict[str, list[int]] = {"bumps": [], "runs": []}
 
     def compose(self) -> ComposeResult:
@@ -59,7 +60,7 @@ class DiffApp(App[int]):
                 x = xs[i] if i < len(xs) else None
                 y = ys[i] if i < len(ys) else None
                 name_differs = x is None or y is None or x.name != y.name
-                line_differs = x is None or y is None or x.where != y.where
+                line_differs = not same_line(x, y)
                 if name_differs or line_differs:
                     self.differences["bumps"].append(row)
                 bumps.add_row(str(t), str(i), _cell(x.name if x else "", name_differs),
@@ -72,7 +73,7 @@ class DiffApp(App[int]):
         for i in range(max(len(self.a.runs), len(self.b.runs))):
             x = self.a.runs[i] if i < len(self.a.runs) else None
             y = self.b.runs[i] if i < len(self.b.runs) else None
-            differs = x is None or y is None or (x.name, x.seq) != (y.name, y.seq)
+            differs = not same_run(x, y, self.shifted)
             if differs:
                 self.differences["runs"].append(i)
             runs.add_row(str(i), _cell(_ran(x), differs), _cell(_ran(y), differs),

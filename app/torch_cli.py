@@ -47,10 +47,11 @@ def add_commands(sub: Any) -> None:
                      help="run backward calls with autograd multithreading disabled, so that torch's own execution "
                           "order of each is recorded as a second witness (it changes nothing on the CPU)")
     tor.set_defaults(func=_cmd_torch)
-    dif = sub.add_parser("diff", help="compare two traces: node names, seq_nrs, culprit lines, execution order",
+    dif = sub.add_parser("diff", help="compare two traces: node names, seq_nrs, culprit lines, edges, execution "
+                                      "order",
                          description="Align two traces by thread and relative seq_nr and show the first difference "
-                                     "in node names, seq_nr assignment, culprit lines and execution order. Exit "
-                                     "status 0 when they agree, 1 when they differ.")
+                                     "in node names, seq_nr assignment, culprit lines, graph edges and execution "
+                                     "order. Exit status 0 when they agree, 1 when they differ.")
     dif.add_argument("a", metavar="A", help="a saved .agdb trace")
     dif.add_argument("b", metavar="B", help="another")
     shown = dif.add_mutually_exclusive_group()

@@ -2,12 +2,15 @@
 
 Never imports torch, the engine, textual or rich. Two traces are aligned by thread (the n-th thread that took
 a seq_nr in A with the n-th in B) and by *relative* seq_nr (a node's number minus its thread's first), since
-two runs rarely start their counters at the same value. Four aspects are compared, each reporting its first
+two runs rarely start their counters at the same value. Five aspects are compared, each reporting its first
 difference:
 - node names: the node that took each relative seq_nr;
 - seq_nr assignment: how many numbers each thread took, and where one run took more (a shift: "B took one
   more seq_nr at model.py:12, so every later seq_nr is one higher");
-- culprit lines: the line blamed for each relative seq_nr (by line number and source text: _same_line);
+- culprit lines: the line blamed for each relative seq_nr (by line number and source text: _line_key);
+- graph edges: each node's next edges (children by relative seq_nr; an AccumulateGrad by its name only, since
+  engine and bridge name parameters differently), for the nodes whose edges both traces have (a bridge knows a
+  node's edges once a backward's walk met it), and how many AccumulateGrads each trace has;
 - execution order: the nodes the backward calls ran, in order (name and relative seq_nr; name only once the
   assignment differs).
 """
@@ -19,7 +22,7 @@ from typing import Any
 
 from .schema import UINT64_MAX, Kind, short_name
 
-ASPECTS = ("node names", "seq_nr assignment", "culprit lines", "execution order")
+ASPECTS = ("node names", "seq_nr assignment", "culprit lines", "graph edges", "execution order")
 _SHIFTS = (1, -1, 2, -2, 3, -3)
 """Shifts tried when explaining where two runs' seq_nrs part (extra or missing numbers)."""
 
@@ -52,6 +55,8 @@ class Side:
     threads: list[str] = field(default_factory=list)
     bumps: list[list[Bump]] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
+    edges: dict[tuple[int, int], tuple] = field(default_factory=dict)  # (thread, relative seq_nr) -> next edges
+    accumulate_grads: int = 0
 
 
 @dataclass
@@ -85,13 +90,70 @@ def side_of(trace: Any, label: str) -> Side:
         if info.seq_nr != UINT64_MAX:
             seq = info.seq_nr - bases.get(info.thread, first_base)
         side.runs.append(Run(short_name(info.name), seq, int(trace.columns["ev_task"][step])))
+    _graph_of(trace, side, rows, bases)
     return side
+
+
+def _graph_of(trace: Any, side: Side, rows: dict[int, int], bases: dict[int, int]) -> None:
+    """The side's edges, nodes known by (aligned thread, relative seq_nr), and its AccumulateGrad count."""
+    def known(node: int) -> Any:
+        info = trace.node(node)
+        if info.seq_nr == UINT64_MAX or info.thread not in rows:
+            return short_name(info.name)
+        return rows[info.thread], info.seq_nr - bases[info.thread]
+
+    for node in range(trace.num_nodes):
+        info = trace.node(node)
+        if info.seq_nr == UINT64_MAX:
+            side.accumulate_grads += info.name.endswith("AccumulateGrad")
+        elif info.next_edges and info.thread in rows:
+            side.edges[known(node)] = tuple((None if child is None else known(child), nr)
+                                            for child, nr in info.next_edges)
 
 
 def compare(a: Side, b: Side) -> list[Aspect]:
     """Each aspect of ASPECTS, equal or with its first difference."""
     assignment = _assignment(a, b)
-    return [_names(a, b), assignment, _lines(a, b), _order(a, b, shifted=not assignment.equal)]
+    shifted = not assignment.equal
+    return [_names(a, b), assignment, _lines(a, b), _graph(a, b, shifted), _order(a, b, shifted)]
+
+
+def _graph(a: Side, b: Side, shifted: bool) -> Aspect:
+    if shifted:  # relative seq_nrs no longer name the same nodes on both sides
+        return Aspect("graph edges", True, "not compared: the seq_nr assignment differs")
+    if a.accumulate_grads != b.accumulate_grads:
+        return Aspect("graph edges", False, f"A has {a.accumulate_grads} AccumulateGrad node(s), B "
+                      f"{b.accumulate_grads}", {"accumulate_grads": [a.accumulate_grads, b.accumulate_grads]})
+    both = sorted(set(a.edges) & set(b.edges))
+    for t, i in both:
+        x, y = a.edges[t, i], b.edges[t, i]
+        if x != y:
+            name = _bump_name(a, t, i)
+            return Aspect("graph edges", False, f"thread {t}, relative seq_nr {i} ({name}): A → {_edges_text(x)}, "
+                          f"B → {_edges_text(y)}", {"thread": t, "seq_nr": i, "a": _edges_json(x),
+                                                    "b": _edges_json(y)})
+    return Aspect("graph edges", True, f"equal: the edges of {len(both)} node(s) both traces know, "
+                  f"{a.accumulate_grads} AccumulateGrad(s)")
+
+
+def _bump_name(side: Side, t: int, i: int) -> str:
+    bumps = side.bumps[t] if t < len(side.bumps) else []
+    return bumps[i].name if i < len(bumps) else "?"
+
+
+def _edge_text(child: Any) -> str:
+    if child is None:
+        return "None"
+    return child if isinstance(child, str) else f"relative seq_nr {child[1]}"
+
+
+def _edges_text(edges: tuple) -> str:
+    return "[" + ", ".join(f"{_edge_text(c)}:{nr}" for c, nr in edges) + "]"
+
+
+def _edges_json(edges: tuple) -> list:
+    return [{"node": c if c is None or isinstance(c, str) else {"thread": c[0], "seq_nr": c[1]}, "input_nr": nr}
+            for c, nr in edges]
 
 
 def _pairs(a: Side, b: Side):
@@ -172,7 +234,17 @@ def _shift(xs: list[str], ys: list[str], i: int) -> int:
     return 0
 
 
-def _same_line(x: Bump) -> Any:
+def same_line(x: Bump | None, y: Bump | None) -> bool:
+    """Whether two bumps blame the same line (_line_key)."""
+    return x is not None and y is not None and _line_key(x) == _line_key(y)
+
+
+def same_run(x: Run | None, y: Run | None, shifted: bool) -> bool:
+    """Whether two node runs agree: by name and relative seq_nr, by name only once the assignment differs."""
+    return x is not None and y is not None and x.name == y.name and (shifted or x.seq == y.seq)
+
+
+def _line_key(x: Bump) -> Any:
     """What a culprit line is compared by: its line number and source text where it has source, so that two
     versions of a script under different file names (`train.py`, `train_v2.py`) agree on a line they share; else
     its file name and line."""
@@ -181,7 +253,7 @@ def _same_line(x: Bump) -> Any:
 
 
 def _lines(a: Side, b: Side) -> Aspect:
-    found = _first_bump_difference(a, b, _same_line)
+    found = _first_bump_difference(a, b, _line_key)
     if found is None:
         return Aspect("culprit lines", True, "equal: every seq_nr blamed on the same line")
     t, i, x, y = found
@@ -200,7 +272,7 @@ def _order(a: Side, b: Side, shifted: bool = False) -> Aspect:
     for i in range(max(len(a.runs), len(b.runs))):
         x = a.runs[i] if i < len(a.runs) else None
         y = b.runs[i] if i < len(b.runs) else None
-        if x is None or y is None or x.name != y.name or (not shifted and x.seq != y.seq):
+        if not same_run(x, y, shifted):
             return Aspect("execution order", False, f"node run {i}: A ran {_ran(x)}, B ran {_ran(y)}",
                           {"index": i, "a": _run_json(x), "b": _run_json(y)})
     how = ", by name (their seq_nrs are assigned differently)" if shifted else ""
