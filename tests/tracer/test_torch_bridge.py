@@ -337,6 +337,29 @@ def test_the_locals_the_recording_read_keep_nothing_alive_after_it_and_lose_noth
     assert rec.bridge.culprits == "lines"
 
 
+def test_a_generator_s_locals_keep_nothing_alive_across_its_yields():
+    """NOTE [stale locals]: a generator whose locals the line tracer read stays refreshed after a yield (a yield is
+    no end of its frame): a tensor it deleted before yielding again is freed."""
+    import weakref
+
+    def steps(w):
+        loss = (w * 2).sum()  # named at its line: the frame's locals are read
+        ref = weakref.ref(loss)
+        yield ref
+        del loss
+        yield ref
+
+    w = torch.ones(2, requires_grad=True)
+    with torch_bridge.record() as rec:
+        it = steps(w)
+        ref = next(it)
+        alive_before = ref() is not None
+        next(it)
+        alive_after = ref() is not None
+    assert (alive_before, alive_after) == (True, False)
+    assert rec.bridge.culprits == "lines"
+
+
 def test_parameter_names_come_from_the_modules_the_program_holds():
     """NOTE [parameter names]: a module held as an attribute, in a list, or as a variable names its parameters by
     its outermost holder (a submodule also held keeps the outer name); a temporary module's parameters get none."""

@@ -29,6 +29,8 @@ _VIEW_OPS = frozenset((
 """Names of torch calls that may return a view (a line calling one is seen through the mode)."""
 _MODE_OPS = frozenset(("BINARY_SUBSCR", "STORE_SUBSCR", "DELETE_SUBSCR"))
 _CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot (NOTE [stale locals])
+_GENERATOR = 0x20 | 0x80 | 0x200  # inspect.CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR: frames that yield
+_YIELD_VALUE = dis.opmap["YIELD_VALUE"]
 MAX_CANDIDATES = 16
 """Tensors looked at per list or tuple a line stores or reads (its last ones: a list the line appended to)."""
 WINDOW = 4096
@@ -147,8 +149,10 @@ class LineCulprits:
         suspended: list = []  # frames whose mode is off while a user function they called runs
 
         def returned(frame):
-            if touched:
-                touched.pop(id(frame), None)  # the frame ends, and its snapshot with it
+            if touched:  # the frame ends, and its snapshot with it; a generator's yield is no end
+                code = frame.f_code
+                if not (code.co_flags & _GENERATOR and code.co_code[frame.f_lasti] == _YIELD_VALUE):
+                    touched.pop(id(frame), None)
             f = frame.f_back
             while f is not None:
                 u = user.get(f.f_code.co_filename)
