@@ -436,13 +436,13 @@ class Bridge:
                     self._params[id(p)] = (weakref.ref(p), f"{prefix}.{name}")
 
     def _read_locals(self, frames: list) -> None:
-        """The bridge read these frames' locals (NOTE [stale locals] in lines.py): the line tracer refreshes them at
-        their next events; with no trace or profile function at all, their snapshots are emptied at once. Under
-        someone else's (a debugger's, which may be evaluating in that very dict), they stay, as the debugger's own
-        reads leave them."""
-        if self._lines is not None:
+        """The bridge read these frames' locals, all of this thread (NOTE [stale locals] in lines.py): on the thread
+        the line tracer runs on, it refreshes them at their next events; on a thread with no trace or profile
+        function at all, their snapshots are emptied at once. Under someone else's (a debugger's, which may be
+        evaluating in that very dict), they stay, as the debugger's own reads leave them."""
+        if self._lines is not None and self._lines.thread == threading.get_ident():
             self._lines.touch(frames)
-        elif sys.gettrace() is None and sys.getprofile() is None:
+        elif sys.gettrace() is None and sys.getprofile() is None:  # this thread's (a backward on another one)
             for f in frames:
                 if f.f_code.co_flags & _CO_OPTIMIZED:
                     f.f_locals.clear()
