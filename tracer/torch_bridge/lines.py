@@ -70,6 +70,7 @@ class LineCulprits:
     def __init__(self, bridge: Any, state: Any, is_library: Callable[[str], bool]) -> None:
         # NOTE [stale locals]: function frames whose locals agdb read, by id (see `touch`).
         self._touched: dict[int, Any] = {}
+        self._trace: Any = None
         self.bridge = bridge
         self.state = state
         self.thread = threading.get_ident()
@@ -92,6 +93,7 @@ class LineCulprits:
     def attach(self) -> None:
         self._previous = sys.gettrace()  # None: the bridge takes this way only then
         trace, local, flush = self._tracers()
+        self._trace = trace
         self.flush = flush
         lower_flag()  # left up, this thread would spin at its next call (NOTE [the async-exception flag])
         sys.settrace(trace)
@@ -106,11 +108,13 @@ class LineCulprits:
     def detach(self) -> None:
         self._unpush()
         self.flush(())
+        ours = sys.gettrace() is self._trace  # else someone (a debugger started inside) took tracing over
         sys.settrace(self._previous)
         for f in self._traced:
             f.f_trace = None
-        for f in self._touched.values():  # no trace call runs for them any more (NOTE [stale locals])
-            f.f_locals.clear()
+        if ours and sys.getprofile() is None:  # no trace call runs for them any more (NOTE [stale locals])
+            for f in self._touched.values():
+                f.f_locals.clear()
         self._touched.clear()
         self._unpush = lambda: None
         self._traced.clear()
