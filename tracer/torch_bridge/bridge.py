@@ -1067,6 +1067,7 @@ class Bridge:
                 alive = self._acc_alive.get(known[1])
                 if alive is None or alive() is not None:  # the same node (NOTE [node identity])
                     return known[1], seq
+                del self._acc_alive[known[1]]  # that one died: this leaf's new one takes its place
             key = next(self._keys)
             self._acc_keys[id(var)] = (weakref.ref(var), key)
             self._is_acc.add(key)
