@@ -437,15 +437,11 @@ class Bridge:
 
     def _read_locals(self, frames: list) -> None:
         """The bridge read these frames' locals, all of this thread (NOTE [stale locals] in lines.py): on the thread
-        the line tracer runs on, it refreshes them at their next events; on a thread with no trace or profile
-        function at all, their snapshots are emptied at once. Under someone else's (a debugger's, which may be
-        evaluating in that very dict), they stay, as the debugger's own reads leave them."""
+        the line tracer runs on, it refreshes them at their next events. Elsewhere (culprits="mode", another
+        thread) they keep the snapshot, as after a `locals()` call of the program's own: it is the dict `locals()`
+        returns, which the program may hold, so it is never emptied."""
         if self._lines is not None and self._lines.thread == threading.get_ident():
             self._lines.touch(frames)
-        elif sys.gettrace() is None and sys.getprofile() is None:  # this thread's (a backward on another one)
-            for f in frames:
-                if f.f_code.co_flags & _CO_OPTIMIZED:
-                    f.f_locals.clear()
 
     def hook_ran(self, kind: str, name: str) -> None:
         """A hook of the user's returned (tensor_hooks.py): log it for the node torch says is running."""
@@ -1121,7 +1117,6 @@ _HOOK_KEY = -(1 << 62)
 _ORIGINAL_REGISTER = torch.autograd.function._HookMixin.__dict__["_register_hook"]
 _weakref = weakref.ref
 _flat = itertools.chain.from_iterable
-_CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot
 
 
 def _register_hook(backward_hooks: Any, hook: Any) -> tuple:

@@ -70,7 +70,6 @@ class LineCulprits:
     def __init__(self, bridge: Any, state: Any, is_library: Callable[[str], bool]) -> None:
         # NOTE [stale locals]: function frames whose locals agdb read, by id (see `touch`).
         self._touched: dict[int, Any] = {}
-        self._trace: Any = None
         self.bridge = bridge
         self.state = state
         self.thread = threading.get_ident()
@@ -93,7 +92,6 @@ class LineCulprits:
     def attach(self) -> None:
         self._previous = sys.gettrace()  # None: the bridge takes this way only then
         trace, local, flush = self._tracers()
-        self._trace = trace
         self.flush = flush
         lower_flag()  # left up, this thread would spin at its next call (NOTE [the async-exception flag])
         sys.settrace(trace)
@@ -108,14 +106,10 @@ class LineCulprits:
     def detach(self) -> None:
         self._unpush()
         self.flush(())
-        ours = sys.gettrace() is self._trace  # else someone (a debugger started inside) took tracing over
         sys.settrace(self._previous)
         for f in self._traced:
             f.f_trace = None
-        if ours and sys.getprofile() is None:  # no trace call runs for them any more (NOTE [stale locals])
-            for f in self._touched.values():
-                f.f_locals.clear()
-        self._touched.clear()
+        self._touched.clear()  # frames still running keep their snapshots as they are now (NOTE [stale locals])
         self._unpush = lambda: None
         self._traced.clear()
         self._pending.clear()
@@ -129,12 +123,15 @@ class LineCulprits:
         whole graph (a training loop's previous step, which makes torch hand the next step the same
         AccumulateGrad: the recording would change the program). So every frame whose locals agdb read (naming
         nodes at a line, or a backward call's look-up of modules and leaves) is refreshed at each of its events
-        while recorded, and emptied when the recording ends. Only refreshed, never emptied, while it may be inside
-        a trace call: emptying the dict there would make the trace call write the empty dict back, unbinding every
-        local of the frame."""
+        while recorded (a refresh is what the trace call itself does when someone read the locals). It is never
+        emptied: inside a trace call the call would write the empty dict back and unbind every local, and
+        anywhere it is the very dict the program's own `locals()` returns. Frames that get no events are left
+        out: those a backward call runs (tracing is off there) end with it, snapshot and all. What stays: a
+        frame still running when the recording ends keeps the snapshot it has then (as after a `locals()` call),
+        and so does one read under culprits="mode" or on another thread."""
         touched = self._touched
         for f in frames:
-            if f.f_code.co_flags & _CO_OPTIMIZED:
+            if f.f_code.co_flags & _CO_OPTIMIZED and f.f_trace is not None:
                 touched[id(f)] = f
 
     def _is_user(self, code: Any) -> bool:
@@ -181,6 +178,8 @@ class LineCulprits:
                 where[1] = frame.f_lasti
             elif event == "return":
                 returned(frame)
+            elif event == "exception" and arg[0] is GeneratorExit:  # closed at a yield: its end, not a yield
+                touched.pop(id(frame), None)
             return local
 
         def local_mode(frame, event, arg):  # the same, pushing the mode for the lines that need it
@@ -199,6 +198,8 @@ class LineCulprits:
                     pushed[0] = frame
             elif event == "return":
                 returned(frame)
+            elif event == "exception" and arg[0] is GeneratorExit:
+                touched.pop(id(frame), None)
             return local_mode
 
         def trace(frame, event, arg):  # "call" events only: say which frames get line events
@@ -257,8 +258,8 @@ class LineCulprits:
             row, names, inplace = got if got is not None else self._line(at.f_code, lasti)
         if names:
             scope = at.f_locals
-            if at.f_code.co_flags & _CO_OPTIMIZED:
-                self._touched[id(at)] = at  # NOTE [stale locals]
+            if at.f_code.co_flags & _CO_OPTIMIZED and at.f_trace is not None:
+                self._touched[id(at)] = at  # NOTE [stale locals] (touch, inline)
         else:
             scope = None
         if now - start == 1 and not self._pending:  # the hot path: one node, kept in a name of its line's
