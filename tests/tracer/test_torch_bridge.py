@@ -360,6 +360,17 @@ def test_a_generator_s_locals_keep_nothing_alive_across_its_yields():
     assert rec.bridge.culprits == "lines"
 
 
+def test_a_leaf_given_as_a_root_is_named_too():
+    """backward([y, x]) with the leaf x itself a root: its AccumulateGrad is keyed before the walk, and still gets
+    the variable's name (found by a review)."""
+    x = torch.ones(3, requires_grad=True)
+    w = torch.ones(3, requires_grad=True)
+    with torch_bridge.record() as rec:
+        y = (w * 2).sum()
+        torch.autograd.backward([y, x], [torch.ones(()), torch.ones(3)])
+    assert sorted(rec.trace.meta["parameter_names"].values()) == ["w", "x"]
+
+
 def test_parameter_names_come_from_the_modules_the_program_holds():
     """NOTE [parameter names]: a module held as an attribute, in a list, or as a variable names its parameters by
     its outermost holder (a submodule also held keeps the outer name); a temporary module's parameters get none."""

@@ -189,8 +189,6 @@ class Bridge:
         self._params: dict[int, tuple[Any, str]] = {}
         self._seen_modules: set[int] = set()
         self._leaf_names: dict[int, str] = {}
-        self._call_frame: Any = None  # during a walk: the frame of the backward call (leaf_variables)
-        self._variables: dict[int, str] | None = None
         self.divergences: list[dict] = []
         self.graph_tasks: list[dict] = []  # per graph task: torch's ids, depth, the witness's verdict (meta)
         self._retained: list[Any] = []  # weakrefs to the tensors retain_grad() was called on while recording
@@ -562,11 +560,15 @@ class Bridge:
     def _run_backward(self, state: _State, original: Any, t_outputs: Any, args: tuple, kwargs: dict) -> Any:
         """One backward call, recorded (torch's own `_engine_run_backward` is `original`)."""
         self.write_seen(state)
+        local = self._local  # this thread's: leaves' variables, read if a new leaf needs them (_leaf_name)
+        local.call_frame, local.variables = sys._getframe(1), None
         try:
             call = self._call(state, t_outputs, args, kwargs)
         except Exception as e:  # noqa: BLE001 - agdb's failure must not become the program's
             self.failures.append(f"{type(e).__name__}: {e}")
             call = None
+        finally:
+            local.call_frame = local.variables = None
         if call is None:
             return original(t_outputs, *args, **kwargs)
         log = state.log
@@ -613,12 +615,8 @@ class Bridge:
         if graph is None:
             self._name_parameters()
             self._new_hooks = []
-            self._call_frame, self._variables = sys._getframe(2), None  # leaves' variables, read if a new leaf needs
-            try:
-                with _gc_paused():  # a walk allocates per node, and no cycles: no collection in the middle
-                    walked = self._walk(state, starts)
-            finally:
-                self._call_frame = self._variables = None
+            with _gc_paused():  # a walk allocates per node, and no cycles: no collection in the middle
+                walked = self._walk(state, starts)
             graph = walked.graph
             key_of = walked.key_of
             if params["retain_graph"]:  # a graph kept for another backward keeps its walk and its hooks
@@ -1067,17 +1065,7 @@ class Bridge:
             key = next(self._keys)
             self._acc_keys[id(var)] = (weakref.ref(var), key)
             self._is_acc.add(key)
-            param = self._params.get(id(var))
-            if param is not None and param[0]() is var:
-                self._leaf_names[key] = param[1]
-            else:
-                if self._variables is None:
-                    read: list = []
-                    self._variables = leaf_variables(self._call_frame, is_library, read)
-                    self._read_locals(read)
-                name = self._variables.get(id(var))
-                if name is not None:
-                    self._leaf_names[key] = name
+            self._leaf_name(key, var)
             return key, seq
         key = self._seq_keys.get(seq | row << 64)
         if key is None or key in used:
@@ -1085,6 +1073,23 @@ class Bridge:
             self._seq_keys.setdefault(seq | row << 64, key)
         used.add(key)
         return key, seq
+
+    def _leaf_name(self, key: int, var: Any) -> None:
+        """The name of AccumulateGrad `key`'s leaf: its parameter's (NOTE [parameter names]), else the variable
+        bound to it where the backward call was made (leaf_variables), else none."""
+        param = self._params.get(id(var))
+        if param is not None and param[0]() is var:
+            self._leaf_names[key] = param[1]
+            return
+        local = self._local
+        variables = getattr(local, "variables", None)
+        if variables is None:
+            read: list = []
+            variables = local.variables = leaf_variables(getattr(local, "call_frame", None), is_library, read)
+            self._read_locals(read)
+        name = variables.get(id(var))
+        if name is not None:
+            self._leaf_names[key] = name
 
     def _value(self, t: Any) -> Any:
         """What the trace keeps of a grad: a numpy view (the builder copies small ones, summarises others)."""
