@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tests.tracer import torch_programs  # noqa: E402
+from tracer import events as ev  # noqa: E402
 from tracer import torch_bridge  # noqa: E402
 from tracer.culprits import of_trace  # noqa: E402
 from tracer.schema import UINT64_MAX, Kind  # noqa: E402
@@ -369,6 +370,35 @@ def test_a_leaf_given_as_a_root_is_named_too():
         y = (w * 2).sum()
         torch.autograd.backward([y, x], [torch.ones(()), torch.ones(3)])
     assert sorted(rec.trace.meta["parameter_names"].values()) == ["w", "x"]
+
+
+@pytest.mark.parametrize("options", [{"values": False}, {"defer": True}, {"values": False, "defer": True}],
+                         ids=["no-values", "deferred", "no-values-deferred"])
+def test_a_reentrant_backward_s_nodes_are_made_in_their_place_whatever_the_options(options, capsys):
+    """A custom backward that recomputes and calls backward (docs/examples/custom_reentrant.py): its nodes are
+    bumped, then made, inside the outer graph task, on the custom backward's line, as record()'s default has them
+    (found by a review: with values=False they were made before their increments, on the call's line)."""
+    import runpy
+    from pathlib import Path
+
+    example = str(Path(__file__).resolve().parents[2] / "docs" / "examples" / "custom_reentrant.py")
+
+    def recorded(**opts):
+        with torch_bridge.record(**opts) as rec:
+            runpy.run_path(example, run_name="__main__")
+        trace = rec.trace
+        first = min(trace.node(i).seq_nr for i in range(trace.num_nodes) if trace.node(i).seq_nr < 2**63)
+        order = []
+        for e in trace:
+            if isinstance(e, (ev.SeqNrBumped, ev.NodeCreated)):
+                seq = e.old if isinstance(e, ev.SeqNrBumped) else e.seq_nr
+                order.append((type(e).__name__, e.lineno, seq - first if seq < 2**63 else None))
+            elif isinstance(e, ev.GraphTaskStarted):
+                order.append(("GraphTaskStarted", e.reentrant_depth))
+        return order
+
+    assert recorded(**options) == recorded()
+    capsys.readouterr()
 
 
 def test_parameter_names_come_from_the_modules_the_program_holds():

@@ -807,7 +807,7 @@ class Bridge:
                     self._begin(state, stack[-1], start)
                 self._emit_bumps(state, start, after, names, frame)
             elif kind == _NODE:
-                self._node(state, *entry[1:])
+                self._node(state, stack[-1].frame if stack else -1, *entry[1:])
             elif kind == _CALL:
                 call = entry[1]
                 self._gap(state, call.before, call.frame)
@@ -822,10 +822,13 @@ class Bridge:
                 self._task_ended(call, error is None)
                 stack.remove(call)
 
-    def _node(self, state: _State, key: int, name: str, seq: int, edges: tuple, num_inputs: int) -> None:
+    def _node(self, state: _State, frame: int, key: int, name: str, seq: int, edges: tuple, num_inputs: int) -> None:
         """A node a walk met while a reconstruction was pending, in its place: made now if no increment of the log
-        made it (an AccumulateGrad), else given its edges and real name."""
+        made it (an AccumulateGrad), else given its edges and real name. A numbered node whose increment nobody
+        saw (hooks that push no mode: values=False) takes it here first, as a gap."""
         b = self.b
+        if seq != UINT64_MAX and seq >= state.rlast and key not in b.node_facts:
+            self._gap(state, seq + 1, frame)
         facts = b.node_facts.get(key)
         if facts is None:
             b.node_created(thread=state.row, node=key, name=name, seq_nr=seq, topological_nr=0, next_edges=edges,
@@ -931,8 +934,8 @@ class Bridge:
         # called it, and a lookup per call (threading.local) would cost as much as the hook.
         # A pre-hook logs torch's graph task id and the seq_nr of the node torch says is running
         # (`_current_autograd_node()`), checked against the hook's own node and call when the log is replayed.
-        log, mode = state.log, self._mode or self.line_mode
-        if not self.values:  # keep no grad alive: only which outputs were defined
+        log, mode, values = state.log, self._mode or self.line_mode, self.values
+        if not isinstance(n, _PY_NODE) and not values:  # keep no grad alive: only which outputs were defined
             def pre(grad_outputs):
                 log.append((_PRE, key, (), _seq(), _gt_id(), _running()._sequence_nr()))
 
@@ -945,9 +948,9 @@ class Bridge:
 
             def post(grad_inputs, grad_outputs):
                 log.append((_POST, key, grad_inputs, grad_outputs))
-        else:
+        else:  # a custom Function's node (with values=False too: its increments need the mode as much)
             def pre(grad_outputs):
-                log.append((_PRE, key, grad_outputs, _seq(), _gt_id(), _running()._sequence_nr()))
+                log.append((_PRE, key, grad_outputs if values else (), _seq(), _gt_id(), _running()._sequence_nr()))
                 if not _mode_depth() and mode is not None:
                     # The engine runs nodes with no torch-function mode: put ours back for a custom Function's
                     # backward (its ops, a reentrant backward) so its increments get their lines. The engine
@@ -960,7 +963,10 @@ class Bridge:
                     state.pushed.pop()
                     if _mode_depth():
                         _pop_mode()
-                log.append((_POST, key, grad_inputs, grad_outputs))
+                if values:
+                    log.append((_POST, key, grad_inputs, grad_outputs))
+                else:
+                    log.append((_POST, key, tuple([g is not None for g in grad_inputs]), ()))
 
         # NOTE [lean registration]: during a walk, registering returns the node's hook dict itself.
         self._handles[key] = (_weakref(n.register_prehook(pre)), _weakref(n.register_hook(post)), state)
