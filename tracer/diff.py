@@ -10,7 +10,7 @@ difference:
 - culprit lines: the line blamed for each relative seq_nr (by line number and source text: _line_key);
 - graph edges: each node's next edges (children by relative seq_nr; an AccumulateGrad by its name only, since
   engine and bridge name parameters differently), for the nodes whose edges both traces have (a bridge knows a
-  node's edges once a backward's walk met it), and how many AccumulateGrads each trace has;
+  node's edges once a backward's walk met it), and how many distinct AccumulateGrads ran in each;
 - execution order: the nodes the backward calls ran, in order (name and relative seq_nr; name only once the
   assignment differs).
 """
@@ -56,7 +56,7 @@ class Side:
     bumps: list[list[Bump]] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
     edges: dict[tuple[int, int], tuple] = field(default_factory=dict)  # (thread, relative seq_nr) -> next edges
-    accumulate_grads: int = 0
+    accumulate_grads: int = 0  # distinct AccumulateGrad nodes that ran (a bridge knows no other)
 
 
 @dataclass
@@ -83,19 +83,24 @@ def side_of(trace: Any, label: str) -> Side:
         where = f"{os.path.basename(e.filename)}:{e.lineno}" if e.filename else "?"
         side.bumps[row].append(Bump(e.old - bases[e.thread], short_name(e.node_name), where, e.source))
     first_base = next(iter(bases.values()), 0)
+    ran: set[int] = set()  # the AccumulateGrads that ran
     for step in trace.steps_of(Kind.NODE_STARTED):
         step = int(step)
-        info = trace.node(trace.event_node(step))
+        node = trace.event_node(step)
+        info = trace.node(node)
         seq = None
         if info.seq_nr != UINT64_MAX:
             seq = info.seq_nr - bases.get(info.thread, first_base)
+        elif info.name.endswith("AccumulateGrad"):
+            ran.add(node)
         side.runs.append(Run(short_name(info.name), seq, int(trace.columns["ev_task"][step])))
+    side.accumulate_grads = len(ran)
     _graph_of(trace, side, rows, bases)
     return side
 
 
 def _graph_of(trace: Any, side: Side, rows: dict[int, int], bases: dict[int, int]) -> None:
-    """The side's edges, nodes known by (aligned thread, relative seq_nr), and its AccumulateGrad count."""
+    """The side's edges, nodes known by (aligned thread, relative seq_nr)."""
     def known(node: int) -> Any:
         info = trace.node(node)
         if info.seq_nr == UINT64_MAX or info.thread not in rows:
@@ -104,9 +109,7 @@ def _graph_of(trace: Any, side: Side, rows: dict[int, int], bases: dict[int, int
 
     for node in range(trace.num_nodes):
         info = trace.node(node)
-        if info.seq_nr == UINT64_MAX:
-            side.accumulate_grads += info.name.endswith("AccumulateGrad")
-        elif info.next_edges and info.thread in rows:
+        if info.seq_nr != UINT64_MAX and info.next_edges and info.thread in rows:
             side.edges[known(node)] = tuple((None if child is None else known(child), nr)
                                             for child, nr in info.next_edges)
 
@@ -122,7 +125,7 @@ def _graph(a: Side, b: Side, shifted: bool) -> Aspect:
     if shifted:  # relative seq_nrs no longer name the same nodes on both sides
         return Aspect("graph edges", True, "not compared: the seq_nr assignment differs")
     if a.accumulate_grads != b.accumulate_grads:
-        return Aspect("graph edges", False, f"A has {a.accumulate_grads} AccumulateGrad node(s), B "
+        return Aspect("graph edges", False, f"A ran {a.accumulate_grads} AccumulateGrad node(s), B "
                       f"{b.accumulate_grads}", {"accumulate_grads": [a.accumulate_grads, b.accumulate_grads]})
     both = sorted(set(a.edges) & set(b.edges))
     for t, i in both:
@@ -133,7 +136,7 @@ def _graph(a: Side, b: Side, shifted: bool) -> Aspect:
                           f"B → {_edges_text(y)}", {"thread": t, "seq_nr": i, "a": _edges_json(x),
                                                     "b": _edges_json(y)})
     return Aspect("graph edges", True, f"equal: the edges of {len(both)} node(s) both traces know, "
-                  f"{a.accumulate_grads} AccumulateGrad(s)")
+                  f"{a.accumulate_grads} AccumulateGrad(s) run")
 
 
 def _bump_name(side: Side, t: int, i: int) -> str:

@@ -277,6 +277,10 @@ class Bridge:
             self.write_seen(state)
             if state.log and not state.calls:
                 self._replay(state)
+            elif state.calls:  # a backward still running on its thread: its log is not replayed, but the nodes
+                for entry in list(state.log):  # its walks met are made, so that no edge points at nothing
+                    if entry[0] == _NODE:
+                        self._node(state, -1, *entry[1:])
         for pre, post, _ in self._handles.values():
             _unhooked(pre)
             _unhooked(post)
