@@ -19,6 +19,7 @@ from app.cli import main
 from app.run_script import run_recorded
 from tests.engine.helpers import run_in_thread
 from tracer import culprits as culprits_mod
+from tracer.schema import short_name
 
 SCRIPT = '''\
 import engine as torch
@@ -170,7 +171,8 @@ def _table(argv: list[str], monkeypatch, capsys) -> tuple[int, str, list[tuple]]
 
 
 def _with_thread(rows: list[tuple], thread: str) -> list[tuple]:
-    return [(*r[:3], thread, *r[3:]) for r in rows]
+    """Expected table rows: the thread added, and names as the table (and every panel) writes them."""
+    return [(r[0], r[1], short_name(r[2]), thread, *r[3:]) for r in rows]
 
 
 def test_cli_culprits_table_lists_every_increment(script, monkeypatch, capsys):
@@ -190,7 +192,8 @@ def test_cli_culprits_from_to_selects_the_increments_between(script, monkeypatch
     """--from X --to Y lists exactly the increments that move the counter from X up to Y."""
     code, thread, rows = _table(["culprits", str(script), *bounds], monkeypatch, capsys)
     assert code == 0
-    assert [(r[0], r[1], r[2], r[5]) for r in rows] == [(r[0], r[1], r[2], r[4]) for r in _expected_rows(lo, hi)]
+    assert [(r[0], r[1], r[2], r[5]) for r in rows] == [(r[0], r[1], short_name(r[2]), r[4])
+                                                        for r in _expected_rows(lo, hi)]
 
 
 def test_select_bounds_by_hand():
