@@ -14,8 +14,9 @@ from ._hooks import call_post_hooks, call_pre_hooks, call_tensor_pre_hooks, chec
 from ._node import AccumulateGrad, Node, anomaly
 from ._ready_queue import INT_MAX, InputBuffer, NodeTask, ReadyQueue
 from ._state import CPU_DEVICE, NO_DEVICE, tls
+from ._tensor import Tensor
 from ._threads import ready_queue, reentrant_pool, wake_owner
-from ._validate import validate_outputs
+from ._validate import conform_grad, validate_outputs
 
 __all__ = ["execute", "queue_callback", "GraphTask", "ExecInfo", "NodeTask", "ReadyQueue", "InputBuffer",
            "MAX_DEPTH", "INT_MAX", "check_single_result"]
@@ -80,8 +81,27 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> b
                 hook(graph_task, fn, grads)
         outputs = fn.apply(grads)
         del grads
-        if outputs or fn.next_edges:  # else nothing to validate (an AccumulateGrad)
-            validate_outputs(fn.next_edges, outputs, fn)
+        next_edges = fn.next_edges
+        if len(outputs) == len(next_edges):
+            # validate_outputs, inline (its twin: engine/_validate.py): a grad as the next node expects it passes, a
+            # Tensor that is not is conformed (a bias's broadcast grad summed), anything else goes to validate_outputs
+            i = 0
+            for grad in outputs:
+                if grad is not None:
+                    nxt, input_nr = next_edges[i]
+                    if nxt is not None:
+                        meta = nxt._input_metadata[input_nr]
+                        if grad.__class__ is not Tensor:
+                            validate_outputs(next_edges, outputs, fn)  # the grads before it pass again
+                            break
+                        data = grad._data
+                        dtype = meta.dtype
+                        if data.shape != meta.shape or dtype is None or data.dtype != dtype.np or \
+                                grad._device != meta.device:
+                            outputs[i] = conform_grad(fn, i, grad, meta)
+                i += 1
+        else:
+            validate_outputs(next_edges, outputs, fn)  # raises: a wrong number of grads
         if fn._post_hooks:  # registered while the node ran: they get empty grad_outputs
             outputs = call_post_hooks(fn, outputs, _NO_GRADS, False, graph_task)
         if _observer.observers:  # attached while the node ran
