@@ -299,8 +299,7 @@ def _take(outputs: list, i: int):
 
 def compute_dependencies(root: Node, graph_task: GraphTask, min_topo_nr: int) -> list[Node]:
     """Count, per node, the edges reaching it from expanded nodes; returns the pruned nodes (engine-semantics §3.4)."""
-    dependencies = graph_task.dependencies
-    nodes_in_graph = graph_task.nodes_in_graph
+    dependencies = graph_task.dependencies  # empty until now: a node is seen the first time it gets a count
     pruned: list[Node] = []
     stack = [root]
     while stack:
@@ -311,10 +310,13 @@ def compute_dependencies(root: Node, graph_task: GraphTask, min_topo_nr: int) ->
             continue
         for nxt, _ in fn.next_edges:
             if nxt is not None:
-                dependencies[nxt] = dependencies.get(nxt, 0) + 1
-                if nxt not in nodes_in_graph:
-                    nodes_in_graph.add(nxt)
+                count = dependencies.get(nxt)
+                if count is None:
+                    dependencies[nxt] = 1
                     stack.append(nxt)
+                else:
+                    dependencies[nxt] = count + 1
+    graph_task.nodes_in_graph.update(dependencies)  # the nodes seen, as torch's `seen` set
     return pruned
 
 
