@@ -209,6 +209,7 @@ def thread_main(graph_task: GraphTask | None) -> None:
     queue: ReadyQueue = tls.cpu_ready_queue
     heap = queue.heap
     before = None  # (grad mode, graph task, node) as they were before the current run of nodes
+    current = None  # the graph task this run of nodes has set as current
     try:
         while True:  # not `while <condition>:`, whose back edge CPython 3.11 does not count towards quickening the
             # code (a conditional jump): one call per backward would run every attribute read of this loop unspecialized
@@ -235,8 +236,10 @@ def thread_main(graph_task: GraphTask | None) -> None:
             if fn is not None and not local_graph_task.has_error:
                 if before is None:
                     before = (tls.grad_enabled, tls.current_graph_task, tls.current_node)
-                tls.grad_enabled = local_graph_task.create_graph
-                tls.current_graph_task = local_graph_task
+                    current = None
+                tls.grad_enabled = local_graph_task.create_graph  # user code in a node may leave another mode set
+                if current is not local_graph_task:  # else still set: only the engine sets it, and puts it back
+                    tls.current_graph_task = current = local_graph_task
                 tls.current_node = fn
                 try:
                     if fn.__class__ is AccumulateGrad and not local_graph_task.exec_info \
