@@ -14,8 +14,9 @@ from ._hooks import call_post_hooks, call_pre_hooks, call_tensor_pre_hooks, chec
 from ._node import AccumulateGrad, Node, anomaly
 from ._ready_queue import INT_MAX, InputBuffer, NodeTask, ReadyQueue
 from ._state import CPU_DEVICE, NO_DEVICE, tls
+from ._tensor import Tensor
 from ._threads import ready_queue, reentrant_pool, wake_owner
-from ._validate import validate_outputs
+from ._validate import conform_grad, validate_outputs
 
 __all__ = ["execute", "queue_callback", "GraphTask", "ExecInfo", "NodeTask", "ReadyQueue", "InputBuffer",
            "MAX_DEPTH", "INT_MAX", "check_single_result"]
@@ -80,8 +81,27 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> b
                 hook(graph_task, fn, grads)
         outputs = fn.apply(grads)
         del grads
-        if outputs or fn.next_edges:  # else nothing to validate (an AccumulateGrad)
-            validate_outputs(fn.next_edges, outputs, fn)
+        next_edges = fn.next_edges
+        if len(outputs) == len(next_edges):
+            # validate_outputs, inline (its twin: engine/_validate.py): a grad as the next node expects it passes, a
+            # Tensor that is not is conformed (a bias's broadcast grad summed), anything else goes to validate_outputs
+            i = 0
+            for grad in outputs:
+                if grad is not None:
+                    nxt, input_nr = next_edges[i]
+                    if nxt is not None:
+                        meta = nxt._input_metadata[input_nr]
+                        if grad.__class__ is not Tensor:
+                            validate_outputs(next_edges, outputs, fn)  # the grads before it pass again
+                            break
+                        data = grad._data
+                        dtype = meta.dtype
+                        if data.shape != meta.shape or dtype is None or data.dtype != dtype.np or \
+                                grad._device != meta.device:
+                            outputs[i] = conform_grad(fn, i, grad, meta)
+                i += 1
+        else:
+            validate_outputs(next_edges, outputs, fn)  # raises: a wrong number of grads
         if fn._post_hooks:  # registered while the node ran: they get empty grad_outputs
             outputs = call_post_hooks(fn, outputs, _NO_GRADS, False, graph_task)
         if _observer.observers:  # attached while the node ran
@@ -189,8 +209,13 @@ def thread_main(graph_task: GraphTask | None) -> None:
     queue: ReadyQueue = tls.cpu_ready_queue
     heap = queue.heap
     before = None  # (grad mode, graph task, node) as they were before the current run of nodes
+    current = None  # the graph task this run of nodes has set as current
     try:
-        while graph_task is None or not graph_task.future_completed:
+        while True:  # not `while <condition>:`, whose back edge CPython 3.11 does not count towards quickening the
+            # code (a conditional jump): one call per backward would run every attribute read of this loop unspecialized
+            # until the 8th backward of the process; an unconditional back edge quickens it after 8 iterations
+            if graph_task is not None and graph_task.future_completed:
+                break
             with queue.lock:  # queue.pop() without the call while a task is there (NOTE [interrupts in the engine])
                 task = _heappop(heap) if heap else None
             if task is None:
@@ -211,8 +236,10 @@ def thread_main(graph_task: GraphTask | None) -> None:
             if fn is not None and not local_graph_task.has_error:
                 if before is None:
                     before = (tls.grad_enabled, tls.current_graph_task, tls.current_node)
-                tls.grad_enabled = local_graph_task.create_graph
-                tls.current_graph_task = local_graph_task
+                    current = None
+                tls.grad_enabled = local_graph_task.create_graph  # user code in a node may leave another mode set
+                if current is not local_graph_task:  # else still set: only the engine sets it, and puts it back
+                    tls.current_graph_task = current = local_graph_task
                 tls.current_node = fn
                 try:
                     if fn.__class__ is AccumulateGrad and not local_graph_task.exec_info \
@@ -279,8 +306,7 @@ def _take(outputs: list, i: int):
 
 def compute_dependencies(root: Node, graph_task: GraphTask, min_topo_nr: int) -> list[Node]:
     """Count, per node, the edges reaching it from expanded nodes; returns the pruned nodes (engine-semantics §3.4)."""
-    dependencies = graph_task.dependencies
-    nodes_in_graph = graph_task.nodes_in_graph
+    dependencies = graph_task.dependencies  # empty until now: a node is seen the first time it gets a count
     pruned: list[Node] = []
     stack = [root]
     while stack:
@@ -291,10 +317,13 @@ def compute_dependencies(root: Node, graph_task: GraphTask, min_topo_nr: int) ->
             continue
         for nxt, _ in fn.next_edges:
             if nxt is not None:
-                dependencies[nxt] = dependencies.get(nxt, 0) + 1
-                if nxt not in nodes_in_graph:
-                    nodes_in_graph.add(nxt)
+                count = dependencies.get(nxt)
+                if count is None:
+                    dependencies[nxt] = 1
                     stack.append(nxt)
+                else:
+                    dependencies[nxt] = count + 1
+    graph_task.nodes_in_graph.update(dependencies)  # the nodes seen, as torch's `seen` set
     return pruned
 
 

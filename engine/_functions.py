@@ -61,6 +61,16 @@ class AddBackward0(_Generated):
     _saved_values = ("alpha",)
 
     def formulas(self, grad, out):
+        if self.alpha == 1:
+            graph_task = tls.current_graph_task
+            if graph_task is None or not graph_task.exec_info:
+                # should_compute_output's answer without exec_info, inline: whether the edge is valid (every bias add)
+                edges = self.next_edges
+                if edges[0][0] is not None:
+                    out[0] = grad
+                if edges[1][0] is not None:
+                    out[1] = grad
+                return
         if self.should_compute_output(0):
             out[0] = grad
         if self.should_compute_output(1):
@@ -247,7 +257,10 @@ class TanhBackward0(_Generated):
     _saved_tensor_names = ("result",)
 
     def formulas(self, grad, out):
-        if self.should_compute_output(0):
+        nxt = self.next_edges[0][0]
+        graph_task = tls.current_graph_task
+        if nxt is not None and (graph_task is None or not graph_task.exec_info) or self.should_compute_output(0):
+            # should_compute_output(0)'s answer without exec_info first, inline (every tanh of the MLP-like graph)
             out[0] = ops.tanh_backward(grad, self.result)
 
 
@@ -484,28 +497,43 @@ _dot = np.dot
 _matmul = np.matmul
 
 
-def _contiguous(a: np.ndarray) -> bool:
-    flags = a.flags
-    return flags.c_contiguous or flags.f_contiguous
-
-
-def _mm_both_direct(node, grad) -> bool:
-    """Whether both of mm's grads are needed and may be computed directly: _plain_mm for each (checked once for
-    the pair), both edges valid with no exec_info to consult, and neither saved operand column-major (whose grad
-    torch computes transposed, with other strides)."""
+def _mm_both_direct(node, grad):
+    """How both of mm's grads may be computed directly, or None when they may not: _plain_mm for each (checked once
+    for the pair), both edges valid with no exec_info to consult, and neither saved operand column-major (whose
+    grad torch computes transposed, with other strides). The product is np.dot when the three arrays are
+    contiguous: for 2-dim arrays the same BLAS call as `@` (the same values and strides), without the gufunc's
+    setup; other strides may take another loop, with other roundings, so they keep np.matmul."""
+    if tls.grad_enabled or ops.mm is not _ops_linalg.mm or ops.t is not _ops_shape.t:
+        return None
     edges = node.next_edges
-    if tls.grad_enabled or edges[0][0] is None or edges[1][0] is None or ops.mm is not _ops_linalg.mm \
-            or ops.t is not _ops_shape.t:
-        return False
+    if edges[0][0] is None or edges[1][0] is None:
+        return None
     graph_task = tls.current_graph_task
     if graph_task is not None and graph_task.exec_info:
-        return False
-    g, s, m = grad._data, node.self._data, node.mat2._data
+        return None
+    saved_self, mat2 = node.self, node.mat2
+    g, s, m = grad._data, saved_self._data, mat2._data
+    if g.ndim != 2 or s.ndim != 2 or m.ndim != 2:
+        return None
+    g_shape = g.shape
     device = grad._device
-    return (g.ndim == 2 and s.ndim == 2 and m.ndim == 2 and g.shape[0] == s.shape[0] and g.shape[1] == m.shape[1]
-            and g.dtype == s.dtype and g.dtype == m.dtype and node.self._device == device
-            and node.mat2._device == device and not _col_major(node.mat2_sym_sizes, node.mat2_sym_strides)
-            and not _col_major(node.self_sym_sizes, node.self_sym_strides))
+    if (g_shape[0] != s.shape[0] or g_shape[1] != m.shape[1] or g.dtype != s.dtype or g.dtype != m.dtype
+            or saved_self._device != device or mat2._device != device):
+        return None
+    sizes, strides = node.mat2_sym_sizes, node.mat2_sym_strides  # _col_major(), inline, for both
+    if strides[0] == 1 and strides[1] == sizes[0]:
+        return None
+    sizes, strides = node.self_sym_sizes, node.self_sym_strides
+    if strides[0] == 1 and strides[1] == sizes[0]:
+        return None
+    flags = g.flags  # a new flags object per read of .flags
+    if flags.c_contiguous or flags.f_contiguous:
+        flags = s.flags
+        if flags.c_contiguous or flags.f_contiguous:
+            flags = m.flags
+            if flags.c_contiguous or flags.f_contiguous:
+                return _dot
+    return _matmul
 
 
 class MmBackward0(_Generated):
@@ -514,15 +542,12 @@ class MmBackward0(_Generated):
     _saved_values = ("mat2_sym_sizes", "mat2_sym_strides", "self_sym_sizes", "self_sym_strides")
 
     def formulas(self, grad, out):
-        if _mm_both_direct(self, grad):  # the MLP's every layer: both grads computed at once, nothing recorded
+        product = _mm_both_direct(self, grad)
+        if product is not None:  # the MLP's every layer: both grads computed at once, nothing recorded
             g = grad._data
             device = grad._device
-            s, m = self.self._data, self.mat2._data
-            # np.dot: for contiguous 2-dim arrays the same BLAS call as `@` (the same values and strides), without
-            # the gufunc's setup; other strides may take another loop, with other roundings
-            product = _dot if _contiguous(g) and _contiguous(s) and _contiguous(m) else _matmul
-            out[1] = make_tensor(product(s.T, g), False, device)
-            out[0] = make_tensor(product(g, m.T), False, device)
+            out[1] = make_tensor(product(self.self._data.T, g), False, device)
+            out[0] = make_tensor(product(g, self.mat2._data.T), False, device)
             return
         if self.should_compute_output(1):
             out[1] = _mm_mat2_backward(grad, self.self, self.mat2_sym_sizes, self.mat2_sym_strides)

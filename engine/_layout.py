@@ -42,13 +42,15 @@ def tensor_iterator_layout(res: np.ndarray, operands: tuple[np.ndarray, ...]) ->
     same = True  # loops, not all() of generators: every pointwise result of two dims or more comes here
     for op in operands:
         if not op.flags.c_contiguous:
-            break
-        if same and op.shape != shape:
+            if any(op.strides):
+                break
+            same = False  # broadcast whole (a grad expanded from one number): it tells no two dims apart
+        elif same and op.shape != shape:
             same = False
     else:
         if same or 1 not in shape:
-            # torch's fast setup (contiguous operands of one shape), or contiguous operands whose reordering can
-            # only differ from C order at size-1 dims, and there are none
+            # torch's fast setup (contiguous operands of one shape), or contiguous (or wholly broadcast) operands
+            # whose reordering can only differ from C order at size-1 dims, and there are none
             return res if res.flags.c_contiguous else np.ascontiguousarray(res)
     strides = _strides(res.shape, operands)
     item = res.itemsize

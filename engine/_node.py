@@ -437,7 +437,7 @@ class Node:
                 if counters:  # version_of(tensor._data), inline: every saved tensor once anything was written
                     data = tensor._data
                     base = data.base
-                    while isinstance(base, _ndarray):
+                    while base is not None and isinstance(base, _ndarray):  # most saved arrays own their memory
                         data = base
                         base = data.base
                     counter = counters.get(id(data))

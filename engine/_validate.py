@@ -33,10 +33,12 @@ def validate_outputs(edges: list, grads: list, fn: Node | None) -> None:
         if data is not None and data.shape == meta.shape and dtype is not None and data.dtype == dtype.np and \
                 grad._device == meta.device:
             continue  # the common case: nothing to check further
-        grads[i] = _conform_grad(fn, i, grad, meta)
+        grads[i] = conform_grad(fn, i, grad, meta)
 
 
-def _conform_grad(fn: Node | None, i: int, grad: Any, meta: Any) -> Any:
+def conform_grad(fn: Node | None, i: int, grad: Any, meta: Any) -> Any:
+    """Grad `i` of `fn`, a Tensor or not, that validate_outputs' common case does not pass, checked against `meta`
+    and conformed: summed to its shape, cast to its dtype, moved to its device."""
     if not isinstance(grad, Tensor):
         raise TypeError(f"expected Tensor or None for gradient {i}, got {type(grad).__name__}")
     if not meta.is_defined:

@@ -40,11 +40,20 @@ def quietly(compute: Callable[..., Any], *args: Any) -> Any:
     if _extobj_contextvar is None:
         with np.errstate(all="ignore"):
             return compute(*args)
-    token = _extobj_contextvar.set(_make_extobj(all="ignore"))
+    global _quiet_from, _quiet
+    current = _extobj_contextvar.get()
+    if current is not _quiet_from:  # _make_extobj copies the current state (bufsize, callback) but the flags
+        _quiet_from, _quiet = current, _make_extobj(all="ignore")
+    token = _extobj_contextvar.set(_quiet)
     try:
         return compute(*args)
     finally:
         _extobj_contextvar.reset(token)
+
+
+_quiet_from = _quiet = None
+"""The error state quietly() last set, and the state it was made from: made again only when the caller's state is
+another (an errstate or seterr of the user's); both are immutable capsules."""
 
 
 def needs_grad(*inputs: Tensor | None) -> bool:

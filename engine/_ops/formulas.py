@@ -4,10 +4,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _functions as fn
+from .. import _state
 from .._layout import tensor_iterator_layout
 from .._state import tls
 from .._tensor import Tensor, _wrap_dim, make_tensor
-from .._views import ViewInfo, creation_meta_now
+from .._views import NO_GRAD_MODE, ViewInfo, creation_meta_now
 from ._common import _out, needs_grad, quietly, record, save_inputs
 from .reduce import sum
 from .shape import _as_view, _view_data, view_exact
@@ -164,16 +165,26 @@ def _sum_to_unrecorded(grad: Tensor, shape: tuple[int, ...], reduce: list, leadi
         return _view_data(grad, shape, None) if leading > 0 else grad
     data = grad._data
     data = _add_reduce(data, tuple(reduce), np.int64 if data.dtype.kind in "bi" else None, keepdims=True)
-    summed = make_tensor(data if data.flags.c_contiguous else data.copy(order="C"), False, grad._device)
+    if not data.flags.c_contiguous:
+        data = data.copy(order="C")
+    device = grad._device
+    summed = make_tensor(data, False, device)
     if leading == 0:
         return summed
-    data = summed._data
     # a sum with keepdim: its leading ones always view away; without a size-1 dim left, indexing them away gives
     # the view's strides (torch's view rule only picks strides for size-1 dims)
-    view = _as_view(data, shape) if 1 in shape else data[(0,) * leading]
-    out = make_tensor(view, False, summed._device)  # _view_out(view, summed), inline: summed is a new plain tensor
-    out._view = ViewInfo(summed, creation_meta_now(), 0)  # new memory: version 0
+    out = make_tensor(_as_view(data, shape) if 1 in shape else data[(0,) * leading], False, device)
+    # _view_out(view, summed), inline: summed is a new plain tensor, so the view's base is summed, at version 0 (new
+    # memory); made under no_grad (validate_outputs' sum, without create_graph) unless an inference mode was seen
+    info = _new_object(ViewInfo)
+    info.base = summed
+    info.creation_meta = NO_GRAD_MODE if not tls.grad_enabled and not _state.inference_seen else creation_meta_now()
+    info.attr_version = 0
+    out._view = info
     return out
+
+
+_new_object = object.__new__
 
 
 _add_reduce = np.add.reduce  # what ndarray.sum calls, with the same arguments
