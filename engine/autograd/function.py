@@ -119,6 +119,8 @@ class BackwardCFunction(Node, FunctionCtx):
             from .._saved import release
 
             release(self)
+        elif self._saved_versions is not None:  # its records hold a saved output too (Node.release_variables)
+            self._saved_versions = None
         self._saved = None
         self._released = True
 
@@ -257,6 +259,7 @@ def _process_outputs(ctx: BackwardCFunction, tensor_inputs: list, output: Any, i
                                     f"{type(t).__name__}")
             ctx._saved = list(ctx.to_save)
             ctx._saved_versions = saved_versions(ctx._saved, ctx)  # packs them under saved_tensors_hooks
+            ctx.to_save = None  # as torch's: saved now (and a saved output must not keep its own node alive)
         if _observer.observers:
             _observer.notify("node_created", ctx)
     return tuple(result) if is_tuple else result[0]

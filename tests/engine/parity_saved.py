@@ -158,6 +158,46 @@ def _freed_graph_goes(t, p):
     p.value("w.grad", w.grad)
 
 
+@program("a_custom_function_s_freed_graph_goes_with_its_last_tensor")
+def _custom_freed_graph_goes(t, p):
+    """A custom Function that saves its own output: `ctx.to_save` is None once forward returns, and a backward
+    without retain_graph frees what it saved, so the graph goes with its last tensor and the next step's forward
+    makes the leaf a new AccumulateGrad (a pre-hook on the first fires in step 0 only; collector off)."""
+    class Exp(t.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x.exp()
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, grad):
+            (y,) = ctx.saved_tensors
+            return grad * y
+
+    w = p.leaf("w", XS)
+    fired: list = []
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for step in range(3):
+            loss = Exp.apply(w * 2).sum()
+            if step == 0:
+                p.value("to_save after forward", loss.grad_fn.next_functions[0][0].to_save)
+                node = loss.grad_fn
+                while "AccumulateGrad" not in node.name():
+                    node = node.next_functions[0][0]
+                node.register_prehook(lambda grads, fired=fired: fired.append(len(fired)))
+                del node
+            loss.backward()
+            del loss
+            p.value(f"pre-hook calls after step {step}", len(fired))
+    finally:
+        if collecting:
+            gc.enable()
+    p.value("w.grad", w.grad)
+
+
 @program("saved_none_and_numbers")
 def _none_and_numbers(t, p):
     """What MulBackward0 saves for `x * 2` (the number, wrapped; self is not needed) and `x * c`; after backward a
