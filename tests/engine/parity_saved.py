@@ -130,20 +130,19 @@ def _self_and_result(t, p):
     p.run("second backward", lambda: y.sum().backward())
 
 
-@program("a_freed_graph_goes_with_its_last_tensor")
-def _freed_graph_goes(t, p):
-    """A backward without retain_graph frees the saved tensors, each node's own output among them (exp and relu
-    save theirs): the graph then goes with its last tensor, not at a later collection, so the next step's forward
-    makes the leaf a new AccumulateGrad and a pre-hook put on the first one fires in step 0 only. (The cycle
-    collector is off here, so that it cannot free the graph in the engine's place.)"""
-    w = p.leaf("w", XS)
+def _steps_freeing_their_graphs(p: Any, forward: Callable[[], Any], first: Callable[[Any], None] = lambda loss: None):
+    """Three steps of `loss = forward(); loss.backward(); del loss`, a pre-hook put on the leaf's AccumulateGrad in
+    step 0 (after `first(loss)`), and how many times it fired after each step: once if each step frees its graph
+    and so makes the leaf a new AccumulateGrad. The cycle collector is off, so that it cannot free a graph in the
+    engine's place."""
     fired: list = []
     collecting = gc.isenabled()
     gc.disable()
     try:
         for step in range(3):
-            loss = (w * 2).relu().exp().sum()
+            loss = forward()
             if step == 0:
+                first(loss)
                 node = loss.grad_fn
                 while "AccumulateGrad" not in node.name():
                     node = node.next_functions[0][0]
@@ -155,6 +154,15 @@ def _freed_graph_goes(t, p):
     finally:
         if collecting:
             gc.enable()
+
+
+@program("a_freed_graph_goes_with_its_last_tensor")
+def _freed_graph_goes(t, p):
+    """A backward without retain_graph frees the saved tensors, each node's own output among them (exp and relu
+    save theirs): the graph then goes with its last tensor, not at a later collection, so the next step's forward
+    makes the leaf a new AccumulateGrad."""
+    w = p.leaf("w", XS)
+    _steps_freeing_their_graphs(p, lambda: (w * 2).relu().exp().sum())
     p.value("w.grad", w.grad)
 
 
@@ -162,7 +170,7 @@ def _freed_graph_goes(t, p):
 def _custom_freed_graph_goes(t, p):
     """A custom Function that saves its own output: `ctx.to_save` is None once forward returns, and a backward
     without retain_graph frees what it saved, so the graph goes with its last tensor and the next step's forward
-    makes the leaf a new AccumulateGrad (a pre-hook on the first fires in step 0 only; collector off)."""
+    makes the leaf a new AccumulateGrad."""
     class Exp(t.autograd.Function):
         @staticmethod
         def forward(ctx, x):
@@ -175,26 +183,11 @@ def _custom_freed_graph_goes(t, p):
             (y,) = ctx.saved_tensors
             return grad * y
 
+    def first(loss):
+        p.value("to_save after forward", loss.grad_fn.next_functions[0][0].to_save)
+
     w = p.leaf("w", XS)
-    fired: list = []
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        for step in range(3):
-            loss = Exp.apply(w * 2).sum()
-            if step == 0:
-                p.value("to_save after forward", loss.grad_fn.next_functions[0][0].to_save)
-                node = loss.grad_fn
-                while "AccumulateGrad" not in node.name():
-                    node = node.next_functions[0][0]
-                node.register_prehook(lambda grads, fired=fired: fired.append(len(fired)))
-                del node
-            loss.backward()
-            del loss
-            p.value(f"pre-hook calls after step {step}", len(fired))
-    finally:
-        if collecting:
-            gc.enable()
+    _steps_freeing_their_graphs(p, lambda: Exp.apply(w * 2).sum(), first)
     p.value("w.grad", w.grad)
 
 
