@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import sys
 import weakref
-from typing import Any
+from typing import Any, Iterator
 
 from .frames import is_agdb_code
 
 _CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot
 _MAX_FRAMES = 200
 """Frames walked at most: a deep recursion does not make each look-up slow."""
-_NAME_FRAMES = 3
+NAME_FRAMES = 3
 """User frames whose locals are read for a variable's name, innermost first: the op's own frame and two callers
 (a helper given the tensor inside a list); not every frame up to the interpreter's (a test runner's, an app's)."""
 
@@ -121,20 +121,25 @@ def _parameter_map(module: Any) -> dict[int, tuple[Any, str]]:
     return {id(p): (weakref.ref(p), path) for path, p in module.named_parameters()}
 
 
-def _variable_name(variable: Any, users: list, touched: list) -> str | None:
-    """The first name bound to `variable` in the innermost user frame's locals, then its globals, then the locals of
-    the next user frames (_NAME_FRAMES in all)."""
-    for i, f in enumerate(users[:_NAME_FRAMES]):
+def bound_names(users: list, touched: list) -> Iterator[tuple[str, Any]]:
+    """(name, value) of every variable a leaf may be known by, in the order of NOTE [leaf names]: the innermost user
+    frame's locals, then its globals, then the locals of the next user frames (NAME_FRAMES in all). The function
+    frames whose locals it read go into `touched`."""
+    for i, f in enumerate(users[:NAME_FRAMES]):
         if f.f_code.co_flags & _CO_OPTIMIZED:
             touched.append(f)
         spaces = [f.f_locals]
         if i == 0 and f.f_globals is not f.f_locals:
             spaces.append(f.f_globals)
         for space in spaces:
-            for name, value in space.items():
-                if value is variable and not name.startswith("."):  # `.0`: a comprehension's argument
-                    return name
-    return None
+            for name, value in list(space.items()):
+                if not name.startswith("."):  # `.0`: a comprehension's argument
+                    yield name, value
+
+
+def _variable_name(variable: Any, users: list, touched: list) -> str | None:
+    """The first name bound to `variable` (bound_names)."""
+    return next((name for name, value in bound_names(users, touched) if value is variable), None)
 
 
 def _drop_snapshots(frames: list) -> None:

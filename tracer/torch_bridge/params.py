@@ -10,6 +10,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from ..leaf_names import NAME_FRAMES, bound_names
+
 _MODULE = torch.nn.Module
 _NOT_HOLDERS = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
 MAX_ITEMS = 64
@@ -44,32 +46,24 @@ def held_modules(frame: Any, is_library: Callable[[str], bool], seen: set[int], 
     return [m for i, m in found.items() if i not in inner]
 
 
-NAME_FRAMES = 3
-"""User frames whose variables name leaves, innermost first (as the engine's LeafNamer, NOTE [leaf names])."""
-
-
 def leaf_variables(frame: Any, is_library: Callable[[str], bool], read: list) -> dict[int, str]:
-    """id(leaf tensor) -> the variable bound to it, for a leaf that is no module's parameter (`x`, `w`): the innermost
-    user frame's locals, then its globals, then the locals of the two user frames that called it, the first name
-    found winning (the engine's rule, NOTE [leaf names] in tracer/leaf_names.py). Read when a backward call
-    begins, so a leaf only a returned function's frame named has none. The ids hold while the frames hold the
-    tensors: use the map at once. The frames whose locals it read go into `read` (NOTE [stale locals])."""
-    names: dict[int, str] = {}
-    frames = 0
+    """id(leaf tensor) -> the variable bound to it, for a leaf that is no module's parameter (`x`, `w`): the first
+    name bound_names gives it from the user's frames outward from `frame` (the engine's rule, NOTE [leaf names] in
+    tracer/leaf_names.py), read once for all the leaves a walk meets. Read when a backward call begins, so a leaf
+    only a returned function's frame named has none. The ids hold while the frames hold the tensors: use the map
+    at once. The frames whose locals it read go into `read` (NOTE [stale locals])."""
+    users = []
     f = frame
-    while f is not None and frames < NAME_FRAMES:
+    while f is not None and len(users) < NAME_FRAMES:
         if not is_library(f.f_code.co_filename):
-            read.append(f)
-            scopes = (f.f_locals, f.f_globals) if frames == 0 and f.f_globals is not f.f_locals else (f.f_locals,)
-            for scope in scopes:
-                for name, v in list(scope.items()):
-                    # A view is never asked for its grad_fn (a stale one would make a node: NOTE [line culprits]),
-                    # and a leaf is no view. `.0` is a comprehension's argument.
-                    if (isinstance(v, torch.Tensor) and v._base is None and v.requires_grad and v.grad_fn is None
-                            and not name.startswith(".")):
-                        names.setdefault(id(v), name)
-            frames += 1
+            users.append(f)
         f = f.f_back
+    names: dict[int, str] = {}
+    for name, v in bound_names(users, read):
+        # A view is never asked for its grad_fn (a stale one would make a node: NOTE [line culprits]), and a leaf
+        # is no view.
+        if isinstance(v, torch.Tensor) and v._base is None and v.requires_grad and v.grad_fn is None:
+            names.setdefault(id(v), name)
     return names
 
 
