@@ -46,8 +46,7 @@ def test_every_example_is_the_same_on_the_engine_and_on_real_torch(example, tmp_
 def _made_and_started(trace):
     """The trace's node creations (name, seq_nr relative to the first) and graph task starts (reentrant depth), in
     order; AccumulateGrads left out: the bridge meets them at a backward's walk, the engine sees them made."""
-    numbered = [trace.node(i).seq_nr for i in range(trace.num_nodes) if 0 <= trace.node(i).seq_nr < 2**63]
-    first = min(numbered, default=0)
+    first = _first_seq_nr(trace)
     out = []
     for e in trace:
         if isinstance(e, ev.NodeCreated) and not e.name.endswith("AccumulateGrad"):
@@ -57,13 +56,18 @@ def _made_and_started(trace):
     return out
 
 
+def _first_seq_nr(trace):
+    """The lowest seq_nr a node of the trace took (AccumulateGrads take none): relative seq_nrs count from it."""
+    return min((trace.node(i).seq_nr for i in range(trace.num_nodes) if 0 <= trace.node(i).seq_nr < 2**63),
+               default=0)
+
+
 def _walked(trace, parameters_prefixed=False):
     """Each node's next edges, topological_nr, input count and line, nodes known by name and seq_nr relative to the
     trace's first (an AccumulateGrad, which has no number, by its leaf's name), for the nodes whose edges the trace
     has (on the bridge: those a backward's walk met). The bridge names a parameter after its module's class
     (`Sequential.0.weight`: NOTE [parameter names]), the engine by its path (`0.weight`)."""
-    numbered = [trace.node(i).seq_nr for i in range(trace.num_nodes) if 0 <= trace.node(i).seq_nr < 2**63]
-    first = min(numbered, default=0)
+    first = _first_seq_nr(trace)
     leaves = stored_names(trace)
     if parameters_prefixed:
         leaves = {i: name.partition(".")[2] or name for i, name in leaves.items()}
