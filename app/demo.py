@@ -13,11 +13,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-import engine as torch
-import tracer
-from tracer import culprits
-from tracer.events import TaskPushed
-from tracer.replay import Replay
+from agdb import engine as torch
+from agdb import tracer
+from agdb.tracer import culprits
+from agdb.tracer.events import TaskPushed
+from agdb.tracer.replay import Replay
 
 
 class Cube(torch.autograd.Function):

@@ -11,8 +11,8 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Static
 
-from tracer.diff import Aspect, Side, same_line, same_run
-from tracer.printable import printable
+from agdb.tracer.diff import Aspect, Side, same_line, same_run
+from agdb.tracer.printable import printable
 
 _DIFF = "bold red"
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import graphviz
 import numpy as np
 
-from tracer.atomic import write_atomically
-from tracer.dot import View, ViewError, picture
-from tracer.replay import EngineState
-from tracer.search import find_nodes, is_number
-from tracer.trace import Trace
+from agdb.tracer.atomic import write_atomically
+from agdb.tracer.dot import View, ViewError, picture
+from agdb.tracer.replay import EngineState
+from agdb.tracer.search import find_nodes, is_number
+from agdb.tracer.trace import Trace
 
 FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf"}
 """File suffixes agdb writes, and the Graphviz format of each (`dot` is the text itself)."""

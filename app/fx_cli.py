@@ -78,12 +78,12 @@ def capture_script(script: str, python_op: bool = False, record: bool = False) -
 
 
 def _capture_engine(script: str, target: Any, args: tuple, python_op: bool, record: bool) -> tuple[Any, Any]:
-    from tracer.fx import capture_joint
+    from agdb.tracer.fx import capture_joint
 
     mode = "python_op" if python_op else "trace"
     try:
         if record:
-            import tracer
+            from agdb import tracer
 
             with tracer.record() as rec:
                 graph = capture_joint(target, *args, custom_functions=mode)
@@ -131,8 +131,8 @@ def marked(script: str) -> Iterator[tuple[Any, tuple]]:
 
 def report_json(graph: Any) -> dict:
     """The graph, the map (forward node -> backward nodes) and the anomalies, as plain data."""
-    from tracer.fx import to_data
-    from tracer.fx.seq_map import anomalies, seq_map
+    from agdb.tracer.fx import to_data
+    from agdb.tracer.fx.seq_map import anomalies, seq_map
 
     m = seq_map(graph)
     return {"format": "agdb.fx-report/1", "graph": to_data(graph),
@@ -142,7 +142,7 @@ def report_json(graph: Any) -> dict:
 
 def print_report(graph: Any) -> None:
     """The graph as code, the descriptors, the map and the anomalies, for a terminal."""
-    from tracer.fx.seq_map import anomalies, seq_map
+    from agdb.tracer.fx.seq_map import anomalies, seq_map
 
     out = sys.stdout
     out.write(graph.print_readable(meta_keys=("seq_nr", "partitioner_tag")))
@@ -166,8 +166,8 @@ def print_report(graph: Any) -> None:
 
 def cmd_fx(args: argparse.Namespace) -> int:
     """`agdb fx SCRIPT`."""
-    from tracer.fx.view import with_joint
-    from tracer.tracefile import save
+    from agdb.tracer.fx.view import with_joint
+    from agdb.tracer.tracefile import save
 
     if args.torch:
         from .fx_torch import cmd_fx_torch
@@ -217,7 +217,7 @@ def load_pass(spec: str) -> Any:
 
 def cmd_check_pass(args: argparse.Namespace) -> int:
     """`agdb check-pass SCRIPT MODULE:FUNCTION`."""
-    from tracer.fx.check_pass import check_pass
+    from agdb.tracer.fx.check_pass import check_pass
 
     try:
         fn = load_pass(args.pass_fn)

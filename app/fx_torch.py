@@ -23,11 +23,11 @@ def capture_script_torch(script: str, record: bool = False) -> tuple[Any, Any]:
         FxError: torch is missing; the script is missing, raised, or marks nothing usable; torch could not trace
             the target, or made no graph with seq_nr.
     """
-    from tracer import torch_bridge
+    from agdb.tracer import torch_bridge
 
     if not torch_bridge.available():
         raise FxError(f"agdb fx --torch runs real PyTorch, which is not installed. {torch_bridge.INSTALL_HINT}")
-    from tracer.torch_bridge import fx as torch_fx
+    from agdb.tracer.torch_bridge import fx as torch_fx
 
     with marked(script) as (target, args):
         try:
@@ -63,7 +63,7 @@ def _hint(e: BaseException) -> str:
 
 def report_json_torch(captured: Any) -> dict:
     """The engine path's report of the joint graph, plus where it came from and aot_function's two graphs."""
-    from tracer.fx import to_data
+    from agdb.tracer.fx import to_data
 
     data = report_json(captured.joint)
     data.update({"source": "torch", "api": captured.api, "notes": list(captured.notes),
@@ -103,8 +103,8 @@ def _ops(n: int) -> str:
 
 def cmd_fx_torch(args: argparse.Namespace) -> int:
     """`agdb fx SCRIPT --torch [--json] [--partitions] [-o FILE.agdb]`."""
-    from tracer.fx.view import with_joint
-    from tracer.tracefile import save
+    from agdb.tracer.fx.view import with_joint
+    from agdb.tracer.tracefile import save
 
     if args.python_op:
         return _fail("--python-op applies to agdb's engine: torch's AOTAutograd traces custom autograd.Functions "

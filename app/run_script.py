@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from tracer import Recorder
+from agdb.tracer import Recorder
 
 
 class OsExitCalled(BaseException):

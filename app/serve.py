@@ -7,16 +7,11 @@ not put on the network unless the user asks (--host).
 """
 from __future__ import annotations
 
-import os
 import shlex
 import socket
 import sys
-from pathlib import Path
 
 from textual_serve.server import Server
-
-ROOT = str(Path(__file__).resolve().parent.parent)
-"""The directory that holds the `app` package: the served command imports agdb from here."""
 
 
 class AgdbServer(Server):
@@ -29,8 +24,9 @@ class AgdbServer(Server):
 
 
 def command_for(argv: list[str]) -> str:
-    """The shell command each browser tab runs: `python -m app.cli ARGV`, quoted."""
-    return shlex.join([sys.executable, "-m", "app.cli", *argv])
+    """The shell command each browser tab runs: `python -m agdb ARGV` with this Python (which has agdb installed),
+    quoted."""
+    return shlex.join([sys.executable, "-m", "agdb", *argv])
 
 
 def bind_error(host: str, port: int) -> str:
@@ -56,9 +52,6 @@ def serve(argv: list[str], host: str, port: int, title: str) -> int:
     if why:
         sys.stderr.write(f"agdb: {why}\n")
         return 1
-    # The served command must import this agdb, wherever the browser's process starts.
-    path = os.environ.get("PYTHONPATH", "")
-    os.environ["PYTHONPATH"] = ROOT + (os.pathsep + path if path else "")
     server = AgdbServer(command_for(argv), host=host, port=port, title=title)
     try:
         server.serve()

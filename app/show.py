@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tracer.schema import UINT64_MAX, Kind, short_name
+from agdb.tracer.schema import UINT64_MAX, Kind, short_name
 
 NAME_WIDTH = 200
 """The longest name printed whole; longer ones keep their first NAME_WIDTH - 1 characters and an ellipsis."""

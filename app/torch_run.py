@@ -17,8 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from tracer import torch_bridge
-from tracer.async_exc import interrupt
+from agdb.tracer import torch_bridge
+from agdb.tracer.async_exc import interrupt
 
 from .run_script import OsExitCalled, ScriptRun, _NoInput, _os_exit_for, exit_status, script_error
 
@@ -86,7 +86,7 @@ def _wait(thread: threading.Thread, ended: threading.Event, box: dict, on_script
 def _run_here(script: str, path: Path, args: list[str], no_stdin: bool,
               on_os_exit: Callable[[ScriptRun], int] | None, on_progress: Callable[[int], None] | None,
               ended: threading.Event, single_threaded: bool = False) -> ScriptRun:
-    from tracer.torch_bridge.bridge import Bridge
+    from agdb.tracer.torch_bridge.bridge import Bridge
 
     saved_argv, saved_path, saved_stdin, saved_exit = sys.argv[:], sys.path[:], sys.stdin, os._exit
     stdin = _NoInput() if no_stdin else None

@@ -15,7 +15,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-import engine
+from agdb import engine
 
 _IMPORT_FROM = dis.opmap["IMPORT_FROM"]
 

@@ -56,22 +56,13 @@ import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any, Callable
 
-from _common import bench_main, count_nodes  # noqa: E402 - bench/ is the script's directory
+import numpy as np
+from _common import bench_main, count_nodes
 
-# Run as `python bench/engine.py`, Python puts bench/ first on sys.path, where this very file would shadow
-# the `engine` package: put the repository root there instead.
-_HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_ROOT))
-
-import numpy as np  # noqa: E402
-
-import engine  # noqa: E402
-from engine._observer import EngineObserver  # noqa: E402
+from agdb import engine
+from agdb.engine._observer import EngineObserver
 
 try:
     import torch
@@ -247,6 +238,11 @@ class Config:
             handle.remove()
 
 
+def lib_name(lib: Any) -> str:
+    """`engine` for agdb's engine (the module `agdb.engine`), `torch` for torch."""
+    return lib.__name__.rpartition(".")[2]
+
+
 class Graph:
     """A graph to time: `make(lib)` returns (build, after) callables for one repetition on `lib`."""
 
@@ -257,7 +253,7 @@ class Graph:
         self._made: dict[str, tuple] = {}
 
     def pass_for(self, lib: Any) -> tuple:
-        key = lib.__name__
+        key = lib_name(lib)
         if key not in self._made:  # the nn model keeps its weights and optimizer across repetitions
             self._made[key] = self._make(lib)
         return self._made[key]
@@ -379,7 +375,7 @@ def run(quick: bool, reps: int | None) -> dict:
             if lib is not None:
                 build, _ = graph.pass_for(lib)
                 root = build().grad_fn
-                counts[lib.__name__] = (count_nodes(root), count_ops(root))
+                counts[lib_name(lib)] = (count_nodes(root), count_ops(root))
         nodes, ops = counts["engine"]
         torch_counts = counts.get("torch", (None, None))
         result["graphs"][graph.name] = {"description": graph.description, "nodes": nodes, "ops": ops,
@@ -387,7 +383,7 @@ def run(quick: bool, reps: int | None) -> dict:
         times = measure(graph, configs, reps * (NN_REPS_FACTOR if graph.name == "nn" else 1))
         per: dict[tuple[str, str], float] = {}
         for config in configs:
-            n_nodes, n_ops = counts[config.lib.__name__]
+            n_nodes, n_ops = counts[lib_name(config.lib)]
             for phase, phase_times in times[config.name].items():
                 count, unit = {"forward": (n_ops, "ops"), "backward": (n_nodes, "nodes")}.get(phase, (1, "steps"))
                 row = _row(graph.name, config, phase, phase_times, count, unit)

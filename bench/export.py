@@ -86,23 +86,17 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from _common import bench_main, count_nodes, load_bench_module, print_target_table  # noqa: E402 - bench/ is the script's directory
+import numpy as np
+from _common import bench_main, count_nodes, load_bench_module, print_target_table
 
-# Run as `python bench/export.py`, Python puts bench/ first on sys.path, where bench/tracer.py would shadow the
-# `tracer` package (and bench/engine.py the `engine` package): put the repository root there instead.
-_HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_ROOT))
-
-import numpy as np  # noqa: E402
-
-import engine  # noqa: E402
-import tracer  # noqa: E402
-from tracer import tracefile  # noqa: E402
-from tracer.dot import picture, render  # noqa: E402
-from tracer.folding import fold  # noqa: E402
-from tracer.graph_model import backward_graph  # noqa: E402
+from agdb import (
+    engine,
+    tracer,
+)
+from agdb.tracer import tracefile
+from agdb.tracer.dot import picture, render
+from agdb.tracer.folding import fold
+from agdb.tracer.graph_model import backward_graph
 
 DEFAULT_RECURSION_LIMIT = sys.getrecursionlimit()
 """Python's recursion limit when this benchmark started (1,000 unless something changed it)."""

@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import engine  # noqa: E402
+from agdb import engine  # noqa: E402
+from agdb.tracer.fx import capture_joint  # noqa: E402
 from bench._common import bench_main  # noqa: E402
-from tracer.fx import capture_joint  # noqa: E402
 
 TARGET = 3.0
 

@@ -41,11 +41,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from agdb.tracer.builder import TraceBuilder  # noqa: E402
+from agdb.tracer.replay import Replay  # noqa: E402
+from agdb.tracer.schema import UINT64_MAX  # noqa: E402
+from agdb.tracer.tracefile import load, save  # noqa: E402
 from bench._common import bench_main  # noqa: E402
-from tracer.builder import TraceBuilder  # noqa: E402
-from tracer.replay import Replay  # noqa: E402
-from tracer.schema import UINT64_MAX  # noqa: E402
-from tracer.tracefile import load, save  # noqa: E402
 
 OVERHEAD_S = 1.5
 """What a fresh `python -m app.cli` costs before it reads the trace, allowed on top of the TUI's price."""
@@ -78,8 +78,8 @@ def _show(path: Path, *args: Any) -> tuple[float, float, int]:
     """(wall s, CPU s, bytes printed) of one `agdb show PATH ARGS` in a subprocess."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "app.cli", "show", str(path), *map(str, args)], cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"},
+    done = subprocess.run([sys.executable, "-m", "agdb", "show", str(path), *map(str, args)], cwd=ROOT,
+                          env={**os.environ, "COLUMNS": "120"},
                           capture_output=True, check=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -76,22 +76,13 @@ import statistics
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable
 
-from _common import bench_main, count_nodes  # noqa: E402 - bench/ is the script's directory
+import numpy as np
+from _common import bench_main, count_nodes
 
-# Run as `python bench/threads.py`, Python puts bench/ first on sys.path, where bench/engine.py would
-# shadow the `engine` package: put the repository root there instead.
-_HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_ROOT))
-
-import numpy as np  # noqa: E402
-
-import engine  # noqa: E402
-from engine._engine import MAX_DEPTH  # noqa: E402
+from agdb import engine
+from agdb.engine._engine import MAX_DEPTH
 
 FULL = {"hop_pairs": 1_500, "hop_reps": 11, "reentrant_nodes": 1_000, "reentrant_reps": 7,
         "nest_depths": (30, 50, 70), "nest_reps": 61}

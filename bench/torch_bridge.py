@@ -172,7 +172,7 @@ def _plain_round(forward: Callable[[], Any], noop: Any, times: dict, reading: Ca
 
 def _recorded_round(forward: Callable[[], Any], times: dict, reconstruct: bool) -> dict:
     """The same under the bridge: forward, the first backward (its walk timed), the second backward timed."""
-    from tracer import torch_bridge
+    from agdb.tracer import torch_bridge
 
     with torch_bridge.record(defer=True, culprits="lines") as rec:  # record()'s choice on the main thread
         bridge = rec.bridge
@@ -256,7 +256,7 @@ def measure(kind: str, n: int, reps: int) -> dict:
 
 
 def run(quick: bool, reps: int | None) -> dict:
-    from tracer import torch_bridge
+    from agdb.tracer import torch_bridge
 
     if not torch_bridge.available():
         sys.exit(f"bench/torch_bridge.py needs torch: {torch_bridge.INSTALL_HINT}")

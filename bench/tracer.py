@@ -90,22 +90,14 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from _common import bench_main, count_nodes, print_target_table  # noqa: E402 - bench/ is the script's directory
+import numpy as np
+from _common import bench_main, count_nodes, print_target_table
 
-# Run as `python bench/tracer.py`, Python puts bench/ first on sys.path, where this very file would shadow
-# the `tracer` package (and bench/engine.py the `engine` package): put the repository root there instead.
-_HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_ROOT))
-
-import numpy as np  # noqa: E402
-
-import engine  # noqa: E402
-from tracer import tracefile  # noqa: E402
-from tracer.recorder import Recorder  # noqa: E402
-from tracer.replay import Replay  # noqa: E402
-from tracer.schema import Kind  # noqa: E402
+from agdb import engine
+from agdb.tracer import tracefile
+from agdb.tracer.recorder import Recorder
+from agdb.tracer.replay import Replay
+from agdb.tracer.schema import Kind
 
 OVERHEAD_TARGET = 1.5
 """Recorded / unrecorded time, every event recorded."""
@@ -512,8 +504,8 @@ def measure_seek(trace: Any, seeks: int) -> dict:
 def _tracer_digest() -> str:
     """A short hash of tracer/*.py, so numbers can be tied to the code they measured."""
     h = hashlib.sha256()
-    for path in sorted((_ROOT / "tracer").glob("*.py")):
-        h.update(path.name.encode())
+    for path in sorted((Path(__file__).resolve().parents[1] / "tracer").rglob("*.py")):
+        h.update(str(path.relative_to(Path(__file__).resolve().parents[1])).encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:12]
 

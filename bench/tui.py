@@ -101,26 +101,18 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from _common import bench_main, load_bench_module, print_target_table  # noqa: E402 - bench/ is the script's directory
+import numpy as np
+import textual
+from _common import bench_main, load_bench_module, print_target_table
+from textual import events
 
-# Run as `python bench/tui.py`, Python puts bench/ first on sys.path, where bench/tracer.py would shadow the
-# `tracer` package (and bench/engine.py the `engine` package): put the repository root there instead.
-_HERE = Path(__file__).resolve().parent
-_ROOT = _HERE.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_ROOT))
-
-import numpy as np  # noqa: E402
-import textual  # noqa: E402
-from textual import events  # noqa: E402
-
-from app.app import AgdbApp  # noqa: E402
-from app.screens.step import StepScreen  # noqa: E402
-from tracer import culprits as culprits_mod  # noqa: E402
-from tracer import tracefile  # noqa: E402
-from tracer.recorder import Recorder  # noqa: E402
-from tracer.replay import Replay  # noqa: E402
-from tracer.schema import Kind  # noqa: E402
+from agdb.app.app import AgdbApp
+from agdb.app.screens.step import StepScreen
+from agdb.tracer import culprits as culprits_mod
+from agdb.tracer import tracefile
+from agdb.tracer.recorder import Recorder
+from agdb.tracer.replay import Replay
+from agdb.tracer.schema import Kind
 
 bench_tracer = load_bench_module("tracer")
 

@@ -93,7 +93,7 @@ def _check_level(data: Any, dim: int) -> int | None:
 def _py_type_name(value: Any) -> str:
     """A value's type as the argument parser names it: `float`, `Tensor`, `Parameter`, `numpy.float64`."""
     cls = type(value)
-    if cls.__module__ == "builtins" or cls.__module__.startswith("engine"):
+    if cls.__module__ == "builtins" or cls.__module__.startswith("agdb.engine"):
         return cls.__name__
     return f"{cls.__module__}.{cls.__qualname__}"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 
-import engine as torch
-import tracer
-from tracer.trace import Trace
+from agdb import engine as torch
+from agdb import tracer
+from agdb.tracer.trace import Trace
 
 
 def recorded_on_fresh_thread(program, name: str = "graph") -> Trace:  # snapshots pin the lines below

@@ -105,7 +105,7 @@ class _Watcher:
 @contextmanager
 def watch() -> Iterator[None]:
     """Log every seq_nr increment inside the block to `agdb.seq_nr`, without recording a trace."""
-    from engine import add_observer
+    from agdb.engine import add_observer
 
     handle = add_observer(_Watcher())
     try:

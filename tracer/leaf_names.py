@@ -74,8 +74,8 @@ class LeafNamer:
 
     def _engine_classes(self) -> tuple[Any, Any, Any]:
         if self._classes is None:
-            from engine.nn.module import Module
-            from engine.nn.parameter import Parameter
+            from agdb.engine.nn.module import Module
+            from agdb.engine.nn.parameter import Parameter
 
             self._classes = (Module, Parameter, Module.__call__.__code__)
         return self._classes

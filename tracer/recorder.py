@@ -56,7 +56,7 @@ class Recorder:
     # -- attaching -------------------------------------------------------------------------------------------
     def attach(self) -> Recorder:
         """Start recording (attaches to the engine's observer points)."""
-        from engine import add_observer
+        from agdb.engine import add_observer
 
         if self._handle is None:
             self._log_culprits = logging.getLogger("agdb.seq_nr").isEnabledFor(logging.INFO)

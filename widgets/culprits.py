@@ -6,10 +6,10 @@ from typing import Sequence
 from rich.text import Text
 from textual.message import Message
 
-from tracer.culprits import Culprit, TraceCulprits
-from tracer.replay import EngineState
-from tracer.schema import short_name
-from tracer.trace import Trace
+from agdb.tracer.culprits import Culprit, TraceCulprits
+from agdb.tracer.replay import EngineState
+from agdb.tracer.schema import short_name
+from agdb.tracer.trace import Trace
 
 from .lazy_list import LazyList
 

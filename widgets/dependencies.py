@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 from rich.text import Text
 
-from tracer.replay import EngineState
-from tracer.trace import Trace
+from agdb.tracer.replay import EngineState
+from agdb.tracer.trace import Trace
 
 from .labels import NodeLabels
 from .lazy_list import LazyList

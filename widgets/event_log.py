@@ -6,8 +6,8 @@ from dataclasses import fields
 from rich.text import Text
 from textual.message import Message
 
-from tracer.replay import EngineState
-from tracer.trace import Trace
+from agdb.tracer.replay import EngineState
+from agdb.tracer.trace import Trace
 
 from .lazy_list import LazyList
 

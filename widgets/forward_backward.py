@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 from rich.text import Text
 
-from tracer.forward_map import FLAGS, ForwardMap
-from tracer.replay import EngineState
-from tracer.trace import Trace
+from agdb.tracer.forward_map import FLAGS, ForwardMap
+from agdb.tracer.replay import EngineState
+from agdb.tracer.trace import Trace
 
 from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList

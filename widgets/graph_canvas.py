@@ -20,10 +20,10 @@ from textual.reactive import var
 from textual.strip import Strip
 from textual.timer import Timer
 
-from tracer.graph_layout import Layout, LayoutTooLarge, layout, line_text
-from tracer.node_states import STATES, BoxStates
-from tracer.replay import EngineState
-from tracer.trace import Trace
+from agdb.tracer.graph_layout import Layout, LayoutTooLarge, layout, line_text
+from agdb.tracer.node_states import STATES, BoxStates
+from agdb.tracer.replay import EngineState
+from agdb.tracer.trace import Trace
 
 from .graph_view import GraphView
 

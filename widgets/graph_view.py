@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 from rich.text import Text
 
-from tracer.node_states import STATE_LABEL, STATES, NodeStates
-from tracer.replay import EngineState
-from tracer.trace import Trace
+from agdb.tracer.node_states import STATE_LABEL, STATES, NodeStates
+from agdb.tracer.replay import EngineState
+from agdb.tracer.trace import Trace
 
 from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from tracer.fx.graph import Node, op_name
-from tracer.fx.seq_map import anomalies, seq_map
-from tracer.fx.view import META_KEY, joint_of_trace
-from tracer.graph_model import ViewError
-from tracer.replay import EngineState
-from tracer.trace import Trace
+from agdb.tracer.fx.graph import Node, op_name
+from agdb.tracer.fx.seq_map import anomalies, seq_map
+from agdb.tracer.fx.view import META_KEY, joint_of_trace
+from agdb.tracer.graph_model import ViewError
+from agdb.tracer.replay import EngineState
+from agdb.tracer.trace import Trace
 
 from .lazy_list import LazyList
 

@@ -1,8 +1,8 @@
 """How every panel spells a seq_nr and a node's name, so that the same thing reads the same everywhere."""
 from __future__ import annotations
 
-from tracer.schema import UINT64_MAX, short_name
-from tracer.trace import Trace
+from agdb.tracer.schema import UINT64_MAX, short_name
+from agdb.tracer.trace import Trace
 
 NAME_WIDTH_MAX = 40
 """A list's name column is at most this wide: a longer name (a leaf's, a custom Function's) is cut (NodeLabels.fit)."""

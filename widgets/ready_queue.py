@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from tracer.replay import EngineState
-from tracer.schema import short_name
-from tracer.trace import Trace
+from agdb.tracer.replay import EngineState
+from agdb.tracer.schema import short_name
+from agdb.tracer.trace import Trace
 
 from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList

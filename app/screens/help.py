@@ -14,9 +14,9 @@ from textual.keys import format_key
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from tracer.node_states import STATE_LABEL, STATE_TEXT, STATES
-from widgets.forward_backward import FLAG_MEANING, FLAG_TEXT
-from widgets.labels import MAX_SEQ
+from agdb.tracer.node_states import STATE_LABEL, STATE_TEXT, STATES
+from agdb.widgets.forward_backward import FLAG_MEANING, FLAG_TEXT
+from agdb.widgets.labels import MAX_SEQ
 
 STATE_ORDER = ("not_created", "unreached", "counted", "waiting", "to_push", "ready", "running", "done", "raised",
                "pruned", "skipped", "captured")

@@ -13,18 +13,18 @@ from dataclasses import dataclass
 from textual.containers import Vertical
 from textual.widgets import Tabs
 
-from tracer.schema import Kind
-from tracer.trace import Trace
-from widgets.culprits import CulpritsView
-from widgets.dependencies import DependenciesView
-from widgets.event_log import EventLog
-from widgets.forward_backward import ForwardBackwardView
-from widgets.graph_canvas import GraphCanvas
-from widgets.joint_graph import JointGraphView
-from widgets.lazy_list import LazyList
-from widgets.node_inspector import NodeInspector
-from widgets.pruning import PruningView
-from widgets.ready_queue import ReadyQueueView
+from agdb.tracer.schema import Kind
+from agdb.tracer.trace import Trace
+from agdb.widgets.culprits import CulpritsView
+from agdb.widgets.dependencies import DependenciesView
+from agdb.widgets.event_log import EventLog
+from agdb.widgets.forward_backward import ForwardBackwardView
+from agdb.widgets.graph_canvas import GraphCanvas
+from agdb.widgets.joint_graph import JointGraphView
+from agdb.widgets.lazy_list import LazyList
+from agdb.widgets.node_inspector import NodeInspector
+from agdb.widgets.pruning import PruningView
+from agdb.widgets.ready_queue import ReadyQueueView
 
 WIDE_MIN = (110, 30)
 """The smallest terminal (columns, rows) that gets the wide layout."""

@@ -13,11 +13,11 @@ from rich.syntax import Syntax
 from rich.text import Text
 from textual.widgets import Static
 
-from tracer.expression import anchor
-from tracer.frames import read_source
-from tracer.printable import printable
-from tracer.schema import SOURCE_CONTEXT
-from tracer.trace import Trace
+from agdb.tracer.expression import anchor
+from agdb.tracer.frames import read_source
+from agdb.tracer.printable import printable
+from agdb.tracer.schema import SOURCE_CONTEXT
+from agdb.tracer.trace import Trace
 
 CONTEXT = SOURCE_CONTEXT
 """Lines shown above and below the line of interest (as many as a trace stores)."""

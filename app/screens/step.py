@@ -16,20 +16,20 @@ from textual.screen import Screen
 from textual.widgets import Input, Static, Tab, Tabs
 from textual.worker import get_current_worker
 
-from tracer import breakpoints as bp_mod
-from tracer.node_states import STATES
-from tracer.replay import EngineState, Replay
-from tracer.schema import Kind
-from tracer.search import find_nodes
-from tracer.trace import Trace
-from widgets.culprits import CulpritsView
-from widgets.event_log import EventLog
-from widgets.forward_backward import ForwardBackwardView
-from widgets.graph_view import GraphView
-from widgets.key_hints import KeyHints
-from widgets.labels import NodeLabels
-from widgets.lazy_list import LazyList
-from widgets.timeline import Timeline
+from agdb.tracer import breakpoints as bp_mod
+from agdb.tracer.node_states import STATES
+from agdb.tracer.replay import EngineState, Replay
+from agdb.tracer.schema import Kind
+from agdb.tracer.search import find_nodes
+from agdb.tracer.trace import Trace
+from agdb.widgets.culprits import CulpritsView
+from agdb.widgets.event_log import EventLog
+from agdb.widgets.forward_backward import ForwardBackwardView
+from agdb.widgets.graph_view import GraphView
+from agdb.widgets.key_hints import KeyHints
+from agdb.widgets.labels import NodeLabels
+from agdb.widgets.lazy_list import LazyList
+from agdb.widgets.timeline import Timeline
 
 from ..messages import BreakpointHit, ExportFailed, GraphExported, NodeFollowed, StepChanged
 from .errors import user_frames

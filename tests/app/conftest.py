@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.demo import record_example
+from agdb.app.demo import record_example
 
 
 @pytest.fixture(scope="module")

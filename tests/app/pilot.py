@@ -1,7 +1,7 @@
 """Helpers for the Pilot tests of the TUI."""
 from __future__ import annotations
 
-from app.screens.step import StepScreen
+from agdb.app.screens.step import StepScreen
 
 
 async def opened(app, pilot) -> StepScreen:

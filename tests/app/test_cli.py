@@ -12,14 +12,14 @@ import textwrap
 
 import pytest
 
-from app.cli import main
-from engine._state import UINT64_MAX
+from agdb.app.cli import main
+from agdb.engine._state import UINT64_MAX
 from tests.engine.helpers import run_in_thread
-from tracer import events as ev
-from tracer.tracefile import load
+from agdb.tracer import events as ev
+from agdb.tracer.tracefile import load
 
 DIAMOND = textwrap.dedent("""\
-    import engine as torch
+    from agdb import engine as torch
 
     x = torch.tensor([1.0, 2.0], requires_grad=True)
     y = x.exp()
@@ -125,7 +125,7 @@ def test_script_that_raises_shows_its_traceback_and_keeps_the_trace(tmp_path, ca
     """A script raising ValueError: exit non-zero, its traceback (script line) on stderr, the trace so far saved."""
     script = tmp_path / "boom.py"
     script.write_text(textwrap.dedent("""\
-        import engine as torch
+        from agdb import engine as torch
 
         x = torch.tensor([1.0], requires_grad=True)
         y = (x * 2).sum()
@@ -144,7 +144,7 @@ def test_traceback_with_brackets_is_shown_verbatim_and_the_trace_kept(tmp_path, 
     """A script whose error text and source hold square brackets: agdb prints them verbatim and keeps the trace."""
     script = tmp_path / "brackets.py"
     script.write_text(textwrap.dedent("""\
-        import engine as torch
+        from agdb import engine as torch
 
         x = torch.ones(2, requires_grad=True)
         y = [x * 2, x * 3]
@@ -161,7 +161,7 @@ def test_traceback_with_brackets_is_shown_verbatim_and_the_trace_kept(tmp_path, 
 def test_script_calling_sys_exit_nonzero_fails_and_keeps_the_trace(tmp_path, capsys):
     """sys.exit(3) in the script: agdb exits non-zero, says so, and still writes the trace."""
     script = tmp_path / "quit.py"
-    script.write_text("import sys\nimport engine as torch\ny = torch.ones(2, requires_grad=True) * 2\nsys.exit(3)\n")
+    script.write_text("import sys\nimport agdb.engine as torch\ny = torch.ones(2, requires_grad=True) * 2\nsys.exit(3)\n")
     out = tmp_path / "quit.agdb"
     code, _, err = agdb(["record", script, "-o", out], capsys)
     assert code != 0 and "3" in err
@@ -367,7 +367,7 @@ def test_culprits_on_an_80_column_terminal_keep_file_line_in_sight(tmp_path, cap
     """A long source line used to squeeze the thread, file:line and function columns to nothing at 80 columns:
     file:line stays whole, the function column gives way, and the source is cut, not the table."""
     script = tmp_path / "long_line.py"
-    script.write_text("import engine as torch\n"
+    script.write_text("import agdb.engine as torch\n"
                       "def attention(query_states, key_states):\n"
                       "    return (query_states * key_states.exp()).sum() / (query_states.numel() ** 0.5)\n"
                       "x = torch.ones(3, requires_grad=True)\n"
@@ -405,7 +405,7 @@ def test_culprits_write_node_names_as_every_panel_does(tmp_path, capsys, monkeyp
     """An in-place op on a view makes a CopySlices: the table says `CopySlices`, as the panels do, not the C++
     name `torch::autograd::CopySlices`."""
     script = tmp_path / "view.py"
-    script.write_text("import engine as torch\n"
+    script.write_text("import agdb.engine as torch\n"
                       "a = torch.ones(3, requires_grad=True)\n"
                       "g = a.clone()\n"
                       "g[0:2].mul_(2)\n")
@@ -418,9 +418,9 @@ def test_culprits_write_node_names_as_every_panel_does(tmp_path, capsys, monkeyp
 def test_the_inspector_writes_seq_nr_max_in_priorities_and_no_line_for_a_leaf_met_by_a_walk():
     """An AccumulateGrad's priority reads `(depth, max)`, as seq_nrs do everywhere; a node the trace knows no line
     for says only what made it."""
-    from tracer.builder import TraceBuilder
-    from tracer.node_details import node_details
-    from widgets.node_inspector import detail_lines
+    from agdb.tracer.builder import TraceBuilder
+    from agdb.tracer.node_details import node_details
+    from agdb.widgets.node_inspector import detail_lines
 
     b = TraceBuilder(source="test")
     t = b.thread("MainThread")
@@ -437,7 +437,7 @@ def test_the_inspector_writes_seq_nr_max_in_priorities_and_no_line_for_a_leaf_me
 def test_culprits_of_a_failing_script_exit_non_zero(tmp_path, capsys, monkeypatch):
     """`agdb culprits` on a script that raises still lists the increments before the error and exits non-zero."""
     script = tmp_path / "fails.py"
-    script.write_text("import engine as torch\nx = torch.ones(2, requires_grad=True)\ny = x * 2\n"
+    script.write_text("import agdb.engine as torch\nx = torch.ones(2, requires_grad=True)\ny = x * 2\n"
                       "raise RuntimeError('x')\n")
     code, out, err = agdb(["culprits", script], capsys, monkeypatch)
     assert code != 0

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from app.app import AgdbApp
-from app.demo import record_example
+from agdb.app.app import AgdbApp
+from agdb.app.demo import record_example
 from tests.app.test_cli import agdb
-from tracer.node_states import node_states
-from tracer.replay import Replay
-from tracer.tracefile import load, save
+from agdb.tracer.node_states import node_states
+from agdb.tracer.replay import Replay
+from agdb.tracer.tracefile import load, save
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = "import engine as torch\nx = torch.ones(2, requires_grad=True)\n(x * 2).sum().backward()\n"
+SMALL = "import agdb.engine as torch\nx = torch.ones(2, requires_grad=True)\n(x * 2).sum().backward()\n"
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def test_open_of_a_bad_file_fails_before_the_tui(tmp_path, capsys, no_tui):
 def test_a_syntax_error_is_reported_first(tmp_path, capsys, no_tui, command):
     """A script that does not compile: its SyntaxError (file, line, message) is the first thing said, nothing runs
     (no TUI, no "the script raised"), exit 1."""
-    script = _script(tmp_path, "import engine\nx = (\n")
+    script = _script(tmp_path, "import agdb.engine\nx = (\n")
     code, out, err = agdb([command, script], capsys)
     assert code == 1 and out == ""
     assert err.splitlines()[0] == f"agdb: {script} has a syntax error, so it was not run:"
@@ -93,11 +93,11 @@ def test_ctrl_c_during_record_keeps_the_events(tmp_path):
     """SIGINT while `agdb record` runs an endless script: "interrupted: kept N events", the trace of N events is
     saved, status 130; no "the script raised", no traceback."""
     started = tmp_path / "started"
-    script = _script(tmp_path, "import sys\nimport engine as torch\nx = torch.ones(2, requires_grad=True)\n"
+    script = _script(tmp_path, "import sys\nimport agdb.engine as torch\nx = torch.ones(2, requires_grad=True)\n"
                                "open(sys.argv[1], 'w').close()\nwhile True:\n    (x * 2).sum()\n")
     out = tmp_path / "loop.agdb"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "record", str(script), "-o", str(out), "--",
+    env = dict(os.environ)
+    proc = subprocess.Popen([sys.executable, "-m", "agdb", "record", str(script), "-o", str(out), "--",
                              str(started)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
@@ -143,7 +143,7 @@ def test_culprits_says_why_a_range_is_empty(tmp_path, capsys, monkeypatch):
 
 def test_culprits_says_the_script_failed_first(tmp_path, capsys, monkeypatch):
     """A script that raises before any op made a node: no table, and the reason, after the script's error."""
-    script = _script(tmp_path, "import engine as torch\nraise RuntimeError('boom')\n")
+    script = _script(tmp_path, "import agdb.engine as torch\nraise RuntimeError('boom')\n")
     code, out, err = agdb(["culprits", script], capsys, monkeypatch)
     assert code == 1 and out == ""
     assert "RuntimeError: boom" in err
@@ -227,8 +227,8 @@ def test_plain_show_into_a_closed_pipe_ends_quietly(tmp_path):
 
     path = tmp_path / "chain.agdb"
     save(chain_trace(3000), path)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "show", str(path), "--all"], cwd=tmp_path, env=env,
+    env = dict(os.environ)
+    proc = subprocess.Popen([sys.executable, "-m", "agdb", "show", str(path), "--all"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout.readline().startswith(b"step ")
     proc.stdout.close()

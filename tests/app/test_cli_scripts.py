@@ -1,6 +1,6 @@
 """How `agdb record`, `culprits`, `show` and `tui` behave when the script, the output or the reader misbehaves.
 
-Every case runs the real command: `app.cli.main` in a fresh thread, or `python -m app.cli` in a subprocess
+Every case runs the real command: `app.cli.main` in a fresh thread, or `python -m agdb` in a subprocess
 where the case ends or moves the process (os.chdir, os._exit, a closed pipe, a terminal). Expected values
 come from the scripts themselves (what they record, the status they exit with) and from Unix conventions
 (a tool whose reader went away ends with 128 + SIGPIPE, quietly).
@@ -20,14 +20,14 @@ import pytest
 
 from bench.show import chain_trace
 from tests.app.test_cli import agdb
-from tracer import events as ev
-from tracer.tracefile import load, save
+from agdb.tracer import events as ev
+from agdb.tracer.tracefile import load, save
 
 ROOT = Path(__file__).resolve().parents[2]
 
 SMALL = textwrap.dedent("""\
     import pathlib, sys
-    import engine as torch
+    from agdb import engine as torch
 
     pathlib.Path(sys.argv[0]).with_suffix(".ran").touch()  # proves the script ran
     x = torch.ones(2, requires_grad=True)
@@ -43,8 +43,8 @@ def _script(tmp_path: Path, name: str, text: str) -> Path:
 
 def _cli(*argv, cwd, stdout=subprocess.PIPE, timeout=60) -> subprocess.CompletedProcess:
     """`python -m app.cli ARGV` in a subprocess, with this checkout first on the path."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "app.cli", *map(str, argv)], cwd=cwd, env=env, stdout=stdout,
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "agdb", *map(str, argv)], cwd=cwd, env=env, stdout=stdout,
                           stderr=subprocess.PIPE, text=True, timeout=timeout)
 
 
@@ -75,7 +75,7 @@ def test_a_script_that_changes_directory_does_not_move_the_output(tmp_path):
     elsewhere.mkdir()
     _script(tmp_path, "cd.py", f"""\
         import os
-        import engine as torch
+        from agdb import engine as torch
         x = torch.ones(2, requires_grad=True)
         os.chdir({str(elsewhere)!r})
         (x * 2).sum().backward()
@@ -116,7 +116,7 @@ def test_culprits_of_a_script_with_a_syntax_error_exits_non_zero(tmp_path, capsy
 # -- how the script ends becomes how agdb ends ----------------------------------------------------------------------
 EXIT3 = """\
     import sys
-    import engine as torch
+    from agdb import engine as torch
     x = torch.ones(2, requires_grad=True)
     (x * 2).sum().backward()
     sys.exit(3)
@@ -144,7 +144,7 @@ def test_culprits_exits_with_the_scripts_status(tmp_path, capsys):
 
 OS_EXIT = """\
     import os
-    import engine as torch
+    from agdb import engine as torch
     x = torch.ones(2, requires_grad=True)
     (x * 2).sum().backward()
     try:
@@ -179,8 +179,8 @@ def test_show_json_into_a_closed_pipe_ends_quietly_with_sigpipes_status(tmp_path
     """`agdb show --json | head -1`: no traceback, no "Exception ignored", status 128 + SIGPIPE."""
     path = tmp_path / "chain.agdb"
     save(chain_trace(3000), path)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "show", str(path), "--json"], cwd=tmp_path, env=env,
+    env = dict(os.environ)
+    proc = subprocess.Popen([sys.executable, "-m", "agdb", "show", str(path), "--json"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout.readline().strip() == b"{"
     proc.stdout.close()  # the reader goes away, as head does after its lines
@@ -252,8 +252,8 @@ def _tui_in_a_terminal(script: Path, cwd: Path, keys: bytes, wait: float = 3.0, 
     pid, fd = pty.fork()
     if pid == 0:  # the child: becomes agdb
         os.chdir(cwd)
-        os.environ.update(TERM="xterm-256color", PYTHONPATH=str(ROOT))
-        os.execv(sys.executable, [sys.executable, "-m", "app.cli", "tui", str(script)])
+        os.environ.update(TERM="xterm-256color")
+        os.execv(sys.executable, [sys.executable, "-m", "agdb", "tui", str(script)])
     screen = bytearray()
 
     def pump(seconds: float) -> bool:
@@ -286,7 +286,7 @@ def _tui_in_a_terminal(script: Path, cwd: Path, keys: bytes, wait: float = 3.0, 
 def test_tui_on_a_script_reading_stdin_says_so_and_quits_on_q(tmp_path):
     """A script calling input() under `agdb tui` gets EOF at once (not the keyboard), the TUI says it wanted
     input, and q then quits."""
-    script = _script(tmp_path, "ask.py", "import engine as torch\nname = input('name? ')\n")
+    script = _script(tmp_path, "ask.py", "import agdb.engine as torch\nname = input('name? ')\n")
     took, screen = _tui_in_a_terminal(script, tmp_path, b"q")
     squeezed = " ".join(screen.split())
     assert took is not None, squeezed[-2000:]
@@ -299,7 +299,7 @@ def test_tui_quits_at_once_while_a_script_is_still_recording(tmp_path, key):
     """q or ctrl+q while a never-ending script records ends agdb within seconds."""
     script = _script(tmp_path, "forever.py", """\
         import time
-        import engine as torch
+        from agdb import engine as torch
         x = torch.ones(2, requires_grad=True)
         while True:
             (x * 2).sum().backward()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import re
 
-from app.cli import main
+from agdb.app.cli import main
 
 SCRIPT = '''import torch
 

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from app.cli import main
-from tracer import torch_bridge
+from agdb.app.cli import main
+from agdb.tracer import torch_bridge
 
 from .test_fx_cli import SCRIPT
 
@@ -90,9 +90,9 @@ def test_fx_torch_json_matches_the_engines_map(tmp_path, capsys):
 async def test_fx_torch_module_output_file_draws_and_opens_in_the_joint_panel(tmp_path, capsys):
     """A module goes through aot_export_joint_with_descriptors; -o saves the bridge's trace of an eager run with
     the joint graph, which `export --view joint` draws and the TUI's joint panel shows with its partners."""
-    from app.app import AgdbApp
-    from tracer.tracefile import load
-    from widgets.joint_graph import JointGraphView
+    from agdb.app.app import AgdbApp
+    from agdb.tracer.tracefile import load
+    from agdb.widgets.joint_graph import JointGraphView
 
     saved = str(tmp_path / "mlp.agdb")
     assert main(["fx", _script(tmp_path, MLP), "--torch", "-o", saved]) == 0
@@ -158,8 +158,8 @@ def test_the_torch_fx_command_imports_torch_only_when_run():
     import subprocess
     import sys
 
-    code = "import sys, app.cli, app.fx_torch; print('\\n'.join(sorted(sys.modules)))"
+    code = "import sys, agdb.app.cli, agdb.app.fx_torch; print('\\n'.join(sorted(sys.modules)))"
     run = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     loaded = set(run.stdout.split())
-    assert "app.fx_torch" in loaded
-    assert "torch" not in loaded and "tracer.torch_bridge.fx" not in loaded
+    assert "agdb.app.fx_torch" in loaded
+    assert "torch" not in loaded and "agdb.tracer.torch_bridge.fx" not in loaded

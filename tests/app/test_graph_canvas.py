@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from app.app import AgdbApp
-from app.screens.step import StepScreen
+from agdb.app.app import AgdbApp
+from agdb.app.screens.step import StepScreen
 from tests import graph_programs
-from tracer.events import NodeStarted
-from widgets.graph_canvas import GraphCanvas
+from agdb.tracer.events import NodeStarted
+from agdb.widgets.graph_canvas import GraphCanvas
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,7 @@ async def test_ready_queue_is_marked_in_pop_order(diamond):
 async def test_large_trace_is_laid_out_in_a_worker(monkeypatch):
     """Above SYNC_NODES the panel says it is laying out, stepping does not start the worker (it waits for a
     pause), and once the worker is done the folded graph is drawn."""
-    import widgets.graph_canvas as canvas
+    import agdb.widgets.graph_canvas as canvas
 
     monkeypatch.setattr(canvas, "SYNC_NODES", 100)
     monkeypatch.setattr(canvas, "IDLE_BEFORE_LAYOUT", 3600.0)  # the test starts the worker itself
@@ -130,7 +130,7 @@ async def test_large_trace_is_laid_out_in_a_worker(monkeypatch):
 
 async def test_graph_too_tangled_to_draw_falls_back_to_the_list(monkeypatch):
     """A layout that gives up (LayoutTooLarge) leaves the panel listing the nodes, says why, and `v` stays there."""
-    import tracer.graph_layout as graph_layout
+    import agdb.tracer.graph_layout as graph_layout
 
     monkeypatch.setattr(graph_layout, "MAX_CELLS", 5)  # the diamond's edges cross more cells than that
     app = AgdbApp(trace=graph_programs.diamond())

@@ -6,14 +6,14 @@ import shutil
 
 import pytest
 
-from app.app import AgdbApp
-from app.cli import main
-from app.screens.step import StepScreen
+from agdb.app.app import AgdbApp
+from agdb.app.cli import main
+from agdb.app.screens.step import StepScreen
 from tests.tracer.test_trace_format import hand_trace
-from tracer import Kind
-from tracer.tracefile import load, save
-from widgets.graph_view import GraphView
-from widgets.lazy_list import LazyList
+from agdb.tracer import Kind
+from agdb.tracer.tracefile import load, save
+from agdb.widgets.graph_view import GraphView
+from agdb.widgets.lazy_list import LazyList
 
 QUEUE_KINDS = (Kind.TASK_PUSHED, Kind.TASK_POPPED)
 

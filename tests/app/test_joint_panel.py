@@ -1,13 +1,13 @@
 """The joint-graph panel: forward and backward side by side, partners by seq_nr highlighted, marks."""
 from __future__ import annotations
 
-import engine as torch
-import tracer
-from app.app import AgdbApp
-from app.screens.step import StepScreen
-from tracer.fx import capture_joint
-from tracer.fx.view import with_joint
-from widgets.joint_graph import JointGraphView
+from agdb import engine as torch
+from agdb import tracer
+from agdb.app.app import AgdbApp
+from agdb.app.screens.step import StepScreen
+from agdb.tracer.fx import capture_joint
+from agdb.tracer.fx.view import with_joint
+from agdb.widgets.joint_graph import JointGraphView
 
 
 def f(x, w):

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.app import AgdbApp
-from app.screens.step import StepScreen
+from agdb.app.app import AgdbApp
+from agdb.app.screens.step import StepScreen
 from tests.app.test_cli import agdb
-from tracer import events as ev
-from tracer.schema import short_name
-from tracer.tracefile import save
+from agdb.tracer import events as ev
+from agdb.tracer.schema import short_name
+from agdb.tracer.tracefile import save
 
 SCRIPT = Path(__file__).resolve().parents[1] / "snapshots" / "leaf_names.py"
 NAMES = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "w (layer1)", "w (layer2)", "b", "leaf 8"]
@@ -22,7 +22,7 @@ NAMES = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "w (layer1)", "w (l
 
 @pytest.fixture(scope="module")
 def trace():
-    from app.run_script import run_recorded
+    from agdb.app.run_script import run_recorded
 
     box = {}
     thread = threading.Thread(target=lambda: box.update(run=run_recorded(str(SCRIPT), [])), name="script")
@@ -96,7 +96,7 @@ def test_show_and_export_name_each_leaf(trace, tmp_path, capsys, monkeypatch):
 def test_search_finds_a_leaf_by_its_name(trace):
     """`/fc1` finds fc1.weight's and fc1.bias's AccumulateGrads, `/layer2` the `w` of layer2, `/weight` both
     weights; `mul` still finds only the MulBackward0 nodes (word starts, never a piece of a word)."""
-    from tracer.search import find_nodes
+    from agdb.tracer.search import find_nodes
 
     labels = trace.index.leaf_labels
 

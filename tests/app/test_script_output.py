@@ -12,16 +12,16 @@ import sys
 import time
 from pathlib import Path
 
-from app.app import AgdbApp
-from app.run_script import MAX_OUTPUT, _Output
-from app.screens.output import OutputScreen
-from app.screens.step import StepScreen
-from tracer.tracefile import load
+from agdb.app.app import AgdbApp
+from agdb.app.run_script import MAX_OUTPUT, _Output
+from agdb.app.screens.output import OutputScreen
+from agdb.app.screens.step import StepScreen
+from agdb.tracer.tracefile import load
 
 SCRIPT = """\
 import sys
 import threading
-import engine as torch
+from agdb import engine as torch
 print("hello [b]not markup[/b] from", threading.current_thread().name)
 x = torch.ones(2, requires_grad=True)
 (x * 2).sum().backward()
@@ -69,8 +69,8 @@ async def test_tui_names_the_scripts_thread_as_record_does(tmp_path):
     app = AgdbApp(script=str(script))
     async with app.run_test(size=(120, 40)) as pilot:
         under_tui = [name for _, name in (await _recorded(app, pilot)).trace.threads]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "app.cli", "record", str(script), "-o", str(tmp_path / "r.agdb")],
+    env = dict(os.environ)
+    done = subprocess.run([sys.executable, "-m", "agdb", "record", str(script), "-o", str(tmp_path / "r.agdb")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     under_record = [name for _, name in load(tmp_path / "r.agdb").threads]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from app.demo import record_example
-from tracer.tracefile import save
+from agdb.app.demo import record_example
+from agdb.tracer.tracefile import save
 
 aiohttp = pytest.importorskip("aiohttp")  # textual-serve's web server: installed with it
 
@@ -31,8 +31,8 @@ def _free_port() -> int:
 
 
 def _serve(tmp_path: Path, *argv: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "app.cli", "serve", *argv], cwd=tmp_path, env=env,
+    env = dict(os.environ)
+    return subprocess.Popen([sys.executable, "-m", "agdb", "serve", *argv], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -63,7 +63,7 @@ async def _fetch_page_and_screen(url: str, proc: subprocess.Popen) -> tuple[str,
     return page, screen
 
 
-SCRIPT = "import engine as torch\nx = torch.ones(2, requires_grad=True)\n(x * 2).sum().backward()\n"
+SCRIPT = "import agdb.engine as torch\nx = torch.ones(2, requires_grad=True)\n(x * 2).sum().backward()\n"
 
 
 @pytest.mark.parametrize("name, title", [("demo.agdb", "demo.agdb · 193 events"), ("model.py", "model.py · ")])

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from app.app import AgdbApp
-from app.cli import main
+from agdb.app.app import AgdbApp
+from agdb.app.cli import main
 from tests.tracer.loader_fuzz import deadline, run_isolated
 from tests.tracer.test_loader_fuzz import _old_file
-from tracer import TraceBuilder
-from tracer.trace import Trace
-from tracer.tracefile import load, save
-from widgets.culprits import CulpritsView
+from agdb.tracer import TraceBuilder
+from agdb.tracer.trace import Trace
+from agdb.tracer.tracefile import load, save
+from agdb.widgets.culprits import CulpritsView
 
 MARKER = "TOP_SECRET_MARKER"
-SCRIPT_LINES = ["import engine", "x = 1", f"{MARKER} = 'the secret'", "y = x * 2", "z = y + 1"]
+SCRIPT_LINES = ["import agdb.engine", "x = 1", f"{MARKER} = 'the secret'", "y = x * 2", "z = y + 1"]
 
 
 def _trace_naming(filename: str, lineno: int = 3) -> Trace:

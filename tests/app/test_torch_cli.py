@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from app import torch_cli
+from agdb.app import torch_cli
 from tests.app.test_cli import agdb
-from tracer import events as ev
-from tracer import torch_bridge
-from tracer.leaf_labels import stored_names
-from tracer.tracefile import load
+from agdb.tracer import events as ev
+from agdb.tracer import torch_bridge
+from agdb.tracer.leaf_labels import stored_names
+from agdb.tracer.tracefile import load
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "docs" / "examples").glob("*.py"))
 
@@ -90,8 +90,8 @@ def test_a_leaf_no_line_made_is_shown_without_a_line():
     pytest.importorskip("torch")
     import torch
 
-    from widgets.forward_backward import ForwardBackwardView
-    from widgets.sentences import sentence
+    from agdb.widgets.forward_backward import ForwardBackwardView
+    from agdb.widgets.sentences import sentence
 
     x = torch.ones(2, requires_grad=True)
     with torch_bridge.record() as rec:
@@ -215,10 +215,10 @@ def test_without_torch_the_bridge_commands_say_how_to_install_it(tmp_path, capsy
 async def test_the_tui_opens_a_bridge_trace_and_says_where_the_model_diverged():
     """Every panel steps through a real torch run; a divergence in the trace is announced with its step."""
     pytest.importorskip("torch")
-    from app.app import AgdbApp
-    from app.screens.step import StepScreen
+    from agdb.app.app import AgdbApp
+    from agdb.app.screens.step import StepScreen
     from tests.tracer import torch_programs
-    from tracer import Trace
+    from agdb.tracer import Trace
 
     with torch_bridge.record() as rec:
         torch_programs.two_roots(lambda *tensors: None)
@@ -271,8 +271,8 @@ def test_agdb_torch_says_what_the_execution_order_witness_found(tmp_path, capsys
 async def test_the_side_by_side_diff_screen_marks_and_finds_the_differences(tmp_path, capsys):
     from textual.widgets import DataTable
 
-    from app.diff_app import DiffApp
-    from tracer.diff import compare, side_of
+    from agdb.app.diff_app import DiffApp
+    from agdb.tracer.diff import compare, side_of
 
     (tmp_path / "v1").mkdir()
     (tmp_path / "v2").mkdir()

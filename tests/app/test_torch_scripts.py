@@ -6,9 +6,9 @@ import textwrap
 
 import pytest
 
-from app.torch_shim import imports_torch
+from agdb.app.torch_shim import imports_torch
 from tests.app.test_cli import agdb
-from tracer.tracefile import load
+from agdb.tracer.tracefile import load
 
 USES_TORCH = textwrap.dedent("""\
     import torch
@@ -28,7 +28,7 @@ USES_TORCH = textwrap.dedent("""\
     ("import os, torch\n", True),
     ("def f():\n    import torch\n", True),
     ("import torchvision\n", False),
-    ("import engine as torch\n", False),
+    ("import agdb.engine as torch\n", False),
     ("# import torch\nx = 'import torch'\n", False),
     ("import torch(\n", False),
 ])

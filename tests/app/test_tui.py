@@ -1,13 +1,13 @@
 """The TUI driven by Pilot on the built-in example: stepping, jumps, help, and bad input."""
 from __future__ import annotations
 
-from app.app import AgdbApp
-from app.screens.help import HelpScreen
-from app.screens.step import StepChanged, StepScreen
+from agdb.app.app import AgdbApp
+from agdb.app.screens.help import HelpScreen
+from agdb.app.screens.step import StepChanged, StepScreen
 from tests.app.pilot import opened
-from tracer.events import GraphTaskFinished, NodeStarted, SeqNrBumped
-from tracer.node_states import STATES
-from widgets.graph_view import GraphView
+from agdb.tracer.events import GraphTaskFinished, NodeStarted, SeqNrBumped
+from agdb.tracer.node_states import STATES
+from agdb.widgets.graph_view import GraphView
 
 
 async def test_next_and_previous_keys_move_one_event(demo_trace):
@@ -108,7 +108,7 @@ async def test_bad_trace_file_is_reported_not_crashed(tmp_path):
 async def test_script_that_raises_opens_what_was_recorded(tmp_path):
     """A script that raises after a backward opens its trace and notifies the error."""
     script = tmp_path / "boom.py"
-    script.write_text("import engine as torch\n"
+    script.write_text("import agdb.engine as torch\n"
                       "x = torch.ones(2, requires_grad=True)\n"
                       "(x * 2).sum().backward()\n"
                       "raise ValueError('boom after backward')\n")

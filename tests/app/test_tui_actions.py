@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from app.app import AgdbApp
-from app.screens.panels import PANELS
-from app.screens.step import BreakpointHit, NodeFollowed, StepScreen
+from agdb.app.app import AgdbApp
+from agdb.app.screens.panels import PANELS
+from agdb.app.screens.step import BreakpointHit, NodeFollowed, StepScreen
 from tests.app.pilot import opened
-from tracer.events import ErrorRaised, HookRan, NodeStarted, TaskPushed
-from tracer.schema import short_name
-from widgets.culprits import CulpritsView
-from widgets.forward_backward import ForwardBackwardView
-from widgets.graph_view import GraphView
-from widgets.lazy_list import LazyList
-from widgets.node_inspector import NodeInspector, tensor_text
+from agdb.tracer.events import ErrorRaised, HookRan, NodeStarted, TaskPushed
+from agdb.tracer.schema import short_name
+from agdb.widgets.culprits import CulpritsView
+from agdb.widgets.forward_backward import ForwardBackwardView
+from agdb.widgets.graph_view import GraphView
+from agdb.widgets.lazy_list import LazyList
+from agdb.widgets.node_inspector import NodeInspector, tensor_text
 
 
 def _unique(messages, kind):
@@ -103,8 +103,8 @@ async def test_breakpoints_on_push_seq_and_several_at_once(demo_trace):
 
 async def test_breakpoint_on_error_and_nan():
     """`error` stops at the ErrorRaised of a failing backward; `nan` at the first event carrying a NaN grad."""
-    import engine as torch
-    import tracer
+    from agdb import engine as torch
+    from agdb import tracer
 
     class Boom(torch.autograd.Function):
         @staticmethod
@@ -369,7 +369,7 @@ async def test_command_palette_offers_and_runs_every_action(demo_trace):
 async def test_escape_cancels_a_recording_and_keeps_what_it_recorded(tmp_path):
     """Escape while a never-ending script records stops it and opens the events recorded so far."""
     script = tmp_path / "forever.py"
-    script.write_text("import engine as torch\nx = torch.ones(2, requires_grad=True)\n"
+    script.write_text("import agdb.engine as torch\nx = torch.ones(2, requires_grad=True)\n"
                       "while True:\n    (x * 2).sum().backward()\n")
     app = AgdbApp(script=str(script))
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
@@ -395,7 +395,7 @@ async def test_q_quits(demo_trace):
 
 async def test_dependencies_panel_marks_counts_that_changed(demo_trace):
     """Stepping onto an event that lowers a count marks exactly the rows whose count moved."""
-    from tracer.replay import Replay
+    from agdb.tracer.replay import Replay
 
     replay = Replay(demo_trace)
     step = next(s for s in range(1, len(demo_trace))
@@ -410,7 +410,7 @@ async def test_dependencies_panel_marks_counts_that_changed(demo_trace):
         await pilot.pause()
         screen.step = step
         await pilot.pause()
-        from widgets.dependencies import DependenciesView
+        from agdb.widgets.dependencies import DependenciesView
 
         deps = screen.query_one(DependenciesView)
         marked = {deps.node_at_row(i) for i in range(deps.row_count()) if deps.is_changed(i)}
@@ -419,8 +419,8 @@ async def test_dependencies_panel_marks_counts_that_changed(demo_trace):
 
 async def test_export_key_writes_the_graph_at_this_step(demo_trace, tmp_path):
     """`e` + a .dot path writes the graph at the current step, with the queue of that step, and announces it."""
-    from app.screens.step import GraphExported
-    from tracer.replay import Replay
+    from agdb.app.screens.step import GraphExported
+    from agdb.tracer.replay import Replay
 
     step = next(e.step for e in demo_trace if isinstance(e, TaskPushed) and e.queue_length >= 2)
     queue = [t.name for t in Replay(demo_trace).state_at(step).ready_queues[0].tasks]
@@ -458,8 +458,8 @@ async def test_export_to_an_unknown_format_is_reported(demo_trace, tmp_path):
 
 def _from_source(trace, source: str, provenance: dict[str, str]):
     """The same events, as if written by another source that declares what it observed."""
-    from tracer.schema import DERIVED_COLUMNS
-    from tracer.trace import Trace
+    from agdb.tracer.schema import DERIVED_COLUMNS
+    from agdb.tracer.trace import Trace
 
     columns = {k: v for k, v in trace.columns.items() if k not in DERIVED_COLUMNS}
     return Trace(columns, list(trace.strings), {"source": source, "provenance": provenance})
@@ -468,7 +468,7 @@ def _from_source(trace, source: str, provenance: dict[str, str]):
 async def test_panels_say_when_the_source_lacks_or_reconstructs_their_events(demo_trace):
     """A torch trace without ready-queue events says so in the queues panel, instead of an empty list; panels
     whose events agdb reconstructed say so in their title; stepping still updates the other panels."""
-    from tracer.schema import Kind
+    from agdb.tracer.schema import Kind
 
     lacking = (Kind.TASK_PUSHED, Kind.TASK_POPPED)
     provenance = {k.name.lower(): "observed" for k in Kind if k not in lacking}

@@ -7,17 +7,17 @@ import textwrap
 import pytest
 from rich.console import Console
 
-from app.app import AgdbApp
-from app.screens.help import HelpScreen
-from app.screens.panels import PANELS
-from app.screens.step import StepScreen
+from agdb.app.app import AgdbApp
+from agdb.app.screens.help import HelpScreen
+from agdb.app.screens.panels import PANELS
+from agdb.app.screens.step import StepScreen
 from tests.app.pilot import opened
-from tracer import events as ev
-from tracer.node_states import STATE_CODE, node_states
-from tracer.replay import Replay
-from tracer.schema import short_name
-from widgets.lazy_list import LazyList
-from widgets.timeline import Timeline
+from agdb.tracer import events as ev
+from agdb.tracer.node_states import STATE_CODE, node_states
+from agdb.tracer.replay import Replay
+from agdb.tracer.schema import short_name
+from agdb.widgets.lazy_list import LazyList
+from agdb.widgets.timeline import Timeline
 
 
 def _plain(renderable) -> str:
@@ -87,7 +87,7 @@ async def test_forward_backward_flags_come_before_the_source(demo_trace):
 
 
 _RAISES = textwrap.dedent("""\
-    import engine as torch
+    from agdb import engine as torch
 
 
     def refuse(grad):
@@ -356,7 +356,7 @@ async def test_zoom_keeps_the_step_and_keys_on_screen(demo_trace):
 async def test_quit_keys_stop_a_recording_at_once(tmp_path, key):
     """q, ctrl+q and ctrl+c during a never-ending recording quit the app (no "do you want to quit?")."""
     script = tmp_path / "forever.py"
-    script.write_text("import engine as torch\nx = torch.ones(2, requires_grad=True)\n"
+    script.write_text("import agdb.engine as torch\nx = torch.ones(2, requires_grad=True)\n"
                       "while True:\n    (x * 2).sum().backward()\n")
     app = AgdbApp(script=str(script))
     async with app.run_test(size=(100, 30)) as pilot:

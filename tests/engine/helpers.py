@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-import engine
-from engine.autograd.function import once_differentiable
+from agdb import engine
+from agdb.engine.autograd.function import once_differentiable
 
 # torch's exact text for a second backward through freed saved tensors (engine-semantics §5.4, e3_hooks).
 ERR_BACKWARD_TWICE = (

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from engine._state import UINT64_MAX
+from agdb.engine._state import UINT64_MAX
 
 
 class Probe:

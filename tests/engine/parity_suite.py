@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import pytest
 
-import engine
+from agdb import engine
 from tests.engine.parity import assert_same, describe
 
 

@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-import engine as torch
+from agdb import engine as torch
 from tests.engine.helpers import ERR_BACKWARD_TWICE, PassFirst
 
 

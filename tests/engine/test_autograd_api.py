@@ -10,8 +10,8 @@ import warnings
 
 import pytest
 
-import engine as torch
-from engine.autograd.graph import GradientEdge, get_gradient_edge
+from agdb import engine as torch
+from agdb.engine.autograd.graph import GradientEdge, get_gradient_edge
 from tests.engine.helpers import ERR_BACKWARD_TWICE
 
 CREATE_GRAPH_WARNING_PREFIX = (
@@ -224,7 +224,7 @@ def test_backward_create_graph_warns_once_in_fresh_process():
     """engine-semantics §3.1 step 2 / e7_api: backward(create_graph=True) warns 'Using backward() with create_graph=True ...' once."""
     code = textwrap.dedent("""
         import warnings
-        import engine as torch
+        from agdb import engine as torch
         x = torch.ones(2, requires_grad=True)
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
@@ -251,7 +251,7 @@ def test_grad_create_graph_does_not_warn_in_fresh_process():
     """engine-semantics §3.1 step 2: the reference-cycle warning is only for backward (accumulate_grad), not autograd.grad."""
     code = textwrap.dedent("""
         import warnings
-        import engine as torch
+        from agdb import engine as torch
         x = torch.ones(2, requires_grad=True)
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")

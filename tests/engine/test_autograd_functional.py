@@ -6,7 +6,7 @@ import importlib
 import numpy as np
 import pytest
 
-import engine
+from agdb import engine
 
 torch = pytest.importorskip("torch")
 

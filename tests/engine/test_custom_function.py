@@ -7,10 +7,10 @@ import warnings
 
 import pytest
 
-import engine as torch
-from engine._state import UINT64_MAX
-from engine.autograd.function import BackwardCFunction
-from engine.autograd.graph import Node
+from agdb import engine as torch
+from agdb.engine._state import UINT64_MAX
+from agdb.engine.autograd.function import BackwardCFunction
+from agdb.engine.autograd.graph import Node
 from tests.engine.helpers import ERR_BACKWARD_TWICE, OD
 
 
@@ -48,7 +48,7 @@ def test_node_type_lives_in_autograd_function_module():
     a = torch.ones(2, requires_grad=True)
     out = F.apply(a, torch.ones(2))
     cls = type(out.grad_fn)
-    assert f"{cls.__module__}.{cls.__qualname__}" == "engine.autograd.function.FBackward"
+    assert f"{cls.__module__}.{cls.__qualname__}" == "agdb.engine.autograd.function.FBackward"
 
 
 def test_custom_node_supports_node_hooks_and_seq():

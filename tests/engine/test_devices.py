@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-import engine
+from agdb import engine
 from tests import strategies as S
 from tests.engine.helpers import acc_of
 

@@ -9,10 +9,10 @@ import inspect
 
 import pytest
 
-import engine as torch
-import engine.nn.functional as F
-from engine._dispatch import REGISTRY, table
-from engine._observer import tensor_uid
+from agdb import engine as torch
+import agdb.engine.nn.functional as F
+from agdb.engine._dispatch import REGISTRY, table
+from agdb.engine._observer import tensor_uid
 
 
 class Calls:
@@ -318,7 +318,7 @@ def test_every_tensor_method_operator_and_property_is_a_registered_op():
 def test_an_observer_without_op_called_leaves_ops_on_the_unobserved_path(monkeypatch):
     """A Recorder-like observer (engine points only) must not send ops down the reporting path: while it is
     attached, no op so much as looks for op_called observers (the reporting path's first step)."""
-    from engine import _observer
+    from agdb.engine import _observer
 
     class NodesOnly:
         def __init__(self):

@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-import engine as torch
+from agdb import engine as torch
 from tests.engine.helpers import hook_every_node
 
 ANOMALY_ENABLED = ("Anomaly Detection has been enabled. This mode will increase the runtime and should only be "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-import engine
+from agdb import engine
 from tests.engine.helpers import PassFirst, acc_of
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import engine
+from agdb import engine
 
 torch = pytest.importorskip("torch")
 

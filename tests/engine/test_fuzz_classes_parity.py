@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import engine
+from agdb import engine
 from tests.engine.parity import assert_same
 from tests.engine.parity_fuzz_classes import PROGRAMS
 from tests.engine.parity_suite import _describe, parity_tests

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-import engine
+from agdb import engine
 
 torch = pytest.importorskip("torch")
 
@@ -174,7 +174,7 @@ def test_gradcheck_records_the_nodes_torchs_source_does():
 
 def test_undefined_grad_matches_torchs_function():
     """UndefinedGrad()(x): three numbers, an UndefinedGradBackward output, and an undefined grad for x."""
-    from engine.autograd.gradcheck import UndefinedGrad
+    from agdb.engine.autograd.gradcheck import UndefinedGrad
 
     results = []
     for t, make in ((torch, torch._C._functions.UndefinedGrad), (engine, UndefinedGrad)):
@@ -189,8 +189,8 @@ def test_undefined_grad_matches_torchs_function():
 
 def test_fast_mode_draws_torchs_random_vectors():
     """Fast mode's vectors are what torch.rand draws from a fresh torch.Generator, value for value."""
-    from engine._random import DEFAULT_SEED
-    from engine.autograd._gradcheck_fast import _uniform_floats
+    from agdb.engine._random import DEFAULT_SEED
+    from agdb.engine.autograd._gradcheck_fast import _uniform_floats
 
     stream = np.random.RandomState(DEFAULT_SEED & 0xFFFFFFFF)
     generator = torch.Generator()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-import engine as torch
-from engine._state import UINT64_MAX
+from agdb import engine as torch
+from agdb.engine._state import UINT64_MAX
 from tests.engine.helpers import PassFirst
 
 

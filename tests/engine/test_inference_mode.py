@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-import engine
+from agdb import engine
 
 torch = pytest.importorskip("torch")
 

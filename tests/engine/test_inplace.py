@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-import engine as torch
+from agdb import engine as torch
 
 
 def test_history_on_a_view_goes_through_copy_slices():

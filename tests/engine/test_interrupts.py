@@ -24,7 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 CHILD = textwrap.dedent("""\
     import faulthandler, signal, sys
-    import engine as torch
+    from agdb import engine as torch
 
     faulthandler.register(signal.SIGUSR2, all_threads=True)  # the parent asks for stacks on a timeout
     stop = False

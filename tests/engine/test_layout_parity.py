@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-import engine
+from agdb import engine
 
 
 def test_mixed_layouts_follow_the_first_operand():

@@ -5,8 +5,8 @@ import warnings
 
 import pytest
 
-import engine
-import engine.nn.hooks as engine_hooks
+from agdb import engine
+import agdb.engine.nn.hooks as engine_hooks
 
 torch = pytest.importorskip("torch")
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-import engine
-from engine import nn
-from engine.nn import functional as F
+from agdb import engine
+from agdb.engine import nn
+from agdb.engine.nn import functional as F
 
 
 class Net(nn.Module):

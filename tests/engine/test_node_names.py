@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-import engine as torch
-import engine.nn.functional as F
+from agdb import engine as torch
+import agdb.engine.nn.functional as F
 
 ACC = "torch::autograd::AccumulateGrad"
 

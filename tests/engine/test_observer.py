@@ -1,7 +1,7 @@
 """The engine's instrumentation points (issue 2 §9): what observers see, in which order, and detaching."""
 from __future__ import annotations
 
-import engine as torch
+from agdb import engine as torch
 
 
 class Log:

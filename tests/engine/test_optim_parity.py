@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-import engine
+from agdb import engine
 
 torch = pytest.importorskip("torch")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import engine
+from agdb import engine
 from tests.engine import test_optim_parity as base
 
 torch = pytest.importorskip("torch")

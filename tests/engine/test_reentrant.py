@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-import engine
+from agdb import engine
 from tests.engine.helpers import GraphTaskRecorder, hook_every_node, node_label, run_in_thread
 
 gs = engine.autograd._get_sequence_nr

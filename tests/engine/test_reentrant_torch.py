@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-import engine
+from agdb import engine
 
 pytestmark = pytest.mark.torch
 

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import pytest
 
-import engine
+from agdb import engine
 from tests.engine.parity import assert_same, describe
 from tests.engine.parity_saved import PROGRAMS, under_saved_tensor_hooks, with_saved_attributes
 from tests.engine.parity_suite import parity_tests

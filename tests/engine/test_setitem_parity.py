@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import engine
+from agdb import engine
 from tests.engine.parity_setitem import PROGRAMS
 from tests.engine.parity_suite import parity_tests
 

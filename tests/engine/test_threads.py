@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-import engine
+from agdb import engine
 from tests.engine.helpers import GraphTaskRecorder, hook_every_node, run_in_thread
 
 gs = engine.autograd._get_sequence_nr
@@ -252,7 +252,7 @@ def _run_nest(levels: int = 70):
 
 def _wait_pool_idle(timeout: float = 5.0) -> None:
     """Wait until every pool thread is back waiting for work (it finishes its loop after the caller wakes)."""
-    from engine._threads import reentrant_pool
+    from agdb.engine._threads import reentrant_pool
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -676,7 +676,7 @@ def test_process_exits_cleanly_after_workers_and_pool_were_used():
     """A process that used cuda:0, cuda:1 and a 70-deep reentrant backward exits with code 0 within 20 s."""
     script = textwrap.dedent("""
         import threading
-        import engine
+        from agdb import engine
 
         x = engine.tensor([1.0, 2.0], requires_grad=True)
         (x.to("cuda:0").exp().to("cuda:1").sin().cpu() * x).sum().backward()

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engine
-from engine._node import Node
+from agdb import engine
+from agdb.engine._node import Node
 from tests.engine.helpers import GraphTaskRecorder, acc_of
 
 gs = engine.autograd._get_sequence_nr

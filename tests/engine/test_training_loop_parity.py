@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import engine
+from agdb import engine
 
 RNG = np.random.default_rng(7)
 W1, B1 = RNG.normal(size=(5, 4)), RNG.normal(size=5)

@@ -27,7 +27,7 @@ def snippets(text: str) -> list[tuple[str, Callable[[Any, Any], None]]]:
 
 def differences(text: str) -> list[tuple[str, Difference | None]]:
     """Each snippet's first line and its first difference between engine and torch (None: they match)."""
-    import engine
+    from agdb import engine
 
     torch = import_torch()
     return [(head, first_difference(run(engine, fn), run(torch, fn))) for head, fn in snippets(text)]

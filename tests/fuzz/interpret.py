@@ -110,7 +110,7 @@ def compare(program: Program, bare: frozenset[int] = frozenset(), ours: Any = No
             theirs: Any = None) -> Difference | None:
     """Run `program` on `ours` (default engine) and `theirs` (default torch); their first difference or None."""
     if ours is None:
-        import engine as ours
+        from agdb import engine as ours
         _engine_paths(program.seed)
     if theirs is None:
         theirs = import_torch()
@@ -127,7 +127,7 @@ def _engine_paths(seed: int) -> None:
     programs a worker happened to run before, a difference would depend on them and vanish when shrunk. Each
     program starts as in a fresh process, or, for one seed in three, with every flag on: both paths are covered,
     and a result depends on its seed alone."""
-    from engine import _state
+    from agdb.engine import _state
 
     on = seed % 3 == 0
     for flag in ONE_WAY_FLAGS:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import engine
+from agdb import engine
 from tests.fuzz import campaign as cli
 from tests.fuzz.generator import ABSENT, KIND_WEIGHTS, KNOWN_GAPS, generate
 from tests.fuzz.interpret import compare, compile_program, first_difference, run

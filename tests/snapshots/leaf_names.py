@@ -1,7 +1,7 @@
 """Leaves with names of every kind, for the leaf-names snapshot and pilot tests: an MLP's parameters, plain
 variables, one name in two functions, and an expression's result."""
-import engine as torch
-from engine import nn
+from agdb import engine as torch
+from agdb.engine import nn
 
 
 class MLP(nn.Module):

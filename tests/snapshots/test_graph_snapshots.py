@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.app import AgdbApp
+from agdb.app.app import AgdbApp
 from tests import graph_programs
-from tracer.events import NodeStarted
+from agdb.tracer.events import NodeStarted
 
 _DIAMOND = graph_programs.diamond()
 _LOOP = graph_programs.loop(100)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import threading
 
-import engine as torch
-import tracer
-from app.app import AgdbApp
-from tracer.fx import capture_joint
-from tracer.fx.view import with_joint
+from agdb import engine as torch
+from agdb import tracer
+from agdb.app.app import AgdbApp
+from agdb.tracer.fx import capture_joint
+from agdb.tracer.fx.view import with_joint
 
 
 def _joint_trace():

@@ -10,10 +10,10 @@ import threading
 
 import pytest
 
-from app.app import AgdbApp
-from app.demo import record_example
-from tracer.events import DependenciesComputed, GraphTaskStarted, TaskPushed
-from widgets.culprits import CulpritsView
+from agdb.app.app import AgdbApp
+from agdb.app.demo import record_example
+from agdb.tracer.events import DependenciesComputed, GraphTaskStarted, TaskPushed
+from agdb.widgets.culprits import CulpritsView
 
 _TRACE = record_example()
 
@@ -61,7 +61,7 @@ def _three_ops_trace():
     """tests/snapshots/three_ops.py recorded on a fresh thread named `script` (its counter starts at 0)."""
     from pathlib import Path
 
-    from app.run_script import run_recorded
+    from agdb.app.run_script import run_recorded
 
     box = {}
     thread = threading.Thread(target=lambda: box.update(run=run_recorded(
@@ -106,7 +106,7 @@ def _leaf_names_trace():
     """tests/snapshots/leaf_names.py recorded on a fresh thread named `script`."""
     from pathlib import Path
 
-    from app.run_script import run_recorded
+    from agdb.app.run_script import run_recorded
 
     box = {}
     thread = threading.Thread(target=lambda: box.update(run=run_recorded(

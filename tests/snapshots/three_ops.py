@@ -1,5 +1,5 @@
 """Three ops on one line, for the column-precise culprit snapshot (tests/snapshots/test_snapshots.py)."""
-import engine as torch
+from agdb import engine as torch
 
 
 def model(y, w):

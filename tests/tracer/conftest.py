@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-import engine as torch
-import tracer
-from tracer.schema import short_name
+from agdb import engine as torch
+from agdb import tracer
+from agdb.tracer.schema import short_name
 
 
 @pytest.fixture(scope="module")

@@ -44,8 +44,8 @@ KINDS = ("flip", "truncate", "append", "header", "writer")
 
 # -- seed traces --------------------------------------------------------------------------------------------------
 def _record_seeds() -> list:
-    import engine
-    import tracer
+    from agdb import engine
+    from agdb import tracer
     from tests.engine.helpers import run_in_thread
 
     class Planned(Exception):
@@ -108,7 +108,7 @@ def _record_seeds() -> list:
 @functools.lru_cache(maxsize=1)
 def seeds() -> tuple[tuple[Any, bytes], ...]:
     """(trace, the bytes of its saved file) of each seed program."""
-    from tracer.tracefile import save
+    from agdb.tracer.tracefile import save
 
     out = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -216,8 +216,8 @@ def header_case(rng: random.Random, data: bytes) -> bytes:
 
 def writer_case(rng: random.Random, trace: Any) -> bytes:
     """The trace's columns, strings, meta or event count made inconsistent, written by `save`."""
-    from tracer.schema import DERIVED_COLUMNS
-    from tracer.tracefile import save
+    from agdb.tracer.schema import DERIVED_COLUMNS
+    from agdb.tracer.tracefile import save
 
     columns = {k: np.array(v) for k, v in trace.columns.items() if k not in DERIVED_COLUMNS}
     strings = list(trace.strings)
@@ -324,10 +324,10 @@ def make_case(rng: random.Random, kind: str) -> bytes:
 # -- what a loaded trace must survive ------------------------------------------------------------------------------
 def use_everywhere(path: Path, tui: bool) -> None:
     """Every tool on the file: decode, replay each step, show (text and JSON), culprits, export to DOT, the TUI."""
-    from app.cli import main
-    from tracer.replay import Replay
-    from tracer.state_json import state_to_json
-    from tracer.tracefile import load
+    from agdb.app.cli import main
+    from agdb.tracer.replay import Replay
+    from agdb.tracer.state_json import state_to_json
+    from agdb.tracer.tracefile import load
 
     trace = load(path)
     list(trace)
@@ -348,8 +348,8 @@ def use_everywhere(path: Path, tui: bool) -> None:
 
 
 async def _tui(path: Path) -> None:
-    from app.app import AgdbApp
-    from app.screens.step import StepScreen
+    from agdb.app.app import AgdbApp
+    from agdb.app.screens.step import StepScreen
 
     app = AgdbApp(path=str(path))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -411,7 +411,7 @@ def run_isolated(code: str, *args: str, timeout: float = 60) -> subprocess.Compl
 
 def check(data: bytes, folder: Path, tui: bool) -> tuple[str, str]:
     """('refused', message) | ('loaded', '') | ('problem', what went wrong) for one file."""
-    from tracer.tracefile import TraceFormatError, load
+    from agdb.tracer.tracefile import TraceFormatError, load
 
     path = folder / "case.agdb"
     path.write_bytes(data)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import engine
-import tracer
+from agdb import engine
+from agdb import tracer
 from tests.engine.helpers import OD, hook_every_node, run_in_thread
 
 

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
-from app.run_script import run_recorded
+from agdb.app.cli import main
+from agdb.app.run_script import run_recorded
 from tests.engine.helpers import run_in_thread
-from tracer import culprits as culprits_mod
-from tracer import tracefile
-from tracer.expression import anchor, carets
-from tracer.trace import Trace
-from tracer.tracefile import load, save
+from agdb.tracer import culprits as culprits_mod
+from agdb.tracer import tracefile
+from agdb.tracer.expression import anchor, carets
+from agdb.tracer.trace import Trace
+from agdb.tracer.tracefile import load, save
 
 SCRIPT = Path(__file__).parent.parent / "snapshots" / "three_ops.py"
 LINE = "z = (y.sin() * w).sum()"

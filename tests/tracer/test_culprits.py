@@ -15,14 +15,14 @@ import threading
 
 import pytest
 
-from app.cli import main
-from app.run_script import run_recorded
+from agdb.app.cli import main
+from agdb.app.run_script import run_recorded
 from tests.engine.helpers import run_in_thread
-from tracer import culprits as culprits_mod
-from tracer.schema import short_name
+from agdb.tracer import culprits as culprits_mod
+from agdb.tracer.schema import short_name
 
 SCRIPT = '''\
-import engine as torch
+from agdb import engine as torch
 
 
 class Scale(torch.autograd.Function):
@@ -239,8 +239,8 @@ def test_logger_is_silent_unless_enabled(script, caplog):
 
 
 WATCHED = '''\
-import engine
-from tracer.culprits import watch
+from agdb import engine
+from agdb.tracer.culprits import watch
 
 x = engine.tensor([1.0, 2.0], requires_grad=True)
 with watch():

@@ -2,9 +2,9 @@
 edges by relative seq_nr, and how many distinct AccumulateGrads ran."""
 from __future__ import annotations
 
-from tracer.builder import TraceBuilder
-from tracer.diff import compare, side_of
-from tracer.schema import UINT64_MAX
+from agdb.tracer.builder import TraceBuilder
+from agdb.tracer.diff import compare, side_of
+from agdb.tracer.schema import UINT64_MAX
 
 ACC = "torch::autograd::AccumulateGrad"
 

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-import app.demo
-import engine as torch
-import tracer
-from app.demo import record_example
-from tracer import events as ev
-from tracer.dot import ViewError, picture, to_dot
-from tracer.replay import Replay
-from tracer.schema import UINT64_MAX
+from agdb.app import demo as app_demo
+from agdb import engine as torch
+from agdb import tracer
+from agdb.app.demo import record_example
+from agdb.tracer import events as ev
+from agdb.tracer.dot import ViewError, picture, to_dot
+from agdb.tracer.replay import Replay
+from agdb.tracer.schema import UINT64_MAX
 
 DEMO = record_example()
 STEPS = {
@@ -297,7 +297,7 @@ class DotSnapshot(SingleFileSnapshotExtension):
 def test_dot_snapshot(snapshot, moment, view):
     """The demo's DOT text at a telling step is as pinned, and holds no path or memory address."""
     text = to_dot(DEMO, STEPS[moment], view=view)
-    demo_file = Path(app.demo.__file__).resolve()
+    demo_file = Path(app_demo.__file__).resolve()
     assert str(demo_file.parent) not in text and demo_file.name not in text
     assert not re.search(r"0x[0-9a-fA-F]{4,}|(?<![\w.])/(?:[\w.-]+/)+[\w.-]+", text)
     if view == "forward":  # the culprit lines: line number and source only
@@ -312,7 +312,7 @@ def test_number_texts_are_the_decimal_text_of_each_value(values):
     held before, each value comes out as str(value), past the table's limit too."""
     import numpy as np
 
-    from tracer.dot import _texts
+    from agdb.tracer.dot import _texts
 
     assert _texts(np.asarray(values, dtype=np.int64)) == [str(v) for v in values]
     assert _texts(np.asarray(values[::-1], dtype=np.int64)) == [str(v) for v in values[::-1]]

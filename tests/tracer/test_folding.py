@@ -14,19 +14,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import engine
-import tracer
+from agdb import engine
+from agdb import tracer
 from bench import fold_programs
 from tests.strategies import programs
 from tests.tracer.programs import run_program
-from tracer import TraceBuilder
-from tracer.dot import picture
-from tracer.folding import Repeat, fold
-from tracer.graph_model import backward_graph, final_states, piece_text
-from tracer.graph_views import edges, focus_nodes
-from tracer.node_states import node_states
-from tracer.replay import Replay
-from tracer.schema import UINT64_MAX, short_name
+from agdb.tracer import TraceBuilder
+from agdb.tracer.dot import picture
+from agdb.tracer.folding import Repeat, fold
+from agdb.tracer.graph_model import backward_graph, final_states, piece_text
+from agdb.tracer.graph_views import edges, focus_nodes
+from agdb.tracer.node_states import node_states
+from agdb.tracer.replay import Replay
+from agdb.tracer.schema import UINT64_MAX, short_name
 
 
 # -- programs -------------------------------------------------------------------------------------------------

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from tracer import events as ev
-from tracer.graph_model import LEGEND, ViewError, backward_graph, forward_graph, graph_model
-from tracer.node_states import STATES
-from tracer.schema import short_name
+from agdb.tracer import events as ev
+from agdb.tracer.graph_model import LEGEND, ViewError, backward_graph, forward_graph, graph_model
+from agdb.tracer.node_states import STATES
+from agdb.tracer.schema import short_name
 
 
 def boxes(model):

@@ -10,13 +10,13 @@ import weakref
 import numpy as np
 import pytest
 
-import engine as torch
-from engine import nn
+from agdb import engine as torch
+from agdb.engine import nn
 from tests.graph_programs import recorded_on_fresh_thread
-from tracer import leaf_names as leaf_names_mod
-from tracer import tracefile
-from tracer.schema import short_name
-from tracer.trace import Trace
+from agdb.tracer import leaf_names as leaf_names_mod
+from agdb.tracer import tracefile
+from agdb.tracer.schema import short_name
+from agdb.tracer.trace import Trace
 
 
 def _recorded(program) -> Trace:

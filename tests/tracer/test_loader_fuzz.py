@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from tests.tracer.loader_fuzz import MAGIC, _Raw, check, run, run_isolated, seeds, split, use_everywhere
-from tracer.schema import DERIVED_COLUMNS, Kind
-from tracer.tracefile import TraceFormatError, load, loads, save
+from agdb.tracer.schema import DERIVED_COLUMNS, Kind
+from agdb.tracer.tracefile import TraceFormatError, load, loads, save
 
 
 def test_seeded_fuzz_finds_no_file_that_crashes_a_tool():
@@ -266,7 +266,7 @@ def _infinity_file(tmp_path: Path) -> Path:
 async def _open_and_quit(path: Path) -> tuple[str, object, int | None]:
     from textual.widgets import Static
 
-    from app.app import AgdbApp
+    from agdb.app.app import AgdbApp
 
     app = AgdbApp(path=str(path))
     async with app.run_test(size=(100, 30)) as pilot:
@@ -293,8 +293,8 @@ def test_the_tui_says_why_a_file_is_refused_and_quits_non_zero(make, tmp_path):
 @pytest.mark.parametrize("command", ["open", "show", "export", "culprits"])
 def test_commands_exit_non_zero_with_one_line_on_a_refused_file(command, tmp_path, capsys, monkeypatch):
     """`agdb open|show|export|culprits BAD` exits 1 and prints one `agdb: ...` line naming the file, no traceback."""
-    from app import app as app_module
-    from app.cli import main
+    from agdb.app import app as app_module
+    from agdb.app.cli import main
 
     def headless_run(self, *args, **kwargs):  # what a user does: read the message, press q
         async def drive():
@@ -327,7 +327,7 @@ def test_a_path_that_is_no_regular_file_is_refused_at_once(kind, tmp_path):
         os.mkfifo(path)
     else:
         path = Path("/dev/zero")
-    code = ("import sys\nfrom tracer.tracefile import TraceFormatError, load\n"
+    code = ("import sys\nfrom agdb.tracer.tracefile import TraceFormatError, load\n"
             "try:\n    load(sys.argv[1])\nexcept TraceFormatError as e:\n    print('refused', e)\n")
     try:
         done = run_isolated(code, str(path), timeout=60)
@@ -339,11 +339,11 @@ def test_a_path_that_is_no_regular_file_is_refused_at_once(kind, tmp_path):
 
 def test_fuzz_check_reports_a_crash_as_a_problem(tmp_path, monkeypatch):
     """The fuzz harness itself: a tool that raises on a loaded file is reported, not counted as usable."""
-    import tracer.replay
+    from agdb.tracer import replay
 
     def broken(self, step):
         raise RuntimeError("injected")
 
-    monkeypatch.setattr(tracer.replay.Replay, "state_at", broken)
+    monkeypatch.setattr(replay.Replay, "state_at", broken)
     outcome, what = check(seeds()[0][1], tmp_path, tui=False)
     assert outcome == "problem" and "injected" in what

@@ -10,14 +10,14 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import tracer.indexes
+from agdb.tracer import indexes
 from tests.strategies import programs
 from tests.tracer.programs import run_program
 from tests.tracer.test_lazy_indexes import _fresh, _prefix_trace
 from tests.tracer.test_replay_properties import EXAMPLES
-from tracer.node_states import NodeStates
-from tracer.replay import Replay
-from tracer.schema import Kind
+from agdb.tracer.node_states import NodeStates
+from agdb.tracer.replay import Replay
+from agdb.tracer.schema import Kind
 
 
 def _moves(trace, rng: random.Random, count: int) -> list[int]:
@@ -104,8 +104,8 @@ def test_counts_read_by_rows_and_by_node_equal_the_whole_arrays(program, seed):
 
 
 def _check_counts(trace, rng: random.Random, dead_max: int) -> None:
-    saved = tracer.indexes.SNAP, tracer.indexes.WindowIndex.DEAD_MAX
-    tracer.indexes.SNAP, tracer.indexes.WindowIndex.DEAD_MAX = 3, dead_max
+    saved = indexes.SNAP, indexes.WindowIndex.DEAD_MAX
+    indexes.SNAP, indexes.WindowIndex.DEAD_MAX = 3, dead_max
     try:
         replay = Replay(_fresh(trace))
         steps = list(range(len(trace)))
@@ -123,7 +123,7 @@ def _check_counts(trace, rng: random.Random, dead_max: int) -> None:
                 expected = dict(zip(nodes.tolist(), counts.tolist(), strict=True))
                 assert gt_lazy.counts_of(ask).tolist() == [expected.get(n, 0) for n in ask.tolist()]
     finally:
-        tracer.indexes.SNAP, tracer.indexes.WindowIndex.DEAD_MAX = saved
+        indexes.SNAP, indexes.WindowIndex.DEAD_MAX = saved
 
 
 @settings(deadline=None)
@@ -133,7 +133,7 @@ def _check_counts(trace, rng: random.Random, dead_max: int) -> None:
 def test_states_set_by_a_range_of_counted_nodes_equal_those_set_node_by_node(program):
     """NodeStates.at sets a graph task whose counted nodes form a range by the range and its holes; at every
     step that gives the codes and execution indexes of setting each counted node."""
-    from tracer.replay_state import GraphTaskState
+    from agdb.tracer.replay_state import GraphTaskState
 
     trace = run_program(program).trace
     saved = GraphTaskState.counted_span
@@ -143,12 +143,12 @@ def test_states_set_by_a_range_of_counted_nodes_equal_those_set_node_by_node(pro
     finally:
         GraphTaskState.counted_span = saved
     for dead_max in (1 << 16, -1):  # the windows keep the nodes not counted, or the counted ones
-        kept = tracer.indexes.SNAP, tracer.indexes.WindowIndex.DEAD_MAX
-        tracer.indexes.SNAP, tracer.indexes.WindowIndex.DEAD_MAX = 3, dead_max  # many windows, from snapshots
+        kept = indexes.SNAP, indexes.WindowIndex.DEAD_MAX
+        indexes.SNAP, indexes.WindowIndex.DEAD_MAX = 3, dead_max  # many windows, from snapshots
         try:
             assert [[a.tolist() for a in NodeStates(trace).at(s)] for s in _states(trace)] == by_node
         finally:
-            tracer.indexes.SNAP, tracer.indexes.WindowIndex.DEAD_MAX = kept
+            indexes.SNAP, indexes.WindowIndex.DEAD_MAX = kept
 
 
 def _states(trace) -> list:
@@ -170,8 +170,8 @@ def test_counts_reach_zero_at_the_same_steps_whether_decrements_are_sorted_or_co
     """_reached_zero's two ways (sorting few decrements, counting many): by hand, node 2 starts at 0 (spent from
     step 0), node 5's one decrement is at step 10, node 7's second at 12, node 9 starts at 0 and is decremented
     at 13."""
-    import tracer.node_states as ns
-    from tracer.indexes import TaskIndex
+    import agdb.tracer.node_states as ns
+    from agdb.tracer.indexes import TaskIndex
 
     t = TaskIndex()
     t.dep_nodes, t.dep_counts = np.array([2, 5, 7, 9], np.int32), np.array([0, 1, 2, 0], np.int32)
@@ -184,7 +184,7 @@ def test_counts_reach_zero_at_the_same_steps_whether_decrements_are_sorted_or_co
 
 def _boxes_by_scan(folding, codes: np.ndarray) -> np.ndarray:
     """The box rule read from every member: min and max of each box's codes, then waiting, ready, running."""
-    from tracer.node_states import STATE_CODE
+    from agdb.tracer.node_states import STATE_CODE
 
     members = codes[folding.members]
     lo = np.minimum.reduceat(members, folding.starts[:-1])
@@ -202,8 +202,8 @@ def _boxes_by_scan(folding, codes: np.ndarray) -> np.ndarray:
 def test_box_states_kept_up_step_by_step_equal_those_read_from_every_node(program, seed):
     """BoxStates, updated from the nodes each fill set, gives after every move of a random walk the box codes that
     reading every member gives; the nodes are put in random boxes (some left out of the picture)."""
-    from tracer.folding import Folding
-    from tracer.node_states import BoxStates
+    from agdb.tracer.folding import Folding
+    from agdb.tracer.node_states import BoxStates
 
     trace = _fresh(run_program(program).trace)
     rng = np.random.default_rng(seed)

@@ -11,12 +11,12 @@ import random
 import threading
 import time
 
-import engine
+from agdb import engine
 from tests.engine.helpers import run_in_thread
-from tracer import Recorder
-from tracer import events as ev
-from tracer.replay import Replay
-from tracer.tracefile import load, save
+from agdb.tracer import Recorder
+from agdb.tracer import events as ev
+from agdb.tracer.replay import Replay
+from agdb.tracer.tracefile import load, save
 
 CHAIN = ["SumBackward0", *["ExpBackward0"] * 4, "torch::autograd::AccumulateGrad"]
 

@@ -13,10 +13,10 @@ import tracemalloc
 import numpy as np
 import pytest
 
-import engine
-import tracer.builder
-import tracer.recorder
-from tracer import Recorder
+from agdb import engine
+from agdb.tracer import builder as builder_module
+from agdb.tracer import recorder as recorder_module
+from agdb.tracer import Recorder
 
 from .test_recorder_attach import test_attach_and_finish_racing_backwards_on_another_thread_always_load
 
@@ -49,17 +49,17 @@ def _record(n: int):
 @pytest.fixture
 def small_chunks(monkeypatch):
     """Chunks of 64 rows, so that a small program freezes many (the recorder reads its own copy of CHUNK)."""
-    monkeypatch.setattr(tracer.builder, "CHUNK", 64)
-    monkeypatch.setattr(tracer.recorder, "CHUNK", 64)
+    monkeypatch.setattr(builder_module, "CHUNK", 64)
+    monkeypatch.setattr(recorder_module, "CHUNK", 64)
 
 
 def test_chunked_trace_equals_the_unchunked_one(monkeypatch):
     """The same program recorded with 64-row chunks and with no chunk ever filled gives equal columns."""
-    monkeypatch.setattr(tracer.builder, "CHUNK", 64)
-    monkeypatch.setattr(tracer.recorder, "CHUNK", 64)
+    monkeypatch.setattr(builder_module, "CHUNK", 64)
+    monkeypatch.setattr(recorder_module, "CHUNK", 64)
     chunked = _record(300)
-    monkeypatch.setattr(tracer.builder, "CHUNK", 10**9)
-    monkeypatch.setattr(tracer.recorder, "CHUNK", 10**9)
+    monkeypatch.setattr(builder_module, "CHUNK", 10**9)
+    monkeypatch.setattr(recorder_module, "CHUNK", 10**9)
     whole = _record(300)
     assert len(chunked) == len(whole) > 64 * 20
     assert chunked.strings == whole.strings
@@ -70,7 +70,7 @@ def test_chunked_trace_equals_the_unchunked_one(monkeypatch):
 
 def test_named_methods_freeze_chunks_too(small_chunks):
     """A source writing through the TraceBuilder's named methods gets its rows frozen and all of them back."""
-    b = tracer.builder.TraceBuilder(source="test")
+    b = builder_module.TraceBuilder(source="test")
     t = b.thread("main")
     for k in range(1, 201):
         b.node_created(thread=t, node=k, name="ExpBackward0", seq_nr=k, topological_nr=k)
@@ -92,8 +92,8 @@ def test_recording_holds_at_most_the_budget_per_event(monkeypatch):
     allocated between attaching and the end of the backward that is still alive after the program's tensors
     are dropped is the recording's buffers (73 B per event when written).
     """
-    monkeypatch.setattr(tracer.builder, "CHUNK", 1024)
-    monkeypatch.setattr(tracer.recorder, "CHUNK", 1024)
+    monkeypatch.setattr(builder_module, "CHUNK", 1024)
+    monkeypatch.setattr(recorder_module, "CHUNK", 1024)
     gc.collect()
     tracemalloc.start()
     try:
@@ -115,13 +115,13 @@ def test_dependency_counts_from_lazy_snapshots_equal_counting_from_the_start(mon
     order) equal those counted from the start (no snapshot), at 400 random steps of a 300-node chain's trace."""
     import random
 
-    import tracer.indexes
-    from tracer.replay import Replay
+    from agdb.tracer import indexes
+    from agdb.tracer.replay import Replay
 
     trace = _record(300)
 
     def counts(snap: int, steps: list[int]) -> list:
-        monkeypatch.setattr(tracer.indexes, "SNAP", snap)
+        monkeypatch.setattr(indexes, "SNAP", snap)
         replay = Replay(trace)
         return [[tuple(a.tolist() for a in g.dependency_arrays()) for g in replay._graph_tasks_at(s)] for s in steps]
 

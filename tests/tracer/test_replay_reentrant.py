@@ -1,10 +1,10 @@
 """Replay of a reentrant backward: graph task depths and the priorities of inner tasks (engine-semantics §13)."""
 from __future__ import annotations
 
-import engine as torch
-import tracer
-from tracer.events import GraphTaskStarted, TaskPushed
-from tracer.replay import Replay
+from agdb import engine as torch
+from agdb import tracer
+from agdb.tracer.events import GraphTaskStarted, TaskPushed
+from agdb.tracer.replay import Replay
 
 
 class _Reent(torch.autograd.Function):

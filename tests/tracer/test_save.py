@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.tracer.loader_fuzz import seeds
-from tracer.tracefile import load, save
+from agdb.tracer.tracefile import load, save
 
 ROOT = Path(__file__).resolve().parents[2]
 fcntl = pytest.importorskip("fcntl")
@@ -81,7 +81,7 @@ def test_stale_temporaries_are_removed_and_live_ones_kept(tmp_path):
 # -- SIGKILL during saves ----------------------------------------------------------------------------------------
 _CHILD = textwrap.dedent("""\
     import sys, time
-    from tracer.tracefile import load, save
+    from agdb.tracer.tracefile import load, save
     a, b, target = load(sys.argv[1]), load(sys.argv[2]), sys.argv[3]
     print("ready", flush=True)
     i = 0
@@ -94,8 +94,8 @@ _CHILD = textwrap.dedent("""\
 
 def _bigger_trace():
     """A trace of ~30k events (~0.5 MB): a save takes long enough to be killed in the middle."""
-    import engine
-    import tracer
+    from agdb import engine
+    from agdb import tracer
     from tests.engine.helpers import run_in_thread
 
     def record():

@@ -11,10 +11,10 @@ import textwrap
 import pytest
 
 from tests.tracer.loader_fuzz import run_isolated
-from tracer.tracefile import load, save
+from agdb.tracer.tracefile import load, save
 
 SCRIPT = [f"# line {i}" for i in range(1, 11)] + [
-    "import os, engine",
+    "import os; from agdb import engine",
     "x = engine.tensor([1.0, 2.0], requires_grad=True)",
     "y = x.exp()  # the culprit line",
     "os.chdir(ELSEWHERE)",
@@ -23,7 +23,7 @@ SCRIPT = [f"# line {i}" for i in range(1, 11)] + [
 
 
 def _record(code_name: str, text: str, elsewhere: str):
-    import tracer
+    from agdb import tracer
     from tests.engine.helpers import run_in_thread
 
     def go():
@@ -48,7 +48,7 @@ def test_recorded_frames_are_absolute_and_their_lines_stored(tmp_path, monkeypat
     exp = next(trace.node(i) for i in range(trace.num_nodes) if trace.node(i).name == "ExpBackward0")
     assert exp.filename == str(tmp_path / "model.py") and exp.lineno == 13
     assert exp.source == "y = x.exp()  # the culprit line"
-    from tracer.schema import SOURCE_CONTEXT
+    from agdb.tracer.schema import SOURCE_CONTEXT
 
     first, last = 13 - SOURCE_CONTEXT, 13 + SOURCE_CONTEXT
     want = {n: SCRIPT[n - 1] for n in range(first, last + 1)}
@@ -60,7 +60,7 @@ def test_recorded_frames_are_absolute_and_their_lines_stored(tmp_path, monkeypat
 
 _RECORD_NAMED = textwrap.dedent("""\
     import logging, sys
-    import engine, tracer
+    from agdb import engine, tracer
     if sys.argv[2] == "log":
         logging.basicConfig(level=logging.INFO)  # the culprit logger reads the line of every bump live
     code = compile("x = engine.tensor([1.0], requires_grad=True)\\ny = x.exp()\\ny.sum().backward()\\n",

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracer._freeze import summary_block
+from agdb.tracer._freeze import summary_block
 
 _VALUES = st.sampled_from([0.0, -1.5, 2.25, math.nan, math.inf, -math.inf, 7.0])
 _SHAPES = st.sampled_from([(), (1,), (3,), (4,), (2, 2), (0,), (2, 0, 3)])

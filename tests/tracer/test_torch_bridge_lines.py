@@ -9,9 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tests.tracer.test_torch_bridge import _marked_lines  # noqa: E402
-from tracer import torch_bridge  # noqa: E402
-from tracer.culprits import of_trace  # noqa: E402
-from tracer.torch_bridge.lines import MAX_CANDIDATES  # noqa: E402
+from agdb.tracer import torch_bridge  # noqa: E402
+from agdb.tracer.culprits import of_trace  # noqa: E402
+from agdb.tracer.torch_bridge.lines import MAX_CANDIDATES  # noqa: E402
 
 
 def _culprits(program, culprits="lines"):

@@ -7,9 +7,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tests.tracer import torch_programs  # noqa: E402
-from tracer import torch_bridge  # noqa: E402
-from tracer.schema import Kind  # noqa: E402
-from tracer.torch_bridge import bridge as bridge_mod  # noqa: E402
+from agdb.tracer import torch_bridge  # noqa: E402
+from agdb.tracer.schema import Kind  # noqa: E402
+from agdb.tracer.torch_bridge import bridge as bridge_mod  # noqa: E402
 
 
 def _hooked(log, *tensors):
@@ -208,8 +208,8 @@ def test_tensor_hooks_are_hook_events_where_the_engine_puts_them():
     """The user's tensor, retains_grad and post-accumulate-grad hooks appear as HookRan events, in the order the
     hooks observed themselves on torch, on the nodes torch ran them in, and placed among the other events as
     agdb's engine Recorder places them for the same program."""
-    import engine
-    import tracer
+    from agdb import engine
+    from agdb import tracer
 
     seen: list = []
     with torch_bridge.record() as rec:

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracer import Kind, TraceBuilder
-from tracer import events as ev
-from tracer.replay import Replay
-from tracer.schema import COLUMNS, UINT64_MAX
-from tracer.tracefile import TraceFormatError, load, loads, save
+from agdb.tracer import Kind, TraceBuilder
+from agdb.tracer import events as ev
+from agdb.tracer.replay import Replay
+from agdb.tracer.schema import COLUMNS, UINT64_MAX
+from agdb.tracer.tracefile import TraceFormatError, load, loads, save
 
 ROOT = Path(__file__).resolve().parents[2]
 ACC = "torch::autograd::AccumulateGrad"
@@ -161,8 +161,8 @@ def test_the_document_names_every_kind_and_column():
 
 _RECORD = """
 import sys
-from app.demo import record_example
-from tracer.tracefile import save
+from agdb.app.demo import record_example
+from agdb.tracer.tracefile import save
 save(record_example(), sys.argv[1])
 """
 
@@ -179,7 +179,7 @@ def test_the_same_program_in_two_processes_gives_the_same_file(tmp_path):
 def test_version_1_queue_names_become_thread_rows():
     """A version 1 file named a CPU queue by its thread's ident; loading renames it cpu:<row> of the latest thread
     with that ident (the second of two threads that shared ident 7), leaves device queues alone, drops idents."""
-    from tracer.tracefile import upgrade_v1_queues
+    from agdb.tracer.tracefile import upgrade_v1_queues
 
     strings = ["first", "second", "cpu:7", "cuda:0", "cpu:99"]
     columns = {"thread_ident": np.array([7, 7]), "thread_name": np.array([0, 1]), "queue_name": np.array([2, 3, 4])}

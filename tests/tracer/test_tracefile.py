@@ -23,13 +23,13 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-import engine
-import tracer
-from app.cli import main
+from agdb import engine
+from agdb import tracer
+from agdb.app.cli import main
 from tests.engine.helpers import run_in_thread
-from tracer.replay import Replay
-from tracer.state_json import state_to_json
-from tracer.tracefile import TraceFormatError, load, loads, save
+from agdb.tracer.replay import Replay
+from agdb.tracer.state_json import state_to_json
+from agdb.tracer.tracefile import TraceFormatError, load, loads, save
 
 MAGIC = b"AGDB-TRACE\n"
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,16 +7,16 @@ import warnings
 
 import pytest
 
-import engine as torch
-import tracer
+from agdb import engine as torch
+from agdb import tracer
 from tests.engine.helpers import run_in_thread
-from tracer import events as ev
-from tracer.breakpoints import Breakpoint, hits, next_hit, parse
-from tracer.forward_map import ForwardMap
-from tracer.node_details import node_details
-from tracer.schema import UINT64_MAX
-from tracer.search import find_nodes
-from tracer.tracefile import load, save
+from agdb.tracer import events as ev
+from agdb.tracer.breakpoints import Breakpoint, hits, next_hit, parse
+from agdb.tracer.forward_map import ForwardMap
+from agdb.tracer.node_details import node_details
+from agdb.tracer.schema import UINT64_MAX
+from agdb.tracer.search import find_nodes
+from agdb.tracer.tracefile import load, save
 
 ACC = "torch::autograd::AccumulateGrad"
 
@@ -422,7 +422,7 @@ def test_forward_stack_survives_save_load(tmp_path):
 
 def test_same_program_twice_gives_the_same_trace():
     """Graph tasks are numbered per trace (1, 2, ...), so a second recording in one process matches the first."""
-    from app.demo import record_example
+    from agdb.app.demo import record_example
 
     first, second = list(record_example()), list(record_example())
     assert first == second

@@ -40,7 +40,7 @@ def overload_of(impl: Any) -> str | None:
     if impl is None:
         return None
     if not _overloads:
-        from engine import _dispatch
+        from agdb.engine import _dispatch
 
         for entry in _dispatch.REGISTRY.values():
             _overloads.setdefault(id(entry.impl), f"{entry.surface}:{entry.attr}")
@@ -61,7 +61,7 @@ class Ref:
 def classify_scalars(args: tuple) -> dict:
     """PythonOp's attributes for the non-tensor arguments: bool/int/float scalars and tuples of one of those
     types as typed lists with their positions; anything else as an object reference."""
-    from engine import Tensor
+    from agdb.engine import Tensor
 
     attrs: dict[str, list] = {}
 

@@ -62,7 +62,7 @@ class _Capture:
     """The observer: turns op calls, gradient sums and formula ops into FX nodes."""
 
     def __init__(self, custom_functions: CustomFunctions) -> None:
-        from engine import _state
+        from agdb.engine import _state
 
         self.tls = _state.tls
         self.g = Graph()
@@ -77,7 +77,7 @@ class _Capture:
         self.in_formula = 0
         self.in_function = 0  # depth of custom Function.apply calls being captured as one PythonOp
         self.bumps: list[list] = []
-        from engine import _dispatch
+        from agdb.engine import _dispatch
 
         self.reporting = _dispatch._reporting
         self.thread = threading.get_ident()
@@ -89,7 +89,7 @@ class _Capture:
         self.n_constants = 0
         self.hooked: set[int] = set()
         self.op_frame: tuple[str, int, str] | None = None
-        from engine import Tensor
+        from agdb.engine import Tensor
 
         self.Tensor = Tensor
         self.grad_in: list[list] = []
@@ -384,8 +384,8 @@ def capture_joint(fn_or_module: Any, *args: Any, custom_functions: CustomFunctio
         TypeError: the target is not callable, or returns no tensor.
         ValueError: an unknown `custom_functions`.
     """
-    import engine
-    from engine import nn
+    from agdb import engine
+    from agdb.engine import nn
 
     if custom_functions not in ("trace", "python_op"):
         raise ValueError(f"custom_functions must be 'trace' or 'python_op', not {custom_functions!r}")
@@ -444,7 +444,7 @@ def capture_joint(fn_or_module: Any, *args: Any, custom_functions: CustomFunctio
 
 def _run_backward(cap: _Capture, diff: list, tangents: list, primals: list) -> list:
     """autograd.grad of the differentiable outputs w.r.t. the inputs that require grad, as AOT calls it."""
-    import engine
+    from agdb import engine
 
     wanted = [t for t, _ in primals if t.requires_grad]
     if not diff or not wanted:
@@ -461,8 +461,8 @@ def _run_backward(cap: _Capture, diff: list, tangents: list, primals: list) -> l
 
 def _module_hooks(cap: _Capture, target: Any) -> list:
     """Global module hooks that keep `nn_module_stack` (submodules only, by fully qualified name)."""
-    from engine import nn
-    from engine.nn import hooks as nn_hooks
+    from agdb.engine import nn
+    from agdb.engine.nn import hooks as nn_hooks
 
     if not isinstance(target, nn.Module):
         return []

@@ -35,7 +35,7 @@ class Violation:
 
 def _example_inputs(graph: Graph, seed: int = 0) -> dict[str, Any]:
     """One random tensor per placeholder, from its val (the same values for the graph before and after)."""
-    from engine._tensor import make_tensor
+    from agdb.engine._tensor import make_tensor
 
     rng = np.random.default_rng(seed)
     out = {}
@@ -48,7 +48,7 @@ def _example_inputs(graph: Graph, seed: int = 0) -> dict[str, Any]:
 
 
 def _run(graph: Graph, inputs: dict[str, Any]) -> dict[Node, Any]:
-    import engine
+    from agdb import engine
 
     with engine.no_grad():
         ph = {n: inputs[n.name].clone() for n in graph.nodes if n.op == "placeholder"}
@@ -69,7 +69,7 @@ def _is_mutation(n: Node) -> bool:
 
 def _aliases(graph: Graph, env: dict[Node, Any]) -> set[tuple[str, int]]:
     """(input name, output position) pairs whose storages overlap."""
-    from engine import Tensor
+    from agdb.engine import Tensor
 
     ins = [(n.name, env[n]) for n in graph.nodes if n.op == "placeholder"]
     outs = graph.output_node.args[0]
@@ -97,7 +97,7 @@ def check_pass(graph: Graph, pass_fn: Callable[[Graph], Graph | None]) -> list[V
     inputs = _example_inputs(before)
     out: list[Violation] = []
     env = _run(after, inputs)
-    from engine import Tensor
+    from agdb.engine import Tensor
 
     for n in after.nodes:
         val, got = n.meta.get("val"), env.get(n)

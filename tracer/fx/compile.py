@@ -22,7 +22,7 @@ def compile_joint(graph: Graph) -> Callable[..., Any]:
     Raises:
         ValueError: the graph has no output node or placeholders without descriptors.
     """
-    import engine
+    from agdb import engine
 
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     if any("desc" not in n.meta for n in placeholders):

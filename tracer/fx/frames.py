@@ -15,7 +15,7 @@ def _skip_dirs() -> tuple[str, ...]:
     """Directories whose frames are not the user's: the engine and the tracer."""
     global _SKIP_DIRS
     if not _SKIP_DIRS:
-        import engine
+        from agdb import engine
 
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         _SKIP_DIRS = (os.path.dirname(os.path.abspath(engine.__file__)) + os.sep, here + os.sep)

@@ -27,14 +27,14 @@ def resolve(target: str) -> Callable[..., Any]:
     if target == "getitem":
         return operator.getitem
     if target.startswith("engine._ops."):
-        from engine import _ops
+        from agdb.engine import _ops
 
         fn = getattr(_ops, target.removeprefix("engine._ops."), None)
         if fn is not None:
             return getattr(fn, "__wrapped__", fn)
     elif target.startswith("engine."):
         if not _impls:
-            from engine import _dispatch
+            from agdb.engine import _dispatch
 
             for entry in _dispatch.REGISTRY.values():
                 _impls.setdefault(entry.op, entry.impl)
@@ -57,7 +57,7 @@ def _value(a: Any) -> Any:
 def run_node(node: Node, env: dict[Node, Any], graph: Graph) -> Any:
     """The value of one node, its arguments taken from `env`."""
     if node.op == "get_attr":
-        from engine._tensor import make_tensor
+        from agdb.engine._tensor import make_tensor
 
         if node.target not in graph.constants:
             raise NotRunnable(f"constant {node.target} was not saved with the graph")
@@ -74,7 +74,7 @@ def _callable(node: Node) -> Callable[..., Any]:
     still names that op, else the target's."""
     overload = node.meta.get("overload")
     if overload and node.target.startswith("engine.") and not node.target.startswith("engine._ops."):
-        from engine import _dispatch
+        from agdb.engine import _dispatch
 
         surface, _, attr = overload.partition(":")
         entry = _dispatch.REGISTRY.get((surface, attr))

@@ -25,13 +25,13 @@ class Patched:
         self.saved: list[tuple[Any, str, Any]] = []
 
     def __enter__(self) -> Patched:
-        from engine import _dispatch, _ops
-        from engine.autograd import function
+        from agdb.engine import _dispatch, _ops
+        from agdb.engine.autograd import function
 
         cap = self.cap
         reporting = _dispatch._reporting
         tls = cap.tls
-        Tensor = __import__("engine").Tensor
+        from agdb.engine import Tensor
 
         for name in dir(_ops):
             fn = getattr(_ops, name)
@@ -40,7 +40,7 @@ class Patched:
             self.saved.append((_ops, name, fn))
             setattr(_ops, name, _formula_wrapper(cap, name, fn, reporting, tls, Tensor))
 
-        from engine import _validate  # validate_outputs' sum_to and to: traced like the formulas' ops
+        from agdb.engine import _validate  # validate_outputs' sum_to and to: traced like the formulas' ops
 
         for name in ("sum_to", "to"):
             fn = getattr(_validate, name)

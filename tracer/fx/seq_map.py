@@ -178,8 +178,8 @@ def new_seq_nr(current: Node | None, counter: int) -> int | None:
 def retrace(graph: Graph) -> Graph:
     """Re-trace a joint graph node by node on the engine, as a higher-order op re-enters make_fx: the new
     graph has the same nodes and meta, and seq_nrs given by `new_seq_nr` (lost unless preserved)."""
-    import engine
-    from engine import _state as engine_state
+    from agdb import engine
+    from agdb.engine import _state as engine_state
 
     from .interpret import run_node
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import threading
 
-import engine as torch
-from tracer.fx import GRADIENT_ACC_SPECIAL_STACK, capture_joint, from_data, to_data
+from agdb import engine as torch
+from agdb.tracer.fx import GRADIENT_ACC_SPECIAL_STACK, capture_joint, from_data, to_data
 
 
 def rows(g, tag=None):
@@ -210,10 +210,10 @@ def test_plain_data_round_trip_and_printing():
 def test_joint_view_is_drawn_from_a_saved_trace(tmp_path):
     """A trace carrying a joint graph survives save/load and draws as DOT: a box per node, forward and backward
     clusters, the grad-acc node with a double border."""
-    import tracer
-    from tracer.dot import to_dot
-    from tracer.fx.view import with_joint
-    from tracer.tracefile import load, save
+    from agdb import tracer
+    from agdb.tracer.dot import to_dot
+    from agdb.tracer.fx.view import with_joint
+    from agdb.tracer.tracefile import load, save
 
     with tracer.record() as rec:
         g = capture_joint(f_diamond, leaf(4), leaf(4))
@@ -230,8 +230,8 @@ def test_bad_targets_raise_clearly_and_leave_the_engine_as_it_was():
     error, and afterwards the formula namespace and Function.apply are the engine's own again."""
     import pytest
 
-    from engine import _ops
-    from engine.autograd import function
+    from agdb.engine import _ops
+    from agdb.engine.autograd import function
 
     before = (_ops.mul, function.Function.__dict__["apply"])
     with pytest.raises(TypeError, match="function or an nn.Module"):
@@ -247,7 +247,7 @@ def test_bad_targets_raise_clearly_and_leave_the_engine_as_it_was():
     with pytest.raises(RuntimeError, match="boom"):
         capture_joint(boom, leaf(2))
     assert (_ops.mul, function.Function.__dict__["apply"]) == before
-    from engine import _observer
+    from agdb.engine import _observer
 
     assert not _observer.op_watchers  # the capture's observer is detached
 

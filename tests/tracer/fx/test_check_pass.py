@@ -1,8 +1,8 @@
 """check_pass catches the three broken invariants of seed 001 and accepts a correct pass."""
 from __future__ import annotations
 
-from tracer.fx import capture_joint
-from tracer.fx.check_pass import check_pass
+from agdb.tracer.fx import capture_joint
+from agdb.tracer.fx.check_pass import check_pass
 
 from .test_capture import f_diamond, leaf
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import engine as torch
-from tracer.fx import capture_joint
-from tracer.fx.compile import compile_joint
-from tracer.fx.descriptors import (
+from agdb import engine as torch
+from agdb.tracer.fx import capture_joint
+from agdb.tracer.fx.compile import compile_joint
+from agdb.tracer.fx.descriptors import (
     BufferAOTInput,
     GradAOTOutput,
     ParamAOTInput,
@@ -22,7 +22,7 @@ from tracer.fx.descriptors import (
     get_plain_input_and_grad_nodes,
     get_plain_output_and_tangent_nodes,
 )
-from tracer.fx.interpret import NotRunnable
+from agdb.tracer.fx.interpret import NotRunnable
 
 from .test_capture import f_custom, f_diamond, leaf
 
@@ -130,8 +130,8 @@ def test_compile_joint_runs_each_call_form_as_captured():
 
 def test_entry_points_on_tracer():
     """tracer.capture_joint, tracer.compile_joint and tracer.check_pass are the fx package's functions."""
-    import tracer
-    from tracer.fx import check_pass as check_pass_mod
+    from agdb import tracer
+    from agdb.tracer.fx import check_pass as check_pass_mod
 
     assert tracer.capture_joint is capture_joint and tracer.compile_joint is compile_joint
     assert tracer.check_pass is check_pass_mod.check_pass

@@ -1,9 +1,9 @@
 """The forward-to-backward map, copy_fwd_metadata_to_bw_nodes, the anomalies report, and re-tracing."""
 from __future__ import annotations
 
-import engine as torch
-from tracer.fx import capture_joint
-from tracer.fx.seq_map import (
+from agdb import engine as torch
+from agdb.tracer.fx import capture_joint
+from agdb.tracer.fx.seq_map import (
     anomalies,
     copy_fwd_metadata_to_bw_nodes,
     preserve_node_seq_nr,

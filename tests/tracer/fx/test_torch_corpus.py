@@ -17,8 +17,8 @@ import functools
 
 import pytest
 
-import engine
-from tracer.fx import capture_joint
+from agdb import engine
+from agdb.tracer.fx import capture_joint
 
 from .corpus import PROGRAMS
 

@@ -11,16 +11,16 @@ import json
 
 import pytest
 
-import engine
-from tracer.fx import capture_joint, from_data, to_data
-from tracer.fx.descriptors import get_named_param_nodes, get_param_and_grad_nodes
-from tracer.fx.seq_map import anomalies, seq_map
+from agdb import engine
+from agdb.tracer.fx import capture_joint, from_data, to_data
+from agdb.tracer.fx.descriptors import get_named_param_nodes, get_param_and_grad_nodes
+from agdb.tracer.fx.seq_map import anomalies, seq_map
 
 from .corpus import PROGRAMS
 
 torch = pytest.importorskip("torch")
 
-from tracer.torch_bridge import fx as torch_fx  # noqa: E402
+from agdb.tracer.torch_bridge import fx as torch_fx  # noqa: E402
 
 
 def _r(*shape):
@@ -265,7 +265,7 @@ def test_record_run_is_a_bridge_trace_of_the_eager_run():
     x = _r(3)
     trace = torch_fx.record_run(lambda x: (x * 2).sin().sum(), x)
     assert len(trace) > 0 and x.grad is None
-    from tracer.schema import Kind
+    from agdb.tracer.schema import Kind
 
     names = {trace.node(trace.event_node(int(step))).name for step in trace.steps_of(Kind.NODE_STARTED)}
     assert {"MulBackward0", "SinBackward0", "SumBackward0"} <= names
@@ -378,7 +378,7 @@ def test_descriptor_kinds_agdb_has_no_class_for_keep_torchs_name_and_expr():
     expr() text; known ones nest (a tangent of a plain output) and compare equal to agdb's own."""
     from torch._functorch._aot_autograd import descriptors as td
 
-    from tracer.fx import descriptors as ad
+    from agdb.tracer.fx import descriptors as ad
 
     assert torch_fx.to_descriptor(td.DummyAOTInput(3)) == ad.OtherAOTInput("DummyAOTInput", "__dummy3")
     assert torch_fx.to_descriptor(td.DummyAOTOutput(1)) == ad.OtherAOTOutput("DummyAOTOutput", "__dummy1")

@@ -1,0 +1,9 @@
+"""`python -m agdb`: the `agdb` command."""
+from __future__ import annotations
+
+import sys
+
+from agdb.app.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
