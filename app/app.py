@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from agdb.tracer.printable import printable
+from agdb.tracer.store.printable import printable
 
 from .messages import TraceFailed, TraceLoaded, TraceProgress
 from .screens.help import keys_text
@@ -86,7 +86,7 @@ class AgdbApp(App[None]):
 
     @work(thread=True, exclusive=True, group="trace", exit_on_error=False)
     def _load(self, path: str) -> None:
-        from agdb.tracer.tracefile import TraceFormatError, load
+        from agdb.tracer.store.tracefile import TraceFormatError, load
 
         self.post_message(TraceProgress(f"loading {path}… (Escape cancels)"))
         try:
@@ -117,7 +117,7 @@ class AgdbApp(App[None]):
             self.post_message(TraceFailed("the recording was cancelled"))
 
     def _record_script(self, script: str) -> None:
-        from agdb.tracer.async_exc import drop_interrupt
+        from agdb.tracer.recording.async_exc import drop_interrupt
 
         from .run_script import run_recorded
 
@@ -167,7 +167,7 @@ class AgdbApp(App[None]):
         self.exit(return_code=1 if self.failure else 0)
 
     def _stop_script(self) -> None:
-        from agdb.tracer.async_exc import interrupt
+        from agdb.tracer.recording.async_exc import interrupt
 
         with self._cancel_lock:
             self._cancelled = True
@@ -192,7 +192,7 @@ class AgdbApp(App[None]):
             self.query_one("#status", Static).update("cancelled\n\npress q to quit")
 
     def _interrupt_script(self) -> None:
-        from agdb.tracer.async_exc import interrupt
+        from agdb.tracer.recording.async_exc import interrupt
 
         with self._cancel_lock:
             thread = self._script_thread
@@ -229,7 +229,7 @@ class AgdbApp(App[None]):
         if self.script_output:
             lines = self.script_output.count("\n") + (not self.script_output.endswith("\n"))
             self.notify(f"the script printed {lines:,} line(s): o shows them", timeout=6)
-        from agdb.tracer.torch_bridge import divergence_text  # a bridge trace may say where agdb's model of the engine
+        from agdb.tracer.sources.torch import divergence_text  # a bridge trace may say where agdb's model of the engine
         if diverged := divergence_text(message.trace):  # and torch's order differed (docs/torch-bridge.md)
             self.notify(diverged, title="agdb's model and torch disagree", severity="warning", timeout=20)
 

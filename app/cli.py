@@ -13,11 +13,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from agdb.tracer import culprits as culprits_mod
-from agdb.tracer.replay import Replay
-from agdb.tracer.schema import short_name
-from agdb.tracer.state_json import state_to_json
-from agdb.tracer.tracefile import TraceFormatError, load, save
+from agdb.tracer.recording import culprits as culprits_mod
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.replay.state_json import state_to_json
+from agdb.tracer.store.schema import short_name
+from agdb.tracer.store.tracefile import TraceFormatError, load, save
 
 from . import fx_cli, torch_cli
 from .show import DEFAULT_LIMIT, StdoutConsole, executed_by_task, node_label, print_state, run_name, short
@@ -436,7 +436,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def _state_and_order(trace, step: int | None):
     """The state at `step` (the last by default) and each node's execution index there, as the TUI numbers them;
     (None, None) for a step outside the trace (export says why)."""
-    from agdb.tracer.node_states import node_states
+    from agdb.tracer.replay.node_states import node_states
 
     step = len(trace) - 1 if step is None else step
     if not 0 <= step < len(trace):

@@ -15,9 +15,9 @@ from rich.text import Text
 
 from agdb import engine as torch
 from agdb import tracer
-from agdb.tracer import culprits
-from agdb.tracer.events import TaskPushed
-from agdb.tracer.replay import Replay
+from agdb.tracer.recording import culprits
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store.events import TaskPushed
 
 
 class Cube(torch.autograd.Function):

@@ -2,7 +2,7 @@
 
 Two tables: the seq_nrs each thread handed out (node and culprit line, by relative seq_nr) and the node runs
 in order. `d` / `D` go to the next / previous difference in the focused table; Tab switches tables. The
-data is tracer.diff's: this module only lays it out.
+data is tracer.replay.diff's: this module only lays it out.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Static
 
-from agdb.tracer.diff import Aspect, Side, same_line, same_run
-from agdb.tracer.printable import printable
+from agdb.tracer.replay.diff import Aspect, Side, same_line, same_run
+from agdb.tracer.store.printable import printable
 
 _DIFF = "bold red"
 

@@ -1,6 +1,6 @@
 """Export a picture of a trace's graph: DOT text, or SVG/PNG/PDF rendered by Graphviz's `dot`.
 
-The DOT text comes from tracer/dot.py (pure); this module writes files and runs `dot` through the `graphviz`
+The DOT text comes from tracer/views/dot.py (pure); this module writes files and runs `dot` through the `graphviz`
 package. `dot` can be slow and can be missing, so this says so plainly and refuses pictures too large to lay
 out unless forced.
 """
@@ -13,11 +13,11 @@ from pathlib import Path
 import graphviz
 import numpy as np
 
-from agdb.tracer.atomic import write_atomically
-from agdb.tracer.dot import View, ViewError, picture
-from agdb.tracer.replay import EngineState
-from agdb.tracer.search import find_nodes, is_number
-from agdb.tracer.trace import Trace
+from agdb.tracer.replay.replay import EngineState
+from agdb.tracer.replay.search import find_nodes, is_number
+from agdb.tracer.store.atomic import write_atomically
+from agdb.tracer.store.trace import Trace
+from agdb.tracer.views.dot import View, ViewError, picture
 
 FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf"}
 """File suffixes agdb writes, and the Graphviz format of each (`dot` is the text itself)."""
@@ -44,7 +44,7 @@ def resolve_focus(trace: Trace, text: str, flag: str = "--focus", order: np.ndar
     """A node from `12`, `node:12` (its index in the trace), `seq:5` / `seq 5` (its seq_nr) or a name that only
     one node has.
 
-    With `order` (each node's execution index at a step, -1 if it has not run: tracer.node_states), a bare
+    With `order` (each node's execution index at a step, -1 if it has not run: tracer.replay.node_states), a bare
     number is an execution index, the leading number of the TUI's graph rows; without it, a node index.
 
     Raises:
@@ -141,6 +141,6 @@ def render(dot_text: str, fmt: str, timeout_s: float = LAYOUT_TIMEOUT_S) -> byte
 
 
 def _write_atomically(path: str, data: bytes) -> None:
-    """Write via a temporary file in the same folder, so a failure never leaves half a file (tracer.atomic: the
+    """Write via a temporary file in the same folder, so a failure never leaves half a file (tracer.store.atomic: the
     user's umask, symlinks written through, killed writes' temporaries removed)."""
     write_atomically(path, [data], durable=False)

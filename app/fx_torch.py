@@ -3,7 +3,7 @@
 The script and its `agdb_fx` mark are the engine path's (app/fx_cli.py), run on real torch; the report is the
 engine path's too (the graph, descriptors, the forward-to-backward map and its anomalies), headed by which torch
 entry point made the graphs, plus aot_function's forward and backward graphs. Never imports torch itself:
-tracer/torch_bridge/fx.py does, once torch is known to be installed.
+tracer/sources/torch/fx.py does, once torch is known to be installed.
 """
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ def capture_script_torch(script: str, record: bool = False) -> tuple[Any, Any]:
         FxError: torch is missing; the script is missing, raised, or marks nothing usable; torch could not trace
             the target, or made no graph with seq_nr.
     """
-    from agdb.tracer import torch_bridge
+    from agdb.tracer.sources import torch as torch_bridge
 
     if not torch_bridge.available():
         raise FxError(f"agdb fx --torch runs real PyTorch, which is not installed. {torch_bridge.INSTALL_HINT}")
-    from agdb.tracer.torch_bridge import fx as torch_fx
+    from agdb.tracer.sources.torch import fx as torch_fx
 
     with marked(script) as (target, args):
         try:
@@ -104,7 +104,7 @@ def _ops(n: int) -> str:
 def cmd_fx_torch(args: argparse.Namespace) -> int:
     """`agdb fx SCRIPT --torch [--json] [--partitions] [-o FILE.agdb]`."""
     from agdb.tracer.fx.view import with_joint
-    from agdb.tracer.tracefile import save
+    from agdb.tracer.store.tracefile import save
 
     if args.python_op:
         return _fail("--python-op applies to agdb's engine: torch's AOTAutograd traces custom autograd.Functions "

@@ -5,7 +5,7 @@ from typing import Any
 
 from textual.message import Message
 
-from agdb.tracer.breakpoints import Breakpoint
+from agdb.tracer.replay.breakpoints import Breakpoint
 
 
 class TraceLoaded(Message):

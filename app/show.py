@@ -1,6 +1,6 @@
 """`agdb show`'s text: the engine's state at one step, as at most `limit` rows per list.
 
-What it prints comes from the `agdb.state/1` object (tracer.state_json), built for the rows asked for only,
+What it prints comes from the `agdb.state/1` object (tracer.replay.state_json), built for the rows asked for only,
 so a 1M-node trace costs what a 20-row one does once the state is replayed. Names longer than NAME_WIDTH are
 cut with an ellipsis, and printed as text, never as Rich markup.
 """
@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agdb.tracer.schema import UINT64_MAX, Kind, short_name
+from agdb.tracer.store.schema import UINT64_MAX, Kind, short_name
 
 NAME_WIDTH = 200
 """The longest name printed whole; longer ones keep their first NAME_WIDTH - 1 characters and an ellipsis."""
@@ -49,8 +49,8 @@ class TaskGroup:
 
 def node_label(trace) -> Callable[[int], str]:
     """How `show` names a node: its short name and seq_nr (`MulBackward0 (seq 3)`), an AccumulateGrad by its leaf
-    as the TUI does (`AccumulateGrad (fc1.weight)`, `AccumulateGrad (leaf 2)`: tracer.leaf_labels), and another node
-    with no number of its own by its node index (`Error (#4)`)."""
+    as the TUI does (`AccumulateGrad (fc1.weight)`, `AccumulateGrad (leaf 2)`: tracer.store.leaf_labels),
+    and another node with no number of its own by its node index (`Error (#4)`)."""
     leaves = trace.index.leaf_labels
 
     def label(node: int) -> str:

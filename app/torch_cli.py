@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any
 
-from agdb.tracer import torch_bridge
+from agdb.tracer.sources import torch as torch_bridge
 
 BRIDGE = "bridge"
 """The value `--torch` gives `as_torch`: run_script.run_recorded then records real torch with the bridge."""
@@ -84,7 +84,7 @@ def _cmd_torch(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from agdb.tracer.diff import ASPECTS, compare, side_of, to_json
+    from agdb.tracer.replay.diff import ASPECTS, compare, side_of, to_json
 
     from . import cli
 

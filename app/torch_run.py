@@ -17,8 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from agdb.tracer import torch_bridge
-from agdb.tracer.async_exc import interrupt
+from agdb.tracer.recording.async_exc import interrupt
+from agdb.tracer.sources import torch as torch_bridge
 
 from .run_script import OsExitCalled, ScriptRun, _NoInput, _os_exit_for, exit_status, script_error
 
@@ -28,7 +28,7 @@ def run_bridged(script: str, args: list[str], on_progress: Callable[[int], None]
                 on_os_exit: Callable[[ScriptRun], int] | None = None, stack_size: int = torch_bridge.BIG_STACK,
                 single_threaded: bool = False) -> ScriptRun:
     """Run `script` as `__main__` on real torch, recording it with the bridge; arguments as run_recorded's;
-    `single_threaded`: the bridge's option of that name (tracer.torch_bridge.record).
+    `single_threaded`: the bridge's option of that name (tracer.sources.torch.record).
 
     Raises torch_bridge.TorchMissing (its message says how to install torch) and FileNotFoundError.
     """
@@ -86,7 +86,7 @@ def _wait(thread: threading.Thread, ended: threading.Event, box: dict, on_script
 def _run_here(script: str, path: Path, args: list[str], no_stdin: bool,
               on_os_exit: Callable[[ScriptRun], int] | None, on_progress: Callable[[int], None] | None,
               ended: threading.Event, single_threaded: bool = False) -> ScriptRun:
-    from agdb.tracer.torch_bridge.bridge import Bridge
+    from agdb.tracer.sources.torch.bridge import Bridge
 
     saved_argv, saved_path, saved_stdin, saved_exit = sys.argv[:], sys.path[:], sys.stdin, os._exit
     stdin = _NoInput() if no_stdin else None

@@ -29,7 +29,7 @@ What is measured
 Each repetition times, interleaved so that load on the machine hits them alike, with the garbage collector
 paused (as ``timeit`` does; collected before each timing) and ``time.perf_counter_ns``:
 
-1. **agdb, full view**: ``tracer.dot.picture(trace)`` (backward view, step=None: every node, styled by its
+1. **agdb, full view**: ``tracer.views.dot.picture(trace)`` (backward view, step=None: every node, styled by its
    final state), on a fresh copy of the trace (``tracefile.loads`` of its bytes, untimed) so that no run
    reuses another's cached indexes, under Python's default recursion limit.
 2. **agdb, collapsed view**: ``picture(trace, collapse=True)`` (repeats and linear chains folded, as
@@ -93,10 +93,10 @@ from agdb import (
     engine,
     tracer,
 )
-from agdb.tracer import tracefile
-from agdb.tracer.dot import picture, render
-from agdb.tracer.folding import fold
-from agdb.tracer.graph_model import backward_graph
+from agdb.tracer.store import tracefile
+from agdb.tracer.views.dot import picture, render
+from agdb.tracer.views.folding import fold
+from agdb.tracer.views.graph_model import backward_graph
 
 DEFAULT_RECURSION_LIMIT = sys.getrecursionlimit()
 """Python's recursion limit when this benchmark started (1,000 unless something changed it)."""

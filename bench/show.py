@@ -8,7 +8,7 @@ Run it from the repository root:
 
 The traces
 ----------
-Written with the public TraceBuilder (tracer/builder.py) and saved to a temporary .agdb file: a backward
+Written with the public TraceBuilder (tracer/recording/builder.py) and saved to a temporary .agdb file: a backward
 through a chain of N nodes (N - 1 MulBackward0 and an AccumulateGrad; NodeCreated for each, then per node a
 pop, NodeStarted, BufferWritten, a push and NodeFinished: ~6 events a node). A second trace of 2,000 nodes
 has one node named by 100,000 characters, the other case the issue timed (256 s before).
@@ -41,10 +41,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agdb.tracer.builder import TraceBuilder  # noqa: E402
-from agdb.tracer.replay import Replay  # noqa: E402
-from agdb.tracer.schema import UINT64_MAX  # noqa: E402
-from agdb.tracer.tracefile import load, save  # noqa: E402
+from agdb.tracer.recording.builder import TraceBuilder  # noqa: E402
+from agdb.tracer.replay.replay import Replay  # noqa: E402
+from agdb.tracer.store.schema import UINT64_MAX  # noqa: E402
+from agdb.tracer.store.tracefile import load, save  # noqa: E402
 from bench._common import bench_main  # noqa: E402
 
 OVERHEAD_S = 1.5

@@ -9,7 +9,7 @@ CrossEntropyLoss, its losses summed over N/33 small batches) and a wide graph (N
 the same rounds. Times are the process's CPU time (time.process_time): on a shared machine, time given to
 other processes does not count.
 - forward with culprits: the culprit of every seq_nr increment (NOTE [line culprits] in
-  tracer/torch_bridge/lines.py), over the plain forward (targets: <= 1.6x on the chain-like graphs, <= 2x on the
+  tracer/sources/torch/lines.py), over the plain forward (targets: <= 1.6x on the chain-like graphs, <= 2x on the
   wide graph). Beside it: a TorchFunctionMode that does nothing but call the function (the issue measured
   1.35-2.05x), a trace function that does nothing at every line of the forward (the floor of any per-line
   observer: CPython 3.11 runs a thread with a trace function on its slower tracing path), the bridge's own
@@ -24,7 +24,7 @@ other processes does not count.
   grad for its summary) and with values=False (they keep none). The floor beside it: bare Python pre- and
   post-hooks that do nothing, on every node (the issue measured 1.16-1.32x).
 - reconstruction: running agdb's model of the engine over what the hooks logged, summarising grads and writing
-  the events (NOTE [observe now, reconstruct later] in tracer/torch_bridge/bridge.py), in µs per node run. It
+  the events (NOTE [observe now, reconstruct later] in tracer/sources/torch/bridge.py), in µs per node run. It
   runs after the backward (here with defer=True, when the recording ends; measured in the first round only):
   informational, no target. `backward, record() default` is the backward call with it inside (defer=False).
 
@@ -172,7 +172,7 @@ def _plain_round(forward: Callable[[], Any], noop: Any, times: dict, reading: Ca
 
 def _recorded_round(forward: Callable[[], Any], times: dict, reconstruct: bool) -> dict:
     """The same under the bridge: forward, the first backward (its walk timed), the second backward timed."""
-    from agdb.tracer import torch_bridge
+    from agdb.tracer.sources import torch as torch_bridge
 
     with torch_bridge.record(defer=True, culprits="lines") as rec:  # record()'s choice on the main thread
         bridge = rec.bridge
@@ -256,7 +256,7 @@ def measure(kind: str, n: int, reps: int) -> dict:
 
 
 def run(quick: bool, reps: int | None) -> dict:
-    from agdb.tracer import torch_bridge
+    from agdb.tracer.sources import torch as torch_bridge
 
     if not torch_bridge.available():
         sys.exit(f"bench/torch_bridge.py needs torch: {torch_bridge.INSTALL_HINT}")

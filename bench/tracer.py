@@ -41,8 +41,8 @@ counted by walking ``grad_fn.next_functions`` from the loss, AccumulateGrad incl
    table, payloads, ...) by a recursive ``getsizeof`` over a sample of 2,000 entries each, scaled to its
    length (each shown if >= 0.5 B/event). On disk: file size / events (target <= 24 B).
 
-3. **Save and load.** ``tracer.tracefile.save`` (default arguments: it fsyncs) and ``load`` of that trace, 5 times each
-   (``--quick``: 3), into a temporary directory; median ms, MB/s of file bytes, and ms per 1M events
+3. **Save and load.** ``tracer.store.tracefile.save`` (default arguments: it fsyncs) and ``load`` of that trace, 5 times
+   each (``--quick``: 3), into a temporary directory; median ms, MB/s of file bytes, and ms per 1M events
    (targets: save <= 50 ms, load <= 20 ms per 1M events; a linear scaling when the trace is not 1M events,
    said so in the output). Loading reads a file the OS has just cached: no cold-disk reads.
 
@@ -67,7 +67,7 @@ counted by walking ``grad_fn.next_functions`` from the loss, AccumulateGrad incl
    plain peak (the engine's own memory, graph included), per recorded event, against the issue's 100 B
    target; also the bytes the recording still holds once the program's tensors are gone (before
    ``finish()``), per event, and ``finish()``'s time. The raw rows not yet frozen (up to ``CHUNK``, NOTE
-   [frozen chunks] in tracer/builder.py) are a constant, not a cost per event: they weigh less in a bigger
+   [frozen chunks] in tracer/recording/builder.py) are a constant, not a cost per event: they weigh less in a bigger
    chain.
 
 The closing table lists every figure; those with a target say "met" or "NOT met", the others "info".
@@ -94,10 +94,10 @@ import numpy as np
 from _common import bench_main, count_nodes, print_target_table
 
 from agdb import engine
-from agdb.tracer import tracefile
-from agdb.tracer.recorder import Recorder
-from agdb.tracer.replay import Replay
-from agdb.tracer.schema import Kind
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.sources.engine import Recorder
+from agdb.tracer.store import tracefile
+from agdb.tracer.store.schema import Kind
 
 OVERHEAD_TARGET = 1.5
 """Recorded / unrecorded time, every event recorded."""

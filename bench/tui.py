@@ -72,14 +72,14 @@ Two ways to drive the app are timed, side by side:
    part 1 (target: 1 s), then the first ``l`` key, direct (target: one frame, 22 ms), once each; then at once
    the first ``n`` (the first step inside the backward). Then, each on a fresh app of a freshly loaded trace,
    right after the first paint: the first ``n`` (target: one frame, 22 ms: answered from indexes of a prefix of
-   the trace, NOTE [prefix indexes] in tracer/indexes.py), the first ``G`` (information: a jump to the last
+   the trace, NOTE [prefix indexes] in tracer/store/indexes.py), the first ``G`` (information: a jump to the last
    event, which needs the whole trace's node runs and history; its queues start where every queue is empty,
-   NOTE [empty queues] in tracer/replay.py) and a second ``n`` after the first (information: what a step into
+   NOTE [empty queues] in tracer/replay/replay.py) and a second ``n`` after the first (information: what a step into
    the backward costs once its indexes exist). All come before the graph panel's layout worker starts (it
    waits for a pause): the panel says it is laying out. Last, on one more fresh app: 20 ``n`` keys in a row
    right after the first paint (target: their p95 within one frame, 22 ms: a step costs what the screen shows,
-   not what the graph task counts, NOTE [counts at a step] in tracer/indexes.py and NOTE [stepping the states]
-   in tracer/node_states.py), then, once the graph panel has drawn its (folded) layout, 20 more (same target).
+   not what the graph task counts, NOTE [counts at a step] in tracer/store/indexes.py and NOTE [stepping the states]
+   in tracer/replay/node_states.py), then, once the graph panel has drawn its (folded) layout, 20 more (same target).
 
 One repeat times every measurement once, in both ways, interleaved, so that the machine's load hits them
 alike (seed 0). p50, p95, p99 and max are reported; a target is checked against the direct p95 (for first
@@ -108,11 +108,11 @@ from textual import events
 
 from agdb.app.app import AgdbApp
 from agdb.app.screens.step import StepScreen
-from agdb.tracer import culprits as culprits_mod
-from agdb.tracer import tracefile
-from agdb.tracer.recorder import Recorder
-from agdb.tracer.replay import Replay
-from agdb.tracer.schema import Kind
+from agdb.tracer.recording import culprits as culprits_mod
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.sources.engine import Recorder
+from agdb.tracer.store import tracefile
+from agdb.tracer.store.schema import Kind
 
 bench_tracer = load_bench_module("tracer")
 

@@ -6,7 +6,7 @@ import threading
 
 from agdb import engine as torch
 from agdb import tracer
-from agdb.tracer.trace import Trace
+from agdb.tracer.store.trace import Trace
 
 
 def recorded_on_fresh_thread(program, name: str = "graph") -> Trace:  # snapshots pin the lines below

@@ -21,8 +21,8 @@ def test_engine_imports_no_ui_package():
 def test_tracer_imports_no_ui_package():
     """Importing the tracer (recording, files, replay, culprits, JSON) loads neither textual nor rich."""
     loaded = _modules_after_import(
-        "import agdb.tracer, agdb.tracer.replay, agdb.tracer.tracefile, agdb.tracer.culprits, agdb.tracer.state_json")
-    assert "agdb.tracer.replay" in loaded
+        "import agdb.tracer, agdb.tracer.replay.replay, agdb.tracer.store.tracefile, agdb.tracer.recording.culprits, agdb.tracer.replay.state_json")
+    assert "agdb.tracer.replay.replay" in loaded
     assert not {m for m in loaded if m.split(".")[0] in {"textual", "rich"}}
 
 
@@ -34,10 +34,10 @@ def test_engine_imports_no_torch():
 
 def test_nothing_but_the_bridge_imports_torch():
     """torch is optional: the CLI, the TUI, the tracer (with the bridge's package and the trace diff) and the
-    engine load without it; only `tracer.torch_bridge.bridge`, imported when a recording starts, imports it."""
+    engine load without it; only `tracer.sources.torch.bridge`, imported when a recording starts, imports it."""
     loaded = _modules_after_import(
-        "import agdb.engine, agdb.tracer, agdb.tracer.replay, agdb.tracer.diff, agdb.tracer.torch_bridge, "
-        "agdb.tracer.torch_bridge.model, agdb.app.cli, agdb.app.app, agdb.app.torch_cli, agdb.app.torch_run, agdb.widgets")
-    assert {"agdb.app.torch_cli", "agdb.tracer.torch_bridge", "agdb.app.app"} <= loaded
+        "import agdb.engine, agdb.tracer, agdb.tracer.replay.replay, agdb.tracer.replay.diff, agdb.tracer.sources.torch, "
+        "agdb.tracer.sources.torch.model, agdb.app.cli, agdb.app.app, agdb.app.torch_cli, agdb.app.torch_run, agdb.widgets")
+    assert {"agdb.app.torch_cli", "agdb.tracer.sources.torch", "agdb.app.app"} <= loaded
     assert "torch" not in loaded
-    assert "agdb.tracer.torch_bridge.bridge" not in loaded
+    assert "agdb.tracer.sources.torch.bridge" not in loaded

@@ -52,7 +52,7 @@ def _agdb(python: str, folder: Path, *argv: str, timeout: float = 300) -> subpro
 
 
 def _node_names(path: Path) -> list[str]:
-    from agdb.tracer.tracefile import load
+    from agdb.tracer.store.tracefile import load
 
     trace = load(path)
     return [trace.node(i).name for i in range(trace.num_nodes)]

@@ -4,11 +4,11 @@ Imports numpy, the standard library and the engine's observer API; never textual
 """
 from __future__ import annotations
 
-from . import events, schema
-from .builder import TraceBuilder
-from .recorder import Recorder, record
-from .schema import Kind
-from .trace import NodeInfo, Trace
+from agdb.tracer.recording.builder import TraceBuilder
+from agdb.tracer.sources.engine import Recorder, record
+from agdb.tracer.store import events, schema
+from agdb.tracer.store.schema import Kind
+from agdb.tracer.store.trace import NodeInfo, Trace
 
 __all__ = ["Recorder", "record", "Trace", "TraceBuilder", "NodeInfo", "Kind", "events", "schema", "capture_joint",
            "compile_joint", "check_pass"]

@@ -6,10 +6,10 @@ from typing import Sequence
 from rich.text import Text
 from textual.message import Message
 
-from agdb.tracer.culprits import Culprit, TraceCulprits
-from agdb.tracer.replay import EngineState
-from agdb.tracer.schema import short_name
-from agdb.tracer.trace import Trace
+from agdb.tracer.recording.culprits import Culprit, TraceCulprits
+from agdb.tracer.replay.replay import EngineState
+from agdb.tracer.store.schema import short_name
+from agdb.tracer.store.trace import Trace
 
 from .lazy_list import LazyList
 

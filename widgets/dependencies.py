@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 from rich.text import Text
 
-from agdb.tracer.replay import EngineState
-from agdb.tracer.trace import Trace
+from agdb.tracer.replay.replay import EngineState
+from agdb.tracer.store.trace import Trace
 
 from .labels import NodeLabels
 from .lazy_list import LazyList
@@ -39,7 +39,7 @@ class DependenciesView(LazyList):
         """Take a new step's counts; rows read them when shown, and compare them with the last step's.
 
         The rows are each running graph task's counted nodes in turn, by node. Only the rows on screen are read
-        (NOTE [counts at a step] in tracer/indexes.py): a 1M-node backward counts a million nodes.
+        (NOTE [counts at a step] in tracer/store/indexes.py): a 1M-node backward counts a million nodes.
         """
         old = self.state
         sizes = [gt.num_counted() for gt in state.graph_tasks]

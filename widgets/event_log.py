@@ -6,8 +6,8 @@ from dataclasses import fields
 from rich.text import Text
 from textual.message import Message
 
-from agdb.tracer.replay import EngineState
-from agdb.tracer.trace import Trace
+from agdb.tracer.replay.replay import EngineState
+from agdb.tracer.store.trace import Trace
 
 from .lazy_list import LazyList
 

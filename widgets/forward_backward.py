@@ -4,16 +4,16 @@ from __future__ import annotations
 import numpy as np
 from rich.text import Text
 
-from agdb.tracer.forward_map import FLAGS, ForwardMap
-from agdb.tracer.replay import EngineState
-from agdb.tracer.trace import Trace
+from agdb.tracer.replay.forward_map import FLAGS, ForwardMap
+from agdb.tracer.replay.replay import EngineState
+from agdb.tracer.store.trace import Trace
 
 from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList
 
 FLAG_TEXT = {"accumulate": "accumulates", "engine": "engine's", "in_backward": "in backward", "no_graph": "no graph",
              "other_thread": "other thread"}
-"""How each flag of tracer.forward_map reads in the flags column (NOTE [seq_nr anomalies] there says why)."""
+"""How each flag of tracer.replay.forward_map reads in the flags column (NOTE [seq_nr anomalies] there says why)."""
 FLAG_MEANING = {"accumulate": "an AccumulateGrad: the grad goes into a leaf's .grad (seq_nr max)",
                 "engine": "the engine made this node, not a forward op, and it took a seq_nr",
                 "in_backward": "made while a backward ran (create_graph, a hook, a custom backward)",

@@ -1,6 +1,6 @@
 """GraphCanvas: the graph panel, the backward graph drawn in the terminal, or (`v`) listed as GraphView lists it.
 
-The drawing comes from tracer/graph_layout.py (a pure layout of the trace: boxes in layers by topological_nr,
+The drawing comes from tracer/views/layout.py (a pure layout of the trace: boxes in layers by topological_nr,
 edges in box-drawing cells, large graphs folded as docs/folding.md says); this widget only paints the lines on
 screen from it, and styles each box by its nodes' state at the step. The cursor stays a GraphView row (a
 node) in both views, so the screen selects and searches the same way whichever view is shown.
@@ -20,10 +20,10 @@ from textual.reactive import var
 from textual.strip import Strip
 from textual.timer import Timer
 
-from agdb.tracer.graph_layout import Layout, LayoutTooLarge, layout, line_text
-from agdb.tracer.node_states import STATES, BoxStates
-from agdb.tracer.replay import EngineState
-from agdb.tracer.trace import Trace
+from agdb.tracer.replay.node_states import STATES, BoxStates
+from agdb.tracer.replay.replay import EngineState
+from agdb.tracer.store.trace import Trace
+from agdb.tracer.views.layout import Layout, LayoutTooLarge, layout, line_text
 
 from .graph_view import GraphView
 

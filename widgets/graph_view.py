@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 from rich.text import Text
 
-from agdb.tracer.node_states import STATE_LABEL, STATES, NodeStates
-from agdb.tracer.replay import EngineState
-from agdb.tracer.trace import Trace
+from agdb.tracer.replay.node_states import STATE_LABEL, STATES, NodeStates
+from agdb.tracer.replay.replay import EngineState
+from agdb.tracer.store.trace import Trace
 
 from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList
@@ -55,7 +55,8 @@ class GraphView(LazyList):
             self.cursor = self.row_of(state.running[-1][1])
 
     def warm(self) -> None:
-        """Build the node states' history now (from a worker thread: NOTE [lazy history] in tracer/node_states)."""
+        """Build the node states' history now (from a worker thread: NOTE [lazy history] in
+        tracer/replay/node_states)."""
         self.states.warm()
 
     def row_of(self, node: int) -> int:

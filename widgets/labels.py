@@ -1,8 +1,8 @@
 """How every panel spells a seq_nr and a node's name, so that the same thing reads the same everywhere."""
 from __future__ import annotations
 
-from agdb.tracer.schema import UINT64_MAX, short_name
-from agdb.tracer.trace import Trace
+from agdb.tracer.store.schema import UINT64_MAX, short_name
+from agdb.tracer.store.trace import Trace
 
 NAME_WIDTH_MAX = 40
 """A list's name column is at most this wide: a longer name (a leaf's, a custom Function's) is cut (NodeLabels.fit)."""
@@ -20,7 +20,7 @@ class NodeLabels:
     """Names that tell a trace's nodes apart: `MulBackward0 seq 8`, `AccumulateGrad fc1.weight`.
 
     Every AccumulateGrad has seq_nr max, so a leaf is told apart by its name in the user's program (a module's
-    parameter path, or the variable bound to it: tracer.leaf_labels), or, when it has none, by its number among
+    parameter path, or the variable bound to it: tracer.store.leaf_labels), or, when it has none, by its number among
     the leaves, in the order ops first used them: `AccumulateGrad leaf 2`.
     """
 

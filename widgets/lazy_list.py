@@ -11,7 +11,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from agdb.tracer.replay import EngineState
+from agdb.tracer.replay.replay import EngineState
 
 _BLANK = ("blank",)
 """The painted key of a line below the last row."""

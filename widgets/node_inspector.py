@@ -5,10 +5,10 @@ import os
 
 from rich.text import Text
 
-from agdb.tracer import events as ev
-from agdb.tracer.node_details import NodeDetails, node_details
-from agdb.tracer.replay import EngineState
-from agdb.tracer.trace import Trace
+from agdb.tracer.replay.node_details import NodeDetails, node_details
+from agdb.tracer.replay.replay import EngineState
+from agdb.tracer.store import events as ev
+from agdb.tracer.store.trace import Trace
 
 from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList

@@ -5,8 +5,8 @@ import bisect
 
 from rich.text import Text
 
-from agdb.tracer.replay import EngineState
-from agdb.tracer.trace import Trace
+from agdb.tracer.replay.replay import EngineState
+from agdb.tracer.store.trace import Trace
 
 from .labels import NodeLabels
 from .lazy_list import LazyList

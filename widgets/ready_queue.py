@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from agdb.tracer.replay import EngineState
-from agdb.tracer.schema import short_name
-from agdb.tracer.trace import Trace
+from agdb.tracer.replay.replay import EngineState
+from agdb.tracer.store.schema import short_name
+from agdb.tracer.store.trace import Trace
 
 from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from agdb.tracer import events as ev
-from agdb.tracer.schema import short_name
+from agdb.tracer.store import events as ev
+from agdb.tracer.store.schema import short_name
 
 from .labels import seq_text
 

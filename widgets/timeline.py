@@ -5,7 +5,7 @@ from rich.text import Text
 from textual.strip import Strip
 from textual.widget import Widget
 
-from agdb.tracer.replay import EngineState
+from agdb.tracer.replay.replay import EngineState
 
 from .sentences import sentence
 

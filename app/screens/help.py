@@ -14,7 +14,7 @@ from textual.keys import format_key
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from agdb.tracer.node_states import STATE_LABEL, STATE_TEXT, STATES
+from agdb.tracer.replay.node_states import STATE_LABEL, STATE_TEXT, STATES
 from agdb.widgets.forward_backward import FLAG_MEANING, FLAG_TEXT
 from agdb.widgets.labels import MAX_SEQ
 

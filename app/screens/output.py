@@ -8,7 +8,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from agdb.tracer.printable import printable
+from agdb.tracer.store.printable import printable
 
 
 class OutputScreen(ModalScreen[None]):

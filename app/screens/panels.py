@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from textual.containers import Vertical
 from textual.widgets import Tabs
 
-from agdb.tracer.schema import Kind
-from agdb.tracer.trace import Trace
+from agdb.tracer.store.schema import Kind
+from agdb.tracer.store.trace import Trace
 from agdb.widgets.culprits import CulpritsView
 from agdb.widgets.dependencies import DependenciesView
 from agdb.widgets.event_log import EventLog

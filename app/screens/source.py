@@ -13,11 +13,11 @@ from rich.syntax import Syntax
 from rich.text import Text
 from textual.widgets import Static
 
-from agdb.tracer.expression import anchor
-from agdb.tracer.frames import read_source
-from agdb.tracer.printable import printable
-from agdb.tracer.schema import SOURCE_CONTEXT
-from agdb.tracer.trace import Trace
+from agdb.tracer.recording.expression import anchor
+from agdb.tracer.recording.frames import read_source
+from agdb.tracer.store.printable import printable
+from agdb.tracer.store.schema import SOURCE_CONTEXT
+from agdb.tracer.store.trace import Trace
 
 CONTEXT = SOURCE_CONTEXT
 """Lines shown above and below the line of interest (as many as a trace stores)."""
@@ -27,8 +27,8 @@ def show_source(target: Static, trace: Trace, filename: str, lineno: int, named_
                 columns: tuple[int, int] = (-1, -1)) -> None:
     """Put the lines of `filename` around `lineno` into `target`, or say why there are none.
 
-    `columns`: the range of the line's stripped text that ran (tracer.frames.columns), underlined, with the
-    op's own part of it (tracer.expression.anchor) in reverse video: `.sum()` rather than the whole line.
+    `columns`: the range of the line's stripped text that ran (tracer.recording.frames.columns), underlined, with the
+    op's own part of it (tracer.recording.expression.anchor) in reverse video: `.sum()` rather than the whole line.
     """
     first, last = max(1, lineno - CONTEXT), lineno + CONTEXT
     where = f"{printable(filename)}:{lineno}"

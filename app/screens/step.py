@@ -16,12 +16,12 @@ from textual.screen import Screen
 from textual.widgets import Input, Static, Tab, Tabs
 from textual.worker import get_current_worker
 
-from agdb.tracer import breakpoints as bp_mod
-from agdb.tracer.node_states import STATES
-from agdb.tracer.replay import EngineState, Replay
-from agdb.tracer.schema import Kind
-from agdb.tracer.search import find_nodes
-from agdb.tracer.trace import Trace
+from agdb.tracer.replay import breakpoints as bp_mod
+from agdb.tracer.replay.node_states import STATES
+from agdb.tracer.replay.replay import EngineState, Replay
+from agdb.tracer.replay.search import find_nodes
+from agdb.tracer.store.schema import Kind
+from agdb.tracer.store.trace import Trace
 from agdb.widgets.culprits import CulpritsView
 from agdb.widgets.event_log import EventLog
 from agdb.widgets.forward_backward import ForwardBackwardView

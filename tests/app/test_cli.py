@@ -15,8 +15,8 @@ import pytest
 from agdb.app.cli import main
 from agdb.engine._state import UINT64_MAX
 from tests.engine.helpers import run_in_thread
-from agdb.tracer import events as ev
-from agdb.tracer.tracefile import load
+from agdb.tracer.store import events as ev
+from agdb.tracer.store.tracefile import load
 
 DIAMOND = textwrap.dedent("""\
     from agdb import engine as torch
@@ -418,8 +418,8 @@ def test_culprits_write_node_names_as_every_panel_does(tmp_path, capsys, monkeyp
 def test_the_inspector_writes_seq_nr_max_in_priorities_and_no_line_for_a_leaf_met_by_a_walk():
     """An AccumulateGrad's priority reads `(depth, max)`, as seq_nrs do everywhere; a node the trace knows no line
     for says only what made it."""
-    from agdb.tracer.builder import TraceBuilder
-    from agdb.tracer.node_details import node_details
+    from agdb.tracer.recording.builder import TraceBuilder
+    from agdb.tracer.replay.node_details import node_details
     from agdb.widgets.node_inspector import detail_lines
 
     b = TraceBuilder(source="test")

@@ -8,7 +8,7 @@ import pytest
 from agdb.app import export as export_mod
 from agdb.app.cli import main
 from agdb.app.demo import record_example
-from agdb.tracer.tracefile import save
+from agdb.tracer.store.tracefile import save
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def agdb(argv, capsys):
 
 def test_export_dot_writes_one_box_per_node(demo_file, tmp_path, capsys):
     """`agdb export T -o x.dot` writes DOT with a box n{i} per node of the trace and says what it wrote."""
-    from agdb.tracer.tracefile import load
+    from agdb.tracer.store.tracefile import load
 
     trace = load(demo_file)
     out = tmp_path / "g.dot"
@@ -107,7 +107,7 @@ def test_unknown_format_names_the_formats(demo_file, tmp_path, capsys):
 
 def test_focus_by_seq_nr_draws_its_neighbourhood(demo_file, tmp_path, capsys):
     """--focus seq:3 --radius 1 draws the node with seq_nr 3 and its direct neighbours only."""
-    from agdb.tracer.tracefile import load
+    from agdb.tracer.store.tracefile import load
 
     trace = load(demo_file)
     center = next(i for i in range(trace.num_nodes) if trace.node(i).seq_nr == 3)

@@ -19,9 +19,9 @@ import pytest
 from agdb.app.app import AgdbApp
 from agdb.app.demo import record_example
 from tests.app.test_cli import agdb
-from agdb.tracer.node_states import node_states
-from agdb.tracer.replay import Replay
-from agdb.tracer.tracefile import load, save
+from agdb.tracer.replay.node_states import node_states
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store.tracefile import load, save
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = "import agdb.engine as torch\nx = torch.ones(2, requires_grad=True)\n(x * 2).sum().backward()\n"

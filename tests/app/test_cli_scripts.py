@@ -20,8 +20,8 @@ import pytest
 
 from bench.show import chain_trace
 from tests.app.test_cli import agdb
-from agdb.tracer import events as ev
-from agdb.tracer.tracefile import load, save
+from agdb.tracer.store import events as ev
+from agdb.tracer.store.tracefile import load, save
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from agdb.app.app import AgdbApp
 from agdb.app.cli import main
 from tests.engine.helpers import run_in_thread
 from agdb.tracer import TraceBuilder
-from agdb.tracer.tracefile import save
+from agdb.tracer.store.tracefile import save
 from agdb.widgets.culprits import CulpritsView
 from agdb.widgets.event_log import EventLog
 from agdb.widgets.graph_view import GraphView
@@ -28,7 +28,7 @@ EVIL_THREAD = f"Main{ESC}"
 def test_printable_escapes_controls_and_direction_overrides():
     """Control characters (C0, DEL, C1) and bidi overrides become \\xNN / \\uNNNN; other text is untouched, and
     with keep_newlines line breaks and tabs stay."""
-    from agdb.tracer.printable import printable
+    from agdb.tracer.store.printable import printable
 
     assert printable("MulBackward0 é ∑ 日本") == "MulBackward0 é ∑ 日本"
     assert printable("a\x1b[31mb\x7f\x9bc\u202ed") == "a\\x1b[31mb\\x7f\\x9bc\\u202ed"

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from agdb.app.cli import main
-from agdb.tracer import torch_bridge
+from agdb.tracer.sources import torch as torch_bridge
 
 from .test_fx_cli import SCRIPT
 
@@ -91,7 +91,7 @@ async def test_fx_torch_module_output_file_draws_and_opens_in_the_joint_panel(tm
     """A module goes through aot_export_joint_with_descriptors; -o saves the bridge's trace of an eager run with
     the joint graph, which `export --view joint` draws and the TUI's joint panel shows with its partners."""
     from agdb.app.app import AgdbApp
-    from agdb.tracer.tracefile import load
+    from agdb.tracer.store.tracefile import load
     from agdb.widgets.joint_graph import JointGraphView
 
     saved = str(tmp_path / "mlp.agdb")
@@ -162,4 +162,4 @@ def test_the_torch_fx_command_imports_torch_only_when_run():
     run = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     loaded = set(run.stdout.split())
     assert "agdb.app.fx_torch" in loaded
-    assert "torch" not in loaded and "agdb.tracer.torch_bridge.fx" not in loaded
+    assert "torch" not in loaded and "agdb.tracer.sources.torch.fx" not in loaded

@@ -7,7 +7,7 @@ import pytest
 from agdb.app.app import AgdbApp
 from agdb.app.screens.step import StepScreen
 from tests import graph_programs
-from agdb.tracer.events import NodeStarted
+from agdb.tracer.store.events import NodeStarted
 from agdb.widgets.graph_canvas import GraphCanvas
 
 
@@ -130,7 +130,7 @@ async def test_large_trace_is_laid_out_in_a_worker(monkeypatch):
 
 async def test_graph_too_tangled_to_draw_falls_back_to_the_list(monkeypatch):
     """A layout that gives up (LayoutTooLarge) leaves the panel listing the nodes, says why, and `v` stays there."""
-    import agdb.tracer.graph_layout as graph_layout
+    import agdb.tracer.views.layout as graph_layout
 
     monkeypatch.setattr(graph_layout, "MAX_CELLS", 5)  # the diamond's edges cross more cells than that
     app = AgdbApp(trace=graph_programs.diamond())

@@ -11,7 +11,7 @@ from agdb.app.cli import main
 from agdb.app.screens.step import StepScreen
 from tests.tracer.test_trace_format import hand_trace
 from agdb.tracer import Kind
-from agdb.tracer.tracefile import load, save
+from agdb.tracer.store.tracefile import load, save
 from agdb.widgets.graph_view import GraphView
 from agdb.widgets.lazy_list import LazyList
 

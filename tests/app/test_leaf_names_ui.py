@@ -11,9 +11,9 @@ import pytest
 from agdb.app.app import AgdbApp
 from agdb.app.screens.step import StepScreen
 from tests.app.test_cli import agdb
-from agdb.tracer import events as ev
-from agdb.tracer.schema import short_name
-from agdb.tracer.tracefile import save
+from agdb.tracer.store import events as ev
+from agdb.tracer.store.schema import short_name
+from agdb.tracer.store.tracefile import save
 
 SCRIPT = Path(__file__).resolve().parents[1] / "snapshots" / "leaf_names.py"
 NAMES = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "w (layer1)", "w (layer2)", "b", "leaf 8"]
@@ -96,7 +96,7 @@ def test_show_and_export_name_each_leaf(trace, tmp_path, capsys, monkeypatch):
 def test_search_finds_a_leaf_by_its_name(trace):
     """`/fc1` finds fc1.weight's and fc1.bias's AccumulateGrads, `/layer2` the `w` of layer2, `/weight` both
     weights; `mul` still finds only the MulBackward0 nodes (word starts, never a piece of a word)."""
-    from agdb.tracer.search import find_nodes
+    from agdb.tracer.replay.search import find_nodes
 
     labels = trace.index.leaf_labels
 

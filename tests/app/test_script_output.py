@@ -16,7 +16,7 @@ from agdb.app.app import AgdbApp
 from agdb.app.run_script import MAX_OUTPUT, _Output
 from agdb.app.screens.output import OutputScreen
 from agdb.app.screens.step import StepScreen
-from agdb.tracer.tracefile import load
+from agdb.tracer.store.tracefile import load
 
 SCRIPT = """\
 import sys

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agdb.app.demo import record_example
-from agdb.tracer.tracefile import save
+from agdb.tracer.store.tracefile import save
 
 aiohttp = pytest.importorskip("aiohttp")  # textual-serve's web server: installed with it
 

@@ -17,8 +17,8 @@ from agdb.app.cli import main
 from tests.tracer.loader_fuzz import deadline, run_isolated
 from tests.tracer.test_loader_fuzz import _old_file
 from agdb.tracer import TraceBuilder
-from agdb.tracer.trace import Trace
-from agdb.tracer.tracefile import load, save
+from agdb.tracer.store.trace import Trace
+from agdb.tracer.store.tracefile import load, save
 from agdb.widgets.culprits import CulpritsView
 
 MARKER = "TOP_SECRET_MARKER"

@@ -10,10 +10,10 @@ import pytest
 
 from agdb.app import torch_cli
 from tests.app.test_cli import agdb
-from agdb.tracer import events as ev
-from agdb.tracer import torch_bridge
-from agdb.tracer.leaf_labels import stored_names
-from agdb.tracer.tracefile import load
+from agdb.tracer.store import events as ev
+from agdb.tracer.sources import torch as torch_bridge
+from agdb.tracer.store.leaf_labels import stored_names
+from agdb.tracer.store.tracefile import load
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "docs" / "examples").glob("*.py"))
 
@@ -272,7 +272,7 @@ async def test_the_side_by_side_diff_screen_marks_and_finds_the_differences(tmp_
     from textual.widgets import DataTable
 
     from agdb.app.diff_app import DiffApp
-    from agdb.tracer.diff import compare, side_of
+    from agdb.tracer.replay.diff import compare, side_of
 
     (tmp_path / "v1").mkdir()
     (tmp_path / "v2").mkdir()

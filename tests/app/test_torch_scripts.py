@@ -8,7 +8,7 @@ import pytest
 
 from agdb.app.torch_shim import imports_torch
 from tests.app.test_cli import agdb
-from agdb.tracer.tracefile import load
+from agdb.tracer.store.tracefile import load
 
 USES_TORCH = textwrap.dedent("""\
     import torch

@@ -5,8 +5,8 @@ from agdb.app.app import AgdbApp
 from agdb.app.screens.help import HelpScreen
 from agdb.app.screens.step import StepChanged, StepScreen
 from tests.app.pilot import opened
-from agdb.tracer.events import GraphTaskFinished, NodeStarted, SeqNrBumped
-from agdb.tracer.node_states import STATES
+from agdb.tracer.store.events import GraphTaskFinished, NodeStarted, SeqNrBumped
+from agdb.tracer.replay.node_states import STATES
 from agdb.widgets.graph_view import GraphView
 
 

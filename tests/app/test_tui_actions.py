@@ -8,8 +8,8 @@ from agdb.app.app import AgdbApp
 from agdb.app.screens.panels import PANELS
 from agdb.app.screens.step import BreakpointHit, NodeFollowed, StepScreen
 from tests.app.pilot import opened
-from agdb.tracer.events import ErrorRaised, HookRan, NodeStarted, TaskPushed
-from agdb.tracer.schema import short_name
+from agdb.tracer.store.events import ErrorRaised, HookRan, NodeStarted, TaskPushed
+from agdb.tracer.store.schema import short_name
 from agdb.widgets.culprits import CulpritsView
 from agdb.widgets.forward_backward import ForwardBackwardView
 from agdb.widgets.graph_view import GraphView
@@ -395,7 +395,7 @@ async def test_q_quits(demo_trace):
 
 async def test_dependencies_panel_marks_counts_that_changed(demo_trace):
     """Stepping onto an event that lowers a count marks exactly the rows whose count moved."""
-    from agdb.tracer.replay import Replay
+    from agdb.tracer.replay.replay import Replay
 
     replay = Replay(demo_trace)
     step = next(s for s in range(1, len(demo_trace))
@@ -420,7 +420,7 @@ async def test_dependencies_panel_marks_counts_that_changed(demo_trace):
 async def test_export_key_writes_the_graph_at_this_step(demo_trace, tmp_path):
     """`e` + a .dot path writes the graph at the current step, with the queue of that step, and announces it."""
     from agdb.app.screens.step import GraphExported
-    from agdb.tracer.replay import Replay
+    from agdb.tracer.replay.replay import Replay
 
     step = next(e.step for e in demo_trace if isinstance(e, TaskPushed) and e.queue_length >= 2)
     queue = [t.name for t in Replay(demo_trace).state_at(step).ready_queues[0].tasks]
@@ -458,8 +458,8 @@ async def test_export_to_an_unknown_format_is_reported(demo_trace, tmp_path):
 
 def _from_source(trace, source: str, provenance: dict[str, str]):
     """The same events, as if written by another source that declares what it observed."""
-    from agdb.tracer.schema import DERIVED_COLUMNS
-    from agdb.tracer.trace import Trace
+    from agdb.tracer.store.schema import DERIVED_COLUMNS
+    from agdb.tracer.store.trace import Trace
 
     columns = {k: v for k, v in trace.columns.items() if k not in DERIVED_COLUMNS}
     return Trace(columns, list(trace.strings), {"source": source, "provenance": provenance})
@@ -468,7 +468,7 @@ def _from_source(trace, source: str, provenance: dict[str, str]):
 async def test_panels_say_when_the_source_lacks_or_reconstructs_their_events(demo_trace):
     """A torch trace without ready-queue events says so in the queues panel, instead of an empty list; panels
     whose events agdb reconstructed say so in their title; stepping still updates the other panels."""
-    from agdb.tracer.schema import Kind
+    from agdb.tracer.store.schema import Kind
 
     lacking = (Kind.TASK_PUSHED, Kind.TASK_POPPED)
     provenance = {k.name.lower(): "observed" for k in Kind if k not in lacking}

@@ -10,7 +10,7 @@ import pytest
 
 from agdb.app.app import AgdbApp
 from tests import graph_programs
-from agdb.tracer.events import NodeStarted
+from agdb.tracer.store.events import NodeStarted
 
 _DIAMOND = graph_programs.diamond()
 _LOOP = graph_programs.loop(100)

@@ -12,7 +12,7 @@ import pytest
 
 from agdb.app.app import AgdbApp
 from agdb.app.demo import record_example
-from agdb.tracer.events import DependenciesComputed, GraphTaskStarted, TaskPushed
+from agdb.tracer.store.events import DependenciesComputed, GraphTaskStarted, TaskPushed
 from agdb.widgets.culprits import CulpritsView
 
 _TRACE = record_example()

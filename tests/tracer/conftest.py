@@ -5,7 +5,7 @@ import pytest
 
 from agdb import engine as torch
 from agdb import tracer
-from agdb.tracer.schema import short_name
+from agdb.tracer.store.schema import short_name
 
 
 @pytest.fixture(scope="module")

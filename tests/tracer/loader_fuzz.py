@@ -108,7 +108,7 @@ def _record_seeds() -> list:
 @functools.lru_cache(maxsize=1)
 def seeds() -> tuple[tuple[Any, bytes], ...]:
     """(trace, the bytes of its saved file) of each seed program."""
-    from agdb.tracer.tracefile import save
+    from agdb.tracer.store.tracefile import save
 
     out = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -216,8 +216,8 @@ def header_case(rng: random.Random, data: bytes) -> bytes:
 
 def writer_case(rng: random.Random, trace: Any) -> bytes:
     """The trace's columns, strings, meta or event count made inconsistent, written by `save`."""
-    from agdb.tracer.schema import DERIVED_COLUMNS
-    from agdb.tracer.tracefile import save
+    from agdb.tracer.store.schema import DERIVED_COLUMNS
+    from agdb.tracer.store.tracefile import save
 
     columns = {k: np.array(v) for k, v in trace.columns.items() if k not in DERIVED_COLUMNS}
     strings = list(trace.strings)
@@ -325,9 +325,9 @@ def make_case(rng: random.Random, kind: str) -> bytes:
 def use_everywhere(path: Path, tui: bool) -> None:
     """Every tool on the file: decode, replay each step, show (text and JSON), culprits, export to DOT, the TUI."""
     from agdb.app.cli import main
-    from agdb.tracer.replay import Replay
-    from agdb.tracer.state_json import state_to_json
-    from agdb.tracer.tracefile import load
+    from agdb.tracer.replay.replay import Replay
+    from agdb.tracer.replay.state_json import state_to_json
+    from agdb.tracer.store.tracefile import load
 
     trace = load(path)
     list(trace)
@@ -411,7 +411,7 @@ def run_isolated(code: str, *args: str, timeout: float = 60) -> subprocess.Compl
 
 def check(data: bytes, folder: Path, tui: bool) -> tuple[str, str]:
     """('refused', message) | ('loaded', '') | ('problem', what went wrong) for one file."""
-    from agdb.tracer.tracefile import TraceFormatError, load
+    from agdb.tracer.store.tracefile import TraceFormatError, load
 
     path = folder / "case.agdb"
     path.write_bytes(data)

@@ -1,4 +1,4 @@
-"""NOTE [the async-exception flag] in tracer/async_exc.py: clearing a thread's pending exception leaves CPython
+"""NOTE [the async-exception flag] in tracer/recording/async_exc.py: clearing a thread's pending exception leaves CPython
 3.11's interpreter-wide flag up, and a thread with a trace function then spins forever at its next call. Each
 case runs in its own interpreter, with a timeout: the spin never ends, and it would take the suite with it."""
 from __future__ import annotations
@@ -58,7 +58,7 @@ def test_a_raw_clear_then_a_trace_function_spins():
 
 @needs_311
 def test_lower_flag_lets_a_traced_call_return():
-    done = _run(RAISE_FLAG, "from agdb.tracer.async_exc import lower_flag\nlower_flag()", TRACE_AND_CALL)
+    done = _run(RAISE_FLAG, "from agdb.tracer.recording.async_exc import lower_flag\nlower_flag()", TRACE_AND_CALL)
     assert done is not None and done.returncode == 0 and "finished" in done.stdout, done
 
 
@@ -66,7 +66,7 @@ def test_drop_interrupt_leaves_the_flag_down():
     """What the TUI does as every recorded script ends (before the fix, the clear it made raised the flag and
     every later line-culprit recording in the process hung): a trace function set afterwards works."""
     done = _run("""
-        from agdb.tracer.async_exc import drop_interrupt
+        from agdb.tracer.recording.async_exc import drop_interrupt
         drop_interrupt()
         for _ in range(1000):  # loops and calls check for a pending exception: none is raised
             len(())
@@ -77,7 +77,7 @@ def test_drop_interrupt_leaves_the_flag_down():
 def test_drop_interrupt_on_a_traced_thread_does_not_spin():
     """Dropping by clearing (NULL) would spin at the next call on a thread with a trace function; replacing the
     pending exception with one raised at once does not."""
-    done = _run(TRACE, "from agdb.tracer.async_exc import drop_interrupt\ndrop_interrupt()", CALL)
+    done = _run(TRACE, "from agdb.tracer.recording.async_exc import drop_interrupt\ndrop_interrupt()", CALL)
     assert done is not None and done.returncode == 0 and "finished" in done.stdout, done
 
 
@@ -93,7 +93,7 @@ def test_interrupt_raises_keyboard_interrupt_in_the_target_thread():
         except KeyboardInterrupt:
             caught.append(threading.get_ident())
 
-    from agdb.tracer.async_exc import interrupt
+    from agdb.tracer.recording.async_exc import interrupt
 
     thread = threading.Thread(target=target)
     thread.start()
@@ -109,7 +109,7 @@ def test_the_users_ctypes_function_is_left_as_it_was():
     ident, None)` still passes NULL (with argtypes set on the shared object, None would become Py_None)."""
     import ctypes
 
-    from agdb.tracer import async_exc  # noqa: F401
+    from agdb.tracer.recording import async_exc  # noqa: F401
 
     assert ctypes.pythonapi.PyThreadState_SetAsyncExc.argtypes is None
 
@@ -122,8 +122,8 @@ def test_line_culprits_record_after_the_flag_was_left_up():
     done = _run(RAISE_FLAG, """
         import sys
         import torch
-        from agdb.tracer import torch_bridge
-        from agdb.tracer.culprits import of_trace
+        from agdb.tracer.sources import torch as torch_bridge
+        from agdb.tracer.recording.culprits import of_trace
         x = torch.ones(2, requires_grad=True)
         with torch_bridge.record(culprits="lines") as rec:
             y = x.exp(); line = sys._getframe().f_lineno  # the culprit

@@ -18,8 +18,8 @@ import pytest
 from agdb.app.cli import main
 from agdb.app.run_script import run_recorded
 from tests.engine.helpers import run_in_thread
-from agdb.tracer import culprits as culprits_mod
-from agdb.tracer.schema import short_name
+from agdb.tracer.recording import culprits as culprits_mod
+from agdb.tracer.store.schema import short_name
 
 SCRIPT = '''\
 from agdb import engine as torch
@@ -240,7 +240,7 @@ def test_logger_is_silent_unless_enabled(script, caplog):
 
 WATCHED = '''\
 from agdb import engine
-from agdb.tracer.culprits import watch
+from agdb.tracer.recording.culprits import watch
 
 x = engine.tensor([1.0, 2.0], requires_grad=True)
 with watch():
@@ -253,7 +253,7 @@ k = x * 5
 
 
 def test_watch_logs_without_recording(tmp_path, caplog):
-    """tracer.culprits.watch() logs each increment inside the block, attaches no Recorder, and detaches after."""
+    """tracer.recording.culprits.watch() logs each increment inside the block, attaches no Recorder, and detaches after."""
     path = tmp_path / "watched.py"
     path.write_text(WATCHED)
     caplog.set_level(logging.INFO, logger="agdb.seq_nr")

@@ -1,10 +1,10 @@
-"""`agdb diff`'s graph edges aspect (tracer/diff.py) on traces made by hand through the builder: each node's
+"""`agdb diff`'s graph edges aspect (tracer/replay/diff.py) on traces made by hand through the builder: each node's
 edges by relative seq_nr, and how many distinct AccumulateGrads ran."""
 from __future__ import annotations
 
-from agdb.tracer.builder import TraceBuilder
-from agdb.tracer.diff import compare, side_of
-from agdb.tracer.schema import UINT64_MAX
+from agdb.tracer.recording.builder import TraceBuilder
+from agdb.tracer.replay.diff import compare, side_of
+from agdb.tracer.store.schema import UINT64_MAX
 
 ACC = "torch::autograd::AccumulateGrad"
 

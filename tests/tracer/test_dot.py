@@ -1,7 +1,7 @@
-"""tracer.dot: the DOT picture of a trace's graph, checked by parsing Graphviz's own JSON rendering.
+"""tracer.views.dot: the DOT picture of a trace's graph, checked by parsing Graphviz's own JSON rendering.
 
 Expected values come from the trace's node table, its raw events and Replay's EngineState, or are derived
-by hand; never from tracer.dot itself. The demo is recorded on a fresh thread, so its seq_nrs are stable and
+by hand; never from tracer.views.dot itself. The demo is recorded on a fresh thread, so its seq_nrs are stable and
 its DOT text can be pinned as snapshots (refresh with `pytest tests/tracer/test_dot.py --snapshot-update`).
 """
 from __future__ import annotations
@@ -20,10 +20,10 @@ from agdb.app import demo as app_demo
 from agdb import engine as torch
 from agdb import tracer
 from agdb.app.demo import record_example
-from agdb.tracer import events as ev
-from agdb.tracer.dot import ViewError, picture, to_dot
-from agdb.tracer.replay import Replay
-from agdb.tracer.schema import UINT64_MAX
+from agdb.tracer.store import events as ev
+from agdb.tracer.views.dot import ViewError, picture, to_dot
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store.schema import UINT64_MAX
 
 DEMO = record_example()
 STEPS = {
@@ -312,7 +312,7 @@ def test_number_texts_are_the_decimal_text_of_each_value(values):
     held before, each value comes out as str(value), past the table's limit too."""
     import numpy as np
 
-    from agdb.tracer.dot import _texts
+    from agdb.tracer.views.dot import _texts
 
     assert _texts(np.asarray(values, dtype=np.int64)) == [str(v) for v in values]
     assert _texts(np.asarray(values[::-1], dtype=np.int64)) == [str(v) for v in values[::-1]]

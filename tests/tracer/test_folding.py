@@ -1,7 +1,7 @@
-"""tracer.folding: repeated blocks fold into one box `× N`, shared leaves are drawn once, chains as before.
+"""tracer.views.folding: repeated blocks fold into one box `× N`, shared leaves are drawn once, chains as before.
 
 Expected counts come from the trace's own node table (names in creation order, next edges), or from how the
-program was written (so many steps, so many layers); never from tracer.folding itself. The programs run on
+program was written (so many steps, so many layers); never from tracer.views.folding itself. The programs run on
 agdb's engine under `tracer.record()`; the 25,000-step loop is built with `TraceBuilder` (recording it takes
 seconds), after a short recorded loop checked that the hand-built graph is the engine's.
 """
@@ -20,13 +20,13 @@ from bench import fold_programs
 from tests.strategies import programs
 from tests.tracer.programs import run_program
 from agdb.tracer import TraceBuilder
-from agdb.tracer.dot import picture
-from agdb.tracer.folding import Repeat, fold
-from agdb.tracer.graph_model import backward_graph, final_states, piece_text
-from agdb.tracer.graph_views import edges, focus_nodes
-from agdb.tracer.node_states import node_states
-from agdb.tracer.replay import Replay
-from agdb.tracer.schema import UINT64_MAX, short_name
+from agdb.tracer.views.dot import picture
+from agdb.tracer.views.folding import Repeat, fold
+from agdb.tracer.views.graph_model import backward_graph, final_states, piece_text
+from agdb.tracer.views.selection import edges, focus_nodes
+from agdb.tracer.replay.node_states import node_states
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store.schema import UINT64_MAX, short_name
 
 
 # -- programs -------------------------------------------------------------------------------------------------

@@ -1,12 +1,12 @@
-"""The terminal layout of the backward graph (tracer/graph_layout.py) against pictures derived by hand."""
+"""The terminal layout of the backward graph (tracer/views/layout.py) against pictures derived by hand."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from tests import graph_programs
-from agdb.tracer.folding import no_folding
-from agdb.tracer.graph_layout import DOWN, LEFT, RIGHT, UP, cell_char, layout, text_lines
+from agdb.tracer.views.folding import no_folding
+from agdb.tracer.views.layout import DOWN, LEFT, RIGHT, UP, cell_char, layout, text_lines
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +117,7 @@ def test_reading_order_is_by_line_then_column(diamond):
 def test_too_tangled_a_graph_is_refused_quickly(diamond, monkeypatch):
     """Past MAX_CELLS cells of edges (or MAX_DUMMIES rows of long edges) the layout raises LayoutTooLarge,
     whose message says how large the graph is."""
-    import agdb.tracer.graph_layout as graph_layout
+    import agdb.tracer.views.layout as graph_layout
 
     monkeypatch.setattr(graph_layout, "MAX_CELLS", 10)
     with pytest.raises(graph_layout.LayoutTooLarge, match="6 boxes whose edges cross more than 10 cells"):

@@ -1,4 +1,4 @@
-"""tracer.graph_model: the plain model a view builds, checked on a graph small enough to derive by hand.
+"""tracer.views.graph_model: the plain model a view builds, checked on a graph small enough to derive by hand.
 
 The graph: x.exp().sin().cos() * w, summed, backward. Its backward nodes are SumBackward0 -> MulBackward0 ->
 {CosBackward0 -> SinBackward0 -> ExpBackward0 -> AccumulateGrad(x), AccumulateGrad(w)}: 7 nodes, 6 next edges.
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from agdb.tracer import events as ev
-from agdb.tracer.graph_model import LEGEND, ViewError, backward_graph, forward_graph, graph_model
-from agdb.tracer.node_states import STATES
-from agdb.tracer.schema import short_name
+from agdb.tracer.store import events as ev
+from agdb.tracer.views.graph_model import LEGEND, ViewError, backward_graph, forward_graph, graph_model
+from agdb.tracer.replay.node_states import STATES
+from agdb.tracer.store.schema import short_name
 
 
 def boxes(model):

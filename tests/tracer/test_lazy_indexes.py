@@ -1,4 +1,4 @@
-"""The indexes built late (NOTE [lazy task flows] in tracer/indexes.py, the Replay's runs) and the forward map's
+"""The indexes built late (NOTE [lazy task flows] in tracer/store/indexes.py, the Replay's runs) and the forward map's
 shortcut (only steps after the first backward can be inside one) against what building everything up front, or
 a plain scan of the events, gives."""
 from __future__ import annotations
@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from tests.strategies import programs
 from tests.tracer.programs import run_program
 from tests.tracer.test_replay_properties import EXAMPLES, with_examples
-from agdb.tracer import events as ev
-from agdb.tracer.forward_map import FLAGS, ForwardMap
-from agdb.tracer.replay import Replay
-from agdb.tracer.schema import Kind
-from agdb.tracer.trace import Trace
+from agdb.tracer.store import events as ev
+from agdb.tracer.replay.forward_map import FLAGS, ForwardMap
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store.schema import Kind
+from agdb.tracer.store.trace import Trace
 
 
 def _fresh(trace: Trace) -> Trace:
@@ -93,7 +93,7 @@ def test_the_examples_make_nodes_inside_a_backward():
 def test_dense_task_indexes_equal_sorted_ones(program):
     """The task flows built with an array slot per (task, node) (indexes.DENSE, a single backward's case) equal the
     ones built by sorting keys (a training loop's case), field by field."""
-    from agdb.tracer import indexes
+    from agdb.tracer.store import indexes
 
     trace = run_program(program).trace
     dense = _fresh(trace).index.task_flows()
@@ -128,7 +128,7 @@ def _prefix_trace(trace: Trace) -> Trace:
 def test_prefix_indexes_give_the_states_and_node_states_of_whole_ones(program, seed):
     """States and node states (to_push, pruned, raised ...) at every step, seeking at random or stepping on, are
     the same when answered from indexes of a prefix of the trace as from indexes of the whole trace."""
-    from agdb.tracer.node_states import NodeStates
+    from agdb.tracer.replay.node_states import NodeStates
 
     trace = run_program(program).trace
     eager_trace = _fresh(trace)
@@ -202,7 +202,7 @@ def test_the_examples_seek_from_empty_queues():
 def test_empty_points_are_where_pushes_equal_pops():
     """The points a seek may start from are exactly the queue events after which the replayed heaps are all
     empty."""
-    from agdb.tracer.replay import _copy_heaps
+    from agdb.tracer.replay.replay import _copy_heaps
 
     trace = run_program(EXAMPLES[1]).trace
     replay = Replay(_fresh(trace), interval=1)
@@ -217,7 +217,7 @@ def test_empty_points_are_where_pushes_equal_pops():
 def test_node_states_at_the_end_first_keep_to_push_inside_the_backward():
     """Asking for the node states after the last backward first (which needs no task flows) does not leave the
     steps inside a backward without their to_push nodes."""
-    from agdb.tracer.node_states import STATE_CODE, NodeStates
+    from agdb.tracer.replay.node_states import STATE_CODE, NodeStates
 
     trace = run_program(EXAMPLES[1]).trace
     eager = Replay(_fresh(trace))

@@ -1,4 +1,4 @@
-"""AccumulateGrads told apart by their leaf's name (NOTE [leaf names] in tracer/leaf_names.py): what the Recorder
+"""AccumulateGrads told apart by their leaf's name (NOTE [leaf names] in tracer/recording/leaf_names.py): what the Recorder
 stores, how readers make the names unique, and that the look-up keeps nothing alive. The names expected are
 written by hand from each program's source."""
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 from agdb import engine as torch
 from agdb.engine import nn
 from tests.graph_programs import recorded_on_fresh_thread
-from agdb.tracer import leaf_names as leaf_names_mod
-from agdb.tracer import tracefile
-from agdb.tracer.schema import short_name
-from agdb.tracer.trace import Trace
+from agdb.tracer.recording import leaf_names as leaf_names_mod
+from agdb.tracer.store import tracefile
+from agdb.tracer.store.schema import short_name
+from agdb.tracer.store.trace import Trace
 
 
 def _recorded(program) -> Trace:

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from tests.tracer.loader_fuzz import MAGIC, _Raw, check, run, run_isolated, seeds, split, use_everywhere
-from agdb.tracer.schema import DERIVED_COLUMNS, Kind
-from agdb.tracer.tracefile import TraceFormatError, load, loads, save
+from agdb.tracer.store.schema import DERIVED_COLUMNS, Kind
+from agdb.tracer.store.tracefile import TraceFormatError, load, loads, save
 
 
 def test_seeded_fuzz_finds_no_file_that_crashes_a_tool():
@@ -216,7 +216,7 @@ def _without_columns(event):
 def _old_file(trace, version: int) -> bytes:
     """The trace as a version 1 or 2 writer wrote it: no source table, no frame columns, no leaf names, the
     wrapping-sum checksum (and in version 1, thread idents); written here from the documented layout,
-    independently of tracer.tracefile."""
+    independently of tracer.store.tracefile."""
     columns = {k: v for k, v in _columns(trace).items()
                if not k.startswith("source_") and k not in ("frame_col", "frame_end_col", "node_leaf_name")}
     strings = [s.encode("utf-8") for s in trace.strings]
@@ -327,7 +327,7 @@ def test_a_path_that_is_no_regular_file_is_refused_at_once(kind, tmp_path):
         os.mkfifo(path)
     else:
         path = Path("/dev/zero")
-    code = ("import sys\nfrom agdb.tracer.tracefile import TraceFormatError, load\n"
+    code = ("import sys\nfrom agdb.tracer.store.tracefile import TraceFormatError, load\n"
             "try:\n    load(sys.argv[1])\nexcept TraceFormatError as e:\n    print('refused', e)\n")
     try:
         done = run_isolated(code, str(path), timeout=60)
@@ -339,7 +339,7 @@ def test_a_path_that_is_no_regular_file_is_refused_at_once(kind, tmp_path):
 
 def test_fuzz_check_reports_a_crash_as_a_problem(tmp_path, monkeypatch):
     """The fuzz harness itself: a tool that raises on a loaded file is reported, not counted as usable."""
-    from agdb.tracer import replay
+    from agdb.tracer.replay import replay
 
     def broken(self, step):
         raise RuntimeError("injected")

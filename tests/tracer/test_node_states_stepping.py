@@ -1,6 +1,6 @@
 """Reading a step's state a screenful at a time against making it whole: NodeStates.fill, which sets only the nodes
-a short move can change (NOTE [stepping the states] in tracer/node_states.py), against NodeStates.at, which sets
-every node; and a graph task's counts read by rows and by node (NOTE [counts at a step] in tracer/indexes.py)
+a short move can change (NOTE [stepping the states] in tracer/replay/node_states.py), against NodeStates.at, which sets
+every node; and a graph task's counts read by rows and by node (NOTE [counts at a step] in tracer/store/indexes.py)
 against its whole dependency arrays."""
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agdb.tracer import indexes
+from agdb.tracer.store import indexes
 from tests.strategies import programs
 from tests.tracer.programs import run_program
 from tests.tracer.test_lazy_indexes import _fresh, _prefix_trace
 from tests.tracer.test_replay_properties import EXAMPLES
-from agdb.tracer.node_states import NodeStates
-from agdb.tracer.replay import Replay
-from agdb.tracer.schema import Kind
+from agdb.tracer.replay.node_states import NodeStates
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store.schema import Kind
 
 
 def _moves(trace, rng: random.Random, count: int) -> list[int]:
@@ -133,7 +133,7 @@ def _check_counts(trace, rng: random.Random, dead_max: int) -> None:
 def test_states_set_by_a_range_of_counted_nodes_equal_those_set_node_by_node(program):
     """NodeStates.at sets a graph task whose counted nodes form a range by the range and its holes; at every
     step that gives the codes and execution indexes of setting each counted node."""
-    from agdb.tracer.replay_state import GraphTaskState
+    from agdb.tracer.replay.state import GraphTaskState
 
     trace = run_program(program).trace
     saved = GraphTaskState.counted_span
@@ -170,8 +170,8 @@ def test_counts_reach_zero_at_the_same_steps_whether_decrements_are_sorted_or_co
     """_reached_zero's two ways (sorting few decrements, counting many): by hand, node 2 starts at 0 (spent from
     step 0), node 5's one decrement is at step 10, node 7's second at 12, node 9 starts at 0 and is decremented
     at 13."""
-    import agdb.tracer.node_states as ns
-    from agdb.tracer.indexes import TaskIndex
+    import agdb.tracer.replay.node_states as ns
+    from agdb.tracer.store.indexes import TaskIndex
 
     t = TaskIndex()
     t.dep_nodes, t.dep_counts = np.array([2, 5, 7, 9], np.int32), np.array([0, 1, 2, 0], np.int32)
@@ -184,7 +184,7 @@ def test_counts_reach_zero_at_the_same_steps_whether_decrements_are_sorted_or_co
 
 def _boxes_by_scan(folding, codes: np.ndarray) -> np.ndarray:
     """The box rule read from every member: min and max of each box's codes, then waiting, ready, running."""
-    from agdb.tracer.node_states import STATE_CODE
+    from agdb.tracer.replay.node_states import STATE_CODE
 
     members = codes[folding.members]
     lo = np.minimum.reduceat(members, folding.starts[:-1])
@@ -202,8 +202,8 @@ def _boxes_by_scan(folding, codes: np.ndarray) -> np.ndarray:
 def test_box_states_kept_up_step_by_step_equal_those_read_from_every_node(program, seed):
     """BoxStates, updated from the nodes each fill set, gives after every move of a random walk the box codes that
     reading every member gives; the nodes are put in random boxes (some left out of the picture)."""
-    from agdb.tracer.folding import Folding
-    from agdb.tracer.node_states import BoxStates
+    from agdb.tracer.views.folding import Folding
+    from agdb.tracer.replay.node_states import BoxStates
 
     trace = _fresh(run_program(program).trace)
     rng = np.random.default_rng(seed)

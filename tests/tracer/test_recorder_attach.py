@@ -14,9 +14,9 @@ import time
 from agdb import engine
 from tests.engine.helpers import run_in_thread
 from agdb.tracer import Recorder
-from agdb.tracer import events as ev
-from agdb.tracer.replay import Replay
-from agdb.tracer.tracefile import load, save
+from agdb.tracer.store import events as ev
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store.tracefile import load, save
 
 CHAIN = ["SumBackward0", *["ExpBackward0"] * 4, "torch::autograd::AccumulateGrad"]
 

@@ -1,5 +1,5 @@
 """Recording stays compact (issue 17 item 8): the builder freezes its raw rows into compact numpy chunks as it
-goes (NOTE [frozen chunks] in tracer/builder.py), so what a recording holds per event is bounded.
+goes (NOTE [frozen chunks] in tracer/recording/builder.py), so what a recording holds per event is bounded.
 
 The truth for the chunked trace is the same program recorded with chunks too big to ever fill (every row stays
 raw until finish, the layout before chunks existed): the two traces must be equal column for column.
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from agdb import engine
-from agdb.tracer import builder as builder_module
-from agdb.tracer import recorder as recorder_module
+from agdb.tracer.recording import builder as builder_module
+from agdb.tracer.sources import engine as recorder_module
 from agdb.tracer import Recorder
 
 from .test_recorder_attach import test_attach_and_finish_racing_backwards_on_another_thread_always_load
@@ -115,8 +115,8 @@ def test_dependency_counts_from_lazy_snapshots_equal_counting_from_the_start(mon
     order) equal those counted from the start (no snapshot), at 400 random steps of a 300-node chain's trace."""
     import random
 
-    from agdb.tracer import indexes
-    from agdb.tracer.replay import Replay
+    from agdb.tracer.store import indexes
+    from agdb.tracer.replay.replay import Replay
 
     trace = _record(300)
 

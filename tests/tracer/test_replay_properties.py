@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from tests.strategies import Program, programs
 from tests.tracer.programs import run_program
-from agdb.tracer import events as ev
-from agdb.tracer.replay import Replay
-from agdb.tracer.tracefile import load, save
+from agdb.tracer.store import events as ev
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store.tracefile import load, save
 
 ONE_AT_A_TIME = 10**9  # an interval no trace reaches: only the start checkpoint, every event applied in turn
 
@@ -225,7 +225,7 @@ def test_state_cache_stays_within_its_bytes_and_recomputes_what_it_evicted():
     """The Replay's state cache (NOTE [fresh memory]) never holds more than its byte bound; a step evicted from
     it comes back equal, and a step asked again is the same object while it is cached (and weighed again: the
     comparison made its dependency arrays)."""
-    from agdb.tracer.replay import state_bytes
+    from agdb.tracer.replay.replay import state_bytes
 
     trace = run_program(EXAMPLES[0]).trace
     fresh = Replay(trace)
@@ -244,7 +244,7 @@ def test_state_cache_stays_within_its_bytes_and_recomputes_what_it_evicted():
 def test_first_positions_finds_each_keys_first_position(keys, size):
     """indexes.first_positions (np.minimum.at, no sort) against a plain loop: the first index of each key in
     0..size-1, -1 for keys never seen; negative keys and keys past `size` are not asked for."""
-    from agdb.tracer.indexes import first_positions
+    from agdb.tracer.store.indexes import first_positions
 
     keys = [k for k in keys if k < size]
     expected = [-1] * size

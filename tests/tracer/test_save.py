@@ -1,6 +1,6 @@
 """Saving a trace like a good Unix tool: the new file gets the user's umask, a symlink is written through, and a
 save killed at any moment (SIGKILL, in a subprocess) leaves the old or the new file whole and no temporary
-after the next save (NOTE [temporary files of a save] in tracer/atomic.py).
+after the next save (NOTE [temporary files of a save] in tracer/store/atomic.py).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.tracer.loader_fuzz import seeds
-from agdb.tracer.tracefile import load, save
+from agdb.tracer.store.tracefile import load, save
 
 ROOT = Path(__file__).resolve().parents[2]
 fcntl = pytest.importorskip("fcntl")
@@ -81,7 +81,7 @@ def test_stale_temporaries_are_removed_and_live_ones_kept(tmp_path):
 # -- SIGKILL during saves ----------------------------------------------------------------------------------------
 _CHILD = textwrap.dedent("""\
     import sys, time
-    from agdb.tracer.tracefile import load, save
+    from agdb.tracer.store.tracefile import load, save
     a, b, target = load(sys.argv[1]), load(sys.argv[2]), sys.argv[3]
     print("ready", flush=True)
     i = 0

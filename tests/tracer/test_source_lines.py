@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from tests.tracer.loader_fuzz import run_isolated
-from agdb.tracer.tracefile import load, save
+from agdb.tracer.store.tracefile import load, save
 
 SCRIPT = [f"# line {i}" for i in range(1, 11)] + [
     "import os; from agdb import engine",
@@ -48,7 +48,7 @@ def test_recorded_frames_are_absolute_and_their_lines_stored(tmp_path, monkeypat
     exp = next(trace.node(i) for i in range(trace.num_nodes) if trace.node(i).name == "ExpBackward0")
     assert exp.filename == str(tmp_path / "model.py") and exp.lineno == 13
     assert exp.source == "y = x.exp()  # the culprit line"
-    from agdb.tracer.schema import SOURCE_CONTEXT
+    from agdb.tracer.store.schema import SOURCE_CONTEXT
 
     first, last = 13 - SOURCE_CONTEXT, 13 + SOURCE_CONTEXT
     want = {n: SCRIPT[n - 1] for n in range(first, last + 1)}

@@ -1,4 +1,4 @@
-"""_freeze.summary_block (small arrays summarised a block at a time, NOTE [frozen chunks] in tracer/builder.py)
+"""_freeze.summary_block (small arrays summarised a block at a time, NOTE [frozen chunks] in tracer/recording/builder.py)
 against summarising each tensor on its own, over every layout builder.summaries holds."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agdb.tracer._freeze import summary_block
+from agdb.tracer.recording.freeze import summary_block
 
 _VALUES = st.sampled_from([0.0, -1.5, 2.25, math.nan, math.inf, -math.inf, 7.0])
 _SHAPES = st.sampled_from([(), (1,), (3,), (4,), (2, 2), (0,), (2, 0, 3)])

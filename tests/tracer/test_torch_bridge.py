@@ -9,10 +9,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tests.tracer import torch_programs  # noqa: E402
-from agdb.tracer import events as ev  # noqa: E402
-from agdb.tracer import torch_bridge  # noqa: E402
-from agdb.tracer.culprits import of_trace  # noqa: E402
-from agdb.tracer.schema import UINT64_MAX, Kind  # noqa: E402
+from agdb.tracer.store import events as ev  # noqa: E402
+from agdb.tracer.sources import torch as torch_bridge  # noqa: E402
+from agdb.tracer.recording.culprits import of_trace  # noqa: E402
+from agdb.tracer.store.schema import UINT64_MAX, Kind  # noqa: E402
 
 
 def _watcher(log):
@@ -119,7 +119,7 @@ def test_hooks_are_registered_once_per_graph_and_removed_after():
     runs = _started(trace)
     assert len(runs) == 8 and runs[:4] == runs[4:]
     assert len({trace.event_node(int(s)) for s in trace.steps_of(Kind.NODE_STARTED)}) == 4
-    from agdb.tracer.torch_bridge.bridge import _HOOK_KEY
+    from agdb.tracer.sources.torch.bridge import _HOOK_KEY
 
     assert handles and all(ref() is None or _HOOK_KEY not in ref() for pre, post, _ in handles.values()
                            for ref in (pre, post))
@@ -145,7 +145,7 @@ def test_reentrant_backward_is_one_level_deeper():
 
 def test_a_diverging_order_is_reported():
     """Feed the model an order torch would never produce: it says so, and where."""
-    from agdb.tracer.torch_bridge.model import EngineModel, Graph, GraphTaskModel
+    from agdb.tracer.sources.torch.model import EngineModel, Graph, GraphTaskModel
 
     class Sink:
         num_events = 0

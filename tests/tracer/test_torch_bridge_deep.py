@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = textwrap.dedent("""\
     import sys
     import torch
-    from agdb.tracer import torch_bridge
-    from agdb.tracer.schema import Kind
+    from agdb.tracer.sources import torch as torch_bridge
+    from agdb.tracer.store.schema import Kind
 
     def main():
         x = torch.ones(1, requires_grad=True)

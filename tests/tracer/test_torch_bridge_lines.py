@@ -1,4 +1,4 @@
-"""The bridge's line culprits (NOTE [line culprits] in tracer/torch_bridge/lines.py): every increment of a real
+"""The bridge's line culprits (NOTE [line culprits] in tracer/sources/torch/lines.py): every increment of a real
 torch run on the line that made it, named, without the mode's cost and without ever making a node by looking."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tests.tracer.test_torch_bridge import _marked_lines  # noqa: E402
-from agdb.tracer import torch_bridge  # noqa: E402
-from agdb.tracer.culprits import of_trace  # noqa: E402
-from agdb.tracer.torch_bridge.lines import MAX_CANDIDATES  # noqa: E402
+from agdb.tracer.sources import torch as torch_bridge  # noqa: E402
+from agdb.tracer.recording.culprits import of_trace  # noqa: E402
+from agdb.tracer.sources.torch.lines import MAX_CANDIDATES  # noqa: E402
 
 
 def _culprits(program, culprits="lines"):

@@ -7,9 +7,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tests.tracer import torch_programs  # noqa: E402
-from agdb.tracer import torch_bridge  # noqa: E402
-from agdb.tracer.schema import Kind  # noqa: E402
-from agdb.tracer.torch_bridge import bridge as bridge_mod  # noqa: E402
+from agdb.tracer.sources import torch as torch_bridge  # noqa: E402
+from agdb.tracer.store.schema import Kind  # noqa: E402
+from agdb.tracer.sources.torch import bridge as bridge_mod  # noqa: E402
 
 
 def _hooked(log, *tensors):

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from agdb.tracer import Kind, TraceBuilder
-from agdb.tracer import events as ev
-from agdb.tracer.replay import Replay
-from agdb.tracer.schema import COLUMNS, UINT64_MAX
-from agdb.tracer.tracefile import TraceFormatError, load, loads, save
+from agdb.tracer.store import events as ev
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store.schema import COLUMNS, UINT64_MAX
+from agdb.tracer.store.tracefile import TraceFormatError, load, loads, save
 
 ROOT = Path(__file__).resolve().parents[2]
 ACC = "torch::autograd::AccumulateGrad"
@@ -151,7 +151,7 @@ def test_the_loader_refuses_node_columns_of_unequal_length(tmp_path):
 
 
 def test_the_document_names_every_kind_and_column():
-    """docs/trace-format.md describes every kind of tracer.schema and every stored column."""
+    """docs/trace-format.md describes every kind of tracer.store.schema and every stored column."""
     text = (ROOT / "docs" / "trace-format.md").read_text()
     for kind in Kind:
         assert re.search(rf"\| {int(kind)} \| `{kind.name}` \|", text), kind
@@ -162,7 +162,7 @@ def test_the_document_names_every_kind_and_column():
 _RECORD = """
 import sys
 from agdb.app.demo import record_example
-from agdb.tracer.tracefile import save
+from agdb.tracer.store.tracefile import save
 save(record_example(), sys.argv[1])
 """
 
@@ -179,7 +179,7 @@ def test_the_same_program_in_two_processes_gives_the_same_file(tmp_path):
 def test_version_1_queue_names_become_thread_rows():
     """A version 1 file named a CPU queue by its thread's ident; loading renames it cpu:<row> of the latest thread
     with that ident (the second of two threads that shared ident 7), leaves device queues alone, drops idents."""
-    from agdb.tracer.tracefile import upgrade_v1_queues
+    from agdb.tracer.store.tracefile import upgrade_v1_queues
 
     strings = ["first", "second", "cpu:7", "cuda:0", "cpu:99"]
     columns = {"thread_ident": np.array([7, 7]), "thread_name": np.array([0, 1]), "queue_name": np.array([2, 3, 4])}

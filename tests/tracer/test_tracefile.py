@@ -1,7 +1,7 @@
 """The .agdb file: bad files are refused with a TraceFormatError naming the problem, never another error,
 `agdb show` reports them in one `agdb: ...` line without a traceback, and saving is atomic.
 
-The layout is read here independently of tracer.tracefile, from its documented form: the magic line
+The layout is read here independently of tracer.store.tracefile, from its documented form: the magic line
 `AGDB-TRACE\\n`, an 8-byte little-endian header length, the header's CRC-32 (4 bytes, little-endian), a JSON
 header whose "columns" entries give each column's name, dtype, shape, offset, nbytes and checksum (the CRC-32
 of its bytes padded to 8), then the column bytes.
@@ -27,9 +27,9 @@ from agdb import engine
 from agdb import tracer
 from agdb.app.cli import main
 from tests.engine.helpers import run_in_thread
-from agdb.tracer.replay import Replay
-from agdb.tracer.state_json import state_to_json
-from agdb.tracer.tracefile import TraceFormatError, load, loads, save
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.replay.state_json import state_to_json
+from agdb.tracer.store.tracefile import TraceFormatError, load, loads, save
 
 MAGIC = b"AGDB-TRACE\n"
 ROOT = Path(__file__).resolve().parents[2]

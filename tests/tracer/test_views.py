@@ -10,13 +10,13 @@ import pytest
 from agdb import engine as torch
 from agdb import tracer
 from tests.engine.helpers import run_in_thread
-from agdb.tracer import events as ev
-from agdb.tracer.breakpoints import Breakpoint, hits, next_hit, parse
-from agdb.tracer.forward_map import ForwardMap
-from agdb.tracer.node_details import node_details
-from agdb.tracer.schema import UINT64_MAX
-from agdb.tracer.search import find_nodes
-from agdb.tracer.tracefile import load, save
+from agdb.tracer.store import events as ev
+from agdb.tracer.replay.breakpoints import Breakpoint, hits, next_hit, parse
+from agdb.tracer.replay.forward_map import ForwardMap
+from agdb.tracer.replay.node_details import node_details
+from agdb.tracer.store.schema import UINT64_MAX
+from agdb.tracer.replay.search import find_nodes
+from agdb.tracer.store.tracefile import load, save
 
 ACC = "torch::autograd::AccumulateGrad"
 

@@ -4,7 +4,7 @@ Imports the engine only inside the functions that drive it; never textual or ric
 """
 from __future__ import annotations
 
-from .capture import GRADIENT_ACC_SPECIAL_STACK, capture_joint
-from .graph import Graph, Node, from_data, to_data
+from agdb.tracer.fx.capture import GRADIENT_ACC_SPECIAL_STACK, capture_joint
+from agdb.tracer.fx.graph import Graph, Node, from_data, to_data
 
 __all__ = ["Graph", "Node", "capture_joint", "from_data", "to_data", "GRADIENT_ACC_SPECIAL_STACK"]

@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .calls import Ref, overload_of, without_defaults
-from .descriptors import (
+from agdb.tracer.fx.calls import Ref, overload_of, without_defaults
+from agdb.tracer.fx.descriptors import (
     AOTInput,
     BufferAOTInput,
     GradAOTOutput,
@@ -35,9 +35,9 @@ from .descriptors import (
     PlainAOTOutput,
     TangentAOTInput,
 )
-from .frames import stack_text, user_frame
-from .graph import Graph, Node
-from .patching import Patched
+from agdb.tracer.fx.frames import stack_text, user_frame
+from agdb.tracer.fx.graph import Graph, Node
+from agdb.tracer.fx.patching import Patched
 
 CustomFunctions = Literal["trace", "python_op"]
 """How a custom autograd.Function appears: traced through (its inner ops), or one PythonOp/PythonOpGrad pair."""

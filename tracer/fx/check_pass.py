@@ -14,8 +14,8 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 
-from .graph import Graph, Node
-from .interpret import run
+from agdb.tracer.fx.graph import Graph, Node
+from agdb.tracer.fx.interpret import run
 
 ViolationKind = Literal["stale_val", "mutation", "new_alias"]
 

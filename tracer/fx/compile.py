@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .descriptors import GradAOTOutput, PlainAOTOutput, TangentAOTInput
-from .graph import Graph
-from .interpret import run
+from agdb.tracer.fx.descriptors import GradAOTOutput, PlainAOTOutput, TangentAOTInput
+from agdb.tracer.fx.graph import Graph
+from agdb.tracer.fx.interpret import run
 
 
 def compile_joint(graph: Graph) -> Callable[..., Any]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .graph import Graph, Node
+    from agdb.tracer.fx.graph import Graph, Node
 
 
 class AOTInput:
@@ -156,7 +156,7 @@ class SavedForBackwardsAOTOutput(AOTOutput):
 @dataclass(frozen=True)
 class OtherAOTInput(AOTInput):
     """An input descriptor of a kind agdb has no class for (tokens, RNG seeds, subclass parts): torch's class
-    name and its `expr()` text, kept as they were (tracer/torch_bridge/fx.py makes these)."""
+    name and its `expr()` text, kept as they were (tracer/sources/torch/fx.py makes these)."""
 
     kind: str
     text: str

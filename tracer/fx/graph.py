@@ -351,7 +351,7 @@ def _decode(v: Any, g: Graph) -> Any:
         if "dict" in v:
             return {k: _decode(x, g) for k, x in v["dict"].items()}
         if "desc" in v:
-            from .descriptors import descriptor_from_data
+            from agdb.tracer.fx.descriptors import descriptor_from_data
 
             return descriptor_from_data(v["desc"])
         if "repr" in v:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Callable
 
-from .graph import Graph, Node, Opaque, map_arg
+from agdb.tracer.fx.graph import Graph, Node, Opaque, map_arg
 
 
 class NotRunnable(ValueError):

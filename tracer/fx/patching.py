@@ -10,10 +10,10 @@ from __future__ import annotations
 from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
-from .calls import classify_scalars
+from agdb.tracer.fx.calls import classify_scalars
 
 if TYPE_CHECKING:
-    from .capture import _Capture
+    from agdb.tracer.fx.capture import _Capture
 
 
 # -- the patches ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal
 
-from .graph import Graph, Node, op_name
+from agdb.tracer.fx.graph import Graph, Node, op_name
 
 
 def _is_forward(n: Node) -> bool:
@@ -180,8 +180,7 @@ def retrace(graph: Graph) -> Graph:
     graph has the same nodes and meta, and seq_nrs given by `new_seq_nr` (lost unless preserved)."""
     from agdb import engine
     from agdb.engine import _state as engine_state
-
-    from .interpret import run_node
+    from agdb.tracer.fx.interpret import run_node
 
     new = Graph()
     new.info = dict(graph.info)
@@ -199,7 +198,7 @@ def retrace(graph: Graph) -> Graph:
             seq = new_seq_nr(n, engine_state.tls.seq_nr)
             if seq is not None:
                 meta["seq_nr"] = seq
-        from .graph import map_arg
+        from agdb.tracer.fx.graph import map_arg
 
         copies[n] = new.create_node(n.op, n.target, map_arg(n.args, lambda a: copies[a]),
                                     map_arg(n.kwargs, lambda a: copies[a]), name=n.name, meta=meta)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph_model import Cluster, EdgeBlock, GraphAttrs, GraphModel, Ints, NodeBlock, Texts, ViewError
-from ..node_states import STATE_CODE
-from .graph import Graph, from_data
+from agdb.tracer.fx.graph import Graph, from_data
+from agdb.tracer.replay.node_states import STATE_CODE
+from agdb.tracer.views.graph_model import Cluster, EdgeBlock, GraphAttrs, GraphModel, Ints, NodeBlock, Texts, ViewError
 
 META_KEY = "fx_joint"
 """The key of a trace's `meta` that holds its joint graph (tracer.fx.graph.to_data's plain data)."""
@@ -78,7 +78,7 @@ def joint_model(graph: Graph, title: str = "joint graph", flagged: frozenset[str
 
 def with_joint(trace, graph: Graph):
     """A copy of `trace` that carries `graph` in its meta (saved with it, drawn by `--view joint`)."""
-    from ..trace import Trace
-    from .graph import to_data
+    from agdb.tracer.fx.graph import to_data
+    from agdb.tracer.store.trace import Trace
 
     return Trace(trace.columns, trace.strings, {**trace.meta, META_KEY: to_data(graph)})

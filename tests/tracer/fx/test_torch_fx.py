@@ -1,4 +1,4 @@
-"""FX graphs from real torch 2.13 (tracer/torch_bridge/fx.py) in agdb's model: torch's own seq_nr, tags and descriptors
+"""FX graphs from real torch 2.13 (tracer/sources/torch/fx.py) in agdb's model: torch's own seq_nr, tags and descriptors
 survive the conversion, the forward-to-backward map and its anomalies read them, and they agree with capture_joint.
 
 Facts below are derived by hand from how AOTAutograd numbers nodes (a forward node takes the number of the autograd
@@ -20,7 +20,7 @@ from .corpus import PROGRAMS
 
 torch = pytest.importorskip("torch")
 
-from agdb.tracer.torch_bridge import fx as torch_fx  # noqa: E402
+from agdb.tracer.sources.torch import fx as torch_fx  # noqa: E402
 
 
 def _r(*shape):
@@ -265,7 +265,7 @@ def test_record_run_is_a_bridge_trace_of_the_eager_run():
     x = _r(3)
     trace = torch_fx.record_run(lambda x: (x * 2).sin().sum(), x)
     assert len(trace) > 0 and x.grad is None
-    from agdb.tracer.schema import Kind
+    from agdb.tracer.store.schema import Kind
 
     names = {trace.node(trace.event_node(int(step))).name for step in trace.steps_of(Kind.NODE_STARTED)}
     assert {"MulBackward0", "SinBackward0", "SumBackward0"} <= names

@@ -1,0 +1,424 @@
+"""Freezing a TraceBuilder's buffers into a Trace's columns (see docs/trace-format.md for the columns).
+
+Never imports the engine, textual or rich.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from agdb.tracer.recording.frames import absolute_file, read_source
+from agdb.tracer.store.indexes import lookup_sorted
+from agdb.tracer.store.schema import NODE_KINDS, SOURCE_CONTEXT, SUMMARY_KINDS, Kind, seq_code
+from agdb.tracer.store.trace import Trace
+
+if TYPE_CHECKING:
+    from agdb.tracer.recording.builder import TraceBuilder
+
+ROW = 7  # ints per raw row (builder.ROW; _freeze cannot import builder, which imports it)
+
+
+def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) -> Trace:
+    """The Trace of everything `b` holds (of a snapshot: other threads may still be adding events)."""
+    snap = _Snapshot(b)
+    strings = snap.strings
+
+    def sid(text: str) -> int:
+        index = strings.get(text)
+        if index is None:
+            index = strings[text] = len(strings)
+        return index
+
+    nodes = _merge_bumps(snap)
+    keys = sorted(nodes)
+    table = snap.table()
+    if progress:
+        progress(0, len(table))
+    dense = _dense_nodes(table[:, 3], np.asarray(keys, dtype=np.int64))
+    table, dense = snap.settle(table, dense)
+    threads, queues, frames, tasks, deps, exec_infos = snap._tables()
+    kinds = table[:, 0].astype(np.uint8)
+    c_col = table[:, 6]
+    pushes, pops = np.flatnonzero(kinds == Kind.TASK_PUSHED), np.flatnonzero(kinds == Kind.TASK_POPPED)
+    origin = _match_pops(table, dense, pushes, pops)
+    stale = c_col[pops] != 0
+    columns: dict[str, np.ndarray] = dict(
+        ev_kind=compact(kinds, np.uint8), ev_thread=compact(table[:, 1]),
+        ev_task=compact(_number_tasks(table[:, 2])), ev_node=compact(dense),
+        ev_a=compact(table[:, 4]), ev_b=compact(table[:, 5]),
+        push_seq=compact(c_col[pushes]), pop_push=compact(np.where(stale, -origin - 2, origin)))
+    index_of = {key: i for i, key in enumerate(keys)}
+    _side_tables(snap, tasks, deps, exec_infos, index_of, sid, columns)
+    _node_table(snap, nodes, keys, index_of, sid, columns)
+    _frame_table(frames, b.cwd, sid, columns)
+    columns.update(thread_name=compact([sid(name) for name in threads]),
+                   queue_name=compact([sid(q) for q in queues]))
+    if progress:
+        progress(len(table), len(table))
+    ordered = sorted(strings, key=strings.__getitem__)
+    return Trace(columns, ordered, snap.meta)
+
+
+class _Snapshot:
+    """A builder's buffers copied at one moment, so that freezing never iterates a dict or list that a thread
+    still recording changes ("dictionary changed size during iteration").
+
+    Every writer adds an event's side data (node facts, bump, summaries, task, strings) before its row, so
+    the rows (frozen chunks and raw rows, together: NOTE [frozen chunks] in builder) are copied first and
+    everything else after: each copied row then finds its side data, and `settle` cuts the side lists to the
+    copied rows. Each copy (list(), dict()) runs in C without releasing
+    the GIL, so it is atomic.
+    """
+
+    def __init__(self, b: TraceBuilder) -> None:
+        self.chunks, self.rows, summary_blocks, raw_summaries = b._row_state()
+        # bumps before node_facts: the Recorder drops a node's bump once its facts are in (node_created)
+        self.bumps = dict(b.bumps)
+        self.node_facts, self.stacks, self.leaf_names = dict(b.node_facts), dict(b.stacks), dict(b.leaf_names)
+        self.strings = dict(b.strings)
+        self.summaries = merge_summary_blocks([*summary_blocks, summary_block(raw_summaries)])
+        threads, queues, frames, tasks, deps, exec_infos = b._tables()
+        self.threads, self.queues, self.frames = list(threads), dict(queues), list(frames)
+        self.tasks, self.deps, self.exec_infos = list(tasks), list(deps), list(exec_infos)
+        self.meta = b._meta()
+
+    def table(self) -> np.ndarray:
+        """All copied rows as one (n, 7) int64 table: the frozen chunks, then the raw rows."""
+        raw = np.array(self.rows, dtype=np.int64).reshape(-1, ROW)  # flat: ROW ints a row
+        n = sum(len(c[0]) for c in self.chunks) + len(raw)
+        table = np.empty((n, 7), dtype=np.int64)
+        for j in range(7):
+            np.concatenate([c[j] for c in self.chunks] + [raw[:, j]], out=table[:, j], casting="unsafe")
+        self.rows = []
+        return table
+
+    def settle(self, table: np.ndarray, dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Cut the side lists to the copied rows; drop the events of graph tasks that were already running
+        when recording began, and events naming a node the recording never saw (counted in `meta`).
+
+        A Recorder attached in the middle of a backward (from a hook, or from another thread) sees that graph
+        task's later events but not its start, its dependencies or the making of its nodes: they cannot be
+        replayed, so the trace leaves them out and says so in `meta["omitted"]`.
+        """
+        kinds, task = table[:, 0], table[:, 2]
+        owners = {"summaries": np.isin(kinds, SUMMARY_KINDS), "tasks": kinds == Kind.GRAPH_TASK_STARTED,
+                  "deps": kinds == Kind.DEPENDENCIES_COMPUTED, "exec_infos": kinds == Kind.EXEC_INFO_COMPUTED}
+        foreign = (task != 0) & ~np.isin(task, task[owners["tasks"]])
+        drop = foreign | (np.isin(kinds, NODE_KINDS) & (dense < 0))
+        keep = ~drop
+        self.summaries = cut_summaries(self.summaries, int(owners.pop("summaries").sum()),
+                                       keep[np.isin(kinds, SUMMARY_KINDS)] if drop.any() else None)
+        for name, owned in owners.items():
+            items = getattr(self, name)[:int(owned.sum())]
+            if drop.any():
+                items = [item for item, k in zip(items, keep[owned].tolist(), strict=True) if k]
+            setattr(self, name, items)
+        if not drop.any():
+            return table, dense
+        self.meta["omitted"] = {"graph_tasks": len(np.unique(task[foreign])), "events": int(drop.sum())}
+        return table[keep], dense[keep]
+
+    def _tables(self) -> tuple:
+        return self.threads, self.queues, self.frames, self.tasks, self.deps, self.exec_infos
+
+
+
+def compact(values: Any, dtype: Any = None) -> np.ndarray:
+    """An integer column in the smallest dtype that holds it (keeps traces small on disk)."""
+    arr = np.asarray(values, dtype=dtype or np.int64)
+    if arr.dtype.kind in "iu" and arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        for cand in (np.int8, np.int16, np.int32, np.int64):
+            info = np.iinfo(cand)
+            if info.min <= lo and hi <= info.max:
+                arr = arr.astype(cand)
+                break
+    elif arr.dtype.kind in "iu":
+        arr = arr.astype(np.int8)
+    arr.flags.writeable = False
+    return arr
+
+
+def _dense_nodes(node_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Each row's node key as its index in the node table (ascending keys), or -1 for none."""
+    pos, found = lookup_sorted(keys, node_keys)
+    return np.where(found & (node_keys > 0), pos, -1)
+
+
+def _number_tasks(ids: np.ndarray) -> np.ndarray:
+    """The source's graph task ids renumbered 1, 2, ... in order of first appearance (0 stays 0).
+
+    The engine's ids come from a process-wide counter, so the same program recorded twice in one process
+    would get different ids; a trace numbers its own graph tasks, and the same program gives the same trace.
+    """
+    dense = np.zeros_like(ids)
+    inside = ids != 0
+    uniq, first = np.unique(ids[inside], return_index=True)
+    rank = np.empty(len(uniq), dtype=ids.dtype)
+    rank[np.argsort(first, kind="stable")] = np.arange(1, len(uniq) + 1)
+    dense[inside] = rank[np.searchsorted(uniq, ids[inside])]
+    return dense
+
+
+def _match_pops(table: np.ndarray, dense: np.ndarray, pushes: np.ndarray, pops: np.ndarray) -> np.ndarray:
+    """The push step each pop undoes: the k-th pop of a (graph task, node, queue) undoes its k-th push.
+
+    Each NodeTask is pushed once and popped once, and a graph task pushes a node at most once, so FIFO
+    order per key is exact; wake-up tasks (no node) are interchangeable. Pops with no push (recording
+    began mid-backward) get -1.
+    """
+    if not len(pops):
+        return np.zeros(0, dtype=np.int64)
+    queues = int(table[:, 4].max(initial=0)) + 1
+    nodes = int(dense.max(initial=0)) + 2
+
+    def keys(steps: np.ndarray) -> np.ndarray:
+        return (table[steps, 2] * nodes + dense[steps] + 1) * queues + table[steps, 4]
+
+    def rank_within(k: np.ndarray) -> np.ndarray:
+        order = np.argsort(k, kind="stable")  # stable: equal keys stay in step order
+        sk = k[order]
+        starts = np.r_[0, np.flatnonzero(sk[1:] != sk[:-1]) + 1]
+        rank = np.empty(len(k), dtype=np.int64)
+        rank[order] = np.arange(len(sk)) - np.repeat(starts, np.diff(np.r_[starts, len(sk)]))
+        return rank
+
+    push_key, pop_key = keys(pushes), keys(pops)
+    width = max(len(pushes), len(pops)) + 1
+    push_joint = push_key * width + rank_within(push_key)
+    pop_joint = pop_key * width + rank_within(pop_key)
+    order = np.argsort(push_joint)
+    sorted_joint = push_joint[order]
+    if not len(order):
+        return np.full(len(pops), -1, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(sorted_joint, pop_joint), len(order) - 1)
+    return np.where(sorted_joint[pos] == pop_joint, pushes[order][pos], -1).astype(np.int64)
+
+
+def _merge_bumps(b: _Snapshot) -> dict:
+    """Static node facts, with the name, number and line kept at the bump for nodes never completed."""
+    nodes = dict(b.node_facts)
+    for key, (name, seq, frame) in b.bumps.items():
+        info = nodes.get(key)
+        if info is None:
+            nodes[key] = (name, seq, 0, "cpu", -1, (), frame, 0, 0)
+        elif info[6] < 0:
+            nodes[key] = info[:6] + (frame,) + info[7:]
+    return nodes
+
+
+def _frame_table(frames: list, cwd: str | None, sid: Any, columns: dict) -> None:
+    """The frame table, with files made absolute, and the `source` table: the lines around each frame's line,
+    read now (the only time agdb reads a file a trace names; NOTE in frames.read_source)."""
+    files = [absolute_file(f[0], cwd) for f in frames]
+    texts: dict[str, list[str] | None] = {}
+    wanted: dict[str, set[int]] = {}
+    for file, (_, line, *_) in zip(files, frames, strict=True):
+        if file not in texts:
+            texts[file] = read_source(file)
+        last = min(len(texts[file] or ()), line + SOURCE_CONTEXT)
+        wanted.setdefault(file, set()).update(range(max(1, line - SOURCE_CONTEXT), last + 1))
+
+    def own_line(file: str, line: int) -> str:
+        lines = texts[file] or ()
+        return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+    source = [(file, line) for file in sorted(wanted) for line in sorted(wanted[file])]
+    columns.update(
+        frame_file=compact([sid(file) for file in files]), frame_line=compact([f[1] for f in frames]),
+        frame_func=compact([sid(f[2]) for f in frames]),
+        frame_source=compact([sid(own_line(file, f[1]) if f[3] is None else f[3])
+                              for file, f in zip(files, frames, strict=True)]),
+        frame_col=compact([f[4] for f in frames]), frame_end_col=compact([f[5] for f in frames]),
+        source_file=compact([sid(file) for file, _ in source]), source_line=compact([line for _, line in source]),
+        source_text=compact([sid(texts[file][line - 1]) for file, line in source]))
+
+
+def _node_table(b: _Snapshot, nodes: dict, keys: list, index_of: dict, sid: Any, columns: dict) -> None:
+    infos = [nodes[k] for k in keys]
+    flat = [(e[i], e[i + 1]) for info in infos for e in (info[5],) for i in range(0, len(e), 2)]
+    columns.update(
+        node_name=compact([sid(i[0]) for i in infos]),
+        node_seq=compact([seq_code(i[1]) for i in infos]),
+        node_topo=compact([i[2] for i in infos]),
+        node_device=compact([sid(i[3]) for i in infos]),
+        node_thread=compact([i[4] for i in infos]),
+        node_frame=compact([i[6] for i in infos]),
+        node_inputs=compact([i[8] for i in infos]),
+        node_nedges=compact([len(i[5]) // 2 for i in infos]),
+        edge_child=compact([index_of.get(k, -1) if k else -1 for k, _ in flat]),
+        edge_input_nr=compact([nr for _, nr in flat]),
+    )
+    if b.stacks:
+        columns["node_stack"] = compact([sid(b.stacks[k]) if k in b.stacks else -1 for k in keys])
+    if b.leaf_names:
+        names = b.leaf_names
+        columns["node_leaf_name"] = compact([sid(names[k]) if k in names else -1 for k in keys])
+
+
+def _side_tables(b: _Snapshot, tasks: list, deps: list, exec_infos: list, index_of: dict, sid: Any,
+                 columns: dict) -> None:
+    """Graph tasks, dependencies, exec_info and tensor summaries, each in its events' step order."""
+    def node(key: int) -> int:
+        return index_of.get(key, -1)
+
+    columns["task_root"] = compact([node(t[0]) for t in tasks])
+    columns["task_flags"] = compact([int(t[3]) | int(t[4]) << 1 | int(t[5]) << 2 for t in tasks])
+    columns["task_depth"] = compact([t[6] for t in tasks])
+    _ragged_columns(columns, "task_roots", [[(node(u), nr) for u, nr in t[1]] for t in tasks], ("node", "nr"))
+    _ragged_columns(columns, "task_inputs", [[(node(u), nr) for u, nr in t[2]] for t in tasks], ("node", "nr"))
+    _ragged_columns(columns, "deps", [[(node(u), n) for u, n in d[0].tolist()] for d in deps], ("node", "count"))
+    _ragged_columns(columns, "pruned", [[(node(u),) for u in d[1]] for d in deps], ("node",))
+    _ragged_columns(columns, "needed", [[(node(u),) for u in x[0]] for x in exec_infos], ("node",))
+    _ragged_columns(columns, "captured", [[(node(u), i, o) for u, i, o in x[1]] for x in exec_infos],
+                    ("node", "input", "output"))
+    block = b.summaries
+    remap = np.asarray([sid(name) for name in block["names"]] or [0], dtype=np.int64)
+    present = block["s_info"] != 0  # an absent tensor keeps string 0, as in a block of its own
+    for name, column in block.items():
+        if name in ("s_dtype", "s_device"):
+            column = compact(np.where(present, remap[column.astype(np.int64)], 0))
+        if name != "names":
+            columns[name] = column
+
+
+def _ragged_columns(columns: dict, name: str, rows: list, fields: tuple[str, ...]) -> None:
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=offsets[1:])
+    flat = [item for row in rows for item in row]
+    columns[f"{name}_start"] = compact(offsets)
+    for i, field in enumerate(fields):
+        columns[f"{name}_{field}"] = compact([item[i] for item in flat])
+
+
+def summary_block(groups: list) -> dict:
+    """The summary columns (s_*) of a run of summary groups, with dtype and device as indexes into the block's
+    own `names` (the trace's string ids are given when the blocks are merged at finish)."""
+    names: dict[str, int] = {}
+
+    def sid(text: str) -> int:
+        return names.setdefault(text, len(names))
+
+    columns: dict[str, Any] = {}
+    _summary_columns(columns, groups, sid)
+    columns["names"] = list(names)
+    return columns
+
+
+def merge_summary_blocks(blocks: list[dict]) -> dict:
+    """One summary block of several in order (their names merged into one list)."""
+    names: dict[str, int] = {}
+    parts: dict[str, list] = {}
+    for block in blocks:
+        remap = np.asarray([names.setdefault(n, len(names)) for n in block["names"]] or [0], dtype=np.int64)
+        present = block["s_info"] != 0
+        for name, column in block.items():
+            if name in ("s_dtype", "s_device"):
+                column = np.where(present, remap[column.astype(np.int64)], 0)
+            if name != "names":
+                parts.setdefault(name, []).append(column)
+    merged = {name: compact(np.concatenate(cols)) if name != "s_preview" else np.concatenate(cols)
+              for name, cols in parts.items()}
+    merged["names"] = list(names)
+    return merged
+
+
+def cut_summaries(block: dict, groups: int, keep: np.ndarray | None) -> dict:
+    """The first `groups` groups of a summary block, then only those where `keep` (per group) holds."""
+    count = block["s_count"].astype(np.int64)[:groups]
+    group_mask = np.ones(groups, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
+    items = int(count.sum())
+    item_mask = np.repeat(group_mask, count)
+    ndim = block["s_ndim"].astype(np.int64)[:items]
+    dims = int(ndim.sum())
+    dim_mask = np.repeat(item_mask, ndim)
+    out = {"names": block["names"], "s_count": compact(count[group_mask])}
+    for name in ("s_info", "s_dtype", "s_device", "s_ndim"):
+        out[name] = compact(block[name][:items][item_mask])
+    out["s_preview"] = block["s_preview"][:items][item_mask]
+    out["s_dims"] = compact(block["s_dims"][:dims][dim_mask])
+    return out
+
+
+def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
+    """Tensor summaries, computed block-wise: small grads of one dtype, shape and device are stacked.
+
+    Runs during recording, once per chunk (NOTE [frozen chunks] in builder): per item it only sorts the item into
+    its block; the rest is numpy over whole blocks (np.stack of 6,000 small arrays cost 1.6 us each, np.array
+    0.5 us, joining their bytes 0.13 us).
+    """
+    ndarray = np.ndarray
+    flat: list = []
+    counts: list[int] = []
+    for group in groups:
+        if type(group) is ndarray:  # a bare array: one small CPU tensor (the Recorder's fast path)
+            flat.append(group)
+            counts.append(1)
+        else:
+            flat.extend(group)
+            counts.append(len(group))
+    n = len(flat)
+    info = np.zeros(n, dtype=np.int64)
+    dtype_id = np.zeros(n, dtype=np.int64)
+    device_id = np.zeros(n, dtype=np.int64)
+    ndim = np.zeros(n, dtype=np.int64)
+    preview = np.full((n, 3), np.nan, dtype=np.float32)
+    shaped: list[tuple[Any, tuple]] = []  # (item index or indices, shape)
+    blocks: dict[tuple, tuple[list[int], list[np.ndarray]]] = {}  # (dtype, shape, device) -> indices, arrays
+    last: tuple = (None, None, None)  # the key of the last small array, whose block is `found`
+    found: tuple[list[int], list[np.ndarray]] = ([], [])
+    for i, item in enumerate(flat):
+        if item is None:
+            continue
+        if type(item) is ndarray:
+            arr, device = item, "cpu"
+        elif len(item) == 2:  # (small array, device)
+            arr, device = item
+        else:
+            shape, dtype, device, values, has_nan, has_inf = item
+            info[i] = 1 | int(has_nan) << 1 | int(has_inf) << 2 | len(values) << 3
+            dtype_id[i], device_id[i], ndim[i] = sid(dtype), sid(device), len(shape)
+            preview[i, :len(values)] = values
+            shaped.append((i, shape))
+            continue
+        # Small arrays are summarised below, a block at a time. Hashing a dtype costs ~0.3 us, and the arrays
+        # of a chunk mostly share one dtype, shape and device: so first compare with the last array's.
+        dtype, shape = arr.dtype, arr.shape
+        if dtype is not last[0] or shape != last[1] or device != last[2]:
+            last = (dtype, shape, device)
+            found = blocks.get(last)
+            if found is None:
+                found = blocks[last] = ([], [])
+        found[0].append(i)
+        found[1].append(arr)
+    for (dtype, shape, device), (idx_list, arrays) in blocks.items():
+        idx = np.asarray(idx_list, dtype=np.int64)
+        try:  # each a C-contiguous copy (summary_of): their bytes back to back are the block, 0.13 us an array
+            block = np.frombuffer(b"".join(arrays), dtype=dtype)
+        except (BufferError, TypeError, ValueError):  # not contiguous, or not plain bytes (object)
+            block = np.array(arrays, dtype=dtype)
+        block = block.reshape(len(idx_list), -1)
+        k = min(3, block.shape[1])
+        preview[idx, :k] = block[:, :k]
+        bits = np.full(len(idx), 1 | k << 3, dtype=np.int64)
+        if dtype.kind == "f" and block.size:
+            bits |= np.isnan(block).any(axis=1).astype(np.int64) << 1
+            bits |= np.isinf(block).any(axis=1).astype(np.int64) << 2
+        info[idx] = bits
+        dtype_id[idx], device_id[idx], ndim[idx] = sid(dtype.name), sid(device), len(shape)
+        shaped.append((idx, shape))
+    width = int(ndim.max(initial=0))
+    sizes = np.zeros((n, width), dtype=np.int64)
+    for where, shape in shaped:
+        if shape:
+            sizes[where, :len(shape)] = shape
+    columns.update(
+        s_count=compact(counts),
+        s_info=compact(info),
+        s_dtype=compact(dtype_id),
+        s_device=compact(device_id),
+        s_ndim=compact(ndim),
+        s_dims=compact(sizes[np.arange(width) < ndim[:, None]]),  # each item's sizes, items in order
+        s_preview=preview,
+    )

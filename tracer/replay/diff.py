@@ -1,0 +1,296 @@
+"""Compare two traces (`agdb diff A B`): agdb's engine against real torch, or two versions of one program.
+
+Never imports torch, the engine, textual or rich. Two traces are aligned by thread (the n-th thread that took
+a seq_nr in A with the n-th in B) and by *relative* seq_nr (a node's number minus its thread's first), since
+two runs rarely start their counters at the same value. Five aspects are compared, each reporting its first
+difference:
+- node names: the node that took each relative seq_nr;
+- seq_nr assignment: how many numbers each thread took, and where one run took more (a shift: "B took one
+  more seq_nr at model.py:12, so every later seq_nr is one higher");
+- culprit lines: the line blamed for each relative seq_nr (by line number and source text: _line_key);
+- graph edges: each node's next edges (children by relative seq_nr; an AccumulateGrad by its name only, since
+  engine and bridge name parameters differently), for the nodes whose edges both traces have (a bridge knows a
+  node's edges once a backward's walk met it), and how many distinct AccumulateGrads ran in each;
+- execution order: the nodes the backward calls ran, in order (name and relative seq_nr; name only once the
+  assignment differs).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from agdb.tracer.store.schema import UINT64_MAX, Kind, short_name
+
+ASPECTS = ("node names", "seq_nr assignment", "culprit lines", "graph edges", "execution order")
+_SHIFTS = (1, -1, 2, -2, 3, -3)
+"""Shifts tried when explaining where two runs' seq_nrs part (extra or missing numbers)."""
+
+
+@dataclass(frozen=True)
+class Bump:
+    """One seq_nr a thread handed out, relative to the thread's first."""
+
+    seq: int
+    name: str
+    where: str  # file name:line, or "?"
+    source: str
+
+
+@dataclass(frozen=True)
+class Run:
+    """One node run: name and relative seq_nr (None for AccumulateGrad and other nodes with no number)."""
+
+    name: str
+    seq: int | None
+    graph_task: int
+
+
+@dataclass
+class Side:
+    """What one trace contributes: bumps per aligned thread, node runs in order."""
+
+    label: str
+    source: str
+    threads: list[str] = field(default_factory=list)
+    bumps: list[list[Bump]] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+    edges: dict[tuple[int, int], tuple] = field(default_factory=dict)  # (thread, relative seq_nr) -> next edges
+    accumulate_grads: int = 0  # distinct AccumulateGrad nodes that ran (a bridge knows no other)
+
+
+@dataclass
+class Aspect:
+    name: str
+    equal: bool
+    summary: str
+    first: dict[str, Any] | None = None  # where it first differs: index, what A and B have there
+
+
+def side_of(trace: Any, label: str) -> Side:
+    """The comparable content of a trace."""
+    side = Side(label, trace.source)
+    rows: dict[int, int] = {}
+    bases: dict[int, int] = {}
+    for step in trace.steps_of(Kind.SEQ_NR_BUMPED):
+        e = trace[int(step)]
+        row = rows.get(e.thread)
+        if row is None:
+            row = rows[e.thread] = len(side.bumps)
+            side.bumps.append([])
+            side.threads.append(trace.threads[e.thread][1] if e.thread < len(trace.threads) else str(e.thread))
+            bases[e.thread] = e.old
+        where = f"{os.path.basename(e.filename)}:{e.lineno}" if e.filename else "?"
+        side.bumps[row].append(Bump(e.old - bases[e.thread], short_name(e.node_name), where, e.source))
+    first_base = next(iter(bases.values()), 0)
+    ran: set[int] = set()  # the AccumulateGrads that ran
+    for step in trace.steps_of(Kind.NODE_STARTED):
+        step = int(step)
+        node = trace.event_node(step)
+        info = trace.node(node)
+        seq = None
+        if info.seq_nr != UINT64_MAX:
+            seq = info.seq_nr - bases.get(info.thread, first_base)
+        elif info.name.endswith("AccumulateGrad"):
+            ran.add(node)
+        side.runs.append(Run(short_name(info.name), seq, int(trace.columns["ev_task"][step])))
+    side.accumulate_grads = len(ran)
+    _graph_of(trace, side, rows, bases)
+    return side
+
+
+def _graph_of(trace: Any, side: Side, rows: dict[int, int], bases: dict[int, int]) -> None:
+    """The side's edges, nodes known by (aligned thread, relative seq_nr)."""
+    def known(node: int) -> Any:
+        info = trace.node(node)
+        if info.seq_nr == UINT64_MAX or info.thread not in rows:
+            return short_name(info.name)
+        return rows[info.thread], info.seq_nr - bases[info.thread]
+
+    for node in range(trace.num_nodes):
+        info = trace.node(node)
+        if info.seq_nr != UINT64_MAX and info.next_edges and info.thread in rows:
+            side.edges[known(node)] = tuple((None if child is None else known(child), nr)
+                                            for child, nr in info.next_edges)
+
+
+def compare(a: Side, b: Side) -> list[Aspect]:
+    """Each aspect of ASPECTS, equal or with its first difference."""
+    assignment = _assignment(a, b)
+    shifted = not assignment.equal
+    return [_names(a, b), assignment, _lines(a, b), _graph(a, b, shifted), _order(a, b, shifted)]
+
+
+def _graph(a: Side, b: Side, shifted: bool) -> Aspect:
+    if shifted:  # relative seq_nrs no longer name the same nodes on both sides
+        return Aspect("graph edges", True, "not compared: the seq_nr assignment differs")
+    if a.accumulate_grads != b.accumulate_grads:
+        return Aspect("graph edges", False, f"A ran {a.accumulate_grads} AccumulateGrad node(s), B "
+                      f"{b.accumulate_grads}", {"accumulate_grads": [a.accumulate_grads, b.accumulate_grads]})
+    both = sorted(set(a.edges) & set(b.edges))
+    for t, i in both:
+        x, y = a.edges[t, i], b.edges[t, i]
+        if x != y:
+            name = _bump_name(a, t, i)
+            return Aspect("graph edges", False, f"thread {t}, relative seq_nr {i} ({name}): A → {_edges_text(x)}, "
+                          f"B → {_edges_text(y)}", {"thread": t, "seq_nr": i, "a": _edges_json(x),
+                                                    "b": _edges_json(y)})
+    return Aspect("graph edges", True, f"equal: the edges of {len(both)} node(s) both traces know, "
+                  f"{a.accumulate_grads} AccumulateGrad(s) run")
+
+
+def _bump_name(side: Side, t: int, i: int) -> str:
+    bumps = side.bumps[t] if t < len(side.bumps) else []
+    return bumps[i].name if i < len(bumps) else "?"
+
+
+def _edge_text(child: Any) -> str:
+    if child is None:
+        return "None"
+    return child if isinstance(child, str) else f"relative seq_nr {child[1]}"
+
+
+def _edges_text(edges: tuple) -> str:
+    return "[" + ", ".join(f"{_edge_text(c)}:{nr}" for c, nr in edges) + "]"
+
+
+def _edges_json(edges: tuple) -> list:
+    return [{"node": c if c is None or isinstance(c, str) else {"thread": c[0], "seq_nr": c[1]}, "input_nr": nr}
+            for c, nr in edges]
+
+
+def _pairs(a: Side, b: Side):
+    for t in range(max(len(a.bumps), len(b.bumps))):
+        yield t, (a.bumps[t] if t < len(a.bumps) else []), (b.bumps[t] if t < len(b.bumps) else [])
+
+
+def _bump_json(bump: Bump | None) -> dict | None:
+    return None if bump is None else {"seq_nr": bump.seq, "node": bump.name, "line": bump.where,
+                                      "source": bump.source}
+
+
+def _first_bump_difference(a: Side, b: Side, key) -> tuple[int, int, Bump | None, Bump | None] | None:
+    for t, xs, ys in _pairs(a, b):
+        for i in range(max(len(xs), len(ys))):
+            x = xs[i] if i < len(xs) else None
+            y = ys[i] if i < len(ys) else None
+            if x is None or y is None or key(x) != key(y):
+                return t, i, x, y
+    return None
+
+
+def _names(a: Side, b: Side) -> Aspect:
+    found = _first_bump_difference(a, b, lambda x: x.name)
+    total = sum(len(x) for x in a.bumps)
+    if found is None:
+        return Aspect("node names", True, f"equal: {total} seq_nrs on {len(a.bumps)} thread(s)")
+    t, i, x, y = found
+    return Aspect("node names", False, f"thread {t}, relative seq_nr {i}: A {_said(x)}, B {_said(y)}",
+                  {"thread": t, "seq_nr": i, "a": _bump_json(x), "b": _bump_json(y)})
+
+
+def _said(bump: Bump | None) -> str:
+    return "nothing" if bump is None else f"{bump.name} at {bump.where}"
+
+
+def _assignment(a: Side, b: Side) -> Aspect:
+    if len(a.bumps) != len(b.bumps):
+        return Aspect("seq_nr assignment", False, f"A has {len(a.bumps)} numbering thread(s), B {len(b.bumps)}",
+                      {"threads": [len(a.bumps), len(b.bumps)]})
+    for t, xs, ys in _pairs(a, b):
+        names_x, names_y = [x.name for x in xs], [y.name for y in ys]
+        if names_x == names_y:
+            continue
+        i = next((k for k in range(min(len(xs), len(ys))) if names_x[k] != names_y[k]), min(len(xs), len(ys)))
+        shift = _shift(names_x, names_y, i)
+        if shift > 0:  # B took extra numbers at i
+            culprit = ys[i]
+            text = (f"thread {t}: B took {shift} more seq_nr(s) at relative {i} ({culprit.name} at {culprit.where}); "
+                    f"B's later seq_nrs are {shift} higher")
+        elif shift < 0:
+            culprit = xs[i]
+            text = (f"thread {t}: A took {-shift} more seq_nr(s) at relative {i} ({culprit.name} at {culprit.where}); "
+                    f"B's later seq_nrs are {-shift} lower")
+        else:
+            culprit = None
+            text = f"thread {t}: A took {len(xs)} seq_nrs, B {len(ys)}; they part at relative {i}"
+        return Aspect("seq_nr assignment", False, text,
+                      {"thread": t, "seq_nr": i, "shift": shift, "counts": [len(xs), len(ys)],
+                       "culprit": _bump_json(culprit)})
+    counts = [len(x) for x in a.bumps]
+    return Aspect("seq_nr assignment", True, f"equal: {sum(counts)} seq_nrs, same numbers for the same nodes")
+
+
+def _shift(xs: list[str], ys: list[str], i: int) -> int:
+    """The d for which B's names from i+d on are A's from i on (B took d extra numbers), or 0 when none fits."""
+    for d in _SHIFTS:
+        if d > 0 and ys[i + d:] == xs[i:] and len(ys) - len(xs) == d:
+            return d
+        if d < 0 and xs[i - d:] == ys[i:] and len(xs) - len(ys) == -d:
+            return d
+    for d in _SHIFTS:  # the tails need not match to the end: a window after the difference is enough
+        window = 8
+        if d > 0 and ys[i + d:i + d + window] == xs[i:i + window] and len(xs) > i:
+            return d
+        if d < 0 and xs[i - d:i - d + window] == ys[i:i + window] and len(ys) > i:
+            return d
+    return 0
+
+
+def same_line(x: Bump | None, y: Bump | None) -> bool:
+    """Whether two bumps blame the same line (_line_key)."""
+    return x is not None and y is not None and _line_key(x) == _line_key(y)
+
+
+def same_run(x: Run | None, y: Run | None, shifted: bool) -> bool:
+    """Whether two node runs agree: by name and relative seq_nr, by name only once the assignment differs."""
+    return x is not None and y is not None and x.name == y.name and (shifted or x.seq == y.seq)
+
+
+def _line_key(x: Bump) -> Any:
+    """What a culprit line is compared by: its line number and source text where it has source, so that two
+    versions of a script under different file names (`train.py`, `train_v2.py`) agree on a line they share; else
+    its file name and line."""
+    source = x.source.strip()
+    return (x.where.rpartition(":")[2], source) if source else x.where
+
+
+def _lines(a: Side, b: Side) -> Aspect:
+    found = _first_bump_difference(a, b, _line_key)
+    if found is None:
+        return Aspect("culprit lines", True, "equal: every seq_nr blamed on the same line")
+    t, i, x, y = found
+    return Aspect("culprit lines", False, f"thread {t}, relative seq_nr {i}: A {_said(x)}, B {_said(y)}",
+                  {"thread": t, "seq_nr": i, "a": _bump_json(x), "b": _bump_json(y)})
+
+
+def _run_json(run: Run | None) -> dict | None:
+    return None if run is None else {"node": run.name, "seq_nr": run.seq, "graph_task": run.graph_task}
+
+
+def _order(a: Side, b: Side, shifted: bool = False) -> Aspect:
+    """The node runs in order, by name and relative seq_nr; by name only when the seq_nr assignment already
+    differs (`shifted`: from there on every relative seq_nr may be off, which that aspect has said)."""
+    tasks = len({r.graph_task for r in a.runs})
+    for i in range(max(len(a.runs), len(b.runs))):
+        x = a.runs[i] if i < len(a.runs) else None
+        y = b.runs[i] if i < len(b.runs) else None
+        if not same_run(x, y, shifted):
+            return Aspect("execution order", False, f"node run {i}: A ran {_ran(x)}, B ran {_ran(y)}",
+                          {"index": i, "a": _run_json(x), "b": _run_json(y)})
+    how = ", by name (their seq_nrs are assigned differently)" if shifted else ""
+    return Aspect("execution order", True, f"equal{how}: {len(a.runs)} node runs in {tasks} graph task(s)")
+
+
+def _ran(run: Run | None) -> str:
+    if run is None:
+        return "nothing more"
+    seq = "" if run.seq is None else f" (relative seq_nr {run.seq})"
+    return f"{run.name}{seq} in graph task {run.graph_task}"
+
+
+def to_json(a: Side, b: Side, aspects: list[Aspect]) -> dict:
+    """The `agdb.diff/1` object `agdb diff --json` prints."""
+    return {"format": "agdb.diff/1", "equal": all(x.equal for x in aspects),
+            "a": {"trace": a.label, "source": a.source}, "b": {"trace": b.label, "source": b.source},
+            "aspects": {x.name: {"equal": x.equal, "summary": x.summary, "first": x.first} for x in aspects}}

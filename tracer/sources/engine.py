@@ -1,0 +1,334 @@
+"""The Recorder: an engine observer that writes every event through a TraceBuilder, then freezes a Trace.
+
+Imports the engine's observer hook; never textual or rich.
+
+NOTE [recording hot path]
+Each hot instrumentation point extends the builder's flat rows by one tuple (kind, thread, graph_task, node uid,
+a, b, c) (NOTE [builder fast path], NOTE [frozen chunks]);
+list.extend with a tuple is atomic under the GIL, so events from worker threads interleave in one global order with
+no lock. Everything else (names, edges, frames, grad summaries) goes to side lists and is decoded when
+the recording finishes. Small grads are copied and summarised at finish; large ones are summarised at
+once, so the recorder never keeps a big tensor alive. The per-task methods read the thread's index
+inline (`self._local.index`) rather than through `_thread()`: a call per event is measurable here.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import numpy as np
+
+from agdb.tracer.recording import culprits
+from agdb.tracer.recording.builder import CHUNK, ROW, SMALL, TraceBuilder, summary_of
+from agdb.tracer.recording.frames import columns as frame_columns
+from agdb.tracer.recording.frames import user_frame
+from agdb.tracer.recording.leaf_names import LeafNamer
+from agdb.tracer.store.schema import UINT64_MAX, WAKE_UP, Kind
+
+# Plain ints: the hot path compares and stores them (an IntEnum member costs a little more).
+_K_BUMP, _K_CREATED, _K_PUSH, _K_POP = int(Kind.SEQ_NR_BUMPED), int(Kind.NODE_CREATED), int(Kind.TASK_PUSHED), \
+    int(Kind.TASK_POPPED)
+_K_BUFFER, _K_NSTART, _K_NFINISH = int(Kind.BUFFER_WRITTEN), int(Kind.NODE_STARTED), int(Kind.NODE_FINISHED)
+_K_ACCUM = int(Kind.GRAD_ACCUMULATED)
+
+
+class Recorder:
+    """Records engine events while attached, through a TraceBuilder; `finish()` returns the frozen Trace."""
+
+    def __init__(self) -> None:
+        self.builder = TraceBuilder(source="engine")
+        b = self.builder
+        self.rows = b.rows  # the builder's raw buffers (NOTE [builder fast path])
+        self.nodes = b.node_facts
+        self.summaries = b.summaries
+        self.bumps = b.bumps
+        self._row_of_ident: dict[int, int] = {}  # the latest thread row with each ident
+        self._queues: dict[str, int] = {}  # engine queue name -> queue row
+        self._frames: dict[tuple, int] = {}  # (code, bytecode offset) -> frame row
+        self._local = threading.local()  # this thread's row
+        self._lock = threading.Lock()
+        self._handle = None
+        self._log_culprits = False
+        self._namer = LeafNamer()
+
+    # -- attaching -------------------------------------------------------------------------------------------
+    def attach(self) -> Recorder:
+        """Start recording (attaches to the engine's observer points)."""
+        from agdb.engine import add_observer
+
+        if self._handle is None:
+            self._log_culprits = logging.getLogger("agdb.seq_nr").isEnabledFor(logging.INFO)
+            self._handle = add_observer(self)
+        return self
+
+    def detach(self) -> None:
+        """Stop recording; the events so far stay."""
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+
+    def finish(self, progress: Any = None) -> Any:
+        """Detach and freeze what was recorded into a Trace."""
+        self.detach()
+        return self.builder.finish(progress)
+
+    # -- small helpers (hot path) ---------------------------------------------------------------------------
+    def _thread(self) -> int:
+        try:
+            return self._local.index
+        except AttributeError:
+            pass
+        # A thread's first event: it gets a row of its own. Not looked up by ident: Python hands a finished
+        # thread's ident to the next thread it starts, and two threads must not become one.
+        ident = threading.get_ident()
+        with self._lock:
+            index = self.builder.thread(threading.current_thread().name)
+            self._row_of_ident[ident] = index
+            self._queues.pop(f"cpu:{ident}", None)  # that name now means this thread's queue
+        self._local.index = index
+        return index
+
+    def _frame_index(self, f: Any) -> int:
+        """The frame table row of frame `f` (the user's line and the columns of the expression running in it),
+        or -1 for none."""
+        if f is None:
+            return -1
+        key = (f.f_code, f.f_lasti)  # f_lasti: cheaper than f_lineno, and it tells `x * w` from `.sum()`
+        index = self._frames.get(key)
+        if index is None:
+            code = f.f_code
+            col, end_col = frame_columns(f)
+            index = self._frames[key] = self.builder.frame(code.co_filename, f.f_lineno, code.co_name,
+                                                           col=col, end_col=end_col)
+        return index
+
+    def _queue(self, queue: Any) -> int:
+        """The queue row of an engine ReadyQueue. A thread's CPU queue (`cpu:<ident>` in the engine) is saved
+        as `cpu:<thread row>`: idents differ from run to run, and the trace must not."""
+        name = queue.name
+        kind, _, ident = name.partition(":")
+        if kind == "cpu" and ident.isdigit():
+            row = self._row_of_ident.get(int(ident))
+            name = f"cpu:{row}" if row is not None else "cpu"
+        with self._lock:
+            index = self._queues[queue.name] = self.builder.queue(name)
+        return index
+
+    def _register(self, node: Any) -> int:
+        """Remember a node's static facts the first time it is seen; returns its uid."""
+        uid = node._uid
+        if uid not in self.nodes:
+            self.nodes[uid] = _static(node, -1, self.builder.num_events, self._row_of_ident.get(node.thread_id, -1))
+            if node._seq == UINT64_MAX:  # an AccumulateGrad made before recording began: named at backward start
+                self._name_leaf(node)
+            for child, _ in node.next_edges:
+                if child is not None and child._uid not in self.nodes:
+                    self._register(child)
+        return uid
+
+    def _name_leaf(self, node: Any) -> None:
+        """Store the name of an AccumulateGrad's leaf, looked up once (NOTE [leaf names] in leaf_names)."""
+        variable = getattr(node, "variable", None)  # None: an Error node, which has seq_nr max too
+        if variable is None:
+            return
+        try:
+            name = self._namer.name_of(variable)
+        except Exception:  # a look-up must never break a recording: the leaf stays `leaf N`
+            name = None
+        if name:
+            self.builder.leaf_name(node._uid, name)
+
+    def _summaries(self, tensors: Any) -> None:
+        # Tuples, not lists: the gc stops tracking tuples of untracked objects, so a long recording does
+        # not make every full collection walk its buffers. One tensor is the common case: no loop, and one small
+        # CPU tensor is kept as the bare array (builder.summaries' layout): two tuples fewer to make and freeze.
+        if len(tensors) == 1:
+            t = tensors[0]
+            data = t._data if t is not None else None
+            if data is not None and data.size <= SMALL:
+                device = t._device
+                self.summaries.append(data.copy() if device == "cpu" else ((data.copy(), device),))
+                return
+        self.summaries.append(tuple([_capture(t) for t in tensors]))
+
+    # -- observer points ------------------------------------------------------------------------------------
+    def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
+        # The node is not finished yet: keep its name, number and line (node_created adds the rest; a
+        # custom Function's node that never gets edges keeps just these).
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
+        uid = node._uid
+        frame = user_frame()
+        self.bumps[uid] = (node._name or node.name(), seq_nr, self._frame_index(frame))
+        self.rows.extend((_K_BUMP, thread, 0, uid, 0, 0, 0))
+        if self._log_culprits:
+            culprits.log_bump(node, seq_nr, frame)
+
+    def node_created(self, node: Any) -> None:
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
+        uid = node._uid
+        bump = self.bumps.get(uid)
+        frame = bump[2] if bump is not None else self._frame_index(user_frame())
+        rows = self.rows
+        n = len(rows) // ROW
+        self.nodes[uid] = _static(node, frame, self.builder._frozen + n, thread)
+        if bump is not None:  # its facts are in the node's now; the snapshot copies bumps before node_facts
+            del self.bumps[uid]
+        rows.extend((_K_CREATED, thread, 0, uid, 0, 0, 0))
+        if n >= CHUNK:  # NOTE [frozen chunks]
+            self.builder.freeze_rows()
+        if node._metadata is not None and "traceback_" in node._metadata:  # made under anomaly mode
+            self.builder.stacks[uid] = "".join(node._metadata["traceback_"])
+        if node._seq == UINT64_MAX:  # AccumulateGrad (or an Error node): NOTE [leaf names]
+            self._name_leaf(node)
+
+    def graph_task_started(self, gt: Any) -> None:
+        thread = self._thread()
+        self._register(gt.graph_root)
+        roots = tuple((self._register(r), 0) for r in gt.graph_roots if r is not None)
+        inputs = tuple((self._register(n), nr) for n, nr in gt.outputs)
+        self.builder.graph_task_started(thread=thread, graph_task=gt.id, graph_root=gt.graph_root._uid,
+                                        roots=roots, inputs=inputs, keep_graph=gt.keep_graph,
+                                        create_graph=gt.create_graph, accumulate_grad=gt.accumulate_grad,
+                                        reentrant_depth=gt.reentrant_depth)
+
+    def dependencies_computed(self, gt: Any, min_topo_nr: int, pruned: list) -> None:
+        # One per node of the graph, during the backward: list passes and one array, not a pair and a call a node.
+        counted = gt.dependencies
+        uids = [n._uid for n in counted]
+        known = self.nodes
+        for n, uid in zip(counted, uids, strict=True):
+            if uid not in known:
+                self._register(n)
+        deps = np.column_stack((np.array(uids, dtype=np.int64), np.fromiter(counted.values(), np.int64, len(uids))))
+        self.builder.dependencies_computed(thread=self._thread(), graph_task=gt.id, min_topo_nr=min_topo_nr,
+                                           dependencies=deps, pruned=tuple(self._register(n) for n in pruned))
+
+    def exec_info_computed(self, gt: Any) -> None:
+        needed = tuple(self._register(n) for n, info in gt.exec_info.items() if info.needed)
+        captured = tuple((self._register(n), i, o) for n, info in gt.exec_info.items()
+                         for i, o in (info.captures or ()))
+        self.builder.exec_info_computed(thread=self._thread(), graph_task=gt.id, needed=needed, captured=captured)
+
+    # The queue points append rows in TraceBuilder.task_pushed/task_popped's layout (NOTE [builder fast path]).
+    def task_pushed(self, gt: Any, task: Any, queue: Any) -> None:
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
+        q = self._queues.get(queue.name)
+        if q is None:
+            q = self._queue(queue)
+        fn = task.fn
+        if fn is None:
+            self.rows.extend((_K_PUSH, thread, gt.id if gt is not None else 0, 0, q, len(queue.heap), WAKE_UP))
+            return
+        seq = -task.key[2]
+        self.rows.extend((_K_PUSH, thread, gt.id if gt is not None else 0, fn._uid, q, len(queue.heap),
+                          seq if seq < 2**63 else -1))
+
+    def task_popped(self, gt: Any, task: Any, queue: Any) -> None:
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
+        q = self._queues.get(queue.name)
+        if q is None:
+            q = self._queue(queue)
+        fn = task.fn
+        owner = task.owner
+        self.rows.extend((_K_POP, thread, owner.id if owner is not None else 0, fn._uid if fn is not None else 0, q,
+                          len(queue.heap), int(fn is not None and task.key[1] == -2**31 + 1)))
+
+    def buffer_written(self, gt: Any, node: Any, slot: int, is_accumulation: bool, buffer: Any) -> None:
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
+        self.rows.extend((_K_BUFFER, thread, gt.id, node._uid, slot, int(is_accumulation), 0))
+
+    def hook_ran(self, gt: Any, node: Any, kind: str, hook: Any) -> None:
+        # a retains_grad hook is the engine's (it hands a weak reference to the tensor): named as the bridge does
+        name = "retain_grad" if kind == "retains_grad" else getattr(hook, "__qualname__", None) or type(hook).__name__
+        self.builder.hook_ran(thread=self._thread(), graph_task=gt.id if gt is not None else 0, node=node._uid,
+                              hook_kind=kind, hook_name=name)
+
+    # Summary groups are appended in step order, so the n-th summary-bearing event owns the n-th group.
+    def node_started(self, gt: Any, node: Any, inputs: list) -> None:
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
+        self._summaries(inputs)
+        rows = self.rows
+        rows.extend((_K_NSTART, thread, gt.id, node._uid, 0, 0, 0))
+        if len(rows) >= CHUNK * ROW:  # NOTE [frozen chunks]
+            self.builder.freeze_rows()
+
+    def node_finished(self, gt: Any, node: Any, outputs: list) -> None:
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
+        self._summaries(outputs)
+        self.rows.extend((_K_NFINISH, thread, gt.id, node._uid, 0, 0, 0))
+
+    def grad_captured(self, gt: Any, node: Any, output_index: int, grad: Any) -> None:
+        self._summaries((grad,))
+        self.rows.extend((int(Kind.GRAD_CAPTURED), self._thread(), gt.id, node._uid, output_index, 0, 0))
+
+    def grad_accumulated(self, gt: Any, node: Any, variable: Any, grad: Any) -> None:
+        self._summaries((grad,))
+        self.rows.extend((_K_ACCUM, self._thread(), gt.id if gt is not None else 0, node._uid, 0, 0, 0))
+
+    def error_raised(self, gt: Any, node: Any, error: BaseException) -> None:
+        self.builder.error_raised(thread=self._thread(), graph_task=gt.id, node=node._uid if node is not None else None,
+                                  error_type=type(error).__name__, message=str(error))
+
+    def graph_task_finished(self, gt: Any) -> None:
+        self.builder.graph_task_finished(thread=self._thread(), graph_task=gt.id, has_error=bool(gt.has_error))
+
+
+def _capture(t: Any) -> Any:
+    """None, (a copy of a small array, device), or the summary of a large one."""
+    data = getattr(t, "_data", None)
+    return None if data is None else summary_of(data, t._device)
+
+
+def _static(node: Any, frame: int, step: int, thread: int) -> tuple:
+    """The node's facts in TraceBuilder.node_facts' layout (NOTE [builder fast path])."""
+    metadata = node._input_metadata
+    device = "cpu"
+    for meta in metadata:  # Node.device(), inlined: the first non-CPU input device
+        if meta.device != "cpu" and meta.is_defined:
+            device = meta.device
+            break
+    return (node._name or node.name(), node._seq, node._topo, device, thread,
+            tuple([x for c, nr in node.next_edges for x in (c._uid if c is not None else 0, nr)]), frame, step,
+            len(metadata))
+
+
+@contextmanager
+def record() -> Iterator[Any]:
+    """`with tracer.record() as rec:` records everything inside; `rec.trace` holds the Trace afterwards."""
+    recorder = Recorder().attach()
+    handle = _RecordingHandle(recorder)
+    try:
+        yield handle
+    finally:
+        handle.trace = recorder.finish()
+
+
+class _RecordingHandle:
+    """What `record()` yields: the live recorder, and the trace once the block has ended."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.trace: Any = None

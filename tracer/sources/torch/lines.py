@@ -1,0 +1,428 @@
+"""seq_nr culprits by line: the bridge's default way of seeing the forward (NOTE [line culprits]).
+
+Imports torch (through bridge.py only); never textual or rich.
+"""
+from __future__ import annotations
+
+import bisect
+import dis
+import sys
+import threading
+from collections import OrderedDict
+from typing import Any, Callable
+
+import torch
+
+from agdb.tracer.recording.async_exc import lower_flag
+
+_seq = torch.autograd._get_sequence_nr
+_TENSOR = torch.Tensor
+_NAMES = frozenset(("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF", "LOAD_FAST", "LOAD_NAME",
+                    "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLOSURE"))
+_METHODS = frozenset(("LOAD_METHOD", "LOAD_ATTR"))
+_VIEW_OPS = frozenset((
+    "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "ravel", "transpose", "t", "T", "mT", "H",
+    "mH", "adjoint", "permute", "movedim", "moveaxis", "swapaxes", "swapdims", "squeeze", "unsqueeze", "expand",
+    "expand_as", "broadcast_to", "narrow", "select", "split", "split_with_sizes", "tensor_split", "chunk",
+    "unbind", "hsplit", "vsplit", "dsplit", "diagonal", "as_strided", "unfold", "real", "imag", "view_as_real",
+    "view_as_complex", "detach", "alias", "indices", "values", "contiguous", "data", "__getitem__"))
+"""Names of torch calls that may return a view (a line calling one is seen through the mode)."""
+_MODE_OPS = frozenset(("BINARY_SUBSCR", "STORE_SUBSCR", "DELETE_SUBSCR"))
+_CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot (NOTE [stale locals])
+_GENERATOR = 0x20 | 0x80 | 0x200  # inspect.CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR: frames that yield
+_YIELD_VALUE = dis.opmap["YIELD_VALUE"]
+MAX_CANDIDATES = 16
+"""Tensors looked at per list or tuple a line stores or reads (its last ones: a list the line appended to)."""
+WINDOW = 4096
+"""How far back (in seq_nrs) a node left unnamed by its own line may still be named by a later line."""
+
+
+class LineCulprits:
+    """NOTE [line culprits]
+    A TorchFunctionMode that does nothing already costs 1.7-2x a small op's time, so the bridge reads the
+    counter at every line of the user's code instead (`sys.settrace` on the recording thread; frames of torch,
+    agdb and Python's own library get no line events): an increment seen at an event belongs to the line that
+    ran before it (a line event, a call into or a return from a user function). The
+    trace function is the only work done per line, so its fast path is a counter read and a compare.
+
+    Naming without the op's outputs: when the counter moved, the nodes are named from the tensors the line
+    stored or read (the names of its STORE_* and LOAD_* instructions, from the bytecode once per code object:
+    a tensor an in-place op changed is one it read), a returning frame's value, or a
+    called function's arguments, walking their grad_fn and the nodes they reach within the new range (and
+    within the last WINDOW numbers, for nodes a line made and dropped into a list that a later line reads). A
+    view is never asked for its grad_fn (a stale one would make a node by being looked at); its base is. The
+    node an in-place op on a view hides inside CopySlices is named after the line's one in-place method call.
+    What no line names (a result nobody kept) stays `?` until a backward's walk meets the node.
+
+    Views are the exception: asking a stale view for its grad_fn makes a node (and takes a number), and from
+    Python nothing tells a stale view from a fresh one. So a line that may make or change a view (it indexes,
+    assigns into or deletes from a subscript, calls a method or function whose name is a view op, an in-place
+    method `x.op_()`, or an augmented assignment `x += y`; read from the bytecode) runs with the bridge's
+    TorchFunctionMode pushed, which names each op's nodes from its outputs (Bridge.op_bumped), from the line's
+    first event until the next event of the frame that pushed it, and taken off while a user function the line
+    calls runs (its own lines decide). Only such lines pay the mode's cost.
+
+    A backward call runs with no trace function (Bridge._wrap_run_backward): its hooks are Python calls, and
+    each would cost a call event. As in the mode's way, a custom Function's backward runs with the mode pushed
+    (Bridge._hook), and what the engine makes in C++ (create_graph) falls to the bridge's gap rule.
+    """
+
+    def __init__(self, bridge: Any, state: Any, is_library: Callable[[str], bool]) -> None:
+        # NOTE [stale locals]: function frames whose locals agdb read, by id (see `touch`).
+        self._touched: dict[int, Any] = {}
+        self.bridge = bridge
+        self.state = state
+        self.thread = threading.get_ident()
+        self._lines: dict[tuple, tuple] = {}  # (id(code), bytecode offset) -> (frame row, names, in-place op)
+        # NOTE [code keys]: hashing a code object hashes its bytecode and constants (~1 µs for a large function),
+        # so the caches are keyed by id(code), and every code object keyed is held in _codes so no id is reused.
+        self._codes: list = []
+        self._tables: dict[int, tuple] = {}  # id(code) -> (line starts, lines, per line: (names, in-place op))
+        self._user: dict[str, bool] = {}  # co_filename -> whether it is the user's (a str caches its hash)
+        self._is_library = is_library
+        self._type_names: dict[type, str] = bridge._type_names
+        self._pending: OrderedDict[int, int] = OrderedDict()  # seq_nrs left `?` (oldest first), within WINDOW
+        self._traced: list = []  # frames given our trace function at attach
+        self._previous: Any = None
+        self._mode_lines: dict[int, frozenset] = {}  # id(code) -> offsets of its line events that push the mode
+        self.flush: Callable[[tuple], None] = lambda candidates=(): None
+        self._unpush: Callable[[], None] = lambda: None
+
+    # -- attaching ------------------------------------------------------------------------------------------------
+    def attach(self) -> None:
+        self._previous = sys.gettrace()  # None: the bridge takes this way only then
+        trace, local, flush = self._tracers()
+        self.flush = flush
+        lower_flag()  # left up, this thread would spin at its next call (NOTE [the async-exception flag])
+        sys.settrace(trace)
+        f = sys._getframe(1)
+        while f is not None:  # frames already running get line events from now on
+            if self._is_user(f.f_code):
+                self._table(f.f_code)
+                f.f_trace = local
+                self._traced.append(f)
+            f = f.f_back
+
+    def detach(self) -> None:
+        self._unpush()
+        self.flush(())
+        sys.settrace(self._previous)
+        for f in self._traced:
+            f.f_trace = None
+        self._touched.clear()  # frames still running keep their snapshots as they are now (NOTE [stale locals])
+        self._unpush = lambda: None
+        self._traced.clear()
+        self._pending.clear()
+        self.flush = lambda candidates=(): None
+
+    def touch(self, frames: Any) -> None:
+        """NOTE [stale locals]
+        Reading a function frame's `f_locals` makes CPython (3.11) snapshot its locals into a dict the frame keeps.
+        A trace call refreshes that dict only right after someone read it, so from the frame's next event on the
+        snapshot goes stale: a tensor the program has since deleted or rebound stays alive in it, and with it its
+        whole graph (a training loop's previous step, which makes torch hand the next step the same
+        AccumulateGrad: the recording would change the program). So every frame whose locals agdb read (naming
+        nodes at a line, or a backward call's look-up of modules and leaves) is refreshed at each of its events
+        while recorded (a refresh is what the trace call itself does when someone read the locals). It is never
+        emptied: inside a trace call the call would write the empty dict back and unbind every local, and
+        anywhere it is the very dict the program's own `locals()` returns. Frames that get no events are left
+        out: those a backward call runs (tracing is off there) end with it, snapshot and all. What stays: a
+        frame still running when the recording ends keeps the snapshot it has then (as after a `locals()` call),
+        and so does one read under culprits="mode" or on another thread."""
+        touched = self._touched
+        for f in frames:
+            if f.f_code.co_flags & _CO_OPTIMIZED and f.f_trace is not None:
+                touched[id(f)] = f
+
+    def _is_user(self, code: Any) -> bool:
+        user = self._user.get(code.co_filename)
+        if user is None:
+            user = self._user[code.co_filename] = not self._is_library(code.co_filename)
+        return user
+
+    # -- the trace functions -----------------------------------------------------------------------------------
+    def _tracers(self) -> tuple:
+        state, seq, user, is_user, moved = self.state, _seq, self._user, self._is_user, self._moved
+        mode_lines, table, touched = self._mode_lines, self._table, self._touched
+        mode = self.bridge.line_mode
+        where: list = [None, -1]  # the user frame and bytecode offset running now (the line an increment is on)
+        pushed: list = [None]  # the frame that pushed the mode for its line (NOTE [line culprits]: views)
+        suspended: list = []  # frames whose mode is off while a user function they called runs
+
+        def returned(frame):
+            if touched:  # the frame ends, and its snapshot with it; a generator's yield is no end
+                code = frame.f_code
+                if not (code.co_flags & _GENERATOR and code.co_code[frame.f_lasti] == _YIELD_VALUE):
+                    touched.pop(id(frame), None)
+            f = frame.f_back
+            while f is not None:
+                u = user.get(f.f_code.co_filename)
+                if u is None:
+                    u = is_user(f.f_code)
+                if u:
+                    break
+                f = f.f_back
+            where[0] = f
+            where[1] = f.f_lasti if f is not None else -1
+            if suspended and suspended[-1] is f:  # back in a line that runs with the mode
+                _push(mode)
+                pushed[0] = suspended.pop()
+
+        def local(frame, event, arg):  # a frame whose code has no line that needs the mode
+            if seq() != state.last:
+                moved(where[0], where[1], event, frame, arg)
+            elif touched and id(frame) in touched:
+                frame.f_locals  # noqa: B018 - a refresh (NOTE [stale locals])
+            if event == "line":
+                where[0] = frame
+                where[1] = frame.f_lasti
+            elif event == "return":
+                returned(frame)
+            elif event == "exception" and arg[0] is GeneratorExit:  # closed at a yield: its end, not a yield
+                touched.pop(id(frame), None)
+            return local
+
+        def local_mode(frame, event, arg):  # the same, pushing the mode for the lines that need it
+            if pushed[0] is frame and event != "exception":
+                pushed[0] = None
+                _pop(mode)
+            if seq() != state.last:
+                moved(where[0], where[1], event, frame, arg)
+            elif touched and id(frame) in touched:
+                frame.f_locals  # noqa: B018 - a refresh (NOTE [stale locals])
+            if event == "line":
+                where[0] = frame
+                lasti = where[1] = frame.f_lasti
+                if pushed[0] is None and lasti in mode_lines[id(frame.f_code)]:
+                    _push(mode)
+                    pushed[0] = frame
+            elif event == "return":
+                returned(frame)
+            elif event == "exception" and arg[0] is GeneratorExit:
+                touched.pop(id(frame), None)
+            return local_mode
+
+        def trace(frame, event, arg):  # "call" events only: say which frames get line events
+            code = frame.f_code
+            u = user.get(code.co_filename)
+            if u is None:
+                u = is_user(code)
+            if not u:
+                return None
+            if seq() != state.last:
+                moved(where[0], where[1], "call", frame, arg)
+            if pushed[0] is not None:  # the callee's own lines say whether they need the mode
+                _pop(mode)
+                suspended.append(pushed[0])
+                pushed[0] = None
+            where[0] = frame
+            where[1] = frame.f_lasti
+            lines = mode_lines.get(id(code))
+            if lines is None:
+                table(code)
+                lines = mode_lines[id(code)]
+            return local_mode if lines else local
+
+        def flush(candidates: tuple = ()) -> None:
+            if threading.get_ident() == self.thread and seq() != state.last and not state.calls:
+                moved(where[0], where[1], "flush", None, candidates)
+
+        def unpush() -> None:
+            suspended.clear()
+            if pushed[0] is not None:
+                pushed[0] = None
+                _pop(mode)
+
+        self._unpush = unpush
+        where[0] = self._innermost_user(sys._getframe(2))
+        where[1] = where[0].f_lasti if where[0] is not None else -1
+        return trace, local_mode, flush
+
+    def _innermost_user(self, f: Any) -> Any:
+        while f is not None and not self._is_user(f.f_code):
+            f = f.f_back
+        return f
+
+    # -- an increment -------------------------------------------------------------------------------------------
+    def _moved(self, at: Any, lasti: int, event: str, frame: Any, arg: Any) -> None:
+        """The counter moved since the last event: put the new numbers on the line `at` was running."""
+        state = self.state
+        start, now = state.last, _seq()
+        state.last = now
+        if now <= start:
+            return
+        if at is None:
+            row, names, inplace = -1, (), ""
+        else:
+            got = self._lines.get((id(at.f_code), lasti))
+            row, names, inplace = got if got is not None else self._line(at.f_code, lasti)
+        if names:
+            scope = at.f_locals
+            if at.f_code.co_flags & _CO_OPTIMIZED and at.f_trace is not None:
+                self._touched[id(at)] = at  # NOTE [stale locals] (touch, inline)
+        else:
+            scope = None
+        if now - start == 1 and not self._pending:  # the hot path: one node, kept in a name of its line's
+            for name in names:
+                v = scope.get(name)
+                if type(v) is _TENSOR and v._base is None:
+                    g = v.grad_fn
+                    if g is not None and g._sequence_nr() == start:
+                        node_name = self._type_names.get(type(g))
+                        if node_name is None:
+                            node_name = self._type_names[type(g)] = g.name()
+                        del g
+                        if state.calls or state.log:
+                            self.bridge.bump_one(state, start, node_name, row)
+                        else:  # noted now, written before anything else is (Bridge.write_seen)
+                            state.seen.append((start, node_name, row))
+                        return
+        nodes: list = []
+        for name in names:
+            v = scope.get(name)
+            if v is None and name not in scope:
+                v = at.f_globals.get(name)
+            if v is not None:
+                _add(nodes, v)
+        if event == "return" or event == "flush":
+            if arg is not None:
+                _add(nodes, arg)
+        elif event == "call":
+            _add(nodes, tuple(frame.f_locals.values()))
+            self.touch((frame,))
+        found = self._names(nodes, start, now, inplace) if nodes else ["?"] * (now - start)
+        del nodes
+        if state.calls or state.log:
+            self.bridge._bumps(state, start, now, found, row)
+        else:
+            seen = state.seen
+            if "?" in found:
+                waiting = state.seen_unnamed
+                for i, name in enumerate(found):
+                    if name == "?":
+                        waiting[start + i] = len(seen) + i
+            seen.extend([(s, name, row) for s, name in zip(range(start, now), found, strict=True)])
+        if "?" in found:
+            pending = self._pending
+            for i, name in enumerate(found):
+                if name == "?":
+                    pending[start + i] = 1
+
+    def _names(self, todo: list, start: int, now: int, inplace: str) -> list[str]:
+        """Names of the nodes numbered start..now-1 (and of earlier `?` ones) reached from the nodes `todo`."""
+        pending = self._pending  # in increasing order: its first key is the lowest (O(1) in an OrderedDict)
+        while pending:
+            low = next(iter(pending))
+            if low >= now - WINDOW:
+                break
+            del pending[low]
+        else:
+            low = start
+        found: dict[int, str] = {}
+        type_names, push, pop = self._type_names, todo.append, todo.pop
+        while todo:
+            n = pop()
+            s = n._sequence_nr()
+            if low <= s < now and s not in found and (s >= start or s in pending):
+                name = type_names.get(type(n))
+                if name is None:
+                    name = type_names[type(n)] = n.name()
+                found[s] = name
+                for c, _ in n.next_functions:
+                    if c is not None:
+                        push(c)
+        late = {s: name for s, name in found.items() if s < start}
+        if late:
+            state = self.state
+            seen, waiting, written = state.seen, state.seen_unnamed, {}
+            for s, name in late.items():
+                del pending[s]
+                i = waiting.pop(s, None)
+                if i is None:
+                    written[s] = name
+                else:  # not written yet: named where it waits
+                    seen[i] = (s, name, seen[i][2])
+            if written:
+                self.bridge.late_names(state, written)
+        names = [found.get(s) or "?" for s in range(start, now)]
+        if names[0] == "?" and inplace and any(n.endswith("CopySlices") for n in names):
+            names[0] = inplace
+        return names
+
+    # -- lines ---------------------------------------------------------------------------------------------------
+    def _line(self, code: Any, lasti: int) -> tuple:
+        """(frame row, names the line stores or reads, the hidden node's name for its in-place call or "") of the line
+        that holds bytecode offset `lasti`, once per offset."""
+        got = self._lines.get((id(code), lasti))
+        if got is None:
+            starts, linenos, facts = self._table(code)
+            i = bisect.bisect_right(starts, lasti) - 1
+            lineno = linenos[i] if i >= 0 else code.co_firstlineno
+            stored, inplace = facts.get(lineno, ((), ""))
+            got = self._lines[(id(code), lasti)] = (self.bridge.frame_row(code, lineno), stored, inplace)
+        return got
+
+    def _table(self, code: Any) -> tuple:
+        table = self._tables.get(id(code))
+        if table is None:
+            starts, linenos = [], []
+            for begin, _end, lineno in code.co_lines():
+                if lineno is not None:
+                    starts.append(begin)
+                    linenos.append(lineno)
+            stores: dict[int, list[str]] = {}
+            methods: dict[int, set[str]] = {}
+            viewing: set[int] = set()
+            line = code.co_firstlineno
+            for ins in dis.get_instructions(code):
+                if ins.positions is not None and ins.positions.lineno is not None:
+                    line = ins.positions.lineno
+                if ins.opname in _NAMES and isinstance(ins.argval, str):
+                    stores.setdefault(line, []).append(ins.argval)
+                if ins.opname in _MODE_OPS or (ins.opname == "BINARY_OP" and ins.argrepr.endswith("=")):
+                    viewing.add(line)
+                elif (ins.opname in _METHODS or ins.opname == "LOAD_GLOBAL") and isinstance(ins.argval, str):
+                    op = ins.argval
+                    if op in _VIEW_OPS:
+                        viewing.add(line)
+                    elif op.endswith("_") and not op.startswith("_"):
+                        methods.setdefault(line, set()).add(op)
+                        viewing.add(line)
+            self._mode_lines[id(code)] = frozenset(b for b, ln in zip(starts, linenos, strict=True) if ln in viewing)
+            facts = {}
+            for line in set(stores) | set(methods):
+                ops = methods.get(line, set())
+                facts[line] = (tuple(dict.fromkeys(stores.get(line, ()))),
+                               _hidden_name(next(iter(ops))) if len(ops) == 1 else "")
+            table = self._tables[id(code)] = (starts, linenos, facts)
+            self._codes.append(code)
+        return table
+
+
+_push = torch._C._push_on_torch_function_stack
+
+
+def _pop(mode: Any) -> None:
+    """Take the mode off if it is on top (a mode the user pushed on the same line stays, and so does ours)."""
+    depth = torch._C._len_torch_function_stack()
+    if depth and torch._C._get_function_stack_at(depth - 1) is mode:
+        torch._C._pop_torch_function_stack()
+
+
+def _add(nodes: list, v: Any) -> None:
+    """The grad_fn of `v`, or of the tensors in it if it is a tuple or list (a view's: its base's)."""
+    if isinstance(v, _TENSOR):
+        g = (v if v._base is None else v._base).grad_fn  # never a view's grad_fn (NOTE [line culprits])
+        if g is not None:
+            nodes.append(g)
+    elif type(v) is tuple or type(v) is list:
+        for item in v[-MAX_CANDIDATES:]:  # the last: what a line appended
+            if isinstance(item, _TENSOR):
+                g = (item if item._base is None else item._base).grad_fn
+                if g is not None:
+                    nodes.append(g)
+
+
+def _hidden_name(op: str) -> str:
+    """The node an in-place op on a view makes and hides inside CopySlices: `mul_` -> MulBackward0."""
+    return "".join(part.capitalize() for part in op.strip("_").split("_")) + "Backward0"

@@ -1,0 +1,446 @@
+"""The .agdb trace file: versioned, self-describing, columnar, never pickle, written atomically.
+
+Never imports the engine, textual or rich. The columns and what they mean are in `tracer.store.schema` and
+docs/trace-format.md; loading checks a file against that schema.
+
+Layout: the magic line `AGDB-TRACE\\n`, an 8-byte little-endian header length, the header's CRC-32 (4
+bytes), a JSON header, then each column's raw bytes padded to 8 bytes, one after another, the last one ending
+the file. The header names every column with its dtype, shape, offset and checksum (the CRC-32 of its padded
+bytes; versions 1 and 2: their wrapping uint64 sum), so a bit flip anywhere is caught and the error names the
+column. Loading checks the magic, the version, the header, every size and place against the file, the
+checksums and the structure (lengths agree, indices in range) before handing out a Trace; whatever is wrong,
+the error is a TraceFormatError that names the file.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import stat
+import zlib
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from agdb.tracer.store.atomic import write_atomically
+from agdb.tracer.store.printable import printable
+from agdb.tracer.store.schema import (
+    COLUMNS,
+    DERIVED_COLUMNS,
+    EVENT_COLUMNS,
+    HOOK_KINDS,
+    NODE_KINDS,
+    RAGGED,
+    SUMMARY_KINDS,
+    Kind,
+)
+from agdb.tracer.store.trace import Trace
+
+MAGIC = b"AGDB-TRACE\n"
+FORMAT_VERSION = 5
+"""Bumped whenever the layout or a column's meaning changes; older readers refuse newer files. Version 2
+dropped the thread idents (a trace must not depend on them) and added the source and provenance to `meta`;
+version 3 checksums columns with CRC-32 (versions 1 and 2 used a wrapping sum, which two flips of one bit in
+two words, or two swapped words, passed) and stores the source lines around each frame (the `source` table);
+version 4 adds each frame's column range (`frame_col`, `frame_end_col`: which expression of the line ran);
+version 5 the names of AccumulateGrads' leaves (`node_leaf_name`, optional). Versions 1 to 4 still load (their
+frames before 4 have no columns; their leaves before 5 have no names)."""
+_READABLE = (1, 2, 3, 4, 5)
+
+_ALLOWED_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "float32"}
+"""The dtypes agdb writes (uint8: ev_kind and the string bytes; float32: s_preview)."""
+_MAX_HEADER = 64 * 1024 * 1024
+_ENTRY_KEYS = {"name", "dtype", "shape", "offset", "nbytes", "checksum"}
+_UNEXPECTED = (OverflowError, RecursionError, ValueError, TypeError, UnicodeDecodeError, KeyError, IndexError,
+               AttributeError, ZeroDivisionError)
+"""What a check that missed a case could raise on a corrupt file: turned into a TraceFormatError at `loads`."""
+
+
+class TraceFormatError(ValueError):
+    """A file that is not a readable agdb trace; the message says what is wrong."""
+
+
+def column_checksum(buf: bytes | memoryview, version: int = FORMAT_VERSION) -> int:
+    """The checksum of a column's padded bytes in a file of `version`: CRC-32 from version 3 (zlib's runs at
+    about 2 GB/s, three times a BLAKE2b, and catches every flip of up to 32 bits in a row, and reordered words
+    but for a 2**-32 chance); before, the wrapping uint64 sum of its 8-byte words."""
+    if version >= 3:
+        return zlib.crc32(buf)
+    return int(np.frombuffer(buf, dtype="<u8").sum(dtype=np.uint64))
+
+
+def _padded(arr: np.ndarray) -> bytes:
+    raw = np.ascontiguousarray(arr).tobytes()
+    return raw + b"\0" * (-len(raw) % 8)
+
+
+def save(trace: Trace, path: str | os.PathLike, progress: Callable[[int, int], None] | None = None,
+         durable: bool = True) -> None:
+    """Write `trace` to `path` atomically: a crash mid-save leaves any older file intact (tracer.store.atomic).
+
+    With `durable` (the default) the data reaches the disk (fsync) before the file takes its name, so
+    even a power loss cannot leave a half-written trace under that name. The file gets the user's umask; a
+    symlink at `path` is written through.
+    """
+    strings = [s.encode("utf-8") for s in trace.strings]
+    string_offsets = np.zeros(len(strings) + 1, dtype=np.int64)
+    np.cumsum([len(s) for s in strings], out=string_offsets[1:])
+    columns = {k: v for k, v in trace.columns.items() if k not in DERIVED_COLUMNS}
+    columns["string_offsets"] = string_offsets
+    columns["string_bytes"] = np.frombuffer(b"".join(strings), dtype=np.uint8)
+    blobs, directory, offset = [], [], 0
+    for name, arr in columns.items():
+        blob = _padded(arr)
+        directory.append({"name": name, "dtype": arr.dtype.name, "shape": list(arr.shape), "offset": offset,
+                          "nbytes": arr.nbytes, "checksum": column_checksum(blob)})
+        blobs.append(blob)
+        offset += len(blob)
+    header = json.dumps({"format_version": FORMAT_VERSION, "meta": trace.meta, "columns": directory,
+                         "num_events": len(trace)}, allow_nan=False).encode("utf-8")
+
+    def chunks() -> Iterator[bytes]:
+        yield MAGIC + len(header).to_bytes(8, "little") + zlib.crc32(header).to_bytes(4, "little") + header
+        for i, blob in enumerate(blobs):
+            yield blob
+            if progress:
+                progress(i + 1, len(blobs))
+
+    write_atomically(path, chunks(), durable=durable)
+
+
+def load(path: str | os.PathLike) -> Trace:
+    """Read and check a trace file. Raises TraceFormatError naming what is wrong, OSError if unreadable.
+
+    Only a regular file is read: a device (/dev/zero) or a pipe would never end.
+    """
+    path = Path(path)
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below like any other non-file.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        raise TraceFormatError(f"{path}: not a regular file (a device, pipe or socket), so not an agdb trace")
+    with os.fdopen(fd, "rb") as f:
+        data = f.read()
+    return loads(data, str(path))
+
+
+def loads(data: bytes, name: str = "<bytes>") -> Trace:
+    """Check and decode the bytes of a trace file (see `load`). Every failure is a TraceFormatError."""
+    try:
+        return _decode(data, name)
+    except TraceFormatError:
+        raise
+    except _UNEXPECTED as e:  # a corruption no check names: still one line that says which file
+        detail = printable(" ".join(str(e).split())[:200])
+        raise TraceFormatError(f"{name}: the trace is inconsistent ({type(e).__name__}: {detail})") from None
+
+
+def _decode(data: bytes, name: str) -> Trace:
+    if not data.startswith(MAGIC):
+        hint = " (it looks like a Python pickle, which agdb never loads)" if data[:1] == b"\x80" else ""
+        raise TraceFormatError(f"{name}: not an agdb trace: it does not start with {MAGIC!r}{hint}")
+    pos = len(MAGIC)
+    if len(data) < pos + 12:
+        raise TraceFormatError(f"{name}: truncated: the header length is missing")
+    header_len = int.from_bytes(data[pos:pos + 8], "little")
+    header_crc = int.from_bytes(data[pos + 8:pos + 12], "little")
+    pos += 12
+    if header_len > _MAX_HEADER or pos + header_len > len(data):
+        raise TraceFormatError(f"{name}: the header claims {header_len} bytes but the file has "
+                               f"{len(data) - pos} after the magic: truncated or corrupt")
+    if zlib.crc32(data[pos:pos + header_len]) != header_crc:
+        raise TraceFormatError(f"{name}: the header fails its checksum: the file is corrupt")
+    header = _parse_header(data[pos:pos + header_len], name)
+    body = memoryview(data)[pos + header_len:]
+    columns = _read_columns(header, body, name)
+    strings = _read_strings(columns.pop("string_offsets"), columns.pop("string_bytes"), name)
+    _check_structure(columns, len(strings), header, name)
+    if "thread_ident" in columns:
+        upgrade_v1_queues(columns, strings)
+    return Trace(columns, strings, _read_meta(header.get("meta", {}), name))
+
+
+def _parse_header(raw: bytes, name: str) -> dict:
+    """The header as a dict, or a TraceFormatError: agdb writes only finite numbers and shallow JSON."""
+    def not_finite(token: str) -> float:
+        raise TraceFormatError(f"{name}: the header holds {token}, which agdb never writes: corrupt file")
+
+    def finite(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            not_finite(text)
+        return value
+
+    try:
+        header = json.loads(raw.decode("utf-8"), parse_constant=not_finite, parse_float=finite)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TraceFormatError(f"{name}: the header is not valid JSON ({e}): corrupt file") from None
+    except RecursionError:
+        raise TraceFormatError(f"{name}: the header nests too deeply, which agdb never writes: corrupt file") from None
+    except ValueError as e:  # e.g. an integer of more digits than Python converts
+        raise TraceFormatError(f"{name}: the header holds an unreadable value ({e}): corrupt file") from None
+    if not isinstance(header, dict):
+        raise TraceFormatError(f"{name}: the header is not a JSON object: corrupt file")
+    version = header.get("format_version")
+    if not _is_int(version) or version not in _READABLE:
+        raise TraceFormatError(f"{name}: trace format version {version!r} is not supported (this agdb reads "
+                               f"versions {', '.join(map(str, _READABLE))}); record the trace again with this "
+                               f"version")
+    if not _is_int(header.get("num_events")) or header["num_events"] < 0:
+        raise TraceFormatError(f"{name}: the header's num_events is {header.get('num_events')!r:.80}, not a count")
+    return header
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int  # not bool, not float: JSON that agdb writes has plain integers only
+
+
+def _read_meta(meta: object, name: str) -> dict:
+    """`meta` checked: an object whose `source` is a string and `provenance` maps kind names to a provenance."""
+    if not isinstance(meta, dict):
+        raise TraceFormatError(f"{name}: the header's meta is not a JSON object")
+    source = meta.get("source", "engine")
+    provenance = meta.get("provenance", {})
+    if not isinstance(source, str):
+        raise TraceFormatError(f"{name}: the header's meta.source is not a string")
+    kinds = {k.name.lower() for k in Kind}
+    if not isinstance(provenance, dict) or any(k not in kinds or v not in ("observed", "reconstructed")
+                                               for k, v in provenance.items()):
+        raise TraceFormatError(f"{name}: the header's meta.provenance is not a map of event kinds to "
+                               f"observed or reconstructed")
+    return meta
+
+
+def upgrade_v1_queues(columns: dict[str, np.ndarray], strings: list[str]) -> None:
+    """Version 1 named a thread's CPU queue `cpu:<thread ident>` and kept the idents in `thread_ident`: rename
+    such queues `cpu:<thread row>` (the latest thread that had the ident), as version 2 does, and drop the
+    idents. Adds strings to `strings` as needed."""
+    idents = columns.pop("thread_ident")
+    if idents.ndim != 1 or len(idents) != len(columns["thread_name"]):
+        return
+    row_of = {int(ident): row for row, ident in enumerate(idents.tolist())}
+    names = []
+    for sid in columns["queue_name"].tolist():
+        kind, _, ident = strings[sid].partition(":")
+        row = row_of.get(int(ident)) if kind == "cpu" and ident.isdigit() else None
+        if row is None:
+            names.append(sid)
+        else:
+            strings.append(f"cpu:{row}")
+            names.append(len(strings) - 1)
+    columns["queue_name"] = np.asarray(names, dtype=np.int64)
+
+
+def _known_columns(version: int) -> set[str]:
+    """The columns a file of `version` may hold."""
+    names = {c.name for c in COLUMNS if c.since <= version} | {f"{t}_start" for t in RAGGED}
+    names |= {"string_offsets", "string_bytes"}
+    if version == 1:
+        names.add("thread_ident")
+    return names
+
+
+def _read_columns(header: dict, body: memoryview, name: str) -> dict[str, np.ndarray]:
+    """Every column of the directory, each checked against its size, its place and its checksum.
+
+    Columns lie one after another in directory order, each padded to 8 bytes, and the last one ends the file:
+    a gap, an overlap or a byte after the last column is refused.
+    """
+    version = header["format_version"]
+    directory = header.get("columns")
+    if not isinstance(directory, list):
+        raise TraceFormatError(f"{name}: the header has no column directory")
+    known = _known_columns(version)
+    columns: dict[str, np.ndarray] = {}
+    end = 0
+    for entry in directory:
+        col, dtype, shape, offset, nbytes, checksum = _entry(entry, known, version, name)
+        if col in columns:
+            raise TraceFormatError(f"{name}: column {col} appears twice in the header")
+        count = math.prod(shape)  # Python ints: a corrupt shape must not overflow
+        if nbytes != count * np.dtype(dtype).itemsize:
+            raise TraceFormatError(f"{name}: column {col} declares {nbytes} bytes for shape {list(shape)}")
+        padded = nbytes + (-nbytes % 8)
+        if offset + padded > len(body):
+            raise TraceFormatError(f"{name}: column {col} needs bytes {offset}..{offset + padded} but the file "
+                                   f"body has {len(body)}: truncated or corrupt")
+        if offset != end:
+            raise TraceFormatError(f"{name}: column {col} starts at byte {offset} of the body, not {end} where the "
+                                   f"column before it ends: corrupt file")
+        end = offset + padded
+        if column_checksum(body[offset:end], version) != checksum:
+            raise TraceFormatError(f"{name}: column {col} fails its checksum: the file is corrupt")
+        columns[col] = np.frombuffer(body[offset:offset + nbytes], dtype=dtype).reshape(shape)
+    if end != len(body):
+        raise TraceFormatError(f"{name}: {len(body) - end} bytes follow the last column: the file is corrupt")
+    missing = [c for c in (*EVENT_COLUMNS, "string_offsets", "string_bytes", "node_name", "node_nedges")
+               if c not in columns]
+    if missing:
+        raise TraceFormatError(f"{name}: the trace lacks columns {', '.join(missing)}")
+    return columns
+
+
+def _entry(entry: object, known: set[str], version: int, name: str) -> tuple[str, str, tuple[int, ...], int, int, int]:
+    """(name, dtype, shape, offset, nbytes, checksum) of a directory entry: a column a file of `version` has,
+    each field of the right type and sign."""
+    def bad(what: str) -> TraceFormatError:
+        return TraceFormatError(f"{name}: a column entry of the header is malformed ({what}): {entry!r:.200}")
+
+    if not isinstance(entry, dict) or set(entry) != _ENTRY_KEYS:
+        raise bad(f"it needs exactly the keys {', '.join(sorted(_ENTRY_KEYS))}")
+    col, dtype, shape = entry["name"], entry["dtype"], entry["shape"]
+    if not isinstance(col, str) or not isinstance(dtype, str):
+        raise bad("name and dtype are strings")
+    if col in DERIVED_COLUMNS:
+        raise TraceFormatError(f"{name}: the file stores {col}, which agdb computes itself")
+    if col not in known:  # repr: a name that is not a column may hold anything
+        raise TraceFormatError(f"{name}: the file holds a column {col!r:.80}, which a version {version} trace does "
+                               f"not have")
+    if dtype not in _ALLOWED_DTYPES:
+        raise TraceFormatError(f"{name}: column {col} has dtype {dtype!r:.40}, which agdb never writes")
+    if not isinstance(shape, list) or not 1 <= len(shape) <= 2 or not all(_is_int(d) and d >= 0 for d in shape):
+        raise TraceFormatError(f"{name}: column {col} has shape {shape!r:.80}, which agdb never writes")
+    numbers = [entry[k] for k in ("offset", "nbytes", "checksum")]
+    if not all(_is_int(v) and v >= 0 for v in numbers):
+        raise bad("offset, nbytes and checksum are integers >= 0")
+    return (col, dtype, tuple(shape), *numbers)
+
+
+def _read_strings(offsets: np.ndarray, blob: np.ndarray, name: str) -> list[str]:
+    if offsets.ndim != 1 or offsets.dtype.kind not in "iu" or blob.ndim != 1 or blob.dtype != np.uint8 or \
+            not len(offsets) or offsets[0] != 0 or offsets[-1] != len(blob) or \
+            (len(offsets) > 1 and (np.diff(offsets.astype(np.int64)) < 0).any()):
+        raise TraceFormatError(f"{name}: the string table is corrupt")
+    raw = blob.tobytes()
+    try:
+        return [raw[s:e].decode("utf-8") for s, e in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
+    except UnicodeDecodeError:
+        raise TraceFormatError(f"{name}: the string table is not valid UTF-8") from None
+
+
+def _check_structure(c: dict, num_strings: int, header: dict, name: str) -> None:
+    """Check the columns against the schema: each present (or optional, or newer than the file), one-dimensional,
+    of an integer dtype, as long as its table, every index within the table it names; then every ragged table
+    and every event's payload."""
+    def bad(what: str) -> TraceFormatError:
+        return TraceFormatError(f"{name}: {what}")
+
+    version = header["format_version"]
+    for col in COLUMNS:
+        arr = c.get(col.name)
+        if arr is None:
+            if col.optional or col.since > version:
+                continue
+            raise bad(f"the trace lacks column {col.name}")
+        _check_column_form(col.name, arr, name)
+        if col.lowest is not None and arr.size and int(arr.min()) < col.lowest:
+            raise bad(f"column {col.name} holds values below {col.lowest}")
+    kinds = c["ev_kind"]
+    n = len(kinds)
+    if header["num_events"] != n:
+        raise bad("the header and the event columns disagree on the number of events")
+    if n and int(kinds.max()) >= len(Kind):
+        raise bad(f"an event has an unknown kind (step {int(np.flatnonzero(kinds >= len(Kind))[0])})")
+    counts = np.bincount(kinds, minlength=len(Kind))
+    sizes = {"events": n, "pushes": counts[Kind.TASK_PUSHED], "pops": counts[Kind.TASK_POPPED],
+             "node": len(c["node_name"]), "frame": len(c["frame_file"]), "thread": len(c["thread_name"]),
+             "queue": len(c["queue_name"]), "task": counts[Kind.GRAPH_TASK_STARTED],
+             "summary_group": int(sum(counts[k] for k in SUMMARY_KINDS)), "string": num_strings,
+             "edge": int(c["node_nedges"].sum(dtype=np.int64)), "summary": int(c["s_count"].sum(dtype=np.int64)),
+             "dim": int(c["s_ndim"].sum(dtype=np.int64)), "source": len(c.get("source_file", ()))}
+    for table, kind in RAGGED.items():
+        start = c.get(f"{table}_start")
+        if start is None:
+            raise bad(f"the trace lacks column {table}_start")
+        _check_column_form(f"{table}_start", start, name)
+        if len(start) != counts[kind] + 1 or start[0] != 0 or (np.diff(start.astype(np.int64)) < 0).any():
+            raise bad(f"the ragged table {table} is corrupt: its offsets are not one per event plus one, rising "
+                      f"from 0")
+        sizes[table] = int(start[-1])
+    for col in COLUMNS:
+        arr = c.get(col.name)
+        if arr is None:
+            continue
+        if len(arr) != sizes[col.table]:
+            raise bad(f"column {col.name} has {len(arr)} rows but its table ({col.table}) has {sizes[col.table]}")
+        if col.refers and arr.size and int(arr.max()) >= sizes[col.refers]:
+            raise bad(f"column {col.name} names a {col.refers} that does not exist")
+    _check_event_fields(c, kinds, sizes, name)
+    _check_slots(c, name)
+    pops = c["pop_push"]
+    if len(pops):
+        pops = pops.astype(np.int64)
+        origin = np.where(pops < -1, -pops - 2, pops)
+        pushes = np.flatnonzero(kinds == Kind.TASK_PUSHED)
+        if int(origin.max()) >= n or int(origin.min()) < -1 or not np.isin(origin[origin >= 0], pushes).all():
+            raise bad("a TaskPopped points at no TaskPushed")
+
+
+def _check_column_form(col: str, arr: np.ndarray, name: str) -> None:
+    """One dimension (s_preview: n x 3), and integers (s_preview: floats); a bool is not an index."""
+    want_dims = 2 if col == "s_preview" else 1
+    if arr.ndim != want_dims or (want_dims == 2 and arr.shape[1] != 3):
+        raise TraceFormatError(f"{name}: column {col} has shape {list(arr.shape)}")
+    if arr.dtype.kind not in ("f" if col == "s_preview" else "iu"):
+        raise TraceFormatError(f"{name}: column {col} has dtype {arr.dtype.name}")
+
+
+def _check_event_fields(c: dict, kinds: np.ndarray, sizes: dict, name: str) -> None:
+    """Per-kind ranges of ev_node, ev_a and ev_b (schema.SPECS), so a consistent-looking file cannot crash a
+    replay. Each check reads only the events of its kinds, in the columns' own dtypes: loading 1M events must
+    stay a matter of milliseconds."""
+    node, a, b, task = c["ev_node"], c["ev_a"], c["ev_b"], c["ev_task"]
+    strings, queues = sizes["string"], sizes["queue"]
+
+    def steps_of(*wanted: Kind) -> np.ndarray:
+        mask = kinds == wanted[0]
+        for kind in wanted[1:]:
+            mask |= kinds == kind
+        return np.flatnonzero(mask)
+
+    def outside(values: np.ndarray, stop: int) -> np.ndarray:
+        return (values < 0) | (values >= stop)
+
+    needs_node = np.zeros(len(Kind), dtype=bool)
+    needs_node[list(NODE_KINDS)] = True
+    no_node = np.flatnonzero(node < 0)  # few: the events that name no node are rare
+    queued = steps_of(Kind.TASK_PUSHED, Kind.TASK_POPPED)
+    hooks = steps_of(Kind.HOOK_RAN)
+    errors = steps_of(Kind.ERROR_RAISED)
+    slotted = steps_of(Kind.BUFFER_WRITTEN, Kind.GRAD_CAPTURED)
+    checks = [
+        (no_node, needs_node[kinds[no_node]], "an event that needs a node has none"),
+        (queued, outside(a[queued], queues), "a queue index is out of range"),
+        (hooks, outside(a[hooks], len(HOOK_KINDS)) | outside(b[hooks], strings), "a hook event is out of range"),
+        (errors, outside(a[errors], strings) | outside(b[errors], strings), "an error event names no string"),
+        (slotted, a[slotted] < 0, "a slot index is negative"),
+    ]
+    if len(task) and int(task.max()) > len(task):
+        checks.append((np.flatnonzero(task > len(task)), [True], "a graph task number is larger than the number "
+                                                                "of events"))
+    for steps, wrong, what in checks:
+        if np.any(wrong):
+            raise TraceFormatError(f"{name}: {what} (step {int(steps[np.argmax(wrong)])})")
+
+
+def _check_slots(c: dict, name: str) -> None:
+    """Input slots within their node: a BufferWritten's slot, and an edge's input_nr (a node described only by
+    its bump has 0 slots on record: it may take slot 0, as the replay assumes)."""
+    # A limit per node row, and one past the end for the -1 of an undefined edge: no edge is ever beyond it.
+    limits = np.append(np.maximum(c["node_inputs"].astype(np.int64), 1), np.iinfo(np.int64).max)
+    steps = np.flatnonzero(c["ev_kind"] == Kind.BUFFER_WRITTEN)
+    wrong = c["ev_a"][steps] >= limits[c["ev_node"][steps]]
+    if wrong.any():
+        raise TraceFormatError(f"{name}: a grad reaches an input slot its node does not have "
+                               f"(step {int(steps[np.argmax(wrong)])})")
+    if (c["edge_input_nr"] >= limits[c["edge_child"]]).any():
+        raise TraceFormatError(f"{name}: an edge feeds an input slot its node does not have")
