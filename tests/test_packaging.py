@@ -122,7 +122,9 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     python = str(venv / "bin" / "python")
-    Path(_site_packages(python), "dependencies.pth").write_text(_site_packages(sys.executable) + "\n")
+    # every site directory this interpreter reads (a venv may reach its packages through a .pth of its own)
+    sites = [p for p in sys.path if p.endswith("site-packages")]
+    Path(_site_packages(python), "dependencies.pth").write_text("\n".join(sites) + "\n")
     install = subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--no-index", "-q",
                               str(wheel)], capture_output=True, text=True, timeout=600)
     assert install.returncode == 0, install.stderr
