@@ -166,8 +166,8 @@ def print_report(graph: Any) -> None:
 
 def cmd_fx(args: argparse.Namespace) -> int:
     """`agdb fx SCRIPT`."""
-    from agdb.tracer.fx.view import with_joint
     from agdb.tracer.store.tracefile import save
+    from agdb.tracer.views.joint import with_joint
 
     if args.torch:
         from .fx_torch import cmd_fx_torch

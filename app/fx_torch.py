@@ -103,8 +103,8 @@ def _ops(n: int) -> str:
 
 def cmd_fx_torch(args: argparse.Namespace) -> int:
     """`agdb fx SCRIPT --torch [--json] [--partitions] [-o FILE.agdb]`."""
-    from agdb.tracer.fx.view import with_joint
     from agdb.tracer.store.tracefile import save
+    from agdb.tracer.views.joint import with_joint
 
     if args.python_op:
         return _fail("--python-op applies to agdb's engine: torch's AOTAutograd traces custom autograd.Functions "

@@ -10,10 +10,10 @@ from rich.text import Text
 
 from agdb.tracer.fx.graph import Node, op_name
 from agdb.tracer.fx.seq_map import anomalies, seq_map
-from agdb.tracer.fx.view import META_KEY, joint_of_trace
 from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.store.trace import Trace
-from agdb.tracer.views.graph_model import ViewError
+from agdb.tracer.views.joint import META_KEY, joint_of_trace
+from agdb.tracer.views.model import ViewError
 
 from .lazy_list import LazyList
 

@@ -6,7 +6,7 @@ from agdb import tracer
 from agdb.app.app import AgdbApp
 from agdb.app.screens.step import StepScreen
 from agdb.tracer.fx import capture_joint
-from agdb.tracer.fx.view import with_joint
+from agdb.tracer.views.joint import with_joint
 from agdb.widgets.joint_graph import JointGraphView
 
 

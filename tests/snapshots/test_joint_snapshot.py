@@ -10,7 +10,7 @@ from agdb import engine as torch
 from agdb import tracer
 from agdb.app.app import AgdbApp
 from agdb.tracer.fx import capture_joint
-from agdb.tracer.fx.view import with_joint
+from agdb.tracer.views.joint import with_joint
 
 
 def _joint_trace():

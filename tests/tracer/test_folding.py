@@ -22,7 +22,8 @@ from tests.tracer.programs import run_program
 from agdb.tracer import TraceBuilder
 from agdb.tracer.views.dot import picture
 from agdb.tracer.views.folding import Repeat, fold
-from agdb.tracer.views.graph_model import backward_graph, final_states, piece_text
+from agdb.tracer.views.graph_model import backward_graph, final_states
+from agdb.tracer.views.model import piece_text
 from agdb.tracer.views.selection import edges, focus_nodes
 from agdb.tracer.replay.node_states import node_states
 from agdb.tracer.replay.replay import Replay

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agdb.tracer.store import indexes
+from agdb.tracer.store import tasks
 from tests.strategies import programs
 from tests.tracer.programs import run_program
 from tests.tracer.test_lazy_indexes import _fresh, _prefix_trace
@@ -104,8 +104,8 @@ def test_counts_read_by_rows_and_by_node_equal_the_whole_arrays(program, seed):
 
 
 def _check_counts(trace, rng: random.Random, dead_max: int) -> None:
-    saved = indexes.SNAP, indexes.WindowIndex.DEAD_MAX
-    indexes.SNAP, indexes.WindowIndex.DEAD_MAX = 3, dead_max
+    saved = tasks.SNAP, tasks.WindowIndex.DEAD_MAX
+    tasks.SNAP, tasks.WindowIndex.DEAD_MAX = 3, dead_max
     try:
         replay = Replay(_fresh(trace))
         steps = list(range(len(trace)))
@@ -123,7 +123,7 @@ def _check_counts(trace, rng: random.Random, dead_max: int) -> None:
                 expected = dict(zip(nodes.tolist(), counts.tolist(), strict=True))
                 assert gt_lazy.counts_of(ask).tolist() == [expected.get(n, 0) for n in ask.tolist()]
     finally:
-        indexes.SNAP, indexes.WindowIndex.DEAD_MAX = saved
+        tasks.SNAP, tasks.WindowIndex.DEAD_MAX = saved
 
 
 @settings(deadline=None)
@@ -143,12 +143,12 @@ def test_states_set_by_a_range_of_counted_nodes_equal_those_set_node_by_node(pro
     finally:
         GraphTaskState.counted_span = saved
     for dead_max in (1 << 16, -1):  # the windows keep the nodes not counted, or the counted ones
-        kept = indexes.SNAP, indexes.WindowIndex.DEAD_MAX
-        indexes.SNAP, indexes.WindowIndex.DEAD_MAX = 3, dead_max  # many windows, from snapshots
+        kept = tasks.SNAP, tasks.WindowIndex.DEAD_MAX
+        tasks.SNAP, tasks.WindowIndex.DEAD_MAX = 3, dead_max  # many windows, from snapshots
         try:
             assert [[a.tolist() for a in NodeStates(trace).at(s)] for s in _states(trace)] == by_node
         finally:
-            indexes.SNAP, indexes.WindowIndex.DEAD_MAX = kept
+            tasks.SNAP, tasks.WindowIndex.DEAD_MAX = kept
 
 
 def _states(trace) -> list:
@@ -171,7 +171,7 @@ def test_counts_reach_zero_at_the_same_steps_whether_decrements_are_sorted_or_co
     step 0), node 5's one decrement is at step 10, node 7's second at 12, node 9 starts at 0 and is decremented
     at 13."""
     import agdb.tracer.replay.node_states as ns
-    from agdb.tracer.store.indexes import TaskIndex
+    from agdb.tracer.store.tasks import TaskIndex
 
     t = TaskIndex()
     t.dep_nodes, t.dep_counts = np.array([2, 5, 7, 9], np.int32), np.array([0, 1, 2, 0], np.int32)

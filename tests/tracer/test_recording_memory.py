@@ -115,13 +115,13 @@ def test_dependency_counts_from_lazy_snapshots_equal_counting_from_the_start(mon
     order) equal those counted from the start (no snapshot), at 400 random steps of a 300-node chain's trace."""
     import random
 
-    from agdb.tracer.store import indexes
+    from agdb.tracer.store import tasks
     from agdb.tracer.replay.replay import Replay
 
     trace = _record(300)
 
     def counts(snap: int, steps: list[int]) -> list:
-        monkeypatch.setattr(indexes, "SNAP", snap)
+        monkeypatch.setattr(tasks, "SNAP", snap)
         replay = Replay(trace)
         return [[tuple(a.tolist() for a in g.dependency_arrays()) for g in replay._graph_tasks_at(s)] for s in steps]
 

@@ -244,7 +244,7 @@ def test_state_cache_stays_within_its_bytes_and_recomputes_what_it_evicted():
 def test_first_positions_finds_each_keys_first_position(keys, size):
     """indexes.first_positions (np.minimum.at, no sort) against a plain loop: the first index of each key in
     0..size-1, -1 for keys never seen; negative keys and keys past `size` are not asked for."""
-    from agdb.tracer.store.indexes import first_positions
+    from agdb.tracer.store.arrays import first_positions
 
     keys = [k for k in keys if k < size]
     expected = [-1] * size

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from agdb.tracer.recording.frames import absolute_file, read_source
-from agdb.tracer.store.indexes import lookup_sorted
+from agdb.tracer.store.arrays import lookup_sorted
 from agdb.tracer.store.schema import NODE_KINDS, SOURCE_CONTEXT, SUMMARY_KINDS, Kind, seq_code
 from agdb.tracer.store.trace import Trace
 

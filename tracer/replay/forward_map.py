@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agdb.tracer.store.indexes import first_positions
+from agdb.tracer.store.arrays import first_positions
 from agdb.tracer.store.schema import Kind, short_name
 from agdb.tracer.store.trace import Trace
 

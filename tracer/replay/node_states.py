@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 
 from agdb.tracer.replay.replay import EngineState
-from agdb.tracer.store.indexes import Intervals, TaskIndex, lookup_sorted, unique_first, unique_sorted
+from agdb.tracer.store.arrays import Intervals, lookup_sorted, unique_first, unique_sorted
 from agdb.tracer.store.schema import Kind
+from agdb.tracer.store.tasks import TaskIndex
 from agdb.tracer.store.trace import Trace
 
 STATES = ("unreached", "counted", "waiting", "ready", "running", "done", "pruned", "skipped", "captured",

@@ -26,8 +26,9 @@ import numpy as np
 
 from agdb.tracer.replay.state import EngineState, GraphTaskState, NodeSeq, QueueState, ReadyTask, state_bytes
 from agdb.tracer.store import events as ev
-from agdb.tracer.store.indexes import Intervals, TaskCounts, read_only, unique_first
+from agdb.tracer.store.arrays import Intervals, read_only, unique_first
 from agdb.tracer.store.schema import WAKE_UP, Kind, seq_decode
+from agdb.tracer.store.tasks import TaskCounts
 from agdb.tracer.store.trace import Trace
 
 __all__ = ["Replay", "EngineState", "GraphTaskState", "NodeSeq", "QueueState", "ReadyTask", "state_bytes"]

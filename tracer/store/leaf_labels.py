@@ -5,18 +5,14 @@ Never imports the engine, textual or rich. The TUI's panels, `agdb show` and the
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from agdb.tracer.store.columns import TraceColumns
 from agdb.tracer.store.printable import printable
 from agdb.tracer.store.schema import short_name
 
-if TYPE_CHECKING:
-    from agdb.tracer.store.trace import Trace
 
-
-def stored_names(trace: Trace) -> dict[int, str]:
+def stored_names(trace: TraceColumns) -> dict[int, str]:
     """node -> the name stored for its leaf: the `node_leaf_name` column (format 5 on), else the torch bridge's
     `meta["parameter_names"]` (node row as a string -> name), ignoring entries that are not that."""
     c = trace.columns
@@ -33,7 +29,7 @@ def stored_names(trace: Trace) -> dict[int, str]:
     return out
 
 
-def leaf_labels(trace: Trace) -> dict[int, str]:
+def leaf_labels(trace: TraceColumns) -> dict[int, str]:
     """node -> what tells each AccumulateGrad apart: its leaf's name (`fc1.weight`, `w`), or `leaf N` (N its number
     among the AccumulateGrads, in the order they were made) for a leaf with no name.
 
@@ -57,7 +53,7 @@ def leaf_labels(trace: Trace) -> dict[int, str]:
     return labels
 
 
-def _functions(trace: Trace, nodes: list[int]) -> list[str]:
+def _functions(trace: TraceColumns, nodes: list[int]) -> list[str]:
     """The function whose line made each node ('' when unknown), read from the columns (a training loop has
     thousands of AccumulateGrads)."""
     c = trace.columns

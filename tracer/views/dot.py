@@ -13,11 +13,10 @@ import numpy as np
 from agdb.tracer.replay.node_states import STATES
 from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.store.trace import Trace
-from agdb.tracer.views.graph_model import (
+from agdb.tracer.views.graph_model import LEGEND, VIEWS, View, graph_model
+from agdb.tracer.views.model import (
     GRAPH_KINDS,
     LARGE,
-    LEGEND,
-    VIEWS,
     Cluster,
     EdgeBlock,
     GraphModel,
@@ -25,10 +24,8 @@ from agdb.tracer.views.graph_model import (
     NodeBlock,
     Piece,
     Texts,
-    View,
     ViewError,
-    _take,
-    graph_model,
+    take_piece,
 )
 
 __all__ = ["LARGE", "STATE_STYLE", "VIEWS", "Picture", "View", "ViewError", "picture", "render", "to_dot"]
@@ -200,7 +197,7 @@ def _box_text(block: NodeBlock) -> str:
 def _rows_text(parts: list[Piece], rows: np.ndarray | None, n: int) -> str:
     """The lines of `rows` (None: all n) of a block whose line pieces are `parts` (no newline after the last)."""
     if rows is not None:
-        parts = [_take(p, rows) for p in parts]
+        parts = [take_piece(p, rows) for p in parts]
     return _lines(parts, n, "    ")  # type: ignore[arg-type]
 
 

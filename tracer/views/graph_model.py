@@ -12,8 +12,6 @@ Imports numpy and the tracer only; no renderer, no UI. Nothing here recurses on 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Literal
 
 import numpy as np
@@ -23,6 +21,19 @@ from agdb.tracer.replay.replay import EngineState, Replay
 from agdb.tracer.store.schema import UINT64_MAX, Kind, short_name
 from agdb.tracer.store.trace import Trace, forward_op
 from agdb.tracer.views.folding import Folding, Repeat, fold, no_folding
+from agdb.tracer.views.model import (
+    LARGE,
+    Cluster,
+    EdgeBlock,
+    GraphAttrs,
+    GraphModel,
+    Ints,
+    NodeBlock,
+    NodeKind,
+    Piece,
+    Texts,
+    ViewError,
+)
 from agdb.tracer.views.selection import edges, focus_nodes
 
 View = Literal["backward", "forward", "joint"]
@@ -32,182 +43,6 @@ SET_APART = (STATE_CODE["pruned"], STATE_CODE["skipped"])
 """States of nodes the step's graph tasks will not run: drawn apart, in the `pruned` cluster."""
 _IS_SET_APART = np.isin(np.arange(len(STATES)), SET_APART)
 """Per state code, whether it is set apart: one lookup a box instead of a comparison per state."""
-LARGE = 100
-"""Pictures with more boxes than this ask for straight edges (GraphAttrs.has_straight_edges)."""
-
-NodeKind = Literal["node", "chain", "repeat", "task", "legend"]
-"""node: one trace node; chain: a folded linear chain of nodes; repeat: a folded repeated block (`× N`); task: a
-ready-queue entry; legend: a key."""
-GRAPH_KINDS: tuple[NodeKind, ...] = ("node", "chain", "repeat")
-"""The kinds of boxes that stand for the graph's nodes."""
-EdgeKind = Literal["next", "order", "points_at"]
-"""next: a next edge (or, in the forward view, data flowing into an op); order: keeps a cluster's members in
-their order (not drawn as an arrow); points_at: a queue entry points at its node's box."""
-ClusterKind = Literal["set_apart", "queue", "legend"]
-
-
-class ViewError(ValueError):
-    """The view asked for cannot be drawn from this trace; the message says what to do instead."""
-
-
-# -- label pieces -------------------------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class Ints:
-    """A column of integers shown in decimal; negative values show as `negative` (e.g. `max`, or nothing)."""
-
-    values: np.ndarray
-    negative: str = ""
-
-
-@dataclass(frozen=True, eq=False)
-class Texts:
-    """A column of texts, as codes into a small table (a 100k-node graph has a few dozen distinct names)."""
-
-    codes: np.ndarray
-    table: tuple[str, ...]
-
-
-Piece = str | Ints | Texts
-"""One piece of a label, an id or an arrow's label: the same text for every row, or a column."""
-
-
-def piece_text(piece: Piece, i: int) -> str:
-    """Row `i`'s text of one piece."""
-    if isinstance(piece, str):
-        return piece
-    if isinstance(piece, Ints):
-        v = int(piece.values[i])
-        return piece.negative if v < 0 else str(v)
-    return piece.table[int(piece.codes[i])]
-
-
-def _take(piece: Piece, rows: np.ndarray) -> Piece:
-    if isinstance(piece, Ints):
-        return Ints(piece.values[rows], piece.negative)
-    if isinstance(piece, Texts):
-        return Texts(piece.codes[rows], piece.table)
-    return piece
-
-
-def label_texts(pieces: tuple[Piece, ...], n: int) -> list[str]:
-    """The joined text of each of `n` rows (for small blocks and tests; renderers join columns at once)."""
-    return ["".join(piece_text(p, i) for p in pieces) for i in range(n)]
-
-
-# -- the model ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class NodeBlock:
-    """Boxes of one kind, as columns with one entry per box.
-
-    A box's id is `id_prefix` followed by its `id_key` text (`n12`, `chain3`, `q0_1`, `legend_done`); ids are
-    unique across the model. Boxes are numbered across the model's blocks in order (the model's rows), and
-    arrows and clusters refer to boxes by row.
-    """
-
-    kind: NodeKind
-    id_prefix: str
-    id_key: Ints | Texts
-    label: tuple[Piece, ...]
-    node: np.ndarray  # int64: the trace node the box stands for (a chain or repeat: its first node), or -1
-    state: np.ndarray  # int8: index into node_states.STATES, or -1 for a box with no state (a queue entry)
-    peripheries: np.ndarray | None = None  # int8 borders per box: 1, or 2 (an accumulation point); None: all 1
-    is_emphasized: np.ndarray | None = None  # bool: the focus node, drawn with a heavier border; None: none
-
-    def __len__(self) -> int:
-        return len(self.node)
-
-    def id(self, i: int) -> str:
-        """Box `i`'s id."""
-        return self.id_prefix + piece_text(self.id_key, i)
-
-    def label_text(self, i: int) -> str:
-        """Box `i`'s label, lines separated by newlines."""
-        return "".join(piece_text(p, i) for p in self.label)
-
-    def take(self, rows: np.ndarray) -> NodeBlock:
-        """The boxes at `rows` of this block, as a block."""
-        def per(column: np.ndarray | None) -> np.ndarray | None:
-            return None if column is None else column[rows]
-
-        return NodeBlock(self.kind, self.id_prefix, _take(self.id_key, rows),  # type: ignore[arg-type]
-                         tuple(_take(p, rows) for p in self.label), self.node[rows], self.state[rows],
-                         per(self.peripheries), per(self.is_emphasized))
-
-
-@dataclass(frozen=True, eq=False)
-class EdgeBlock:
-    """Arrows of one kind from box `tail[i]` to box `head[i]` (model rows), with optional labels."""
-
-    kind: EdgeKind
-    tail: np.ndarray
-    head: np.ndarray
-    label: tuple[Piece, ...] = ()
-    cluster: str = ""  # order: the cluster whose members it orders; points_at: the queue cluster it leaves
-
-    def __len__(self) -> int:
-        return len(self.tail)
-
-
-@dataclass(frozen=True, eq=False)
-class Cluster:
-    """Boxes drawn together under a label; `members` are model rows, in the cluster's order (a queue pops
-    its first member first)."""
-
-    id: str
-    kind: ClusterKind
-    label: str
-    members: np.ndarray
-
-
-@dataclass(frozen=True, slots=True)
-class GraphAttrs:
-    """What the whole picture says and how it is laid out."""
-
-    title: str
-    rankdir: Literal["TB", "BT", "LR", "RL"] = "TB"
-    has_straight_edges: bool = False  # large pictures: curved edges take a layout minutes (see LARGE)
-
-
-@dataclass(frozen=True, eq=False)
-class GraphModel:
-    """A view of a trace at a step: boxes, arrows, clusters and graph attributes; no renderer syntax."""
-
-    attrs: GraphAttrs
-    nodes: tuple[NodeBlock, ...]
-    edges: tuple[EdgeBlock, ...]
-    clusters: tuple[Cluster, ...]
-    starts: np.ndarray = field(init=False)  # model row of each block's first box, and the total
-
-    def __post_init__(self) -> None:
-        sizes = [len(b) for b in self.nodes]
-        object.__setattr__(self, "starts", np.asarray([0, *accumulate(sizes)], dtype=np.int64))
-
-    @property
-    def num_rows(self) -> int:
-        """How many boxes the model holds (the legend and queue entries included)."""
-        return int(self.starts[-1])
-
-    @property
-    def num_boxes(self) -> int:
-        """How many boxes stand for the graph: nodes, folded chains and repeats (not queue entries or the legend)."""
-        return sum(len(b) for b in self.nodes if b.kind in GRAPH_KINDS)
-
-    @property
-    def num_arrows(self) -> int:
-        """How many arrows stand for the graph's edges."""
-        return sum(len(e) for e in self.edges if e.kind == "next")
-
-    def block_of(self, row: int) -> tuple[NodeBlock, int]:
-        """The block holding model row `row`, and the row's index within it."""
-        b = int(np.searchsorted(self.starts, row, side="right")) - 1
-        return self.nodes[b], row - int(self.starts[b])
-
-    def cluster_of_rows(self) -> np.ndarray:
-        """Per model row: the index of its cluster in `clusters`, or -1."""
-        out = np.full(self.num_rows, -1, dtype=np.int64)
-        for k, c in enumerate(self.clusters):
-            out[c.members] = k
-        return out
 
 
 # -- building a view ----------------------------------------------------------------------------------------
@@ -231,7 +66,7 @@ def graph_model(trace: Trace, step: int | None = None, view: View = "backward", 
     if view not in VIEWS:
         raise ViewError(f"unknown view {view!r}: choose one of {', '.join(VIEWS)}")
     if view == "joint":  # the FX joint graph the trace carries (tracer/fx, docs/fx.md): no steps or states
-        from agdb.tracer.fx.view import joint_model, joint_of_trace
+        from agdb.tracer.views.joint import joint_model, joint_of_trace
 
         unused = [flag for flag, given in (("--step", step is not None), ("--focus", focus is not None),
                                            ("--collapse", collapse)) if given]

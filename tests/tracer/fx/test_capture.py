@@ -212,7 +212,7 @@ def test_joint_view_is_drawn_from_a_saved_trace(tmp_path):
     clusters, the grad-acc node with a double border."""
     from agdb import tracer
     from agdb.tracer.views.dot import to_dot
-    from agdb.tracer.fx.view import with_joint
+    from agdb.tracer.views.joint import with_joint
     from agdb.tracer.store.tracefile import load, save
 
     with tracer.record() as rec:

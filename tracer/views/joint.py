@@ -4,7 +4,7 @@ A box per FX node, labelled with its name, target, seq_nr and tags; the forward 
 backward nodes in another; an arrow from each argument node to its user. Gradient-accumulation nodes have a
 double border; nodes the anomalies report names are emphasized.
 
-Imports numpy and the tracer only.
+Imports numpy, the FX graph model (tracer/fx/graph.py: plain data, no engine) and the stages below views.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from agdb.tracer.fx.graph import Graph, from_data
 from agdb.tracer.replay.node_states import STATE_CODE
-from agdb.tracer.views.graph_model import Cluster, EdgeBlock, GraphAttrs, GraphModel, Ints, NodeBlock, Texts, ViewError
+from agdb.tracer.views.model import Cluster, EdgeBlock, GraphAttrs, GraphModel, Ints, NodeBlock, Texts, ViewError
 
 META_KEY = "fx_joint"
 """The key of a trace's `meta` that holds its joint graph (tracer.fx.graph.to_data's plain data)."""
