@@ -255,7 +255,7 @@ class EngineModel:
                 continue
             self._diverged(gt, expected=node, observed=until)
             if until is not None:
-                self.take_piece(gt, until)
+                self._take(gt, until)
                 return
         if until is not None:
             self._diverged(gt, expected=None, observed=until)
@@ -274,7 +274,7 @@ class EngineModel:
                 return task
         return None
 
-    def take_piece(self, gt: GraphTaskModel, node: int) -> None:
+    def _take(self, gt: GraphTaskModel, node: int) -> None:
         """Follow what was observed: remove `node`'s task wherever it sits (re-heapify: we are off-script)."""
         for i, task in enumerate(self.queue):
             if task.node == node and task.gt is gt:
