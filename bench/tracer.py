@@ -339,7 +339,7 @@ def buffer_estimate(recorder: Any) -> dict:
     builder = vars(recorder.builder)  # the Recorder writes through a TraceBuilder; its own dicts are aliases or small
     own = {k: v for k, v in vars(recorder).items() if not any(v is b for b in builder.values())}
     for name, value in {**builder, **own}.items():  # every other buffer: summaries, node table, payloads, ...
-        if name == "rows" or not isinstance(value, (list, dict)) or not value:
+        if name in ("rows", "_rows") or not isinstance(value, (list, dict)) or not value:
             continue
         items = list(value.items()) if isinstance(value, dict) else value
         idx = rng.sample(range(len(items)), min(GROUP_SAMPLE, len(items)))

@@ -74,7 +74,7 @@ def test_named_methods_freeze_chunks_too(small_chunks):
     t = b.thread("main")
     for k in range(1, 201):
         b.node_created(thread=t, node=k, name="ExpBackward0", seq_nr=k, topological_nr=k)
-    assert b._chunks and len(b.rows) < 64 and b.num_events == 200
+    assert b._chunks and len(b.raw_buffers().rows) < 64 and b.num_events == 200
     trace = b.finish()
     assert len(trace) == 200 and trace.num_nodes == 200
 

@@ -11,10 +11,11 @@ Identities are the source's own:
   first appear, so the same program recorded twice gives the same trace;
 - threads, queues and frames are rows the builder hands out (`thread()`, `queue()`, `frame()`).
 
-NOTE [builder fast path]: the engine's Recorder sees ~7 events per backward node and must stay cheap, so
-for its hottest events it appends to the raw buffers the named methods write (`rows`, `node_facts`,
-`summaries`), in exactly the layout those methods use; so does the PyTorch bridge for the one increment of
-each forward op. Every other source should call the named methods.
+NOTE [builder fast path]: the engine's Recorder sees ~7 events per backward node and must stay cheap, so for its
+hottest events it does not call a method per event: `raw_buffers()` hands it the buffers the named methods write
+(`RawBuffers`: the flat rows, node facts, bumps, summaries, stacks), and it appends to them in exactly the layout
+those methods use; so does the PyTorch bridge for the one increment of each forward op and its graph walks. Every
+other source should call the named methods.
 
 NOTE [frozen chunks]: a raw row (7 ints, flat in `rows`: 56 B of list slots, plus the ints not cached) would add
 up to GBs for a 1M-node backward's 7M events, and freezing them all at the end took 20 s; so once `rows` holds
@@ -28,11 +29,12 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from agdb.tracer.recording.freeze import compact, freeze, summary_block
+from agdb.tracer.recording.freeze import Snapshot, compact, freeze, merge_summary_blocks, summary_block
 from agdb.tracer.store.events import TensorSummary
 from agdb.tracer.store.schema import HOOK_KINDS, WAKE_UP, Kind, Provenance, seq_code
 from agdb.tracer.store.trace import Trace
@@ -43,11 +45,49 @@ SMALL = 16
 CHUNK = 1 << 14
 """Raw rows frozen into compact numpy columns at a time (NOTE [frozen chunks])."""
 ROW = 7
-"""Ints per raw row in `TraceBuilder.rows`: kind, thread, graph task, node key or 0, a, b, c."""
+"""Ints per raw row in `RawBuffers.rows`: kind, thread, graph task, node key or 0, a, b, c."""
 
-NodeFacts = tuple
-"""(name, seq_nr, topological_nr, device, thread row or -1, next edges flat as (child key or 0, input_nr, ...),
-frame row or -1, step of creation, number of input slots): what `node_facts` holds per node key."""
+
+class NodeFacts(NamedTuple):
+    """What a trace knows of one node, by its key: `RawBuffers.node_facts` holds one per node. A source on the fast
+    path makes one with `tuple.__new__(NodeFacts, (...))`, a third of the cost of calling the class."""
+
+    name: str
+    seq_nr: int
+    topological_nr: int
+    device: str
+    thread: int  # thread row, or -1
+    next_edges: tuple[int, ...]  # flat: child key or 0, input_nr, child key or 0, input_nr, ...
+    frame: int  # frame row of the line that made it, or -1
+    step: int  # the step of its creation (the number of events before it)
+    num_inputs: int  # input slots
+
+
+class Bump(NamedTuple):
+    """A node's seq_nr increment, kept until the node's facts hold its name, number and line."""
+
+    name: str
+    seq_nr: int  # the number the node took (the counter's value before the increment)
+    frame: int  # frame row of the line that bumped it, or -1
+
+
+@dataclass(frozen=True)
+class RawBuffers:
+    """The buffers behind TraceBuilder's named methods, for a source whose hottest events cannot afford a method
+    call each (NOTE [builder fast path]). Write them exactly as the named methods do: an event is ROW ints appended
+    with one `rows.extend((kind, thread, graph task, node key or 0, a, b, c))` (atomic under the GIL); its side data
+    (a node's facts, a bump, a summary group) goes in before its row. Every node key >= 1."""
+
+    rows: list[int]
+    """Raw events not frozen yet, flat; call `TraceBuilder.freeze_rows()` once they hold CHUNK rows or more."""
+    node_facts: dict[int, NodeFacts]
+    bumps: dict[int, Bump]
+    """Increments of nodes whose facts are not written yet (a node's facts, once written, win)."""
+    summaries: list
+    """One group per event of a SUMMARY_KINDS kind, in step order: a tuple of None, (small array, device), or
+    (shape, dtype, device, preview, has_nan, has_inf) per tensor; or, for one small CPU tensor, the bare array."""
+    stacks: dict[int, str]
+    """Node key -> the forward traceback anomaly mode kept."""
 
 
 class TraceBuilder:
@@ -63,21 +103,17 @@ class TraceBuilder:
         self.source = source
         kinds = provenance if provenance is not None else {k: "observed" for k in Kind}
         self.provenance = {Kind(k).name.lower(): v for k, v in kinds.items() if v != "missing"}
-        self.rows: list[int] = []
-        """Raw events not frozen yet, ROW ints each, flat: kind, thread, graph task, node key or 0, a, b, c (see
-        the named methods for a, b, c). The events before them are in `_chunks` (NOTE [frozen chunks])."""
+        self._rows: list[int] = []  # raw events not frozen yet (RawBuffers.rows); those before are in _chunks
         self._chunks: list[tuple[np.ndarray, ...]] = []  # frozen rows: 7 compact columns per chunk
         self._frozen = 0  # rows in _chunks
         self._summary_blocks: list[dict] = []  # frozen summaries (_freeze.summary_block), before `summaries`
         self._chunk_lock = threading.Lock()  # one freezer at a time; a snapshot sees chunks and rows together
-        self.node_facts: dict[int, NodeFacts] = {}
-        self.summaries: list[tuple] = []
-        """Per event of a SUMMARY_KINDS kind, in step order: a tuple of None, (small array, device), or
-        (shape, dtype, device, preview, has_nan, has_inf); or, for one small CPU tensor, the bare array."""
-        self.bumps: dict[int, tuple[str, int, int]] = {}  # node key -> (name, seq_nr, frame) at its bump
-        self.stacks: dict[int, str] = {}  # node key -> forward traceback (anomaly mode)
-        self.leaf_names: dict[int, str] = {}  # AccumulateGrad key -> its leaf's name (leaf_name)
-        self.strings: dict[str, int] = {}
+        self._node_facts: dict[int, NodeFacts] = {}
+        self._summaries: list = []
+        self._bumps: dict[int, Bump] = {}
+        self._stacks: dict[int, str] = {}
+        self._leaf_names: dict[int, str] = {}  # AccumulateGrad key -> its leaf's name (leaf_name)
+        self._strings: dict[str, int] = {}
         self._threads: list[str] = []
         self._queues: dict[str, int] = {}
         self._frames: dict[tuple, int] = {}
@@ -126,9 +162,9 @@ class TraceBuilder:
 
     def string(self, text: str) -> int:
         """The id of `text` in the string table."""
-        index = self.strings.get(text)
+        index = self._strings.get(text)
         if index is None:
-            index = self.strings.setdefault(text, len(self.strings))
+            index = self._strings.setdefault(text, len(self._strings))
         return index
 
     def node(self, node: int, *, name: str, seq_nr: int, topological_nr: int = 0, device: str = "cpu",
@@ -137,10 +173,10 @@ class TraceBuilder:
         """Static facts of a node, for nodes the trace mentions but did not see made (no NodeCreated event)."""
         _check_key(node)
         edges = tuple(x for child, nr in next_edges for x in (child or 0, int(nr)))
-        self.node_facts[node] = (name, seq_nr, topological_nr, device, thread, edges, frame, self.num_events,
-                                 num_inputs)
+        self._node_facts[node] = NodeFacts(name, seq_nr, topological_nr, device, thread, edges, frame,
+                                           self.num_events, num_inputs)
         if stack:
-            self.stacks[node] = stack
+            self._stacks[node] = stack
 
     def leaf_name(self, node: int, name: str) -> None:
         """The name the user knows the leaf of AccumulateGrad `node` by: a module's parameter path (`fc1.weight`) or
@@ -148,7 +184,7 @@ class TraceBuilder:
         tracer/recording/leaf_names.py); a leaf with no name is `leaf N` to them."""
         _check_key(node)
         if name:
-            self.leaf_names[node] = str(name)
+            self._leaf_names[node] = str(name)
 
     # -- events ---------------------------------------------------------------------------------------------------
     def seq_nr_bumped(self, *, thread: int, node: int, name: str, old: int, seq_nr: int, frame: int = -1) -> None:
@@ -156,8 +192,8 @@ class TraceBuilder:
         _check_key(node)
         if seq_nr != old + 1:
             raise ValueError(f"a bump takes one number: old={old} but seq_nr={seq_nr}")
-        self.bumps[node] = (name, old, frame)
-        self.rows.extend((Kind.SEQ_NR_BUMPED, thread, 0, node, 0, 0, 0))
+        self._bumps[node] = Bump(name, old, frame)
+        self._rows.extend((Kind.SEQ_NR_BUMPED, thread, 0, node, 0, 0, 0))
 
     def node_created(self, *, thread: int, node: int, name: str, seq_nr: int, topological_nr: int,
                      next_edges: Sequence[tuple[int | None, int]] = (), device: str = "cpu", num_inputs: int = 1,
@@ -165,8 +201,8 @@ class TraceBuilder:
         """A backward node was made, its next edges attached (child key or None, input_nr per output slot)."""
         self.node(node, name=name, seq_nr=seq_nr, topological_nr=topological_nr, device=device, thread=thread,
                   next_edges=next_edges, num_inputs=num_inputs, frame=frame, stack=stack)
-        self.rows.extend((Kind.NODE_CREATED, thread, 0, node, 0, 0, 0))
-        if len(self.rows) >= CHUNK * ROW:
+        self._rows.extend((Kind.NODE_CREATED, thread, 0, node, 0, 0, 0))
+        if len(self._rows) >= CHUNK * ROW:
             self.freeze_rows()
 
     def graph_task_started(self, *, thread: int, graph_task: int, graph_root: int,
@@ -178,7 +214,7 @@ class TraceBuilder:
         _check_key(graph_root)
         self._tasks.append((graph_root, tuple(roots), tuple(inputs), keep_graph, create_graph, accumulate_grad,
                             reentrant_depth))
-        self.rows.extend((Kind.GRAPH_TASK_STARTED, thread, graph_task, graph_root, 0, 0, 0))
+        self._rows.extend((Kind.GRAPH_TASK_STARTED, thread, graph_task, graph_root, 0, 0, 0))
 
     def dependencies_computed(self, *, thread: int, graph_task: int, min_topo_nr: int,
                               dependencies: Iterable[tuple[int, int]], pruned: Iterable[int] = ()) -> None:
@@ -187,19 +223,19 @@ class TraceBuilder:
         # An array, not pairs of ints: one per node of the graph (~60 B each as tuples).
         pairs = dependencies if isinstance(dependencies, np.ndarray) else list(dependencies)
         self._deps.append((np.asarray(pairs, dtype=np.int64).reshape(-1, 2), tuple(pruned)))
-        self.rows.extend((Kind.DEPENDENCIES_COMPUTED, thread, graph_task, 0, 0, min_topo_nr, 0))
+        self._rows.extend((Kind.DEPENDENCIES_COMPUTED, thread, graph_task, 0, 0, min_topo_nr, 0))
 
     def exec_info_computed(self, *, thread: int, graph_task: int, needed: Iterable[int] = (),
                            captured: Iterable[tuple[int, int, int]] = ()) -> None:
         """exec_info: nodes marked needed, and captures as (node, input index, result index)."""
         self._exec_infos.append((tuple(needed), tuple(captured)))
-        self.rows.extend((Kind.EXEC_INFO_COMPUTED, thread, graph_task, 0, 0, 0, 0))
+        self._rows.extend((Kind.EXEC_INFO_COMPUTED, thread, graph_task, 0, 0, 0, 0))
 
     def task_pushed(self, *, thread: int, graph_task: int, node: int | None, queue: int, seq_nr: int,
                     queue_length: int) -> None:
         """A task for `node` (None: a wake-up task) entered ready queue row `queue`, now `queue_length` long."""
         code = WAKE_UP if node is None else seq_code(seq_nr)
-        self.rows.extend((Kind.TASK_PUSHED, thread, graph_task, node or 0, queue, queue_length, code))
+        self._rows.extend((Kind.TASK_PUSHED, thread, graph_task, node or 0, queue, queue_length, code))
 
     def task_popped(self, *, thread: int, graph_task: int, node: int | None, queue: int, queue_length: int,
                     stale: bool = False) -> None:
@@ -208,57 +244,61 @@ class TraceBuilder:
         Which push it undoes is worked out at finish: the k-th pop of a (graph task, node, queue) undoes the
         k-th push of the same.
         """
-        self.rows.extend((Kind.TASK_POPPED, thread, graph_task, node or 0, queue, queue_length, int(stale)))
+        self._rows.extend((Kind.TASK_POPPED, thread, graph_task, node or 0, queue, queue_length, int(stale)))
 
     def buffer_written(self, *, thread: int, graph_task: int, node: int, slot: int, is_accumulation: bool) -> None:
         """A grad reached input slot `slot` of `node`: the first write, or added to the grad already there."""
-        self.rows.extend((Kind.BUFFER_WRITTEN, thread, graph_task, node, slot, int(is_accumulation), 0))
+        self._rows.extend((Kind.BUFFER_WRITTEN, thread, graph_task, node, slot, int(is_accumulation), 0))
 
     def hook_ran(self, *, thread: int, graph_task: int, node: int, hook_kind: str, hook_name: str) -> None:
         """A hook of `hook_kind` (one of schema.HOOK_KINDS) on `node` returned."""
-        self.rows.extend((Kind.HOOK_RAN, thread, graph_task, node, HOOK_KINDS.index(hook_kind),
+        self._rows.extend((Kind.HOOK_RAN, thread, graph_task, node, HOOK_KINDS.index(hook_kind),
                           self.string(hook_name), 0))
 
     def node_started(self, *, thread: int, graph_task: int, node: int, inputs: Sequence[Any]) -> None:
         """`node`'s apply is about to run on `inputs` (TensorSummary, numpy array or None each)."""
-        self.summaries.append(tuple(_summary_item(t) for t in inputs))
-        self.rows.extend((Kind.NODE_STARTED, thread, graph_task, node, 0, 0, 0))
-        if len(self.rows) >= CHUNK * ROW:
+        self._summaries.append(tuple(_summary_item(t) for t in inputs))
+        self._rows.extend((Kind.NODE_STARTED, thread, graph_task, node, 0, 0, 0))
+        if len(self._rows) >= CHUNK * ROW:
             self.freeze_rows()
 
     def node_finished(self, *, thread: int, graph_task: int, node: int, outputs: Sequence[Any]) -> None:
         """`node`'s apply returned `outputs` (TensorSummary, numpy array or None each)."""
-        self.summaries.append(tuple(_summary_item(t) for t in outputs))
-        self.rows.extend((Kind.NODE_FINISHED, thread, graph_task, node, 0, 0, 0))
+        self._summaries.append(tuple(_summary_item(t) for t in outputs))
+        self._rows.extend((Kind.NODE_FINISHED, thread, graph_task, node, 0, 0, 0))
 
     def grad_captured(self, *, thread: int, graph_task: int, node: int, output_index: int, grad: Any) -> None:
         """autograd.grad captured the grad flowing into `node` as its result `output_index`."""
-        self.summaries.append((_summary_item(grad),))
-        self.rows.extend((Kind.GRAD_CAPTURED, thread, graph_task, node, output_index, 0, 0))
+        self._summaries.append((_summary_item(grad),))
+        self._rows.extend((Kind.GRAD_CAPTURED, thread, graph_task, node, output_index, 0, 0))
 
     def grad_accumulated(self, *, thread: int, graph_task: int, node: int, grad: Any) -> None:
         """AccumulateGrad `node` wrote its leaf's `.grad`."""
-        self.summaries.append((_summary_item(grad),))
-        self.rows.extend((Kind.GRAD_ACCUMULATED, thread, graph_task, node, 0, 0, 0))
+        self._summaries.append((_summary_item(grad),))
+        self._rows.extend((Kind.GRAD_ACCUMULATED, thread, graph_task, node, 0, 0, 0))
 
     def error_raised(self, *, thread: int, graph_task: int, node: int | None, error_type: str, message: str) -> None:
         """The first error of `graph_task`, raised in `node` (None: after the last node)."""
-        self.rows.extend((Kind.ERROR_RAISED, thread, graph_task, node or 0, self.string(error_type),
+        self._rows.extend((Kind.ERROR_RAISED, thread, graph_task, node or 0, self.string(error_type),
                           self.string(message), 0))
 
     def graph_task_finished(self, *, thread: int, graph_task: int, has_error: bool = False) -> None:
         """`graph_task` is over; tasks of it still queued are stale from now on."""
-        self.rows.extend((Kind.GRAPH_TASK_FINISHED, thread, graph_task, 0, int(has_error), 0, 0))
+        self._rows.extend((Kind.GRAPH_TASK_FINISHED, thread, graph_task, 0, int(has_error), 0, 0))
 
     # -- freezing -------------------------------------------------------------------------------------------------
     def finish(self, progress: Callable[[int, int], None] | None = None) -> Trace:
         """Freeze everything added so far into a Trace (the builder may be dropped afterwards)."""
-        return freeze(self, progress)
+        return freeze(self._snapshot(), progress)
+
+    def raw_buffers(self) -> RawBuffers:
+        """The buffers behind the named methods, for a source's hottest events (NOTE [builder fast path])."""
+        return RawBuffers(self._rows, self._node_facts, self._bumps, self._summaries, self._stacks)
 
     @property
     def num_events(self) -> int:
         """How many events were added so far."""
-        return self._frozen + len(self.rows) // ROW
+        return self._frozen + len(self._rows) // ROW
 
     def freeze_rows(self) -> None:
         """Move the raw rows into a frozen chunk of compact columns (NOTE [frozen chunks]).
@@ -270,7 +310,7 @@ class TraceBuilder:
         if not self._chunk_lock.acquire(blocking=False):
             return  # another thread is freezing: it will do
         try:
-            rows = self.rows
+            rows = self._rows
             n = len(rows) // ROW
             if not n:
                 return
@@ -278,26 +318,26 @@ class TraceBuilder:
             self._chunks.append(tuple(compact(block[:, j]) for j in range(ROW)))
             del rows[:n * ROW]
             self._frozen += n
-            summaries = self.summaries
+            summaries = self._summaries
             k = len(summaries)
             self._summary_blocks.append(summary_block(summaries[:k]))
             del summaries[:k]
         finally:
             self._chunk_lock.release()
 
-    def _row_state(self) -> tuple[list, list, list, list]:
-        """The frozen chunks and the raw rows after them, then the frozen summary blocks and the raw summaries
-        after them, taken together (no freeze runs in between)."""
-        with self._chunk_lock:
-            chunks, rows = list(self._chunks), list(self.rows)
-            return chunks, rows, list(self._summary_blocks), list(self.summaries)
-
-    # What _freeze reads; not for sources.
-    def _tables(self) -> tuple:
-        return self._threads, self._queues, self._frame_rows, self._tasks, self._deps, self._exec_infos
-
-    def _meta(self) -> dict:
-        return {"source": self.source, "provenance": dict(self.provenance)}
+    def _snapshot(self) -> Snapshot:
+        """Everything held, copied at one moment (Snapshot says in which order, and why)."""
+        with self._chunk_lock:  # the frozen chunks and the raw rows after them together: no freeze in between
+            chunks, rows = list(self._chunks), list(self._rows)
+            summary_blocks, raw_summaries = list(self._summary_blocks), list(self._summaries)
+        bumps = dict(self._bumps)  # before node_facts: the Recorder drops a node's bump once its facts are in
+        return Snapshot(
+            chunks=chunks, rows=rows, bumps=bumps, node_facts=dict(self._node_facts), stacks=dict(self._stacks),
+            leaf_names=dict(self._leaf_names), strings=dict(self._strings),
+            summaries=merge_summary_blocks([*summary_blocks, summary_block(raw_summaries)]),
+            threads=list(self._threads), queues=dict(self._queues), frames=list(self._frame_rows),
+            tasks=list(self._tasks), deps=list(self._deps), exec_infos=list(self._exec_infos),
+            meta={"source": self.source, "provenance": dict(self.provenance)}, cwd=self.cwd)
 
 
 def _check_key(node: int) -> None:

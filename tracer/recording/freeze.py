@@ -4,7 +4,8 @@ Never imports the engine, textual or rich.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -13,15 +14,11 @@ from agdb.tracer.store.arrays import lookup_sorted
 from agdb.tracer.store.schema import NODE_KINDS, SOURCE_CONTEXT, SUMMARY_KINDS, Kind, seq_code
 from agdb.tracer.store.trace import Trace
 
-if TYPE_CHECKING:
-    from agdb.tracer.recording.builder import TraceBuilder
-
-ROW = 7  # ints per raw row (builder.ROW; _freeze cannot import builder, which imports it)
+ROW = 7  # ints per raw row (builder.ROW; freeze cannot import builder, which imports it)
 
 
-def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) -> Trace:
-    """The Trace of everything `b` holds (of a snapshot: other threads may still be adding events)."""
-    snap = _Snapshot(b)
+def freeze(snap: Snapshot, progress: Callable[[int, int], None] | None = None) -> Trace:
+    """The Trace of a builder's snapshot (TraceBuilder.finish takes one: other threads may still be adding events)."""
     strings = snap.strings
 
     def sid(text: str) -> int:
@@ -37,7 +34,8 @@ def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) 
         progress(0, len(table))
     dense = _dense_nodes(table[:, 3], np.asarray(keys, dtype=np.int64))
     table, dense = snap.settle(table, dense)
-    threads, queues, frames, tasks, deps, exec_infos = snap._tables()
+    threads, queues, frames, tasks, deps, exec_infos = (snap.threads, snap.queues, snap.frames, snap.tasks,
+                                                        snap.deps, snap.exec_infos)
     kinds = table[:, 0].astype(np.uint8)
     c_col = table[:, 6]
     pushes, pops = np.flatnonzero(kinds == Kind.TASK_PUSHED), np.flatnonzero(kinds == Kind.TASK_POPPED)
@@ -51,7 +49,7 @@ def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) 
     index_of = {key: i for i, key in enumerate(keys)}
     _side_tables(snap, tasks, deps, exec_infos, index_of, sid, columns)
     _node_table(snap, nodes, keys, index_of, sid, columns)
-    _frame_table(frames, b.cwd, sid, columns)
+    _frame_table(frames, snap.cwd, sid, columns)
     columns.update(thread_name=compact([sid(name) for name in threads]),
                    queue_name=compact([sid(q) for q in queues]))
     if progress:
@@ -60,28 +58,33 @@ def freeze(b: TraceBuilder, progress: Callable[[int, int], None] | None = None) 
     return Trace(columns, ordered, snap.meta)
 
 
-class _Snapshot:
-    """A builder's buffers copied at one moment, so that freezing never iterates a dict or list that a thread
-    still recording changes ("dictionary changed size during iteration").
+@dataclass
+class Snapshot:
+    """A builder's buffers copied at one moment (TraceBuilder._snapshot), so that freezing never iterates a dict or
+    list that a thread still recording changes ("dictionary changed size during iteration").
 
-    Every writer adds an event's side data (node facts, bump, summaries, task, strings) before its row, so
-    the rows (frozen chunks and raw rows, together: NOTE [frozen chunks] in builder) are copied first and
-    everything else after: each copied row then finds its side data, and `settle` cuts the side lists to the
-    copied rows. Each copy (list(), dict()) runs in C without releasing
-    the GIL, so it is atomic.
+    Every writer adds an event's side data (node facts, bump, summaries, task, strings) before its row, so the rows
+    (frozen chunks and raw rows, together: NOTE [frozen chunks] in builder) are copied first and everything else
+    after: each copied row then finds its side data, and `settle` cuts the side lists to the copied rows. Each copy
+    (list(), dict()) runs in C without releasing the GIL, so it is atomic.
     """
 
-    def __init__(self, b: TraceBuilder) -> None:
-        self.chunks, self.rows, summary_blocks, raw_summaries = b._row_state()
-        # bumps before node_facts: the Recorder drops a node's bump once its facts are in (node_created)
-        self.bumps = dict(b.bumps)
-        self.node_facts, self.stacks, self.leaf_names = dict(b.node_facts), dict(b.stacks), dict(b.leaf_names)
-        self.strings = dict(b.strings)
-        self.summaries = merge_summary_blocks([*summary_blocks, summary_block(raw_summaries)])
-        threads, queues, frames, tasks, deps, exec_infos = b._tables()
-        self.threads, self.queues, self.frames = list(threads), dict(queues), list(frames)
-        self.tasks, self.deps, self.exec_infos = list(tasks), list(deps), list(exec_infos)
-        self.meta = b._meta()
+    chunks: list  # frozen rows: ROW compact columns a chunk
+    rows: list[int]  # raw rows after them, flat
+    bumps: dict  # node key -> builder.Bump
+    node_facts: dict  # node key -> builder.NodeFacts
+    stacks: dict[int, str]
+    leaf_names: dict[int, str]
+    strings: dict[str, int]
+    summaries: dict  # one merged summary block (merge_summary_blocks)
+    threads: list[str]
+    queues: dict[str, int]
+    frames: list[tuple]
+    tasks: list[tuple]
+    deps: list[tuple]
+    exec_infos: list[tuple]
+    meta: dict
+    cwd: str | None  # where relative file names of frames point
 
     def table(self) -> np.ndarray:
         """All copied rows as one (n, 7) int64 table: the frozen chunks, then the raw rows."""
@@ -118,9 +121,6 @@ class _Snapshot:
             return table, dense
         self.meta["omitted"] = {"graph_tasks": len(np.unique(task[foreign])), "events": int(drop.sum())}
         return table[keep], dense[keep]
-
-    def _tables(self) -> tuple:
-        return self.threads, self.queues, self.frames, self.tasks, self.deps, self.exec_infos
 
 
 
@@ -196,7 +196,7 @@ def _match_pops(table: np.ndarray, dense: np.ndarray, pushes: np.ndarray, pops: 
     return np.where(sorted_joint[pos] == pop_joint, pushes[order][pos], -1).astype(np.int64)
 
 
-def _merge_bumps(b: _Snapshot) -> dict:
+def _merge_bumps(b: Snapshot) -> dict:
     """Static node facts, with the name, number and line kept at the bump for nodes never completed."""
     nodes = dict(b.node_facts)
     for key, (name, seq, frame) in b.bumps.items():
@@ -235,7 +235,7 @@ def _frame_table(frames: list, cwd: str | None, sid: Any, columns: dict) -> None
         source_text=compact([sid(texts[file][line - 1]) for file, line in source]))
 
 
-def _node_table(b: _Snapshot, nodes: dict, keys: list, index_of: dict, sid: Any, columns: dict) -> None:
+def _node_table(b: Snapshot, nodes: dict, keys: list, index_of: dict, sid: Any, columns: dict) -> None:
     infos = [nodes[k] for k in keys]
     flat = [(e[i], e[i + 1]) for info in infos for e in (info[5],) for i in range(0, len(e), 2)]
     columns.update(
@@ -257,7 +257,7 @@ def _node_table(b: _Snapshot, nodes: dict, keys: list, index_of: dict, sid: Any,
         columns["node_leaf_name"] = compact([sid(names[k]) if k in names else -1 for k in keys])
 
 
-def _side_tables(b: _Snapshot, tasks: list, deps: list, exec_infos: list, index_of: dict, sid: Any,
+def _side_tables(b: Snapshot, tasks: list, deps: list, exec_infos: list, index_of: dict, sid: Any,
                  columns: dict) -> None:
     """Graph tasks, dependencies, exec_info and tensor summaries, each in its events' step order."""
     def node(key: int) -> int:

@@ -21,12 +21,13 @@ from typing import Any, Iterator
 import numpy as np
 
 from agdb.tracer.recording import culprits
-from agdb.tracer.recording.builder import CHUNK, ROW, SMALL, TraceBuilder, summary_of
+from agdb.tracer.recording.builder import CHUNK, ROW, SMALL, Bump, NodeFacts, TraceBuilder, summary_of
 from agdb.tracer.recording.frames import columns as frame_columns
 from agdb.tracer.recording.frames import user_frame
 from agdb.tracer.recording.leaf_names import LeafNamer
 from agdb.tracer.store.schema import UINT64_MAX, WAKE_UP, Kind
 
+_new = tuple.__new__  # NodeFacts and Bump made without their class's Python-level __new__ (NOTE [builder fast path])
 # Plain ints: the hot path compares and stores them (an IntEnum member costs a little more).
 _K_BUMP, _K_CREATED, _K_PUSH, _K_POP = int(Kind.SEQ_NR_BUMPED), int(Kind.NODE_CREATED), int(Kind.TASK_PUSHED), \
     int(Kind.TASK_POPPED)
@@ -39,11 +40,9 @@ class Recorder:
 
     def __init__(self) -> None:
         self.builder = TraceBuilder(source="engine")
-        b = self.builder
-        self.rows = b.rows  # the builder's raw buffers (NOTE [builder fast path])
-        self.nodes = b.node_facts
-        self.summaries = b.summaries
-        self.bumps = b.bumps
+        raw = self.builder.raw_buffers()  # NOTE [builder fast path]
+        self.rows, self.nodes, self.summaries, self.bumps, self._stacks = (raw.rows, raw.node_facts, raw.summaries,
+                                                                           raw.bumps, raw.stacks)
         self._row_of_ident: dict[int, int] = {}  # the latest thread row with each ident
         self._queues: dict[str, int] = {}  # engine queue name -> queue row
         self._frames: dict[tuple, int] = {}  # (code, bytecode offset) -> frame row
@@ -163,7 +162,7 @@ class Recorder:
             thread = self._thread()
         uid = node._uid
         frame = user_frame()
-        self.bumps[uid] = (node._name or node.name(), seq_nr, self._frame_index(frame))
+        self.bumps[uid] = _new(Bump, (node._name or node.name(), seq_nr, self._frame_index(frame)))
         self.rows.extend((_K_BUMP, thread, 0, uid, 0, 0, 0))
         if self._log_culprits:
             culprits.log_bump(node, seq_nr, frame)
@@ -177,15 +176,14 @@ class Recorder:
         bump = self.bumps.get(uid)
         frame = bump[2] if bump is not None else self._frame_index(user_frame())
         rows = self.rows
-        n = len(rows) // ROW
-        self.nodes[uid] = _static(node, frame, self.builder._frozen + n, thread)
+        self.nodes[uid] = _static(node, frame, self.builder.num_events, thread)
         if bump is not None:  # its facts are in the node's now; the snapshot copies bumps before node_facts
             del self.bumps[uid]
         rows.extend((_K_CREATED, thread, 0, uid, 0, 0, 0))
-        if n >= CHUNK:  # NOTE [frozen chunks]
+        if len(rows) >= CHUNK * ROW:  # NOTE [frozen chunks]
             self.builder.freeze_rows()
         if node._metadata is not None and "traceback_" in node._metadata:  # made under anomaly mode
-            self.builder.stacks[uid] = "".join(node._metadata["traceback_"])
+            self._stacks[uid] = "".join(node._metadata["traceback_"])
         if node._seq == UINT64_MAX:  # AccumulateGrad (or an Error node): NOTE [leaf names]
             self._name_leaf(node)
 
@@ -302,17 +300,17 @@ def _capture(t: Any) -> Any:
     return None if data is None else summary_of(data, t._device)
 
 
-def _static(node: Any, frame: int, step: int, thread: int) -> tuple:
-    """The node's facts in TraceBuilder.node_facts' layout (NOTE [builder fast path])."""
+def _static(node: Any, frame: int, step: int, thread: int) -> NodeFacts:
+    """The node's facts (NOTE [builder fast path])."""
     metadata = node._input_metadata
     device = "cpu"
     for meta in metadata:  # Node.device(), inlined: the first non-CPU input device
         if meta.device != "cpu" and meta.is_defined:
             device = meta.device
             break
-    return (node._name or node.name(), node._seq, node._topo, device, thread,
-            tuple([x for c, nr in node.next_edges for x in (c._uid if c is not None else 0, nr)]), frame, step,
-            len(metadata))
+    return _new(NodeFacts, (node._name or node.name(), node._seq, node._topo, device, thread,
+                            tuple([x for c, nr in node.next_edges for x in (c._uid if c is not None else 0, nr)]),
+                            frame, step, len(metadata)))
 
 
 @contextmanager

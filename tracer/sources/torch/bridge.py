@@ -42,7 +42,7 @@ from typing import Any, Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
-from agdb.tracer.recording.builder import CHUNK, ROW, TraceBuilder
+from agdb.tracer.recording.builder import CHUNK, ROW, Bump, NodeFacts, TraceBuilder
 from agdb.tracer.sources.torch import tensor_hooks
 from agdb.tracer.sources.torch.lines import LineCulprits
 from agdb.tracer.sources.torch.model import UINT64_MAX, EngineModel, Graph, GraphTaskModel, first_difference
@@ -71,6 +71,7 @@ _mode_depth = torch._C._len_torch_function_stack
 _push_mode = torch._C._push_on_torch_function_stack
 _pop_mode = torch._C._pop_torch_function_stack
 
+_new = tuple.__new__  # NodeFacts and Bump made without their class's Python-level __new__ (NOTE [builder fast path])
 _K_BUMP, _K_CREATED = int(Kind.SEQ_NR_BUMPED), int(Kind.NODE_CREATED)
 GC_THRESHOLD = 100_000
 """Allocations between two young-generation collections while recording (NOTE [collections while recording])."""
@@ -161,6 +162,7 @@ class Bridge:
     def __init__(self, values: bool = True, defer: bool = False, single_threaded: bool = False,
                  culprits: str = "lines") -> None:
         self.b = TraceBuilder(source="torch", provenance=PROVENANCE)
+        self.raw = self.b.raw_buffers()  # NOTE [builder fast path]
         self.values = values  # summarise grads (False: shapes only, cheaper)
         self.defer = defer
         self.single_threaded = single_threaded  # multithreading off while attached: the witness (NOTE [witness])
@@ -293,9 +295,9 @@ class Bridge:
         """Detach and freeze the trace; what the model found (divergences) and the leaves' parameter names go in
         its meta, by node index."""
         self.detach()
-        b = self.b
-        index = {key: i for i, key in enumerate(sorted(set(b.node_facts) | set(b.bumps)))}
-        trace = b.finish()
+        raw = self.raw
+        index = {key: i for i, key in enumerate(sorted(set(raw.node_facts) | set(raw.bumps)))}
+        trace = self.b.finish()
         names = {str(index[k]): v for k, v in self._leaf_names.items() if k in index}
         trace.meta["parameter_names"] = names
         if self.failures:
@@ -344,8 +346,8 @@ class Bridge:
         """Nodes bumped as `?` (seq_nr -> name) met later by a line that kept what they led to (NOTE [line
         culprits])."""
         self.write_seen(state)
-        b, keys, unnamed, high = self.b, self._seq_keys, self._unnamed, state.row << 64
-        facts_of, bumps = b.node_facts, b.bumps
+        keys, unnamed, high = self._seq_keys, self._unnamed, state.row << 64
+        facts_of, bumps = self.raw.node_facts, self.raw.bumps
         for seq, name in names.items():
             key = keys.get(seq | high)
             if key is None or key not in unnamed:
@@ -353,10 +355,10 @@ class Bridge:
             unnamed.discard(key)
             facts = facts_of.get(key)
             if facts is not None:
-                facts_of[key] = (name,) + facts[1:]
+                facts_of[key] = facts._replace(name=name)
             bump = bumps.get(key)
             if bump is not None:
-                bumps[key] = (name,) + bump[1:]
+                bumps[key] = bump._replace(name=name)
 
     def _user_frame(self) -> int:
         """The frame row of the innermost line outside torch and agdb (for `1 - x`, torch/overrides.py calls)."""
@@ -379,23 +381,23 @@ class Bridge:
         if key is None:
             key = self._seq_keys[seq | row << 64] = next(self._keys)
         else:
-            facts = self.b.node_facts.get(key)
+            facts = self.raw.node_facts.get(key)
             if facts is not None and name.startswith("?"):
-                name = facts[0]
+                name = facts.name
         if name.startswith("?"):
             self._unnamed.add(key)
         # NOTE [builder fast path]: one increment per forward op, so its two events are appended the way
         # TraceBuilder.seq_nr_bumped and node_created append them (as the engine's Recorder does).
-        b = self.b
-        rows = b.rows
-        b.bumps[key] = (name, seq, frame)
+        raw = self.raw
+        rows = raw.rows
+        raw.bumps[key] = _new(Bump, (name, seq, frame))
         rows.extend((_K_BUMP, row, 0, key, 0, 0, 0))  # flat: ROW ints a row (NOTE [frozen chunks])
-        facts = b.node_facts
+        facts = raw.node_facts
         if key not in facts:  # its edges come when a walk meets it (_describe)
-            facts[key] = (name, seq, 0, "cpu", row, (), frame, b._frozen + len(rows) // ROW, 1)
+            facts[key] = _new(NodeFacts, (name, seq, 0, "cpu", row, (), frame, self.b.num_events, 1))
             rows.extend((_K_CREATED, row, 0, key, 0, 0, 0))
             if len(rows) >= CHUNK * ROW:
-                b.freeze_rows()
+                self.b.freeze_rows()
         return key
 
     def _bumps(self, state: _State, start: int, after: int, names: Any, frame: int) -> None:
@@ -509,14 +511,14 @@ class Bridge:
             keys = self._seq_keys
             if k in keys:  # a walk met a node with this number first
                 self._bump(row, start, name, frame)
-            else:  # _bump's rows; no entry in b.bumps, read only for a node whose facts lack a frame
+            else:  # _bump's rows; no entry in the bumps, read only for a node whose facts lack a frame
                 key = keys[k] = next(self._keys)
-                b = self.b
-                rows = b.rows
-                b.node_facts[key] = (name, start, 0, "cpu", row, (), frame, b._frozen + len(rows) // ROW + 1, 1)
+                raw = self.raw
+                rows = raw.rows
+                raw.node_facts[key] = _new(NodeFacts, (name, start, 0, "cpu", row, (), frame, self.b.num_events + 1, 1))
                 rows.extend((_K_BUMP, row, 0, key, 0, 0, 0, _K_CREATED, row, 0, key, 0, 0, 0))
                 if len(rows) >= CHUNK * ROW:
-                    b.freeze_rows()
+                    self.b.freeze_rows()
             state.rlast = start + 1
         else:
             self._bumps(state, start, start + 1, name, frame)
@@ -832,19 +834,19 @@ class Bridge:
         saw (hooks that push no mode: values=False) takes it here first, as a gap. The writes are _describe's
         per-node ones, which that loop keeps inline: a call per node there costs the 100k wide graph's
         registration 4-7% (a 10 µs/node target it sits just under)."""
-        b = self.b
-        if seq != UINT64_MAX and seq >= state.rlast and key not in b.node_facts:
+        b, raw = self.b, self.raw
+        if seq != UINT64_MAX and seq >= state.rlast and key not in raw.node_facts:
             self._gap(state, seq + 1, frame)
-        facts = b.node_facts.get(key)
+        facts = raw.node_facts.get(key)
         if facts is None:
             b.node_created(thread=state.row, node=key, name=name, seq_nr=seq, topological_nr=0, next_edges=edges,
                            num_inputs=num_inputs)
             return
-        b.node_facts[key] = (name, seq, facts[2], facts[3], facts[4], tuple(_flat(edges)), facts[6], facts[7],
-                             num_inputs)
-        bump = b.bumps.get(key)
-        if bump is not None and bump[0] != name:
-            b.bumps[key] = (name,) + bump[1:]
+        raw.node_facts[key] = _new(NodeFacts, (name, seq, facts.topological_nr, facts.device, facts.thread,
+                                               tuple(_flat(edges)), facts.frame, facts.step, num_inputs))
+        bump = raw.bumps.get(key)
+        if bump is not None and bump.name != name:
+            raw.bumps[key] = bump._replace(name=name)
         self._unnamed.discard(key)
 
     def _check_running(self, call: _Call, key: int, torch_id: int, running_seq: int) -> None:
@@ -922,11 +924,11 @@ class Bridge:
         gt.inputs = tuple(inputs)
         gt.exec_info = bool(inputs)
         gt.topo = graph.topological_nrs([gt.graph_root] + [n for n, _ in gt.inputs])  # inputs= may lie off it
-        facts_of = self.b.node_facts
+        facts_of = self.raw.node_facts
         for key, topo in gt.topo.items():
             facts = facts_of.get(key)
-            if facts is not None and facts[2] != topo:
-                facts_of[key] = facts[:2] + (topo,) + facts[3:]
+            if facts is not None and facts.topological_nr != topo:
+                facts_of[key] = facts._replace(topological_nr=topo)
         state.model.start(gt, call.roots, call.keep_graph, call.create_graph)
 
     # -- hooks ---------------------------------------------------------------------------------------------------
@@ -1038,7 +1040,7 @@ class Bridge:
         walk; or calls deferred), a node the trace does not have yet is logged, to be made in its place (_node)."""
         b, row = self.b, state.row
         pending = state.log if state.log or state.calls else None
-        facts_of, bumps, unnamed, type_names = b.node_facts, b.bumps, self._unnamed, self._type_names
+        facts_of, bumps, unnamed, type_names = self.raw.node_facts, self.raw.bumps, self._unnamed, self._type_names
         described = self._described
         seq_of, edges_of, inputs_of = graph.seq, graph.edges, graph.num_inputs
         for n, key in new:
@@ -1046,8 +1048,8 @@ class Bridge:
             if name is None:
                 name = type_names[type(n)] = n.name()
             bump = bumps.get(key)
-            if bump is not None and bump[0] != name:
-                bumps[key] = (name,) + bump[1:]
+            if bump is not None and bump.name != name:
+                bumps[key] = _new(Bump, (name, bump.seq_nr, bump.frame))
             unnamed.discard(key)
             described.add(key)
             old = facts_of.get(key)
@@ -1059,8 +1061,8 @@ class Bridge:
             else:  # made while recording: its name and edges now; its creation step, thread and line as they were.
                 # The fields of TraceBuilder.node, written here (a walk's edges are already (key or 0, int) pairs);
                 # _node writes them the same way for a node described from the log.
-                facts_of[key] = (name, seq_of[key], 0, "cpu", old[4], tuple(_flat(edges_of[key])), old[6], old[7],
-                                 inputs_of.get(key, 1))
+                facts_of[key] = _new(NodeFacts, (name, seq_of[key], 0, "cpu", old.thread, tuple(_flat(edges_of[key])),
+                                                 old.frame, old.step, inputs_of.get(key, 1)))
 
     def _key(self, n: Any, row: int, used: set[int]) -> tuple[int, int]:
         """(key, seq_nr) of a node (NOTE [node identity])."""
