@@ -172,10 +172,10 @@ def _plain_round(forward: Callable[[], Any], noop: Any, times: dict, reading: Ca
 
 def _recorded_round(forward: Callable[[], Any], times: dict, reconstruct: bool) -> dict:
     """The same under the bridge: forward, the first backward (its walk timed), the second backward timed."""
-    from agdb.tracer.sources import torch as torch_bridge
+    from agdb import tracer
 
-    with torch_bridge.record(defer=True, culprits="lines") as rec:  # record()'s choice on the main thread
-        bridge = rec.bridge
+    with tracer.record("torch", defer=True, culprits="lines") as rec:  # record()'s choice on the main thread
+        bridge = rec.source
         t, z = _timed(forward)
         times["recorded_forward"].append(t)
         walk, spent = bridge._walk, []
@@ -199,17 +199,17 @@ def _recorded_round(forward: Callable[[], Any], times: dict, reconstruct: bool) 
         start = _clock()
     finish = _clock() - start
     info = {"finish": finish, "events": len(rec.trace), "divergences": len(rec.trace.meta["divergences"])}
-    with torch_bridge.record(defer=True, culprits="mode") as rec:
+    with tracer.record("torch", defer=True, culprits="mode") as rec:
         times["mode_forward"].append(_timed(forward)[0])
-    with torch_bridge.record(defer=True, values=False) as rec:
+    with tracer.record("torch", defer=True, values=False) as rec:
         z = forward()
         z.backward(retain_graph=True)
         times["shapes_only_backward"].append(_timed(lambda: z.backward(retain_graph=True))[0])
         del z
-        for state in rec.bridge._states:
+        for state in rec.source._states:
             state.log.clear()
     if reconstruct:
-        with torch_bridge.record() as rec:  # record()'s default: each backward call reconstructs before it returns
+        with tracer.record("torch") as rec:  # record()'s default: each backward call reconstructs before it returns
             z = forward()
             z.backward(retain_graph=True)
             times["default_backward"].append(_timed(lambda: z.backward(retain_graph=True))[0])

@@ -1,17 +1,21 @@
-"""agdb's tracer: records the engine's events as plain data, saves and loads traces, replays any step.
+"""agdb's tracer: records autograd's events as plain data (from agdb's engine or real PyTorch), saves and loads
+traces, replays any step, draws graphs. Arranged by stage (docs/architecture.md): store, recording, replay, views,
+fx, sources.
 
-Imports numpy, the standard library and the engine's observer API; never textual or rich.
+The public names are here: `record` (with `TraceSource`, `make_source` and `Recording`), `Trace`, `TraceBuilder`,
+`Kind`. Never imports textual or rich; the engine and torch only when a recording starts.
 """
 from __future__ import annotations
 
 from agdb.tracer.recording.builder import TraceBuilder
-from agdb.tracer.sources.engine import Recorder, record
+from agdb.tracer.sources.engine import Recorder
+from agdb.tracer.sources.source import Recording, TraceSource, make_source, record
 from agdb.tracer.store import events, schema
 from agdb.tracer.store.schema import Kind
 from agdb.tracer.store.trace import NodeInfo, Trace
 
-__all__ = ["Recorder", "record", "Trace", "TraceBuilder", "NodeInfo", "Kind", "events", "schema", "capture_joint",
-           "compile_joint", "check_pass"]
+__all__ = ["record", "Recording", "TraceSource", "make_source", "Recorder", "Trace", "TraceBuilder", "NodeInfo",
+           "Kind", "events", "schema", "capture_joint", "compile_joint", "check_pass"]
 
 _FX = {"capture_joint": ("fx.capture", "capture_joint"), "compile_joint": ("fx.compile", "compile_joint"),
        "check_pass": ("fx.check_pass", "check_pass")}

@@ -14,9 +14,9 @@ import pytest
 
 from agdb.app.cli import main
 from agdb.engine._state import UINT64_MAX
-from tests.engine.helpers import run_in_thread
 from agdb.tracer.store import events as ev
 from agdb.tracer.store.tracefile import load
+from tests.engine.helpers import run_in_thread
 
 DIAMOND = textwrap.dedent("""\
     from agdb import engine as torch

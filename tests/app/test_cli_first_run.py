@@ -18,10 +18,10 @@ import pytest
 
 from agdb.app.app import AgdbApp
 from agdb.app.demo import record_example
-from tests.app.test_cli import agdb
 from agdb.tracer.replay.node_states import node_states
 from agdb.tracer.replay.replay import Replay
 from agdb.tracer.store.tracefile import load, save
+from tests.app.test_cli import agdb
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = "import agdb.engine as torch\nx = torch.ones(2, requires_grad=True)\n(x * 2).sum().backward()\n"

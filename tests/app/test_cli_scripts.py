@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.show import chain_trace
-from tests.app.test_cli import agdb
 from agdb.tracer.store import events as ev
 from agdb.tracer.store.tracefile import load, save
+from bench.show import chain_trace
+from tests.app.test_cli import agdb
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,16 +8,15 @@ import asyncio
 
 import pytest
 
-from agdb import engine
-from agdb import tracer
+from agdb import engine, tracer
 from agdb.app.app import AgdbApp
 from agdb.app.cli import main
-from tests.engine.helpers import run_in_thread
 from agdb.tracer import TraceBuilder
 from agdb.tracer.store.tracefile import save
 from agdb.widgets.culprits import CulpritsView
 from agdb.widgets.event_log import EventLog
 from agdb.widgets.graph_view import GraphView
+from tests.engine.helpers import run_in_thread
 
 ESC = "\x1b]0;owned\x07\x1b[2J"  # retitle the window, clear the screen
 EVIL_NAME = f"Mul{ESC}Backward0"

@@ -6,9 +6,9 @@ import pytest
 
 from agdb.app.app import AgdbApp
 from agdb.app.screens.step import StepScreen
-from tests import graph_programs
 from agdb.tracer.store.events import NodeStarted
 from agdb.widgets.graph_canvas import GraphCanvas
+from tests import graph_programs
 
 
 @pytest.fixture(scope="module")

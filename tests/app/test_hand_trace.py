@@ -9,11 +9,11 @@ import pytest
 from agdb.app.app import AgdbApp
 from agdb.app.cli import main
 from agdb.app.screens.step import StepScreen
-from tests.tracer.test_trace_format import hand_trace
 from agdb.tracer import Kind
 from agdb.tracer.store.tracefile import load, save
 from agdb.widgets.graph_view import GraphView
 from agdb.widgets.lazy_list import LazyList
+from tests.tracer.test_trace_format import hand_trace
 
 QUEUE_KINDS = (Kind.TASK_PUSHED, Kind.TASK_POPPED)
 

@@ -10,10 +10,10 @@ import pytest
 
 from agdb.app.app import AgdbApp
 from agdb.app.screens.step import StepScreen
-from tests.app.test_cli import agdb
 from agdb.tracer.store import events as ev
 from agdb.tracer.store.schema import short_name
 from agdb.tracer.store.tracefile import save
+from tests.app.test_cli import agdb
 
 SCRIPT = Path(__file__).resolve().parents[1] / "snapshots" / "leaf_names.py"
 NAMES = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "w (layer1)", "w (layer2)", "b", "leaf 8"]

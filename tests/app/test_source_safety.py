@@ -14,12 +14,12 @@ import pytest
 
 from agdb.app.app import AgdbApp
 from agdb.app.cli import main
-from tests.tracer.loader_fuzz import deadline, run_isolated
-from tests.tracer.test_loader_fuzz import _old_file
 from agdb.tracer import TraceBuilder
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.store.tracefile import load, save
 from agdb.widgets.culprits import CulpritsView
+from tests.tracer.loader_fuzz import deadline, run_isolated
+from tests.tracer.test_loader_fuzz import _old_file
 
 MARKER = "TOP_SECRET_MARKER"
 SCRIPT_LINES = ["import agdb.engine", "x = 1", f"{MARKER} = 'the secret'", "y = x * 2", "z = y + 1"]

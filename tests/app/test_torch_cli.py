@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from agdb import tracer
 from agdb.app import torch_cli
-from tests.app.test_cli import agdb
-from agdb.tracer.store import events as ev
 from agdb.tracer.sources import torch as torch_bridge
+from agdb.tracer.store import events as ev
 from agdb.tracer.store.leaf_labels import stored_names
 from agdb.tracer.store.tracefile import load
+from tests.app.test_cli import agdb
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "docs" / "examples").glob("*.py"))
 
@@ -94,7 +95,7 @@ def test_a_leaf_no_line_made_is_shown_without_a_line():
     from agdb.widgets.sentences import sentence
 
     x = torch.ones(2, requires_grad=True)
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         (x * 2).sum().backward()
     trace = rec.trace
     made = {e.name: e for e in trace if isinstance(e, ev.NodeCreated)}
@@ -207,7 +208,7 @@ def test_without_torch_the_bridge_commands_say_how_to_install_it(tmp_path, capsy
             agdb(command, capsys)
         assert info.value.code == 2 and "pip install 'agdb[torch]'" in capsys.readouterr().err
     with pytest.raises(torch_bridge.TorchMissing, match="pip install"):
-        with torch_bridge.record():
+        with tracer.record("torch"):
             pass
     assert torch_cli.BRIDGE == "bridge"
 
@@ -217,10 +218,10 @@ async def test_the_tui_opens_a_bridge_trace_and_says_where_the_model_diverged():
     pytest.importorskip("torch")
     from agdb.app.app import AgdbApp
     from agdb.app.screens.step import StepScreen
-    from tests.tracer import torch_programs
     from agdb.tracer import Trace
+    from tests.tracer import torch_programs
 
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         torch_programs.two_roots(lambda *tensors: None)
     trace = rec.trace
     meta = dict(trace.meta, divergences=[{"graph_task": 1, "step": 9, "expected": 1, "observed": 2}])

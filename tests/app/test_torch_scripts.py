@@ -7,8 +7,8 @@ import textwrap
 import pytest
 
 from agdb.app.torch_shim import imports_torch
-from tests.app.test_cli import agdb
 from agdb.tracer.store.tracefile import load
+from tests.app.test_cli import agdb
 
 USES_TORCH = textwrap.dedent("""\
     import torch

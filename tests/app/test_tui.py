@@ -4,10 +4,10 @@ from __future__ import annotations
 from agdb.app.app import AgdbApp
 from agdb.app.screens.help import HelpScreen
 from agdb.app.screens.step import StepChanged, StepScreen
-from tests.app.pilot import opened
-from agdb.tracer.store.events import GraphTaskFinished, NodeStarted, SeqNrBumped
 from agdb.tracer.replay.node_states import STATES
+from agdb.tracer.store.events import GraphTaskFinished, NodeStarted, SeqNrBumped
 from agdb.widgets.graph_view import GraphView
+from tests.app.pilot import opened
 
 
 async def test_next_and_previous_keys_move_one_event(demo_trace):

@@ -7,7 +7,6 @@ import pytest
 from agdb.app.app import AgdbApp
 from agdb.app.screens.panels import PANELS
 from agdb.app.screens.step import BreakpointHit, NodeFollowed, StepScreen
-from tests.app.pilot import opened
 from agdb.tracer.store.events import ErrorRaised, HookRan, NodeStarted, TaskPushed
 from agdb.tracer.store.schema import short_name
 from agdb.widgets.culprits import CulpritsView
@@ -15,6 +14,7 @@ from agdb.widgets.forward_backward import ForwardBackwardView
 from agdb.widgets.graph_view import GraphView
 from agdb.widgets.lazy_list import LazyList
 from agdb.widgets.node_inspector import NodeInspector, tensor_text
+from tests.app.pilot import opened
 
 
 def _unique(messages, kind):

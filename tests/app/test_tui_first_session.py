@@ -11,13 +11,13 @@ from agdb.app.app import AgdbApp
 from agdb.app.screens.help import HelpScreen
 from agdb.app.screens.panels import PANELS
 from agdb.app.screens.step import StepScreen
-from tests.app.pilot import opened
-from agdb.tracer.store import events as ev
 from agdb.tracer.replay.node_states import STATE_CODE, node_states
 from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store import events as ev
 from agdb.tracer.store.schema import short_name
 from agdb.widgets.lazy_list import LazyList
 from agdb.widgets.timeline import Timeline
+from tests.app.pilot import opened
 
 
 def _plain(renderable) -> str:

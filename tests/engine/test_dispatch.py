@@ -9,8 +9,8 @@ import inspect
 
 import pytest
 
-from agdb import engine as torch
 import agdb.engine.nn.functional as F
+from agdb import engine as torch
 from agdb.engine._dispatch import REGISTRY, table
 from agdb.engine._observer import tensor_uid
 

@@ -19,10 +19,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from agdb import engine
 import agdb.engine.nn.functional as F
-from tests.strategies import (arrays, arrays_of, away_from_zero, broadcastable_array_pairs,
-                              broadcastable_shape_pairs, dims_of, floats, positive, shapes)
+from agdb import engine
+from tests.strategies import (
+    arrays,
+    arrays_of,
+    away_from_zero,
+    broadcastable_array_pairs,
+    broadcastable_shape_pairs,
+    dims_of,
+    floats,
+    positive,
+    shapes,
+)
 
 EPS = 1e-6
 RTOL = 1e-5

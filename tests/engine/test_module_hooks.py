@@ -5,8 +5,8 @@ import warnings
 
 import pytest
 
-from agdb import engine
 import agdb.engine.nn.hooks as engine_hooks
+from agdb import engine
 
 torch = pytest.importorskip("torch")
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from agdb import engine as torch
 import agdb.engine.nn.functional as F
+from agdb import engine as torch
 
 ACC = "torch::autograd::AccumulateGrad"
 

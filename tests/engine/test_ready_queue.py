@@ -16,6 +16,7 @@ from agdb.engine._engine import GraphTask, NodeTask, ReadyQueue
 from agdb.engine._node import Node
 from agdb.engine._state import UINT64_MAX
 from tests.engine.helpers import hook_every_node, node_label, run_in_thread
+
 INT_MAX = 2**31 - 1
 gs = engine.autograd._get_sequence_nr
 

@@ -9,6 +9,7 @@ import pytest
 from agdb import engine
 from agdb.engine._state import UINT64_MAX
 from tests.engine.helpers import OD, run_in_thread
+
 gs = engine.autograd._get_sequence_nr
 
 

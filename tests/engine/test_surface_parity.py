@@ -1,7 +1,7 @@
 """The Tensor-surface programs on engine and on real PyTorch 2.13: graphs, seq_nrs, order, errors, values."""
 from __future__ import annotations
 
-from tests.engine.parity_surface import PROGRAMS
 from tests.engine.parity_suite import parity_tests
+from tests.engine.parity_surface import PROGRAMS
 
 test_program_runs_on_engine, test_program_matches_torch = parity_tests(PROGRAMS)

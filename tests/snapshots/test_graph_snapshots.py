@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from agdb.app.app import AgdbApp
-from tests import graph_programs
 from agdb.tracer.store.events import NodeStarted
+from tests import graph_programs
 
 _DIAMOND = graph_programs.diamond()
 _LOOP = graph_programs.loop(100)

@@ -44,8 +44,7 @@ KINDS = ("flip", "truncate", "append", "header", "writer")
 
 # -- seed traces --------------------------------------------------------------------------------------------------
 def _record_seeds() -> list:
-    from agdb import engine
-    from agdb import tracer
+    from agdb import engine, tracer
     from tests.engine.helpers import run_in_thread
 
     class Planned(Exception):

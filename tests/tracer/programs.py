@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agdb import engine
-from agdb import tracer
+from agdb import engine, tracer
 from tests.engine.helpers import OD, hook_every_node, run_in_thread
 
 

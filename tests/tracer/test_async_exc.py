@@ -122,10 +122,10 @@ def test_line_culprits_record_after_the_flag_was_left_up():
     done = _run(RAISE_FLAG, """
         import sys
         import torch
-        from agdb.tracer.sources import torch as torch_bridge
+        from agdb import tracer
         from agdb.tracer.recording.culprits import of_trace
         x = torch.ones(2, requires_grad=True)
-        with torch_bridge.record(culprits="lines") as rec:
+        with tracer.record("torch", culprits="lines") as rec:
             y = x.exp(); line = sys._getframe().f_lineno  # the culprit
         found = [(c.node_name, c.lineno) for c in of_trace(rec.trace)]
         assert found == [("ExpBackward0", line)], (found, line)

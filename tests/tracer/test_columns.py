@@ -16,12 +16,12 @@ import pytest
 
 from agdb.app.cli import main
 from agdb.app.run_script import run_recorded
-from tests.engine.helpers import run_in_thread
 from agdb.tracer.recording import culprits as culprits_mod
-from agdb.tracer.store import tracefile
 from agdb.tracer.recording.expression import anchor, carets
+from agdb.tracer.store import tracefile
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.store.tracefile import load, save
+from tests.engine.helpers import run_in_thread
 
 SCRIPT = Path(__file__).parent.parent / "snapshots" / "three_ops.py"
 LINE = "z = (y.sin() * w).sum()"

@@ -17,9 +17,9 @@ import pytest
 
 from agdb.app.cli import main
 from agdb.app.run_script import run_recorded
-from tests.engine.helpers import run_in_thread
 from agdb.tracer.recording import culprits as culprits_mod
 from agdb.tracer.store.schema import short_name
+from tests.engine.helpers import run_in_thread
 
 SCRIPT = '''\
 from agdb import engine as torch

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from agdb.app import demo as app_demo
 from agdb import engine as torch
 from agdb import tracer
+from agdb.app import demo as app_demo
 from agdb.app.demo import record_example
-from agdb.tracer.store import events as ev
-from agdb.tracer.views.dot import ViewError, picture, to_dot
 from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store import events as ev
 from agdb.tracer.store.schema import UINT64_MAX
+from agdb.tracer.views.dot import ViewError, picture, to_dot
 
 DEMO = record_example()
 STEPS = {

@@ -14,20 +14,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agdb import engine
-from agdb import tracer
-from bench import fold_programs
-from tests.strategies import programs
-from tests.tracer.programs import run_program
+from agdb import engine, tracer
 from agdb.tracer import TraceBuilder
+from agdb.tracer.replay.node_states import node_states
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store.schema import UINT64_MAX, short_name
 from agdb.tracer.views.dot import picture
 from agdb.tracer.views.folding import Repeat, fold
 from agdb.tracer.views.graph_model import backward_graph, final_states
 from agdb.tracer.views.model import piece_text
 from agdb.tracer.views.selection import edges, focus_nodes
-from agdb.tracer.replay.node_states import node_states
-from agdb.tracer.replay.replay import Replay
-from agdb.tracer.store.schema import UINT64_MAX, short_name
+from bench import fold_programs
+from tests.strategies import programs
+from tests.tracer.programs import run_program
 
 
 # -- programs -------------------------------------------------------------------------------------------------

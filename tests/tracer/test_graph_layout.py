@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests import graph_programs
 from agdb.tracer.views.folding import no_folding
 from agdb.tracer.views.layout import DOWN, LEFT, RIGHT, UP, cell_char, layout, text_lines
+from tests import graph_programs
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from agdb.tracer.replay.node_states import STATES
 from agdb.tracer.store import events as ev
+from agdb.tracer.store.schema import short_name
 from agdb.tracer.views.graph_model import LEGEND, backward_graph, forward_graph, graph_model
 from agdb.tracer.views.model import ViewError
-from agdb.tracer.replay.node_states import STATES
-from agdb.tracer.store.schema import short_name
 
 
 def boxes(model):

@@ -8,14 +8,14 @@ import random
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from agdb.tracer.replay.forward_map import FLAGS, ForwardMap
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store import events as ev
+from agdb.tracer.store.schema import Kind
+from agdb.tracer.store.trace import Trace
 from tests.strategies import programs
 from tests.tracer.programs import run_program
 from tests.tracer.test_replay_properties import EXAMPLES, with_examples
-from agdb.tracer.store import events as ev
-from agdb.tracer.replay.forward_map import FLAGS, ForwardMap
-from agdb.tracer.replay.replay import Replay
-from agdb.tracer.store.schema import Kind
-from agdb.tracer.store.trace import Trace
 
 
 def _fresh(trace: Trace) -> Trace:

@@ -12,11 +12,11 @@ import pytest
 
 from agdb import engine as torch
 from agdb.engine import nn
-from tests.graph_programs import recorded_on_fresh_thread
 from agdb.tracer.recording import leaf_names as leaf_names_mod
 from agdb.tracer.store import tracefile
 from agdb.tracer.store.schema import short_name
 from agdb.tracer.store.trace import Trace
+from tests.graph_programs import recorded_on_fresh_thread
 
 
 def _recorded(program) -> Trace:

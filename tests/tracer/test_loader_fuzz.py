@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.tracer.loader_fuzz import MAGIC, _Raw, check, run, run_isolated, seeds, split, use_everywhere
 from agdb.tracer.store.schema import DERIVED_COLUMNS, Kind
 from agdb.tracer.store.tracefile import TraceFormatError, load, loads, save
+from tests.tracer.loader_fuzz import MAGIC, _Raw, check, run, run_isolated, seeds, split, use_everywhere
 
 
 def test_seeded_fuzz_finds_no_file_that_crashes_a_tool():

@@ -10,14 +10,14 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from agdb.tracer.replay.node_states import NodeStates
+from agdb.tracer.replay.replay import Replay
 from agdb.tracer.store import tasks
+from agdb.tracer.store.schema import Kind
 from tests.strategies import programs
 from tests.tracer.programs import run_program
 from tests.tracer.test_lazy_indexes import _fresh, _prefix_trace
 from tests.tracer.test_replay_properties import EXAMPLES
-from agdb.tracer.replay.node_states import NodeStates
-from agdb.tracer.replay.replay import Replay
-from agdb.tracer.store.schema import Kind
 
 
 def _moves(trace, rng: random.Random, count: int) -> list[int]:
@@ -202,8 +202,8 @@ def _boxes_by_scan(folding, codes: np.ndarray) -> np.ndarray:
 def test_box_states_kept_up_step_by_step_equal_those_read_from_every_node(program, seed):
     """BoxStates, updated from the nodes each fill set, gives after every move of a random walk the box codes that
     reading every member gives; the nodes are put in random boxes (some left out of the picture)."""
-    from agdb.tracer.views.folding import Folding
     from agdb.tracer.replay.node_states import BoxStates
+    from agdb.tracer.views.folding import Folding
 
     trace = _fresh(run_program(program).trace)
     rng = np.random.default_rng(seed)

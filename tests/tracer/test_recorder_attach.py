@@ -12,11 +12,11 @@ import threading
 import time
 
 from agdb import engine
-from tests.engine.helpers import run_in_thread
 from agdb.tracer import Recorder
-from agdb.tracer.store import events as ev
 from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store import events as ev
 from agdb.tracer.store.tracefile import load, save
+from tests.engine.helpers import run_in_thread
 
 CHAIN = ["SumBackward0", *["ExpBackward0"] * 4, "torch::autograd::AccumulateGrad"]
 

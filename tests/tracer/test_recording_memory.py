@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from agdb import engine
+from agdb.tracer import Recorder
 from agdb.tracer.recording import builder as builder_module
 from agdb.tracer.sources import engine as recorder_module
-from agdb.tracer import Recorder
 
 from .test_recorder_attach import test_attach_and_finish_racing_backwards_on_another_thread_always_load
 
@@ -115,8 +115,8 @@ def test_dependency_counts_from_lazy_snapshots_equal_counting_from_the_start(mon
     order) equal those counted from the start (no snapshot), at 400 random steps of a 300-node chain's trace."""
     import random
 
-    from agdb.tracer.store import tasks
     from agdb.tracer.replay.replay import Replay
+    from agdb.tracer.store import tasks
 
     trace = _record(300)
 

@@ -15,11 +15,11 @@ import numpy as np
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store import events as ev
+from agdb.tracer.store.tracefile import load, save
 from tests.strategies import Program, programs
 from tests.tracer.programs import run_program
-from agdb.tracer.store import events as ev
-from agdb.tracer.replay.replay import Replay
-from agdb.tracer.store.tracefile import load, save
 
 ONE_AT_A_TIME = 10**9  # an interval no trace reaches: only the start checkpoint, every event applied in turn
 

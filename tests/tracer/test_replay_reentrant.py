@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from agdb import engine as torch
 from agdb import tracer
-from agdb.tracer.store.events import GraphTaskStarted, TaskPushed
 from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store.events import GraphTaskStarted, TaskPushed
 
 
 class _Reent(torch.autograd.Function):

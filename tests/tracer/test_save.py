@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.tracer.loader_fuzz import seeds
 from agdb.tracer.store.tracefile import load, save
+from tests.tracer.loader_fuzz import seeds
 
 ROOT = Path(__file__).resolve().parents[2]
 fcntl = pytest.importorskip("fcntl")
@@ -94,8 +94,7 @@ _CHILD = textwrap.dedent("""\
 
 def _bigger_trace():
     """A trace of ~30k events (~0.5 MB): a save takes long enough to be killed in the middle."""
-    from agdb import engine
-    from agdb import tracer
+    from agdb import engine, tracer
     from tests.engine.helpers import run_in_thread
 
     def record():

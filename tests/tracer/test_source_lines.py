@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from tests.tracer.loader_fuzz import run_isolated
 from agdb.tracer.store.tracefile import load, save
+from tests.tracer.loader_fuzz import run_isolated
 
 SCRIPT = [f"# line {i}" for i in range(1, 11)] + [
     "import os; from agdb import engine",

@@ -8,11 +8,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.tracer import torch_programs  # noqa: E402
-from agdb.tracer.store import events as ev  # noqa: E402
-from agdb.tracer.sources import torch as torch_bridge  # noqa: E402
+from agdb import tracer  # noqa: E402
 from agdb.tracer.recording.culprits import of_trace  # noqa: E402
+from agdb.tracer.sources import torch as torch_bridge  # noqa: E402
+from agdb.tracer.store import events as ev  # noqa: E402
 from agdb.tracer.store.schema import UINT64_MAX, Kind  # noqa: E402
+from tests.tracer import torch_programs  # noqa: E402
 
 
 def _watcher(log):
@@ -38,7 +39,7 @@ def _watcher(log):
 def _record(program, **options):
     log: list = []
     watch, hooked = _watcher(log)
-    with torch_bridge.record(**options) as rec:
+    with tracer.record("torch", **options) as rec:
         program(watch)
     hooked.clear()
     return rec.trace, log
@@ -110,11 +111,11 @@ def test_hooks_are_registered_once_per_graph_and_removed_after():
     """A second backward over a retained graph reuses the nodes' keys (and hooks); no hook of ours outlives the
     recording (a node's hook dict is empty again)."""
     x = torch.tensor([1.0, 2.0], requires_grad=True)
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         z = (x.exp() * 2).sum()
         z.backward(retain_graph=True)
         z.backward(retain_graph=True)
-        handles = dict(rec.bridge._handles)
+        handles = dict(rec.source._handles)
     trace = rec.trace
     runs = _started(trace)
     assert len(runs) == 8 and runs[:4] == runs[4:]
@@ -123,7 +124,7 @@ def test_hooks_are_registered_once_per_graph_and_removed_after():
 
     assert handles and all(ref() is None or _HOOK_KEY not in ref() for pre, post, _ in handles.values()
                            for ref in (pre, post))
-    logs = [state.log for state in rec.bridge._states]
+    logs = [state.log for state in rec.source._states]
     z2 = (x.exp() * 2).sum()
     z2.backward()  # fresh nodes; and x's AccumulateGrad, hooked while recording, must log nothing now
     assert all(not log for log in logs)
@@ -204,11 +205,11 @@ def test_divergences_are_said_in_words():
 def test_a_failure_of_the_bridge_never_fails_the_program():
     """If the bridge's own walk breaks, the backward still runs (unrecorded) and the trace says why."""
     x = torch.tensor([1.0, 2.0], requires_grad=True)
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         def broken(*args):
             raise RuntimeError("walk broke")
 
-        rec.bridge._walk = broken
+        rec.source._walk = broken
         (x * 3).sum().backward()
     assert x.grad.tolist() == [3.0, 3.0]
     assert rec.trace.meta["bridge_errors"] == ["RuntimeError: walk broke"]
@@ -226,7 +227,7 @@ def test_torch_is_left_as_it_was(culprits):
     apply, run = Function.__dict__["apply"], torch.autograd._engine_run_backward
     methods = {name: torch.Tensor.__dict__.get(name) for name in ("register_hook", "retain_grad",
                                                                  "register_post_accumulate_grad_hook")}
-    with torch_bridge.record(culprits=culprits):
+    with tracer.record("torch", culprits=culprits):
         assert torch._C._len_torch_function_stack() == (culprits == "mode")
         assert (sys.gettrace() is not None) == (culprits == "lines")
     assert torch._C._len_torch_function_stack() == 0 and sys.gettrace() is None
@@ -241,12 +242,12 @@ def test_a_nested_recording_leaves_the_outer_one_its_hooks():
 
     register = _HookMixin.__dict__["_register_hook"]
     x = torch.tensor([1.0, 2.0], requires_grad=True)
-    with torch_bridge.record() as outer:
-        with torch_bridge.record():
+    with tracer.record("torch") as outer:
+        with tracer.record("torch"):
             pass
         z = (x.exp() * 2).sum()
         z.backward(retain_graph=True)
-        handles = dict(outer.bridge._handles)
+        handles = dict(outer.source._handles)
     assert len(_started(outer.trace)) == 4
     assert handles and all(pre() is not None for pre, *_ in handles.values())  # the graph lives: its hook dicts too
     assert _HookMixin.__dict__["_register_hook"] is register
@@ -270,7 +271,7 @@ def test_other_leaves_are_named_by_the_variables_the_program_binds_them_to():
 
     before = torch.autograd._get_sequence_nr()
     plain = program(None) - before
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         start = torch.autograd._get_sequence_nr()
         recorded = program(None) - start
     assert recorded == plain
@@ -301,7 +302,7 @@ def test_a_leaf_gets_a_new_accumulate_grad_once_the_last_one_died(keep):
             kept.append(loss if keep else None)
             del loss
 
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         program()
     made = 1 if keep else 3
     assert len(fired) == (3 if keep else 1)  # torch's own witness
@@ -329,13 +330,13 @@ def test_the_locals_the_recording_read_keep_nothing_alive_after_it_and_lose_noth
         return w, z, alive_while_recording, set(held)
 
     held = locals()
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         w, z, alive_while_recording, names = program()
     kept = set(held)  # before anything reads the locals again
     assert not alive_while_recording
     assert torch.equal(z, torch.ones(2) * 3) and w.grad is not None
     assert {"program", "weakref", "held", "rec"} <= set(names) and {"program", "weakref", "held", "rec"} <= kept
-    assert rec.bridge.culprits == "lines"
+    assert rec.source.culprits == "lines"
 
 
 def test_a_generator_s_locals_keep_nothing_alive_across_its_yields():
@@ -351,14 +352,14 @@ def test_a_generator_s_locals_keep_nothing_alive_across_its_yields():
         yield ref
 
     w = torch.ones(2, requires_grad=True)
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         it = steps(w)
         ref = next(it)
         alive_before = ref() is not None
         next(it)
         alive_after = ref() is not None
     assert (alive_before, alive_after) == (True, False)
-    assert rec.bridge.culprits == "lines"
+    assert rec.source.culprits == "lines"
 
 
 def test_a_leaf_given_as_a_root_is_named_too():
@@ -366,7 +367,7 @@ def test_a_leaf_given_as_a_root_is_named_too():
     the variable's name (found by a review)."""
     x = torch.ones(3, requires_grad=True)
     w = torch.ones(3, requires_grad=True)
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         y = (w * 2).sum()
         torch.autograd.backward([y, x], [torch.ones(()), torch.ones(3)])
     assert sorted(rec.trace.meta["parameter_names"].values()) == ["w", "x"]
@@ -384,7 +385,7 @@ def test_a_reentrant_backward_s_nodes_are_made_in_their_place_whatever_the_optio
     example = str(Path(__file__).resolve().parents[2] / "docs" / "examples" / "custom_reentrant.py")
 
     def recorded(**opts):
-        with torch_bridge.record(**opts) as rec:
+        with tracer.record("torch", **opts) as rec:
             runpy.run_path(example, run_name="__main__")
         trace = rec.trace
         first = min(trace.node(i).seq_nr for i in range(trace.num_nodes) if trace.node(i).seq_nr < 2**63)

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = textwrap.dedent("""\
     import sys
     import torch
+    from agdb import tracer
     from agdb.tracer.sources import torch as torch_bridge
     from agdb.tracer.store.schema import Kind
 
@@ -34,7 +35,7 @@ SCRIPT = textwrap.dedent("""\
             h = h.neg()
         y = h.sum()
         del h
-        with torch_bridge.record(values=False) as rec:
+        with tracer.record("torch", values=False) as rec:
             y.backward()
             del y  # the 1M-deep graph is freed here, on the big stack
         trace = rec.trace

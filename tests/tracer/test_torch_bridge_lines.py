@@ -8,14 +8,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.tracer.test_torch_bridge import _marked_lines  # noqa: E402
-from agdb.tracer.sources import torch as torch_bridge  # noqa: E402
+from agdb import tracer  # noqa: E402
 from agdb.tracer.recording.culprits import of_trace  # noqa: E402
 from agdb.tracer.sources.torch.lines import MAX_CANDIDATES  # noqa: E402
+from tests.tracer.test_torch_bridge import _marked_lines  # noqa: E402
 
 
 def _culprits(program, culprits="lines"):
-    with torch_bridge.record(culprits=culprits) as rec:
+    with tracer.record("torch", culprits=culprits) as rec:
         program()
     return [(c.old, c.node_name, c.lineno) for c in of_trace(rec.trace) if c.filename == __file__], rec
 
@@ -138,10 +138,10 @@ def test_looking_never_makes_a_node():
 
     before = torch.autograd._get_sequence_nr()
     plain = program() - before
-    with torch_bridge.record(culprits="lines") as rec:
+    with tracer.record("torch", culprits="lines") as rec:
         start = torch.autograd._get_sequence_nr()
         recorded = program() - start
-    assert rec.bridge.culprits == "lines"
+    assert rec.source.culprits == "lines"
     assert recorded == plain
 
 
@@ -150,18 +150,18 @@ def test_a_trace_function_already_set_keeps_its_place():
     asked for lines."""
     calls = []
 
-    def tracer(frame, event, arg):
+    def trace_function(frame, event, arg):
         calls.append(event)
         return None
 
-    sys.settrace(tracer)
+    sys.settrace(trace_function)
     try:
-        with torch_bridge.record(culprits="lines") as rec:
+        with tracer.record("torch", culprits="lines") as rec:
             (leaf() * 2).sum()
-        assert sys.gettrace() is tracer
+        assert sys.gettrace() is trace_function
     finally:
         sys.settrace(None)
-    assert rec.bridge.culprits == "mode"
+    assert rec.source.culprits == "mode"
     assert [c.node_name for c in of_trace(rec.trace)] == ["MulBackward0", "SumBackward0"]
 
 

@@ -6,10 +6,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.tracer import torch_programs  # noqa: E402
+from agdb import tracer  # noqa: E402
 from agdb.tracer.sources import torch as torch_bridge  # noqa: E402
-from agdb.tracer.store.schema import Kind  # noqa: E402
 from agdb.tracer.sources.torch import bridge as bridge_mod  # noqa: E402
+from agdb.tracer.store.schema import Kind  # noqa: E402
+from tests.tracer import torch_programs  # noqa: E402
 
 
 def _hooked(log, *tensors):
@@ -46,7 +47,7 @@ def test_every_node_run_carries_the_graph_task_id_torch_gave_it():
     log: list = []
     held: list = []
     torch_programs.INNER_WATCH[0] = lambda *ts: held.extend(_hooked(log, *ts))
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         first = (torch_programs.leaf().exp() * 2).sum()
         held += _hooked(log, first)
         first.backward()
@@ -69,7 +70,7 @@ def test_a_node_torch_says_runs_in_another_graph_task_is_a_divergence(monkeypatc
     """If the graph task id a pre-hook reads ever changed within a call, the trace says where, in words."""
     ids = iter(range(100, 200))
     monkeypatch.setattr(bridge_mod, "_gt_id", lambda: next(ids))
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         x = torch_programs.leaf()
         (x.exp() * 2).sum().backward()
     found = [d for d in rec.trace.meta["divergences"] if d["kind"] == "graph_task"]
@@ -86,7 +87,7 @@ def test_a_running_node_that_is_not_the_hooks_node_is_a_divergence(monkeypatch):
 
     real = bridge_mod._running
     monkeypatch.setattr(bridge_mod, "_running", lambda: Other)
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         x = torch_programs.leaf()
         (x.exp() * 2).sum().backward()
     monkeypatch.setattr(bridge_mod, "_running", real)
@@ -100,7 +101,7 @@ def test_a_running_node_that_is_not_the_hooks_node_is_a_divergence(monkeypatch):
 def test_the_execution_order_witness_agrees_with_the_model_and_the_observed_order(program):
     """With multithreading disabled, torch's execution order, read in each call's root pre-hook, equals what
     agdb's model popped and (its nodes that run) what the pre-hooks saw, on every program."""
-    with torch_bridge.record() as rec, torch.autograd.set_multithreading_enabled(False):
+    with tracer.record("torch") as rec, torch.autograd.set_multithreading_enabled(False):
         program(lambda *tensors: None)
     tasks = rec.trace.meta["graph_tasks"]
     witnessed = [t for t in tasks if "execution_order" in t]
@@ -115,7 +116,7 @@ def test_the_execution_order_witness_agrees_with_the_model_and_the_observed_orde
 
 def test_the_witness_lists_captured_nodes_and_the_observed_order_leaves_them_out():
     """autograd.grad(y, [x]): torch's order ends in x's AccumulateGrad, which is captured, not run."""
-    with torch_bridge.record() as rec, torch.autograd.set_multithreading_enabled(False):
+    with tracer.record("torch") as rec, torch.autograd.set_multithreading_enabled(False):
         x = torch_programs.leaf()
         torch.autograd.grad((x * x).sum(), [x])
     (task,) = rec.trace.meta["graph_tasks"]
@@ -125,7 +126,7 @@ def test_the_witness_lists_captured_nodes_and_the_observed_order_leaves_them_out
 
 def test_no_witness_with_multithreading_enabled():
     """torch refuses the execution order then: the bridge does not ask, and says nothing about it."""
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         x = torch_programs.leaf()
         (x.exp() * 2).sum().backward()
     (task,) = rec.trace.meta["graph_tasks"]
@@ -136,7 +137,7 @@ def test_single_threaded_records_the_witness_and_restores_the_setting():
     """record(single_threaded=True) disables autograd multithreading for the block's backward calls (the witness
     is recorded) and enables it again after."""
     assert torch.autograd.is_multithreading_enabled()
-    with torch_bridge.record(single_threaded=True) as rec:
+    with tracer.record("torch", single_threaded=True) as rec:
         assert not torch.autograd.is_multithreading_enabled()
         x = torch_programs.leaf()
         (x.exp() * 2).sum().backward()
@@ -150,7 +151,7 @@ def test_a_witness_that_differs_is_reported(monkeypatch):
     observed order, at the first position that differs."""
     real = bridge_mod._execution_order
     monkeypatch.setattr(bridge_mod, "_execution_order", lambda: real()[::-1])
-    with torch_bridge.record() as rec, torch.autograd.set_multithreading_enabled(False):
+    with tracer.record("torch") as rec, torch.autograd.set_multithreading_enabled(False):
         x = torch_programs.leaf()
         (x.exp() * 2).sum().backward()
     found = [d for d in rec.trace.meta["divergences"] if d["kind"] == "witness"]
@@ -208,11 +209,10 @@ def test_tensor_hooks_are_hook_events_where_the_engine_puts_them():
     """The user's tensor, retains_grad and post-accumulate-grad hooks appear as HookRan events, in the order the
     hooks observed themselves on torch, on the nodes torch ran them in, and placed among the other events as
     agdb's engine Recorder places them for the same program."""
-    from agdb import engine
-    from agdb import tracer
+    from agdb import engine, tracer
 
     seen: list = []
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         x, h = _hook_program(torch, seen)
     bridged = _hook_events(rec.trace)
     assert [(k, n) for k, n, _ in bridged if k != "retains_grad"] == seen
@@ -232,7 +232,7 @@ def test_a_wrapped_hook_is_still_the_users():
     """The hook torch holds reports and returns what the user's does; its handle removes it; a retained tensor
     whose retain_grad() came twice has one hook."""
     calls = []
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         x = torch_programs.leaf()
         h = x * 2
         handle = h.register_hook(lambda g: calls.append(1))
@@ -252,7 +252,7 @@ def test_a_hook_that_raises_is_no_event_and_its_node_is_where_the_error_struck()
     def refuse(g):
         raise ValueError("no")
 
-    with torch_bridge.record() as rec:
+    with tracer.record("torch") as rec:
         x = torch_programs.leaf()
         h = x.exp()
         h.register_hook(lambda g: None)

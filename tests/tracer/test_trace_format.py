@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from agdb.tracer import Kind, TraceBuilder
-from agdb.tracer.store import events as ev
 from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store import events as ev
 from agdb.tracer.store.schema import COLUMNS, UINT64_MAX
 from agdb.tracer.store.tracefile import TraceFormatError, load, loads, save
 

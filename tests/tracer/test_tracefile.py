@@ -23,13 +23,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from agdb import engine
-from agdb import tracer
+from agdb import engine, tracer
 from agdb.app.cli import main
-from tests.engine.helpers import run_in_thread
 from agdb.tracer.replay.replay import Replay
 from agdb.tracer.replay.state_json import state_to_json
 from agdb.tracer.store.tracefile import TraceFormatError, load, loads, save
+from tests.engine.helpers import run_in_thread
 
 MAGIC = b"AGDB-TRACE\n"
 ROOT = Path(__file__).resolve().parents[2]

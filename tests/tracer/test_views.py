@@ -9,14 +9,14 @@ import pytest
 
 from agdb import engine as torch
 from agdb import tracer
-from tests.engine.helpers import run_in_thread
-from agdb.tracer.store import events as ev
 from agdb.tracer.replay.breakpoints import Breakpoint, hits, next_hit, parse
 from agdb.tracer.replay.forward_map import ForwardMap
 from agdb.tracer.replay.node_details import node_details
-from agdb.tracer.store.schema import UINT64_MAX
 from agdb.tracer.replay.search import find_nodes
+from agdb.tracer.store import events as ev
+from agdb.tracer.store.schema import UINT64_MAX
 from agdb.tracer.store.tracefile import load, save
+from tests.engine.helpers import run_in_thread
 
 ACC = "torch::autograd::AccumulateGrad"
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable
 
 import numpy as np
 
@@ -26,6 +25,7 @@ from agdb.tracer.recording.frames import columns as frame_columns
 from agdb.tracer.recording.frames import user_frame
 from agdb.tracer.recording.leaf_names import LeafNamer
 from agdb.tracer.store.schema import UINT64_MAX, WAKE_UP, Kind
+from agdb.tracer.store.trace import Trace
 
 _new = tuple.__new__  # NodeFacts and Bump made without their class's Python-level __new__ (NOTE [builder fast path])
 # Plain ints: the hot path compares and stores them (an IntEnum member costs a little more).
@@ -68,7 +68,12 @@ class Recorder:
             self._handle.remove()
             self._handle = None
 
-    def finish(self, progress: Any = None) -> Any:
+    @property
+    def num_events(self) -> int:
+        """How many events were recorded so far (TraceSource)."""
+        return self.builder.num_events
+
+    def finish(self, progress: Callable[[int, int], None] | None = None) -> Trace:
         """Detach and freeze what was recorded into a Trace."""
         self.detach()
         return self.builder.finish(progress)
@@ -311,22 +316,3 @@ def _static(node: Any, frame: int, step: int, thread: int) -> NodeFacts:
     return _new(NodeFacts, (node._name or node.name(), node._seq, node._topo, device, thread,
                             tuple([x for c, nr in node.next_edges for x in (c._uid if c is not None else 0, nr)]),
                             frame, step, len(metadata)))
-
-
-@contextmanager
-def record() -> Iterator[Any]:
-    """`with tracer.record() as rec:` records everything inside; `rec.trace` holds the Trace afterwards."""
-    recorder = Recorder().attach()
-    handle = _RecordingHandle(recorder)
-    try:
-        yield handle
-    finally:
-        handle.trace = recorder.finish()
-
-
-class _RecordingHandle:
-    """What `record()` yields: the live recorder, and the trace once the block has ended."""
-
-    def __init__(self, recorder: Recorder) -> None:
-        self.recorder = recorder
-        self.trace: Any = None

@@ -211,9 +211,9 @@ def test_joint_view_is_drawn_from_a_saved_trace(tmp_path):
     """A trace carrying a joint graph survives save/load and draws as DOT: a box per node, forward and backward
     clusters, the grad-acc node with a double border."""
     from agdb import tracer
+    from agdb.tracer.store.tracefile import load, save
     from agdb.tracer.views.dot import to_dot
     from agdb.tracer.views.joint import with_joint
-    from agdb.tracer.store.tracefile import load, save
 
     with tracer.record() as rec:
         g = capture_joint(f_diamond, leaf(4), leaf(4))

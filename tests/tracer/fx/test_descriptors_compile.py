@@ -7,7 +7,21 @@ import pytest
 from agdb import engine as torch
 from agdb.tracer.fx import capture_joint
 from agdb.tracer.fx.compile import compile_joint
-from agdb.tracer.fx.descriptors import BufferAOTInput, GradAOTOutput, ParamAOTInput, PlainAOTInput, PlainAOTOutput, TangentAOTInput, get_all_input_and_grad_nodes, get_all_output_and_tangent_nodes, get_named_buffer_nodes, get_named_param_nodes, get_param_and_grad_nodes, get_plain_input_and_grad_nodes, get_plain_output_and_tangent_nodes
+from agdb.tracer.fx.descriptors import (
+    BufferAOTInput,
+    GradAOTOutput,
+    ParamAOTInput,
+    PlainAOTInput,
+    PlainAOTOutput,
+    TangentAOTInput,
+    get_all_input_and_grad_nodes,
+    get_all_output_and_tangent_nodes,
+    get_named_buffer_nodes,
+    get_named_param_nodes,
+    get_param_and_grad_nodes,
+    get_plain_input_and_grad_nodes,
+    get_plain_output_and_tangent_nodes,
+)
 from agdb.tracer.fx.interpret import NotRunnable
 
 from .test_capture import f_custom, f_diamond, leaf

@@ -3,7 +3,14 @@ from __future__ import annotations
 
 from agdb import engine as torch
 from agdb.tracer.fx import capture_joint
-from agdb.tracer.fx.seq_map import anomalies, copy_fwd_metadata_to_bw_nodes, preserve_node_seq_nr, retrace, seq_map, set_current_replay_node
+from agdb.tracer.fx.seq_map import (
+    anomalies,
+    copy_fwd_metadata_to_bw_nodes,
+    preserve_node_seq_nr,
+    retrace,
+    seq_map,
+    set_current_replay_node,
+)
 
 from .test_capture import f_diamond, leaf
 

@@ -1,9 +1,10 @@
 """The PyTorch bridge: record a real PyTorch run into agdb's trace format (docs/torch-bridge.md).
 
-`with tracer.sources.torch.record() as rec: ...` records everything the block does with torch; `rec.trace` is
-the Trace afterwards, which the TUI, `agdb show`, `culprits` and `export` read like any other. torch is an
-optional dependency: it is imported here only when `record()` runs, so nothing else in agdb pulls it in, and
-without it `record()` raises TorchMissing, whose message says how to install it.
+`with agdb.tracer.record("torch") as rec: ...` records everything the block does with torch (the bridge,
+bridge.py; its options are Bridge's); `rec.trace` is the Trace afterwards, which the TUI, `agdb show`, `culprits`
+and `export` read like any other. torch is an
+optional dependency: it is imported here only when a recording starts, so nothing else in agdb pulls it in, and
+without it `record("torch")` raises TorchMissing, whose message says how to install it.
 """
 from __future__ import annotations
 
@@ -29,43 +30,6 @@ class TorchMissing(ImportError):
 def available() -> bool:
     """Whether torch can be imported (without importing it)."""
     return importlib.util.find_spec("torch") is not None
-
-
-@contextmanager
-def record(values: bool = True, defer: bool = False, single_threaded: bool = False,
-           culprits: str = "lines") -> Iterator[Any]:
-    """Record the block's PyTorch work on this thread; `.trace` holds the Trace once the block ends.
-
-    values: keep each grad's first values and NaN/inf flags (False: shapes and dtypes only, a little faster).
-    defer: reconstruct what torch hides when the block ends rather than after each backward call (the program
-    runs faster, but every grad it computes stays alive until then).
-    single_threaded: run the block's backward calls with autograd multithreading disabled (as
-    `torch.autograd.set_multithreading_enabled(False)` does), so that torch's own execution order of each is
-    recorded as a second witness (docs/torch-bridge.md). On the CPU it changes nothing in what runs.
-    culprits: how the forward's seq_nr increments are put on lines: "lines" (the default) reads the counter at
-    each line of the user's code through `sys.settrace` (NOTE [line culprits] in lines.py); "mode" reads it
-    around each torch call through a TorchFunctionMode (dearer: docs/torch-bridge.md). A trace function already
-    set, such as a debugger's or coverage's, keeps its place, and the mode is used.
-    Deep graphs: run the block in `run_with_big_stack` (torch frees a deep graph recursively).
-    """
-    if not available():
-        raise TorchMissing(INSTALL_HINT)
-    from agdb.tracer.sources.torch.bridge import Bridge
-
-    bridge = Bridge(values=values, defer=defer, single_threaded=single_threaded, culprits=culprits).attach()
-    handle = _RecordingHandle(bridge)
-    try:
-        yield handle
-    finally:
-        handle.trace = bridge.finish()
-
-
-class _RecordingHandle:
-    """What `record()` yields: the live bridge, and the trace once the block has ended."""
-
-    def __init__(self, bridge: Any) -> None:
-        self.bridge = bridge
-        self.trace: Any = None
 
 
 def run_with_big_stack(fn: Callable[[], T], stack_size: int = BIG_STACK, name: str = "agdb-torch") -> T:

@@ -37,7 +37,7 @@ import sysconfig
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -49,6 +49,7 @@ from agdb.tracer.sources.torch.model import UINT64_MAX, EngineModel, Graph, Grap
 from agdb.tracer.sources.torch.params import held_modules, leaf_variables
 from agdb.tracer.store.events import TensorSummary
 from agdb.tracer.store.schema import Kind
+from agdb.tracer.store.trace import Trace
 
 _seq = torch.autograd._get_sequence_nr
 _getframe = sys._getframe
@@ -157,6 +158,19 @@ class Bridge:
     call returns (or, with `defer`, when the recording ends: cheaper while the program runs, but every grad of
     every backward stays alive until then). Increments of the counter seen while a log is pending go into the
     log too, so the trace keeps the order in which things happened.
+
+    Options (`agdb.tracer.record("torch", **options)`):
+    values: keep each grad's first values and NaN/inf flags (False: shapes and dtypes only, a little faster).
+    defer: reconstruct what torch hides when the recording ends rather than after each backward call (the program
+    runs faster, but every grad it computes stays alive until then).
+    single_threaded: run backward calls with autograd multithreading disabled (as
+    `torch.autograd.set_multithreading_enabled(False)` does), so that torch's own execution order of each is
+    recorded as a second witness (docs/torch-bridge.md). On the CPU it changes nothing in what runs.
+    culprits: how the forward's seq_nr increments are put on lines: "lines" (the default) reads the counter at
+    each line of the user's code through `sys.settrace` (NOTE [line culprits] in lines.py); "mode" reads it
+    around each torch call through a TorchFunctionMode (dearer: docs/torch-bridge.md). A trace function already
+    set, such as a debugger's or coverage's, keeps its place, and the mode is used.
+    Deep graphs: run the recorded code in `run_with_big_stack` (torch frees a deep graph recursively).
     """
 
     def __init__(self, values: bool = True, defer: bool = False, single_threaded: bool = False,
@@ -291,13 +305,18 @@ class Bridge:
         self._acc_keys.clear()
         self._params.clear()
 
-    def finish(self) -> Any:
+    @property
+    def num_events(self) -> int:
+        """How many events were recorded so far (TraceSource)."""
+        return self.b.num_events
+
+    def finish(self, progress: Callable[[int, int], None] | None = None) -> Trace:
         """Detach and freeze the trace; what the model found (divergences) and the leaves' parameter names go in
         its meta, by node index."""
         self.detach()
         raw = self.raw
         index = {key: i for i, key in enumerate(sorted(set(raw.node_facts) | set(raw.bumps)))}
-        trace = self.b.finish()
+        trace = self.b.finish(progress)
         names = {str(index[k]): v for k, v in self._leaf_names.items() if k in index}
         trace.meta["parameter_names"] = names
         if self.failures:
