@@ -17,6 +17,7 @@ from textual.worker import get_current_worker
 from agdb.tracer.store.printable import printable
 
 from .messages import TraceFailed, TraceLoaded, TraceProgress
+from .run_script import DEFAULT_SOURCE, ScriptSource
 from .screens.help import keys_text
 from .screens.step import StepScreen
 
@@ -39,11 +40,11 @@ class AgdbApp(App[None]):
                 Binding("ctrl+c", "quit", "Quit", show=False, priority=True)]
 
     def __init__(self, trace: Any = None, path: str | None = None, script: str | None = None,
-                 script_args: list[str] | None = None, as_torch: bool | None = None, title: str = "",
+                 script_args: list[str] | None = None, source: ScriptSource = DEFAULT_SOURCE, title: str = "",
                  source_files: Iterable[str] = ()) -> None:
         super().__init__()
         self.trace, self.path, self.script = trace, path, script
-        self.script_args, self.as_torch, self.title_text = script_args or [], as_torch, title
+        self.script_args, self.source, self.title_text = script_args or [], source, title  # source: records script
         self.source_files = tuple(source_files) + ((script,) if script else ())
         """Files the user named on the command line: the only ones the source view may open, and only for a
         trace that stores no source of its own (recorded before format version 3)."""
@@ -136,7 +137,7 @@ class AgdbApp(App[None]):
         try:
             # The TUI owns the terminal: the script gets an empty stdin (input() raises EOFError at once)
             # rather than racing the TUI for the keys.
-            run = run_recorded(script, self.script_args, self.as_torch,
+            run = run_recorded(script, self.script_args, self.source,
                                on_progress=lambda n: self.post_message(
                                    TraceProgress(f"recording {script}… {n:,} events (Escape stops it, q quits)")),
                                on_script_end=script_ended, no_stdin=True, capture_output=True)

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -17,17 +16,12 @@ from agdb.tracer.recording import culprits as culprits_mod
 from agdb.tracer.replay.replay import Replay
 from agdb.tracer.replay.state_json import state_to_json
 from agdb.tracer.store.schema import short_name
-from agdb.tracer.store.tracefile import TraceFormatError, load, save
+from agdb.tracer.store.tracefile import TraceFormatError
 
 from . import fx_cli, torch_cli
+from .commands import compiles, err, fail, load_trace, output_file, record_script, save_run
+from .run_script import DEFAULT_SOURCE, ScriptSource
 from .show import DEFAULT_LIMIT, StdoutConsole, executed_by_task, node_label, print_state, run_name, short
-
-err = Console(stderr=True, highlight=False)
-
-
-def _fail(message: str) -> None:
-    """One plain line on stderr: no markup (paths may hold brackets), no wrapping."""
-    sys.stderr.write(f"agdb: {message}\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,13 +47,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _stdout_closed()
     except TraceFormatError as e:
-        _fail(str(e))
+        fail(str(e))
         return 1
     except OSError as e:
-        _fail(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e))
+        fail(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e))
         return 1
     except KeyboardInterrupt:
-        _fail("interrupted")
+        fail("interrupted")
         return 130
 
 
@@ -148,124 +142,57 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _torch_flags(parser: argparse.ArgumentParser) -> None:
+    """--as-torch, --real-torch and --torch: which source records the script (run_script.ScriptSource)."""
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--as-torch", dest="as_torch", action="store_const", const=True, default=None,
-                       help="let the script's `import torch` get agdb's engine (the default when the script "
-                            "imports torch)")
-    which.add_argument("--real-torch", dest="as_torch", action="store_const", const=False,
+    which.add_argument("--as-torch", dest="source", action="store_const", const=ScriptSource(torch_import="engine"),
+                       default=DEFAULT_SOURCE, help="let the script's `import torch` get agdb's engine (the default "
+                                                    "when the script imports torch)")
+    which.add_argument("--real-torch", dest="source", action="store_const", const=ScriptSource(torch_import="torch"),
                        help="let the script use real torch, unrecorded (--torch records it)")
     torch_cli.add_torch_flag(which)
 
 
-def _record(script: str, script_args: list[str], as_torch: bool | None, on_os_exit=None):
-    """Run and record `script`, telling how it ended; `on_os_exit(run)` saves and exits if it calls os._exit."""
-    from .run_script import run_recorded
-
-    with err.status("recording…") as status:
-        def os_exit(run) -> int:
-            status.stop()
-            _report(run)
-            return on_os_exit(run)
-
-        run = run_recorded(script, script_args, as_torch,
-                           on_progress=lambda n: status.update(f"recording… {n:,} events"),
-                           on_os_exit=os_exit if on_os_exit is not None else None)
-    _report(run)
-    return run
 
 
-def _report(run) -> None:
-    """Say on stderr how the script ended, when it did not end well, and why nothing was recorded."""
-    from .run_script import OsExitCalled
-
-    if isinstance(run.error, KeyboardInterrupt):
-        _fail(f"interrupted: kept {len(run.trace):,} events")
-    elif isinstance(run.error, (SystemExit, OsExitCalled)):
-        _fail(f"{run.error_text} (what it recorded is kept)")
-    elif run.error is not None:
-        sys.stderr.write(f"agdb: the script raised (the trace up to that point is kept):\n{run.error_text}")
-        if not run.error_text.endswith("\n"):
-            sys.stderr.write("\n")
-    if run.note:
-        _fail(run.note)
 
 
-def _output_file(text: str) -> Path | None:
-    """`-o`'s file as an absolute path, checked before the script runs (the script may chdir or fail late);
-    None after saying why it cannot be written."""
-    path = Path(os.path.abspath(text))  # not resolve(): a symlink at -o stays the file named
-    if path.is_dir():
-        _fail(f"-o {text} is a directory: name a file, such as {Path(text) / 'trace.agdb'}")
-    elif not path.parent.is_dir():
-        _fail(f"-o {text}: the directory {path.parent} does not exist")
-    elif not os.access(path.parent, os.W_OK | os.X_OK):
-        _fail(f"-o {text}: cannot write in {path.parent}")
-    elif path.exists() and not path.is_file():
-        _fail(f"-o {text} is not a regular file")
-    else:
-        return path
-    return None
 
 
-def _compiles(script: str) -> bool:
-    """Whether `script` exists and compiles; if not, says why (Python's own SyntaxError report) first."""
-    from .run_script import syntax_error
-
-    report = syntax_error(script)  # OSError (no such script) goes to main's handler
-    if report is not None:
-        sys.stderr.write(f"agdb: {script} has a syntax error, so it was not run:\n{report}")
-    return report is None
 
 
 def _cmd_record(args: argparse.Namespace) -> int:
     if args.output is None:
         args.output = Path(args.script).stem + ".agdb"
-    output = _output_file(args.output)
-    if output is None or not _compiles(args.script):
+    output = output_file(args.output)
+    if output is None or not compiles(args.script):
         return 1
-    run = _record(args.script, args.script_args, args.as_torch,
-                  on_os_exit=lambda run: _save_run(run, output, args.output))
-    return _save_run(run, output, args.output)
+    run = record_script(args.script, args.script_args, args.source,
+                  on_os_exit=lambda run: save_run(run, output, args.output))
+    return save_run(run, output, args.output)
 
 
-def _save_run(run, output: Path, shown: str) -> int:
-    """Save a run's trace to `output` unless it is empty and would replace a file or hide a failure; returns
-    the status agdb ends with: the script's own, or 1 when agdb failed."""
-    if run.note:
-        return 1  # nothing recorded, and said why: no empty file
-    if len(run.trace) == 0 and (run.error is not None or output.exists()):
-        kept = " (the file there is left as it was)" if output.exists() else ""
-        _fail(f"nothing was recorded, so {shown} was not written{kept}")
-        return run.exit_status or 1
-    with err.status(f"saving {len(run.trace):,} events…"):
-        save(run.trace, output)
-    sys.stderr.write(f"wrote {shown}: {len(run.trace):,} events, {run.trace.num_nodes:,} nodes\n")
-    return run.exit_status
 
 
-def _load(path: str):
-    with err.status(escape(f"loading {path}…")):
-        return load(path)
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from .export import ExportError, resolve_focus
 
-    trace = _load(args.trace)
+    trace = load_trace(args.trace)
     if len(trace) == 0:
-        _fail(f"{args.trace} holds no events")
+        fail(f"{args.trace} holds no events")
         return 1
     step = len(trace) - 1 if args.step is None else args.step
     if not 0 <= step < len(trace):
-        _fail(f"--step {step} is outside 0..{len(trace) - 1}")
+        fail(f"--step {step} is outside 0..{len(trace) - 1}")
         return 1
     if args.limit is not None and args.limit < 0:
-        _fail("--limit must be 0 or more")
+        fail("--limit must be 0 or more")
         return 1
     try:
         node = resolve_focus(trace, args.node, flag="--node") if args.node is not None else None
     except ExportError as e:
-        _fail(str(e))
+        fail(str(e))
         return 1
     limit = None if args.all else args.limit if args.limit is not None or args.json else DEFAULT_LIMIT
     with err.status(f"replaying to step {step:,}…"):
@@ -297,21 +224,21 @@ def _omitted_note(trace) -> str:
 
 def _cmd_culprits(args: argparse.Namespace) -> int:
     if args.script.endswith(".agdb"):
-        return _print_culprits(_load(args.script), args)
+        return _print_culprits(load_trace(args.script), args)
 
     def os_exit(run) -> int:
         return _culprits_of_run(run, args)
 
-    if not _compiles(args.script):
+    if not compiles(args.script):
         return 1
-    return _culprits_of_run(_record(args.script, args.script_args, args.as_torch, on_os_exit=os_exit), args)
+    return _culprits_of_run(record_script(args.script, args.script_args, args.source, on_os_exit=os_exit), args)
 
 
 def _culprits_of_run(run, args: argparse.Namespace) -> int:
     if run.note:
         return 1
     if len(run.trace) == 0 and run.error is not None:
-        _fail(f"the sequence number never moved: {NO_BUMP_FAILED}")
+        fail(f"the sequence number never moved: {NO_BUMP_FAILED}")
         return run.exit_status or 1
     status = _print_culprits(run.trace, args, failed=run.error is not None)
     return run.exit_status or status
@@ -325,12 +252,12 @@ def _print_culprits(trace, args: argparse.Namespace, failed: bool = False) -> in
         rows_of = _thread_rows(trace, args.thread)
         if not rows_of:
             names = ", ".join(f"{row} ({name})" for row, name in trace.threads) or "none"
-            _fail(f"--thread {args.thread}: no such thread in the trace (its threads: {names})")
+            fail(f"--thread {args.thread}: no such thread in the trace (its threads: {names})")
             return 1
         every = [c for c in every if c.thread in rows_of]
     rows = culprits_mod.select(every, args.start, args.stop)
     if not rows:
-        _fail(_why_no_culprits(every, args, failed))
+        fail(_why_no_culprits(every, args, failed))
         return 0
     table = Table(title="sequence-number increments", title_justify="left")
     out = StdoutConsole()
@@ -416,9 +343,9 @@ def _why_no_culprits(every: list, args: argparse.Namespace, failed: bool) -> str
 def _cmd_export(args: argparse.Namespace) -> int:
     from .export import ExportError, export, resolve_focus
 
-    trace = _load(args.trace)
+    trace = load_trace(args.trace)
     if len(trace) == 0:
-        _fail(f"{args.trace} holds no events")
+        fail(f"{args.trace} holds no events")
         return 1
     try:
         state, order = _state_and_order(trace, args.step) if args.focus is not None else (None, None)
@@ -427,7 +354,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             done = export(trace, args.output, step=args.step, view=args.view, focus=focus, radius=args.radius,
                           collapse=args.collapse, force=args.force, state=state)
     except ExportError as e:
-        _fail(str(e))
+        fail(str(e))
         return 1
     sys.stderr.write(f"wrote {done.path}: {done.num_boxes:,} boxes, {done.num_arrows:,} arrows\n")
     return 0
@@ -460,9 +387,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_tui(args: argparse.Namespace) -> int:
     from .app import AgdbApp
 
-    if not _compiles(args.script):
+    if not compiles(args.script):
         return 1
-    return _run_app(AgdbApp(script=args.script, script_args=args.script_args, as_torch=args.as_torch))
+    return _run_app(AgdbApp(script=args.script, script_args=args.script_args, source=args.source))
 
 
 def _cmd_open(args: argparse.Namespace) -> int:
@@ -470,7 +397,7 @@ def _cmd_open(args: argparse.Namespace) -> int:
 
     # Loaded here, not in the TUI: a missing or bad file fails on the command line (main says why, exit 1)
     # before the TUI takes the screen.
-    trace = _load(args.trace)
+    trace = load_trace(args.trace)
     return _run_app(AgdbApp(trace=trace, title=args.trace, source_files=args.source))
 
 
@@ -479,7 +406,7 @@ def _run_app(app) -> int:
     when the app itself failed)."""
     app.run()
     if app.failure:
-        _fail(app.failure)
+        fail(app.failure)
         return 1
     return app.return_code or 0
 
@@ -503,15 +430,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     target = os.path.abspath(args.target)
     if args.target.endswith(".agdb"):
-        _load(args.target)  # a missing or bad file fails here (exit 1), not in every browser tab
+        load_trace(args.target)  # a missing or bad file fails here (exit 1), not in every browser tab
         argv = ["open", target]
     else:
-        if not _compiles(args.target):
+        if not compiles(args.target):
             return 1
-        flag = {True: ["--as-torch"], False: ["--real-torch"], None: []}[args.as_torch]
-        argv = ["tui", target, *flag, "--", *args.script_args]
+        argv = ["tui", target, *args.source.flags(), "--", *args.script_args]
     if not 0 < args.port < 65536:
-        _fail(f"--port {args.port} is not a port number (1..65535)")
+        fail(f"--port {args.port} is not a port number (1..65535)")
         return 1
     return serve(argv, args.host, args.port, title=f"agdb · {Path(args.target).name}")
 

@@ -24,9 +24,38 @@ import threading
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
-from agdb.tracer import Recorder
+from agdb.tracer import make_source
+from agdb.tracer.recording.async_exc import interrupt
+from agdb.tracer.sources import torch as torch_source
+from agdb.tracer.sources.source import SourceName
+
+TorchImport = Literal["auto", "engine", "torch"]
+
+
+@dataclass(frozen=True)
+class ScriptSource:
+    """Which trace source records a script, and how: agdb's engine (`agdb record`) or real PyTorch under the bridge
+    (`--torch`, `agdb torch`)."""
+
+    name: SourceName = "engine"
+    torch_import: TorchImport = "auto"
+    """On the engine: what the script's `import torch` gets. "engine": agdb's engine (--as-torch); "torch": real
+    torch, unrecorded (--real-torch); "auto": the engine when the script's source imports torch."""
+    single_threaded: bool = False
+    """On real torch: backward calls with autograd multithreading disabled, torch's own order as a witness
+    (`agdb torch --single-threaded`; the bridge's option of that name)."""
+
+    def flags(self) -> list[str]:
+        """The command-line flags that choose this source (`agdb serve` passes them on to each tab's agdb)."""
+        if self.name == "torch":
+            return ["--torch"]
+        return {"auto": [], "engine": ["--as-torch"], "torch": ["--real-torch"]}[self.torch_import]
+
+
+DEFAULT_SOURCE = ScriptSource()
+"""agdb's engine, giving the script's `import torch` the engine when its source imports torch."""
 
 
 class OsExitCalled(BaseException):
@@ -56,16 +85,13 @@ REAL_TORCH_NOTE = ("the script ran on real PyTorch without agdb's bridge, so not
                    "for a script that imports torch).")
 
 
-def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
+def run_recorded(script: str, args: list[str], source: ScriptSource = DEFAULT_SOURCE,
                  on_progress: Callable[[int], None] | None = None,
                  on_script_end: Callable[[], None] | None = None,
                  no_stdin: bool = False,
                  on_os_exit: Callable[[ScriptRun], int] | None = None,
                  capture_output: bool = False) -> ScriptRun:
-    """Run `script` with `args` as `__main__`, recording the engine; the trace is kept if the script fails.
-
-    `as_torch`: let the script's `import torch` get agdb's engine; None (the default) does so when the
-    script's source imports torch; "bridge" runs real torch under the PyTorch bridge instead.
+    """Run `script` with `args` as `__main__`, recorded by `source`; the trace is kept if the script fails.
 
     `on_script_end` is called the moment the script stops, before agdb's own clean-up (the app uses it to
     stop sending interrupts, which must reach the script and nothing after it).
@@ -79,70 +105,143 @@ def run_recorded(script: str, args: list[str], as_torch: bool | None = None,
     it saves what it must and returns the status the process then ends with. Without it, the script is
     stopped with OsExitCalled.
     NOTE [running the script in agdb's process].
+
+    Raises FileNotFoundError, and TorchMissing (its message says how to install torch) for real torch without it.
     """
-    if as_torch in ("bridge", "bridge:single-threaded"):  # --torch: real PyTorch, recorded by the bridge
-        from .torch_run import run_bridged  # (app/torch_run.py); agdb torch --single-threaded: the witness too
-        return run_bridged(script, args, on_progress, on_script_end, no_stdin, on_os_exit,
-                           single_threaded=as_torch == "bridge:single-threaded")
     path = Path(script)
     if not path.is_file():
         raise FileNotFoundError(f"no such script: {script}")
     path = path.resolve()  # the script may chdir; its frames and tracebacks keep naming this file
-    from . import torch_shim
+    run = _Run(script, path, args, source, on_progress, no_stdin, on_os_exit, capture_output)
+    if source.name == "torch":
+        if not torch_source.available():
+            raise torch_source.TorchMissing(torch_source.INSTALL_HINT)
+        return _on_big_stack(run, on_script_end)
+    return run(on_script_end)
 
-    wants_torch = torch_shim.imports_torch(path)
-    if as_torch is None:
-        as_torch = wants_torch
-    saved_argv, saved_path, saved_stdin, saved_exit = sys.argv[:], sys.path[:], sys.stdin, os._exit
-    saved_out, saved_err = sys.stdout, sys.stderr
-    stdin = _NoInput() if no_stdin else None
-    output = _Output() if capture_output else None
-    shim = torch_shim.install() if as_torch else None
-    recorder = Recorder().attach()
-    stop = threading.Event()
-    ticker = threading.Thread(target=_tick, args=(recorder, stop, on_progress), daemon=True) if on_progress else None
-    if ticker:
-        ticker.start()
-    state: dict[str, Any] = {}
 
-    def restore() -> None:
-        stop.set()
-        sys.argv, sys.path[:], os._exit = saved_argv, saved_path, saved_exit
-        if stdin is not None:
-            sys.stdin = saved_stdin
-        if output is not None:  # put back only what is still ours (the app may have swapped them since)
-            if sys.stdout is output:
-                sys.stdout = saved_out
-            if sys.stderr is output:
-                sys.stderr = saved_err
-        if shim is not None:
-            torch_shim.uninstall(shim)
+class _Run:
+    """One run of a script under a trace source, on the calling thread."""
 
-    def finished(error: BaseException | None, error_text: str) -> ScriptRun:
-        trace = recorder.finish()
-        note = REAL_TORCH_NOTE if wants_torch and not as_torch and len(trace) == 0 else ""
-        return ScriptRun(trace, error, error_text, as_torch, note, exit_status(error),
-                         stdin is not None and stdin.was_read, output.text() if output is not None else "")
+    def __init__(self, script: str, path: Path, args: list[str], source: ScriptSource,
+                 on_progress: Callable[[int], None] | None, no_stdin: bool,
+                 on_os_exit: Callable[[ScriptRun], int] | None, capture_output: bool) -> None:
+        self.script, self.path, self.args, self.source = script, path, args, source
+        self.on_progress, self.no_stdin, self.on_os_exit, self.capture_output = (on_progress, no_stdin, on_os_exit,
+                                                                                  capture_output)
 
-    os._exit = _os_exit_for(os.getpid(), saved_exit, on_os_exit, restore, finished, state)
-    error, error_text = None, ""
-    try:
-        sys.argv = [script, *args]
-        sys.path.insert(0, str(path.parent))
-        if stdin is not None:
-            sys.stdin = stdin
-        if output is not None:
-            sys.stdout = sys.stderr = output
+    def __call__(self, on_script_end: Callable[[], None] | None) -> ScriptRun:
+        from . import torch_shim
+
+        script, path, source = self.script, self.path, self.source
+        on_engine = source.name == "engine"
+        wants_torch = on_engine and torch_shim.imports_torch(path)
+        as_torch = on_engine and (wants_torch if source.torch_import == "auto" else source.torch_import == "engine")
+        saved_argv, saved_path, saved_stdin, saved_exit = sys.argv[:], sys.path[:], sys.stdin, os._exit
+        saved_out, saved_err = sys.stdout, sys.stderr
+        stdin = _NoInput() if self.no_stdin else None
+        output = _Output() if self.capture_output else None
+        shim = torch_shim.install() if as_torch else None
+        options = {"single_threaded": True} if source.single_threaded else {}
+        recording = make_source(source.name, **options).attach()
+        stop = threading.Event()
+        if self.on_progress is not None:
+            threading.Thread(target=_tick, args=(recording, stop, self.on_progress), daemon=True).start()
+        state: dict[str, Any] = {}
+
+        def restore() -> None:
+            stop.set()
+            sys.argv, sys.path[:], os._exit = saved_argv, saved_path, saved_exit
+            if stdin is not None:
+                sys.stdin = saved_stdin
+            if output is not None:  # put back only what is still ours (the app may have swapped them since)
+                if sys.stdout is output:
+                    sys.stdout = saved_out
+                if sys.stderr is output:
+                    sys.stderr = saved_err
+            if shim is not None:
+                torch_shim.uninstall(shim)
+
+        def finished(error: BaseException | None, error_text: str) -> ScriptRun:
+            trace = recording.finish()
+            note = REAL_TORCH_NOTE if wants_torch and not as_torch and len(trace) == 0 else ""
+            return ScriptRun(trace, error, error_text, as_torch, note, exit_status(error),
+                             stdin is not None and stdin.was_read, output.text() if output is not None else "")
+
+        os._exit = _os_exit_for(os.getpid(), saved_exit, self.on_os_exit, restore, finished, state)
+        error, error_text = None, ""
         try:
-            runpy.run_path(str(path), run_name="__main__")
+            sys.argv = [script, *self.args]
+            sys.path.insert(0, str(path.parent))
+            if stdin is not None:
+                sys.stdin = stdin
+            if output is not None:
+                sys.stdout = sys.stderr = output
+            try:
+                runpy.run_path(str(path), run_name="__main__")  # on real torch its graphs die here, on a big stack
+            finally:
+                if on_script_end is not None:
+                    on_script_end()
+        except BaseException as e:  # noqa: BLE001 - the user's error is reported, the trace is kept
+            error, error_text = script_error(e, path)
+            if not on_engine and not isinstance(e, (SystemExit, OsExitCalled)):
+                e.__traceback__ = None  # its frames hold the script's tensors: free them on this thread's stack
         finally:
-            if on_script_end is not None:
-                on_script_end()
-    except BaseException as e:  # noqa: BLE001 - the user's error is reported, the trace is kept
-        error, error_text = script_error(e, path)
+            restore()
+        return finished(error, error_text)
+
+
+def _on_big_stack(run: _Run, on_script_end: Callable[[], None] | None) -> ScriptRun:
+    """Run a real-torch script in a thread of its own with a large stack, passing on interrupts.
+
+    PyTorch frees a deep graph recursively: a 50k-deep graph whose nodes were touched from Python crashes the
+    main thread's 8 MiB stack, so the script runs with `torch_source.BIG_STACK` (1 GiB of address space; 1M-deep
+    chains need it). This thread waits for it and passes on an interrupt (the TUI's Escape, Ctrl-C) to the script,
+    so stopping a recording works as it does on agdb's engine.
+    """
+    ended = threading.Event()
+    box: dict[str, Any] = {}
+
+    def body() -> None:
+        box["ident"] = threading.get_ident()
+        try:
+            box["run"] = run(ended.set)
+        except BaseException as e:  # noqa: BLE001 - handed back to the caller's thread
+            box["error"] = e
+        finally:
+            ended.set()
+
+    old = threading.stack_size()
+    threading.stack_size(torch_source.BIG_STACK)
+    try:
+        # Named MainThread, as under `python SCRIPT` (NOTE [the script's thread] in app/app.py): the trace and
+        # `agdb culprits` name the thread, and the script may read threading.current_thread().name.
+        thread = threading.Thread(target=body, name="MainThread", daemon=True)
+        thread.start()
     finally:
-        restore()
-    return finished(error, error_text)
+        threading.stack_size(old)
+    _wait(thread, ended, box, on_script_end)
+    if "error" in box:
+        raise box["error"]
+    return box["run"]
+
+
+def _wait(thread: threading.Thread, ended: threading.Event, box: dict, on_script_end: Callable[[], None] | None
+          ) -> None:
+    """Join the script's thread, passing any interrupt this thread gets on to it."""
+    told = False
+    while thread.is_alive():
+        try:
+            if ended.wait(0.1) and not told:
+                told = True
+                if on_script_end is not None:
+                    on_script_end()
+            thread.join(0.1)
+        except KeyboardInterrupt:
+            if not ended.is_set() and "ident" in box:
+                interrupt(box["ident"])
+    if not told and on_script_end is not None:
+        on_script_end()
 
 
 def script_error(e: BaseException, path: Path) -> tuple[BaseException | None, str]:
@@ -279,9 +378,9 @@ class _Output(io.TextIOBase):
         return f"[… the first {dropped:,} characters are left out]\n{text}" if dropped else text
 
 
-def _tick(recorder: Recorder, stop: threading.Event, on_progress: Callable[[int], None]) -> None:
+def _tick(source: Any, stop: threading.Event, on_progress: Callable[[int], None]) -> None:
     while not stop.wait(0.2):
-        on_progress(recorder.builder.num_events)
+        on_progress(source.num_events)
 
 
 def _user_tb(tb: Any, script: Path) -> Any:

@@ -1,7 +1,7 @@
 """The bridge's commands: `agdb torch SCRIPT -o TRACE`, the `--torch` flag of record/culprits/tui, and `agdb diff`.
 
-Kept apart from cli.py, which only calls `add_commands` and `add_torch_flag`. Never imports torch: the bridge
-does, when a script runs.
+Kept apart from cli.py, which only calls `add_commands` and `add_torch_flag`; both build on commands.py. Never
+imports torch: the bridge does, when a script runs.
 """
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from typing import Any
 
 from agdb.tracer.sources import torch as torch_bridge
 
-BRIDGE = "bridge"
-"""The value `--torch` gives `as_torch`: run_script.run_recorded then records real torch with the bridge."""
-BRIDGE_SINGLE_THREADED = "bridge:single-threaded"
-"""`agdb torch --single-threaded`: the bridge, with autograd multithreading disabled (the witness)."""
+from .commands import fail, load_trace, output_file, record_script, save_run
+from .run_script import ScriptSource
+
+TORCH = ScriptSource("torch")
+"""What `--torch` chooses: real torch, recorded by the bridge."""
 
 
 class _NeedsTorch(argparse.Action):
@@ -25,12 +26,12 @@ class _NeedsTorch(argparse.Action):
                  option_string: str | None = None) -> None:
         if not torch_bridge.available():
             parser.error(f"{option_string} runs real PyTorch, which is not installed. {torch_bridge.INSTALL_HINT}")
-        setattr(namespace, self.dest, BRIDGE)
+        setattr(namespace, self.dest, TORCH)
 
 
 def add_torch_flag(group: Any) -> None:
     """`--torch` beside --as-torch and --real-torch."""
-    group.add_argument("--torch", dest="as_torch", action=_NeedsTorch, nargs=0,
+    group.add_argument("--torch", dest="source", action=_NeedsTorch, nargs=0,
                        help="run the script on real PyTorch and record it with agdb's bridge (docs/torch-bridge.md)")
 
 
@@ -61,17 +62,15 @@ def add_commands(sub: Any) -> None:
 
 
 def _cmd_torch(args: argparse.Namespace) -> int:
-    from . import cli
-
     if not torch_bridge.available():
-        cli._fail(f"agdb torch runs real PyTorch, which is not installed. {torch_bridge.INSTALL_HINT}")
+        fail(f"agdb torch runs real PyTorch, which is not installed. {torch_bridge.INSTALL_HINT}")
         return 1
-    output = cli._output_file(args.output)
+    output = output_file(args.output)
     if output is None:
         return 1
-    run = cli._record(args.script, args.script_args, BRIDGE_SINGLE_THREADED if args.single_threaded else BRIDGE,
-                      on_os_exit=lambda run: cli._save_run(run, output, args.output))
-    status = cli._save_run(run, output, args.output)
+    run = record_script(args.script, args.script_args, ScriptSource("torch", single_threaded=args.single_threaded),
+                        on_os_exit=lambda run: save_run(run, output, args.output))
+    status = save_run(run, output, args.output)
     witness = torch_bridge.witness_text(run.trace)
     if witness:
         sys.stderr.write(f"agdb: {witness}\n")
@@ -86,9 +85,7 @@ def _cmd_torch(args: argparse.Namespace) -> int:
 def _cmd_diff(args: argparse.Namespace) -> int:
     from agdb.tracer.replay.diff import ASPECTS, compare, side_of, to_json
 
-    from . import cli
-
-    traces = [cli._load(path) for path in (args.a, args.b)]
+    traces = [load_trace(path) for path in (args.a, args.b)]
     a, b = (side_of(t, path) for t, path in zip(traces, (args.a, args.b), strict=True))
     aspects = compare(a, b)
     equal = all(x.equal for x in aspects)

@@ -37,7 +37,7 @@ def test_nothing_but_the_bridge_imports_torch():
     engine load without it; only `tracer.sources.torch.bridge`, imported when a recording starts, imports it."""
     loaded = _modules_after_import(
         "import agdb.engine, agdb.tracer, agdb.tracer.replay.replay, agdb.tracer.replay.diff, agdb.tracer.sources.torch, "
-        "agdb.tracer.sources.torch.model, agdb.app.cli, agdb.app.app, agdb.app.torch_cli, agdb.app.torch_run, agdb.widgets")
+        "agdb.tracer.sources.torch.model, agdb.app.cli, agdb.app.app, agdb.app.torch_cli, agdb.app.run_script, agdb.widgets")
     assert {"agdb.app.torch_cli", "agdb.tracer.sources.torch", "agdb.app.app"} <= loaded
     assert "torch" not in loaded
     assert "agdb.tracer.sources.torch.bridge" not in loaded

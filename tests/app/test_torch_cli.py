@@ -210,7 +210,7 @@ def test_without_torch_the_bridge_commands_say_how_to_install_it(tmp_path, capsy
     with pytest.raises(torch_bridge.TorchMissing, match="pip install"):
         with tracer.record("torch"):
             pass
-    assert torch_cli.BRIDGE == "bridge"
+    assert torch_cli.TORCH.name == "torch"
 
 
 async def test_the_tui_opens_a_bridge_trace_and_says_where_the_model_diverged():

@@ -115,14 +115,14 @@ def record_run(target: Any, *args: Any) -> Any:
     Raises:
         TorchFxError: as `capture`.
     """
-    from agdb.tracer.sources.torch import record
+    from agdb.tracer.sources.source import record
 
     original = compiled_original(target)
     target = original if original is not None else target
     wanted = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     if isinstance(target, torch.nn.Module):
         wanted = [p for p in target.parameters() if p.requires_grad] + wanted
-    with record() as rec:
+    with record("torch") as rec:
         _run_backward(target, args, wanted)
     return rec.trace
 

@@ -1,0 +1,99 @@
+"""What the agdb commands share: one-line failures on stderr, checking `-o` and a script's syntax before running it,
+recording a script and saying how it ended, saving its run, loading a trace."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+from rich.console import Console
+from rich.markup import escape
+
+from agdb.tracer.store.trace import Trace
+from agdb.tracer.store.tracefile import load, save
+
+from .run_script import OsExitCalled, ScriptRun, ScriptSource, run_recorded, syntax_error
+
+err = Console(stderr=True, highlight=False)
+"""agdb's notes and progress, on stderr (stdout carries what a command prints)."""
+
+
+def fail(message: str) -> None:
+    """One plain line on stderr: no markup (paths may hold brackets), no wrapping."""
+    sys.stderr.write(f"agdb: {message}\n")
+
+
+def record_script(script: str, script_args: list[str], source: ScriptSource,
+                  on_os_exit: Callable[[ScriptRun], int] | None = None) -> ScriptRun:
+    """Run and record `script`, telling how it ended; `on_os_exit(run)` saves and exits if it calls os._exit."""
+    with err.status("recording…") as status:
+        def os_exit(run: ScriptRun) -> int:
+            status.stop()
+            report(run)
+            return on_os_exit(run)
+
+        run = run_recorded(script, script_args, source,
+                           on_progress=lambda n: status.update(f"recording… {n:,} events"),
+                           on_os_exit=os_exit if on_os_exit is not None else None)
+    report(run)
+    return run
+
+
+def report(run: ScriptRun) -> None:
+    """Say on stderr how the script ended, when it did not end well, and why nothing was recorded."""
+    if isinstance(run.error, KeyboardInterrupt):
+        fail(f"interrupted: kept {len(run.trace):,} events")
+    elif isinstance(run.error, (SystemExit, OsExitCalled)):
+        fail(f"{run.error_text} (what it recorded is kept)")
+    elif run.error is not None:
+        sys.stderr.write(f"agdb: the script raised (the trace up to that point is kept):\n{run.error_text}")
+        if not run.error_text.endswith("\n"):
+            sys.stderr.write("\n")
+    if run.note:
+        fail(run.note)
+
+
+def output_file(text: str) -> Path | None:
+    """`-o`'s file as an absolute path, checked before the script runs (the script may chdir or fail late);
+    None after saying why it cannot be written."""
+    path = Path(os.path.abspath(text))  # not resolve(): a symlink at -o stays the file named
+    if path.is_dir():
+        fail(f"-o {text} is a directory: name a file, such as {Path(text) / 'trace.agdb'}")
+    elif not path.parent.is_dir():
+        fail(f"-o {text}: the directory {path.parent} does not exist")
+    elif not os.access(path.parent, os.W_OK | os.X_OK):
+        fail(f"-o {text}: cannot write in {path.parent}")
+    elif path.exists() and not path.is_file():
+        fail(f"-o {text} is not a regular file")
+    else:
+        return path
+    return None
+
+
+def compiles(script: str) -> bool:
+    """Whether `script` exists and compiles; if not, says why (Python's own SyntaxError report) first."""
+    report = syntax_error(script)  # OSError (no such script) goes to main's handler
+    if report is not None:
+        sys.stderr.write(f"agdb: {script} has a syntax error, so it was not run:\n{report}")
+    return report is None
+
+
+def save_run(run: ScriptRun, output: Path, shown: str) -> int:
+    """Save a run's trace to `output` unless it is empty and would replace a file or hide a failure; returns
+    the status agdb ends with: the script's own, or 1 when agdb failed."""
+    if run.note:
+        return 1  # nothing recorded, and said why: no empty file
+    if len(run.trace) == 0 and (run.error is not None or output.exists()):
+        kept = " (the file there is left as it was)" if output.exists() else ""
+        fail(f"nothing was recorded, so {shown} was not written{kept}")
+        return run.exit_status or 1
+    with err.status(f"saving {len(run.trace):,} events…"):
+        save(run.trace, output)
+    sys.stderr.write(f"wrote {shown}: {len(run.trace):,} events, {run.trace.num_nodes:,} nodes\n")
+    return run.exit_status
+
+
+def load_trace(path: str) -> Trace:
+    with err.status(escape(f"loading {path}…")):
+        return load(path)
