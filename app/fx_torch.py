@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from .fx_cli import FxError, _fail, marked, print_report, report_json
+from .fx_common import FxError, fail, marked, print_report, report_json
 
 
 def capture_script_torch(script: str, record: bool = False) -> tuple[Any, Any]:
@@ -107,12 +107,12 @@ def cmd_fx_torch(args: argparse.Namespace) -> int:
     from agdb.tracer.views.joint import with_joint
 
     if args.python_op:
-        return _fail("--python-op applies to agdb's engine: torch's AOTAutograd traces custom autograd.Functions "
+        return fail("--python-op applies to agdb's engine: torch's AOTAutograd traces custom autograd.Functions "
                      "through (drop --torch to see PythonOp nodes)")
     try:
         captured, trace = capture_script_torch(args.script, record=args.output is not None)
     except FxError as e:
-        return _fail(str(e))
+        return fail(str(e))
     if args.json:
         print(json.dumps(report_json_torch(captured), indent=2))
     else:

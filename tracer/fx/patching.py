@@ -8,19 +8,36 @@ and ends. Everything is restored on exit, however the capture ends.
 from __future__ import annotations
 
 from threading import get_ident
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, Protocol
 
 from agdb.tracer.fx.calls import classify_scalars
+from agdb.tracer.fx.graph import Node
 
-if TYPE_CHECKING:
-    from agdb.tracer.fx.capture import _Capture
+
+class Capture(Protocol):
+    """What the patches read and call of the capture they serve (capture.py's `Capture`)."""
+
+    tls: Any  # the engine's thread-local state (current node, grad mode)
+    phase: Literal["setup", "forward", "backward"]
+    thread: int  # the ident of the thread the capture runs on: other threads are not captured
+    custom_functions: str  # "python_op": a custom Function is one PythonOp node
+    in_function: int  # depth of custom Function.apply calls being captured as one PythonOp
+    in_formula: int  # depth of derivative formulas running
+    explained: set  # seq_nrs whose increment a captured node accounts for
+
+    def add(self, target: str, args: tuple, kwargs: dict | None, outputs: tuple, kind: str,
+            name: str | None = None, extra: dict | None = None) -> Node: ...
+
+    def node_of(self, t: Any) -> Node: ...
+
+    def arg(self, v: Any) -> Any: ...
 
 
 # -- the patches ---------------------------------------------------------------------------------------------
 class Patched:
     """Wraps the formula namespace and Function.apply for one capture; restores them on exit."""
 
-    def __init__(self, cap: _Capture) -> None:
+    def __init__(self, cap: Capture) -> None:
         self.cap = cap
         self.saved: list[tuple[Any, str, Any]] = []
 
@@ -84,7 +101,7 @@ class Patched:
             setattr(owner, name, value)
 
 
-def _formula_wrapper(cap: _Capture, name: str, fn: Any, reporting: Any, tls: Any, Tensor: type) -> Any:
+def _formula_wrapper(cap: Capture, name: str, fn: Any, reporting: Any, tls: Any, Tensor: type) -> Any:
     target = f"engine._ops.{name}"
 
     def wrapped(*args, **kwargs):

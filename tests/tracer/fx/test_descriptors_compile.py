@@ -14,6 +14,8 @@ from agdb.tracer.fx.descriptors import (
     PlainAOTInput,
     PlainAOTOutput,
     TangentAOTInput,
+)
+from agdb.tracer.fx.fx_utils import (
     get_all_input_and_grad_nodes,
     get_all_output_and_tangent_nodes,
     get_named_buffer_nodes,

@@ -13,7 +13,7 @@ import pytest
 
 from agdb import engine
 from agdb.tracer.fx import capture_joint, from_data, to_data
-from agdb.tracer.fx.descriptors import get_named_param_nodes, get_param_and_grad_nodes
+from agdb.tracer.fx.fx_utils import get_named_param_nodes, get_param_and_grad_nodes
 from agdb.tracer.fx.seq_map import anomalies, seq_map
 
 from .corpus import PROGRAMS
