@@ -16,7 +16,8 @@ from agdb.tracer.store.tracefile import save
 from tests.app.test_cli import agdb
 
 SCRIPT = Path(__file__).resolve().parents[1] / "snapshots" / "leaf_names.py"
-NAMES = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "w (layer1)", "w (layer2)", "b", "leaf 8"]
+NAMES = ["model.fc1.weight", "model.fc1.bias", "model.fc2.weight", "model.fc2.bias", "w (layer1)", "w (layer2)", "b",
+         "leaf 8"]
 """Each AccumulateGrad's label, in the order the script made them (by hand from its source)."""
 
 
@@ -84,7 +85,7 @@ def test_show_and_export_name_each_leaf(trace, tmp_path, capsys, monkeypatch):
         assert f"AccumulateGrad ({name})" in deps, name
     code, out, err = agdb(["show", str(path), "--all"], capsys, monkeypatch)
     assert code == 0, err
-    assert "→ AccumulateGrad fc1.weight" in " ".join(out.split())
+    assert "→ AccumulateGrad model.fc1.weight" in " ".join(out.split())
     dot = tmp_path / "leaves.dot"
     code, out, err = agdb(["export", str(path), "-o", str(dot)], capsys, monkeypatch)
     assert code == 0, err
@@ -94,7 +95,7 @@ def test_show_and_export_name_each_leaf(trace, tmp_path, capsys, monkeypatch):
 
 
 def test_search_finds_a_leaf_by_its_name(trace):
-    """`/fc1` finds fc1.weight's and fc1.bias's AccumulateGrads, `/layer2` the `w` of layer2, `/weight` both
+    """`/fc1` finds model.fc1.weight's and model.fc1.bias's AccumulateGrads, `/layer2` the `w` of layer2, `/weight` both
     weights; `mul` still finds only the MulBackward0 nodes (word starts, never a piece of a word)."""
     from agdb.tracer.replay.search import find_nodes
 
@@ -103,7 +104,7 @@ def test_search_finds_a_leaf_by_its_name(trace):
     def found(query: str) -> list[str]:
         return [labels.get(n, short_name(trace.node_name(n))) for n in find_nodes(trace, query).tolist()]
 
-    assert found("fc1") == ["fc1.weight", "fc1.bias"]
+    assert found("fc1") == ["model.fc1.weight", "model.fc1.bias"]
     assert found("layer2") == ["w (layer2)"]
-    assert found("weight") == ["fc1.weight", "fc2.weight"]
+    assert found("weight") == ["model.fc1.weight", "model.fc2.weight"]
     assert set(found("mul")) == {"MulBackward0"}

@@ -37,7 +37,7 @@ def test_every_example_is_the_same_on_the_engine_and_on_real_torch(example, tmp_
     assert report["equal"], report
     assert code == 0
     assert load(real).meta["divergences"] == []
-    engine_nodes, real_nodes = _walked(load(engine)), _walked(load(real), parameters_prefixed=True)
+    engine_nodes, real_nodes = _walked(load(engine)), _walked(load(real))
     assert real_nodes, "the bridge described no node's edges"
     for node, facts in real_nodes.items():
         assert engine_nodes.get(node) == facts, node
@@ -63,15 +63,13 @@ def _first_seq_nr(trace):
                default=0)
 
 
-def _walked(trace, parameters_prefixed=False):
+def _walked(trace):
     """Each node's next edges, topological_nr, input count and line, nodes known by name and seq_nr relative to the
-    trace's first (an AccumulateGrad, which has no number, by its leaf's name), for the nodes whose edges the trace
-    has (on the bridge: those a backward's walk met). The bridge names a parameter after its module's class
-    (`Sequential.0.weight`: NOTE [parameter names]), the engine by its path (`0.weight`)."""
+    trace's first (an AccumulateGrad, which has no number, by its leaf's name: both sources name a leaf by the path
+    the user writes, NOTE [leaf names]), for the nodes whose edges the trace has (on the bridge: those a backward's
+    walk met)."""
     first = _first_seq_nr(trace)
     leaves = stored_names(trace)
-    if parameters_prefixed:
-        leaves = {i: name.partition(".")[2] or name for i, name in leaves.items()}
 
     def known(i):
         info = trace.node(i)

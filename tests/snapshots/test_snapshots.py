@@ -118,7 +118,7 @@ def _leaf_names_trace():
 
 def test_accumulategrads_named_by_their_leaves(snap_compare):
     """Right after compute_dependencies, the dependencies panel (zoomed) names every AccumulateGrad by its leaf:
-    fc1.weight … fc2.bias, b, `w (layer1)` and `w (layer2)`, and `leaf 8` for the unnamed one."""
+    model.fc1.weight … model.fc2.bias, b, `w (layer1)` and `w (layer2)`, and `leaf 8` for the unnamed one."""
     trace = _leaf_names_trace()
     step = next(e.step for e in trace if isinstance(e, DependenciesComputed))
 

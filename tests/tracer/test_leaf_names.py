@@ -42,25 +42,59 @@ class MLP(nn.Module):
         return self.fc2(self.fc1(x).relu())
 
 
-def test_an_mlp_names_its_parameters_by_their_module_path():
-    """The leaves of an MLP are its parameters' paths in the model, as named_parameters() gives them; in the order
-    the forward pass used them: fc1 first, the weight of each Linear before its bias (linear takes `weight.t()`
-    before it calls addmm with the bias)."""
+def test_an_mlp_names_its_parameters_by_the_path_the_user_writes():
+    """The leaves of an MLP bound to `model` are `model.fc1.weight` and so on, in the order the forward pass used
+    them: fc1 first, the weight of each Linear before its bias (linear takes `weight.t()` before it calls addmm with
+    the bias)."""
     def program() -> None:
         model = MLP()
         model(torch.ones(2, 3)).sum().backward()
 
-    assert _leaf_labels(_recorded(program)) == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+    assert _leaf_labels(_recorded(program)) == ["model.fc1.weight", "model.fc1.bias", "model.fc2.weight",
+                                                "model.fc2.bias"]
 
 
 def test_a_layer_called_directly_still_gets_the_models_path():
     """`model.fc1(x)` called from the user's code: the model bound in that frame gives the longer path
-    (`fc1.weight`, not the layer's own `weight`)."""
+    (`model.fc1.weight`), and a layer also bound to a variable of its own (`layer`) does not win."""
     def program() -> None:
         model = MLP()
-        model.fc1(torch.ones(2, 3)).sum().backward()
+        layer = model.fc1
+        layer(torch.ones(2, 3)).sum().backward()
 
-    assert sorted(_leaf_labels(_recorded(program))) == ["fc1.bias", "fc1.weight"]
+    assert sorted(_leaf_labels(_recorded(program))) == ["model.fc1.bias", "model.fc1.weight"]
+
+
+def test_containers_and_attributes_are_written_as_python_reaches_them():
+    """A Sequential's child is `[i]`, a module in a list `heads[0]`, in a dict `towers['a']`, in an object's
+    attribute `trainer.net`; a module made and called in one expression has no holder, and its parameters no name."""
+    class Trainer:
+        def __init__(self) -> None:
+            self.net = nn.Sequential(nn.Linear(2, 2), nn.Tanh(), nn.Linear(2, 1))
+
+    def program() -> None:
+        trainer = Trainer()
+        heads = [nn.Linear(2, 1)]
+        towers = {"a": nn.Linear(2, 1)}
+        x = torch.ones(1, 2)
+        (trainer.net(x).sum() + heads[0](x).sum() + towers["a"](x).sum() + nn.Linear(2, 1)(x).sum()).backward()
+
+    assert _leaf_labels(_recorded(program)) == [
+        "trainer.net[0].weight", "trainer.net[0].bias", "trainer.net[2].weight", "trainer.net[2].bias",
+        "heads[0].weight", "heads[0].bias", "towers['a'].weight", "towers['a'].bias", "leaf 9", "leaf 10"]
+
+
+def test_a_model_held_further_out_names_by_its_own_path():
+    """A model that the frames near its forward hold only deep inside containers, and a frame further out holds by a
+    variable, names its parameters by their path in it (rule 2 of NOTE [leaf names]): `fc1.weight`."""
+    def deeper(box, x, depth):  # the model two containers down: no holder rule 1 reads
+        return deeper(box, x, depth - 1) if depth else box[0][0](x)
+
+    def program() -> None:
+        model = MLP()
+        deeper(((model,),), torch.ones(2, 3), 3).sum().backward()
+
+    assert _leaf_labels(_recorded(program)) == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
 
 
 def test_plain_variables_are_named_as_bound():
@@ -105,7 +139,7 @@ def test_an_unnamed_leaf_keeps_its_number():
 
 
 def test_each_steps_accumulategrad_of_one_parameter_is_counted():
-    """A training loop makes a new AccumulateGrad for every parameter at every step: `fc1.weight #1`, `#2`."""
+    """A training loop makes a new AccumulateGrad for every parameter at every step: `model.fc1.weight #1`, `#2`."""
     def program() -> None:
         model = MLP()
         for _ in range(2):
@@ -113,7 +147,8 @@ def test_each_steps_accumulategrad_of_one_parameter_is_counted():
             gc.collect()  # the engine frees part of a spent graph only then: a new AccumulateGrad for every one
 
     labels = _leaf_labels(_recorded(program))
-    assert labels == [f"{name} #{k}" for k in (1, 2) for name in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")]
+    assert labels == [f"model.{name} #{k}" for k in (1, 2)
+                      for name in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")]
 
 
 def test_names_survive_a_save_and_an_older_file_loads_without_them(tmp_path):

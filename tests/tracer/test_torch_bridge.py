@@ -102,7 +102,7 @@ def test_seq_nrs_are_torchs_and_increments_are_contiguous():
 def test_accumulate_grad_leaves_carry_their_parameter_names():
     trace, _ = _record(torch_programs.model_with_optimizer)
     names = set(trace.meta["parameter_names"].values())
-    assert names == {"Sequential.0.weight", "Sequential.0.bias", "Sequential.2.weight", "Sequential.2.bias"}
+    assert names == {"model[0].weight", "model[0].bias", "model[2].weight", "model[2].bias"}
     for index in trace.meta["parameter_names"]:
         assert trace.node(int(index)).name == "torch::autograd::AccumulateGrad"
 
@@ -403,8 +403,9 @@ def test_a_reentrant_backward_s_nodes_are_made_in_their_place_whatever_the_optio
 
 
 def test_parameter_names_come_from_the_modules_the_program_holds():
-    """NOTE [parameter names]: a module held as an attribute, in a list, or as a variable names its parameters by
-    its outermost holder (a submodule also held keeps the outer name); a temporary module's parameters get none."""
+    """NOTE [leaf names]: a module held as an attribute, in a list, or as a variable names its parameters by the path
+    the user writes from its outermost holder (a submodule also held keeps the outer name); a temporary module's
+    parameters get none."""
     class Trainer:
         def __init__(self):
             self.model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Tanh(), torch.nn.Linear(2, 1))
@@ -418,7 +419,7 @@ def test_parameter_names_come_from_the_modules_the_program_holds():
 
     trace, _ = _record(program)
     assert sorted(trace.meta["parameter_names"].values()) == [
-        "Linear.bias", "Linear.weight", "Sequential.0.bias", "Sequential.0.weight", "Sequential.2.bias",
-        "Sequential.2.weight"]
+        "heads[0].bias", "heads[0].weight", "trainer.model[0].bias", "trainer.model[0].weight",
+        "trainer.model[2].bias", "trainer.model[2].weight"]
     leaves = [i for i in range(trace.num_nodes) if trace.node(i).name == "torch::autograd::AccumulateGrad"]
     assert len(leaves) == 8  # the temporary Linear's two are left unnamed

@@ -1,19 +1,25 @@
-"""The name a user knows a leaf tensor by, looked up once when its AccumulateGrad is made: a module's parameter path
-(`fc1.weight`) or the variable bound to it (`w`).
+"""The name a user knows a leaf tensor by: the path they write to reach it (`model.fc1.weight`, `model[0].weight`,
+`w`). One rule for both sources: the engine's Recorder looks a leaf up when its AccumulateGrad is made, the
+real-PyTorch bridge when a backward call meets it (sources/torch/params.py).
 
-Used by the Recorder while it is attached (so the engine is loaded); imports the engine's nn.Module only when a
-look-up runs, and never textual or rich.
+Imports the engine's nn.Module only when the Recorder's look-up runs, and never textual or rich.
 
 NOTE [leaf names]
 Every AccumulateGrad has seq_nr max, so the lists told them apart only as `leaf N`. A user knows a leaf by its name
-in the program. When the Recorder sees an AccumulateGrad made (or meets one first at a backward's start), it looks
-its leaf up once, walking the stack outward from the op that made it:
-1. a Parameter owned by a module: of the modules being called (the `self` of each Module.__call__ frame) and the
-   modules bound in the innermost user frame (its locals, then its globals), the one that gives the longest path
-   (`fc1.weight` from the model rather than `weight` from its `fc1`);
-2. else the name bound to the tensor itself (`w`): in the innermost user frame's locals, then its globals, then
+in the program, the expression they would type to reach it:
+1. a Parameter owned by a module the user's code holds: the holder's expression and the parameter's path in it,
+   in Python's syntax (`model.fc1.weight`, `model[0].weight` for a Sequential, `nets[1].fc.bias` for a module in a
+   list, `trainer.model.fc.weight` for one in an object's attribute: module_holders). The holders are read from the
+   user's frames outside any module's forward (a forward's `self` is not how the caller knows the model): the
+   innermost of those frames' locals, then its globals, then the locals of the two frames that called it
+   (bound_names); of the holders owning the parameter, the one giving the longest path wins (the model rather than
+   its layer), the first met on a tie;
+2. else, for a Parameter, its path in the outermost module that any of those frames holds (outermost_modules), with
+   no holder expression (`fc1.weight`: the model is held further out than the frames rule 1 reads); a module only a
+   temporary holds (`Net()(x)`) is none of them, and its parameters go to rule 3;
+3. else the name bound to the tensor itself (`w`): in the innermost user frame's locals, then its globals, then
    the locals of the two user frames that called it;
-3. else none (an expression's result, say): readers say `leaf N`.
+4. else none (an expression's result, say): readers say `leaf N`.
 Cost: one walk of the stack per AccumulateGrad, not per op; each module's parameters are mapped once (and again only
 when one of its Parameters is missing from the map), by weak reference.
 Nothing is kept alive: modules and parameters are held weakly, frames are dropped before returning. Reading a
@@ -25,8 +31,10 @@ debugger may be evaluating in that very dict: there the snapshot stays, as it wo
 from __future__ import annotations
 
 import sys
+import types
 import weakref
-from typing import Any, Iterator
+from functools import partial
+from typing import Any, Callable, Iterable, Iterator
 
 from agdb.tracer.recording.frames import is_agdb_code
 
@@ -36,71 +44,46 @@ _MAX_FRAMES = 200
 NAME_FRAMES = 3
 """User frames whose locals are read for a variable's name, innermost first: the op's own frame and two callers
 (a helper given the tensor inside a list); not every frame up to the interpreter's (a test runner's, an app's)."""
+MAX_ITEMS = 64
+"""Items looked at per list, tuple, dict or object a user's variable holds (a list of many modules is not read
+whole)."""
+_NOT_HOLDERS = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
 
 
-class LeafNamer:
-    """Names leaves as NOTE [leaf names] says; one per Recorder, which owns its map of modules' parameters."""
+class ParameterPaths:
+    """Where a parameter sits in the modules that hold it (NOTE [leaf names], rules 1 and 2). One per source, which
+    owns the map of each module's parameters (held weakly)."""
 
-    def __init__(self) -> None:
+    def __init__(self, module_cls: type) -> None:
+        self.module_cls = module_cls
         self._maps: dict[int, tuple[Any, dict[int, tuple[Any, str]], set[int]]] = {}
         """id(module) -> (weak ref to it, {id(param): (weak ref to it, path)}, ids of params mapped again for)."""
-        self._classes: tuple[Any, Any, Any] | None = None
 
-    def name_of(self, variable: Any) -> str | None:
-        """The name the user knows leaf `variable` by, or None."""
-        module_cls, parameter_cls, call_code = self._engine_classes()
-        calling: list[Any] = []  # modules being called, innermost first
-        users: list[Any] = []  # the user's frames, innermost first
-        touched: list[Any] = []  # function frames whose locals this look-up snapshot
-        f = sys._getframe(1)
-        try:
-            for _ in range(_MAX_FRAMES):
-                if f is None:
-                    break
-                code = f.f_code
-                if code is call_code:
-                    touched.append(f)
-                    calling.append(f.f_locals.get("self"))
-                elif not is_agdb_code(code):
-                    users.append(f)
-                f = f.f_back
-            name = None
-            if isinstance(variable, parameter_cls):
-                name = self._module_path(variable, calling[::-1], users[:1], module_cls, touched)
-            return name or _variable_name(variable, users, touched)
-        finally:
-            _drop_snapshots(touched)
-            del f, calling, users, touched
+    def name(self, variable: Any, holders: Iterable[tuple[str, Any]], owners: Callable[[], Iterable[Any]]
+             ) -> str | None:
+        """`variable`'s name: a holder's expression and the parameter's path in it, the longest path of all (rule
+        1); else its path in the owner giving the longest (rule 2: `owners()` is asked only then); else None."""
+        best = self._longest(variable, holders)
+        if best is not None:
+            return best[0] + python_path(best[1])
+        best = self._longest(variable, (("", module) for module in owners()))
+        return best[1] if best is not None else None
 
-    def _engine_classes(self) -> tuple[Any, Any, Any]:
-        if self._classes is None:
-            from agdb.engine.nn.module import Module
-            from agdb.engine.nn.parameter import Parameter
-
-            self._classes = (Module, Parameter, Module.__call__.__code__)
-        return self._classes
-
-    def _module_path(self, variable: Any, calling: list, users: list, module_cls: Any, touched: list) -> str | None:
-        """The longest parameter path of `variable` in the modules being called or bound in the user's frame."""
-        candidates = [m for m in calling if isinstance(m, module_cls)]
-        for f in users:
-            if f.f_code.co_flags & _CO_OPTIMIZED:
-                touched.append(f)
-            spaces = (f.f_locals,) if f.f_locals is f.f_globals else (f.f_locals, f.f_globals)
-            candidates += [v for space in spaces for v in space.values() if isinstance(v, module_cls)]
-        best = None
+    def _longest(self, variable: Any, candidates: Iterable[tuple[str, Any]]) -> tuple[str, str] | None:
+        """(expression, dotted path) of the candidate module giving `variable` the longest path; the first on a tie."""
+        best: tuple[str, str] | None = None
         seen: set[int] = set()
-        for module in candidates:
-            if id(module) in seen:
+        for expression, module in candidates:
+            if id(module) in seen or not isinstance(module, self.module_cls):
                 continue
             seen.add(id(module))
             path = self._path_in(module, variable)
-            if path is not None and (best is None or path.count(".") > best.count(".")):
-                best = path
+            if path is not None and (best is None or path.count(".") > best[1].count(".")):
+                best = (expression, path)
         return best
 
     def _path_in(self, module: Any, variable: Any) -> str | None:
-        """`variable`'s path among `module`'s parameters, or None."""
+        """`variable`'s dotted path among `module`'s parameters (`fc1.weight`), or None."""
         known = self._maps.get(id(module))
         if known is None or known[0]() is not module:
             known = self._maps[id(module)] = (weakref.ref(module), _parameter_map(module), set())
@@ -117,8 +100,95 @@ class LeafNamer:
         return entry[1] if entry is not None and entry[0]() is variable else None
 
 
+class LeafNamer:
+    """Names the engine's leaves as NOTE [leaf names] says, when their AccumulateGrad is made; one per Recorder."""
+
+    def __init__(self) -> None:
+        self._paths: ParameterPaths | None = None
+        self._classes: tuple[Any, Any] | None = None
+
+    def name_of(self, variable: Any) -> str | None:
+        """The name the user knows leaf `variable` by, or None."""
+        parameter_cls, call_code = self._engine_classes()
+        users: list[Any] = []  # the user's frames, innermost first
+        outside = 0  # users[outside:] are the frames outside every module's forward
+        touched: list[Any] = []  # function frames whose locals this look-up snapshot
+        f = sys._getframe(1)
+        try:
+            for _ in range(_MAX_FRAMES):
+                if f is None:
+                    break
+                code = f.f_code
+                if code is call_code:
+                    outside = len(users)
+                elif not is_agdb_code(code):
+                    users.append(f)
+                f = f.f_back
+            name = None
+            if isinstance(variable, parameter_cls):
+                paths, outer = self._paths, users[outside:]
+                assert paths is not None
+                holders = module_holders(bound_names(outer, touched), paths.module_cls)
+                name = paths.name(variable, holders, partial(outermost_modules, outer, paths.module_cls, touched))
+            return name or _variable_name(variable, users, touched)
+        finally:
+            _drop_snapshots(touched)
+            del f, users, touched
+
+    def _engine_classes(self) -> tuple[Any, Any]:
+        if self._classes is None:
+            from agdb.engine.nn.module import Module
+            from agdb.engine.nn.parameter import Parameter
+
+            self._paths = ParameterPaths(Module)
+            self._classes = (Parameter, Module.__call__.__code__)
+        return self._classes
+
+
 def _parameter_map(module: Any) -> dict[int, tuple[Any, str]]:
     return {id(p): (weakref.ref(p), path) for path, p in module.named_parameters()}
+
+
+def python_path(dotted: str) -> str:
+    """A dotted parameter path as Python reaches it from its holder: `.fc1.weight`, `[0].weight` (a Sequential's or
+    ModuleList's child), `['a b'].weight` (a ModuleDict key that is no identifier)."""
+    return "".join(f".{part}" if part.isidentifier() else f"[{part}]" if part.isdigit() else f"[{part!r}]"
+                   for part in dotted.split("."))
+
+
+def module_holders(bindings: Iterable[tuple[str, Any]], module_cls: type) -> Iterator[tuple[str, Any]]:
+    """(expression, module) for every module the bindings hold: bound to a variable (`model`), or one level inside
+    one, in a list or tuple (`nets[1]`), a dict (`heads['cls']`) or an object's attribute (`trainer.model`);
+    MAX_ITEMS a container at most."""
+    for name, v in bindings:
+        if isinstance(v, module_cls):
+            yield name, v
+        elif isinstance(v, (list, tuple)):
+            yield from ((f"{name}[{i}]", item) for i, item in enumerate(v[:MAX_ITEMS]) if isinstance(item, module_cls))
+        elif isinstance(v, dict):
+            yield from ((f"{name}[{key!r}]", item) for key, item in list(v.items())[:MAX_ITEMS]
+                        if isinstance(item, module_cls) and isinstance(key, (str, int)))
+        elif not isinstance(v, _NOT_HOLDERS):
+            attrs = getattr(v, "__dict__", None)
+            if type(attrs) is dict:
+                yield from ((f"{name}.{attr}", item) for attr, item in list(attrs.items())[:MAX_ITEMS]
+                            if isinstance(item, module_cls) and attr.isidentifier())
+
+
+def outermost_modules(frames: list, module_cls: type, touched: list) -> list:
+    """The outermost modules `frames` hold (module_holders of each frame's locals, innermost frame first, in the order
+    met); a module inside another one met is not an owner of its own. The function frames whose locals it read go
+    into `touched`."""
+    found: dict[int, Any] = {}
+    for f in frames:
+        if f.f_code.co_flags & _CO_OPTIMIZED:
+            touched.append(f)
+        for _, m in module_holders(list(f.f_locals.items()), module_cls):
+            found.setdefault(id(m), m)
+    inner: set[int] = set()
+    for m in found.values():
+        inner.update(id(sub) for sub in m.modules() if sub is not m)
+    return [m for i, m in found.items() if i not in inner]
 
 
 def bound_names(users: list, touched: list) -> Iterator[tuple[str, Any]]:

@@ -43,10 +43,11 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from agdb.tracer.recording.builder import CHUNK, ROW, Bump, NodeFacts, TraceBuilder
+from agdb.tracer.recording.leaf_names import ParameterPaths, bound_names, module_holders, outermost_modules
 from agdb.tracer.sources.torch import tensor_hooks
 from agdb.tracer.sources.torch.lines import LineCulprits
 from agdb.tracer.sources.torch.model import UINT64_MAX, EngineModel, Graph, GraphTaskModel, first_difference
-from agdb.tracer.sources.torch.params import held_modules, leaf_variables
+from agdb.tracer.sources.torch.params import leaf_variables, user_frames
 from agdb.tracer.store.events import TensorSummary
 from agdb.tracer.store.schema import Kind
 from agdb.tracer.store.trace import Trace
@@ -202,8 +203,7 @@ class Bridge:
         self._type_names: dict[type, str] = {}  # a node's Python type -> its name() (one name per C++ node type)
         self._skip: dict[int, bool] = {}  # id(code) -> whether it is a library's
         self._codes: list = []  # the code objects keyed by id (NOTE [code keys] in lines.py)
-        self._params: dict[int, tuple[Any, str]] = {}
-        self._seen_modules: set[int] = set()
+        self._paths = ParameterPaths(torch.nn.Module)  # NOTE [leaf names] in tracer/recording/leaf_names.py
         self._leaf_names: dict[int, str] = {}
         self.divergences: list[dict] = []
         self.graph_tasks: list[dict] = []  # per graph task: torch's ids, depth, the witness's verdict (meta)
@@ -303,7 +303,6 @@ class Bridge:
         self._handles.clear()
         self._walks.clear()
         self._acc_keys.clear()
-        self._params.clear()
 
     @property
     def num_events(self) -> int:
@@ -443,21 +442,6 @@ class Bridge:
         if now > state.rlast:
             state.rlast = now
 
-    def _name_parameters(self) -> None:
-        """Parameters get their name from the first outermost module the user's frames hold that owns them
-        (NOTE [parameter names] in params.py)."""
-        read: list = []
-        found = held_modules(sys._getframe(2), is_library, self._seen_modules, read)
-        self._read_locals(read)
-        for module in found:
-            if id(module) in self._seen_modules:
-                continue
-            self._seen_modules.add(id(module))
-            prefix = type(module).__name__
-            for name, p in module.named_parameters():
-                if id(p) not in self._params:
-                    self._params[id(p)] = (weakref.ref(p), f"{prefix}.{name}")
-
     def _read_locals(self, frames: list) -> None:
         """The bridge read these frames' locals, all of this thread (NOTE [stale locals] in lines.py): on the thread
         the line tracer runs on, it refreshes them at their next events. Elsewhere (culprits="mode", another
@@ -586,14 +570,14 @@ class Bridge:
         """One backward call, recorded (torch's own `_engine_run_backward` is `original`)."""
         self.write_seen(state)
         local = self._local  # this thread's: leaves' variables, read if a new leaf needs them (_leaf_name)
-        local.call_frame, local.variables = sys._getframe(1), None
+        local.call_frame, local.variables, local.holders = sys._getframe(1), None, None
         try:
             call = self._call(state, t_outputs, args, kwargs)
         except Exception as e:  # noqa: BLE001 - agdb's failure must not become the program's
             self.failures.append(f"{type(e).__name__}: {e}")
             call = None
         finally:
-            local.call_frame = local.variables = None
+            local.call_frame = local.variables = local.holders = None
         if call is None:
             return original(t_outputs, *args, **kwargs)
         log = state.log
@@ -638,7 +622,6 @@ class Bridge:
         starts = [n for n, _ in roots] + [n for n, _ in inputs if n is not None]
         graph = self._cached(state, starts)
         if graph is None:
-            self._name_parameters()
             self._new_hooks = []
             with _gc_paused():  # a walk allocates per node, and no cycles: no collection in the middle
                 walked = self._walk(state, starts)
@@ -1109,21 +1092,37 @@ class Bridge:
         return key, seq
 
     def _leaf_name(self, key: int, var: Any) -> None:
-        """The name of AccumulateGrad `key`'s leaf: its parameter's (NOTE [parameter names]), else the variable
-        bound to it where the backward call was made (leaf_variables), else none."""
-        param = self._params.get(id(var))
-        if param is not None and param[0]() is var:
-            self._leaf_names[key] = param[1]
-            return
+        """The name of AccumulateGrad `key`'s leaf (NOTE [leaf names] in tracer/recording/leaf_names.py, the engine's
+        rule): a parameter's path from a module the user's frames hold where the backward call was made, else its
+        path in the outermost module they hold, else the variable bound to the leaf there, else none."""
         local = self._local
+        frame = getattr(local, "call_frame", None)
+        if isinstance(var, torch.nn.Parameter):
+            holders = getattr(local, "holders", None)
+            if holders is None:
+                read: list = []
+                holders = local.holders = list(module_holders(bound_names(user_frames(frame, is_library), read),
+                                                              torch.nn.Module))
+                self._read_locals(read)
+            name = self._paths.name(var, holders, lambda: self._outermost_modules(frame))
+            if name is not None:
+                self._leaf_names[key] = name
+                return
         variables = getattr(local, "variables", None)
         if variables is None:
-            read: list = []
-            variables = local.variables = leaf_variables(getattr(local, "call_frame", None), is_library, read)
+            read = []
+            variables = local.variables = leaf_variables(frame, is_library, read)
             self._read_locals(read)
         name = variables.get(id(var))
         if name is not None:
             self._leaf_names[key] = name
+
+    def _outermost_modules(self, frame: Any) -> list:
+        """The outermost modules the user's frames hold at a backward call (NOTE [leaf names], rule 2)."""
+        read: list = []
+        found = outermost_modules(user_frames(frame, is_library, most=sys.getrecursionlimit()), torch.nn.Module, read)
+        self._read_locals(read)
+        return found
 
     def _value(self, t: Any) -> Any:
         """What the trace keeps of a grad: a numpy view (the builder copies small ones, summarises others)."""

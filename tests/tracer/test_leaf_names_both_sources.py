@@ -1,0 +1,75 @@
+"""One leaf name on both sources (NOTE [leaf names] in tracer/recording/leaf_names.py): the same program, run on
+agdb's engine and on real torch, names every AccumulateGrad the same way, the path the user writes to reach the
+leaf. The names expected are written by hand from each program's source."""
+from __future__ import annotations
+
+import re
+import textwrap
+
+import pytest
+
+from agdb import engine, tracer
+from tests.engine.helpers import run_in_thread
+
+torch = pytest.importorskip("torch")
+
+PROGRAMS = {
+    "a model in a variable": ("""
+        class MLP(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1 = torch.nn.Linear(3, 4)
+                self.fc2 = torch.nn.Linear(4, 1)
+
+            def forward(self, x):
+                return self.fc2(self.fc1(x).relu())
+
+        model = MLP()
+        model(torch.ones(2, 3)).sum().backward()
+        """, ["model.fc1.weight", "model.fc1.bias", "model.fc2.weight", "model.fc2.bias"]),
+    "a Sequential": ("""
+        net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1))
+        net(torch.ones(4, 2)).pow(2).mean().backward()
+        """, ["net[0].weight", "net[0].bias", "net[2].weight", "net[2].bias"]),
+    "containers and attributes": ("""
+        class Trainer:
+            def __init__(self):
+                self.model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+
+        trainer = Trainer()
+        heads = [torch.nn.Linear(2, 1)]
+        towers = {"a": torch.nn.Linear(2, 1)}
+        x = torch.ones(1, 2)
+        (trainer.model(x).sum() + heads[0](x).sum() + towers["a"](x).sum()).backward()
+        """, ["trainer.model[0].weight", "trainer.model[0].bias", "heads[0].weight", "heads[0].bias",
+              "towers['a'].weight", "towers['a'].bias"]),
+    "plain variables and an expression": ("""
+        w = torch.ones(3, requires_grad=True)
+        b = torch.zeros(3, requires_grad=True)
+        (torch.ones(3) * w + b + torch.ones(3, requires_grad=True)).sum().backward()
+        """, ["w", "b", "leaf N"]),
+}
+
+
+def _leaf_names(source: str, lib) -> list[str]:
+    """The leaf label of every AccumulateGrad `source` made or met, recorded from `lib` (in the order first met)."""
+    code = compile(textwrap.dedent(source), "program.py", "exec")
+
+    def go():
+        with tracer.record("engine" if lib is engine else "torch") as rec:
+            exec(code, {"torch": lib, "__name__": "program"})
+        return rec.trace
+
+    trace = run_in_thread(go)
+    # an unnamed leaf is `leaf N`, N its place in the order the source met the leaves: the engine when their ops
+    # ran, the bridge when the backward call's walk met them
+    return [re.sub(r"^leaf \d+$", "leaf N", name) for name in trace.index.leaf_labels.values()]
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_engine_and_torch_name_every_leaf_alike(name):
+    """Both sources give each leaf the name the user writes; sets compared, as the engine meets a leaf when its op
+    runs and the bridge when a backward call walks it, which may order them differently."""
+    source, expected = PROGRAMS[name]
+    assert sorted(_leaf_names(source, engine)) == sorted(expected)
+    assert sorted(_leaf_names(source, torch)) == sorted(expected)
