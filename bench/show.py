@@ -11,7 +11,7 @@ The traces
 Written with the public TraceBuilder (tracer/recording/builder.py) and saved to a temporary .agdb file: a backward
 through a chain of N nodes (N - 1 MulBackward0 and an AccumulateGrad; NodeCreated for each, then per node a
 pop, NodeStarted, BufferWritten, a push and NodeFinished: ~6 events a node). A second trace of 2,000 nodes
-has one node named by 100,000 characters (names are cut at 200 characters, so it costs no more than others).
+has one node named by 100,000 characters (`show` cuts names at 200 characters).
 
 What is measured
 ----------------
