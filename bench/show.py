@@ -11,11 +11,11 @@ The traces
 Written with the public TraceBuilder (tracer/recording/builder.py) and saved to a temporary .agdb file: a backward
 through a chain of N nodes (N - 1 MulBackward0 and an AccumulateGrad; NodeCreated for each, then per node a
 pop, NodeStarted, BufferWritten, a push and NodeFinished: ~6 events a node). A second trace of 2,000 nodes
-has one node named by 100,000 characters, the other case the issue timed (256 s before).
+has one node named by 100,000 characters (`show` cuts names at 200 characters).
 
 What is measured
 ----------------
-Each command runs as a user runs it, `python -m app.cli show FILE ...` in a subprocess with stdout to a pipe
+Each command runs as a user runs it, `python -m agdb show FILE ...` in a subprocess with stdout to a pipe
 read to the end, ``--reps`` times (1 with ``--quick``... 3 by default); the median wall time is reported,
 and the child's CPU time (user + sys, from ``resource.getrusage(RUSAGE_CHILDREN)``), which a loaded
 machine disturbs less. Commands: the last step (the default), the middle step, one node's rows at the
@@ -48,7 +48,7 @@ from agdb.tracer.store.tracefile import load, save  # noqa: E402
 from bench._common import bench_main  # noqa: E402
 
 OVERHEAD_S = 1.5
-"""What a fresh `python -m app.cli` costs before it reads the trace, allowed on top of the TUI's price."""
+"""What a fresh `python -m agdb` costs before it reads the trace, allowed on top of the TUI's price."""
 
 
 def chain_trace(n: int, long_name_at: int = -1) -> Any:

@@ -10,8 +10,8 @@ the same rounds. Times are the process's CPU time (time.process_time): on a shar
 other processes does not count.
 - forward with culprits: the culprit of every seq_nr increment (NOTE [line culprits] in
   tracer/sources/torch/lines.py), over the plain forward (targets: <= 1.6x on the chain-like graphs, <= 2x on the
-  wide graph). Beside it: a TorchFunctionMode that does nothing but call the function (the issue measured
-  1.35-2.05x), a trace function that does nothing at every line of the forward (the floor of any per-line
+  wide graph). Beside it: a TorchFunctionMode that does nothing but call the function,
+  a trace function that does nothing at every line of the forward (the floor of any per-line
   observer: CPython 3.11 runs a thread with a trace function on its slower tracing path), the bridge's own
   way when a trace function is already set (record(culprits="mode")), and, on the chain, the loop reading each
   new node's seq_nr itself (`h.grad_fn._sequence_nr()`, no tracer: what naming each node through torch's
@@ -22,7 +22,7 @@ other processes does not count.
 - backward: the second backward over a retained graph built while recording, the bridge's hooks firing, over the
   plain second backward of the same graph built without it (target <= 1.3x), by default (the hooks keep each
   grad for its summary) and with values=False (they keep none). The floor beside it: bare Python pre- and
-  post-hooks that do nothing, on every node (the issue measured 1.16-1.32x).
+  post-hooks that do nothing, on every node.
 - reconstruction: running agdb's model of the engine over what the hooks logged, summarising grads and writing
   the events (NOTE [observe now, reconstruct later] in tracer/sources/torch/bridge.py), in µs per node run. It
   runs after the backward (here with defer=True, when the recording ends; measured in the first round only):

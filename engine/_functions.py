@@ -987,7 +987,7 @@ class SliceBackwardBackward0(_Generated):
             out[0] = ops.slice_(grad, self.dim, self.start, self.end, self.step)
 
 
-# -- issue 12: the Tensor surface -----------------------------------------------------------------------
+# -- the Tensor surface -------------------------------------------------------------------------------
 class _MultiOutput(Node):
     """Base of generated nodes with several differentiable outputs (unbind, split): one grad slot each."""
 

@@ -364,7 +364,7 @@ def test_show_trace_with_no_events_is_a_clear_error(tmp_path, capsys):
 
 # -- culprits ------------------------------------------------------------------------------------------------------
 def test_culprits_on_an_80_column_terminal_keep_file_line_in_sight(tmp_path, capsys, monkeypatch):
-    """A long source line used to squeeze the thread, file:line and function columns to nothing at 80 columns:
+    """A long source line does not squeeze the thread, file:line and function columns to nothing at 80 columns:
     file:line stays whole, the function column gives way, and the source is cut, not the table."""
     script = tmp_path / "long_line.py"
     script.write_text("import agdb.engine as torch\n"

@@ -1,6 +1,6 @@
 """The CLI as a new user meets it (issue 16, item 7): early failures, defaults, and what each command says.
 
-Each test pins one defect found by trying the CLI: `open` of a missing or bad file, a script with a syntax
+Each test pins one thing a first run meets: `open` of a missing or bad file, a script with a syntax
 error, `record` without -o, Ctrl-C during `record`, an empty `culprits` table, `culprits --thread`, node
 names and graph tasks in `show`, `--focus` by the TUI's numbers, and the permissions of written files.
 """

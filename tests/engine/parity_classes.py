@@ -1,4 +1,4 @@
-"""Small classes of divergence found by the differential fuzzer (issue 13, item 4), one program each with the
+"""Small classes of divergence found by the differential fuzzer (tests/fuzz/FINDINGS.md), one program each with the
 minimal repro, run on engine and torch by test_classes_parity.py.
 
 Each is `fn(t, p)` (see parity.py).

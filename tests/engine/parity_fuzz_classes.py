@@ -1,7 +1,7 @@
-"""The classes the differential fuzzer found after the first campaign (issue 13): one program each with the
+"""Classes of divergence the differential fuzzer found (tests/fuzz/FINDINGS.md): one program each with the
 minimal repro, run on engine and torch by test_fuzz_classes_parity.py.
 
-Each is `fn(t, p)` (see parity.py). The comments name what differed before the fix.
+Each is `fn(t, p)` (see parity.py). The comments name what differs when the class comes back.
 """
 from __future__ import annotations
 
@@ -163,7 +163,7 @@ def _stale_view_grad_read(t, p):
             x.mul_(2)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            p.value("grad", v.grad)  # seq_nr 1 before the fix: the engine's leaf test regenerated the view
+            p.value("grad", v.grad)  # seq_nr 1 if the leaf test regenerates the view
         y = x * 2
         _made(p, "after", y, v)
 
@@ -232,7 +232,7 @@ def _saved_output_numbers(t, p):
             for save in (False, True):
                 x = p.leaf(f"x {shape} {tag} {save}", 1.0 if shape == () else [1.0])
                 a, b = Two.apply(x, save)
-                y = b.pow(2)  # saves b as an input: "output 1 of Two" before the fix
+                y = b.pow(2)  # saves b as an input: not "output 1 of Two"
                 write(b)
                 p.run(f"{shape} {tag} save={save}", lambda y=y, a=a: (y + a).sum().backward())
 

@@ -4,8 +4,8 @@ A child process runs CPU backwards in a loop while this process sends it SIGINT 
 seeded random delay. The child's handler raises KeyboardInterrupt, as Python's does, while a forward or
 backward runs (one that lands in the loop's own bookkeeping is only counted). The child acknowledges each
 interrupt; then it must finish a fresh backward whose gradient is checked against a hand derivation. Every
-wait has a timeout, so a deadlock (the old `mark_gone` waiting for a ready-queue lock its own thread still
-held) fails the test instead of hanging it.
+wait has a timeout, so a deadlock (`mark_gone` waiting for a ready-queue lock its own thread still
+holds) fails the test instead of hanging it.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ matmul, activations, sums, backward, optimizer steps, `h += 1`, `x[0]`) is drawn
 are still allowed to fail: an error is compared like any other event.
 
 The same seed gives the same program (numpy's default_rng, no hash() or id()). With `known_gaps=False`
-the constructs listed in KNOWN_GAPS (engine differences issue 13 still has open) are never drawn.
+the constructs listed in KNOWN_GAPS (engine differences still open) are never drawn.
 
 Imports numpy and the standard library only: no engine, no torch.
 """
@@ -21,14 +21,13 @@ import numpy as np
 from tests.fuzz.program import Program, Stmt
 
 KNOWN_GAPS: dict[str, str] = {}
-"""Constructs the engine still gets wrong, each with the issue-13 item it belongs to ("not listed": a class
-the fuzzer found that the issue does not name). `known_gaps=False` leaves them out; delete an entry when its
-class is fixed, and the fixed batch covers it again."""
+"""Constructs the engine still gets wrong, each with what differs. `known_gaps=False` leaves them out; delete an
+entry when its class is fixed, and the fixed batch covers it again."""
 
 DELIBERATE: dict[str, str] = {
     "kernel_version": "the _version of a result computed outside inference_mode from inference tensors: torch "
                       "counts in-place calls made inside its C++ kernels there (sum 1, mean 2, mse_loss 2, clone 1, "
-                      "most pointwise ops 0); the engine gives 0. Never compared (README, 'Deliberate differences'). "
+                      "most pointwise ops 0); the engine gives 0. Never compared (docs/engine-semantics.md §17.3). "
                       "Where such a kernel runs with out= (abs) on an inference tensor that requires grad, torch's "
                       "error is the out= one, the engine's the saved-inference-tensor one: only the type is compared",
     "inference_requires_grad": "an inference tensor that requires grad, used outside inference_mode: what torch "
@@ -44,7 +43,8 @@ DELIBERATE: dict[str, str] = {
                            "lists every overload in a multi-line TypeError; the engine raises a one-line one. The "
                            "type is compared, not the text (interpret._deliberately_same)",
 }
-"""Differences kept on purpose, each said in README.md: the generator never compares what they touch."""
+"""Differences kept on purpose, each listed in docs/engine-semantics.md §17.3: the generator never compares what
+they touch."""
 
 ABSENT: dict[str, str] = {
     "torch_bug": "a program on which torch 2.13 fails its own internal assert ('INTERNAL ASSERT FAILED ... please "

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60  # seconds: a healthy run takes one or two (torch's import), a spinning one never finishes
 SPIN_SHOWN = 5  # seconds: how long the test that shows the spin waits for it
 
-# The flag goes up the way agdb's TUI raised it before the fix: a clear through ctypes (NULL), on this thread.
+# The flag goes up the way a clear through ctypes (NULL) raises it, on this thread, with nothing lowering it after.
 RAISE_FLAG = """
 import ctypes, threading
 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), None)

@@ -151,8 +151,8 @@ def test_loop_folds_into_one_repeat_of_every_step():
 
 def test_25000_step_loop_folds_to_four_boxes():
     """The issue's 25,000-step loop (75,003 nodes): fewer than 10 boxes, namely 4: one repeat × 25,000, the shared
-    weight's and input's AccumulateGrads, SumBackward0. (Chains alone now fold it too, as one 75,001-node chain,
-    since edges to shared leaves no longer break chains; the repeat says what repeats, and how often.)"""
+    weight's and input's AccumulateGrads, SumBackward0. (Chains alone fold it too, as one 75,001-node chain,
+    since edges to shared leaves do not break chains; the repeat says what repeats, and how often.)"""
     t = loop_by_hand(25_000)
     everything = np.arange(t.num_nodes)
     assert t.num_nodes == 75_003

@@ -256,8 +256,8 @@ def test_files_of_older_versions_still_load_and_work(version, tmp_path):
 
 # -- the TUI, `open` and `show` on a refused file -----------------------------------------------------------------
 def _infinity_file(tmp_path: Path) -> Path:
-    """A header with Infinity as a column's offset (the old loader's int() of it raised OverflowError, and the
-    TUI's load worker died with it: "loading…" forever)."""
+    """A header with Infinity as a column's offset (an int() of it raises OverflowError, which must not kill the
+    TUI's load worker and leave "loading…" forever)."""
     path = tmp_path / "infinity.agdb"
     path.write_bytes(_with_header_text(seeds()[0][1], lambda text: text.replace('"offset": 0', '"offset": Infinity')))
     return path

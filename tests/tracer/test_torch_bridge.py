@@ -364,7 +364,7 @@ def test_a_generator_s_locals_keep_nothing_alive_across_its_yields():
 
 def test_a_leaf_given_as_a_root_is_named_too():
     """backward([y, x]) with the leaf x itself a root: its AccumulateGrad is keyed before the walk, and still gets
-    the variable's name (found by a review)."""
+    the variable's name."""
     x = torch.ones(3, requires_grad=True)
     w = torch.ones(3, requires_grad=True)
     with tracer.record("torch") as rec:
@@ -378,7 +378,7 @@ def test_a_leaf_given_as_a_root_is_named_too():
 def test_a_reentrant_backward_s_nodes_are_made_in_their_place_whatever_the_options(options, capsys):
     """A custom backward that recomputes and calls backward (docs/examples/custom_reentrant.py): its nodes are
     bumped, then made, inside the outer graph task, on the custom backward's line, as record()'s default has them
-    (found by a review: with values=False they were made before their increments, on the call's line)."""
+    (with values=False too, not before their increments on the call's line)."""
     import runpy
     from pathlib import Path
 
