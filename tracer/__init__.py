@@ -28,4 +28,4 @@ def __getattr__(name: str):
 
         module, attr = _FX[name]
         return getattr(importlib.import_module(f".{module}", __name__), attr)
-    raise AttributeError(f"module 'tracer' has no attribute {name!r}")
+    raise AttributeError(f"module 'agdb.tracer' has no attribute {name!r}")
