@@ -49,8 +49,8 @@ The rules as PyTorch 2.13's engine applies them (docs/engine-semantics.md, the s
 from __future__ import annotations
 
 import heapq
-from itertools import islice
-from operator import eq
+from itertools import chain, islice
+from operator import eq, lt
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 INT_MAX = 2**31 - 1
@@ -116,12 +116,16 @@ heapify = heapq.heapify
 def pop_order(heap: list[NodeTask]) -> list[NodeTask]:
     """The order the heap's tasks would leave in if nothing more were pushed; the heap is left as it is.
 
-    With distinct keys every pop takes the least key, so a sort gives the order; ties leave in the order the
-    heap's shape dictates (NOTE [scheduler rules]), which only popping shows.
+    With distinct keys every pop of a heap takes the least key, so a sort gives the order. Ties leave in the order
+    the heap's shape dictates (NOTE [scheduler rules]), and so do the tasks of a heap that a gone graph task's keys,
+    changed in place, left out of order (a pop takes the front task, whatever its key): only popping shows those.
     """
-    order = sorted(heap)
-    if not any(map(eq, order, islice(order, 1, None))):  # in C: a wide graph's queue holds thousands of tasks
-        return order
+    # Both checks iterate in C: a wide graph's queue holds thousands of tasks, and a seek lists every one.
+    parents = chain.from_iterable(zip(heap, heap, strict=True))  # heap[(i - 1) // 2] for i = 1, 2, ...
+    if not any(map(lt, islice(heap, 1, None), parents)):
+        order = sorted(heap)
+        if not any(map(eq, order, islice(order, 1, None))):
+            return order
     copy = list(heap)
     return [heapq.heappop(copy) for _ in range(len(copy))]
 
