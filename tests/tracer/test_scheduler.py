@@ -47,7 +47,7 @@ class Spec:
 def specs(draw, reentrant: bool = True) -> Spec:
     """Random Specs: shared subexpressions, x * x, stacks of leaves, multi-output nodes, forced seq_nr ties,
     reentrant backward calls, one to three roots, and subsets of the values as inputs."""
-    leaves = (True,) + tuple(draw(st.lists(st.booleans(), max_size=4)))
+    leaves = (True,) + tuple(draw(st.lists(st.booleans(), max_size=7)))
     requires = list(leaves)
     ops = []
     kinds = ("unary", "binary", "binary", "stack", "unbind") + (("reentrant",) if reentrant else ())
@@ -58,8 +58,9 @@ def specs(draw, reentrant: bool = True) -> Spec:
             op, args = draw(st.sampled_from(UNARY if kind == "unary" else REENTRANT)), (draw(index),)
         elif kind == "binary":
             op, args = draw(st.sampled_from(BINARY)), (draw(index), draw(index))
-        elif kind == "stack":
-            op, args = "stack", tuple(draw(st.lists(index, min_size=2, max_size=5)))
+        elif kind == "stack":  # often of leaves only: four or more AccumulateGrads ready at once tie (§6.2)
+            among = st.integers(0, len(leaves) - 1) if draw(st.booleans()) else index
+            op, args = "stack", tuple(draw(st.lists(among, min_size=2, max_size=8)))
         else:
             op, args = "unbind", (draw(index),)
         ops.append((op, args))
