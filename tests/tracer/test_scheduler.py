@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agdb import engine
+from agdb import engine, tracer
 from agdb.engine._engine import GraphTask, NodeTask, ReadyQueue
 from agdb.engine._node import Node
 from agdb.tracer.replay import scheduler
+from agdb.tracer.replay.replay import Replay
+from agdb.tracer.store import events as ev
 from tests.engine.helpers import run_in_thread
 
 TIE_SEQ = 2**40
@@ -325,8 +327,7 @@ def test_keys_and_heap_match_the_engine_ready_queue(ops):
     queue = ReadyQueue("cpu:test")
     tasks = [GraphTask(False, False, depth, queue, [], True) for depth in range(3)]
     heap: list[scheduler.NodeTask] = []
-    made: dict[int, int] = {}  # id of an engine task -> the number of the scheduler's twin
-    alive = []  # the engine's tasks, so that no id is reused
+    made: dict[int, tuple] = {}  # id of an engine task -> (the number of its scheduler twin, the task: no id reused)
     for number, (op, depth, seq) in enumerate(ops):
         gt = tasks[depth]
         if op in ("push", "wake_up") and not gt.gone:
@@ -335,16 +336,15 @@ def test_keys_and_heap_match_the_engine_ready_queue(ops):
             assert list(task) == key
             queue.push(task)
             scheduler.push(heap, scheduler.NodeTask(key, depth, number))
-            made[id(task)] = number
-            alive.append(task)
+            made[id(task)] = (number, task)
         elif op == "pop" and heap:
-            assert made[id(queue.pop())] == scheduler.pop(heap).node
+            assert made[id(queue.pop())][0] == scheduler.pop(heap).node
         elif op == "gone" and not gt.gone:
             gt.mark_gone()
             scheduler.mark_gone(heap, depth)
     assert [list(t) for t in queue.heap] == [list(t) for t in heap]
     foretold = [t.node for t in scheduler.pop_order(heap)]
-    assert [made[id(queue.pop())] for _ in range(len(queue))] == foretold
+    assert [made[id(queue.pop())][0] for _ in range(len(queue))] == foretold
 
 
 def test_shutdown_leaves_first_then_wake_up_then_depth_then_seq_nr():
@@ -359,10 +359,6 @@ def test_shutdown_leaves_first_then_wake_up_then_depth_then_seq_nr():
     assert scheduler.wake_up_key() == engine_keys[1]
     assert [scheduler.node_key(1, 1), scheduler.node_key(0, 9), scheduler.node_key(0, 8)] == engine_keys[2:]
     assert [scheduler.priority(k) for k in engine_keys[1:]] == [(-1, -1), (1, 1), (0, 9), (0, 8)]
-
-
-class _Refused(Exception):
-    """Raised on purpose by a pre-hook inside a reentrant backward."""
 
 
 class _FailingReentrant(engine.autograd.Function):
@@ -382,6 +378,10 @@ class _FailingReentrant(engine.autograd.Function):
         return g * 3
 
 
+class _Refused(Exception):
+    """Raised on purpose by a pre-hook inside a reentrant backward."""
+
+
 def _refuse(grad_outputs):
     raise _Refused("refused")
 
@@ -390,10 +390,6 @@ def test_replay_shows_a_queue_left_out_of_order_in_the_order_it_empties():
     """An inner backward fails inside an outer one, both leaving a task queued; once both are gone their tasks take
     depth INT_MAX in place and the heap is out of order (the outer task has the larger seq_nr but sits below).
     The replay lists them in the order the engine's next backward then pops them, not sorted by key."""
-    from agdb import tracer
-    from agdb.tracer.replay.replay import Replay
-    from agdb.tracer.store import events as ev
-
     def program():
         with tracer.record() as rec:
             x, y = engine.ones(2, requires_grad=True), engine.ones(2, requires_grad=True)

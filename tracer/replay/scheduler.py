@@ -8,7 +8,7 @@ tuned for its hot paths; tests/tracer/test_scheduler.py pins the two together on
 
 Nothing here knows an engine object or torch: a node is an int key (0 is no node: a null next edge), a graph is
 `next_edges`, a mapping from a node to its next edges as (child, input_nr) pairs in output order, and seq_nrs and
-topological_nrs are mappings from node to int. Imports the standard library only.
+topological_nrs are mappings from node to int. Imports the standard library only: never the engine, torch or textual.
 
 NOTE [scheduler rules]
 The rules as PyTorch 2.13's engine applies them (docs/engine-semantics.md, the sections in brackets).
