@@ -9,21 +9,22 @@ a node's remaining dependency count is its initial count minus the NodeFinished 
 so far (the engine routes a node's outputs right after it finishes, so the replay counts that routing at
 the NodeFinished step); a node waits in not_ready from its first BufferWritten until its TaskPushed;
 executed nodes and culprits are prefixes of the NodeStarted and SeqNrBumped events. Only the ready
-queues are replayed event by event, with the heap algorithm the engine uses (heapq over items compared
-by key alone), so ties leave in exactly the recorded order; when a graph task is gone its leftover tasks
-take depth INT_MAX in place, without re-heapifying, as in the engine. Queue checkpoints every `interval`
-events bound the work of any seek. The state at a step includes that step's event.
+queues are replayed event by event, with the engine's keys and heap (NOTE [scheduler rules] in scheduler), so
+ties leave in exactly the recorded order; when a graph task is gone its leftover tasks take depth INT_MAX in
+place, without re-heapifying, as in the engine. Queue checkpoints every `interval` events bound the work of
+any seek. The state at a step includes that step's event.
 """
 from __future__ import annotations
 
 import bisect
-import heapq
 import threading
 from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
+from agdb.tracer.replay import scheduler
+from agdb.tracer.replay.scheduler import NodeTask
 from agdb.tracer.replay.state import EngineState, GraphTaskState, NodeSeq, QueueState, ReadyTask, state_bytes
 from agdb.tracer.store import events as ev
 from agdb.tracer.store.arrays import Intervals, read_only, unique_first
@@ -33,7 +34,6 @@ from agdb.tracer.store.trace import Trace
 
 __all__ = ["Replay", "EngineState", "GraphTaskState", "NodeSeq", "QueueState", "ReadyTask", "state_bytes"]
 
-INT_MAX = 2**31 - 1
 _PUSH, _POP = int(Kind.TASK_PUSHED), int(Kind.TASK_POPPED)
 
 
@@ -107,20 +107,18 @@ class Replay:
         kind, queue, task, node, extra = self._qevents.get(i)
         step = int(self._queue_steps[i])
         if kind == _PUSH:
-            heapq.heappush(heaps.setdefault(queue, []), _Item(list(extra), step, task, node))
+            scheduler.push(heaps.setdefault(queue, []), NodeTask(extra, task, node, step))
         elif kind == _POP:
             heap = heaps.setdefault(queue, [])
             if heap and heap[0].push_step == extra:
-                heapq.heappop(heap)
+                scheduler.pop(heap)
             else:  # a trace from elsewhere whose pops do not follow this heap: drop the recorded task
                 kept = [item for item in heap if item.push_step != extra]
-                heapq.heapify(kept)
+                scheduler.heapify(kept)
                 heaps[queue] = kept
         else:  # GraphTaskFinished: its leftover tasks turn stale in place
             for heap in heaps.values():
-                for item in heap:
-                    if item.graph_task == task and item.key[0] == 2:
-                        item.key[1] = -INT_MAX
+                scheduler.mark_gone(heap, task)
 
     def _queues_at(self, step: int) -> tuple[QueueState, ...]:
         # Within one interval of the last checkpoint, the seek applies the events itself, without the lock that
@@ -144,8 +142,8 @@ class Replay:
         out = []
         for q in sorted(heaps):
             tasks = []
-            for item in _pop_order(heaps[q]):
-                prio = (-item.key[1], -item.key[2]) if item.key[0] == 2 else (-1, -1)
+            for item in scheduler.pop_order(heaps[q]):
+                prio = scheduler.priority(item)
                 node = item.node if item.node >= 0 else None
                 tasks.append(ReadyTask(node, trace.node_name(item.node), prio[1], prio, item.graph_task,
                                        item.push_step))
@@ -329,37 +327,13 @@ class _QueueEvents:
         extra: Any = None
         if kind == _PUSH:
             code = int(self.push_seq[rank])
-            extra = [1, 0, 0] if code == WAKE_UP else [2, -self.depth_of.get(task, 0), -seq_decode(code)]
+            extra = scheduler.wake_up_key() if code == WAKE_UP else \
+                scheduler.node_key(self.depth_of.get(task, 0), seq_decode(code))
         elif kind == _POP:
             code = int(self.pop_push[rank])
             extra = -code - 2 if code < -1 else code
         return kind, queue, task, node, extra
 
 
-class _Item:
-    """A heap entry compared by key alone, like the engine's NodeTask."""
-
-    __slots__ = ("key", "push_step", "graph_task", "node")
-
-    def __init__(self, key: list, push_step: int, graph_task: int, node: int) -> None:
-        self.key, self.push_step, self.graph_task, self.node = key, push_step, graph_task, node
-
-    def __lt__(self, other: _Item) -> bool:
-        return self.key < other.key
-
-
-def _pop_order(heap: list[_Item]) -> list[_Item]:
-    """The order a heap would pop its items in: a sort when no two keys tie, else a simulation.
-
-    With distinct keys every pop takes the least key, so sorting gives the order; ties leave in the
-    order the heap's shape dictates (NOTE [ready queue order] in the engine), which only popping shows.
-    """
-    keys = [tuple(item.key) for item in heap]
-    if len(set(keys)) == len(keys):
-        return [item for _, item in sorted(zip(keys, heap, strict=True), key=lambda pair: pair[0])]
-    copy = list(heap)
-    return [heapq.heappop(copy) for _ in range(len(copy))]
-
-
 def _copy_heaps(heaps: dict) -> dict:
-    return {q: [_Item(list(i.key), i.push_step, i.graph_task, i.node) for i in heap] for q, heap in heaps.items()}
+    return {q: [task.clone() for task in heap] for q, heap in heaps.items()}

@@ -6,39 +6,25 @@ and it writes, through the TraceBuilder, what the engine must have done around t
 exec_info, the pushes and pops of the ready queue, the input-buffer writes, the captures of autograd.grad.
 
 NOTE [the model and the observed order]
-The model runs the engine's rules (docs/engine-semantics.md, and the reference facts it cites): a task's
+The model runs the engine's rules, as tracer/replay/scheduler.py holds them (NOTE [scheduler rules]): a task's
 priority is (reentrant depth, seq_nr), larger first, AccumulateGrad's 2**64-1 first of all; ties leave the
-heap in libstdc++'s order, which Python's heapq reproduces when tasks compare by key alone (NOTE [ready queue
-order] in engine/_ready_queue.py); outputs are routed in output order; a task is pushed when its last counted
-parent finished; with exec_info, nodes that are only captured are popped but do not run. When a node's
+heap in libstdc++'s order; outputs are routed in output order; a task is pushed when its last counted parent
+finished; with exec_info, nodes that are only captured are popped but do not run. When a node's
 pre-hook fires, the model pops until it reaches a node that runs: if that is the observed node the
 prediction held; if not, a *divergence* is recorded (where, what the model expected, what ran), and the model
 follows what was observed so that one difference is not reported again at every later step.
 """
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
+
+from agdb.tracer.replay import scheduler
+from agdb.tracer.replay.scheduler import ExecInfo, NodeTask, node_key
 
 UINT64_MAX = 2**64 - 1
 Capture = Callable[["GraphTaskModel", int, int], Any]
 """(graph task, node, result index) -> the captured grad, when the bridge knows it."""
-
-
-class _Task(list):
-    """A ready task: the list is its key [-reentrant depth, -seq_nr], compared alone (libstdc++'s tie order)."""
-
-    __slots__ = ("gt", "node")
-
-    def __init__(self, gt: GraphTaskModel, node: int, seq: int) -> None:
-        super().__init__((-gt.depth, -seq))
-        self.gt = gt
-        self.node = node
-
-    __eq__ = object.__eq__  # two tasks with equal keys are still two tasks
-    __ne__ = object.__ne__
-    __hash__ = object.__hash__
 
 
 @dataclass(frozen=True)
@@ -53,24 +39,8 @@ class Graph:
     num_inputs: dict[int, int] = field(default_factory=dict)
 
     def topological_nrs(self, roots: Sequence[int]) -> dict[int, int]:
-        """Each reachable node's topological_nr (0 for a node with no next edges, else 1 + its children's
-        largest), computed without recursion: torch computes it when a node is made and does not expose it."""
-        topo: dict[int, int] = {}
-        for root in roots:
-            if root in topo:
-                continue
-            stack = [(root, False)]
-            while stack:
-                key, expanded = stack.pop()
-                if key in topo:
-                    continue
-                children = [c for c, _ in self.edges.get(key, ()) if c]
-                if expanded:
-                    topo[key] = 1 + max((topo[c] for c in children), default=-1)
-                    continue
-                stack.append((key, True))
-                stack.extend((c, False) for c in children if c not in topo)
-        return topo
+        """Each node's topological_nr below `roots` (torch computes it when a node is made and does not expose it)."""
+        return scheduler.topological_nrs(self.edges, roots)
 
 
 @dataclass
@@ -98,6 +68,7 @@ class GraphTaskModel:
         self.topo = topo
         self.dependencies: dict[int, int] = {}
         self.pruned: list[int] = []
+        self.info: ExecInfo | None = None  # exec_info, once prepared (None: every node runs)
         self.needed: set[int] = set()
         self.captures: dict[int, list[tuple[int, int]]] = {}  # node -> [(input slot, result index)]
         self.exec_info = bool(inputs)
@@ -111,61 +82,14 @@ class GraphTaskModel:
     # -- the engine's preparation (compute_dependencies, init_to_execute) -----------------------------------
     def prepare(self) -> int:
         """Dependency counts and exec_info, as the engine computes them; returns min_topo_nr."""
-        topo = self.topo
-        min_topo = min((topo.get(n, 0) for n, _ in self.inputs), default=0) if self.inputs else 0
-        seen = {self.graph_root}
-        todo = [self.graph_root]
-        edges = self.graph.edges
-        while todo:
-            fn = todo.pop()
-            if topo.get(fn, 0) < min_topo:
-                self.pruned.append(fn)
-                continue
-            for child, _ in edges.get(fn, ()):
-                if child:
-                    self.dependencies[child] = self.dependencies.get(child, 0) + 1
-                    if child not in seen:
-                        seen.add(child)
-                        todo.append(child)
+        edges, topo = self.graph.edges, self.topo
+        min_topo = scheduler.compute_min_topological_nr(self.inputs, topo)
+        self.dependencies, self.pruned = scheduler.compute_dependencies(self.graph_root, edges, topo, min_topo)
         if self.exec_info:
-            self._init_to_execute(min_topo)
+            self.info = scheduler.init_to_execute(self.graph_root, edges, topo, self.inputs, self.accumulate_grad,
+                                                  min_topo)
+            self.needed, self.captures = self.info.needed, self.info.captures
         return min_topo
-
-    def _init_to_execute(self, min_topo: int) -> None:
-        for index, (node, slot) in enumerate(self.inputs):
-            if self.accumulate_grad:
-                self.needed.add(node)
-            else:
-                self.captures.setdefault(node, []).append((slot, index))
-        edges = self.graph.edges
-
-        def should_execute(n: int) -> bool:
-            return n in self.needed or n in self.captures
-
-        seen: set[int] = set()
-        stack = [[self.graph_root, 0]]
-        while stack:
-            frame = stack[-1]
-            fn, children = frame[0], edges.get(frame[0], ())
-            child = 0
-            while frame[1] < len(children):
-                child = children[frame[1]][0]
-                frame[1] += 1
-                if not child:
-                    continue
-                if child not in seen:
-                    seen.add(child)
-                    break
-                if should_execute(child):
-                    self.needed.add(fn)
-                child = 0
-            if child:
-                if self.topo.get(child, 0) >= min_topo:
-                    stack.append([child, 0])
-                continue
-            stack.pop()
-            if should_execute(fn) and stack:
-                self.needed.add(stack[-1][0])
 
     def runs(self, node: int) -> bool:
         """Whether a popped task of `node` runs (without exec_info, every one does)."""
@@ -181,7 +105,7 @@ class EngineModel:
 
     def __init__(self, emit: Any, on_divergence: Callable[[Divergence], None]) -> None:
         self.emit = emit
-        self.queue: list[_Task] = []
+        self.queue: list[NodeTask] = []  # its tasks' graph_task is a GraphTaskModel
         self.on_divergence = on_divergence
         self.simulated: set[int] = set()  # nodes that run without hooks the bridge can see (GraphRoot)
 
@@ -205,14 +129,14 @@ class EngineModel:
 
     def _push(self, gt: GraphTaskModel, node: int) -> None:
         seq = gt.graph.seq.get(node, 0)
-        heapq.heappush(self.queue, _Task(gt, node, seq))
+        scheduler.push(self.queue, NodeTask(node_key(gt.depth, seq), gt, node))
         self.emit.task_pushed(graph_task=gt.id, node=node, seq_nr=seq, queue_length=len(self.queue))
 
-    def _pop(self) -> _Task:
-        task = heapq.heappop(self.queue)
+    def _pop(self) -> NodeTask:
+        task = scheduler.pop(self.queue)
         if task.node not in self.simulated:
-            task.gt.popped.append(task.node)
-        self.emit.task_popped(graph_task=task.gt.id, node=task.node, queue_length=len(self.queue))
+            task.graph_task.popped.append(task.node)
+        self.emit.task_popped(graph_task=task.graph_task.id, node=task.node, queue_length=len(self.queue))
         return task
 
     # -- what was observed ------------------------------------------------------------------------------------
@@ -239,10 +163,10 @@ class EngineModel:
         nodes the bridge cannot see run in the model; any other node is a divergence."""
         while self.queue:
             head = self.queue[0]
-            if until is None and head.gt is not gt:
+            if until is None and head.graph_task is not gt:
                 return  # the rest belongs to the calls this one is nested in
             task = self._pop()
-            tgt, node = task.gt, task.node
+            tgt, node = task.graph_task, task.node
             for _slot, index in tgt.captures.get(node, ()):
                 self.emit.grad_captured(graph_task=tgt.id, node=node, output_index=index,
                                         grad=captured(tgt, node, index) if captured else None)
@@ -266,9 +190,9 @@ class EngineModel:
         self.emit.node_finished(graph_task=gt.id, node=node, outputs=gt.root_grads)
         self.route(gt, node, [g is not None for g in gt.root_grads])
 
-    def _head(self, gt: GraphTaskModel) -> _Task | None:
+    def _head(self, gt: GraphTaskModel) -> NodeTask | None:
         """Pop up to the next task of `gt` that would run (captures on the way), or None."""
-        while self.queue and self.queue[0].gt is gt:
+        while self.queue and self.queue[0].graph_task is gt:
             task = self._pop()
             if gt.runs(task.node):
                 return task
@@ -277,9 +201,9 @@ class EngineModel:
     def _take(self, gt: GraphTaskModel, node: int) -> None:
         """Follow what was observed: remove `node`'s task wherever it sits (re-heapify: we are off-script)."""
         for i, task in enumerate(self.queue):
-            if task.node == node and task.gt is gt:
+            if task.node == node and task.graph_task is gt:
                 self.queue.pop(i)
-                heapq.heapify(self.queue)
+                scheduler.heapify(self.queue)
                 self.emit.task_popped(graph_task=gt.id, node=node, queue_length=len(self.queue))
                 gt.popped.append(node)
                 return
@@ -295,33 +219,22 @@ class EngineModel:
         self.route(gt, node, defined)
 
     def route(self, gt: GraphTaskModel, node: int, defined: Sequence[bool]) -> None:
-        """The engine's output routing, in output order (a None grad is routed like any other)."""
-        for i, (child, slot) in enumerate(gt.graph.edges.get(node, ())):
-            if not child:
-                continue
-            count = gt.dependencies.get(child)
-            if count is None:
-                continue  # torch raises "dependency not found"; the observed run will say what happened
-            count -= 1
-            if count:
-                gt.dependencies[child] = count
-            else:
-                del gt.dependencies[child]
+        """The engine's output routing, in output order (a None grad is routed like any other). A child with no
+        count is passed over: torch raises "dependency not found" there, and the observed run says what happened."""
+        for i, child, slot, is_ready in scheduler.route(gt.graph.edges.get(node, ()), gt.dependencies, gt.info):
             buffer = gt.buffers.get(child)
             if buffer is None:
-                if gt.exec_info and not (child in gt.needed or child in gt.captures):
-                    continue
                 buffer = [False] * max(gt.graph.num_inputs.get(child, 1), slot + 1)
             is_def = i < len(defined) and defined[i]
             if slot < len(buffer):
                 self.emit.buffer_written(graph_task=gt.id, node=child, slot=slot,
                                          is_accumulation=bool(is_def and buffer[slot]))
                 buffer[slot] = buffer[slot] or is_def
-            if count:
-                gt.buffers[child] = buffer
-            else:
+            if is_ready:
                 gt.buffers.pop(child, None)
                 self._push(gt, child)
+            else:
+                gt.buffers[child] = buffer
 
     def finish(self, gt: GraphTaskModel, error: tuple[str, str] | None, captured: Capture | None = None) -> None:
         """The call returned (or raised `error` as (type, message)): drain what the model still holds."""
@@ -336,8 +249,8 @@ class EngineModel:
                     gt.running = head.node if head is not None else None
             self.emit.error_raised(graph_task=gt.id, node=gt.running, error_type=error[0], message=error[1])
             # The engine leaves the failed task's queued tasks behind, stale; the model drops them.
-            self.queue = [t for t in self.queue if t.gt is not gt]
-            heapq.heapify(self.queue)
+            self.queue = [t for t in self.queue if t.graph_task is not gt]
+            scheduler.heapify(self.queue)
         gt.finished = True
         self.emit.graph_task_finished(graph_task=gt.id, has_error=error is not None)
 
