@@ -28,15 +28,13 @@ from agdb.tracer.recording.builder import TraceBuilder
 from agdb.tracer.sources.torch.backward import Backward
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import Hooks
-from agdb.tracer.sources.torch.naming import LeafNames, is_library
+from agdb.tracer.sources.torch.naming import LeafNames
 from agdb.tracer.sources.torch.patching import Patches
 from agdb.tracer.sources.torch.reconstruct import Reconstruction, by_row
 from agdb.tracer.sources.torch.state import NODE, BridgeState
 from agdb.tracer.sources.torch.walk import Walker
 from agdb.tracer.store.schema import Kind
 from agdb.tracer.store.trace import Trace
-
-__all__ = ["OBSERVED", "PROVENANCE", "RECONSTRUCTED", "Bridge", "is_library"]
 
 OBSERVED = (Kind.SEQ_NR_BUMPED, Kind.NODE_CREATED, Kind.GRAPH_TASK_STARTED, Kind.HOOK_RAN, Kind.NODE_STARTED,
             Kind.NODE_FINISHED, Kind.GRAD_ACCUMULATED, Kind.ERROR_RAISED, Kind.GRAPH_TASK_FINISHED)
