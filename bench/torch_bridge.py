@@ -178,7 +178,8 @@ def _recorded_round(forward: Callable[[], Any], times: dict, reconstruct: bool) 
         bridge = rec.source
         t, z = _timed(forward)
         times["recorded_forward"].append(t)
-        walk, spent = bridge._walk, []
+        walker = bridge.walker
+        walk, spent = walker.walk, []
 
         def timed_walk(*args: Any) -> Any:
             start = _clock()
@@ -187,14 +188,14 @@ def _recorded_round(forward: Callable[[], Any], times: dict, reconstruct: bool) 
             finally:
                 spent.append(_clock() - start)
 
-        bridge._walk = timed_walk
+        walker.walk = timed_walk
         z.backward(retain_graph=True)  # walks and hooks the new graph
-        bridge._walk = walk
+        del walker.walk
         times["registration"].append(sum(spent))
         times["recorded_backward"].append(_timed(lambda: z.backward(retain_graph=True))[0])
         del z
         if not reconstruct:  # what the hooks logged is dropped unreconstructed: that is timed in one round only
-            for state in bridge._states:
+            for state in bridge.shared.states:
                 state.log.clear()
         start = _clock()
     finish = _clock() - start
@@ -206,7 +207,7 @@ def _recorded_round(forward: Callable[[], Any], times: dict, reconstruct: bool) 
         z.backward(retain_graph=True)
         times["shapes_only_backward"].append(_timed(lambda: z.backward(retain_graph=True))[0])
         del z
-        for state in rec.source._states:
+        for state in rec.source.shared.states:
             state.log.clear()
     if reconstruct:
         with tracer.record("torch") as rec:  # record()'s default: each backward call reconstructs before it returns

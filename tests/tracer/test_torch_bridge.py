@@ -115,16 +115,16 @@ def test_hooks_are_registered_once_per_graph_and_removed_after():
         z = (x.exp() * 2).sum()
         z.backward(retain_graph=True)
         z.backward(retain_graph=True)
-        handles = dict(rec.source._handles)
+        handles = dict(rec.source.shared.handles)
     trace = rec.trace
     runs = _started(trace)
     assert len(runs) == 8 and runs[:4] == runs[4:]
     assert len({trace.event_node(int(s)) for s in trace.steps_of(Kind.NODE_STARTED)}) == 4
-    from agdb.tracer.sources.torch.bridge import _HOOK_KEY
+    from agdb.tracer.sources.torch.hooks import HOOK_KEY
 
-    assert handles and all(ref() is None or _HOOK_KEY not in ref() for pre, post, _ in handles.values()
+    assert handles and all(ref() is None or HOOK_KEY not in ref() for pre, post, _ in handles.values()
                            for ref in (pre, post))
-    logs = [state.log for state in rec.source._states]
+    logs = [state.log for state in rec.source.shared.states]
     z2 = (x.exp() * 2).sum()
     z2.backward()  # fresh nodes; and x's AccumulateGrad, hooked while recording, must log nothing now
     assert all(not log for log in logs)
@@ -209,7 +209,7 @@ def test_a_failure_of_the_bridge_never_fails_the_program():
         def broken(*args):
             raise RuntimeError("walk broke")
 
-        rec.source._walk = broken
+        rec.source.walker.walk = broken
         (x * 3).sum().backward()
     assert x.grad.tolist() == [3.0, 3.0]
     assert rec.trace.meta["bridge_errors"] == ["RuntimeError: walk broke"]
@@ -247,7 +247,7 @@ def test_a_nested_recording_leaves_the_outer_one_its_hooks():
             pass
         z = (x.exp() * 2).sum()
         z.backward(retain_graph=True)
-        handles = dict(outer.source._handles)
+        handles = dict(outer.source.shared.handles)
     assert len(_started(outer.trace)) == 4
     assert handles and all(pre() is not None for pre, *_ in handles.values())  # the graph lives: its hook dicts too
     assert _HookMixin.__dict__["_register_hook"] is register

@@ -8,7 +8,8 @@ torch = pytest.importorskip("torch")
 
 from agdb import tracer  # noqa: E402
 from agdb.tracer.sources import torch as torch_bridge  # noqa: E402
-from agdb.tracer.sources.torch import bridge as bridge_mod  # noqa: E402
+from agdb.tracer.sources.torch import backward as backward_mod  # noqa: E402
+from agdb.tracer.sources.torch import hooks as hooks_mod  # noqa: E402
 from agdb.tracer.store.schema import Kind  # noqa: E402
 from tests.tracer import torch_programs  # noqa: E402
 
@@ -69,7 +70,7 @@ def test_every_node_run_carries_the_graph_task_id_torch_gave_it():
 def test_a_node_torch_says_runs_in_another_graph_task_is_a_divergence(monkeypatch):
     """If the graph task id a pre-hook reads ever changed within a call, the trace says where, in words."""
     ids = iter(range(100, 200))
-    monkeypatch.setattr(bridge_mod, "_gt_id", lambda: next(ids))
+    monkeypatch.setattr(hooks_mod, "_gt_id", lambda: next(ids))
     with tracer.record("torch") as rec:
         x = torch_programs.leaf()
         (x.exp() * 2).sum().backward()
@@ -85,12 +86,12 @@ def test_a_running_node_that_is_not_the_hooks_node_is_a_divergence(monkeypatch):
         def _sequence_nr():
             return 12345
 
-    real = bridge_mod._running
-    monkeypatch.setattr(bridge_mod, "_running", lambda: Other)
+    real = hooks_mod._running
+    monkeypatch.setattr(hooks_mod, "_running", lambda: Other)
     with tracer.record("torch") as rec:
         x = torch_programs.leaf()
         (x.exp() * 2).sum().backward()
-    monkeypatch.setattr(bridge_mod, "_running", real)
+    monkeypatch.setattr(hooks_mod, "_running", real)
     found = [d for d in rec.trace.meta["divergences"] if d["kind"] == "running_node"]
     assert {rec.trace.node(d["node"]).name for d in found} == {"SumBackward0", "MulBackward0", "ExpBackward0",
                                                                "torch::autograd::AccumulateGrad"}
@@ -149,8 +150,8 @@ def test_single_threaded_records_the_witness_and_restores_the_setting():
 def test_a_witness_that_differs_is_reported(monkeypatch):
     """A witness in another order than the run (here: reversed) is a divergence against both the model and the
     observed order, at the first position that differs."""
-    real = bridge_mod._execution_order
-    monkeypatch.setattr(bridge_mod, "_execution_order", lambda: real()[::-1])
+    real = backward_mod._execution_order
+    monkeypatch.setattr(backward_mod, "_execution_order", lambda: real()[::-1])
     with tracer.record("torch") as rec, torch.autograd.set_multithreading_enabled(False):
         x = torch_programs.leaf()
         (x.exp() * 2).sum().backward()

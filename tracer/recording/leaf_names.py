@@ -1,6 +1,6 @@
 """The name a user knows a leaf tensor by: the path they write to reach it (`model.fc1.weight`, `model[0].weight`,
 `w`). One rule for both sources: the engine's Recorder looks a leaf up when its AccumulateGrad is made, the
-real-PyTorch bridge when a backward call meets it (sources/torch/params.py).
+real-PyTorch bridge when a backward call meets it (sources/torch/naming.py).
 
 Imports the engine's nn.Module only when the Recorder's look-up runs, and never textual or rich.
 

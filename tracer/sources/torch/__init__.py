@@ -88,7 +88,7 @@ def _divergence_line(trace: Any, d: dict) -> str:
 
 
 def witness_text(trace: Any) -> str:
-    """One line on torch's execution-order witness (NOTE [witness] in bridge.py), or "" when no backward ran with
+    """One line on torch's execution-order witness (NOTE [witness] in backward.py), or "" when no backward ran with
     multithreading disabled."""
     tasks = trace.meta.get("graph_tasks") or []
     witnessed = [t for t in tasks if "execution_order" in t]

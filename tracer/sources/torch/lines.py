@@ -58,19 +58,20 @@ class LineCulprits:
     Python nothing tells a stale view from a fresh one. So a line that may make or change a view (it indexes,
     assigns into or deletes from a subscript, calls a method or function whose name is a view op, an in-place
     method `x.op_()`, or an augmented assignment `x += y`; read from the bytecode) runs with the bridge's
-    TorchFunctionMode pushed, which names each op's nodes from its outputs (Bridge.op_bumped), from the line's
+    TorchFunctionMode pushed, which names each op's nodes from its outputs (Forward.op_bumped), from the line's
     first event until the next event of the frame that pushed it, and taken off while a user function the line
     calls runs (its own lines decide). Only such lines pay the mode's cost.
 
-    A backward call runs with no trace function (Bridge._wrap_run_backward): its hooks are Python calls, and
+    A backward call runs with no trace function (Patches._wrap_run_backward): its hooks are Python calls, and
     each would cost a call event. As in the mode's way, a custom Function's backward runs with the mode pushed
-    (Bridge._hook), and what the engine makes in C++ (create_graph) falls to the bridge's gap rule.
+    (Hooks.hook), and what the engine makes in C++ (create_graph) falls to the bridge's gap rule (Forward.gap).
     """
 
-    def __init__(self, bridge: Any, state: Any, is_library: Callable[[str], bool]) -> None:
+    def __init__(self, forward: Any, mode: Any, state: Any, is_library: Callable[[str], bool]) -> None:
         # NOTE [stale locals]: function frames whose locals agdb read, by id (see `touch`).
         self._touched: dict[int, Any] = {}
-        self.bridge = bridge
+        self.forward = forward  # forward.py's Forward: where the increments are written
+        self.mode = mode  # the bridge's TorchFunctionMode, pushed for the lines that may make a view
         self.state = state
         self.thread = threading.get_ident()
         self._lines: dict[tuple, tuple] = {}  # (id(code), bytecode offset) -> (frame row, names, in-place op)
@@ -80,7 +81,7 @@ class LineCulprits:
         self._tables: dict[int, tuple] = {}  # id(code) -> (line starts, lines, per line: (names, in-place op))
         self._user: dict[str, bool] = {}  # co_filename -> whether it is the user's (a str caches its hash)
         self._is_library = is_library
-        self._type_names: dict[type, str] = bridge._type_names
+        self._type_names: dict[type, str] = forward.type_names
         self._pending: OrderedDict[int, int] = OrderedDict()  # seq_nrs left `?` (oldest first), within WINDOW
         self._traced: list = []  # frames given our trace function at attach
         self._previous: Any = None
@@ -144,7 +145,7 @@ class LineCulprits:
     def _tracers(self) -> tuple:
         state, seq, user, is_user, moved = self.state, _seq, self._user, self._is_user, self._moved
         mode_lines, table, touched = self._mode_lines, self._table, self._touched
-        mode = self.bridge.line_mode
+        mode = self.mode
         where: list = [None, -1]  # the user frame and bytecode offset running now (the line an increment is on)
         pushed: list = [None]  # the frame that pushed the mode for its line (NOTE [line culprits]: views)
         suspended: list = []  # frames whose mode is off while a user function they called runs
@@ -273,8 +274,8 @@ class LineCulprits:
                             node_name = self._type_names[type(g)] = g.name()
                         del g
                         if state.calls or state.log:
-                            self.bridge.bump_one(state, start, node_name, row)
-                        else:  # noted now, written before anything else is (Bridge.write_seen)
+                            self.forward.bump_one(state, start, node_name, row)
+                        else:  # noted now, written before anything else is (Forward.write_seen)
                             state.seen.append((start, node_name, row))
                         return
         nodes: list = []
@@ -293,7 +294,7 @@ class LineCulprits:
         found = self._names(nodes, start, now, inplace) if nodes else ["?"] * (now - start)
         del nodes
         if state.calls or state.log:
-            self.bridge._bumps(state, start, now, found, row)
+            self.forward.bumps(state, start, now, found, row)
         else:
             seen = state.seen
             if "?" in found:
@@ -343,7 +344,7 @@ class LineCulprits:
                 else:  # not written yet: named where it waits
                     seen[i] = (s, name, seen[i][2])
             if written:
-                self.bridge.late_names(state, written)
+                self.forward.late_names(state, written)
         names = [found.get(s) or "?" for s in range(start, now)]
         if names[0] == "?" and inplace and any(n.endswith("CopySlices") for n in names):
             names[0] = inplace
@@ -359,7 +360,7 @@ class LineCulprits:
             i = bisect.bisect_right(starts, lasti) - 1
             lineno = linenos[i] if i >= 0 else code.co_firstlineno
             stored, inplace = facts.get(lineno, ((), ""))
-            got = self._lines[(id(code), lasti)] = (self.bridge.frame_row(code, lineno), stored, inplace)
+            got = self._lines[(id(code), lasti)] = (self.forward.frame_row(code, lineno), stored, inplace)
         return got
 
     def _table(self, code: Any) -> tuple:

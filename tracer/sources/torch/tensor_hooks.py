@@ -2,7 +2,7 @@
 `register_post_accumulate_grad_hook` reach the bridge's TorchFunctionMode, which registers a wrapper that reports
 each run (as a HookRan event, the engine Recorder's kinds: tensor_pre, post_accumulate_grad) and returns what the
 user's hook returned. A retains_grad hook is torch's own C++ hook, which no wrapper reaches: the bridge remembers
-the tensor, and reports the hook when its node runs (bridge.Bridge._retains).
+the tensor, and reports the hook when its node runs (backward.Backward._retains).
 
 Imports torch (through bridge.py only); never textual or rich.
 """
@@ -20,25 +20,25 @@ REGISTERING = (_REGISTER_HOOK, _RETAIN_GRAD, _POST_ACCUMULATE)
 """The torch calls that put a hook of the user's on a tensor (each reaches a TorchFunctionMode)."""
 
 
-def register(bridge: Any, func: Any, args: tuple, kwargs: dict) -> Any:
-    """Run one of REGISTERING for the user, with the bridge watching the hook it registers."""
+def register(backward: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """Run one of REGISTERING for the user, with the bridge (backward.py's Backward) watching the hook it registers."""
     if func is _RETAIN_GRAD:
         t = args[0] if args else kwargs.get("self")
         was = t.retains_grad
         out = func(*args, **kwargs)
         if not was and t.retains_grad:  # a leaf's retain_grad() is a no-op: no hook
-            bridge.retained(t)
+            backward.retained(t)
         return out
     kind = "tensor_pre" if func is _REGISTER_HOOK else "post_accumulate_grad"
     args = list(args)
     if len(args) > 1:
-        args[1] = _reporting(bridge, args[1], kind)
+        args[1] = _reporting(backward, args[1], kind)
     elif "hook" in kwargs:
-        kwargs = {**kwargs, "hook": _reporting(bridge, kwargs["hook"], kind)}
+        kwargs = {**kwargs, "hook": _reporting(backward, kwargs["hook"], kind)}
     return func(*args, **kwargs)
 
 
-def _reporting(bridge: Any, hook: Any, kind: str) -> Any:
+def _reporting(backward: Any, hook: Any, kind: str) -> Any:
     """`hook`, reporting each run that returns (as the engine reports a hook: after it returned)."""
     if not callable(hook):
         return hook  # torch's own error says what is wrong
@@ -47,7 +47,7 @@ def _reporting(bridge: Any, hook: Any, kind: str) -> Any:
     @functools.wraps(hook)
     def reported(*args: Any) -> Any:
         result = hook(*args)
-        bridge.hook_ran(kind, name)
+        backward.hook_ran(kind, name)
         return result
 
     return reported

@@ -1,0 +1,238 @@
+"""One backward()/autograd.grad() call, recorded: its graph walked (or a retained one's walk reused) and hooked
+before torch runs it, its start and end logged, and what it ran reconstructed once the outermost call returns;
+torch's own witnesses of the call (its graph task id, its execution order: NOTE [witness]); the user's tensor
+hooks, logged for the node that ran them.
+
+Imports torch (through bridge.py only); never textual or rich.
+"""
+from __future__ import annotations
+
+import gc
+import itertools
+import sys
+import weakref
+from typing import Any
+
+import torch
+
+from agdb.tracer.sources.torch.forward import Forward
+from agdb.tracer.sources.torch.hooks import Hooks
+from agdb.tracer.sources.torch.model import GraphTaskModel
+from agdb.tracer.sources.torch.reconstruct import Reconstruction
+from agdb.tracer.sources.torch.state import CALL, END, HOOK, BridgeState, Call, ThreadState, gc_paused
+from agdb.tracer.sources.torch.walk import Walker
+
+_seq = torch.autograd._get_sequence_nr
+_gt_id = torch._C._current_graph_task_id  # -1 outside a backward
+_running = torch._C._current_autograd_node
+_execution_order = torch._C._current_graph_task_execution_order
+_multithreading = torch._C._is_multithreading_enabled
+
+
+class Backward:
+    """Records the backward calls (`run`), and the user's tensor hooks seen by tensor_hooks.py."""
+
+    def __init__(self, shared: BridgeState, forward: Forward, walker: Walker, hooks: Hooks,
+                 reconstruction: Reconstruction) -> None:
+        self.shared = shared
+        self._local = shared.local
+        self._forward = forward
+        self._walker = walker
+        self._hooks = hooks
+        self._reconstruction = reconstruction
+        self._gt_ids = itertools.count(1)
+        self._retained: list[Any] = []  # weakrefs to the tensors retain_grad() was called on while recording
+
+    def run(self, state: ThreadState, original: Any, t_outputs: Any, args: tuple, kwargs: dict) -> Any:
+        """One backward call, recorded (torch's own `_engine_run_backward` is `original`)."""
+        self._forward.write_seen(state)
+        local = self._local  # this thread's: leaves' variables, read if a new leaf needs them (LeafNames)
+        local.call_frame, local.variables, local.holders = sys._getframe(1), None, None
+        try:
+            call = self._call(state, t_outputs, args, kwargs)
+        except Exception as e:  # noqa: BLE001 - agdb's failure must not become the program's
+            self.shared.failures.append(f"{type(e).__name__}: {e}")
+            call = None
+        finally:
+            local.call_frame = local.variables = local.holders = None
+        if call is None:
+            return original(t_outputs, *args, **kwargs)
+        log = state.log
+        log.append((CALL, call))
+        state.calls.append(call)
+        collecting = gc.isenabled()
+        if collecting:  # NOTE [collections while recording] in patching.py
+            gc.disable()
+        try:
+            result = original(t_outputs, *args, **kwargs)
+        except BaseException as e:
+            log.append((END, call, (type(e).__name__, str(e)), None, _seq()))
+            raise
+        else:
+            log.append((END, call, None, result, _seq()))
+        finally:
+            if collecting:
+                gc.enable()
+            state.calls.remove(call)
+            self._hooks.unhook(call.hooked)
+            for handle in call.witness_hooks:
+                handle.remove()
+            state.last = _seq()  # the reconstruction accounts for every increment up to here
+            if not state.calls:
+                state.pushed.clear()  # after an error the engine already took the mode off
+                if not self.shared.defer:
+                    self._reconstruction.replay(state)
+        return result
+
+    def _call(self, state: ThreadState, t_outputs: Any, args: tuple, kwargs: dict) -> Call | None:
+        """Walk the graph a call is about to run and hook its nodes; None when torch will refuse the call."""
+        params = _run_args(args, kwargs)
+        call = Call()
+        roots = []
+        for t in t_outputs:
+            edge = _edge(t)
+            if edge is None:
+                return None  # torch raises "element i of tensors does not require grad"
+            roots.append(edge)
+        given = tuple(params["inputs"] or ())
+        inputs: list = [_input_edge(t) for t in given]
+        starts = [n for n, _ in roots] + [n for n, _ in inputs if n is not None]
+        walker = self._walker
+        graph = walker.cached(state, starts)
+        if graph is None:
+            with gc_paused():  # a walk allocates per node, and no cycles: no collection in the middle
+                walked = walker.walk(state, starts)
+            graph = walked.graph
+            key_of = walked.key_of
+            if params["retain_graph"]:  # a graph kept for another backward keeps its walk and its hooks
+                walker.remember(state, starts, key_of, graph)
+            else:
+                call.hooked = walked.hooked
+        else:
+            key_of = {id(n): walker.key(n, state.row, set())[0] for n in starts}
+        for i, (n, _) in enumerate(inputs):
+            if n is None:  # a leaf: its AccumulateGrad if the walk met one (torch does not make one here)
+                key = walker.leaf_key(given[i])
+                if key is not None and key in graph.seq:
+                    inputs[i] = (key, 0)
+        call.before = _seq()
+        call.frame = self._forward.user_frame()
+        call.roots = [(key_of[id(n)], nr) for n, nr in roots]
+        call.inputs = [(n, nr) if isinstance(n, int) else (key_of[id(n)], nr) if n is not None else (0, 0)
+                       for n, nr in inputs]
+        call.multi = len(roots) > 1
+        call.keep_graph = bool(params["retain_graph"])
+        call.create_graph = bool(params["create_graph"])
+        call.grads = tuple(params["grad_tensors"] or ())
+        call.parent_id = _gt_id()
+        call.gt = GraphTaskModel(next(self._gt_ids), _depth(state, call.parent_id), graph, 0, (), (),
+                                 params["accumulate_grad"], {})
+        if self._retained:
+            call.retains = self._retains(state)
+        witness = self._witness_hook(state, call)
+        call.witness_hooks = [n.register_prehook(witness) for n, _ in roots]
+        return call
+
+    def _witness_hook(self, state: ThreadState, call: Call) -> Any:
+        """A pre-hook for the call's roots, put on for this call only: torch's id of the graph task and, with
+        multithreading disabled, its execution order.
+
+        NOTE [witness]
+        With multithreading disabled, `torch._C._current_graph_task_execution_order()` lists, from inside the
+        root's pre-hook, every node the graph task will pop, in order: a second witness of the order, beside the
+        pre-hooks that fire. torch allows it only there (anywhere later it fails an internal assert), so it is
+        read once per call, by the first root whose pre-hook fires (after a GraphRoot, the first of its roots).
+        It lists the nodes that are only captured as well as those that run.
+        """
+        lookup = self._walker.lookup
+
+        def witness(grad_outputs: Any) -> None:
+            if call.torch_id is not None:
+                return
+            call.torch_id = _gt_id()
+            if _multithreading():
+                return
+            try:
+                order = _execution_order()
+            except RuntimeError as e:  # torch refused: say why in the trace, never fail the program
+                call.witness_error = str(e).split("\n")[0]
+                return
+            row = state.row
+            call.witness = [lookup(n, row) for n in order]
+
+        return witness
+
+    # -- the user's tensor hooks (tensor_hooks.py) ---------------------------------------------------------------
+    def hook_ran(self, kind: str, name: str) -> None:
+        """A hook of the user's returned: log it for the node torch says is running."""
+        state = self.shared.thread_state()
+        if state.calls:
+            node = _running()
+            key = self._walker.lookup(node, state.row) if node is not None else 0
+            del node
+            state.log.append((HOOK, key, kind, name, _seq()))
+
+    def retained(self, t: Any) -> None:
+        """retain_grad() was called on `t`, a tensor with a grad_fn (its retains_grad hook, NOTE in _retains)."""
+        self._retained.append(weakref.ref(t))
+
+    def _retains(self, state: ThreadState) -> dict[int, int]:
+        """Node key -> how many retains_grad hooks it carries, for the tensors retain_grad() was called on that
+        still retain their grad. A view is left out: reading its grad_fn after an in-place write would make a
+        node (NOTE [node identity] in walk.py)."""
+        found: dict[int, int] = {}
+        alive = []
+        for ref in self._retained:
+            t = ref()
+            if t is None or not t.retains_grad:
+                continue
+            alive.append(ref)
+            if t._is_view() or t.grad_fn is None:
+                continue
+            key = self._walker.lookup(t.grad_fn, state.row)  # the walk's keys are the calling thread's
+            if key:
+                found[key] = found.get(key, 0) + 1
+        self._retained = alive
+        return found
+
+
+def _depth(state: ThreadState, parent: int) -> int:
+    """The reentrant depth of a call made while graph task `parent` runs: one below the recorded call torch
+    says it is nested in (torch's reentrant depth counts the backward calls nested on one thread)."""
+    if parent < 0:
+        return 0
+    for outer in reversed(state.calls):
+        if outer.torch_id == parent:
+            return outer.gt.depth + 1
+    return max(1, len(state.calls))  # nested in a backward the bridge did not record
+
+
+def _edge(t: Any) -> tuple[Any, int] | None:
+    """The (node, input_nr) a backward root or input maps to (torch's gradient_edge)."""
+    if isinstance(t, torch.autograd.graph.GradientEdge):
+        return (t.node, t.output_nr)
+    if t.grad_fn is not None:
+        return (t.grad_fn, t.output_nr)
+    if t.requires_grad:
+        return (torch.autograd.graph.get_gradient_edge(t).node, 0)  # torch makes the leaf's AccumulateGrad too
+    return None
+
+
+def _input_edge(t: Any) -> tuple[Any, int]:
+    """An `inputs=` entry's edge; a leaf with no AccumulateGrad gets none here (torch then makes an Identity)."""
+    if isinstance(t, torch.autograd.graph.GradientEdge):
+        return (t.node, t.output_nr)
+    if t.grad_fn is not None:
+        return (t.grad_fn, t.output_nr)
+    return (None, 0)
+
+
+def _run_args(args: tuple, kwargs: dict) -> dict:
+    """`_engine_run_backward(outputs, grads, retain_graph, create_graph, inputs, allow_unused, accumulate_grad=)`."""
+    names = ("grad_tensors", "retain_graph", "create_graph", "inputs", "allow_unused", "accumulate_grad")
+    params = dict(zip(names, args, strict=False))
+    params.update(kwargs)
+    params.setdefault("accumulate_grad", True)
+    for name in names:
+        params.setdefault(name, None)
+    return params

@@ -1,0 +1,216 @@
+"""The forward's seq_nr increments: each put on the user's line that caused it (seen by the line tracer, lines.py,
+or around each torch call by the mode, patching.py), named, and written to the builder; increments nobody saw
+(gaps) are written unnamed until a walk meets their node.
+
+Imports torch (through bridge.py only); never textual or rich.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import torch
+
+from agdb.tracer.recording.builder import CHUNK, ROW, Bump, NodeFacts
+from agdb.tracer.sources.torch.naming import is_library, node_names
+from agdb.tracer.sources.torch.state import BUMP, BridgeState, ThreadState
+from agdb.tracer.store.schema import Kind
+
+_seq = torch.autograd._get_sequence_nr
+_getframe = sys._getframe
+_TENSOR = torch.Tensor
+_new = tuple.__new__  # NodeFacts and Bump made without their class's Python-level __new__ (NOTE [builder fast path])
+_K_BUMP, _K_CREATED = int(Kind.SEQ_NR_BUMPED), int(Kind.NODE_CREATED)
+
+
+class Forward:
+    """Writes the increments of the counter: the hot path of the forward (NOTE [forward hot path]), and the gaps."""
+
+    def __init__(self, shared: BridgeState) -> None:
+        self.b = shared.b
+        self.raw = shared.raw
+        self._local = shared.local
+        self._keys = shared.keys
+        self._seq_keys = shared.seq_keys
+        self._unnamed = shared.unnamed
+        self.type_names = shared.type_names
+        self._frames: dict[tuple, int] = {}
+        self._fast_frames: dict[tuple, int] = {}  # (user code, bytecode offset) -> frame row (NOTE [forward hot path])
+        self._skip: dict[int, bool] = {}  # id(code) -> whether it is a library's
+        self._codes: list = []  # the code objects keyed by id (NOTE [code keys] in lines.py)
+        self._thread_state = shared.thread_state
+
+    # -- what the forward sees -------------------------------------------------------------------------------------
+    def op_bumped(self, func: Any, out: Any, before: int) -> None:
+        """`func` took numbers from `before` on: name them from its outputs, put them on the user's line.
+
+        NOTE [forward hot path]
+        One op, one node, called from the user's own code, nothing pending: the common case, written straight to
+        the builder's rows (NOTE [builder fast path]) with the frame row cached by (code, bytecode offset) and
+        the node's name by its Python type, so that no frame walk, no name() call and no call of ours is made.
+        """
+        try:
+            state = self._local.state
+        except AttributeError:
+            state = self._thread_state()
+        after = _seq()
+        last = state.last
+        start = before if before > last else last  # a backward inside `func` accounted for its own
+        state.last = after
+        if start >= after:
+            return
+        f = _getframe(2)  # the caller of __torch_function__
+        code = f.f_code
+        frame = self._fast_frames.get((id(code), f.f_lasti)) if self._skip.get(id(code)) is False else None
+        if frame is None:
+            frame = self.user_frame()
+            if self._skip.get(id(code)) is False:
+                self._fast_frames[(id(code), f.f_lasti)] = frame
+        del f
+        if after - start == 1 and type(out) is _TENSOR:
+            gf = out.grad_fn
+            if gf is not None and gf._sequence_nr() == start:
+                name = self.type_names.get(type(gf))
+                if name is None:
+                    name = self.type_names[type(gf)] = gf.name()
+                del gf
+                self.bump_one(state, start, name, frame)
+                return
+        self.bumps(state, start, after, node_names(func, out, start, after), frame)
+
+    def bump_one(self, state: ThreadState, start: int, name: str, frame: int) -> None:
+        """One increment, `start`, on `frame`: the hot path of both ways of seeing the forward (NOTE [forward hot
+        path]), written straight to the builder's rows when nothing is pending."""
+        if start == state.rlast and not state.log and not state.calls:
+            row = state.row
+            k = start | row << 64
+            keys = self._seq_keys
+            if k in keys:  # a walk met a node with this number first
+                self.bump(row, start, name, frame)
+            else:  # bump's rows; no entry in the bumps, read only for a node whose facts lack a frame
+                key = keys[k] = next(self._keys)
+                raw = self.raw
+                rows = raw.rows
+                raw.node_facts[key] = _new(NodeFacts, (name, start, 0, "cpu", row, (), frame, self.b.num_events + 1, 1))
+                rows.extend((_K_BUMP, row, 0, key, 0, 0, 0, _K_CREATED, row, 0, key, 0, 0, 0))
+                if len(rows) >= CHUNK * ROW:
+                    self.b.freeze_rows()
+            state.rlast = start + 1
+        else:
+            self.bumps(state, start, start + 1, name, frame)
+
+    def function_applied(self, cls: type) -> None:
+        """A custom Function's apply begins: its PyNode takes the counter's value now."""
+        state = self._thread_state()
+        now = _seq()
+        state.last = now + 1
+        self.bumps(state, now, now + 1, f"{cls.__name__}Backward", self.user_frame())
+
+    def write_seen(self, state: ThreadState) -> None:
+        """Write the increments the line tracer only noted (NOTE [line culprits]): before anything else is."""
+        seen = state.seen
+        if seen:
+            state.seen = []
+            state.seen_unnamed = {}
+            bump_one, bump = self.bump_one, self.bump
+            for start, name, frame in seen:
+                if name == "?":  # bump keeps it among the unnamed, for late_names or a walk to name
+                    self.gap(state, start, frame)
+                    bump(state.row, start, name, frame)
+                    state.rlast = start + 1
+                else:
+                    bump_one(state, start, name, frame)
+
+    def late_names(self, state: ThreadState, names: dict[int, str]) -> None:
+        """Nodes bumped as `?` (seq_nr -> name) met later by a line that kept what they led to (NOTE [line
+        culprits])."""
+        self.write_seen(state)
+        keys, unnamed, high = self._seq_keys, self._unnamed, state.row << 64
+        facts_of, bumps = self.raw.node_facts, self.raw.bumps
+        for seq, name in names.items():
+            key = keys.get(seq | high)
+            if key is None or key not in unnamed:
+                continue
+            unnamed.discard(key)
+            facts = facts_of.get(key)
+            if facts is not None:
+                facts_of[key] = facts._replace(name=name)
+            bump = bumps.get(key)
+            if bump is not None:
+                bumps[key] = bump._replace(name=name)
+
+    # -- lines -----------------------------------------------------------------------------------------------------
+    def frame_row(self, code: Any, lineno: int) -> int:
+        """The frame row of line `lineno` of `code`."""
+        key = (id(code), lineno)  # NOTE [code keys] in lines.py
+        row = self._frames.get(key)
+        if row is None:
+            row = self._frames[key] = self.b.frame(code.co_filename, lineno, code.co_name)
+            self._codes.append(code)
+        return row
+
+    def user_frame(self) -> int:
+        """The frame row of the innermost line outside torch and agdb (for `1 - x`, torch/overrides.py calls)."""
+        f = sys._getframe(2)
+        skip = self._skip
+        while f is not None:
+            code = f.f_code
+            inside = skip.get(id(code))
+            if inside is None:
+                inside = skip[id(code)] = is_library(code.co_filename)
+                self._codes.append(code)
+            if not inside:
+                return self.frame_row(code, f.f_lineno)
+            f = f.f_back
+        return -1
+
+    # -- writing increments ----------------------------------------------------------------------------------------
+    def bump(self, row: int, seq: int, name: str, frame: int) -> int:
+        """Write one increment; a node a walk already met keeps its key (and its name, if ours is a guess)."""
+        key = self._seq_keys.get(seq | row << 64)
+        if key is None:
+            key = self._seq_keys[seq | row << 64] = next(self._keys)
+        else:
+            facts = self.raw.node_facts.get(key)
+            if facts is not None and name.startswith("?"):
+                name = facts.name
+        if name.startswith("?"):
+            self._unnamed.add(key)
+        # NOTE [builder fast path]: one increment per forward op, so its two events are appended the way
+        # TraceBuilder.seq_nr_bumped and node_created append them (as the engine's Recorder does).
+        raw = self.raw
+        rows = raw.rows
+        raw.bumps[key] = _new(Bump, (name, seq, frame))
+        rows.extend((_K_BUMP, row, 0, key, 0, 0, 0))  # flat: ROW ints a row (NOTE [frozen chunks])
+        facts = raw.node_facts
+        if key not in facts:  # its edges come when a walk meets it (Walker.describe)
+            facts[key] = _new(NodeFacts, (name, seq, 0, "cpu", row, (), frame, self.b.num_events, 1))
+            rows.extend((_K_CREATED, row, 0, key, 0, 0, 0))
+            if len(rows) >= CHUNK * ROW:
+                self.b.freeze_rows()
+        return key
+
+    def bumps(self, state: ThreadState, start: int, after: int, names: Any, frame: int) -> None:
+        """Increments start..after-1 on `frame`, named by `names` (a list, or one name for the first)."""
+        if state.seen:
+            self.write_seen(state)
+        if state.log or state.calls:  # keep the order of a pending log (NOTE [observe now, reconstruct later])
+            state.log.append((BUMP, start, after, names, frame))
+            return
+        self.emit_bumps(state, start, after, names, frame)
+
+    def emit_bumps(self, state: ThreadState, start: int, after: int, names: Any, frame: int) -> None:
+        """Write increments start..after-1 now (after the gap before them), named as `bumps` names them."""
+        self.gap(state, start, frame)
+        for s in range(start, after):
+            self.bump(state.row, s, names[s - start] if isinstance(names, list) else names, frame)
+            if not isinstance(names, list):
+                names = "?"
+        state.rlast = max(state.rlast, after)
+
+    def gap(self, state: ThreadState, now: int, frame: int) -> None:
+        """Increments nobody saw (nodes C++ made during a backward, ...): unnamed until a walk meets them."""
+        for s in range(state.rlast, now):
+            self.bump(state.row, s, "?", frame)
+        if now > state.rlast:
+            state.rlast = now

@@ -1,0 +1,138 @@
+"""The bridge's pre- and post-hook on each node a walk meets: they only log what they see (NOTE [observe now,
+reconstruct later] in bridge.py), and are registered the lean way during a walk (NOTE [lean registration]).
+
+Imports torch (through bridge.py only); never textual or rich.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+from agdb.tracer.sources.torch.state import POST, PRE, BridgeState, ThreadState
+
+_seq = torch.autograd._get_sequence_nr
+_gt_id = torch._C._current_graph_task_id  # -1 outside a backward
+_running = torch._C._current_autograd_node
+_PY_NODE = torch.autograd.function.BackwardCFunction  # the node of a custom Function: its backward is Python
+_mode_depth = torch._C._len_torch_function_stack
+_push_mode = torch._C._push_on_torch_function_stack
+_pop_mode = torch._C._pop_torch_function_stack
+_weakref = weakref.ref
+
+
+class _LeanRegistration(threading.local):
+    """NOTE [lean registration]
+    Registering a hook on a node calls torch's `_HookMixin._register_hook`, which makes a RemovableHandle (a
+    Python object, a weak reference and a class counter): a third of what walking and hooking a new graph cost.
+    While the bridge walks on this thread, the bridge's version stores the hook in the node's hook dict under
+    a key no RemovableHandle takes (ids count up from 0) and hands back the dict itself, which the bridge refers
+    to weakly (the dict lives as long as the node) and removes its hook from by that key. Any other thread,
+    and this one outside a walk, gets torch's own.
+    """
+
+    thread: int | None = None
+
+
+LEAN = _LeanRegistration()
+"""`LEAN.thread`: the ident of the thread whose walk is in progress (walk.py sets it), else None."""
+HOOK_KEY = -(1 << 62)
+_ORIGINAL_REGISTER = torch.autograd.function._HookMixin.__dict__["_register_hook"]
+
+
+def register_hook(backward_hooks: Any, hook: Any) -> tuple:
+    """`_HookMixin._register_hook` while recording: torch's own, but lean during a walk (NOTE [lean registration])."""
+    if LEAN.thread is None:
+        return _ORIGINAL_REGISTER.__func__(backward_hooks, hook)
+    if backward_hooks is None:
+        backward_hooks = OrderedDict()
+    backward_hooks[HOOK_KEY] = hook
+    return backward_hooks, backward_hooks
+
+
+def unhooked(ref: Any) -> None:
+    """Take the bridge's hook out of a node's hook dict (NOTE [lean registration]), if the node still lives."""
+    hooks = ref()
+    if hooks is not None:
+        hooks.pop(HOOK_KEY, None)
+
+
+class Hooks:
+    """Puts the bridge's hooks on nodes and takes them off; `shared.handles` holds them, by node key."""
+
+    def __init__(self, shared: BridgeState) -> None:
+        self.values = shared.values
+        self._handles = shared.handles
+        self._is_acc = shared.is_acc
+        self._acc_alive = shared.acc_alive
+
+    def hook(self, n: Any, key: int, state: ThreadState, hooked: list[int], mode: Any) -> None:
+        """Hook node `n` (`key`) for this thread's log, unless it has ours already; note its key in `hooked`.
+        `mode` is what a custom Function's backward runs with (culprits seen in it), or None."""
+        held = self._handles.get(key)
+        if held is not None and held[0]() is not None:
+            if held[2] is state:
+                return  # this node already has ours: once per graph, not once per backward
+            # hooked for another thread's backward: this thread's log from now on (registering again replaces them)
+        # The hooks append to this thread's log list itself: a backward on the CPU runs on the thread that
+        # called it, and a lookup per call (threading.local) would cost as much as the hook.
+        # A pre-hook logs torch's graph task id and the seq_nr of the node torch says is running
+        # (`_current_autograd_node()`), checked against the hook's own node and call when the log is replayed.
+        log, values = state.log, self.values
+        if not isinstance(n, _PY_NODE) and not values:  # keep no grad alive: only which outputs were defined
+            def pre(grad_outputs):
+                log.append((PRE, key, (), _seq(), _gt_id(), _running()._sequence_nr()))
+
+            def post(grad_inputs, grad_outputs):
+                log.append((POST, key, (grad_inputs[0] is not None,) if len(grad_inputs) == 1 else
+                            tuple([g is not None for g in grad_inputs]), ()))
+        elif not isinstance(n, _PY_NODE):  # a C++ node runs no Python of its own: log and return
+            def pre(grad_outputs):
+                log.append((PRE, key, grad_outputs, _seq(), _gt_id(), _running()._sequence_nr()))
+
+            def post(grad_inputs, grad_outputs):
+                log.append((POST, key, grad_inputs, grad_outputs))
+        else:  # a custom Function's node (with values=False too: its increments need the mode as much)
+            def pre(grad_outputs):
+                log.append((PRE, key, grad_outputs if values else (), _seq(), _gt_id(), _running()._sequence_nr()))
+                if not _mode_depth() and mode is not None:
+                    # The engine runs nodes with no torch-function mode: put ours back for a custom Function's
+                    # backward (its ops, a reentrant backward) so its increments get their lines. The engine
+                    # restores the thread's state after each node, so a node that fails cannot leave it behind.
+                    _push_mode(mode)
+                    state.pushed.append(key)
+
+            def post(grad_inputs, grad_outputs):
+                if state.pushed and state.pushed[-1] == key:
+                    state.pushed.pop()
+                    if _mode_depth():
+                        _pop_mode()
+                if values:
+                    log.append((POST, key, grad_inputs, grad_outputs))
+                else:
+                    log.append((POST, key, tuple([g is not None for g in grad_inputs]), ()))
+
+        # NOTE [lean registration]: during a walk, registering returns the node's hook dict itself.
+        self._handles[key] = (_weakref(n.register_prehook(pre)), _weakref(n.register_hook(post)), state)
+        hooked.append(key)
+        if key in self._is_acc:
+            self._acc_alive[key] = self._handles[key][0]
+
+    def unhook(self, keys: list[int]) -> None:
+        """Take the bridge's hooks off the nodes `keys`."""
+        handles = self._handles
+        for key in keys:
+            held = handles.pop(key, None)
+            if held is not None:
+                unhooked(held[0])
+                unhooked(held[1])
+
+    def unhook_all(self) -> None:
+        """Take every hook of the bridge off its node."""
+        for pre, post, _ in self._handles.values():
+            unhooked(pre)
+            unhooked(post)
+        self._handles.clear()

@@ -1,0 +1,187 @@
+"""What the bridge changes in torch while it records, and puts back after: `_engine_run_backward` (every backward
+call) and `Function.apply` (a custom Function's node) wrapped, the lean registration of a node's hooks (hooks.py),
+the collector's threshold (NOTE [collections while recording]), multithreading (single_threaded), and how the
+forward is watched: the line tracer (lines.py) with the calls that put a user's hook on a tensor patched, or a
+TorchFunctionMode around every torch call (culprits="mode", or a trace function already set).
+
+Imports torch (through bridge.py only); never textual or rich.
+"""
+from __future__ import annotations
+
+import functools
+import gc
+import sys
+from typing import Any, Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from agdb.tracer.sources.torch import tensor_hooks
+from agdb.tracer.sources.torch.backward import Backward
+from agdb.tracer.sources.torch.forward import Forward
+from agdb.tracer.sources.torch.hooks import register_hook
+from agdb.tracer.sources.torch.lines import LineCulprits
+from agdb.tracer.sources.torch.naming import is_library
+from agdb.tracer.sources.torch.state import BridgeState
+
+_seq = torch.autograd._get_sequence_nr
+_BACKWARD = torch.Tensor.backward
+
+GC_THRESHOLD = 100_000
+"""Allocations between two young-generation collections while recording (NOTE [collections while recording])."""
+
+
+class Patches:
+    """Puts the bridge into torch (`attach`) and takes it out again (`detach`), in the reverse order."""
+
+    def __init__(self, shared: BridgeState, forward: Forward, backward: Backward, single_threaded: bool) -> None:
+        self.shared = shared
+        self.forward = forward
+        self.backward = backward
+        self.single_threaded = single_threaded  # multithreading off while attached: the witness (NOTE [witness])
+        self._restore: list[Callable[[], Any]] = []
+
+    def attach(self, culprits: str) -> str:
+        """Patch torch for this thread (the mode is per thread; backward calls are caught on any); returns how the
+        forward is watched: `culprits`, or "mode" when a trace function is already set."""
+        import torch.autograd as ag
+        from torch.autograd.function import Function
+
+        shared = self.shared
+        original_run = ag._engine_run_backward
+        ag._engine_run_backward = self._wrap_run_backward(original_run)
+        self._restore.append(lambda: setattr(ag, "_engine_run_backward", original_run))
+        original_apply = Function.__dict__["apply"]
+        Function.apply = classmethod(self._wrap_apply(original_apply.__func__))
+        self._restore.append(lambda: setattr(Function, "apply", original_apply))
+        mixin = torch.autograd.function._HookMixin
+        previous = mixin.__dict__["_register_hook"]  # torch's, or a recording's this one is nested in
+        mixin._register_hook = staticmethod(register_hook)
+        self._restore.append(lambda: setattr(mixin, "_register_hook", previous))
+        # NOTE [collections while recording]: the bridge allocates a few small objects per op and per node, and
+        # with the default threshold each 700 allocations start a collection whose older generations walk
+        # every live tensor and node: most of a recording's cost. Fewer, larger collections while recording, and
+        # none while a backward call runs: its hooks log a tuple per node run, all acyclic, which each collection
+        # reaching the older generations would walk again (what the user's code leaves in cycles meanwhile is
+        # collected after the call).
+        threshold = gc.get_threshold()
+        gc.set_threshold(max(threshold[0], GC_THRESHOLD), *threshold[1:])
+        self._restore.append(lambda: gc.set_threshold(*threshold))
+        if self.single_threaded:  # a per-thread setting, like the mode: this thread's backward calls
+            was = torch._C._is_multithreading_enabled()
+            torch._C._set_multithreading_enabled(False)
+            self._restore.append(lambda: torch._C._set_multithreading_enabled(was))
+        state = shared.thread_state()
+        # Lines unless a trace function is already set (a debugger's, coverage's): it keeps its place, and the mode
+        # sees the forward instead. Lines were opt-in until the cause of a hang was found: NOTE [the async-exception
+        # flag] in tracer/recording/async_exc.py (LineCulprits.attach lowers the flag).
+        if culprits == "lines" and sys.gettrace() is None:
+            # The mode for the lines that need it; a user's tensor hook is caught by the patched Tensor methods.
+            shared.line_mode = CulpritMode(self.forward, self.backward, special=(_BACKWARD,))
+            shared.lines = LineCulprits(self.forward, shared.line_mode, state, is_library)
+            self._patch_tensor_hooks()
+            shared.lines.attach()
+            return "lines"
+        shared.mode = CulpritMode(self.forward, self.backward)
+        shared.mode.__enter__()
+        return "mode"
+
+    def detach(self) -> None:
+        """Take the mode or the line tracer off, and put back what attach changed."""
+        shared = self.shared
+        if shared.mode is not None:
+            mode, shared.mode = shared.mode, None
+            mode.__exit__(None, None, None)
+        if shared.lines is not None:
+            lines, shared.lines = shared.lines, None
+            lines.detach()
+        while self._restore:
+            self._restore.pop()()
+
+    def _patch_tensor_hooks(self) -> None:
+        """Without the mode, the calls that put a user's hook on a tensor are caught where torch defines them."""
+        shared, backward = self.shared, self.backward
+        for func in tensor_hooks.REGISTERING:
+            name = func.__name__
+            original = torch.Tensor.__dict__.get(name)  # None: TensorBase's (C), which ours then shadows
+
+            def patched(*args, __func=func, **kwargs):
+                lines = shared.lines
+                if lines is not None:
+                    lines.flush(args[:1])
+                return tensor_hooks.register(backward, __func, args, kwargs)
+
+            setattr(torch.Tensor, name, functools.wraps(func)(patched))
+            self._restore.append(lambda name=name, original=original: setattr(torch.Tensor, name, original)
+                                 if original is not None else delattr(torch.Tensor, name))
+
+    def _wrap_apply(self, original: Any) -> Any:
+        shared, forward = self.shared, self.forward
+
+        def apply(cls, *args, **kwargs):
+            lines = shared.lines
+            if lines is not None:
+                lines.flush(args)
+            forward.function_applied(cls)
+            return original(cls, *args, **kwargs)
+
+        return apply
+
+    def _wrap_run_backward(self, original: Any) -> Any:
+        shared, backward = self.shared, self.backward
+
+        def _engine_run_backward(t_outputs, *args, **kwargs):
+            state = shared.thread_state()
+            lines = shared.lines
+            tracing = None
+            if lines is not None:
+                lines.flush(tuple(t_outputs))
+                tracing = sys.gettrace()
+                if tracing is not None:  # NOTE [line culprits]: no line events inside a backward call
+                    sys.settrace(None)
+            try:
+                return backward.run(state, original, t_outputs, args, kwargs)
+            finally:
+                if tracing is not None:
+                    sys.settrace(tracing)
+
+        return _engine_run_backward
+
+
+class CulpritMode(TorchFunctionMode):
+    """Reads the counter around every torch call; see Forward.op_bumped."""
+
+    def __init__(self, forward: Forward, backward: Backward, special: Any = None) -> None:
+        super().__init__()
+        self.backward = backward  # what the user's tensor hooks report to (tensor_hooks.py)
+        self._bumped = forward.op_bumped
+        self._special_funcs = _SPECIAL if special is None else frozenset(special)  # lines: tensor hooks are patched
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        # NOTE [forward hot path]: this runs around every torch call of the program, so it does nothing but read
+        # the counter unless it moved; Forward.op_bumped does the rest in one call.
+        before = _seq()
+        if func in self._special_funcs:
+            out = self._special(func, args, kwargs or {})
+        else:
+            out = func(*args, **kwargs) if kwargs else func(*args)
+        if _seq() != before:
+            self._bumped(func, out, before)
+        return out
+
+    def _special(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """backward, and the calls that put a hook of the user's on a tensor (tensor_hooks.py)."""
+        if func is _BACKWARD:  # the mode is off inside its own handler: keep it on for hooks and custom backwards
+            with self:
+                return _tensor_backward(*args, **kwargs)
+        return tensor_hooks.register(self.backward, func, args, kwargs)
+
+
+_SPECIAL = frozenset((_BACKWARD, *tensor_hooks.REGISTERING))
+"""The torch calls the mode does more for than read the counter around."""
+
+
+def _tensor_backward(self: Any, gradient: Any = None, retain_graph: Any = None, create_graph: bool = False,
+                     inputs: Any = None) -> None:
+    """What Tensor.backward does once past its own __torch_function__ check."""
+    torch.autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)

@@ -1,0 +1,216 @@
+"""What torch hides, reconstructed after a backward call: its log run through agdb's model of the engine (model.py,
+NOTE [the model and the observed order]) beside what was observed, written as events in the order things happened
+(NOTE [observe now, reconstruct later] in bridge.py); where the model, torch's ids and torch's own execution order
+(NOTE [witness] in backward.py) disagree, a divergence.
+
+Imports torch (through bridge.py only); never textual or rich.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from agdb.tracer.sources.torch.forward import Forward
+from agdb.tracer.sources.torch.model import UINT64_MAX, first_difference
+from agdb.tracer.sources.torch.state import BUMP, CALL, HOOK, NODE, POST, PRE, BridgeState, Call, ThreadState, gc_paused
+from agdb.tracer.sources.torch.walk import Walker
+from agdb.tracer.store.events import TensorSummary
+
+_ACC = "torch::autograd::AccumulateGrad"
+
+
+class Reconstruction:
+    """Runs a thread's log through its model of the engine and writes the events; `graph_tasks` goes in the meta."""
+
+    def __init__(self, shared: BridgeState, forward: Forward, walker: Walker) -> None:
+        self.b = shared.b
+        self.raw = shared.raw
+        self.values = shared.values
+        self._keys = shared.keys
+        self._is_acc = shared.is_acc
+        self.divergences = shared.divergences
+        self._forward = forward
+        self._walker = walker
+        self.graph_tasks: list[dict] = []  # per graph task: torch's ids, depth, the witness's verdict (meta)
+
+    def replay(self, state: ThreadState) -> None:
+        """Run the log through the model: events in the order things happened."""
+        with torch._C.DisableTorchFunction(), gc_paused():  # our own tensor calls; no cycles made here
+            self._replay_log(state)
+
+    def _replay_log(self, state: ThreadState) -> None:
+        log = state.log[:]  # the hooks hold state.log itself: empty it in place
+        del state.log[:len(log)]
+        model = state.model
+        stack: list[Call] = []
+        values = self.value
+        after_accumulation: list[tuple] = []  # post_accumulate_grad hooks: their events follow GradAccumulated
+        for entry in log:
+            kind = entry[0]
+            if kind == PRE:
+                if not stack:
+                    continue
+                call = stack[-1]
+                now = entry[3]
+                if not call.begun:
+                    self._begin(state, call, now)
+                elif now > state.rlast:
+                    self._forward.gap(state, now, call.frame)
+                key = entry[1]
+                self._check_running(call, key, entry[4], entry[5])
+                call.observed.append(key)
+                for _ in range(call.retains.get(key, 0)):  # torch runs them after the tensor hooks
+                    model.hook_ran(call.gt, key, "retains_grad", "retain_grad")
+                model.node_started(call.gt, key, [values(g) for g in entry[2]])
+            elif kind == HOOK:
+                _, key, hook_kind, name, now = entry
+                if not stack or not key:
+                    continue
+                call = stack[-1]
+                if not call.begun:
+                    self._begin(state, call, now)
+                if hook_kind == "post_accumulate_grad":
+                    after_accumulation.append((key, name))
+                else:
+                    model.hook_ran(call.gt, key, hook_kind, name)
+            elif kind == POST:
+                if not stack:
+                    continue
+                gt, key, grad_inputs, grad_outputs = stack[-1].gt, entry[1], entry[2], entry[3]
+                if key in self._is_acc and grad_outputs and grad_outputs[0] is not None:
+                    self.b.grad_accumulated(thread=state.row, graph_task=gt.id, node=key,
+                                            grad=values(grad_outputs[0]))
+                if after_accumulation:
+                    for hook_key, name in after_accumulation:
+                        model.hook_ran(gt, hook_key, "post_accumulate_grad", name)
+                    after_accumulation.clear()
+                if self.values:
+                    model.node_finished(gt, key, [values(g) for g in grad_inputs],
+                                        [g is not None for g in grad_inputs])
+                else:  # grad_inputs holds whether each was defined
+                    model.node_finished(gt, key, [None] * len(grad_inputs), grad_inputs)
+            elif kind == BUMP:
+                _, start, after, names, frame = entry
+                if stack and not stack[-1].begun:
+                    self._begin(state, stack[-1], start)
+                self._forward.emit_bumps(state, start, after, names, frame)
+            elif kind == NODE:
+                self._walker.node(state, stack[-1].frame if stack else -1, *entry[1:])
+            elif kind == CALL:
+                call = entry[1]
+                self._forward.gap(state, call.before, call.frame)
+                stack.append(call)
+            else:  # END
+                _, call, error, result, now = entry
+                if not call.begun:
+                    self._begin(state, call, now)
+                self._forward.gap(state, now, call.frame)
+                results = tuple(result) if isinstance(result, (tuple, list)) else ()
+                model.finish(call.gt, error, lambda gt, node, i, r=results: values(r[i]) if i < len(r) else None)
+                self._task_ended(call, error is None)
+                stack.remove(call)
+
+    def _check_running(self, call: Call, key: int, torch_id: int, running_seq: int) -> None:
+        """A pre-hook's two checks: torch's graph task id is its call's, and the node torch says is running
+        (`_current_autograd_node()`) has the hook's node's seq_nr. Either failing is a divergence."""
+        if call.torch_id is None:
+            call.torch_id = torch_id
+        elif torch_id != call.torch_id:
+            self.divergences.append({"kind": "graph_task", "graph_task": call.gt.id, "step": self.b.num_events,
+                                     "node": key, "expected_id": call.torch_id, "observed_id": torch_id})
+        seq = call.gt.graph.seq.get(key)
+        if seq is not None and running_seq != seq:
+            self.divergences.append({"kind": "running_node", "graph_task": call.gt.id, "step": self.b.num_events,
+                                     "node": key, "running_seq_nr": running_seq})
+
+    def _task_ended(self, call: Call, complete: bool) -> None:
+        """The call's entry in meta["graph_tasks"]; with a witness (NOTE [witness] in backward.py), compare it with
+        the order the model popped and the order the pre-hooks saw."""
+        gt = call.gt
+        entry: dict[str, Any] = {"graph_task": gt.id, "torch_id": -1 if call.torch_id is None else call.torch_id,
+                                 "parent_torch_id": call.parent_id, "reentrant_depth": gt.depth}
+        if call.witness_error:
+            entry["execution_order_error"] = call.witness_error
+        witness = call.witness
+        if witness is not None:
+            runs = [n for n in witness if gt.runs(n)]
+            verdict = {"length": len(witness)}
+            for against, order, wanted in (("model", gt.popped, witness), ("observed", call.observed, runs)):
+                i = first_difference(wanted, order, complete)
+                verdict[against] = "agrees" if i is None else i
+                if i is not None:
+                    self.divergences.append({
+                        "kind": "witness", "against": against, "graph_task": gt.id, "step": self.b.num_events,
+                        "index": i, "expected": wanted[i] if i < len(wanted) else 0,
+                        "observed": order[i] if i < len(order) else 0})
+            entry["execution_order"] = verdict
+        self.graph_tasks.append(entry)
+
+    def _begin(self, state: ThreadState, call: Call, now: int) -> None:
+        """The call's first sign of life: name the nodes the engine made (Identity, GraphRoot), then start the
+        model (dependencies, exec_info, the root's push)."""
+        call.begun = True
+        row = state.row
+        bump = self._forward.bump
+        self._forward.gap(state, call.before, call.frame)
+        made = now - call.before
+        multi = 1 if call.multi else 0
+        s = call.before
+        inputs = list(call.inputs)
+        missing = [i for i, (k, _) in enumerate(inputs) if not k]
+        for j, i in enumerate(missing):
+            if j < made - multi:  # an unreachable leaf with no AccumulateGrad yet: torch made an Identity
+                key = bump(row, s, "torch::autograd::Identity", call.frame)
+                self.b.node(key, name="torch::autograd::Identity", seq_nr=s, thread=row, frame=call.frame)
+                s += 1
+            else:  # an unreachable leaf whose AccumulateGrad lives elsewhere
+                key = next(self._keys)
+                self.b.node(key, name=_ACC, seq_nr=UINT64_MAX, thread=row)
+            inputs[i] = (key, 0)
+        gt = call.gt
+        graph = gt.graph
+        if call.multi:
+            root = bump(row, s, "GraphRoot", call.frame)
+            graph.seq[root] = s
+            graph.edges[root] = tuple(call.roots)
+            self.b.node(root, name="GraphRoot", seq_nr=s, thread=row, next_edges=call.roots, num_inputs=0,
+                        frame=call.frame)
+            s += 1
+            state.model.simulated.add(root)
+            gt.graph_root, gt.root_slots = root, ()
+            gt.root_grads = tuple(self.value(g) for g in call.grads)
+        else:
+            gt.graph_root, slot = call.roots[0]
+            gt.root_slots = (slot,)
+        state.rlast = max(state.rlast, s)
+        gt.inputs = tuple(inputs)
+        gt.exec_info = bool(inputs)
+        gt.topo = graph.topological_nrs([gt.graph_root] + [n for n, _ in gt.inputs])  # inputs= may lie off it
+        facts_of = self.raw.node_facts
+        for key, topo in gt.topo.items():
+            facts = facts_of.get(key)
+            if facts is not None and facts.topological_nr != topo:
+                facts_of[key] = facts._replace(topological_nr=topo)
+        state.model.start(gt, call.roots, call.keep_graph, call.create_graph)
+
+    def value(self, t: Any) -> Any:
+        """What the trace keeps of a grad: a numpy view (the builder copies small ones, summarises others)."""
+        if t is None:
+            return None
+        if not self.values:
+            return TensorSummary(tuple(t.shape), str(t.dtype).removeprefix("torch."), str(t.device), (), False, False)
+        try:
+            return t.detach().numpy()
+        except (RuntimeError, TypeError):  # not on the CPU, or a dtype numpy lacks
+            return TensorSummary(tuple(t.shape), str(t.dtype).removeprefix("torch."), str(t.device), (), False,
+                                 False)
+
+
+def by_row(d: dict, index: dict[int, int]) -> dict:
+    """A divergence with its node keys turned into the trace's node rows (-1 for none)."""
+    out = dict(d)
+    for field in ("expected", "observed", "node"):
+        if field in out:
+            out[field] = index.get(out[field], -1) if out[field] else -1
+    return out

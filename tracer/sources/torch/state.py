@@ -1,0 +1,133 @@
+"""What the bridge's parts share (BridgeState: the builder, the node keys, each thread's state and log), and the
+records they pass each other: a thread's state, a backward call, the log's entries.
+
+Imports torch (through bridge.py only); never textual or rich.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import itertools
+import threading
+from typing import Any, Iterator
+
+import torch
+
+from agdb.tracer.recording.builder import TraceBuilder
+from agdb.tracer.sources.torch.model import Divergence, EngineModel
+
+_seq = torch.autograd._get_sequence_nr
+
+# Log entries (NOTE [observe now, reconstruct later] in bridge.py): tuples whose first item is one of these.
+CALL, PRE, POST, BUMP, END, HOOK, NODE = range(7)
+
+
+class Emitter:
+    """The builder's event methods with this thread's row and CPU queue filled in (what the model writes to)."""
+
+    def __init__(self, builder: TraceBuilder, thread: int) -> None:
+        self.b = builder
+        queue = builder.queue(f"cpu:{thread}")
+        for name in ("graph_task_started", "dependencies_computed", "exec_info_computed", "buffer_written",
+                     "hook_ran", "node_started", "node_finished", "grad_captured", "grad_accumulated", "error_raised",
+                     "graph_task_finished"):
+            setattr(self, name, functools.partial(getattr(builder, name), thread=thread))
+        for name in ("task_pushed", "task_popped"):
+            setattr(self, name, functools.partial(getattr(builder, name), thread=thread, queue=queue))
+
+    @property
+    def num_events(self) -> int:
+        """How many events the builder holds."""
+        return self.b.num_events
+
+
+class Call:
+    """One backward()/autograd.grad() call: what the walk found before it ran (the rest is in the log)."""
+
+    __slots__ = ("gt", "before", "roots", "inputs", "multi", "keep_graph", "create_graph", "begun", "frame", "grads",
+                 "hooked", "torch_id", "parent_id", "witness", "witness_error", "witness_hooks", "retains", "observed")
+
+    def __init__(self) -> None:
+        self.begun = False
+        self.hooked: list[int] = []  # keys whose hooks this call put on a graph it frees: removed after it
+        self.torch_id: int | None = None  # torch's graph task id, read by the witness hook on its roots
+        self.parent_id = -1  # the graph task running when the call began (-1: none; else this one is reentrant)
+        self.witness: list[int] | None = None  # torch's execution order, read in the root's pre-hook (NOTE [witness])
+        self.witness_error = ""
+        self.witness_hooks: list = []
+        self.retains: dict[int, int] = {}  # node key -> how many retains_grad hooks it carries
+        self.observed: list[int] = []  # the nodes whose pre-hooks fired for this call, in order
+
+
+class ThreadState:
+    """One thread's recording state."""
+
+    def __init__(self, row: int, model: EngineModel, now: int) -> None:
+        self.row = row
+        self.model = model
+        self.last = now  # the counter as accounted for by the time of the last observation
+        self.rlast = now  # the counter as accounted for by the reconstruction
+        self.calls: list[Call] = []  # backward calls in progress, innermost last
+        self.log: list[tuple] = []  # observations not reconstructed yet
+        self.pushed: list[int] = []  # nodes whose pre-hook put the mode back on (popped by their post-hook)
+        self.seen: list[tuple] = []  # (seq_nr, name, frame row) of forward increments not written yet
+        self.seen_unnamed: dict[int, int] = {}  # seq_nr -> its index in `seen`, for those named `?` there
+
+
+class BridgeState:
+    """What the bridge's parts share, owned here: the builder and its raw buffers, the node keys (NOTE [node
+    identity] in walk.py), the nodes' hooks, each thread's state and log, what went wrong, and how the forward is
+    watched. The parts keep the containers (never rebound) as their own attributes, for their hot paths."""
+
+    def __init__(self, builder: TraceBuilder, values: bool, defer: bool) -> None:
+        self.b = builder
+        self.raw = builder.raw_buffers()  # NOTE [builder fast path]
+        self.values = values  # summarise grads (False: shapes only, cheaper)
+        self.defer = defer
+        self.keys = itertools.count(1)  # node keys, one counter for every kind of node
+        self.local = threading.local()  # state, and while a backward call begins: call_frame, variables, holders
+        self.states: list[ThreadState] = []
+        self.lock = threading.Lock()
+        # NOTE [seq keys]: seq_nr in the low bits, so that a dict of them spreads over its table (with the thread
+        # row low, as `seq << 16 | row`, the keys of one thread share their low 16 bits and collide).
+        self.seq_keys: dict[int, int] = {}  # seq_nr | thread row << 64 -> key
+        self.acc_keys: dict[int, tuple[Any, int]] = {}  # id(leaf) -> (weakref to it, key)
+        self.is_acc: set[int] = set()
+        self.acc_alive: dict[int, Any] = {}  # AccumulateGrad key -> weakref to its pre-hook dict (node identity)
+        self.unnamed: set[int] = set()  # bumped as `?`: a walk that meets the node names it
+        self.handles: dict[int, tuple[Any, Any, ThreadState]] = {}  # key -> weakrefs to its pre/post hook dicts
+        self.type_names: dict[type, str] = {}  # a node's Python type -> its name() (one name per C++ node type)
+        self.divergences: list[dict] = []
+        self.failures: list[str] = []  # the bridge's own errors: that backward ran unrecorded (meta["bridge_errors"])
+        self.lines: Any = None  # the LineCulprits while they watch the forward (NOTE [line culprits] in lines.py)
+        self.mode: Any = None  # the TorchFunctionMode while it watches the forward (culprits="mode")
+        self.line_mode: Any = None  # the mode the line tracer pushes for the lines that need it
+
+    def thread_state(self) -> ThreadState:
+        """This thread's state, made on its first use."""
+        try:
+            return self.local.state
+        except AttributeError:
+            pass
+        with self.lock:
+            row = self.b.thread(threading.current_thread().name)
+        state = self.local.state = ThreadState(row, EngineModel(Emitter(self.b, row), self._diverged), _seq())
+        self.states.append(state)
+        return state
+
+    def _diverged(self, d: Divergence) -> None:
+        self.divergences.append({"graph_task": d.graph_task, "step": d.step, "expected": d.expected,
+                                 "observed": d.observed})
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic collection inside: allocating much that is all acyclic would make each full collection walk it."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

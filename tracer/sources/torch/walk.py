@@ -1,0 +1,238 @@
+"""Walking the graph of a backward call from its roots (no recursion): each node's key (NOTE [node identity]), its
+edges and input count, the bridge's hooks on it, and its facts for the builder; and the walks kept for a retained
+graph's next backward.
+
+NOTE [node identity]
+torch hands out a fresh Python wrapper for a node whenever it is read, and the wrappers are not weak-
+referenceable, so a node is known by what does not change: its (thread, seq_nr) for nodes that took a number,
+its leaf tensor (held weakly) for AccumulateGrad, as long as that node lives. A leaf has one AccumulateGrad at a
+time, but a new one once the last died (a training loop that frees each step's graph before the next forward
+makes one per step): the node's pre-hook dict, which dies with the node and which the bridge refers to weakly,
+tells (`acc_alive`). Within one walk the wrappers are held, so two nodes that share a seq_nr
+(`_set_sequence_nr`) still get two keys. No wrapper outlives the call that read it.
+
+Loaded through bridge.py only (the nodes it walks are torch's); never imports textual or rich.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from typing import Any
+
+from agdb.tracer.recording.builder import Bump, NodeFacts
+from agdb.tracer.sources.torch.forward import Forward
+from agdb.tracer.sources.torch.hooks import LEAN, Hooks
+from agdb.tracer.sources.torch.model import UINT64_MAX, Graph
+from agdb.tracer.sources.torch.naming import LeafNames
+from agdb.tracer.sources.torch.state import NODE, BridgeState, ThreadState
+
+_new = tuple.__new__  # NodeFacts made without its class's Python-level __new__ (NOTE [builder fast path])
+_flat = itertools.chain.from_iterable
+
+
+class Walk:
+    """What one walk found: each node's key by the id of its wrapper, the graph, and the keys it hooked."""
+
+    def __init__(self) -> None:
+        self.key_of: dict[int, int] = {}
+        self.graph = Graph({}, {}, {})
+        self.hooked: list[int] = []  # keys hooked by this walk
+
+
+class Walker:
+    """Walks graphs, gives nodes their keys (NOTE [node identity]) and describes them to the builder."""
+
+    def __init__(self, shared: BridgeState, hooks: Hooks, forward: Forward, leaf_names: LeafNames) -> None:
+        self.shared = shared
+        self.b = shared.b
+        self.raw = shared.raw
+        self._keys = shared.keys
+        self._seq_keys = shared.seq_keys
+        self._acc_keys = shared.acc_keys
+        self._acc_alive = shared.acc_alive
+        self._is_acc = shared.is_acc
+        self._unnamed = shared.unnamed
+        self._type_names = shared.type_names
+        self._handles = shared.handles
+        self._hook = hooks.hook
+        self._gap = forward.gap
+        self._leaf_name = leaf_names.leaf_name
+        # Keys whose edges the trace has: an increment writes a node's facts with none (its edges are not known
+        # then); the first walk that meets it writes them (describe).
+        self._described: set[int] = set()
+        self._walks: dict[tuple, Graph] = {}  # (thread row, start nodes' keys) -> the graph walked from them
+
+    # -- the graph -----------------------------------------------------------------------------------------------
+    def walk(self, state: ThreadState, nodes: list) -> Walk:
+        """Every node reachable from `nodes`, in one pass: keys, edges, hooks, and facts for nodes new to the trace."""
+        walk = Walk()
+        held: list = []  # wrappers stay alive during the walk, so id() names one node (NOTE [node identity])
+        new: list = []
+        LEAN.thread = threading.get_ident()
+        try:
+            self._walk_into(state, walk, nodes, held, new)
+        finally:
+            LEAN.thread = None
+        self.describe(new, walk.graph, state)
+        del held, new
+        return walk
+
+    def _walk_into(self, state: ThreadState, walk: Walk, nodes: list, held: list, new: list) -> None:
+        row = state.row
+        key_of = walk.key_of
+        graph = walk.graph
+        seq_of, edges_of, inputs_of = graph.seq, graph.edges, graph.num_inputs
+        used: set[int] = set()
+        stack = []
+        key_fn, hook, described, hooked = self.key, self._hook, self._described, walk.hooked
+        mode = self.shared.mode or self.shared.line_mode  # a custom Function's backward runs with it
+        for n in nodes:
+            if n is not None and id(n) not in key_of:
+                key, seq = key_fn(n, row, used)
+                key_of[id(n)] = key
+                seq_of[key] = seq
+                held.append(n)
+                stack.append((n, key))
+        while stack:
+            n, key = stack.pop()
+            edges = []
+            for c, nr in n.next_functions:
+                if c is None:
+                    edges.append((0, nr))
+                    continue
+                ck = key_of.get(id(c))
+                if ck is None:
+                    ck, cseq = key_fn(c, row, used)
+                    key_of[id(c)] = ck
+                    seq_of[ck] = cseq
+                    held.append(c)
+                    stack.append((c, ck))
+                edges.append((ck, nr))
+                if inputs_of.get(ck, 0) <= nr:
+                    inputs_of[ck] = nr + 1
+            edges_of[key] = tuple(edges)
+            hook(n, key, state, hooked, mode)
+            if key not in described:
+                new.append((n, key))
+
+    def describe(self, new: list, graph: Graph, state: ThreadState) -> None:
+        """Node facts for nodes the trace has not described yet: their edges, input count and real name (an increment
+        wrote a guess, or `?`). While a reconstruction is pending (a backward call in progress: a reentrant one's
+        walk; or calls deferred), a node the trace does not have yet is logged, to be made in its place (node)."""
+        b, row = self.b, state.row
+        pending = state.log if state.log or state.calls else None
+        facts_of, bumps, unnamed, type_names = self.raw.node_facts, self.raw.bumps, self._unnamed, self._type_names
+        described = self._described
+        seq_of, edges_of, inputs_of = graph.seq, graph.edges, graph.num_inputs
+        for n, key in new:
+            name = type_names.get(type(n))
+            if name is None:
+                name = type_names[type(n)] = n.name()
+            bump = bumps.get(key)
+            if bump is not None and bump.name != name:
+                bumps[key] = _new(Bump, (name, bump.seq_nr, bump.frame))
+            unnamed.discard(key)
+            described.add(key)
+            old = facts_of.get(key)
+            if old is None and pending is not None:  # after what the log holds (its increment may be there)
+                pending.append((NODE, key, name, seq_of[key], edges_of[key], inputs_of.get(key, 1)))
+            elif old is None:  # met first by a walk (an AccumulateGrad, or a node made before recording)
+                b.node_created(thread=row, node=key, name=name, seq_nr=seq_of[key], topological_nr=0,
+                               next_edges=edges_of[key], num_inputs=inputs_of.get(key, 1))
+            else:  # made while recording: its name and edges now; its creation step, thread and line as they were.
+                # The fields of TraceBuilder.node, written here (a walk's edges are already (key or 0, int) pairs);
+                # node() writes them the same way for a node described from the log.
+                facts_of[key] = _new(NodeFacts, (name, seq_of[key], 0, "cpu", old.thread, tuple(_flat(edges_of[key])),
+                                                 old.frame, old.step, inputs_of.get(key, 1)))
+
+    def node(self, state: ThreadState, frame: int, key: int, name: str, seq: int, edges: tuple,
+             num_inputs: int) -> None:
+        """A node a walk met while a reconstruction was pending, in its place: made now if no increment of the log
+        made it (an AccumulateGrad), else given its edges and real name. A numbered node whose increment nobody
+        saw (hooks that push no mode: values=False) takes it here first, as a gap. The writes are describe's
+        per-node ones, which that loop keeps inline: a call per node there costs the 100k wide graph's
+        registration 4-7% (a 10 µs/node target it sits just under)."""
+        b, raw = self.b, self.raw
+        if seq != UINT64_MAX and seq >= state.rlast and key not in raw.node_facts:
+            self._gap(state, seq + 1, frame)
+        facts = raw.node_facts.get(key)
+        if facts is None:
+            b.node_created(thread=state.row, node=key, name=name, seq_nr=seq, topological_nr=0, next_edges=edges,
+                           num_inputs=num_inputs)
+            return
+        raw.node_facts[key] = _new(NodeFacts, (name, seq, facts.topological_nr, facts.device, facts.thread,
+                                               tuple(_flat(edges)), facts.frame, facts.step, num_inputs))
+        bump = raw.bumps.get(key)
+        if bump is not None and bump.name != name:
+            raw.bumps[key] = bump._replace(name=name)
+        self._unnamed.discard(key)
+
+    # -- node identity -------------------------------------------------------------------------------------------
+    def key(self, n: Any, row: int, used: set[int]) -> tuple[int, int]:
+        """(key, seq_nr) of a node (NOTE [node identity]), made if it has none; `used` holds the keys the walk gave,
+        so that two nodes with one seq_nr get two."""
+        seq = n._sequence_nr()
+        if seq == UINT64_MAX:
+            var = getattr(n, "variable", None)
+            if var is None:
+                return next(self._keys), seq  # an Error node: no number, no leaf
+            known = self._acc_keys.get(id(var))
+            if known is not None and known[0]() is var:
+                alive = self._acc_alive.get(known[1])
+                if alive is None or alive() is not None:  # the same node (NOTE [node identity])
+                    return known[1], seq
+                del self._acc_alive[known[1]]  # that one died: this leaf's new one takes its place
+            key = next(self._keys)
+            self._acc_keys[id(var)] = (weakref.ref(var), key)
+            self._is_acc.add(key)
+            self._leaf_name(key, var)
+            return key, seq
+        key = self._seq_keys.get(seq | row << 64)
+        if key is None or key in used:
+            key = next(self._keys)
+            self._seq_keys.setdefault(seq | row << 64, key)
+        used.add(key)
+        return key, seq
+
+    def lookup(self, n: Any, row: int) -> int:
+        """The key a walk gave node `n` (0 if none did), making none (NOTE [node identity])."""
+        seq = n._sequence_nr()
+        if seq != UINT64_MAX:
+            return self._seq_keys.get(seq | row << 64, 0)
+        var = getattr(n, "variable", None)
+        known = self._acc_keys.get(id(var)) if var is not None else None
+        return known[1] if known is not None and known[0]() is var else 0
+
+    def leaf_key(self, leaf: Any) -> int | None:
+        """The key of the AccumulateGrad a walk met for `leaf`, or None."""
+        known = self._acc_keys.get(id(leaf))
+        return known[1] if known is not None and known[0]() is leaf else None
+
+    # -- walks kept ----------------------------------------------------------------------------------------------
+    def cached(self, state: ThreadState, starts: list) -> Graph | None:
+        """The graph a former call walked from the same nodes, while they live (a live node keeps everything below
+        it alive and unchanged): a second backward over a retained graph does not walk it again."""
+        keys = tuple(self.key(n, state.row, set())[0] for n in starts)
+        found = self._walks.get((state.row, keys))  # per thread: the hooks log into the walking thread's log
+        if found is None:
+            return None
+        for key in keys:
+            held = self._handles.get(key)
+            if held is None or held[0]() is None:
+                del self._walks[(state.row, keys)]
+                return None
+        return found
+
+    def remember(self, state: ThreadState, starts: list, key_of: dict, graph: Graph) -> None:
+        """Keep the walk of a retained graph, for the next backward over it (cached)."""
+        if len(self._walks) >= 64:  # forget the walks of graphs that are gone
+            for row, keys in list(self._walks):
+                if any(self._handles.get(k) is None or self._handles[k][0]() is None for k in keys):
+                    del self._walks[(row, keys)]
+        self._walks[(state.row, tuple(key_of[id(n)] for n in starts))] = graph
+
+    def forget(self) -> None:
+        """Forget every walk kept, and the leaves' AccumulateGrads (the recording ended)."""
+        self._walks.clear()
+        self._acc_keys.clear()
