@@ -15,8 +15,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from agdb.tracer.replay.node_states import STATE_LABEL, STATE_TEXT, STATES
+from agdb.tracer.views.labels import MAX_SEQ
 from agdb.widgets.forward_backward import FLAG_MEANING, FLAG_TEXT
-from agdb.widgets.labels import MAX_SEQ
 
 STATE_ORDER = ("not_created", "unreached", "counted", "waiting", "to_push", "ready", "running", "done", "raised",
                "pruned", "skipped", "captured")

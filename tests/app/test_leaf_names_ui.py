@@ -10,6 +10,7 @@ import pytest
 
 from agdb.app.app import AgdbApp
 from agdb.app.screens.step import StepScreen
+from tests.app.show_text import table
 from tests.app.test_cli import agdb
 from agdb.tracer.store import events as ev
 from agdb.tracer.store.schema import short_name
@@ -79,9 +80,9 @@ def test_show_and_export_name_each_leaf(trace, tmp_path, capsys, monkeypatch):
     step = next(e.step for e in trace if isinstance(e, ev.DependenciesComputed))
     code, out, err = agdb(["show", str(path), "--step", step, "--all"], capsys, monkeypatch)
     assert code == 0, err
-    deps = next(line for line in out.splitlines() if line.startswith("dependencies: "))
+    deps = [row[0] for row in table(out, "dependencies and input buffers:")]
     for name in NAMES:
-        assert f"AccumulateGrad ({name})" in deps, name
+        assert f"AccumulateGrad {name}" in deps, name
     code, out, err = agdb(["show", str(path), "--all"], capsys, monkeypatch)
     assert code == 0, err
     assert "→ AccumulateGrad fc1.weight" in " ".join(out.split())

@@ -14,7 +14,8 @@ from agdb.widgets.culprits import CulpritsView
 from agdb.widgets.forward_backward import ForwardBackwardView
 from agdb.widgets.graph_view import GraphView
 from agdb.widgets.lazy_list import LazyList
-from agdb.widgets.node_inspector import NodeInspector, tensor_text
+from agdb.tracer.views.panel_text import tensor_text
+from agdb.widgets.node_inspector import NodeInspector
 
 
 def _unique(messages, kind):
