@@ -111,12 +111,15 @@ def _parser() -> argparse.ArgumentParser:
                           "MainThread, or its row in the trace")
     _torch_flags(cul)
     cul.set_defaults(func=_cmd_culprits)
-    exp = sub.add_parser("export", help="draw the graph of a trace at a step (DOT, SVG, PNG or PDF)",
+    exp = sub.add_parser("export", help="draw the graph of a trace at a step (DOT, SVG, PNG, PDF or JSON)",
                          description="Draw a trace's graph, labelled and styled by each node's state at a step. "
-                                     "The output's suffix picks the format; .dot needs nothing, the others "
-                                     "need Graphviz's dot program.")
+                                     "The output's suffix picks the format unless --format names one; .dot and "
+                                     ".json need nothing, the others need Graphviz's dot program.")
     exp.add_argument("trace", help="a saved .agdb trace")
-    exp.add_argument("-o", "--output", required=True, help="FILE.dot, .svg, .png or .pdf")
+    exp.add_argument("-o", "--output", required=True, help="FILE.dot, .svg, .png, .pdf or .json")
+    exp.add_argument("--format", dest="fmt", choices=("dot", "svg", "png", "pdf", "json"), default=None,
+                     help="the format to write (default: the output's suffix); json is the graph model, schema "
+                          "agdb.graph/1")
     exp.add_argument("--step", type=int, default=None, help="show the state after this step (default: the end)")
     exp.add_argument("--view", choices=("backward", "forward", "joint"), default="backward",
                      help="backward graph (default), forward ops, or the FX joint graph (a trace from `agdb fx -o`)")
@@ -421,7 +424,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         focus = resolve_focus(trace, args.focus, order=order) if args.focus is not None else None
         with err.status(escape(f"drawing {args.output}…")):
             done = export(trace, args.output, step=args.step, view=args.view, focus=focus, radius=args.radius,
-                          collapse=args.collapse, force=args.force, state=state)
+                          collapse=args.collapse, force=args.force, state=state, fmt=args.fmt)
     except ExportError as e:
         _fail(str(e))
         return 1

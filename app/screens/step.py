@@ -45,7 +45,7 @@ ERROR_TIMEOUT = 24 * 3600.0
 _PROMPTS = {"goto": "go to step…",
             "search": "search nodes: a name (mul, AccumulateGrad), a leaf (fc1.weight) or a seq_nr (12)",
             "break": "break on: node NAME | seq N | push [NAME] | nan | error",
-            "export": "export the graph at this step to FILE.svg, .png, .pdf or .dot"}
+            "export": "export the graph at this step to FILE.svg, .png, .pdf, .dot or .json"}
 
 
 class StepScreen(Screen[None]):
