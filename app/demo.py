@@ -18,7 +18,6 @@ from agdb import tracer
 from agdb.tracer.recording import culprits
 from agdb.tracer.replay.replay import Replay
 from agdb.tracer.store.events import TaskPushed
-from agdb.tracer.views.labels import NodeLabels, priority_text, shown_name
 
 
 class Cube(torch.autograd.Function):
@@ -70,6 +69,9 @@ def record_example() -> tracer.Trace:
 
 def main() -> None:
     """Record the example and print culprits, execution order and one ready queue."""
+    # Imported here, not above: the example's lines stay where the snapshots pin them.
+    from agdb.tracer.views.labels import NodeLabels, priority_text, shown_name
+
     out = Console()
     trace = record_example()
     table = Table(title="who bumped seq_nr", title_justify="left")
