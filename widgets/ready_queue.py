@@ -6,7 +6,8 @@ from rich.text import Text
 from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.replay.rows import queue_note, ready_queue_rows
 from agdb.tracer.store.trace import Trace
-from agdb.tracer.views.labels import NodeLabels, fit, seq_text
+from agdb.tracer.views.labels import NodeLabels, fit
+from agdb.tracer.views.panel_text import queue_title, task_cells
 
 from .lazy_list import LazyList
 
@@ -22,7 +23,7 @@ class ReadyQueueView(LazyList):
 
     def __init__(self, trace: Trace, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.label = trace.queue_label  # how a queue's name is shown
+        self.trace = trace
         self.labels = NodeLabels(trace)
         self.name_width = self.labels.column_width(22)
         self.rows: list[Text] = [Text("no queue yet")]
@@ -43,12 +44,11 @@ class ReadyQueueView(LazyList):
         title = self.component_style("ready-queue--title")
         head = self.component_style("ready-queue--head")
         for q in ready_queue_rows(state):
-            rows.append(Text(f"{self.label(q.queue)}: {len(q.tasks)} task(s)", style=title))
+            rows.append(Text(queue_title(self.trace, q), style=title))
             nodes.append(None)
             for i, t in enumerate(q.tasks):
-                depth, seq = t.priority
-                name = fit(self.labels.task(t.node, "column"), self.name_width)
-                line = Text(f"  {i:>3}  {name} {depth:>5} {seq_text(seq):>6}")
+                pop, name, depth, seq = task_cells(self.labels, i, t)
+                line = Text(f"  {pop:>3}  {fit(name, self.name_width)} {depth:>5} {seq:>6}")
                 if i == 0:
                     line.stylize(head)
                 rows.append(line)

@@ -95,6 +95,7 @@ class _Columns:
 
     @classmethod
     def of(cls, trace: Trace) -> _Columns:
+        """The columns of `trace`: O(nodes) numpy passes, names looked up once per distinct name."""
         c = trace.columns
         n = trace.num_nodes
         distinct = trace.distinct_names()

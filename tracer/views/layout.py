@@ -173,6 +173,7 @@ class _Boxes:
 
     @classmethod
     def of(cls, model: GraphModel) -> _Boxes:
+        """What `model` says about its graph boxes (its blocks of GRAPH_KINDS, in model order)."""
         blocks = [(b, model.nodes[b]) for b in range(len(model.nodes)) if model.nodes[b].kind in GRAPH_KINDS]
         rows = np.concatenate([np.arange(int(model.starts[b]), int(model.starts[b + 1])) for b, _ in blocks]
                               or [np.zeros(0, dtype=np.int64)])
