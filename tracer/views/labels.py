@@ -20,7 +20,8 @@ number among the AccumulateGrads in the order they were made. A box cuts a leaf'
 characters; a list cuts the whole label to its column (`fit`).
 
 A seq_nr is its number, or `max` for 2**64-1 (UINT64_MAX: AccumulateGrad's and Error's); a priority (depth,
-seq_nr) is `(1, max)`. JSON keeps the numbers as numbers; its display fields (`label`) follow this rule.
+seq_nr) is `(1, max)`. JSON keeps the numbers as numbers; its display fields (`labels` in agdb.state/1, `label`
+and `brief` in agdb.graph/1) follow this rule.
 
 `NodeLabels(trace)` names one node at a time (lists, sentences, show); `label_pieces` names a whole column of
 nodes at once, as the graph models' label pieces (tracer/views/model.py). Both read the same tables, so a box
@@ -41,7 +42,7 @@ Width = Literal["box", "list", "column"]
 """How much room a name has: a drawn box, a list or sentence, or a name column beside a seq_nr column."""
 
 MAX_SEQ = "max"
-"""How a seq_nr of UINT64_MAX (2**64-1: AccumulateGrad's and Error's, which run last among ties) is written."""
+"""How a seq_nr of UINT64_MAX (2**64-1: AccumulateGrad's and Error's, which pop first at their depth) is written."""
 WAKE_UP = "(wake-up)"
 """A ready-queue task with no node: it only wakes the thread that owns the queue."""
 NAME_WIDTH_MAX = 40
