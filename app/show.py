@@ -17,12 +17,12 @@ from rich.table import Table
 from rich.text import Text
 
 from agdb.tracer.replay.node_details import node_details
-from agdb.tracer.replay.rows import DependencyRows, pruning_rows, queue_note, ready_queue_rows, slots_text
+from agdb.tracer.replay.rows import DependencyRows, pruning_rows, ready_queue_rows
 from agdb.tracer.replay.state import EngineState
 from agdb.tracer.store.schema import Kind
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.views.labels import NodeLabels, cut
-from agdb.tracer.views.panel_text import detail_lines, pruning_lines, queue_title, task_cells
+from agdb.tracer.views.panel_text import detail_lines, pruning_lines, queue_note, queue_title, slots_text, task_cells
 from agdb.tracer.views.sentences import sentence
 
 NAME_WIDTH = 200

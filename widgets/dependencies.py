@@ -4,9 +4,10 @@ from __future__ import annotations
 from rich.text import Text
 
 from agdb.tracer.replay.replay import EngineState
-from agdb.tracer.replay.rows import DependencyRow, DependencyRows, slots_text
+from agdb.tracer.replay.rows import DependencyRow, DependencyRows
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.views.labels import NodeLabels, fit
+from agdb.tracer.views.panel_text import slots_text
 
 from .lazy_list import LazyList
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 from rich.text import Text
 
 from agdb.tracer.replay.replay import EngineState
-from agdb.tracer.replay.rows import queue_note, ready_queue_rows
+from agdb.tracer.replay.rows import ready_queue_rows
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.views.labels import NodeLabels, fit
-from agdb.tracer.views.panel_text import queue_title, task_cells
+from agdb.tracer.views.panel_text import queue_note, queue_title, task_cells
 
 from .lazy_list import LazyList
 

@@ -10,15 +10,9 @@ import pytest
 
 from agdb.tracer.recording.builder import TraceBuilder
 from agdb.tracer.replay.replay import Replay
-from agdb.tracer.replay.rows import (
-    DependencyRows,
-    culprit_count,
-    pruning_rows,
-    queue_note,
-    ready_queue_rows,
-    slots_text,
-)
+from agdb.tracer.replay.rows import DependencyRows, culprit_count, pruning_rows, ready_queue_rows
 from agdb.tracer.store.schema import UINT64_MAX
+from agdb.tracer.views.panel_text import queue_note, slots_text
 
 SUM, MUL, EXP, ACC = 1, 2, 3, 4
 

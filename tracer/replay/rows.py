@@ -26,21 +26,10 @@ class QueueRows:
     is_head_tied: bool  # the head's priority equals the next task's: the heap's shape decides which pops first
 
 
-HEAD_FIRST = "head first: largest depth, then largest seq_nr"
-"""What the note under a queue says about its order."""
-TIED = "; tied with the next, so the heap's shape decides (libstdc++ order)"
-"""… and what it adds when the head ties with the next task."""
-
-
 def ready_queue_rows(state: EngineState) -> tuple[QueueRows, ...]:
     """Each ready queue of the state, its tasks in pop order."""
     return tuple(QueueRows(q.name, q.tasks, len(q.tasks) > 1 and q.tasks[0].priority == q.tasks[1].priority)
                  for q in state.ready_queues)
-
-
-def queue_note(rows: QueueRows) -> str:
-    """The line under a queue's tasks: why its head pops first ("" for an empty queue)."""
-    return HEAD_FIRST + (TIED if rows.is_head_tied else "") if rows.tasks else ""
 
 
 # -- dependencies and input buffers ---------------------------------------------------------------------------
@@ -143,11 +132,6 @@ def _to_push(gt) -> np.ndarray:
     if not len(waiting):
         return waiting
     return np.sort(waiting[gt.counts_of(waiting) == 0])
-
-
-def slots_text(filled: tuple[bool, ...] | None) -> str:
-    """An input buffer's slots as the panels write them: `[x.]` (x: a grad is in), "" for a node not waiting."""
-    return "" if filled is None else "[" + "".join("x" if s else "." for s in filled) + "]"
 
 
 # -- pruning --------------------------------------------------------------------------------------------------

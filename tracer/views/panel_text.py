@@ -33,6 +33,17 @@ class Line:
 
 
 # -- ready queues -----------------------------------------------------------------------------------------------
+HEAD_FIRST = "head first: largest depth, then largest seq_nr"
+"""What the note under a queue says about its order."""
+TIED = "; tied with the next, so the heap's shape decides (libstdc++ order)"
+"""… and what it adds when the head ties with the next task."""
+
+
+def queue_note(rows: QueueRows) -> str:
+    """The line under a queue's tasks: why its head pops first ("" for an empty queue)."""
+    return HEAD_FIRST + (TIED if rows.is_head_tied else "") if rows.tasks else ""
+
+
 def queue_title(trace: Trace, rows: QueueRows) -> str:
     """A queue's heading: `cpu (MainThread): 2 task(s)`."""
     return f"{trace.queue_label(rows.queue)}: {len(rows.tasks)} task(s)"
@@ -42,6 +53,11 @@ def task_cells(labels: NodeLabels, pop: int, task: ReadyTask) -> tuple[str, str,
     """A queued task's cells: its place in the pop order, its name (beside a seq_nr column), depth and seq_nr."""
     depth, seq = task.priority
     return str(pop), labels.task(task.node, "column"), str(depth), seq_text(seq)
+
+
+def slots_text(filled: tuple[bool, ...] | None) -> str:
+    """An input buffer's slots as the panels write them: `[x.]` (x: a grad is in), "" for a node not waiting."""
+    return "" if filled is None else "[" + "".join("x" if s else "." for s in filled) + "]"
 
 
 # -- pruning ----------------------------------------------------------------------------------------------------
