@@ -15,13 +15,13 @@ from rich.text import Text
 from agdb.tracer.recording import culprits as culprits_mod
 from agdb.tracer.replay.replay import Replay
 from agdb.tracer.replay.state_json import state_to_json
-from agdb.tracer.store.schema import short_name
 from agdb.tracer.store.tracefile import TraceFormatError
+from agdb.tracer.views.labels import NodeLabels, shown_name
 
 from . import fx_cli, torch_cli
 from .commands import compiles, err, fail, load_trace, output_file, record_script, save_run
 from .run_script import DEFAULT_SOURCE, ScriptSource
-from .show import DEFAULT_LIMIT, StdoutConsole, executed_by_task, node_label, print_state, run_name, short
+from .show import DEFAULT_LIMIT, StdoutConsole, print_step, short
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -88,7 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="print the agdb.state/1 JSON object (every row, unless "
                                                                  "--limit)")
     show.add_argument("--node", default=None, metavar="NODE",
-                      help="only this node's rows: its index, seq:N, or a name only one node has")
+                      help="the node inspector's lines and only this node's rows: its index, seq:N, or a name only "
+                           "one node has")
     rows = show.add_mutually_exclusive_group()
     rows.add_argument("--limit", type=int, default=None, metavar="N",
                       help=f"at most N rows per list (default {DEFAULT_LIMIT}; --json: all)")
@@ -104,12 +105,15 @@ def _parser() -> argparse.ArgumentParser:
                           "MainThread, or its row in the trace")
     _torch_flags(cul)
     cul.set_defaults(func=_cmd_culprits)
-    exp = sub.add_parser("export", help="draw the graph of a trace at a step (DOT, SVG, PNG or PDF)",
+    exp = sub.add_parser("export", help="draw the graph of a trace at a step (DOT, SVG, PNG, PDF or JSON)",
                          description="Draw a trace's graph, labelled and styled by each node's state at a step. "
-                                     "The output's suffix picks the format; .dot needs nothing, the others "
-                                     "need Graphviz's dot program.")
+                                     "The output's suffix picks the format unless --format names one; .dot and "
+                                     ".json need nothing, the others need Graphviz's dot program.")
     exp.add_argument("trace", help="a saved .agdb trace")
-    exp.add_argument("-o", "--output", required=True, help="FILE.dot, .svg, .png or .pdf")
+    exp.add_argument("-o", "--output", required=True, help="FILE.dot, .svg, .png, .pdf or .json")
+    exp.add_argument("--format", dest="fmt", choices=("dot", "svg", "png", "pdf", "json"), default=None,
+                     help="the format to write (default: the output's suffix); json is the graph model, schema "
+                          "agdb.graph/1")
     exp.add_argument("--step", type=int, default=None, help="show the state after this step (default: the end)")
     exp.add_argument("--view", choices=("backward", "forward", "joint"), default="backward",
                      help="backward graph (default), forward ops, or the FX joint graph (a trace from `agdb fx -o`)")
@@ -196,20 +200,15 @@ def _cmd_show(args: argparse.Namespace) -> int:
         return 1
     limit = None if args.all else args.limit if args.limit is not None or args.json else DEFAULT_LIMIT
     with err.status(f"replaying to step {step:,}…"):
-        state = Replay(trace).state_at(step)
+        replay = Replay(trace)
+        state = replay.state_at(step)
+        before = replay.state_at(step - 1) if step and not args.json and state.graph_tasks else None
     if args.json:  # the names as recorded: JSON escapes control characters itself
-        print(json.dumps(state_to_json(trace, state, limit=limit, node=node), indent=2))
+        data = state_to_json(trace, state, limit=limit, node=node, label=NodeLabels(trace).label)
+        print(json.dumps(data, indent=2))
         return 0
-    # for_display: a trace's names may hold terminal escape sequences (print_state takes no markup either)
-    data = state_to_json(trace.for_display(), state, limit=limit, node=node)
-    title = ""
-    if node is not None:
-        name, seq, topo = trace.node_brief(node)
-        title = f"node {node}: {short(name)} (seq_nr {seq}, topological_nr {topo}); its rows only"
-    display = trace.for_display()
-    executed = executed_by_task(display, step, limit) if node is None else None
-    print_state(data, StdoutConsole(), limit, title, _omitted_note(trace), node_label(display), executed,
-                run_name(display))
+    # for_display: a trace's names may hold terminal escape sequences (print_step takes no markup either)
+    print_step(trace.for_display(), state, before, StdoutConsole(), limit, node, _omitted_note(trace))
     return 0
 
 
@@ -285,7 +284,7 @@ def _culprit_columns(rows: list, trace, width: int, source: int) -> tuple[list[t
     """The small columns shown and the width each keeps (its longest cell, capped when the terminal is narrow, so
     that file:line is never squeezed out of sight), every row's cells, and the room left for the source (whose
     longest line is `source` wide)."""
-    cells = [{"seq_nr": f"{c.old} → {c.new}", "node": short_name(c.node_name),
+    cells = [{"seq_nr": f"{c.old} → {c.new}", "node": shown_name(c.node_name),
               "thread": trace.threads[c.thread][1] if trace.threads else "",
               "file:line": f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", "function": c.function}
              for c in rows]
@@ -352,7 +351,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         focus = resolve_focus(trace, args.focus, order=order) if args.focus is not None else None
         with err.status(escape(f"drawing {args.output}…")):
             done = export(trace, args.output, step=args.step, view=args.view, focus=focus, radius=args.radius,
-                          collapse=args.collapse, force=args.force, state=state)
+                          collapse=args.collapse, force=args.force, state=state, fmt=args.fmt)
     except ExportError as e:
         fail(str(e))
         return 1

@@ -69,23 +69,27 @@ def record_example() -> tracer.Trace:
 
 def main() -> None:
     """Record the example and print culprits, execution order and one ready queue."""
+    # Imported here, not above: the example's lines stay where the snapshots pin them.
+    from agdb.tracer.views.labels import NodeLabels, priority_text, shown_name
+
     out = Console()
     trace = record_example()
     table = Table(title="who bumped seq_nr", title_justify="left")
     for col in ("seq_nr", "node", "line"):
         table.add_column(col)
     for c in culprits.of_trace(trace):
-        table.add_row(f"{c.old} → {c.new}", c.node_name, Text(f"{c.lineno}: {c.source}"))
+        table.add_row(f"{c.old} → {c.new}", shown_name(c.node_name), Text(f"{c.lineno}: {c.source}"))
     out.print(table)
     replay = Replay(trace)
     final = replay.state_at(len(trace) - 1)
-    out.print("execution order: " + " → ".join(trace.node_name(n) for n in final.executed))
+    labels = NodeLabels(trace)
+    out.print(Text("execution order: " + " → ".join(labels.label(n) for n in final.executed)))
     tie = next((e.step for e in trace if isinstance(e, TaskPushed) and e.queue_length >= 2), None)
     if tie is not None:
         state = replay.state_at(tie)
         for q in state.ready_queues:
-            out.print(f"ready queue at step {tie} (pop order): " +
-                      ", ".join(f"{t.name} {t.priority}" for t in q.tasks))
+            out.print(Text(f"ready queue at step {tie} (pop order): " +
+                           ", ".join(f"{labels.task(t.node)} {priority_text(t.priority)}" for t in q.tasks)))
     out.print(f"{len(trace)} events recorded; try `agdb show` and `agdb culprits` on your own script.")
 
 

@@ -1,8 +1,8 @@
 """`agdb diff A B --tui`: the two traces side by side, A's columns left of B's, differences marked.
 
-Two tables: the seq_nrs each thread handed out (node and culprit line, by relative seq_nr) and the node runs
-in order. `d` / `D` go to the next / previous difference in the focused table; Tab switches tables. The
-data is tracer.replay.diff's: this module only lays it out.
+Two tables: the seq_nrs each thread handed out (node and culprit line, by relative seq_nr) and the node runs in
+order, nodes named as every view names them (tracer/views/labels.py). `d` / `D` go to the next / previous difference
+in the focused table; Tab switches tables. The data is tracer.replay.diff's: this module only lays it out.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Static
 
-from agdb.tracer.replay.diff import Aspect, Side, same_line, same_run
+from agdb.tracer.replay.diff import Aspect, Side, run_text, same_line, same_run
 from agdb.tracer.store.printable import printable
 
 _DIFF = "bold red"
@@ -51,7 +51,7 @@ class DiffApp(App[int]):
 
     def on_mount(self) -> None:
         bumps = self.query_one("#bumps", DataTable)
-        bumps.add_columns("thread", "seq_nr", "A node", "A line", "B node", "B line", "")
+        bumps.add_columns("thread", "relative seq_nr", "A node", "A line", "B node", "B line", "")
         row = 0
         for t in range(max(len(self.a.bumps), len(self.b.bumps))):
             xs = self.a.bumps[t] if t < len(self.a.bumps) else []
@@ -63,8 +63,8 @@ class DiffApp(App[int]):
                 line_differs = not same_line(x, y)
                 if name_differs or line_differs:
                     self.differences["bumps"].append(row)
-                bumps.add_row(str(t), str(i), _cell(x.name if x else "", name_differs),
-                              _cell(x.where if x else "", line_differs), _cell(y.name if y else "", name_differs),
+                bumps.add_row(str(t), str(i), _cell(x.label if x else "", name_differs),
+                              _cell(x.where if x else "", line_differs), _cell(y.label if y else "", name_differs),
                               _cell(y.where if y else "", line_differs),
                               Text("≠", style=_DIFF) if name_differs or line_differs else "")
                 row += 1
@@ -76,7 +76,7 @@ class DiffApp(App[int]):
             differs = not same_run(x, y, self.shifted)
             if differs:
                 self.differences["runs"].append(i)
-            runs.add_row(str(i), _cell(_ran(x), differs), _cell(_ran(y), differs),
+            runs.add_row(str(i), _cell(run_text(x) if x else "", differs), _cell(run_text(y) if y else "", differs),
                          Text("≠", style=_DIFF) if differs else "")
         first = "bumps" if self.differences["bumps"] or not self.differences["runs"] else "runs"
         table = self.query_one(f"#{first}", DataTable)
@@ -94,9 +94,3 @@ class DiffApp(App[int]):
             self.notify("no more differences this way", timeout=3)
             return
         table.move_cursor(row=later[0] if direction > 0 else later[-1])
-
-
-def _ran(run) -> str:
-    if run is None:
-        return ""
-    return run.name if run.seq is None else f"{run.name} (seq_nr {run.seq})"

@@ -1,11 +1,13 @@
-"""Export a picture of a trace's graph: DOT text, or SVG/PNG/PDF rendered by Graphviz's `dot`.
+"""Export a picture of a trace's graph: DOT text, the graph model as JSON, or SVG/PNG/PDF rendered by Graphviz.
 
-The DOT text comes from tracer/views/dot.py (pure); this module writes files and runs `dot` through the `graphviz`
-package. `dot` can be slow and can be missing, so this says so plainly and refuses pictures too large to lay
-out unless forced.
+The model comes from tracer/views/graph_model.py, its DOT text from tracer/views/dot.py and its JSON from
+tracer/views/json_render.py (all pure); this module writes files and runs `dot` through the `graphviz` package.
+`dot` can be slow and can be missing, so this says so plainly and refuses pictures too large to lay out unless
+forced.
 """
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +19,16 @@ from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.replay.search import find_nodes, is_number
 from agdb.tracer.store.atomic import write_atomically
 from agdb.tracer.store.trace import Trace
-from agdb.tracer.views.dot import View, ViewError, picture
+from agdb.tracer.views.dot import View, ViewError
+from agdb.tracer.views.dot import render as dot_text
+from agdb.tracer.views.graph_model import graph_model
+from agdb.tracer.views.json_render import to_json
 
-FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf"}
-"""File suffixes agdb writes, and the Graphviz format of each (`dot` is the text itself)."""
+FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf", ".json": "json"}
+"""File suffixes agdb writes, and the format of each: `dot` is the DOT text itself, `json` the graph model's
+JSON (schema agdb.graph/1), the others Graphviz's rendering."""
+FORMAT_NAMES = ("dot", "svg", "png", "pdf", "json")
+"""The formats `--format` names."""
 MAX_BOXES = 3000
 """Larger pictures take `dot` minutes or more to lay out; they are refused unless forced."""
 LAYOUT_TIMEOUT_S = 600
@@ -77,31 +85,52 @@ def _node_index(trace: Trace, node: int) -> int:
     return node
 
 
+def export_format(output: str, fmt: str | None = None) -> str:
+    """The format to write `output` in: `fmt` when given (one of FORMAT_NAMES), else its suffix's.
+
+    Raises:
+        ExportError: an unknown format, or a suffix that names none.
+    """
+    if fmt is not None:
+        if fmt not in FORMAT_NAMES:
+            raise ExportError(f"unknown format {fmt!r}; use one of {', '.join(FORMAT_NAMES)}")
+        return fmt
+    suffix = Path(output).suffix.lower()
+    if suffix not in FORMATS:
+        raise ExportError(f"{output}: unknown format {suffix or '(none)'}; use one of {', '.join(FORMATS)}, "
+                          "or name one with --format")
+    return FORMATS[suffix]
+
+
 def export(trace: Trace, output: str, *, step: int | None = None, view: View = "backward", focus: int | None = None,
            radius: int = 2, collapse: bool = False, force: bool = False,
-           state: EngineState | None = None) -> Exported:
-    """Write the picture to `output`, whose suffix picks the format (.dot, .gv, .svg, .png, .pdf).
+           state: EngineState | None = None, fmt: str | None = None) -> Exported:
+    """Write the picture to `output` in format `fmt`, by default the one its suffix picks (.dot, .gv, .svg, .png,
+    .pdf, .json).
 
     Raises:
         ExportError: an unknown format, a view that cannot be drawn, a picture too large to lay out
             (unless `force`), Graphviz missing, or `dot` failing.
     """
-    suffix = Path(output).suffix.lower()
-    if suffix not in FORMATS:
-        raise ExportError(f"{output}: unknown format {suffix or '(none)'}; use one of {', '.join(FORMATS)}")
+    fmt = export_format(output, fmt)
     try:
-        pic = picture(trace, step, view, focus, radius, collapse, state)
+        model = graph_model(trace, step, view, focus, radius, collapse, state)
     except ViewError as e:
         raise ExportError(str(e)) from None
-    if FORMATS[suffix] == "dot":
-        _write_atomically(output, pic.dot.encode("utf-8"))
-        return Exported(output, pic.num_boxes, pic.num_arrows)
-    if pic.num_boxes > MAX_BOXES and not force:
-        raise ExportError(f"{pic.num_boxes:,} boxes are too many for dot to lay out in reasonable time; draw "
+    done = Exported(output, model.num_boxes, model.num_arrows)
+    if fmt == "json":  # a program lays it out: no limit on its size
+        _write_atomically(output, json.dumps(to_json(model), ensure_ascii=False).encode("utf-8"))
+        return done
+    text = dot_text(model)
+    if fmt == "dot":
+        _write_atomically(output, text.encode("utf-8"))
+        return done
+    if model.num_boxes > MAX_BOXES and not force:
+        raise ExportError(f"{model.num_boxes:,} boxes are too many for dot to lay out in reasonable time; draw "
                           "fewer with --collapse (folds repeated blocks and linear chains) or --focus NODE "
-                          "--radius R, write .dot text instead, or add --force to try anyway")
-    _write_atomically(output, render(pic.dot, FORMATS[suffix]))
-    return Exported(output, pic.num_boxes, pic.num_arrows)
+                          "--radius R, write .dot or .json instead, or add --force to try anyway")
+    _write_atomically(output, render(text, fmt))
+    return done
 
 
 def render(dot_text: str, fmt: str, timeout_s: float = LAYOUT_TIMEOUT_S) -> bytes:

@@ -1,20 +1,29 @@
-"""`agdb show`'s text: the engine's state at one step, as at most `limit` rows per list.
+"""`agdb show`'s text: the engine's state at one step, as the TUI's panels show it, at most `limit` rows per list.
 
-What it prints comes from the `agdb.state/1` object (tracer.replay.state_json), built for the rows asked for only,
-so a 1M-node trace costs what a 20-row one does once the state is replayed. Names longer than NAME_WIDTH are
-cut with an ellipsis, and printed as text, never as Rich markup.
+The rows are the panels' own (tracer.replay.rows, tracer.views.panel_text), read for the rows printed only, so a
+1M-node trace costs what a 20-row one does once the state is replayed: the ready queues, the dependencies and
+input buffers (a count that changed at this step is marked, as the TUI highlights it), the nodes run by each
+graph task, the pruning, the status line's sentence and, for `--node`, the node inspector's lines. Nodes are
+named by tracer.views.labels. Names longer than NAME_WIDTH are cut with an ellipsis, and printed as text, never
+as Rich markup.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agdb.tracer.store.schema import UINT64_MAX, Kind, short_name
+from agdb.tracer.replay.node_details import node_details
+from agdb.tracer.replay.rows import DependencyRows, pruning_rows, ready_queue_rows
+from agdb.tracer.replay.state import EngineState
+from agdb.tracer.store.schema import Kind
+from agdb.tracer.store.trace import Trace
+from agdb.tracer.views.labels import NodeLabels, cut
+from agdb.tracer.views.panel_text import detail_lines, pruning_lines, queue_note, queue_title, slots_text, task_cells
+from agdb.tracer.views.sentences import sentence
 
 NAME_WIDTH = 200
 """The longest name printed whole; longer ones keep their first NAME_WIDTH - 1 characters and an ellipsis."""
@@ -34,7 +43,7 @@ class StdoutConsole(Console):
 
 def short(text: str, width: int = NAME_WIDTH) -> str:
     """`text`, cut to `width` characters with an ellipsis when longer."""
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return cut(text, width)
 
 
 @dataclass
@@ -47,37 +56,10 @@ class TaskGroup:
     nested: list[TaskGroup] = field(default_factory=list)
 
 
-def node_label(trace) -> Callable[[int], str]:
-    """How `show` names a node: its short name and seq_nr (`MulBackward0 (seq 3)`), an AccumulateGrad by its leaf
-    as the TUI does (`AccumulateGrad (fc1.weight)`, `AccumulateGrad (leaf 2)`: tracer.store.leaf_labels),
-    and another node with no number of its own by its node index (`Error (#4)`)."""
-    leaves = trace.index.leaf_labels
-
-    def label(node: int) -> str:
-        name, seq, _ = trace.node_brief(node)
-        leaf = leaves.get(node)
-        if leaf is not None:
-            return f"{short(short_name(name))} ({short(leaf)})"
-        return short(short_name(name)) + (f" (#{node})" if seq == UINT64_MAX else f" (seq {seq})")
-
-    return label
-
-
-def run_name(trace) -> Callable[[int | None, str], str]:
-    """How `show` names a node in a list of names (queues, runs): its short name, an AccumulateGrad followed by
-    its leaf (`AccumulateGrad fc1.weight`); `name(node, recorded_name)`, node None for a wake-up task."""
-    leaves = trace.index.leaf_labels
-
-    def name(node: int | None, recorded: str) -> str:
-        leaf = leaves.get(node) if node is not None else None
-        return short(f"AccumulateGrad {leaf}" if leaf is not None else short_name(recorded))
-
-    return name
-
-
-def executed_by_task(trace, step: int, limit: int | None) -> list[TaskGroup]:
+def executed_by_task(trace: Trace, step: int, limit: int | None) -> tuple[list[TaskGroup], int]:
     """The last `limit` nodes run by `step` (all with None), grouped by graph task in order of their first node,
-    each reentrant task nested under the task of the next lower depth that ran before it."""
+    each reentrant task nested under the task of the next lower depth that ran before it; and how many earlier
+    runs were left out."""
     starts = trace.steps_of(Kind.NODE_STARTED)
     end = int(np.searchsorted(starts, step, side="right"))
     begin = 0 if limit is None else max(0, end - limit)
@@ -87,7 +69,7 @@ def executed_by_task(trace, step: int, limit: int | None) -> list[TaskGroup]:
     groups: dict[int, TaskGroup] = {}
     roots: list[TaskGroup] = []
     latest: dict[int, TaskGroup] = {}  # depth -> the task of that depth seen last
-    name = run_name(trace)
+    labels = NodeLabels(trace)
     for s in starts[begin:end].tolist():
         task = int(c["ev_task"][s])
         group = groups.get(task)
@@ -96,75 +78,111 @@ def executed_by_task(trace, step: int, limit: int | None) -> list[TaskGroup]:
             parent = latest.get(group.depth - 1) if group.depth > 0 else None
             (parent.nested if parent is not None else roots).append(group)
             latest[group.depth] = group
-        node = int(c["ev_node"][s])
-        group.names.append(name(node, trace.node_name(node)))
-    return roots
+        group.names.append(short(labels.label(int(c["ev_node"][s]))))
+    return roots, begin
 
 
 def _print_groups(out: Console, groups: list[TaskGroup], indent: int = 1) -> None:
     for g in groups:
         what = f"graph task {g.graph_task}" + (f" (reentrant, depth {g.depth})" if g.depth else "")
-        out.print(Text(f"{'  ' * indent}{what}: " + " → ".join(short_name(n) for n in g.names)))
+        out.print(Text(f"{'  ' * indent}{what}: " + " → ".join(g.names)))
         _print_groups(out, g.nested, indent + 1)
 
 
-def print_state(data: dict, out: Console, limit: int | None, node_title: str = "", note: str = "",
-                label: Callable[[int], str] = str, executed: list[TaskGroup] | None = None,
-                name: Callable[[int | None, str], str] | None = None) -> None:
-    """Print an `agdb.state/1` object, made by state_to_json with `limit`, for people.
+def print_step(trace: Trace, state: EngineState, before: EngineState | None, out: Console, limit: int | None,
+               node: int | None = None, note: str = "") -> None:
+    """Print the state at a step for people: the panels' rows, at most `limit` per list (None: all).
 
-    `label` names a node by its index (node_label); `name` a node in a list of names (run_name; default: its
-    short recorded name); `executed`, the executed nodes grouped by graph task (executed_by_task), replaces the
-    flat list.
+    Args:
+        trace: the trace, made safe to print (Trace.for_display).
+        before: the state a step before (None at step 0): the dependencies mark the counts that changed.
+        node: only this node's rows, after the node inspector's lines.
+        note: a line to say first (what the trace left out).
     """
-    if name is None:
-        def name(node: int | None, recorded: str) -> str:
-            return short(recorded)
-
-    omitted = data.get("omitted", {})
-
-    def more(name: str, earlier: bool = False) -> str:
-        n = omitted.get(name, 0)
-        return f"… {n:,} {'earlier' if earlier else 'more'}" if n else ""
-
-    event = data["event"]
-    out.print(Text.assemble((f"step {data['step']}", "bold"), f" of {data['num_steps'] - 1}: ",
-                            (event["kind"], "cyan")))
+    labels = NodeLabels(trace)
+    out.print(Text.assemble((f"step {state.step}", "bold"), f" of {state.num_steps - 1}: ",
+                            (type(state.event).__name__, "cyan")))
+    out.print(Text(short(sentence(state.event, labels), 4 * NAME_WIDTH)))
     if note:
         out.print(Text(f"note: {note}", style="yellow"))
-    if node_title:
-        out.print(Text(node_title))
-    for q in data["ready_queues"]:
-        table = Table(title=Text(f"ready queue {q['label']}"), title_justify="left")
-        for col in ("pop", "node", "name", "priority (depth, seq_nr)"):
-            table.add_column(col)
-        for i, t in enumerate(q["tasks"]):
-            table.add_row(str(i), str(t["node"]), Text(name(t["node"], t["name"])), str(tuple(t["priority"])))
-        if omitted.get("ready_queues"):
-            table.caption = more("ready_queues")
-        out.print(table)
-    if data["dependencies"]:
-        _listing(out, "dependencies", [f"{label(int(n))}={c}" for n, c in data["dependencies"].items()],
-                 more("dependencies"))
-    if data["not_ready"]:
-        _listing(out, "waiting for grads (x: slot filled)",
-                 [f"{label(int(n))}={''.join('x' if f else '.' for f in slots)}"
-                  for n, slots in data["not_ready"].items()], more("not_ready"))
-    if executed:
-        out.print(Text("executed, by graph task:" + (f" ({more('executed', earlier=True)})"
-                                                     if more("executed", earlier=True) else "")))
-        _print_groups(out, executed)
-    else:
-        names = [name(e["node"], e["name"]) for e in data["executed"]]
-        if names and more("executed", earlier=True):
-            names.insert(0, more("executed", earlier=True))
-        out.print(Text("executed: " + (" → ".join(names) if names else "-")))
-    pruned = ", ".join(map(label, data["pruned"])) + (f", {more('pruned')}" if more("pruned") else "")
-    running = ", ".join(name(r["node"], r["name"]) for r in data["running"])
-    out.print(Text(f"pruned: [{pruned}]  running: [{running}]  culprits so far: {data['culprits']}"))
-    if omitted:
+    if node is not None:
+        for line in detail_lines(labels, node_details(trace, node, state.step)):
+            out.print(Text(line.text, style="bold" if line.tag == "title" else ""))
+    cut_lists = _print_queues(out, trace, labels, state, limit, node)
+    cut_lists |= _print_dependencies(out, labels, DependencyRows(state, before), limit, node)
+    cut_lists |= _print_executed(out, trace, labels, state, limit, node)
+    lines = [line for line in pruning_lines(labels, pruning_rows(trace, state))
+             if node is None or line.node in (None, node)]
+    if lines:
+        out.print(Text("pruning:"))
+        for line in lines:
+            out.print(Text("  " + short(line.text)))
+    running = ", ".join(short(labels.label(n)) for _, n in state.running if node is None or n == node)
+    out.print(Text(f"running: [{running}]  culprits so far: {state.culprits}"))
+    if cut_lists and limit is not None:
         out.print(Text(f"(at most {limit:,} rows per list: --limit N or --all shows more)", style="dim"))
 
 
-def _listing(out: Console, label: str, parts: list[str], more: str) -> None:
-    out.print(Text(f"{label}: " + ", ".join([*parts, more] if more else parts)))
+def _more(count: int, word: str = "more") -> str:
+    return f"… {count:,} {word}"
+
+
+def _print_queues(out: Console, trace: Trace, labels: NodeLabels, state: EngineState, limit: int | None,
+                  node: int | None) -> bool:
+    """The ready queues as the queues panel shows them; whether a list was cut."""
+    was_cut = False
+    for q in ready_queue_rows(state):
+        out.print(Text(f"ready queue {queue_title(trace, q)}"))  # not the table's title: that wraps to its width
+        tasks = [(i, t) for i, t in enumerate(q.tasks) if node is None or t.node == node]
+        if not tasks:
+            continue
+        table = Table()
+        for col in ("pop", "node", "depth", "seq_nr", "id"):
+            table.add_column(col)
+        shown = tasks if limit is None else tasks[:limit]
+        for i, t in shown:
+            pop, name, depth, seq = task_cells(labels, i, t)
+            table.add_row(pop, Text(short(name)), depth, seq, "-" if t.node is None else str(t.node))
+        caption = [queue_note(q)] if q.tasks and node is None else []
+        if len(shown) < len(tasks):
+            was_cut = True
+            caption.append(_more(len(tasks) - len(shown)))
+        table.caption = "; ".join(caption) or None
+        out.print(table)
+    return was_cut
+
+
+def _print_dependencies(out: Console, labels: NodeLabels, rows: DependencyRows, limit: int | None,
+                        node: int | None) -> bool:
+    """The counted nodes as the dependencies panel shows them; whether the list was cut."""
+    chosen = rows.of_node(node) if node is not None else rows.rows(0, len(rows) if limit is None else limit)
+    if not chosen:
+        return False
+    out.print(Text("dependencies and input buffers:"))
+    table = Table()
+    for col in ("node", "to go", "buffer", "changed", "id"):
+        table.add_column(col)
+    for row in chosen:
+        table.add_row(Text(short(labels.label(row.node))), str(row.count), Text(slots_text(row.filled)),
+                      "yes" if row.is_changed else "", str(row.node))
+    left = len(rows) - len(chosen) if node is None else 0
+    if left:
+        table.caption = _more(left)
+    out.print(table)
+    return left > 0
+
+
+def _print_executed(out: Console, trace: Trace, labels: NodeLabels, state: EngineState, limit: int | None,
+                    node: int | None) -> bool:
+    """The nodes run so far, by graph task (or, for one node, when it ran); whether the list was cut."""
+    if node is not None:
+        ran = np.flatnonzero(state.executed.array() == node)
+        out.print(Text("executed: " + (", ".join(f"#{i}" for i in ran.tolist()) if len(ran) else "not yet")))
+        return False
+    groups, left = executed_by_task(trace, state.step, limit)
+    if not groups:
+        out.print(Text("executed: -"))
+        return False
+    out.print(Text("executed, by graph task:" + (f" ({_more(left, 'earlier')})" if left else "")))
+    _print_groups(out, groups)
+    return left > 0

@@ -84,9 +84,10 @@ def _cmd_torch(args: argparse.Namespace) -> int:
 
 def _cmd_diff(args: argparse.Namespace) -> int:
     from agdb.tracer.replay.diff import ASPECTS, compare, side_of, to_json
+    from agdb.tracer.views.labels import NodeLabels
 
     traces = [load_trace(path) for path in (args.a, args.b)]
-    a, b = (side_of(t, path) for t, path in zip(traces, (args.a, args.b), strict=True))
+    a, b = (side_of(t, path, NodeLabels(t)) for t, path in zip(traces, (args.a, args.b), strict=True))
     aspects = compare(a, b)
     equal = all(x.equal for x in aspects)
     if args.json:

@@ -8,8 +8,9 @@ from textual.message import Message
 
 from agdb.tracer.recording.culprits import Culprit, TraceCulprits
 from agdb.tracer.replay.replay import EngineState
-from agdb.tracer.store.schema import short_name
+from agdb.tracer.replay.rows import culprit_count
 from agdb.tracer.store.trace import Trace
+from agdb.tracer.views.labels import shown_name
 
 from .lazy_list import LazyList
 
@@ -31,7 +32,7 @@ class CulpritsView(LazyList):
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Show the culprits that happened by the state's step."""
-        count = state.culprits
+        count = culprit_count(state)
         if count == self.shown and count:
             return  # nothing new: no repaint
         self.shown = count
@@ -50,7 +51,7 @@ class CulpritsView(LazyList):
         if not self.shown:
             return Text("no sequence number was taken yet", style="italic")
         c = self.culprits[index]
-        return Text(f"{c.old:>6} → {c.new:<5} {short_name(c.node_name):<28} {c.lineno:>5}: {c.source}")
+        return Text(f"{c.old:>6} → {c.new:<5} {shown_name(c.node_name):<28} {c.lineno:>5}: {c.source}")
 
     def action_select(self) -> None:
         if self.shown:

@@ -1,31 +1,15 @@
 """EventLog: the trace's events around the step, one per line, read from the trace on demand."""
 from __future__ import annotations
 
-from dataclasses import fields
-
 from rich.text import Text
 from textual.message import Message
 
 from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.store.trace import Trace
+from agdb.tracer.views.labels import NodeLabels
+from agdb.tracer.views.panel_text import event_text
 
 from .lazy_list import LazyList
-
-_SKIP = {"step", "thread", "graph_task", "filename", "function", "inputs", "outputs", "next_edges", "grad",
-         "dependencies", "pruned", "needed", "captured", "roots"}
-
-
-def describe(event, queue_label=None) -> str:
-    """A one-line summary of an event; `queue_label` names queues for people (Trace.queue_label)."""
-    parts = []
-    for f in fields(event):
-        if f.name in _SKIP:
-            continue
-        value = getattr(event, f.name)
-        if f.name == "queue" and queue_label is not None:
-            value = queue_label(value)
-        parts.append(f"{f.name}={value!r}")
-    return f"{type(event).__name__}  " + " ".join(parts)
 
 
 class EventLog(LazyList):
@@ -41,6 +25,7 @@ class EventLog(LazyList):
     def __init__(self, trace: Trace, **kwargs) -> None:
         super().__init__(**kwargs)
         self.trace = trace
+        self.labels = NodeLabels(trace)
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Move the cursor to the state's step."""
@@ -55,7 +40,7 @@ class EventLog(LazyList):
         return len(self.trace)
 
     def row_text(self, index: int) -> Text:
-        return Text(f"{index:>7}  {describe(self.trace[index], self.trace.queue_label)}")
+        return Text(f"{index:>7}  {event_text(self.trace[index], self.labels)}")
 
     def row_key(self, index: int) -> object:
         return index  # an event's line never changes

@@ -6,9 +6,10 @@ from rich.text import Text
 
 from agdb.tracer.replay.forward_map import FLAGS, ForwardMap
 from agdb.tracer.replay.replay import EngineState
+from agdb.tracer.replay.rows import forward_rows_made
 from agdb.tracer.store.trace import Trace
+from agdb.tracer.views.labels import NodeLabels, fit, seq_text
 
-from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList
 
 FLAG_TEXT = {"accumulate": "accumulates", "engine": "engine's", "in_backward": "in backward", "no_graph": "no graph",
@@ -56,8 +57,8 @@ class ForwardBackwardView(LazyList):
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Dim the ops that had not run by the state's step."""
-        step = self.step = state.step
-        made = int(np.searchsorted(self._made_steps, step, side="right"))
+        self.step = state.step
+        made = forward_rows_made(self._made_steps, state)
         if (made,) == self._shown:
             return  # the same rows are dimmed: nothing to repaint
         self._shown = (made,)
@@ -80,7 +81,7 @@ class ForwardBackwardView(LazyList):
         if not len(self.forward_map):
             return Text("the trace holds no node", style="italic")
         op = self.forward_map.op(index)
-        name = self.labels.fit(self.labels.column_name(op.node), self.name_width)
+        name = fit(self.labels.column_name(op.node), self.name_width)
         text = Text.assemble(f"{seq_text(op.seq_nr):>8} ", (f"{op.op:<10} ", "bold"), f"→ {name} ")
         if self.flag_width:
             flags = self._flag_text(int(self.forward_map.flags[op.node]))

@@ -1,9 +1,10 @@
 """GraphCanvas: the graph panel, the backward graph drawn in the terminal, or (`v`) listed as GraphView lists it.
 
-The drawing comes from tracer/views/layout.py (a pure layout of the trace: boxes in layers by topological_nr,
-edges in box-drawing cells, large graphs folded as docs/folding.md says); this widget only paints the lines on
-screen from it, and styles each box by its nodes' state at the step. The cursor stays a GraphView row (a
-node) in both views, so the screen selects and searches the same way whichever view is shown.
+The drawing comes from tracer/views/layout.py (a pure layout of the backward graph's model, the one DOT and JSON
+render: boxes in layers by topological_nr, edges in box-drawing cells, large graphs folded as docs/folding.md says);
+this widget only paints the lines on screen from it, and styles each box by its nodes' state at the step. The cursor
+stays a GraphView row (a node) in both views, so the screen selects and searches the same way whichever view is
+shown.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from textual.timer import Timer
 from agdb.tracer.replay.node_states import STATES, BoxStates
 from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.store.trace import Trace
-from agdb.tracer.views.layout import Layout, LayoutTooLarge, layout, line_text
+from agdb.tracer.views.layout import Layout, LayoutTooLarge, drawn_model, layout, line_text
 
 from .graph_view import GraphView
 
@@ -118,7 +119,7 @@ class GraphCanvas(GraphView):
             return
         if self.trace.num_nodes <= SYNC_NODES:
             try:
-                self._take_picture(layout(self.trace))
+                self._take_picture(layout(drawn_model(self.trace)))
             except LayoutTooLarge as e:
                 self._give_up(str(e))
         elif self._layout_timer is None:
@@ -134,7 +135,7 @@ class GraphCanvas(GraphView):
         self._laying_out = True
         _yield_cpu()
         try:
-            self.post_message(self.LaidOut(layout(self.trace)))
+            self.post_message(self.LaidOut(layout(drawn_model(self.trace))))
         except LayoutTooLarge as e:
             self.post_message(self.LaidOut(None, str(e)))
 

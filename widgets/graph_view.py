@@ -7,8 +7,8 @@ from rich.text import Text
 from agdb.tracer.replay.node_states import STATE_LABEL, STATES, NodeStates
 from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.store.trace import Trace
+from agdb.tracer.views.labels import NodeLabels, fit, seq_text
 
-from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList
 
 
@@ -82,7 +82,7 @@ class GraphView(LazyList):
         count = self.counts.get(node)
         return Text.assemble(
             (f"{order:>3} " if order >= 0 else "    "),
-            (f"{self.labels.fit(self.labels.column_name(node), self.name_width)} ",
+            (f"{fit(self.labels.column_name(node), self.name_width)} ",
              self.component_style(f"graph-view--{state}")),
             f"{STATE_LABEL[state]:<11} {seq_text(seq_nr):>6} {topo:>4}",
             (f" {count:>4}" if count is not None else ""),

@@ -4,15 +4,16 @@ from __future__ import annotations
 from rich.text import Text
 
 from agdb.tracer.replay.replay import EngineState
-from agdb.tracer.store.schema import short_name
+from agdb.tracer.replay.rows import ready_queue_rows
 from agdb.tracer.store.trace import Trace
+from agdb.tracer.views.labels import NodeLabels, fit
+from agdb.tracer.views.panel_text import queue_note, queue_title, task_cells
 
-from .labels import NodeLabels, seq_text
 from .lazy_list import LazyList
 
 
 class ReadyQueueView(LazyList):
-    """A header per queue, then its tasks in the order they will be popped."""
+    """A header per queue, then its tasks in the order they will be popped (tracer.replay.rows.ready_queue_rows)."""
 
     COMPONENT_CLASSES = LazyList.COMPONENT_CLASSES | {"ready-queue--head", "ready-queue--title"}
     DEFAULT_CSS = """
@@ -22,11 +23,12 @@ class ReadyQueueView(LazyList):
 
     def __init__(self, trace: Trace, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.label = trace.queue_label  # how a queue's name is shown
+        self.trace = trace
         self.labels = NodeLabels(trace)
         self.name_width = self.labels.column_width(22)
         self.rows: list[Text] = [Text("no queue yet")]
         self.row_nodes: list[int | None] = [None]
+        self._shown: object = None
 
     def header(self) -> str:
         """The column headers: a task's place in the pop order, and its priority (depth, then seq_nr)."""
@@ -34,38 +36,29 @@ class ReadyQueueView(LazyList):
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Lay out the queues of a step."""
-        if state.ready_queues == getattr(self, "_shown", None):
+        if state.ready_queues == self._shown:
             return  # the queues did not change at this step: no repaint
         self._shown = state.ready_queues
         rows: list[Text] = []
         nodes: list[int | None] = []
         title = self.component_style("ready-queue--title")
         head = self.component_style("ready-queue--head")
-        for q in state.ready_queues:
-            rows.append(Text(f"{self.label(q.name)}: {len(q.tasks)} task(s)", style=title))
+        for q in ready_queue_rows(state):
+            rows.append(Text(queue_title(self.trace, q), style=title))
             nodes.append(None)
             for i, t in enumerate(q.tasks):
-                depth, seq = t.priority
-                name = (self.labels.column_name(t.node) if t.node is not None
-                        else short_name(t.name) if t.name else "(wake-up)")
-                line = Text(f"  {i:>3}  {self.labels.fit(name, self.name_width)} {depth:>5} {seq_text(seq):>6}")
+                pop, name, depth, seq = task_cells(self.labels, i, t)
+                line = Text(f"  {pop:>3}  {fit(name, self.name_width)} {depth:>5} {seq:>6}")
                 if i == 0:
                     line.stylize(head)
                 rows.append(line)
                 nodes.append(t.node)
             if q.tasks:
-                rows.append(Text(f"  head first: largest depth, then largest seq_nr{self._tie(q.tasks)}",
-                                 style="italic"))
+                rows.append(Text(f"  {queue_note(q)}", style="italic"))
                 nodes.append(None)
         self.rows = rows or [Text("all ready queues are empty")]
         self.row_nodes = nodes or [None]
         self.rows_changed()
-
-    @staticmethod
-    def _tie(tasks) -> str:
-        if len(tasks) > 1 and tasks[0].priority == tasks[1].priority:
-            return "; tied with the next, so the heap's shape decides (libstdc++ order)"
-        return ""
 
     def row_count(self) -> int:
         return len(self.rows)

@@ -6,8 +6,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from agdb.tracer.replay.replay import EngineState
-
-from .sentences import sentence
+from agdb.tracer.views.labels import NodeLabels
+from agdb.tracer.views.sentences import sentence
 
 
 class Timeline(Widget):
@@ -26,9 +26,9 @@ class Timeline(Widget):
         self.text = ""
         self._strip: tuple[str, int, Strip] | None = None
 
-    def show(self, state: EngineState, queue_label=str, label=None) -> None:
-        """Say what happened at the step of `state` (`label` names nodes: NodeLabels.label)."""
-        text = f"step {state.step}/{state.num_steps - 1} · {sentence(state.event, queue_label, label)}"
+    def show(self, state: EngineState, labels: NodeLabels) -> None:
+        """Say what happened at the step of `state` (`labels`: the trace's, which name its nodes)."""
+        text = f"step {state.step}/{state.num_steps - 1} · {sentence(state.event, labels)}"
         if text != self.text:
             self.text = text
             self.refresh()  # one line whatever it says: no layout

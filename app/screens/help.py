@@ -15,8 +15,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from agdb.tracer.replay.node_states import STATE_LABEL, STATE_TEXT, STATES
+from agdb.tracer.views.labels import MAX_SEQ
 from agdb.widgets.forward_backward import FLAG_MEANING, FLAG_TEXT
-from agdb.widgets.labels import MAX_SEQ
 
 STATE_ORDER = ("not_created", "unreached", "counted", "waiting", "to_push", "ready", "running", "done", "raised",
                "pruned", "skipped", "captured")
@@ -42,7 +42,8 @@ def _table(rows: Iterable[tuple[Text, str]]) -> Table:
 def legend_text(state_styles: dict[str, Style]) -> Group:
     """The states of the graph panel in the colours it draws them, and the other marks the panels use."""
     marks = [("#", "the execution index: the order nodes started running in"),
-             (f"seq_nr {MAX_SEQ}", "UINT64_MAX (2**64-1), the seq_nr of every AccumulateGrad: it runs last among ties"),
+             (f"seq_nr {MAX_SEQ}", "UINT64_MAX (2**64-1), the seq_nr of every AccumulateGrad: it pops first at its "
+              "depth"),
              ("fc1.weight, w", "an AccumulateGrad's leaf by its name: the parameter's path in its module, or the "
               "variable bound to it; `w (layer1)` and `#2` tell repeated names apart"),
              ("leaf N", "the Nth AccumulateGrad the forward pass made, for a leaf with no name (all have seq_nr max)"),

@@ -42,6 +42,7 @@ class Panel:
     lower: bool  # in the wide layout: below the graph (chosen by the tab bar) rather than always shown
     kinds: tuple[Kind, ...]  # the event kinds it shows; a source that cannot record them makes it say so
     follows_selection: bool = False  # also fed when the selected node changes
+    compares_steps: bool = False  # also fed the state a step before (its rows mark what changed at the step)
     beside: tuple[str, ...] = ()  # ids of Statics composed under the widget (the culprits' source)
 
     def notice(self, trace: Trace) -> str:
@@ -71,7 +72,7 @@ PANELS = (
           (Kind.NODE_CREATED, Kind.DEPENDENCIES_COMPUTED, Kind.NODE_STARTED, Kind.NODE_FINISHED)),
     Panel("queues", "Queues", "ready queues", "2", ReadyQueueView, False, (Kind.TASK_PUSHED, Kind.TASK_POPPED)),
     Panel("deps", "Deps", "dependencies and input buffers", "3", DependenciesView, False,
-          (Kind.DEPENDENCIES_COMPUTED, Kind.BUFFER_WRITTEN)),
+          (Kind.DEPENDENCIES_COMPUTED, Kind.BUFFER_WRITTEN), compares_steps=True),
     Panel("fwd", "F↔B", "forward ↔ backward", "4", ForwardBackwardView, True,
           (Kind.SEQ_NR_BUMPED, Kind.NODE_CREATED)),
     Panel("inspector", "Node", "node inspector", "5", NodeInspector, True, (Kind.NODE_CREATED,),

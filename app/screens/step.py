@@ -22,12 +22,12 @@ from agdb.tracer.replay.replay import EngineState, Replay
 from agdb.tracer.replay.search import find_nodes
 from agdb.tracer.store.schema import Kind
 from agdb.tracer.store.trace import Trace
+from agdb.tracer.views.labels import NodeLabels
 from agdb.widgets.culprits import CulpritsView
 from agdb.widgets.event_log import EventLog
 from agdb.widgets.forward_backward import ForwardBackwardView
 from agdb.widgets.graph_view import GraphView
 from agdb.widgets.key_hints import KeyHints
-from agdb.widgets.labels import NodeLabels
 from agdb.widgets.lazy_list import LazyList
 from agdb.widgets.timeline import Timeline
 
@@ -45,7 +45,7 @@ ERROR_TIMEOUT = 24 * 3600.0
 _PROMPTS = {"goto": "go to step…",
             "search": "search nodes: a name (mul, AccumulateGrad), a leaf (fc1.weight) or a seq_nr (12)",
             "break": "break on: node NAME | seq N | push [NAME] | nan | error",
-            "export": "export the graph at this step to FILE.svg, .png, .pdf or .dot"}
+            "export": "export the graph at this step to FILE.svg, .png, .pdf, .dot or .json"}
 
 
 class StepScreen(Screen[None]):
@@ -209,9 +209,19 @@ class StepScreen(Screen[None]):
         if state is None:
             return
         selected = self.selected_node
-        for widget in self.panel_widgets.values():
-            widget.show_state(state, selected)
-        self.query_one(Timeline).show(state, self.trace.queue_label, self.labels.label)
+        for panel_id, widget in self.panel_widgets.items():
+            if BY_ID[panel_id].compares_steps:
+                widget.show_state(state, selected, before=self._state_before(state))
+            else:
+                widget.show_state(state, selected)
+        self.query_one(Timeline).show(state, self.labels)
+
+    def _state_before(self, state: EngineState) -> EngineState | None:
+        """The state a step before `state`'s, for the panels that mark what changed at the step; None at step 0,
+        and when no graph task runs (there is nothing to mark, so no seek is spent)."""
+        if state.step == 0 or not state.graph_tasks:
+            return None
+        return self.replay.state_at(state.step - 1)
 
     def watch_selected_node(self, node: int | None) -> None:
         for view in self.query(LazyList):

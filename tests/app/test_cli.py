@@ -16,6 +16,7 @@ from agdb.app.cli import main
 from agdb.engine._state import UINT64_MAX
 from agdb.tracer.store import events as ev
 from agdb.tracer.store.tracefile import load
+from tests.app.show_text import table
 from tests.engine.helpers import run_in_thread
 
 DIAMOND = textwrap.dedent("""\
@@ -321,14 +322,17 @@ def test_show_default_step_is_the_last(diamond, capsys):
 
 
 def test_show_human_readable(diamond, capsys, monkeypatch):
-    """Plain `agdb show --step K` prints the step, its event kind, the queue in pop order and the executed nodes."""
+    """Plain `agdb show --step K` prints the step, its event kind and sentence, the queue in pop order and the
+    executed nodes, named as the TUI names them."""
     path, trace = diamond
     step = _step_after_add_routes(trace)
     code, out, err = agdb(["show", path, "--step", step], capsys, monkeypatch)
     assert code == 0, err
     assert f"step {step} of {len(trace) - 1}" in out and "TaskPushed" in out
-    assert out.index("CosBackward0") < out.index("SinBackward0")
-    assert "SumBackward0 → AddBackward0" in out
+    assert "CosBackward0 seq 2 pushed to ready queue" in out  # the TUI's status line
+    assert [row[1] for row in table(out, f"ready queue {trace.queue_label(trace.queues[0])}: 2 task(s)")] == \
+        ["CosBackward0", "SinBackward0"]
+    assert "SumBackward0 seq 4 → AddBackward0 seq 3" in out
 
 
 @pytest.mark.parametrize("bad", ["1000000", "-1", "LAST"])
@@ -420,7 +424,8 @@ def test_the_inspector_writes_seq_nr_max_in_priorities_and_no_line_for_a_leaf_me
     for says only what made it."""
     from agdb.tracer.recording.builder import TraceBuilder
     from agdb.tracer.replay.node_details import node_details
-    from agdb.widgets.node_inspector import detail_lines
+    from agdb.tracer.views.labels import NodeLabels
+    from agdb.tracer.views.panel_text import detail_lines
 
     b = TraceBuilder(source="test")
     t = b.thread("MainThread")
@@ -429,7 +434,7 @@ def test_the_inspector_writes_seq_nr_max_in_priorities_and_no_line_for_a_leaf_me
     b.graph_task_started(thread=t, graph_task=1, graph_root=1, roots=((1, 0),))
     b.task_pushed(thread=t, graph_task=1, node=1, queue=q, seq_nr=2**64 - 1, queue_length=1)
     trace = b.finish()
-    text = [line.plain for line in detail_lines(trace, node_details(trace, 0, len(trace) - 1))]
+    text = [line.text for line in detail_lines(NodeLabels(trace), node_details(trace, 0, len(trace) - 1))]
     assert any(line.endswith("with priority (0, max)") for line in text), text
     assert "made by leaf" in text[2] and "unknown" not in text[2] and " at " not in text[2], text
 

@@ -118,3 +118,34 @@ def test_focus_by_seq_nr_draws_its_neighbourhood(demo_file, tmp_path, capsys):
     assert code == 0, err
     drawn = {i for i in range(trace.num_nodes) if f"    n{i} [label=" in out.read_text()}
     assert drawn == near
+
+
+def test_export_json_writes_the_graph_model(demo_file, tmp_path, capsys):
+    """`-o g.json` writes the agdb.graph/1 object, a box per node with the trace's names; `--format json` writes it
+    whatever the file is called, and `--format dot` writes DOT to a file with no known suffix."""
+    import json
+
+    from agdb.tracer.store.tracefile import load
+
+    trace = load(demo_file)
+    out = tmp_path / "g.json"
+    code, _, err = agdb(["export", demo_file, "-o", str(out), "--step", "28"], capsys)
+    assert code == 0 and f"{trace.num_nodes} boxes" in err
+    data = json.loads(out.read_text())
+    assert data["schema"] == "agdb.graph/1" and "after step 28" in data["graph"]["title"]
+    nodes = {b["node"]: b for b in data["boxes"] if b["kind"] == "node"}
+    assert set(nodes) == set(range(trace.num_nodes))
+    cos = next(i for i in range(trace.num_nodes) if trace.node(i).name == "CosBackward0")
+    assert nodes[cos]["label"][0] == "CosBackward0 seq 3"  # the demo's fourth op (app/demo.py)
+    named = tmp_path / "graph.txt"
+    assert agdb(["export", demo_file, "-o", str(named), "--format", "json", "--step", "28"], capsys)[0] == 0
+    assert json.loads(named.read_text()) == data
+    as_dot = tmp_path / "graph.out"
+    assert agdb(["export", demo_file, "-o", str(as_dot), "--format", "dot"], capsys)[0] == 0
+    assert as_dot.read_text().startswith("digraph agdb {")
+
+
+def test_unknown_suffix_points_at_format(demo_file, tmp_path, capsys):
+    """A file with no suffix agdb knows is refused with the suffixes listed (.json among them) and --format named."""
+    code, _, err = agdb(["export", demo_file, "-o", str(tmp_path / "g.out")], capsys)
+    assert code == 1 and ".json" in err and "--format" in err

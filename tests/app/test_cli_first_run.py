@@ -21,6 +21,7 @@ from agdb.app.demo import record_example
 from agdb.tracer.replay.node_states import node_states
 from agdb.tracer.replay.replay import Replay
 from agdb.tracer.store.tracefile import load, save
+from tests.app.show_text import table
 from tests.app.test_cli import agdb
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,18 +172,20 @@ def test_culprits_unknown_thread_is_refused(tmp_path, capsys):
 
 # -- show ----------------------------------------------------------------------------------------------------------
 def test_show_names_nodes_in_its_lists(demo_file, capsys, monkeypatch):
-    """Mid-backward, the dependencies and waiting lists name nodes (name and seq_nr, or for an AccumulateGrad its
-    leaf's variable: the demo's x and w), not bare node ids."""
+    """Mid-backward, the dependencies table names nodes as every view does (name and seq_nr, or for an
+    AccumulateGrad its leaf's variable: the demo's x and w), with each count and input buffer; AddBackward0, whose
+    count reached 0 with a grad in its buffer, is about to be pushed."""
     trace = load(demo_file)
     step = 20
     state = Replay(trace).state_at(step)
     assert state.graph_tasks and len(state.graph_tasks[0].dependency_arrays()[0])
     code, out, err = agdb(["show", demo_file, "--step", step], capsys, monkeypatch)
     assert code == 0, err
-    deps = next(line for line in out.splitlines() if line.startswith("dependencies: "))
-    assert deps == ("dependencies: ExpBackward0 (seq 0)=2, AccumulateGrad (x)=1, SinBackward0 (seq 1)=1, "
-                    "MulBackward0 (seq 2)=1, AccumulateGrad (w)=1, CosBackward0 (seq 3)=1")
-    assert "waiting for grads (x: slot filled): AddBackward0 (seq 4)=x" in out
+    rows = table(out, "dependencies and input buffers:")
+    assert [row[:3] for row in rows] == [
+        ["ExpBackward0 seq 0", "2", ""], ["AccumulateGrad x", "1", ""], ["SinBackward0 seq 1", "1", ""],
+        ["MulBackward0 seq 2", "1", ""], ["AccumulateGrad w", "1", ""], ["CosBackward0 seq 3", "1", ""],
+        ["AddBackward0 seq 4", "0", "[x]"]]
 
 
 def test_show_groups_executed_nodes_by_graph_task_with_reentrant_ones_nested(demo_file, capsys, monkeypatch):
@@ -195,9 +198,10 @@ def test_show_groups_executed_nodes_by_graph_task_with_reentrant_ones_nested(dem
     groups = lines[start + 1:start + 7]
     assert [g.split(":")[0] for g in groups] == ["  graph task 1", "  graph task 2", "  graph task 3",
                                                 "  graph task 4", "    graph task 5 (reentrant, depth 1)",
-                                                "pruned"]
-    assert groups[3] == "  graph task 4: SumBackward0 → CubeBackward → AccumulateGrad x"  # named by their leaves
-    assert groups[4].endswith(": SumBackward0 → MulBackward0 → MulBackward0 → AccumulateGrad inner")
+                                                "pruning"]
+    assert groups[3] == "  graph task 4: SumBackward0 seq 17 → CubeBackward seq 16 → AccumulateGrad x"
+    assert groups[4].endswith(": SumBackward0 seq 20 → MulBackward0 seq 19 → MulBackward0 seq 18 → "
+                              "AccumulateGrad inner")
 
 
 # -- export --focus ------------------------------------------------------------------------------------------------

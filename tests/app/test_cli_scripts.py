@@ -21,6 +21,7 @@ import pytest
 from agdb.tracer.store import events as ev
 from agdb.tracer.store.tracefile import load, save
 from bench.show import chain_trace
+from tests.app.show_text import table
 from tests.app.test_cli import agdb
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,9 +198,10 @@ def test_show_prints_a_few_rows_per_list_and_cuts_long_names(tmp_path, capsys, m
     step = 3003 + 5 * 1200  # 3,000 NodeCreated and the task's 3 first events, then 5 events per node run
     code, out, err = agdb(["show", path, "--step", step], capsys, monkeypatch)
     assert code == 0, err
-    assert out.count("=1") == 20 and "… 1,779 more" in out and "… 1,180 earlier" in out
+    assert len(table(out, "dependencies and input buffers:")) == 20
+    assert "… 1,779 more" in out and "… 1,180 earlier" in out
     assert "X" * 199 + "…" in out and "X" * 200 not in out
-    assert len(out) < 10_000
+    assert len(out) < 12_000
 
 
 def test_show_all_and_limit_choose_how_many_rows(tmp_path, capsys, monkeypatch):
@@ -209,22 +211,22 @@ def test_show_all_and_limit_choose_how_many_rows(tmp_path, capsys, monkeypatch):
     step = 4 * 100 // 2 + 100 + 3
     _, five, _ = agdb(["show", path, "--step", step, "--limit", 5], capsys, monkeypatch)
     _, every, _ = agdb(["show", path, "--step", step, "--all"], capsys, monkeypatch)
-    counted = next(line for line in every.splitlines() if line.startswith("dependencies")).count("=")
-    assert five.splitlines()[[i for i, line in enumerate(five.splitlines()) if line.startswith("dependencies")][0]] \
-        .count("=") == 5
-    assert counted > 20 and "more" not in every and "earlier" not in every
+    assert len(table(five, "dependencies and input buffers:")) == 5
+    assert len(table(every, "dependencies and input buffers:")) > 20 and "more" not in every
+    assert "earlier" not in every
 
 
 def test_show_node_prints_only_that_nodes_rows(tmp_path, capsys, monkeypatch):
-    """--node 60 (key 61 of 100: seq_nr 39) prints its name and seq_nr and, of the dependencies, its own count
-    only; it has not run yet."""
+    """--node 60 (key 61 of 100: seq_nr 39) prints the inspector's lines (its name and seq_nr first) and, of the
+    dependencies, its own count only; it has not run yet."""
     path = tmp_path / "chain.agdb"
     save(chain_trace(100), path)
     step = 4 * 100 // 2 + 100 + 3
     code, out, err = agdb(["show", path, "--step", step, "--node", 60], capsys, monkeypatch)
     assert code == 0, err
-    assert "node 60: MulBackward0 (seq_nr 39," in out and "dependencies: MulBackward0 (seq 39)=1\n" in out
-    assert "executed: -" in out
+    assert "MulBackward0 seq 39  (node 60)" in out and "seq_nr 39  topological_nr 39" in out
+    assert [row[:2] for row in table(out, "dependencies and input buffers:")] == [["MulBackward0 seq 39", "1"]]
+    assert "executed: not yet" in out
 
 
 def test_show_json_limit_counts_what_it_left_out(tmp_path, capsys):

@@ -13,6 +13,7 @@ from agdb.app.screens.step import StepScreen
 from agdb.tracer.store import events as ev
 from agdb.tracer.store.schema import short_name
 from agdb.tracer.store.tracefile import save
+from tests.app.show_text import table
 from tests.app.test_cli import agdb
 
 SCRIPT = Path(__file__).resolve().parents[1] / "snapshots" / "leaf_names.py"
@@ -80,9 +81,9 @@ def test_show_and_export_name_each_leaf(trace, tmp_path, capsys, monkeypatch):
     step = next(e.step for e in trace if isinstance(e, ev.DependenciesComputed))
     code, out, err = agdb(["show", str(path), "--step", step, "--all"], capsys, monkeypatch)
     assert code == 0, err
-    deps = next(line for line in out.splitlines() if line.startswith("dependencies: "))
+    deps = [row[0] for row in table(out, "dependencies and input buffers:")]
     for name in NAMES:
-        assert f"AccumulateGrad ({name})" in deps, name
+        assert f"AccumulateGrad {name}" in deps, name
     code, out, err = agdb(["show", str(path), "--all"], capsys, monkeypatch)
     assert code == 0, err
     assert "→ AccumulateGrad model.fc1.weight" in " ".join(out.split())

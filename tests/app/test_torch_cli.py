@@ -89,16 +89,18 @@ def test_a_leaf_no_line_made_is_shown_without_a_line():
     pytest.importorskip("torch")
     import torch
 
+    from agdb.tracer.views.labels import NodeLabels
+    from agdb.tracer.views.sentences import sentence
     from agdb.widgets.forward_backward import ForwardBackwardView
-    from agdb.widgets.sentences import sentence
 
     x = torch.ones(2, requires_grad=True)
     with tracer.record("torch") as rec:
         (x * 2).sum().backward()
     trace = rec.trace
     made = {e.name: e for e in trace if isinstance(e, ev.NodeCreated)}
-    assert sentence(made["torch::autograd::AccumulateGrad"]).endswith("(seq_nr max, topo 0)")
-    assert sentence(made["MulBackward0"]).endswith(f"at line {made['MulBackward0'].lineno}")
+    labels = NodeLabels(trace)
+    assert sentence(made["torch::autograd::AccumulateGrad"], labels).endswith("(seq_nr max, topo 0)")
+    assert sentence(made["MulBackward0"], labels).endswith(f"at line {made['MulBackward0'].lineno}")
     view = ForwardBackwardView(trace)
     view.flag_width = 0  # the flags column's styles need a mounted app
     rows = {view.forward_map.op(i).op: view.row_text(i).plain for i in range(len(view.forward_map))}
@@ -272,6 +274,7 @@ async def test_the_side_by_side_diff_screen_marks_and_finds_the_differences(tmp_
 
     from agdb.app.diff_app import DiffApp
     from agdb.tracer.replay.diff import compare, side_of
+    from agdb.tracer.views.labels import NodeLabels
 
     (tmp_path / "v1").mkdir()
     (tmp_path / "v2").mkdir()
@@ -281,7 +284,8 @@ async def test_the_side_by_side_diff_screen_marks_and_finds_the_differences(tmp_
     for script, out in ((before, "a.agdb"), (after, "b.agdb")):
         code, _, err = agdb(["record", "--as-torch", script, "-o", tmp_path / out], capsys)
         assert code == 0, err
-    a, b = side_of(load(tmp_path / "a.agdb"), "a"), side_of(load(tmp_path / "b.agdb"), "b")
+    a, b = (side_of(t, name, NodeLabels(t)) for t, name in ((load(tmp_path / "a.agdb"), "a"),
+                                                             (load(tmp_path / "b.agdb"), "b")))
     app = DiffApp(a, b, compare(a, b))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()

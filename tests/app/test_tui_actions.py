@@ -9,11 +9,12 @@ from agdb.app.screens.panels import PANELS
 from agdb.app.screens.step import BreakpointHit, NodeFollowed, StepScreen
 from agdb.tracer.store.events import ErrorRaised, HookRan, NodeStarted, TaskPushed
 from agdb.tracer.store.schema import short_name
+from agdb.tracer.views.panel_text import tensor_text
 from agdb.widgets.culprits import CulpritsView
 from agdb.widgets.forward_backward import ForwardBackwardView
 from agdb.widgets.graph_view import GraphView
 from agdb.widgets.lazy_list import LazyList
-from agdb.widgets.node_inspector import NodeInspector, tensor_text
+from agdb.widgets.node_inspector import NodeInspector
 from tests.app.pilot import opened
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agdb.tracer.recording.builder import TraceBuilder
 from agdb.tracer.replay.diff import compare, side_of
+from agdb.tracer.views.labels import NodeLabels
 from agdb.tracer.store.schema import UINT64_MAX
 
 ACC = "torch::autograd::AccumulateGrad"
@@ -33,7 +34,8 @@ def _steps(acc_per_step: list[int], swap: bool = False, unused_leaf: bool = Fals
         b.graph_task_started(thread=t, graph_task=step + 1, graph_root=total, roots=((total, 0),))
         for node in (total, mul, acc):
             b.node_started(thread=t, graph_task=step + 1, node=node, inputs=())
-    return side_of(b.finish(), "x")
+    trace = b.finish()
+    return side_of(trace, "x", NodeLabels(trace))
 
 
 def _graph(a, b):

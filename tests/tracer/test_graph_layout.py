@@ -1,17 +1,23 @@
-"""The terminal layout of the backward graph (tracer/views/layout.py) against pictures derived by hand."""
+"""The terminal layout of the backward graph's model (tracer/views/layout.py) against pictures derived by hand."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from agdb.tracer.views.folding import no_folding
-from agdb.tracer.views.layout import DOWN, LEFT, RIGHT, UP, cell_char, layout, text_lines
+from agdb.tracer.views.layout import DOWN, LEFT, RIGHT, UP, cell_char, drawn_model, text_lines
+from agdb.tracer.views.layout import layout as lay_out
 from tests import graph_programs
 
 
 @pytest.fixture(scope="module")
 def diamond():
     return graph_programs.diamond()
+
+
+def layout(trace, folding=None):
+    """The layout of the model the TUI draws for `trace`."""
+    return lay_out(drawn_model(trace, folding))
 
 
 def _boxes(lay) -> dict[str, int]:

@@ -47,16 +47,21 @@ def test_backward_graph_after_the_trace(small):
 
 
 def test_labels_hold_name_seq_topo_order_and_marks(small):
-    """A label's lines: short name, `seq S · topo T`, `#k` once it ran, and a leaf's accumulation mark."""
+    """A label's lines: the name with its seq_nr (`MulBackward0 seq S`, an AccumulateGrad with its leaf's name),
+    `topo T`, ` · #k` once it ran, and a leaf's accumulation mark; the brief is the box-width name."""
     t, idx = small
-    b = boxes(backward_graph(t))
+    model = backward_graph(t)
+    b = boxes(model)
     mul = t.node(idx["MulBackward0"])
     lines = b[f"n{idx['MulBackward0']}"][1].split("\n")
-    assert lines[:2] == ["MulBackward0", f"seq {mul.seq_nr} · topo {mul.topological_nr}"]
-    assert lines[2] == "#1"  # the second node run: SumBackward0 (the root) ran first
-    assert b[f"n{idx['SumBackward0']}"][1].split("\n")[2] == "#0"
+    assert lines[:2] == [f"MulBackward0 seq {mul.seq_nr}", f"topo {mul.topological_nr} · #1"]  # Sum ran first
+    assert b[f"n{idx['SumBackward0']}"][1].split("\n")[1].endswith(" · #0")
     acc = b[f"n{idx['Acc_x']}"][1].split("\n")
-    assert acc[0] == "AccumulateGrad x" and acc[1] == "seq max · topo 0" and acc[-1] == "accumulates into .grad"
+    assert acc[:2] == ["AccumulateGrad x", "topo 0 · #6"]  # after Acc_w (seq max pops first), Cos, Sin, Exp
+    assert acc[-1] == "accumulates into .grad"
+    block = next(x for x in model.nodes if x.kind == "node")
+    briefs = dict(zip(block.node.tolist(), block.brief_texts(), strict=True))
+    assert briefs[idx["MulBackward0"]] == f"MulBackward0 s{mul.seq_nr}" and briefs[idx["Acc_x"]] == "AccumulateGrad x"
     block = next(x for x in backward_graph(t).nodes if x.kind == "node")
     peripheries = dict(zip(block.node.tolist(), block.peripheries.tolist(), strict=True))
     assert peripheries[idx["Acc_x"]] == 2 and peripheries[idx["SinBackward0"]] == 1

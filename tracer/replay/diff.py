@@ -13,12 +13,16 @@ difference:
   node's edges once a backward's walk met it), and how many distinct AccumulateGrads ran in each;
 - execution order: the nodes the backward calls ran, in order (name and relative seq_nr; name only once the
   assignment differs).
+
+Nodes are compared by their recorded short names, and written for people by the `labels` each side is read with
+(tracer/views/labels.py's NodeLabels: `MulBackward0 seq 3`, `AccumulateGrad fc1.weight`), so the text names a node
+as every other view does.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agdb.tracer.store.schema import UINT64_MAX, Kind, short_name
 
@@ -27,23 +31,33 @@ _SHIFTS = (1, -1, 2, -2, 3, -3)
 """Shifts tried when explaining where two runs' seq_nrs part (extra or missing numbers)."""
 
 
+class Labels(Protocol):
+    """How a side names its nodes for people: tracer.views.labels.NodeLabels of its trace."""
+
+    def label(self, node: int, width: Any = "list") -> str:
+        """The node's name at a width (`list`, or `column` beside a seq_nr)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Bump:
     """One seq_nr a thread handed out, relative to the thread's first."""
 
     seq: int
-    name: str
+    name: str  # the short name, compared
     where: str  # file name:line, or "?"
     source: str
+    label: str = ""  # the node's name for people, beside its relative seq_nr (labels' column width)
 
 
 @dataclass(frozen=True)
 class Run:
     """One node run: name and relative seq_nr (None for AccumulateGrad and other nodes with no number)."""
 
-    name: str
+    name: str  # the short name, compared
     seq: int | None
     graph_task: int
+    label: str = ""  # the node's name for people (labels' list width)
 
 
 @dataclass
@@ -56,6 +70,7 @@ class Side:
     bumps: list[list[Bump]] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
     edges: dict[tuple[int, int], tuple] = field(default_factory=dict)  # (thread, relative seq_nr) -> next edges
+    edge_labels: dict[tuple[int, int], tuple[str, ...]] = field(default_factory=dict)  # each edge's child, for people
     accumulate_grads: int = 0  # distinct AccumulateGrad nodes that ran (a bridge knows no other)
 
 
@@ -67,8 +82,8 @@ class Aspect:
     first: dict[str, Any] | None = None  # where it first differs: index, what A and B have there
 
 
-def side_of(trace: Any, label: str) -> Side:
-    """The comparable content of a trace."""
+def side_of(trace: Any, label: str, labels: Labels) -> Side:
+    """The comparable content of a trace (`label` names the trace, `labels` its nodes)."""
     side = Side(label, trace.source)
     rows: dict[int, int] = {}
     bases: dict[int, int] = {}
@@ -81,7 +96,9 @@ def side_of(trace: Any, label: str) -> Side:
             side.threads.append(trace.threads[e.thread][1] if e.thread < len(trace.threads) else str(e.thread))
             bases[e.thread] = e.old
         where = f"{os.path.basename(e.filename)}:{e.lineno}" if e.filename else "?"
-        side.bumps[row].append(Bump(e.old - bases[e.thread], short_name(e.node_name), where, e.source))
+        name = short_name(e.node_name)
+        shown = labels.label(e.node, "column") if e.node >= 0 else name
+        side.bumps[row].append(Bump(e.old - bases[e.thread], name, where, e.source, shown))
     first_base = next(iter(bases.values()), 0)
     ran: set[int] = set()  # the AccumulateGrads that ran
     for step in trace.steps_of(Kind.NODE_STARTED):
@@ -93,25 +110,32 @@ def side_of(trace: Any, label: str) -> Side:
             seq = info.seq_nr - bases.get(info.thread, first_base)
         elif info.name.endswith("AccumulateGrad"):
             ran.add(node)
-        side.runs.append(Run(short_name(info.name), seq, int(trace.columns["ev_task"][step])))
+        side.runs.append(Run(short_name(info.name), seq, int(trace.columns["ev_task"][step]), labels.label(node)))
     side.accumulate_grads = len(ran)
-    _graph_of(trace, side, rows, bases)
+    _graph_of(trace, side, rows, bases, labels)
     return side
 
 
-def _graph_of(trace: Any, side: Side, rows: dict[int, int], bases: dict[int, int]) -> None:
-    """The side's edges, nodes known by (aligned thread, relative seq_nr)."""
+def _graph_of(trace: Any, side: Side, rows: dict[int, int], bases: dict[int, int], labels: Labels) -> None:
+    """The side's edges, nodes known by (aligned thread, relative seq_nr), and each edge's child for people."""
     def known(node: int) -> Any:
         info = trace.node(node)
         if info.seq_nr == UINT64_MAX or info.thread not in rows:
             return short_name(info.name)
         return rows[info.thread], info.seq_nr - bases[info.thread]
 
+    def shown(child: int | None) -> str:
+        if child is None:
+            return "None"
+        key = known(child)
+        return labels.label(child) if isinstance(key, str) else f"relative seq_nr {key[1]}"
+
     for node in range(trace.num_nodes):
         info = trace.node(node)
         if info.seq_nr != UINT64_MAX and info.next_edges and info.thread in rows:
             side.edges[known(node)] = tuple((None if child is None else known(child), nr)
                                             for child, nr in info.next_edges)
+            side.edge_labels[known(node)] = tuple(shown(child) for child, _ in info.next_edges)
 
 
 def compare(a: Side, b: Side) -> list[Aspect]:
@@ -132,26 +156,20 @@ def _graph(a: Side, b: Side, shifted: bool) -> Aspect:
         x, y = a.edges[t, i], b.edges[t, i]
         if x != y:
             name = _bump_name(a, t, i)
-            return Aspect("graph edges", False, f"thread {t}, relative seq_nr {i} ({name}): A → {_edges_text(x)}, "
-                          f"B → {_edges_text(y)}", {"thread": t, "seq_nr": i, "a": _edges_json(x),
-                                                    "b": _edges_json(y)})
+            return Aspect("graph edges", False, f"thread {t}, relative seq_nr {i} ({name}): "
+                          f"A → {_edges_text(x, a.edge_labels[t, i])}, B → {_edges_text(y, b.edge_labels[t, i])}",
+                          {"thread": t, "seq_nr": i, "a": _edges_json(x), "b": _edges_json(y)})
     return Aspect("graph edges", True, f"equal: the edges of {len(both)} node(s) both traces know, "
                   f"{a.accumulate_grads} AccumulateGrad(s) run")
 
 
 def _bump_name(side: Side, t: int, i: int) -> str:
     bumps = side.bumps[t] if t < len(side.bumps) else []
-    return bumps[i].name if i < len(bumps) else "?"
+    return bumps[i].label if i < len(bumps) else "?"
 
 
-def _edge_text(child: Any) -> str:
-    if child is None:
-        return "None"
-    return child if isinstance(child, str) else f"relative seq_nr {child[1]}"
-
-
-def _edges_text(edges: tuple) -> str:
-    return "[" + ", ".join(f"{_edge_text(c)}:{nr}" for c, nr in edges) + "]"
+def _edges_text(edges: tuple, children: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"{child}:{nr}" for child, (_, nr) in zip(children, edges, strict=True)) + "]"
 
 
 def _edges_json(edges: tuple) -> list:
@@ -165,8 +183,8 @@ def _pairs(a: Side, b: Side):
 
 
 def _bump_json(bump: Bump | None) -> dict | None:
-    return None if bump is None else {"seq_nr": bump.seq, "node": bump.name, "line": bump.where,
-                                      "source": bump.source}
+    return None if bump is None else {"seq_nr": bump.seq, "node": bump.name, "label": bump.label,
+                                      "line": bump.where, "source": bump.source}
 
 
 def _first_bump_difference(a: Side, b: Side, key) -> tuple[int, int, Bump | None, Bump | None] | None:
@@ -190,7 +208,7 @@ def _names(a: Side, b: Side) -> Aspect:
 
 
 def _said(bump: Bump | None) -> str:
-    return "nothing" if bump is None else f"{bump.name} at {bump.where}"
+    return "nothing" if bump is None else f"{bump.label} at {bump.where}"
 
 
 def _assignment(a: Side, b: Side) -> Aspect:
@@ -205,11 +223,11 @@ def _assignment(a: Side, b: Side) -> Aspect:
         shift = _shift(names_x, names_y, i)
         if shift > 0:  # B took extra numbers at i
             culprit = ys[i]
-            text = (f"thread {t}: B took {shift} more seq_nr(s) at relative {i} ({culprit.name} at {culprit.where}); "
+            text = (f"thread {t}: B took {shift} more seq_nr(s) at relative {i} ({culprit.label} at {culprit.where}); "
                     f"B's later seq_nrs are {shift} higher")
         elif shift < 0:
             culprit = xs[i]
-            text = (f"thread {t}: A took {-shift} more seq_nr(s) at relative {i} ({culprit.name} at {culprit.where}); "
+            text = (f"thread {t}: A took {-shift} more seq_nr(s) at relative {i} ({culprit.label} at {culprit.where}); "
                     f"B's later seq_nrs are {-shift} lower")
         else:
             culprit = None
@@ -265,7 +283,8 @@ def _lines(a: Side, b: Side) -> Aspect:
 
 
 def _run_json(run: Run | None) -> dict | None:
-    return None if run is None else {"node": run.name, "seq_nr": run.seq, "graph_task": run.graph_task}
+    return None if run is None else {"node": run.name, "label": run.label, "seq_nr": run.seq,
+                                     "graph_task": run.graph_task}
 
 
 def _order(a: Side, b: Side, shifted: bool = False) -> Aspect:
@@ -285,8 +304,12 @@ def _order(a: Side, b: Side, shifted: bool = False) -> Aspect:
 def _ran(run: Run | None) -> str:
     if run is None:
         return "nothing more"
-    seq = "" if run.seq is None else f" (relative seq_nr {run.seq})"
-    return f"{run.name}{seq} in graph task {run.graph_task}"
+    return f"{run_text(run)} in graph task {run.graph_task}"
+
+
+def run_text(run: Run) -> str:
+    """A node run for people: its label, and its relative seq_nr (what the two traces are aligned by)."""
+    return run.label + ("" if run.seq is None else f" (relative seq_nr {run.seq})")
 
 
 def to_json(a: Side, b: Side, aspects: list[Aspect]) -> dict:

@@ -12,17 +12,21 @@
      "graph_tasks": [{"graph_task": int, "reentrant_depth": int, "min_topo_nr": int,
                       "needed": [int, ...], "captured": [int, ...]}],
      "culprits": int,                                            # seq_nr increments so far
+     "labels": {"<node>": str},                                  # only when asked for (see below)
      "omitted": {"<list>": int}}                                 # only when `limit` cut a list (see below)
 
-Node ids index the trace's node table. Asked for one node, every list keeps only that node's entries; asked
-for at most `limit` entries per list, each list keeps its first ones (`executed` its last ones, the most
-recent) and `omitted` says how many each lost. The whole state is never built when only part is asked
-for: a 1M-node trace costs what its shown rows cost. Imports numpy and the standard library only.
+Node ids index the trace's node table. A `name` is the node's name as the source recorded it
+(`torch::autograd::AccumulateGrad`); `labels`, which `agdb show --json` always gives, names every node the object
+mentions as agdb writes it for people (tracer/views/labels.py: `MulBackward0 seq 3`, `AccumulateGrad fc1.weight`).
+Asked for one node, every list keeps only that node's entries; asked for at most `limit` entries per list, each list
+keeps its first ones (`executed` its last ones, the most recent) and `omitted` says how many each lost. The whole
+state is never built when only part is asked for: a 1M-node trace costs what its shown rows cost. Imports numpy
+and the standard library only.
 """
 from __future__ import annotations
 
 from dataclasses import fields, is_dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -45,8 +49,10 @@ def event_to_json(event: Any) -> dict:
     return {"kind": type(event).__name__, **_plain(event)}
 
 
-def state_to_json(trace: Any, state: Any, limit: int | None = None, node: int | None = None) -> dict:
-    """The `agdb.state/1` object for `state` of `trace`: every entry, or `node`'s only, at most `limit` per list."""
+def state_to_json(trace: Any, state: Any, limit: int | None = None, node: int | None = None,
+                  label: Callable[[int], str] | None = None) -> dict:
+    """The `agdb.state/1` object for `state` of `trace`: every entry, or `node`'s only, at most `limit` per list;
+    with `label` (a node's display name: tracer.views.labels.NodeLabels.label), the `labels` of its nodes."""
     omitted: dict[str, int] = {}
 
     def keep(name: str, items: Any, last: bool = False) -> Any:
@@ -98,9 +104,25 @@ def state_to_json(trace: Any, state: Any, limit: int | None = None, node: int | 
                         for g in state.graph_tasks],
         "culprits": state.culprits,
     }
+    if label is not None:
+        data["labels"] = {str(n): label(n) for n in sorted(_mentioned(data))}
     if omitted:
         data["omitted"] = omitted
     return data
+
+
+def _mentioned(data: dict) -> set[int]:
+    """Every node an `agdb.state/1` object names."""
+    nodes = {t["node"] for q in data["ready_queues"] for t in q["tasks"]}
+    nodes.update(int(n) for n in (*data["dependencies"], *data["not_ready"]))
+    nodes.update(e["node"] for e in (*data["executed"], *data["running"]))
+    nodes.update(data["pruned"])
+    for g in data["graph_tasks"]:
+        nodes.update(g["needed"])
+        nodes.update(g["captured"])
+    event_node = data["event"].get("node")
+    nodes.add(event_node if isinstance(event_node, int) else None)
+    return {n for n in nodes if n is not None and n >= 0}
 
 
 def _innermost(parts: list[tuple[np.ndarray, np.ndarray]], node: int | None) -> tuple[np.ndarray, np.ndarray]:

@@ -1,12 +1,10 @@
 """One plain model of a drawn graph (boxes, arrows, clusters, graph attributes), built from a Trace at a step.
 
-Each view (the backward graph, the forward ops) builds a `GraphModel`; renderers draw any model: DOT text
-(tracer/views/dot.py) today, the TUI's drawn graph and JSON later. The model holds no syntax of any renderer.
-
-A 100k-node graph must become a model in a few tens of ms, so the model is columnar, like the Trace: boxes
-and arrows come in blocks whose fields are numpy columns, not one Python object per box. A label is a
-sequence of pieces, each the same text for every box (`str`) or a column (`Ints`, `Texts`); joined, the
-pieces make the label's text, lines separated by newlines. `NodeBlock.label(i)` and `label_texts` join them.
+Each view (the backward graph, the forward ops) builds a `GraphModel` (tracer/views/model.py); renderers draw any
+model: DOT text (tracer/views/dot.py), the TUI's drawn graph (tracer/views/layout.py) and JSON
+(tracer/views/json_render.py). The model holds no syntax of any renderer. Nodes are named by tracer/views/labels.py:
+a backward box's label starts with the node's list-width name (`MulBackward0 seq 8`), its brief is the box-width
+one (`MulBackward0 s8`).
 
 Imports numpy and the tracer only; no renderer, no UI. Nothing here recurses on the graph's depth.
 """
@@ -18,9 +16,18 @@ import numpy as np
 
 from agdb.tracer.replay.node_states import STATE_CODE, STATE_TEXT, STATES, node_states
 from agdb.tracer.replay.replay import EngineState, Replay
-from agdb.tracer.store.schema import UINT64_MAX, Kind, short_name
+from agdb.tracer.store.schema import Kind, seq_decode
 from agdb.tracer.store.trace import Trace, forward_op
 from agdb.tracer.views.folding import Folding, Repeat, fold, no_folding
+from agdb.tracer.views.labels import (
+    NodeLabels,
+    brief_name,
+    cut,
+    distinction_pieces,
+    label_pieces,
+    seq_text,
+    short_names,
+)
 from agdb.tracer.views.model import (
     LARGE,
     Cluster,
@@ -47,7 +54,8 @@ _IS_SET_APART = np.isin(np.arange(len(STATES)), SET_APART)
 
 # -- building a view ----------------------------------------------------------------------------------------
 def graph_model(trace: Trace, step: int | None = None, view: View = "backward", focus: int | None = None,
-                radius: int = 2, collapse: bool = False, state: EngineState | None = None) -> GraphModel:
+                radius: int = 2, collapse: bool = False, state: EngineState | None = None,
+                folding: Folding | None = None) -> GraphModel:
     """The model of `view` after event `step` (None: after the whole trace).
 
     Args:
@@ -59,6 +67,8 @@ def graph_model(trace: Trace, step: int | None = None, view: View = "backward", 
         collapse: fold repeated blocks and linear chains into one box each, and draw shared leaves once
             (tracer/views/folding.py states the rule).
         state: the EngineState at `step`, when the caller already has it (saves a replay).
+        folding: the boxes to draw, when the caller has folded the nodes already (the TUI's drawn graph folds
+            without states, so that its boxes stay the same at every step); focus and collapse are then unused.
 
     Raises:
         ViewError: an unknown or unavailable view, a step outside the trace, a focus node not in it.
@@ -79,11 +89,16 @@ def graph_model(trace: Trace, step: int | None = None, view: View = "backward", 
     if focus is not None and not 0 <= focus < trace.num_nodes:
         raise ViewError(f"node {focus} is not in this trace (its nodes are 0..{trace.num_nodes - 1})")
     codes, order, state = _states(trace, step, state)
-    nodes = (focus_nodes(trace, focus, radius) if focus is not None
-             else np.arange(trace.num_nodes, dtype=np.int64))
-    folding = fold(trace, nodes, codes) if collapse else no_folding(nodes, trace.num_nodes)
+    if folding is None:
+        nodes = (focus_nodes(trace, focus, radius) if focus is not None
+                 else np.arange(trace.num_nodes, dtype=np.int64))
+        folding = fold(trace, nodes, codes) if collapse else no_folding(nodes, trace.num_nodes)
+        every = focus is None and not collapse
+    else:
+        every = (len(folding.members) == folding.num_groups == trace.num_nodes
+                 and bool((folding.members == np.arange(trace.num_nodes)).all()))
+        collapse = collapse or not every
     title = _title(trace, step, view, focus, radius, collapse)
-    every = focus is None and not collapse
     return _Builder(trace, codes, order, folding, view, focus, every).model(title, state)
 
 
@@ -161,6 +176,8 @@ PATTERN_WIDTH = 60
 """A repeat's label wraps its unit's names at about this many characters a line."""
 PATTERN_LINES = 4
 """… and shows at most this many lines of them, then `…`."""
+BRIEF_MAX = 40
+"""A folded box's brief (its one line in a terminal box) is cut to this many characters."""
 
 
 def _wrapped(words: list[str], width: int, most: int) -> list[str]:
@@ -179,8 +196,9 @@ def _wrapped(words: list[str], width: int, most: int) -> list[str]:
     return lines
 
 
-def _seq_text(seq: int) -> str:
-    return "max" if seq == UINT64_MAX or seq < 0 else str(seq)
+def _seq_text(code: int) -> str:
+    """A seq_nr column's code (-1 for UINT64_MAX) as labels.seq_text writes the seq_nr."""
+    return seq_text(seq_decode(code))
 
 
 class _Builder:
@@ -196,19 +214,8 @@ class _Builder:
         self.trace, self.codes, self.order, self.folding, self.view, self.focus, self.every = (
             trace, codes, order, folding, view, focus, every)
         c = trace.columns
-        # Names per distinct string, spread to the nodes as codes: a 100k-node graph has a few dozen names.
-        distinct = trace.distinct_names()
-        lookup = np.zeros(len(trace.strings), dtype=np.int32)
-        lookup[distinct] = np.arange(len(distinct), dtype=np.int32)
-        self.name_codes = lookup[c["node_name"]]
-        self.names = tuple(short_name(trace.strings[i]) for i in distinct)
         self.is_accumulate = trace.nodes_named(lambda s: s.endswith("AccumulateGrad"))
-        # What tells the AccumulateGrads apart, after their name (tracer.store.leaf_labels): code 0 is no text.
-        leaves = trace.index.leaf_labels
-        self.leaf_texts = ("", *(f" {label}" for label in leaves.values()))
-        self.leaf_codes = np.zeros(trace.num_nodes, dtype=np.int32)
-        self.leaf_codes[np.fromiter(leaves, np.int64, len(leaves))] = np.arange(1, len(leaves) + 1, dtype=np.int32)
-
+        self.labels = NodeLabels(trace)
         self.seq_codes = np.asarray(c["node_seq"], dtype=np.int64)
         self.edges = edges(trace)
         self.users = np.bincount(self.edges[1], minlength=trace.num_nodes)
@@ -243,7 +250,15 @@ class _Builder:
         edge_blocks.append(EdgeBlock("order", np.arange(row, row + len(legend) - 1),
                                      np.arange(row + 1, row + len(legend)), cluster="legend"))
         attrs = GraphAttrs(title, "TB", num_boxes > LARGE)
-        return GraphModel(attrs, tuple(blocks), tuple(e for e in edge_blocks if len(e)), tuple(clusters))
+        return GraphModel(attrs, tuple(blocks), tuple(e for e in edge_blocks if len(e)), tuple(clusters),
+                          self._node_rows())
+
+    def _node_rows(self) -> np.ndarray:
+        """Per trace node, the model row of its box (-1: not shown)."""
+        group_of = self.folding.group_of
+        if self.every:
+            return group_of
+        return np.where(group_of >= 0, self.row_of_group[np.maximum(group_of, 0)], -1)
 
     # boxes --------------------------------------------------------------------------------------------------
     def _boxes(self) -> list[NodeBlock]:
@@ -293,14 +308,13 @@ class _Builder:
 
     def _singles(self, vs: np.ndarray) -> NodeBlock:
         marks, peripheries, emphasis = self._marks(vs)
-        seq = Ints(self._at(self.seq_codes, vs), "max")
+        shown = None if self.every else vs
+        topo = self._at(np.asarray(self.trace.columns["node_topo"], dtype=np.int64), vs)
         if self.view == "backward":
             orders = self._at(self.order, vs)
-            label: tuple[Piece, ...] = (
-                Texts(self._at(self.name_codes, vs), self.names), Texts(self._at(self.leaf_codes, vs), self.leaf_texts),
-                "\nseq ", seq, " · topo ",
-                Ints(self._at(np.asarray(self.trace.columns["node_topo"]), vs)),
-                Texts((orders >= 0).view(np.int8), ("", "\n#")), Ints(orders), marks)
+            label: tuple[Piece, ...] = (*label_pieces(self.trace, shown, "list"), "\ntopo ", Ints(topo),
+                                        Texts((orders >= 0).view(np.int8), ("", " · #")), Ints(orders), marks)
+            brief = label_pieces(self.trace, shown, "box")
         else:  # the forward view: the op, its seq_nr and its line, read node by node (no hot path)
             ops, wheres = [], []
             for v in vs.tolist():
@@ -308,24 +322,32 @@ class _Builder:
                 ops.append(info.forward_op)
                 wheres.append(f"line {info.lineno}: {info.source[:48].rstrip()}" if info.lineno else "")
             rows = np.arange(len(vs))
+            seq = Ints(self._at(self.seq_codes, vs), "max")
             label = (Texts(rows, tuple(ops)), "\nseq ", seq, "\n", Texts(rows, tuple(wheres)), marks)
-        return NodeBlock("node", "n", Ints(vs), label, vs, self._at(self.codes, vs), peripheries, emphasis)
+            brief = (Texts(rows, tuple(ops)), *distinction_pieces(self.trace, shown, "box"))
+        return NodeBlock("node", "n", Ints(vs), label, vs, self._at(self.codes, vs), peripheries, emphasis, brief,
+                         topo)
 
     def _folded(self, kind: NodeKind, groups: np.ndarray, label_of) -> NodeBlock:
-        """A block of folded boxes (chains or repeats), labelled by `label_of(group)`: (label, state code)."""
-        labels, states, firsts = [], [], []
+        """A block of folded boxes (chains or repeats), labelled by `label_of(group)`: (label, brief, state)."""
+        labels, briefs, states, firsts = [], [], [], []
         for g in groups.tolist():
-            label, code = label_of(g)
+            label, brief, code = label_of(g)
             labels.append(label)
+            briefs.append(cut(brief, BRIEF_MAX))
             states.append(code)
             firsts.append(int(self.folding.group(g)[0]))
         rows = np.arange(len(groups))
         return NodeBlock(kind, kind, Ints(groups), (Texts(rows, tuple(labels)),),
-                         np.asarray(firsts, dtype=np.int64), np.asarray(states, dtype=np.int8))
+                         np.asarray(firsts, dtype=np.int64), np.asarray(states, dtype=np.int8),
+                         brief=(Texts(rows, tuple(briefs)),))
 
-    def _chain_label(self, g: int) -> tuple[str, int]:
+    def _chain_label(self, g: int) -> tuple[str, str, int]:
+        """A chain's label (its length, its commonest names, its seq_nrs, its states), brief (`k in a chain:
+        First … Last`) and state."""
         members = self.folding.group(g)
-        names, counts = np.unique(self._names_of(members), return_counts=True)
+        shown = self._names_of(members)
+        names, counts = np.unique(shown, return_counts=True)
         ops = ", ".join(f"{n} ×{k}" for n, k in sorted(zip(names.tolist(), counts.tolist(), strict=True),
                                                           key=lambda p: -p[1])[:4])
         states, code = self._states_of(members)
@@ -333,11 +355,12 @@ class _Builder:
         seq = self.seq_codes
         label = (f"{len(members)} nodes in a chain\n{ops}\nseq {_seq_text(int(seq[first]))} … "
                  f"{_seq_text(int(seq[last]))}\n{states}")
-        return label, code
+        brief = f"{len(members)} in a chain: {brief_name(str(shown[0]))} … {brief_name(str(shown[-1]))}"
+        return label, brief, code
 
-    def _repeat_label(self, g: int) -> tuple[str, int]:
+    def _repeat_label(self, g: int) -> tuple[str, str, int]:
         """`× N`, the nodes of one repetition (nested repeats as `(…) × k`), the leaves it holds, the seq_nrs
-        and the states."""
+        and the states; its brief `× N: A·B·C` (one repetition's names); its state."""
         members = self.folding.group(g)
         rep = self.folding.repeats[g]
         if self.is_leaf is None:  # leaves as folding has them: no next edge to a node
@@ -353,7 +376,8 @@ class _Builder:
         span = f"\nseq {int(seqs.min())} … {int(seqs.max())}" if len(seqs) else ""
         states, code = self._states_of(members)
         lines = _wrapped(self._unit_text(rep), PATTERN_WIDTH, PATTERN_LINES)
-        return f"× {rep.count:,}: {rep.period:,} nodes each\n" + "\n".join(lines) + f"{own}{span}\n{states}", code
+        label = f"× {rep.count:,}: {rep.period:,} nodes each\n" + "\n".join(lines) + f"{own}{span}\n{states}"
+        return label, f"× {rep.count:,}: " + "·".join(self._unit_brief(rep)), code
 
     def _unit_text(self, rep: Repeat) -> list[str]:
         """The words of one repetition: names (a run of one name as `name ×k`), nested repeats as `(…) × k`."""
@@ -375,9 +399,22 @@ class _Builder:
                 words.append(name)
         return words
 
+    def _unit_brief(self, rep: Repeat) -> list[str]:
+        """One repetition's names, each without its `Backward0`, nested repeats as `(a·b)×k`."""
+        words = []
+        names = self._names_of(np.asarray([i for i in rep.unit if not isinstance(i, Repeat)], dtype=np.int64))
+        k = 0
+        for item in rep.unit:
+            if isinstance(item, Repeat):
+                words.append(f"({'·'.join(self._unit_brief(item))})×{item.count}")  # log2(n) deep at most
+            else:
+                words.append(brief_name(str(names[k])))
+                k += 1
+        return words
+
     def _names_of(self, nodes: np.ndarray) -> np.ndarray:
         """The shown names of `nodes` (forward ops in the forward view), as an object array."""
-        labels = np.asarray(self.names, dtype=object)[self.name_codes[nodes]]
+        labels = short_names(self.trace, nodes)
         if self.view == "forward":
             labels = np.asarray([forward_op(str(n)) for n in labels], dtype=object)
         return labels
@@ -433,10 +470,8 @@ class _Builder:
         labels, nodes = [], []
         for i, t in enumerate(q.tasks):
             depth, seq = t.priority
-            leaf = self.trace.index.leaf_labels.get(t.node) if t.node is not None else None
-            name = short_name(t.name) if t.name else "(wake-up)"
-            name = f"{name} {leaf}" if leaf is not None else name
-            labels.append(f"{i + 1}. {name}\ndepth {depth}, seq {_seq_text(seq)}")
+            # The seq_nr has a line of its own: the name is the column width's (labels.py).
+            labels.append(f"{i + 1}. {self.labels.task(t.node, 'column')}\ndepth {depth}, seq {seq_text(seq)}")
             nodes.append(-1 if t.node is None else t.node)
         k = len(labels)
         rows = np.arange(k)

@@ -1,14 +1,20 @@
-"""Laying out the backward graph for a terminal: boxes in layers, edges routed in box-drawing cells.
+"""Laying out a graph model for a terminal: boxes in layers, edges routed in box-drawing cells.
 
-`layout(trace)` is a pure function of the trace (and of a `Folding`, tracer/views/folding.py): it returns a `Layout`,
-plain data that says where each box sits (line, column, width, label) and which cells the edges cross. The
-TUI's graph panel (widgets/graph_canvas.py) only paints the lines on screen from it, and styles each box by
-its node's state at the step; `text_lines` draws the whole picture as plain text (for tests and small graphs).
+`layout(model)` is a pure function of a `GraphModel` (tracer/views/model.py), the same model DOT and JSON render:
+it returns a `Layout`, plain data that says where each box sits (line, column, width, text) and which cells the
+edges cross. `drawn_model(trace)` is the model the TUI draws: the backward graph, folded above FOLD_ABOVE nodes,
+built once (its boxes do not change from step to step). The TUI's graph panel (widgets/graph_canvas.py) only
+paints the lines on screen from the layout, and styles each box by its nodes' state at the step (the model's
+states are the end of the trace's); `text_lines` draws the whole picture as plain text (for tests and small
+graphs). A box shows the model's brief text (views/labels.py's box width: `MulBackward0 s8`); the model's
+clusters (the set-apart nodes, the ready queue, the legend) are not drawn as boxes: the panel marks the queued
+and running nodes' boxes, and a node's state is its box's style.
 
 The rule:
 
-1. **Boxes.** One per folding group: a node, a folded linear chain, or a folded repeated block (`× N`). Graphs of
-   more than FOLD_ABOVE nodes are folded as `agdb export --collapse` folds them (docs/folding.md).
+1. **Boxes.** One per graph box of the model (GRAPH_KINDS): a node, a folded linear chain, or a folded repeated
+   block (`× N`). The TUI folds graphs of more than FOLD_ABOVE nodes as `agdb export --collapse` folds them
+   (docs/folding.md).
 2. **Layers.** Unfolded, a node's layer is its topological_nr (the longest path to a leaf; distinct values
    ranked densely, so layers with no node take no room). Folded, a box's layer is the longest path to a sink
    in the folded graph. The highest layer (the roots, where backward starts) is the top row; leaves (layer
@@ -27,7 +33,7 @@ The rule:
    the arrowheads `▼` into real boxes. Cells keep a mask of the directions crossing them, drawn as the
    matching box-drawing character.
 
-Imports numpy and the tracer only; no renderer, no UI. Nothing recurses on the graph's depth.
+Imports numpy and the tracer only; no UI. Nothing recurses on the graph's depth.
 """
 from __future__ import annotations
 
@@ -35,10 +41,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agdb.tracer.store.schema import UINT64_MAX, short_name
 from agdb.tracer.store.trace import Trace
-from agdb.tracer.views.folding import Folding, Repeat, fold, no_folding
-from agdb.tracer.views.selection import edges
+from agdb.tracer.views.folding import Folding, fold, no_folding
+from agdb.tracer.views.graph_model import graph_model
+from agdb.tracer.views.model import GRAPH_KINDS, GraphModel
 
 FOLD_ABOVE = 200
 """Graphs with more nodes than this are folded (chains and repeated blocks, as `agdb export --collapse`)."""
@@ -46,8 +52,6 @@ GAP = 2
 """Cells before a box in a row: room for its mark (running, queue position) and a blank; before a dummy, 1."""
 COMPONENT_GAP = 4
 """Cells between two components."""
-LABEL_MAX = 40
-"""A folded box's label is cut to this many characters."""
 
 MAX_BOXES = 20_000
 """A picture with more boxes than this (after folding) is not laid out: LayoutTooLarge."""
@@ -81,7 +85,7 @@ class Layout:
     """Where every box of a picture sits, and the cells its edges cross; a box is a folding group."""
 
     folding: Folding  # node -> box (group_of); a box's nodes (members, starts)
-    labels: tuple[str, ...]  # per box, the text inside its brackets
+    labels: tuple[str, ...]  # per box, the text inside its brackets (the model's brief)
     box_layer: np.ndarray  # per box: its layer (0: the leaves)
     box_x: np.ndarray  # per box: the column of its `[`
     box_y: np.ndarray  # per box: its line
@@ -109,22 +113,28 @@ class Layout:
         return int(self.box_x[box] + self.box_w[box] // 2)
 
 
-def layout(trace: Trace, folding: Folding | None = None) -> Layout:
-    """Lay out the backward graph of every node in `trace` (folded if it has more than FOLD_ABOVE nodes).
+def drawn_model(trace: Trace, folding: Folding | None = None) -> GraphModel:
+    """The backward graph the TUI draws: every node, folded as `agdb export --collapse` folds (without the states
+    at a step, so the boxes stay put) when there are more than FOLD_ABOVE, else one box per node.
 
     Args:
-        folding: the boxes to draw; None folds as `agdb export --collapse` above FOLD_ABOVE nodes, else one box
-            per node.
+        folding: the boxes to draw instead (e.g. `no_folding` of every node).
+    """
+    n = trace.num_nodes
+    if folding is None:
+        nodes = np.arange(n, dtype=np.int64)
+        folding = fold(trace, nodes) if n > FOLD_ABOVE else no_folding(nodes, n)
+    return graph_model(trace, view="backward", folding=folding)
+
+
+def layout(model: GraphModel) -> Layout:
+    """Lay out the graph boxes and next arrows of `model` (drawn_model's, usually).
 
     Raises:
         LayoutTooLarge: more than MAX_BOXES boxes, MAX_DUMMIES rows passed by long edges, or MAX_CELLS cells of
             edges; checked before each costly step, so giving up is quick.
     """
-    n = trace.num_nodes
-    nodes = np.arange(n, dtype=np.int64)
-    if folding is None:
-        folding = fold(trace, nodes) if n > FOLD_ABOVE else no_folding(nodes, n)
-    return _Layouter(trace, folding).run()
+    return _Layouter(_Boxes.of(model)).run()
 
 
 def text_lines(lay: Layout) -> list[str]:
@@ -148,53 +158,54 @@ def line_text(lay: Layout, y: int, x0: int = 0, width: int | None = None) -> str
     return "".join(chars).rstrip() if width == lay.width - x0 else "".join(chars)
 
 
-# -- labels -------------------------------------------------------------------------------------------------
-def box_labels(trace: Trace, folding: Folding) -> list[str]:
-    """Per box: `Name sN` (N its seq_nr) for a node, an AccumulateGrad with its leaf (`AccumulateGrad fc1.weight`:
-    tracer.store.leaf_labels), `k in a chain: First … Last` for a chain, and `× count: A·B·C` (one repetition's names)
-    for a repeat."""
-    c = trace.columns
-    leaves = trace.index.leaf_labels
-    name_of = {i: short_name(trace.strings[i]) for i in trace.distinct_names()}
-    node_name = c["node_name"]
-    seq = c["node_seq"]
-    out = []
-    sizes = np.diff(folding.starts)
-    for g in range(folding.num_groups):
-        members = folding.group(g)
-        first = int(members[0])
-        if g in folding.repeats:
-            out.append(_cut(f"× {folding.repeats[g].count:,}: " + "·".join(_unit_names(folding.repeats[g], name_of,
-                                                                                        node_name))))
-        elif sizes[g] > 1:
-            last = int(members[-1])
-            out.append(_cut(f"{len(members)} in a chain: {_brief(name_of[int(node_name[first])])} … "
-                            f"{_brief(name_of[int(node_name[last])])}"))
-        else:
-            s = int(seq[first])
-            leaf = leaves.get(first)
-            out.append(name_of[int(node_name[first])] + (f" {_cut(leaf)}" if leaf is not None else
-                                                         "" if s < 0 or s == UINT64_MAX else f" s{s}"))
-    return out
+# -- the model's boxes ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class _Boxes:
+    """What the layout reads from a model: its graph boxes (box b is model row `rows[b]`), their texts, nodes and
+    topological_nrs, which nodes each shows, and the arrows between them."""
+
+    folding: Folding
+    labels: list[str]
+    box_node: np.ndarray
+    topo: np.ndarray | None  # None: some box has no topological_nr of its own (a folded one)
+    box_edges: list[list[int]]  # (upper box, lower box), once per pair, sorted
+    is_folded: bool
+
+    @classmethod
+    def of(cls, model: GraphModel) -> _Boxes:
+        """What `model` says about its graph boxes (its blocks of GRAPH_KINDS, in model order)."""
+        blocks = [(b, model.nodes[b]) for b in range(len(model.nodes)) if model.nodes[b].kind in GRAPH_KINDS]
+        rows = np.concatenate([np.arange(int(model.starts[b]), int(model.starts[b + 1])) for b, _ in blocks]
+                              or [np.zeros(0, dtype=np.int64)])
+        box_of_row = np.full(model.num_rows, -1, dtype=np.int64)
+        box_of_row[rows] = np.arange(len(rows))
+        labels = [text for _, block in blocks for text in block.brief_texts()]
+        box_node = np.concatenate([block.node for _, block in blocks] or [np.zeros(0, dtype=np.int64)])
+        topos = [block.topo for _, block in blocks]
+        topo = np.concatenate(topos) if topos and all(t is not None for t in topos) else None
+        tails = np.concatenate([box_of_row[e.tail] for e in model.edges if e.kind == "next"] or [np.zeros(0, int)])
+        heads = np.concatenate([box_of_row[e.head] for e in model.edges if e.kind == "next"] or [np.zeros(0, int)])
+        keep = (tails >= 0) & (heads >= 0) & (tails != heads)
+        pairs = np.unique(np.stack([tails[keep], heads[keep]], axis=1), axis=0) if keep.any() else \
+            np.zeros((0, 2), dtype=np.int64)
+        return cls(_folding(model, box_of_row, len(rows)), labels, box_node.astype(np.int64), topo, pairs.tolist(),
+                   any(block.kind != "node" for _, block in blocks))
 
 
-def _brief(name: str) -> str:
-    """A name without PyTorch's `Backward0` suffix, for folded labels where room is short."""
-    return name.removesuffix("Backward0").removesuffix("Backward") or name
-
-
-def _unit_names(rep: Repeat, name_of: dict[int, str], node_name: np.ndarray) -> list[str]:
-    words = []
-    for item in rep.unit:
-        if isinstance(item, Repeat):
-            words.append(f"({'·'.join(_unit_names(item, name_of, node_name))})×{item.count}")  # log2(n) deep at most
-        else:
-            words.append(_brief(name_of[int(node_name[item])]))
-    return words
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= LABEL_MAX else text[:LABEL_MAX - 1] + "…"
+def _folding(model: GraphModel, box_of_row: np.ndarray, num_boxes: int) -> Folding:
+    """The model's node -> box map as a Folding whose group g is box g (its nodes in node order)."""
+    node_rows = model.node_rows
+    if node_rows is None:  # a model that does not say: each box shows the node it stands for
+        node_rows = np.full(max([int(b.node.max(initial=-1)) for b in model.nodes] + [-1]) + 1, -1, dtype=np.int64)
+        for b, block in enumerate(model.nodes):
+            shown = block.node >= 0
+            node_rows[block.node[shown]] = int(model.starts[b]) + np.flatnonzero(shown)
+    group_of = np.where(node_rows >= 0, box_of_row[np.maximum(node_rows, 0)], -1)
+    members = np.flatnonzero(group_of >= 0)
+    members = members[np.argsort(group_of[members], kind="stable")]
+    starts = np.zeros(num_boxes + 1, dtype=np.int64)
+    starts[1:] = np.cumsum(np.bincount(group_of[members], minlength=num_boxes))
+    return Folding(group_of, members, starts)
 
 
 # -- the layouter -------------------------------------------------------------------------------------------
@@ -202,19 +213,15 @@ class _Layouter:
     """One layout's steps, as methods so each stays short. Items are boxes (item i < num boxes is box i) and
     dummies (one per row an edge skips)."""
 
-    def __init__(self, trace: Trace, folding: Folding) -> None:
-        self.trace, self.f = trace, folding
-        parent, child, _, _ = edges(trace)
-        gp, gc = folding.group_of[parent], folding.group_of[child]
-        keep = (gp >= 0) & (gc >= 0) & (gp != gc)
-        pairs = np.unique(np.stack([gp[keep], gc[keep]], axis=1), axis=0) if keep.any() else np.zeros((0, 2), int)
-        self.box_edges = pairs.tolist()  # (parent box, child box), once per pair, sorted
-        self.num_boxes = folding.num_groups
-        self.box_node = np.asarray([int(folding.group(g)[0]) for g in range(self.num_boxes)], dtype=np.int64)
-        self.is_folded = len(folding.members) != folding.num_groups or bool(folding.repeats)
+    def __init__(self, boxes: _Boxes) -> None:
+        self.boxes, self.f = boxes, boxes.folding
+        self.box_edges = boxes.box_edges  # (parent box, child box), once per pair, sorted
+        self.num_boxes = len(boxes.labels)
+        self.box_node = boxes.box_node
+        self.is_folded = boxes.is_folded
 
     def run(self) -> Layout:
-        labels = box_labels(self.trace, self.f)
+        labels = self.boxes.labels
         widths = np.asarray([len(t) + 2 for t in labels], dtype=np.int64)
         if self.num_boxes > MAX_BOXES:
             raise LayoutTooLarge(f"{self.num_boxes:,} boxes after folding (at most {MAX_BOXES:,} are drawn)")
@@ -229,8 +236,8 @@ class _Layouter:
     # layers -------------------------------------------------------------------------------------------------
     def _layers(self) -> np.ndarray:
         """Per box its layer: topological_nr ranked densely (unfolded), else the longest path to a sink."""
-        if not self.is_folded:
-            topo = np.asarray(self.trace.columns["node_topo"], dtype=np.int64)[self.box_node]
+        topo = self.boxes.topo
+        if not self.is_folded and topo is not None:
             consistent = all(topo[p] > topo[c] for p, c in self.box_edges)
             if consistent:
                 return np.unique(topo, return_inverse=True)[1].astype(np.int64)

@@ -1,11 +1,13 @@
 """The graph model's data: boxes, arrows, clusters and graph attributes, as columns (no renderer syntax).
 
 Every view builds a `GraphModel` (views/graph_model.py: the backward and forward graphs; views/joint.py: an FX joint
-graph); every renderer draws one (DOT: views/dot.py). A 100k-node graph must become a model in a few tens of ms, so
-the model is columnar, like the Trace: boxes and arrows come in blocks whose fields are numpy columns, not one
-Python object per box. A label is a sequence of pieces, each the same text for every box (`str`) or a column
-(`Ints`, `Texts`); joined, the pieces make the label's text, lines separated by newlines. `NodeBlock.label(i)` and
-`label_texts` join them.
+graph); every renderer draws one: DOT text (views/dot.py), the TUI's drawn graph (views/layout.py lays it out for a
+terminal) and JSON (views/json_render.py). A 100k-node graph must become a model in a few tens of ms, so the model
+is columnar, like the Trace: boxes and arrows come in blocks whose fields are numpy columns, not one Python object
+per box. A label is a sequence of pieces, each the same text for every box (`str`) or a column (`Ints`, `Texts`);
+joined, the pieces make the label's text, lines separated by newlines. `NodeBlock.label_text(i)` and
+`label_texts` join them. A box has two texts: its `label` (every line, as DOT draws it) and its `brief` (one line,
+as narrow as a terminal's box: views/labels.py's box width).
 
 Imports numpy only.
 """
@@ -67,6 +69,7 @@ def piece_text(piece: Piece, i: int) -> str:
 
 
 def take_piece(piece: Piece, rows: np.ndarray) -> Piece:
+    """The piece's rows `rows` (a constant piece stays as it is)."""
     if isinstance(piece, Ints):
         return Ints(piece.values[rows], piece.negative)
     if isinstance(piece, Texts):
@@ -75,8 +78,22 @@ def take_piece(piece: Piece, rows: np.ndarray) -> Piece:
 
 
 def label_texts(pieces: tuple[Piece, ...], n: int) -> list[str]:
-    """The joined text of each of `n` rows (for small blocks and tests; renderers join columns at once)."""
-    return ["".join(piece_text(p, i) for p in pieces) for i in range(n)]
+    """The joined text of each of `n` rows, a column at a time."""
+    if not n:
+        return []
+    columns = [_column_texts(p, n) for p in pieces]
+    if not columns:
+        return [""] * n
+    return ["".join(row) for row in zip(*columns, strict=True)]
+
+
+def _column_texts(piece: Piece, n: int) -> list[str]:
+    if isinstance(piece, str):
+        return [piece] * n
+    if isinstance(piece, Ints):
+        return [piece.negative if v < 0 else str(v) for v in piece.values.tolist()]
+    table = np.asarray(piece.table, dtype=object)
+    return table[np.asarray(piece.codes, dtype=np.intp)].tolist()
 
 
 # -- the model ----------------------------------------------------------------------------------------------
@@ -97,6 +114,8 @@ class NodeBlock:
     state: np.ndarray  # int8: index into node_states.STATES, or -1 for a box with no state (a queue entry)
     peripheries: np.ndarray | None = None  # int8 borders per box: 1, or 2 (an accumulation point); None: all 1
     is_emphasized: np.ndarray | None = None  # bool: the focus node, drawn with a heavier border; None: none
+    brief: tuple[Piece, ...] = ()  # the box's one-line text for a terminal box; (): its label's first line
+    topo: np.ndarray | None = None  # int64: a one-node box's topological_nr (a layered drawing's layer); None: unknown
 
     def __len__(self) -> int:
         return len(self.node)
@@ -109,6 +128,12 @@ class NodeBlock:
         """Box `i`'s label, lines separated by newlines."""
         return "".join(piece_text(p, i) for p in self.label)
 
+    def brief_texts(self) -> list[str]:
+        """Every box's one-line text (its label's first line when the block has no brief)."""
+        if self.brief:
+            return label_texts(self.brief, len(self))
+        return [t.partition("\n")[0] for t in label_texts(self.label, len(self))]
+
     def take(self, rows: np.ndarray) -> NodeBlock:
         """The boxes at `rows` of this block, as a block."""
         def per(column: np.ndarray | None) -> np.ndarray | None:
@@ -116,7 +141,8 @@ class NodeBlock:
 
         return NodeBlock(self.kind, self.id_prefix, take_piece(self.id_key, rows),  # type: ignore[arg-type]
                          tuple(take_piece(p, rows) for p in self.label), self.node[rows], self.state[rows],
-                         per(self.peripheries), per(self.is_emphasized))
+                         per(self.peripheries), per(self.is_emphasized), tuple(take_piece(p, rows) for p in self.brief),
+                         per(self.topo))
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,6 +187,7 @@ class GraphModel:
     nodes: tuple[NodeBlock, ...]
     edges: tuple[EdgeBlock, ...]
     clusters: tuple[Cluster, ...]
+    node_rows: np.ndarray | None = None  # per trace node: the model row of the box showing it, -1: not shown
     starts: np.ndarray = field(init=False)  # model row of each block's first box, and the total
 
     def __post_init__(self) -> None:

@@ -1,43 +1,36 @@
-"""One sentence per event, for the status line: `ExpBackward0 took seq_nr 0 (counter 0 → 1) at line 44`."""
+"""One sentence per event, for the TUI's status line and `agdb show`: `ExpBackward0 took seq_nr 0 (counter 0 → 1) at
+line 44`, `MulBackward0 seq 3 popped from ready queue cpu (MainThread)`. Nodes are named by views/labels.py.
+
+Imports the tracer only; no UI.
+"""
 from __future__ import annotations
 
-from typing import Callable
-
 from agdb.tracer.store import events as ev
-from agdb.tracer.store.schema import short_name
-
-from .labels import seq_text
+from agdb.tracer.views.labels import NodeLabels, Width, priority_text, seq_text, shown_name
 
 
-def _name(event, label: Callable[[int], str] | None) -> str:
+def _name(event, labels: NodeLabels, width: Width = "list") -> str:
     node = getattr(event, "node", None)
-    if label is not None and node is not None and node >= 0:
-        return label(node)
+    if node is not None and node >= 0:
+        return labels.label(node, width)
     name = getattr(event, "node_name", "") or getattr(event, "name", "")
-    return short_name(name) if name else "a wake-up task"
-
-
-def _priority(priority: tuple[int, int]) -> str:
-    depth, seq = priority
-    return f"depth {depth}, seq_nr {seq_text(seq)}"
+    return shown_name(name) if name else "a wake-up task"
 
 
 def _task(event) -> str:
     return f"graph task {event.graph_task}"
 
 
-def sentence(event: ev.Event, queue_label: Callable[[str], str] = str,
-             label: Callable[[int], str] | None = None) -> str:
-    """What happened at this event, said as a sentence (names, seq_nrs and lines as the panels show them).
-
-    `label` names a node told apart from others of its name (NodeLabels.label); without it, its bare name.
-    """
-    name = _name(event, label)
+def sentence(event: ev.Event, labels: NodeLabels) -> str:
+    """What happened at this event, said as a sentence (names, seq_nrs and lines as the panels show them);
+    `labels` are the trace's (the sentence names its nodes and queues)."""
+    queue_label = labels.trace.queue_label
+    name = _name(event, labels)
     if isinstance(event, ev.SeqNrBumped):
-        name = _name(event, None)  # its seq_nr is the sentence itself
+        name = _name(event, labels, "column")  # its seq_nr is the sentence itself
         return f"{name} took seq_nr {event.old} (counter {event.old} → {event.seq_nr}){_at_line(event.lineno)}"
     if isinstance(event, ev.NodeCreated):
-        name = _name(event, None)
+        name = _name(event, labels, "column")
         return f"{name} was made (seq_nr {seq_text(event.seq_nr)}, topo {event.topological_nr}){_at_line(event.lineno)}"
     if isinstance(event, ev.GraphTaskStarted):
         nested = f", reentrant depth {event.reentrant_depth}" if event.reentrant_depth else ""
@@ -48,8 +41,8 @@ def sentence(event: ev.Event, queue_label: Callable[[str], str] = str,
     if isinstance(event, ev.ExecInfoComputed):
         return f"{_task(event)} needs {len(event.needed)} node(s) and captures {len(event.captured)} grad(s)"
     if isinstance(event, ev.TaskPushed):
-        return (f"{name} pushed to ready queue {queue_label(event.queue)} with priority {_priority(event.priority)}; "
-                f"{event.queue_length} in the queue")
+        return (f"{name} pushed to ready queue {queue_label(event.queue)} with priority "
+                f"{priority_text(event.priority)}; {event.queue_length} in the queue")
     if isinstance(event, ev.TaskPopped):
         stale = " (stale: its graph task is gone)" if event.stale else ""
         return f"{name} popped from ready queue {queue_label(event.queue)}{stale}"
