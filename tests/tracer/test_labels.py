@@ -101,3 +101,15 @@ def test_column_width_fits_the_longest_name(trace):
     assert labels.column_width(30) == 30
     longest = max(len(labels.label(n)) for n in range(trace.num_nodes))
     assert labels.column_width(5, with_seq=True) >= longest
+
+
+def test_a_wake_up_tasks_priority_is_written_as_first_not_as_numbers():
+    """A wake-up task has no depth or seq_nr (it leaves before every node task): its cells are blank and its
+    priority reads `(first: a wake-up)`, never the replay's placeholder `(-1, -1)`; a node task's reads `(1, max)`."""
+    from agdb.tracer.replay.scheduler import WAKE_UP_PRIORITY, priority, wake_up_key
+    from agdb.tracer.views.labels import priority_cells, priority_text
+
+    assert priority(wake_up_key()) == WAKE_UP_PRIORITY
+    assert priority_cells(WAKE_UP_PRIORITY) == ("", "")
+    assert priority_text(WAKE_UP_PRIORITY) == "(first: a wake-up)"
+    assert priority_cells((0, 3)) == ("0", "3") and priority_text((1, 2**64 - 1)) == "(1, max)"

@@ -14,6 +14,7 @@ from agdb.tracer.sources import torch as torch_bridge  # noqa: E402
 from agdb.tracer.store import events as ev  # noqa: E402
 from agdb.tracer.store.schema import UINT64_MAX, Kind  # noqa: E402
 from tests.tracer import torch_programs  # noqa: E402
+from tests.engine.helpers import run_in_thread  # noqa: E402
 
 
 def _watcher(log):
@@ -191,15 +192,19 @@ def test_the_model_reconstructs_pushes_and_dependencies():
 
 
 def test_divergences_are_said_in_words():
+    """A divergence names its nodes as every view does (diamond: x.exp() took seq_nr 0, y.sin() 1, y.cos() 2; its
+    one leaf is `x`), with no `torch::autograd::` prefix."""
     from agdb.tracer import Trace
 
-    trace, _ = _record(torch_programs.diamond)
+    trace, _ = run_in_thread(lambda: _record(torch_programs.diamond))  # a fresh thread: its seq_nrs start at 0
     assert torch_bridge.divergence_text(trace) == ""
-    meta = dict(trace.meta, divergences=[{"graph_task": 1, "step": 12, "expected": 2, "observed": 1}])
+    leaf = next(i for i in range(trace.num_nodes) if trace.node(i).name.endswith("AccumulateGrad"))
+    meta = dict(trace.meta, divergences=[{"graph_task": 1, "step": 12, "expected": 2, "observed": 1},
+                                         {"graph_task": 1, "step": 14, "expected": leaf, "observed": -1}])
     fake = Trace(trace.columns, list(trace.strings), meta)
-    text = torch_bridge.divergence_text(fake)
-    assert text == (f"step 12, graph task 1: the model expected {trace.node(2).name}, torch ran "
-                    f"{trace.node(1).name}")
+    assert torch_bridge.divergence_text(fake).split("\n") == [
+        "step 12, graph task 1: the model expected CosBackward0 seq 2, torch ran SinBackward0 seq 1",
+        "step 14, graph task 1: the model expected AccumulateGrad x, torch ran nothing more"]
 
 
 def test_a_failure_of_the_bridge_never_fails_the_program():

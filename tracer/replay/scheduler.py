@@ -72,10 +72,14 @@ def wake_up_key() -> list[int]:
     return [KIND_WAKE_UP, 0, 0]
 
 
+WAKE_UP_PRIORITY = (-1, -1)
+"""What `priority` gives a wake-up task, which has no depth or seq_nr: it leaves before every node task."""
+
+
 def priority(key: Sequence[int]) -> tuple[int, int]:
-    """(reentrant depth, seq_nr) of a node task's key, as the queue compares it; (-1, -1) for a wake-up task."""
+    """(reentrant depth, seq_nr) of a node task's key, as the queue compares it; WAKE_UP_PRIORITY for a wake-up."""
     if key[0] != KIND_NODE:
-        return (-1, -1)
+        return WAKE_UP_PRIORITY
     return (-key[1], -key[2])
 
 

@@ -25,6 +25,7 @@ from agdb.tracer.views.labels import (
     cut,
     distinction_pieces,
     label_pieces,
+    priority_cells,
     seq_text,
     short_names,
 )
@@ -469,9 +470,10 @@ class _Builder:
     def _queue(self, qi: int, q, first_row: int) -> tuple[NodeBlock, EdgeBlock, EdgeBlock]:
         labels, nodes = [], []
         for i, t in enumerate(q.tasks):
-            depth, seq = t.priority
+            depth, seq = priority_cells(t.priority)
             # The seq_nr has a line of its own: the name is the column width's (labels.py).
-            labels.append(f"{i + 1}. {self.labels.task(t.node, 'column')}\ndepth {depth}, seq {seq_text(seq)}")
+            labels.append(f"{i + 1}. {self.labels.task(t.node, 'column')}\n"
+                          + (f"depth {depth}, seq {seq}" if depth else "before every node task"))
             nodes.append(-1 if t.node is None else t.node)
         k = len(labels)
         rows = np.arange(k)

@@ -34,6 +34,7 @@ from typing import Literal
 
 import numpy as np
 
+from agdb.tracer.replay.scheduler import WAKE_UP_PRIORITY
 from agdb.tracer.store.schema import UINT64_MAX, short_name
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.views.model import Ints, Piece, Texts
@@ -63,9 +64,19 @@ def seq_text(seq_nr: int) -> str:
 
 
 def priority_text(priority: tuple[int, int]) -> str:
-    """A ready-queue priority (depth, seq_nr): `(0, 3)`, `(1, max)`."""
+    """A ready-queue priority (depth, seq_nr): `(0, 3)`, `(1, max)`; a wake-up task's `(first: a wake-up)`."""
+    if priority == WAKE_UP_PRIORITY:
+        return "(first: a wake-up)"
     depth, seq = priority
     return f"({depth}, {seq_text(seq)})"
+
+
+def priority_cells(priority: tuple[int, int]) -> tuple[str, str]:
+    """A ready-queue priority's depth and seq_nr cells: `0`, `3`; blank for a wake-up task, which has neither."""
+    if priority == WAKE_UP_PRIORITY:
+        return "", ""
+    depth, seq = priority
+    return str(depth), seq_text(seq)
 
 
 def shown_name(recorded: str) -> str:

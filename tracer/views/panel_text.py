@@ -17,7 +17,7 @@ from agdb.tracer.replay.rows import PruningRows, QueueRows
 from agdb.tracer.replay.state import ReadyTask
 from agdb.tracer.store import events as ev
 from agdb.tracer.store.trace import Trace
-from agdb.tracer.views.labels import NodeLabels, fit, priority_text, seq_text
+from agdb.tracer.views.labels import NodeLabels, fit, priority_cells, priority_text, seq_text
 
 Tag = Literal["", "title", "note", "error", "nan"]
 """title: a heading; note: a remark, not data; error: an error raised; nan: a grad holding NaN."""
@@ -51,8 +51,7 @@ def queue_title(trace: Trace, rows: QueueRows) -> str:
 
 def task_cells(labels: NodeLabels, pop: int, task: ReadyTask) -> tuple[str, str, str, str]:
     """A queued task's cells: its place in the pop order, its name (beside a seq_nr column), depth and seq_nr."""
-    depth, seq = task.priority
-    return str(pop), labels.task(task.node, "column"), str(depth), seq_text(seq)
+    return (str(pop), labels.task(task.node, "column"), *priority_cells(task.priority))
 
 
 def slots_text(filled: tuple[bool, ...] | None) -> str:

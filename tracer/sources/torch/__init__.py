@@ -13,6 +13,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar
 
+from agdb.tracer.views.labels import NodeLabels
+
 INSTALL_HINT = ("agdb's PyTorch bridge needs torch 2.13: `pip install 'agdb[torch]'` (or `pip install "
                 "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu` for the CPU build)")
 
@@ -60,16 +62,17 @@ def divergence_text(trace: Any, limit: int = 3) -> str:
     ("" when nowhere): the order (model against the pre-hooks), torch's graph task id or running node against the
     hook's, and the execution-order witness (docs/torch-bridge.md)."""
     found = trace.meta.get("divergences") or []
-    lines = [_divergence_line(trace, d) for d in found[:limit]]
+    labels = NodeLabels(trace)
+    lines = [_divergence_line(labels, d) for d in found[:limit]]
     if len(found) > limit:
         lines.append(f"… and {len(found) - limit} more")
     return "\n".join(lines)
 
 
-def _divergence_line(trace: Any, d: dict) -> str:
+def _divergence_line(labels: NodeLabels, d: dict) -> str:
     def name(field: str, none: str) -> str:
         row = d.get(field, -1)
-        return trace.node(row).name if row is not None and row >= 0 else none
+        return labels.label(row) if row is not None and row >= 0 else none
 
     where = f"step {d['step']}, graph task {d['graph_task']}"
     kind = d.get("kind", "order")
