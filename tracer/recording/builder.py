@@ -48,6 +48,9 @@ ROW = 7
 """Ints per raw row in `RawBuffers.rows`: kind, thread, graph task, node key or 0, a, b, c."""
 
 
+_new = tuple.__new__  # a NamedTuple made without its class's Python-level __new__ (NodeFacts says why)
+
+
 class NodeFacts(NamedTuple):
     """What a trace knows of one node, by its key: `RawBuffers.node_facts` holds one per node. A source on the fast
     path makes one with `tuple.__new__(NodeFacts, (...))`, a third of the cost of calling the class."""
@@ -173,8 +176,8 @@ class TraceBuilder:
         """Static facts of a node, for nodes the trace mentions but did not see made (no NodeCreated event)."""
         _check_key(node)
         edges = tuple(x for child, nr in next_edges for x in (child or 0, int(nr)))
-        self._node_facts[node] = NodeFacts(name, seq_nr, topological_nr, device, thread, edges, frame,
-                                           self.num_events, num_inputs)
+        self._node_facts[node] = _new(NodeFacts, (name, seq_nr, topological_nr, device, thread, edges, frame,
+                                                  self.num_events, num_inputs))
         if stack:
             self._stacks[node] = stack
 
@@ -192,7 +195,7 @@ class TraceBuilder:
         _check_key(node)
         if seq_nr != old + 1:
             raise ValueError(f"a bump takes one number: old={old} but seq_nr={seq_nr}")
-        self._bumps[node] = Bump(name, old, frame)
+        self._bumps[node] = _new(Bump, (name, old, frame))
         self._rows.extend((Kind.SEQ_NR_BUMPED, thread, 0, node, 0, 0, 0))
 
     def node_created(self, *, thread: int, node: int, name: str, seq_nr: int, topological_nr: int,

@@ -70,29 +70,37 @@ class ParameterPaths:
         return best[1] if best is not None else None
 
     def _longest(self, variable: Any, candidates: Iterable[tuple[str, Any]]) -> tuple[str, str] | None:
-        """(expression, dotted path) of the candidate module giving `variable` the longest path; the first on a tie."""
-        best: tuple[str, str] | None = None
-        seen: set[int] = set()
+        """(expression, dotted path) of the candidate module giving `variable` the longest path; the first on a tie.
+
+        The modules' maps are read as they are first; only when none has `variable` is each mapped again (it may
+        have gained the parameter since), so that a leaf costs a dict look-up per holder, not a walk of every
+        holder's parameters (a frame holding many modules would make that a walk per holder per leaf)."""
+        unique: dict[int, tuple[str, Any]] = {}
         for expression, module in candidates:
-            if id(module) in seen or not isinstance(module, self.module_cls):
-                continue
-            seen.add(id(module))
-            path = self._path_in(module, variable)
+            if isinstance(module, self.module_cls):
+                unique.setdefault(id(module), (expression, module))
+        found = self._best(variable, unique.values(), remap=False)
+        return found if found is not None else self._best(variable, unique.values(), remap=True)
+
+    def _best(self, variable: Any, candidates: Iterable[tuple[str, Any]], remap: bool) -> tuple[str, str] | None:
+        best: tuple[str, str] | None = None
+        for expression, module in candidates:
+            path = self._path_in(module, variable, remap)
             if path is not None and (best is None or path.count(".") > best[1].count(".")):
                 best = (expression, path)
         return best
 
-    def _path_in(self, module: Any, variable: Any) -> str | None:
-        """`variable`'s dotted path among `module`'s parameters (`fc1.weight`), or None."""
+    def _path_in(self, module: Any, variable: Any, remap: bool) -> str | None:
+        """`variable`'s dotted path among `module`'s parameters (`fc1.weight`), or None; with `remap`, a module whose
+        map lacks it is mapped again, once per such parameter."""
         known = self._maps.get(id(module))
         if known is None or known[0]() is not module:
             known = self._maps[id(module)] = (weakref.ref(module), _parameter_map(module), set())
         entry = known[1].get(id(variable))
         if entry is not None and entry[0]() is variable:
             return entry[1]
-        if id(variable) in known[2]:
+        if not remap or id(variable) in known[2]:
             return None
-        # Not mapped: the module may have gained the parameter since. Map it again, once per such parameter.
         known[2].add(id(variable))
         known[1].clear()
         known[1].update(_parameter_map(module))

@@ -77,7 +77,7 @@ class LeafNames:
 
     def __init__(self, shared: BridgeState) -> None:
         self.shared = shared
-        self._local = shared.local  # call_frame, variables, holders: set by a backward call as it begins
+        self._local = shared.local  # call_frame, variables, holders, owners: set by a backward call as it begins
         self._paths = ParameterPaths(torch.nn.Module)  # NOTE [leaf names] in tracer/recording/leaf_names.py
         self.names: dict[int, str] = {}  # AccumulateGrad key -> its leaf's name
 
@@ -94,7 +94,7 @@ class LeafNames:
                 holders = local.holders = list(module_holders(bound_names(user_frames(frame, is_library), read),
                                                               torch.nn.Module))
                 self._read_locals(read)
-            name = self._paths.name(var, holders, lambda: self._outermost_modules(frame))
+            name = self._paths.name(var, holders, self._owners)
             if name is not None:
                 self.names[key] = name
                 return
@@ -107,12 +107,18 @@ class LeafNames:
         if name is not None:
             self.names[key] = name
 
-    def _outermost_modules(self, frame: Any) -> list:
-        """The outermost modules the user's frames hold at a backward call (NOTE [leaf names], rule 2)."""
-        read: list = []
-        found = outermost_modules(user_frames(frame, is_library, most=sys.getrecursionlimit()), torch.nn.Module, read)
-        self._read_locals(read)
-        return found
+    def _owners(self) -> list:
+        """The outermost modules the user's frames hold at this backward call (NOTE [leaf names], rule 2), looked up
+        once a call: every frame out to the interpreter's is read."""
+        local = self._local
+        owners = getattr(local, "owners", None)
+        if owners is None:
+            read: list = []
+            frame = getattr(local, "call_frame", None)
+            owners = local.owners = outermost_modules(user_frames(frame, is_library, most=sys.getrecursionlimit()),
+                                                      torch.nn.Module, read)
+            self._read_locals(read)
+        return owners
 
     def _read_locals(self, frames: list) -> None:
         """The bridge read these frames' locals, all of this thread (NOTE [stale locals] in lines.py): on the thread
