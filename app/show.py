@@ -118,7 +118,7 @@ def print_step(trace: Trace, state: EngineState, before: EngineState | None, out
         for line in lines:
             out.print(Text("  " + short(line.text)))
     running = ", ".join(short(labels.label(n)) for _, n in state.running if node is None or n == node)
-    out.print(Text(f"running: [{running}]  culprits so far: {state.culprits}"))
+    out.print(Text(f"running: {running or 'nothing'}  culprits so far: {state.culprits}"))
     if cut_lists and limit is not None:
         out.print(Text(f"(at most {limit:,} rows per list: --limit N or --all shows more)", style="dim"))
 

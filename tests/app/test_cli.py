@@ -335,6 +335,16 @@ def test_show_human_readable(diamond, capsys, monkeypatch):
     assert "SumBackward0 seq 4 → AddBackward0 seq 3" in out
 
 
+def test_show_says_what_runs_in_words(diamond, capsys, monkeypatch):
+    """Plain `show` names the running node as every view does, and says `nothing` when none runs (no Python list)."""
+    path, trace = diamond
+    step = next(e.step for e in trace if isinstance(e, ev.NodeStarted) and e.node_name == "SinBackward0")
+    code, out, _ = agdb(["show", path, "--step", step], capsys, monkeypatch)
+    assert code == 0 and "running: SinBackward0 seq 1  culprits so far: 5" in out
+    code, out, _ = agdb(["show", path], capsys, monkeypatch)
+    assert code == 0 and "running: nothing  culprits so far: 5" in out and "[]" not in out
+
+
 @pytest.mark.parametrize("bad", ["1000000", "-1", "LAST"])
 def test_show_bad_step_is_a_clear_error(diamond, capsys, bad):
     """--step outside 0..N-1 (or not a number) is refused with a message, not a traceback."""
