@@ -106,6 +106,8 @@ def test_search_finds_a_leaf_by_its_name(trace):
         return [labels.get(n, short_name(trace.node_name(n))) for n in find_nodes(trace, query).tolist()]
 
     assert found("fc1") == ["model.fc1.weight", "model.fc1.bias"]
+    assert found("fc1.weight") == found("model.fc1.weight") == ["model.fc1.weight"]  # a query may span words
+    assert found("c1") == [] and found("1.weight") == []
     assert found("layer2") == ["w (layer2)"]
     assert found("weight") == ["model.fc1.weight", "model.fc2.weight"]
     assert set(found("mul")) == {"MulBackward0"}

@@ -27,8 +27,8 @@ def find_nodes(trace: Trace, query: str) -> np.ndarray:
     `12` or `seq 12` matches the node whose seq_nr is 12; any other text matches, ignoring case, the names in
     which it starts a word (`mul` finds MulBackward0, `accumulate` and `grad` every AccumulateGrad, `backward0`
     every XBackward0), never a piece from inside a word: `mul` does not find AccumulateGrad. It also finds an
-    AccumulateGrad by its leaf's name (tracer.store.leaf_labels) the same way: `fc1` finds fc1.weight's and
-    fc1.bias's, `weight` every parameter named weight.
+    AccumulateGrad by its leaf's name (tracer.store.leaf_labels) the same way: `fc1` finds model.fc1.weight's and
+    model.fc1.bias's, `fc1.weight` the first, `weight` every parameter named weight.
     """
     text = query.strip()
     words = text.split()
@@ -47,14 +47,16 @@ def find_nodes(trace: Trace, query: str) -> np.ndarray:
 
 
 _LABEL_WORD = re.compile(r"[A-Za-z0-9_]+")
-"""The words of a leaf's label: `fc1.weight` -> fc1, weight; `w (layer1)` -> w, layer1."""
+"""The words of a leaf's label: `model.fc1.weight` -> model, fc1, weight; `w (layer1)` -> w, layer1."""
 
 
 def label_matches(label: str, query: str) -> bool:
-    """Whether `query` (ignoring case) starts a leaf's label or one of its words."""
+    """Whether `query` (ignoring case) starts a leaf's label or the label from one of its words on: `fc1` and
+    `fc1.weight` find `model.fc1.weight`, `c1` does not."""
     wanted = query.strip().lower()
-    return label.lower().startswith(wanted) or any(w.group().lower().startswith(wanted)
-                                                   for w in _LABEL_WORD.finditer(label))
+    lowered = label.lower()
+    return lowered.startswith(wanted) or any(lowered[w.start():].startswith(wanted)
+                                             for w in _LABEL_WORD.finditer(label))
 
 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
