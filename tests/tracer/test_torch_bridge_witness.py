@@ -98,10 +98,13 @@ def test_a_running_node_that_is_not_the_hooks_node_is_a_divergence(monkeypatch):
     assert "torch's running node had seq_nr 12345" in torch_bridge.divergence_text(rec.trace)
 
 
-@pytest.mark.parametrize("program", torch_programs.PROGRAMS, ids=lambda p: p.__name__)
+@pytest.mark.parametrize("program", [p for p in torch_programs.PROGRAMS if p is not torch_programs.failed_inner_backward],
+                         ids=lambda p: p.__name__)
 def test_the_execution_order_witness_agrees_with_the_model_and_the_observed_order(program):
     """With multithreading disabled, torch's execution order, read in each call's root pre-hook, equals what
-    agdb's model popped and (its nodes that run) what the pre-hooks saw, on every program."""
+    agdb's model popped and (its nodes that run) what the pre-hooks saw, on every program but one: torch computes
+    the witness on a fresh queue, so failed_inner_backward's stale tasks, ahead in the real queue, make its ties
+    break otherwise there (NOTE [witness]; the model and the pre-hooks agree on it, test_torch_bridge)."""
     with tracer.record("torch") as rec, torch.autograd.set_multithreading_enabled(False):
         program(lambda *tensors: None)
     tasks = rec.trace.meta["graph_tasks"]

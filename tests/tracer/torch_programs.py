@@ -45,6 +45,32 @@ def leaf(*values):
     return torch.tensor(values or (1.0, 2.0), requires_grad=True)
 
 
+class FailingInner(torch.autograd.Function):
+    """The sum of its inputs, whose backward runs an inner backward that a tensor hook fails (and catches):
+    the inner call's tasks still queued are left behind, stale."""
+
+    @staticmethod
+    def forward(ctx, *xs):
+        return sum(x * 1 for x in xs)
+
+    @staticmethod
+    def backward(ctx, g):
+        with torch.enable_grad():
+            mids = [leaf(1.0) * (i + 2) for i in range(4)]
+            mids[-1].register_hook(_raise_on_grad)
+            inner = torch.cat(mids).sum()
+            INNER_WATCH[0](inner)
+            try:
+                inner.backward()
+            except ValueError:
+                pass
+        return tuple(g.clone() for _ in ctx.needs_input_grad)
+
+
+def _raise_on_grad(grad):
+    raise ValueError("refused by a tensor hook")
+
+
 def diamond(watch):
     x = leaf()
     y = x.exp()  # <- ExpBackward0
@@ -166,5 +192,16 @@ def inplace_view(watch):
     z.backward()
 
 
+def failed_inner_backward(watch):
+    """The inner call's stale tasks come first in the shared queue (depth INT_MAX), and the outer call pops and
+    discards them before its six AccumulateGrads, which tie."""
+    INNER_WATCH[0] = watch
+    leaves = [leaf(1.0) for _ in range(6)]
+    z = FailingInner.apply(*leaves).sum()
+    watch(z)
+    z.backward()
+
+
 PROGRAMS = (diamond, accumulate_ties, inputs_pruning, grad_of_intermediate, two_roots, unused_input,
-            custom_function, hooks, reentrant, error_in_backward, model_with_optimizer, inplace_view)
+            custom_function, hooks, reentrant, error_in_backward, model_with_optimizer, inplace_view,
+            failed_inner_backward)

@@ -142,7 +142,10 @@ class Backward:
         root's pre-hook, every node the graph task will pop, in order: a second witness of the order, beside the
         pre-hooks that fire. torch allows it only there (anywhere later it fails an internal assert), so it is
         read once per call, by the first root whose pre-hook fires (after a GraphRoot, the first of its roots).
-        It lists the nodes that are only captured as well as those that run.
+        It lists the nodes that are only captured as well as those that run. torch computes it by popping the
+        call's own tasks from a fresh queue: where the real queue also holds other calls' tasks (a failed inner
+        call's, left behind stale), tied tasks may come out of the real heap in another order, and the witness
+        then differs from what ran while the model, run on the shared queue, does not.
         """
         lookup = self._walker.lookup
 

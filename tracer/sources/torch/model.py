@@ -133,10 +133,12 @@ class EngineModel:
         self.emit.task_pushed(graph_task=gt.id, node=node, seq_nr=seq, queue_length=len(self.queue))
 
     def _pop(self) -> NodeTask:
+        """Pop the queue's front task: TaskPopped, stale when its graph task is over (the engine discards it)."""
         task = scheduler.pop(self.queue)
-        if task.node not in self.simulated:
-            task.graph_task.popped.append(task.node)
-        self.emit.task_popped(graph_task=task.graph_task.id, node=task.node, queue_length=len(self.queue))
+        gt = task.graph_task
+        if not gt.finished and task.node not in self.simulated:
+            gt.popped.append(task.node)
+        self.emit.task_popped(graph_task=gt.id, node=task.node, queue_length=len(self.queue), stale=gt.finished)
         return task
 
     # -- what was observed ------------------------------------------------------------------------------------
@@ -163,10 +165,12 @@ class EngineModel:
         nodes the bridge cannot see run in the model; any other node is a divergence."""
         while self.queue:
             head = self.queue[0]
-            if until is None and head.graph_task is not gt:
+            if until is None and head.graph_task is not gt and not head.graph_task.finished:
                 return  # the rest belongs to the calls this one is nested in
             task = self._pop()
             tgt, node = task.graph_task, task.node
+            if tgt.finished:
+                continue  # a failed call's task, left behind (finish): discarded as the engine pops it
             for _slot, index in tgt.captures.get(node, ()):
                 self.emit.grad_captured(graph_task=tgt.id, node=node, output_index=index,
                                         grad=captured(tgt, node, index) if captured else None)
@@ -191,10 +195,10 @@ class EngineModel:
         self.route(gt, node, [g is not None for g in gt.root_grads])
 
     def _head(self, gt: GraphTaskModel) -> NodeTask | None:
-        """Pop up to the next task of `gt` that would run (captures on the way), or None."""
-        while self.queue and self.queue[0].graph_task is gt:
+        """Pop up to the next task of `gt` that would run (captures and failed calls' tasks on the way), or None."""
+        while self.queue and (self.queue[0].graph_task is gt or self.queue[0].graph_task.finished):
             task = self._pop()
-            if gt.runs(task.node):
+            if task.graph_task is gt and gt.runs(task.node):
                 return task
         return None
 
@@ -248,9 +252,9 @@ class EngineModel:
                     head = self._head(gt)
                     gt.running = head.node if head is not None else None
             self.emit.error_raised(graph_task=gt.id, node=gt.running, error_type=error[0], message=error[1])
-            # The engine leaves the failed task's queued tasks behind, stale; the model drops them.
-            self.queue = [t for t in self.queue if t.graph_task is not gt]
-            scheduler.heapify(self.queue)
+            # The engine leaves the failed task's queued tasks behind with depth INT_MAX, in place (NOTE [scheduler
+            # rules]): they come first, and the calls it was nested in pop and discard them.
+            scheduler.mark_gone(self.queue, gt)
         gt.finished = True
         self.emit.graph_task_finished(graph_task=gt.id, has_error=error is not None)
 
