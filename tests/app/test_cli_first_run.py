@@ -94,8 +94,9 @@ def test_ctrl_c_during_record_keeps_the_events(tmp_path):
     """SIGINT while `agdb record` runs an endless script: "interrupted: kept N events", the trace of N events is
     saved, status 130; no "the script raised", no traceback."""
     started = tmp_path / "started"
+    # the marker comes after a first op, so that a SIGINT landing before the loop's first op still leaves events
     script = _script(tmp_path, "import sys\nimport agdb.engine as torch\nx = torch.ones(2, requires_grad=True)\n"
-                               "open(sys.argv[1], 'w').close()\nwhile True:\n    (x * 2).sum()\n")
+                               "(x * 2).sum()\nopen(sys.argv[1], 'w').close()\nwhile True:\n    (x * 2).sum()\n")
     out = tmp_path / "loop.agdb"
     env = dict(os.environ)
     proc = subprocess.Popen([sys.executable, "-m", "agdb", "record", str(script), "-o", str(out), "--",
