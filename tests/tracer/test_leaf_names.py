@@ -85,14 +85,17 @@ def test_containers_and_attributes_are_written_as_python_reaches_them():
 
 
 def test_a_model_held_further_out_names_by_its_own_path():
-    """A model that the frames near its forward hold only deep inside containers, and a frame further out holds by a
-    variable, names its parameters by their path in it (rule 2 of NOTE [leaf names]): `fc1.weight`."""
-    def deeper(box, x, depth):  # the model two containers down: no holder rule 1 reads
-        return deeper(box, x, depth - 1) if depth else box[0][0](x)
+    """A model that the frames near its forward and its backward call hold only deep inside containers, and a frame
+    further out holds by a variable, names its parameters by their path in it (rule 2 of NOTE [leaf names])."""
+    def deeper(box, x, depth):  # the model two containers down: no holder rule 1 reads, at the forward or the call
+        if depth:
+            deeper(box, x, depth - 1)
+        else:
+            box[0][0](x).sum().backward()
 
     def program() -> None:
         model = MLP()
-        deeper(((model,),), torch.ones(2, 3), 3).sum().backward()
+        deeper(((model,),), torch.ones(2, 3), 3)
 
     assert _leaf_labels(_recorded(program)) == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
 

@@ -73,3 +73,31 @@ def test_engine_and_torch_name_every_leaf_alike(name):
     source, expected = PROGRAMS[name]
     assert sorted(_leaf_names(source, engine)) == sorted(expected)
     assert sorted(_leaf_names(source, torch)) == sorted(expected)
+
+
+def test_a_forward_in_a_helper_is_named_where_the_backward_is_called():
+    """A loss computed in a function that binds the model under another name (`model` there, `m` at the call):
+    both sources name the parameters from the backward call's frames, `m.weight`."""
+    source = """
+        def compute(model, x):
+            return model(x).sum()
+
+        m = torch.nn.Linear(2, 1)
+        loss = compute(m, torch.ones(3, 2))
+        loss.backward()
+        """
+    assert sorted(_leaf_names(source, engine)) == sorted(_leaf_names(source, torch)) == ["m.bias", "m.weight"]
+
+
+def test_a_leaf_bound_only_in_a_returned_function_keeps_its_engine_name():
+    """A leaf whose only name was in a function that returned before the backward call: the bridge, which meets it
+    at the call, has no name for it (`leaf N`); the engine keeps the one it had where the leaf was made."""
+    source = """
+        def layer(x):
+            w = torch.ones(2, requires_grad=True)
+            return x * w
+
+        layer(torch.ones(2)).sum().backward()
+        """
+    assert _leaf_names(source, engine) == ["w"]
+    assert _leaf_names(source, torch) == ["leaf N"]

@@ -13,6 +13,7 @@ from agdb.tracer.recording.culprits import of_trace  # noqa: E402
 from agdb.tracer.sources import torch as torch_bridge  # noqa: E402
 from agdb.tracer.store import events as ev  # noqa: E402
 from agdb.tracer.store.schema import UINT64_MAX, Kind  # noqa: E402
+from agdb.tracer.store.leaf_labels import stored_names  # noqa: E402
 from tests.tracer import torch_programs  # noqa: E402
 from tests.engine.helpers import run_in_thread  # noqa: E402
 
@@ -102,9 +103,9 @@ def test_seq_nrs_are_torchs_and_increments_are_contiguous():
 
 def test_accumulate_grad_leaves_carry_their_parameter_names():
     trace, _ = _record(torch_programs.model_with_optimizer)
-    names = set(trace.meta["parameter_names"].values())
+    names = set(stored_names(trace).values())
     assert names == {"model[0].weight", "model[0].bias", "model[2].weight", "model[2].bias"}
-    for index in trace.meta["parameter_names"]:
+    for index in stored_names(trace):
         assert trace.node(int(index)).name == "torch::autograd::AccumulateGrad"
 
 
@@ -283,7 +284,7 @@ def test_other_leaves_are_named_by_the_variables_the_program_binds_them_to():
     trace = rec.trace
     leaves = [i for i in range(trace.num_nodes) if trace.node(i).name == "torch::autograd::AccumulateGrad"]
     assert len(leaves) == 2
-    assert sorted(trace.meta["parameter_names"].values()) == ["w"]
+    assert sorted(stored_names(trace).values()) == ["w"]
 
 
 @pytest.mark.parametrize("keep", [False, True], ids=["graphs-freed", "graphs-kept"])
@@ -375,7 +376,7 @@ def test_a_leaf_given_as_a_root_is_named_too():
     with tracer.record("torch") as rec:
         y = (w * 2).sum()
         torch.autograd.backward([y, x], [torch.ones(()), torch.ones(3)])
-    assert sorted(rec.trace.meta["parameter_names"].values()) == ["w", "x"]
+    assert sorted(stored_names(rec.trace).values()) == ["w", "x"]
 
 
 @pytest.mark.parametrize("options", [{"values": False}, {"defer": True}, {"values": False, "defer": True}],
@@ -423,7 +424,7 @@ def test_parameter_names_come_from_the_modules_the_program_holds():
         (trainer.model(x).sum() + heads[0](x).sum() + torch.nn.Linear(2, 1)(x).sum()).backward()
 
     trace, _ = _record(program)
-    assert sorted(trace.meta["parameter_names"].values()) == [
+    assert sorted(stored_names(trace).values()) == [
         "heads[0].bias", "heads[0].weight", "trainer.model[0].bias", "trainer.model[0].weight",
         "trainer.model[2].bias", "trainer.model[2].weight"]
     leaves = [i for i in range(trace.num_nodes) if trace.node(i).name == "torch::autograd::AccumulateGrad"]

@@ -20,7 +20,12 @@ in the program, the expression they would type to reach it:
 3. else the name bound to the tensor itself (`w`): in the innermost user frame's locals, then its globals, then
    the locals of the two user frames that called it;
 4. else none (an expression's result, say): readers say `leaf N`.
-Cost: one walk of the stack per AccumulateGrad, not per op; each module's parameters are mapped once (and again only
+When: from the frames of the backward call that counts the leaf, on both sources (CallNames): the bridge meets a
+leaf only there, and the engine's Recorder names the leaves of each graph task it sees start the same way, so that a
+program recorded by either gets one name per leaf. The engine also names a leaf where its AccumulateGrad is made
+(from the op's frames), which stays where a call's frames give no name (a leaf bound only in a function that has
+returned: the bridge says `leaf N` there).
+Cost: one walk of the stack per AccumulateGrad made and per backward call, not per op; each module's parameters are mapped once (and again only
 when one of its Parameters is missing from the map), by weak reference.
 Nothing is kept alive: modules and parameters are held weakly, frames are dropped before returning. Reading a
 function frame's locals makes Python (3.11, 3.12) snapshot them into a dict the frame holds until it next refreshes
@@ -33,7 +38,6 @@ from __future__ import annotations
 import sys
 import types
 import weakref
-from functools import partial
 from typing import Any, Callable, Iterable, Iterator
 
 from agdb.tracer.recording.frames import is_agdb_code
@@ -108,40 +112,107 @@ class ParameterPaths:
         return entry[1] if entry is not None and entry[0]() is variable else None
 
 
+class CallNames:
+    """Leaf names as one moment's frames give them (NOTE [leaf names]), each look-up made once, when a leaf first
+    needs it: the holders of modules (rule 1), the outermost modules (rule 2), the bound variables (rule 3). Both
+    sources use one per backward call (the bridge for the leaves a walk meets, the engine's Recorder for those a
+    graph task counts), and the Recorder one per AccumulateGrad it sees made.
+
+    Args:
+        paths: the source's ParameterPaths.
+        parameter_cls: what a parameter is (`nn.Parameter` of the engine or of torch).
+        holder_frames: the user's frames outside any module's forward, innermost first: rule 1 reads NAME_FRAMES.
+        owner_frames: asked once, if rule 2 is needed: every user frame out to the interpreter's.
+        variable_frames: the user's frames rule 3 reads (NAME_FRAMES of them), innermost first.
+        is_variable: which bound values rule 3 may name (the bridge asks no view for its grad_fn).
+    """
+
+    def __init__(self, paths: ParameterPaths, parameter_cls: type, holder_frames: list,
+                 owner_frames: Callable[[], list], variable_frames: list,
+                 is_variable: Callable[[Any], bool] | None = None) -> None:
+        self.paths, self.parameter_cls = paths, parameter_cls
+        self._holder_frames, self._owner_frames, self._variable_frames = holder_frames, owner_frames, variable_frames
+        self._is_variable = is_variable
+        self.touched: list = []
+        """The function frames whose locals the look-ups read, in the order read (a source refreshes or empties
+        their snapshots: NOTE [leaf names])."""
+        self._holders: list | None = None
+        self._owners: list | None = None
+        self._variables: dict[int, str] | None = None
+
+    def name(self, variable: Any) -> str | None:
+        """The name the user knows leaf `variable` by from these frames, or None."""
+        if isinstance(variable, self.parameter_cls):
+            name = self.paths.name(variable, self._module_holders(), self._outermost)
+            if name is not None:
+                return name
+        if self._variables is None:
+            is_variable = self._is_variable
+            self._variables = {}
+            for name, value in bound_names(self._variable_frames, self.touched):
+                if is_variable is None or is_variable(value):
+                    self._variables.setdefault(id(value), name)
+        return self._variables.get(id(variable))
+
+    def _module_holders(self) -> list:
+        if self._holders is None:
+            self._holders = list(module_holders(bound_names(self._holder_frames, self.touched),
+                                                self.paths.module_cls))
+        return self._holders
+
+    def _outermost(self) -> list:
+        if self._owners is None:
+            self._owners = outermost_modules(self._owner_frames(), self.paths.module_cls, self.touched)
+        return self._owners
+
+
 class LeafNamer:
-    """Names the engine's leaves as NOTE [leaf names] says, when their AccumulateGrad is made; one per Recorder."""
+    """Names the engine's leaves as NOTE [leaf names] says; one per Recorder. `at_call` names them from a backward
+    call's frames, as the bridge does (the name a trace keeps); `name_of` when an AccumulateGrad is made (kept where
+    the call's frames give none: a leaf bound only in a function that has returned)."""
 
     def __init__(self) -> None:
         self._paths: ParameterPaths | None = None
         self._classes: tuple[Any, Any] | None = None
 
     def name_of(self, variable: Any) -> str | None:
-        """The name the user knows leaf `variable` by, or None."""
-        parameter_cls, call_code = self._engine_classes()
-        users: list[Any] = []  # the user's frames, innermost first
-        outside = 0  # users[outside:] are the frames outside every module's forward
-        touched: list[Any] = []  # function frames whose locals this look-up snapshot
-        f = sys._getframe(1)
+        """The name the user knows leaf `variable` by where it is being used now (its AccumulateGrad is made), or
+        None."""
+        users, outside = self._user_frames()
+        names = self._names(users, outside)
         try:
-            for _ in range(_MAX_FRAMES):
-                if f is None:
-                    break
-                code = f.f_code
-                if code is call_code:
-                    outside = len(users)
-                elif not is_agdb_code(code):
-                    users.append(f)
-                f = f.f_back
-            name = None
-            if isinstance(variable, parameter_cls):
-                paths, outer = self._paths, users[outside:]
-                assert paths is not None
-                holders = module_holders(bound_names(outer, touched), paths.module_cls)
-                name = paths.name(variable, holders, partial(outermost_modules, outer, paths.module_cls, touched))
-            return name or _variable_name(variable, users, touched)
+            return names.name(variable)
         finally:
-            _drop_snapshots(touched)
-            del f, users, touched
+            drop_snapshots(names.touched)
+
+    def at_call(self) -> CallNames:
+        """Leaf names from the frames of the backward call running now; the caller drops their snapshots
+        (`drop_snapshots(names.touched)`) once it has named its leaves."""
+        return self._names(*self._user_frames())
+
+    def _names(self, users: list, outside: int) -> CallNames:
+        parameter_cls, _ = self._engine_classes()
+        paths, outer = self._paths, users[outside:]
+        assert paths is not None
+        return CallNames(paths, parameter_cls, outer, lambda: outer, users)
+
+    def _user_frames(self) -> tuple[list, int]:
+        """The user's frames (not agdb's) from the caller's outwards, innermost first, and where those outside every
+        module's forward begin (the outermost Module.__call__)."""
+        _, call_code = self._engine_classes()
+        users: list[Any] = []
+        outside = 0
+        f = sys._getframe(2)
+        for _ in range(_MAX_FRAMES):
+            if f is None:
+                break
+            code = f.f_code
+            if code is call_code:
+                outside = len(users)
+            elif not is_agdb_code(code):
+                users.append(f)
+            f = f.f_back
+        return users, outside
 
     def _engine_classes(self) -> tuple[Any, Any]:
         if self._classes is None:
@@ -215,12 +286,7 @@ def bound_names(users: list, touched: list) -> Iterator[tuple[str, Any]]:
                     yield name, value
 
 
-def _variable_name(variable: Any, users: list, touched: list) -> str | None:
-    """The first name bound to `variable` (bound_names)."""
-    return next((name for name, value in bound_names(users, touched) if value is variable), None)
-
-
-def _drop_snapshots(frames: list) -> None:
+def drop_snapshots(frames: list) -> None:
     """Empty the locals snapshots this look-up made (NOTE [leaf names]), unless a tracer may be reading them."""
     if sys.gettrace() is not None or sys.getprofile() is not None:
         return

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from typing import Any, Callable
 
 import numpy as np
@@ -23,7 +24,7 @@ from agdb.tracer.recording import culprits
 from agdb.tracer.recording.builder import CHUNK, ROW, SMALL, Bump, NodeFacts, TraceBuilder, summary_of
 from agdb.tracer.recording.frames import columns as frame_columns
 from agdb.tracer.recording.frames import user_frame
-from agdb.tracer.recording.leaf_names import LeafNamer
+from agdb.tracer.recording.leaf_names import LeafNamer, drop_snapshots
 from agdb.tracer.store.schema import UINT64_MAX, WAKE_UP, Kind
 from agdb.tracer.store.trace import Trace
 
@@ -51,6 +52,7 @@ class Recorder:
         self._handle = None
         self._log_culprits = False
         self._namer = LeafNamer()
+        self._leaves: dict[int, Any] = {}  # uid -> weak ref to an AccumulateGrad with a leaf, while it lives
 
     # -- attaching -------------------------------------------------------------------------------------------
     def attach(self) -> Recorder:
@@ -133,16 +135,38 @@ class Recorder:
         return uid
 
     def _name_leaf(self, node: Any) -> None:
-        """Store the name of an AccumulateGrad's leaf, looked up once (NOTE [leaf names] in leaf_names)."""
+        """Store the name of an AccumulateGrad's leaf where it is made (NOTE [leaf names] in leaf_names); a backward
+        call that counts it names it again from its own frames (_name_leaves_at_call)."""
         variable = getattr(node, "variable", None)  # None: an Error node, which has seq_nr max too
         if variable is None:
             return
+        uid = node._uid
+        leaves = self._leaves
+        leaves[uid] = weakref.ref(node, lambda _, uid=uid: leaves.pop(uid, None))
         try:
             name = self._namer.name_of(variable)
         except Exception:  # a look-up must never break a recording: the leaf stays `leaf N`
             name = None
         if name:
-            self.builder.leaf_name(node._uid, name)
+            self.builder.leaf_name(uid, name)
+
+    def _name_leaves_at_call(self, counted: Any) -> None:
+        """Name the leaves of the AccumulateGrads a graph task counts from the backward call's frames, as the bridge
+        does (NOTE [leaf names]): one name for a leaf whichever source records it. Where the call's frames give none
+        (a leaf bound only in a function that has returned), the name it got where it was made stays."""
+        leaves = [(uid, n) for uid, ref in list(self._leaves.items()) if (n := ref()) is not None and n in counted]
+        if not leaves:
+            return
+        names = self._namer.at_call()
+        try:
+            for uid, node in leaves:
+                name = names.name(node.variable)
+                if name:
+                    self.builder.leaf_name(uid, name)
+        except Exception:  # a look-up must never break a recording: the names made with the nodes stay
+            pass
+        finally:
+            drop_snapshots(names.touched)
 
     def _summaries(self, tensors: Any) -> None:
         # Tuples, not lists: the gc stops tracking tuples of untracked objects, so a long recording does
@@ -210,6 +234,7 @@ class Recorder:
         for n, uid in zip(counted, uids, strict=True):
             if uid not in known:
                 self._register(n)
+        self._name_leaves_at_call(counted)
         deps = np.column_stack((np.array(uids, dtype=np.int64), np.fromiter(counted.values(), np.int64, len(uids))))
         self.builder.dependencies_computed(thread=self._thread(), graph_task=gt.id, min_topo_nr=min_topo_nr,
                                            dependencies=deps, pruned=tuple(self._register(n) for n in pruned))

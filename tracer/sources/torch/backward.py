@@ -47,14 +47,14 @@ class Backward:
         """One backward call, recorded (torch's own `_engine_run_backward` is `original`)."""
         self._forward.write_seen(state)
         local = self._local  # this thread's: leaves' variables, read if a new leaf needs them (LeafNames)
-        local.call_frame, local.variables, local.holders, local.owners = sys._getframe(1), None, None, None
+        local.call_frame, local.names = sys._getframe(1), None
         try:
             call = self._call(state, t_outputs, args, kwargs)
         except Exception as e:  # noqa: BLE001 - agdb's failure must not become the program's
             self.shared.failures.append(f"{type(e).__name__}: {e}")
             call = None
         finally:
-            local.call_frame = local.variables = local.holders = local.owners = None
+            local.call_frame = local.names = None
         if call is None:
             return original(t_outputs, *args, **kwargs)
         log = state.log

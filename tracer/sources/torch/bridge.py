@@ -113,15 +113,12 @@ class Bridge:
         return self.shared.b.num_events
 
     def finish(self, progress: Callable[[int, int], None] | None = None) -> Trace:
-        """Detach and freeze the trace; what the model found (divergences) and the leaves' parameter names go in
-        its meta, by node index."""
+        """Detach and freeze the trace; what the model found (divergences, by node index) goes in its meta."""
         self.detach()
         shared = self.shared
         raw = shared.raw
         index = {key: i for i, key in enumerate(sorted(set(raw.node_facts) | set(raw.bumps)))}
         trace = shared.b.finish(progress)
-        names = {str(index[k]): v for k, v in self.leaf_names.names.items() if k in index}
-        trace.meta["parameter_names"] = names
         if shared.failures:
             trace.meta["bridge_errors"] = shared.failures[:20]
         trace.meta["divergences"] = [by_row(d, index) for d in shared.divergences]

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import torch
 
-from agdb.tracer.recording.leaf_names import NAME_FRAMES, ParameterPaths, bound_names, module_holders, outermost_modules
+from agdb.tracer.recording.leaf_names import NAME_FRAMES, CallNames, ParameterPaths
 from agdb.tracer.sources.torch.state import BridgeState
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
@@ -72,53 +72,31 @@ def _hidden_name(op: str) -> str:
 
 # -- leaves ------------------------------------------------------------------------------------------------------
 class LeafNames:
-    """The names of the AccumulateGrads' leaves, looked up when a walk meets a new one (NOTE [leaf names] in
-    tracer/recording/leaf_names.py, the engine's rule); `names` goes in the trace's meta."""
+    """The names of the AccumulateGrads' leaves, looked up when a walk meets a new one from the frames of the
+    backward call (NOTE [leaf names] in tracer/recording/leaf_names.py: the engine's rule, and its CallNames) and
+    written through the builder, as the engine's Recorder writes them."""
 
     def __init__(self, shared: BridgeState) -> None:
         self.shared = shared
-        self._local = shared.local  # call_frame, variables, holders, owners: set by a backward call as it begins
-        self._paths = ParameterPaths(torch.nn.Module)  # NOTE [leaf names] in tracer/recording/leaf_names.py
-        self.names: dict[int, str] = {}  # AccumulateGrad key -> its leaf's name
+        self._local = shared.local  # call_frame, names: set by a backward call as it begins
+        self._paths = ParameterPaths(torch.nn.Module)
 
     def leaf_name(self, key: int, var: Any) -> None:
-        """Name AccumulateGrad `key`'s leaf (NOTE [leaf names] in tracer/recording/leaf_names.py, the engine's
-        rule): a parameter's path from a module the user's frames hold where the backward call was made, else its
-        path in the outermost module they hold, else the variable bound to the leaf there, else none."""
+        """Name AccumulateGrad `key`'s leaf from the frames of the backward call that met it, if they name it."""
         local = self._local
-        frame = getattr(local, "call_frame", None)
-        if isinstance(var, torch.nn.Parameter):
-            holders = getattr(local, "holders", None)
-            if holders is None:
-                read: list = []
-                holders = local.holders = list(module_holders(bound_names(user_frames(frame, is_library), read),
-                                                              torch.nn.Module))
-                self._read_locals(read)
-            name = self._paths.name(var, holders, self._owners)
-            if name is not None:
-                self.names[key] = name
-                return
-        variables = getattr(local, "variables", None)
-        if variables is None:
-            read = []
-            variables = local.variables = leaf_variables(frame, is_library, read)
-            self._read_locals(read)
-        name = variables.get(id(var))
-        if name is not None:
-            self.names[key] = name
-
-    def _owners(self) -> list:
-        """The outermost modules the user's frames hold at this backward call (NOTE [leaf names], rule 2), looked up
-        once a call: every frame out to the interpreter's is read."""
-        local = self._local
-        owners = getattr(local, "owners", None)
-        if owners is None:
-            read: list = []
+        names = getattr(local, "names", None)
+        if names is None:
             frame = getattr(local, "call_frame", None)
-            owners = local.owners = outermost_modules(user_frames(frame, is_library, most=sys.getrecursionlimit()),
-                                                      torch.nn.Module, read)
-            self._read_locals(read)
-        return owners
+            near = user_frames(frame, is_library)
+            names = local.names = CallNames(
+                self._paths, torch.nn.Parameter, near, lambda: user_frames(frame, is_library, sys.getrecursionlimit()),
+                near, is_variable=_is_leaf)
+        read = len(names.touched)
+        name = names.name(var)
+        if len(names.touched) > read:
+            self._read_locals(names.touched[read:])
+        if name is not None:
+            self.shared.b.leaf_name(key, name)
 
     def _read_locals(self, frames: list) -> None:
         """The bridge read these frames' locals, all of this thread (NOTE [stale locals] in lines.py): on the thread
@@ -130,6 +108,12 @@ class LeafNames:
             lines.touch(frames)
 
 
+def _is_leaf(v: Any) -> bool:
+    """A leaf tensor: what a variable may name besides a parameter. A view is never asked for its grad_fn (a stale
+    one would make a node: NOTE [line culprits]), and a leaf is no view."""
+    return isinstance(v, torch.Tensor) and v._base is None and v.requires_grad and v.grad_fn is None
+
+
 def user_frames(frame: Any, is_library: Callable[[str], bool], most: int = NAME_FRAMES) -> list:
     """The first `most` frames of the user's code from `frame` outwards (library frames skipped)."""
     users = []
@@ -139,18 +123,3 @@ def user_frames(frame: Any, is_library: Callable[[str], bool], most: int = NAME_
             users.append(f)
         f = f.f_back
     return users
-
-
-def leaf_variables(frame: Any, is_library: Callable[[str], bool], read: list) -> dict[int, str]:
-    """id(leaf tensor) -> the variable bound to it, for a leaf that is no module's parameter (`x`, `w`): the first
-    name bound_names gives it from the user's frames outward from `frame` (the engine's rule, NOTE [leaf names] in
-    tracer/recording/leaf_names.py), read once for all the leaves a walk meets. Read when a backward call begins, so a
-    leaf only a returned function's frame named has none. The ids hold while the frames hold the tensors: use the map
-    at once. The frames whose locals it read go into `read` (NOTE [stale locals])."""
-    names: dict[int, str] = {}
-    for name, v in bound_names(user_frames(frame, is_library), read):
-        # A view is never asked for its grad_fn (a stale one would make a node: NOTE [line culprits]), and a leaf
-        # is no view.
-        if isinstance(v, torch.Tensor) and v._base is None and v.requires_grad and v.grad_fn is None:
-            names.setdefault(id(v), name)
-    return names

@@ -86,7 +86,7 @@ class BridgeState:
         self.values = values  # summarise grads (False: shapes only, cheaper)
         self.defer = defer
         self.keys = itertools.count(1)  # node keys, one counter for every kind of node
-        self.local = threading.local()  # state; while a backward call begins: call_frame, variables, holders, owners
+        self.local = threading.local()  # state; while a backward call begins: call_frame, names
         self.states: list[ThreadState] = []
         self.lock = threading.Lock()
         # NOTE [seq keys]: seq_nr in the low bits, so that a dict of them spreads over its table (with the thread
