@@ -25,8 +25,8 @@ leaf only there, and the engine's Recorder names the leaves of each graph task i
 program recorded by either gets one name per leaf. The engine also names a leaf where its AccumulateGrad is made
 (from the op's frames), which stays where a call's frames give no name (a leaf bound only in a function that has
 returned: the bridge says `leaf N` there).
-Cost: one walk of the stack per AccumulateGrad made and per backward call, not per op; each module's parameters are mapped once (and again only
-when one of its Parameters is missing from the map), by weak reference.
+Cost: one walk of the stack per AccumulateGrad made and per backward call, not per op; each module's parameters are
+mapped once (and again only when one of its Parameters is missing from the map), by weak reference.
 Nothing is kept alive: modules and parameters are held weakly, frames are dropped before returning. Reading a
 function frame's locals makes Python (3.11, 3.12) snapshot them into a dict the frame holds until it next refreshes
 it or ends, which would keep values the program has since dropped alive; so the snapshots this look-up made are
