@@ -121,14 +121,14 @@ def export(trace: Trace, output: str, *, step: int | None = None, view: View = "
     if fmt == "json":  # a program lays it out: no limit on its size
         _write_atomically(output, json.dumps(to_json(model), ensure_ascii=False).encode("utf-8"))
         return done
+    if fmt != "dot" and model.num_boxes > MAX_BOXES and not force:  # refused before any text is made
+        raise ExportError(f"{model.num_boxes:,} boxes are too many for dot to lay out in reasonable time; draw "
+                          "fewer with --collapse (folds repeated blocks and linear chains) or --focus NODE "
+                          "--radius R, write .dot or .json instead, or add --force to try anyway")
     text = dot_text(model)
     if fmt == "dot":
         _write_atomically(output, text.encode("utf-8"))
         return done
-    if model.num_boxes > MAX_BOXES and not force:
-        raise ExportError(f"{model.num_boxes:,} boxes are too many for dot to lay out in reasonable time; draw "
-                          "fewer with --collapse (folds repeated blocks and linear chains) or --focus NODE "
-                          "--radius R, write .dot or .json instead, or add --force to try anyway")
     _write_atomically(output, render(text, fmt))
     return done
 

@@ -50,6 +50,7 @@ def test_a_step_with_a_queue_has_its_cluster_in_pop_order(small):
     (queue,) = [c for c in data["clusters"] if c["kind"] == "queue"]
     boxes = {b["id"]: b for b in data["boxes"]}
     assert [boxes[m]["node"] for m in queue["members"]] == [task.node for task in state.ready_queues[0].tasks]
+    assert [boxes[m]["nodes"] for m in queue["members"]] == [[task.node] for task in state.ready_queues[0].tasks]
     points = {a["from"]: a["to"] for a in data["arrows"] if a["kind"] == "points_at"}
     assert [points[m] for m in queue["members"]] == [f"n{task.node}" for task in state.ready_queues[0].tasks]
     assert {boxes[f"n{task.node}"]["state"] for task in state.ready_queues[0].tasks} == {"ready"}

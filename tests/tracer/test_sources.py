@@ -75,6 +75,9 @@ def test_unknown_source_and_options_are_refused():
         make_source("engnie")
     with pytest.raises(ValueError, match="takes no options, not values"):
         make_source("engine", values=False)
+    with pytest.raises(ValueError, match="go to make_source"):
+        with tracer.record(make_source("engine"), values=False):
+            pass
     if torch_source.available():
         with pytest.raises(ValueError, match="does not take these options"):
             make_source("torch", colour="red")

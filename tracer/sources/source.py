@@ -85,8 +85,12 @@ def record(source: SourceName | TraceSource = "engine", **options: Any) -> Itera
     """Record the block: `with tracer.record() as rec: ...` (agdb's engine), or `record("torch", culprits="mode")`
     (real PyTorch, the bridge's options). `rec.trace` holds the Trace once the block ends, however it ends.
 
-    `source` may also be a source already made (make_source, or one of a test's own), which is attached here.
+    `source` may also be a source already made (make_source, or one of a test's own), which is attached here; its
+    options were given when it was made, and any given here are refused.
     """
+    if not isinstance(source, str) and options:
+        raise ValueError(f"options ({', '.join(sorted(options))}) go to make_source, not to record() with a source "
+                         "already made")
     made = make_source(source, **options) if isinstance(source, str) else source
     recording = Recording(made)
     made.attach()

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from agdb.tracer.replay.node_states import STATES
-from agdb.tracer.views.model import EdgeBlock, GraphModel, NodeBlock, label_texts
+from agdb.tracer.views.model import GRAPH_KINDS, EdgeBlock, GraphModel, NodeBlock, label_texts
 
 SCHEMA = "agdb.graph/1"
 """Bumped when a field changes meaning or disappears; new fields may be added within a version."""
@@ -61,17 +61,20 @@ def _ids(block: NodeBlock) -> list[str]:
 
 
 def _members(model: GraphModel) -> list[list[int]]:
-    """Per model row, the trace nodes its box shows: the model's node_rows grouped, else the box's own node."""
+    """Per model row, the trace nodes its box shows: for the graph's boxes the model's node_rows grouped (a folded
+    box shows many), for any other box (a queue entry) and without node_rows the box's own node."""
     out: list[list[int]] = [[] for _ in range(model.num_rows)]
-    if model.node_rows is None:
-        for b, block in enumerate(model.nodes):
-            for i, node in enumerate(block.node.tolist()):
-                if node >= 0:
-                    out[int(model.starts[b]) + i].append(node)
-        return out
-    shown = np.flatnonzero(model.node_rows >= 0)
-    for node, row in zip(shown.tolist(), model.node_rows[shown].tolist(), strict=True):
-        out[row].append(node)
+    mapped = model.node_rows is not None
+    for b, block in enumerate(model.nodes):
+        if mapped and block.kind in GRAPH_KINDS:
+            continue
+        for i, node in enumerate(block.node.tolist()):
+            if node >= 0:
+                out[int(model.starts[b]) + i].append(node)
+    if mapped:
+        shown = np.flatnonzero(model.node_rows >= 0)
+        for node, row in zip(shown.tolist(), model.node_rows[shown].tolist(), strict=True):
+            out[row].append(node)
     return out
 
 
