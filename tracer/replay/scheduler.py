@@ -53,8 +53,8 @@ from itertools import chain, islice
 from operator import eq, lt
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
-INT_MAX = 2**31 - 1
-"""The depth a task takes once its graph task is gone."""
+from agdb.tracer.store.schema import INT_MAX, WAKE_UP_PRIORITY
+
 KIND_SHUTDOWN, KIND_WAKE_UP, KIND_NODE = 0, 1, 2
 """A key's first element: which kind of task it is (the smallest leaves first)."""
 
@@ -70,10 +70,6 @@ def node_key(depth: int, seq_nr: int) -> list[int]:
 def wake_up_key() -> list[int]:
     """The key of a wake-up task (no node): it leaves before every node task."""
     return [KIND_WAKE_UP, 0, 0]
-
-
-WAKE_UP_PRIORITY = (-1, -1)
-"""What `priority` gives a wake-up task, which has no depth or seq_nr: it leaves before every node task."""
 
 
 def priority(key: Sequence[int]) -> tuple[int, int]:

@@ -16,6 +16,10 @@ from typing import Literal
 
 UINT64_MAX = 2**64 - 1
 """The seq_nr of AccumulateGrad and Error nodes (PyTorch's UINT64_MAX): they take no number of their own."""
+INT_MAX = 2**31 - 1
+"""The reentrant depth a queued task takes once its graph task is gone (it is discarded when popped)."""
+WAKE_UP_PRIORITY = (-1, -1)
+"""The priority a wake-up task (no node) is given: it has no depth or seq_nr, and leaves before every node task."""
 
 
 def seq_code(seq: int) -> int:

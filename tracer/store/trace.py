@@ -13,7 +13,17 @@ import numpy as np
 from agdb.tracer.store import events as ev
 from agdb.tracer.store.indexes import TraceIndex
 from agdb.tracer.store.printable import printable
-from agdb.tracer.store.schema import HOOK_KINDS, SUMMARY_KINDS, WAKE_UP, Kind, Provenance, seq_decode, short_name
+from agdb.tracer.store.schema import (
+    HOOK_KINDS,
+    INT_MAX,
+    SUMMARY_KINDS,
+    WAKE_UP,
+    WAKE_UP_PRIORITY,
+    Kind,
+    Provenance,
+    seq_decode,
+    short_name,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,10 +318,10 @@ def _d_exec(t, step, thread, task, node, a, b):
 
 
 def push_priority(trace: Trace, push_step: int) -> tuple[int, int]:
-    """(reentrant depth, seq_nr) of the task pushed at `push_step`; (-1, -1) for a dummy task."""
+    """(reentrant depth, seq_nr) of the task pushed at `push_step`; WAKE_UP_PRIORITY for a wake-up task."""
     code = int(trace.columns["push_seq"][trace.rank(push_step, Kind.TASK_PUSHED)])
     if code == WAKE_UP:
-        return (-1, -1)
+        return WAKE_UP_PRIORITY
     return (trace.index.task_depths.get(int(trace.columns["ev_task"][push_step]), 0), seq_decode(code))
 
 
@@ -329,9 +339,9 @@ def _d_push(t, step, thread, task, node, a, b):
 def _d_pop(t, step, thread, task, node, a, b):
     n, name = _node_ref(t, node)
     pushed, stale = pop_origin(t, step)
-    priority = push_priority(t, pushed) if pushed >= 0 else (-1, -1)
+    priority = push_priority(t, pushed) if pushed >= 0 else WAKE_UP_PRIORITY
     if stale:
-        priority = (2**31 - 1, priority[1])
+        priority = (INT_MAX, priority[1])
     return ev.TaskPopped(step, thread, task, n, name, t.queues[a], priority, b, pushed, stale)
 
 

@@ -34,8 +34,7 @@ from typing import Literal
 
 import numpy as np
 
-from agdb.tracer.replay.scheduler import WAKE_UP_PRIORITY
-from agdb.tracer.store.schema import UINT64_MAX, short_name
+from agdb.tracer.store.schema import UINT64_MAX, WAKE_UP_PRIORITY, short_name
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.views.model import Ints, Piece, Texts
 

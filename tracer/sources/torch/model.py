@@ -22,7 +22,6 @@ from typing import Any, Callable, Sequence
 from agdb.tracer.replay import scheduler
 from agdb.tracer.replay.scheduler import ExecInfo, NodeTask, node_key
 
-UINT64_MAX = 2**64 - 1
 Capture = Callable[["GraphTaskModel", int, int], Any]
 """(graph task, node, result index) -> the captured grad, when the bridge knows it."""
 

@@ -12,10 +12,11 @@ from typing import Any
 import torch
 
 from agdb.tracer.sources.torch.forward import Forward
-from agdb.tracer.sources.torch.model import UINT64_MAX, first_difference
+from agdb.tracer.sources.torch.model import first_difference
 from agdb.tracer.sources.torch.state import BUMP, CALL, HOOK, NODE, POST, PRE, BridgeState, Call, ThreadState, gc_paused
 from agdb.tracer.sources.torch.walk import Walker
 from agdb.tracer.store.events import TensorSummary
+from agdb.tracer.store.schema import UINT64_MAX
 
 _ACC = "torch::autograd::AccumulateGrad"
 

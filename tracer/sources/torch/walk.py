@@ -23,9 +23,10 @@ from typing import Any
 from agdb.tracer.recording.builder import Bump, NodeFacts
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import LEAN, Hooks
-from agdb.tracer.sources.torch.model import UINT64_MAX, Graph
+from agdb.tracer.sources.torch.model import Graph
 from agdb.tracer.sources.torch.naming import LeafNames
 from agdb.tracer.sources.torch.state import NODE, BridgeState, ThreadState
+from agdb.tracer.store.schema import UINT64_MAX
 
 _new = tuple.__new__  # NodeFacts made without its class's Python-level __new__ (NOTE [builder fast path])
 _flat = itertools.chain.from_iterable
