@@ -19,9 +19,11 @@ err = Console(stderr=True, highlight=False)
 """agdb's notes and progress, on stderr (stdout carries what a command prints)."""
 
 
-def fail(message: str) -> None:
-    """One plain line on stderr: no markup (paths may hold brackets), no wrapping."""
+def fail(message: str) -> int:
+    """One plain line on stderr: no markup (paths may hold brackets), no wrapping; returns 1, the status a command
+    that failed exits with."""
     sys.stderr.write(f"agdb: {message}\n")
+    return 1
 
 
 def record_script(script: str, script_args: list[str], source: ScriptSource,

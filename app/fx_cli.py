@@ -14,7 +14,8 @@ import runpy
 import sys
 from typing import Any
 
-from .fx_common import HOW_TO_MARK, FxError, fail, marked, print_report, report_json
+from .commands import fail
+from .fx_common import HOW_TO_MARK, FxError, marked, print_report, report_json
 
 
 def register(sub: Any) -> None:

@@ -1,5 +1,5 @@
 """What `agdb fx` shares between agdb's engine (fx_cli.py) and real PyTorch (fx_torch.py): finding the target a
-script marks, one-line failures, and reporting a joint graph (text or JSON)."""
+script marks, and reporting a joint graph (text or JSON)."""
 from __future__ import annotations
 
 import os
@@ -15,11 +15,6 @@ HOW_TO_MARK = ("mark what to capture with a module-level `agdb_fx = (fn_or_modul
 
 class FxError(Exception):
     """What went wrong, said in one line for the user."""
-
-
-def fail(message: str) -> int:
-    sys.stderr.write(f"agdb: {message}\n")
-    return 1
 
 
 @contextmanager

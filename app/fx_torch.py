@@ -12,7 +12,8 @@ import json
 import sys
 from typing import Any
 
-from .fx_common import FxError, fail, marked, print_report, report_json
+from .commands import fail
+from .fx_common import FxError, marked, print_report, report_json
 
 
 def capture_script_torch(script: str, record: bool = False) -> tuple[Any, Any]:
