@@ -14,6 +14,7 @@ from rich.text import Text
 
 from agdb.tracer.recording import culprits as culprits_mod
 from agdb.tracer.replay.replay import Replay
+from agdb.tracer.replay.rows import state_before
 from agdb.tracer.replay.state_json import state_to_json
 from agdb.tracer.store.tracefile import TraceFormatError
 from agdb.tracer.views.labels import NodeLabels, shown_name
@@ -202,7 +203,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     with err.status(f"replaying to step {step:,}…"):
         replay = Replay(trace)
         state = replay.state_at(step)
-        before = replay.state_at(step - 1) if step and not args.json and state.graph_tasks else None
+        before = None if args.json else state_before(replay, state)
     if args.json:  # the names as recorded: JSON escapes control characters itself
         data = state_to_json(trace, state, limit=limit, node=node, label=NodeLabels(trace).label)
         print(json.dumps(data, indent=2))

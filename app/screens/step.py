@@ -19,6 +19,7 @@ from textual.worker import get_current_worker
 from agdb.tracer.replay import breakpoints as bp_mod
 from agdb.tracer.replay.node_states import STATES
 from agdb.tracer.replay.replay import EngineState, Replay
+from agdb.tracer.replay.rows import state_before
 from agdb.tracer.replay.search import find_nodes
 from agdb.tracer.store.schema import Kind
 from agdb.tracer.store.trace import Trace
@@ -211,17 +212,10 @@ class StepScreen(Screen[None]):
         selected = self.selected_node
         for panel_id, widget in self.panel_widgets.items():
             if BY_ID[panel_id].compares_steps:
-                widget.show_state(state, selected, before=self._state_before(state))
+                widget.show_state(state, selected, before=state_before(self.replay, state))
             else:
                 widget.show_state(state, selected)
         self.query_one(Timeline).show(state, self.labels)
-
-    def _state_before(self, state: EngineState) -> EngineState | None:
-        """The state a step before `state`'s, for the panels that mark what changed at the step; None at step 0,
-        and when no graph task runs (there is nothing to mark, so no seek is spent)."""
-        if state.step == 0 or not state.graph_tasks:
-            return None
-        return self.replay.state_at(state.step - 1)
 
     def watch_selected_node(self, node: int | None) -> None:
         for view in self.query(LazyList):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agdb.tracer.replay.replay import Replay
 from agdb.tracer.replay.state import EngineState, ReadyTask
 from agdb.tracer.store.trace import Trace
 
@@ -43,6 +44,14 @@ class DependencyRow:
     count: int
     is_changed: bool
     filled: tuple[bool, ...] | None  # its input buffer's slots (True: a grad is in), None: not waiting
+
+
+def state_before(replay: Replay, state: EngineState) -> EngineState | None:
+    """The state a step before `state`'s, which DependencyRows compares against to mark what changed; None at step 0,
+    and when no graph task runs (nothing to mark: no seek is spent)."""
+    if state.step == 0 or not state.graph_tasks:
+        return None
+    return replay.state_at(state.step - 1)
 
 
 class DependencyRows:

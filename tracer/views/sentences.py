@@ -14,7 +14,7 @@ def _name(event, labels: NodeLabels, width: Width = "list") -> str:
     if node is not None and node >= 0:
         return labels.label(node, width)
     name = getattr(event, "node_name", "") or getattr(event, "name", "")
-    return shown_name(name) if name else "a wake-up task"
+    return shown_name(name) if name else labels.task(None)
 
 
 def _task(event) -> str:
