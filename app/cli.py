@@ -157,14 +157,6 @@ def _torch_flags(parser: argparse.ArgumentParser) -> None:
     torch_cli.add_torch_flag(which)
 
 
-
-
-
-
-
-
-
-
 def _cmd_record(args: argparse.Namespace) -> int:
     if args.output is None:
         args.output = Path(args.script).stem + ".agdb"
@@ -172,12 +164,8 @@ def _cmd_record(args: argparse.Namespace) -> int:
     if output is None or not compiles(args.script):
         return 1
     run = record_script(args.script, args.script_args, args.source,
-                  on_os_exit=lambda run: save_run(run, output, args.output))
+                        on_os_exit=lambda run: save_run(run, output, args.output))
     return save_run(run, output, args.output)
-
-
-
-
 
 
 def _cmd_show(args: argparse.Namespace) -> int:

@@ -50,8 +50,6 @@ def register(sub: Any) -> None:
     cp.set_defaults(func=cmd_check_pass)
 
 
-
-
 def capture_script(script: str, python_op: bool = False, record: bool = False) -> tuple[Any, Any]:
     """Run `script` on agdb's engine, find its `agdb_fx` mark and capture it; returns (graph, trace or None).
 
@@ -82,12 +80,6 @@ def _capture_engine(script: str, target: Any, args: tuple, python_op: bool, reco
         return capture_joint(target, *args, custom_functions=mode), None
     except Exception as e:  # noqa: BLE001 - the user's code ran inside the capture
         raise FxError(f"capturing {script}'s agdb_fx raised {type(e).__name__}: {e}") from None
-
-
-
-
-
-
 
 
 def cmd_fx(args: argparse.Namespace) -> int:

@@ -73,7 +73,6 @@ class ScriptRun:
     trace: Any
     error: BaseException | None
     error_text: str
-    as_torch: bool = False  # whether `import torch` got agdb's engine
     note: str = ""  # what the user should know about an empty recording, and what to do
     exit_status: int = 0  # the status `python SCRIPT` would have ended with
     read_stdin: bool = False  # the script read its stdin, and was given none (no_stdin)
@@ -165,7 +164,7 @@ class _Run:
         def finished(error: BaseException | None, error_text: str) -> ScriptRun:
             trace = recording.finish()
             note = REAL_TORCH_NOTE if wants_torch and not as_torch and len(trace) == 0 else ""
-            return ScriptRun(trace, error, error_text, as_torch, note, exit_status(error),
+            return ScriptRun(trace, error, error_text, note, exit_status(error),
                              stdin is not None and stdin.was_read, output.text() if output is not None else "")
 
         os._exit = _os_exit_for(os.getpid(), saved_exit, self.on_os_exit, restore, finished, state)

@@ -8,7 +8,6 @@ from textual.message import Message
 
 from agdb.tracer.recording.culprits import Culprit, TraceCulprits
 from agdb.tracer.replay.replay import EngineState
-from agdb.tracer.replay.rows import culprit_count
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.views.labels import shown_name
 
@@ -32,7 +31,7 @@ class CulpritsView(LazyList):
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Show the culprits that happened by the state's step."""
-        count = culprit_count(state)
+        count = state.culprits  # the seq_nr increments up to the step: TraceCulprits' first ones
         if count == self.shown and count:
             return  # nothing new: no repaint
         self.shown = count

@@ -10,7 +10,7 @@ import pytest
 
 from agdb.tracer.recording.builder import TraceBuilder
 from agdb.tracer.replay.replay import Replay
-from agdb.tracer.replay.rows import DependencyRows, culprit_count, pruning_rows, ready_queue_rows
+from agdb.tracer.replay.rows import DependencyRows, pruning_rows, ready_queue_rows
 from agdb.tracer.store.schema import UINT64_MAX
 from agdb.tracer.views.panel_text import queue_note, slots_text
 
@@ -163,8 +163,3 @@ def test_pruning_rows_while_running_and_after(built):
         (2, ((n[ACC], 0),), (), steps["second done"])
     assert pruning_rows(trace, _state(built, "first done")[0]) == ()
 
-
-def test_culprits_so_far_are_the_state_s(built):
-    """The culprits panel shows as many rows as seq_nrs were taken by the step (none in this trace)."""
-    state, _ = _state(built, "first done")
-    assert culprit_count(state) == state.culprits == 0

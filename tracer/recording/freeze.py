@@ -123,7 +123,6 @@ class Snapshot:
         return table[keep], dense[keep]
 
 
-
 def compact(values: Any, dtype: Any = None) -> np.ndarray:
     """An integer column in the smallest dtype that holds it (keeps traces small on disk)."""
     arr = np.asarray(values, dtype=dtype or np.int64)

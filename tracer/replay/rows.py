@@ -186,12 +186,7 @@ def _pruning_tasks(trace: Trace) -> tuple[list[int], list[int]]:
     return trace.index.memo("replay.rows.pruning_tasks", compute)
 
 
-# -- culprits and forward ops ---------------------------------------------------------------------------------
-def culprit_count(state: EngineState) -> int:
-    """How many rows the culprits panel shows: the seq_nr increments up to the step (TraceCulprits' first ones)."""
-    return state.culprits
-
-
+# -- forward ops ----------------------------------------------------------------------------------------------
 def forward_rows_made(made_steps: np.ndarray, state: EngineState) -> int:
     """How many of the forward ops (rows in the order they were made: `made_steps` ascending) were made by the
     step; the later ones are dimmed."""
