@@ -24,10 +24,10 @@ def capture_script_torch(script: str, record: bool = False) -> tuple[Any, Any]:
         FxError: torch is missing; the script is missing, raised, or marks nothing usable; torch could not trace
             the target, or made no graph with seq_nr.
     """
-    from agdb.tracer.sources import torch as torch_bridge
+    from agdb.tracer.sources import torch as torch_source
 
-    if not torch_bridge.available():
-        raise FxError(f"agdb fx --torch runs real PyTorch, which is not installed. {torch_bridge.INSTALL_HINT}")
+    if not torch_source.available():
+        raise FxError(f"agdb fx --torch runs real PyTorch, which is not installed. {torch_source.INSTALL_HINT}")
     from agdb.tracer.sources.torch import fx as torch_fx
 
     with marked(script) as (target, args):

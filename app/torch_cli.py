@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any
 
-from agdb.tracer.sources import torch as torch_bridge
+from agdb.tracer.sources import torch as torch_source
 
 from .commands import fail, load_trace, output_file, record_script, save_run
 from .run_script import ScriptSource
@@ -24,8 +24,8 @@ class _NeedsTorch(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        if not torch_bridge.available():
-            parser.error(f"{option_string} runs real PyTorch, which is not installed. {torch_bridge.INSTALL_HINT}")
+        if not torch_source.available():
+            parser.error(f"{option_string} runs real PyTorch, which is not installed. {torch_source.INSTALL_HINT}")
         setattr(namespace, self.dest, TORCH)
 
 
@@ -62,8 +62,8 @@ def add_commands(sub: Any) -> None:
 
 
 def _cmd_torch(args: argparse.Namespace) -> int:
-    if not torch_bridge.available():
-        fail(f"agdb torch runs real PyTorch, which is not installed. {torch_bridge.INSTALL_HINT}")
+    if not torch_source.available():
+        fail(f"agdb torch runs real PyTorch, which is not installed. {torch_source.INSTALL_HINT}")
         return 1
     output = output_file(args.output)
     if output is None:
@@ -71,10 +71,10 @@ def _cmd_torch(args: argparse.Namespace) -> int:
     run = record_script(args.script, args.script_args, ScriptSource("torch", single_threaded=args.single_threaded),
                         on_os_exit=lambda run: save_run(run, output, args.output))
     status = save_run(run, output, args.output)
-    witness = torch_bridge.witness_text(run.trace)
+    witness = torch_source.witness_text(run.trace)
     if witness:
         sys.stderr.write(f"agdb: {witness}\n")
-    diverged = torch_bridge.divergence_text(run.trace)
+    diverged = torch_source.divergence_text(run.trace)
     if diverged:
         sys.stderr.write("agdb: agdb's model of the engine, torch's witnesses and the observed order disagree "
                          "(docs/torch-bridge.md):\n"
