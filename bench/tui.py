@@ -78,7 +78,7 @@ Two ways to drive the app are timed, side by side:
    the backward costs once its indexes exist). All come before the graph panel's layout worker starts (it
    waits for a pause): the panel says it is laying out. Last, on one more fresh app: 20 ``n`` keys in a row
    right after the first paint (target: their p95 within one frame, 22 ms: a step costs what the screen shows,
-   not what the graph task counts, NOTE [counts at a step] in tracer/store/indexes.py and NOTE [stepping the states]
+   not what the graph task counts, NOTE [counts at a step] in tracer/store/tasks.py and NOTE [stepping the states]
    in tracer/replay/node_states.py), then, once the graph panel has drawn its (folded) layout, 20 more (same target).
 
 One repeat times every measurement once, in both ways, interleaved, so that the machine's load hits them

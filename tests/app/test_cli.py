@@ -1,6 +1,6 @@
 """`agdb record / show / culprits` end to end on small scripts, `--as-torch`, and the agdb.state/1 JSON.
 
-Every command runs through `app.cli.main(argv)` in a fresh thread, so the recorded script starts with a
+Every command runs through `agdb.app.cli.main(argv)` in a fresh thread, so the recorded script starts with a
 sequence counter of 0 and an empty ready queue; expected values are worked out by hand from
 docs/engine-semantics.md (§15 A for the diamond's order, §6.1 for priorities, §3.4 for dependency counts).
 """

@@ -1,6 +1,6 @@
 """How `agdb record`, `culprits`, `show` and `tui` behave when the script, the output or the reader misbehaves.
 
-Every case runs the real command: `app.cli.main` in a fresh thread, or `python -m agdb` in a subprocess
+Every case runs the real command: `agdb.app.cli.main` in a fresh thread, or `python -m agdb` in a subprocess
 where the case ends or moves the process (os.chdir, os._exit, a closed pipe, a terminal). Expected values
 come from the scripts themselves (what they record, the status they exit with) and from Unix conventions
 (a tool whose reader went away ends with 128 + SIGPIPE, quietly).
@@ -43,7 +43,7 @@ def _script(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def _cli(*argv, cwd, stdout=subprocess.PIPE, timeout=60) -> subprocess.CompletedProcess:
-    """`python -m app.cli ARGV` in a subprocess, with this checkout first on the path."""
+    """`python -m agdb ARGV` in a subprocess (agdb as installed in this interpreter)."""
     env = {**os.environ, "COLUMNS": "200"}
     return subprocess.run([sys.executable, "-m", "agdb", *map(str, argv)], cwd=cwd, env=env, stdout=stdout,
                           stderr=subprocess.PIPE, text=True, timeout=timeout)

@@ -1,6 +1,6 @@
 """Reading a step's state a screenful at a time against making it whole: NodeStates.fill, which sets only the nodes
 a short move can change (NOTE [stepping the states] in tracer/replay/node_states.py), against NodeStates.at, which sets
-every node; and a graph task's counts read by rows and by node (NOTE [counts at a step] in tracer/store/indexes.py)
+every node; and a graph task's counts read by rows and by node (NOTE [counts at a step] in tracer/store/tasks.py)
 against its whole dependency arrays."""
 from __future__ import annotations
 

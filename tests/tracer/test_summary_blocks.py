@@ -1,4 +1,4 @@
-"""_freeze.summary_block (small arrays summarised a block at a time, NOTE [frozen chunks] in tracer/recording/builder.py)
+"""recording/freeze.py's summary_block (small arrays summarised a block at a time, NOTE [frozen chunks] in tracer/recording/builder.py)
 against summarising each tensor on its own, over every layout builder.summaries holds."""
 from __future__ import annotations
 

@@ -8,8 +8,9 @@ difference:
 - seq_nr assignment: how many numbers each thread took, and where one run took more (a shift: "B took one
   more seq_nr at model.py:12, so every later seq_nr is one higher");
 - culprit lines: the line blamed for each relative seq_nr (by line number and source text: _line_key);
-- graph edges: each node's next edges (children by relative seq_nr; an AccumulateGrad by its name only, since
-  engine and bridge name parameters differently), for the nodes whose edges both traces have (a bridge knows a
+- graph edges: each node's next edges (children by relative seq_nr; an AccumulateGrad by its name only, not its
+  leaf's: a leaf bound only in a function that returned before the backward call has a name on the engine and
+  none on the bridge, NOTE [leaf names]), for the nodes whose edges both traces have (a bridge knows a
   node's edges once a backward's walk met it), and how many distinct AccumulateGrads ran in each;
 - execution order: the nodes the backward calls ran, in order (name and relative seq_nr; name only once the
   assignment differs).

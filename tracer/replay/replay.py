@@ -1,7 +1,7 @@
 """Replay: the engine's state at any step of a trace, as a frozen EngineState.
 
-Never imports the engine, textual or rich. The state types are in `replay_state`, the trace's indexes this
-reads in `indexes`.
+Never imports the engine, textual or rich. The state types are in `replay/state.py`, the trace's indexes this
+reads in `store/indexes.py` and `store/tasks.py`, the queue's rules in `replay/scheduler.py`.
 
 NOTE [replaying a trace]
 Most of the state is a pure function of event prefixes, computed from index arrays built once per trace:
@@ -191,7 +191,7 @@ class Replay:
         for tid in live:
             t = tasks[tid]
             done = int(np.searchsorted(t.dec_steps, step, side="right"))
-            counts = TaskCounts(t, done)  # read lazily: NOTE [counts at a step] in indexes
+            counts = TaskCounts(t, done)  # read lazily: NOTE [counts at a step] in store/tasks.py
             waiting_nodes = read_only(t.buf_nodes[t.buffers.open_at(step)])
             out.append(GraphTaskState(tid, t.depth, t.min_topo, counts, waiting_nodes,
                                       self._slot_reader(tid, step), t.pruned, t.needed, t.captured))

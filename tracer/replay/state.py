@@ -90,7 +90,7 @@ class QueueState:
 class GraphTaskState:
     """A graph task still running: remaining counts, waiting buffers, pruning and exec_info.
 
-    The counts are read through `counts` (tracer.store.indexes.TaskCounts): a view reads the few it shows (NOTE [counts
+    The counts are read through `counts` (tracer.store.tasks.TaskCounts): a view reads the few it shows (NOTE [counts
     at a step] in indexes), and the whole arrays are made only when asked for.
     """
 
