@@ -13,43 +13,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agdb import engine as torch
 from agdb import tracer
 from agdb.tracer.recording import culprits
 from agdb.tracer.replay.replay import Replay
 from agdb.tracer.store.events import TaskPushed
+from agdb.tracer.views.labels import NodeLabels, priority_text, shown_name
 
-
-class Cube(torch.autograd.Function):
-    """x**3, whose backward asks the engine for d(x**3)/dx with a nested (reentrant) backward."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        with torch.enable_grad():
-            inner = x.detach().requires_grad_()
-            (inner * inner * inner).sum().backward()  # reentrant: runs inside this node
-        return grad * inner.grad
-
-
-def example() -> None:
-    """The program the demo records."""
-    x = torch.tensor([1.0, 2.0], requires_grad=True)
-    w = torch.tensor([0.5, -1.0], requires_grad=True)
-    y = x.exp()
-    y.register_hook(lambda g: g * 2)                   # a tensor hook on the diamond's top
-    z = (y.sin() * w + y.cos()).sum()                  # the diamond: y feeds sin and cos
-    z.backward(retain_graph=True)
-    torch.autograd.backward([(x * 2).sum(), (w * w).sum()])   # two roots
-    h = x * w
-    u = h.sum() + w.exp().sum()
-    u.backward(inputs=[h])     # exec_info runs only the path to h; topological_nr prunes what lies below it
-    Cube.apply(x).sum().backward()                     # custom Function + reentrant backward
+from .demo_program import example
 
 
 def record_example() -> tracer.Trace:
@@ -69,9 +39,6 @@ def record_example() -> tracer.Trace:
 
 def main() -> None:
     """Record the example and print culprits, execution order and one ready queue."""
-    # Imported here, not above: the example's lines stay where the snapshots pin them.
-    from agdb.tracer.views.labels import NodeLabels, priority_text, shown_name
-
     out = Console()
     trace = record_example()
     table = Table(title="who bumped seq_nr", title_justify="left")

@@ -136,7 +136,7 @@ def test_export_json_writes_the_graph_model(demo_file, tmp_path, capsys):
     nodes = {b["node"]: b for b in data["boxes"] if b["kind"] == "node"}
     assert set(nodes) == set(range(trace.num_nodes))
     cos = next(i for i in range(trace.num_nodes) if trace.node(i).name == "CosBackward0")
-    assert nodes[cos]["label"][0] == "CosBackward0 seq 3"  # the demo's fourth op (app/demo.py)
+    assert nodes[cos]["label"][0] == "CosBackward0 seq 3"  # the demo's fourth op (app/demo_program.py)
     named = tmp_path / "graph.txt"
     assert agdb(["export", demo_file, "-o", str(named), "--format", "json", "--step", "28"], capsys)[0] == 0
     assert json.loads(named.read_text()) == data

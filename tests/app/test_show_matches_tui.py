@@ -1,6 +1,6 @@
 """`agdb show --step N` prints the rows the TUI's panels show at step N (tracer/replay/rows.py): the ready queues,
 the dependencies and input buffers (with the counts that changed at the step), and the pruning; on the demo
-trace (app/demo.py), at steps where each panel has something to say."""
+trace (app/demo.py, the program in app/demo_program.py), at steps where each panel has something to say."""
 from __future__ import annotations
 
 import pytest

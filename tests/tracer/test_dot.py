@@ -18,7 +18,7 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from agdb import engine as torch
 from agdb import tracer
-from agdb.app import demo as app_demo
+from agdb.app import demo_program as app_demo
 from agdb.app.demo import record_example
 from agdb.tracer.replay.replay import Replay
 from agdb.tracer.store import events as ev
