@@ -199,34 +199,23 @@ def _on_big_stack(run: _Run, on_script_end: Callable[[], None] | None) -> Script
     so stopping a recording works as it does on agdb's engine.
     """
     ended = threading.Event()
-    box: dict[str, Any] = {}
+    ident: list[int] = []
 
-    def body() -> None:
-        box["ident"] = threading.get_ident()
+    def body() -> ScriptRun:
+        ident.append(threading.get_ident())
         try:
-            box["run"] = run(ended.set)
-        except BaseException as e:  # noqa: BLE001 - handed back to the caller's thread
-            box["error"] = e
+            return run(ended.set)
         finally:
             ended.set()
 
-    old = threading.stack_size()
-    threading.stack_size(torch_source.BIG_STACK)
-    try:
-        # Named MainThread, as under `python SCRIPT` (NOTE [the script's thread] in app/app.py): the trace and
-        # `agdb culprits` name the thread, and the script may read threading.current_thread().name.
-        thread = threading.Thread(target=body, name="MainThread", daemon=True)
-        thread.start()
-    finally:
-        threading.stack_size(old)
-    _wait(thread, ended, box, on_script_end)
-    if "error" in box:
-        raise box["error"]
-    return box["run"]
+    # Named MainThread, as under `python SCRIPT` (NOTE [the script's thread] in app/app.py): the trace and
+    # `agdb culprits` name the thread, and the script may read threading.current_thread().name.
+    return torch_source.run_with_big_stack(body, name="MainThread", daemon=True,
+                                           wait=lambda thread: _wait(thread, ended, ident, on_script_end))
 
 
-def _wait(thread: threading.Thread, ended: threading.Event, box: dict, on_script_end: Callable[[], None] | None
-          ) -> None:
+def _wait(thread: threading.Thread, ended: threading.Event, ident: list[int],
+          on_script_end: Callable[[], None] | None) -> None:
     """Join the script's thread, passing any interrupt this thread gets on to it."""
     told = False
     while thread.is_alive():
@@ -237,8 +226,8 @@ def _wait(thread: threading.Thread, ended: threading.Event, box: dict, on_script
                     on_script_end()
             thread.join(0.1)
         except KeyboardInterrupt:
-            if not ended.is_set() and "ident" in box:
-                interrupt(box["ident"])
+            if not ended.is_set() and ident:
+                interrupt(ident[0])
     if not told and on_script_end is not None:
         on_script_end()
 

@@ -34,8 +34,13 @@ def available() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def run_with_big_stack(fn: Callable[[], T], stack_size: int = BIG_STACK, name: str = "agdb-torch") -> T:
-    """Run `fn` in a fresh thread with a `stack_size` stack, and return what it returns (or raise what it raised)."""
+def run_with_big_stack(fn: Callable[[], T], stack_size: int = BIG_STACK, name: str = "agdb-torch",
+                       daemon: bool = False, wait: Callable[[threading.Thread], None] | None = None) -> T:
+    """Run `fn` in a fresh thread with a `stack_size` stack, and return what it returns (or raise what it raised).
+
+    `wait(thread)` waits for the thread to end (default: join it); agdb's script runner passes one that hands an
+    interrupt on to the script (app/run_script.py).
+    """
     result: dict[str, Any] = {}
 
     def run() -> None:
@@ -47,11 +52,11 @@ def run_with_big_stack(fn: Callable[[], T], stack_size: int = BIG_STACK, name: s
     old = threading.stack_size()
     threading.stack_size(stack_size)
     try:
-        thread = threading.Thread(target=run, name=name)
+        thread = threading.Thread(target=run, name=name, daemon=daemon)
         thread.start()
     finally:
         threading.stack_size(old)
-    thread.join()
+    (wait or threading.Thread.join)(thread)
     if "error" in result:
         raise result["error"]
     return result["value"]
