@@ -142,7 +142,8 @@ class CallNames:
 
     def name(self, variable: Any) -> str | None:
         """The name the user knows leaf `variable` by from these frames, or None."""
-        if isinstance(variable, self.parameter_cls):
+        # issubclass of the type, not isinstance: torch's Parameter has an __instancecheck__ in Python (~2 µs a leaf)
+        if issubclass(type(variable), self.parameter_cls):
             name = self.paths.name(variable, self._module_holders(), self._outermost)
             if name is not None:
                 return name
