@@ -90,6 +90,12 @@ def test_record_writes_script_agdb_by_default(tmp_path, capsys, monkeypatch):
     assert "wrote model.agdb" in err and len(load(tmp_path / "model.agdb")) > 0
 
 
+def _sigint_as_at_a_terminal() -> None:
+    """In the child before it runs: SIGINT back to its default disposition. A suite started in the background by a
+    shell (`make test &`) inherits SIGINT ignored, and a Python started with it ignored keeps ignoring it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_record_keeps_the_events(tmp_path):
     """SIGINT while `agdb record` runs an endless script: "interrupted: kept N events", the trace of N events is
     saved, status 130; no "the script raised", no traceback."""
@@ -100,7 +106,8 @@ def test_ctrl_c_during_record_keeps_the_events(tmp_path):
     out = tmp_path / "loop.agdb"
     env = dict(os.environ)
     proc = subprocess.Popen([sys.executable, "-m", "agdb", "record", str(script), "-o", str(out), "--",
-                             str(started)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             str(started)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=_sigint_as_at_a_terminal)
     try:
         deadline = time.monotonic() + 60
         while not started.exists():  # the script is running: it has made its marker
