@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -21,13 +22,16 @@ from agdb.tracer.views.labels import NodeLabels, shown_name
 
 from . import fx_cli, torch_cli
 from .commands import compiles, err, fail, load_trace, output_file, record_script, save_run
+from .main_stack import ensure_big_stack
 from .run_script import DEFAULT_SOURCE, ScriptSource
 from .show import DEFAULT_LIMIT, StdoutConsole, print_step, short
+from .signals import ScriptSignals, end_by
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `agdb` command."""
     parser = _parser()
+    is_command = argv is None  # the `agdb` process itself, not a call from Python (a test's)
     # agdb's options may sit before or after SCRIPT; what agdb does not know goes to the script, and so
     # does everything after the first `--`, untouched.
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -43,6 +47,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
+    if is_command and _records_real_torch(args):
+        note = ensure_big_stack()  # NOTE [the main thread's stack]; may execute agdb again
+        if note:
+            fail(note)
+    with ScriptSignals() as signals:
+        args.signals = signals
+        status = _run(args)
+        signum = -status if status < 0 else signals.held
+    if signum:  # NOTE [signals and the script]: a signal ended the run; end as python killed by it would
+        return end_by(signum) if is_command else 128 + signum
+    return status
+
+
+def _records_real_torch(args: argparse.Namespace) -> bool:
+    """Whether the command runs a script on real PyTorch on this (the main) thread."""
+    source = getattr(args, "source", None)
+    return args.func is torch_cli.cmd_torch or (args.func in (_cmd_record, _cmd_culprits)
+                                                and getattr(source, "name", "") == "torch")
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the command; a failure the user can cause is one line, and the status is negative for a signal."""
     try:
         return args.func(args)
     except BrokenPipeError:
@@ -55,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         fail("interrupted")
-        return 130
+        return -signal.SIGINT
 
 
 def _stdout_closed() -> int:
@@ -163,7 +189,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     output = output_file(args.output)
     if output is None or not compiles(args.script):
         return 1
-    run = record_script(args.script, args.script_args, args.source,
+    run = record_script(args.script, args.script_args, args.source, args.signals,
                         on_os_exit=lambda run: save_run(run, output, args.output))
     return save_run(run, output, args.output)
 
@@ -219,7 +245,8 @@ def _cmd_culprits(args: argparse.Namespace) -> int:
 
     if not compiles(args.script):
         return 1
-    return _culprits_of_run(record_script(args.script, args.script_args, args.source, on_os_exit=os_exit), args)
+    return _culprits_of_run(record_script(args.script, args.script_args, args.source, args.signals,
+                                          on_os_exit=os_exit), args)
 
 
 def _culprits_of_run(run, args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from agdb.tracer.store.trace import Trace
 from agdb.tracer.store.tracefile import load, save
 
 from .run_script import OsExitCalled, ScriptRun, ScriptSource, run_recorded, syntax_error
+from .signals import ScriptSignals, Terminated
 
 err = Console(stderr=True, highlight=False)
 """agdb's notes and progress, on stderr (stdout carries what a command prints)."""
@@ -26,9 +27,13 @@ def fail(message: str) -> int:
     return 1
 
 
-def record_script(script: str, script_args: list[str], source: ScriptSource,
+def record_script(script: str, script_args: list[str], source: ScriptSource, signals: ScriptSignals,
                   on_os_exit: Callable[[ScriptRun], int] | None = None) -> ScriptRun:
-    """Run and record `script`, telling how it ended; `on_os_exit(run)` saves and exits if it calls os._exit."""
+    """Run and record `script`, telling how it ended; `on_os_exit(run)` saves and exits if it calls os._exit.
+
+    `signals` (the command's, from main) is armed here and stays armed until the command ends, so that a signal
+    stops the script and one after it waits for the trace to be saved (NOTE [signals and the script])."""
+    signals.arm()
     with err.status("recording…") as status:
         def os_exit(run: ScriptRun) -> int:
             status.stop()
@@ -37,7 +42,8 @@ def record_script(script: str, script_args: list[str], source: ScriptSource,
 
         run = run_recorded(script, script_args, source,
                            on_progress=lambda n: status.update(f"recording… {n:,} events"),
-                           on_os_exit=os_exit if on_os_exit is not None else None)
+                           on_os_exit=os_exit if on_os_exit is not None else None,
+                           on_script_start=signals.script_started, on_script_end=signals.script_ended)
     report(run)
     return run
 
@@ -46,6 +52,8 @@ def report(run: ScriptRun) -> None:
     """Say on stderr how the script ended, when it did not end well, and why nothing was recorded."""
     if isinstance(run.error, KeyboardInterrupt):
         fail(f"interrupted: kept {len(run.trace):,} events")
+    elif isinstance(run.error, Terminated):
+        fail(f"{run.error}: kept {len(run.trace):,} events")
     elif isinstance(run.error, (SystemExit, OsExitCalled)):
         fail(f"{run.error_text} (what it recorded is kept)")
     elif run.error is not None:

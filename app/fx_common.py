@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from .run_script import OsExitCalled
+
 HOW_TO_MARK = ("mark what to capture with a module-level `agdb_fx = (fn_or_module, (arg, ...))` in the script, "
                "or a function `def agdb_fx(): return fn_or_module, (arg, ...)` (docs/fx.md)")
 
@@ -32,9 +34,11 @@ def marked(script: str) -> Iterator[tuple[Any, tuple]]:
     sys.path.insert(0, folder)
     try:
         try:
-            scope = runpy.run_path(str(path), run_name="__agdb_fx__")
+            scope = _run_stopping_at_os_exit(path)
         except SystemExit:
             raise FxError(f"{script} called sys.exit before agdb could capture it") from None
+        except OsExitCalled as e:
+            raise FxError(f"{script} called os._exit({e.status}) before agdb could capture it") from None
         except Exception as e:  # noqa: BLE001 - the user's script: say what it raised, in one line
             raise FxError(f"{script} raised {type(e).__name__}: {e}") from None
         mark = scope.get("agdb_fx")
@@ -51,6 +55,23 @@ def marked(script: str) -> Iterator[tuple[Any, tuple]]:
         yield target, args if isinstance(args, tuple) else (args,)
     finally:
         sys.path.remove(folder)
+
+
+def _run_stopping_at_os_exit(path: Path) -> dict[str, Any]:
+    """Run the script; its os._exit raises OsExitCalled instead of ending agdb without a word (a forked child's
+    exits)."""
+    real_exit, pid = os._exit, os.getpid()
+
+    def os_exit(status: int) -> Any:
+        if os.getpid() != pid:
+            return real_exit(status)
+        raise OsExitCalled(status)
+
+    os._exit = os_exit
+    try:
+        return runpy.run_path(str(path), run_name="__agdb_fx__")
+    finally:
+        os._exit = real_exit
 
 
 def report_json(graph: Any) -> dict:

@@ -12,6 +12,12 @@ child's `os._exit` goes straight through. A crash of the interpreter itself (a s
 loses the recording; a child process would survive those, but then every event would have to cross a
 pipe as it happens, for a failure that Python code cannot cause.
 
+The script runs on the thread that calls `run_recorded`: for the commands, the main thread, so that signals,
+`signal.signal` and the script's non-daemon threads behave as under `python` (NOTE [signals and the script] in
+signals.py; NOTE [the main thread's stack] in main_stack.py says how real torch gets a big enough stack there).
+Once its code returns, agdb waits for the non-daemon threads it started, as Python does before it exits, so that
+their work is recorded too. The TUI, whose main thread Textual owns, runs it on a thread of its own.
+
 Never imports textual or rich.
 """
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import io
 import os
 import runpy
+import signal
 import sys
 import threading
 import traceback
@@ -30,6 +37,8 @@ from agdb.tracer import make_source
 from agdb.tracer.recording.async_exc import interrupt
 from agdb.tracer.sources import torch as torch_source
 from agdb.tracer.sources.source import SourceName
+
+from .signals import Terminated, stopped_by
 
 TorchImport = Literal["auto", "engine", "torch"]
 
@@ -89,11 +98,14 @@ def run_recorded(script: str, args: list[str], source: ScriptSource = DEFAULT_SO
                  on_script_end: Callable[[], None] | None = None,
                  no_stdin: bool = False,
                  on_os_exit: Callable[[ScriptRun], int] | None = None,
-                 capture_output: bool = False) -> ScriptRun:
+                 capture_output: bool = False,
+                 on_script_start: Callable[[], None] | None = None) -> ScriptRun:
     """Run `script` with `args` as `__main__`, recorded by `source`; the trace is kept if the script fails.
 
-    `on_script_end` is called the moment the script stops, before agdb's own clean-up (the app uses it to
-    stop sending interrupts, which must reach the script and nothing after it).
+    `on_script_start` is called just before the script's code runs, and what it raises counts as the script's
+    (signals.ScriptSignals raises a signal held until then); `on_script_end` is called the moment the script stops
+    (its code returned and the non-daemon threads it started ended), before agdb's own clean-up (the app uses it
+    to stop sending interrupts, which must reach the script and nothing after it).
 
     `no_stdin`: give the script an empty stdin (the TUI owns the terminal); `read_stdin` says if it read.
 
@@ -111,11 +123,12 @@ def run_recorded(script: str, args: list[str], source: ScriptSource = DEFAULT_SO
     if not path.is_file():
         raise FileNotFoundError(f"no such script: {script}")
     path = path.resolve()  # the script may chdir; its frames and tracebacks keep naming this file
-    run = _Run(script, path, args, source, on_progress, no_stdin, on_os_exit, capture_output)
+    run = _Run(script, path, args, source, on_progress, no_stdin, on_os_exit, capture_output, on_script_start)
     if source.name == "torch":
         if not torch_source.available():
             raise torch_source.TorchMissing(torch_source.INSTALL_HINT)
-        return _on_big_stack(run, on_script_end)
+        if threading.current_thread() is not threading.main_thread():
+            return _on_big_stack(run, on_script_end)  # the TUI's script thread
     return run(on_script_end)
 
 
@@ -124,10 +137,12 @@ class _Run:
 
     def __init__(self, script: str, path: Path, args: list[str], source: ScriptSource,
                  on_progress: Callable[[int], None] | None, no_stdin: bool,
-                 on_os_exit: Callable[[ScriptRun], int] | None, capture_output: bool) -> None:
+                 on_os_exit: Callable[[ScriptRun], int] | None, capture_output: bool,
+                 on_script_start: Callable[[], None] | None = None) -> None:
         self.script, self.path, self.args, self.source = script, path, args, source
         self.on_progress, self.no_stdin, self.on_os_exit, self.capture_output = (on_progress, no_stdin, on_os_exit,
                                                                                   capture_output)
+        self.on_script_start = on_script_start
 
     def __call__(self, on_script_end: Callable[[], None] | None) -> ScriptRun:
         from . import torch_shim
@@ -163,6 +178,9 @@ class _Run:
 
         def finished(error: BaseException | None, error_text: str) -> ScriptRun:
             trace = recording.finish()
+            signum = stopped_by(error)
+            if signum is not None:  # the script did not end of itself: the trace is only what it did until then
+                trace.meta["partial"] = signal.Signals(signum).name
             note = REAL_TORCH_NOTE if wants_torch and not as_torch and len(trace) == 0 else ""
             return ScriptRun(trace, error, error_text, note, exit_status(error),
                              stdin is not None and stdin.was_read, output.text() if output is not None else "")
@@ -177,17 +195,50 @@ class _Run:
             if output is not None:
                 sys.stdout = sys.stderr = output
             try:
-                runpy.run_path(str(path), run_name="__main__")  # on real torch its graphs die here, on a big stack
+                error = _run_main(path, self.on_script_start)
             finally:
                 if on_script_end is not None:
                     on_script_end()
-        except BaseException as e:  # noqa: BLE001 - the user's error is reported, the trace is kept
-            error, error_text = script_error(e, path)
-            if not on_engine and not isinstance(e, (SystemExit, OsExitCalled)):
-                e.__traceback__ = None  # its frames hold the script's tensors: free them on this thread's stack
+        except BaseException as e:  # noqa: BLE001 - raised before the script ran, or by on_script_end
+            error = e
         finally:
             restore()
+        if error is not None:
+            error, error_text = script_error(error, path)
+            if error is not None and not on_engine and not isinstance(error, (SystemExit, OsExitCalled)):
+                error.__traceback__ = None  # its frames hold the script's tensors: free them on this thread's stack
         return finished(error, error_text)
+
+
+def _run_main(path: Path, on_start: Callable[[], None] | None) -> BaseException | None:
+    """Run the script as `__main__`, then wait for the non-daemon threads it started, as Python does before it
+    exits (not after a SIGTERM or os._exit, which end Python at once); returns what it raised, if anything."""
+    before = set(threading.enumerate())
+    error: BaseException | None = None
+    try:
+        if on_start is not None:
+            on_start()
+        runpy.run_path(str(path), run_name="__main__")  # on real torch its graphs die here, on a big stack
+    except BaseException as e:  # noqa: BLE001 - the user's error is reported, the trace is kept
+        error = e
+    if isinstance(error, (Terminated, OsExitCalled)):
+        return error
+    try:
+        _join_new_threads(before)
+    except BaseException as e:  # noqa: BLE001 - a signal while waiting: it ends the run, as it ends Python's wait
+        error = error or e
+    return error
+
+
+def _join_new_threads(before: set[threading.Thread]) -> None:
+    """Join the non-daemon threads started since `before` was taken, and those they start, until none is left."""
+    me = threading.current_thread()
+    while True:
+        left = [t for t in threading.enumerate() if t not in before and t is not me and not t.daemon and t.is_alive()]
+        if not left:
+            return
+        for thread in left:
+            thread.join()
 
 
 def _on_big_stack(run: _Run, on_script_end: Callable[[], None] | None) -> ScriptRun:
@@ -239,6 +290,8 @@ def script_error(e: BaseException, path: Path) -> tuple[BaseException | None, st
         return (None, "") if e.code in (None, 0) else (e, _exit_text(e))
     if isinstance(e, OsExitCalled):
         return e, f"the script called os._exit({e.status}): agdb stopped it there"
+    if isinstance(e, Terminated):
+        return e, f"the script was stopped by {e}"
     return e, "".join(traceback.format_exception(type(e), e, _user_tb(e.__traceback__, path)))
 
 
@@ -257,7 +310,9 @@ def syntax_error(script: str) -> str | None:
 
 
 def exit_status(error: BaseException | None) -> int:
-    """The status `python SCRIPT` ends with after `error`: sys.exit's code, os._exit's, 130 for Ctrl-C, else 1."""
+    """The status `python SCRIPT` ends with after `error`: sys.exit's code, os._exit's, minus the signal when one
+    stopped it (as subprocess reports a process killed by a signal: Python ends an uncaught KeyboardInterrupt by
+    SIGINT), else 1."""
     if error is None:
         return 0
     if isinstance(error, SystemExit):
@@ -266,7 +321,8 @@ def exit_status(error: BaseException | None) -> int:
         return error.code if isinstance(error.code, int) else 1
     if isinstance(error, OsExitCalled):
         return error.status
-    return 130 if isinstance(error, KeyboardInterrupt) else 1
+    signum = stopped_by(error)
+    return 1 if signum is None else -signum
 
 
 def _exit_text(e: SystemExit) -> str:

@@ -47,7 +47,7 @@ def add_commands(sub: Any) -> None:
     tor.add_argument("--single-threaded", action="store_true",
                      help="run backward calls with autograd multithreading disabled, so that torch's own execution "
                           "order of each is recorded as a second witness (it changes nothing on the CPU)")
-    tor.set_defaults(func=_cmd_torch)
+    tor.set_defaults(func=cmd_torch)
     dif = sub.add_parser("diff", help="compare two traces: node names, seq_nrs, culprit lines, edges, execution "
                                       "order",
                          description="Align two traces by thread and relative seq_nr and show the first difference "
@@ -61,7 +61,8 @@ def add_commands(sub: Any) -> None:
     dif.set_defaults(func=_cmd_diff)
 
 
-def _cmd_torch(args: argparse.Namespace) -> int:
+def cmd_torch(args: argparse.Namespace) -> int:
+    """`agdb torch SCRIPT -o TRACE`."""
     if not torch_source.available():
         fail(f"agdb torch runs real PyTorch, which is not installed. {torch_source.INSTALL_HINT}")
         return 1
@@ -69,7 +70,7 @@ def _cmd_torch(args: argparse.Namespace) -> int:
     if output is None:
         return 1
     run = record_script(args.script, args.script_args, ScriptSource("torch", single_threaded=args.single_threaded),
-                        on_os_exit=lambda run: save_run(run, output, args.output))
+                        args.signals, on_os_exit=lambda run: save_run(run, output, args.output))
     status = save_run(run, output, args.output)
     witness = torch_source.witness_text(run.trace)
     if witness:

@@ -1,0 +1,264 @@
+"""Signals and the script's thread, for every command that records: real signals sent to a real `agdb` process.
+
+SIGINT, SIGTERM and SIGHUP save what was recorded (marked partial) and agdb ends as `python SCRIPT` killed by that
+signal would (the child's status is minus the signal); the script runs on the main thread, so `signal.signal`
+works, its own handler wins over agdb's, and its non-daemon threads are waited for; a SIGINT ignored by the shell
+stays ignored; `agdb fx` says when the script called os._exit. Each child gets the default dispositions back first
+(`_as_at_a_terminal`): a suite started in the background by a shell inherits SIGINT ignored.
+"""
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from agdb.tracer.store.tracefile import load
+
+DEADLINE = 60.0
+"""Seconds a child may take to reach a point or to end: a hang guard, never a measure."""
+
+ENGINE_LOOP = textwrap.dedent("""\
+    import sys
+    import agdb.engine as torch
+    w = torch.ones(3, requires_grad=True)
+    (w * 2).sum().backward()
+    open(sys.argv[1], "w").close()
+    while True:
+        y = (w * 2).relu()
+        (y * y).sum().backward()
+""")
+"""An endless recorded loop of forwards and backwards; the marker file comes after the first backward, so that
+the trace holds events whenever the signal lands."""
+
+TORCH_LOOP = ENGINE_LOOP.replace("import agdb.engine as torch", "import torch")
+
+
+def _as_at_a_terminal() -> None:
+    """In the child before it runs: SIGINT, SIGTERM and SIGHUP back to their default dispositions."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def _start(tmp_path: Path, argv: list[str], preexec=_as_at_a_terminal) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "agdb", *map(str, argv)], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+
+
+def _wait_for(path: Path, proc: subprocess.Popen) -> None:
+    """Wait until the child's script made `path` (a hang guard only)."""
+    deadline = time.monotonic() + DEADLINE
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the script never started: {proc.communicate()[1][-2000:]}")
+        time.sleep(0.01)
+
+
+def _finish(proc: subprocess.Popen) -> tuple[str, str]:
+    try:
+        return proc.communicate(timeout=DEADLINE)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def _kept(err: str, what: str) -> int:
+    """The N of agdb's `WHAT: kept N events` line."""
+    line = next(x for x in err.splitlines() if x.startswith(f"agdb: {what}: kept "))
+    return int(line.split("kept ")[1].split(" events")[0].replace(",", ""))
+
+
+def _interrupt_at_random_moments(tmp_path: Path, command: list[str], script: str, runs: int, at_once: int,
+                                 seed: int) -> None:
+    """Start `runs` agdb children (`at_once` at a time); SIGINT each at a moment a seeded RNG picks after its script
+    made its marker; every one must keep a loadable, partial trace of the events it says, and die of SIGINT."""
+    rng = random.Random(seed)
+    path = tmp_path / "loop.py"
+    path.write_text(script)
+    for first in range(0, runs, at_once):
+        batch = []
+        for i in range(first, min(runs, first + at_once)):
+            out, started = tmp_path / f"run{i}.agdb", tmp_path / f"started{i}"
+            argv = [a if a != "OUT" else out for a in command]
+            batch.append((_start(tmp_path, [*argv, path, "--", started]), out, started, rng.uniform(0.0, 0.4)))
+        for proc, _, started, delay in batch:
+            _wait_for(started, proc)
+            time.sleep(delay)  # the random moment, not a wait for anything
+            proc.send_signal(signal.SIGINT)
+        for proc, out, _, _ in batch:
+            _, err = _finish(proc)
+            assert proc.returncode == -signal.SIGINT, err[-3000:]
+            assert "Traceback" not in err and "terminate called" not in err, err[-3000:]
+            trace = load(out)
+            assert len(trace) == _kept(err, "interrupted") > 0
+            assert trace.meta["partial"] == "SIGINT"
+
+
+def test_ctrl_c_at_random_moments_keeps_every_record_trace(tmp_path):
+    """SIGINT at 20 random moments of `agdb record`'s loop: 20 loadable traces, each of the events agdb says it kept,
+    marked partial, and agdb dies of SIGINT as python would."""
+    _interrupt_at_random_moments(tmp_path, ["record", "-o", "OUT"], ENGINE_LOOP, runs=20, at_once=4, seed=32)
+
+
+def test_ctrl_c_at_random_moments_keeps_every_torch_trace(tmp_path):
+    """SIGINT at 6 random moments of `agdb torch`'s loop on real PyTorch: 6 loadable partial traces."""
+    pytest.importorskip("torch")
+    _interrupt_at_random_moments(tmp_path, ["torch", "-o", "OUT"], TORCH_LOOP, runs=6, at_once=2, seed=33)
+
+
+def test_ctrl_c_during_culprits_torch_prints_the_table(tmp_path):
+    """SIGINT during `agdb culprits --torch`: the increments recorded so far are printed, and agdb dies of SIGINT."""
+    pytest.importorskip("torch")
+    path, started = tmp_path / "loop.py", tmp_path / "started"
+    path.write_text(TORCH_LOOP)
+    proc = _start(tmp_path, ["culprits", "--torch", path, "--", started])
+    _wait_for(started, proc)
+    proc.send_signal(signal.SIGINT)
+    out, err = _finish(proc)
+    assert proc.returncode == -signal.SIGINT, err[-3000:]
+    assert "sequence-number increments" in out and "MulBackward0" in out, err[-3000:]
+
+
+@pytest.mark.parametrize("command", ["record", "torch"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_save_what_was_recorded(tmp_path, command, signum):
+    """SIGTERM or SIGHUP (`timeout`, a job scheduler, a closed terminal): the trace so far is saved, marked partial,
+    and agdb dies of that signal."""
+    if command == "torch":
+        pytest.importorskip("torch")
+    path, started, out = tmp_path / "loop.py", tmp_path / "started", tmp_path / "run.agdb"
+    path.write_text(TORCH_LOOP if command == "torch" else ENGINE_LOOP)
+    proc = _start(tmp_path, [command, path, "-o", out, "--", started])
+    _wait_for(started, proc)
+    proc.send_signal(signum)
+    _, err = _finish(proc)
+    name = signal.Signals(signum).name
+    assert proc.returncode == -signum, err[-3000:]
+    trace = load(out)
+    assert len(trace) == _kept(err, name) > 0
+    assert trace.meta["partial"] == name
+
+
+THREADS = textwrap.dedent("""\
+    import threading
+    import torch
+
+    def work():
+        w = torch.ones(3, requires_grad=True)
+        for _ in range(200):
+            (w * 2).sum().backward()
+        print("worker finished", threading.current_thread().daemon, flush=True)
+
+    threading.Thread(target=work, name="worker").start()
+    print("main", threading.current_thread() is threading.main_thread(), flush=True)
+""")
+
+
+def test_the_scripts_threads_are_not_daemons_and_are_waited_for(tmp_path):
+    """Under `agdb torch` the script is on the main thread and a thread it starts is no daemon: agdb waits for it, as
+    python does, and records its backward calls (200 graph tasks)."""
+    pytest.importorskip("torch")
+    path, out = tmp_path / "threads.py", tmp_path / "run.agdb"
+    path.write_text(THREADS)
+    proc = _start(tmp_path, ["torch", path, "-o", out])
+    stdout, err = _finish(proc)
+    assert proc.returncode == 0, err[-3000:]
+    assert "main True" in stdout and "worker finished False" in stdout
+    assert len(load(out).meta["graph_tasks"]) == 200
+
+
+OWN_HANDLER = textwrap.dedent("""\
+    import signal, sys
+    import {module} as torch
+
+    stop = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(signum))
+    w = torch.ones(3, requires_grad=True)
+    (w * 2).sum().backward()
+    open(sys.argv[1], "w").close()
+    while not stop:
+        (w * 2).sum().backward()
+    print("checkpoint saved", flush=True)
+""")
+
+
+@pytest.mark.parametrize("command", ["record", "torch"])
+def test_the_scripts_own_sigterm_handler_wins(tmp_path, command):
+    """A script's `signal.signal(SIGTERM, handler)` works under agdb and wins over agdb's: the handler runs, the
+    script ends as it chooses (status 0), and the whole trace is saved, not partial."""
+    if command == "torch":
+        pytest.importorskip("torch")
+    path, started, out = tmp_path / "own.py", tmp_path / "started", tmp_path / "run.agdb"
+    path.write_text(OWN_HANDLER.format(module="torch" if command == "torch" else "agdb.engine"))
+    proc = _start(tmp_path, [command, path, "-o", out, "--", started])
+    _wait_for(started, proc)
+    proc.send_signal(signal.SIGTERM)
+    stdout, err = _finish(proc)
+    assert proc.returncode == 0, err[-3000:]
+    assert "checkpoint saved" in stdout
+    trace = load(out)
+    assert len(trace) > 0 and "partial" not in trace.meta
+
+
+IGNORED = textwrap.dedent("""\
+    import os, signal, sys, time
+    import agdb.engine as torch
+    print("ignored", signal.getsignal(signal.SIGINT) is signal.SIG_IGN, flush=True)
+    w = torch.ones(3, requires_grad=True)
+    (w * 2).sum().backward()
+    open(sys.argv[1], "w").close()
+    deadline = time.monotonic() + 60
+    while not os.path.exists(sys.argv[2]) and time.monotonic() < deadline:
+        (w * 2).sum().backward()
+""")
+
+
+def test_a_sigint_the_shell_ignores_stays_ignored(tmp_path):
+    """agdb started with SIGINT ignored (a background job) keeps it ignored: the script sees SIG_IGN and a SIGINT does
+    not stop it."""
+    path, started, go, out = tmp_path / "bg.py", tmp_path / "started", tmp_path / "go", tmp_path / "run.agdb"
+    path.write_text(IGNORED)
+
+    def ignore_sigint() -> None:
+        _as_at_a_terminal()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    proc = _start(tmp_path, ["record", path, "-o", out, "--", started, go], preexec=ignore_sigint)
+    _wait_for(started, proc)
+    proc.send_signal(signal.SIGINT)
+    go.touch()
+    stdout, err = _finish(proc)
+    assert proc.returncode == 0, err[-3000:]
+    assert "ignored True" in stdout
+    assert "partial" not in load(out).meta
+
+
+def test_a_big_main_thread_stack_frees_a_deep_graph(tmp_path):
+    """`agdb torch` runs the script on the main thread with a stack big enough for torch to free a deep graph
+    recursively (200k nodes that Python touched crash an 8 MiB stack)."""
+    pytest.importorskip("torch")
+    path, out = tmp_path / "deep.py", tmp_path / "run.agdb"
+    path.write_text("import threading, torch\nx = torch.ones(1, requires_grad=True)\nh = x\n"
+                    "for _ in range(200_000):\n    h = h.neg()\n    h.grad_fn.next_functions\ndel h\n"
+                    "print('freed on main', threading.current_thread() is threading.main_thread())\n")
+    proc = _start(tmp_path, ["torch", path, "-o", out])
+    stdout, err = _finish(proc)
+    assert proc.returncode == 0, err[-3000:]
+    assert "freed on main True" in stdout
+
+
+def test_fx_says_when_the_script_calls_os_exit(tmp_path):
+    """`agdb fx` on a script calling os._exit(9): one line saying so, status 1, as for sys.exit."""
+    path = tmp_path / "exits.py"
+    path.write_text("import os\nos._exit(9)\n")
+    proc = _start(tmp_path, ["fx", path])
+    _, err = _finish(proc)
+    assert proc.returncode == 1
+    assert err == f"agdb: {path} called os._exit(9) before agdb could capture it\n"
