@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import agdb.tracer
+from agdb.app.signals import ScriptSignals, Terminated
 from agdb.tracer.store.tracefile import load
 
 DEADLINE = 60.0
@@ -262,3 +264,42 @@ def test_fx_says_when_the_script_calls_os_exit(tmp_path):
     _, err = _finish(proc)
     assert proc.returncode == 1
     assert err == f"agdb: {path} called os._exit(9) before agdb could capture it\n"
+
+
+def test_a_signal_that_lands_in_the_recorder_waits_for_the_scripts_code():
+    """A signal whose handler runs while agdb's tracer code is on the stack is held until the script's own code runs:
+    the recorder's code finishes, and the script is stopped just after (in-process, with SIGTERM)."""
+    tracer_dir = Path(agdb.tracer.__file__).resolve().parent
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    reached: list[str] = []
+    try:
+        with ScriptSignals() as signals:
+            signals.arm()
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # else the signal below would end pytest
+            signals.script_started()
+            hook = compile("raise_signal(SIGTERM)\nreached.append('the hook ran to its end')",
+                           str(tracer_dir / "hook.py"), "exec")
+            with pytest.raises(Terminated):
+                exec(hook, {"raise_signal": signal.raise_signal, "SIGTERM": signal.SIGTERM, "reached": reached})
+                deadline = time.monotonic() + DEADLINE
+                while time.monotonic() < deadline:  # the script's code: the held signal is raised here
+                    reached.append("the script ran on")
+            signals.script_ended()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert reached[0] == "the hook ran to its end" and set(reached[1:]) <= {"the script ran on"}
+
+
+@pytest.mark.parametrize("torch_flag", [[], ["--torch"]], ids=["engine", "torch"])
+def test_ctrl_c_during_fx_ends_agdb_by_sigint(tmp_path, torch_flag):
+    """SIGINT while `agdb fx` runs the script: one line, and agdb dies of SIGINT as python would."""
+    if torch_flag:
+        pytest.importorskip("torch")
+    path, started = tmp_path / "loop.py", tmp_path / "started"
+    path.write_text(f"import time\nopen({str(started)!r}, 'w').close()\nwhile True:\n    time.sleep(0.01)\n")
+    proc = _start(tmp_path, ["fx", path, *torch_flag])
+    _wait_for(started, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = _finish(proc)
+    assert proc.returncode == -signal.SIGINT, err[-3000:]
+    assert err == "agdb: interrupted\n"
