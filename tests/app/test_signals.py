@@ -303,3 +303,36 @@ def test_ctrl_c_during_fx_ends_agdb_by_sigint(tmp_path, torch_flag):
     _, err = _finish(proc)
     assert proc.returncode == -signal.SIGINT, err[-3000:]
     assert err == "agdb: interrupted\n"
+
+
+WORKER_LOOP = textwrap.dedent("""\
+    import sys, threading
+    import torch
+
+    def work():
+        w = torch.ones(3, requires_grad=True)
+        (w * 2).sum().backward()
+        open(sys.argv[1], "w").close()
+        while True:
+            y = (w * 2).relu()
+            (y * y).sum().backward()
+
+    threading.Thread(target=work, name="worker").start()
+""")
+
+
+def test_ctrl_c_while_agdb_waits_for_the_scripts_thread(tmp_path):
+    """SIGINT while the script's code has ended and agdb waits for its thread, which runs backward calls: the trace so
+    far is saved, partial, and agdb dies of SIGINT (no abort from a thread torch was still running)."""
+    pytest.importorskip("torch")
+    path, started, out = tmp_path / "worker.py", tmp_path / "started", tmp_path / "run.agdb"
+    path.write_text(WORKER_LOOP)
+    proc = _start(tmp_path, ["torch", path, "-o", out, "--", started])
+    _wait_for(started, proc)
+    time.sleep(random.Random(34).uniform(0.0, 0.4))  # a random moment, not a wait for anything
+    proc.send_signal(signal.SIGINT)
+    _, err = _finish(proc)
+    assert proc.returncode == -signal.SIGINT, err[-3000:]
+    assert "terminate called" not in err and "Traceback" not in err, err[-3000:]
+    trace = load(out)
+    assert len(trace) == _kept(err, "interrupted") > 0 and trace.meta["partial"] == "SIGINT"
