@@ -63,8 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _records_real_torch(args: argparse.Namespace) -> bool:
     """Whether the command runs a script on real PyTorch on this (the main) thread."""
     source = getattr(args, "source", None)
-    return args.func is torch_cli.cmd_torch or (args.func in (_cmd_record, _cmd_culprits)
-                                                and getattr(source, "name", "") == "torch")
+    if args.func is torch_cli.cmd_torch:
+        return True
+    is_script = args.func is _cmd_record or (args.func is _cmd_culprits and not args.script.endswith(".agdb"))
+    return is_script and getattr(source, "name", "") == "torch"
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ stays ignored; `agdb fx` says when the script called os._exit. Each child gets t
 from __future__ import annotations
 
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -336,3 +337,24 @@ def test_ctrl_c_while_agdb_waits_for_the_scripts_thread(tmp_path):
     assert "terminate called" not in err and "Traceback" not in err, err[-3000:]
     trace = load(out)
     assert len(trace) == _kept(err, "interrupted") > 0 and trace.meta["partial"] == "SIGINT"
+
+
+def test_a_hard_stack_limit_below_the_big_stack_is_said(tmp_path):
+    """Under a hard stack limit of 64 MiB, `agdb torch` raises the soft limit to it, says in one line that deep graphs
+    may crash, and records."""
+    pytest.importorskip("torch")
+    path, out = tmp_path / "limit.py", tmp_path / "run.agdb"
+    path.write_text("import resource, torch\nprint(resource.getrlimit(resource.RLIMIT_STACK)[0] >> 20)\n"
+                    "(torch.ones(2, requires_grad=True) * 2).sum().backward()\n")
+
+    def small_stack() -> None:
+        _as_at_a_terminal()
+        resource.setrlimit(resource.RLIMIT_STACK, (16 << 20, 64 << 20))
+
+    proc = _start(tmp_path, ["torch", path, "-o", out], preexec=small_stack)
+    stdout, err = _finish(proc)
+    assert proc.returncode == 0, err[-3000:]
+    assert stdout == "64\n"
+    assert err.splitlines()[0] == ("agdb: the stack limit is 64 MiB (ulimit -s) and the hard limit allows no more, so "
+                                   "torch may crash freeing a deep graph (a 1M-deep chain needs 1024 MiB)")
+    assert len(load(out)) > 0
