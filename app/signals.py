@@ -69,6 +69,7 @@ class ScriptSignals:
         self._saved: dict[int, Any] = {}  # signal -> the handler before agdb's
         self._running = False
         self._pending: int | None = None  # held while the recorder runs, raised once the script's code does
+        self._pending_lock = threading.Lock()  # a retry never fires after the handler raised (one signal, one raise)
         self.held: int | None = None
         """A signal that came while the script was not running: agdb ends by it once the trace is saved."""
 
@@ -103,7 +104,8 @@ class ScriptSignals:
         """The script stopped: hold signals until the trace is saved, with agdb's handlers back in place of any the
         script left installed."""
         self._running = False
-        self._pending = None
+        with self._pending_lock:
+            self._pending = None
         for signum in self._saved:
             signal.signal(signum, self._handle)
 
@@ -113,7 +115,8 @@ class ScriptSignals:
         elif _in_tracer(frame):
             self._hold_while_recording(signum)
         else:
-            self._pending = None
+            with self._pending_lock:
+                self._pending = None
             self._raise(signum)
 
     def _raise(self, signum: int) -> None:
@@ -130,8 +133,11 @@ class ScriptSignals:
     def _retry(self, signum: int) -> None:
         """Deliver a held signal again until the handler raises it or the script ends (or replaced our handler)."""
         tick = threading.Event()
-        while self._pending == signum and self._running and signal.getsignal(signum) == self._handle:
-            _thread.interrupt_main(signum)  # runs the handler on the main thread, as the signal did
+        while True:
+            with self._pending_lock:
+                if self._pending != signum or not self._running or signal.getsignal(signum) != self._handle:
+                    return
+                _thread.interrupt_main(signum)  # runs the handler on the main thread, as the signal did
             tick.wait(RETRY_SECONDS)
 
 
