@@ -117,16 +117,21 @@ def test_ctrl_c_at_random_moments_keeps_every_torch_trace(tmp_path):
 
 
 def test_ctrl_c_during_culprits_torch_prints_the_table(tmp_path):
-    """SIGINT during `agdb culprits --torch`: the increments recorded so far are printed, and agdb dies of SIGINT."""
+    """SIGINT at 2 random moments of `agdb culprits --torch`: each time the increments recorded so far are printed,
+    and agdb dies of SIGINT."""
     pytest.importorskip("torch")
-    path, started = tmp_path / "loop.py", tmp_path / "started"
+    rng = random.Random(35)
+    path = tmp_path / "loop.py"
     path.write_text(TORCH_LOOP)
-    proc = _start(tmp_path, ["culprits", "--torch", path, "--", started])
-    _wait_for(started, proc)
-    proc.send_signal(signal.SIGINT)
-    out, err = _finish(proc)
-    assert proc.returncode == -signal.SIGINT, err[-3000:]
-    assert "sequence-number increments" in out and "MulBackward0" in out, err[-3000:]
+    for i in range(2):
+        started = tmp_path / f"started{i}"
+        proc = _start(tmp_path, ["culprits", "--torch", path, "--", started])
+        _wait_for(started, proc)
+        time.sleep(rng.uniform(0.0, 0.4))  # the random moment, not a wait for anything
+        proc.send_signal(signal.SIGINT)
+        out, err = _finish(proc)
+        assert proc.returncode == -signal.SIGINT, err[-3000:]
+        assert "sequence-number increments" in out and "MulBackward0" in out, err[-3000:]
 
 
 @pytest.mark.parametrize("command", ["record", "torch"])
