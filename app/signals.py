@@ -25,6 +25,7 @@ Never imports textual or rich.
 from __future__ import annotations
 
 import _thread
+import os
 import signal
 import sys
 import threading
@@ -40,7 +41,7 @@ STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 RETRY_SECONDS = 0.005
 """How often a signal held while the recorder runs is tried again."""
 
-_TRACER = str(Path(agdb.tracer.__file__).resolve().parent)
+_TRACER = str(Path(agdb.tracer.__file__).resolve().parent) + os.sep
 
 
 class Terminated(BaseException):
