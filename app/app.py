@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from functools import partial
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from rich.text import Text
 from textual import on, work
@@ -20,6 +20,9 @@ from .messages import TraceFailed, TraceLoaded, TraceProgress
 from .run_script import DEFAULT_SOURCE, ScriptSource
 from .screens.help import keys_text
 from .screens.step import StepScreen
+
+if TYPE_CHECKING:
+    from .export import ExportRule
 
 QUIT_WAIT_TRIES = 50
 """Times quitting repeats the interrupt of a recording script (20 ms apart) before it exits anyway."""
@@ -41,13 +44,15 @@ class AgdbApp(App[None]):
 
     def __init__(self, trace: Any = None, path: str | None = None, script: str | None = None,
                  script_args: list[str] | None = None, source: ScriptSource = DEFAULT_SOURCE, title: str = "",
-                 source_files: Iterable[str] = ()) -> None:
+                 source_files: Iterable[str] = (), export_rule: ExportRule | None = None) -> None:
         super().__init__()
         self.trace, self.path, self.script = trace, path, script
         self.script_args, self.source, self.title_text = script_args or [], source, title  # source: records script
         self.source_files = tuple(source_files) + ((script,) if script else ())
         """Files the user named on the command line: the only ones the source view may open, and only for a
         trace that stores no source of its own (recorded before format version 3)."""
+        self.export_rule = export_rule
+        """Where the export key may write (None: anywhere); `agdb serve` gives its tabs a confining rule."""
         self.failure: str | None = None
         """Why the trace could not be opened, once it could not: the CLI prints it and exits non-zero."""
         self.script_output = ""
@@ -226,7 +231,7 @@ class AgdbApp(App[None]):
         title = f"agdb · {printable(message.title)} · {len(message.trace):,} events · ? for help"
         # for_display: node names, files and source lines from a trace are shown with control characters escaped
         self.push_screen(StepScreen(message.trace.for_display(), title, message.script_error,
-                                    source_files=self.source_files))
+                                    source_files=self.source_files, export_rule=self.export_rule))
         if self.script_output:
             lines = self.script_output.count("\n") + (not self.script_output.endswith("\n"))
             self.notify(f"the script printed {lines:,} line(s): o shows them", timeout=6)

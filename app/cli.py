@@ -161,12 +161,14 @@ def _parser() -> argparse.ArgumentParser:
     tui.add_argument("script")
     tui.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
     _torch_flags(tui)
+    _export_flags(tui)
     tui.set_defaults(func=_cmd_tui)
     opener = sub.add_parser("open", help="step through a saved trace in the TUI")
     opener.add_argument("trace")
     opener.add_argument("--source", action="append", default=[], metavar="FILE",
                         help="a source file the culprit view may show, for a trace recorded before agdb stored "
                              "source lines in traces (repeatable)")
+    _export_flags(opener)
     opener.set_defaults(func=_cmd_open)
     _serve_parser(sub)
     fx_cli.register(sub)  # fx, check-pass
@@ -183,6 +185,23 @@ def _torch_flags(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--real-torch", dest="source", action="store_const", const=ScriptSource(torch_import="torch"),
                        help="let the script use real torch, unrecorded (--torch records it)")
     torch_cli.add_torch_flag(which)
+
+
+def _export_flags(parser: argparse.ArgumentParser) -> None:
+    """--export-dir and --no-export: where the TUI's export key may write (export.ExportRule)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--export-dir", default=None, metavar="DIR",
+                       help="let the export key write only inside DIR (a relative name is taken inside it)")
+    where.add_argument("--no-export", action="store_true", help="turn the export key off")
+
+
+def _export_rule(args: argparse.Namespace):  # noqa: ANN202 - export.ExportRule, imported late (graphviz)
+    """The rule --export-dir / --no-export ask for, or None (write anywhere)."""
+    if args.export_dir is None and not args.no_export:
+        return None
+    from .export import ExportRule
+
+    return ExportRule(directory=args.export_dir, is_off=args.no_export)
 
 
 def _cmd_record(args: argparse.Namespace) -> int:
@@ -406,7 +425,8 @@ def _cmd_tui(args: argparse.Namespace) -> int:
 
     if not compiles(args.script):
         return 1
-    return _run_app(AgdbApp(script=args.script, script_args=args.script_args, source=args.source))
+    return _run_app(AgdbApp(script=args.script, script_args=args.script_args, source=args.source,
+                            export_rule=_export_rule(args)))
 
 
 def _cmd_open(args: argparse.Namespace) -> int:
@@ -415,7 +435,7 @@ def _cmd_open(args: argparse.Namespace) -> int:
     # Loaded here, not in the TUI: a missing or bad file fails on the command line (main says why, exit 1)
     # before the TUI takes the screen.
     trace = load_trace(args.trace)
-    return _run_app(AgdbApp(trace=trace, title=args.trace, source_files=args.source))
+    return _run_app(AgdbApp(trace=trace, title=args.trace, source_files=args.source, export_rule=_export_rule(args)))
 
 
 def _run_app(app) -> int:
@@ -433,11 +453,17 @@ def _serve_parser(sub) -> None:
                            description="Serve agdb's TUI over HTTP: each browser tab that opens the address gets "
                                        "its own agdb (`open TRACE`, or `tui SCRIPT`, which records the script "
                                        "again for each tab). Listens on localhost only unless --host says "
-                                       "otherwise; anyone who can reach the address can use the TUI.")
+                                       "otherwise. The address it prints carries a random token, which the "
+                                       "page needs: anyone with the address can use the TUI. The tabs write "
+                                       "no files unless --export-dir says where.")
     serve.add_argument("target", metavar="TRACE|SCRIPT", help="a saved .agdb trace, or a script to record")
     serve.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
     serve.add_argument("--host", default="localhost", help="address to listen on (default: localhost)")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    serve.add_argument("--max-sessions", type=int, default=4, metavar="N",
+                       help="browser tabs served at once, each with its own agdb process (default: 4)")
+    serve.add_argument("--export-dir", default=None, metavar="DIR",
+                       help="let the tabs' export key write inside DIR (default: export is off)")
     _torch_flags(serve)
     serve.set_defaults(func=_cmd_serve)
 
@@ -446,17 +472,26 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from .serve import serve
 
     target = os.path.abspath(args.target)
-    if args.target.endswith(".agdb"):
-        load_trace(args.target)  # a missing or bad file fails here (exit 1), not in every browser tab
-        argv = ["open", target]
-    else:
-        if not compiles(args.target):
-            return 1
-        argv = ["tui", target, *args.source.flags(), "--", *args.script_args]
     if not 0 < args.port < 65536:
         fail(f"--port {args.port} is not a port number (1..65535)")
         return 1
-    return serve(argv, args.host, args.port, title=f"agdb · {Path(args.target).name}")
+    if args.max_sessions < 1:
+        fail(f"--max-sessions {args.max_sessions}: give at least 1")
+        return 1
+    if args.export_dir is not None and not os.path.isdir(args.export_dir):
+        fail(f"--export-dir {args.export_dir}: not a directory")
+        return 1
+    # The tabs write nothing unless told where (anyone with the address drives them).
+    exports = ["--export-dir", os.path.abspath(args.export_dir)] if args.export_dir is not None else ["--no-export"]
+    if args.target.endswith(".agdb"):
+        load_trace(args.target)  # a missing or bad file fails here (exit 1), not in every browser tab
+        argv = ["open", target, *exports]
+    else:
+        if not compiles(args.target):
+            return 1
+        argv = ["tui", target, *args.source.flags(), *exports, "--", *args.script_args]
+    return serve(argv, args.host, args.port, title=f"agdb · {Path(args.target).name}",
+                 max_sessions=args.max_sessions)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,31 @@ class Exported:
     num_arrows: int
 
 
+@dataclass(frozen=True, slots=True)
+class ExportRule:
+    """Where the TUI's export key may write: anywhere (the default), only inside `directory` (--export-dir), or
+    nowhere (`is_off`: --no-export, which `agdb serve` gives its tabs unless it was given --export-dir)."""
+
+    directory: str | None = None
+    is_off: bool = False
+
+    def target(self, path: str) -> str:
+        """The file to write for `path`, as typed in the export prompt (relative to the directory, if any).
+
+        Raises:
+            ExportError: the rule forbids writing there; the message says what is allowed.
+        """
+        if self.is_off:
+            raise ExportError("export is off in this TUI (agdb serve writes files only when given --export-dir DIR)")
+        if self.directory is None:
+            return path
+        root = Path(self.directory).resolve()
+        full = (root / path).resolve()  # `..` and symbolic links resolved before the check, not after
+        if full == root or not full.is_relative_to(root):
+            raise ExportError(f"{path}: exports go inside {root} (--export-dir); give a file name there")
+        return str(full)
+
+
 def resolve_focus(trace: Trace, text: str, flag: str = "--focus", order: np.ndarray | None = None) -> int:
     """A node from `12`, `node:12` (its index in the trace), `seq:5` / `seq 5` (its seq_nr) or a name that only
     one node has.

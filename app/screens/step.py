@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.text import Text
@@ -37,6 +38,9 @@ from .errors import user_frames
 from .help import HelpScreen
 from .panels import BY_ID, PANELS, WIDE_MIN, PanelLayout
 from .source import show_source
+
+if TYPE_CHECKING:
+    from ..export import ExportRule
 
 _WARM_QUIET_S = 0.3
 """The replay's warm-up works only while the step has stayed put this long (StepScreen._warm_replay)."""
@@ -91,9 +95,10 @@ class StepScreen(Screen[None]):
     """The node the user chose in some panel; every panel marks it and the inspector shows it."""
 
     def __init__(self, trace: Trace, title: str = "", script_error: str = "",
-                 source_files: tuple[str, ...] = ()) -> None:
+                 source_files: tuple[str, ...] = (), export_rule: ExportRule | None = None) -> None:
         super().__init__()
         self.trace = trace
+        self.export_rule = export_rule  # where `e` may write (None: anywhere); `agdb serve` confines or stops it
         self.source_files = source_files  # files the user named: the source view may read them (old traces only)
         self.replay = Replay(trace)
         self.title_text = title
@@ -275,6 +280,10 @@ class StepScreen(Screen[None]):
     # -- actions: finding and selecting nodes ---------------------------------------------------------------
     def action_ask(self, mode: str) -> None:
         """Open the prompt for a step number, a search or a breakpoint."""
+        if mode == "export" and self.export_rule is not None and self.export_rule.is_off:
+            self.notify("export is off in this TUI (agdb serve writes files only when given --export-dir DIR)",
+                        title="export", severity="warning", markup=False)
+            return
         self.prompt_mode = mode
         box = self.query_one("#prompt", Input)
         box.placeholder = _PROMPTS[mode]
@@ -411,7 +420,14 @@ class StepScreen(Screen[None]):
         return f"agdb-step{self.step}.{'svg' if shutil.which('dot') else 'dot'}"
 
     def _export(self, path: str) -> None:
+        from ..export import ExportError
+
         if not path:
+            return
+        try:
+            path = path if self.export_rule is None else self.export_rule.target(path)
+        except ExportError as e:
+            self.post_message(ExportFailed(str(e)))
             return
         # Around the selected node if there is one, else the whole graph, folded when it is large.
         focus = self.selected_node
