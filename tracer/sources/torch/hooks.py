@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -32,9 +31,18 @@ class _LeanRegistration(threading.local):
     a key no RemovableHandle takes (ids count up from 0) and hands back the dict itself, which the bridge refers
     to weakly (the dict lives as long as the node) and removes its hook from by that key. Any other thread,
     and this one outside a walk, gets torch's own.
+    The dict it makes is a HookDict, not torch's OrderedDict: a node's one hook dict (one for its pre-hooks, one
+    for its post-hooks) costs a deep graph memory per node, and a plain dict with room for a weak reference is
+    less than half an OrderedDict. torch only iterates the dict, and adds a later hook to it like to its own.
     """
 
     thread: int | None = None
+
+
+class HookDict(dict):
+    """A node's hook dict made during a walk (NOTE [lean registration]): a dict the bridge can refer to weakly."""
+
+    __slots__ = ("__weakref__",)
 
 
 LEAN = _LeanRegistration()
@@ -48,7 +56,7 @@ def register_hook(backward_hooks: Any, hook: Any) -> tuple:
     if LEAN.thread is None:
         return _ORIGINAL_REGISTER.__func__(backward_hooks, hook)
     if backward_hooks is None:
-        backward_hooks = OrderedDict()
+        backward_hooks = HookDict()
     backward_hooks[HOOK_KEY] = hook
     return backward_hooks, backward_hooks
 
@@ -58,6 +66,39 @@ def unhooked(ref: Any) -> None:
     hooks = ref()
     if hooks is not None:
         hooks.pop(HOOK_KEY, None)
+
+
+class NodeHook:
+    """The bridge's pre- and post-hook of a C++ node, in one small object: it logs what it sees (NOTE [observe now,
+    reconstruct later] in bridge.py). torch calls a pre-hook with the node's grad_outputs and a post-hook with its
+    grad_inputs and grad_outputs (a tuple, never None), so the count of arguments tells which it is. One object
+    with two slots, rather than two closures and their cells, keeps a deep graph's hooks small: a million-node
+    chain carries a million of them."""
+
+    __slots__ = ("log", "key")
+
+    def __init__(self, log: list, key: int) -> None:
+        self.log = log  # the hooked thread's log list itself (a backward on the CPU runs on its caller's thread)
+        self.key = key
+
+    def __call__(self, grads: tuple, grad_outputs: tuple | None = None) -> None:
+        if grad_outputs is None:  # the pre-hook: what torch says is running is checked at the replay
+            self.log.append((PRE, self.key, grads, _seq(), _gt_id(), _running()._sequence_nr()))
+        else:
+            self.log.append((POST, self.key, grads, grad_outputs))
+
+
+class ShapesHook(NodeHook):
+    """A NodeHook for `values=False`: it keeps no grad alive, only which of the node's outputs were defined."""
+
+    __slots__ = ()
+
+    def __call__(self, grads: tuple, grad_outputs: tuple | None = None) -> None:
+        if grad_outputs is None:
+            self.log.append((PRE, self.key, (), _seq(), _gt_id(), _running()._sequence_nr()))
+        else:
+            self.log.append((POST, self.key, (grads[0] is not None,) if len(grads) == 1 else
+                             tuple([g is not None for g in grads]), ()))
 
 
 class Hooks:
@@ -82,38 +123,10 @@ class Hooks:
         # A pre-hook logs torch's graph task id and the seq_nr of the node torch says is running
         # (`_current_autograd_node()`), checked against the hook's own node and call when the log is replayed.
         log, values = state.log, self.values
-        if not isinstance(n, _PY_NODE) and not values:  # keep no grad alive: only which outputs were defined
-            def pre(grad_outputs):
-                log.append((PRE, key, (), _seq(), _gt_id(), _running()._sequence_nr()))
-
-            def post(grad_inputs, grad_outputs):
-                log.append((POST, key, (grad_inputs[0] is not None,) if len(grad_inputs) == 1 else
-                            tuple([g is not None for g in grad_inputs]), ()))
-        elif not isinstance(n, _PY_NODE):  # a C++ node runs no Python of its own: log and return
-            def pre(grad_outputs):
-                log.append((PRE, key, grad_outputs, _seq(), _gt_id(), _running()._sequence_nr()))
-
-            def post(grad_inputs, grad_outputs):
-                log.append((POST, key, grad_inputs, grad_outputs))
+        if not isinstance(n, _PY_NODE):  # a C++ node runs no Python of its own: log and return
+            pre = post = (NodeHook if values else ShapesHook)(log, key)
         else:  # a custom Function's node (with values=False too: its increments need the mode as much)
-            def pre(grad_outputs):
-                log.append((PRE, key, grad_outputs if values else (), _seq(), _gt_id(), _running()._sequence_nr()))
-                if not _mode_depth() and mode is not None:
-                    # The engine runs nodes with no torch-function mode: put ours back for a custom Function's
-                    # backward (its ops, a reentrant backward) so its increments get their lines. The engine
-                    # restores the thread's state after each node, so a node that fails cannot leave it behind.
-                    _push_mode(mode)
-                    state.pushed.append(key)
-
-            def post(grad_inputs, grad_outputs):
-                if state.pushed and state.pushed[-1] == key:
-                    state.pushed.pop()
-                    if _mode_depth():
-                        _pop_mode()
-                if values:
-                    log.append((POST, key, grad_inputs, grad_outputs))
-                else:
-                    log.append((POST, key, tuple([g is not None for g in grad_inputs]), ()))
+            pre, post = _function_hooks(log, key, values, state, mode)
 
         # NOTE [lean registration]: during a walk, registering returns the node's hook dict itself.
         self._handles[key] = (_weakref(n.register_prehook(pre)), _weakref(n.register_hook(post)), state)
@@ -136,3 +149,28 @@ class Hooks:
             unhooked(pre)
             unhooked(post)
         self._handles.clear()
+
+
+def _function_hooks(log: list, key: int, values: bool, state: ThreadState, mode: Any) -> tuple[Any, Any]:
+    """The pre- and post-hook of a custom Function's node (a closure each: such nodes are few, and the pre-hook
+    puts the mode back for the Function's Python backward)."""
+    def pre(grad_outputs):
+        log.append((PRE, key, grad_outputs if values else (), _seq(), _gt_id(), _running()._sequence_nr()))
+        if not _mode_depth() and mode is not None:
+            # The engine runs nodes with no torch-function mode: put ours back for a custom Function's
+            # backward (its ops, a reentrant backward) so its increments get their lines. The engine
+            # restores the thread's state after each node, so a node that fails cannot leave it behind.
+            _push_mode(mode)
+            state.pushed.append(key)
+
+    def post(grad_inputs, grad_outputs):
+        if state.pushed and state.pushed[-1] == key:
+            state.pushed.pop()
+            if _mode_depth():
+                _pop_mode()
+        if values:
+            log.append((POST, key, grad_inputs, grad_outputs))
+        else:
+            log.append((POST, key, tuple([g is not None for g in grad_inputs]), ()))
+
+    return pre, post
