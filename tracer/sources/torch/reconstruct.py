@@ -14,7 +14,7 @@ import torch
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.model import first_difference
 from agdb.tracer.sources.torch.state import BUMP, CALL, HOOK, NODE, POST, PRE, BridgeState, Call, ThreadState, gc_paused
-from agdb.tracer.sources.torch.walk import Walker
+from agdb.tracer.sources.torch.walk import UNNUMBERED, Walker
 from agdb.tracer.store.events import TensorSummary
 from agdb.tracer.store.schema import UINT64_MAX
 
@@ -131,10 +131,13 @@ class Reconstruction:
         gt = call.gt
         entry: dict[str, Any] = {"graph_task": gt.id, "torch_id": -1 if call.torch_id is None else call.torch_id,
                                  "parent_torch_id": call.parent_id, "reentrant_depth": gt.depth}
+        if call.compile_time:  # NOTE [compile-time calls] in backward.py
+            entry["compile_time"] = True
         if call.witness_error:
             entry["execution_order_error"] = call.witness_error
         witness = call.witness
         if witness is not None:
+            witness = self._unnumbered_as_popped(witness, gt.popped, gt.graph.seq)
             runs = [n for n in witness if gt.runs(n)]
             verdict = {"length": len(witness)}
             for against, order, wanted in (("model", gt.popped, witness), ("observed", call.observed, runs)):
@@ -147,6 +150,15 @@ class Reconstruction:
                         "observed": order[i] if i < len(order) else 0})
             entry["execution_order"] = verdict
         self.graph_tasks.append(entry)
+
+    def _unnumbered_as_popped(self, witness: list[int], popped: list[int], seq: dict[int, int]) -> list[int]:
+        """The witness with each UNNUMBERED node (an Error node: walk.Walker.witness_key) taken as the node the model
+        popped at its place, when that one too has no seq_nr and no leaf; any other stays a difference."""
+        if UNNUMBERED not in witness:
+            return witness
+        is_acc = self._is_acc
+        return [popped[i] if k == UNNUMBERED and i < len(popped) and seq.get(popped[i]) == UINT64_MAX
+                and popped[i] not in is_acc else k for i, k in enumerate(witness)]
 
     def _begin(self, state: ThreadState, call: Call, now: int) -> None:
         """The call's first sign of life: name the nodes the engine made (Identity, GraphRoot), then start the

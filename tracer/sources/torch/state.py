@@ -46,7 +46,8 @@ class Call:
     """One backward()/autograd.grad() call: what the walk found before it ran (the rest is in the log)."""
 
     __slots__ = ("gt", "before", "roots", "inputs", "multi", "keep_graph", "create_graph", "begun", "frame", "grads",
-                 "hooked", "torch_id", "parent_id", "witness", "witness_error", "witness_hooks", "retains", "observed")
+                 "hooked", "torch_id", "parent_id", "witness", "witness_error", "witness_hooks", "retains", "observed",
+                 "compile_time")
 
     def __init__(self) -> None:
         self.begun = False
@@ -58,6 +59,7 @@ class Call:
         self.witness_hooks: list = []
         self.retains: dict[int, int] = {}  # node key -> how many retains_grad hooks it carries
         self.observed: list[int] = []  # the nodes whose pre-hooks fired for this call, in order
+        self.compile_time = False  # made by torch.compile while it traced (NOTE [compile-time calls] in backward.py)
 
 
 class ThreadState:

@@ -30,6 +30,8 @@ from agdb.tracer.store.schema import UINT64_MAX
 
 _new = tuple.__new__  # NodeFacts made without its class's Python-level __new__ (NOTE [builder fast path])
 _flat = itertools.chain.from_iterable
+UNNUMBERED = -1
+"""What the witness holds for a node with no seq_nr and no leaf, such as torch::autograd::Error (witness_key)."""
 
 
 class Walk:
@@ -204,6 +206,15 @@ class Walker:
         var = getattr(n, "variable", None)
         known = self._acc_keys.get(id(var)) if var is not None else None
         return known[1] if known is not None and known[0]() is var else 0
+
+    def witness_key(self, n: Any, row: int) -> int:
+        """`lookup`, for a node of torch's execution order (NOTE [witness] in backward.py): a node with no number
+        and no leaf (an Error node) has no identity a later read can find (NOTE [node identity]), so it is
+        UNNUMBERED, which the comparison matches with an unnumbered node the model popped in its place."""
+        key = self.lookup(n, row)
+        if key == 0 and n._sequence_nr() == UINT64_MAX and getattr(n, "variable", None) is None:
+            return UNNUMBERED
+        return key
 
     def leaf_key(self, leaf: Any) -> int | None:
         """The key of the AccumulateGrad a walk met for `leaf`, or None."""
