@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agdb import tracer  # noqa: E402
+from agdb.tracer.store.schema import Kind  # noqa: E402
 
 HOOK_BYTES_PER_NODE = 900
 """What the bridge's pre- and post-hook on one node may hold in Python objects (their callable, the node's two
@@ -56,3 +57,58 @@ def test_hooks_hold_at_most_the_budget_per_node():
         bridge.hooks.unhook(hooked)
     assert len(hooked) == len(nodes) > 2000
     assert held / len(nodes) <= HOOK_BYTES_PER_NODE, f"{held / len(nodes):.0f} B per node"
+
+
+def test_a_long_backward_s_log_is_replayed_in_parts(monkeypatch):
+    """While a 3,000-node chain's backward runs, its log never holds much more than PART entries (NOTE [replay in
+    parts] in tracer/sources/torch/reconstruct.py): read from a hook of the program's own on the leaf, which
+    runs last."""
+    from agdb.tracer.sources.torch import reconstruct
+
+    monkeypatch.setattr(reconstruct, "PART", 256, raising=False)
+    x = torch.ones(2, requires_grad=True)
+    seen = []
+    with tracer.record("torch") as rec:
+        h = x
+        for _ in range(3000):
+            h = h.tanh()
+        x.register_hook(lambda g: seen.append(len(rec.source.shared.thread_state().log)))
+        h.sum().backward()
+    assert len(seen) == 1 and seen[0] <= 256 + 2
+    assert len(rec.trace.steps_of(Kind.NODE_STARTED)) == 3002 and rec.trace.meta["divergences"] == []
+
+
+@pytest.mark.parametrize("options", [{}, {"values": False}])
+def test_a_trace_replayed_in_parts_equals_the_one_replayed_at_the_end(monkeypatch, options):
+    """Every test program recorded with a replay every 2 log entries gives the events and meta of one replay at
+    the end of each call."""
+    from agdb.tracer.sources.torch import reconstruct
+
+    from .torch_programs import PROGRAMS
+
+    def run(program, box):
+        torch.manual_seed(0)
+        with tracer.record("torch", **options) as rec:
+            try:
+                program(lambda *tensors: None)
+            except Exception as e:  # noqa: BLE001 - the programs that fail on purpose: the same either way
+                box.append(type(e).__name__)
+        box.append(rec.trace)
+
+    def recorded(program):
+        """The program's trace, recorded on a fresh thread (its seq_nr counter starts at 0), as plain text."""
+        box: list = []
+        thread = threading.Thread(target=run, args=(program, box), name="recording")  # the trace keeps the name
+        thread.start()
+        thread.join()
+        trace = box.pop()
+        meta = dict(trace.meta)  # torch numbers its graph tasks for the whole process: not this run's to compare
+        meta["graph_tasks"] = [{k: v for k, v in t.items() if not k.endswith("torch_id")} for t in meta["graph_tasks"]]
+        return box, [repr(e) for e in trace], repr(sorted(meta.items()))
+
+    for program in PROGRAMS:
+        whole = recorded(program)
+        with monkeypatch.context() as m:
+            m.setattr(reconstruct, "PART", 2, raising=False)
+            parts = recorded(program)
+        assert parts == whole, program.__name__

@@ -58,6 +58,7 @@ class Backward:
             local.call_frame = local.names = None
         if call is None:
             return original(t_outputs, *args, **kwargs)
+        self._reconstruction.replay_in_parts(state)
         log = state.log
         log.append((CALL, call))
         state.calls.append(call)

@@ -85,7 +85,10 @@ class NodeHook:
         if grad_outputs is None:  # the pre-hook: what torch says is running is checked at the replay
             self.log.append((PRE, self.key, grads, _seq(), _gt_id(), _running()._sequence_nr()))
         else:
-            self.log.append((POST, self.key, grads, grad_outputs))
+            log = self.log
+            log.append((POST, self.key, grads, grad_outputs))
+            if len(log) > log.limit:  # NOTE [replay in parts] in reconstruct.py
+                log.replay_part()
 
 
 class ShapesHook(NodeHook):
@@ -97,8 +100,11 @@ class ShapesHook(NodeHook):
         if grad_outputs is None:
             self.log.append((PRE, self.key, (), _seq(), _gt_id(), _running()._sequence_nr()))
         else:
-            self.log.append((POST, self.key, (grads[0] is not None,) if len(grads) == 1 else
-                             tuple([g is not None for g in grads]), ()))
+            log = self.log
+            log.append((POST, self.key, (grads[0] is not None,) if len(grads) == 1 else
+                        tuple([g is not None for g in grads]), ()))
+            if len(log) > log.limit:  # NOTE [replay in parts] in reconstruct.py
+                log.replay_part()
 
 
 class Hooks:

@@ -7,6 +7,7 @@ Imports torch (through bridge.py only); never textual or rich.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -19,6 +20,8 @@ from agdb.tracer.store.events import TensorSummary
 from agdb.tracer.store.schema import UINT64_MAX
 
 _ACC = "torch::autograd::AccumulateGrad"
+PART = 1 << 16
+"""How many log entries a post-hook lets pile up before it replays them (NOTE [replay in parts])."""
 
 
 class Reconstruction:
@@ -28,6 +31,8 @@ class Reconstruction:
         self.b = shared.b
         self.raw = shared.raw
         self.values = shared.values
+        self.defer = shared.defer
+        self.failures = shared.failures
         self._keys = shared.keys
         self._is_acc = shared.is_acc
         self.divergences = shared.divergences
@@ -40,13 +45,38 @@ class Reconstruction:
         with torch._C.DisableTorchFunction(), gc_paused():  # our own tensor calls; no cycles made here
             self._replay_log(state)
 
+    def replay_in_parts(self, state: ThreadState) -> None:
+        """Let the hooks replay this thread's log whenever it holds more than PART entries.
+
+        NOTE [replay in parts]
+        A backward's log holds every grad it saw until the replay (NOTE [observe now, reconstruct later] in
+        bridge.py): a million-node backward would keep a million grads and two million entries alive until it
+        returns. The replay runs the log in order and keeps where it is (the calls begun, state.replaying), so a
+        post-hook that finds the log longer than PART replays what it holds there and then, on the engine's
+        thread between two nodes; what follows is replayed the same way, or when the call returns. The events
+        and their order are those of one replay at the end. Not with `defer`, which puts every replay off.
+        """
+        log = state.log
+        if self.defer or log.replay_part is not None:
+            return
+
+        def replay_part() -> None:
+            try:
+                self.replay(state)
+            except Exception as e:  # noqa: BLE001 - agdb's failure must not become the program's
+                log.limit = sys.maxsize  # the rest waits for the call's end, which says it again if it fails again
+                self.failures.append(f"{type(e).__name__}: {e}")
+
+        log.limit = PART
+        log.replay_part = replay_part
+
     def _replay_log(self, state: ThreadState) -> None:
         log = state.log[:]  # the hooks hold state.log itself: empty it in place
         del state.log[:len(log)]
         model = state.model
-        stack: list[Call] = []
+        stack = state.replaying  # the calls begun (NOTE [replay in parts])
         values = self.value
-        after_accumulation: list[tuple] = []  # post_accumulate_grad hooks: their events follow GradAccumulated
+        after_accumulation = state.after_accumulation  # post_accumulate_grad hooks: events follow GradAccumulated
         for entry in log:
             kind = entry[0]
             if kind == PRE:

@@ -9,6 +9,7 @@ import contextlib
 import functools
 import gc
 import itertools
+import sys
 import threading
 from typing import Any, Iterator
 
@@ -62,6 +63,18 @@ class Call:
         self.compile_time = False  # made by torch.compile while it traced (NOTE [compile-time calls] in backward.py)
 
 
+class Log(list):
+    """A thread's log (NOTE [observe now, reconstruct later] in bridge.py): a list, with what the hooks need to
+    replay it part-way through a long backward (NOTE [replay in parts] in reconstruct.py)."""
+
+    __slots__ = ("limit", "replay_part")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.limit = sys.maxsize  # entries past which a post-hook replays what the log holds (never, by default)
+        self.replay_part: Any = None
+
+
 class ThreadState:
     """One thread's recording state."""
 
@@ -71,7 +84,9 @@ class ThreadState:
         self.last = now  # the counter as accounted for by the time of the last observation
         self.rlast = now  # the counter as accounted for by the reconstruction
         self.calls: list[Call] = []  # backward calls in progress, innermost last
-        self.log: list[tuple] = []  # observations not reconstructed yet
+        self.log = Log()  # observations not reconstructed yet
+        self.replaying: list[Call] = []  # the calls the replay has begun and not ended, innermost last
+        self.after_accumulation: list[tuple] = []  # post_accumulate_grad hooks replayed, their AccumulateGrad not yet
         self.pushed: list[int] = []  # nodes whose pre-hook put the mode back on (popped by their post-hook)
         self.seen: list[tuple] = []  # (seq_nr, name, frame row) of forward increments not written yet
         self.seen_unnamed: dict[int, int] = {}  # seq_nr -> its index in `seen`, for those named `?` there
