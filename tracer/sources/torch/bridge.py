@@ -117,7 +117,9 @@ class Bridge:
         self.detach()
         shared = self.shared
         raw = shared.raw
-        index = {key: i for i, key in enumerate(sorted(set(raw.node_facts) | set(raw.bumps)))}
+        index = {}
+        if shared.divergences:  # a dict of every node's key: only when a divergence names nodes
+            index = {key: i for i, key in enumerate(sorted(set(raw.node_facts) | set(raw.bumps)))}
         trace = shared.b.finish(progress)
         if shared.failures:
             trace.meta["bridge_errors"] = shared.failures[:20]
