@@ -16,10 +16,10 @@ torch = pytest.importorskip("torch")
 from agdb import tracer  # noqa: E402
 from agdb.tracer.store.schema import Kind  # noqa: E402
 
-HOOK_BYTES_PER_NODE = 900
+HOOK_BYTES_PER_NODE = 750
 """What the bridge's pre- and post-hook on one node may hold in Python objects (their callable, the node's two
-hook dicts, and the bridge's weak references to them): about 820 B; two closures and two OrderedDicts held
-about 1,580."""
+hook dicts, and the bridge's weak reference to them): about 680 B. Two closures, two OrderedDicts and a weak
+reference to each held about 1,580; one callable and two weak references, about 820."""
 
 
 def _chain(n: int):

@@ -40,9 +40,11 @@ class _LeanRegistration(threading.local):
 
 
 class HookDict(dict):
-    """A node's hook dict made during a walk (NOTE [lean registration]): a dict the bridge can refer to weakly."""
+    """A node's hook dict made during a walk (NOTE [lean registration]): a dict the bridge can refer to weakly.
+    A pre-hook dict of ours also holds the node's post-hook dict (`post`), so that one weak reference to the
+    first finds both (a dict holds no node: the node holds both dicts, and neither outlives it)."""
 
-    __slots__ = ("__weakref__",)
+    __slots__ = ("__weakref__", "post")
 
 
 LEAN = _LeanRegistration()
@@ -59,13 +61,6 @@ def register_hook(backward_hooks: Any, hook: Any) -> tuple:
         backward_hooks = HookDict()
     backward_hooks[HOOK_KEY] = hook
     return backward_hooks, backward_hooks
-
-
-def unhooked(ref: Any) -> None:
-    """Take the bridge's hook out of a node's hook dict (NOTE [lean registration]), if the node still lives."""
-    hooks = ref()
-    if hooks is not None:
-        hooks.pop(HOOK_KEY, None)
 
 
 class NodeHook:
@@ -115,13 +110,15 @@ class Hooks:
         self._handles = shared.handles
         self._is_acc = shared.is_acc
         self._acc_alive = shared.acc_alive
+        self._foreign: dict[int, Any] = {}  # key -> weakref to its post-hook dict, when its pre-hook dict is not ours
 
     def hook(self, n: Any, key: int, state: ThreadState, hooked: list[int], mode: Any) -> None:
         """Hook node `n` (`key`) for this thread's log, unless it has ours already; note its key in `hooked`.
         `mode` is what a custom Function's backward runs with (culprits seen in it), or None."""
-        held = self._handles.get(key)
-        if held is not None and held[0]() is not None:
-            if held[2] is state:
+        ref = self._handles.get(key)
+        pre_dict = ref() if ref is not None else None
+        if pre_dict is not None:
+            if getattr(pre_dict.get(HOOK_KEY), "log", None) is state.log:
                 return  # this node already has ours: once per graph, not once per backward
             # hooked for another thread's backward: this thread's log from now on (registering again replaces them)
         # The hooks append to this thread's log list itself: a backward on the CPU runs on the thread that
@@ -134,27 +131,47 @@ class Hooks:
         else:  # a custom Function's node (with values=False too: its increments need the mode as much)
             pre, post = _function_hooks(log, key, values, state, mode)
 
-        # NOTE [lean registration]: during a walk, registering returns the node's hook dict itself.
-        self._handles[key] = (_weakref(n.register_prehook(pre)), _weakref(n.register_hook(post)), state)
+        # NOTE [lean registration]: during a walk, registering returns the node's hook dict itself. The bridge
+        # refers weakly to the pre-hook dict only, which holds the post-hook dict when it is ours (HookDict); a
+        # dict torch made for an earlier hook of the program's cannot, and `_foreign` refers to its partner.
+        pre_dict = n.register_prehook(pre)
+        post_dict = n.register_hook(post)
+        if type(pre_dict) is HookDict:
+            pre_dict.post = post_dict
+        else:
+            self._foreign[key] = _weakref(post_dict)
+        self._handles[key] = ref = _weakref(pre_dict)
         hooked.append(key)
         if key in self._is_acc:
-            self._acc_alive[key] = self._handles[key][0]
+            self._acc_alive[key] = ref
 
     def unhook(self, keys: list[int]) -> None:
         """Take the bridge's hooks off the nodes `keys`."""
         handles = self._handles
         for key in keys:
-            held = handles.pop(key, None)
-            if held is not None:
-                unhooked(held[0])
-                unhooked(held[1])
+            ref = handles.pop(key, None)
+            if ref is not None:
+                self._unhook(key, ref())
 
     def unhook_all(self) -> None:
         """Take every hook of the bridge off its node."""
-        for pre, post, _ in self._handles.values():
-            unhooked(pre)
-            unhooked(post)
+        for key, ref in self._handles.items():
+            self._unhook(key, ref())
         self._handles.clear()
+        self._foreign.clear()
+
+    def _unhook(self, key: int, pre_dict: Any) -> None:
+        """Take the bridge's hooks out of node `key`'s hook dicts, if the node still lives (`pre_dict` is not None)."""
+        post_ref = self._foreign.pop(key, None)
+        if pre_dict is None:
+            return
+        pre_dict.pop(HOOK_KEY, None)
+        if type(pre_dict) is HookDict:
+            post_dict, pre_dict.post = pre_dict.post, None  # a later hooking sets it again
+        else:
+            post_dict = post_ref() if post_ref is not None else None
+        if post_dict is not None:
+            post_dict.pop(HOOK_KEY, None)
 
 
 def _function_hooks(log: list, key: int, values: bool, state: ThreadState, mode: Any) -> tuple[Any, Any]:
@@ -179,4 +196,5 @@ def _function_hooks(log: list, key: int, values: bool, state: ThreadState, mode:
         else:
             log.append((POST, key, tuple([g is not None for g in grad_inputs]), ()))
 
+    pre.log = log  # which thread's log it writes to, as a NodeHook's `log` says (Hooks.hook)
     return pre, post

@@ -113,7 +113,7 @@ class BridgeState:
         self.is_acc: set[int] = set()
         self.acc_alive: dict[int, Any] = {}  # AccumulateGrad key -> weakref to its pre-hook dict (node identity)
         self.unnamed: set[int] = set()  # bumped as `?`: a walk that meets the node names it
-        self.handles: dict[int, tuple[Any, Any, ThreadState]] = {}  # key -> weakrefs to its pre/post hook dicts
+        self.handles: dict[int, Any] = {}  # key -> weakref to its pre-hook dict (hooks.HookDict)
         self.type_names: dict[type, str] = {}  # a node's Python type -> its name() (one name per C++ node type)
         self.divergences: list[dict] = []
         self.failures: list[str] = []  # the bridge's own errors: that backward ran unrecorded (meta["bridge_errors"])

@@ -230,8 +230,8 @@ class Walker:
         if found is None:
             return None
         for key in keys:
-            held = self._handles.get(key)
-            if held is None or held[0]() is None:
+            ref = self._handles.get(key)
+            if ref is None or ref() is None:
                 del self._walks[(state.row, keys)]
                 return None
         return found
@@ -240,7 +240,7 @@ class Walker:
         """Keep the walk of a retained graph, for the next backward over it (cached)."""
         if len(self._walks) >= 64:  # forget the walks of graphs that are gone
             for row, keys in list(self._walks):
-                if any(self._handles.get(k) is None or self._handles[k][0]() is None for k in keys):
+                if any(self._handles.get(k) is None or self._handles[k]() is None for k in keys):
                     del self._walks[(row, keys)]
         self._walks[(state.row, tuple(key_of[id(n)] for n in starts))] = graph
 
