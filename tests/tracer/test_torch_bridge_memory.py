@@ -6,6 +6,8 @@ Measured with tracemalloc (allocation sizes, not time): deterministic for one Py
 from __future__ import annotations
 
 import gc
+import os
+import sys
 import threading
 import tracemalloc
 
@@ -112,3 +114,47 @@ def test_a_trace_replayed_in_parts_equals_the_one_replayed_at_the_end(monkeypatc
             m.setattr(reconstruct, "PART", 2, raising=False)
             parts = recorded(program)
         assert parts == whole, program.__name__
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the resident set read from /proc")
+def test_freed_heap_pages_go_back_to_the_system_before_the_trace_is_frozen():
+    """release_freed_memory (called by Bridge.finish) gives back the pages of 64 MB of small blocks just freed."""
+    import ctypes
+
+    from agdb.tracer.sources.torch.state import release_freed_memory
+
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "malloc_trim"):
+        pytest.skip("not glibc")
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    blocks = [libc.malloc(1024) for _ in range(64 * 1024)]  # small blocks: the heap's, not mmap's
+    for b in blocks:
+        ctypes.memset(b, 1, 1024)  # touched: resident
+    keep = libc.malloc(1024)  # above them all: the heap's top cannot simply shrink
+    for b in blocks:
+        libc.free(b)
+    before = _resident()
+    release_freed_memory()
+    after = _resident()
+    libc.free(keep)
+    assert before - after > 32 * 2**20, (before, after)
+
+
+def _resident() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_finish_releases_freed_memory_before_it_freezes_the_trace(monkeypatch):
+    """Bridge.finish hands freed pages back before the builder freezes the trace (release_freed_memory)."""
+    from agdb.tracer.recording.builder import TraceBuilder
+    from agdb.tracer.sources.torch import bridge
+
+    calls = []
+    monkeypatch.setattr(bridge, "release_freed_memory", lambda: calls.append("released"))
+    freeze = TraceBuilder.finish
+    monkeypatch.setattr(TraceBuilder, "finish", lambda self, *a: calls.append("frozen") or freeze(self, *a))
+    with tracer.record("torch"):
+        (torch.ones(2, requires_grad=True) * 2).sum().backward()
+    assert calls == ["released", "frozen"]

@@ -31,7 +31,7 @@ from agdb.tracer.sources.torch.hooks import Hooks
 from agdb.tracer.sources.torch.naming import LeafNames
 from agdb.tracer.sources.torch.patching import Patches
 from agdb.tracer.sources.torch.reconstruct import Reconstruction, by_row
-from agdb.tracer.sources.torch.state import NODE, BridgeState
+from agdb.tracer.sources.torch.state import NODE, BridgeState, release_freed_memory
 from agdb.tracer.sources.torch.walk import Walker
 from agdb.tracer.store.schema import Kind
 from agdb.tracer.store.trace import Trace
@@ -120,6 +120,7 @@ class Bridge:
         index = {}
         if shared.divergences:  # a dict of every node's key: only when a divergence names nodes
             index = {key: i for i, key in enumerate(sorted(set(raw.node_facts) | set(raw.bumps)))}
+        release_freed_memory()
         trace = shared.b.finish(progress)
         if shared.failures:
             trace.meta["bridge_errors"] = shared.failures[:20]
