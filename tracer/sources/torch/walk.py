@@ -112,7 +112,7 @@ class Walker:
                     held.append(c)
                     stack.append((c, ck))
                 edges.append((ck, nr))
-                if inputs_of.get(ck, 0) <= nr:
+                if nr and inputs_of.get(ck, 1) <= nr:  # only counts above 1: a deep graph's nodes mostly have one
                     inputs_of[ck] = nr + 1
             edges_of[key] = tuple(edges)
             hook(n, key, state, hooked, mode)
