@@ -18,10 +18,10 @@ torch = pytest.importorskip("torch")
 from agdb import tracer  # noqa: E402
 from agdb.tracer.store.schema import Kind  # noqa: E402
 
-HOOK_BYTES_PER_NODE = 750
+HOOK_BYTES_PER_NODE = 650
 """What the bridge's pre- and post-hook on one node may hold in Python objects (their callable, the node's two
-hook dicts, and the bridge's weak reference to them): about 680 B. Two closures, two OrderedDicts and a weak
-reference to each held about 1,580; one callable and two weak references, about 820."""
+hook dicts, and the bridge's weak reference to them): about 600 B. Two closures, two OrderedDicts and a weak
+reference to each held about 1,580; one callable and two weak references, about 820; int-keyed dicts, 680."""
 
 
 def _chain(n: int):

@@ -28,7 +28,7 @@ class _LeanRegistration(threading.local):
     Registering a hook on a node calls torch's `_HookMixin._register_hook`, which makes a RemovableHandle (a
     Python object, a weak reference and a class counter): a third of what walking and hooking a new graph cost.
     While the bridge walks on this thread, the bridge's version stores the hook in the node's hook dict under
-    a key no RemovableHandle takes (ids count up from 0) and hands back the dict itself, which the bridge refers
+    a key no RemovableHandle takes (HOOK_KEY) and hands back the dict itself, which the bridge refers
     to weakly (the dict lives as long as the node) and removes its hook from by that key. Any other thread,
     and this one outside a walk, gets torch's own.
     The dict it makes is a HookDict, not torch's OrderedDict: a node's one hook dict (one for its pre-hooks, one
@@ -49,7 +49,9 @@ class HookDict(dict):
 
 LEAN = _LeanRegistration()
 """`LEAN.thread`: the ident of the thread whose walk is in progress (walk.py sets it), else None."""
-HOOK_KEY = -(1 << 62)
+HOOK_KEY = "agdb"
+"""The bridge's key in a node's hook dict: torch's RemovableHandles take ints, and a dict whose keys are all str has
+a smaller table (a deep graph has two such dicts per node)."""
 _ORIGINAL_REGISTER = torch.autograd.function._HookMixin.__dict__["_register_hook"]
 
 

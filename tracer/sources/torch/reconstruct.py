@@ -236,6 +236,7 @@ class Reconstruction:
             if facts is not None and facts.topological_nr != topo:
                 facts_of[key] = facts._replace(topological_nr=topo)
         state.model.start(gt, call.roots, call.keep_graph, call.create_graph)
+        gt.topo = {}  # read only to prepare the call (dependencies, exec_info): a deep graph's dict goes now
 
     def value(self, t: Any) -> Any:
         """What the trace keeps of a grad: a numpy view (the builder copies small ones, summarises others)."""
