@@ -29,7 +29,13 @@ from agdb.tracer.sources.torch.state import NODE, BridgeState, ThreadState
 from agdb.tracer.store.schema import UINT64_MAX
 
 _new = tuple.__new__  # NodeFacts made without its class's Python-level __new__ (NOTE [builder fast path])
-_flat = itertools.chain.from_iterable
+_chain = itertools.chain.from_iterable
+
+
+def _flat(edges: tuple) -> tuple:
+    """A node's next edges as the builder stores them, flat; a node with one edge shares the walk's pair (a deep
+    chain's nodes all have one)."""
+    return edges[0] if len(edges) == 1 else tuple(_chain(edges))
 UNNUMBERED = -1
 """What the witness holds for a node with no seq_nr and no leaf, such as torch::autograd::Error (witness_key)."""
 
@@ -146,7 +152,9 @@ class Walker:
             else:  # made while recording: its name and edges now; its creation step, thread and line as they were.
                 # The fields of TraceBuilder.node, written here (a walk's edges are already (key or 0, int) pairs);
                 # node() writes them the same way for a node described from the log.
-                facts_of[key] = _new(NodeFacts, (name, seq_of[key], 0, "cpu", old.thread, tuple(_flat(edges_of[key])),
+                edges = edges_of[key]  # flat, as _flat makes them (inline: a call per node costs the walk)
+                facts_of[key] = _new(NodeFacts, (name, seq_of[key], 0, "cpu", old.thread,
+                                                 edges[0] if len(edges) == 1 else tuple(_chain(edges)),
                                                  old.frame, old.step, inputs_of.get(key, 1)))
 
     def node(self, state: ThreadState, frame: int, key: int, name: str, seq: int, edges: tuple,
@@ -165,7 +173,7 @@ class Walker:
                            num_inputs=num_inputs)
             return
         raw.node_facts[key] = _new(NodeFacts, (name, seq, facts.topological_nr, facts.device, facts.thread,
-                                               tuple(_flat(edges)), facts.frame, facts.step, num_inputs))
+                                               _flat(edges), facts.frame, facts.step, num_inputs))
         bump = raw.bumps.get(key)
         if bump is not None and bump.name != name:
             raw.bumps[key] = bump._replace(name=name)
