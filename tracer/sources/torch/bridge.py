@@ -22,6 +22,7 @@ The parts share one BridgeState (state.py), which owns what they all read and wr
 """
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 from agdb.tracer.recording.builder import TraceBuilder
@@ -96,6 +97,8 @@ class Bridge:
     def detach(self) -> None:
         """Stop recording, reconstruct what is pending, and remove every hook the bridge put on a node."""
         self.patches.detach()
+        for state in self.shared.states:
+            state.log.limit = sys.maxsize  # a backward running elsewhere replays no more parts (NOTE [replay in parts])
         for state in self.shared.states:
             self.forward.write_seen(state)
             if state.log and not state.calls:
