@@ -29,6 +29,15 @@ other processes does not count.
   informational, no target. `backward, record() default` is the backward call with it inside (defer=False).
 
     .venv/bin/python bench/torch_bridge.py [--quick] [--reps N] [--json PATH]
+
+--deep N: the memory of `agdb torch` on an N-deep chain (`h = h.tanh()` N times on a 4-element tensor, then one
+backward; N = 1,000,000 by default), against the same script run plainly: the peak RSS of each child process (its
+rusage's ru_maxrss), and bytes per event = (recorded peak - plain peak) / the events of the saved trace (target
+<= 200). Each round runs the plain script, then `agdb torch` on it from each tree given (--tree PATH, a checkout of
+agdb; this one by default; several trees to compare a change, their order turned each round), so that a shared
+machine's load falls on all alike; figures are medians over the rounds.
+
+    .venv/bin/python bench/torch_bridge.py --deep [N] [--rounds R] [--tree PATH ...] [--json PATH]
 """
 from __future__ import annotations
 
@@ -306,5 +315,109 @@ def report(result: dict) -> None:
                        lambda row: f"<= {row['target']:g} {row['unit']}", target_width=14)
 
 
+DEEP_TARGET = 200
+"""Bytes per event of an `agdb torch` recording beyond the plain run's peak RSS, on the deep chain."""
+
+_DEEP_SCRIPT = """\
+import torch
+x = torch.ones(4, requires_grad=True)
+h = x
+for _ in range({n}):
+    h = h.tanh()
+h.sum().backward()
+"""
+
+# `python -m agdb ARGS` with the agdb of another tree: the editable install's finder maps agdb's packages to
+# directories of this tree; they are pointed at the other one before agdb is imported.
+_BOOT = """\
+import runpy, sys
+finder = next(m for name, m in sys.modules.items() if name.startswith("__editable___agdb"))
+root, tree = sys.argv[1], sys.argv[2]
+for name, path in finder.MAPPING.items():
+    finder.MAPPING[name] = tree + path[len(root):] if path.startswith(root) else path
+sys.argv = ["agdb"] + sys.argv[3:]
+runpy.run_module("agdb", run_name="__main__")
+"""
+
+
+def _child(cmd: list[str], log: Path) -> tuple[int, float]:
+    """Run `cmd`; its peak RSS in bytes (ru_maxrss) and its wall time. Raises if it fails."""
+    import os
+    import subprocess
+
+    start = time.monotonic()
+    with log.open("w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"bench/torch_bridge.py: {' '.join(cmd)} failed:\n{log.read_text()[-2000:]}")
+    return usage.ru_maxrss * 1024, wall
+
+
+def deep(n: int, rounds: int, trees: list[str]) -> dict:
+    """The --deep measurement (the module's docstring)."""
+    import tempfile
+
+    from agdb.tracer.store import tracefile
+
+    root = str(Path(__file__).resolve().parents[1])
+    work = Path(tempfile.mkdtemp(prefix="agdb-deep-"))
+    script = work / "deep_chain.py"
+    script.write_text(_DEEP_SCRIPT.format(n=n))
+    plain: list[tuple[int, float]] = []
+    recorded: dict[str, list[tuple[int, float]]] = {t: [] for t in trees}
+    events: dict[str, int] = {}
+    for r in range(rounds):
+        plain.append(_child([sys.executable, str(script)], work / "plain.log"))
+        print(f"round {r + 1}: plain {plain[-1][0] / 1e6:,.0f} MB, {plain[-1][1]:.0f} s", flush=True)
+        for tree in trees[r % len(trees):] + trees[:r % len(trees)]:
+            out = work / "deep.agdb"
+            recorded[tree].append(_child([sys.executable, "-c", _BOOT, root, tree, "torch", str(script), "-o",
+                                          str(out)], work / "recorded.log"))
+            if tree not in events:
+                events[tree] = len(tracefile.load(out))
+            out.unlink()
+            print(f"round {r + 1}: {tree}: {recorded[tree][-1][0] / 1e6:,.0f} MB, {recorded[tree][-1][1]:.0f} s",
+                  flush=True)
+    plain_peak = statistics.median(p for p, _ in plain)
+    rows = []
+    for tree in trees:
+        peak = statistics.median(p for p, _ in recorded[tree])
+        rows.append({"tree": tree, "events": events[tree], "peak_bytes": peak,
+                     "bytes_per_event": (peak - plain_peak) / events[tree],
+                     "wall_s": statistics.median(w for _, w in recorded[tree]),
+                     "peaks": [p for p, _ in recorded[tree]]})
+    return {"n": n, "rounds": rounds, "plain_peak_bytes": plain_peak, "plain_peaks": [p for p, _ in plain],
+            "plain_wall_s": statistics.median(w for _, w in plain), "target": DEEP_TARGET, "rows": rows}
+
+
+def deep_main(argv: list[str]) -> int:
+    """`--deep [N]`: parse its options, measure, print (and save with --json)."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description="The memory of agdb torch on a deep chain (--deep)")
+    parser.add_argument("--deep", type=int, nargs="?", const=1_000_000, required=True, metavar="N")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--tree", action="append", default=None, metavar="PATH")
+    parser.add_argument("--json", metavar="PATH")
+    args = parser.parse_args(argv)
+    trees = [str(Path(t).resolve()) for t in (args.tree or [Path(__file__).resolve().parents[1]])]
+    result = deep(args.deep, args.rounds, trees)
+    print(f"{result['n']:,}-deep chain, {result['rounds']} rounds: plain peak "
+          f"{result['plain_peak_bytes'] / 1e6:,.0f} MB ({result['plain_wall_s']:.0f} s)")
+    for row in result["rows"]:
+        met = "met" if row["bytes_per_event"] <= DEEP_TARGET else "NOT met"
+        print(f"  {row['tree']}: peak {row['peak_bytes'] / 1e6:,.0f} MB, {row['events']:,} events, "
+              f"{row['bytes_per_event']:.0f} B/event beyond the plain run (target <= {DEEP_TARGET}: {met}), "
+              f"{row['wall_s']:.0f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
 if __name__ == "__main__":
+    if "--deep" in sys.argv[1:]:
+        sys.exit(deep_main(sys.argv[1:]))
     sys.exit(bench_main(__doc__, run, report, "1k-node graphs only, three rounds", "rounds per figure (default 5)"))

@@ -5,7 +5,8 @@ PyTorch frees a deep graph recursively: on the main thread's 8 MiB stack a 50k-d
 touched crashes the interpreter. The bridge walks without recursion and `run_with_big_stack` gives the script a
 1 GiB stack. The chain is built before the recording starts (its forward is a loop like any other) and the
 recording keeps no grad values (`values=False`), which keeps this the lightest run that still walks, hooks,
-runs and reconstructs a 1M-node backward and frees the graph: about 3 minutes and 4 GB here (2 cores, loaded).
+runs and reconstructs a 1M-node backward and frees the graph (what `agdb torch` holds on such a chain:
+`bench/torch_bridge.py --deep`, docs/benchmarks.md).
 AGDB_DEEP_N=20000 runs a smaller chain, for a quick check.
 """
 from __future__ import annotations

@@ -27,6 +27,7 @@ _gt_id = torch._C._current_graph_task_id  # -1 outside a backward
 _running = torch._C._current_autograd_node
 _execution_order = torch._C._current_graph_task_execution_order
 _multithreading = torch._C._is_multithreading_enabled
+_is_compiling = torch.compiler.is_compiling
 
 
 class Backward:
@@ -57,6 +58,7 @@ class Backward:
             local.call_frame = local.names = None
         if call is None:
             return original(t_outputs, *args, **kwargs)
+        self._reconstruction.replay_in_parts(state)
         log = state.log
         log.append((CALL, call))
         state.calls.append(call)
@@ -125,6 +127,7 @@ class Backward:
         call.create_graph = bool(params["create_graph"])
         call.grads = tuple(params["grad_tensors"] or ())
         call.parent_id = _gt_id()
+        call.compile_time = _is_compiling()
         call.gt = GraphTaskModel(next(self._gt_ids), _depth(state, call.parent_id), graph, 0, (), (),
                                  params["accumulate_grad"], {})
         if self._retained:
@@ -132,6 +135,13 @@ class Backward:
         witness = self._witness_hook(state, call)
         call.witness_hooks = [n.register_prehook(witness) for n, _ in roots]
         return call
+
+    # NOTE [compile-time calls]
+    # torch.compile's AOT autograd traces a model's backward by calling autograd.grad itself, on fake tensors, while
+    # it compiles (the first call of a compiled model, and each recompilation); it does so with multithreading
+    # disabled, so the witness reads those calls' order. They are recorded like any call (their nodes ran, with
+    # their Error nodes: NOTE [witness]), and marked: `torch.compiler.is_compiling()` is true inside them, and
+    # their entry in meta["graph_tasks"] says "compile_time": true, for views that leave them out.
 
     def _witness_hook(self, state: ThreadState, call: Call) -> Any:
         """A pre-hook for the call's roots, put on for this call only: torch's id of the graph task and, with
@@ -142,12 +152,15 @@ class Backward:
         root's pre-hook, every node the graph task will pop, in order: a second witness of the order, beside the
         pre-hooks that fire. torch allows it only there (anywhere later it fails an internal assert), so it is
         read once per call, by the first root whose pre-hook fires (after a GraphRoot, the first of its roots).
-        It lists the nodes that are only captured as well as those that run. torch computes it by popping the
+        It lists the nodes that are only captured as well as those that run. A node with no seq_nr and no leaf
+        (torch::autograd::Error) has no identity the bridge can find again once the walk let go of it (NOTE [node
+        identity] in walk.py): it is listed as UNNUMBERED and taken for the unnumbered node the model popped at
+        its place (Reconstruction._unnumbered_as_popped). torch computes it by popping the
         call's own tasks from a fresh queue: where the real queue also holds other calls' tasks (a failed inner
         call's, left behind stale), tied tasks may come out of the real heap in another order, and the witness
         then differs from what ran while the model, run on the shared queue, does not.
         """
-        lookup = self._walker.lookup
+        lookup = self._walker.witness_key
 
         def witness(grad_outputs: Any) -> None:
             if call.torch_id is not None:

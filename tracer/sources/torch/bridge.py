@@ -22,6 +22,7 @@ The parts share one BridgeState (state.py), which owns what they all read and wr
 """
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 from agdb.tracer.recording.builder import TraceBuilder
@@ -31,7 +32,7 @@ from agdb.tracer.sources.torch.hooks import Hooks
 from agdb.tracer.sources.torch.naming import LeafNames
 from agdb.tracer.sources.torch.patching import Patches
 from agdb.tracer.sources.torch.reconstruct import Reconstruction, by_row
-from agdb.tracer.sources.torch.state import NODE, BridgeState
+from agdb.tracer.sources.torch.state import NODE, BridgeState, release_freed_memory
 from agdb.tracer.sources.torch.walk import Walker
 from agdb.tracer.store.schema import Kind
 from agdb.tracer.store.trace import Trace
@@ -97,6 +98,8 @@ class Bridge:
         """Stop recording, reconstruct what is pending, and remove every hook the bridge put on a node."""
         self.patches.detach()
         for state in self.shared.states:
+            state.log.limit = sys.maxsize  # a backward running elsewhere replays no more parts (NOTE [replay in parts])
+        for state in self.shared.states:
             self.forward.write_seen(state)
             if state.log and not state.calls:
                 self.reconstruction.replay(state)
@@ -117,7 +120,10 @@ class Bridge:
         self.detach()
         shared = self.shared
         raw = shared.raw
-        index = {key: i for i, key in enumerate(sorted(set(raw.node_facts) | set(raw.bumps)))}
+        index = {}
+        if shared.divergences:  # a dict of every node's key: only when a divergence names nodes
+            index = {key: i for i, key in enumerate(sorted(set(raw.node_facts) | set(raw.bumps)))}
+        release_freed_memory()
         trace = shared.b.finish(progress)
         if shared.failures:
             trace.meta["bridge_errors"] = shared.failures[:20]

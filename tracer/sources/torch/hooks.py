@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -29,17 +28,30 @@ class _LeanRegistration(threading.local):
     Registering a hook on a node calls torch's `_HookMixin._register_hook`, which makes a RemovableHandle (a
     Python object, a weak reference and a class counter): a third of what walking and hooking a new graph cost.
     While the bridge walks on this thread, the bridge's version stores the hook in the node's hook dict under
-    a key no RemovableHandle takes (ids count up from 0) and hands back the dict itself, which the bridge refers
+    a key no RemovableHandle takes (HOOK_KEY) and hands back the dict itself, which the bridge refers
     to weakly (the dict lives as long as the node) and removes its hook from by that key. Any other thread,
     and this one outside a walk, gets torch's own.
+    The dict it makes is a HookDict, not torch's OrderedDict: a node's one hook dict (one for its pre-hooks, one
+    for its post-hooks) costs a deep graph memory per node, and a plain dict with room for a weak reference is
+    less than half an OrderedDict. torch only iterates the dict, and adds a later hook to it like to its own.
     """
 
     thread: int | None = None
 
 
+class HookDict(dict):
+    """A node's hook dict made during a walk (NOTE [lean registration]): a dict the bridge can refer to weakly.
+    A pre-hook dict of ours also holds the node's post-hook dict (`post`), so that one weak reference to the
+    first finds both (a dict holds no node: the node holds both dicts, and neither outlives it)."""
+
+    __slots__ = ("__weakref__", "post")
+
+
 LEAN = _LeanRegistration()
 """`LEAN.thread`: the ident of the thread whose walk is in progress (walk.py sets it), else None."""
-HOOK_KEY = -(1 << 62)
+HOOK_KEY = "agdb"
+"""The bridge's key in a node's hook dict: torch's RemovableHandles take ints, and a dict whose keys are all str has
+a smaller table (a deep graph has two such dicts per node)."""
 _ORIGINAL_REGISTER = torch.autograd.function._HookMixin.__dict__["_register_hook"]
 
 
@@ -48,16 +60,48 @@ def register_hook(backward_hooks: Any, hook: Any) -> tuple:
     if LEAN.thread is None:
         return _ORIGINAL_REGISTER.__func__(backward_hooks, hook)
     if backward_hooks is None:
-        backward_hooks = OrderedDict()
+        backward_hooks = HookDict()
     backward_hooks[HOOK_KEY] = hook
     return backward_hooks, backward_hooks
 
 
-def unhooked(ref: Any) -> None:
-    """Take the bridge's hook out of a node's hook dict (NOTE [lean registration]), if the node still lives."""
-    hooks = ref()
-    if hooks is not None:
-        hooks.pop(HOOK_KEY, None)
+class NodeHook:
+    """The bridge's pre- and post-hook of a C++ node, in one small object: it logs what it sees (NOTE [observe now,
+    reconstruct later] in bridge.py). torch calls a pre-hook with the node's grad_outputs and a post-hook with its
+    grad_inputs and grad_outputs (a tuple, never None), so the count of arguments tells which it is. One object
+    with two slots, rather than two closures and their cells, keeps a deep graph's hooks small: a million-node
+    chain carries a million of them."""
+
+    __slots__ = ("log", "key")
+
+    def __init__(self, log: list, key: int) -> None:
+        self.log = log  # the hooked thread's log list itself (a backward on the CPU runs on its caller's thread)
+        self.key = key
+
+    def __call__(self, grads: tuple, grad_outputs: tuple | None = None) -> None:
+        if grad_outputs is None:  # the pre-hook: what torch says is running is checked at the replay
+            self.log.append((PRE, self.key, grads, _seq(), _gt_id(), _running()._sequence_nr()))
+        else:
+            log = self.log
+            log.append((POST, self.key, grads, grad_outputs))
+            if len(log) > log.limit:  # NOTE [replay in parts] in reconstruct.py
+                log.replay_part()
+
+
+class ShapesHook(NodeHook):
+    """A NodeHook for `values=False`: it keeps no grad alive, only which of the node's outputs were defined."""
+
+    __slots__ = ()
+
+    def __call__(self, grads: tuple, grad_outputs: tuple | None = None) -> None:
+        if grad_outputs is None:
+            self.log.append((PRE, self.key, (), _seq(), _gt_id(), _running()._sequence_nr()))
+        else:
+            log = self.log
+            log.append((POST, self.key, (grads[0] is not None,) if len(grads) == 1 else
+                        tuple([g is not None for g in grads]), ()))
+            if len(log) > log.limit:  # NOTE [replay in parts] in reconstruct.py
+                log.replay_part()
 
 
 class Hooks:
@@ -68,13 +112,15 @@ class Hooks:
         self._handles = shared.handles
         self._is_acc = shared.is_acc
         self._acc_alive = shared.acc_alive
+        self._foreign: dict[int, Any] = {}  # key -> weakref to its post-hook dict, when its pre-hook dict is not ours
 
     def hook(self, n: Any, key: int, state: ThreadState, hooked: list[int], mode: Any) -> None:
         """Hook node `n` (`key`) for this thread's log, unless it has ours already; note its key in `hooked`.
         `mode` is what a custom Function's backward runs with (culprits seen in it), or None."""
-        held = self._handles.get(key)
-        if held is not None and held[0]() is not None:
-            if held[2] is state:
+        ref = self._handles.get(key)
+        pre_dict = ref() if ref is not None else None
+        if pre_dict is not None:
+            if getattr(pre_dict.get(HOOK_KEY), "log", None) is state.log:
                 return  # this node already has ours: once per graph, not once per backward
             # hooked for another thread's backward: this thread's log from now on (registering again replaces them)
         # The hooks append to this thread's log list itself: a backward on the CPU runs on the thread that
@@ -82,57 +128,75 @@ class Hooks:
         # A pre-hook logs torch's graph task id and the seq_nr of the node torch says is running
         # (`_current_autograd_node()`), checked against the hook's own node and call when the log is replayed.
         log, values = state.log, self.values
-        if not isinstance(n, _PY_NODE) and not values:  # keep no grad alive: only which outputs were defined
-            def pre(grad_outputs):
-                log.append((PRE, key, (), _seq(), _gt_id(), _running()._sequence_nr()))
-
-            def post(grad_inputs, grad_outputs):
-                log.append((POST, key, (grad_inputs[0] is not None,) if len(grad_inputs) == 1 else
-                            tuple([g is not None for g in grad_inputs]), ()))
-        elif not isinstance(n, _PY_NODE):  # a C++ node runs no Python of its own: log and return
-            def pre(grad_outputs):
-                log.append((PRE, key, grad_outputs, _seq(), _gt_id(), _running()._sequence_nr()))
-
-            def post(grad_inputs, grad_outputs):
-                log.append((POST, key, grad_inputs, grad_outputs))
+        if not isinstance(n, _PY_NODE):  # a C++ node runs no Python of its own: log and return
+            pre = post = (NodeHook if values else ShapesHook)(log, key)
         else:  # a custom Function's node (with values=False too: its increments need the mode as much)
-            def pre(grad_outputs):
-                log.append((PRE, key, grad_outputs if values else (), _seq(), _gt_id(), _running()._sequence_nr()))
-                if not _mode_depth() and mode is not None:
-                    # The engine runs nodes with no torch-function mode: put ours back for a custom Function's
-                    # backward (its ops, a reentrant backward) so its increments get their lines. The engine
-                    # restores the thread's state after each node, so a node that fails cannot leave it behind.
-                    _push_mode(mode)
-                    state.pushed.append(key)
+            pre, post = _function_hooks(log, key, values, state, mode)
 
-            def post(grad_inputs, grad_outputs):
-                if state.pushed and state.pushed[-1] == key:
-                    state.pushed.pop()
-                    if _mode_depth():
-                        _pop_mode()
-                if values:
-                    log.append((POST, key, grad_inputs, grad_outputs))
-                else:
-                    log.append((POST, key, tuple([g is not None for g in grad_inputs]), ()))
-
-        # NOTE [lean registration]: during a walk, registering returns the node's hook dict itself.
-        self._handles[key] = (_weakref(n.register_prehook(pre)), _weakref(n.register_hook(post)), state)
+        # NOTE [lean registration]: during a walk, registering returns the node's hook dict itself. The bridge
+        # refers weakly to the pre-hook dict only, which holds the post-hook dict when it is ours (HookDict); a
+        # dict torch made for an earlier hook of the program's cannot, and `_foreign` refers to its partner.
+        pre_dict = n.register_prehook(pre)
+        post_dict = n.register_hook(post)
+        if type(pre_dict) is HookDict:
+            pre_dict.post = post_dict
+        else:
+            self._foreign[key] = _weakref(post_dict)
+        self._handles[key] = ref = _weakref(pre_dict)
         hooked.append(key)
         if key in self._is_acc:
-            self._acc_alive[key] = self._handles[key][0]
+            self._acc_alive[key] = ref
 
     def unhook(self, keys: list[int]) -> None:
         """Take the bridge's hooks off the nodes `keys`."""
         handles = self._handles
         for key in keys:
-            held = handles.pop(key, None)
-            if held is not None:
-                unhooked(held[0])
-                unhooked(held[1])
+            ref = handles.pop(key, None)
+            if ref is not None:
+                self._unhook(key, ref())
 
     def unhook_all(self) -> None:
         """Take every hook of the bridge off its node."""
-        for pre, post, _ in self._handles.values():
-            unhooked(pre)
-            unhooked(post)
+        for key, ref in self._handles.items():
+            self._unhook(key, ref())
         self._handles.clear()
+        self._foreign.clear()
+
+    def _unhook(self, key: int, pre_dict: Any) -> None:
+        """Take the bridge's hooks out of node `key`'s hook dicts, if the node still lives (`pre_dict` is not None)."""
+        post_ref = self._foreign.pop(key, None)
+        if pre_dict is None:
+            return
+        pre_dict.pop(HOOK_KEY, None)
+        if type(pre_dict) is HookDict:
+            post_dict, pre_dict.post = pre_dict.post, None  # a later hooking sets it again
+        else:
+            post_dict = post_ref() if post_ref is not None else None
+        if post_dict is not None:
+            post_dict.pop(HOOK_KEY, None)
+
+
+def _function_hooks(log: list, key: int, values: bool, state: ThreadState, mode: Any) -> tuple[Any, Any]:
+    """The pre- and post-hook of a custom Function's node (a closure each: such nodes are few, and the pre-hook
+    puts the mode back for the Function's Python backward)."""
+    def pre(grad_outputs):
+        log.append((PRE, key, grad_outputs if values else (), _seq(), _gt_id(), _running()._sequence_nr()))
+        if not _mode_depth() and mode is not None:
+            # The engine runs nodes with no torch-function mode: put ours back for a custom Function's
+            # backward (its ops, a reentrant backward) so its increments get their lines. The engine
+            # restores the thread's state after each node, so a node that fails cannot leave it behind.
+            _push_mode(mode)
+            state.pushed.append(key)
+
+    def post(grad_inputs, grad_outputs):
+        if state.pushed and state.pushed[-1] == key:
+            state.pushed.pop()
+            if _mode_depth():
+                _pop_mode()
+        if values:
+            log.append((POST, key, grad_inputs, grad_outputs))
+        else:
+            log.append((POST, key, tuple([g is not None for g in grad_inputs]), ()))
+
+    pre.log = log  # which thread's log it writes to, as a NodeHook's `log` says (Hooks.hook)
+    return pre, post

@@ -30,7 +30,8 @@ Capture = Callable[["GraphTaskModel", int, int], Any]
 class Graph:
     """The part of the autograd graph a backward call can reach, as plain data.
 
-    seq: node key -> seq_nr; edges: node key -> next edges as (child key or 0, input_nr); num_inputs: input slots.
+    seq: node key -> seq_nr; edges: node key -> next edges as (child key or 0, input_nr); num_inputs: input slots,
+    of the nodes with more than one (a node not in it has one).
     """
 
     seq: dict[int, int]

@@ -7,6 +7,7 @@ Imports torch (through bridge.py only); never textual or rich.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -14,11 +15,13 @@ import torch
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.model import first_difference
 from agdb.tracer.sources.torch.state import BUMP, CALL, HOOK, NODE, POST, PRE, BridgeState, Call, ThreadState, gc_paused
-from agdb.tracer.sources.torch.walk import Walker
+from agdb.tracer.sources.torch.walk import UNNUMBERED, Walker
 from agdb.tracer.store.events import TensorSummary
 from agdb.tracer.store.schema import UINT64_MAX
 
 _ACC = "torch::autograd::AccumulateGrad"
+PART = 1 << 16
+"""How many log entries a post-hook lets pile up before it replays them (NOTE [replay in parts])."""
 
 
 class Reconstruction:
@@ -28,6 +31,8 @@ class Reconstruction:
         self.b = shared.b
         self.raw = shared.raw
         self.values = shared.values
+        self.defer = shared.defer
+        self.failures = shared.failures
         self._keys = shared.keys
         self._is_acc = shared.is_acc
         self.divergences = shared.divergences
@@ -40,13 +45,38 @@ class Reconstruction:
         with torch._C.DisableTorchFunction(), gc_paused():  # our own tensor calls; no cycles made here
             self._replay_log(state)
 
+    def replay_in_parts(self, state: ThreadState) -> None:
+        """Let the hooks replay this thread's log whenever it holds more than PART entries.
+
+        NOTE [replay in parts]
+        A backward's log holds every grad it saw until the replay (NOTE [observe now, reconstruct later] in
+        bridge.py): a million-node backward would keep a million grads and two million entries alive until it
+        returns. The replay runs the log in order and keeps where it is (the calls begun, state.replaying), so a
+        post-hook that finds the log longer than PART replays what it holds there and then, on the engine's
+        thread between two nodes; what follows is replayed the same way, or when the call returns. The events
+        and their order are those of one replay at the end. Not with `defer`, which puts every replay off.
+        """
+        log = state.log
+        if self.defer or log.replay_part is not None:
+            return
+
+        def replay_part() -> None:
+            try:
+                self.replay(state)
+            except Exception as e:  # noqa: BLE001 - agdb's failure must not become the program's
+                log.limit = sys.maxsize  # the rest waits for the call's end, which says it again if it fails again
+                self.failures.append(f"{type(e).__name__}: {e}")
+
+        log.limit = PART
+        log.replay_part = replay_part
+
     def _replay_log(self, state: ThreadState) -> None:
         log = state.log[:]  # the hooks hold state.log itself: empty it in place
         del state.log[:len(log)]
         model = state.model
-        stack: list[Call] = []
+        stack = state.replaying  # the calls begun (NOTE [replay in parts])
         values = self.value
-        after_accumulation: list[tuple] = []  # post_accumulate_grad hooks: their events follow GradAccumulated
+        after_accumulation = state.after_accumulation  # post_accumulate_grad hooks: events follow GradAccumulated
         for entry in log:
             kind = entry[0]
             if kind == PRE:
@@ -131,10 +161,13 @@ class Reconstruction:
         gt = call.gt
         entry: dict[str, Any] = {"graph_task": gt.id, "torch_id": -1 if call.torch_id is None else call.torch_id,
                                  "parent_torch_id": call.parent_id, "reentrant_depth": gt.depth}
+        if call.compile_time:  # NOTE [compile-time calls] in backward.py
+            entry["compile_time"] = True
         if call.witness_error:
             entry["execution_order_error"] = call.witness_error
         witness = call.witness
         if witness is not None:
+            witness = self._unnumbered_as_popped(witness, gt.popped, gt.graph.seq)
             runs = [n for n in witness if gt.runs(n)]
             verdict = {"length": len(witness)}
             for against, order, wanted in (("model", gt.popped, witness), ("observed", call.observed, runs)):
@@ -147,6 +180,15 @@ class Reconstruction:
                         "observed": order[i] if i < len(order) else 0})
             entry["execution_order"] = verdict
         self.graph_tasks.append(entry)
+
+    def _unnumbered_as_popped(self, witness: list[int], popped: list[int], seq: dict[int, int]) -> list[int]:
+        """The witness with each UNNUMBERED node (an Error node: walk.Walker.witness_key) taken as the node the model
+        popped at its place, when that one too has no seq_nr and no leaf; any other stays a difference."""
+        if UNNUMBERED not in witness:
+            return witness
+        is_acc = self._is_acc
+        return [popped[i] if k == UNNUMBERED and i < len(popped) and seq.get(popped[i]) == UINT64_MAX
+                and popped[i] not in is_acc else k for i, k in enumerate(witness)]
 
     def _begin(self, state: ThreadState, call: Call, now: int) -> None:
         """The call's first sign of life: name the nodes the engine made (Identity, GraphRoot), then start the
@@ -194,6 +236,7 @@ class Reconstruction:
             if facts is not None and facts.topological_nr != topo:
                 facts_of[key] = facts._replace(topological_nr=topo)
         state.model.start(gt, call.roots, call.keep_graph, call.create_graph)
+        gt.topo = {}  # read only to prepare the call (dependencies, exec_info): a deep graph's dict goes now
 
     def value(self, t: Any) -> Any:
         """What the trace keeps of a grad: a numpy view (the builder copies small ones, summarises others)."""

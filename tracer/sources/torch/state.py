@@ -9,6 +9,7 @@ import contextlib
 import functools
 import gc
 import itertools
+import sys
 import threading
 from typing import Any, Iterator
 
@@ -46,7 +47,8 @@ class Call:
     """One backward()/autograd.grad() call: what the walk found before it ran (the rest is in the log)."""
 
     __slots__ = ("gt", "before", "roots", "inputs", "multi", "keep_graph", "create_graph", "begun", "frame", "grads",
-                 "hooked", "torch_id", "parent_id", "witness", "witness_error", "witness_hooks", "retains", "observed")
+                 "hooked", "torch_id", "parent_id", "witness", "witness_error", "witness_hooks", "retains", "observed",
+                 "compile_time")
 
     def __init__(self) -> None:
         self.begun = False
@@ -58,6 +60,19 @@ class Call:
         self.witness_hooks: list = []
         self.retains: dict[int, int] = {}  # node key -> how many retains_grad hooks it carries
         self.observed: list[int] = []  # the nodes whose pre-hooks fired for this call, in order
+        self.compile_time = False  # made by torch.compile while it traced (NOTE [compile-time calls] in backward.py)
+
+
+class Log(list):
+    """A thread's log (NOTE [observe now, reconstruct later] in bridge.py): a list, with what the hooks need to
+    replay it part-way through a long backward (NOTE [replay in parts] in reconstruct.py)."""
+
+    __slots__ = ("limit", "replay_part")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.limit = sys.maxsize  # entries past which a post-hook replays what the log holds (never, by default)
+        self.replay_part: Any = None
 
 
 class ThreadState:
@@ -69,7 +84,9 @@ class ThreadState:
         self.last = now  # the counter as accounted for by the time of the last observation
         self.rlast = now  # the counter as accounted for by the reconstruction
         self.calls: list[Call] = []  # backward calls in progress, innermost last
-        self.log: list[tuple] = []  # observations not reconstructed yet
+        self.log = Log()  # observations not reconstructed yet
+        self.replaying: list[Call] = []  # the calls the replay has begun and not ended, innermost last
+        self.after_accumulation: list[tuple] = []  # post_accumulate_grad hooks replayed, their AccumulateGrad not yet
         self.pushed: list[int] = []  # nodes whose pre-hook put the mode back on (popped by their post-hook)
         self.seen: list[tuple] = []  # (seq_nr, name, frame row) of forward increments not written yet
         self.seen_unnamed: dict[int, int] = {}  # seq_nr -> its index in `seen`, for those named `?` there
@@ -96,7 +113,7 @@ class BridgeState:
         self.is_acc: set[int] = set()
         self.acc_alive: dict[int, Any] = {}  # AccumulateGrad key -> weakref to its pre-hook dict (node identity)
         self.unnamed: set[int] = set()  # bumped as `?`: a walk that meets the node names it
-        self.handles: dict[int, tuple[Any, Any, ThreadState]] = {}  # key -> weakrefs to its pre/post hook dicts
+        self.handles: dict[int, Any] = {}  # key -> weakref to its pre-hook dict (hooks.HookDict)
         self.type_names: dict[type, str] = {}  # a node's Python type -> its name() (one name per C++ node type)
         self.divergences: list[dict] = []
         self.failures: list[str] = []  # the bridge's own errors: that backward ran unrecorded (meta["bridge_errors"])
@@ -131,3 +148,29 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def release_freed_memory() -> None:
+    """Hand the heap's free pages back to the system (glibc's `malloc_trim`; elsewhere nothing), before the trace is
+    frozen.
+
+    The graphs a program freed (torch's nodes and the bridge's hooks on them: about 2 KB a node) stay in the
+    process's heap as free chunks, while freezing a trace takes fresh pages for its columns: without this, a deep
+    graph's recording peaks there, at what the graph held plus the frozen trace.
+    """
+    _malloc_trim()()
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    import ctypes
+
+    if sys.platform.startswith("linux"):
+        try:
+            trim = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):  # not glibc (musl has none)
+            pass
+        else:
+            trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+            return lambda: trim(0)
+    return lambda: None

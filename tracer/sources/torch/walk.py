@@ -29,7 +29,15 @@ from agdb.tracer.sources.torch.state import NODE, BridgeState, ThreadState
 from agdb.tracer.store.schema import UINT64_MAX
 
 _new = tuple.__new__  # NodeFacts made without its class's Python-level __new__ (NOTE [builder fast path])
-_flat = itertools.chain.from_iterable
+_chain = itertools.chain.from_iterable
+
+
+def _flat(edges: tuple) -> tuple:
+    """A node's next edges as the builder stores them, flat; a node with one edge shares the walk's pair (a deep
+    chain's nodes all have one)."""
+    return edges[0] if len(edges) == 1 else tuple(_chain(edges))
+UNNUMBERED = -1
+"""What the witness holds for a node with no seq_nr and no leaf, such as torch::autograd::Error (witness_key)."""
 
 
 class Walk:
@@ -110,7 +118,7 @@ class Walker:
                     held.append(c)
                     stack.append((c, ck))
                 edges.append((ck, nr))
-                if inputs_of.get(ck, 0) <= nr:
+                if nr and inputs_of.get(ck, 1) <= nr:  # only counts above 1: a deep graph's nodes mostly have one
                     inputs_of[ck] = nr + 1
             edges_of[key] = tuple(edges)
             hook(n, key, state, hooked, mode)
@@ -144,7 +152,9 @@ class Walker:
             else:  # made while recording: its name and edges now; its creation step, thread and line as they were.
                 # The fields of TraceBuilder.node, written here (a walk's edges are already (key or 0, int) pairs);
                 # node() writes them the same way for a node described from the log.
-                facts_of[key] = _new(NodeFacts, (name, seq_of[key], 0, "cpu", old.thread, tuple(_flat(edges_of[key])),
+                edges = edges_of[key]  # flat, as _flat makes them (inline: a call per node costs the walk)
+                facts_of[key] = _new(NodeFacts, (name, seq_of[key], 0, "cpu", old.thread,
+                                                 edges[0] if len(edges) == 1 else tuple(_chain(edges)),
                                                  old.frame, old.step, inputs_of.get(key, 1)))
 
     def node(self, state: ThreadState, frame: int, key: int, name: str, seq: int, edges: tuple,
@@ -163,7 +173,7 @@ class Walker:
                            num_inputs=num_inputs)
             return
         raw.node_facts[key] = _new(NodeFacts, (name, seq, facts.topological_nr, facts.device, facts.thread,
-                                               tuple(_flat(edges)), facts.frame, facts.step, num_inputs))
+                                               _flat(edges), facts.frame, facts.step, num_inputs))
         bump = raw.bumps.get(key)
         if bump is not None and bump.name != name:
             raw.bumps[key] = bump._replace(name=name)
@@ -205,6 +215,15 @@ class Walker:
         known = self._acc_keys.get(id(var)) if var is not None else None
         return known[1] if known is not None and known[0]() is var else 0
 
+    def witness_key(self, n: Any, row: int) -> int:
+        """`lookup`, for a node of torch's execution order (NOTE [witness] in backward.py): a node with no number
+        and no leaf (an Error node) has no identity a later read can find (NOTE [node identity]), so it is
+        UNNUMBERED, which the comparison matches with an unnumbered node the model popped in its place."""
+        key = self.lookup(n, row)
+        if key == 0 and n._sequence_nr() == UINT64_MAX and getattr(n, "variable", None) is None:
+            return UNNUMBERED
+        return key
+
     def leaf_key(self, leaf: Any) -> int | None:
         """The key of the AccumulateGrad a walk met for `leaf`, or None."""
         known = self._acc_keys.get(id(leaf))
@@ -219,8 +238,8 @@ class Walker:
         if found is None:
             return None
         for key in keys:
-            held = self._handles.get(key)
-            if held is None or held[0]() is None:
+            ref = self._handles.get(key)
+            if ref is None or ref() is None:
                 del self._walks[(state.row, keys)]
                 return None
         return found
@@ -229,7 +248,7 @@ class Walker:
         """Keep the walk of a retained graph, for the next backward over it (cached)."""
         if len(self._walks) >= 64:  # forget the walks of graphs that are gone
             for row, keys in list(self._walks):
-                if any(self._handles.get(k) is None or self._handles[k][0]() is None for k in keys):
+                if any(self._handles.get(k) is None or self._handles[k]() is None for k in keys):
                     del self._walks[(row, keys)]
         self._walks[(state.row, tuple(key_of[id(n)] for n in starts))] = graph
 

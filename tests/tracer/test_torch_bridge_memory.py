@@ -1,0 +1,160 @@
+"""What the bridge holds per node of a deep graph stays small: its hooks (a million-node chain carries a
+million of them; bench/torch_bridge.py --deep measures the whole recording's peak).
+
+Measured with tracemalloc (allocation sizes, not time): deterministic for one Python and torch.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import threading
+import tracemalloc
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from agdb import tracer  # noqa: E402
+from agdb.tracer.store.schema import Kind  # noqa: E402
+
+HOOK_BYTES_PER_NODE = 650
+"""What the bridge's pre- and post-hook on one node may hold in Python objects (their callable, the node's two
+hook dicts, and the bridge's weak reference to them): about 600 B. Two closures, two OrderedDicts and a weak
+reference to each held about 1,580; one callable and two weak references, about 820; int-keyed dicts, 680."""
+
+
+def _chain(n: int):
+    x = torch.ones(2, requires_grad=True)
+    h = x
+    for _ in range(n):
+        h = h.tanh()
+    return h.sum()
+
+
+def test_hooks_hold_at_most_the_budget_per_node():
+    """Hooking every node of a 2,000-node chain, as a walk does, holds at most HOOK_BYTES_PER_NODE per node."""
+    from agdb.tracer.sources.torch.hooks import LEAN
+
+    y = _chain(2000)
+    nodes, n = [], y.grad_fn
+    while n is not None:
+        nodes.append(n)
+        n = n.next_functions[0][0] if n.next_functions else None
+    with tracer.record("torch") as rec:
+        bridge = rec.source
+        state = bridge.shared.thread_state()
+        hooked: list[int] = []
+        gc.collect()
+        tracemalloc.start()
+        LEAN.thread = threading.get_ident()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for key, node in enumerate(nodes, start=10**6):
+                bridge.hooks.hook(node, key, state, hooked, None)
+            held = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            LEAN.thread = None
+            tracemalloc.stop()
+        bridge.hooks.unhook(hooked)
+    assert len(hooked) == len(nodes) > 2000
+    assert held / len(nodes) <= HOOK_BYTES_PER_NODE, f"{held / len(nodes):.0f} B per node"
+
+
+def test_a_long_backward_s_log_is_replayed_in_parts(monkeypatch):
+    """While a 3,000-node chain's backward runs, its log never holds much more than PART entries (NOTE [replay in
+    parts] in tracer/sources/torch/reconstruct.py): read from a hook of the program's own on the leaf, which
+    runs last."""
+    from agdb.tracer.sources.torch import reconstruct
+
+    monkeypatch.setattr(reconstruct, "PART", 256, raising=False)
+    x = torch.ones(2, requires_grad=True)
+    seen = []
+    with tracer.record("torch") as rec:
+        h = x
+        for _ in range(3000):
+            h = h.tanh()
+        x.register_hook(lambda g: seen.append(len(rec.source.shared.thread_state().log)))
+        h.sum().backward()
+    assert len(seen) == 1 and seen[0] <= 256 + 2
+    assert len(rec.trace.steps_of(Kind.NODE_STARTED)) == 3002 and rec.trace.meta["divergences"] == []
+
+
+@pytest.mark.parametrize("options", [{}, {"values": False}])
+def test_a_trace_replayed_in_parts_equals_the_one_replayed_at_the_end(monkeypatch, options):
+    """Every test program recorded with a replay every 2 log entries gives the events and meta of one replay at
+    the end of each call."""
+    from agdb.tracer.sources.torch import reconstruct
+
+    from .torch_programs import PROGRAMS
+
+    def run(program, box):
+        torch.manual_seed(0)
+        with tracer.record("torch", **options) as rec:
+            try:
+                program(lambda *tensors: None)
+            except Exception as e:  # noqa: BLE001 - the programs that fail on purpose: the same either way
+                box.append(type(e).__name__)
+        box.append(rec.trace)
+
+    def recorded(program):
+        """The program's trace, recorded on a fresh thread (its seq_nr counter starts at 0), as plain text."""
+        box: list = []
+        thread = threading.Thread(target=run, args=(program, box), name="recording")  # the trace keeps the name
+        thread.start()
+        thread.join()
+        trace = box.pop()
+        meta = dict(trace.meta)  # torch numbers its graph tasks for the whole process: not this run's to compare
+        meta["graph_tasks"] = [{k: v for k, v in t.items() if not k.endswith("torch_id")} for t in meta["graph_tasks"]]
+        return box, [repr(e) for e in trace], repr(sorted(meta.items()))
+
+    for program in PROGRAMS:
+        whole = recorded(program)
+        with monkeypatch.context() as m:
+            m.setattr(reconstruct, "PART", 2, raising=False)
+            parts = recorded(program)
+        assert parts == whole, program.__name__
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the resident set read from /proc")
+def test_freed_heap_pages_go_back_to_the_system_before_the_trace_is_frozen():
+    """release_freed_memory (called by Bridge.finish) gives back the pages of 64 MB of small blocks just freed."""
+    import ctypes
+
+    from agdb.tracer.sources.torch.state import release_freed_memory
+
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "malloc_trim"):
+        pytest.skip("not glibc")
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    blocks = [libc.malloc(1024) for _ in range(64 * 1024)]  # small blocks: the heap's, not mmap's
+    for b in blocks:
+        ctypes.memset(b, 1, 1024)  # touched: resident
+    keep = libc.malloc(1024)  # above them all: the heap's top cannot simply shrink
+    for b in blocks:
+        libc.free(b)
+    before = _resident()
+    release_freed_memory()
+    after = _resident()
+    libc.free(keep)
+    assert before - after > 32 * 2**20, (before, after)
+
+
+def _resident() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_finish_releases_freed_memory_before_it_freezes_the_trace(monkeypatch):
+    """Bridge.finish hands freed pages back before the builder freezes the trace (release_freed_memory)."""
+    from agdb.tracer.recording.builder import TraceBuilder
+    from agdb.tracer.sources.torch import bridge
+
+    calls = []
+    monkeypatch.setattr(bridge, "release_freed_memory", lambda: calls.append("released"))
+    freeze = TraceBuilder.finish
+    monkeypatch.setattr(TraceBuilder, "finish", lambda self, *a: calls.append("frozen") or freeze(self, *a))
+    with tracer.record("torch"):
+        (torch.ones(2, requires_grad=True) * 2).sum().backward()
+    assert calls == ["released", "frozen"]
