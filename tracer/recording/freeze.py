@@ -91,11 +91,11 @@ class Snapshot:
         """All copied rows as one (n, 7) int64 table: the frozen chunks, then the raw rows."""
         raw = np.array(self.rows, dtype=np.int64).reshape(-1, ROW)  # flat: ROW ints a row
         n = sum(len(c[0]) for c in self.chunks) + len(raw)
-        table = np.empty((n, 7), dtype=np.int64)
-        for j in range(7):
-            np.concatenate([c[j] for c in self.chunks] + [raw[:, j]], out=table[:, j], casting="unsafe")
+        columns = np.empty((7, n), dtype=np.int64)  # a column at a time into contiguous memory: the table is its
+        for j in range(7):  # transpose (column-major), so that table[:, j] is contiguous too
+            np.concatenate([c[j] for c in self.chunks] + [raw[:, j]], out=columns[j], casting="unsafe")
         self.rows = []
-        return table
+        return columns.T
 
     def settle(self, table: np.ndarray, dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cut the side lists to the copied rows; drop the events of graph tasks that were already running
@@ -106,13 +106,14 @@ class Snapshot:
         replayed, so the trace leaves them out and says so in `meta["omitted"]`.
         """
         kinds, task = table[:, 0], table[:, 2]
-        owners = {"summaries": np.isin(kinds, SUMMARY_KINDS), "tasks": kinds == Kind.GRAPH_TASK_STARTED,
+        has_summaries = _KIND_HAS_SUMMARIES[kinds]
+        owners = {"tasks": kinds == Kind.GRAPH_TASK_STARTED,
                   "deps": kinds == Kind.DEPENDENCIES_COMPUTED, "exec_infos": kinds == Kind.EXEC_INFO_COMPUTED}
         foreign = (task != 0) & ~np.isin(task, task[owners["tasks"]])
-        drop = foreign | (np.isin(kinds, NODE_KINDS) & (dense < 0))
+        drop = foreign | (_KIND_HAS_NODE[kinds] & (dense < 0))
         keep = ~drop
-        self.summaries = cut_summaries(self.summaries, int(owners.pop("summaries").sum()),
-                                       keep[np.isin(kinds, SUMMARY_KINDS)] if drop.any() else None)
+        self.summaries = cut_summaries(self.summaries, int(has_summaries.sum()),
+                                       keep[has_summaries] if drop.any() else None)
         for name, owned in owners.items():
             items = getattr(self, name)[:int(owned.sum())]
             if drop.any():
@@ -122,6 +123,17 @@ class Snapshot:
             return table, dense
         self.meta["omitted"] = {"graph_tasks": len(np.unique(task[foreign])), "events": int(drop.sum())}
         return table[keep], dense[keep]
+
+
+def _kind_flags(kinds: Any) -> np.ndarray:
+    """A look-up table by event kind: whether it is one of `kinds` (np.isin of a million kinds costs ~50 ms)."""
+    flags = np.zeros(max(Kind) + 1, dtype=bool)
+    flags[list(kinds)] = True
+    return flags
+
+
+_KIND_HAS_SUMMARIES = _kind_flags(SUMMARY_KINDS)
+_KIND_HAS_NODE = _kind_flags(NODE_KINDS)
 
 
 def compact(values: Any, dtype: Any = None) -> np.ndarray:
@@ -141,7 +153,16 @@ def compact(values: Any, dtype: Any = None) -> np.ndarray:
 
 
 def _dense_nodes(node_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Each row's node key as its index in the node table (ascending keys), or -1 for none."""
+    """Each row's node key as its index in the node table (ascending keys, all >= 1), or -1 for none."""
+    if len(keys) and keys[-1] - keys[0] < 4 * len(keys) + 4096:
+        # Keys a source numbers as it makes nodes (the engine's) are fairly dense from the first the recording saw:
+        # a look-up table by key less that first, one gather, rather than a binary search a row. Keys out of its
+        # range (0 for no node) read its last slot, -1.
+        first, span = int(keys[0]), int(keys[-1] - keys[0]) + 1
+        table = np.full(span + 1, -1, dtype=np.int64)
+        table[keys - first] = np.arange(len(keys))
+        offset = node_keys - first
+        return table[np.where((offset >= 0) & (offset < span), offset, span)]
     pos, found = lookup_sorted(keys, node_keys)
     return np.where(found & (node_keys > 0), pos, -1)
 
