@@ -49,3 +49,21 @@ def test_values_past_float32_range_preview_as_infinities_without_a_warning():
     trace = _finished_quietly([small, large])
     assert _previews(trace) == [[math.inf, -math.inf, 2.0], [-math.inf] * 3]
     assert [(s.has_nan, s.has_inf) for s in trace[trace.steps_of(trace.kinds()[-1])[0]].inputs] == [(False, False)] * 2
+
+
+def test_recording_the_engine_with_grads_past_float32_range_is_quiet():
+    """The engine's Recorder, end to end: grads of 1e300 (small and large tensors) print no warning."""
+    from agdb import engine
+    from agdb.tracer.sources.engine import Recorder
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        recorder = Recorder().attach()
+        try:
+            for size in (3, 40):
+                x = engine.ones(size, dtype=engine.float64, requires_grad=True)
+                (x * 1e300).sum().backward()
+        finally:
+            trace = recorder.finish()
+    assert [str(w.message) for w in caught] == []
+    assert len(trace) > 0
