@@ -373,7 +373,8 @@ def summary_of(data: np.ndarray, device: str) -> tuple:
 def summarize(data: np.ndarray, device: str) -> tuple:
     """(shape, dtype, device, preview, has_nan, has_inf) of an array."""
     flat = data.reshape(-1)
-    preview = tuple(float(v) for v in flat[:_PREVIEW])
+    head = flat[:_PREVIEW]
+    preview = tuple(float(v) for v in (head.real if head.dtype.kind == "c" else head))  # a complex grad: its real part
     if data.dtype.kind == "f":
         finite = np.isfinite(flat)
         has_nan = bool(np.isnan(flat).any()) if not finite.all() else False

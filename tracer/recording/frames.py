@@ -18,7 +18,10 @@ from typing import Any
 _AGDB_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this is tracer/recording/
 _AGDB_DIRS = tuple(os.path.join(_AGDB_DIR, pkg) + os.sep for pkg in ("engine", "tracer"))
 
-_inside: dict[Any, bool] = {}  # code object -> whether it belongs to engine/ or tracer/
+# id(code object) -> (the code object, whether it belongs to engine/ or tracer/). Keyed by id, not by the code:
+# hashing a code object hashes its contents (~0.3 us, not cached), and the walk asks for every frame of every op.
+# The entry holds the code, so its id is not reused while it is a key.
+_inside: dict[int, tuple[Any, bool]] = {}
 
 MAX_SOURCE_BYTES = 16 * 1024 * 1024
 """Larger files are not read for source lines: no Python file a user steps through is that big."""
@@ -29,10 +32,8 @@ def user_frame() -> Any:
     f = sys._getframe(1)
     while f is not None:
         code = f.f_code
-        inside = _inside.get(code)
-        if inside is None:
-            inside = is_agdb_code(code)
-        if not inside:
+        known = _inside.get(id(code))
+        if not (known[1] if known is not None else is_agdb_code(code)):
             return f
         f = f.f_back
     return None
@@ -40,11 +41,13 @@ def user_frame() -> Any:
 
 def is_agdb_code(code: Any) -> bool:
     """Whether a code object belongs to engine/ or tracer/ (not the user's)."""
-    inside = _inside.get(code)
-    if inside is None:
-        if len(_inside) > 100_000:  # code made by exec() keeps coming: do not keep all of it alive
-            _inside.clear()
-        inside = _inside[code] = code.co_filename.startswith(_AGDB_DIRS)
+    known = _inside.get(id(code))
+    if known is not None:
+        return known[1]
+    if len(_inside) > 100_000:  # code made by exec() keeps coming: do not keep all of it alive
+        _inside.clear()
+    inside = code.co_filename.startswith(_AGDB_DIRS)
+    _inside[id(code)] = (code, inside)
     return inside
 
 

@@ -4,6 +4,7 @@ Never imports the engine, textual or rich.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -46,9 +47,9 @@ def freeze(snap: Snapshot, progress: Callable[[int, int], None] | None = None) -
         ev_task=compact(_number_tasks(table[:, 2])), ev_node=compact(dense),
         ev_a=compact(table[:, 4]), ev_b=compact(table[:, 5]),
         push_seq=compact(c_col[pushes]), pop_push=compact(np.where(stale, -origin - 2, origin)))
-    index_of = {key: i for i, key in enumerate(keys)}
-    _side_tables(snap, tasks, deps, exec_infos, index_of, sid, columns)
-    _node_table(snap, nodes, keys, index_of, sid, columns)
+    key_array = np.asarray(keys, dtype=np.int64)
+    _side_tables(snap, tasks, deps, exec_infos, key_array, sid, columns)
+    _node_table(snap, nodes, keys, key_array, sid, columns)
     _frame_table(frames, snap.cwd, sid, columns)
     columns.update(thread_name=compact([sid(name) for name in threads]),
                    queue_name=compact([sid(q) for q in queues]))
@@ -90,11 +91,11 @@ class Snapshot:
         """All copied rows as one (n, 7) int64 table: the frozen chunks, then the raw rows."""
         raw = np.array(self.rows, dtype=np.int64).reshape(-1, ROW)  # flat: ROW ints a row
         n = sum(len(c[0]) for c in self.chunks) + len(raw)
-        table = np.empty((n, 7), dtype=np.int64)
-        for j in range(7):
-            np.concatenate([c[j] for c in self.chunks] + [raw[:, j]], out=table[:, j], casting="unsafe")
+        columns = np.empty((7, n), dtype=np.int64)  # a column at a time into contiguous memory: the table is its
+        for j in range(7):  # transpose (column-major), so that table[:, j] is contiguous too
+            np.concatenate([c[j] for c in self.chunks] + [raw[:, j]], out=columns[j], casting="unsafe")
         self.rows = []
-        return table
+        return columns.T
 
     def settle(self, table: np.ndarray, dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cut the side lists to the copied rows; drop the events of graph tasks that were already running
@@ -105,13 +106,14 @@ class Snapshot:
         replayed, so the trace leaves them out and says so in `meta["omitted"]`.
         """
         kinds, task = table[:, 0], table[:, 2]
-        owners = {"summaries": np.isin(kinds, SUMMARY_KINDS), "tasks": kinds == Kind.GRAPH_TASK_STARTED,
+        has_summaries = _KIND_HAS_SUMMARIES[kinds]
+        owners = {"tasks": kinds == Kind.GRAPH_TASK_STARTED,
                   "deps": kinds == Kind.DEPENDENCIES_COMPUTED, "exec_infos": kinds == Kind.EXEC_INFO_COMPUTED}
         foreign = (task != 0) & ~np.isin(task, task[owners["tasks"]])
-        drop = foreign | (np.isin(kinds, NODE_KINDS) & (dense < 0))
+        drop = foreign | (_KIND_HAS_NODE[kinds] & (dense < 0))
         keep = ~drop
-        self.summaries = cut_summaries(self.summaries, int(owners.pop("summaries").sum()),
-                                       keep[np.isin(kinds, SUMMARY_KINDS)] if drop.any() else None)
+        self.summaries = cut_summaries(self.summaries, int(has_summaries.sum()),
+                                       keep[has_summaries] if drop.any() else None)
         for name, owned in owners.items():
             items = getattr(self, name)[:int(owned.sum())]
             if drop.any():
@@ -121,6 +123,17 @@ class Snapshot:
             return table, dense
         self.meta["omitted"] = {"graph_tasks": len(np.unique(task[foreign])), "events": int(drop.sum())}
         return table[keep], dense[keep]
+
+
+def _kind_flags(kinds: Any) -> np.ndarray:
+    """A look-up table by event kind: whether it is one of `kinds` (np.isin of a million kinds costs ~50 ms)."""
+    flags = np.zeros(max(Kind) + 1, dtype=bool)
+    flags[list(kinds)] = True
+    return flags
+
+
+_KIND_HAS_SUMMARIES = _kind_flags(SUMMARY_KINDS)
+_KIND_HAS_NODE = _kind_flags(NODE_KINDS)
 
 
 def compact(values: Any, dtype: Any = None) -> np.ndarray:
@@ -140,7 +153,16 @@ def compact(values: Any, dtype: Any = None) -> np.ndarray:
 
 
 def _dense_nodes(node_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Each row's node key as its index in the node table (ascending keys), or -1 for none."""
+    """Each row's node key as its index in the node table (ascending keys, all >= 1), or -1 for none."""
+    if len(keys) and keys[-1] - keys[0] < 4 * len(keys) + 4096:
+        # Keys a source numbers as it makes nodes (the engine's) are fairly dense from the first the recording saw:
+        # a look-up table by key less that first, one gather, rather than a binary search a row. Keys out of its
+        # range (0 for no node) read its last slot, -1.
+        first, span = int(keys[0]), int(keys[-1] - keys[0]) + 1
+        table = np.full(span + 1, -1, dtype=np.int64)
+        table[keys - first] = np.arange(len(keys))
+        offset = node_keys - first
+        return table[np.where((offset >= 0) & (offset < span), offset, span)]
     pos, found = lookup_sorted(keys, node_keys)
     return np.where(found & (node_keys > 0), pos, -1)
 
@@ -234,20 +256,25 @@ def _frame_table(frames: list, cwd: str | None, sid: Any, columns: dict) -> None
         source_text=compact([sid(texts[file][line - 1]) for file, line in source]))
 
 
-def _node_table(b: Snapshot, nodes: dict, keys: list, index_of: dict, sid: Any, columns: dict) -> None:
-    infos = [nodes[k] for k in keys]
-    flat = [(e[i], e[i + 1]) for info in infos for e in (info[5],) for i in range(0, len(e), 2)]
+def _node_table(b: Snapshot, nodes: dict, keys: list, key_array: np.ndarray, sid: Any, columns: dict) -> None:
+    """The node and edge columns. A trace can have a million nodes: the facts are transposed once (zip, in C) and
+    each column is made by numpy, not by a Python loop a node (NOTE [strings in first-use order])."""
+    infos = list(map(nodes.__getitem__, keys))
+    name, seq, topo, device, thread, edges, frame, _, inputs = zip(*infos, strict=True) if infos else ((),) * 9
+    flat = np.fromiter(itertools.chain.from_iterable(edges), dtype=np.int64).reshape(-1, 2)
+    children = flat[:, 0]
+    pos, found = lookup_sorted(key_array, children)
     columns.update(
-        node_name=compact([sid(i[0]) for i in infos]),
-        node_seq=compact([seq_code(i[1]) for i in infos]),
-        node_topo=compact([i[2] for i in infos]),
-        node_device=compact([sid(i[3]) for i in infos]),
-        node_thread=compact([i[4] for i in infos]),
-        node_frame=compact([i[6] for i in infos]),
-        node_inputs=compact([i[8] for i in infos]),
-        node_nedges=compact([len(i[5]) // 2 for i in infos]),
-        edge_child=compact([index_of.get(k, -1) if k else -1 for k, _ in flat]),
-        edge_input_nr=compact([nr for _, nr in flat]),
+        node_name=compact(_string_ids(name, sid)),
+        node_seq=compact(_seq_codes(seq)),
+        node_topo=compact(np.array(topo, dtype=np.int64)),
+        node_device=compact(_string_ids(device, sid)),
+        node_thread=compact(np.array(thread, dtype=np.int64)),
+        node_frame=compact(np.array(frame, dtype=np.int64)),
+        node_inputs=compact(np.array(inputs, dtype=np.int64)),
+        node_nedges=compact(np.fromiter(map(len, edges), dtype=np.int64, count=len(edges)) // 2),
+        edge_child=compact(np.where(found & (children != 0), pos, -1)),
+        edge_input_nr=compact(flat[:, 1]),
     )
     if b.stacks:
         columns["node_stack"] = compact([sid(b.stacks[k]) if k in b.stacks else -1 for k in keys])
@@ -256,22 +283,48 @@ def _node_table(b: Snapshot, nodes: dict, keys: list, index_of: dict, sid: Any, 
         columns["node_leaf_name"] = compact([sid(names[k]) if k in names else -1 for k in keys])
 
 
-def _side_tables(b: Snapshot, tasks: list, deps: list, exec_infos: list, index_of: dict, sid: Any,
+def _string_ids(texts: tuple, sid: Any) -> np.ndarray:
+    """The string ids of `texts`. NOTE [strings in first-use order]: a string's id is the order in which freeze
+    first asks for it, and the trace's bytes depend on it; asking once per distinct text in order of first
+    appearance gives the ids a call per item would."""
+    ids = {text: sid(text) for text in dict.fromkeys(texts)}
+    return np.fromiter(map(ids.__getitem__, texts), dtype=np.int64, count=len(texts))
+
+
+def _seq_codes(seqs: tuple) -> np.ndarray:
+    """seq_code of each seq_nr, vectorised: 2**64-1 and anything from 2**63 on is -1."""
+    try:
+        raw = np.array(seqs, dtype=np.uint64)
+    except (OverflowError, TypeError, ValueError):  # a negative number (a hand-made trace): one at a time
+        return np.array([seq_code(s) for s in seqs], dtype=np.int64)
+    return np.where(raw >= np.uint64(2**63), -1, raw.astype(np.int64))
+
+
+def _side_tables(b: Snapshot, tasks: list, deps: list, exec_infos: list, key_array: np.ndarray, sid: Any,
                  columns: dict) -> None:
     """Graph tasks, dependencies, exec_info and tensor summaries, each in its events' step order."""
-    def node(key: int) -> int:
-        return index_of.get(key, -1)
+    def rows(node_keys: Any) -> np.ndarray:  # node keys -> node table rows (-1: a key not in the table)
+        k = np.asarray(node_keys, dtype=np.int64).reshape(-1)
+        pos, found = lookup_sorted(key_array, k)
+        return np.where(found, pos, -1)
 
-    columns["task_root"] = compact([node(t[0]) for t in tasks])
+    def ragged(name: str, items: list, fields: tuple[str, ...]) -> None:  # the first field of each item is a node key
+        flat = np.array([x for row in items for item in row for x in item], dtype=np.int64).reshape(-1, len(fields))
+        _ragged_arrays(columns, name, [len(row) for row in items],
+                       {f: rows(flat[:, 0]) if i == 0 else flat[:, i] for i, f in enumerate(fields)})
+
+    columns["task_root"] = compact(rows([t[0] for t in tasks]))
     columns["task_flags"] = compact([int(t[3]) | int(t[4]) << 1 | int(t[5]) << 2 for t in tasks])
     columns["task_depth"] = compact([t[6] for t in tasks])
-    _ragged_columns(columns, "task_roots", [[(node(u), nr) for u, nr in t[1]] for t in tasks], ("node", "nr"))
-    _ragged_columns(columns, "task_inputs", [[(node(u), nr) for u, nr in t[2]] for t in tasks], ("node", "nr"))
-    _ragged_columns(columns, "deps", [[(node(u), n) for u, n in d[0].tolist()] for d in deps], ("node", "count"))
-    _ragged_columns(columns, "pruned", [[(node(u),) for u in d[1]] for d in deps], ("node",))
-    _ragged_columns(columns, "needed", [[(node(u),) for u in x[0]] for x in exec_infos], ("node",))
-    _ragged_columns(columns, "captured", [[(node(u), i, o) for u, i, o in x[1]] for x in exec_infos],
-                    ("node", "input", "output"))
+    ragged("task_roots", [t[1] for t in tasks], ("node", "nr"))
+    ragged("task_inputs", [t[2] for t in tasks], ("node", "nr"))
+    pairs = [d[0] for d in deps]  # one dependency count per node of each graph: arrays throughout
+    _ragged_arrays(columns, "deps", [len(p) for p in pairs],
+                   {"node": rows(np.concatenate([p[:, 0] for p in pairs]) if pairs else ()),
+                    "count": np.concatenate([p[:, 1] for p in pairs]) if pairs else np.zeros(0, np.int64)})
+    ragged("pruned", [[(u,) for u in d[1]] for d in deps], ("node",))
+    ragged("needed", [[(u,) for u in x[0]] for x in exec_infos], ("node",))
+    ragged("captured", [x[1] for x in exec_infos], ("node", "input", "output"))
     block = b.summaries
     remap = np.asarray([sid(name) for name in block["names"]] or [0], dtype=np.int64)
     present = block["s_info"] != 0  # an absent tensor keeps string 0, as in a block of its own
@@ -282,13 +335,14 @@ def _side_tables(b: Snapshot, tasks: list, deps: list, exec_infos: list, index_o
             columns[name] = column
 
 
-def _ragged_columns(columns: dict, name: str, rows: list, fields: tuple[str, ...]) -> None:
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum([len(r) for r in rows], out=offsets[1:])
-    flat = [item for row in rows for item in row]
+def _ragged_arrays(columns: dict, name: str, lengths: list[int], fields: dict[str, np.ndarray]) -> None:
+    """A ragged table as columns: `{name}_start` (offsets of each row's items) and `{name}_{field}` per field,
+    from each field's values of all rows back to back."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
     columns[f"{name}_start"] = compact(offsets)
-    for i, field in enumerate(fields):
-        columns[f"{name}_{field}"] = compact([item[i] for item in flat])
+    for field, values in fields.items():
+        columns[f"{name}_{field}"] = compact(values)
 
 
 def summary_block(groups: list) -> dict:
@@ -347,6 +401,9 @@ def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
     its block; the rest is numpy over whole blocks (np.stack of 6,000 small arrays cost 1.6 us each, np.array
     0.5 us, joining their bytes 0.13 us).
     """
+    # NOTE [quiet previews]: a preview is float32, so a float64 value past its range becomes +-inf there, and a
+    # complex value shows its real part. numpy would warn about both on the user's stderr, for a cast that is
+    # agdb's choice and not the user's problem: these casts run with the warnings off (np.errstate is per thread).
     ndarray = np.ndarray
     flat: list = []
     counts: list[int] = []
@@ -378,7 +435,8 @@ def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
             shape, dtype, device, values, has_nan, has_inf = item
             info[i] = 1 | int(has_nan) << 1 | int(has_inf) << 2 | len(values) << 3
             dtype_id[i], device_id[i], ndim[i] = sid(dtype), sid(device), len(shape)
-            preview[i, :len(values)] = values
+            with np.errstate(over="ignore"):  # NOTE [quiet previews]
+                preview[i, :len(values)] = values
             shaped.append((i, shape))
             continue
         # Small arrays are summarised below, a block at a time. Hashing a dtype costs ~0.3 us, and the arrays
@@ -399,7 +457,9 @@ def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
             block = np.array(arrays, dtype=dtype)
         block = block.reshape(len(idx_list), -1)
         k = min(3, block.shape[1])
-        preview[idx, :k] = block[:, :k]
+        head = block[:, :k].real if dtype.kind == "c" else block[:, :k]  # a complex grad previews its real part
+        with np.errstate(over="ignore", invalid="ignore"):  # NOTE [quiet previews]
+            preview[idx, :k] = head
         bits = np.full(len(idx), 1 | k << 3, dtype=np.int64)
         if dtype.kind == "f" and block.size:
             bits |= np.isnan(block).any(axis=1).astype(np.int64) << 1

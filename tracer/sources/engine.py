@@ -34,6 +34,8 @@ _K_BUMP, _K_CREATED, _K_PUSH, _K_POP = int(Kind.SEQ_NR_BUMPED), int(Kind.NODE_CR
     int(Kind.TASK_POPPED)
 _K_BUFFER, _K_NSTART, _K_NFINISH = int(Kind.BUFFER_WRITTEN), int(Kind.NODE_STARTED), int(Kind.NODE_FINISHED)
 _K_ACCUM = int(Kind.GRAD_ACCUMULATED)
+_STALE_DEPTH = -2**31 + 1  # a NodeTask's key[1] (-reentrant depth) once its graph task is gone: -INT_MAX
+_FREEZE_AT = CHUNK * ROW  # the length of the flat rows list at which they are frozen (NOTE [frozen chunks])
 
 
 class Recorder:
@@ -46,7 +48,8 @@ class Recorder:
                                                                            raw.bumps, raw.stacks)
         self._row_of_ident: dict[int, int] = {}  # the latest thread row with each ident
         self._queues: dict[str, int] = {}  # engine queue name -> queue row
-        self._frames: dict[tuple, int] = {}  # (code, bytecode offset) -> frame row
+        self._frames: dict[tuple, int] = {}  # (id of a code, bytecode offset) -> frame row
+        self._frame_codes: list = []  # the codes of _frames' keys, kept alive
         self._local = threading.local()  # this thread's row
         self._lock = threading.Lock()
         self._handle = None
@@ -101,10 +104,13 @@ class Recorder:
         or -1 for none."""
         if f is None:
             return -1
-        key = (f.f_code, f.f_lasti)  # f_lasti: cheaper than f_lineno, and it tells `x * w` from `.sum()`
+        # f_lasti: cheaper than f_lineno, and it tells `x * w` from `.sum()`. The code by id: hashing a code object
+        # costs ~0.3 us (frames._inside); _frame_codes keeps each code alive, so its id is not reused.
+        key = (id(f.f_code), f.f_lasti)
         index = self._frames.get(key)
         if index is None:
             code = f.f_code
+            self._frame_codes.append(code)
             col, end_col = frame_columns(f)
             index = self._frames[key] = self.builder.frame(code.co_filename, f.f_lineno, code.co_name,
                                                            col=col, end_col=end_col)
@@ -169,17 +175,20 @@ class Recorder:
             drop_snapshots(names.touched)
 
     def _summaries(self, tensors: Any) -> None:
-        # Tuples, not lists: the gc stops tracking tuples of untracked objects, so a long recording does
-        # not make every full collection walk its buffers. One tensor is the common case: no loop, and one small
-        # CPU tensor is kept as the bare array (builder.summaries' layout): two tuples fewer to make and freeze.
-        if len(tensors) == 1:
-            t = tensors[0]
-            data = t._data if t is not None else None
-            if data is not None and data.size <= SMALL:
-                device = t._device
-                self.summaries.append(data.copy() if device == "cpu" else ((data.copy(), device),))
-                return
-        self.summaries.append(tuple([_capture(t) for t in tensors]))
+        # Tuples, not lists: the gc stops tracking tuples of untracked objects, so a long recording does not make
+        # every full collection walk its buffers. A small CPU tensor is kept as a bare array copy (builder.summaries'
+        # layout), with no (array, device) tuple to make and freeze; node_started and node_finished handle the
+        # commonest group, one such tensor, inline, and keep it as the bare array itself.
+        group = []
+        for t in tensors:  # None, a copy of a small CPU array, or summary_of's (copy, device) or summary
+            data = getattr(t, "_data", None)
+            if data is None:
+                group.append(None)
+            elif data.size <= SMALL and t._device == "cpu":
+                group.append(data.copy())
+            else:
+                group.append(summary_of(data, t._device))
+        self.summaries.append(tuple(group))
 
     # -- observer points ------------------------------------------------------------------------------------
     def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:
@@ -209,7 +218,7 @@ class Recorder:
         if bump is not None:  # its facts are in the node's now; the snapshot copies bumps before node_facts
             del self.bumps[uid]
         rows.extend((_K_CREATED, thread, 0, uid, 0, 0, 0))
-        if len(rows) >= CHUNK * ROW:  # NOTE [frozen chunks]
+        if len(rows) >= _FREEZE_AT:  # NOTE [frozen chunks]
             self.builder.freeze_rows()
         if node._metadata is not None and "traceback_" in node._metadata:  # made under anomaly mode
             self._stacks[uid] = "".join(node._metadata["traceback_"])
@@ -245,7 +254,8 @@ class Recorder:
                          for i, o in (info.captures or ()))
         self.builder.exec_info_computed(thread=self._thread(), graph_task=gt.id, needed=needed, captured=captured)
 
-    # The queue points append rows in TraceBuilder.task_pushed/task_popped's layout (NOTE [builder fast path]).
+    # The queue points append rows in TraceBuilder.task_pushed/task_popped's layout (NOTE [builder fast path]). A
+    # NodeTask is its own key ([kind, -reentrant depth, -seq_nr]): indexed directly, not through its `key` property.
     def task_pushed(self, gt: Any, task: Any, queue: Any) -> None:
         try:
             thread = self._local.index
@@ -258,7 +268,7 @@ class Recorder:
         if fn is None:
             self.rows.extend((_K_PUSH, thread, gt.id if gt is not None else 0, 0, q, len(queue.heap), WAKE_UP))
             return
-        seq = -task.key[2]
+        seq = -task[2]
         self.rows.extend((_K_PUSH, thread, gt.id if gt is not None else 0, fn._uid, q, len(queue.heap),
                           seq if seq < 2**63 else -1))
 
@@ -271,16 +281,20 @@ class Recorder:
         if q is None:
             q = self._queue(queue)
         fn = task.fn
-        owner = task.owner
-        self.rows.extend((_K_POP, thread, owner.id if owner is not None else 0, fn._uid if fn is not None else 0, q,
-                          len(queue.heap), int(fn is not None and task.key[1] == -2**31 + 1)))
+        owner = task.owner  # not `gt`, which is None once the task's graph task is gone
+        if fn is None:
+            self.rows.extend((_K_POP, thread, owner.id if owner is not None else 0, 0, q, len(queue.heap), 0))
+            return
+        # stale (a bool: 0 or 1): its graph task is gone, and set the task's depth to INT_MAX (GraphTask.mark_gone)
+        self.rows.extend((_K_POP, thread, owner.id if owner is not None else 0, fn._uid, q, len(queue.heap),
+                          task[1] == _STALE_DEPTH))
 
     def buffer_written(self, gt: Any, node: Any, slot: int, is_accumulation: bool, buffer: Any) -> None:
         try:
             thread = self._local.index
         except AttributeError:
             thread = self._thread()
-        self.rows.extend((_K_BUFFER, thread, gt.id, node._uid, slot, int(is_accumulation), 0))
+        self.rows.extend((_K_BUFFER, thread, gt.id, node._uid, slot, is_accumulation, 0))  # a bool is a 0 or 1
 
     def hook_ran(self, gt: Any, node: Any, kind: str, hook: Any) -> None:
         # a retains_grad hook is the engine's (it hands a weak reference to the tensor): named as the bridge does
@@ -294,10 +308,14 @@ class Recorder:
             thread = self._local.index
         except AttributeError:
             thread = self._thread()
-        self._summaries(inputs)
+        if len(inputs) == 1 and (t := inputs[0]) is not None and (data := t._data) is not None \
+                and data.size <= SMALL and t._device == "cpu":
+            self.summaries.append(data.copy())  # one small CPU tensor: the bare array (_summaries)
+        else:
+            self._summaries(inputs)
         rows = self.rows
         rows.extend((_K_NSTART, thread, gt.id, node._uid, 0, 0, 0))
-        if len(rows) >= CHUNK * ROW:  # NOTE [frozen chunks]
+        if len(rows) >= _FREEZE_AT:  # NOTE [frozen chunks]
             self.builder.freeze_rows()
 
     def node_finished(self, gt: Any, node: Any, outputs: list) -> None:
@@ -305,7 +323,11 @@ class Recorder:
             thread = self._local.index
         except AttributeError:
             thread = self._thread()
-        self._summaries(outputs)
+        if len(outputs) == 1 and (t := outputs[0]) is not None and (data := t._data) is not None \
+                and data.size <= SMALL and t._device == "cpu":
+            self.summaries.append(data.copy())  # as in node_started
+        else:
+            self._summaries(outputs)
         self.rows.extend((_K_NFINISH, thread, gt.id, node._uid, 0, 0, 0))
 
     def grad_captured(self, gt: Any, node: Any, output_index: int, grad: Any) -> None:
@@ -322,12 +344,6 @@ class Recorder:
 
     def graph_task_finished(self, gt: Any) -> None:
         self.builder.graph_task_finished(thread=self._thread(), graph_task=gt.id, has_error=bool(gt.has_error))
-
-
-def _capture(t: Any) -> Any:
-    """None, (a copy of a small array, device), or the summary of a large one."""
-    data = getattr(t, "_data", None)
-    return None if data is None else summary_of(data, t._device)
 
 
 def _static(node: Any, frame: int, step: int, thread: int) -> NodeFacts:
