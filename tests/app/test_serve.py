@@ -53,7 +53,7 @@ async def _fetch_page_and_screen(url: str, proc: subprocess.Popen) -> tuple[str,
             assert time.monotonic() < deadline, "the server never answered"
             await asyncio.sleep(0.05)
         screen = b""
-        async with session.ws_connect(f"{url}ws?width=100&height=30") as ws:
+        async with session.ws_connect(f"{url}ws?width=200&height=30") as ws:
             while b"step 0/" not in screen:
                 left = deadline - time.monotonic()
                 assert left > 0, screen[-500:]
