@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 SEED ?= 1
 N ?= 1000
 JOBS ?= 2
+# pytest-xdist workers for `make test` (one per core); TEST_JOBS=0 runs the suite in this one process.
+TEST_JOBS ?= auto
 
 .PHONY: test demo bench clean graphviz fuzz
 
@@ -19,7 +21,9 @@ graphviz:
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	# setuptools >= 70.1 builds wheels itself: tests/test_packaging.py builds one without build isolation, and the
+	# setuptools a venv starts with (65.5 for Python 3.11.7) cannot.
+	$(PY) -m pip install -q --upgrade pip 'setuptools>=70.1'
 	$(PY) -m pip install -q -e '.[dev]'
 	# torch 2.13.0 only from the local CPU wheel (--no-index): never download the multi-GB CUDA build.
 	# Its small dependencies then come from the index. Without the wheel, torch-parity tests skip.
@@ -34,7 +38,7 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP) graphviz
 	$(VENV)/bin/ruff check engine app bench tracer widgets
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist worksteal
 
 demo: $(STAMP) graphviz
 	$(VENV)/bin/agdb demo

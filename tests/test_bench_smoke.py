@@ -19,6 +19,7 @@ def _run_bench(tmp_path: Path, script: str, *args: str, timeout: int = 300) -> t
     return proc.stdout, json.loads(out.read_text())
 
 
+@pytest.mark.long
 def test_bench_quick_writes_json(tmp_path):
     """`bench/engine.py --quick --json` writes positive forward µs/op and backward µs/node for every graph and
     config, and the nn model's optimizer step."""
@@ -121,6 +122,7 @@ def test_tracer_bench_quick_writes_json(tmp_path):
         assert row["value"] > 0, row["name"]
 
 
+@pytest.mark.long
 def test_tui_bench_tiny_writes_json(tmp_path):
     """`bench/tui.py` on a tiny trace prints its rows and writes first-paint, step and jump timings."""
     stdout, data = _run_bench(tmp_path, "tui.py", "--quick", "--nodes", "300", "--repeats", "3", "--reps", "1",

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from agdb.app.app import AgdbApp
@@ -17,6 +16,7 @@ from agdb.app.run_script import MAX_OUTPUT, _Output
 from agdb.app.screens.output import OutputScreen
 from agdb.app.screens.step import StepScreen
 from agdb.tracer.store.tracefile import load
+from tests.app.pilot import recorded
 
 SCRIPT = """\
 import sys
@@ -32,16 +32,6 @@ ROOT = Path(__file__).resolve().parents[2]
 PRINTED = ["hello [b]not markup[/b] from MainThread", "grad [2.0, 2.0]", "a warning"]
 
 
-async def _recorded(app, pilot) -> StepScreen:
-    """Wait (polling, with a deadline) until the script is recorded and the step screen is up."""
-    deadline = time.monotonic() + 60
-    while not isinstance(app.screen, StepScreen):  # the script's thread is not a Textual worker
-        assert time.monotonic() < deadline, "the script was never recorded"
-        await pilot.pause(0.05)
-    await pilot.pause()
-    return app.screen
-
-
 async def test_tui_shows_what_the_script_printed(tmp_path):
     """`o` opens a screen with the script's stdout and stderr, line by line, markup shown as typed; the user
     is told at load that there is output; Escape closes it."""
@@ -49,7 +39,7 @@ async def test_tui_shows_what_the_script_printed(tmp_path):
     script.write_text(SCRIPT)
     app = AgdbApp(script=str(script))
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        await _recorded(app, pilot)
+        await recorded(app, pilot)
         assert any("the script printed 3 line(s): o shows them" in n.message for n in app._notifications)
         await pilot.press("o")
         await pilot.pause()
@@ -68,7 +58,7 @@ async def test_tui_names_the_scripts_thread_as_record_does(tmp_path):
     script.write_text(SCRIPT)
     app = AgdbApp(script=str(script))
     async with app.run_test(size=(120, 40)) as pilot:
-        under_tui = [name for _, name in (await _recorded(app, pilot)).trace.threads]
+        under_tui = [name for _, name in (await recorded(app, pilot)).trace.threads]
     env = dict(os.environ)
     done = subprocess.run([sys.executable, "-m", "agdb", "record", str(script), "-o", str(tmp_path / "r.agdb")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)

@@ -160,7 +160,7 @@ class Screen:
             await self.ws.send_json(["stdin", key])
 
 
-def _ws_url(served: Served, token: str | None = None, size: str = "width=100&height=30") -> str:
+def _ws_url(served: Served, token: str | None = None, size: str = "width=200&height=30") -> str:
     return f"ws://localhost:{served.port}/ws/{served.token if token is None else token}?{size}"
 
 

@@ -18,7 +18,7 @@ from agdb.tracer import TraceBuilder
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.store.tracefile import load, save
 from agdb.widgets.culprits import CulpritsView
-from tests.tracer.loader_fuzz import deadline, run_isolated
+from tests.tracer.loader_fuzz import CASE_TIMEOUT_S, deadline, run_isolated
 from tests.tracer.test_loader_fuzz import _old_file
 
 MARKER = "TOP_SECRET_MARKER"
@@ -63,7 +63,7 @@ async def _source_view_text(path: Path, source_files=()) -> str:
 
 
 def _view(path: Path, source_files=()) -> str:
-    with deadline(30):  # a FIFO or /dev/zero read would never return
+    with deadline(CASE_TIMEOUT_S):  # a FIFO or /dev/zero read would never return; a healthy one takes seconds
         return asyncio.run(_source_view_text(path, source_files))
 
 

@@ -7,7 +7,7 @@ from agdb.app.screens.step import StepChanged, StepScreen
 from agdb.tracer.replay.node_states import STATES
 from agdb.tracer.store.events import GraphTaskFinished, NodeStarted, SeqNrBumped
 from agdb.widgets.graph_view import GraphView
-from tests.app.pilot import opened
+from tests.app.pilot import opened, recorded
 
 
 async def test_next_and_previous_keys_move_one_event(demo_trace):
@@ -114,13 +114,7 @@ async def test_script_that_raises_opens_what_was_recorded(tmp_path):
                       "raise ValueError('boom after backward')\n")
     app = AgdbApp(script=str(script))
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        for _ in range(100):  # the script's thread is not a Textual worker (NOTE [the script's thread])
-            if isinstance(app.screen, StepScreen):
-                break
-            await pilot.pause(0.1)
-        await pilot.pause()
-        assert isinstance(app.screen, StepScreen)
-        assert len(app.screen.trace) > 0
+        assert len((await recorded(app, pilot)).trace) > 0
         assert any("boom after backward" in n.message for n in app._notifications)
 
 

@@ -3,6 +3,7 @@ follows across panels, the node inspector, panels (show, hide, zoom, tabs), the 
 from __future__ import annotations
 
 import pytest
+from textual.command import CommandList, CommandPalette
 
 from agdb.app.app import AgdbApp
 from agdb.app.screens.panels import PANELS
@@ -15,12 +16,25 @@ from agdb.widgets.forward_backward import ForwardBackwardView
 from agdb.widgets.graph_view import GraphView
 from agdb.widgets.lazy_list import LazyList
 from agdb.widgets.node_inspector import NodeInspector
-from tests.app.pilot import opened
+from tests.app.pilot import opened, recorded, recording_began, wait_for
 
 
 def _unique(messages, kind):
     """Messages of one kind, once each (bubbling delivers a message to several hooks)."""
     return list({id(m): m for m in messages if isinstance(m, kind)}.values())
+
+
+def _palette_highlights(app, title: str) -> bool:
+    """Whether the open command palette has finished searching and highlights the command called `title`."""
+    palette = app.screen
+    if not isinstance(palette, CommandPalette):
+        return False
+    if any(w.group == palette._GATHER_COMMANDS_GROUP and not w.is_finished for w in app.workers):
+        return False
+    options = palette.query_one(CommandList)
+    if options.highlighted is None:
+        return False
+    return str(options.get_option_at_index(options.highlighted).hit.text) == title
 
 
 def _displayed(screen: StepScreen) -> set[str]:
@@ -358,9 +372,13 @@ async def test_command_palette_offers_and_runs_every_action(demo_trace):
         screen = await opened(app, pilot)
         titles = {c.title for c in app.get_system_commands(screen)}
         assert {b.tooltip or b.description for b in StepScreen.BINDINGS if not b.action.startswith("app.")} <= titles
-        await pilot.press("ctrl+p", *"End", "enter")
-        await pilot.pause(0.3)
-        assert app.screen is screen and screen.step == len(demo_trace) - 1
+        end = next(b.tooltip or b.description for b in StepScreen.BINDINGS if b.action == "jump(-1)")
+        await pilot.press("ctrl+p", *"End")
+        # the palette searches in a worker: enter before a match is highlighted would choose nothing
+        await wait_for(pilot, lambda: _palette_highlights(app, end), f"the palette never offered {end!r}")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is screen and screen.step == len(demo_trace) - 1,
+                       "choosing End in the palette did not move to the last step")
 
 
 # Cancelling raises KeyboardInterrupt in the script's thread, again and again until the script ends: one can
@@ -374,13 +392,9 @@ async def test_escape_cancels_a_recording_and_keeps_what_it_recorded(tmp_path):
                       "while True:\n    (x * 2).sum().backward()\n")
     app = AgdbApp(script=str(script))
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
-        await pilot.pause(0.5)
+        await recording_began(app, pilot)
         await pilot.press("escape")
-        for _ in range(100):  # the script's thread is not a Textual worker (NOTE [the script's thread])
-            if isinstance(app.screen, StepScreen):
-                break
-            await pilot.pause(0.1)
-        assert isinstance(app.screen, StepScreen) and len(app.screen.trace) > 0
+        assert len((await recorded(app, pilot)).trace) > 0
         assert any("recording cancelled" in n.message for n in app._notifications)
 
 

@@ -10,14 +10,13 @@ from rich.console import Console
 from agdb.app.app import AgdbApp
 from agdb.app.screens.help import HelpScreen
 from agdb.app.screens.panels import PANELS
-from agdb.app.screens.step import StepScreen
 from agdb.tracer.replay.node_states import STATE_CODE, node_states
 from agdb.tracer.replay.replay import Replay
 from agdb.tracer.store import events as ev
 from agdb.tracer.store.schema import short_name
 from agdb.widgets.lazy_list import LazyList
 from agdb.widgets.timeline import Timeline
-from tests.app.pilot import opened
+from tests.app.pilot import opened, recorded, recording_began, wait_for
 
 
 def _plain(renderable) -> str:
@@ -108,12 +107,7 @@ async def test_a_node_whose_backward_raised_is_raised_selected_and_its_error_kep
     script.write_text(_RAISES)
     app = AgdbApp(script=str(script))
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        await app.workers.wait_for_complete()
-        for _ in range(50):
-            await pilot.pause(0.05)
-            if isinstance(app.screen, StepScreen):
-                break
-        screen = await opened(app, pilot)
+        screen = await recorded(app, pilot)
         trace = screen.trace
         raised = next(e.node for e in trace if isinstance(e, ev.ErrorRaised))
         assert short_name(trace.node_name(raised)) == "SinBackward0"  # the hook sits on y's grad_fn
@@ -360,9 +354,10 @@ async def test_quit_keys_stop_a_recording_at_once(tmp_path, key):
                       "while True:\n    (x * 2).sum().backward()\n")
     app = AgdbApp(script=str(script))
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause(0.3)
+        await recording_began(app, pilot)
         await pilot.press(key)
-        await pilot.pause(0.3)
+        # leaving run_test would end the app anyway: wait until the key itself has ended it
+        await wait_for(pilot, lambda: app.return_code is not None, f"{key} did not quit")
     assert app.return_code == 0 and app._exit_renderables == []
     assert not app._script_worker.is_alive()  # stopped, not left running behind the exit
 

@@ -2,15 +2,22 @@
 values and versions, each on both of the engine's paths."""
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from agdb import engine
-from tests.engine.parity import assert_same
 from tests.engine.parity_fuzz_classes import PROGRAMS
-from tests.engine.parity_suite import _describe, parity_tests
+from tests.engine.parity_suite import _describe, assert_engine_matches_torch
 from tests.fuzz.interpret import ONE_WAY_FLAGS
 
-test_program_runs_on_engine, _ = parity_tests(PROGRAMS)  # matches_torch: on both paths below
+
+@functools.cache
+def _torch_events(name: str) -> list:
+    """torch's run of PROGRAMS[name], made once per process: the engine's two paths are both compared with it."""
+    import torch
+
+    return _describe(torch, PROGRAMS[name])
 
 
 @pytest.mark.torch
@@ -20,7 +27,6 @@ def test_program_matches_torch_on_both_paths(name: str, flags: bool, monkeypatch
     """Once a process has used inference_mode, saved-tensor hooks or detach_(), engine/_state's one-way flags
     switch the engine to slower paths for good; which one a program takes must not depend on what ran before it
     in the test process, and both must match torch."""
-    torch = pytest.importorskip("torch")
     for flag in ONE_WAY_FLAGS:
         monkeypatch.setattr(engine._state, flag, flags)
-    assert_same(_describe(engine, PROGRAMS[name]), _describe(torch, PROGRAMS[name]))
+    assert_engine_matches_torch(PROGRAMS[name], lambda: _torch_events(name))

@@ -3,18 +3,15 @@ parity files run under logging saved_tensors_hooks and with every watched node's
 from __future__ import annotations
 
 import importlib
-import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import pytest
 
-from agdb import engine
-from tests.engine.parity import assert_same, describe
 from tests.engine.parity_saved import PROGRAMS, under_saved_tensor_hooks, with_saved_attributes
-from tests.engine.parity_suite import parity_tests
+from tests.engine.parity_suite import assert_engine_matches_torch, parity_tests
 
-test_program_runs_on_engine, test_program_matches_torch = parity_tests(PROGRAMS)
+test_program_matches_torch = parity_tests(PROGRAMS)
 
 
 def _parity_modules() -> list:
@@ -31,20 +28,12 @@ OTHER_PROGRAMS: dict[str, Callable] = {
 }
 
 
-def _describe(module: Any, program: Callable) -> list:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return describe(module, program)
-
-
 @pytest.mark.torch
 @pytest.mark.parametrize("name", sorted(OTHER_PROGRAMS))
 def test_program_matches_torch_under_saved_tensor_hooks(name: str) -> None:
     """Every parity program under logging saved_tensors_hooks: the same pack and unpack calls, in the same order,
     with the same tensors and grad mode, and otherwise the same events as torch."""
-    torch = pytest.importorskip("torch")
-    program = under_saved_tensor_hooks(OTHER_PROGRAMS[name])
-    assert_same(_describe(engine, program), _describe(torch, program))
+    assert_engine_matches_torch(under_saved_tensor_hooks(OTHER_PROGRAMS[name]))
 
 
 @pytest.mark.torch
@@ -52,6 +41,4 @@ def test_program_matches_torch_under_saved_tensor_hooks(name: str) -> None:
 def test_program_nodes_save_what_torch_saves(name: str) -> None:
     """Every node a parity program watches has torch's `_saved_*` / `_raw_saved_*` attributes (dir()), reading the
     same values, types and errors (saved tensors by shape, dtype and history)."""
-    torch = pytest.importorskip("torch")
-    program = with_saved_attributes(OTHER_PROGRAMS[name])
-    assert_same(_describe(engine, program), _describe(torch, program))
+    assert_engine_matches_torch(with_saved_attributes(OTHER_PROGRAMS[name]))

@@ -250,7 +250,7 @@ def _run_nest(levels: int = 70):
     return where, inner, x.grad.tolist()
 
 
-def _wait_pool_idle(timeout: float = 5.0) -> None:
+def _wait_pool_idle(timeout: float = 60.0) -> None:
     """Wait until every pool thread is back waiting for work (it finishes its loop after the caller wakes)."""
     from agdb.engine._threads import reentrant_pool
 
@@ -443,7 +443,7 @@ def test_error_in_cpu_node_while_device_task_outstanding():
         @staticmethod
         def backward(ctx, g):
             slow_started.set()
-            release.wait(10)
+            release.wait(60)
             slow_done.set()
             return g.cpu()
 
@@ -454,7 +454,7 @@ def test_error_in_cpu_node_while_device_task_outstanding():
 
         @staticmethod
         def backward(ctx, g):
-            assert slow_started.wait(10)
+            assert slow_started.wait(60)
             raise Boom("cpu node failed", tag="cpu")
 
     base = gs()
@@ -488,7 +488,7 @@ def test_error_in_cpu_node_while_device_task_outstanding():
             assert [lab for lab, th in log if th != caller] == ["SlowBackward#1"]
             assert [th for lab, th in log if th != caller] == ["pt_autograd_0"]
             release.set()
-            assert stale_pushed.wait(10), "the worker routes Slow's output after the error"
+            assert stale_pushed.wait(60), "the worker routes Slow's output after the error"
     finally:
         release.set()
     assert x.grad is None and w.grad is None
@@ -673,7 +673,8 @@ def test_observer_sees_tasks_on_their_threads_and_queues():
 
 # -- shutdown ----------------------------------------------------------------------------------------------------
 def test_process_exits_cleanly_after_workers_and_pool_were_used():
-    """A process that used cuda:0, cuda:1 and a 70-deep reentrant backward exits with code 0 within 20 s."""
+    """A process that used cuda:0, cuda:1 and a 70-deep reentrant backward exits with code 0 (a hang fails at the
+    timeout, a guard far beyond the second a healthy run takes on a busy machine)."""
     script = textwrap.dedent("""
         import threading
         from agdb import engine
@@ -701,11 +702,9 @@ def test_process_exits_cleanly_after_workers_and_pool_were_used():
         print("threads", names)
         print("grad", q.grad.tolist())
     """)
-    start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=20,
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                           cwd=str(pathlib.Path(__file__).resolve().parents[2]))
     assert proc.returncode == 0, proc.stderr
-    assert time.monotonic() - start < 20
     assert "grad [1.0]" in proc.stdout
     assert "'pt_autograd_0'" in proc.stdout and "'pt_autograd_1'" in proc.stdout and f"'{POOL}'" in proc.stdout
     assert "Traceback" not in proc.stderr

@@ -143,6 +143,7 @@ def test_shrinker_refuses_a_program_that_does_not_differ() -> None:
 
 
 # -- against torch ---------------------------------------------------------------------------------------
+@pytest.mark.long
 @pytest.mark.torch
 def test_fixed_batch_matches_torch() -> None:
     """The fixed batch (known gaps left out) matches torch event for event; a failure shows its minimal repro."""
@@ -194,6 +195,7 @@ def _dies_on_seven(task):
     return task[0], None
 
 
+@pytest.mark.long
 def test_a_worker_that_dies_is_reported_not_waited_for():
     """Only the task whose worker died comes back as a crash; the rest run, those the broken pool stopped again."""
     from tests.fuzz import campaign

@@ -53,7 +53,7 @@ def _pause(*events: threading.Event):
     """A pre-hook that sets the first event and waits for the second."""
     def hook(grads):
         events[0].set()
-        events[1].wait(10)
+        events[1].wait(60)
     return hook
 
 
@@ -91,10 +91,10 @@ def test_attached_from_another_thread_mid_backward_and_finished_mid_backward(tmp
     box = {}
 
     def other():
-        reached.wait(10)
+        reached.wait(60)
         box["rec"] = Recorder().attach()
         attached.set()
-        finishing.wait(10)
+        finishing.wait(60)
         box["trace"] = box["rec"].finish()
         finished.set()
 
@@ -108,7 +108,7 @@ def test_attached_from_another_thread_mid_backward_and_finished_mid_backward(tmp
         loss = _chain(x)
         _node_at(loss, 3).register_prehook(_pause(finishing, finished))
         loss.backward()
-        thread.join(10)
+        thread.join(60)
 
     run_in_thread(program)
     trace = _reloaded(box["trace"], tmp_path)
@@ -137,4 +137,4 @@ def test_attach_and_finish_racing_backwards_on_another_thread_always_load(tmp_pa
             _reloaded(recorder.finish(), tmp_path)
     finally:
         stop.set()
-        thread.join(10)
+        thread.join(60)

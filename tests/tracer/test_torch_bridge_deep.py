@@ -47,6 +47,7 @@ SCRIPT = textwrap.dedent("""\
 """)
 
 
+@pytest.mark.long
 def test_a_million_deep_chain_is_recorded_without_a_crash():
     n = int(__import__("os").environ.get("AGDB_DEEP_N", 1_000_000))
     proc = subprocess.run([sys.executable, "-c", SCRIPT.replace("N)", f"{n})")], cwd=ROOT, capture_output=True,

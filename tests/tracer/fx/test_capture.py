@@ -279,7 +279,7 @@ def test_ops_on_another_thread_are_not_captured():
 
     th = threading.Thread(target=busy)
     th.start()
-    running.wait(5)
+    assert running.wait(60), "the other thread never ran a backward"
     try:
         g = capture_joint(f, leaf(4))
     finally:
