@@ -25,6 +25,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from agdb.tracer.store.atomic import write_atomically
+from agdb.tracer.store.meta import problem as meta_problem
 from agdb.tracer.store.printable import printable
 from agdb.tracer.store.schema import (
     COLUMNS,
@@ -166,7 +167,7 @@ def _decode(data: bytes, name: str) -> Trace:
     _check_structure(columns, len(strings), header, name)
     if "thread_ident" in columns:
         upgrade_v1_queues(columns, strings)
-    return Trace(columns, strings, _read_meta(header.get("meta", {}), name))
+    return Trace(columns, strings, _read_meta(header.get("meta", {}), len(columns["node_name"]), name))
 
 
 def _parse_header(raw: bytes, name: str) -> dict:
@@ -204,20 +205,12 @@ def _is_int(value: object) -> bool:
     return type(value) is int  # not bool, not float: JSON that agdb writes has plain integers only
 
 
-def _read_meta(meta: object, name: str) -> dict:
-    """`meta` checked: an object whose `source` is a string and `provenance` maps kind names to a provenance."""
-    if not isinstance(meta, dict):
-        raise TraceFormatError(f"{name}: the header's meta is not a JSON object")
-    source = meta.get("source", "engine")
-    provenance = meta.get("provenance", {})
-    if not isinstance(source, str):
-        raise TraceFormatError(f"{name}: the header's meta.source is not a string")
-    kinds = {k.name.lower() for k in Kind}
-    if not isinstance(provenance, dict) or any(k not in kinds or v not in ("observed", "reconstructed")
-                                               for k, v in provenance.items()):
-        raise TraceFormatError(f"{name}: the header's meta.provenance is not a map of event kinds to "
-                               f"observed or reconstructed")
-    return meta
+def _read_meta(meta: object, num_nodes: int, name: str) -> dict:
+    """`meta` checked: every key a view reads has the form the views expect (tracer.store.meta)."""
+    found = meta_problem(meta, num_nodes)
+    if found:
+        raise TraceFormatError(f"{name}: the header's {found}")
+    return meta  # type: ignore[return-value]  # a dict: meta_problem says so otherwise
 
 
 def upgrade_v1_queues(columns: dict[str, np.ndarray], strings: list[str]) -> None:
@@ -376,6 +369,7 @@ def _check_structure(c: dict, num_strings: int, header: dict, name: str) -> None
             raise bad(f"column {col.name} names a {col.refers} that does not exist")
     _check_event_fields(c, kinds, sizes, name)
     _check_slots(c, name)
+    _check_sizes(c, kinds, sizes, name)
     pops = c["pop_push"]
     if len(pops):
         pops = pops.astype(np.int64)
@@ -444,3 +438,44 @@ def _check_slots(c: dict, name: str) -> None:
                                f"(step {int(steps[np.argmax(wrong)])})")
     if (c["edge_input_nr"] >= limits[c["edge_child"]]).any():
         raise TraceFormatError(f"{name}: an edge feeds an input slot its node does not have")
+
+
+SLOT_ALLOWANCE = 1 << 16
+"""Input slots the node table may hold beyond SLOTS_PER_ROW for each row of the file (NOTE [sizes the file
+backs])."""
+SLOTS_PER_ROW = 4
+
+# NOTE [sizes the file backs]
+# A count that only names how many of something there are, with no rows behind it, would let a small file make
+# a view allocate without bound: `node_inputs` of 10**9 becomes a list of 10**9 input slots each time the
+# dependencies panel or `agdb show` draws the node's buffer. Counts with rows behind them (node_nedges, s_count,
+# s_ndim, the ragged offsets) are checked against their tables; `node_inputs` has none, so all nodes together
+# may hold SLOT_ALLOWANCE slots plus SLOTS_PER_ROW per event, edge and summary of the file. A recorded node has
+# one slot per output of its forward op and usually receives a grad (a BufferWritten) or a summary per slot, so
+# a real trace stays far below the bound, however large.
+_ONE_SUMMARY = np.zeros(len(Kind), dtype=bool)
+_ONE_SUMMARY[[Kind.GRAD_CAPTURED, Kind.GRAD_ACCUMULATED]] = True
+"""The summary kinds whose group holds exactly one summary (the grad); the decoders read it as [0]."""
+_SUMMARY = np.zeros(len(Kind), dtype=bool)
+_SUMMARY[list(SUMMARY_KINDS)] = True
+
+
+def _check_sizes(c: dict, kinds: np.ndarray, sizes: dict, name: str) -> None:
+    """One summary in each GradCaptured and GradAccumulated group, and input slots the file backs (NOTE [sizes
+    the file backs])."""
+    counts = c["s_count"]
+    wrong = counts != 1
+    if wrong.any():  # rare: most groups of a node's run hold one tensor; only then find each group's kind
+        group_kinds = kinds[_SUMMARY[kinds]]
+        wrong &= _ONE_SUMMARY[group_kinds]
+        if wrong.any():
+            group = int(np.argmax(wrong))
+            step = int(np.flatnonzero(_SUMMARY[kinds])[group])
+            kind = Kind(int(kinds[step])).name.title().replace("_", "")
+            raise TraceFormatError(f"{name}: a {kind} event holds {int(counts[group])} tensor summaries, not one "
+                                   f"(step {step})")
+    slots = int(np.maximum(c["node_inputs"], 1).sum(dtype=np.int64))
+    allowed = SLOT_ALLOWANCE + SLOTS_PER_ROW * (sizes["events"] + sizes["edge"] + sizes["summary"])
+    if slots > allowed:
+        raise TraceFormatError(f"{name}: the nodes claim {slots:,} input slots in all, more than a trace of "
+                               f"{sizes['events']:,} events can hold ({allowed:,}): corrupt file")

@@ -1,0 +1,184 @@
+"""Every trace agdb's Recorder (attached at any moment) or TraceBuilder writes opens in every view, and the loader
+refuses, in one line naming the file, what a view could not read: a malformed `meta`, a summary group of the
+wrong size, input slots the file does not back.
+
+"Opens in every view" is `use_everywhere` (tests/tracer/loader_fuzz.py): decode, replay every step, `show` (text,
+JSON, a step), `culprits`, `export` and the TUI headless, each without a traceback.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agdb import engine, tracer
+from agdb.tracer import TraceBuilder
+from agdb.tracer.replay.forward_map import ForwardMap
+from agdb.tracer.store.schema import DERIVED_COLUMNS, SUMMARY_KINDS, Kind
+from agdb.tracer.store.tracefile import TraceFormatError, load, save
+from tests.engine.helpers import run_in_thread
+from tests.tracer.loader_fuzz import _Raw, use_everywhere
+
+ACC = "torch::autograd::AccumulateGrad"
+
+
+def one_backward(acc_inputs: int = 1):
+    """A hand-written trace of `(w * 2).sum().backward()` reduced to two nodes: Mul -> AccumulateGrad."""
+    b = TraceBuilder(source="test")
+    m = b.thread("MainThread")
+    q = b.queue(f"cpu:{m}")
+    b.node_created(thread=m, node=1, name="MulBackward0", seq_nr=0, topological_nr=1, next_edges=[(2, 0)])
+    b.node_created(thread=m, node=2, name=ACC, seq_nr=2**64 - 1, topological_nr=0, num_inputs=acc_inputs)
+    b.graph_task_started(thread=m, graph_task=1, graph_root=1, roots=[(1, 0)])
+    b.dependencies_computed(thread=m, graph_task=1, min_topo_nr=0, dependencies=[(1, 0), (2, 1)])
+    b.task_pushed(thread=m, graph_task=1, node=1, queue=q, seq_nr=0, queue_length=1)
+    b.task_popped(thread=m, graph_task=1, node=1, queue=q, queue_length=0)
+    b.node_started(thread=m, graph_task=1, node=1, inputs=[np.ones(2)])
+    b.node_finished(thread=m, graph_task=1, node=1, outputs=[np.ones(2)])
+    b.buffer_written(thread=m, graph_task=1, node=2, slot=0, is_accumulation=False)
+    b.task_pushed(thread=m, graph_task=1, node=2, queue=q, seq_nr=2**64 - 1, queue_length=1)
+    b.task_popped(thread=m, graph_task=1, node=2, queue=q, queue_length=0)
+    b.node_started(thread=m, graph_task=1, node=2, inputs=[np.ones(2)])
+    b.grad_accumulated(thread=m, graph_task=1, node=2, grad=np.ones(2))
+    b.node_finished(thread=m, graph_task=1, node=2, outputs=[])
+    b.graph_task_finished(thread=m, graph_task=1)
+    return b.finish()
+
+
+def _columns(trace) -> dict:
+    return {k: np.array(v) for k, v in trace.columns.items() if k not in DERIVED_COLUMNS}
+
+
+def _write(tmp_path: Path, trace, columns: dict | None = None, meta: dict | None = None) -> Path:
+    """`trace` (its columns or meta replaced) written by agdb's own `save`: every checksum is right."""
+    path = tmp_path / "case.agdb"
+    save(_Raw(_columns(trace) if columns is None else columns, list(trace.strings),
+              trace.meta if meta is None else meta, len(trace)), path)
+    return path
+
+
+def _refused(path: Path, *words: str) -> str:
+    with pytest.raises(TraceFormatError) as e:
+        load(path)
+    message = str(e.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message
+    for word in words:
+        assert word in message
+    return message
+
+
+# -- F5: nodes that no event made ------------------------------------------------------------------------------
+def test_recorder_attached_after_the_forward_opens_everywhere(tmp_path):
+    """A Recorder attached between the forward and the backward sees no node made: every view still opens, and the
+    forward-ops map lists every node once, none flagged as made in a backward."""
+    def record():
+        x = engine.tensor([1.0, 2.0], requires_grad=True)
+        loss = (x.exp() * x).sum()
+        with tracer.record() as rec:
+            loss.backward()
+        return rec.trace
+
+    trace = run_in_thread(record)
+    assert not len(trace.steps_of(Kind.SEQ_NR_BUMPED, Kind.NODE_CREATED))  # the case: nothing made while recording
+    forward = ForwardMap(trace)
+    assert sorted(int(forward.op(r).node) for r in range(len(forward))) == list(range(trace.num_nodes))
+    assert not any("in_backward" in forward.op(r).flags for r in range(len(forward)))
+    path = tmp_path / "attached.agdb"
+    save(trace, path)
+    use_everywhere(path, tui=True)
+
+
+def test_builder_trace_of_described_nodes_opens_everywhere(tmp_path):
+    """A TraceBuilder trace whose nodes are only described with `node()` (no bump, no creation) opens everywhere."""
+    b = TraceBuilder(source="test")
+    m = b.thread("MainThread")
+    b.node(1, name="MulBackward0", seq_nr=1, next_edges=[(2, 0)])
+    b.node(2, name=ACC, seq_nr=2**64 - 1)
+    b.graph_task_started(thread=m, graph_task=1, graph_root=1, roots=[(1, 0)])
+    b.graph_task_finished(thread=m, graph_task=1)
+    path = tmp_path / "described.agdb"
+    save(b.finish(), path)
+    assert sorted(op.op for op in map(ForwardMap(load(path)).op, range(2))) == ["leaf", "mul"]
+    use_everywhere(path, tui=True)
+
+
+# -- F6: meta ------------------------------------------------------------------------------------------------------
+GOOD_DIVERGENCES = [
+    {"graph_task": 1, "step": 3, "expected": 0, "observed": 1},
+    {"kind": "graph_task", "graph_task": 1, "step": 4, "node": 1, "expected_id": 7, "observed_id": 8},
+    {"kind": "running_node", "graph_task": 1, "step": 5, "node": -1, "running_seq_nr": 2},
+    {"kind": "witness", "against": "model", "graph_task": 1, "step": 6, "index": 0, "expected": 1, "observed": -1},
+]
+
+
+def test_well_formed_bridge_meta_opens_everywhere(tmp_path):
+    """Divergences of every kind, graph tasks with a witness and bridge errors, as the bridge writes them, load and
+    every view (the TUI says where the model diverged) opens."""
+    trace = one_backward()
+    meta = {**trace.meta, "divergences": GOOD_DIVERGENCES, "bridge_errors": ["a hook failed"],
+            "graph_tasks": [{"graph_task": 1, "torch_id": 3, "parent_torch_id": None, "reentrant_depth": 0,
+                             "execution_order": {"length": 2, "model": "agrees", "observed": 1}}],
+            "omitted": {"graph_tasks": 1, "events": 4}}
+    path = _write(tmp_path, trace, meta=meta)
+    assert load(path).meta["divergences"] == GOOD_DIVERGENCES
+    use_everywhere(path, tui=True)
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("divergences", [{"step": 1}], ("meta.divergences[0]", "graph_task")),
+    ("divergences", [{"kind": "graph_task", "graph_task": 1, "step": 2, "node": 1}], ("expected_id",)),
+    ("divergences", [{"graph_task": 1, "step": 2, "expected": 99, "observed": 0}], ("expected",)),
+    ("divergences", [{"kind": "witness", "graph_task": 1, "step": 2, "index": 0, "expected": 0, "observed": 0,
+                      "against": "x"}], ("against",)),
+    ("divergences", [{"kind": "nonsense", "graph_task": 1, "step": 2}], ("kind",)),
+    ("divergences", {"graph_task": 1}, ("meta.divergences", "list")),
+    ("divergences", ["x"], ("meta.divergences[0]",)),
+    ("graph_tasks", [{"graph_task": 1, "execution_order": 3}], ("meta.graph_tasks[0]", "execution_order")),
+    ("graph_tasks", [{"graph_task": 1, "execution_order": {"model": "agrees"}}], ("execution_order",)),
+    ("graph_tasks", "none", ("meta.graph_tasks",)),
+    ("omitted", {"graph_tasks": "2"}, ("meta.omitted",)),
+    ("bridge_errors", [1], ("meta.bridge_errors",)),
+    ("source", 3, ("meta.source",)),
+])
+def test_malformed_meta_is_refused_in_one_line(tmp_path, key, value, words):
+    """A `meta` key a view reads, in a form it cannot read (written with agdb's own `save`), is refused on load
+    naming the key; before, a malformed `divergences` crashed the TUI (KeyError: 'graph_task', TypeError)."""
+    trace = one_backward()
+    _refused(_write(tmp_path, trace, meta={**trace.meta, key: value}), *words)
+
+
+# -- F7: a summary group of the wrong size ---------------------------------------------------------------------
+@pytest.mark.parametrize("moved", [-1, 1])
+def test_grad_accumulated_group_of_other_than_one_summary_is_refused(tmp_path, moved):
+    """A GradAccumulated group with no summary (or two), the count moved to its neighbour so that every total and
+    checksum holds, is refused on load; before, it loaded and `show --step`, `export --step` and the TUI failed."""
+    trace = one_backward()
+    columns = _columns(trace)
+    kinds = columns["ev_kind"]
+    groups = [s for s in range(len(kinds)) if kinds[s] in SUMMARY_KINDS]
+    group = next(i for i, s in enumerate(groups) if kinds[s] == Kind.GRAD_ACCUMULATED)
+    assert columns["s_count"][group] == 1 and columns["s_count"][group + 1] == 0  # NodeFinished of the leaf: none
+    columns["s_count"][group] += moved
+    columns["s_count"][group + 1] -= moved
+    if moved > 0:  # a NodeFinished group cannot go below 0: take the summary from the NodeStarted before instead
+        columns["s_count"][group + 1] += moved
+        columns["s_count"][group - 1] -= moved
+    _refused(_write(tmp_path, trace, columns), "GradAccumulated", "tensor summaries", f"step {groups[group]}")
+
+
+# -- F8: input slots the file does not back --------------------------------------------------------------------
+def test_node_of_a_billion_input_slots_is_refused(tmp_path):
+    """A node of 10**9 input slots in a 15-event trace (written with TraceBuilder) is refused on load; before, it
+    loaded and `show --all` built a list of 10**9 slots for its input buffer (15.7 GB)."""
+    path = tmp_path / "slots.agdb"
+    save(one_backward(acc_inputs=10**9), path)
+    _refused(path, "input slots")
+
+
+def test_node_of_many_input_slots_still_opens(tmp_path):
+    """A node of 60,000 input slots (an unbind of a 60,000-row tensor) in a small trace still opens everywhere."""
+    path = tmp_path / "wide.agdb"
+    save(one_backward(acc_inputs=60_000), path)
+    assert load(path).node(1).num_inputs == 60_000
+    use_everywhere(path, tui=False)
