@@ -18,7 +18,7 @@ from agdb.tracer.replay.forward_map import ForwardMap
 from agdb.tracer.store.schema import DERIVED_COLUMNS, SUMMARY_KINDS, Kind
 from agdb.tracer.store.tracefile import TraceFormatError, load, save
 from tests.engine.helpers import run_in_thread
-from tests.tracer.loader_fuzz import _Raw, use_everywhere
+from tests.tracer.loader_fuzz import _Raw, run_isolated, use_everywhere
 
 ACC = "torch::autograd::AccumulateGrad"
 
@@ -182,3 +182,33 @@ def test_node_of_many_input_slots_still_opens(tmp_path):
     save(one_backward(acc_inputs=60_000), path)
     assert load(path).node(1).num_inputs == 60_000
     use_everywhere(path, tui=False)
+
+
+# -- F13: the header before the body ---------------------------------------------------------------------------
+_LOAD = ("import sys\nfrom agdb.tracer.store.tracefile import TraceFormatError, load\n"
+         "try:\n    load(sys.argv[1])\nexcept TraceFormatError as e:\n    print('refused', e)\n")
+
+
+def _sparse(path: Path, start: bytes, size: int) -> Path:
+    """A file of `size` bytes that starts with `start` and holds zeros after it, which take no disk space."""
+    with open(path, "wb") as f:
+        f.write(start)
+        f.truncate(size)
+    return path
+
+
+@pytest.mark.parametrize("start, size, words", [
+    (b"", 30 * 1024**3, "does not start with"),  # 30 GB of zeros
+    (None, 3 * 1024**3, "bytes follow the last column"),  # a valid trace and 3 GB of zeros after it
+])
+def test_a_huge_file_is_refused_from_its_first_bytes(tmp_path, start, size, words):
+    """A 30 GB file of zeros, or a valid trace followed by 3 GB, is refused from its magic or its header before
+    its body is read: in a process of 2 GB of address space (tests/tracer/loader_fuzz.run_isolated). Before, the
+    loader read the whole file first: a MemoryError traceback there, and 3 GB read and held in a larger one."""
+    if start is None:
+        save(one_backward(), tmp_path / "valid.agdb")
+        start = (tmp_path / "valid.agdb").read_bytes()
+    path = _sparse(tmp_path / "huge.agdb", start, size)
+    done = run_isolated(_LOAD, str(path), timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith(f"refused {path}: ") and words in done.stdout, \
+        done.stderr[-500:]

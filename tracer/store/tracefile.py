@@ -114,30 +114,35 @@ def save(trace: Trace, path: str | os.PathLike, progress: Callable[[int, int], N
 def load(path: str | os.PathLike) -> Trace:
     """Read and check a trace file. Raises TraceFormatError naming what is wrong, OSError if unreadable.
 
-    Only a regular file is read: a device (/dev/zero) or a pipe would never end.
+    Only a regular file is read: a device (/dev/zero) or a pipe would never end. The magic, the header and the
+    place of every column are checked against the file's size before its body is read, so a file that is not a
+    trace is refused after reading a few bytes, however large it is.
     """
     path = Path(path)
     # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below like any other non-file.
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        mode = os.fstat(fd).st_mode
+        info = os.fstat(fd)
     except BaseException:
         os.close(fd)
         raise
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        if stat.S_ISDIR(mode):
+        if stat.S_ISDIR(info.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
         raise TraceFormatError(f"{path}: not a regular file (a device, pipe or socket), so not an agdb trace")
-    with os.fdopen(fd, "rb") as f:
-        data = f.read()
-    return loads(data, str(path))
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        return _guarded(lambda: _read_file(f, info.st_size, str(path)), str(path))
 
 
 def loads(data: bytes, name: str = "<bytes>") -> Trace:
     """Check and decode the bytes of a trace file (see `load`). Every failure is a TraceFormatError."""
+    return _guarded(lambda: _decode(data, name), name)
+
+
+def _guarded(read: Callable[[], Trace], name: str) -> Trace:
     try:
-        return _decode(data, name)
+        return read()
     except TraceFormatError:
         raise
     except _UNEXPECTED as e:  # a corruption no check names: still one line that says which file
@@ -145,24 +150,67 @@ def loads(data: bytes, name: str = "<bytes>") -> Trace:
         raise TraceFormatError(f"{name}: the trace is inconsistent ({type(e).__name__}: {detail})") from None
 
 
-def _decode(data: bytes, name: str) -> Trace:
-    if not data.startswith(MAGIC):
-        hint = " (it looks like a Python pickle, which agdb never loads)" if data[:1] == b"\x80" else ""
+_START = len(MAGIC) + 12
+"""The magic, the header's length and its CRC: the bytes before the header."""
+
+
+def _header_length(start: bytes, size: int, name: str) -> tuple[int, int]:
+    """(length, CRC) of the header, from the file's first _START bytes (or fewer) and its size."""
+    if start[:len(MAGIC)] != MAGIC:
+        hint = " (it looks like a Python pickle, which agdb never loads)" if start[:1] == b"\x80" else ""
         raise TraceFormatError(f"{name}: not an agdb trace: it does not start with {MAGIC!r}{hint}")
-    pos = len(MAGIC)
-    if len(data) < pos + 12:
+    if len(start) < _START:
         raise TraceFormatError(f"{name}: truncated: the header length is missing")
-    header_len = int.from_bytes(data[pos:pos + 8], "little")
-    header_crc = int.from_bytes(data[pos + 8:pos + 12], "little")
-    pos += 12
-    if header_len > _MAX_HEADER or pos + header_len > len(data):
+    header_len = int.from_bytes(start[len(MAGIC):len(MAGIC) + 8], "little")
+    if header_len > _MAX_HEADER or _START + header_len > size:
         raise TraceFormatError(f"{name}: the header claims {header_len} bytes but the file has "
-                               f"{len(data) - pos} after the magic: truncated or corrupt")
-    if zlib.crc32(data[pos:pos + header_len]) != header_crc:
+                               f"{size - len(MAGIC) - 12} after the magic: truncated or corrupt")
+    return header_len, int.from_bytes(start[len(MAGIC) + 8:_START], "little")
+
+
+def _header(raw: bytes, crc: int, name: str) -> dict:
+    if zlib.crc32(raw) != crc:
         raise TraceFormatError(f"{name}: the header fails its checksum: the file is corrupt")
-    header = _parse_header(data[pos:pos + header_len], name)
-    body = memoryview(data)[pos + header_len:]
-    columns = _read_columns(header, body, name)
+    return _parse_header(raw, name)
+
+
+def _read_file(f, size: int, name: str) -> Trace:
+    """A trace from an open file of `size` bytes: the start, the header and the layout checked before the body
+    is read, straight into the memory its columns will use."""
+    header_len, crc = _header_length(f.read(_START), size, name)
+    header = _header(_read_exactly(f, header_len, name), crc, name)
+    layout = _layout(header, size - _START - header_len, name)
+    body = np.empty(size - _START - header_len, dtype=np.uint8)
+    view = memoryview(body)
+    got = 0
+    while got < len(body):  # readinto reads at most about 2 GB a call
+        n = f.readinto(view[got:])
+        if not n:
+            raise TraceFormatError(f"{name}: the file ended at byte {_START + header_len + got} while it was read "
+                                   f"(it changed while agdb read it?)")
+        got += n
+    if f.read(1):
+        raise TraceFormatError(f"{name}: the file grew while agdb read it")
+    return _trace(header, _columns(layout, view, header["format_version"], name), name)
+
+
+def _read_exactly(f, count: int, name: str) -> bytes:
+    data = f.read(count)
+    if len(data) != count:
+        raise TraceFormatError(f"{name}: the file ended while agdb read its header (it changed while agdb read it?)")
+    return data
+
+
+def _decode(data: bytes, name: str) -> Trace:
+    header_len, crc = _header_length(data[:_START], len(data), name)
+    header = _header(data[_START:_START + header_len], crc, name)
+    body = memoryview(data)[_START + header_len:]
+    layout = _layout(header, len(body), name)
+    return _trace(header, _columns(layout, body, header["format_version"], name), name)
+
+
+def _trace(header: dict, columns: dict[str, np.ndarray], name: str) -> Trace:
+    """The Trace of checked columns, once their strings, structure and meta are checked too."""
     strings = _read_strings(columns.pop("string_offsets"), columns.pop("string_bytes"), name)
     _check_structure(columns, len(strings), header, name)
     if "thread_ident" in columns:
@@ -242,8 +290,12 @@ def _known_columns(version: int) -> set[str]:
     return names
 
 
-def _read_columns(header: dict, body: memoryview, name: str) -> dict[str, np.ndarray]:
-    """Every column of the directory, each checked against its size, its place and its checksum.
+_Entry = tuple[str, str, tuple[int, ...], int, int, int]
+"""A column of the directory: (name, dtype, shape, offset, nbytes, checksum)."""
+
+
+def _layout(header: dict, body_size: int, name: str) -> list[_Entry]:
+    """The column directory, each column checked against its size and its place in a body of `body_size` bytes.
 
     Columns lie one after another in directory order, each padded to 8 bytes, and the last one ends the file:
     a gap, an overlap or a byte after the last column is refused.
@@ -253,32 +305,42 @@ def _read_columns(header: dict, body: memoryview, name: str) -> dict[str, np.nda
     if not isinstance(directory, list):
         raise TraceFormatError(f"{name}: the header has no column directory")
     known = _known_columns(version)
-    columns: dict[str, np.ndarray] = {}
+    layout: list[_Entry] = []
+    seen: set[str] = set()
     end = 0
     for entry in directory:
         col, dtype, shape, offset, nbytes, checksum = _entry(entry, known, version, name)
-        if col in columns:
+        if col in seen:
             raise TraceFormatError(f"{name}: column {col} appears twice in the header")
+        seen.add(col)
         count = math.prod(shape)  # Python ints: a corrupt shape must not overflow
         if nbytes != count * np.dtype(dtype).itemsize:
             raise TraceFormatError(f"{name}: column {col} declares {nbytes} bytes for shape {list(shape)}")
         padded = nbytes + (-nbytes % 8)
-        if offset + padded > len(body):
+        if offset + padded > body_size:
             raise TraceFormatError(f"{name}: column {col} needs bytes {offset}..{offset + padded} but the file "
-                                   f"body has {len(body)}: truncated or corrupt")
+                                   f"body has {body_size}: truncated or corrupt")
         if offset != end:
             raise TraceFormatError(f"{name}: column {col} starts at byte {offset} of the body, not {end} where the "
                                    f"column before it ends: corrupt file")
         end = offset + padded
-        if column_checksum(body[offset:end], version) != checksum:
-            raise TraceFormatError(f"{name}: column {col} fails its checksum: the file is corrupt")
-        columns[col] = np.frombuffer(body[offset:offset + nbytes], dtype=dtype).reshape(shape)
-    if end != len(body):
-        raise TraceFormatError(f"{name}: {len(body) - end} bytes follow the last column: the file is corrupt")
+        layout.append((col, dtype, shape, offset, nbytes, checksum))
+    if end != body_size:
+        raise TraceFormatError(f"{name}: {body_size - end} bytes follow the last column: the file is corrupt")
     missing = [c for c in (*EVENT_COLUMNS, "string_offsets", "string_bytes", "node_name", "node_nedges")
-               if c not in columns]
+               if c not in seen]
     if missing:
         raise TraceFormatError(f"{name}: the trace lacks columns {', '.join(missing)}")
+    return layout
+
+
+def _columns(layout: list[_Entry], body: memoryview, version: int, name: str) -> dict[str, np.ndarray]:
+    """Every column of `layout`, each checked against its checksum, as an array over the body's bytes."""
+    columns: dict[str, np.ndarray] = {}
+    for col, dtype, shape, offset, nbytes, checksum in layout:
+        if column_checksum(body[offset:offset + nbytes + (-nbytes % 8)], version) != checksum:
+            raise TraceFormatError(f"{name}: column {col} fails its checksum: the file is corrupt")
+        columns[col] = np.frombuffer(body[offset:offset + nbytes], dtype=dtype).reshape(shape)
     return columns
 
 
