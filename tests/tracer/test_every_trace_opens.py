@@ -212,3 +212,45 @@ def test_a_huge_file_is_refused_from_its_first_bytes(tmp_path, start, size, word
     done = run_isolated(_LOAD, str(path), timeout=120)
     assert done.returncode == 0 and done.stdout.startswith(f"refused {path}: ") and words in done.stdout, \
         done.stderr[-500:]
+
+
+# -- F14: control characters in names --------------------------------------------------------------------------
+@pytest.mark.parametrize("char", ["\x00", "\x01", "\x1b", "\r"])
+def test_graphviz_draws_names_that_hold_control_characters(tmp_path, char):
+    """A NUL (or another control character) in a node, leaf, thread or file name gives DOT text that Graphviz
+    itself lays out into well-formed SVG, the character shown as a visible escape; before, a NUL ended dot's
+    input mid-string (`syntax error`)."""
+    import shutil
+    import subprocess
+    import xml.dom.minidom
+
+    from agdb.tracer.views.dot import render
+    from agdb.tracer.views.graph_model import graph_model
+
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed")
+    b = TraceBuilder(source="test")
+    m = b.thread(f"Main{char}Thread")
+    frame = b.frame(f"a{char}.py", 1, f"f{char}", f"y{char} = 1")
+    b.node_created(thread=m, node=1, name=f"Mul{char}Backward0", seq_nr=0, topological_nr=1, next_edges=[(2, 0)],
+                   frame=frame)
+    b.node_created(thread=m, node=2, name=ACC, seq_nr=2**64 - 1, topological_nr=0)
+    b.leaf_name(2, f"w{char}x")
+    b.graph_task_started(thread=m, graph_task=1, graph_root=1, roots=[(1, 0)])
+    b.graph_task_finished(thread=m, graph_task=1)
+    trace = b.finish()
+    for view in ("backward", "forward"):
+        text = render(graph_model(trace, 0, view))
+        assert char not in text
+        done = subprocess.run(["dot", "-Tsvg"], input=text.encode("utf-8"), capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr.decode()[-300:]
+        svg = xml.dom.minidom.parseString(done.stdout)  # raises on a character XML cannot hold
+        shown = "".join(t.data for t in _text_nodes(svg))
+        assert f"Mul\\x{ord(char):02x}Backward0" in shown or view == "forward"
+
+
+def _text_nodes(node):
+    for child in node.childNodes:
+        if child.nodeType == child.TEXT_NODE:
+            yield child
+        yield from _text_nodes(child)
