@@ -254,3 +254,128 @@ def _text_nodes(node):
         if child.nodeType == child.TEXT_NODE:
             yield child
         yield from _text_nodes(child)
+
+
+def test_an_edge_past_its_childs_slots_opens_everywhere(tmp_path):
+    """TraceBuilder lets a writer describe a node with fewer input slots than its edges feed (and write a grad to
+    such a slot): the trace opens everywhere, the buffer shown with the slot the grad reached. Before, the loader
+    refused what the builder wrote."""
+    b = TraceBuilder(source="test")
+    m = b.thread("MainThread")
+    b.node_created(thread=m, node=1, name="MulBackward0", seq_nr=0, topological_nr=1, next_edges=[(2, 3)])
+    b.node_created(thread=m, node=2, name="SumBackward0", seq_nr=1, topological_nr=0, num_inputs=1)
+    b.graph_task_started(thread=m, graph_task=1, graph_root=1, roots=[(1, 0)])
+    b.dependencies_computed(thread=m, graph_task=1, min_topo_nr=0, dependencies=[(1, 0), (2, 1)])
+    b.buffer_written(thread=m, graph_task=1, node=2, slot=3, is_accumulation=False)
+    path = tmp_path / "past.agdb"
+    save(b.finish(), path)
+    trace = load(path)
+    assert trace.node(0).next_edges == ((1, 3),)
+    from agdb.tracer.replay.replay import Replay
+
+    state = Replay(trace).state_at(len(trace) - 1)
+    assert state.graph_tasks[0].filled_slots(1) == (False, False, False, True)
+    use_everywhere(path, tui=True)
+
+
+def test_counted_pruned_and_needed_nodes_never_seen_are_left_out(tmp_path):
+    """A DependenciesComputed or ExecInfoComputed naming a node the builder never saw leaves that node out (it
+    wrote -1, which every view read as the last node, or crashed on with none); the loader refuses such a -1."""
+    b = TraceBuilder(source="test")
+    m = b.thread("MainThread")
+    b.node_created(thread=m, node=1, name="MulBackward0", seq_nr=0, topological_nr=1)
+    b.graph_task_started(thread=m, graph_task=1, graph_root=1, roots=[(1, 0)])
+    b.dependencies_computed(thread=m, graph_task=1, min_topo_nr=0, dependencies=[(1, 0), (7, 1)], pruned=[7])
+    b.exec_info_computed(thread=m, graph_task=1, needed=[7, 1])
+    trace = b.finish()
+    ev = trace[2], trace[3]
+    assert ev[0].dependencies == ((0, 0),) and ev[0].pruned == () and ev[1].needed == (0,)
+    path = _write(tmp_path, trace)
+    use_everywhere(path, tui=False)
+    columns = _columns(trace)
+    columns["needed_node"] = np.array([-1])
+    _refused(_write(tmp_path, trace, columns), "needed_node")
+
+
+@pytest.mark.parametrize("view", ["backward", "forward"])
+@pytest.mark.parametrize("collapse", [False, True])
+def test_a_picture_of_no_node_with_a_queued_wake_up_task_draws(view, collapse):
+    """A trace whose only graph task named a root never seen (so the trace has no node) but queued a wake-up task
+    draws a picture of that one queue entry, folded or not; before, the graph model indexed an empty table."""
+    from agdb.tracer.views.graph_model import graph_model
+
+    b = TraceBuilder(source="test")
+    m = b.thread("MainThread")
+    q = b.queue(f"cpu:{m}")
+    b.graph_task_started(thread=m, graph_task=1, graph_root=6)
+    b.task_pushed(thread=m, graph_task=1, node=None, queue=q, seq_nr=0, queue_length=1)
+    trace = b.finish()
+    assert trace.num_nodes == 0 and len(trace) == 1
+    model = graph_model(trace, 0, view, None, 2, collapse)
+    tasks = [block for block in model.nodes if block.kind == "task"]
+    assert [len(block) for block in tasks] == [1]
+
+
+def test_a_capture_of_no_node_marks_no_node(tmp_path):
+    """A grad captured for an input with no node of its own (captured node -1) leaves every node's state as it was
+    (before, the last node showed as captured, or, in a trace of no node, the views failed)."""
+    from agdb.tracer.replay.node_states import STATE_CODE, node_states
+    from agdb.tracer.replay.replay import Replay
+
+    b = TraceBuilder(source="test")
+    m = b.thread("MainThread")
+    b.node_created(thread=m, node=1, name="MulBackward0", seq_nr=0, topological_nr=1, next_edges=[(2, 0)])
+    b.node_created(thread=m, node=2, name=ACC, seq_nr=2**64 - 1, topological_nr=0)
+    b.graph_task_started(thread=m, graph_task=1, graph_root=1, roots=[(1, 0)])
+    b.dependencies_computed(thread=m, graph_task=1, min_topo_nr=0, dependencies=[(1, 0), (2, 1)])
+    b.exec_info_computed(thread=m, graph_task=1, needed=[1, 2], captured=[(9, 0, 0)])
+    trace = b.finish()
+    assert trace[4].captured == ((-1, 0, 0),)
+    codes, _ = node_states(trace, Replay(trace).state_at(4))
+    assert STATE_CODE["captured"] not in codes.tolist()
+    path = tmp_path / "capture.agdb"
+    save(trace, path)
+    use_everywhere(path, tui=False)
+    b = TraceBuilder(source="test")
+    m = b.thread("MainThread")
+    b.leaf_name(1, "w")
+    b.graph_task_started(thread=m, graph_task=1, graph_root=1)
+    b.exec_info_computed(thread=m, graph_task=1, captured=[(1, 0, 0)])
+    save(b.finish(), path)
+    use_everywhere(path, tui=False)
+
+
+def test_a_huge_input_nr_draws_folded(tmp_path):
+    """An edge's input_nr is any int a writer gave (2**40 here, past its child's slots): the folded picture labels
+    the arrow with it, with no table as long as the number (before, a list of 2**40 labels: MemoryError)."""
+    from agdb.tracer.views.graph_model import graph_model
+
+    b = TraceBuilder(source="test")
+    m = b.thread("MainThread")
+    for key in range(1, 6):  # a chain 1 -> ... -> 5 folds; its last edge feeds slot 2**40 of node 6, which 7 feeds too
+        b.node_created(thread=m, node=key, name="MulBackward0", seq_nr=10 - key, topological_nr=6 - key,
+                       next_edges=[(key + 1, 2**40 if key == 5 else 0)])
+    b.node_created(thread=m, node=6, name="SumBackward0", seq_nr=0, topological_nr=0)
+    b.node_created(thread=m, node=7, name="AddBackward0", seq_nr=11, topological_nr=1, next_edges=[(6, 0)])
+    b.graph_task_started(thread=m, graph_task=1, graph_root=1, roots=[(1, 0)])
+    path = tmp_path / "input_nr.agdb"
+    save(b.finish(), path)
+    model = graph_model(load(path), 0, "backward", None, 2, True)
+    labels = [t for e in model.edges for piece in (e.label or ()) if hasattr(piece, "table") for t in piece.table]
+    assert sorted(labels) == ["0", str(2**40)]
+    use_everywhere(path, tui=False)
+
+
+@pytest.mark.parametrize("edit", ["node_inputs", "slot"])
+def test_slot_counts_that_overflow_a_sum_are_refused(tmp_path, edit):
+    """Input slots whose total would wrap around int64 (two nodes of 2**62 + 2**61 slots; or a grad written to slot
+    2**63 - 1, whose + 1 wraps) are refused like any other count the file does not back."""
+    trace = one_backward()
+    columns = _columns(trace)
+    if edit == "node_inputs":
+        columns["node_inputs"] = np.array([2**62 + 2**61] * 2, dtype=np.int64)
+    else:
+        a = columns["ev_a"].astype(np.int64)
+        a[np.flatnonzero(columns["ev_kind"] == Kind.BUFFER_WRITTEN)[0]] = 2**63 - 1
+        columns["ev_a"] = a
+    _refused(_write(tmp_path, trace, columns), "input slots")

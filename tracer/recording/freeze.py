@@ -267,9 +267,13 @@ def _side_tables(b: Snapshot, tasks: list, deps: list, exec_infos: list, index_o
     columns["task_depth"] = compact([t[6] for t in tasks])
     _ragged_columns(columns, "task_roots", [[(node(u), nr) for u, nr in t[1]] for t in tasks], ("node", "nr"))
     _ragged_columns(columns, "task_inputs", [[(node(u), nr) for u, nr in t[2]] for t in tasks], ("node", "nr"))
-    _ragged_columns(columns, "deps", [[(node(u), n) for u, n in d[0].tolist()] for d in deps], ("node", "count"))
-    _ragged_columns(columns, "pruned", [[(node(u),) for u in d[1]] for d in deps], ("node",))
-    _ragged_columns(columns, "needed", [[(node(u),) for u in x[0]] for x in exec_infos], ("node",))
+    # A node never seen is left out of the counted, pruned and needed nodes (they always name a node); a capture
+    # keeps -1: a grad captured for an input with no node of its own.
+    _ragged_columns(columns, "deps", [[(index_of[u], n) for u, n in d[0].tolist() if u in index_of] for d in deps],
+                    ("node", "count"))
+    _ragged_columns(columns, "pruned", [[(index_of[u],) for u in d[1] if u in index_of] for d in deps], ("node",))
+    _ragged_columns(columns, "needed", [[(index_of[u],) for u in x[0] if u in index_of] for x in exec_infos],
+                    ("node",))
     _ragged_columns(columns, "captured", [[(node(u), i, o) for u, i, o in x[1]] for x in exec_infos],
                     ("node", "input", "output"))
     block = b.summaries

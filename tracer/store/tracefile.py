@@ -430,7 +430,6 @@ def _check_structure(c: dict, num_strings: int, header: dict, name: str) -> None
         if col.refers and arr.size and int(arr.max()) >= sizes[col.refers]:
             raise bad(f"column {col.name} names a {col.refers} that does not exist")
     _check_event_fields(c, kinds, sizes, name)
-    _check_slots(c, name)
     _check_sizes(c, kinds, sizes, name)
     pops = c["pop_push"]
     if len(pops):
@@ -488,33 +487,21 @@ def _check_event_fields(c: dict, kinds: np.ndarray, sizes: dict, name: str) -> N
             raise TraceFormatError(f"{name}: {what} (step {int(steps[np.argmax(wrong)])})")
 
 
-def _check_slots(c: dict, name: str) -> None:
-    """Input slots within their node: a BufferWritten's slot, and an edge's input_nr (a node described only by
-    its bump has 0 slots on record: it may take slot 0, as the replay assumes)."""
-    # A limit per node row, and one past the end for the -1 of an undefined edge: no edge is ever beyond it.
-    limits = np.append(np.maximum(c["node_inputs"].astype(np.int64), 1), np.iinfo(np.int64).max)
-    steps = np.flatnonzero(c["ev_kind"] == Kind.BUFFER_WRITTEN)
-    wrong = c["ev_a"][steps] >= limits[c["ev_node"][steps]]
-    if wrong.any():
-        raise TraceFormatError(f"{name}: a grad reaches an input slot its node does not have "
-                               f"(step {int(steps[np.argmax(wrong)])})")
-    if (c["edge_input_nr"] >= limits[c["edge_child"]]).any():
-        raise TraceFormatError(f"{name}: an edge feeds an input slot its node does not have")
-
-
 SLOT_ALLOWANCE = 1 << 16
 """Input slots the node table may hold beyond SLOTS_PER_ROW for each row of the file (NOTE [sizes the file
 backs])."""
 SLOTS_PER_ROW = 4
 
 # NOTE [sizes the file backs]
-# A count that only names how many of something there are, with no rows behind it, would let a small file make
-# a view allocate without bound: `node_inputs` of 10**9 becomes a list of 10**9 input slots each time the
-# dependencies panel or `agdb show` draws the node's buffer. Counts with rows behind them (node_nedges, s_count,
-# s_ndim, the ragged offsets) are checked against their tables; `node_inputs` has none, so all nodes together
-# may hold SLOT_ALLOWANCE slots plus SLOTS_PER_ROW per event, edge and summary of the file. A recorded node has
-# one slot per output of its forward op and usually receives a grad (a BufferWritten) or a summary per slot, so
-# a real trace stays far below the bound, however large.
+# A count that only says how many of something there are, with no rows behind it, would let a small file make a
+# view allocate without bound: `node_inputs` of 10**9 (or a grad written to slot 10**9) becomes a list of 10**9
+# input slots each time the dependencies panel or `agdb show` draws the node's buffer. Counts with rows behind
+# them (node_nedges, s_count, s_ndim, the ragged offsets) are checked against their tables; input slots have
+# none, so all nodes together may hold SLOT_ALLOWANCE slots plus SLOTS_PER_ROW per event, edge and summary of the
+# file. A recorded node has one slot per output of its forward op and usually receives a grad (a BufferWritten)
+# or a summary per slot, so a real trace stays far below the bound, however large. An edge may feed a slot past
+# its child's `node_inputs` (TraceBuilder does not stop a writer that describes a node with fewer): a view reads
+# the edge's input_nr as a number only, so the file opens.
 _ONE_SUMMARY = np.zeros(len(Kind), dtype=bool)
 _ONE_SUMMARY[[Kind.GRAD_CAPTURED, Kind.GRAD_ACCUMULATED]] = True
 """The summary kinds whose group holds exactly one summary (the grad); the decoders read it as [0]."""
@@ -536,8 +523,15 @@ def _check_sizes(c: dict, kinds: np.ndarray, sizes: dict, name: str) -> None:
             kind = Kind(int(kinds[step])).name.title().replace("_", "")
             raise TraceFormatError(f"{name}: a {kind} event holds {int(counts[group])} tensor summaries, not one "
                                    f"(step {step})")
-    slots = int(np.maximum(c["node_inputs"], 1).sum(dtype=np.int64))
+    # The replay gives a node max(node_inputs, 1) slots, and more when a grad reaches a slot past them (a writer
+    # may describe a node with fewer slots than its edges feed): each such BufferWritten adds up to its slot + 1.
+    # Each count is clipped to one past the bound first, so that no sum can overflow int64 and pass.
     allowed = SLOT_ALLOWANCE + SLOTS_PER_ROW * (sizes["events"] + sizes["edge"] + sizes["summary"])
+    limits = np.clip(c["node_inputs"].astype(np.int64), 1, allowed + 1)
+    writes = np.flatnonzero(kinds == Kind.BUFFER_WRITTEN)
+    reached = np.minimum(c["ev_a"][writes].astype(np.int64), allowed) + 1
+    slots = int(limits.sum()) + int(np.maximum(reached - limits[c["ev_node"][writes]], 0).sum())
     if slots > allowed:
-        raise TraceFormatError(f"{name}: the nodes claim {slots:,} input slots in all, more than a trace of "
-                               f"{sizes['events']:,} events can hold ({allowed:,}): corrupt file")
+        raise TraceFormatError(f"{name}: the nodes' input slots (as described, or as far as a grad reaches) number "
+                               f"{slots:,} or more, more than a trace of {sizes['events']:,} events holds "
+                               f"({allowed:,}): corrupt file")
