@@ -18,6 +18,7 @@ import json
 import math
 import os
 import stat
+import threading
 import zlib
 from pathlib import Path
 from typing import Callable, Iterator
@@ -191,7 +192,7 @@ def _read_file(f, size: int, name: str) -> Trace:
         got += n
     if f.read(1):
         raise TraceFormatError(f"{name}: the file grew while agdb read it")
-    return _trace(header, _columns(layout, view, header["format_version"], name), name)
+    return _checked_trace(header, layout, view, name)
 
 
 def _read_exactly(f, count: int, name: str) -> bytes:
@@ -206,7 +207,7 @@ def _decode(data: bytes, name: str) -> Trace:
     header = _header(data[_START:_START + header_len], crc, name)
     body = memoryview(data)[_START + header_len:]
     layout = _layout(header, len(body), name)
-    return _trace(header, _columns(layout, body, header["format_version"], name), name)
+    return _checked_trace(header, layout, body, name)
 
 
 def _trace(header: dict, columns: dict[str, np.ndarray], name: str) -> Trace:
@@ -334,14 +335,65 @@ def _layout(header: dict, body_size: int, name: str) -> list[_Entry]:
     return layout
 
 
-def _columns(layout: list[_Entry], body: memoryview, version: int, name: str) -> dict[str, np.ndarray]:
-    """Every column of `layout`, each checked against its checksum, as an array over the body's bytes."""
-    columns: dict[str, np.ndarray] = {}
-    for col, dtype, shape, offset, nbytes, checksum in layout:
+def _columns(layout: list[_Entry], body: memoryview) -> dict[str, np.ndarray]:
+    """Every column of `layout` as an array over the body's bytes (not yet checked against its checksum)."""
+    return {col: np.frombuffer(body[offset:offset + nbytes], dtype=dtype).reshape(shape)
+            for col, dtype, shape, offset, nbytes, _ in layout}
+
+
+def _first_bad_checksum(layout: list[_Entry], body: memoryview, version: int) -> str | None:
+    """The first column of `layout` whose padded bytes fail their checksum, or None."""
+    for col, _, _, offset, nbytes, checksum in layout:
         if column_checksum(body[offset:offset + nbytes + (-nbytes % 8)], version) != checksum:
-            raise TraceFormatError(f"{name}: column {col} fails its checksum: the file is corrupt")
-        columns[col] = np.frombuffer(body[offset:offset + nbytes], dtype=dtype).reshape(shape)
-    return columns
+            return col
+    return None
+
+
+_PARALLEL_BYTES = 1 << 20
+"""Bodies at least this large have their checksums computed in a second thread (NOTE [checksums beside the
+checks])."""
+
+# NOTE [checksums beside the checks]
+# The checksums (CRC-32: about a third of a load) and the structure checks (numpy: most of the rest) read the same
+# bytes and both release the GIL, so for a large body the checksums run in a thread while the structure is
+# checked. The checksums still decide first: when a column fails its checksum, that is the error, whatever the
+# structure checks (run on bytes not yet known to be right, which they never trust) found.
+
+
+def _checked_trace(header: dict, layout: list[_Entry], body: memoryview, name: str) -> Trace:
+    """The Trace of a body whose layout is checked: its checksums, then its strings, structure and meta."""
+    version = header["format_version"]
+
+    def bad_checksum(col: str) -> TraceFormatError:
+        return TraceFormatError(f"{name}: column {col} fails its checksum: the file is corrupt")
+
+    if len(body) < _PARALLEL_BYTES:
+        bad = _first_bad_checksum(layout, body, version)
+        if bad is not None:
+            raise bad_checksum(bad)
+        return _trace(header, _columns(layout, body), name)
+    found: list[str | None] = []
+
+    def check_sums() -> None:
+        try:
+            found.append(_first_bad_checksum(layout, body, version))
+        finally:
+            if not found:
+                found.append("(unreadable)")
+
+    worker = threading.Thread(target=check_sums, name="agdb-checksums", daemon=True)
+    worker.start()
+    try:
+        trace = _trace(header, _columns(layout, body), name)
+    except BaseException:
+        worker.join()
+        if found[0] is not None:
+            raise bad_checksum(found[0]) from None
+        raise
+    worker.join()
+    if found[0] is not None:
+        raise bad_checksum(found[0])
+    return trace
 
 
 def _entry(entry: object, known: set[str], version: int, name: str) -> tuple[str, str, tuple[int, ...], int, int, int]:
@@ -505,8 +557,10 @@ SLOTS_PER_ROW = 4
 _ONE_SUMMARY = np.zeros(len(Kind), dtype=bool)
 _ONE_SUMMARY[[Kind.GRAD_CAPTURED, Kind.GRAD_ACCUMULATED]] = True
 """The summary kinds whose group holds exactly one summary (the grad); the decoders read it as [0]."""
-_SUMMARY = np.zeros(len(Kind), dtype=bool)
-_SUMMARY[list(SUMMARY_KINDS)] = True
+_SUMMARY_CODES = (min(SUMMARY_KINDS), max(SUMMARY_KINDS))
+"""The summary kinds' codes are one range (9 to 12): two comparisons find their events, where a table lookup per
+event cost 3 ms of a 1M-event load."""
+assert set(SUMMARY_KINDS) == set(range(_SUMMARY_CODES[0], _SUMMARY_CODES[1] + 1))
 
 
 def _check_sizes(c: dict, kinds: np.ndarray, sizes: dict, name: str) -> None:
@@ -515,11 +569,11 @@ def _check_sizes(c: dict, kinds: np.ndarray, sizes: dict, name: str) -> None:
     counts = c["s_count"]
     wrong = counts != 1
     if wrong.any():  # rare: most groups of a node's run hold one tensor; only then find each group's kind
-        group_kinds = kinds[_SUMMARY[kinds]]
-        wrong &= _ONE_SUMMARY[group_kinds]
+        is_summary = (kinds >= _SUMMARY_CODES[0]) & (kinds <= _SUMMARY_CODES[1])
+        wrong &= _ONE_SUMMARY[kinds[is_summary]]
         if wrong.any():
             group = int(np.argmax(wrong))
-            step = int(np.flatnonzero(_SUMMARY[kinds])[group])
+            step = int(np.flatnonzero(is_summary)[group])
             kind = Kind(int(kinds[step])).name.title().replace("_", "")
             raise TraceFormatError(f"{name}: a {kind} event holds {int(counts[group])} tensor summaries, not one "
                                    f"(step {step})")
