@@ -30,15 +30,15 @@ def _opens(data: st.DataObject, tui: bool) -> None:
     assert outcome != "problem", f"{what}\nthe builder's calls:\n" + "\n".join(f"  {m}({k})" for m, k in calls)
 
 
-@fuzz(150)
+@fuzz(100)
 @given(st.data())
 def test_builder_traces_open_in_show_and_export(data):
-    """150 random TraceBuilder traces: each refused cleanly or shown, exported and replayed at every step."""
+    """100 random TraceBuilder traces: each refused cleanly or shown, exported and replayed at every step."""
     _opens(data, tui=False)
 
 
-@fuzz(30)
+@fuzz(25)
 @given(st.data())
 def test_builder_traces_open_in_the_tui(data):
-    """30 random TraceBuilder traces: each refused cleanly or opened in the TUI headless (and every other tool)."""
+    """25 random TraceBuilder traces: each refused cleanly or opened in the TUI headless (and every other tool)."""
     _opens(data, tui=True)
