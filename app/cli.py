@@ -152,7 +152,8 @@ def _parser() -> argparse.ArgumentParser:
     exp.add_argument("--radius", type=int, default=2, help="edges from the focus node to include (default 2)")
     exp.add_argument("--collapse", action="store_true",
                      help="fold repeated blocks (one box `× N`) and linear chains, and draw each shared leaf once")
-    exp.add_argument("--force", action="store_true", help="render even a picture too large to lay out quickly")
+    exp.add_argument("--force", action="store_true",
+                     help="render even a picture too large to lay out quickly, and replace a read-only file")
     exp.set_defaults(func=_cmd_export)
     demo = sub.add_parser("demo", help="open the TUI on the built-in example")
     demo.add_argument("--print", action="store_true", help="print a summary instead of opening the TUI")

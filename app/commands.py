@@ -10,6 +10,7 @@ from typing import Callable
 from rich.console import Console
 from rich.markup import escape
 
+from agdb.tracer.store.atomic import is_read_only
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.store.tracefile import load, save
 
@@ -76,6 +77,8 @@ def output_file(text: str) -> Path | None:
         fail(f"-o {text}: cannot write in {path.parent}")
     elif path.exists() and not path.is_file():
         fail(f"-o {text} is not a regular file")
+    elif is_read_only(path):
+        fail(f"-o {text} is read-only, so agdb leaves it as it is: make it writable or remove it first")
     else:
         return path
     return None

@@ -17,7 +17,7 @@ import numpy as np
 
 from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.replay.search import find_nodes, is_number
-from agdb.tracer.store.atomic import write_atomically
+from agdb.tracer.store.atomic import refuse_read_only, write_atomically
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.views.dot import View, ViewError
 from agdb.tracer.views.dot import render as dot_text
@@ -134,17 +134,23 @@ def export(trace: Trace, output: str, *, step: int | None = None, view: View = "
     .pdf, .json).
 
     Raises:
-        ExportError: an unknown format, a view that cannot be drawn, a picture too large to lay out
-            (unless `force`), Graphviz missing, or `dot` failing.
+        ExportError: an unknown format, a view that cannot be drawn, a picture too large to lay out or a
+            read-only file at `output` (unless `force`), Graphviz missing, or `dot` failing.
     """
     fmt = export_format(output, fmt)
+    if not force:  # before drawing: a layout can take minutes
+        try:
+            refuse_read_only(output)
+        except PermissionError:
+            raise ExportError(f"{output}: the file is read-only, so agdb leaves it as it is: make it writable, "
+                              "remove it first, or add --force to replace it") from None
     try:
         model = graph_model(trace, step, view, focus, radius, collapse, state)
     except ViewError as e:
         raise ExportError(str(e)) from None
     done = Exported(output, model.num_boxes, model.num_arrows)
     if fmt == "json":  # a program lays it out: no limit on its size
-        _write_atomically(output, json.dumps(to_json(model), ensure_ascii=False).encode("utf-8"))
+        _write_atomically(output, json.dumps(to_json(model), ensure_ascii=False).encode("utf-8"), force)
         return done
     if fmt != "dot" and model.num_boxes > MAX_BOXES and not force:  # refused before any text is made
         raise ExportError(f"{model.num_boxes:,} boxes are too many for dot to lay out in reasonable time; draw "
@@ -152,9 +158,9 @@ def export(trace: Trace, output: str, *, step: int | None = None, view: View = "
                           "--radius R, write .dot or .json instead, or add --force to try anyway")
     text = dot_text(model)
     if fmt == "dot":
-        _write_atomically(output, text.encode("utf-8"))
+        _write_atomically(output, text.encode("utf-8"), force)
         return done
-    _write_atomically(output, render(text, fmt))
+    _write_atomically(output, render(text, fmt), force)
     return done
 
 
@@ -194,7 +200,8 @@ def render(dot_text: str, fmt: str, timeout_s: float = LAYOUT_TIMEOUT_S) -> byte
     return result
 
 
-def _write_atomically(path: str, data: bytes) -> None:
+def _write_atomically(path: str, data: bytes, force: bool) -> None:
     """Write via a temporary file in the same folder, so a failure never leaves half a file (tracer.store.atomic: the
-    user's umask, symlinks written through, killed writes' temporaries removed)."""
-    write_atomically(path, [data], durable=False)
+    user's umask, symlinks written through, killed writes' temporaries removed); a read-only file is replaced only
+    when `force` (export refuses it before drawing otherwise)."""
+    write_atomically(path, [data], durable=False, replace_read_only=True)

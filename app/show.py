@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from rich._wrap import divide_line  # Rich's own word wrap, linear: NOTE [show's long lists]
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -85,7 +87,7 @@ def executed_by_task(trace: Trace, step: int, limit: int | None) -> tuple[list[T
 def _print_groups(out: Console, groups: list[TaskGroup], indent: int = 1) -> None:
     for g in groups:
         what = f"graph task {g.graph_task}" + (f" (reentrant, depth {g.depth})" if g.depth else "")
-        out.print(Text(f"{'  ' * indent}{what}: " + " → ".join(g.names)))
+        print_line(out, f"{'  ' * indent}{what}: " + " → ".join(g.names))
         _print_groups(out, g.nested, indent + 1)
 
 
@@ -136,19 +138,16 @@ def _print_queues(out: Console, trace: Trace, labels: NodeLabels, state: EngineS
         tasks = [(i, t) for i, t in enumerate(q.tasks) if node is None or t.node == node]
         if not tasks:
             continue
-        table = Table()
-        for col in ("pop", "node", "depth", "seq_nr", "id"):
-            table.add_column(col)
         shown = tasks if limit is None else tasks[:limit]
+        rows = []
         for i, t in shown:
             pop, name, depth, seq = task_cells(labels, i, t)
-            table.add_row(pop, Text(short(name)), depth, seq, "-" if t.node is None else str(t.node))
+            rows.append((pop, short(name), depth, seq, "-" if t.node is None else str(t.node)))
         caption = [queue_note(q)] if q.tasks and node is None else []
         if len(shown) < len(tasks):
             was_cut = True
             caption.append(_more(len(tasks) - len(shown)))
-        table.caption = "; ".join(caption) or None
-        out.print(table)
+        print_table(out, ("pop", "node", "depth", "seq_nr", "id"), rows, "; ".join(caption) or None)
     return was_cut
 
 
@@ -159,16 +158,10 @@ def _print_dependencies(out: Console, labels: NodeLabels, rows: DependencyRows, 
     if not chosen:
         return False
     out.print(Text("dependencies and input buffers:"))
-    table = Table()
-    for col in ("node", "to go", "buffer", "changed", "id"):
-        table.add_column(col)
-    for row in chosen:
-        table.add_row(Text(short(labels.label(row.node))), str(row.count), Text(slots_text(row.filled)),
-                      "yes" if row.is_changed else "", str(row.node))
+    cells = [(short(labels.label(row.node)), str(row.count), slots_text(row.filled), "yes" if row.is_changed else "",
+              str(row.node)) for row in chosen]
     left = len(rows) - len(chosen) if node is None else 0
-    if left:
-        table.caption = _more(left)
-    out.print(table)
+    print_table(out, ("node", "to go", "buffer", "changed", "id"), cells, _more(left) if left else None)
     return left > 0
 
 
@@ -186,3 +179,78 @@ def _print_executed(out: Console, trace: Trace, labels: NodeLabels, state: Engin
     out.print(Text("executed, by graph task:" + (f" ({_more(left, 'earlier')})" if left else "")))
     _print_groups(out, groups)
     return left > 0
+
+
+# NOTE [show's long lists]
+# Rich lays a table out cell by cell (about 0.3 ms a row: 5 minutes for a million) and wraps a long line in time
+# that grows with the square of its length (1.3 s for 40,000 names, far more for a million). `agdb show --all`
+# prints every row, so past FAST_ROWS rows, or for a line past FAST_LINE characters, agdb lays the text out itself,
+# exactly as Rich would (tests/app/test_show_long_lists.py compares the two), and writes it in a few large writes.
+# One difference: a table wider than the terminal is not squeezed into it (Rich would wrap its cells); its rows
+# run past the edge, one line each.
+FAST_ROWS = 200
+"""Tables of more rows are laid out by agdb (NOTE [show's long lists])."""
+FAST_LINE = 2000
+"""Lines of more characters are wrapped by agdb (NOTE [show's long lists])."""
+_CHUNK_ROWS = 20_000
+"""Rows written at a time: few writes, and no copy of a million rows' text at once."""
+
+
+def print_table(out: Console, headers: tuple[str, ...], rows: list[tuple[str, ...]], caption: str | None) -> None:
+    """A table of plain text cells, as Rich's default Table draws it, with `caption` (Rich markup) under it."""
+    if len(rows) <= FAST_ROWS:
+        table = Table()
+        for header in headers:
+            table.add_column(header)
+        for row in rows:
+            table.add_row(*(Text(cell) for cell in row))
+        table.caption = caption
+        out.print(table)
+        return
+    widths = [max(_cells(h), *(_cells(row[i]) for row in rows)) for i, h in enumerate(headers)]
+    out.print(Text("┏" + "┳".join("━" * (w + 2) for w in widths) + "┓"))
+    header = Text("┃")
+    for h, w in zip(headers, widths, strict=True):
+        header.append(" ")
+        header.append(_pad(h, w), "table.header")
+        header.append(" ┃")
+    out.print(header)
+    out.print(Text("┡" + "╇".join("━" * (w + 2) for w in widths) + "┩"))
+    for start in range(0, len(rows), _CHUNK_ROWS):
+        lines = ["│ " + " │ ".join(_pad(c, w) for c, w in zip(row, widths, strict=True)) + " │\n"
+                 for row in rows[start:start + _CHUNK_ROWS]]
+        _write(out, "".join(lines))
+    _write(out, "└" + "┴".join("─" * (w + 2) for w in widths) + "┘\n")
+    if caption:
+        out.print(caption, style="table.caption", justify="center", highlight=False,
+                  width=sum(widths) + 3 * len(widths) + 1)
+
+
+def print_line(out: Console, text: str) -> None:
+    """One line of plain text (no markup), wrapped at the console's width as Rich wraps it."""
+    if len(text) <= FAST_LINE or "\n" in text or "\t" in text:
+        out.print(Text(text))
+        return
+    width = out.width
+    cuts = [0, *divide_line(text, width, fold=True), len(text)]
+    lines = []
+    for a, b in zip(cuts, cuts[1:], strict=False):
+        line = text[a:b]
+        if len(line) > width:  # Text.rstrip_end: the spaces past the width go
+            line = line[:len(line) - min(len(line) - len(line.rstrip()), len(line) - width)]
+        lines.append((set_cell_size(line, width) if _cells(line) > width else line) + "\n")
+    for start in range(0, len(lines), _CHUNK_ROWS):
+        _write(out, "".join(lines[start:start + _CHUNK_ROWS]))
+
+
+def _cells(text: str) -> int:
+    return len(text) if text.isascii() else cell_len(text)
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - _cells(text))
+
+
+def _write(out: Console, text: str) -> None:
+    """Text written as is, after what `out` holds: no markup, no wrapping, no per-line work."""
+    out.file.write(text)

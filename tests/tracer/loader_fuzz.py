@@ -330,9 +330,10 @@ def use_everywhere(path: Path, tui: bool) -> None:
 
     trace = load(path)
     list(trace)
-    replay = Replay(trace)
-    for step in range(len(trace)):
-        json.dumps(state_to_json(trace, replay.state_at(step)))
+    if len(trace):  # a trace of no events has no step: Replay says so, and the commands below refuse it
+        replay = Replay(trace)
+        for step in range(len(trace)):
+            json.dumps(state_to_json(trace, replay.state_at(step)))
     out, err = io.StringIO(), io.StringIO()
     commands = [["show", str(path)], ["show", str(path), "--json"], ["show", str(path), "--step", "0"],
                 ["culprits", str(path)], ["export", str(path), "-o", str(path.with_suffix(".dot"))],

@@ -61,13 +61,6 @@ def _set_first(name: str, value):
     return _edit(name, change)
 
 
-def _edge_past_the_child_inputs(columns: dict) -> None:
-    nr = columns["edge_input_nr"].astype(np.int64)
-    child = int(columns["edge_child"][0])
-    nr[0] = max(int(columns["node_inputs"][child]), 1) + 3
-    columns["edge_input_nr"] = nr
-
-
 def _slot_past_the_node_inputs(columns: dict) -> None:
     a = columns["ev_a"].astype(np.int64)
     step = int(np.flatnonzero(columns["ev_kind"] == Kind.BUFFER_WRITTEN)[0])
@@ -88,8 +81,7 @@ INCONSISTENT = {
     "a float index column": (_edit("edge_child", lambda a: a.astype(np.float32)), "column edge_child has dtype"),
     "an edge to a node that does not exist": (_set_first("edge_child", lambda a: 10**6),
                                               "column edge_child names a node that does not exist"),
-    "an input_nr out of range": (_edge_past_the_child_inputs, "an edge feeds an input slot its node does not have"),
-    "a buffer slot out of range": (_slot_past_the_node_inputs, "a grad reaches an input slot its node does not have"),
+    "a buffer slot out of range": (_slot_past_the_node_inputs, "input slots"),
     "a graph task number past the events": (_set_first("ev_task", 2**62), "graph task number"),
     "ragged offsets that fall": (_falling_ragged_offsets, "the ragged table deps is corrupt"),
     "a missing required column": (lambda c: c.pop("frame_line"), "lacks column frame_line"),

@@ -308,22 +308,29 @@ def _side_tables(b: Snapshot, tasks: list, deps: list, exec_infos: list, key_arr
         pos, found = lookup_sorted(key_array, k)
         return np.where(found, pos, -1)
 
-    def ragged(name: str, items: list, fields: tuple[str, ...]) -> None:  # the first field of each item is a node key
-        flat = np.array([x for row in items for item in row for x in item], dtype=np.int64).reshape(-1, len(fields))
-        _ragged_arrays(columns, name, [len(row) for row in items],
-                       {f: rows(flat[:, 0]) if i == 0 else flat[:, i] for i, f in enumerate(fields)})
+    def ragged(name: str, items: list, fields: tuple[str, ...], known_only: bool = False) -> None:
+        """The first field of each item is a node key; `known_only` leaves out items whose node is not in the table."""
+        lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+        flat = (np.concatenate([np.asarray(row, dtype=np.int64).reshape(-1, len(fields)) for row in items])
+                if items else np.zeros((0, len(fields)), dtype=np.int64))
+        values = {f: rows(flat[:, 0]) if i == 0 else flat[:, i] for i, f in enumerate(fields)}
+        if known_only:
+            keep = values[fields[0]] >= 0
+            lengths = np.bincount(np.repeat(np.arange(len(items)), lengths)[keep], minlength=len(items))
+            values = {f: v[keep] for f, v in values.items()}
+        _ragged_arrays(columns, name, lengths, values)
 
     columns["task_root"] = compact(rows([t[0] for t in tasks]))
     columns["task_flags"] = compact([int(t[3]) | int(t[4]) << 1 | int(t[5]) << 2 for t in tasks])
     columns["task_depth"] = compact([t[6] for t in tasks])
     ragged("task_roots", [t[1] for t in tasks], ("node", "nr"))
     ragged("task_inputs", [t[2] for t in tasks], ("node", "nr"))
+    # A node never seen is left out of the counted, pruned and needed nodes (they always name a node); a capture
+    # keeps -1: a grad captured for an input with no node of its own.
     pairs = [d[0] for d in deps]  # one dependency count per node of each graph: arrays throughout
-    _ragged_arrays(columns, "deps", [len(p) for p in pairs],
-                   {"node": rows(np.concatenate([p[:, 0] for p in pairs]) if pairs else ()),
-                    "count": np.concatenate([p[:, 1] for p in pairs]) if pairs else np.zeros(0, np.int64)})
-    ragged("pruned", [[(u,) for u in d[1]] for d in deps], ("node",))
-    ragged("needed", [[(u,) for u in x[0]] for x in exec_infos], ("node",))
+    ragged("deps", [p.reshape(-1, 2) for p in pairs], ("node", "count"), known_only=True)
+    ragged("pruned", [[(u,) for u in d[1]] for d in deps], ("node",), known_only=True)
+    ragged("needed", [[(u,) for u in x[0]] for x in exec_infos], ("node",), known_only=True)
     ragged("captured", [x[1] for x in exec_infos], ("node", "input", "output"))
     block = b.summaries
     remap = np.asarray([sid(name) for name in block["names"]] or [0], dtype=np.int64)

@@ -97,11 +97,12 @@ def _flags(trace: Trace, created: np.ndarray) -> np.ndarray:
     flags |= is_engine.astype(np.uint8) << 1
     ev_node, ev_thread = c["ev_node"], c["ev_thread"]
     made_steps = trace.steps_of(Kind.SEQ_NR_BUMPED, Kind.NODE_CREATED)
-    # The first bump or creation of each node: its step and its thread.
+    # The first bump or creation of each node: its step and its thread. A node may have neither (described only
+    # by `TraceBuilder.node`, or made before a Recorder was attached): position -1 reads the appended -1 and 0.
     at = first_positions(ev_node[made_steps], n)
     known = at >= 0
-    first = np.where(known, made_steps[np.maximum(at, 0)], -1)
-    first_thread = np.where(known, ev_thread[made_steps[np.maximum(at, 0)]], 0).astype(np.int64)
+    first = np.append(made_steps, -1)[at]
+    first_thread = np.append(ev_thread[made_steps], 0)[at].astype(np.int64)
     flags |= (known & _inside_backward(trace, np.where(known, first, created), first_thread)).astype(np.uint8) << 2
     bumped = np.zeros(n, bool)
     bumped[ev_node[trace.steps_of(Kind.SEQ_NR_BUMPED)]] = True

@@ -289,13 +289,15 @@ class NodeStates:
             nodes, _ = gt.dependency_arrays()
             codes[nodes] = STATE_CODE["counted"]
             order[nodes] = -1
+        # A capture of -1 is a grad captured for an input with no node of its own: it marks no node.
+        captured = [n for n in gt.captured if n >= 0]
         if gt.needed or gt.captured:
             wanted = np.zeros(len(codes), dtype=bool)
-            wanted[list(gt.needed) + list(gt.captured)] = True
+            wanted[list(gt.needed) + captured] = True
             skipped = nodes[~wanted[nodes]]
             codes[skipped] = STATE_CODE["skipped"]
-        if gt.captured:
-            codes[list(gt.captured)] = STATE_CODE["captured"]
+        if captured:
+            codes[captured] = STATE_CODE["captured"]
         codes[gt.waiting_nodes()] = STATE_CODE["waiting"]
         if gt.pruned:
             codes[list(gt.pruned)] = STATE_CODE["pruned"]

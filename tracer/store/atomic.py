@@ -15,6 +15,7 @@ Without `fcntl` (Windows) nothing is cleaned, and the save is still atomic.
 """
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import stat
@@ -40,18 +41,25 @@ def write_target(path: str | os.PathLike) -> str:
     return os.path.realpath(path) if os.path.islink(path) else path
 
 
-def write_atomically(path: str | os.PathLike, chunks: Iterable[bytes], durable: bool = True) -> None:
+def write_atomically(path: str | os.PathLike, chunks: Iterable[bytes], durable: bool = True,
+                     replace_read_only: bool = False) -> None:
     """Write `chunks` to `path` through a temporary file renamed over it (NOTE [temporary files of a save]).
 
     The new file gets the permissions of the user's umask, as `open` would give it. A symlink at `path` is
-    written through: its target is replaced and the link kept. With `durable`, the data and the rename reach
+    written through: its target is replaced and the link kept. A read-only file at `path` is refused (the rename
+    would replace it without a word) unless `replace_read_only`. With `durable`, the data and the rename reach
     the disk (fsync) before this returns. On any error the old file is left as it was and the temporary is
-    removed.
+    removed; an OSError names `path` (a full disk's error names no file of its own).
     """
     target = write_target(path)
+    if not replace_read_only:
+        refuse_read_only(path)
     folder = os.path.dirname(target) or "."
     remove_stale_temporaries(target)
-    fd, tmp = _create_locked(folder, temporary_prefix(target))
+    try:
+        fd, tmp = _create_locked(folder, temporary_prefix(target))
+    except OSError as e:
+        raise _naming(e, path) from None
     try:
         with os.fdopen(fd, "wb", closefd=False) as f:
             for chunk in chunks:
@@ -60,16 +68,44 @@ def write_atomically(path: str | os.PathLike, chunks: Iterable[bytes], durable: 
             if durable:
                 os.fsync(f.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError):
+            raise _naming(e, path) from None
         raise
     finally:
         os.close(fd)  # only now: the lock keeps cleaners away until the rename is done
     if durable:
         _fsync_folder(folder)
+
+
+def is_read_only(path: str | os.PathLike) -> bool:
+    """Whether `path` is a file that is read-only: no write permission for anyone (even for root, who may write
+    anything), or none for this user. No file there is not read-only."""
+    target = write_target(path)
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:  # no file yet, or one the write itself will report
+        return False
+    return stat.S_ISREG(mode) and (not mode & 0o222 or not os.access(target, os.W_OK))
+
+
+def refuse_read_only(path: str | os.PathLike) -> None:
+    """Raise PermissionError, naming `path`, when it is a read-only file: a rename would replace it without a
+    word, where `cp` and editors refuse."""
+    if is_read_only(path):
+        raise PermissionError(errno.EACCES, "the file is read-only, so agdb leaves it as it is: make it writable "
+                                            "or remove it first", os.fspath(path))
+
+
+def _naming(error: OSError, path: str | os.PathLike) -> OSError:
+    """`error` as one that names `path` (the file the user named, not the temporary) and says the old file is
+    left as it was."""
+    reason = error.strerror or str(error)
+    return OSError(error.errno, f"{reason} (the file there, if any, is left as it was)", os.fspath(path))
 
 
 def remove_stale_temporaries(path: str | os.PathLike) -> list[str]:

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import stat
+import threading
 import zlib
 from pathlib import Path
 from typing import Callable, Iterator
@@ -25,6 +26,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from agdb.tracer.store.atomic import write_atomically
+from agdb.tracer.store.meta import problem as meta_problem
 from agdb.tracer.store.printable import printable
 from agdb.tracer.store.schema import (
     COLUMNS,
@@ -113,30 +115,35 @@ def save(trace: Trace, path: str | os.PathLike, progress: Callable[[int, int], N
 def load(path: str | os.PathLike) -> Trace:
     """Read and check a trace file. Raises TraceFormatError naming what is wrong, OSError if unreadable.
 
-    Only a regular file is read: a device (/dev/zero) or a pipe would never end.
+    Only a regular file is read: a device (/dev/zero) or a pipe would never end. The magic, the header and the
+    place of every column are checked against the file's size before its body is read, so a file that is not a
+    trace is refused after reading a few bytes, however large it is.
     """
     path = Path(path)
     # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below like any other non-file.
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        mode = os.fstat(fd).st_mode
+        info = os.fstat(fd)
     except BaseException:
         os.close(fd)
         raise
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        if stat.S_ISDIR(mode):
+        if stat.S_ISDIR(info.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
         raise TraceFormatError(f"{path}: not a regular file (a device, pipe or socket), so not an agdb trace")
-    with os.fdopen(fd, "rb") as f:
-        data = f.read()
-    return loads(data, str(path))
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        return _guarded(lambda: _read_file(f, info.st_size, str(path)), str(path))
 
 
 def loads(data: bytes, name: str = "<bytes>") -> Trace:
     """Check and decode the bytes of a trace file (see `load`). Every failure is a TraceFormatError."""
+    return _guarded(lambda: _decode(data, name), name)
+
+
+def _guarded(read: Callable[[], Trace], name: str) -> Trace:
     try:
-        return _decode(data, name)
+        return read()
     except TraceFormatError:
         raise
     except _UNEXPECTED as e:  # a corruption no check names: still one line that says which file
@@ -144,29 +151,72 @@ def loads(data: bytes, name: str = "<bytes>") -> Trace:
         raise TraceFormatError(f"{name}: the trace is inconsistent ({type(e).__name__}: {detail})") from None
 
 
-def _decode(data: bytes, name: str) -> Trace:
-    if not data.startswith(MAGIC):
-        hint = " (it looks like a Python pickle, which agdb never loads)" if data[:1] == b"\x80" else ""
+_START = len(MAGIC) + 12
+"""The magic, the header's length and its CRC: the bytes before the header."""
+
+
+def _header_length(start: bytes, size: int, name: str) -> tuple[int, int]:
+    """(length, CRC) of the header, from the file's first _START bytes (or fewer) and its size."""
+    if start[:len(MAGIC)] != MAGIC:
+        hint = " (it looks like a Python pickle, which agdb never loads)" if start[:1] == b"\x80" else ""
         raise TraceFormatError(f"{name}: not an agdb trace: it does not start with {MAGIC!r}{hint}")
-    pos = len(MAGIC)
-    if len(data) < pos + 12:
+    if len(start) < _START:
         raise TraceFormatError(f"{name}: truncated: the header length is missing")
-    header_len = int.from_bytes(data[pos:pos + 8], "little")
-    header_crc = int.from_bytes(data[pos + 8:pos + 12], "little")
-    pos += 12
-    if header_len > _MAX_HEADER or pos + header_len > len(data):
+    header_len = int.from_bytes(start[len(MAGIC):len(MAGIC) + 8], "little")
+    if header_len > _MAX_HEADER or _START + header_len > size:
         raise TraceFormatError(f"{name}: the header claims {header_len} bytes but the file has "
-                               f"{len(data) - pos} after the magic: truncated or corrupt")
-    if zlib.crc32(data[pos:pos + header_len]) != header_crc:
+                               f"{size - len(MAGIC) - 12} after the magic: truncated or corrupt")
+    return header_len, int.from_bytes(start[len(MAGIC) + 8:_START], "little")
+
+
+def _header(raw: bytes, crc: int, name: str) -> dict:
+    if zlib.crc32(raw) != crc:
         raise TraceFormatError(f"{name}: the header fails its checksum: the file is corrupt")
-    header = _parse_header(data[pos:pos + header_len], name)
-    body = memoryview(data)[pos + header_len:]
-    columns = _read_columns(header, body, name)
+    return _parse_header(raw, name)
+
+
+def _read_file(f, size: int, name: str) -> Trace:
+    """A trace from an open file of `size` bytes: the start, the header and the layout checked before the body
+    is read, straight into the memory its columns will use."""
+    header_len, crc = _header_length(f.read(_START), size, name)
+    header = _header(_read_exactly(f, header_len, name), crc, name)
+    layout = _layout(header, size - _START - header_len, name)
+    body = np.empty(size - _START - header_len, dtype=np.uint8)
+    view = memoryview(body)
+    got = 0
+    while got < len(body):  # readinto reads at most about 2 GB a call
+        n = f.readinto(view[got:])
+        if not n:
+            raise TraceFormatError(f"{name}: the file ended at byte {_START + header_len + got} while it was read "
+                                   f"(it changed while agdb read it?)")
+        got += n
+    if f.read(1):
+        raise TraceFormatError(f"{name}: the file grew while agdb read it")
+    return _checked_trace(header, layout, view, name)
+
+
+def _read_exactly(f, count: int, name: str) -> bytes:
+    data = f.read(count)
+    if len(data) != count:
+        raise TraceFormatError(f"{name}: the file ended while agdb read its header (it changed while agdb read it?)")
+    return data
+
+
+def _decode(data: bytes, name: str) -> Trace:
+    header_len, crc = _header_length(data[:_START], len(data), name)
+    header = _header(data[_START:_START + header_len], crc, name)
+    body = memoryview(data)[_START + header_len:]
+    layout = _layout(header, len(body), name)
+    return _checked_trace(header, layout, body, name)
+
+
+def _trace(header: dict, columns: dict[str, np.ndarray], name: str) -> Trace:
+    """The Trace of checked columns, once their strings, structure and meta are checked too."""
     strings = _read_strings(columns.pop("string_offsets"), columns.pop("string_bytes"), name)
     _check_structure(columns, len(strings), header, name)
     if "thread_ident" in columns:
         upgrade_v1_queues(columns, strings)
-    return Trace(columns, strings, _read_meta(header.get("meta", {}), name))
+    return Trace(columns, strings, _read_meta(header.get("meta", {}), len(columns["node_name"]), name))
 
 
 def _parse_header(raw: bytes, name: str) -> dict:
@@ -204,20 +254,12 @@ def _is_int(value: object) -> bool:
     return type(value) is int  # not bool, not float: JSON that agdb writes has plain integers only
 
 
-def _read_meta(meta: object, name: str) -> dict:
-    """`meta` checked: an object whose `source` is a string and `provenance` maps kind names to a provenance."""
-    if not isinstance(meta, dict):
-        raise TraceFormatError(f"{name}: the header's meta is not a JSON object")
-    source = meta.get("source", "engine")
-    provenance = meta.get("provenance", {})
-    if not isinstance(source, str):
-        raise TraceFormatError(f"{name}: the header's meta.source is not a string")
-    kinds = {k.name.lower() for k in Kind}
-    if not isinstance(provenance, dict) or any(k not in kinds or v not in ("observed", "reconstructed")
-                                               for k, v in provenance.items()):
-        raise TraceFormatError(f"{name}: the header's meta.provenance is not a map of event kinds to "
-                               f"observed or reconstructed")
-    return meta
+def _read_meta(meta: object, num_nodes: int, name: str) -> dict:
+    """`meta` checked: every key a view reads has the form the views expect (tracer.store.meta)."""
+    found = meta_problem(meta, num_nodes)
+    if found:
+        raise TraceFormatError(f"{name}: the header's {found}")
+    return meta  # type: ignore[return-value]  # a dict: meta_problem says so otherwise
 
 
 def upgrade_v1_queues(columns: dict[str, np.ndarray], strings: list[str]) -> None:
@@ -249,8 +291,12 @@ def _known_columns(version: int) -> set[str]:
     return names
 
 
-def _read_columns(header: dict, body: memoryview, name: str) -> dict[str, np.ndarray]:
-    """Every column of the directory, each checked against its size, its place and its checksum.
+_Entry = tuple[str, str, tuple[int, ...], int, int, int]
+"""A column of the directory: (name, dtype, shape, offset, nbytes, checksum)."""
+
+
+def _layout(header: dict, body_size: int, name: str) -> list[_Entry]:
+    """The column directory, each column checked against its size and its place in a body of `body_size` bytes.
 
     Columns lie one after another in directory order, each padded to 8 bytes, and the last one ends the file:
     a gap, an overlap or a byte after the last column is refused.
@@ -260,33 +306,94 @@ def _read_columns(header: dict, body: memoryview, name: str) -> dict[str, np.nda
     if not isinstance(directory, list):
         raise TraceFormatError(f"{name}: the header has no column directory")
     known = _known_columns(version)
-    columns: dict[str, np.ndarray] = {}
+    layout: list[_Entry] = []
+    seen: set[str] = set()
     end = 0
     for entry in directory:
         col, dtype, shape, offset, nbytes, checksum = _entry(entry, known, version, name)
-        if col in columns:
+        if col in seen:
             raise TraceFormatError(f"{name}: column {col} appears twice in the header")
+        seen.add(col)
         count = math.prod(shape)  # Python ints: a corrupt shape must not overflow
         if nbytes != count * np.dtype(dtype).itemsize:
             raise TraceFormatError(f"{name}: column {col} declares {nbytes} bytes for shape {list(shape)}")
         padded = nbytes + (-nbytes % 8)
-        if offset + padded > len(body):
+        if offset + padded > body_size:
             raise TraceFormatError(f"{name}: column {col} needs bytes {offset}..{offset + padded} but the file "
-                                   f"body has {len(body)}: truncated or corrupt")
+                                   f"body has {body_size}: truncated or corrupt")
         if offset != end:
             raise TraceFormatError(f"{name}: column {col} starts at byte {offset} of the body, not {end} where the "
                                    f"column before it ends: corrupt file")
         end = offset + padded
-        if column_checksum(body[offset:end], version) != checksum:
-            raise TraceFormatError(f"{name}: column {col} fails its checksum: the file is corrupt")
-        columns[col] = np.frombuffer(body[offset:offset + nbytes], dtype=dtype).reshape(shape)
-    if end != len(body):
-        raise TraceFormatError(f"{name}: {len(body) - end} bytes follow the last column: the file is corrupt")
+        layout.append((col, dtype, shape, offset, nbytes, checksum))
+    if end != body_size:
+        raise TraceFormatError(f"{name}: {body_size - end} bytes follow the last column: the file is corrupt")
     missing = [c for c in (*EVENT_COLUMNS, "string_offsets", "string_bytes", "node_name", "node_nedges")
-               if c not in columns]
+               if c not in seen]
     if missing:
         raise TraceFormatError(f"{name}: the trace lacks columns {', '.join(missing)}")
-    return columns
+    return layout
+
+
+def _columns(layout: list[_Entry], body: memoryview) -> dict[str, np.ndarray]:
+    """Every column of `layout` as an array over the body's bytes (not yet checked against its checksum)."""
+    return {col: np.frombuffer(body[offset:offset + nbytes], dtype=dtype).reshape(shape)
+            for col, dtype, shape, offset, nbytes, _ in layout}
+
+
+def _first_bad_checksum(layout: list[_Entry], body: memoryview, version: int) -> str | None:
+    """The first column of `layout` whose padded bytes fail their checksum, or None."""
+    for col, _, _, offset, nbytes, checksum in layout:
+        if column_checksum(body[offset:offset + nbytes + (-nbytes % 8)], version) != checksum:
+            return col
+    return None
+
+
+_PARALLEL_BYTES = 1 << 20
+"""Bodies at least this large have their checksums computed in a second thread (NOTE [checksums beside the
+checks])."""
+
+# NOTE [checksums beside the checks]
+# The checksums (CRC-32: about a third of a load) and the structure checks (numpy: most of the rest) read the same
+# bytes and both release the GIL, so for a large body the checksums run in a thread while the structure is
+# checked. The checksums still decide first: when a column fails its checksum, that is the error, whatever the
+# structure checks (run on bytes not yet known to be right, which they never trust) found.
+
+
+def _checked_trace(header: dict, layout: list[_Entry], body: memoryview, name: str) -> Trace:
+    """The Trace of a body whose layout is checked: its checksums, then its strings, structure and meta."""
+    version = header["format_version"]
+
+    def bad_checksum(col: str) -> TraceFormatError:
+        return TraceFormatError(f"{name}: column {col} fails its checksum: the file is corrupt")
+
+    if len(body) < _PARALLEL_BYTES:
+        bad = _first_bad_checksum(layout, body, version)
+        if bad is not None:
+            raise bad_checksum(bad)
+        return _trace(header, _columns(layout, body), name)
+    found: list[str | None] = []
+
+    def check_sums() -> None:
+        try:
+            found.append(_first_bad_checksum(layout, body, version))
+        finally:
+            if not found:
+                found.append("(unreadable)")
+
+    worker = threading.Thread(target=check_sums, name="agdb-checksums", daemon=True)
+    worker.start()
+    try:
+        trace = _trace(header, _columns(layout, body), name)
+    except BaseException:
+        worker.join()
+        if found[0] is not None:
+            raise bad_checksum(found[0]) from None
+        raise
+    worker.join()
+    if found[0] is not None:
+        raise bad_checksum(found[0])
+    return trace
 
 
 def _entry(entry: object, known: set[str], version: int, name: str) -> tuple[str, str, tuple[int, ...], int, int, int]:
@@ -375,7 +482,7 @@ def _check_structure(c: dict, num_strings: int, header: dict, name: str) -> None
         if col.refers and arr.size and int(arr.max()) >= sizes[col.refers]:
             raise bad(f"column {col.name} names a {col.refers} that does not exist")
     _check_event_fields(c, kinds, sizes, name)
-    _check_slots(c, name)
+    _check_sizes(c, kinds, sizes, name)
     pops = c["pop_push"]
     if len(pops):
         pops = pops.astype(np.int64)
@@ -432,15 +539,53 @@ def _check_event_fields(c: dict, kinds: np.ndarray, sizes: dict, name: str) -> N
             raise TraceFormatError(f"{name}: {what} (step {int(steps[np.argmax(wrong)])})")
 
 
-def _check_slots(c: dict, name: str) -> None:
-    """Input slots within their node: a BufferWritten's slot, and an edge's input_nr (a node described only by
-    its bump has 0 slots on record: it may take slot 0, as the replay assumes)."""
-    # A limit per node row, and one past the end for the -1 of an undefined edge: no edge is ever beyond it.
-    limits = np.append(np.maximum(c["node_inputs"].astype(np.int64), 1), np.iinfo(np.int64).max)
-    steps = np.flatnonzero(c["ev_kind"] == Kind.BUFFER_WRITTEN)
-    wrong = c["ev_a"][steps] >= limits[c["ev_node"][steps]]
-    if wrong.any():
-        raise TraceFormatError(f"{name}: a grad reaches an input slot its node does not have "
-                               f"(step {int(steps[np.argmax(wrong)])})")
-    if (c["edge_input_nr"] >= limits[c["edge_child"]]).any():
-        raise TraceFormatError(f"{name}: an edge feeds an input slot its node does not have")
+SLOT_ALLOWANCE = 1 << 16
+"""Input slots the node table may hold beyond SLOTS_PER_ROW for each row of the file (NOTE [sizes the file
+backs])."""
+SLOTS_PER_ROW = 4
+
+# NOTE [sizes the file backs]
+# A count that only says how many of something there are, with no rows behind it, would let a small file make a
+# view allocate without bound: `node_inputs` of 10**9 (or a grad written to slot 10**9) becomes a list of 10**9
+# input slots each time the dependencies panel or `agdb show` draws the node's buffer. Counts with rows behind
+# them (node_nedges, s_count, s_ndim, the ragged offsets) are checked against their tables; input slots have
+# none, so all nodes together may hold SLOT_ALLOWANCE slots plus SLOTS_PER_ROW per event, edge and summary of the
+# file. A recorded node has one slot per output of its forward op and usually receives a grad (a BufferWritten)
+# or a summary per slot, so a real trace stays far below the bound, however large. An edge may feed a slot past
+# its child's `node_inputs` (TraceBuilder does not stop a writer that describes a node with fewer): a view reads
+# the edge's input_nr as a number only, so the file opens.
+_ONE_SUMMARY = np.zeros(len(Kind), dtype=bool)
+_ONE_SUMMARY[[Kind.GRAD_CAPTURED, Kind.GRAD_ACCUMULATED]] = True
+"""The summary kinds whose group holds exactly one summary (the grad); the decoders read it as [0]."""
+_SUMMARY_CODES = (min(SUMMARY_KINDS), max(SUMMARY_KINDS))
+"""The summary kinds' codes are one range (9 to 12): two comparisons find their events, where a table lookup per
+event cost 3 ms of a 1M-event load."""
+assert set(SUMMARY_KINDS) == set(range(_SUMMARY_CODES[0], _SUMMARY_CODES[1] + 1))
+
+
+def _check_sizes(c: dict, kinds: np.ndarray, sizes: dict, name: str) -> None:
+    """One summary in each GradCaptured and GradAccumulated group, and input slots the file backs (NOTE [sizes
+    the file backs])."""
+    counts = c["s_count"]
+    wrong = counts != 1
+    if wrong.any():  # rare: most groups of a node's run hold one tensor; only then find each group's kind
+        is_summary = (kinds >= _SUMMARY_CODES[0]) & (kinds <= _SUMMARY_CODES[1])
+        wrong &= _ONE_SUMMARY[kinds[is_summary]]
+        if wrong.any():
+            group = int(np.argmax(wrong))
+            step = int(np.flatnonzero(is_summary)[group])
+            kind = Kind(int(kinds[step])).name.title().replace("_", "")
+            raise TraceFormatError(f"{name}: a {kind} event holds {int(counts[group])} tensor summaries, not one "
+                                   f"(step {step})")
+    # The replay gives a node max(node_inputs, 1) slots, and more when a grad reaches a slot past them (a writer
+    # may describe a node with fewer slots than its edges feed): each such BufferWritten adds up to its slot + 1.
+    # Each count is clipped to one past the bound first, so that no sum can overflow int64 and pass.
+    allowed = SLOT_ALLOWANCE + SLOTS_PER_ROW * (sizes["events"] + sizes["edge"] + sizes["summary"])
+    limits = np.clip(c["node_inputs"].astype(np.int64), 1, allowed + 1)
+    writes = np.flatnonzero(kinds == Kind.BUFFER_WRITTEN)
+    reached = np.minimum(c["ev_a"][writes].astype(np.int64), allowed) + 1
+    slots = int(limits.sum()) + int(np.maximum(reached - limits[c["ev_node"][writes]], 0).sum())
+    if slots > allowed:
+        raise TraceFormatError(f"{name}: the nodes' input slots (as described, or as far as a grad reaches) number "
+                               f"{slots:,} or more, more than a trace of {sizes['events']:,} events holds "
+                               f"({allowed:,}): corrupt file")

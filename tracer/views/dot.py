@@ -12,6 +12,7 @@ import numpy as np
 
 from agdb.tracer.replay.node_states import STATES
 from agdb.tracer.replay.replay import EngineState
+from agdb.tracer.store.printable import printable
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.views.graph_model import LEGEND, VIEWS, View, graph_model
 from agdb.tracer.views.model import (
@@ -420,8 +421,9 @@ def _interleave(cols: list[_Column], n: int, last: str) -> str:
 
 
 def _q(text: str) -> str:
-    """A DOT double-quoted string's inside."""
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A DOT double-quoted string's inside. Control characters are written as visible escapes (printable):
+    Graphviz reads a NUL as the end of its input and the others make an SVG that is not XML."""
+    return printable(text, keep_newlines=True).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 _NUMBER_TEXT_LIMIT = 1 << 20

@@ -259,7 +259,8 @@ class _Builder:
         group_of = self.folding.group_of
         if self.every:
             return group_of
-        return np.where(group_of >= 0, self.row_of_group[np.maximum(group_of, 0)], -1)
+        # -1 (not shown) reads the appended -1: a picture may have no group at all (a step before any node)
+        return np.append(self.row_of_group, -1)[np.where(group_of >= 0, group_of, -1)]
 
     # boxes --------------------------------------------------------------------------------------------------
     def _boxes(self) -> list[NodeBlock]:
@@ -453,11 +454,9 @@ class _Builder:
             first, count = first[in_edge_order], count[in_edge_order]
             top = int(numbers.max(initial=0)) + 1
             gp, gc = gp[first], gc[first]
-            codes = np.where(count == 1, numbers[first], top + count)
-            used = np.unique(codes)
-            table = [""] * (int(used.max(initial=0)) + 1)
-            for u in used.tolist():
-                table[u] = "".join(prefix) + str(u) if u < top else f"×{u - top}"
+            # A label per distinct value, not per value up to the largest: an input_nr is any int a writer gave
+            used, codes = np.unique(np.where(count == 1, numbers[first], top + count), return_inverse=True)
+            table = ["".join(prefix) + str(u) if u < top else f"×{u - top}" for u in used.tolist()]
             label: tuple[Piece, ...] = (Texts(codes, tuple(table)),)
         else:
             label = (*prefix, Ints(numbers))
@@ -481,7 +480,7 @@ class _Builder:
         block = NodeBlock("task", f"q{qi}_", Ints(rows), (Texts(rows, tuple(labels)),), node,
                           np.full(k, -1, dtype=np.int8))
         order = EdgeBlock("order", first_row + rows[:-1], first_row + rows[1:], cluster=f"queue{qi}")
-        group = np.where(node >= 0, self.folding.group_of[np.maximum(node, 0)], -1)
+        group = np.append(self.folding.group_of, -1)[node]  # a wake-up task (-1) reads the appended -1
         shown = np.flatnonzero(group >= 0)
         points = EdgeBlock("points_at", first_row + shown, self.row_of_group[group[shown]], cluster=f"queue{qi}")
         return block, order, points

@@ -1,0 +1,107 @@
+"""What a trace's `meta` may hold: every key a view reads, checked on load so that no view trips on it.
+
+Never imports the engine, textual or rich. docs/trace-format.md (sections 1 and 4) says what each key means;
+`problem` says, for a decoded header's `meta`, what is wrong with it (None when nothing is). A key no view reads
+(a tool's own) is left alone; the joint graph (`fx_joint`) is read by `tracer.views.joint`, which turns any fault
+of its own into a ViewError.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from agdb.tracer.store.schema import Kind
+
+PROVENANCES = ("observed", "reconstructed")
+DIVERGENCE_KINDS = ("order", "graph_task", "running_node", "witness")
+"""A bridge divergence's `kind` (absent: `order`, the only kind of older bridge traces)."""
+_DIVERGENCE_FIELDS = {
+    "order": {"expected": "node", "observed": "node"},
+    "graph_task": {"node": "node", "expected_id": "int", "observed_id": "int"},
+    "running_node": {"node": "node", "running_seq_nr": "int"},
+    "witness": {"against": ("model", "observed"), "index": "int", "expected": "node", "observed": "node"},
+}
+"""The fields each kind of divergence has beside `step` and `graph_task`, and what each holds: a node row (-1 or
+None: no node), an integer, or one of a few strings."""
+_KINDS = frozenset(k.name.lower() for k in Kind)
+
+
+def problem(meta: Any, num_nodes: int) -> str | None:
+    """What is wrong with `meta` (a phrase that follows "the header's "), or None; `num_nodes` bounds node rows."""
+    if not isinstance(meta, dict):
+        return "meta is not a JSON object"
+    for key, check in _CHECKS.items():
+        if key in meta:
+            found = check(meta[key], num_nodes)
+            if found:
+                return f"meta.{key}{'' if found.startswith('[') else ' '}{found}"
+    return None
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int  # not bool, not float
+
+
+def _source(value: Any, num_nodes: int) -> str | None:
+    return None if isinstance(value, str) else "is not a string"
+
+
+def _provenance(value: Any, num_nodes: int) -> str | None:
+    if isinstance(value, dict) and all(k in _KINDS and v in PROVENANCES for k, v in value.items()):
+        return None
+    return "is not a map of event kinds to observed or reconstructed"
+
+
+def _omitted(value: Any, num_nodes: int) -> str | None:
+    if isinstance(value, dict) and all(_is_int(value.get(k)) and value[k] >= 0 for k in ("graph_tasks", "events")):
+        return None
+    return "is not {graph_tasks: N, events: M} with counts N and M"
+
+
+def _divergences(value: Any, num_nodes: int) -> str | None:
+    if not isinstance(value, list):
+        return "is not a list"
+    for i, d in enumerate(value):
+        found = _divergence(d, num_nodes)
+        if found:
+            return f"[{i}] {found}"
+    return None
+
+
+def _divergence(d: Any, num_nodes: int) -> str | None:
+    if not isinstance(d, dict):
+        return "is not an object"
+    kind = d.get("kind", "order")
+    if kind not in DIVERGENCE_KINDS:
+        return f"has an unknown kind (one of {', '.join(DIVERGENCE_KINDS)})"
+    for field, want in {"step": "int", "graph_task": "int", **_DIVERGENCE_FIELDS[kind]}.items():
+        value = d.get(field)
+        if want == "node":
+            ok = value is None or (_is_int(value) and -1 <= value < num_nodes)
+        elif want == "int":
+            ok = _is_int(value)
+        else:
+            ok = value in want
+        if not ok:
+            return f"({kind}) has no valid {field}"
+    return None
+
+
+def _graph_tasks(value: Any, num_nodes: int) -> str | None:
+    if not isinstance(value, list):
+        return "is not a list"
+    for i, t in enumerate(value):
+        if not isinstance(t, dict) or not _is_int(t.get("graph_task")):
+            return f"[{i}] is not an object with an integer graph_task"
+        order = t.get("execution_order")
+        if order is not None and not (isinstance(order, dict) and "model" in order and "observed" in order):
+            return f"[{i}].execution_order is not an object with model and observed"
+    return None
+
+
+def _bridge_errors(value: Any, num_nodes: int) -> str | None:
+    return None if isinstance(value, list) and all(isinstance(e, str) for e in value) else "is not a list of strings"
+
+
+_CHECKS = {"source": _source, "provenance": _provenance, "omitted": _omitted, "divergences": _divergences,
+           "graph_tasks": _graph_tasks, "bridge_errors": _bridge_errors}
+"""The keys a view reads, and the check of each (`parameter_names` is read entry by entry, skipping bad ones)."""
