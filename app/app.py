@@ -228,7 +228,9 @@ class AgdbApp(App[None]):
             self._failed(TraceFailed(f"{message.title}: the trace holds no events"
                                      + (f"\n\n{message.script_error}" if message.script_error else "")))
             return
-        title = f"agdb · {printable(message.title)} · {len(message.trace):,} events · ? for help"
+        cut = message.trace.meta.get("partial")
+        cut_text = f" (cut short by {printable(cut)})" if isinstance(cut, str) else ""
+        title = f"agdb · {printable(message.title)} · {len(message.trace):,} events{cut_text} · ? for help"
         # for_display: node names, files and source lines from a trace are shown with control characters escaped
         self.push_screen(StepScreen(message.trace.for_display(), title, message.script_error,
                                     source_files=self.source_files, export_rule=self.export_rule))

@@ -19,6 +19,7 @@ from agdb.tracer.replay.rows import state_before
 from agdb.tracer.replay.state_json import state_to_json
 from agdb.tracer.store.tracefile import TraceFormatError
 from agdb.tracer.views.labels import NodeLabels, shown_name
+from agdb.tracer.views.sentences import recording_notes
 
 from . import fx_cli, torch_cli
 from .commands import compiles, err, fail, load_trace, output_file, record_script, save_run
@@ -245,17 +246,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
         return 0
     # for_display: a trace's names may hold terminal escape sequences (print_step takes no markup either)
-    print_step(trace.for_display(), state, before, StdoutConsole(), limit, node, _omitted_note(trace))
+    print_step(trace.for_display(), state, before, StdoutConsole(), limit, node,
+               "; ".join(recording_notes(trace.meta)))
     return 0
-
-
-def _omitted_note(trace) -> str:
-    """What the trace says it left out (a recording that began mid-backward), or ""."""
-    omitted = trace.meta.get("omitted")
-    if not isinstance(omitted, dict):
-        return ""
-    return (f"the recording began while {omitted.get('graph_tasks', '?')} graph task(s) ran; their "
-            f"{omitted.get('events', '?')} events after that are left out")
 
 
 def _cmd_culprits(args: argparse.Namespace) -> int:

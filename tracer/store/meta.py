@@ -41,7 +41,7 @@ def _is_int(value: object) -> bool:
     return type(value) is int  # not bool, not float
 
 
-def _source(value: Any, num_nodes: int) -> str | None:
+def _string(value: Any, num_nodes: int) -> str | None:
     return None if isinstance(value, str) else "is not a string"
 
 
@@ -102,6 +102,6 @@ def _bridge_errors(value: Any, num_nodes: int) -> str | None:
     return None if isinstance(value, list) and all(isinstance(e, str) for e in value) else "is not a list of strings"
 
 
-_CHECKS = {"source": _source, "provenance": _provenance, "omitted": _omitted, "divergences": _divergences,
-           "graph_tasks": _graph_tasks, "bridge_errors": _bridge_errors}
+_CHECKS = {"source": _string, "partial": _string, "provenance": _provenance, "omitted": _omitted,
+           "divergences": _divergences, "graph_tasks": _graph_tasks, "bridge_errors": _bridge_errors}
 """The keys a view reads, and the check of each (`parameter_names` is read entry by entry, skipping bad ones)."""

@@ -70,3 +70,16 @@ def sentence(event: ev.Event, labels: NodeLabels) -> str:
 def _at_line(lineno: int) -> str:
     """` at line N`, or nothing for a node no line is known for (0: an AccumulateGrad a bridge's walk met)."""
     return f" at line {lineno}" if lineno > 0 else ""
+
+
+def recording_notes(meta: dict) -> list[str]:
+    """What a trace says of its own recording, for the reader first: a recording that began mid-backward
+    (`meta.omitted`) or that a signal cut short (`meta.partial`); docs/trace-format.md §1."""
+    notes = []
+    omitted = meta.get("omitted")
+    if isinstance(omitted, dict):
+        notes.append(f"the recording began while {omitted.get('graph_tasks', '?')} graph task(s) ran; their "
+                     f"{omitted.get('events', '?')} events after that are left out")
+    if isinstance(meta.get("partial"), str):
+        notes.append(f"the recording was cut short by {meta['partial']}: the script did not run to its end")
+    return notes
