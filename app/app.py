@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 from functools import partial
 from typing import TYPE_CHECKING, Any, Iterable
@@ -20,6 +21,7 @@ from .messages import TraceFailed, TraceLoaded, TraceProgress
 from .run_script import DEFAULT_SOURCE, ScriptSource
 from .screens.help import keys_text
 from .screens.step import StepScreen
+from .signals import STOPPING
 
 if TYPE_CHECKING:
     from .export import ExportRule
@@ -63,11 +65,36 @@ class AgdbApp(App[None]):
         self._interrupt_timer: Any = None
         self._script_worker: threading.Thread | None = None
         self._quitting = False  # set by action_quit: a trace that arrives now is not shown
+        self._quit_on_signals = False
+        self.stopped_by: int | None = None
+        """The signal that quit the app, when one did (`quit_on_signals`)."""
 
     def compose(self) -> ComposeResult:
         yield Static("loading…", id="status")
 
+    def quit_on_signals(self) -> None:
+        """Let SIGINT, SIGTERM and SIGHUP (a closed terminal, `timeout`, `kill`) quit the app as `q` does, so that the
+        terminal is left as it was found, and record which one did in `stopped_by` (the CLI then ends by it). Only
+        for signals still at their default disposition; call before running the app (an app under test leaves the
+        process's signals alone)."""
+        self._quit_on_signals = True
+
+    def _arm_signals(self) -> None:
+        loop = asyncio.get_running_loop()  # its handlers go when the loop closes, as the app ends
+        for signum in STOPPING:
+            handler = signal.getsignal(signum)
+            # asyncio.run's own SIGINT handler (it cancels the app's task, and agdb would exit 0) counts as the default
+            runner = getattr(getattr(handler, "func", handler), "__self__", None)  # a partial of Runner._on_sigint
+            if handler in (signal.SIG_DFL, signal.default_int_handler) or isinstance(runner, asyncio.Runner):
+                loop.add_signal_handler(signum, self._stop_by, signum)
+
+    def _stop_by(self, signum: int) -> None:
+        self.stopped_by = self.stopped_by or signum
+        self.call_next(self.action_quit)
+
     def on_mount(self) -> None:
+        if self._quit_on_signals:
+            self._arm_signals()
         if self.trace is not None:
             self.post_message(TraceLoaded(self.trace, self.title_text or "trace"))
         elif self.path is not None:

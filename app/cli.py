@@ -410,8 +410,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return 0
     from .app import AgdbApp
 
-    AgdbApp(trace=demo.record_example(), title="built-in example").run()
-    return 0
+    return _run_app(AgdbApp(trace=demo.record_example(), title="built-in example"))
 
 
 def _cmd_tui(args: argparse.Namespace) -> int:
@@ -434,8 +433,12 @@ def _cmd_open(args: argparse.Namespace) -> int:
 
 def _run_app(app) -> int:
     """Run the TUI; after it, say in one line why the trace could not be opened, and exit non-zero then (and
-    when the app itself failed)."""
+    when the app itself failed). SIGINT, SIGTERM and SIGHUP quit it with the terminal restored, and agdb then
+    ends by the signal."""
+    app.quit_on_signals()
     app.run()
+    if app.stopped_by is not None:
+        return -app.stopped_by  # main ends by it (NOTE [signals and the script])
     if app.failure:
         fail(app.failure)
         return 1
