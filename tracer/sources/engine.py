@@ -357,6 +357,15 @@ class Recorder:
         if len(outputs) == 1 and (t := outputs[0]) is not None and (data := t._data) is not None \
                 and data.size <= SMALL and t._device == "cpu":
             self.summaries.append(data.copy())  # as in node_started
+        elif len(outputs) == 2 and (outputs[1] is None or outputs[0] is None):
+            # A binary op with one operand that needs no grad (`y * 1.0001`, `y + 0.5`: a third and more of a
+            # backward's nodes): _summaries' group, (copy, None) or (None, copy), made inline when the other is a
+            # small CPU tensor.
+            t = outputs[0] if outputs[1] is None else outputs[1]
+            if t is not None and (data := t._data) is not None and data.size <= SMALL and t._device == "cpu":
+                self.summaries.append((data.copy(), None) if outputs[1] is None else (None, data.copy()))
+            else:
+                self._summaries(outputs)
         else:
             self._summaries(outputs)
         self.rows.extend((_K_NFINISH, thread, gt.id, node._uid, 0, 0, 0))
