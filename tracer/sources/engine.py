@@ -206,7 +206,7 @@ class Recorder:
         uid = node._uid
         # NOTE [bump frames]: the engine bumps a node's seq_nr in Node.__init__, which calls this through notify; the
         # walk for the user's line starts past those frames when the frame two up is Node.__init__ (three fewer steps
-        # of the walk per op, a third of its cost), and at the caller otherwise (a direct call, a test).
+        # of the walk per op), and at the caller otherwise (a direct call, a test).
         try:
             f = _getframe(2)
         except ValueError:  # called from a script's top level
