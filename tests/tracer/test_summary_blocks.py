@@ -16,8 +16,9 @@ _DTYPES = st.sampled_from([np.float64, np.float32, np.int64, np.bool_])
 
 
 @st.composite
-def _array(draw) -> np.ndarray:
-    shape, dtype = draw(_SHAPES), draw(_DTYPES)
+def _array(draw, shape=None, dtype=None) -> np.ndarray:
+    shape = draw(_SHAPES) if shape is None else shape
+    dtype = draw(_DTYPES) if dtype is None else dtype
     size = int(np.prod(shape))
     values = np.array(draw(st.lists(_VALUES, min_size=size, max_size=size)), dtype=np.float64)
     if dtype is not np.float64 and dtype is not np.float32:
@@ -37,6 +38,8 @@ def _one_by_one(group) -> list:
     items = [(group, "cpu")] if isinstance(group, np.ndarray) else list(group)
     out = []
     for item in items:
+        if isinstance(item, np.ndarray):  # a small CPU tensor in a group of its own (the Recorder's grads)
+            item = (item, "cpu")
         if item is None:
             out.append((0, None, None, (), [math.nan] * 3))
         elif len(item) == 2:
@@ -56,6 +59,30 @@ def _one_by_one(group) -> list:
 
 @given(st.lists(_GROUP, max_size=12))
 def test_summary_block_equals_summarising_each_tensor_alone(groups):
+    """Every layout of group, mixed at random, summarised a block at a time as each tensor alone."""
+    _check(groups)
+
+
+@st.composite
+def _backward_chunk(draw) -> list:
+    """A chunk as a backward makes them (NOTE [summary fast path] in freeze): bare arrays of one dtype and shape,
+    with perhaps a group of no tensor, one None or one array kept in a tuple among them, or one odd array."""
+    shape, dtype = draw(_SHAPES), draw(_DTYPES)
+    groups = draw(st.lists(_array(shape, dtype), min_size=1, max_size=12))
+    extra = draw(st.sampled_from([None, (), (None,), "tuple", "odd"]))
+    if extra is not None:
+        item = {"tuple": (groups[0].copy(),), "odd": np.zeros((5,), dtype=np.float16)}.get(extra, extra)
+        groups.insert(draw(st.integers(0, len(groups))), item)
+    return groups
+
+
+@given(_backward_chunk())
+def test_a_backward_chunk_is_summarised_as_each_tensor_alone(groups):
+    """A chunk of bare arrays of one dtype and shape (the fast path), with or without a None or an odd one out."""
+    _check(groups)
+
+
+def _check(groups: list) -> None:
     block = summary_block(groups)
     names = block["names"]
     expected = [item for group in groups for item in _one_by_one(group)]

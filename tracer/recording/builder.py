@@ -317,7 +317,9 @@ class TraceBuilder:
             n = len(rows) // ROW
             if not n:
                 return
-            block = np.fromiter(rows[:n * ROW], dtype=np.int64, count=n * ROW).reshape(n, ROW)
+            # The list itself, not a slice of it: fromiter reads the first `count` ints and stops (no copy of the
+            # list's pointers; rows other threads append meanwhile go after them and stay).
+            block = np.fromiter(rows, dtype=np.int64, count=n * ROW).reshape(n, ROW)
             self._chunks.append(tuple(compact(block[:, j]) for j in range(ROW)))
             del rows[:n * ROW]
             self._frozen += n

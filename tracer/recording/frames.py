@@ -22,6 +22,7 @@ _AGDB_DIRS = tuple(os.path.join(_AGDB_DIR, pkg) + os.sep for pkg in ("engine", "
 # hashing a code object hashes its contents (~0.3 us, not cached), and the walk asks for every frame of every op.
 # The entry holds the code, so its id is not reused while it is a key.
 _inside: dict[int, tuple[Any, bool]] = {}
+_inside_flags: dict[int, bool] = {}  # the same, without the code: what the walk reads (no tuple to index)
 
 MAX_SOURCE_BYTES = 16 * 1024 * 1024
 """Larger files are not read for source lines: no Python file a user steps through is that big."""
@@ -29,11 +30,17 @@ MAX_SOURCE_BYTES = 16 * 1024 * 1024
 
 def user_frame() -> Any:
     """The innermost frame outside engine/ and tracer/: the user's line that caused what is happening."""
-    f = sys._getframe(1)
+    return user_frame_from(sys._getframe(1))
+
+
+def user_frame_from(f: Any) -> Any:
+    """The innermost frame outside engine/ and tracer/, from frame `f` outward (`f` included); None for none."""
+    inside = _inside_flags
     while f is not None:
-        code = f.f_code
-        known = _inside.get(id(code))
-        if not (known[1] if known is not None else is_agdb_code(code)):
+        known = inside.get(id(f.f_code))
+        if known is None:
+            known = is_agdb_code(f.f_code)
+        if not known:
             return f
         f = f.f_back
     return None
@@ -45,9 +52,11 @@ def is_agdb_code(code: Any) -> bool:
     if known is not None:
         return known[1]
     if len(_inside) > 100_000:  # code made by exec() keeps coming: do not keep all of it alive
+        _inside_flags.clear()  # first: a flag never outlives the entry that keeps its code (and id) alive
         _inside.clear()
     inside = code.co_filename.startswith(_AGDB_DIRS)
     _inside[id(code)] = (code, inside)
+    _inside_flags[id(code)] = inside
     return inside
 
 

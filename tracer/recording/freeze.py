@@ -5,6 +5,7 @@ Never imports the engine, textual or rich.
 from __future__ import annotations
 
 import itertools
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -404,23 +405,15 @@ def cut_summaries(block: dict, groups: int, keep: np.ndarray | None) -> dict:
 def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
     """Tensor summaries, computed block-wise: small grads of one dtype, shape and device are stacked.
 
-    Runs during recording, once per chunk (NOTE [frozen chunks] in builder): per item it only sorts the item into
-    its block; the rest is numpy over whole blocks (np.stack of 6,000 small arrays cost 1.6 us each, np.array
+    Runs during recording, once per chunk (NOTE [frozen chunks] in builder): a chunk of bare arrays of one dtype and
+    shape is one block at once (NOTE [summary fast path]); otherwise each item is only sorted into its block. The
+    rest is numpy over whole blocks (np.stack of 6,000 small arrays cost 1.6 us each, np.array
     0.5 us, joining their bytes 0.13 us).
     """
     # NOTE [quiet previews]: a preview is float32, so a float64 value past its range becomes +-inf there, and a
     # complex value shows its real part. numpy would warn about both on the user's stderr, for a cast that is
     # agdb's choice and not the user's problem: these casts run with the warnings off (np.errstate is per thread).
-    ndarray = np.ndarray
-    flat: list = []
-    counts: list[int] = []
-    for group in groups:
-        if type(group) is ndarray:  # a bare array: one small CPU tensor (the Recorder's fast path)
-            flat.append(group)
-            counts.append(1)
-        else:
-            flat.extend(group)
-            counts.append(len(group))
+    flat, counts = _flatten(groups)
     n = len(flat)
     info = np.zeros(n, dtype=np.int64)
     dtype_id = np.zeros(n, dtype=np.int64)
@@ -428,34 +421,7 @@ def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
     ndim = np.zeros(n, dtype=np.int64)
     preview = np.full((n, 3), np.nan, dtype=np.float32)
     shaped: list[tuple[Any, tuple]] = []  # (item index or indices, shape)
-    blocks: dict[tuple, tuple[list[int], list[np.ndarray]]] = {}  # (dtype, shape, device) -> indices, arrays
-    last: tuple = (None, None, None)  # the key of the last small array, whose block is `found`
-    found: tuple[list[int], list[np.ndarray]] = ([], [])
-    for i, item in enumerate(flat):
-        if item is None:
-            continue
-        if type(item) is ndarray:
-            arr, device = item, "cpu"
-        elif len(item) == 2:  # (small array, device)
-            arr, device = item
-        else:
-            shape, dtype, device, values, has_nan, has_inf = item
-            info[i] = 1 | int(has_nan) << 1 | int(has_inf) << 2 | len(values) << 3
-            dtype_id[i], device_id[i], ndim[i] = sid(dtype), sid(device), len(shape)
-            with np.errstate(over="ignore"):  # NOTE [quiet previews]
-                preview[i, :len(values)] = values
-            shaped.append((i, shape))
-            continue
-        # Small arrays are summarised below, a block at a time. Hashing a dtype costs ~0.3 us, and the arrays
-        # of a chunk mostly share one dtype, shape and device: so first compare with the last array's.
-        dtype, shape = arr.dtype, arr.shape
-        if dtype is not last[0] or shape != last[1] or device != last[2]:
-            last = (dtype, shape, device)
-            found = blocks.get(last)
-            if found is None:
-                found = blocks[last] = ([], [])
-        found[0].append(i)
-        found[1].append(arr)
+    blocks = _one_block(flat) or _sort_items(flat, info, dtype_id, device_id, ndim, preview, shaped, sid)
     for (dtype, shape, device), (idx_list, arrays) in blocks.items():
         idx = np.asarray(idx_list, dtype=np.int64)
         try:  # each a C-contiguous copy (summary_of): their bytes back to back are the block, 0.13 us an array
@@ -488,3 +454,83 @@ def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
         s_dims=compact(sizes[np.arange(width) < ndim[:, None]]),  # each item's sizes, items in order
         s_preview=preview,
     )
+
+
+def _sort_items(flat: list, info: np.ndarray, dtype_id: np.ndarray, device_id: np.ndarray, ndim: np.ndarray,
+                preview: np.ndarray, shaped: list, sid: Any) -> dict:
+    """_summary_columns' items one by one: a summary tuple's columns are filled in at once; small arrays are sorted
+    into blocks by (dtype, shape, device), returned as {key: (indices, arrays)}, to be summarised a block at a time."""
+    ndarray = np.ndarray
+    blocks: dict[tuple, tuple[list[int], list[np.ndarray]]] = {}
+    last: tuple = (None, None, None)  # the key of the last small array, whose block is `found`
+    found: tuple[list[int], list[np.ndarray]] = ([], [])
+    for i, item in enumerate(flat):
+        if item is None:
+            continue
+        if type(item) is ndarray:
+            arr, device = item, "cpu"
+        elif len(item) == 2:  # (small array, device)
+            arr, device = item
+        else:
+            shape, dtype, device, values, has_nan, has_inf = item
+            info[i] = 1 | int(has_nan) << 1 | int(has_inf) << 2 | len(values) << 3
+            dtype_id[i], device_id[i], ndim[i] = sid(dtype), sid(device), len(shape)
+            with np.errstate(over="ignore"):  # NOTE [quiet previews]
+                preview[i, :len(values)] = values
+            shaped.append((i, shape))
+            continue
+        # Small arrays are summarised below, a block at a time. Hashing a dtype costs ~0.3 us, and the arrays
+        # of a chunk mostly share one dtype, shape and device: so first compare with the last array's.
+        dtype, shape = arr.dtype, arr.shape
+        if dtype is not last[0] or shape != last[1] or device != last[2]:
+            last = (dtype, shape, device)
+            found = blocks.get(last)
+            if found is None:
+                found = blocks[last] = ([], [])
+        found[0].append(i)
+        found[1].append(arr)
+    return blocks
+
+
+_NONE = type(None)
+
+
+def _flatten(groups: list) -> tuple[list, Any]:
+    """The items of summary groups in order, and the number of items of each group.
+
+    NOTE [summary fast path]: a backward's groups are nearly all bare arrays (one small CPU grad each): then the
+    groups are the items, with no Python step per group (type() mapped in C, then one count).
+    """
+    ndarray = np.ndarray
+    if list(map(type, groups)).count(ndarray) == len(groups):
+        return groups, np.ones(len(groups), dtype=np.int64)
+    flat: list = []
+    counts: list[int] = []
+    for group in groups:
+        if type(group) is ndarray:  # a bare array: one small CPU tensor (the Recorder's fast path)
+            flat.append(group)
+            counts.append(1)
+        else:
+            flat.extend(group)
+            counts.append(len(group))
+    return flat, counts
+
+
+def _one_block(flat: list) -> dict:
+    """The blocks of `_summary_columns` when every item is None or a bare array, all of one dtype and shape (CPU):
+    found with map and count in C rather than a Python step per item (NOTE [summary fast path]); {} otherwise."""
+    types = list(map(type, flat))
+    arrays = types.count(np.ndarray)
+    if not arrays or arrays + types.count(_NONE) != len(flat):
+        return {}
+    present = flat if arrays == len(flat) else [item for item in flat if item is not None]
+    dtypes = list(map(_DTYPE, present))
+    shapes = list(map(_SHAPE, present))
+    if dtypes.count(dtypes[0]) != arrays or shapes.count(shapes[0]) != arrays:
+        return {}
+    idx = np.arange(len(flat)) if arrays == len(flat) else np.flatnonzero(np.array(types, dtype=object) != _NONE)
+    return {(dtypes[0], shapes[0], "cpu"): (idx, present)}
+
+
+_DTYPE = operator.attrgetter("dtype")
+_SHAPE = operator.attrgetter("shape")

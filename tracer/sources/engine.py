@@ -14,6 +14,7 @@ inline (`self._local.index`) rather than through `_thread()`: a call per event i
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import weakref
 from typing import Any, Callable
@@ -23,11 +24,12 @@ import numpy as np
 from agdb.tracer.recording import culprits
 from agdb.tracer.recording.builder import CHUNK, ROW, SMALL, Bump, NodeFacts, TraceBuilder, summary_of
 from agdb.tracer.recording.frames import columns as frame_columns
-from agdb.tracer.recording.frames import user_frame
+from agdb.tracer.recording.frames import user_frame, user_frame_from
 from agdb.tracer.recording.leaf_names import LeafNamer, drop_snapshots
 from agdb.tracer.store.schema import UINT64_MAX, WAKE_UP, Kind
 from agdb.tracer.store.trace import Trace
 
+_getframe = sys._getframe
 _new = tuple.__new__  # NodeFacts and Bump made without their class's Python-level __new__ (NOTE [builder fast path])
 # Plain ints: the hot path compares and stores them (an IntEnum member costs a little more).
 _K_BUMP, _K_CREATED, _K_PUSH, _K_POP = int(Kind.SEQ_NR_BUMPED), int(Kind.NODE_CREATED), int(Kind.TASK_PUSHED), \
@@ -56,13 +58,16 @@ class Recorder:
         self._log_culprits = False
         self._namer = LeafNamer()
         self._leaves: dict[int, Any] = {}  # uid -> weak ref to an AccumulateGrad with a leaf, while it lives
+        self._node_init: Any = None  # the code of the engine's Node.__init__, once attached (NOTE [bump frames])
 
     # -- attaching -------------------------------------------------------------------------------------------
     def attach(self) -> Recorder:
         """Start recording (attaches to the engine's observer points)."""
         from agdb.engine import add_observer
+        from agdb.engine._node import Node
 
         if self._handle is None:
+            self._node_init = Node.__init__.__code__
             self._log_culprits = logging.getLogger("agdb.seq_nr").isEnabledFor(logging.INFO)
             self._handle = add_observer(self)
         return self
@@ -199,8 +204,18 @@ class Recorder:
         except AttributeError:
             thread = self._thread()
         uid = node._uid
-        frame = user_frame()
-        self.bumps[uid] = _new(Bump, (node._name or node.name(), seq_nr, self._frame_index(frame)))
+        # NOTE [bump frames]: the engine bumps a node's seq_nr in Node.__init__, which calls this through notify; the
+        # walk for the user's line starts past those frames when the frame two up is Node.__init__ (three fewer steps
+        # of the walk per op), and at the caller otherwise (a direct call, a test).
+        try:
+            f = _getframe(2)
+        except ValueError:  # called from a script's top level
+            f = None
+        frame = user_frame_from(f.f_back if f is not None and f.f_code is self._node_init else _getframe(1))
+        index = self._frames.get((id(frame.f_code), frame.f_lasti)) if frame is not None else -1  # _frame_index's
+        if index is None:  # first look-up, inline: its call costs more than the look-up
+            index = self._frame_index(frame)
+        self.bumps[uid] = _new(Bump, (node._name or node.name(), seq_nr, index))
         self.rows.extend((_K_BUMP, thread, 0, uid, 0, 0, 0))
         if self._log_culprits:
             culprits.log_bump(node, seq_nr, frame)
@@ -214,7 +229,23 @@ class Recorder:
         bump = self.bumps.get(uid)
         frame = bump[2] if bump is not None else self._frame_index(user_frame())
         rows = self.rows
-        self.nodes[uid] = _static(node, frame, self.builder.num_events, thread)
+        metadata = node._input_metadata
+        edges = node.next_edges
+        if len(metadata) == 1 and metadata[0].device == "cpu" and len(edges) <= 2:
+            # An op's node (one output on the CPU, one or two inputs): _static's facts, made inline (a call and a
+            # list comprehension per op are measurable in the forward).
+            if not edges:
+                flat = ()
+            elif len(edges) == 1:
+                c, nr = edges[0]
+                flat = (c._uid if c is not None else 0, nr)
+            else:
+                (c, nr), (c2, nr2) = edges
+                flat = (c._uid if c is not None else 0, nr, c2._uid if c2 is not None else 0, nr2)
+            self.nodes[uid] = _new(NodeFacts, (node._name or node.name(), node._seq, node._topo, "cpu", thread, flat,
+                                               frame, self.builder.num_events, 1))
+        else:
+            self.nodes[uid] = _static(node, frame, self.builder.num_events, thread)
         if bump is not None:  # its facts are in the node's now; the snapshot copies bumps before node_facts
             del self.bumps[uid]
         rows.extend((_K_CREATED, thread, 0, uid, 0, 0, 0))
@@ -326,6 +357,15 @@ class Recorder:
         if len(outputs) == 1 and (t := outputs[0]) is not None and (data := t._data) is not None \
                 and data.size <= SMALL and t._device == "cpu":
             self.summaries.append(data.copy())  # as in node_started
+        elif len(outputs) == 2 and (outputs[1] is None or outputs[0] is None):
+            # A binary op with one operand that needs no grad (`y * 1.0001`, `y + 0.5`: a third and more of a
+            # backward's nodes): _summaries' group, (copy, None) or (None, copy), made inline when the other is a
+            # small CPU tensor.
+            t = outputs[0] if outputs[1] is None else outputs[1]
+            if t is not None and (data := t._data) is not None and data.size <= SMALL and t._device == "cpu":
+                self.summaries.append((data.copy(), None) if outputs[1] is None else (None, data.copy()))
+            else:
+                self._summaries(outputs)
         else:
             self._summaries(outputs)
         self.rows.extend((_K_NFINISH, thread, gt.id, node._uid, 0, 0, 0))
