@@ -115,7 +115,7 @@ class Backward:
         for i, (n, _) in enumerate(inputs):
             if n is None:  # a leaf: its AccumulateGrad if the walk met one (torch does not make one here)
                 key = walker.leaf_key(given[i])
-                if key is not None and key in graph.seq:
+                if key is not None and key in graph.edges:  # every node of the graph has an entry
                     inputs[i] = (key, 0)
         call.before = _seq()
         call.frame = self._forward.user_frame()

@@ -11,12 +11,13 @@ import gc
 import itertools
 import sys
 import threading
+from collections import defaultdict
 from typing import Any, Iterator
 
 import torch
 
 from agdb.tracer.recording.builder import TraceBuilder
-from agdb.tracer.sources.torch.model import Divergence, EngineModel
+from agdb.tracer.sources.torch.model import Divergence, EngineModel, SeqNrs
 
 _seq = torch.autograd._get_sequence_nr
 
@@ -106,9 +107,10 @@ class BridgeState:
         self.local = threading.local()  # state; while a backward call begins: call_frame, names
         self.states: list[ThreadState] = []
         self.lock = threading.Lock()
-        # NOTE [seq keys]: seq_nr in the low bits, so that a dict of them spreads over its table (with the thread
-        # row low, as `seq << 16 | row`, the keys of one thread share their low 16 bits and collide).
-        self.seq_keys: dict[int, int] = {}  # seq_nr | thread row << 64 -> key
+        # One dict per thread row, keyed by the seq_nr itself: the int object the node's facts hold already (a key
+        # made of both, such as `seq | row << 64`, is an int of its own per node: 36 B).
+        self.seq_keys: defaultdict[int, dict[int, int]] = defaultdict(dict)  # thread row -> {seq_nr: key}
+        self.seq_nrs = SeqNrs()  # key -> seq_nr, of every node a walk met (the graphs' `seq`)
         self.acc_keys: dict[int, tuple[Any, int]] = {}  # id(leaf) -> (weakref to it, key)
         self.is_acc: set[int] = set()
         self.acc_alive: dict[int, Any] = {}  # AccumulateGrad key -> weakref to its pre-hook dict (node identity)
