@@ -53,7 +53,7 @@ class Call:
 
     def __init__(self) -> None:
         self.begun = False
-        self.hooked: list[int] = []  # keys whose hooks this call put on a graph it frees: removed after it
+        self.hooked: list = []  # the nodes this call hooked on a graph it frees, removed after it (NOTE [hooked nodes])
         self.torch_id: int | None = None  # torch's graph task id, read by the witness hook on its roots
         self.parent_id = -1  # the graph task running when the call began (-1: none; else this one is reentrant)
         self.witness: list[int] | None = None  # torch's execution order, read in the root's pre-hook (NOTE [witness])
@@ -115,7 +115,8 @@ class BridgeState:
         self.is_acc: set[int] = set()
         self.acc_alive: dict[int, Any] = {}  # AccumulateGrad key -> weakref to its pre-hook dict (node identity)
         self.unnamed: set[int] = set()  # bumped as `?`: a walk that meets the node names it
-        self.handles: dict[int, Any] = {}  # key -> weakref to its pre-hook dict (hooks.HookDict)
+        # key -> weakref to its pre-hook dict, for the nodes of retained graphs (NOTE [hooked nodes] in hooks.py)
+        self.handles: dict[int, Any] = {}
         self.type_names: dict[type, str] = {}  # a node's Python type -> its name() (one name per C++ node type)
         self.divergences: list[dict] = []
         self.failures: list[str] = []  # the bridge's own errors: that backward ran unrecorded (meta["bridge_errors"])

@@ -41,12 +41,12 @@ UNNUMBERED = -1
 
 
 class Walk:
-    """What one walk found: each node's key by the id of its wrapper, the graph, and the keys it hooked."""
+    """What one walk found: each node's key by the id of its wrapper, the graph, and the nodes it hooked."""
 
     def __init__(self, seq_nrs: SeqNrs) -> None:
         self.key_of: dict[int, int] = {}
         self.graph = Graph(seq_nrs, {}, {})
-        self.hooked: list[int] = []  # keys hooked by this walk
+        self.hooked: list = []  # the nodes this walk hooked: key, pre-hook dict, ... (NOTE [hooked nodes] in hooks.py)
 
 
 class Walker:
