@@ -84,7 +84,7 @@ class Forward:
         if start == state.rlast and not state.log and not state.calls:
             row = state.row
             keys = self._seq_keys[row]
-            if start in keys:  # a walk met a node with this number first
+            if keys.get(start) is not None:  # a walk met a node with this number first
                 self.bump(row, start, name, frame)
             else:  # bump's rows; no entry in the bumps, read only for a node whose facts lack a frame
                 key = keys[start] = next(self._keys)

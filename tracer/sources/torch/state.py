@@ -11,6 +11,7 @@ import gc
 import itertools
 import sys
 import threading
+from array import array
 from collections import defaultdict
 from typing import Any, Iterator
 
@@ -23,6 +24,55 @@ _seq = torch.autograd._get_sequence_nr
 
 # Log entries (NOTE [observe now, reconstruct later] in bridge.py): tuples whose first item is one of these.
 CALL, PRE, POST, BUMP, END, HOOK, NODE = range(7)
+
+
+class SeqKeys:
+    """One thread's seq_nr -> node key (NOTE [node identity] in walk.py): a column from the first seq_nr it is given
+    on, since a thread's numbers come one by one (a dict of a million-node graph's costs ~84 B a node, the column 8),
+    and a dict for a number below that or far past the column's end (a node made before the recording, or one given
+    its number by `_set_sequence_nr`)."""
+
+    __slots__ = ("base", "col", "other")
+
+    REACH = 1 << 16
+    """How far past the column's end a number may fall and still extend it (the numbers in between read as none)."""
+
+    def __init__(self) -> None:
+        self.base = -1  # the seq_nr of col[0], once one is set
+        self.col = array("q")  # a key (node keys start at 1), or 0: none
+        self.other: dict[int, int] = {}
+
+    def get(self, seq: int, default: int | None = None) -> int | None:
+        """The key of `seq`, or `default`."""
+        i = seq - self.base
+        if 0 <= i < len(self.col):
+            key = self.col[i]
+            if key:
+                return key
+        return self.other.get(seq, default)
+
+    def __setitem__(self, seq: int, key: int) -> None:
+        col = self.col
+        if self.base < 0:
+            self.base = seq
+        i = seq - self.base
+        if 0 <= i < len(col):
+            col[i] = key
+            self.other.pop(seq, None)
+        elif len(col) <= i < len(col) + self.REACH:
+            if i > len(col):
+                col.extend(bytes(8 * (i - len(col))))  # zeros: no key
+            col.append(key)
+            self.other.pop(seq, None)
+        else:
+            self.other[seq] = key
+
+    def setdefault(self, seq: int, key: int) -> int:
+        """The key of `seq`, set to `key` if it had none."""
+        found = self.get(seq)
+        if found is None:
+            self[seq] = found = key
+        return found
 
 
 class Emitter:
@@ -107,9 +157,7 @@ class BridgeState:
         self.local = threading.local()  # state; while a backward call begins: call_frame, names
         self.states: list[ThreadState] = []
         self.lock = threading.Lock()
-        # One dict per thread row, keyed by the seq_nr itself: the int object the node's facts hold already (a key
-        # made of both, such as `seq | row << 64`, is an int of its own per node: 36 B).
-        self.seq_keys: defaultdict[int, dict[int, int]] = defaultdict(dict)  # thread row -> {seq_nr: key}
+        self.seq_keys: defaultdict[int, SeqKeys] = defaultdict(SeqKeys)  # thread row -> its seq_nrs' keys
         self.seq_nrs = SeqNrs()  # key -> seq_nr, of every node a walk met (the graphs' `seq`)
         self.acc_keys: dict[int, tuple[Any, int]] = {}  # id(leaf) -> (weakref to it, key)
         self.is_acc: set[int] = set()

@@ -162,7 +162,7 @@ class Walker:
                 # The fields of TraceBuilder.node, written here (a walk's edges are already (key or 0, int) pairs);
                 # node() writes them the same way for a node described from the log.
                 edges = edges_of[key]  # flat, as _flat makes them (inline: a call per node costs the walk)
-                if old.seq_nr == seq:  # the increment's int, which the thread's seq_keys hold too: not a second one
+                if old.seq_nr == seq:  # the increment's int: not a second one per node
                     seq = old.seq_nr
                 facts_of[key] = _new(NodeFacts, (name, seq, 0, "cpu", old.thread,
                                                  edges[0] if len(edges) == 1 else tuple(_chain(edges)),
