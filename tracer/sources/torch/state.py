@@ -61,7 +61,7 @@ class SeqKeys:
             self.other.pop(seq, None)
         elif len(col) <= i < len(col) + self.REACH:
             if i > len(col):
-                col.extend(bytes(8 * (i - len(col))))  # zeros: no key
+                col.frombytes(bytes(col.itemsize * (i - len(col))))  # zeros: no key
             col.append(key)
             self.other.pop(seq, None)
         else:
