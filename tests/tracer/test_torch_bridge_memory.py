@@ -18,10 +18,17 @@ torch = pytest.importorskip("torch")
 from agdb import tracer  # noqa: E402
 from agdb.tracer.store.schema import Kind  # noqa: E402
 
-HOOK_BYTES_PER_NODE = 650
+HOOK_BYTES_PER_NODE = 530
 """What the bridge's pre- and post-hook on one node may hold in Python objects (their callable, the node's two
-hook dicts, and the bridge's weak reference to them): about 600 B. Two closures, two OrderedDicts and a weak
-reference to each held about 1,580; one callable and two weak references, about 820; int-keyed dicts, 680."""
+hook dicts, and the walk's note of them: NOTE [hooked nodes] in tracer/sources/torch/hooks.py): about 490 B. Two
+closures, two OrderedDicts and a weak reference to each held about 1,580; one callable and two weak references,
+about 820; int-keyed dicts, 680; a weak reference to the first and an entry in a dict by key, 600."""
+
+RECORDING_BYTES_PER_NODE = 1300
+"""What recording a deep chain may hold in Python objects a node while its backward runs, beyond the plain run
+(hooks, keys, seq_nrs, edges, dependency counts, node facts, the events so far): about 1,230 B on a 10,000-node
+chain; 1,420 with a dict per graph of seq_nrs, one per row of seq_nr -> key, a weak reference per hooked node and a
+set of the nodes described."""
 
 
 def _chain(n: int):
@@ -57,7 +64,7 @@ def test_hooks_hold_at_most_the_budget_per_node():
             LEAN.thread = None
             tracemalloc.stop()
         bridge.hooks.unhook(hooked)
-    assert len(hooked) == len(nodes) > 2000
+    assert len(hooked) == 2 * len(nodes) > 4000  # key and pre-hook dict of each (NOTE [hooked nodes])
     assert held / len(nodes) <= HOOK_BYTES_PER_NODE, f"{held / len(nodes):.0f} B per node"
 
 
@@ -158,3 +165,83 @@ def test_finish_releases_freed_memory_before_it_freezes_the_trace(monkeypatch):
     with tracer.record("torch"):
         (torch.ones(2, requires_grad=True) * 2).sum().backward()
     assert calls == ["released", "frozen"]
+
+
+def test_a_nested_call_leaves_the_outer_call_its_hooks():
+    """A backward call made from a tensor hook while another runs walks nodes the outer call hooked: it neither
+    hooks them again nor takes their hooks off when it returns (NOTE [hooked nodes] in
+    tracer/sources/torch/hooks.py), so the outer call's AddBackward0 and AccumulateGrad are still seen to run."""
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    with tracer.record("torch") as rec:
+        y = x + 1  # no node here saves a tensor: the inner call may free the graph it shares
+        z, w = y * 2, (y * 3).sum()
+        z.register_hook(lambda g: torch.autograd.grad(w, x) and None)
+        z.sum().backward()
+        handle = y.grad_fn.register_prehook(lambda g: None)  # torch's own registration: its handle finds the dict
+    from agdb.tracer.sources.torch.hooks import HOOK_KEY
+
+    assert HOOK_KEY not in handle.hooks_dict_ref()  # taken off once the outer call returned
+    trace = rec.trace
+    started = [trace.node(trace.event_node(int(s))).name for s in trace.steps_of(Kind.NODE_STARTED)]
+    assert started.count("AddBackward0") == 2 and started.count("torch::autograd::AccumulateGrad") == 1
+    assert trace.meta["divergences"] == []
+
+
+def test_a_deep_chain_s_recording_holds_at_most_the_budget_per_node(monkeypatch):
+    """While a 10,000-node chain's backward runs (read from a hook on the leaf, which runs last), the recording holds
+    at most RECORDING_BYTES_PER_NODE a node in Python objects (the graph itself is torch's, in C++)."""
+    from agdb.tracer.sources.torch import reconstruct
+
+    monkeypatch.setattr(reconstruct, "PART", 1024, raising=False)  # as a long backward's log is (replayed in parts)
+    n = 10_000
+    x = torch.ones(2, requires_grad=True)
+    seen = []
+    gc.collect()
+    tracemalloc.start()
+    try:
+        with tracer.record("torch") as rec:
+            before = tracemalloc.get_traced_memory()[0]
+            h = x
+            for _ in range(n):
+                h = h.tanh()
+            x.register_hook(lambda g: seen.append(tracemalloc.get_traced_memory()[0] - before))
+            h.sum().backward()
+            del h
+    finally:
+        tracemalloc.stop()
+    assert len(rec.trace.steps_of(Kind.NODE_STARTED)) == n + 2 and rec.trace.meta["divergences"] == []
+    assert seen[0] / n <= RECORDING_BYTES_PER_NODE, f"{seen[0] / n:.0f} B per node"
+
+
+def test_seq_keys_map_like_a_dict():
+    """SeqKeys (a thread's seq_nr -> key) answers as a dict given the same writes would, for numbers in its column,
+    below it, and past its reach."""
+    from agdb.tracer.sources.torch.state import SeqKeys
+
+    keys, truth = SeqKeys(), {}
+    reach = SeqKeys.REACH
+    writes = [(100, 1), (101, 2), (103, 3), (50, 4), (100 + 4 * reach, 5), (102, 6), (104 + reach // 2, 7),
+              (100 + 4 * reach, 8), (101, 9)]
+    for seq, key in writes:
+        keys[seq] = key
+        truth[seq] = key
+    assert keys.setdefault(102, 99) == 6 and keys.setdefault(200, 10) == 10
+    truth[200] = 10
+    for seq in [*truth, 0, 49, 99, 105, 103 + reach // 2, 10**12]:
+        assert keys.get(seq) == truth.get(seq) and keys.get(seq, 0) == truth.get(seq, 0)
+
+
+def test_seq_nrs_map_like_a_dict():
+    """SeqNrs (node key -> seq_nr, shared by the bridge's graphs) answers as a dict would, UINT64_MAX included."""
+    from agdb.tracer.sources.torch.model import SeqNrs
+    from agdb.tracer.store.schema import UINT64_MAX
+
+    seqs, truth = SeqNrs(), {}
+    for key, seq in [(5, 0), (1, 7), (3000, UINT64_MAX), (2, 12), (5, 3)]:
+        seqs[key] = seq
+        truth[key] = seq
+    for key in [*truth, 0, 4, 2999, 3001, 10**6]:
+        assert seqs.get(key) == truth.get(key) and seqs.get(key, 0) == truth.get(key, 0)
+    assert seqs[3000] == UINT64_MAX
+    with pytest.raises(KeyError):
+        seqs[4]

@@ -77,6 +77,7 @@ class Backward:
                 gc.enable()
             state.calls.remove(call)
             self._hooks.unhook(call.hooked)
+            call.hooked = []  # its hook dicts (NOTE [hooked nodes] in hooks.py) go with the graph
             for handle in call.witness_hooks:
                 handle.remove()
             state.last = _seq()  # the reconstruction accounts for every increment up to here
@@ -108,6 +109,7 @@ class Backward:
             key_of = walked.key_of
             if params["retain_graph"]:  # a graph kept for another backward keeps its walk and its hooks
                 walker.remember(state, starts, key_of, graph)
+                self._hooks.keep(walked.hooked)
             else:
                 call.hooked = walked.hooked
         else:
@@ -115,7 +117,7 @@ class Backward:
         for i, (n, _) in enumerate(inputs):
             if n is None:  # a leaf: its AccumulateGrad if the walk met one (torch does not make one here)
                 key = walker.leaf_key(given[i])
-                if key is not None and key in graph.seq:
+                if key is not None and key in graph.edges:  # every node of the graph has an entry
                     inputs[i] = (key, 0)
         call.before = _seq()
         call.frame = self._forward.user_frame()

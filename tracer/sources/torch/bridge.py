@@ -107,6 +107,8 @@ class Bridge:
                 for entry in list(state.log):  # its walks met are made, so that no edge points at nothing
                     if entry[0] == NODE:
                         self.walker.node(state, -1, *entry[1:])
+            for call in state.calls:  # its graph's hooks come off now, as the retained graphs' do
+                self.hooks.unhook(call.hooked)
         self.hooks.unhook_all()
         self.walker.forget()
 

@@ -83,12 +83,11 @@ class Forward:
         path]), written straight to the builder's rows when nothing is pending."""
         if start == state.rlast and not state.log and not state.calls:
             row = state.row
-            k = start | row << 64
-            keys = self._seq_keys
-            if k in keys:  # a walk met a node with this number first
+            keys = self._seq_keys[row]
+            if keys.get(start) is not None:  # a walk met a node with this number first
                 self.bump(row, start, name, frame)
             else:  # bump's rows; no entry in the bumps, read only for a node whose facts lack a frame
-                key = keys[k] = next(self._keys)
+                key = keys[start] = next(self._keys)
                 raw = self.raw
                 rows = raw.rows
                 raw.node_facts[key] = _new(NodeFacts, (name, start, 0, "cpu", row, (), frame, self.b.num_events + 1, 1))
@@ -125,10 +124,10 @@ class Forward:
         """Nodes bumped as `?` (seq_nr -> name) met later by a line that kept what they led to (NOTE [line
         culprits])."""
         self.write_seen(state)
-        keys, unnamed, high = self._seq_keys, self._unnamed, state.row << 64
+        keys, unnamed = self._seq_keys[state.row], self._unnamed
         facts_of, bumps = self.raw.node_facts, self.raw.bumps
         for seq, name in names.items():
-            key = keys.get(seq | high)
+            key = keys.get(seq)
             if key is None or key not in unnamed:
                 continue
             unnamed.discard(key)
@@ -167,9 +166,10 @@ class Forward:
     # -- writing increments ----------------------------------------------------------------------------------------
     def bump(self, row: int, seq: int, name: str, frame: int) -> int:
         """Write one increment; a node a walk already met keeps its key (and its name, if ours is a guess)."""
-        key = self._seq_keys.get(seq | row << 64)
+        keys = self._seq_keys[row]
+        key = keys.get(seq)
         if key is None:
-            key = self._seq_keys[seq | row << 64] = next(self._keys)
+            key = keys[seq] = next(self._keys)
         else:
             facts = self.raw.node_facts.get(key)
             if facts is not None and name.startswith("?"):

@@ -28,9 +28,9 @@ class _LeanRegistration(threading.local):
     Registering a hook on a node calls torch's `_HookMixin._register_hook`, which makes a RemovableHandle (a
     Python object, a weak reference and a class counter): a third of what walking and hooking a new graph cost.
     While the bridge walks on this thread, the bridge's version stores the hook in the node's hook dict under
-    a key no RemovableHandle takes (HOOK_KEY) and hands back the dict itself, which the bridge refers
-    to weakly (the dict lives as long as the node) and removes its hook from by that key. Any other thread,
-    and this one outside a walk, gets torch's own.
+    a key no RemovableHandle takes (HOOK_KEY) and hands back the dict itself (None if the dict holds a hook of ours
+    for the same log: the node is hooked already), which the bridge removes its hook from by that key. Any other
+    thread, and this one outside a walk, gets torch's own.
     The dict it makes is a HookDict, not torch's OrderedDict: a node's one hook dict (one for its pre-hooks, one
     for its post-hooks) costs a deep graph memory per node, and a plain dict with room for a weak reference is
     less than half an OrderedDict. torch only iterates the dict, and adds a later hook to it like to its own.
@@ -61,6 +61,10 @@ def register_hook(backward_hooks: Any, hook: Any) -> tuple:
         return _ORIGINAL_REGISTER.__func__(backward_hooks, hook)
     if backward_hooks is None:
         backward_hooks = HookDict()
+    else:
+        old = backward_hooks.get(HOOK_KEY)
+        if old is not None and getattr(old, "log", None) is hook.log:
+            return backward_hooks, None  # the node has ours, for this thread's log already (Hooks.hook)
     backward_hooks[HOOK_KEY] = hook
     return backward_hooks, backward_hooks
 
@@ -105,7 +109,16 @@ class ShapesHook(NodeHook):
 
 
 class Hooks:
-    """Puts the bridge's hooks on nodes and takes them off; `shared.handles` holds them, by node key."""
+    """Puts the bridge's hooks on nodes and takes them off.
+
+    NOTE [hooked nodes]
+    A walk notes each node it hooked as two items of its list `hooked`: the node's key and its pre-hook dict itself
+    (strongly: a dict holds no node, and the call that frees the graph unhooks it when it returns, then lets the
+    list go). Only the nodes of a retained graph, whose hooks stay until the recording ends, are kept by key in
+    `shared.handles`, weakly (`keep`); an AccumulateGrad's pre-hook dict, weakly in `shared.acc_alive`, tells
+    whether that node still lives (NOTE [node identity] in walk.py). A million-node graph freed by its backward
+    thus costs its walk one list, rather than a weak reference and a dict entry per node.
+    """
 
     def __init__(self, shared: BridgeState) -> None:
         self.values = shared.values
@@ -114,17 +127,12 @@ class Hooks:
         self._acc_alive = shared.acc_alive
         self._foreign: dict[int, Any] = {}  # key -> weakref to its post-hook dict, when its pre-hook dict is not ours
 
-    def hook(self, n: Any, key: int, state: ThreadState, hooked: list[int], mode: Any) -> None:
-        """Hook node `n` (`key`) for this thread's log, unless it has ours already; note its key in `hooked`.
-        `mode` is what a custom Function's backward runs with (culprits seen in it), or None."""
-        ref = self._handles.get(key)
-        pre_dict = ref() if ref is not None else None
-        if pre_dict is not None:
-            if getattr(pre_dict.get(HOOK_KEY), "log", None) is state.log:
-                return  # this node already has ours: once per graph, not once per backward
-            # hooked for another thread's backward: this thread's log from now on (registering again replaces them)
-        # The hooks append to this thread's log list itself: a backward on the CPU runs on the thread that
-        # called it, and a lookup per call (threading.local) would cost as much as the hook.
+    def hook(self, n: Any, key: int, state: ThreadState, hooked: list, mode: Any) -> None:
+        """Hook node `n` (`key`) for this thread's log, unless it has ours already; note it in `hooked` (NOTE [hooked
+        nodes]). `mode` is what a custom Function's backward runs with (culprits seen in it), or None."""
+        # A node hooked for another thread's backward logs to this thread's log from now on (registering again
+        # replaces our hook in its dicts). The hooks append to this thread's log list itself: a backward on the CPU
+        # runs on the thread that called it, and a lookup per call (threading.local) would cost as much as the hook.
         # A pre-hook logs torch's graph task id and the seq_nr of the node torch says is running
         # (`_current_autograd_node()`), checked against the hook's own node and call when the log is replayed.
         log, values = state.log, self.values
@@ -137,23 +145,31 @@ class Hooks:
         # refers weakly to the pre-hook dict only, which holds the post-hook dict when it is ours (HookDict); a
         # dict torch made for an earlier hook of the program's cannot, and `_foreign` refers to its partner.
         pre_dict = n.register_prehook(pre)
+        if pre_dict is None:
+            return  # this node has ours already: once per graph, not once per backward
         post_dict = n.register_hook(post)
         if type(pre_dict) is HookDict:
             pre_dict.post = post_dict
         else:
             self._foreign[key] = _weakref(post_dict)
-        self._handles[key] = ref = _weakref(pre_dict)
-        hooked.append(key)
+        hooked += key, pre_dict
         if key in self._is_acc:
-            self._acc_alive[key] = ref
+            self._acc_alive[key] = _weakref(pre_dict)
 
-    def unhook(self, keys: list[int]) -> None:
-        """Take the bridge's hooks off the nodes `keys`."""
+    def keep(self, hooked: list) -> None:
+        """The nodes a walk hooked belong to a retained graph: their hooks stay until the recording ends (NOTE
+        [hooked nodes])."""
         handles = self._handles
-        for key in keys:
-            ref = handles.pop(key, None)
-            if ref is not None:
-                self._unhook(key, ref())
+        for i in range(0, len(hooked), 2):
+            handles[hooked[i]] = _weakref(hooked[i + 1])
+
+    def unhook(self, hooked: list) -> None:
+        """Take the bridge's hooks off the nodes a walk hooked (`hooked`: NOTE [hooked nodes])."""
+        handles = self._handles
+        for i in range(0, len(hooked), 2):
+            key = hooked[i]
+            handles.pop(key, None)
+            self._unhook(key, hooked[i + 1])
 
     def unhook_all(self) -> None:
         """Take every hook of the bridge off its node."""

@@ -16,25 +16,67 @@ follows what was observed so that one difference is not reported again at every 
 """
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from agdb.tracer.replay import scheduler
 from agdb.tracer.replay.scheduler import ExecInfo, NodeTask, node_key
+from agdb.tracer.store.schema import UINT64_MAX
+
+ABSENT = UINT64_MAX - 1
+"""What SeqNrs holds for a key with no seq_nr: never one of torch's (its counters count up from 0 by ones; a node with
+no number has UINT64_MAX)."""
 
 Capture = Callable[["GraphTaskModel", int, int], Any]
 """(graph task, node, result index) -> the captured grad, when the bridge knows it."""
+
+
+class SeqNrs:
+    """Node key -> seq_nr, as a column indexed by the key: for the bridge's keys, small ints handed out one by one
+    (a dict of a million-node graph's seq_nrs costs ~84 B a node, the column 8). A key's seq_nr never changes
+    (NOTE [node identity] in walk.py), so every graph the bridge walks shares one column; a key no walk gave a
+    seq_nr reads as absent."""
+
+    __slots__ = ("col",)
+
+    def __init__(self) -> None:
+        self.col = array("Q")  # ABSENT where no seq_nr was set
+
+    def grow(self, key: int) -> None:
+        """Make room up to `key` (at least doubling, so that a walk's appends cost O(1) each)."""
+        col = self.col
+        col.extend(array("Q", [ABSENT]) * max(key + 1 - len(col), len(col), 1024))
+
+    def __setitem__(self, key: int, seq: int) -> None:
+        if key >= len(self.col):
+            self.grow(key)
+        self.col[key] = seq
+
+    def get(self, key: int, default: int | None = None) -> int | None:
+        """The seq_nr of `key`, or `default` if none was set."""
+        col = self.col
+        seq = col[key] if 0 <= key < len(col) else ABSENT
+        return default if seq == ABSENT else seq
+
+    def __getitem__(self, key: int) -> int:
+        seq = self.get(key)
+        if seq is None:
+            raise KeyError(key)
+        return seq
+
 
 
 @dataclass(frozen=True)
 class Graph:
     """The part of the autograd graph a backward call can reach, as plain data.
 
-    seq: node key -> seq_nr; edges: node key -> next edges as (child key or 0, input_nr); num_inputs: input slots,
-    of the nodes with more than one (a node not in it has one).
+    seq: node key -> seq_nr (a dict, or the bridge's SeqNrs, shared by its graphs); edges: node key -> next edges as
+    (child key or 0, input_nr), one entry for each node of the graph; num_inputs: input slots, of the nodes with more
+    than one (a node not in it has one).
     """
 
-    seq: dict[int, int]
+    seq: dict[int, int] | SeqNrs
     edges: dict[int, tuple[tuple[int, int], ...]]
     num_inputs: dict[int, int] = field(default_factory=dict)
 

@@ -181,7 +181,7 @@ class Reconstruction:
             entry["execution_order"] = verdict
         self.graph_tasks.append(entry)
 
-    def _unnumbered_as_popped(self, witness: list[int], popped: list[int], seq: dict[int, int]) -> list[int]:
+    def _unnumbered_as_popped(self, witness: list[int], popped: list[int], seq: Any) -> list[int]:
         """The witness with each UNNUMBERED node (an Error node: walk.Walker.witness_key) taken as the node the model
         popped at its place, when that one too has no seq_nr and no leaf; any other stays a difference."""
         if UNNUMBERED not in witness:

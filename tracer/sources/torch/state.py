@@ -11,17 +11,68 @@ import gc
 import itertools
 import sys
 import threading
+from array import array
+from collections import defaultdict
 from typing import Any, Iterator
 
 import torch
 
 from agdb.tracer.recording.builder import TraceBuilder
-from agdb.tracer.sources.torch.model import Divergence, EngineModel
+from agdb.tracer.sources.torch.model import Divergence, EngineModel, SeqNrs
 
 _seq = torch.autograd._get_sequence_nr
 
 # Log entries (NOTE [observe now, reconstruct later] in bridge.py): tuples whose first item is one of these.
 CALL, PRE, POST, BUMP, END, HOOK, NODE = range(7)
+
+
+class SeqKeys:
+    """One thread's seq_nr -> node key (NOTE [node identity] in walk.py): a column from the first seq_nr it is given
+    on, since a thread's numbers come one by one (a dict of a million-node graph's costs ~84 B a node, the column 8),
+    and a dict for a number below that or far past the column's end (a node made before the recording, or one given
+    its number by `_set_sequence_nr`)."""
+
+    __slots__ = ("base", "col", "other")
+
+    REACH = 1 << 16
+    """How far past the column's end a number may fall and still extend it (the numbers in between read as none)."""
+
+    def __init__(self) -> None:
+        self.base = -1  # the seq_nr of col[0], once one is set
+        self.col = array("q")  # a key (node keys start at 1), or 0: none
+        self.other: dict[int, int] = {}
+
+    def get(self, seq: int, default: int | None = None) -> int | None:
+        """The key of `seq`, or `default`."""
+        i = seq - self.base
+        if 0 <= i < len(self.col):
+            key = self.col[i]
+            if key:
+                return key
+        return self.other.get(seq, default)
+
+    def __setitem__(self, seq: int, key: int) -> None:
+        col = self.col
+        if self.base < 0:
+            self.base = seq
+        i = seq - self.base
+        if 0 <= i < len(col):
+            col[i] = key
+            self.other.pop(seq, None)
+        elif len(col) <= i < len(col) + self.REACH:
+            if i > len(col):
+                col.frombytes(bytes(col.itemsize * (i - len(col))))  # zeros: no key
+            col.append(key)
+            self.other.pop(seq, None)
+        else:
+            self.other[seq] = key
+
+    def setdefault(self, seq: int, key: int) -> int:
+        """The key of `seq`, set to `key` if it had none."""
+        found = self.get(seq)
+        if found is None:
+            self[seq] = found = key
+        return found
 
 
 class Emitter:
@@ -52,7 +103,7 @@ class Call:
 
     def __init__(self) -> None:
         self.begun = False
-        self.hooked: list[int] = []  # keys whose hooks this call put on a graph it frees: removed after it
+        self.hooked: list = []  # the nodes this call hooked on a graph it frees, removed after it (NOTE [hooked nodes])
         self.torch_id: int | None = None  # torch's graph task id, read by the witness hook on its roots
         self.parent_id = -1  # the graph task running when the call began (-1: none; else this one is reentrant)
         self.witness: list[int] | None = None  # torch's execution order, read in the root's pre-hook (NOTE [witness])
@@ -106,14 +157,14 @@ class BridgeState:
         self.local = threading.local()  # state; while a backward call begins: call_frame, names
         self.states: list[ThreadState] = []
         self.lock = threading.Lock()
-        # NOTE [seq keys]: seq_nr in the low bits, so that a dict of them spreads over its table (with the thread
-        # row low, as `seq << 16 | row`, the keys of one thread share their low 16 bits and collide).
-        self.seq_keys: dict[int, int] = {}  # seq_nr | thread row << 64 -> key
+        self.seq_keys: defaultdict[int, SeqKeys] = defaultdict(SeqKeys)  # thread row -> its seq_nrs' keys
+        self.seq_nrs = SeqNrs()  # key -> seq_nr, of every node a walk met (the graphs' `seq`)
         self.acc_keys: dict[int, tuple[Any, int]] = {}  # id(leaf) -> (weakref to it, key)
         self.is_acc: set[int] = set()
         self.acc_alive: dict[int, Any] = {}  # AccumulateGrad key -> weakref to its pre-hook dict (node identity)
         self.unnamed: set[int] = set()  # bumped as `?`: a walk that meets the node names it
-        self.handles: dict[int, Any] = {}  # key -> weakref to its pre-hook dict (hooks.HookDict)
+        # key -> weakref to its pre-hook dict, for the nodes of retained graphs (NOTE [hooked nodes] in hooks.py)
+        self.handles: dict[int, Any] = {}
         self.type_names: dict[type, str] = {}  # a node's Python type -> its name() (one name per C++ node type)
         self.divergences: list[dict] = []
         self.failures: list[str] = []  # the bridge's own errors: that backward ran unrecorded (meta["bridge_errors"])

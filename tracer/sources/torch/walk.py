@@ -23,7 +23,7 @@ from typing import Any
 from agdb.tracer.recording.builder import Bump, NodeFacts
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import LEAN, Hooks
-from agdb.tracer.sources.torch.model import Graph
+from agdb.tracer.sources.torch.model import Graph, SeqNrs
 from agdb.tracer.sources.torch.naming import LeafNames
 from agdb.tracer.sources.torch.state import NODE, BridgeState, ThreadState
 from agdb.tracer.store.schema import UINT64_MAX
@@ -41,12 +41,12 @@ UNNUMBERED = -1
 
 
 class Walk:
-    """What one walk found: each node's key by the id of its wrapper, the graph, and the keys it hooked."""
+    """What one walk found: each node's key by the id of its wrapper, the graph, and the nodes it hooked."""
 
-    def __init__(self) -> None:
+    def __init__(self, seq_nrs: SeqNrs) -> None:
         self.key_of: dict[int, int] = {}
-        self.graph = Graph({}, {}, {})
-        self.hooked: list[int] = []  # keys hooked by this walk
+        self.graph = Graph(seq_nrs, {}, {})
+        self.hooked: list = []  # the nodes this walk hooked: key, pre-hook dict, ... (NOTE [hooked nodes] in hooks.py)
 
 
 class Walker:
@@ -67,15 +67,16 @@ class Walker:
         self._hook = hooks.hook
         self._gap = forward.gap
         self._leaf_name = leaf_names.leaf_name
-        # Keys whose edges the trace has: an increment writes a node's facts with none (its edges are not known
-        # then); the first walk that meets it writes them (describe).
-        self._described: set[int] = set()
+        # Whether the trace has a key's edges, indexed by key (1 B a key): an increment writes a node's facts with
+        # none (its edges are not known then); the first walk that meets it writes them (describe).
+        self._described = bytearray()
+        self._seq_nrs = shared.seq_nrs
         self._walks: dict[tuple, Graph] = {}  # (thread row, start nodes' keys) -> the graph walked from them
 
     # -- the graph -----------------------------------------------------------------------------------------------
     def walk(self, state: ThreadState, nodes: list) -> Walk:
         """Every node reachable from `nodes`, in one pass: keys, edges, hooks, and facts for nodes new to the trace."""
-        walk = Walk()
+        walk = Walk(self._seq_nrs)
         held: list = []  # wrappers stay alive during the walk, so id() names one node (NOTE [node identity])
         new: list = []
         LEAN.thread = threading.get_ident()
@@ -91,7 +92,8 @@ class Walker:
         row = state.row
         key_of = walk.key_of
         graph = walk.graph
-        seq_of, edges_of, inputs_of = graph.seq, graph.edges, graph.num_inputs
+        seqs, edges_of, inputs_of = graph.seq, graph.edges, graph.num_inputs
+        seq_col = seqs.col  # written in place (grown by seqs.grow, which extends it)
         used: set[int] = set()
         stack = []
         key_fn, hook, described, hooked = self.key, self._hook, self._described, walk.hooked
@@ -100,7 +102,7 @@ class Walker:
             if n is not None and id(n) not in key_of:
                 key, seq = key_fn(n, row, used)
                 key_of[id(n)] = key
-                seq_of[key] = seq
+                seqs[key] = seq
                 held.append(n)
                 stack.append((n, key))
         while stack:
@@ -114,7 +116,9 @@ class Walker:
                 if ck is None:
                     ck, cseq = key_fn(c, row, used)
                     key_of[id(c)] = ck
-                    seq_of[ck] = cseq
+                    if ck >= len(seq_col):
+                        seqs.grow(ck)
+                    seq_col[ck] = cseq
                     held.append(c)
                     stack.append((c, ck))
                 edges.append((ck, nr))
@@ -122,7 +126,7 @@ class Walker:
                     inputs_of[ck] = nr + 1
             edges_of[key] = tuple(edges)
             hook(n, key, state, hooked, mode)
-            if key not in described:
+            if key >= len(described) or not described[key]:
                 new.append((n, key))
 
     def describe(self, new: list, graph: Graph, state: ThreadState) -> None:
@@ -133,7 +137,11 @@ class Walker:
         pending = state.log if state.log or state.calls else None
         facts_of, bumps, unnamed, type_names = self.raw.node_facts, self.raw.bumps, self._unnamed, self._type_names
         described = self._described
-        seq_of, edges_of, inputs_of = graph.seq, graph.edges, graph.num_inputs
+        if new:
+            top = max(key for _, key in new) + 1
+            if top > len(described):
+                described.extend(bytes(max(top - len(described), len(described))))
+        seq_col, edges_of, inputs_of = graph.seq.col, graph.edges, graph.num_inputs
         for n, key in new:
             name = type_names.get(type(n))
             if name is None:
@@ -142,18 +150,21 @@ class Walker:
             if bump is not None and bump.name != name:
                 bumps[key] = _new(Bump, (name, bump.seq_nr, bump.frame))
             unnamed.discard(key)
-            described.add(key)
+            described[key] = 1
             old = facts_of.get(key)
+            seq = seq_col[key]
             if old is None and pending is not None:  # after what the log holds (its increment may be there)
-                pending.append((NODE, key, name, seq_of[key], edges_of[key], inputs_of.get(key, 1)))
+                pending.append((NODE, key, name, seq, edges_of[key], inputs_of.get(key, 1)))
             elif old is None:  # met first by a walk (an AccumulateGrad, or a node made before recording)
-                b.node_created(thread=row, node=key, name=name, seq_nr=seq_of[key], topological_nr=0,
+                b.node_created(thread=row, node=key, name=name, seq_nr=seq, topological_nr=0,
                                next_edges=edges_of[key], num_inputs=inputs_of.get(key, 1))
             else:  # made while recording: its name and edges now; its creation step, thread and line as they were.
                 # The fields of TraceBuilder.node, written here (a walk's edges are already (key or 0, int) pairs);
                 # node() writes them the same way for a node described from the log.
                 edges = edges_of[key]  # flat, as _flat makes them (inline: a call per node costs the walk)
-                facts_of[key] = _new(NodeFacts, (name, seq_of[key], 0, "cpu", old.thread,
+                if old.seq_nr == seq:  # the increment's int: not a second one per node
+                    seq = old.seq_nr
+                facts_of[key] = _new(NodeFacts, (name, seq, 0, "cpu", old.thread,
                                                  edges[0] if len(edges) == 1 else tuple(_chain(edges)),
                                                  old.frame, old.step, inputs_of.get(key, 1)))
 
@@ -199,10 +210,11 @@ class Walker:
             self._is_acc.add(key)
             self._leaf_name(key, var)
             return key, seq
-        key = self._seq_keys.get(seq | row << 64)
+        keys = self._seq_keys[row]
+        key = keys.get(seq)
         if key is None or key in used:
             key = next(self._keys)
-            self._seq_keys.setdefault(seq | row << 64, key)
+            keys.setdefault(seq, key)
         used.add(key)
         return key, seq
 
@@ -210,7 +222,7 @@ class Walker:
         """The key a walk gave node `n` (0 if none did), making none (NOTE [node identity])."""
         seq = n._sequence_nr()
         if seq != UINT64_MAX:
-            return self._seq_keys.get(seq | row << 64, 0)
+            return self._seq_keys[row].get(seq, 0)
         var = getattr(n, "variable", None)
         known = self._acc_keys.get(id(var)) if var is not None else None
         return known[1] if known is not None and known[0]() is var else 0
