@@ -21,15 +21,18 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "bench"), str(ROOT)]  # bench/ first: its tracer.py, not the tracer/ package
+sys.path[:0] = [str(ROOT / "bench"), str(ROOT)]
 
-import tracer as bench  # noqa: E402 - bench/tracer.py, after the path
+from _common import load_bench_module  # noqa: E402 - bench/, after the path
+
 from agdb import engine  # noqa: E402
 from agdb.tracer.sources.engine import Recorder  # noqa: E402
 from agdb.tracer.store import tracefile  # noqa: E402
 from tests.fuzz.campaign import program_seed  # noqa: E402
 from tests.fuzz.generator import generate  # noqa: E402
 from tests.fuzz.interpret import compile_program, run  # noqa: E402
+
+bench = load_bench_module("tracer")  # bench/tracer.py, whose own name is the tracer package's
 
 
 def digest(trace, folder: str) -> str:

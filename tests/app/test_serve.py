@@ -425,10 +425,14 @@ def test_serve_on_another_host_warns(tmp_path, demo_file):
                              str(_free_port())], cwd=tmp_path, stderr=subprocess.PIPE)
     try:
         line = proc.stderr.readline().decode()
+        # stopped once it serves (its handlers armed): a SIGINT before that is lost where the suite runs in the
+        # background, which starts its children with SIGINT ignored
+        serving = proc.stderr.readline().decode()
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=TIMEOUT)
     assert line.startswith("agdb: warning: --host 0.0.0.0 puts the TUI on the network")
+    assert serving.startswith("agdb: serving "), serving
 
 
 def test_serve_of_a_bad_trace_fails_before_serving(tmp_path):
