@@ -257,7 +257,9 @@ class AgdbApp(App[None]):
             return
         cut = message.trace.meta.get("partial")
         cut_text = f" (cut short by {printable(cut)})" if isinstance(cut, str) else ""
-        title = f"agdb · {printable(message.title)} · {len(message.trace):,} events{cut_text} · ? for help"
+        count = len(message.trace)
+        title = (f"agdb · {printable(message.title)} · {count:,} event{'' if count == 1 else 's'}{cut_text}"
+                 " · ? for help")
         # for_display: node names, files and source lines from a trace are shown with control characters escaped
         self.push_screen(StepScreen(message.trace.for_display(), title, message.script_error,
                                     source_files=self.source_files, export_rule=self.export_rule))

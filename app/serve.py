@@ -183,7 +183,8 @@ class AgdbServer(Server):
             log.warning("refused a connection: %s", why)
             return web.Response(status=403, text=f"agdb: {why}\n")
         if len(self.tabs) >= self.max_sessions:
-            log.warning("refused a tab: %d are open (--max-sessions %d)", len(self.tabs), self.max_sessions)
+            log.warning("refused a tab: %d %s open (--max-sessions %d)", len(self.tabs),
+                        "is" if len(self.tabs) == 1 else "are", self.max_sessions)
             return web.Response(status=503, text=f"agdb: {len(self.tabs)} tabs are open, the most this server "
                                                  f"allows (--max-sessions {self.max_sessions}); close one\n")
         websocket = web.WebSocketResponse(heartbeat=15)

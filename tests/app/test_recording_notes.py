@@ -62,9 +62,10 @@ def test_the_tui_title_says_the_recording_was_cut_short(tmp_path):
     assert "events (cut short by SIGINT) ·" in asyncio.run(title())
 
 
-@pytest.mark.parametrize("bad", [1, ["SIGINT"], None])
-def test_a_partial_that_is_not_a_name_is_refused_on_load(tmp_path, bad):
+@pytest.mark.parametrize("bad", [1, ["SIGINT"], None, "", "SIGX\x1b[2J", "[red]SIGINT[/red]", "SIGINT" + "A" * 5000])
+def test_a_partial_that_is_not_a_signals_name_is_refused_on_load(tmp_path, bad):
+    """Views print `partial` as it is: anything but a signal's name (markup, escapes, a flood) is refused."""
     path = tmp_path / "bad.agdb"
     save(_trace(partial=bad), path, durable=False)
-    with pytest.raises(TraceFormatError, match="meta.partial is not a string"):
+    with pytest.raises(TraceFormatError, match="meta.partial is not a signal's name"):
         load(path)

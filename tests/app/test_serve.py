@@ -430,7 +430,11 @@ def test_serve_on_another_host_warns(tmp_path, demo_file):
         serving = proc.stderr.readline().decode()
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=TIMEOUT)
+        try:
+            proc.communicate(timeout=TIMEOUT)
+        finally:
+            proc.kill()  # a server that did not stop must not outlive the test
+            proc.wait()
     assert line.startswith("agdb: warning: --host 0.0.0.0 puts the TUI on the network")
     assert serving.startswith("agdb: serving "), serving
 

@@ -7,6 +7,7 @@ of its own into a ViewError.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from agdb.tracer.store.schema import Kind
@@ -23,6 +24,8 @@ _DIVERGENCE_FIELDS = {
 """The fields each kind of divergence has beside `step` and `graph_task`, and what each holds: a node row (-1 or
 None: no node), an integer, or one of a few strings."""
 _KINDS = frozenset(k.name.lower() for k in Kind)
+SIGNAL_NAME = re.compile(r"SIG[A-Z0-9]{1,10}")
+"""What `partial` holds: the name of the signal that cut the recording short (views print it as it is)."""
 
 
 def problem(meta: Any, num_nodes: int) -> str | None:
@@ -43,6 +46,10 @@ def _is_int(value: object) -> bool:
 
 def _string(value: Any, num_nodes: int) -> str | None:
     return None if isinstance(value, str) else "is not a string"
+
+
+def _signal_name(value: Any, num_nodes: int) -> str | None:
+    return None if isinstance(value, str) and SIGNAL_NAME.fullmatch(value) else "is not a signal's name (SIGINT)"
 
 
 def _provenance(value: Any, num_nodes: int) -> str | None:
@@ -102,6 +109,6 @@ def _bridge_errors(value: Any, num_nodes: int) -> str | None:
     return None if isinstance(value, list) and all(isinstance(e, str) for e in value) else "is not a list of strings"
 
 
-_CHECKS = {"source": _string, "partial": _string, "provenance": _provenance, "omitted": _omitted,
+_CHECKS = {"source": _string, "partial": _signal_name, "provenance": _provenance, "omitted": _omitted,
            "divergences": _divergences, "graph_tasks": _graph_tasks, "bridge_errors": _bridge_errors}
 """The keys a view reads, and the check of each (`parameter_names` is read entry by entry, skipping bad ones)."""
