@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from agdb.app.cli import main
+from agdb._entry import main
 
 if __name__ == "__main__":
     sys.exit(main())
