@@ -16,7 +16,8 @@ The script runs on the thread that calls `run_recorded`: for the commands, the m
 `signal.signal` and the script's non-daemon threads behave as under `python` (NOTE [signals and the script] in
 signals.py; NOTE [the main thread's stack] in main_stack.py says how real torch gets a big enough stack there).
 Once its code returns, agdb waits for the non-daemon threads it started, as Python does before it exits, so that
-their work is recorded too. The TUI, whose main thread Textual owns, runs it on a thread of its own.
+their work is recorded too. The TUI, whose main thread Textual owns, runs it on a thread of its own, and does not
+wait for the script's threads.
 
 Never imports textual or rich.
 """
@@ -211,8 +212,8 @@ class _Run:
 
 
 def _run_main(path: Path, on_start: Callable[[], None] | None) -> BaseException | None:
-    """Run the script as `__main__`, then wait for the non-daemon threads it started, as Python does before it
-    exits (not after a SIGTERM or os._exit, which end Python at once); returns what it raised, if anything."""
+    """Run the script as `__main__`, then, on the main thread, wait for the non-daemon threads it started, as Python
+    does before it exits (not after a SIGTERM or os._exit, which end Python at once); returns what it raised."""
     before = set(threading.enumerate())
     error: BaseException | None = None
     try:
@@ -221,7 +222,9 @@ def _run_main(path: Path, on_start: Callable[[], None] | None) -> BaseException 
         runpy.run_path(str(path), run_name="__main__")  # on real torch its graphs die here, on a big stack
     except BaseException as e:  # noqa: BLE001 - the user's error is reported, the trace is kept
         error = e
-    if isinstance(error, (Terminated, OsExitCalled)):
+    if isinstance(error, (Terminated, OsExitCalled)) or threading.current_thread() is not threading.main_thread():
+        # not in the TUI either: there the script shares the process with Textual's own threads (its executor's
+        # idle workers among them, which never end), so a thread left running by the script outlives its recording
         return error
     try:
         _join_new_threads(before)
