@@ -48,6 +48,9 @@ class Exported:
     num_arrows: int
 
 
+EXPORT_OFF = "export is off in this TUI (agdb serve writes files only when given --export-dir DIR)"
+
+
 @dataclass(frozen=True, slots=True)
 class ExportRule:
     """Where the TUI's export key may write: anywhere (the default), only inside `directory` (--export-dir), or
@@ -63,7 +66,7 @@ class ExportRule:
             ExportError: the rule forbids writing there; the message says what is allowed.
         """
         if self.is_off:
-            raise ExportError("export is off in this TUI (agdb serve writes files only when given --export-dir DIR)")
+            raise ExportError(EXPORT_OFF)
         if self.directory is None:
             return path
         root = Path(self.directory).resolve()
@@ -150,7 +153,7 @@ def export(trace: Trace, output: str, *, step: int | None = None, view: View = "
         raise ExportError(str(e)) from None
     done = Exported(output, model.num_boxes, model.num_arrows)
     if fmt == "json":  # a program lays it out: no limit on its size
-        _write_atomically(output, json.dumps(to_json(model), ensure_ascii=False).encode("utf-8"), force)
+        _write_atomically(output, json.dumps(to_json(model), ensure_ascii=False).encode("utf-8"))
         return done
     if fmt != "dot" and model.num_boxes > MAX_BOXES and not force:  # refused before any text is made
         raise ExportError(f"{model.num_boxes:,} boxes are too many for dot to lay out in reasonable time; draw "
@@ -158,9 +161,9 @@ def export(trace: Trace, output: str, *, step: int | None = None, view: View = "
                           "--radius R, write .dot or .json instead, or add --force to try anyway")
     text = dot_text(model)
     if fmt == "dot":
-        _write_atomically(output, text.encode("utf-8"), force)
+        _write_atomically(output, text.encode("utf-8"))
         return done
-    _write_atomically(output, render(text, fmt), force)
+    _write_atomically(output, render(text, fmt))
     return done
 
 
@@ -200,8 +203,8 @@ def render(dot_text: str, fmt: str, timeout_s: float = LAYOUT_TIMEOUT_S) -> byte
     return result
 
 
-def _write_atomically(path: str, data: bytes, force: bool) -> None:
+def _write_atomically(path: str, data: bytes) -> None:
     """Write via a temporary file in the same folder, so a failure never leaves half a file (tracer.store.atomic: the
-    user's umask, symlinks written through, killed writes' temporaries removed); a read-only file is replaced only
-    when `force` (export refuses it before drawing otherwise)."""
+    user's umask, symlinks written through, killed writes' temporaries removed). A read-only file is replaced: export
+    refused it before drawing, unless `force`."""
     write_atomically(path, [data], durable=False, replace_read_only=True)

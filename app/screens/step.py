@@ -281,8 +281,9 @@ class StepScreen(Screen[None]):
     def action_ask(self, mode: str) -> None:
         """Open the prompt for a step number, a search or a breakpoint."""
         if mode == "export" and self.export_rule is not None and self.export_rule.is_off:
-            self.notify("export is off in this TUI (agdb serve writes files only when given --export-dir DIR)",
-                        title="export", severity="warning", markup=False)
+            from ..export import EXPORT_OFF
+
+            self.notify(EXPORT_OFF, title="export", severity="warning", markup=False)
             return
         self.prompt_mode = mode
         box = self.query_one("#prompt", Input)

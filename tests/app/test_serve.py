@@ -276,7 +276,8 @@ def test_clamp_size_bounds_what_a_browser_asks():
 
 
 def test_max_sessions_refuses_a_tab_past_the_limit(serving, demo_file):
-    """With --max-sessions 2, a third tab is refused (503) while two are open, and accepted once one closed."""
+    """With a limit of two tabs (--max-sessions=2), a third tab is refused (503) while two are open, and accepted
+    once one closed."""
     served = serving(str(demo_file), "--max-sessions", "2")
 
     async def tabs() -> None:
