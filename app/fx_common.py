@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from .run_script import OsExitCalled
+from .run_script import OsExitCalled, os_exit_stopping_here
 
 HOW_TO_MARK = ("mark what to capture with a module-level `agdb_fx = (fn_or_module, (arg, ...))` in the script, "
                "or a function `def agdb_fx(): return fn_or_module, (arg, ...)` (docs/fx.md)")
@@ -60,14 +60,8 @@ def marked(script: str) -> Iterator[tuple[Any, tuple]]:
 def _run_stopping_at_os_exit(path: Path) -> dict[str, Any]:
     """Run the script; its os._exit raises OsExitCalled instead of ending agdb without a word (a forked child's
     exits)."""
-    real_exit, pid = os._exit, os.getpid()
-
-    def os_exit(status: int) -> Any:
-        if os.getpid() != pid:
-            return real_exit(status)
-        raise OsExitCalled(status)
-
-    os._exit = os_exit
+    real_exit = os._exit
+    os._exit = os_exit_stopping_here(real_exit)
     try:
         return runpy.run_path(str(path), run_name="__agdb_fx__")
     finally:

@@ -334,14 +334,28 @@ def _exit_text(e: SystemExit) -> str:
     return f"the script exited with status 1: {e.code}"  # sys.exit("message") prints it and exits 1
 
 
+def os_exit_stopping_here(real_exit: Callable[[int], Any]) -> Callable[[int], Any]:
+    """An os._exit that stops the script with OsExitCalled in this process (agdb must outlive it), and ends a
+    process the script forked as the real one does."""
+    pid = os.getpid()
+
+    def os_exit(status: int) -> Any:
+        if os.getpid() != pid:
+            return real_exit(status)
+        raise OsExitCalled(status)
+
+    return os_exit
+
+
 def _os_exit_for(pid: int, real_exit: Callable[[int], Any], on_os_exit: Callable[[ScriptRun], int] | None,
                  restore: Callable[[], None], finished: Callable[..., ScriptRun], state: dict) -> Callable[[int], Any]:
     """The os._exit the script sees while it runs (NOTE [running the script in agdb's process])."""
+    if on_os_exit is None:
+        return os_exit_stopping_here(real_exit)
+
     def os_exit(status: int) -> Any:
         if os.getpid() != pid or state.get("exiting"):
             return real_exit(status)  # a forked child's exit, or agdb's own after saving
-        if on_os_exit is None:
-            raise OsExitCalled(status)
         state["exiting"] = True
         restore()
         error = OsExitCalled(status)
