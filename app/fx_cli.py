@@ -26,6 +26,8 @@ def register(sub: Any) -> None:
                                     "forward-to-backward map and its anomalies. " + HOW_TO_MARK[0].upper()
                                     + HOW_TO_MARK[1:] + ".")
     fx.add_argument("script")
+    fx.add_argument("script_args", nargs="*", help="with --torch, arguments for the script (after `--` if they "
+                    "start with -)")
     fx.add_argument("--json", action="store_true", help="print the graph, map and anomalies as JSON")
     fx.add_argument("--python-op", action="store_true",
                     help="show custom autograd.Functions as PythonOp/PythonOpGrad nodes (default: traced through)")

@@ -41,29 +41,67 @@ def marked(script: str) -> Iterator[tuple[Any, tuple]]:
             raise FxError(f"{script} called os._exit({e.status}) before agdb could capture it") from None
         except Exception as e:  # noqa: BLE001 - the user's script: say what it raised, in one line
             raise FxError(f"{script} raised {type(e).__name__}: {e}") from None
-        mark = scope.get("agdb_fx")
-        if mark is None:
-            raise FxError(f"{script} marks nothing: {HOW_TO_MARK}")
-        if callable(mark) and not isinstance(mark, tuple):
-            try:
-                mark = mark()
-            except Exception as e:  # noqa: BLE001 - the user's function
-                raise FxError(f"{script}'s agdb_fx() raised {type(e).__name__}: {e}") from None
-        if not (isinstance(mark, tuple) and len(mark) == 2 and callable(mark[0])):
-            raise FxError(f"{script}: agdb_fx must be (fn_or_module, args); {HOW_TO_MARK}")
-        target, args = mark
-        yield target, args if isinstance(args, tuple) else (args,)
+        yield mark_of(scope, script)
     finally:
         sys.path.remove(folder)
 
 
-def _run_stopping_at_os_exit(path: Path) -> dict[str, Any]:
+def mark_of(scope: dict[str, Any], script: str) -> tuple[Any, tuple]:
+    """The `agdb_fx` mark in a script's globals, as (target, args).
+
+    Raises:
+        FxError: the script marks nothing usable.
+    """
+    mark = scope.get("agdb_fx")
+    if mark is None:
+        raise FxError(f"{script} marks nothing: {HOW_TO_MARK}")
+    if callable(mark) and not isinstance(mark, tuple):
+        try:
+            mark = mark()
+        except Exception as e:  # noqa: BLE001 - the user's function
+            raise FxError(f"{script}'s agdb_fx() raised {type(e).__name__}: {e}") from None
+    if not (isinstance(mark, tuple) and len(mark) == 2 and callable(mark[0])):
+        raise FxError(f"{script}: agdb_fx must be (fn_or_module, args); {HOW_TO_MARK}")
+    target, args = mark
+    return target, args if isinstance(args, tuple) else (args,)
+
+
+def run_as_main(script: str, args: list[str]) -> tuple[dict[str, Any], str | None]:
+    """Run `script` as `python SCRIPT ARGS...` would (as `__main__`, its folder first on sys.path, sys.argv set);
+    returns its globals and, when it did not end cleanly, one line saying how it ended.
+
+    Raises:
+        FxError: there is no such script.
+    """
+    path = Path(script)
+    if not path.is_file():
+        raise FxError(f"{script}: no such file")
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [script, *args]
+    sys.path.insert(0, str(path.resolve().parent))
+    scope: dict[str, Any] = {}
+    try:
+        scope = _run_stopping_at_os_exit(path, "__main__")
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            return scope, f"{script} exited with sys.exit({e.code!r})"
+    except OsExitCalled as e:
+        return scope, f"{script} called os._exit({e.status}), where agdb stopped it"
+    except Exception as e:  # noqa: BLE001 - the user's script: say what it raised, in one line
+        text = str(e).strip().splitlines()
+        return scope, f"{script} raised {type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    return scope, None
+
+
+def _run_stopping_at_os_exit(path: Path, run_name: str = "__agdb_fx__") -> dict[str, Any]:
     """Run the script; its os._exit raises OsExitCalled instead of ending agdb without a word (a forked child's
     exits)."""
     real_exit = os._exit
     os._exit = os_exit_stopping_here(real_exit)
     try:
-        return runpy.run_path(str(path), run_name="__agdb_fx__")
+        return runpy.run_path(str(path), run_name=run_name)
     finally:
         os._exit = real_exit
 

@@ -1,24 +1,28 @@
-"""`agdb fx SCRIPT --torch`: the graphs real PyTorch's AOTAutograd makes for what a script marks, in agdb's model.
+"""`agdb fx --torch SCRIPT [ARGS...]`: the graphs real PyTorch's AOTAutograd makes in the script's own run.
 
-The script and its `agdb_fx` mark are the engine path's (app/fx_cli.py), run on real torch; the report is the
-engine path's too (the graph, descriptors, the forward-to-backward map and its anomalies), headed by which torch
-entry point made the graphs, plus aot_function's forward and backward graphs. Never imports torch itself:
-tracer/sources/torch/fx.py does, once torch is known to be installed.
+The script runs unchanged, as `python SCRIPT ARGS...` runs it, while tracer/sources/torch/fx_run.py keeps every graph
+its `torch.compile` calls make (joint, forward, backward, nested subgraphs; app/fx_report.py reports them). A script
+that compiles nothing but marks a target with `agdb_fx` (app/fx_common.py) gets the older report: torch's
+AOTAutograd run on that target (`aot_function`, `aot_export_joint_with_descriptors`). Never imports torch itself:
+tracer/sources/torch does, once torch is known to be installed.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 from .commands import fail
-from .fx_common import FxError, marked, print_report, report_json
+from .fx_common import FxError, mark_of, marked, print_report, report_json, run_as_main
 
 
-def capture_script_torch(script: str, record: bool = False) -> tuple[Any, Any]:
-    """Run `script` on real PyTorch and capture its `agdb_fx` target with torch's AOTAutograd; returns (TorchFx,
-    and with `record` the bridge's Trace of one eager run of the target, else None).
+def capture_script_torch(script: str, record: bool = False, scope: dict | None = None) -> tuple[Any, Any]:
+    """Run `script` on real PyTorch (or take the globals `scope` of its run) and capture its `agdb_fx` target with
+    torch's AOTAutograd; returns (TorchFx, and with `record` the bridge's Trace of one eager run of the target,
+    else None).
 
     Raises:
         FxError: torch is missing; the script is missing, raised, or marks nothing usable; torch could not trace
@@ -30,7 +34,7 @@ def capture_script_torch(script: str, record: bool = False) -> tuple[Any, Any]:
         raise FxError(f"agdb fx --torch runs real PyTorch, which is not installed. {torch_source.INSTALL_HINT}")
     from agdb.tracer.sources.torch import fx as torch_fx
 
-    with marked(script) as (target, args):
+    with (marked(script) if scope is None else _marked_in(scope, script)) as (target, args):
         try:
             captured = torch_fx.capture(target, *args)
         except torch_fx.TorchFxError as e:
@@ -45,6 +49,17 @@ def capture_script_torch(script: str, record: bool = False) -> tuple[Any, Any]:
         except Exception as e:  # noqa: BLE001 - the user's code, run eagerly for -o
             raise FxError(f"recording one eager run of {script}'s agdb_fx for -o raised {type(e).__name__}: "
                           f"{_first_line(e)}") from None
+
+
+@contextlib.contextmanager
+def _marked_in(scope: dict, script: str) -> Iterator[tuple[Any, tuple]]:
+    """The mark of a script that already ran, with its folder on sys.path (the capture may import from it)."""
+    folder = os.path.dirname(os.path.abspath(script))
+    sys.path.insert(0, folder)
+    try:
+        yield mark_of(scope, script)
+    finally:
+        sys.path.remove(folder)
 
 
 def _first_line(e: BaseException) -> str:
@@ -103,15 +118,18 @@ def _ops(n: int) -> str:
 
 
 def cmd_fx_torch(args: argparse.Namespace) -> int:
-    """`agdb fx SCRIPT --torch [--json] [--partitions] [-o FILE.agdb]`."""
+    """`agdb fx --torch SCRIPT [ARGS...] [--json] [--partitions] [-o FILE.agdb]`."""
     from agdb.tracer.store.tracefile import save
     from agdb.tracer.views.joint import with_joint
 
     if args.python_op:
         return fail("--python-op applies to agdb's engine: torch's AOTAutograd traces custom autograd.Functions "
                      "through (drop --torch to see PythonOp nodes)")
+    status, scope = _own_graphs(args)
+    if status is not None:
+        return status
     try:
-        captured, trace = capture_script_torch(args.script, record=args.output is not None)
+        captured, trace = capture_script_torch(args.script, record=args.output is not None, scope=scope)
     except FxError as e:
         return fail(str(e))
     if args.json:
@@ -123,3 +141,38 @@ def cmd_fx_torch(args: argparse.Namespace) -> int:
         sys.stderr.write(f"wrote {args.output}: the bridge's trace of one eager run ({len(trace):,} events) and the "
                          f"joint graph from torch ({len(captured.joint):,} nodes)\n")
     return 0
+
+
+def _own_graphs(args: argparse.Namespace) -> tuple[int | None, dict]:
+    """Run the script, keeping the graphs its own compiles make, and report them: (the exit status, the script's
+    globals); the status is None when it compiled nothing and marks a target (the caller then captures that)."""
+    from agdb.tracer.sources import torch as torch_source
+
+    if not torch_source.available():
+        return fail(f"agdb fx --torch runs real PyTorch, which is not installed. {torch_source.INSTALL_HINT}"), {}
+    from agdb.tracer.sources.torch.fx import TorchFxError
+    from agdb.tracer.sources.torch.fx_run import capture_run
+
+    from .fx_report import print_graphs, report_json as graphs_json
+
+    try:
+        with capture_run() as found:
+            scope, error = run_as_main(args.script, list(getattr(args, "script_args", [])))
+    except (FxError, TorchFxError) as e:
+        return fail(str(e)), {}
+    if not len(found):
+        if error is None and scope.get("agdb_fx") is not None:
+            return None, scope
+        return fail(error or f"{args.script} compiled nothing: agdb fx --torch shows the graphs the script's own "
+                    "torch.compile calls make (its compiled functions or modules must run, with an input that "
+                    "needs a gradient for a backward graph); or mark a target with `agdb_fx = (fn_or_module, (arg, "
+                    "...))` to have agdb compile it (docs/fx.md)"), scope
+    if args.output is not None:
+        sys.stderr.write("agdb: -o is not yet supported for a script's own compiles; nothing was saved\n")
+    if args.json:
+        print(json.dumps(graphs_json(found, args.script), indent=2))
+    else:
+        print_graphs(found, args.script, args.partitions)
+    if error is not None:
+        return fail(f"{error} (the graphs compiled before that are shown)"), scope
+    return 0, scope

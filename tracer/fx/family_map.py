@@ -1,0 +1,164 @@
+"""The forward-to-backward map of a joint graph and its nested subgraphs, and its anomalies, as torch 2.13 walks them.
+
+torch's `copy_fwd_metadata_to_bw_nodes` (torch/_functorch/_aot_autograd/utils.py) builds one map for a joint
+GraphModule and every GraphModule under it (`fx_g.modules()`: the graph, then its submodules depth first): a node
+whose `partitioner_tag` is not `is_backward` and that has a `seq_nr` is a forward node, whatever its op (a
+placeholder or a get_attr counts), and the first such node of each seq_nr, in that walk, wins. Every node tagged
+`is_backward` with a `seq_nr`, except gradient-accumulation nodes, then gets `fwd_nn_module_stack`,
+`fwd_source_fn_stack` and the forward node's `custom` merged over its own (forward keys win). This module uses
+exactly those rules, so its map is the one torch used, and its anomalies say where that map fails the user:
+
+- `no_forward`: a backward node whose seq_nr no forward node has (its annotations and module path are lost);
+- `annotation`: a backward node lacking a key of its forward partner's `custom`, or holding another value for it
+  (torch's copy would have set it: something after the copy dropped or changed it, a pass, a re-trace);
+- `retraced`: every call in a graph has one seq_nr, as a re-trace without `preserve_node_seq_nr` leaves it;
+- `shared_seq_nr`: forward calls sharing a number (only the first maps; `getitem` and AOT's `detach` are left out);
+- `minus_one`: a node numbered -1 (made before any autograd node on its thread, as Dynamo's proxies are);
+- `gradient_acc`: gradient sums (and tensor-hook ops torch labels like them), which map to no forward node.
+
+Imports the standard library and tracer/fx only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from agdb.tracer.fx.graph import Graph, Node
+
+Member = tuple[str, Graph]
+"""A graph of the family and its id, in torch's walk order (the root first)."""
+
+
+@dataclass(frozen=True)
+class FamilyAnomaly:
+    """One place where the map breaks: its kind, the graph it is in, the nodes, and a sentence for the user."""
+
+    kind: str
+    graph: str
+    nodes: tuple[str, ...]
+    message: str
+    seq_nr: int | None = None
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "graph": self.graph, "nodes": list(self.nodes), "message": self.message,
+                "seq_nr": self.seq_nr}
+
+
+def is_forward(n: Node) -> bool:
+    """torch's `_is_forward_node_with_seq_nr`."""
+    return n.meta.get("partitioner_tag") != "is_backward" and n.meta.get("seq_nr") is not None
+
+
+def is_backward(n: Node) -> bool:
+    """torch's `_is_backward_node_with_seq_nr`."""
+    return n.meta.get("partitioner_tag") == "is_backward" and n.meta.get("seq_nr") is not None
+
+
+@dataclass(frozen=True)
+class FamilyMap:
+    """seq_nr -> (graph id, forward node), and each backward node's partner (keyed by graph id and node name)."""
+
+    forward_of_seq: dict[int, tuple[str, Node]]
+    partner: dict[tuple[str, str], tuple[str, Node]]
+
+
+def family_map(members: Sequence[Member]) -> FamilyMap:
+    fwd: dict[int, tuple[str, Node]] = {}
+    for graph_id, g in members:
+        for n in g.nodes:
+            if is_forward(n):
+                fwd.setdefault(n.meta["seq_nr"], (graph_id, n))
+    partner: dict[tuple[str, str], tuple[str, Node]] = {}
+    for graph_id, g in members:
+        for n in g.nodes:
+            if is_backward(n) and not n.meta.get("is_gradient_acc") and n.meta["seq_nr"] in fwd:
+                partner[(graph_id, n.name)] = fwd[n.meta["seq_nr"]]
+    return FamilyMap(fwd, partner)
+
+
+def family_anomalies(members: Sequence[Member]) -> list[FamilyAnomaly]:
+    """Every anomaly of the family's map (the module docstring lists the kinds), graph by graph in walk order."""
+    m = family_map(members)
+    out: list[FamilyAnomaly] = []
+    for graph_id, g in members:
+        retraced = _retraced(g)
+        if retraced is not None:
+            out.append(FamilyAnomaly("retraced", graph_id, tuple(n.name for n in g.nodes if n.op == "call_function"),
+                                     f"every call in {graph_id} has seq_nr {retraced}: re-traced without "
+                                     "preserve_node_seq_nr, so no backward node maps to its forward node", retraced))
+            continue
+        out.extend(_node_anomalies(graph_id, g, m))
+        out.extend(_shared(graph_id, g))
+    return out
+
+
+def _retraced(g: Graph) -> int | None:
+    calls = [n for n in g.nodes if n.op == "call_function" and n.target != "getitem"]
+    numbers = {n.meta.get("seq_nr") for n in calls}
+    tags = {n.meta.get("partitioner_tag") for n in calls}
+    if len(calls) >= 3 and len(numbers) == 1 and None not in numbers and "is_backward" in tags and len(tags) > 1:
+        return numbers.pop()
+    return None
+
+
+def _node_anomalies(graph_id: str, g: Graph, m: FamilyMap) -> list[FamilyAnomaly]:
+    out = []
+    for n in g.nodes:
+        s = n.meta.get("seq_nr")
+        if s is None:
+            continue
+        if s == -1 and n.op == "call_function":
+            out.append(FamilyAnomaly("minus_one", graph_id, (n.name,), f"{n.name} in {graph_id} has seq_nr -1: it "
+                                     "was made before any autograd node on its thread (as Dynamo's proxies are)", s))
+        if not is_backward(n):
+            continue
+        if n.meta.get("is_gradient_acc"):
+            if n.op == "call_function":
+                out.append(FamilyAnomaly("gradient_acc", graph_id, (n.name,), f"{n.name} in {graph_id}: a gradient "
+                                         f"sum (or an op a tensor hook ran); seq_nr {s} relates it to no forward node",
+                                         s))
+            continue
+        found = m.partner.get((graph_id, n.name))
+        if found is None:
+            out.append(FamilyAnomaly("no_forward", graph_id, (n.name,), f"backward node {n.name} in {graph_id} has "
+                                     f"seq_nr {s}, which no forward node has: its annotations and module path are "
+                                     "not copied to it", s))
+            continue
+        lost, wanted = _custom_lost(found[1], n)
+        if lost:
+            out.append(FamilyAnomaly("annotation", graph_id, (n.name, found[1].name),
+                                     f"backward node {n.name} in {graph_id} {' and '.join(lost)}, where its forward "
+                                     f"node {found[1].name} (in {found[0]}, seq_nr {s}) has {wanted!r}: the copy "
+                                     "torch makes of a forward node's annotations was dropped or changed", s))
+    return out
+
+
+def _custom_lost(fwd: Node, bwd: Node) -> tuple[list[str], dict]:
+    """How the backward node's `custom` falls short of its forward node's (`lacks custom['k']`, `has custom['k'] =
+    v`), and the forward's values of those keys; nothing when it carries every forward key with its value."""
+    want = fwd.meta.get("custom") or {}
+    have = bwd.meta.get("custom") or {}
+    if not isinstance(want, dict) or not isinstance(have, dict):
+        return [], {}
+    keys = [k for k in want if k not in have or not _same(have[k], want[k])]
+    return ([f"lacks custom[{k!r}]" if k not in have else f"has custom[{k!r}] = {have[k]!r}" for k in keys],
+            {k: want[k] for k in keys})
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a == b or (isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and list(a) == list(b))
+
+
+_NO_NODE = ("getitem", "aten.detach.default", "aten.alias.default")
+"""Calls that never make an autograd node of their own (AOT adds the detaches of saved activations)."""
+
+
+def _shared(graph_id: str, g: Graph) -> list[FamilyAnomaly]:
+    by_seq: dict[int, list[Node]] = {}
+    for n in g.nodes:
+        if n.op == "call_function" and n.target not in _NO_NODE and is_forward(n) and n.meta["seq_nr"] != -1:
+            by_seq.setdefault(n.meta["seq_nr"], []).append(n)
+    return [FamilyAnomaly("shared_seq_nr", graph_id, tuple(n.name for n in ns),
+                          f"forward calls {', '.join(n.name for n in ns)} in {graph_id} share seq_nr {s}: only "
+                          f"{ns[0].name} made an autograd node, the others map to no backward node", s)
+            for s, ns in by_seq.items() if len(ns) > 1]
