@@ -28,11 +28,23 @@ def anomalies_of(found: GraphSet) -> list[FamilyAnomaly]:
             for a in family_anomalies(_members(found, root)):
                 out.append(a)
                 seen.add((a.kind, a.nodes))
+        for root in joint:
+            out.extend(_shifted(root))
         parts = [m for e in found.roots() if e.compile == c.index and e.kind in ("forward", "backward")
                  for m in _members(found, e)]
         if parts and joint:  # an inference compile has no backward to map to
             out.extend(a for a in family_anomalies(parts) if (a.kind, a.nodes) not in seen)
     return out
+
+
+def _shifted(root: GraphEntry) -> list[FamilyAnomaly]:
+    """The `shifted` anomalies of a joint graph agdb traced itself (a marked target), whose `info["bumps"]` hold the
+    sequence-number increments no FX node made, with their lines (tracer/fx/seq_map.py)."""
+    from agdb.tracer.fx.seq_map import anomalies
+
+    return [FamilyAnomaly(a.kind, root.id, a.nodes, a.message + "".join(
+        f" (culprit: {file}:{line} in {fn})" for file, line, fn, _ in a.culprits), a.seq_nr)
+        for a in anomalies(root.graph) if a.kind == "shifted"]
 
 
 def _members(found: GraphSet, root: GraphEntry) -> list[tuple[str, Any]]:

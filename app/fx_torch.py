@@ -16,7 +16,7 @@ import sys
 from typing import Any, Iterator
 
 from .commands import fail
-from .fx_common import FxError, mark_of, marked, print_report, report_json, run_as_main
+from .fx_common import FxError, mark_of, marked, print_report, run_as_main
 
 
 def capture_script_torch(script: str, record: bool = False, scope: dict | None = None) -> tuple[Any, Any]:
@@ -77,14 +77,34 @@ def _hint(e: BaseException) -> str:
     return ""
 
 
-def report_json_torch(captured: Any) -> dict:
-    """The engine path's report of the joint graph, plus where it came from and aot_function's two graphs."""
-    from agdb.tracer.fx import to_data
+def as_graph_set(captured: Any, target: str) -> Any:
+    """A marked target's graphs (TorchFx) as one compile of a GraphSet, so both paths print one JSON contract. The
+    line and module stack agdb's mode put on the nodes (torch records none when called directly) move to
+    `meta["agdb"]`: they are agdb's, not torch's."""
+    from agdb.tracer.fx.graph_set import Compile, GraphEntry, GraphSet
 
-    data = report_json(captured.joint)
-    data.update({"source": "torch", "api": captured.api, "notes": list(captured.notes),
-                 "forward": None if captured.forward is None else to_data(captured.forward),
-                 "backward": None if captured.backward is None else to_data(captured.backward)})
+    found = GraphSet(compiles=[Compile(0, None, target)], notes=[f"agdb ran {captured.api} on the script's agdb_fx "
+                                                                  "target"] + list(captured.notes))
+    for kind in ("joint", "forward", "backward"):
+        graph = getattr(captured, kind)
+        if graph is None:
+            continue
+        graph = graph.copy()
+        for n in graph.nodes:
+            derived = {k: n.meta.pop(k) for k in ("stack_trace", "nn_module_stack", "fwd_nn_module_stack")
+                       if k in n.meta}
+            if derived:
+                n.meta["agdb"] = derived
+        found.graphs.append(GraphEntry(f"c0.{kind}", kind, None, 0, kind, graph))  # type: ignore[arg-type]
+    return found
+
+
+def report_json_torch(captured: Any, script: str) -> dict:
+    """The JSON contract of app/fx_report.py for a marked target's graphs, plus the torch entry point."""
+    from .fx_report import report_json as graphs_json
+
+    data = graphs_json(as_graph_set(captured, "agdb_fx"), script)
+    data["api"] = captured.api
     return data
 
 
@@ -133,7 +153,7 @@ def cmd_fx_torch(args: argparse.Namespace) -> int:
     except FxError as e:
         return fail(str(e))
     if args.json:
-        print(json.dumps(report_json_torch(captured), indent=2))
+        print(json.dumps(report_json_torch(captured, args.script), indent=2))
     else:
         print_torch_report(captured, args.partitions)
     if args.output is not None:
@@ -155,6 +175,9 @@ def _own_graphs(args: argparse.Namespace) -> tuple[int | None, dict]:
 
     from .fx_report import print_graphs, report_json as graphs_json
 
+    import torch._dynamo
+
+    torch._dynamo.reset()  # as in a fresh `python SCRIPT`: compile ids from 0/0, nothing compiled yet (tests)
     try:
         with capture_run() as found:
             scope, error = run_as_main(args.script, list(getattr(args, "script_args", [])))

@@ -71,19 +71,25 @@ def test_fx_torch_partitions_prints_both_graphs(tmp_path, capsys):
 
 @needs_torch
 def test_fx_torch_json_matches_the_engines_map(tmp_path, capsys):
-    """--json: the same map and anomaly kinds as the engine path on the same script (aten names its sum `sum_1`),
-    plus the source, the entry point and the forward and backward graphs as plain data."""
+    """--json on a marked target: the same map and anomaly kinds as the engine path on the same script (aten names
+    its sum `sum_1`), in the JSON contract of the run's own graphs (joint, forward and backward of one compile);
+    the lines agdb's mode added sit under meta["agdb"], not where torch's own would."""
     script = _script(tmp_path, SCRIPT)
     assert main(["fx", script, "--json"]) == 0
     engine = json.loads(capsys.readouterr().out)
     assert main(["fx", script, "--torch", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     renamed = {("sum_1" if k == "sum" else k): v for k, v in engine["map"].items()}
-    assert data["map"] == renamed == {"mul": ["mul_2", "mul_3"], "sin": ["cos", "mul_1"], "add": [],
-                                      "sum_1": ["expand"]}
+    (joint_map,) = data["maps"]
+    torch_map = {p["forward"][1]: [b[1] for b in p["backward"]] for p in joint_map["pairs"]}
+    assert torch_map == renamed == {"mul": ["mul_2", "mul_3"], "sin": ["cos", "mul_1"], "add": [],
+                                    "sum_1": ["expand"]}
     assert [a["kind"] for a in data["anomalies"]] == [a["kind"] for a in engine["anomalies"]] == ["gradient_acc"]
-    assert (data["source"], data["api"], data["notes"]) == ("torch", "aot_function", [])
-    assert data["forward"]["format"] == data["backward"]["format"] == "agdb.fx/1"
+    assert (data["source"], data["api"]) == ("torch", "aot_function")
+    assert [(g["id"], g["kind"], g["parent"]) for g in data["graphs"]] == [
+        ("c0.joint", "joint", None), ("c0.forward", "forward", None), ("c0.backward", "backward", None)]
+    sin = next(n for n in data["graphs"][0]["nodes"] if n["name"] == "sin")
+    assert "stack_trace" not in sin["meta"] and "File" in sin["meta"]["agdb"]["stack_trace"]
 
 
 @needs_torch

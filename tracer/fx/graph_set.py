@@ -79,8 +79,8 @@ def json_value(v: Any) -> Any:
         return [json_value(x) for x in v]
     if isinstance(v, Opaque):
         return v.text
-    if hasattr(v, "to_data"):  # agdb's descriptors
-        return v.to_data()
+    if hasattr(v, "expr"):  # agdb's descriptors, written as torch's are (tracer/sources/torch/fx_run.py)
+        return {"class": type(v).__name__, "expr": v.expr()}
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     return repr(v)
