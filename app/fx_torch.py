@@ -190,12 +190,13 @@ def _own_graphs(args: argparse.Namespace) -> tuple[int | None, dict]:
                     "torch.compile calls make (its compiled functions or modules must run, with an input that "
                     "needs a gradient for a backward graph); or mark a target with `agdb_fx = (fn_or_module, (arg, "
                     "...))` to have agdb compile it (docs/fx.md)"), scope
-    if args.output is not None:
-        sys.stderr.write("agdb: -o is not yet supported for a script's own compiles; nothing was saved\n")
     if args.json:
         print(json.dumps(graphs_json(found, args.script), indent=2))
     else:
         print_graphs(found, args.script, args.partitions)
     if error is not None:
         return fail(f"{error} (the graphs compiled before that are shown)"), scope
+    if args.output is not None:
+        return fail(f"nothing was saved to {args.output}: -o saves a trace for a marked target (agdb_fx) that the "
+                    "script does not compile itself; keep a script's own graphs with --json > FILE.json"), scope
     return 0, scope

@@ -143,3 +143,16 @@ def test_a_script_that_compiles_nothing_says_so_in_one_line(tmp_path, capsys):
     assert main(["fx", "--torch", str(script)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("agdb: ") and "compiled nothing" in err and err.count("\n") == 1
+
+
+@needs_torch
+def test_output_file_for_a_scripts_own_compiles_is_refused_after_the_report(tmp_path, capsys):
+    """-o keeps a trace of a marked target; for a script's own compiles nothing is saved, and the exit status and
+    one line say so (the report is still printed)."""
+    script = tmp_path / "nested.py"
+    script.write_text(NESTED)
+    saved = tmp_path / "out.agdb"
+    assert main(["fx", "--torch", str(script), "-o", str(saved), "--", str(tmp_path / "r.json")]) == 1
+    captured = capsys.readouterr()
+    assert "== compile 0" in captured.out and f"nothing was saved to {saved}" in captured.err
+    assert not saved.exists()
