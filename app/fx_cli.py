@@ -20,11 +20,16 @@ from .fx_common import HOW_TO_MARK, FxError, marked, print_report, report_json
 
 def register(sub: Any) -> None:
     """Add the `fx` and `check-pass` subcommands to agdb's subparsers."""
-    fx = sub.add_parser("fx", help="capture the joint forward/backward FX graph of what a script marks",
-                        description="Run SCRIPT on agdb's engine (with --torch, on real PyTorch), capture the joint "
-                                    "graph of its `agdb_fx` target and print it with seq_nr, tags, descriptors, the "
-                                    "forward-to-backward map and its anomalies. " + HOW_TO_MARK[0].upper()
-                                    + HOW_TO_MARK[1:] + ".")
+    fx = sub.add_parser("fx", help="FX graphs: a script's own torch.compile graphs (--torch), or what it marks",
+                        description="With --torch: run SCRIPT unchanged on real PyTorch and show every graph its own "
+                                    "torch.compile calls make (joint, forward, backward, nested subgraphs) with "
+                                    "torch's seq_nr, partitioner_tag, is_gradient_acc and custom meta, the "
+                                    "forward-to-backward map and its anomalies. Without it: run SCRIPT on agdb's "
+                                    "engine and capture the joint graph of its `agdb_fx` target (a script compiling "
+                                    "nothing may mark one for --torch too). " + HOW_TO_MARK[0].upper()
+                                    + HOW_TO_MARK[1:] + ". `agdb fx diff A B` compares the metadata of two "
+                                    "captures (outputs of --json, or traces saved with -o); exit status 1 if they "
+                                    "differ.")
     fx.add_argument("script")
     fx.add_argument("script_args", nargs="*", help="with --torch, arguments for the script (after `--` if they "
                     "start with -)")
@@ -89,6 +94,10 @@ def cmd_fx(args: argparse.Namespace) -> int:
     from agdb.tracer.store.tracefile import save
     from agdb.tracer.views.joint import with_joint
 
+    if args.script == "diff" and not os.path.isfile("diff"):
+        from .fx_diff import cmd_fx_diff
+
+        return cmd_fx_diff(list(args.script_args), args.json)
     if args.torch:
         from .fx_torch import cmd_fx_torch
 

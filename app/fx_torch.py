@@ -178,11 +178,17 @@ def _own_graphs(args: argparse.Namespace) -> tuple[int | None, dict]:
     import torch._dynamo
 
     torch._dynamo.reset()  # as in a fresh `python SCRIPT`: compile ids from 0/0, nothing compiled yet (tests)
+    saved_stdout = sys.stdout
+    if args.json:
+        sys.stdout = sys.stderr  # the script's prints must not break the JSON on stdout
     try:
         with capture_run() as found:
             scope, error = run_as_main(args.script, list(getattr(args, "script_args", [])))
     except (FxError, TorchFxError) as e:
         return fail(str(e)), {}
+    finally:
+        if sys.stdout is sys.stderr:
+            sys.stdout = saved_stdout
     if not len(found):
         if error is None and scope.get("agdb_fx") is not None:
             return None, scope
