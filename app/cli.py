@@ -66,6 +66,8 @@ def _records_real_torch(args: argparse.Namespace) -> bool:
     source = getattr(args, "source", None)
     if args.func is torch_cli.cmd_torch:
         return True
+    if getattr(args, "command", "") == "fx" and getattr(args, "torch", False):
+        return True  # the script runs on real torch on this thread: its graphs are freed there
     is_script = args.func is _cmd_record or (args.func is _cmd_culprits and not args.script.endswith(".agdb"))
     return is_script and getattr(source, "name", "") == "torch"
 
@@ -374,7 +376,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from .export import ExportError, export, resolve_focus
 
     trace = load_trace(args.trace)
-    if len(trace) == 0:
+    if len(trace) == 0 and args.view != "joint":  # a joint graph saved alone (agdb fx --torch -o) has no events
         fail(f"{args.trace} holds no events")
         return 1
     try:

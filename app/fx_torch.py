@@ -170,12 +170,13 @@ def _own_graphs(args: argparse.Namespace) -> tuple[int | None, dict]:
 
     if not torch_source.available():
         return fail(f"agdb fx --torch runs real PyTorch, which is not installed. {torch_source.INSTALL_HINT}"), {}
+    import torch._dynamo
+
     from agdb.tracer.sources.torch.fx import TorchFxError
     from agdb.tracer.sources.torch.fx_run import capture_run
 
-    from .fx_report import print_graphs, report_json as graphs_json
-
-    import torch._dynamo
+    from .fx_report import print_graphs
+    from .fx_report import report_json as graphs_json
 
     torch._dynamo.reset()  # as in a fresh `python SCRIPT`: compile ids from 0/0, nothing compiled yet (tests)
     saved_stdout = sys.stdout
@@ -200,9 +201,35 @@ def _own_graphs(args: argparse.Namespace) -> tuple[int | None, dict]:
         print(json.dumps(graphs_json(found, args.script), indent=2))
     else:
         print_graphs(found, args.script, args.partitions)
+    if args.output is not None:
+        try:
+            _save_with_graphs(found, args.output)
+        except (FxError, OSError) as e:
+            return fail(str(e)), scope
     if error is not None:
         return fail(f"{error} (the graphs compiled before that are shown)"), scope
-    if args.output is not None:
-        return fail(f"nothing was saved to {args.output}: -o saves a trace for a marked target (agdb_fx) that the "
-                    "script does not compile itself; keep a script's own graphs with --json > FILE.json"), scope
     return 0, scope
+
+
+def _save_with_graphs(found: Any, output: str) -> None:
+    """Save a trace holding the first compile's joint graph and its subgraphs (the TUI's key 9, export --view
+    joint) and no events: the bridge does not record a run while torch.compile traces it (AOTAutograd refuses the
+    tensors it would meet), so the run itself is not in it. Every graph is in agdb fx --json's output."""
+    from agdb.tracer import TraceBuilder
+    from agdb.tracer.store.tracefile import save
+    from agdb.tracer.views.joint import with_joint
+
+    trace = TraceBuilder("torch").finish()
+    joints = found.roots("joint")
+    if not joints:
+        raise FxError(f"nothing was saved to {output}: no compile had a backward, so there is no joint graph")
+    root = joints[0]
+    family = found.family(root.id)[1:]
+    subgraphs = [(e.id, "" if e.parent == root.id else e.parent, e.name, e.graph) for e in family]
+    save(with_joint(trace, root.graph, subgraphs), output)
+    more = f" (the first of {len(joints)} compiles with a backward: agdb fx --json has them all)" if len(joints) > 1 \
+        else ""
+    plural = "s" if len(subgraphs) != 1 else ""
+    sys.stderr.write(f"wrote {output}: the joint graph {root.id} with {len(subgraphs)} subgraph{plural}{more}, and no "
+                     f"events (the run itself is not recorded); draw it with agdb export {output} --view joint -o "
+                     "joint.svg\n")

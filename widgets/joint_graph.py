@@ -1,18 +1,22 @@
 """JointGraphView: the trace's FX joint graph, forward nodes on the left and backward nodes on the right.
 
 The cursor's node and its partners by seq_nr are highlighted: on a forward node, the backward nodes with its
-number; on a backward node, its forward node. Gradient-accumulation nodes carry `Σ`, nodes the anomalies
-report names carry `!`. The graph does not change with the step: it is what `agdb fx -o` saved.
+number; on a backward node, its forward node. The joint graph's subgraphs (a nested compile region's) follow it,
+their nodes named `subgraph.node` and indented by depth, and the partners are found across them all, as torch's
+`copy_fwd_metadata_to_bw_nodes` finds them (tracer/fx/family_map.py). Gradient-accumulation nodes carry `Σ`,
+nodes the anomalies report names carry `!`. The graph does not change with the step: it is what `agdb fx -o`
+saved.
 """
 from __future__ import annotations
 
 from rich.text import Text
 
+from agdb.tracer.fx.family_map import family_anomalies, family_map
 from agdb.tracer.fx.graph import Node, op_name
-from agdb.tracer.fx.seq_map import anomalies, seq_map
+from agdb.tracer.fx.seq_map import anomalies
 from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.store.trace import Trace
-from agdb.tracer.views.joint import META_KEY, joint_of_trace
+from agdb.tracer.views.joint import META_KEY, joint_of_trace, subgraphs_of
 from agdb.tracer.views.model import ViewError
 
 from .lazy_list import LazyList
@@ -35,24 +39,40 @@ class JointGraphView(LazyList):
         self.note = ""
         self.partners: dict[Node, set[Node]] = {}
         self.flagged: dict[Node, str] = {}
+        self.names: dict[Node, str] = {}
+        self.depth: dict[Node, int] = {}
         if META_KEY not in trace.meta:
             self.note = "this trace holds no joint graph: record one with `agdb fx SCRIPT -o FILE.agdb`"
             return
         try:
             graph = joint_of_trace(trace)
+            subgraphs = subgraphs_of(graph)
         except ViewError as e:
             self.note = str(e)
             return
-        self.nodes = [n for n in graph.nodes if n.op == "call_function"]
-        m = seq_map(graph)
-        for f, bs in m.backward_of.items():
-            self.partners[f] = set(bs)
-            for b in bs:
-                self.partners[b] = {f}
-        for a in anomalies(graph):
+        members = [("", graph)] + [(gid, g) for gid, _, _, g in subgraphs]
+        prefix = {"": ""} | {gid: f"{name}." for gid, _, name, _ in subgraphs}
+        depth = {"": 0}
+        for gid, parent, _, _ in subgraphs:
+            depth[gid] = depth.get(parent, 0) + 1
+        self.nodes = [n for _, g in members for n in g.nodes if n.op in ("call_function", "get_attr")]
+        self.names = {n: prefix[gid] + n.name for gid, g in members for n in g.nodes}
+        self.depth = {n: depth[gid] for gid, g in members for n in g.nodes}
+        m = family_map(members)
+        by_key = {(gid, n.name): n for gid, g in members for n in g.nodes}
+        for (gid, name), (_, f) in m.partner.items():
+            b = by_key[(gid, name)]
+            self.partners.setdefault(f, set()).add(b)
+            self.partners[b] = {f}
+        for a in family_anomalies(members):
             if a.kind != "gradient_acc":
+                for name in a.nodes:  # an annotation anomaly's forward node may sit in another graph: unflagged
+                    if (a.graph, name) in by_key:
+                        self.flagged.setdefault(by_key[(a.graph, name)], a.message)
+        for a in anomalies(graph):  # `shifted`, from the lines agdb's own capture keeps (graph.info["bumps"])
+            if a.kind == "shifted":
                 for name in a.nodes:
-                    self.flagged[graph.node(name)] = a.message
+                    self.flagged.setdefault(graph.node(name), a.message)
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """The joint graph does not depend on the step: nothing to do."""
@@ -88,8 +108,8 @@ class JointGraphView(LazyList):
         seq = n.meta.get("seq_nr")
         mark = "Σ" if n.meta.get("is_gradient_acc") else ("!" if n in self.flagged else " ")
         args = ", ".join(_arg_text(a) for a in n.args)
-        cell = Text(f"{mark}{'' if seq is None else seq:>5} ")
-        cell.append(n.name, "bold")
+        cell = Text(f"{mark}{'' if seq is None else seq:>5} {'  ' * self.depth.get(n, 0)}")
+        cell.append(self.names.get(n, n.name), "bold")
         cell.append(f" = {op_name(n.target)}({args})")
         if self.is_partner(index):
             cell.stylize(self.component_style("joint-graph--partner"))

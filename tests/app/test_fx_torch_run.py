@@ -94,7 +94,7 @@ def test_every_graph_the_compilers_receive_is_reported_with_torchs_meta(tmp_path
     joint_subgraphs = [g for g in data["graphs"] if g["parent"] == "c0.joint"]
     assert joint_subgraphs and all(g["kind"] == "subgraph" for g in joint_subgraphs)
     assert len(received) == 2  # the forward graph, then the backward graph
-    for kind, modules in zip(("forward", "backward"), received):
+    for kind, modules in zip(("forward", "backward"), received, strict=True):
         for name, rows in modules.items():
             graph_id = f"c0.{kind}" + (f"/{name}" if name else "")
             assert _node_rows(graphs[graph_id]) == rows, graph_id
@@ -146,13 +146,20 @@ def test_a_script_that_compiles_nothing_says_so_in_one_line(tmp_path, capsys):
 
 
 @needs_torch
-def test_output_file_for_a_scripts_own_compiles_is_refused_after_the_report(tmp_path, capsys):
-    """-o keeps a trace of a marked target; for a script's own compiles nothing is saved, and the exit status and
-    one line say so (the report is still printed)."""
+def test_output_file_keeps_the_joint_graph_and_its_subgraphs_for_export(tmp_path, capsys):
+    """-o on a script's own compiles saves the first joint graph with its subgraphs (no events: the run itself is
+    not recorded); `agdb export --view joint` draws each subgraph as a cluster and labels nodes with their custom
+    annotations."""
     script = tmp_path / "nested.py"
     script.write_text(NESTED)
     saved = tmp_path / "out.agdb"
-    assert main(["fx", "--torch", str(script), "-o", str(saved), "--", str(tmp_path / "r.json")]) == 1
+    assert main(["fx", "--torch", str(script), "-o", str(saved), "--", str(tmp_path / "r.json")]) == 0
     captured = capsys.readouterr()
-    assert "== compile 0" in captured.out and f"nothing was saved to {saved}" in captured.err
-    assert not saved.exists()
+    assert "== compile 0" in captured.out and f"wrote {saved}: the joint graph c0.joint with " in captured.err
+    dot = tmp_path / "j.dot"
+    assert main(["export", str(saved), "--view", "joint", "-o", str(dot)]) == 0
+    text = dot.read_text()
+    data, _ = _run(tmp_path, capsys)
+    subgraphs = [g["name"] for g in data["graphs"] if g["parent"] == "c0.joint"]
+    assert subgraphs and all(f'label="subgraph {name}"' in text for name in subgraphs)
+    assert "custom stage=1" in text

@@ -99,24 +99,32 @@ def render(model: GraphModel) -> str:
             lines.extend(_by_state(model, placed, k))
             lines.append("  }")
     lines.extend(_edge_text(e, ids, "  ") for e in model.edges if e.kind == "next")
+    inner: dict[str, list[str]] = {}  # a cluster's id -> the lines of the clusters drawn inside it
+    for c, blocks in reversed(list(zip(model.clusters, placed, strict=True))):  # children come after parents
+        if c.kind != "set_apart" and c.parent:
+            inner.setdefault(c.parent, [])[:0] = _cluster_lines(model, c, blocks, ids, inner.pop(c.id, []))
     for c, blocks in zip(model.clusters, placed, strict=True):
-        if c.kind != "set_apart":
-            lines.extend(_cluster_lines(model, c, blocks, ids))
+        if c.kind != "set_apart" and not c.parent:
+            lines.extend(_cluster_lines(model, c, blocks, ids, inner.pop(c.id, [])))
             lines.extend(_edge_text(e, ids, "  ") for e in model.edges if e.kind == "points_at" and e.cluster == c.id)
+    for orphans in inner.values():  # a parent the model does not have: drawn at the top level rather than lost
+        lines.extend(orphans)
     lines.append("}")
     body = [line for line in lines if line]
     body.append("")  # the text ends with a newline (`+ "\n"` would copy the whole text once more)
     return "\n".join(body)
 
 
-def _cluster_lines(model: GraphModel, c: Cluster, blocks: list[tuple[int, np.ndarray]], ids: _Ids) -> list[str]:
-    """A cluster (its members split by `_rows_by_block`) with its boxes and the arrows that order them; the
-    legend's, the same in every picture, once."""
+def _cluster_lines(model: GraphModel, c: Cluster, blocks: list[tuple[int, np.ndarray]], ids: _Ids,
+                   inner: list[str] = ()) -> list[str]:  # type: ignore[assignment]
+    """A cluster (its members split by `_rows_by_block`) with its boxes, the clusters drawn inside it (`inner`, their
+    lines) and the arrows that order them; the legend's, the same in every picture, once."""
     is_legend = len(blocks) == 1 and model.nodes[blocks[0][0]] is LEGEND and len(blocks[0][1]) == len(LEGEND)
     if is_legend and _LEGEND_LINES:
         return _LEGEND_LINES
     lines = [f'  subgraph cluster_{c.id} {{ label="{_q(c.label)}"; {_CLUSTER_STYLE[c.kind]}']
     lines.extend(_box_text(model.nodes[b].take(rows)) for b, rows in blocks)
+    lines.extend(inner)
     lines.extend(_edge_text(e, ids, "    ") for e in model.edges if e.kind == "order" and e.cluster == c.id)
     lines.append("  }")
     if is_legend:

@@ -52,8 +52,8 @@ def to_json(model: GraphModel) -> dict[str, Any]:
             "graph": {"title": a.title, "rankdir": a.rankdir, "straight_edges": a.has_straight_edges},
             "boxes": boxes,
             "arrows": [arrow for e in model.edges for arrow in _arrows(e, ids)],
-            "clusters": [{"id": c.id, "kind": c.kind, "label": c.label, "members": [ids[r] for r in c.members.tolist()]}
-                         for c in model.clusters]}
+            "clusters": [{"id": c.id, "kind": c.kind, "label": c.label, "members": [ids[r] for r in c.members.tolist()],
+                          **({"parent": c.parent} if c.parent else {})} for c in model.clusters]}
 
 
 def _ids(block: NodeBlock) -> list[str]:

@@ -162,12 +162,14 @@ class EdgeBlock:
 @dataclass(frozen=True, eq=False)
 class Cluster:
     """Boxes drawn together under a label; `members` are model rows, in the cluster's order (a queue pops
-    its first member first)."""
+    its first member first). `parent` is the id of the cluster this one is drawn inside (a subgraph's cluster in
+    its parent graph's), or "" for none; a row belongs to one cluster only."""
 
     id: str
     kind: ClusterKind
     label: str
     members: np.ndarray
+    parent: str = ""
 
 
 @dataclass(frozen=True, slots=True)
