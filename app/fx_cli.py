@@ -48,8 +48,11 @@ def register(sub: Any) -> None:
     fx.set_defaults(func=cmd_fx)
     cp = sub.add_parser("check-pass", help="run a graph pass on a script's joint graph and check its invariants",
                         description="Capture SCRIPT's joint graph (" + HOW_TO_MARK + "), run the pass "
-                                    "MODULE:FUNCTION on a copy, and name each node where meta['val'] is stale, a "
-                                    "mutation appears, or an input and an output newly alias. Exits 1 if any.")
+                                    "MODULE:FUNCTION on a copy, and name each node where the pass made meta['val'] "
+                                    "stale, added a mutation (other than a trailing copy_ epilogue), made an output "
+                                    "share storage with an input or another output, or lost seq_nr, "
+                                    "partitioner_tag or custom on a node it replaced. Only what the pass changed "
+                                    "counts: a pass that changes nothing is clean. Exits 1 if any.")
     cp.add_argument("script")
     cp.add_argument("pass_fn", metavar="MODULE:FUNCTION",
                     help="the pass: an importable module or a .py file, and a function taking the graph")

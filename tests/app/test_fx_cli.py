@@ -63,6 +63,34 @@ def test_check_pass_exit_status(tmp_path, capsys):
     assert main(["check-pass", script, f"{passes}:fine"]) == 0
 
 
+LINEAR = '''import torch
+from torch import nn
+
+def agdb_fx():
+    return nn.Linear(4, 2), (torch.randn(3, 4, requires_grad=True),)
+'''
+MORE_PASSES = '''def drop_seq_nr(g):
+    del g.node("addmm").meta["seq_nr"]
+
+def fine(g):
+    pass
+'''
+
+
+def test_check_pass_on_a_linear_module(tmp_path, capsys):
+    """A no-op pass on nn.Linear's graph is clean (the weight's transpose is a node, not a constant); a pass that
+    drops addmm's seq_nr is named in --json with the Violation shape."""
+    (tmp_path / "lin.py").write_text(LINEAR)
+    (tmp_path / "p.py").write_text(MORE_PASSES)
+    script, passes = str(tmp_path / "lin.py"), str(tmp_path / "p.py")
+    assert main(["check-pass", script, f"{passes}:fine"]) == 0
+    assert "no invariant broken" in capsys.readouterr().out
+    assert main(["check-pass", script, f"{passes}:drop_seq_nr", "--json"]) == 1
+    found = json.loads(capsys.readouterr().out)["violations"]
+    assert [(v["kind"], v["node"]) for v in found] == [("lost_meta", "addmm")]
+    assert set(found[0]) == {"kind", "node", "message"}
+
+
 def test_plain_errors(tmp_path, capsys):
     """No mark, a missing file, a malformed pass name: one agdb: line each, no traceback."""
     script, passes = files(tmp_path)

@@ -45,6 +45,10 @@ CustomFunctions = Literal["trace", "python_op"]
 GRADIENT_ACC_SPECIAL_STACK = "Gradient addition node due to multiple use of tensor around:"
 """The line PyTorch puts in the stack trace of ops traced between two backward nodes (exact text)."""
 
+COMPOSITE_OPS = frozenset({"linear", "matmul"})
+"""Ops aten decomposes in AOT graphs (CompositeImplicitAutograd) that the engine implements with its own ops, down
+the same paths: recorded as those ops (`_Capture._decompose`)."""
+
 _capture_lock = threading.Lock()
 _DTYPE_NAMES: dict = {}
 
@@ -93,6 +97,7 @@ class _Capture:
 
         self.Tensor = Tensor
         self.grad_in: list[list] = []
+        self.leaves: list = []  # patching.Leaf records of the reported op running now
 
     # -- tensors and nodes -------------------------------------------------------------------------------
     def bind(self, t: Any, node: Node) -> None:
@@ -203,6 +208,7 @@ class _Capture:
         if get_ident() != self.thread:
             return
         bumps = self.bumps
+        leaves, self.leaves = self.leaves, []
         self.op_frame = None
         if bumps and bumps[-1][2] is None:  # increments made inside this call: its user line is theirs
             frame = self.op_frame = user_frame()
@@ -223,32 +229,51 @@ class _Capture:
             self.explained.add(seq)
         elif self.phase != "forward":
             self.op_frame = None  # backward nodes find their own line
-        if call.name == "linear" and self._decompose_linear(call, args):
+        if call.name in COMPOSITE_OPS and self._decompose(call, leaves):
             return
         overload = overload_of(call.impl)
         if overload is not None:
             extra = {**(extra or {}), "overload": overload}
         self.add(f"engine.{call.name}", args, kwargs, call.output_tensors, "op", name=call.name, extra=extra)
 
-    def _decompose_linear(self, call: Any, args: tuple) -> bool:
-        """linear on a 2-D input with a bias records TBackward0 then AddmmBackward0, as aten's linear does:
-        two FX nodes (t, addmm) with those two numbers, so the map has a forward node for each."""
-        made = [bump_dict(b) for b in self.bumps[-2:] if b[3] == "forward"]
-        if len(args) != 3 or args[2] is None or len(call.inputs[0].shape) != 2 or call.node is None \
-                or [b["node"] for b in made] != ["TBackward0", "AddmmBackward0"] \
-                or made[-1]["seq_nr"] != call.node._seq:
+    def _decompose(self, call: Any, leaves: list) -> bool:
+        """Record a composite op as the innermost ops it ran (patching.Leaf), as aten's CompositeImplicitAutograd
+        decomposition appears in AOT graphs: `linear` on a 2-D input with a bias is `t` + `addmm`, on a 3-D one
+        `view` + `t` + `addmm` + `view`. Each takes its own number, and the tensors the autograd nodes save (the
+        weight's transpose) are nodes of the graph rather than constants. Only the ops the output depends on
+        count (matmul's `mT` made and dropped is not one); False, and the op stays one node, when the output does
+        not come from the inputs through them alone."""
+        outs = call.output_tensors
+        if len(outs) != 1 or not leaves:
             return False
-        x, w, b = args
-        t_meta = self.meta_for_new("op")
-        t_meta.update(seq_nr=made[0]["seq_nr"], autograd_node={"name": "TBackward0", "seq_nr": made[0]["seq_nr"]})
-        wt = self.g.create_node("call_function", "engine._ops.t", (w,), name="t", meta=t_meta)
-        shape = list(call.inputs[1].shape)[::-1]
-        wt.meta["val"] = {"shape": shape, "stride": [1, shape[0]], "dtype": call.inputs[1].dtype,
-                          "storage": self.val(call.input_tensors[1])["storage"]}
-        self.explained.update((made[0]["seq_nr"], made[1]["seq_nr"]))
-        self.first_fwd.setdefault(made[0]["seq_nr"], wt)
-        self.add("engine._ops.addmm", (b, x, wt), {}, call.output_tensors, "op", name="addmm",
-                 extra={"autograd_node": {"name": "AddmmBackward0", "seq_nr": made[1]["seq_nr"]}})
+        inputs = {id(t) for t in call.input_tensors}
+        need = {id(outs[0])}
+        chosen = []
+        for leaf in reversed(leaves):
+            if id(leaf.out) not in need:
+                continue
+            need.discard(id(leaf.out))
+            chosen.append(leaf)
+            for a in (*leaf.args, *leaf.kwargs.values()):
+                if isinstance(a, self.Tensor) and id(a) not in inputs and not a._is_wrapped_number:
+                    need.add(id(a))
+        if need:
+            return False
+        forward = self.phase == "forward"
+        for leaf in reversed(chosen):
+            target, out = leaf.target, leaf.out
+            if target == "engine._ops.reshape" and leaf.args[0]._data.flags.c_contiguous:
+                target = "engine._ops.view"  # what reshape of a contiguous tensor is (ViewBackward0), as in aten
+            extra = None
+            if forward:
+                extra = {"seq_nr": leaf.after - 1}
+                made = out._grad_fn
+                if leaf.after != leaf.before and made is not None and leaf.before <= made._seq < leaf.after:
+                    extra["autograd_node"] = {"name": made.name(), "seq_nr": made._seq}
+                    self.explained.add(made._seq)
+            args = tuple([self.arg(a) for a in without_defaults(leaf.fn, leaf.args)])
+            kwargs = {k: self.arg(v) for k, v in leaf.kwargs.items()}
+            self.add(target, args, kwargs, (out,), "op", name=target.rsplit(".", 1)[-1], extra=extra)
         return True
 
     def seq_nr_bumped(self, node: Any, seq_nr: int) -> None:

@@ -161,7 +161,46 @@ def tanh_module(T):
     return T.nn.Sequential(T.nn.Linear(2, 2), T.nn.Tanh()), (T.randn(3, 2),)
 
 
+def linear_input_grad(T):
+    return T.nn.Linear(4, 2), (_r(T, 3, 4),)
+
+
+def linear_no_bias(T):
+    return T.nn.Linear(4, 2, bias=False), (_r(T, 3, 4),)
+
+
+def linear_3d(T):
+    return T.nn.Linear(4, 2), (_r(T, 5, 3, 4),)
+
+
+def linear_1d(T):
+    return T.nn.Linear(4, 2), (_r(T, 4),)
+
+
+def linear_3d_no_bias(T):
+    return T.nn.Linear(4, 2, bias=False), (_r(T, 5, 3, 4),)
+
+
+def linear_frozen_weight(T):
+    lin = T.nn.Linear(4, 2)
+    lin.weight.requires_grad_(False)
+    return lin, (_r(T, 3, 4),)
+
+
+def matmul_3d(T):
+    return (lambda x, w: (x @ w).sin().sum()), (_r(T, 5, 3, 4), _r(T, 4, 2))
+
+
+def matmul_vec(T):
+    return (lambda x, w: (x @ w).sin().sum()), (_r(T, 4), _r(T, 4, 2))
+
+
+COMPOSITES = [linear_input_grad, linear_no_bias, linear_3d, linear_1d, linear_3d_no_bias, linear_frozen_weight,
+              matmul_3d, matmul_vec]
+"""aten's CompositeImplicitAutograd linear and matmul on each of their paths, the input needing a gradient: the
+intermediate tensors their autograd nodes save (the weight's transpose, the folded input) must be graph nodes."""
+
 PROGRAMS = [diamond, square, chain, sigmoid_gate, broadcast, mm, mean_relu, pow_div, cat2, transpose_sum,
             constant_factory, used_thrice, no_grad_input, two_outputs, unsqueeze_expand, custom_function, sub_neg,
             tensor_hook, reentrant,
-            linear, mlp, with_buffer, mse, tanh_module]
+            linear, mlp, with_buffer, mse, tanh_module, *COMPOSITES]

@@ -28,8 +28,10 @@ TORCH_ONLY_TARGETS = {"aten.detach.default"}
 """Targets AOT adds that have no counterpart in the engine's graphs (saved outputs are detached in aten)."""
 
 
-ENGINE_RENAMES = {"mul_scalar": "mul", "div_scalar": "div", "slice_": "slice", "sum_to": "sum"}
-"""Formula helpers of the engine and the aten op each stands for."""
+ENGINE_RENAMES = {"mul_scalar": "mul", "div_scalar": "div", "slice_": "slice", "sum_to": "sum", "reshape": "view",
+                  "squeeze_dims": "squeeze"}
+"""Formula helpers of the engine and the aten op each stands for (ViewBackward0's formula reshapes the grad, which
+aten decomposes to view; matmul's in-place squeeze_ of its fresh 1-D result is functionalized to squeeze)."""
 
 
 def op_names(nodes, renames=None):
