@@ -142,12 +142,13 @@ def cmd_fx_torch(args: argparse.Namespace) -> int:
     from agdb.tracer.store.tracefile import save
     from agdb.tracer.views.joint import with_joint
 
-    if args.python_op:
-        return fail("--python-op applies to agdb's engine: torch's AOTAutograd traces custom autograd.Functions "
-                     "through (drop --torch to see PythonOp nodes)")
     status, scope = _own_graphs(args)
     if status is not None:
         return status
+    if args.python_op:
+        return fail("--python-op on real torch shows the custom autograd.Functions of a script's own compiled graphs; "
+                     "for a marked target, torch's AOTAutograd traces them through with no trace of the call (drop "
+                     "--torch to see PythonOp nodes on agdb's engine)")
     try:
         captured, trace = capture_script_torch(args.script, record=args.output is not None, scope=scope)
     except FxError as e:
@@ -197,6 +198,8 @@ def _own_graphs(args: argparse.Namespace) -> tuple[int | None, dict]:
                     "torch.compile calls make (its compiled functions or modules must run, with an input that "
                     "needs a gradient for a backward graph); or mark a target with `agdb_fx = (fn_or_module, (arg, "
                     "...))` to have agdb compile it (docs/fx.md)"), scope
+    if args.python_op:
+        _as_python_ops(found)
     if args.json:
         print(json.dumps(graphs_json(found, args.script), indent=2))
     else:
@@ -209,6 +212,17 @@ def _own_graphs(args: argparse.Namespace) -> tuple[int | None, dict]:
     if error is not None:
         return fail(f"{error} (the graphs compiled before that are shown)"), scope
     return 0, scope
+
+
+def _as_python_ops(found: Any) -> None:
+    """--python-op: each graph with its custom Functions' ops as PythonOp / PythonOpGrad nodes."""
+    from agdb.tracer.fx.python_op_view import python_op_view
+
+    for entry in found.graphs:
+        entry.graph = python_op_view(entry.graph)
+    found.notes.append("--python-op: each custom autograd.Function call's ops are one PythonOp (forward) or "
+                       "PythonOpGrad (backward) node; their non-tensor arguments are read from the call site's "
+                       "source (meta['agdb'])")
 
 
 def _save_with_graphs(found: Any, output: str) -> None:

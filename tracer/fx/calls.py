@@ -63,6 +63,11 @@ def classify_scalars(args: tuple) -> dict:
     types as typed lists with their positions; anything else as an object reference."""
     from agdb.engine import Tensor
 
+    return classify_literals(list(args), lambda a: isinstance(a, Tensor))
+
+
+def classify_literals(args: list, is_tensor: Any) -> dict:
+    """`classify_scalars` for any arguments, `is_tensor(a)` saying which are the op's tensor inputs."""
     attrs: dict[str, list] = {}
 
     def put(kind: str, pos: int, value: Any) -> None:
@@ -70,7 +75,7 @@ def classify_scalars(args: tuple) -> dict:
         attrs.setdefault(f"input_{kind}_positions", []).append(pos)
 
     for pos, a in enumerate(args):
-        if isinstance(a, Tensor):
+        if is_tensor(a):
             continue
         kind = _scalar_kind(a)
         if kind is not None:
