@@ -11,7 +11,8 @@ exactly those rules, so its map is the one torch used, and its anomalies say whe
 - `no_forward`: a backward node whose seq_nr no forward node has (its annotations and module path are lost);
 - `annotation`: a backward node lacking a key of its forward partner's `custom`, or holding another value for it
   (torch's copy would have set it: something after the copy dropped or changed it, a pass, a re-trace);
-- `retraced`: every call in a graph has one seq_nr, as a re-trace without `preserve_node_seq_nr` leaves it;
+- `retraced`: every call of a graph, or of the whole family, has one seq_nr, forward calls and backward calls
+  alike, as a re-trace without `preserve_node_seq_nr` leaves them (NOTE [telling a re-trace]);
 - `shared_seq_nr`: forward calls sharing a number (only the first maps; `getitem` and AOT's `detach` are left out);
 - `minus_one`: a node numbered -1 (made before any autograd node on its thread, as Dynamo's proxies are);
 - `gradient_acc`: gradient sums (and tensor-hook ops torch labels like them), which map to no forward node.
@@ -80,9 +81,10 @@ def family_anomalies(members: Sequence[Member]) -> list[FamilyAnomaly]:
     """Every anomaly of the family's map (the module docstring lists the kinds), graph by graph in walk order."""
     m = family_map(members)
     out: list[FamilyAnomaly] = []
+    whole = _retraced([n for _, g in members for n in g.nodes])
     for graph_id, g in members:
-        retraced = _retraced(g)
-        if retraced is not None:
+        retraced = _retraced(g.nodes) if whole is None else whole
+        if retraced is not None and any(n.op == "call_function" for n in g.nodes):
             out.append(FamilyAnomaly("retraced", graph_id, tuple(n.name for n in g.nodes if n.op == "call_function"),
                                      f"every call in {graph_id} has seq_nr {retraced}: re-traced without "
                                      "preserve_node_seq_nr, so no backward node maps to its forward node", retraced))
@@ -92,11 +94,24 @@ def family_anomalies(members: Sequence[Member]) -> list[FamilyAnomaly]:
     return out
 
 
-def _retraced(g: Graph) -> int | None:
-    calls = [n for n in g.nodes if n.op == "call_function" and n.target != "getitem"]
+def _retraced(nodes: Sequence[Node]) -> int | None:
+    """The one seq_nr of every call among `nodes`, when they look re-traced (NOTE [telling a re-trace]); else None.
+
+    NOTE [telling a re-trace]
+    A re-trace under preserve_node_meta but without preserve_node_seq_nr (`make_fx(Interpreter(gm).run)` in a
+    joint pass) gives every node the autograd counter's value at that moment. One number on every call is not
+    enough to say so: `x.sin()` alone makes a joint of sin, cos and mul that truly share sin's number. What a
+    correct graph does not have is two forward calls (not getitem, AOT's detach, an alias) on one number, with
+    backward calls on it too, and nothing else: that is the re-trace. (A forward call on tensors needing no
+    gradient makes no autograd node and repeats the latest number, so a graph of one differentiable op and such a
+    call would be reported too.) The test runs on one graph (a joint) and on a whole family at once, since the
+    partitioner puts a re-traced joint's forward calls and backward calls in two graphs, each one-sided alone."""
+    calls = [n for n in nodes if n.op == "call_function" and n.target != "getitem"]
     numbers = {n.meta.get("seq_nr") for n in calls}
-    tags = {n.meta.get("partitioner_tag") for n in calls}
-    if len(calls) >= 3 and len(numbers) == 1 and None not in numbers and "is_backward" in tags and len(tags) > 1:
+    if len(numbers) != 1 or None in numbers:
+        return None
+    forward = [n for n in calls if n.meta.get("partitioner_tag") != "is_backward" and n.target not in _NO_NODE]
+    if len(forward) >= 2 and any(n.meta.get("partitioner_tag") == "is_backward" for n in calls):
         return numbers.pop()
     return None
 
