@@ -13,6 +13,9 @@ exactly those rules, so its map is the one torch used, and its anomalies say whe
   (torch's copy would have set it: something after the copy dropped or changed it, a pass, a re-trace);
 - `retraced`: every call of a graph, or of the whole family, has one seq_nr, forward calls and backward calls
   alike, as a re-trace without `preserve_node_seq_nr` leaves them (NOTE [telling a re-trace]);
+- `untagged`: a call with a seq_nr and no `partitioner_tag` in a graph whose other nodes have one: torch's rule counts
+  it as a forward node, so it maps to nothing and gets no annotation (torch 2.13 leaves a custom Function's backward
+  ops so under torch.compile);
 - `shared_seq_nr`: forward calls sharing a number (only the first maps; `getitem` and AOT's `detach` are left out);
 - `minus_one`: a node numbered -1 (made before any autograd node on its thread, as Dynamo's proxies are);
 - `gradient_acc`: gradient sums (and tensor-hook ops torch labels like them), which map to no forward node.
@@ -90,8 +93,20 @@ def family_anomalies(members: Sequence[Member]) -> list[FamilyAnomaly]:
                                      "preserve_node_seq_nr, so no backward node maps to its forward node", retraced))
             continue
         out.extend(_node_anomalies(graph_id, g, m))
-        out.extend(_shared(graph_id, g))
+        untagged = _untagged(g)
+        out.extend(FamilyAnomaly("untagged", graph_id, (n.name,), f"{n.name} in {graph_id} has seq_nr "
+                                 f"{n.meta['seq_nr']} and no partitioner_tag, where the graph's other nodes have one: "
+                                 "torch's map counts it as a forward node, so no annotation reaches it",
+                                 n.meta["seq_nr"]) for n in untagged)
+        out.extend(_shared(graph_id, g, set(untagged)))
     return out
+
+
+def _untagged(g: Graph) -> list[Node]:
+    if not any(n.meta.get("partitioner_tag") for n in g.nodes):
+        return []  # a graph torch never tags (Dynamo's own region graphs)
+    return [n for n in g.nodes if n.op == "call_function" and n.meta.get("seq_nr") is not None
+            and n.meta.get("partitioner_tag") is None]
 
 
 def _retraced(nodes: Sequence[Node]) -> int | None:
@@ -168,10 +183,11 @@ _NO_NODE = ("getitem", "aten.detach.default", "aten.alias.default")
 """Calls that never make an autograd node of their own (AOT adds the detaches of saved activations)."""
 
 
-def _shared(graph_id: str, g: Graph) -> list[FamilyAnomaly]:
+def _shared(graph_id: str, g: Graph, untagged: set[Node]) -> list[FamilyAnomaly]:
     by_seq: dict[int, list[Node]] = {}
     for n in g.nodes:
-        if n.op == "call_function" and n.target not in _NO_NODE and is_forward(n) and n.meta["seq_nr"] != -1:
+        if n.op == "call_function" and n.target not in _NO_NODE and is_forward(n) and n.meta["seq_nr"] != -1 \
+                and n not in untagged:
             by_seq.setdefault(n.meta["seq_nr"], []).append(n)
     return [FamilyAnomaly("shared_seq_nr", graph_id, tuple(n.name for n in ns),
                           f"forward calls {', '.join(n.name for n in ns)} in {graph_id} share seq_nr {s}: only "

@@ -12,8 +12,8 @@ computes:
 
 `changes(before, after)` compares the invariants of the graph before and after a pass, and the `seq_nr`,
 `partitioner_tag` and `custom` of each node with those of the node it replaced (`replaced_nodes`), and lists only
-what the pass broke, so a pass that changes nothing is clean even on a graph that breaks a rule already (an in-place op of
-the user's program, a val the capture recorded differently). Violation kinds:
+what the pass broke, so a pass that changes nothing is clean even on a graph that breaks a rule already (an in-place op
+of the user's program, a val the capture recorded differently). Violation kinds:
 
 | kind | a node of the graph after the pass ... |
 |---|---|
@@ -145,7 +145,7 @@ def _stale(val: Any, got: Any) -> str | None:
     """How a recorded val differs from the computed summary ("shape [4], stride [1] but it computes shape [],
     stride []"), or None; for a node returning several tensors, the first output that differs."""
     if isinstance(val, (list, tuple)) and isinstance(got, list) and len(val) == len(got):
-        for i, (v, g) in enumerate(zip(val, got)):
+        for i, (v, g) in enumerate(zip(val, got, strict=True)):
             detail = _stale(v, g)
             if detail:
                 return f"output {i}: {detail}"
@@ -211,7 +211,8 @@ def replaced_nodes(before: Graph, after: Graph) -> dict[str, str]:
     flow: an argument of a node, at the same position among its node arguments, or an output position, that held
     the removed node before now holds the new one (what `replace_all_uses_with(old, new)` does). From such a pair
     the match goes on through their arguments: where the removed node read another removed node and the new one
-    reads another new node at the same position, those are a pair too (a chain rewritten as a chain). A new node that took no
+    reads another new node at the same position, those are a pair too (a chain rewritten as a
+    chain). A new node that took no
     removed node's place (an extra op feeding a replacement) replaces nothing."""
     old_names = {n.name for n in before.nodes}
     new_names = {n.name for n in after.nodes}
@@ -219,7 +220,7 @@ def replaced_nodes(before: Graph, after: Graph) -> dict[str, str]:
     work: list[tuple[Node, Node]] = []
 
     def pair_refs(old_refs: list, new_refs: list) -> None:
-        for o, n in zip(old_refs, new_refs):
+        for o, n in zip(old_refs, new_refs, strict=False):  # args of two ops may differ in number
             if isinstance(o, Node) and isinstance(n, Node) and o.name not in new_names and n.name not in old_names \
                     and n.name not in pairs and o.op != "output":
                 pairs[n.name] = o.name
