@@ -111,6 +111,9 @@ class JointGraphView(LazyList):
         cell = Text(f"{mark}{'' if seq is None else seq:>5} {'  ' * self.depth.get(n, 0)}")
         cell.append(self.names.get(n, n.name), "bold")
         cell.append(f" = {op_name(n.target)}({args})")
+        custom = n.meta.get("custom")
+        if isinstance(custom, dict) and custom:  # torch.fx.traceback.annotate's, and what torch copied to backward
+            cell.append(" {" + ", ".join(f"{k}={v!r}" for k, v in custom.items()) + "}", "italic")
         if self.is_partner(index):
             cell.stylize(self.component_style("joint-graph--partner"))
         if mark != " ":

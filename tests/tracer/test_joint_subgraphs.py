@@ -82,3 +82,4 @@ async def test_joint_panel_lists_subgraph_nodes_and_partners_across_graphs():
         assert {names[i] for i in range(len(names)) if view.is_partner(i)} == {"inner.cos"}
         assert "inner.cos" in view.row_text(names.index("inner.cos")).plain
         assert view.row_text(names.index("inner.cos")).plain.lstrip().startswith("│ !")  # custom lost: flagged
+        assert view.row_text(names.index("inner.sin")).plain.rstrip(" │").endswith("= sin(arg0_1) {stage=3}")
