@@ -68,11 +68,27 @@ def maps_of(found: GraphSet) -> list[dict]:
     return out
 
 
+def line_of(found: GraphSet, a: FamilyAnomaly) -> dict | None:
+    """Where the anomaly's first node came from: the innermost frame of its `stack_trace` as torch recorded it
+    (Dynamo gives forward nodes the user's line, backward nodes their forward node's), or None."""
+    from agdb.tracer.fx.python_op_view import frames_of
+
+    try:
+        graph = found.entry(a.graph).graph
+        frames = frames_of(graph.node(a.nodes[0]).meta.get("stack_trace") or "")
+    except KeyError:
+        return None
+    if not frames:
+        return None
+    f = frames[-1]
+    return {"file": f.file, "line": f.line, "function": f.function, "code": f.code}
+
+
 def report_json(found: GraphSet, script: str) -> dict:
     """The JSON contract (docs/fx.md): graphs, anomalies, and beside them the compiles, maps and notes."""
     data = found.to_json()
-    data.update({"format": REPORT_FORMAT, "source": "torch", "script": script,
-                 "maps": maps_of(found), "anomalies": [a.to_json() for a in anomalies_of(found)]})
+    data.update({"format": REPORT_FORMAT, "source": "torch", "script": script, "maps": maps_of(found),
+                 "anomalies": [{**a.to_json(), "line": line_of(found, a)} for a in anomalies_of(found)]})
     return data
 
 
@@ -103,6 +119,9 @@ def print_graphs(found: GraphSet, script: str, partitions: bool, out: TextIO | N
             out.write(f"\nanomalies: {len(mine) or 'none'}\n")
         for a in mine:
             out.write(f"  [{a.kind}] {a.message}\n")
+            line = line_of(found, a)
+            if line is not None:
+                out.write(f"      at {line['file']}:{line['line']} in {line['function']}: {line['code']}\n")
 
 
 def _print_family(found: GraphSet, root: GraphEntry, out: TextIO) -> None:

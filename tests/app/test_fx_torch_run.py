@@ -191,7 +191,8 @@ torch.compile(f, backend="aot_eager")(torch.randn(4, requires_grad=True)).backwa
 def test_python_op_groups_a_custom_functions_ops_by_call_site(tmp_path, capsys):
     """--python-op on a script's own graphs: the Function's forward op becomes PythonOp (name Scale, 3.0 and True
     classified at positions 1 and 2, as seed 002's exporter does) and its backward op PythonOpGrad, fed by the
-    values that fed the ops they replace; without it, the same run shows torch's untagged backward op, reported."""
+    values that fed the ops they replace; without it, the same run shows torch's untagged backward op, reported
+    with the line torch recorded for it (the Function's backward)."""
     script = tmp_path / "scale.py"
     script.write_text(SCALE)
     assert main(["fx", "--torch", str(script), "--json"]) == 0
@@ -199,7 +200,9 @@ def test_python_op_groups_a_custom_functions_ops_by_call_site(tmp_path, capsys):
     joint = plain["graphs"][0]["nodes"]
     untagged = [n["name"] for n in joint if n["op"] == "call_function" and n["meta"]["partitioner_tag"] is None]
     assert len(untagged) == 1
-    assert [a["nodes"] for a in plain["anomalies"] if a["kind"] == "untagged"] == [untagged]
+    (hole,) = [a for a in plain["anomalies"] if a["kind"] == "untagged"]
+    assert hole["nodes"] == untagged
+    assert (hole["line"]["function"], hole["line"]["code"]) == ("backward", "return g * ctx.k, None, None")
     assert main(["fx", "--torch", str(script), "--json", "--python-op"]) == 0
     data = json.loads(capsys.readouterr().out)
     nodes = {n["name"]: n for n in data["graphs"][0]["nodes"]}
