@@ -43,6 +43,10 @@ def register(sub: Any) -> None:
                     help="run SCRIPT on real PyTorch and convert the graphs torch's AOTAutograd makes (a module: "
                          "aot_export_joint_with_descriptors; a function: aot_function's joint, forward and backward "
                          "graphs), with torch's own seq_nr, partitioner_tag, is_gradient_acc and descriptors")
+    fx.add_argument("--torch-frames", action="store_true",
+                    help="with --torch, note the Python frames (inside torch too: a decomposition, DTensor, a "
+                         "higher-order op) in flight when each sequence number was taken while torch traced, and "
+                         "name them for each anomaly")
     fx.add_argument("--partitions", action="store_true",
                     help="with --torch, also print aot_function's forward and backward graphs")
     fx.set_defaults(func=cmd_fx)

@@ -88,7 +88,9 @@ def report_json(found: GraphSet, script: str) -> dict:
     """The JSON contract (docs/fx.md): graphs, anomalies, and beside them the compiles, maps and notes."""
     data = found.to_json()
     data.update({"format": REPORT_FORMAT, "source": "torch", "script": script, "maps": maps_of(found),
-                 "anomalies": [{**a.to_json(), "line": line_of(found, a)} for a in anomalies_of(found)]})
+                 "anomalies": [{**a.to_json(), "line": line_of(found, a),
+                                **({"taken_by": found.takers.get(a.seq_nr)} if found.takers else {})}
+                               for a in anomalies_of(found)]})
     return data
 
 
@@ -122,6 +124,10 @@ def print_graphs(found: GraphSet, script: str, partitions: bool, out: TextIO | N
             line = line_of(found, a)
             if line is not None:
                 out.write(f"      at {line['file']}:{line['line']} in {line['function']}: {line['code']}\n")
+            taken = found.takers.get(a.seq_nr) if a.seq_nr is not None else None
+            if taken:
+                out.write(f"      seq_nr {a.seq_nr} was taken while torch traced, in:\n")
+                out.writelines(f"        {f['file']}:{f['line']} in {f['function']}: {f['code']}\n" for f in taken)
 
 
 def _print_family(found: GraphSet, root: GraphEntry, out: TextIO) -> None:

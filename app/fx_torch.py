@@ -184,7 +184,7 @@ def _own_graphs(args: argparse.Namespace) -> tuple[int | None, dict]:
     if args.json:
         sys.stdout = sys.stderr  # the script's prints must not break the JSON on stdout
     try:
-        with capture_run() as found:
+        with capture_run(takers=getattr(args, "torch_frames", False)) as found:
             scope, error = run_as_main(args.script, list(getattr(args, "script_args", [])))
     except (FxError, TorchFxError) as e:
         return fail(str(e)), {}

@@ -216,3 +216,36 @@ def test_python_op_groups_a_custom_functions_ops_by_call_site(tmp_path, capsys):
     assert op["meta"]["agdb"]["inner"] == [mul_fwd["name"]] and grad["meta"]["agdb"]["inner"] == untagged
     sin = next(n for n in joint if n["name"] == "sin")  # numbers differ between the two runs: compare offsets
     assert op["meta"]["seq_nr"] - nodes["sin"]["meta"]["seq_nr"] == mul_fwd["meta"]["seq_nr"] - sin["meta"]["seq_nr"]
+
+
+COND = '''import torch
+
+
+def f(x):
+    y = x * 2
+    return torch.cond(y.sum() > 0, lambda t: t.sin(), lambda t: t.cos() * 2, (y,)).sum()
+
+
+torch.compile(f, backend="aot_eager")(torch.randn(4, requires_grad=True)).backward()
+'''
+
+
+@needs_torch
+def test_torch_frames_name_where_torch_took_a_number_no_forward_node_has(tmp_path, capsys):
+    """torch.cond's backward branches carry a number no forward node has (their annotations are lost); with
+    --torch-frames, each such anomaly names the frames in flight when torch took that number: cond's autograd
+    machinery re-running the branch (torch/_higher_order_ops). Without the flag, nothing is watched."""
+    script = tmp_path / "cond.py"
+    script.write_text(COND)
+    assert main(["fx", "--torch", str(script), "--json", "--torch-frames"]) == 0
+    import jsonschema
+
+    data = json.loads(capsys.readouterr().out)
+    jsonschema.validate(data, json.loads(SCHEMA.read_text()))
+    holes = [a for a in data["anomalies"] if a["kind"] == "no_forward"]
+    assert holes and all(a["taken_by"] for a in holes)
+    assert all(any(f["file"].startswith("torch/_higher_order_ops/") for f in a["taken_by"]) for a in holes)
+    assert str(holes[0]["seq_nr"]) in data["takers"]
+    assert main(["fx", "--torch", str(script), "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert "takers" not in plain and all("taken_by" not in a for a in plain["anomalies"])

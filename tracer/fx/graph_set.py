@@ -93,6 +93,9 @@ class GraphSet:
     compiles: list[Compile] = field(default_factory=list)
     graphs: list[GraphEntry] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    takers: dict[int, list[dict]] = field(default_factory=dict)
+    """seq_nr -> the Python frames in flight when torch's tracing took it (`{"file", "line", "function",
+    "code"}`, innermost last), when the capture watched for them (`agdb fx --torch --torch-frames`)."""
 
     def __iter__(self) -> Iterator[GraphEntry]:
         return iter(self.graphs)
@@ -121,9 +124,12 @@ class GraphSet:
         return [e for e in self.graphs if e.parent is None and (kind is None or e.kind == kind)]
 
     def to_json(self) -> dict:
-        return {"format": FORMAT, "notes": list(self.notes),
+        data = {"format": FORMAT, "notes": list(self.notes),
                 "compiles": [vars(c).copy() for c in self.compiles],
                 "graphs": [e.to_json() for e in self.graphs]}
+        if self.takers:
+            data["takers"] = {str(k): v for k, v in sorted(self.takers.items())}
+        return data
 
 
 def from_json(data: Any) -> GraphSet:
@@ -135,6 +141,8 @@ def from_json(data: Any) -> GraphSet:
     if not isinstance(data, dict) or not isinstance(data.get("graphs"), list):
         raise ValueError("not agdb's graphs of a compiled run (expected an object with a list of graphs)")
     out = GraphSet(notes=[str(n) for n in data.get("notes") or []])
+    out.takers = {int(k): v for k, v in (data.get("takers") or {}).items()} if isinstance(data.get("takers"), dict) \
+        else {}
     try:
         out.compiles = [Compile(**c) for c in data.get("compiles") or []]
         for g in data["graphs"]:

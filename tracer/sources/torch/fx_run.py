@@ -27,6 +27,8 @@ Objects that are not plain data become `<ClassName>` text, so no address reaches
 from __future__ import annotations
 
 import contextlib
+import linecache
+import os
 import re
 import sys
 import threading
@@ -41,11 +43,14 @@ from agdb.tracer.fx.graph_set import Compile, GraphEntry, GraphSet
 from .fx import TorchFxError, _val, target_name
 
 _STAGE2 = "aot_stage2_compile"
+_TORCH = os.path.dirname(torch.__file__) + os.sep
 
 
 @contextlib.contextmanager
-def capture_run() -> Iterator[GraphSet]:
-    """Capture every graph AOTAutograd makes in this process while the block runs (NOTE [where the capture sits]).
+def capture_run(takers: bool = False) -> Iterator[GraphSet]:
+    """Capture every graph AOTAutograd makes in this process while the block runs (NOTE [where the capture sits]);
+    with `takers`, also the Python frames in flight when each sequence number was taken while torch traced
+    (`GraphSet.takers`, NOTE [who took a number]).
 
     Raises:
         TorchFxError: this torch has no `aot_stage2_compile` to hold on to.
@@ -71,12 +76,64 @@ def capture_run() -> Iterator[GraphSet]:
                          _keeping(found, c, "backward", bw_compiler, lock),
                          _keeping(found, c, "forward", inference_compiler, lock))
 
-    with _caches_off():
+    with _caches_off(), (_watching_takers(found) if takers else contextlib.nullcontext()):
         setattr(aot_autograd, _STAGE2, stage2)
         try:
             yield found
         finally:
             setattr(aot_autograd, _STAGE2, original)
+
+
+# -- who took a number ----------------------------------------------------------------------------------------------
+_TRACING_MACHINERY = tuple(os.path.join(_TORCH, *p) for p in (
+    ("fx", "experimental", "proxy_tensor.py"), ("_ops.py",), ("utils", "_python_dispatch.py"), ("_subclasses",),
+    ("utils", "_stats.py"), ("_library",), ("fx", "experimental", "symbolic_shapes.py")))
+_MAX_FRAMES = 8
+
+
+@contextlib.contextmanager
+def _watching_takers(found: GraphSet) -> Iterator[None]:
+    """NOTE [who took a number]
+    An FX node's seq_nr is the number of the autograd node its op made, read when the node is created; a backward
+    node's is the number of the autograd node being run. When a number belongs to no FX node (a backward node with
+    no forward node), the question is which code made the autograd node that took it: a decomposition, DTensor,
+    a higher-order op's autograd Function. While torch traces, every op reaches ProxyTorchDispatchMode after its
+    autograd kernel ran, so the counter has moved by the nodes that op made: each number taken since the last op
+    seen on this thread is noted with the Python frames in flight (torch's tracing machinery left out), innermost
+    last. A number taken outside tracing (eager code between compiles) is not seen."""
+    from torch.fx.experimental import proxy_tensor
+
+    mode = proxy_tensor.ProxyTorchDispatchMode
+    original = mode.__dict__["__torch_dispatch__"]
+    last = threading.local()
+
+    def __torch_dispatch__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        now = torch.autograd._get_sequence_nr()
+        seen = getattr(last, "value", now - 1)
+        if now > seen:
+            frames = _frames_in_flight(sys._getframe(1))
+            for seq_nr in range(seen, now):
+                found.takers.setdefault(seq_nr, frames)
+        last.value = now
+        return original(self, *args, **kwargs)
+
+    mode.__torch_dispatch__ = __torch_dispatch__
+    try:
+        yield
+    finally:
+        mode.__torch_dispatch__ = original
+
+
+def _frames_in_flight(frame: Any) -> list[dict]:
+    out: list[dict] = []
+    while frame is not None and len(out) < _MAX_FRAMES:
+        name = frame.f_code.co_filename
+        if not name.startswith(_TRACING_MACHINERY) and name != __file__:
+            shown = "torch/" + name[len(_TORCH):] if name.startswith(_TORCH) else name
+            out.append({"file": shown, "line": frame.f_lineno, "function": frame.f_code.co_name,
+                        "code": linecache.getline(name, frame.f_lineno).strip()})
+        frame = frame.f_back
+    return out[::-1]
 
 
 def _new_compile(found: GraphSet, needs_autograd: bool) -> Compile:
