@@ -15,7 +15,7 @@ from agdb.tracer.fx.family_map import FamilyAnomaly, family_anomalies, family_ma
 from agdb.tracer.fx.graph_set import GraphEntry, GraphSet
 
 REPORT_FORMAT = "agdb.fx-report/2"
-_SHOWN_META = ("seq_nr", "partitioner_tag", "custom")
+_SHOWN_META = ("seq_nr", "partitioner_tag", "custom", "autograd_backward")
 
 
 def anomalies_of(found: GraphSet) -> list[FamilyAnomaly]:
