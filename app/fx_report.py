@@ -116,7 +116,7 @@ def print_graphs(found: GraphSet, script: str, partitions: bool, out: TextIO | N
                 _print_family(found, e, out)
             if e.id in maps:
                 _print_map(maps[e.id], e.id, out)
-        mine = [a for a in anomalies if a.graph.split(".", 1)[0] == f"c{c.index}"]
+        mine = _grouped([a for a in anomalies if a.graph.split(".", 1)[0] == f"c{c.index}"])
         if not c.inference:
             out.write(f"\nanomalies: {len(mine) or 'none'}\n")
         for a in mine:
@@ -128,6 +128,26 @@ def print_graphs(found: GraphSet, script: str, partitions: bool, out: TextIO | N
             if taken:
                 out.write(f"      seq_nr {a.seq_nr} was taken while torch traced, in:\n")
                 out.writelines(f"        {f['file']}:{f['line']} in {f['function']}: {f['code']}\n" for f in taken)
+
+
+def _grouped(anomalies: list[FamilyAnomaly], at: int = 4) -> list[FamilyAnomaly]:
+    """Gradient sums of one graph said once when there are `at` or more (the JSON keeps each)."""
+    sums: dict[str, list[FamilyAnomaly]] = {}
+    for a in anomalies:
+        if a.kind == "gradient_acc":
+            sums.setdefault(a.graph, []).append(a)
+    out = []
+    for a in anomalies:
+        group = sums.get(a.graph, []) if a.kind == "gradient_acc" else []
+        if len(group) < at:
+            out.append(a)
+        elif a is group[0]:
+            names = [x.nodes[0] for x in group]
+            numbers = sorted({x.seq_nr for x in group if x.seq_nr is not None})
+            out.append(FamilyAnomaly("gradient_acc", a.graph, tuple(names), f"{len(names)} gradient sums in "
+                                     f"{a.graph} ({', '.join(names)}), seq_nr {', '.join(map(str, numbers))}: they "
+                                     "relate to no forward node", numbers[0] if numbers else None))
+    return out
 
 
 def _print_family(found: GraphSet, root: GraphEntry, out: TextIO) -> None:

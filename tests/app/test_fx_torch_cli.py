@@ -142,7 +142,7 @@ def test_fx_torch_errors_are_one_line(tmp_path, capsys):
     needs a gradient: one `agdb:` line each, exit 1, no traceback."""
     no_grad = SCRIPT.replace("requires_grad=True", "requires_grad=False")
     cases = [(["fx", _script(tmp_path, DATA_DEPENDENT, "dd.py"), "--torch"], "torch could not trace"),
-             (["fx", _script(tmp_path, SCRIPT), "--torch", "--python-op"], "--python-op applies to agdb's engine"),
+             (["fx", _script(tmp_path, SCRIPT), "--torch", "--python-op"], "--python-op on real torch shows the custom autograd.Functions of a script's own compiled graphs"),
              (["fx", _script(tmp_path, SCRIPT), "--partitions"], "use it with --torch"),
              (["fx", _script(tmp_path, no_grad, "ng.py"), "--torch"], "requires_grad=True")]
     for argv, expected in cases:

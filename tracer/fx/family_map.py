@@ -190,6 +190,7 @@ def _shared(graph_id: str, g: Graph, untagged: set[Node]) -> list[FamilyAnomaly]
                 and n not in untagged:
             by_seq.setdefault(n.meta["seq_nr"], []).append(n)
     return [FamilyAnomaly("shared_seq_nr", graph_id, tuple(n.name for n in ns),
-                          f"forward calls {', '.join(n.name for n in ns)} in {graph_id} share seq_nr {s}: only "
-                          f"{ns[0].name} made an autograd node, the others map to no backward node", s)
+                          f"forward calls {', '.join(n.name for n in ns)} in {graph_id} share seq_nr {s} (one "
+                          "autograd node's: an op decomposed into several, or ops that made no node of their own): "
+                          f"torch maps backward nodes to the first, {ns[0].name}, only", s)
             for s, ns in by_seq.items() if len(ns) > 1]
