@@ -226,9 +226,9 @@ def _as_python_ops(found: Any) -> None:
 
 
 def _save_with_graphs(found: Any, output: str) -> None:
-    """Save a trace holding the first compile's joint graph and its subgraphs (the TUI's key 9, export --view
-    joint) and no events: the bridge does not record a run while torch.compile traces it (AOTAutograd refuses the
-    tensors it would meet), so the run itself is not in it. Every graph is in agdb fx --json's output."""
+    """Save a trace holding the first compile's joint graph and its subgraphs (`agdb export --view joint` draws it)
+    and no events: the bridge does not record a run while torch.compile traces it (AOTAutograd refuses the tensors
+    it would meet), so the run itself is not in it. Every graph is in agdb fx --json's output."""
     from agdb.tracer import TraceBuilder
     from agdb.tracer.store.tracefile import save
     from agdb.tracer.views.joint import with_joint
