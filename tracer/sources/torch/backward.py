@@ -27,7 +27,6 @@ _gt_id = torch._C._current_graph_task_id  # -1 outside a backward
 _running = torch._C._current_autograd_node
 _execution_order = torch._C._current_graph_task_execution_order
 _multithreading = torch._C._is_multithreading_enabled
-_is_compiling = torch.compiler.is_compiling
 
 
 class Backward:
@@ -129,7 +128,6 @@ class Backward:
         call.create_graph = bool(params["create_graph"])
         call.grads = tuple(params["grad_tensors"] or ())
         call.parent_id = _gt_id()
-        call.compile_time = _is_compiling()
         call.gt = GraphTaskModel(next(self._gt_ids), _depth(state, call.parent_id), graph, 0, (), (),
                                  params["accumulate_grad"], {})
         if self._retained:
@@ -140,10 +138,9 @@ class Backward:
 
     # NOTE [compile-time calls]
     # torch.compile's AOT autograd traces a model's backward by calling autograd.grad itself, on fake tensors, while
-    # it compiles (the first call of a compiled model, and each recompilation); it does so with multithreading
-    # disabled, so the witness reads those calls' order. They are recorded like any call (their nodes ran, with
-    # their Error nodes: NOTE [witness]), and marked: `torch.compiler.is_compiling()` is true inside them, and
-    # their entry in meta["graph_tasks"] says "compile_time": true, for views that leave them out.
+    # it compiles (the first call of a compiled model, and each recompilation). Those calls never reach this class:
+    # the patched entry point passes them straight to torch and only counts them (meta["compile_time_calls"]), since
+    # walking, hooking and summarising a fake graph changed what torch traced (NOTE [compile time] in compiling.py).
 
     def _witness_hook(self, state: ThreadState, call: Call) -> Any:
         """A pre-hook for the call's roots, put on for this call only: torch's id of the graph task and, with

@@ -131,4 +131,6 @@ class Bridge:
             trace.meta["bridge_errors"] = shared.failures[:20]
         trace.meta["divergences"] = [by_row(d, index) for d in shared.divergences]
         trace.meta["graph_tasks"] = self.reconstruction.graph_tasks
+        if shared.compile_time_calls:  # NOTE [compile-time calls] in backward.py: not recorded, only counted
+            trace.meta["compile_time_calls"] = shared.compile_time_calls
         return trace

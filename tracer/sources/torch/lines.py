@@ -212,10 +212,10 @@ class LineCulprits:
                 return None
             if seq() != state.last:
                 moved(where[0], where[1], "call", frame, arg)
-            if pushed[0] is not None:  # the callee's own lines say whether they need the mode
-                _pop(mode)
-                suspended.append(pushed[0])
-                pushed[0] = None
+            if pushed[0] is not None and _compile_context() is None:  # the callee's own lines say whether they
+                _pop(mode)                                                 # need the mode (NOTE [compile time]:
+                suspended.append(pushed[0])                                # not while Dynamo compiles, which checks
+                pushed[0] = None                                           # that the mode stack stays as it was)
             where[0] = frame
             where[1] = frame.f_lasti
             lines = mode_lines.get(id(code))
@@ -389,6 +389,8 @@ class LineCulprits:
                     elif op.endswith("_") and not op.startswith("_"):
                         methods.setdefault(line, set()).add(op)
                         viewing.add(line)
+            if _made_by_dynamo(code):  # NOTE [compile time]: its subscripts are Dynamo's, and the mode must not
+                viewing.clear()        # come and go on the stack while Dynamo compiles what this code calls
             self._mode_lines[id(code)] = frozenset(b for b, ln in zip(starts, linenos, strict=True) if ln in viewing)
             facts = {}
             for line in set(stores) | set(methods):
@@ -401,6 +403,14 @@ class LineCulprits:
 
 
 _push = torch._C._push_on_torch_function_stack
+_compile_context = torch._guards.TracingContext.try_get
+
+
+def _made_by_dynamo(code: Any) -> bool:
+    """Whether `code` is bytecode Dynamo wrote (a compiled frame's, a resume function's): it keeps the user's file
+    and line numbers, so its lines still take the user's increments, but its instructions are Dynamo's."""
+    codes = getattr(sys.modules.get("torch._dynamo.convert_frame"), "output_codes", None)  # None: not imported yet
+    return codes is not None and code in codes
 
 
 def _pop(mode: Any) -> None:

@@ -18,6 +18,7 @@ from torch.overrides import TorchFunctionMode
 
 from agdb.tracer.sources.torch import tensor_hooks
 from agdb.tracer.sources.torch.backward import Backward
+from agdb.tracer.sources.torch.compiling import _is_compiling, tracing
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import register_hook
 from agdb.tracer.sources.torch.lines import LineCulprits
@@ -106,6 +107,8 @@ class Patches:
             original = torch.Tensor.__dict__.get(name)  # None: TensorBase's (C), which ours then shadows
 
             def patched(*args, __func=func, **kwargs):
+                if tracing():  # NOTE [compile time]
+                    return __func(*args, **kwargs)
                 lines = shared.lines
                 if lines is not None:
                     lines.flush(args[:1])
@@ -119,6 +122,8 @@ class Patches:
         shared, forward = self.shared, self.forward
 
         def apply(cls, *args, **kwargs):
+            if tracing():  # NOTE [compile time]
+                return original(cls, *args, **kwargs)
             lines = shared.lines
             if lines is not None:
                 lines.flush(args)
@@ -131,19 +136,22 @@ class Patches:
         shared, backward = self.shared, self.backward
 
         def _engine_run_backward(t_outputs, *args, **kwargs):
+            if tracing():  # NOTE [compile time]: AOTAutograd's own autograd.grad while it builds a joint graph
+                shared.compile_time_calls += 1
+                return original(t_outputs, *args, **kwargs)
             state = shared.thread_state()
             lines = shared.lines
-            tracing = None
+            trace_fn = None
             if lines is not None:
                 lines.flush(tuple(t_outputs))
-                tracing = sys.gettrace()
-                if tracing is not None:  # NOTE [line culprits]: no line events inside a backward call
+                trace_fn = sys.gettrace()
+                if trace_fn is not None:  # NOTE [line culprits]: no line events inside a backward call
                     sys.settrace(None)
             try:
                 return backward.run(state, original, t_outputs, args, kwargs)
             finally:
-                if tracing is not None:
-                    sys.settrace(tracing)
+                if trace_fn is not None:
+                    sys.settrace(trace_fn)
 
         return _engine_run_backward
 
@@ -160,12 +168,14 @@ class CulpritMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         # NOTE [forward hot path]: this runs around every torch call of the program, so it does nothing but read
         # the counter unless it moved; Forward.op_bumped does the rest in one call.
+        if _is_compiling():  # NOTE [compile time]: Dynamo inlines this method; it must see the plain call
+            return func(*args, **kwargs) if kwargs else func(*args)
         before = _seq()
-        if func in self._special_funcs:
+        if func in self._special_funcs and not tracing():
             out = self._special(func, args, kwargs or {})
         else:
             out = func(*args, **kwargs) if kwargs else func(*args)
-        if _seq() != before:
+        if _seq() != before and not tracing():  # AOTAutograd's fake tensors take numbers too: not the program's
             self._bumped(func, out, before)
         return out
 

@@ -161,8 +161,6 @@ class Reconstruction:
         gt = call.gt
         entry: dict[str, Any] = {"graph_task": gt.id, "torch_id": -1 if call.torch_id is None else call.torch_id,
                                  "parent_torch_id": call.parent_id, "reentrant_depth": gt.depth}
-        if call.compile_time:  # NOTE [compile-time calls] in backward.py
-            entry["compile_time"] = True
         if call.witness_error:
             entry["execution_order_error"] = call.witness_error
         witness = call.witness

@@ -98,8 +98,7 @@ class Call:
     """One backward()/autograd.grad() call: what the walk found before it ran (the rest is in the log)."""
 
     __slots__ = ("gt", "before", "roots", "inputs", "multi", "keep_graph", "create_graph", "begun", "frame", "grads",
-                 "hooked", "torch_id", "parent_id", "witness", "witness_error", "witness_hooks", "retains", "observed",
-                 "compile_time")
+                 "hooked", "torch_id", "parent_id", "witness", "witness_error", "witness_hooks", "retains", "observed")
 
     def __init__(self) -> None:
         self.begun = False
@@ -111,7 +110,6 @@ class Call:
         self.witness_hooks: list = []
         self.retains: dict[int, int] = {}  # node key -> how many retains_grad hooks it carries
         self.observed: list[int] = []  # the nodes whose pre-hooks fired for this call, in order
-        self.compile_time = False  # made by torch.compile while it traced (NOTE [compile-time calls] in backward.py)
 
 
 class Log(list):
@@ -157,6 +155,7 @@ class BridgeState:
         self.local = threading.local()  # state; while a backward call begins: call_frame, names
         self.states: list[ThreadState] = []
         self.lock = threading.Lock()
+        self.compile_time_calls = 0  # backward calls torch made while it traced, left alone (NOTE [compile time])
         self.seq_keys: defaultdict[int, SeqKeys] = defaultdict(SeqKeys)  # thread row -> its seq_nrs' keys
         self.seq_nrs = SeqNrs()  # key -> seq_nr, of every node a walk met (the graphs' `seq`)
         self.acc_keys: dict[int, tuple[Any, int]] = {}  # id(leaf) -> (weakref to it, key)
