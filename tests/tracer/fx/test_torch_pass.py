@@ -1,0 +1,241 @@
+"""check_pass on graphs of torch's ops (tracer/sources/torch/fx_runner.py, fx_compile.py), on joint
+graphs real torch 2.13 made: aot_function's, aot_export_joint_with_descriptors' (a module) and a torch.compile run's
+own (capture_run). Truth is torch's: the `val` its tracer recorded, its op schemas, its eager gradients."""
+from __future__ import annotations
+
+import pytest
+
+from agdb.tracer.fx import from_data, to_data
+from agdb.tracer.fx.check_pass import check_pass
+from agdb.tracer.fx.graph import Graph
+from agdb.tracer.fx.interpret import NotRunnable
+
+torch = pytest.importorskip("torch")
+
+from agdb.tracer.sources.torch import fx as torch_fx  # noqa: E402
+from agdb.tracer.sources.torch.fx_run import capture_run  # noqa: E402
+from agdb.tracer.sources.torch.fx_runner import TorchRunner, to_graph_module  # noqa: E402
+
+
+def f(x, w):
+    """Two outputs, the second a view (y.t()), and a factory with a dtype and a device in its kwargs."""
+    y = x * 2
+    return (y @ w).sin().sum() + torch.ones(5, dtype=torch.float64).sum(), y.t()
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin1 = torch.nn.Linear(4, 8)
+        self.lin2 = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return (self.lin2(self.lin1(x).relu()) * 2).sum()
+
+
+def _leaf(*shape):
+    return torch.randn(*shape, requires_grad=True)
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    """name -> (joint graph, the callable it was traced from, its arguments in the joint's primal order)."""
+    torch.manual_seed(0)
+    x, w = _leaf(3, 4), _leaf(4, 5)
+    mlp = MLP()
+    xm = torch.randn(5, 4)
+    compiled_mlp = MLP()
+    with capture_run() as found:
+        torch.compile(compiled_mlp, backend="aot_eager")(xm).backward()
+    run_joint = found.roots("joint")[0].graph
+    return {
+        "aot_function": (torch_fx.capture(f, x, w).joint, f, (x, w)),
+        "module": (torch_fx.capture(mlp, xm).joint, lambda *a: torch.func.functional_call(
+            mlp, dict(zip([n for n, _ in mlp.named_parameters()], a[:-1])), (a[-1],)),
+            tuple(p.detach().requires_grad_() for p in mlp.parameters()) + (xm,)),
+        "compile_run": (run_joint, lambda w1, b1, x_, w2, b2: torch.func.functional_call(
+            compiled_mlp, {"lin1.weight": w1, "lin1.bias": b1, "lin2.weight": w2, "lin2.bias": b2}, (x_,)),
+            _dynamo_order(run_joint, compiled_mlp, xm)),
+    }
+
+
+def _dynamo_order(joint, mlp, x):
+    """The compiled module's inputs in the order Dynamo made them the joint's primals (by first use: lin1's
+    parameters, x, lin2's), checked against the placeholders' shapes."""
+    args = (mlp.lin1.weight, mlp.lin1.bias, x, mlp.lin2.weight, mlp.lin2.bias)
+    args = tuple(a.detach().requires_grad_(a.requires_grad) for a in args)
+    primals = [n for n in joint.nodes if n.op == "placeholder" and not n.name.startswith("tangents")]
+    assert [n.meta["val"]["shape"] for n in primals] == [list(a.shape) for a in args]
+    return args
+
+
+def found(violations):
+    return [(v.kind, v.node) for v in violations]
+
+
+def check(g, pass_fn):
+    return check_pass(g, pass_fn, runner=TorchRunner(g))
+
+
+def move_after(g, node, anchor):
+    g.nodes.remove(node)
+    g.nodes.insert(g.nodes.index(anchor) + 1, node)
+
+
+# -- the runner ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["aot_function", "module", "compile_run"])
+def test_fake_run_recomputes_torchs_own_val(graphs, name):
+    """Every node's shape, stride and dtype on fake tensors equal what torch's tracer recorded in `val`, and values
+    sharing storage in torch's graph share it in the run (views: y.t(), t of a weight)."""
+    g = graphs[name][0]
+    values = TorchRunner(g).run(g)
+    storage_pairs, n_checked = [], 0
+    for n in g.nodes:
+        if n.op == "output" or not isinstance(n.meta.get("val"), dict):
+            continue
+        got, want = values[n.name], n.meta["val"]
+        assert {k: got[k] for k in ("shape", "stride", "dtype")} == {k: want[k] for k in ("shape", "stride", "dtype")}
+        storage_pairs.append((want["storage"], got["storage"]))
+        n_checked += 1
+    assert n_checked >= 8
+    ours = {}
+    for theirs, mine in storage_pairs:  # the same partition of nodes into storages, whatever the numbers
+        assert ours.setdefault(theirs, mine) == mine
+    assert len(set(ours.values())) == len(ours)
+
+
+def test_mutation_is_read_from_the_schema():
+    """`aten.add.out` writes into `out` though its name has no trailing `_`; a view or getitem writes nothing."""
+    g = Graph()
+    x = g.placeholder("x")
+    nodes = {t: g.create_node("call_function", t, (x,)) for t in ("aten.add_.Tensor", "aten.add.out",
+                                                                  "aten.add.Tensor", "aten._unsafe_view.default",
+                                                                  "aten.copy_.default", "getitem")}
+    runner = TorchRunner(g)
+    assert {t: runner.mutates(n) for t, n in nodes.items()} == {
+        "aten.add_.Tensor": True, "aten.add.out": True, "aten.add.Tensor": False, "aten._unsafe_view.default": False,
+        "aten.copy_.default": True, "getitem": False}
+
+
+def test_graph_module_keeps_names_and_resolves_text_arguments(graphs):
+    """The rebuilt GraphModule calls torch.ops, with the dtype and device back as torch objects."""
+    g = graphs["aot_function"][0]
+    gm, nodes = to_graph_module(g)
+    ones = nodes["ones"]
+    assert ones.target is torch.ops.aten.ones.default
+    assert ones.kwargs["dtype"] is torch.float64 and ones.kwargs["device"] == torch.device("cpu")
+    assert [n.name for n in gm.graph.nodes if n.op == "placeholder"] == ["primals_1", "primals_2", "tangents_1",
+                                                                          "tangents_2"]
+
+
+def nested_graph():
+    """A joint calling a nested region, as torch 2.13 writes it (the subgraph itself is not in the plain graph)."""
+    g = Graph()
+    x = g.placeholder("x", {"val": {"shape": [3], "stride": [1], "dtype": "float32", "storage": 0}})
+    sub = g.create_node("get_attr", "repeated_subgraph0", name="repeated_subgraph0")
+    call = g.create_node("call_function", "invoke_subgraph", (sub, "subgraph_0", x), name="invoke_subgraph")
+    item = g.create_node("call_function", "getitem", (call, 0), name="getitem")
+    g.output((item,))
+    return g
+
+
+def test_a_higher_order_op_is_named_not_a_traceback():
+    g = nested_graph()
+    with pytest.raises(NotRunnable, match=r"node invoke_subgraph \(invoke_subgraph\) is a higher-order op"):
+        check(g, lambda graph: None)
+    with pytest.raises(NotRunnable, match="node invoke_subgraph"):
+        to_graph_module(g)
+
+
+def test_a_node_torch_cannot_run_is_named(graphs):
+    """A pass that feeds mm a tensor of the wrong shape: torch's error, in one line, with the node."""
+    def wrong(graph):
+        mm = graph.node("mm")
+        mm.args = (mm.args[1], mm.args[1])
+
+    with pytest.raises(NotRunnable, match=r"running node mm \(aten.mm.default\)"):
+        check(graphs["aot_function"][0], wrong)
+
+
+# -- check_pass ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["aot_function", "module", "compile_run"])
+def test_identity_pass_is_clean(graphs, name):
+    g = graphs[name][0]
+    assert check(g, lambda graph: None) == []
+    assert check(g, lambda graph: graph.copy()) == []
+    assert check(from_data(to_data(g)), lambda graph: None) == []  # as saved and loaded
+
+
+def test_outputs_made_to_alias_each_other(graphs):
+    """(a) A pass returning the forward's `mul` where the view `t` of it was: two outputs share storage now."""
+    g = graphs["compile_run"][0]
+
+    def cse(graph):
+        out = graph.output_node
+        values = list(out.args[0])
+        values[1] = values[0]  # the first parameter's grad is now the loss too
+        out.args = (values,)
+        graph.changed()
+
+    violations = check(g, cse)
+    assert found(violations) == [("new_alias", "sum_1")]
+    assert "outputs 0 (sum_1) and 1 (sum_1) now share storage" in violations[0].message
+
+
+def test_inserted_mutation_is_caught(graphs):
+    """(b) An in-place mul_ on a forward value, before the ops that read it."""
+    def add_inplace(graph):
+        mul = graph.node("mul")
+        n = graph.create_node("call_function", "aten.mul_.Tensor", (mul, 3.0),
+                              meta={"val": dict(mul.meta["val"]), "partitioner_tag": "is_forward"})
+        move_after(graph, n, mul)
+        graph.replace_all_uses_with(mul, n)
+        n.args = (mul, 3.0)
+
+    violations = check(graphs["aot_function"][0], add_inplace)
+    assert found(violations) == [("mutation", "mul_")]
+    assert "mul_ (aten.mul_.Tensor) mutates its input" in violations[0].message
+
+
+def test_stale_val_is_caught(graphs):
+    """(c) sin turned into a sum without updating meta['val']: the fake run computes a 0-d tensor."""
+    def sum_instead(graph):
+        graph.node("sin").target = "aten.sum.default"
+
+    violations = check(graphs["aot_function"][0], sum_instead)
+    assert found(violations) == [("stale_val", "sin")]
+    assert "says shape [3, 5], stride [5, 1] but it computes shape [], stride []" in violations[0].message
+
+
+def test_dropped_seq_nr_is_caught(graphs):
+    """(d) A backward node's seq_nr dropped in place."""
+    g = graphs["module"][0]
+    node = next(n for n in g.nodes if n.meta.get("partitioner_tag") == "is_backward" and n.op == "call_function")
+
+    def drop(graph):
+        del graph.node(node.name).meta["seq_nr"]
+
+    violations = check(g, drop)
+    assert found(violations) == [("lost_meta", node.name)]
+    assert f"it had {node.meta['seq_nr']}" in violations[0].message
+
+
+def mul_by_two_as_add(copy_meta):
+    """Every `aten.mul.Tensor(a, 2)` becomes `aten.add.Tensor(a, a)` (a new node taking the old one's users)."""
+    def pass_(graph):
+        for mul in [n for n in graph.nodes if n.target == "aten.mul.Tensor" and n.args[1] == 2]:
+            meta = dict(mul.meta) if copy_meta else {"val": dict(mul.meta["val"])}
+            add = graph.create_node("call_function", "aten.add.Tensor", (mul.args[0], mul.args[0]), meta=meta)
+            move_after(graph, add, mul)
+            graph.replace_all_uses_with(mul, add)
+            graph.erase_node(mul)
+    return pass_
+
+
+def test_a_rewrite_keeping_meta_is_clean_and_one_dropping_it_is_named(graphs):
+    g = graphs["aot_function"][0]
+    assert check(g, mul_by_two_as_add(copy_meta=True)) == []
+    violations = check(g, mul_by_two_as_add(copy_meta=False))
+    assert found(violations) == [("lost_meta", "add_2")] * 2 + [("lost_meta", "add_3")] * 2  # forward, backward
+    assert ["meta['seq_nr']" in v.message for v in violations] == [True, False] * 2
+    assert "mul, which it replaced" in violations[0].message and "mul_2, which" in violations[2].message
