@@ -1,4 +1,4 @@
-"""check_pass on graphs of torch's ops (tracer/sources/torch/fx_runner.py, fx_compile.py), on joint
+"""check_pass and compile_joint on graphs of torch's ops (tracer/sources/torch/fx_runner.py, fx_compile.py), on joint
 graphs real torch 2.13 made: aot_function's, aot_export_joint_with_descriptors' (a module) and a torch.compile run's
 own (capture_run). Truth is torch's: the `val` its tracer recorded, its op schemas, its eager gradients."""
 from __future__ import annotations
@@ -7,6 +7,16 @@ import pytest
 
 from agdb.tracer.fx import from_data, to_data
 from agdb.tracer.fx.check_pass import check_pass
+from agdb.tracer.fx.compile import compile_joint
+from agdb.tracer.fx.descriptors import (
+    GradAOTOutput,
+    OtherAOTOutput,
+    ParamAOTInput,
+    PlainAOTInput,
+    PlainAOTOutput,
+    TangentAOTInput,
+    descriptor_from_text,
+)
 from agdb.tracer.fx.graph import Graph
 from agdb.tracer.fx.interpret import NotRunnable
 
@@ -239,3 +249,65 @@ def test_a_rewrite_keeping_meta_is_clean_and_one_dropping_it_is_named(graphs):
     assert found(violations) == [("lost_meta", "add_2")] * 2 + [("lost_meta", "add_3")] * 2  # forward, backward
     assert ["meta['seq_nr']" in v.message for v in violations] == [True, False] * 2
     assert "mul, which it replaced" in violations[0].message and "mul_2, which" in violations[2].message
+
+
+# -- compile_joint ------------------------------------------------------------------------------------------------
+def _grads(fn, args, seed=1):
+    """fn's outputs and the grads of its tensor inputs that need one, for random output grads."""
+    args = tuple(a.detach().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args)
+    out = fn(*args)
+    outs = out if isinstance(out, tuple) else (out,)
+    gen = torch.Generator().manual_seed(seed)
+    go = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs]
+    wanted = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    return [o.detach() for o in outs], torch.autograd.grad(outs, wanted, go)
+
+
+@pytest.mark.parametrize("name", ["aot_function", "module", "compile_run"])
+def test_compile_joint_gives_torchs_eager_gradients(graphs, name):
+    g, fn, args = graphs[name]
+    compiled = compile_joint(g)
+    (out, grads), (ref_out, ref_grads) = _grads(compiled, args), _grads(fn, args)
+    assert len(grads) == len(ref_grads) >= 2
+    for a, b in zip(out + list(grads), ref_out + list(ref_grads), strict=True):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("name", ["aot_function", "compile_run"])
+def test_an_edited_joint_runs_and_keeps_the_gradients(graphs, name):
+    """mul by 2 rewritten as x + x in forward and backward: the same gradients; mul by 3 instead: others."""
+    g, fn, args = graphs[name]
+    edited = g.copy()
+    mul_by_two_as_add(copy_meta=True)(edited)
+    assert not any(n.target == "aten.mul.Tensor" and n.args[1] == 2 for n in edited.nodes)
+    _, ref = _grads(fn, args)
+    _, grads = _grads(compile_joint(edited), args)
+    for a, b in zip(grads, ref, strict=True):
+        torch.testing.assert_close(a, b)
+    wrong = g.copy()
+    for n in wrong.nodes:
+        if n.target == "aten.mul.Tensor" and n.args[1] == 2 and n.meta.get("partitioner_tag") == "is_backward":
+            n.args = (n.args[0], 3)
+    _, grads = _grads(compile_joint(wrong), args)
+    assert not all(torch.allclose(a, b) for a, b in zip(grads, ref, strict=True))
+
+
+def test_compile_joint_names_a_higher_order_op():
+    g = nested_graph()
+    g.nodes[0].meta["desc"] = PlainAOTInput(0)
+    g.output_node.meta["desc"] = [PlainAOTOutput(0)]
+    with pytest.raises(NotRunnable, match="node invoke_subgraph"):
+        compile_joint(g)
+
+
+def test_descriptors_from_torchs_text():
+    """The `{"class", "expr"}` text of a run's graphs read back as agdb's descriptor classes."""
+    def read(cls, expr, output=False):
+        return descriptor_from_text({"class": cls, "expr": expr}, output)
+
+    assert read("PlainAOTInput", "args[2]") == PlainAOTInput(2)
+    assert read("ParamAOTInput", "self.get_parameter('lin.weight')") == ParamAOTInput("lin.weight")
+    assert read("TangentAOTInput", "__output_tangent(output[1])") == TangentAOTInput(PlainAOTOutput(1))
+    assert read("GradAOTOutput", "__grad(args[0])", True) == GradAOTOutput(PlainAOTInput(0))
+    assert read("TokenAOTOutput", "__token(0)", True) == OtherAOTOutput("TokenAOTOutput", "__token(0)")
+    assert descriptor_from_text(None, True) is None
