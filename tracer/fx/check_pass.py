@@ -2,7 +2,8 @@
 
 The invariants of graphs between AOT tracing and Inductor, and how a pass's changes to them are found, are
 tracer/fx/invariants.py's (the graph half). This module runs graphs on agdb's engine (`EngineRunner`, the
-default runner): another runner, such as torch's fake tensors for aten graphs, plugs into `check_pass` the same
+default runner for the engine's graphs); graphs of torch's ops run on torch's fake tensors (`TorchRunner`,
+tracer/sources/torch/fx_runner.py, imported only for them), and any other runner plugs into `check_pass` the same
 way.
 
 Imports numpy and the engine (to run the graph); never textual or rich.
@@ -26,7 +27,7 @@ from agdb.tracer.fx.invariants import (
     is_inplace,
 )
 
-__all__ = ["EngineRunner", "Violation", "ViolationKind", "check_pass"]
+__all__ = ["EngineRunner", "Violation", "ViolationKind", "check_pass", "default_runner"]
 
 
 class EngineRunner:
@@ -92,6 +93,18 @@ def _summary(value: Any, roots: dict[int, int]) -> Any:
     return None
 
 
+def default_runner(graph: Graph) -> GraphRunner:
+    """The runner for `graph`: an EngineRunner for the engine's ops, a TorchRunner (torch's fake tensors,
+    tracer/sources/torch/fx_runner.py) for torch's (`aten.mul.Tensor`)."""
+    from agdb.tracer.fx.compile import uses_torch_ops
+
+    if uses_torch_ops(graph):
+        from agdb.tracer.sources.torch.fx_runner import TorchRunner
+
+        return TorchRunner(graph)
+    return EngineRunner(graph)
+
+
 def check_pass(graph: Graph, pass_fn: Callable[[Graph], Graph | None],
                runner: GraphRunner | None = None) -> list[Violation]:
     """Run `pass_fn` on a copy of `graph` (it may edit the copy or return a new graph) and list what it broke:
@@ -99,10 +112,11 @@ def check_pass(graph: Graph, pass_fn: Callable[[Graph], Graph | None],
     that changes nothing is clean.
 
     Args:
-        runner: what runs the two graphs (default: an EngineRunner on `graph`'s placeholders).
+        runner: what runs the two graphs (default: `default_runner(graph)`, an EngineRunner or a TorchRunner
+            on `graph`'s placeholders).
 
     Raises:
-        Whatever the pass raises; interpret.NotRunnable when a graph cannot run on the engine.
+        Whatever the pass raises; interpret.NotRunnable when a graph cannot run (a node named).
     """
     before = graph.copy()
     after = graph.copy()
@@ -110,7 +124,7 @@ def check_pass(graph: Graph, pass_fn: Callable[[Graph], Graph | None],
     if isinstance(result, Graph):
         after = result
     after.changed()
-    runner = runner or EngineRunner(before)
+    runner = runner or default_runner(before)
     inv_before = invariants(before, runner.run(before), runner.mutates)
     inv_after = invariants(after, runner.run(after), runner.mutates)
     return changes(before, inv_before, after, inv_after)

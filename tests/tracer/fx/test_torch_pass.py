@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agdb.tracer.fx import from_data, to_data
-from agdb.tracer.fx.check_pass import check_pass
+from agdb.tracer.fx.check_pass import check_pass, default_runner
 from agdb.tracer.fx.compile import compile_joint
 from agdb.tracer.fx.descriptors import (
     GradAOTOutput,
@@ -174,6 +174,14 @@ def test_identity_pass_is_clean(graphs, name):
     assert check(g, lambda graph: None) == []
     assert check(g, lambda graph: graph.copy()) == []
     assert check(from_data(to_data(g)), lambda graph: None) == []  # as saved and loaded
+
+
+def test_check_pass_runs_a_torch_graph_on_torch_by_default(graphs):
+    """No runner given: a graph of aten ops gets a TorchRunner, the engine's graphs keep the EngineRunner."""
+    g = graphs["aot_function"][0]
+    assert isinstance(default_runner(g), TorchRunner)
+    assert found(check_pass(g, lambda graph: setattr(graph.node("sin"), "target", "aten.sum.default"))) == [
+        ("stale_val", "sin")]
 
 
 def test_outputs_made_to_alias_each_other(graphs):
