@@ -2,9 +2,9 @@
 
 The invariants of graphs between AOT tracing and Inductor, and how a pass's changes to them are found, are
 tracer/fx/invariants.py's (the graph half). This module runs graphs on agdb's engine (`EngineRunner`, the
-default runner for the engine's graphs); graphs of torch's ops run on torch's fake tensors (`TorchRunner`,
-tracer/sources/torch/fx_runner.py, imported only for them), and any other runner plugs into `check_pass` the same
-way.
+default runner); graphs of torch's ops run on torch's fake tensors (`TorchRunner`, tracer/sources/torch/fx_runner.py,
+which `agdb.tracer.check_pass` in tracer/sources/fx.py picks for them), and any other runner plugs into
+`check_pass` the same way.
 
 Imports numpy and the engine (to run the graph); never textual or rich.
 """
@@ -14,8 +14,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from agdb.tracer.fx.compile import uses_torch_ops
 from agdb.tracer.fx.graph import Graph, Node
-from agdb.tracer.fx.interpret import run
+from agdb.tracer.fx.interpret import NotRunnable, run
 from agdb.tracer.fx.invariants import (
     GraphRunner,
     Values,
@@ -27,7 +28,7 @@ from agdb.tracer.fx.invariants import (
     is_inplace,
 )
 
-__all__ = ["EngineRunner", "Violation", "ViolationKind", "check_pass", "default_runner"]
+__all__ = ["EngineRunner", "Violation", "ViolationKind", "check_pass"]
 
 
 class EngineRunner:
@@ -93,18 +94,6 @@ def _summary(value: Any, roots: dict[int, int]) -> Any:
     return None
 
 
-def default_runner(graph: Graph) -> GraphRunner:
-    """The runner for `graph`: an EngineRunner for the engine's ops, a TorchRunner (torch's fake tensors,
-    tracer/sources/torch/fx_runner.py) for torch's (`aten.mul.Tensor`)."""
-    from agdb.tracer.fx.compile import uses_torch_ops
-
-    if uses_torch_ops(graph):
-        from agdb.tracer.sources.torch.fx_runner import TorchRunner
-
-        return TorchRunner(graph)
-    return EngineRunner(graph)
-
-
 def check_pass(graph: Graph, pass_fn: Callable[[Graph], Graph | None],
                runner: GraphRunner | None = None) -> list[Violation]:
     """Run `pass_fn` on a copy of `graph` (it may edit the copy or return a new graph) and list what it broke:
@@ -112,8 +101,8 @@ def check_pass(graph: Graph, pass_fn: Callable[[Graph], Graph | None],
     that changes nothing is clean.
 
     Args:
-        runner: what runs the two graphs (default: `default_runner(graph)`, an EngineRunner or a TorchRunner
-            on `graph`'s placeholders).
+        runner: what runs the two graphs (default: an EngineRunner on `graph`'s placeholders; a graph of torch's
+            ops needs a TorchRunner, which `agdb.tracer.check_pass` gives it).
 
     Raises:
         Whatever the pass raises; interpret.NotRunnable when a graph cannot run (a node named).
@@ -124,7 +113,10 @@ def check_pass(graph: Graph, pass_fn: Callable[[Graph], Graph | None],
     if isinstance(result, Graph):
         after = result
     after.changed()
-    runner = runner or default_runner(before)
+    if runner is None and uses_torch_ops(graph):
+        raise NotRunnable("this graph's ops are torch's: check it with runner=TorchRunner(graph) "
+                          "(agdb.tracer.sources.torch.fx_runner), as agdb.tracer.check_pass does")
+    runner = runner or EngineRunner(before)
     inv_before = invariants(before, runner.run(before), runner.mutates)
     inv_after = invariants(after, runner.run(after), runner.mutates)
     return changes(before, inv_before, after, inv_after)

@@ -1,12 +1,12 @@
-"""`compile_joint`: a (possibly edited) joint graph back into a differentiable callable.
+"""`compile_joint`: a (possibly edited) joint graph of the engine's ops back into a differentiable callable.
 
-The graph is partitioned by `partitioner_tag`: the forward part runs in a custom Function's forward, the
-backward part in its backward, reading the forward's values it needs. The callable takes the parameters,
-the buffers, then the inputs, as the placeholders order them, and returns the forward outputs. A graph of the
-engine's ops (capture_joint's) runs on the engine; a graph of torch's ops (`aten.mul.Tensor`, from
-tracer/sources/torch) runs on torch, in a `torch.autograd.Function` (tracer/sources/torch/fx_compile.py).
+The graph is partitioned by `partitioner_tag` (`joint_parts`): the forward part runs in a custom Function's forward,
+the backward part in its backward, reading the forward's values it needs. The callable takes the parameters,
+the buffers, then the inputs, as the placeholders order them, and returns the forward outputs. A graph of torch's ops
+(`aten.mul.Tensor`) is split the same way and run on torch by tracer/sources/torch/fx_compile.py;
+`agdb.tracer.compile_joint` (tracer/sources/fx.py) picks the one a graph needs.
 
-Imports the engine, or torch, inside the function that builds the callable.
+Imports the engine inside the function that builds the callable.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from agdb.tracer.fx.descriptors import (
     descriptor_from_text,
 )
 from agdb.tracer.fx.graph import Graph, Node
-from agdb.tracer.fx.interpret import run
+from agdb.tracer.fx.interpret import NotRunnable, run
 
 
 @dataclass
@@ -77,25 +77,32 @@ def joint_parts(graph: Graph) -> JointParts:
                       [n for n in calls if n.meta.get("partitioner_tag") == "is_backward"])
 
 
+def torch_target(graph: Graph) -> str | None:
+    """The first call target of `graph` that is torch's (`aten.mul.Tensor`), not the engine's (`engine.mul`), or
+    None."""
+    return next((n.target for n in graph.nodes if n.op == "call_function"
+                 and n.target not in ("getitem", "PythonOp", "PythonOpGrad") and not n.target.startswith("engine.")),
+                None)
+
+
 def uses_torch_ops(graph: Graph) -> bool:
     """Whether `graph`'s calls are torch's (`aten.mul.Tensor`), not the engine's (`engine.mul`)."""
-    return any(n.op == "call_function" and n.target not in ("getitem", "PythonOp", "PythonOpGrad")
-               and not n.target.startswith("engine.") for n in graph.nodes)
+    return torch_target(graph) is not None
 
 
 def compile_joint(graph: Graph) -> Callable[..., Any]:
     """A callable `f(*params, *buffers, *inputs)` that runs the forward part and, under backward, the backward
-    part of `graph`: on the engine for capture_joint's graphs, on torch for graphs of torch's ops.
+    part of `graph` on the engine.
 
     Raises:
         ValueError: the graph has no output node or placeholders without descriptors.
-        interpret.NotRunnable: (a torch graph) a node agdb cannot rebuild, such as a higher-order op.
+        interpret.NotRunnable: a graph of torch's ops (agdb.tracer.compile_joint runs those).
     """
+    target = torch_target(graph)
+    if target is not None:
+        raise NotRunnable(f"this joint graph's ops are torch's ({target}): agdb.tracer.compile_joint runs it on "
+                          "torch (tracer/sources/torch/fx_compile.py)")
     parts = joint_parts(graph)
-    if uses_torch_ops(graph):
-        from agdb.tracer.sources.torch.fx_compile import compile_torch_joint
-
-        return compile_torch_joint(graph, parts)
     from agdb import engine
 
     primals, fwd_out = parts.primals, parts.fwd_out

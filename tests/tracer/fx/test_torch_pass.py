@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from agdb.tracer.fx import from_data, to_data
-from agdb.tracer.fx.check_pass import check_pass, default_runner
-from agdb.tracer.fx.compile import compile_joint
+from agdb import engine
+from agdb.tracer import check_pass, compile_joint
+from agdb.tracer.fx import capture_joint, from_data, to_data
+from agdb.tracer.fx import check_pass as fx_check_pass
+from agdb.tracer.fx import compile as fx_compile
+from agdb.tracer.fx.check_pass import EngineRunner
 from agdb.tracer.fx.descriptors import (
     GradAOTOutput,
     OtherAOTOutput,
@@ -22,6 +25,7 @@ from agdb.tracer.fx.interpret import NotRunnable
 
 torch = pytest.importorskip("torch")
 
+from agdb.tracer.sources.fx import default_runner  # noqa: E402
 from agdb.tracer.sources.torch import fx as torch_fx  # noqa: E402
 from agdb.tracer.sources.torch.fx_run import capture_run  # noqa: E402
 from agdb.tracer.sources.torch.fx_runner import TorchRunner, to_graph_module  # noqa: E402
@@ -61,7 +65,7 @@ def graphs():
     return {
         "aot_function": (torch_fx.capture(f, x, w).joint, f, (x, w)),
         "module": (torch_fx.capture(mlp, xm).joint, lambda *a: torch.func.functional_call(
-            mlp, dict(zip([n for n, _ in mlp.named_parameters()], a[:-1])), (a[-1],)),
+            mlp, dict(zip([n for n, _ in mlp.named_parameters()], a[:-1], strict=True)), (a[-1],)),
             tuple(p.detach().requires_grad_() for p in mlp.parameters()) + (xm,)),
         "compile_run": (run_joint, lambda w1, b1, x_, w2, b2: torch.func.functional_call(
             compiled_mlp, {"lin1.weight": w1, "lin1.bias": b1, "lin2.weight": w2, "lin2.bias": b2}, (x_,)),
@@ -177,11 +181,18 @@ def test_identity_pass_is_clean(graphs, name):
 
 
 def test_check_pass_runs_a_torch_graph_on_torch_by_default(graphs):
-    """No runner given: a graph of aten ops gets a TorchRunner, the engine's graphs keep the EngineRunner."""
+    """agdb.tracer.check_pass without a runner: a graph of aten ops gets a TorchRunner. tracer/fx's own check_pass
+    and compile_joint (the engine's) say where such a graph runs instead of failing on its first op."""
     g = graphs["aot_function"][0]
     assert isinstance(default_runner(g), TorchRunner)
+    assert isinstance(default_runner(capture_joint(lambda x: (x * 2).sum(), engine.randn(3, requires_grad=True))),
+                      EngineRunner)
     assert found(check_pass(g, lambda graph: setattr(graph.node("sin"), "target", "aten.sum.default"))) == [
         ("stale_val", "sin")]
+    with pytest.raises(NotRunnable, match=r"runner=TorchRunner\(graph\)"):
+        fx_check_pass.check_pass(g, lambda graph: None)
+    with pytest.raises(NotRunnable, match=r"ops are torch's \(aten.mul.Tensor\): agdb.tracer.compile_joint"):
+        fx_compile.compile_joint(g)
 
 
 def test_outputs_made_to_alias_each_other(graphs):
