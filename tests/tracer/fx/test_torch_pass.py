@@ -161,6 +161,21 @@ def test_a_higher_order_op_is_named_not_a_traceback():
         to_graph_module(g)
 
 
+def test_a_constant_tensor_is_faked_from_its_val():
+    """`x * torch.tensor([...])` makes a get_attr `_tensor_constant0` whose value the plain graph does not keep: the
+    fake run makes it from its val (the identity pass is clean, a stale val after it is found); a real run cannot."""
+    def g(x):
+        return (x * torch.tensor([1.0, 2.0, 3.0])).sum()
+
+    joint = torch_fx.capture(g, _leaf(3)).joint
+    assert joint.node("_tensor_constant0").op == "get_attr"
+    assert check(joint, lambda graph: None) == []
+    assert found(check(joint, lambda graph: setattr(graph.node("sum_1"), "target", "aten.clone.default"))) == [
+        ("stale_val", "sum_1")]
+    with pytest.raises(NotRunnable, match=r"node _tensor_constant0 \(get_attr _tensor_constant0\) reads a tensor"):
+        compile_joint(joint)
+
+
 def test_a_node_torch_cannot_run_is_named(graphs):
     """A pass that feeds mm a tensor of the wrong shape: torch's error, in one line, with the node."""
     def wrong(graph):

@@ -8,11 +8,12 @@ and backward parts, tracer/sources/torch/fx_compile.py).
 
 `TorchRunner` is check_pass's runner for such graphs: it runs a graph on fake tensors made from the placeholders'
 `val` (shape, stride, dtype) under a FakeTensorMode, so every node's value is recomputed by torch's meta functions as
-FakeTensorUpdater recomputes `val`, without real compute; storage identity is the fake tensor's untyped storage.
+FakeTensorUpdater recomputes `val`, without real compute (a constant tensor, a `get_attr`, is made from its own
+`val`); storage identity is the fake tensor's untyped storage.
 Which nodes mutate is the op schema's word (an argument whose alias_info is written), not the op's name.
 
-A node agdb cannot rebuild (a higher-order op holding a subgraph such as invoke_subgraph, a `get_attr` of a tensor
-or submodule the plain graph does not keep, an argument kept only as text) raises `NotRunnable` naming the node.
+A node agdb cannot rebuild (a higher-order op holding a subgraph such as invoke_subgraph, a `get_attr` whose value
+a real run needs, an argument kept only as text) raises `NotRunnable` naming the node.
 
 Imports torch: imported lazily (by check-pass --torch, compile_joint on a torch graph, and tests).
 """
@@ -94,10 +95,13 @@ def _arg(value: Any, env: dict, node: Node) -> Any:
     return value
 
 
-def to_graph_module(graph: Graph) -> tuple[torch.fx.GraphModule, dict[str, torch.fx.Node]]:
+def to_graph_module(graph: Graph, constants_as_inputs: bool = False) -> tuple[torch.fx.GraphModule,
+                                                                               dict[str, torch.fx.Node]]:
     """A runnable torch.fx GraphModule of `graph` (aten targets), and its nodes by agdb's node names (torch may
     rename one whose name is a Python keyword or builtin). Plain meta (`seq_nr`, `partitioner_tag`, `custom`, ...)
-    is copied onto torch's nodes; `val` is not (run it on fake tensors to get one).
+    is copied onto torch's nodes; `val` is not (run it on fake tensors to get one). The plain graph keeps no
+    constant tensor (`_tensor_constant0`, a get_attr): with `constants_as_inputs`, each get_attr with a tensor `val`
+    becomes an input of the same name (a fake run makes it from its val).
 
     Raises:
         NotRunnable: a node agdb cannot rebuild (named in the message). Call targets are checked first, so a
@@ -109,7 +113,7 @@ def to_graph_module(graph: Graph) -> tuple[torch.fx.GraphModule, dict[str, torch
     tg = torch.fx.Graph()
     nodes: dict[str, torch.fx.Node] = {}
     for n in graph.nodes:
-        if n.op == "placeholder":
+        if n.op == "placeholder" or n.op == "get_attr" and constants_as_inputs and _is_tensor_val(n.meta.get("val")):
             made = tg.placeholder(n.name)
         elif n.op == "call_function":
             made = tg.create_node("call_function", resolve(n.target, n.name), _arg(n.args, nodes, n),
@@ -118,10 +122,14 @@ def to_graph_module(graph: Graph) -> tuple[torch.fx.GraphModule, dict[str, torch
             made = tg.output(_arg(n.args[0], nodes, n))
         else:
             raise NotRunnable(f"node {n.name} ({n.op} {n.target}) reads a tensor or submodule of the GraphModule, "
-                              "which the plain graph does not keep, so agdb cannot run this graph")
+                              "whose value the plain graph does not keep, so agdb cannot run this graph")
         made.meta.update({k: n.meta[k] for k in _KEPT_META if k in n.meta})
         nodes[n.name] = made
     return torch.fx.GraphModule(torch.nn.Module(), tg), nodes
+
+
+def _is_tensor_val(val: Any) -> bool:
+    return isinstance(val, dict) and "shape" in val
 
 
 def run_nodes(nodes: list[torch.fx.Node], env: dict[torch.fx.Node, Any], names: dict[torch.fx.Node, str]) -> dict:
@@ -193,13 +201,15 @@ class TorchRunner:
         """
         from torch._subclasses.fake_tensor import FakeTensorMode
 
-        gm, nodes = to_graph_module(graph)
+        gm, nodes = to_graph_module(graph, constants_as_inputs=True)
         names = {t: name for name, t in nodes.items()}
         with FakeTensorMode(allow_non_fake_inputs=False):
             env: dict[torch.fx.Node, Any] = {}
             for n in graph.nodes:
                 if n.op == "placeholder":
                     env[nodes[n.name]] = fake_input(self.vals.get(n.name, n.meta.get("val")), n.name)
+                elif n.op == "get_attr":  # a constant tensor: its value does not matter on fake tensors
+                    env[nodes[n.name]] = fake_input(n.meta.get("val"), n.name)
             calls = [nodes[n.name] for n in graph.nodes if n.op == "call_function"]
             run_nodes(calls, env, names)
             storages: dict[int, int] = {}
