@@ -50,17 +50,28 @@ def register(sub: Any) -> None:
     fx.add_argument("--partitions", action="store_true",
                     help="with --torch, also print aot_function's forward and backward graphs")
     fx.set_defaults(func=cmd_fx)
-    cp = sub.add_parser("check-pass", help="run a graph pass on a script's joint graph and check its invariants",
-                        description="Capture SCRIPT's joint graph (" + HOW_TO_MARK + "), run the pass "
-                                    "MODULE:FUNCTION on a copy, and name each node where the pass made meta['val'] "
-                                    "stale, added a mutation (other than a trailing copy_ epilogue), made an output "
-                                    "share storage with an input or another output, or lost seq_nr, "
-                                    "partitioner_tag or custom on a node it replaced. Only what the pass changed "
-                                    "counts: a pass that changes nothing is clean. Exits 1 if any.")
+    cp = sub.add_parser("check-pass", help="run a graph pass on a script's joint graphs and check its invariants",
+                        description="Run the pass MODULE:FUNCTION on a copy of each joint graph and name each node "
+                                    "where it made meta['val'] stale, added a mutation (other than a trailing copy_ "
+                                    "epilogue), made an output share storage with an input or another output, or "
+                                    "lost seq_nr, partitioner_tag or custom on a node it replaced. Only what the "
+                                    "pass changed counts: a pass that changes nothing is clean. Without --torch: "
+                                    "the joint graph of SCRIPT's marked target on agdb's engine (" + HOW_TO_MARK
+                                    + "). With --torch: SCRIPT runs unchanged on real PyTorch, and the pass runs "
+                                    "on the joint graph (aten ops) of each of its own torch.compile compiles, "
+                                    "checked on torch's fake tensors; a script that compiles nothing is checked on "
+                                    "its marked target's joint graph from torch. Exits 1 if any violation, or if a "
+                                    "graph cannot be checked (a nested region's invoke_subgraph).")
     cp.add_argument("script")
     cp.add_argument("pass_fn", metavar="MODULE:FUNCTION",
-                    help="the pass: an importable module or a .py file, and a function taking the graph")
-    cp.add_argument("--json", action="store_true", help="print the violations as JSON")
+                    help="the pass: an importable module or a .py file, and a function taking the graph (agdb's "
+                         "plain Graph; with --torch its targets are aten ops such as aten.mul.Tensor)")
+    cp.add_argument("script_args", nargs="*", help="with --torch, arguments for the script (after `--` if they "
+                    "start with -)")
+    cp.add_argument("--torch", action="store_true",
+                    help="run SCRIPT on real PyTorch and check the joint graphs of its own compiled run")
+    cp.add_argument("--json", action="store_true", help="print the violations as JSON (with --torch, each with its "
+                    "graph)")
     cp.set_defaults(func=cmd_check_pass)
 
 
@@ -152,9 +163,19 @@ def load_pass(spec: str) -> Any:
 
 
 def cmd_check_pass(args: argparse.Namespace) -> int:
-    """`agdb check-pass SCRIPT MODULE:FUNCTION`."""
+    """`agdb check-pass [--torch] SCRIPT MODULE:FUNCTION [ARGS...]`."""
     from agdb.tracer.fx.check_pass import check_pass
 
+    if args.script_args and not args.torch:
+        return fail("script arguments are passed to a script run on real PyTorch: use them with --torch")
+    if args.torch:
+        from .fx_torch import cmd_check_pass_torch
+
+        try:
+            fn = load_pass(args.pass_fn)
+        except FxError as e:
+            return fail(str(e))
+        return cmd_check_pass_torch(args, fn)
     try:
         fn = load_pass(args.pass_fn)
         graph, _ = capture_script(args.script)

@@ -164,40 +164,62 @@ def cmd_fx_torch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _own_graphs(args: argparse.Namespace) -> tuple[int | None, dict]:
-    """Run the script, keeping the graphs its own compiles make, and report them: (the exit status, the script's
-    globals); the status is None when it compiled nothing and marks a target (the caller then captures that)."""
+def run_own_graphs(script: str, script_args: list[str], quiet: bool, command: str = "agdb fx --torch",
+                   takers: bool = False) -> tuple[Any, dict, str | None]:
+    """Run `script` as `python SCRIPT ARGS...` on real PyTorch, keeping every graph its own compiles make
+    (tracer/sources/torch/fx_run.py): (the GraphSet, the script's globals, and one line saying how the script
+    failed, or None). With `quiet`, the script's prints go to stderr (stdout carries JSON); with `takers`, the
+    frames that took each number while torch traced (--torch-frames).
+
+    Raises:
+        FxError: torch is missing, there is no such script, or this torch has no place to take the graphs from.
+    """
     from agdb.tracer.sources import torch as torch_source
 
     if not torch_source.available():
-        return fail(f"agdb fx --torch runs real PyTorch, which is not installed. {torch_source.INSTALL_HINT}"), {}
+        raise FxError(f"{command} runs real PyTorch, which is not installed. {torch_source.INSTALL_HINT}")
     import torch._dynamo
 
     from agdb.tracer.sources.torch.fx import TorchFxError
     from agdb.tracer.sources.torch.fx_run import capture_run
 
-    from .fx_report import print_graphs
-    from .fx_report import report_json as graphs_json
-
     torch._dynamo.reset()  # as in a fresh `python SCRIPT`: compile ids from 0/0, nothing compiled yet (tests)
     saved_stdout = sys.stdout
-    if args.json:
+    if quiet:
         sys.stdout = sys.stderr  # the script's prints must not break the JSON on stdout
     try:
-        with capture_run(takers=getattr(args, "torch_frames", False)) as found:
-            scope, error = run_as_main(args.script, list(getattr(args, "script_args", [])))
-    except (FxError, TorchFxError) as e:
-        return fail(str(e)), {}
+        with capture_run(takers=takers) as found:
+            scope, error = run_as_main(script, script_args)
+    except TorchFxError as e:
+        raise FxError(str(e)) from None
     finally:
         if sys.stdout is sys.stderr:
             sys.stdout = saved_stdout
+    return found, scope, error
+
+
+def compiled_nothing(script: str, shows: str) -> str:
+    """What to say when a script compiled nothing and marks nothing."""
+    return (f"{script} compiled nothing: {shows} the graphs the script's own torch.compile calls make (its compiled "
+            "functions or modules must run, with an input that needs a gradient for a backward graph); or mark a "
+            "target with `agdb_fx = (fn_or_module, (arg, ...))` to have agdb compile it (docs/fx.md)")
+
+
+def _own_graphs(args: argparse.Namespace) -> tuple[int | None, dict]:
+    """Run the script, keeping the graphs its own compiles make, and report them: (the exit status, the script's
+    globals); the status is None when it compiled nothing and marks a target (the caller then captures that)."""
+    from .fx_report import print_graphs
+    from .fx_report import report_json as graphs_json
+
+    try:
+        found, scope, error = run_own_graphs(args.script, list(getattr(args, "script_args", [])), args.json,
+                                             takers=getattr(args, "torch_frames", False))
+    except FxError as e:
+        return fail(str(e)), {}
     if not len(found):
         if error is None and scope.get("agdb_fx") is not None:
             return None, scope
-        return fail(error or f"{args.script} compiled nothing: agdb fx --torch shows the graphs the script's own "
-                    "torch.compile calls make (its compiled functions or modules must run, with an input that "
-                    "needs a gradient for a backward graph); or mark a target with `agdb_fx = (fn_or_module, (arg, "
-                    "...))` to have agdb compile it (docs/fx.md)"), scope
+        return fail(error or compiled_nothing(args.script, "agdb fx --torch shows")), scope
     if args.python_op:
         _as_python_ops(found)
     if args.json:
@@ -247,3 +269,68 @@ def _save_with_graphs(found: Any, output: str) -> None:
     sys.stderr.write(f"wrote {output}: the joint graph {root.id} with {len(subgraphs)} subgraph{plural}{more}, and no "
                      f"events (the run itself is not recorded); draw it with agdb export {output} --view joint -o "
                      "joint.svg\n")
+
+
+def joint_graphs_torch(args: argparse.Namespace, command: str) -> tuple[list[tuple[str, str, Any]], str | None]:
+    """The joint graphs of a script run on real PyTorch: each compile's (its id, a title, the Graph), or, for a
+    script that compiled nothing but marks a target, that target's joint graph from torch's AOTAutograd (id
+    `c0.joint`); and how the script failed (one line), or None.
+
+    Raises:
+        FxError: torch missing, no such script; a script that compiled nothing and marks nothing, or raised before
+            compiling; no compile had a backward; a marked target torch could not trace.
+    """
+    found, scope, error = run_own_graphs(args.script, list(args.script_args), args.json, command)
+    if not len(found):
+        if error is not None or scope.get("agdb_fx") is None:
+            raise FxError(error or compiled_nothing(args.script, f"{command} checks"))
+        captured, _ = capture_script_torch(args.script, scope=scope)
+        return [("c0.joint", f"the joint graph of {captured.api} on the script's agdb_fx target", captured.joint)], \
+            None
+    joints = found.roots("joint")
+    if not joints:
+        raise FxError((f"{error}; " if error else "") + f"{args.script} made no joint graph: its compiles ran under "
+                      "no_grad or on inputs needing no gradient (inference graphs only), and a pass on joint graphs "
+                      "has nothing to check")
+    return [(e.id, found.compiles[e.compile].title(), e.graph) for e in joints], error
+
+
+def cmd_check_pass_torch(args: argparse.Namespace, pass_fn: Any) -> int:
+    """`agdb check-pass --torch SCRIPT MODULE:FUNCTION [ARGS...]`: the pass on each joint graph of the script's own
+    compiled run (or of its marked target), each checked on torch's fake tensors (TorchRunner). Exit status 1 when
+    any violation, or when a graph cannot be checked (named, after the results of the others)."""
+    from agdb.tracer.fx.check_pass import check_pass
+    from agdb.tracer.fx.interpret import NotRunnable
+
+    try:
+        joints, error = joint_graphs_torch(args, "agdb check-pass --torch")
+    except FxError as e:
+        return fail(str(e))
+    from agdb.tracer.sources.torch.fx_runner import TorchRunner
+
+    results: list[tuple[str, str, list]] = []
+    unrunnable: list[str] = []
+    for graph_id, title, graph in joints:
+        try:
+            results.append((graph_id, title, check_pass(graph, pass_fn, runner=TorchRunner(graph))))
+        except NotRunnable as e:
+            unrunnable.append(f"{graph_id}: {e}")
+        except Exception as e:  # noqa: BLE001 - the pass is user code
+            return fail(f"the pass raised {type(e).__name__} on {graph_id}: {_first_line(e)}")
+    if args.json:
+        print(json.dumps({"graphs": [g for g, _, _ in results],
+                          "violations": [{"graph": g, **v.to_json()} for g, _, vs in results for v in vs],
+                          "not_checked": unrunnable}, indent=2))
+    else:
+        for graph_id, title, found in results:
+            count = f"{len(found)} violation{'s' if len(found) != 1 else ''}" if found else "no invariant broken"
+            print(f"{graph_id} ({title}): {args.pass_fn}: {count}")
+            for v in found:
+                print(f"  [{v.kind}] {v.message}")
+    if unrunnable:
+        more = f" (and {len(unrunnable) - 1} more graph{'s' if len(unrunnable) > 2 else ''})" if len(unrunnable) > 1 \
+            else ""
+        return fail(f"cannot check {unrunnable[0]}{more}")
+    if error is not None:
+        return fail(f"{error} (the graphs compiled before that were checked)")
+    return 1 if any(found for _, _, found in results) else 0

@@ -17,9 +17,10 @@ from agdb.tracer.store.trace import NodeInfo, Trace
 __all__ = ["record", "Recording", "TraceSource", "make_source", "Recorder", "Trace", "TraceBuilder", "NodeInfo",
            "Kind", "events", "schema", "capture_joint", "compile_joint", "check_pass"]
 
-_FX = {"capture_joint": ("fx.capture", "capture_joint"), "compile_joint": ("fx.compile", "compile_joint"),
-       "check_pass": ("fx.check_pass", "check_pass")}
-"""FX joint-graph entry points (tracer/fx, docs/fx.md), imported on first use."""
+_FX = {"capture_joint": ("fx.capture", "capture_joint"), "compile_joint": ("sources.fx", "compile_joint"),
+       "check_pass": ("sources.fx", "check_pass")}
+"""FX joint-graph entry points (tracer/fx, docs/fx.md), imported on first use: compile_joint and check_pass take a
+graph of the engine's ops or of torch's (tracer/sources/fx.py)."""
 
 
 def __getattr__(name: str):

@@ -2,8 +2,9 @@
 
 The invariants of graphs between AOT tracing and Inductor, and how a pass's changes to them are found, are
 tracer/fx/invariants.py's (the graph half). This module runs graphs on agdb's engine (`EngineRunner`, the
-default runner): another runner, such as torch's fake tensors for aten graphs, plugs into `check_pass` the same
-way.
+default runner); graphs of torch's ops run on torch's fake tensors (`TorchRunner`, tracer/sources/torch/fx_runner.py,
+which `agdb.tracer.check_pass` in tracer/sources/fx.py picks for them), and any other runner plugs into
+`check_pass` the same way.
 
 Imports numpy and the engine (to run the graph); never textual or rich.
 """
@@ -13,8 +14,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from agdb.tracer.fx.compile import uses_torch_ops
 from agdb.tracer.fx.graph import Graph, Node
-from agdb.tracer.fx.interpret import run
+from agdb.tracer.fx.interpret import NotRunnable, run
 from agdb.tracer.fx.invariants import (
     GraphRunner,
     Values,
@@ -99,10 +101,11 @@ def check_pass(graph: Graph, pass_fn: Callable[[Graph], Graph | None],
     that changes nothing is clean.
 
     Args:
-        runner: what runs the two graphs (default: an EngineRunner on `graph`'s placeholders).
+        runner: what runs the two graphs (default: an EngineRunner on `graph`'s placeholders; a graph of torch's
+            ops needs a TorchRunner, which `agdb.tracer.check_pass` gives it).
 
     Raises:
-        Whatever the pass raises; interpret.NotRunnable when a graph cannot run on the engine.
+        Whatever the pass raises; interpret.NotRunnable when a graph cannot run (a node named).
     """
     before = graph.copy()
     after = graph.copy()
@@ -110,6 +113,9 @@ def check_pass(graph: Graph, pass_fn: Callable[[Graph], Graph | None],
     if isinstance(result, Graph):
         after = result
     after.changed()
+    if runner is None and uses_torch_ops(graph):
+        raise NotRunnable("this graph's ops are torch's: check it with runner=TorchRunner(graph) "
+                          "(agdb.tracer.sources.torch.fx_runner), as agdb.tracer.check_pass does")
     runner = runner or EngineRunner(before)
     inv_before = invariants(before, runner.run(before), runner.mutates)
     inv_after = invariants(after, runner.run(after), runner.mutates)

@@ -8,6 +8,8 @@ Imports the standard library only.
 """
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,3 +192,40 @@ def descriptor_from_data(data: dict) -> AOTInput | AOTOutput:
     fields = {k: descriptor_from_data(v["desc"]) if isinstance(v, dict) and "desc" in v else v
               for k, v in data.items() if k != "class"}
     return cls(**fields)
+
+
+_WRAPPERS = {"__output_tangent": TangentAOTInput, "__grad": GradAOTOutput, "__input_mutation": InputMutationAOTOutput}
+_LEAVES = [(re.compile(r"args\[(\d+)\]"), lambda m: PlainAOTInput(int(m[1]))),
+           (re.compile(r"output\[(\d+)\]"), lambda m: PlainAOTOutput(int(m[1]))),
+           (re.compile(r"self\.get_parameter\((.+)\)"), lambda m: ParamAOTInput(ast.literal_eval(m[1]))),
+           (re.compile(r"self\.get_buffer\((.+)\)"), lambda m: BufferAOTInput(ast.literal_eval(m[1]))),
+           (re.compile(r"__saved_for_backwards_(\d+)"), lambda m: SavedForBackwardsAOTOutput(int(m[1])))]
+
+
+def _parse_expr(text: str) -> AOTInput | AOTOutput | None:
+    for name, cls in _WRAPPERS.items():
+        if text.startswith(name + "(") and text.endswith(")"):
+            inner = _parse_expr(text[len(name) + 1:-1])
+            return None if inner is None else cls(inner)  # type: ignore[arg-type]
+    for pattern, make in _LEAVES:
+        m = pattern.fullmatch(text)
+        if m:
+            try:
+                return make(m)
+            except (ValueError, SyntaxError):
+                return None
+    return None
+
+
+def descriptor_from_text(data: Any, output: bool) -> AOTInput | AOTOutput | None:
+    """A descriptor from the `{"class", "expr"}` text agdb keeps of torch's (tracer/sources/torch/fx_run.py), or the
+    descriptor itself when it is one already: `{"class": "GradAOTOutput", "expr": "__grad(args[1])"}` ->
+    GradAOTOutput(PlainAOTInput(1)). A class agdb has no class for, or an expression it does not read, becomes
+    OtherAOTInput/OtherAOTOutput (`output` says which); None stays None."""
+    if data is None or isinstance(data, (AOTInput, AOTOutput)):
+        return data
+    kind, text = str(data.get("class")), str(data.get("expr"))
+    parsed = _parse_expr(text)
+    if parsed is not None and type(parsed).__name__ == kind:
+        return parsed
+    return OtherAOTOutput(kind, text) if output else OtherAOTInput(kind, text)

@@ -271,8 +271,9 @@ def op_name(target: str) -> str:
 
 
 def _base_name(target: str) -> str:
-    """The node name FX derives from a target: `engine.mul` -> `mul`, `PythonOp` -> `pythonop`."""
-    base = target.rsplit(".", 1)[-1].lower()
+    """The node name FX derives from a target: `engine.mul` -> `mul`, `aten.mul_.Tensor` -> `mul_` (the op, not
+    its overload), `PythonOp` -> `pythonop`."""
+    base = (op_name(target) if target.startswith("aten.") else target.rsplit(".", 1)[-1]).lower()
     return "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "node"
 
 

@@ -131,9 +131,14 @@ def test_compile_joint_runs_each_call_form_as_captured():
 
 
 def test_entry_points_on_tracer():
-    """tracer.capture_joint, tracer.compile_joint and tracer.check_pass are the fx package's functions."""
+    """tracer.capture_joint is the fx package's; tracer.compile_joint and tracer.check_pass are tracer/sources/fx.py's,
+    which run an engine graph as the fx package's functions do (and a torch graph on torch)."""
     from agdb import tracer
-    from agdb.tracer.fx import check_pass as check_pass_mod
+    from agdb.tracer.sources import fx as any_source
 
-    assert tracer.capture_joint is capture_joint and tracer.compile_joint is compile_joint
-    assert tracer.check_pass is check_pass_mod.check_pass
+    assert tracer.capture_joint is capture_joint
+    assert tracer.compile_joint is any_source.compile_joint and tracer.check_pass is any_source.check_pass
+    x, w = leaf(4), leaf(4)
+    graph = capture_joint(f_diamond, x, w)
+    assert tracer.compile_joint(graph)(x, w).item() == pytest.approx(compile_joint(graph)(x, w).item())
+    assert tracer.check_pass(graph, lambda g: None) == []
