@@ -165,11 +165,12 @@ def cmd_fx_torch(args: argparse.Namespace) -> int:
 
 
 def run_own_graphs(script: str, script_args: list[str], quiet: bool, command: str = "agdb fx --torch",
-                   takers: bool = False) -> tuple[Any, dict, str | None]:
+                   takers: bool = False, runner: Any = None) -> tuple[Any, dict, str | None]:
     """Run `script` as `python SCRIPT ARGS...` on real PyTorch, keeping every graph its own compiles make
     (tracer/sources/torch/fx_run.py): (the GraphSet, the script's globals, and one line saying how the script
     failed, or None). With `quiet`, the script's prints go to stderr (stdout carries JSON); with `takers`, the
-    frames that took each number while torch traced (--torch-frames).
+    frames that took each number while torch traced (--torch-frames). `runner(script, args)` runs the script
+    instead of `run_as_main` (-o records it).
 
     Raises:
         FxError: torch is missing, there is no such script, or this torch has no place to take the graphs from.
@@ -189,7 +190,7 @@ def run_own_graphs(script: str, script_args: list[str], quiet: bool, command: st
         sys.stdout = sys.stderr  # the script's prints must not break the JSON on stdout
     try:
         with capture_run(takers=takers) as found:
-            scope, error = run_as_main(script, script_args)
+            scope, error = (runner or run_as_main)(script, script_args)
     except TorchFxError as e:
         raise FxError(str(e)) from None
     finally:
@@ -211,9 +212,13 @@ def _own_graphs(args: argparse.Namespace) -> tuple[int | None, dict]:
     from .fx_report import print_graphs
     from .fx_report import report_json as graphs_json
 
+    trace = None
     try:
-        found, scope, error = run_own_graphs(args.script, list(getattr(args, "script_args", [])), args.json,
-                                             takers=getattr(args, "torch_frames", False))
+        if args.output is None:
+            found, scope, error = run_own_graphs(args.script, list(getattr(args, "script_args", [])), args.json,
+                                                 takers=getattr(args, "torch_frames", False))
+        else:
+            (found, scope, error), trace = _recorded_own_graphs(args)
     except FxError as e:
         return fail(str(e)), {}
     if not len(found):
@@ -228,7 +233,7 @@ def _own_graphs(args: argparse.Namespace) -> tuple[int | None, dict]:
         print_graphs(found, args.script, args.partitions)
     if args.output is not None:
         try:
-            _save_with_graphs(found, args.output)
+            _save_with_graphs(found, trace, args.output)
         except (FxError, OSError) as e:
             return fail(str(e)), scope
     if error is not None:
@@ -247,15 +252,33 @@ def _as_python_ops(found: Any) -> None:
                        "source (meta['agdb'])")
 
 
-def _save_with_graphs(found: Any, output: str) -> None:
-    """Save a trace holding the first compile's joint graph and its subgraphs (`agdb export --view joint` draws it)
-    and no events: the bridge does not record a run while torch.compile traces it (AOTAutograd refuses the tensors
-    it would meet), so the run itself is not in it. Every graph is in agdb fx --json's output."""
-    from agdb.tracer import TraceBuilder
+def _recorded_own_graphs(args: argparse.Namespace) -> tuple[tuple[Any, dict, str | None], Any]:
+    """`run_own_graphs` for -o: the same run, recorded by the bridge (which stands aside while torch compiles:
+    NOTE [compile time] in tracer/sources/torch/compiling.py), so the trace holds the run and the graphs."""
+    from .commands import record_script
+    from .run_script import ScriptSource
+    from .signals import ScriptSignals
+
+    holder: dict[str, Any] = {}
+
+    def run_script(script: str, script_args: list[str]) -> tuple[dict, str | None]:
+        signals = getattr(args, "signals", None) or ScriptSignals()
+        run = record_script(script, script_args, ScriptSource("torch"), signals)
+        holder["trace"] = run.trace
+        lines = run.error_text.strip().splitlines()
+        return {}, None if run.error is None else (lines[-1] if lines else str(run.error))
+
+    found = run_own_graphs(args.script, list(getattr(args, "script_args", [])), args.json,
+                           takers=getattr(args, "torch_frames", False), runner=run_script)
+    return found, holder.get("trace")
+
+
+def _save_with_graphs(found: Any, trace: Any, output: str) -> None:
+    """Save the bridge's trace of the run with the first compile's joint graph and its subgraphs (the TUI's key 9,
+    `agdb export --view joint`). Every graph is in agdb fx --json's output."""
     from agdb.tracer.store.tracefile import save
     from agdb.tracer.views.joint import with_joint
 
-    trace = TraceBuilder("torch").finish()
     joints = found.roots("joint")
     if not joints:
         raise FxError(f"nothing was saved to {output}: no compile had a backward, so there is no joint graph")
@@ -266,71 +289,5 @@ def _save_with_graphs(found: Any, output: str) -> None:
     more = f" (the first of {len(joints)} compiles with a backward: agdb fx --json has them all)" if len(joints) > 1 \
         else ""
     plural = "s" if len(subgraphs) != 1 else ""
-    sys.stderr.write(f"wrote {output}: the joint graph {root.id} with {len(subgraphs)} subgraph{plural}{more}, and no "
-                     f"events (the run itself is not recorded); draw it with agdb export {output} --view joint -o "
-                     "joint.svg\n")
-
-
-def joint_graphs_torch(args: argparse.Namespace, command: str) -> tuple[list[tuple[str, str, Any]], str | None]:
-    """The joint graphs of a script run on real PyTorch: each compile's (its id, a title, the Graph), or, for a
-    script that compiled nothing but marks a target, that target's joint graph from torch's AOTAutograd (id
-    `c0.joint`); and how the script failed (one line), or None.
-
-    Raises:
-        FxError: torch missing, no such script; a script that compiled nothing and marks nothing, or raised before
-            compiling; no compile had a backward; a marked target torch could not trace.
-    """
-    found, scope, error = run_own_graphs(args.script, list(args.script_args), args.json, command)
-    if not len(found):
-        if error is not None or scope.get("agdb_fx") is None:
-            raise FxError(error or compiled_nothing(args.script, f"{command} checks"))
-        captured, _ = capture_script_torch(args.script, scope=scope)
-        return [("c0.joint", f"the joint graph of {captured.api} on the script's agdb_fx target", captured.joint)], \
-            None
-    joints = found.roots("joint")
-    if not joints:
-        raise FxError((f"{error}; " if error else "") + f"{args.script} made no joint graph: its compiles ran under "
-                      "no_grad or on inputs needing no gradient (inference graphs only), and a pass on joint graphs "
-                      "has nothing to check")
-    return [(e.id, found.compiles[e.compile].title(), e.graph) for e in joints], error
-
-
-def cmd_check_pass_torch(args: argparse.Namespace, pass_fn: Any) -> int:
-    """`agdb check-pass --torch SCRIPT MODULE:FUNCTION [ARGS...]`: the pass on each joint graph of the script's own
-    compiled run (or of its marked target), each checked on torch's fake tensors (TorchRunner). Exit status 1 when
-    any violation, or when a graph cannot be checked (named, after the results of the others)."""
-    from agdb.tracer.fx.check_pass import check_pass
-    from agdb.tracer.fx.interpret import NotRunnable
-
-    try:
-        joints, error = joint_graphs_torch(args, "agdb check-pass --torch")
-    except FxError as e:
-        return fail(str(e))
-    from agdb.tracer.sources.torch.fx_runner import TorchRunner
-
-    results: list[tuple[str, str, list]] = []
-    unrunnable: list[str] = []
-    for graph_id, title, graph in joints:
-        try:
-            results.append((graph_id, title, check_pass(graph, pass_fn, runner=TorchRunner(graph))))
-        except NotRunnable as e:
-            unrunnable.append(f"{graph_id}: {e}")
-        except Exception as e:  # noqa: BLE001 - the pass is user code
-            return fail(f"the pass raised {type(e).__name__} on {graph_id}: {_first_line(e)}")
-    if args.json:
-        print(json.dumps({"graphs": [g for g, _, _ in results],
-                          "violations": [{"graph": g, **v.to_json()} for g, _, vs in results for v in vs],
-                          "not_checked": unrunnable}, indent=2))
-    else:
-        for graph_id, title, found in results:
-            count = f"{len(found)} violation{'s' if len(found) != 1 else ''}" if found else "no invariant broken"
-            print(f"{graph_id} ({title}): {args.pass_fn}: {count}")
-            for v in found:
-                print(f"  [{v.kind}] {v.message}")
-    if unrunnable:
-        more = f" (and {len(unrunnable) - 1} more graph{'s' if len(unrunnable) > 2 else ''})" if len(unrunnable) > 1 \
-            else ""
-        return fail(f"cannot check {unrunnable[0]}{more}")
-    if error is not None:
-        return fail(f"{error} (the graphs compiled before that were checked)")
-    return 1 if any(found for _, _, found in results) else 0
+    sys.stderr.write(f"wrote {output}: the bridge's trace of the run ({len(trace):,} events) and the joint graph "
+                     f"{root.id} with {len(subgraphs)} subgraph{plural}{more}: agdb open {output}, key 9\n")

@@ -146,16 +146,22 @@ def test_a_script_that_compiles_nothing_says_so_in_one_line(tmp_path, capsys):
 
 
 @needs_torch
-def test_output_file_keeps_the_joint_graph_and_its_subgraphs_for_export(tmp_path, capsys):
-    """-o on a script's own compiles saves the first joint graph with its subgraphs (no events: the run itself is
-    not recorded); `agdb export --view joint` draws each subgraph as a cluster and labels nodes with their custom
-    annotations."""
+async def test_output_file_keeps_the_run_and_its_joint_graph_with_subgraphs(tmp_path, capsys):
+    """-o on a script's own compiles records the same run with the bridge and saves it with the first joint graph
+    and its subgraphs: `agdb export --view joint` draws each subgraph as a cluster with the nodes' custom
+    annotations, and the TUI's joint panel lists the subgraphs' nodes beside the recorded run."""
+    from agdb.app.app import AgdbApp
+    from agdb.tracer.store.tracefile import load
+    from agdb.widgets.joint_graph import JointGraphView
+
     script = tmp_path / "nested.py"
     script.write_text(NESTED)
     saved = tmp_path / "out.agdb"
     assert main(["fx", "--torch", str(script), "-o", str(saved), "--", str(tmp_path / "r.json")]) == 0
     captured = capsys.readouterr()
-    assert "== compile 0" in captured.out and f"wrote {saved}: the joint graph c0.joint with " in captured.err
+    assert "== compile 0" in captured.out
+    assert f"wrote {saved}: the bridge's trace of the run (" in captured.err and "joint graph c0.joint with " in \
+        captured.err
     dot = tmp_path / "j.dot"
     assert main(["export", str(saved), "--view", "joint", "-o", str(dot)]) == 0
     text = dot.read_text()
@@ -163,6 +169,15 @@ def test_output_file_keeps_the_joint_graph_and_its_subgraphs_for_export(tmp_path
     subgraphs = [g["name"] for g in data["graphs"] if g["parent"] == "c0.joint"]
     assert subgraphs and all(f'label="subgraph {name}"' in text for name in subgraphs)
     assert "custom stage=1" in text
+    trace = load(saved)
+    assert len(trace) > 0 and trace.meta["graph_tasks"]
+    app = AgdbApp(trace=trace, title="nested")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("9")
+        await pilot.pause()
+        names = [view_name for view_name in app.screen.query_one(JointGraphView).names.values()]
+        assert any(name.startswith(f"{subgraphs[-1]}.") for name in names)
 
 
 SCALE = '''import torch
