@@ -17,36 +17,53 @@ from agdb.tracer.store.schema import Kind  # noqa: E402
 
 @pytest.fixture(scope="module")
 def compiled_training():
-    """Two training steps of a compiled MLP (the first compiles), recorded with multithreading off (so torch's own
-    execution order of each call is read as a witness)."""
+    """Two training steps of a compiled MLP (the first compiles), then one eager backward whose nodes the program
+    pre-hooks itself, recorded with multithreading off (so torch's own execution order of each call is read as a
+    witness); returns the trace and the (name, seq_nr) the program's pre-hooks saw, in order."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
     compiled = torch.compile(model, backend="aot_eager")
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x = torch.randn(3, 4)
+    seen: list = []
     with tracer.record("torch", single_threaded=True) as rec:
         for _ in range(2):
             compiled(x).sum().backward()
             opt.step()
             opt.zero_grad()
+        loss = model(x).sum()
+        stack, hooked = [loss.grad_fn], []
+        while stack:
+            n = stack.pop()
+            if n is None or n in hooked:
+                continue
+            hooked.append(n)
+            n.register_prehook(lambda go, label=(n.name(), n._sequence_nr()): seen.append(label))
+            stack.extend(c for c, _ in n.next_functions)
+        loss.backward()
     torch._dynamo.reset()
-    return rec.trace
+    return rec.trace, seen
 
 
 def test_no_divergence_is_reported_for_a_compiled_training_step(compiled_training):
-    """The model, torch's ids and torch's execution order of both of the program's calls agree."""
-    trace = compiled_training
+    """The model, torch's ids and torch's execution order of the program's three calls agree, and the eager
+    call's recorded order is the one the program's own pre-hooks saw."""
+    trace, seen = compiled_training
     assert trace.meta["divergences"] == []
     assert not trace.meta.get("bridge_errors")
     orders = [t["execution_order"] for t in trace.meta["graph_tasks"] if "execution_order" in t]
-    assert len(orders) == 2 and all(o["model"] == "agrees" and o["observed"] == "agrees" for o in orders)
+    assert len(orders) == 3 and all(o["model"] == "agrees" and o["observed"] == "agrees" for o in orders)
+    starts = trace.steps_of(Kind.GRAPH_TASK_STARTED)
+    last = [trace.node(trace.event_node(int(s))) for s in trace.steps_of(Kind.NODE_STARTED) if s > starts[-1]]
+    assert [(n.name, n.seq_nr) for n in last if n.name != "GraphRoot"] == seen
 
 
 def test_compile_time_calls_are_counted_and_only_the_program_s_are_recorded(compiled_training):
-    """The call torch.compile made while it traced is counted, not recorded; the two backward() calls are."""
-    assert compiled_training.meta["compile_time_calls"] == 1
-    assert len(compiled_training.meta["graph_tasks"]) == 2
-    assert len(compiled_training.steps_of(Kind.GRAPH_TASK_STARTED)) == 2
+    """The call torch.compile made while it traced is counted, not recorded; the program's three are."""
+    trace, _ = compiled_training
+    assert trace.meta["compile_time_calls"] == 1
+    assert len(trace.meta["graph_tasks"]) == 3
+    assert len(trace.steps_of(Kind.GRAPH_TASK_STARTED)) == 3
 
 
 NESTED = """
