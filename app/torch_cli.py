@@ -72,6 +72,10 @@ def cmd_torch(args: argparse.Namespace) -> int:
     run = record_script(args.script, args.script_args, ScriptSource("torch", single_threaded=args.single_threaded),
                         args.signals, on_os_exit=lambda run: save_run(run, output, args.output))
     status = save_run(run, output, args.output)
+    if run.trace.meta.get("compiled_autograd"):
+        fail("the script turned on compiled autograd (torch._dynamo.config.compiled_autograd): its backward runs "
+             "inside compiled graphs, not in autograd's engine, so no backward call of it is recorded; turn it off "
+             "to record the backward (agdb fx --torch shows the compiled graphs)")
     witness = torch_source.witness_text(run.trace)
     if witness:
         sys.stderr.write(f"agdb: {witness}\n")

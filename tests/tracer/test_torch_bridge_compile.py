@@ -125,3 +125,54 @@ def test_a_compiled_program_runs_as_without_agdb(tmp_path, capsys):
     assert len(trace.meta["graph_tasks"]) == 2 and trace.meta["divergences"] == []
     names = {trace.node_name(i) for i in range(trace.num_nodes)}
     assert any("CompiledFunctionBackward" in name for name in names), names
+
+
+COMPILED_AUTOGRAD = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 2)
+x = torch.randn(3, 4)
+torch._dynamo.config.compiled_autograd = True
+
+
+@torch.compile(backend="aot_eager")
+def step():
+    model(x).sum().backward()
+
+
+try:
+    step()
+finally:
+    torch._dynamo.config.compiled_autograd = False
+grad = model.weight.grad.clone()
+"""
+
+
+def test_compiled_autograd_is_said_in_one_line_and_the_program_is_unchanged(tmp_path, capsys):
+    """Compiled autograd runs the backward inside a compiled graph: the grads are the plain run's, no graph task is
+    recorded (the engine ran none), and `agdb torch` says why in one line."""
+    from agdb.app.cli import main
+
+    torch._dynamo.reset()
+    plain: dict = {}
+    exec(compile(COMPILED_AUTOGRAD, "ca_plain.py", "exec"), plain)  # noqa: S102 - the test's own program
+    torch._dynamo.reset()
+    script = tmp_path / "ca.py"
+    script.write_text(COMPILED_AUTOGRAD.replace("finally:\n    torch._dynamo.config.compiled_autograd = False\n",
+                                                "finally:\n    pass\n")
+                      + "torch.save(grad, __import__('sys').argv[1])\n")
+    saved_grad = tmp_path / "grad.pt"
+    try:
+        assert main(["torch", str(script), "-o", str(tmp_path / "ca.agdb"), "--", str(saved_grad)]) == 0
+    finally:
+        torch._dynamo.config.compiled_autograd = False
+        torch._dynamo.reset()
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if "compiled autograd" in line] == [
+        line for line in err.splitlines() if line.startswith("agdb: the script turned on compiled autograd")]
+    assert "no backward call of it is recorded" in err
+    from agdb.tracer.store.tracefile import load
+
+    trace = load(str(tmp_path / "ca.agdb"))
+    assert trace.meta["compiled_autograd"] is True and trace.meta["graph_tasks"] == []
+    assert torch.equal(torch.load(saved_grad), plain["grad"]) and plain["grad"].abs().sum() > 0

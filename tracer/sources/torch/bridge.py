@@ -133,4 +133,9 @@ class Bridge:
         trace.meta["graph_tasks"] = self.reconstruction.graph_tasks
         if shared.compile_time_calls:  # NOTE [compile-time calls] in backward.py: not recorded, only counted
             trace.meta["compile_time_calls"] = shared.compile_time_calls
+        dynamo_config = sys.modules.get("torch._dynamo.config")
+        if dynamo_config is not None and getattr(dynamo_config, "compiled_autograd", False):
+            # compiled autograd runs backward inside a compiled graph: autograd's engine runs no graph task, so
+            # there is none to record (docs/torch-bridge.md, "Compiled programs")
+            trace.meta["compiled_autograd"] = True
         return trace
