@@ -20,7 +20,7 @@ from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enab
 globals().update(_dispatch.table("torch"))  # engine.exp, engine.matmul, ...: the ops declared as torch=
 _dispatch.install()  # Tensor's methods, operators and properties
 
-from . import autograd, linalg, nn, optim  # noqa: E402 - needs the Tensor methods installed
+from . import autograd, linalg, nn, optim, utils  # noqa: E402 - needs the Tensor methods installed
 
 float = float32  # noqa: A001 - torch.float
 double = float64
@@ -33,6 +33,6 @@ __all__ = [
     "is_tensor", "float32", "float64", "int64", "bool", "float", "double", "long", "dtype",
     "Size", "device", "get_default_dtype", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",
     "inference_mode", "is_inference_mode_enabled",
-    "autograd", "linalg", "nn", "optim", "add_observer", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
+    "autograd", "linalg", "nn", "optim", "utils", "add_observer", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
     *_dispatch.table("torch"),
 ]

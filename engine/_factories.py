@@ -316,3 +316,37 @@ def randint(*args: Any, generator: Any = None, dtype: Any = None, device: Any = 
 def is_tensor(obj: Any) -> bool:
     """Whether `obj` is an engine Tensor."""
     return isinstance(obj, Tensor)
+
+
+@public("randperm", torch=True)
+def randperm(n: Any, generator: Any = None, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """A random permutation of 0..n-1, int64 unless told otherwise (engine values: the same seed repeats them,
+    PyTorch's differ)."""
+    n = int_arg("randperm", "n", 1, n)
+    if n < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
+    values = rng("randperm", generator).permutation(n)
+    return _finish(values.astype(np.int64 if dtype is None else _np_dtype(dtype)), requires_grad, device)
+
+
+@public("from_numpy", torch=True)
+def from_numpy(ndarray: Any) -> Tensor:
+    """A tensor sharing the array's memory (writes to either show in both)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    return make_tensor(_coerce_array(ndarray))
+
+
+@public("as_tensor", torch=True)
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """`data` as a tensor, sharing memory where it can: a tensor of that dtype is returned as it is, a numpy
+    array of that dtype is shared; numpy scalars keep their dtype."""
+    if isinstance(data, Tensor):
+        return data if dtype is None or as_dtype(dtype) == data.dtype else data.to(as_dtype(dtype))
+    if isinstance(data, np.ndarray) and (dtype is None or as_dtype(dtype).np == data.dtype):
+        return _finish(_coerce_array(data), False, device)
+    if isinstance(data, np.generic) or (isinstance(data, (list, tuple)) and data
+                                        and all(isinstance(v, np.generic) for v in data)):
+        data = np.array(data)  # numpy scalars carry their dtype, as an array does
+    return tensor(data, dtype=dtype, device=device)

@@ -79,3 +79,30 @@ def test_what_the_engine_lacks_is_named_however_the_script_reaches_it(tmp_path, 
     code, _, err = agdb(["record", script, "-o", tmp_path / "run.agdb"], capsys)
     assert code == 1
     assert f"agdb's engine has no {name}" in err and "--real-torch" in err
+
+
+USES_DATA = textwrap.dedent("""\
+    import torch
+    import torch.utils.data as data
+    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data.dataset import random_split
+
+    x = torch.tensor([[1.0], [2.0], [3.0]], requires_grad=True)
+    train, _ = random_split(TensorDataset(x), [2, 1])
+    for (xb,) in DataLoader(train, batch_size=2, shuffle=True):
+        (xb * 2).sum().backward()
+    print("data", isinstance(train, data.Subset), x.grad.sum().item())
+""")
+
+
+def test_torch_utils_data_and_its_submodules_resolve_on_the_engine(tmp_path, capsys):
+    """`import torch.utils.data`, `from torch.utils.data import ...` and a submodule of it all reach the engine's
+    torch.utils.data, and the loop's nodes are recorded."""
+    script = tmp_path / "loader.py"
+    script.write_text(USES_DATA)
+    code, out, err = agdb(["record", script, "-o", tmp_path / "run.agdb"], capsys)
+    assert code == 0, err
+    assert "data True 4.0" in out
+    trace = load(tmp_path / "run.agdb")
+    names = {trace.node(i).name for i in range(trace.num_nodes)}
+    assert {"SelectBackward0", "StackBackward0", "MulBackward0"} <= names
