@@ -11,6 +11,7 @@ from ._device import device
 from ._dtype import Size, dtype, float32, float64, get_default_dtype, int64
 from ._dtype import bool_ as bool  # noqa: A001 - torch.bool
 from ._factories import is_tensor
+from ._legacy import BoolTensor, DoubleTensor, FloatTensor, LongTensor
 from ._observer import add_observer
 from ._random import Generator, default_generator, manual_seed
 from ._state import enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled
@@ -20,7 +21,7 @@ from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enab
 globals().update(_dispatch.table("torch"))  # engine.exp, engine.matmul, ...: the ops declared as torch=
 _dispatch.install()  # Tensor's methods, operators and properties
 
-from . import autograd, linalg, nn, optim, utils  # noqa: E402 - needs the Tensor methods installed
+from . import accelerator, autograd, backends, cuda, linalg, mps, nn, optim, utils  # noqa: E402 - needs the Tensor methods installed
 
 float = float32  # noqa: A001 - torch.float
 double = float64
@@ -29,10 +30,11 @@ long = int64
 __version__ = "2.13.0+agdb"
 
 __all__ = [
-    "Tensor", "manual_seed", "Generator", "default_generator",
-    "is_tensor", "float32", "float64", "int64", "bool", "float", "double", "long", "dtype",
+    "Tensor", "FloatTensor", "DoubleTensor", "LongTensor", "BoolTensor", "manual_seed", "Generator",
+    "default_generator", "is_tensor", "float32", "float64", "int64", "bool", "float", "double", "long", "dtype",
     "Size", "device", "get_default_dtype", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",
     "inference_mode", "is_inference_mode_enabled",
-    "autograd", "linalg", "nn", "optim", "utils", "add_observer", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
+    "accelerator", "autograd", "backends", "cuda", "linalg", "mps", "nn", "optim", "utils",
+    "add_observer", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
     *_dispatch.table("torch"),
 ]

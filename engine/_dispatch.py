@@ -112,15 +112,16 @@ def install() -> None:
     for attr, func in table("Tensor").items():
         setattr(Tensor, attr, func)
     for attr, func in table("Tensor.property").items():
-        setattr(Tensor, attr, property(func, doc=func.__doc__))
+        # a property Tensor can assign (`p.data = ...`) has its setter beside it as `_set_<name>`
+        setattr(Tensor, attr, property(func, getattr(Tensor, f"_set_{attr}", None), doc=func.__doc__))
 
 
 def _dispatcher(entry: OpEntry) -> Callable[..., Any]:
     """The public entry of `entry`, with `impl`'s own parameters: forwarding *args/**kwargs would cost more
     than the truth test."""
     op, impl = entry.op, entry.impl
-    params, args, kwargs, call, defaults = _forwarding(inspect.signature(impl))
-    source = (f"def dispatched({params}):\n"
+    params, args, kwargs, call, defaults, aliases = _forwarding(inspect.signature(impl))
+    source = (f"def dispatched({params}):\n{aliases}"
               f"    seq_nr = _tls.seq_nr  # restored if torch's parser would have refused the call\n"
               f"    try:  # costs nothing until an op raises\n"
               f"        if _op_watchers:  # NOTE [op_called]: the only cost when nobody watches ops\n"
@@ -130,7 +131,8 @@ def _dispatcher(entry: OpEntry) -> Callable[..., Any]:
               f"        _after_failure(_entry, {args}, seq_nr)\n"
               f"        raise\n")
     scope = {"_op_watchers": op_watchers, "_call_observed": _call_observed, "_op": op, "_impl": impl,
-             "_after_failure": _after_failure, "_entry": entry, "_tls": tls, **defaults}
+             "_after_failure": _after_failure, "_entry": entry, "_tls": tls, "_UNSET": _UNSET, "_alias": _alias,
+             "_attr": entry.attr, **defaults}
     # A file name inside engine/, so that stack walks stopping at the user's line skip this frame too.
     filename = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"<dispatch {entry.surface}.{entry.attr}>")
     exec(compile(source, filename, "exec"), scope)  # noqa: S102 - built from a signature, as dataclasses do
@@ -142,19 +144,45 @@ def _dispatcher(entry: OpEntry) -> Callable[..., Any]:
     return dispatched
 
 
-def _forwarding(sig: inspect.Signature) -> tuple[str, str, str, str, dict[str, Any]]:
+_NUMPY_ALIASES = (("dim", "axis"), ("keepdim", "keepdims"))
+"""torch's argument parser takes numpy's names for these parameters, in every op that has them."""
+_ALIASED = frozenset(name for name, _ in _NUMPY_ALIASES)
+_UNSET = object()
+
+
+def _later_defaults(sig: inspect.Signature, name: str) -> bool:
+    """Whether every positional parameter after `name` has a default (so that `name` can take one)."""
+    after = list(sig.parameters.values())
+    after = after[[p.name for p in after].index(name) + 1:]
+    return all(p.default is not p.empty for p in after if p.kind is p.POSITIONAL_OR_KEYWORD)
+
+
+def _alias(attr: str, name: str, value: Any, default: Any, alias: str, given: Any) -> Any:
+    """The value of parameter `name` given by its numpy alias; torch refuses the alias beside the name itself."""
+    if value is not default:
+        raise TypeError(f"{attr}() got an unexpected keyword argument '{alias}'")
+    return given
+
+
+def _forwarding(sig: inspect.Signature) -> tuple[str, str, str, str, dict[str, Any], str]:
     """For a wrapper with `sig`: its parameter list, the positional arguments as a tuple and the keyword ones
-    as a dict (for the observed path), the same as a call's arguments, and the names its defaults take."""
+    as a dict (for the observed path), the same as a call's arguments, the names its defaults take, and the
+    lines that read `axis=`/`keepdims=` into `dim`/`keepdim` (for parameters with a default)."""
     params: list[str] = []
     args: list[str] = []
     kwargs: list[str] = []
     call: list[str] = []
     defaults: dict[str, Any] = {}
+    required: list[str] = []
     for p in sig.parameters.values():
         name, default = p.name, ""
         if p.default is not p.empty:
             defaults[f"_default_{name}"] = p.default
             default = f"=_default_{name}"
+        elif name in _ALIASED and _later_defaults(sig, name):  # required, but its alias may give it
+            defaults[f"_default_{name}"] = _UNSET
+            default = "=_UNSET"
+            required.append(name)
         if p.kind is p.POSITIONAL_OR_KEYWORD:
             params.append(name + default)
             args.append(name)
@@ -175,8 +203,24 @@ def _forwarding(sig: inspect.Signature) -> tuple[str, str, str, str, dict[str, A
             call.append(f"**{name}")
         else:
             raise TypeError(f"positional-only parameter {name!r}: declare public ops without `/`")
+    aliases = ""
+    if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        for name, alias in _NUMPY_ALIASES:
+            p = sig.parameters.get(name)
+            if p is None or p.kind is not p.POSITIONAL_OR_KEYWORD or alias in sig.parameters or (
+                    p.default is p.empty and name not in required):
+                continue
+            if not any(x.startswith("*") for x in params):
+                params.append("*")
+            params.append(f"{alias}=_UNSET")
+            aliases += (f"    if {alias} is not _UNSET:\n"
+                        f"        {name} = _alias(_attr, {name!r}, {name}, _default_{name}, {alias!r}, {alias})\n")
+            if name in required:
+                aliases += (f"    elif {name} is _UNSET:\n"
+                            f"        raise TypeError(f\"{{_attr}}() missing 1 required positional argument: "
+                            f"'{name}'\")\n")
     return ", ".join(params), "(" + "".join(f"{a}, " for a in args) + ")", "{" + ", ".join(kwargs) + "}", \
-        ", ".join(call), defaults
+        ", ".join(call), defaults, aliases
 
 
 _TENSOR_PARAMS = {"matmul": ("other",), "mm": ("mat2",), "bmm": ("mat2",), "mv": ("vec",), "dot": ("tensor",),

@@ -561,6 +561,8 @@ def _basic(self: Tensor, key: Any) -> tuple:
 
 
 def _list_index(k: Any) -> Any:
+    if isinstance(k, range):  # torch reads a range as the list of its ints
+        k = list(k)
     if isinstance(k, list):
         return make_tensor(np.asarray(k, dtype=np.bool_ if k and all(isinstance(v, bool) for v in k) else np.int64))
     return k

@@ -16,7 +16,7 @@ from ._dtype import Size, dtype, from_numpy_dtype
 from ._layout import is_non_overlapping_and_dense
 from ._node import AccumulateGrad, Node, RemovableHandle, _HookDict, add_hook
 from ._state import tls
-from ._version import bump, version_of, with_own_counter
+from ._version import bump, set_version, version_of, with_own_counter
 
 
 class Tensor:
@@ -35,9 +35,16 @@ class Tensor:
     """torch's ZeroTensor: an immutable zero that `sgn`'s formula returns; set per instance (in __dict__) on the
     rare tensors that are one, so the common tensor pays nothing."""
 
-    def __init__(self, data: Any = None) -> None:
-        arr = np.asarray([] if data is None else data)
-        init_tensor(self, _coerce_array(arr))
+    def __init__(self, *args: Any) -> None:
+        """torch's legacy constructor: `Tensor(sizes...)` (zeros here, uninitialised in torch) or `Tensor(data)`,
+        float32 either way."""
+        if args and all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+            arr = np.zeros(tuple(int(a) for a in args), dtype=np.float32)
+        elif len(args) > 1:
+            raise TypeError(f"new(): invalid data type '{type(args[0]).__name__}'")
+        else:
+            arr = np.asarray([] if not args or args[0] is None else args[0], dtype=np.float32)
+        init_tensor(self, arr)
 
     # -- autograd attributes ------------------------------------------------------------------------
     @property
@@ -237,6 +244,10 @@ class Tensor:
         """Number of dimensions."""
         return self._data.ndim
 
+    def nelement(self) -> int:
+        """numel()."""
+        return self._data.size
+
     def numel(self) -> int:
         """Number of elements."""
         return int(self._data.size)
@@ -322,8 +333,24 @@ class Tensor:
         """self.to(other.dtype)."""
         return self.to(other.dtype)
 
+    def _set_data(self, value: Tensor) -> None:
+        """`t.data = value`: t now views value's memory, keeping its own version counter (torch's set_data), and
+        takes its shape and dtype; no node is made."""
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
+        arr = with_own_counter(value._data)
+        set_version(arr, version_of(self._data))
+        self._data = arr
+        self._device = value._device
+
     def __repr__(self) -> str:
         return _format_tensor(self)
+
+    def __format__(self, spec: str) -> str:
+        # torch formats a 0-dim tensor as its number (`f"{loss:.4f}"`), anything else as object does
+        if self._data.ndim == 0 and type(self) is Tensor:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return self._data if dtype is None else self._data.astype(dtype)

@@ -114,6 +114,13 @@ def bump(data: np.ndarray) -> None:
         counter[0] += 1
 
 
+def set_version(data: np.ndarray, version: int) -> None:
+    """Set the version of the memory `data` views (its own counter, as `with_own_counter` made it)."""
+    if version:
+        bump(data)
+        _counters[id(_owner(data))][0] = version
+
+
 OWNER = type("SavedOutput", (), {"__repr__": lambda self: "<the node's own output>"})()
 """The grad_fn recorded for a saved output: its node itself, which must not hold itself (a reference cycle keeps
 a node alive after torch would have freed it, and with it the AccumulateGrads it points to)."""

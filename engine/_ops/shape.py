@@ -450,6 +450,8 @@ def getitem(a: Tensor, key: Any) -> Tensor:
 
 def _as_index_tensor(k: Any) -> Any:
     """A list of ints or bools indexes like a tensor of them, as in torch."""
+    if isinstance(k, range):  # torch reads a range as the list of its ints
+        k = list(k)
     if isinstance(k, list):
         return make_tensor(np.asarray(k, dtype=np.bool_ if k and all(isinstance(v, bool) for v in k) else np.int64))
     return k

@@ -271,13 +271,15 @@ NOT_OPS_ENGINE = {"manual_seed", "is_tensor", "get_default_dtype", "no_grad", "e
 """engine.* callables that return no tensor: settings, predicates, context managers."""
 
 NOT_OPS_TENSOR = {"backward", "register_hook", "register_post_accumulate_grad_hook", "retain_grad",
-                  "requires_grad_", "dim", "size", "numel", "stride", "is_contiguous", "is_floating_point", "item",
-                  "tolist", "numpy", "requires_grad", "is_leaf", "grad", "retains_grad", "output_nr", "shape",
-                  "dtype", "device", "ndim", "_version", "is_inference", "grad_fn", "_base", "_is_view", "_is_zerotensor"}
-"""Tensor methods and properties that are autograd's API or read metadata and Python values."""
+                  "requires_grad_", "dim", "size", "numel", "nelement", "stride", "is_contiguous",
+                  "is_floating_point", "item", "tolist", "numpy", "requires_grad", "is_leaf", "grad", "retains_grad",
+                  "output_nr", "shape", "dtype", "device", "ndim", "_version", "is_inference", "grad_fn", "_base",
+                  "_is_view", "_is_zerotensor", "_set_data"}
+"""Tensor methods and properties that are autograd's API or read metadata and Python values (and the setter
+of `.data`)."""
 
-PYTHON_PROTOCOL = {"__init__", "__repr__", "__hash__", "__bool__", "__float__", "__int__", "__index__", "__len__",
-                   "__iter__", "__array__", "__reduce_ex__", "__deepcopy__"}
+PYTHON_PROTOCOL = {"__init__", "__repr__", "__format__", "__hash__", "__bool__", "__float__", "__int__", "__index__",
+                   "__len__", "__iter__", "__array__", "__reduce_ex__", "__deepcopy__"}
 """Python's object protocol: conversions and construction, not ops (__iter__ indexes through __getitem__)."""
 
 
