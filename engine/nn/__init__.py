@@ -1,7 +1,7 @@
 """`engine.nn`: Module, Parameter, the layers, containers and losses, `functional` and `init`."""
 from __future__ import annotations
 
-from . import functional, init
+from . import functional, init, utils
 from . import module as _module
 from . import modules as _modules
 from .module import Module
@@ -32,7 +32,8 @@ from .parameter import Parameter
 _modules.module = _module  # torch.nn.modules.module: where torch keeps the global module hook functions
 
 __all__ = [
-    "functional", "init", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Linear", "ReLU", "Tanh",
-    "Sigmoid", "GELU", "Softmax", "LogSoftmax", "Flatten", "Identity", "Dropout", "Embedding", "LayerNorm",
+    "functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Linear",
+    "ReLU", "Tanh", "Sigmoid", "GELU", "Softmax", "LogSoftmax", "Flatten", "Identity", "Dropout", "Embedding",
+    "LayerNorm",
     "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss",
 ]
