@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from . import _dispatch, _factories, _inplace, _ops  # noqa: F401 - importing an op module declares its ops
 from ._device import device
-from ._dtype import Size, dtype, float32, float64, get_default_dtype, int64
+from ._dtype import Size, dtype, float32, float64, get_default_dtype, int32, int64
 from ._dtype import bool_ as bool  # noqa: A001 - torch.bool
 from ._factories import is_tensor
-from ._legacy import BoolTensor, DoubleTensor, FloatTensor, LongTensor
+from ._legacy import BoolTensor, DoubleTensor, FloatTensor, IntTensor, LongTensor
 from ._observer import add_observer
+from ._ops import amax as _amax  # noqa: F401 - its nodes subclass _functions', loaded by now
 from ._random import Generator, default_generator, manual_seed
 from ._state import enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled
 from ._tensor import Tensor
@@ -26,12 +27,14 @@ from . import accelerator, autograd, backends, cuda, linalg, mps, nn, optim, uti
 float = float32  # noqa: A001 - torch.float
 double = float64
 long = int64
+int = int32  # noqa: A001 - torch.int
 
 __version__ = "2.13.0+agdb"
 
 __all__ = [
-    "Tensor", "FloatTensor", "DoubleTensor", "LongTensor", "BoolTensor", "manual_seed", "Generator",
-    "default_generator", "is_tensor", "float32", "float64", "int64", "bool", "float", "double", "long", "dtype",
+    "Tensor", "FloatTensor", "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor", "manual_seed", "Generator",
+    "default_generator", "is_tensor", "float32", "float64", "int64", "int32", "int", "bool", "float", "double",
+    "long", "dtype",
     "Size", "device", "get_default_dtype", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",
     "inference_mode", "is_inference_mode_enabled",
     "accelerator", "autograd", "backends", "cuda", "linalg", "mps", "nn", "optim", "utils",

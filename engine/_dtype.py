@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["dtype", "float32", "float64", "int64", "bool_", "Size", "get_default_dtype", "as_dtype"]
+__all__ = ["dtype", "float32", "float64", "int64", "int32", "bool_", "Size", "get_default_dtype", "as_dtype"]
 
 
 class dtype:
@@ -34,11 +34,12 @@ class dtype:
 float32 = dtype("float32", np.float32, 2)
 float64 = dtype("float64", np.float64, 2)
 int64 = dtype("int64", np.int64, 1)
+int32 = dtype("int32", np.int32, 1)
 bool_ = dtype("bool", np.bool_, 0)
 
-_BY_NP = {d.np: d for d in (float32, float64, int64, bool_)}
-_BY_NAME = {d.name: d for d in (float32, float64, int64, bool_)}
-_BY_NAME.update({"float": float32, "double": float64, "long": int64})
+_BY_NP = {d.np: d for d in (float32, float64, int64, int32, bool_)}
+_BY_NAME = {d.name: d for d in (float32, float64, int64, int32, bool_)}
+_BY_NAME.update({"float": float32, "double": float64, "long": int64, "int": int32})
 
 
 def get_default_dtype() -> dtype:
@@ -59,14 +60,15 @@ def as_dtype(value: object) -> dtype:
     try:
         np_dtype = np.dtype(value)  # type: ignore[call-overload]
     except TypeError:
-        raise TypeError(f"unsupported dtype {value!r}: engine supports float32, float64, int64 and bool") from None
+        raise TypeError(f"unsupported dtype {value!r}: engine supports float32, float64, int64, int32 and "
+                        "bool") from None
     if np_dtype in _BY_NP:
         return _BY_NP[np_dtype]
     if np_dtype.kind == "f":
         return float64 if np_dtype.itemsize > 4 else float32
     if np_dtype.kind in "iu":
         return int64
-    raise TypeError(f"unsupported dtype {value!r}: engine supports float32, float64, int64 and bool")
+    raise TypeError(f"unsupported dtype {value!r}: engine supports float32, float64, int64, int32 and bool")
 
 
 def from_numpy_dtype(np_dtype: np.dtype) -> dtype:

@@ -49,7 +49,7 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
     return _finish(arr, requires_grad, device)
 
 
-_TYPE = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}
+_TYPE = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool"}
 _NUMBER = (int, float, bool, np.number)
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._dtype import bool_, dtype, float32, float64, int64
+from ._dtype import bool_, dtype, float32, float64, int32, int64
 from ._tensor import Tensor, make_tensor
 
 
@@ -34,6 +34,7 @@ def _legacy(name: str, dt: dtype) -> type:
 FloatTensor = _legacy("FloatTensor", float32)
 DoubleTensor = _legacy("DoubleTensor", float64)
 LongTensor = _legacy("LongTensor", int64)
+IntTensor = _legacy("IntTensor", int32)
 BoolTensor = _legacy("BoolTensor", bool_)
 
-__all__ = ["FloatTensor", "DoubleTensor", "LongTensor", "BoolTensor"]
+__all__ = ["FloatTensor", "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor"]

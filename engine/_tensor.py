@@ -434,7 +434,7 @@ def _coerce_array(arr: np.ndarray) -> np.ndarray:
             return arr
         return arr.astype(np.float32)
     if kind in "iu":
-        return arr if arr.dtype == np.int64 else arr.astype(np.int64)
+        return arr if arr.dtype == np.int64 or arr.dtype == np.int32 else arr.astype(np.int64)
     if kind == "b":
         return arr
     raise TypeError(f"can't convert np.ndarray of type {arr.dtype}. The only supported types are: "

@@ -14,7 +14,8 @@ from .._state import tls
 from .._tensor import Tensor, _wrap_dim, grad_accumulator, gradient_edge, make_tensor
 from .._version import OWNER, _owner, node_saved_versions, version_of
 
-_KIND = {np.dtype(np.bool_): 0, np.dtype(np.int64): 1, np.dtype(np.float32): 2, np.dtype(np.float64): 2}
+_KIND = {np.dtype(np.bool_): 0, np.dtype(np.int64): 1, np.dtype(np.int32): 1, np.dtype(np.float32): 2,
+         np.dtype(np.float64): 2}
 
 
 _DEFAULT_OF_KIND = {0: np.dtype(np.bool_), 1: np.dtype(np.int64), 2: np.dtype(np.float32)}

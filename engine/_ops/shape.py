@@ -9,7 +9,7 @@ import numpy as np
 from .. import _functions as fn
 from .._args import int_arg, size_arg
 from .._dispatch import public
-from .._dtype import as_dtype, bool_, float32, float64, int64
+from .._dtype import as_dtype, bool_, float32, float64, int32, int64
 from .._layout import contiguous_strides, empty_preserving
 from .._node import Node
 from .._state import INT64_MAX
@@ -828,6 +828,12 @@ def _double(self: Tensor) -> Tensor:
 def _long(self: Tensor) -> Tensor:
     """self.to(torch.int64)."""
     return to(self, dtype=int64)
+
+
+@public("to", tensor="int")
+def _int(self: Tensor) -> Tensor:
+    """self.to(torch.int32)."""
+    return to(self, dtype=int32)
 
 
 @public("to", tensor="bool")

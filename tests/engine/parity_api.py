@@ -160,3 +160,58 @@ def _range_index(t, p):
     p.watch(h)
     h.sum().backward()
     p.value("x.grad 2", x.grad)
+
+
+@program("int32 tensors: factories, promotion, indexing, reductions")
+def _int32(t, p):
+    import numpy as np
+
+    a = t.tensor([1, 2, 3], dtype=t.int32)
+    p.value("dtype", (str(a.dtype), str(t.int), a.dtype.itemsize, a.dtype.is_floating_point))
+    p.value("arith", (a + 1, a * 2, a + t.tensor([1, 1, 1]), a * 1.5, a / 2, a + t.tensor(2), -a))
+    p.value("cast", (a.long(), a.float(), t.ones(2).int(), t.ones(2).to(t.int32), t.arange(3, dtype=t.int32)))
+    p.value("reduce", (a.sum(), a.max(), a.argmax()))
+    x = p.leaf("x", [0.5, -1.0, 2.0])
+    y = x[a - 1] * 2
+    p.watch(y)
+    y.sum().backward()
+    p.value("x.grad", x.grad)
+    p.value("numpy", (t.from_numpy(np.array([1, 2], dtype=np.int32)), t.IntTensor([1, 2])))
+    p.value("isinstance", (isinstance(a, t.IntTensor), isinstance(a, t.LongTensor)))
+    p.run("requires_grad", lambda: t.tensor([1], dtype=t.int32, requires_grad=True))
+
+
+def _amax_program(name: str, build: Callable, data) -> None:
+    def fn(t, p):
+        from tests.engine.parity_programs import _forward_and_grads
+
+        x = p.leaf("x", data)
+        _forward_and_grads(t, p, lambda x: build(t, x), x)
+        out = build(t, x)
+        p.value("saved", (out.grad_fn._saved_dim, out.grad_fn._saved_keepdim, out.grad_fn._saved_self is x,
+                          out.grad_fn._saved_result.equal(out)))
+    PROGRAMS[f"amax/amin {name}"] = fn
+
+
+TIES = [[1.0, 3.0, 3.0], [2.0, 0.0, 2.0]]
+_amax_program("dim 1", lambda t, x: x.amax(1), TIES)
+_amax_program("dim -1 keepdim", lambda t, x: x.amax(-1, keepdim=True), TIES)
+_amax_program("all dims", lambda t, x: x.amax(), TIES)
+_amax_program("dims (0, 1)", lambda t, x: t.amax(x, (0, 1)), TIES)
+_amax_program("axis alias", lambda t, x: x.amax(axis=0, keepdims=True), TIES)
+_amax_program("amin dim 0", lambda t, x: x.amin(0), TIES)
+_amax_program("amin all, torch.amin", lambda t, x: t.amin(x), TIES)
+_amax_program("0-dim", lambda t, x: x.amax(), 2.5)
+_amax_program("3-d dims (0, 2)", lambda t, x: x.amin(dim=(2, 0)),
+              [[[1.0, 1.0], [0.5, 2.0]], [[1.0, -1.0], [0.5, 0.5]]])
+
+
+@program("amax/amin errors and integer inputs")
+def _amax_errors(t, p):
+    x = p.leaf("x", [[0.5, 1.0]])
+    p.run("empty dim", lambda: t.zeros(2, 0, requires_grad=True).amax(1))
+    p.run("empty all", lambda: t.zeros(2, 0, requires_grad=True).amin())
+    p.value("empty other dim", t.zeros(2, 0).amax(0))
+    p.value("ints", (t.tensor([1, 5]).amax(), t.tensor([True, False]).amin(), t.tensor([[1, 5], [7, 0]]).amax(0)))
+    p.run("dim out of range", lambda: x.amax(2))
+    p.counter("end")
