@@ -120,7 +120,7 @@ def _dispatcher(entry: OpEntry) -> Callable[..., Any]:
     """The public entry of `entry`, with `impl`'s own parameters: forwarding *args/**kwargs would cost more
     than the truth test."""
     op, impl = entry.op, entry.impl
-    params, args, kwargs, call, defaults, aliases = _forwarding(inspect.signature(impl))
+    params, args, kwargs, call, defaults, aliases = _forwarding(inspect.signature(impl), _takes_numpy_names(entry))
     source = (f"def dispatched({params}):\n{aliases}"
               f"    seq_nr = _tls.seq_nr  # restored if torch's parser would have refused the call\n"
               f"    try:  # costs nothing until an op raises\n"
@@ -147,6 +147,13 @@ def _dispatcher(entry: OpEntry) -> Callable[..., Any]:
 _NUMPY_ALIASES = (("dim", "axis"), ("keepdim", "keepdims"))
 """torch's argument parser takes numpy's names for these parameters, in every op that has them."""
 _ALIASED = frozenset(name for name, _ in _NUMPY_ALIASES)
+_PYTHON_IN_TORCH = frozenset({"split", "norm"})
+"""Ops torch writes in Python (torch.functional, torch/_tensor.py), whose signatures take no numpy names."""
+
+
+def _takes_numpy_names(entry: OpEntry) -> bool:
+    """Whether torch's argument parser handles the entry (nn.functional's are Python functions in torch)."""
+    return entry.surface in ("torch", "Tensor", "linalg") and entry.attr not in _PYTHON_IN_TORCH
 _UNSET = object()
 
 
@@ -164,7 +171,7 @@ def _alias(attr: str, name: str, value: Any, default: Any, alias: str, given: An
     return given
 
 
-def _forwarding(sig: inspect.Signature) -> tuple[str, str, str, str, dict[str, Any], str]:
+def _forwarding(sig: inspect.Signature, numpy_names: bool = False) -> tuple[str, str, str, str, dict[str, Any], str]:
     """For a wrapper with `sig`: its parameter list, the positional arguments as a tuple and the keyword ones
     as a dict (for the observed path), the same as a call's arguments, the names its defaults take, and the
     lines that read `axis=`/`keepdims=` into `dim`/`keepdim` (for parameters with a default)."""
@@ -179,7 +186,7 @@ def _forwarding(sig: inspect.Signature) -> tuple[str, str, str, str, dict[str, A
         if p.default is not p.empty:
             defaults[f"_default_{name}"] = p.default
             default = f"=_default_{name}"
-        elif name in _ALIASED and _later_defaults(sig, name):  # required, but its alias may give it
+        elif numpy_names and name in _ALIASED and _later_defaults(sig, name):  # required, but its alias may give it
             defaults[f"_default_{name}"] = _UNSET
             default = "=_UNSET"
             required.append(name)
@@ -204,7 +211,7 @@ def _forwarding(sig: inspect.Signature) -> tuple[str, str, str, str, dict[str, A
         else:
             raise TypeError(f"positional-only parameter {name!r}: declare public ops without `/`")
     aliases = ""
-    if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+    if numpy_names and not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
         for name, alias in _NUMPY_ALIASES:
             p = sig.parameters.get(name)
             if p is None or p.kind is not p.POSITIONAL_OR_KEYWORD or alias in sig.parameters or (

@@ -215,3 +215,26 @@ def _amax_errors(t, p):
     p.value("ints", (t.tensor([1, 5]).amax(), t.tensor([True, False]).amin(), t.tensor([[1, 5], [7, 0]]).amax(0)))
     p.run("dim out of range", lambda: x.amax(2))
     p.counter("end")
+
+
+@program("numpy names only where torch's argument parser reads them")
+def _numpy_names_refused(t, p):
+    x = p.leaf("x", A23)
+    p.run("Tensor.norm keepdims", lambda: x.norm(dim=1, keepdims=True))
+    p.run("torch.norm axis", lambda: t.norm(x, axis=1))
+    p.run("split axis", lambda: x.split(1, axis=1))
+    p.run("F.softmax axis", lambda: t.nn.functional.softmax(x, axis=1))
+    p.value("softmax method axis", x.softmax(axis=1))
+    p.value("vector_norm axis", t.linalg.vector_norm(x, axis=1, keepdims=True))
+    p.counter("end")
+
+
+@program("writes into zero-size tensors (Linear(0, n) loading its state)")
+def _zero_size_writes(t, p):
+    m = t.nn.Linear(0, 3, dtype=t.float64)
+    p.run("load_state_dict", lambda: m.load_state_dict({"weight": p.const([[], [], []]),
+                                                       "bias": p.const([-1.96, 0.35, 1.87])}))
+    p.value("params", (m.weight, m.bias))
+    z = t.zeros(3, 0, dtype=t.float64)
+    p.value("copy_ fill_ add_", (z.copy_(t.ones(3, 0, dtype=t.float64)), z.fill_(2.0), z.add_(1.0), z._version))
+    p.counter("end")
