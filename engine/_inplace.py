@@ -295,8 +295,10 @@ WARN_MASKED_FILL_EXPANDED = (
 def has_internal_overlap(arr: np.ndarray) -> bool:
     """torch's has_internal_overlap answering YES: some dim of more than one element has stride 0 (an
     expand()ed tensor, which numpy makes read-only, or an as_strided one, which it does not, such as CopySlices'
-    slice of a grad for an expanded view). Its TOO_HARD cases are let through, as torch does."""
-    return 0 in arr.strides and any(s == 0 and n > 1 for s, n in zip(arr.strides, arr.shape, strict=True))
+    slice of a grad for an expanded view). Its TOO_HARD cases are let through, as torch does. An empty tensor is
+    non-overlapping and dense to torch, whatever numpy's strides for it."""
+    return 0 in arr.strides and arr.size > 0 and any(
+        s == 0 and n > 1 for s, n in zip(arr.strides, arr.shape, strict=True))
 
 
 def _writable(arr: np.ndarray) -> np.ndarray:
