@@ -50,7 +50,8 @@ UNARY: dict[str, tuple[tuple[str, ...], str, str, float]] = {
 }
 
 SAVES_OUTPUT = {"exp", "tanh", "sigmoid", "relu", "sqrt", "expm1", "reciprocal", "rdiv", "pow_frac", "rpow",
-                "gelu", "sgn", "log_softmax", "softmax", "logsumexp", "norm", "std", "max", "min", "OnceExp"}
+                "gelu", "sgn", "log_softmax", "softmax", "logsumexp", "norm", "std", "max", "min", "amax", "amin",
+                "OnceExp"}
 """Ops whose backward node keeps their output: writing to the output in place makes backward fail."""
 
 BINARY: dict[str, tuple[tuple[str, ...], float]] = {
@@ -131,12 +132,13 @@ def _partner(g: Generator, a: Var, positive: bool = False) -> Var:
 # -- reductions ----------------------------------------------------------------------------------------------
 @kind("reduce", 8)
 def reduce(g: Generator) -> None:
-    """sum, mean, max/min (whole, or along a dim with values and indices), argmax, var, std, logsumexp, norm."""
+    """sum, mean, max/min (whole, or along a dim with values and indices), amax/amin (dims as an int or a tuple),
+    argmax, var, std, logsumexp, norm; numpy's axis=/keepdims= names now and then."""
     x = g.pick_float(lambda v: True)
     nd = len(x.shape)
     op = g.weighted({"sum": 6, "mean": 4, "max": 1.5, "min": 0.7, "argmax": 0.4, "var": 0.6, "std": 0.4,
-                     "logsumexp": 0.6, "norm": 0.8})
-    if x.noisy and op in ("argmax", "max", "min"):  # which element wins would be rounding noise
+                     "logsumexp": 0.6, "norm": 0.8, "amax": 0.8, "amin": 0.4})
+    if x.noisy and op in ("argmax", "max", "min", "amax", "amin"):  # which element wins would be rounding noise
         op = "sum"
     if nd == 0 or g.chance(0.4) and op not in ("logsumexp",):
         _reduce_all(g, x, op)
@@ -144,7 +146,7 @@ def reduce(g: Generator) -> None:
     d = int(g.rng.integers(-nd, nd))
     keep = g.chance(0.3)
     shape = _reduced(x.shape, d, keep)
-    kd = ", keepdim=True" if keep else ""
+    kd = g.pick_item([", keepdim=True", ", keepdims=True"]) if keep else ""
     if op in ("max", "min"):
         _max_dim(g, x, op, d, kd, shape)
         return
@@ -153,13 +155,16 @@ def reduce(g: Generator) -> None:
         return
     text = {"sum": f"{{0}}.sum({d}{kd})", "mean": f"{{0}}.mean(dim={d}{kd})", "var": f"{{0}}.var({d}{kd})",
             "std": f"{{0}}.std(dim={d}{kd})", "logsumexp": f"{{0}}.logsumexp({d}{kd})",
-            "norm": f"{{0}}.norm(dim={d}{kd})"}[op]
-    if op == "sum" and nd >= 2 and g.chance(0.3):
-        text, shape = "{0}.sum((0, 1))", x.shape[2:]
+            "norm": f"{{0}}.norm(dim={d}{kd})", "amax": f"{{0}}.amax({d}{kd})",
+            "amin": g.pick_item([f"{{0}}.amin(axis={d}{kd})", f"t.amin({{0}}, {d}{kd})"])}[op]
+    if op == "sum" and g.chance(0.2):
+        text = f"{{0}}.sum(axis={d}{kd})"
+    if op in ("sum", "amax") and nd >= 2 and g.chance(0.3):
+        text, shape = f"{{0}}.{op}((0, 1))", x.shape[2:]
     if op == "var" and x.shape[d] < 2:
         op, text = "sum", f"{{0}}.sum({d}{kd})"
     out = g.derived(shape, x.dtype, x, positive=op == "sum" and x.positive, saves_output=op in SAVES_OUTPUT)
-    out.fake_view = op == "logsumexp"
+    out.fake_view = op in ("logsumexp", "amax", "amin")
     g.emit("reduce", op, "{out0} = " + text, [x], [out])
 
 
@@ -176,8 +181,9 @@ def _reduce_all(g: Generator, x: Var, op: str) -> None:
         op = "sum"
     text = {"sum": g.pick_item(["{0}.sum()", "t.sum({0})"]), "mean": g.pick_item(["{0}.mean()", "t.mean({0})"]),
             "max": "{0}.max()", "min": "{0}.min()", "var": "{0}.var()", "std": "{0}.std()",
-            "norm": g.pick_item(["{0}.norm()", "{0}.norm(p=1)", "t.norm({0})"])}[op]
-    out = g.derived((), x.dtype, x, positive=x.positive and op in ("sum", "mean", "max", "min"),
+            "norm": g.pick_item(["{0}.norm()", "{0}.norm(p=1)", "t.norm({0})"]),
+            "amax": g.pick_item(["{0}.amax()", "t.amax({0})"]), "amin": "{0}.amin()"}[op]
+    out = g.derived((), x.dtype, x, positive=x.positive and op in ("sum", "mean", "max", "min", "amax", "amin"),
                     saves_output=op in SAVES_OUTPUT)
     g.emit("reduce", op, "{out0} = " + text, [x], [out])
 
@@ -451,6 +457,11 @@ def _index(g: Generator, x: Var) -> None:
         out = _copy(g, shape, x, contiguous=False)
         out.fake_view = True  # refused as a view by the engine
         g.emit("index", "index", "{out0} = " + text, [x], [out])
+    elif g.chance(0.2):  # a range indexes as the list of its ints
+        lo = int(g.rng.integers(0, x.shape[0]))
+        hi = int(g.rng.integers(lo, x.shape[0] + 1))
+        text, shape = f"{{0}}[range({lo}, {hi})]", (hi - lo,) + x.shape[1:]
+        g.emit("index", "index", "{out0} = " + text, [x], [_copy(g, shape, x)])
     else:
         text, shape = f"{{0}}[{_ints(g, x.shape[0], k)}]", (k,) + x.shape[1:]
         g.emit("index", "index", "{out0} = " + text, [x], [_copy(g, shape, x)])
