@@ -59,6 +59,8 @@ def _clip_value(t, p):
     p.made("grads", w.grad, b.grad)
     t.nn.utils.clip_grad_value_(b, 1)
     p.made("one tensor", b.grad)
+    p.run("no grads at all", lambda: t.nn.utils.clip_grad_value_([unused], 1.0))
+    p.run("no parameters", lambda: t.nn.utils.clip_grad_value_([], 1.0))
     p.counter("end")
 
 

@@ -82,6 +82,9 @@ def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float, f
     with _state.no_grad():
         clip_value = float(clip_value)
         grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
+        if not grads:  # torch groups the grads before looking: its C++ grouping refuses an empty list
+            raise RuntimeError("Expected !nested_tensorlist[0].empty() to be true, but got false.  (Could this error "
+                               "message be improved?  If so, please report an enhancement request to PyTorch.)")
         for group in _by_device_and_dtype(grads):
             for g in group:  # torch's _foreach_clamp_min_ then _foreach_clamp_max_ over the group
                 g.clamp_min_(-clip_value)
