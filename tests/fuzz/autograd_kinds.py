@@ -596,12 +596,27 @@ def _step(g: Generator, o: Var) -> None:
         shown = 'p.value("{tag} params", tuple({0}.param_groups[0]["params"]))'
     else:
         shown = 'p.made("{tag} params", *{0}.param_groups[0]["params"])'
+    if g.chance(0.25) and not any(v.kernel_version or v.grad_rg for v in params):
+        g.emit("optim", "clip", g.weighted(_CLIPS), [o], [])
     g.emit("optim", "step", "{0}.step()\n" + shown, [o], [])
     for v in params:
         g.wrote(v)
         v.positive = False
     if "module" in o.info:
         g.wrote(g.s.vars[o.info["module"]])
+    if g.chance(0.2):  # a scheduler made and stepped once: the next step's learning rate is its
+        g.emit("optim", "lr_scheduler", g.weighted(_SCHEDULERS), [o], [])
+
+
+_GROUP = '{0}.param_groups[0]["params"]'
+_CLIPS = {f'p.made("{{tag}} norm", t.nn.utils.clip_grad_norm_({_GROUP}, 0.5))': 2,
+          f'p.made("{{tag}} norm", t.nn.utils.clip_grad_norm_({_GROUP}, 0.1, norm_type=float("inf")))': 0.5,
+          f"t.nn.utils.clip_grad_value_({_GROUP}, 0.05)": 1}
+"""Gradient clipping before a step: no node, and the grads written in place under no_grad."""
+_LR = '\np.value("{tag} lr", {0}.param_groups[0]["lr"])'
+_SCHEDULERS = {"t.optim.lr_scheduler.StepLR({0}, step_size=1, gamma=0.5).step()" + _LR: 1,
+               "t.optim.lr_scheduler.ExponentialLR({0}, gamma=0.9).step()" + _LR: 1,
+               "t.optim.lr_scheduler.CosineAnnealingLR({0}, T_max=3).step()" + _LR: 1}
 
 
 @kind("optim", 3)
