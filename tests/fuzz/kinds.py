@@ -457,9 +457,9 @@ def _index(g: Generator, x: Var) -> None:
         out = _copy(g, shape, x, contiguous=False)
         out.fake_view = True  # refused as a view by the engine
         g.emit("index", "index", "{out0} = " + text, [x], [out])
-    elif g.chance(0.2):  # a range indexes as the list of its ints
+    elif x.shape[0] and g.chance(0.2):  # a range indexes as the list of its ints (never empty: see _split)
         lo = int(g.rng.integers(0, x.shape[0]))
-        hi = int(g.rng.integers(lo, x.shape[0] + 1))
+        hi = int(g.rng.integers(lo + 1, x.shape[0] + 1))
         text, shape = f"{{0}}[range({lo}, {hi})]", (hi - lo,) + x.shape[1:]
         g.emit("index", "index", "{out0} = " + text, [x], [_copy(g, shape, x)])
     else:
@@ -634,3 +634,18 @@ def combine(g: Generator) -> None:
         out.contiguous = all(v.contiguous for v in ins)
         g.emit("combine", "stack", f"{{out0}} = t.stack([{refs}], dim={d})", ins, [out])
 
+
+
+@kind("data", 0.6)
+def data(g: Generator) -> None:
+    """A batch from a DataLoader over a TensorDataset, in order: rows selected one by one, then stacked."""
+    x = g.pick(lambda v: v.dtype in FLOAT and v.shape not in (None, ()) and v.shape[0] > 0) or g.leaf((3, 2))
+    n, b = x.shape[0], int(g.rng.integers(1, 4))
+    drop = g.chance(0.3)
+    batches = [min(b, n - k) for k in range(0, n, b) if not (drop and n - k < b)]
+    if not batches:  # every row dropped: take the loader without drop_last
+        drop, batches = False, [min(b, n)]
+    k = int(g.rng.integers(len(batches)))
+    out = g.derived((batches[k],) + x.shape[1:], x.dtype, x)
+    loader = f"t.utils.data.DataLoader(t.utils.data.TensorDataset({{0}}), batch_size={b}, drop_last={drop})"
+    g.emit("data", "DataLoader", f"{{out0}} = list({loader})[{k}][0]", [x], [out])
