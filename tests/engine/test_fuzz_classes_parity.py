@@ -7,9 +7,11 @@ import functools
 import pytest
 
 from agdb import engine
-from tests.engine.parity_fuzz_classes import PROGRAMS
+from tests.engine import parity_fuzz_classes, parity_rare_classes
 from tests.engine.parity_suite import _describe, assert_engine_matches_torch
 from tests.fuzz.interpret import ONE_WAY_FLAGS
+
+PROGRAMS = {**parity_fuzz_classes.PROGRAMS, **parity_rare_classes.PROGRAMS}
 
 
 @functools.cache
