@@ -16,7 +16,16 @@ from .._state import INT64_MAX
 from .._tensor import Tensor, _wrap_dim, make_tensor
 from .._version import bump, version_of
 from .._views import creation_meta_now, geometry, mark_view, strided_data
-from ._common import _out, check_same_device, legacy_type_name, needs_grad, record, record_outputs, save_inputs
+from ._common import (
+    _out,
+    check_same_device,
+    has_edge,
+    legacy_type_name,
+    needs_grad,
+    record,
+    record_outputs,
+    save_inputs,
+)
 
 
 def _view_out(data: np.ndarray, a: Tensor, multi_output: bool = False) -> Tensor:
@@ -226,8 +235,11 @@ def reshape(a: Tensor, *shape: Any) -> Tensor:
     try:
         shape = _infer_shape(size, a._data.size)
     except RuntimeError:
-        if needs_grad(a):
-            fn.ViewBackward0()  # PyTorch's view node takes its seq_nr before the size check fails
+        # torch's reshape of a contiguous tensor is its view, whose node takes a seq_nr (and collects its edges:
+        # a stale view regenerates) before the size check fails; any other tensor fails infer_size first.
+        if a.is_contiguous() and needs_grad(a):
+            fn.ViewBackward0()
+            has_edge(a)
         raise
     data = _as_view(a._data, shape)
     if data is not None:

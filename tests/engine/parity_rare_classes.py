@@ -53,7 +53,8 @@ def _gradient_edge_seq_nr(t, p):
 @program("argmin and argmax of a 0-dim tensor with keepdim stay 0-dim")
 def _arg_0dim_keepdim(t, p):
     x = t.tensor(0.25)
-    for tag, f in (("argmin -1 keepdim", lambda: x.argmin(-1, keepdim=True)), ("argmax 0 keepdim", lambda: x.argmax(0, True)),
+    for tag, f in (("argmin -1 keepdim", lambda: x.argmin(-1, keepdim=True)),
+                   ("argmax 0 keepdim", lambda: x.argmax(0, True)),
                    ("argmin", lambda: x.argmin(0)), ("argmax no dim keepdim", lambda: x.argmax(keepdim=True)),
                    ("t.argmax", lambda: t.argmax(x, dim=0, keepdim=True))):
         r = p.run(tag, f)
@@ -196,7 +197,8 @@ def _nll_loss_spatial(t, p):
 
 @program("reshape checks the size before a stale view regenerates; view regenerates first")
 def _reshape_stale_view(t, p):
-    for tag, mk in (("t", lambda h: h.t()), ("expand", lambda h: h[0].expand(2, 3)), ("slice", lambda h: h[:, 1:])):
+    for tag, mk in (("t", lambda h: h.t()), ("expand", lambda h: h[0].expand(2, 3)), ("slice", lambda h: h[:, 1:]),
+                    ("row, contiguous", lambda h: h[1])):
         x = p.leaf("x " + tag, [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
         h = x * 1
         v = mk(h)
