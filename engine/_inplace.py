@@ -24,7 +24,7 @@ from . import _observer, _ops, _version, _views
 from ._dispatch import public
 from ._layout import is_non_overlapping_and_dense
 from ._node import _TYPE_NAMES, InputMetadata
-from ._ops._common import broadcast_shape, needs_grad, record, with_original_self
+from ._ops._common import broadcast_shape, collect_next_edges, needs_grad, record, with_original_self
 from ._ops.pointwise import clamp_entry
 from ._tensor import ERR_ZEROTENSOR_IMMUTABLE, Tensor, gradient_edge, make_tensor
 
@@ -314,13 +314,23 @@ _SCALAR_NAMES = {"float32": "float", "float64": "double", "float16": "half", "in
 def masked_fill_(self: Tensor, mask: Tensor, value: Any) -> Tensor:
     """Fill where `mask` (broadcast to this shape) with a number (MaskedFillBackward0) or a 0-dim tensor
     (MaskedFillBackward1)."""
-    if mask._data.dtype != np.bool_:
-        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
-                           f"{_SCALAR_NAMES.get(str(mask._data.dtype), mask._data.dtype)}")
-    broadcast_shape(self, mask)  # TensorIterator's error for a mask that does not broadcast
+    records = _records(self, (value,))
+    try:
+        if isinstance(value, Tensor) and value._data.ndim != 0:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value._data.ndim} dimension(s).")
+        if mask._data.dtype != np.bool_:
+            raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                               f"{_SCALAR_NAMES.get(str(mask._data.dtype), mask._data.dtype)}")
+        broadcast_shape(self, mask)  # TensorIterator's error for a mask that does not broadcast
+    except RuntimeError:
+        if records:  # the node took its seq_nr and collected its edges before the kernel's checks
+            (fn.MaskedFillBackward1 if isinstance(value, Tensor) else fn.MaskedFillBackward0)()
+            collect_next_edges((self, value) if isinstance(value, Tensor) else (self,))
+        raise
     if has_internal_overlap(self._data):
         warnings.warn(WARN_MASKED_FILL_EXPANDED, UserWarning, stacklevel=2)
-    if not _records(self, (value,)):
+    if not records:
         _write(self, _ops.masked_fill(self, mask, value)._data, fills=True)
         return self
     return _rebase(self, _ops.masked_fill(_old(self), mask, value), fills=True)

@@ -140,6 +140,17 @@ def _masked_fill_value_dim(t, p):
     p.counter("out of place")
     c = p.const([1.0, -1.0])
     p.run("masked_fill_ without history", lambda: c.masked_fill_(c < 0, t.tensor([.5], dtype=t.float64)))
+    m3, m22 = t.tensor([True, False, True]), t.tensor([[True, False], [False, True]])
+    one = lambda *s: t.ones(*s, dtype=t.float64)  # noqa: E731
+    cases = {"mask (3,), number": lambda f: f(m3, 1.0), "mask (3,), 0-dim": lambda f: f(m3, one()),
+             "mask (3,), (1,)": lambda f: f(m3, one(1)), "mask (2, 2), (1,)": lambda f: f(m22, one(1)),
+             "mask (2, 2), 0-dim": lambda f: f(m22, one()), "float mask": lambda f: f(t.ones(2), one(1)),
+             "float mask, number": lambda f: f(t.ones(2), 1.0)}
+    for tag, case in cases.items():
+        p.run(tag + " in place", lambda case=case: case(h.masked_fill_))
+        p.counter(tag + " in place")
+        p.run(tag, lambda case=case: case(h.masked_fill))
+        p.counter(tag)
     p.made("end", h, (h * 2).sum())
 
 
