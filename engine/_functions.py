@@ -1178,12 +1178,19 @@ def _unsqueeze_multiple(t, dims: tuple | None, ndim: int):
 
 
 def _var_backward(grad, self_, dims, correction, keepdim: bool):
-    """var_backward: (2 / dof) * grad * (self - self.mean(dim, keepdim=True)); a None correction means 1."""
+    """var_backward: (2 / dof) * grad * (self - self.mean(dim, keepdim=True)); a None correction means 1.
+
+    Over all elements with dof <= 0, torch's formula is grad * where(self == self.mean(), nan, inf) instead: the
+    where of two numbers is float32 (the default dtype), so a (1,)-shaped input's grad is float32 and cast back
+    by validate_outputs; with a dim, a negative dof is a plain negative factor."""
     correction = correction_value(correction)
     if self_._data.ndim == 0 or dims is None:
         dof = self_._data.size - correction
+        if dof <= 0:
+            same = ops.compare(np.equal, self_, ops.mean(self_))
+            return ops.mul(grad, ops.where(same, math.nan, math.inf))
         right = ops.sub(self_, ops.mean(self_))
-        return ops.mul(ops.mul_scalar(grad, 2.0 / dof if dof > 0 else math.nan), right)
+        return ops.mul(ops.mul_scalar(grad, 2.0 / dof), right)
     if not keepdim and self_._data.ndim > 1:
         grad = _unsqueeze_multiple(grad, dims, self_._data.ndim)
     n = 1
@@ -1191,7 +1198,7 @@ def _var_backward(grad, self_, dims, correction, keepdim: bool):
         n *= self_._data.shape[d]
     dof = n - correction
     right = ops.sub(self_, ops.mean(self_, dims, True))
-    return ops.mul(ops.mul_scalar(grad, 2.0 / dof if dof > 0 else math.inf), right)
+    return ops.mul(ops.mul_scalar(grad, 2.0 / dof if dof != 0 else math.inf), right)
 
 
 class VarBackward0(_Generated):

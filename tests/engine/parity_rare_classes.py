@@ -249,14 +249,17 @@ def _cross_entropy_0dim_target(t, p):
 @program("var and std of a 0-dim tensor under create_graph: torch's formulas' nodes")
 def _var_0dim_create_graph(t, p):
     for fn in ("var", "std"):
-        for shape in ((), (1,)):
-            x = p.leaf(f"x {fn} {shape}", 1.5 if shape == () else [1.5])
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # degrees of freedom <= 0
-                y = getattr(x, fn)()
-            g, = t.autograd.grad(y, [x], create_graph=True)
-            p.watch(g)
-            p.made(f"{fn} {shape}", g, y)
+        for data in (1.5, [1.5], [1.5, 2.0], [[1.5, 2.0]]):
+            for kw in ({}, {"dim": 0}, {"correction": 2}, {"dim": 0, "correction": 3}, {"dim": -1, "correction": 0}):
+                tag = f"{fn} {data} {kw}"
+                x = p.leaf("x " + tag, data)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # degrees of freedom <= 0
+                    y = getattr(x, fn)(**kw)
+                for create_graph in (False, True):
+                    g, = t.autograd.grad(y, [x], t.ones_like(y), create_graph=create_graph, retain_graph=True)
+                    p.watch(g)
+                    p.made(f"{tag} create_graph={create_graph}", g, y)
 
 
 @program("addmm's argument checks: mat1, mat2 and the bias's expand, in torch's order and words")
