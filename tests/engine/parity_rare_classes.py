@@ -56,7 +56,8 @@ def _arg_0dim_keepdim(t, p):
     for tag, f in (("argmin -1 keepdim", lambda: x.argmin(-1, keepdim=True)),
                    ("argmax 0 keepdim", lambda: x.argmax(0, True)),
                    ("argmin", lambda: x.argmin(0)), ("argmax no dim keepdim", lambda: x.argmax(keepdim=True)),
-                   ("t.argmax", lambda: t.argmax(x, dim=0, keepdim=True))):
+                   ("t.argmax", lambda: t.argmax(x, dim=0, keepdim=True)),
+                   ("2-D, no dim, keepdim", lambda: t.ones(2, 3).argmax(keepdim=True))):
         r = p.run(tag, f)
         p.value(tag, None if r is None else (tuple(r.shape), r))
 
