@@ -398,6 +398,8 @@ def getitem(a: Tensor, key: Any) -> Tensor:
             raise IndexError("slice() cannot be applied to a 0-dim tensor.")
         return slice_(a, 0, key.start, key.stop, key.step or 1)
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool) and a._data.ndim == 0:
+        if key != 0:  # torch's select of a 0-dim tensor checks the bounds (size 0) before the 0-dim test
+            raise IndexError(f"index {int(key)} is out of bounds for dimension 0 with size 0")
         raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in "
                          "C++ to convert a 0-dim tensor to a number")
     if not isinstance(key, tuple):
