@@ -324,22 +324,8 @@ def expand(a: Tensor, *sizes: Any) -> Tensor:
     """Broadcast to `sizes` without copying → ExpandBackward0."""
     node = fn.ExpandBackward0() if needs_grad(a) else None
     sizes = size_arg("expand", "size", sizes)
-    nd, n = a._data.ndim, len(sizes)
-    if n < nd:
-        raise RuntimeError(
-            f"expand({legacy_type_name(a)}{{{list(a._data.shape)}}}, size={list(sizes)}): the number of "
-            f"sizes provided ({n}) must be greater or equal to the number of dimensions in the tensor ({nd})")
-    shape = list(sizes)
-    for i in range(n):
-        j = i - (n - nd)
-        if shape[i] == -1:
-            if j < 0:
-                raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a leading, "
-                                   f"non-existing dimension {i}")
-            shape[i] = a._data.shape[j]
-        elif j >= 0 and a._data.shape[j] != 1 and a._data.shape[j] != shape[i]:
-            raise RuntimeError(expand_mismatch(i, sizes, a._data.shape))
-    lead = n - nd
+    shape = expand_shape(a, sizes)
+    lead = len(sizes) - a._data.ndim
     if all(s == 1 for s in shape[:lead]) and tuple(shape[lead:]) == a._data.shape:
         # nothing broadcast: no zero stride, so writable, as in torch (a[()] of a 0-dim array would be a copy)
         out = _view_out(a._data[(None,) * lead] if lead else a._data.view(), a)
@@ -642,6 +628,27 @@ def _tensor_list(tensors: Sequence[Tensor]) -> list[Tensor]:
         if not isinstance(x, Tensor):
             raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(x).__name__}")
     return tensors
+
+
+def expand_shape(a: Tensor, sizes: tuple[int, ...]) -> list[int]:
+    """The shape `a.expand(*sizes)` has (-1 keeps a size), with infer_expand_geometry's errors: the dims are
+    checked from the last one."""
+    nd, n = a._data.ndim, len(sizes)
+    if n < nd:
+        raise RuntimeError(
+            f"expand({legacy_type_name(a)}{{{list(a._data.shape)}}}, size={list(sizes)}): the number of "
+            f"sizes provided ({n}) must be greater or equal to the number of dimensions in the tensor ({nd})")
+    shape = list(sizes)
+    for i in reversed(range(n)):
+        j = i - (n - nd)
+        if shape[i] == -1:
+            if j < 0:
+                raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a leading, "
+                                   f"non-existing dimension {i}")
+            shape[i] = a._data.shape[j]
+        elif j >= 0 and a._data.shape[j] != 1 and a._data.shape[j] != shape[i]:
+            raise RuntimeError(expand_mismatch(i, sizes, a._data.shape))
+    return shape
 
 
 def expand_mismatch(i: int, sizes: Any, existing: tuple) -> str:
