@@ -174,7 +174,8 @@ def _multi_root_grad_shapes(t, p):
              "index 1 (1, 2)": lambda: t.autograd.backward([a, c], grad_tensors=[o(2, 2), o(1, 2)]),
              "index 1 (2,)": lambda: t.autograd.backward([a, c], grad_tensors=[o(2, 2), o(2)]),
              "index 1 (3, 2, 2)": lambda: t.autograd.backward([a, c], grad_tensors=[o(2, 2), o(3, 2, 2)]),
-             "index 2 0-dim root": lambda: t.autograd.backward([a, c, a.sum()], grad_tensors=[o(2, 2), o(2, 2), o(2)])}
+             "index 2 0-dim root": lambda: t.autograd.backward([a, c, a.sum()], grad_tensors=[o(2, 2), o(2, 2), o(2)]),
+             "x == y of shapes that do not broadcast": lambda: a == o(3, 2)}
     for tag, f in cases.items():
         p.run(tag, f)
     p.counter("end")
