@@ -1046,10 +1046,20 @@ def _where_zero(cond, grad):
     return ops.where(cond, grad, ops.zeros_scalar(grad))
 
 
+def _logical_(op, a, b):
+    """a.logical_and_(b) / a.logical_or_(b) of torch's clamp formulas: in place, so `b` must broadcast to `a`'s
+    shape (with tensor bounds of other shapes than self, torch's backward raises here)."""
+    shape = np.broadcast_shapes(a._data.shape, b._data.shape)
+    if shape != a._data.shape:
+        raise RuntimeError(f"output with shape {list(a._data.shape)} doesn't match the broadcast shape "
+                           f"{list(shape)}")
+    return op(a, b)
+
+
 def _clamp_backward(grad, s, lo, hi):
     """clamp_backward: the grad passes where min <= self <= max (the bounds themselves included)."""
     if lo is not None and hi is not None:
-        cond = ops.logical_and(ops.compare(np.greater_equal, s, lo), ops.compare(np.less_equal, s, hi))
+        cond = _logical_(ops.logical_and, ops.compare(np.greater_equal, s, lo), ops.compare(np.less_equal, s, hi))
     elif lo is not None:
         cond = ops.compare(np.greater_equal, s, lo)
     else:
@@ -1076,10 +1086,10 @@ class ClampBackward0(_Generated):
         s, lo, hi = self.self, self.min, self.max  # the bounds' grads first, as torch's generated code
         if lo is not None and hi is not None:  # clamp_backward_min_max
             if self.should_compute_output(1):
-                cond = ops.logical_and(ops.compare(np.less, s, lo), ops.compare(np.less, lo, hi))
+                cond = _logical_(ops.logical_and, ops.compare(np.less, s, lo), ops.compare(np.less, lo, hi))
                 out[1] = _where_zero(cond, grad)
             if self.should_compute_output(2):
-                cond = ops.logical_or(ops.compare(np.greater, s, hi), ops.compare(np.less, hi, lo))
+                cond = _logical_(ops.logical_or, ops.compare(np.greater, s, hi), ops.compare(np.less, hi, lo))
                 out[2] = _where_zero(cond, grad)
         elif lo is not None and self.should_compute_output(1):
             out[1] = _where_zero(ops.compare(np.less, s, lo), grad)
