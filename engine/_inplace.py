@@ -389,11 +389,23 @@ def index_put_(self: Tensor, indices: Any, values: Tensor, accumulate: bool = Fa
 def _index_put(self: Tensor, key: tuple, values: Tensor, accumulate: bool, indices: tuple) -> Tensor:
     """`indices`: the index tensors as given (None where a dim is taken whole), which the node saves."""
     from ._ops.index_put import index_put, put_checked
+    same_dtype = not _to_masked_fill(self, indices, values, accumulate)
     if not _records(self, (values,)):
-        put_checked(_writable(self._data), key, values, accumulate)
+        put_checked(_writable(self._data), key, values, accumulate, same_dtype)
         _version.bump_tensor(self)
         return self
-    return _rebase(self, index_put(_old(self), key, values, accumulate, indices), fills=True)
+    return _rebase(self, index_put(_old(self), key, values, accumulate, indices, same_dtype), fills=True)
+
+
+def _to_masked_fill(self: Tensor, indices: Any, values: Tensor, accumulate: bool) -> bool:
+    """torch's canDispatchToMaskedFill: index_put_ of one value (on the CPU) through a single bool mask (the other
+    indices None) is masked_fill_(mask, value.item()), which casts the value to the tensor's dtype. (A uint8 mask
+    goes there too, and is refused by masked_fill_: the engine has no uint8.)"""
+    if accumulate or values._data.size != 1 or values._device != "cpu":
+        return False
+    masks = [i for i in indices if i is not None]
+    return (len(masks) == 1 and isinstance(masks[0], Tensor) and masks[0]._data.dtype == np.bool_
+            and masks[0]._device == self._device)
 
 
 @public("__setitem__", tensor=True)
@@ -431,7 +443,7 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
         raise
     if not records:
         from ._ops.index_put import put_checked
-        put_checked(_writable(view), adv, value, False)
+        put_checked(_writable(view), adv, value, False, not _to_masked_fill(self, tensors, value, False))
         _version.bump_tensor(self)
         return
     _index_put(self, adv, value, False, tuple(tensors))

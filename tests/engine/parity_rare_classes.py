@@ -100,6 +100,21 @@ def _setitem_mask_dtype(t, p):
     h[h > 0] = t.tensor(3.0)
     p.watch(h)
     p.made("with history", h)
+    v = p.leaf("v", 3.0, dtype="float32")
+    h2 = w * 1
+    h2[h2 > 0] = v
+    h2.sum().backward()
+    p.made("float32 value with history", h2, v.grad)
+    cases = {"index_put_ of a mask": lambda x: x.index_put_((x > 0,), t.tensor(.5)),
+             "one element of a view": lambda x: x.__setitem__(x > 0, t.tensor([.5, .6])[1:]),
+             "an int and a mask": lambda x: x.unsqueeze(0).__setitem__((0, x > 0), t.tensor(.5)),
+             "an index and a mask": lambda x: x.unsqueeze(0).__setitem__((t.tensor([0]), x > 0), t.tensor(.5)),
+             "two values": lambda x: x.__setitem__(x > 0, t.tensor([.5, .6])),
+             "index_put_ accumulate": lambda x: x.index_put_((x > 0,), t.tensor(.5), accumulate=True)}
+    for tag, f in cases.items():
+        x = p.leaf("x " + tag, [1.0, -1.0, 0.5], requires_grad=False)
+        p.run(tag, lambda f=f, x=x: f(x))
+        p.made(tag, x)
 
 
 @program("a backward that raised frees its graph: an unreachable leaf of a later grad gets Identity")
