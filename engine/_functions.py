@@ -20,7 +20,7 @@ from ._ops import linalg as _ops_linalg
 from ._ops import shape as _ops_shape
 from ._ops.reduce import correction_value
 from ._state import tls
-from ._tensor import _wrap_dim, make_tensor
+from ._tensor import ERR_ZEROTENSOR_IMMUTABLE, _wrap_dim, make_tensor
 from ._version import bump
 
 
@@ -1287,6 +1287,8 @@ class LinalgVectorNormBackward0(_Generated):
                 powed = _pow_inplace(ops.abs(s), p - 2)
                 self_scaled = ops.mul(s, powed)
             scale_v = ops.div(grad, ops.pow(norm, p - 1))
+            if scale_v._zerotensor:  # torch's scale_v.masked_fill_ writes it in place: a ZeroTensor grad refuses
+                raise RuntimeError(ERR_ZEROTENSOR_IMMUTABLE)
             scale_v = ops.masked_fill(scale_v, ops.compare(np.equal, norm, 0), 0)
             out[0] = ops.mul(self_scaled, scale_v)
 

@@ -175,9 +175,14 @@ def _masked_fill_value_dim(t, p):
 @program("sgn of a p-norm (p not 1, 2 or inf): the ZeroTensor grad reaches the norm's formula, which refuses it")
 def _norm_sgn_zero_tensor(t, p):
     for pn in (3, 1.5, 2, 1, float("inf"), 0.5):
-        x = p.leaf(f"x p={pn}", [1.0, -2.0])
-        p.run(f"p={pn}", lambda x=x, pn=pn: x.norm(pn).sgn().backward())
-        p.value(f"p={pn} grad", x.grad)
+        for kw in ({}, {"dim": 0}, {"dim": 1, "keepdim": True}):
+            x = p.leaf(f"x p={pn} {kw}", [[1.0, -2.0], [0.5, 3.0]])
+            p.run(f"p={pn} {kw}", lambda x=x, pn=pn, kw=kw: x.norm(pn, **kw).sgn().sum().backward())
+            p.value(f"p={pn} {kw} grad", x.grad)
+            y = p.leaf(f"y p={pn} {kw}", [[1.0, -2.0], [0.5, 3.0]])
+            p.run(f"linalg.vector_norm p={pn} {kw}",
+                  lambda y=y, pn=pn, kw=kw: t.linalg.vector_norm(y, pn, **kw).sgn().sum().backward())
+            p.value(f"linalg.vector_norm p={pn} {kw} grad", y.grad)
 
 
 @program("backward of several roots: a grad that does not fit root 1 gets the broadcast error")
