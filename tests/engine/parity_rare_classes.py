@@ -214,6 +214,20 @@ def _requires_grad_stale_view(t, p):
     y = (v * 2).sum()
     y.backward()
     p.made("grad", v.grad)
+    for case in range(6):  # base with history or not, written with grad mode on or off
+        w = p.leaf(f"w {case}", [1.0, 2.0, 3.0], requires_grad=case % 2 == 0)
+        b = w * 1 if case < 4 else p.const([1.0, 2.0, 3.0])
+        with t.no_grad():
+            u = b[1:]
+        if case in (0, 1, 4):
+            b.mul_(2)
+        else:
+            with t.no_grad():
+                b.mul_(2)
+        r = p.run(f"case {case} requires_grad_", lambda u=u: u.requires_grad_())
+        p.run(f"case {case} requires_grad_(False)", lambda u=u: u.requires_grad_(False))
+        if r is not None:
+            p.value(f"case {case}", (u.requires_grad, u.is_leaf, u))
 
 
 @program("nll_loss and cross_entropy of (N, C, d...) inputs: torch's checks and messages")
