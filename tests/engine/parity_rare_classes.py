@@ -227,7 +227,8 @@ def _requires_grad_stale_view(t, p):
         r = p.run(f"case {case} requires_grad_", lambda u=u: u.requires_grad_())
         p.run(f"case {case} requires_grad_(False)", lambda u=u: u.requires_grad_(False))
         if r is not None:
-            p.value(f"case {case}", (u.requires_grad, u.is_leaf, u))
+            p.value(f"case {case}", (u.requires_grad, u.detach()))
+            p.run(f"case {case} is_leaf", lambda u=u: u.is_leaf)
 
 
 @program("nll_loss and cross_entropy of (N, C, d...) inputs: torch's checks and messages")
