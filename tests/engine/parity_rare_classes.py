@@ -10,11 +10,14 @@ import warnings
 from typing import Callable
 
 PROGRAMS: dict[str, Callable] = {}
+KNOWN_GAPS: dict[str, Callable] = {}
+"""Programs of classes the engine still gets wrong (tests/fuzz/FINDINGS.md says why): expected to fail until
+fixed, then moved to PROGRAMS."""
 
 
-def program(name: str):
+def program(name: str, gap: bool = False):
     def register(fn: Callable) -> Callable:
-        PROGRAMS[name] = fn
+        (KNOWN_GAPS if gap else PROGRAMS)[name] = fn
         return fn
     return register
 
@@ -317,7 +320,7 @@ def _addmm_checks(t, p):
         p.counter(tag)
 
 
-@program("a node that saved its output is freed with its last tensor: backward(inputs=) then needs Identity")
+@program("a node that saved its output is freed with its last tensor: backward(inputs=) then needs Identity", gap=True)
 def _saved_output_node_freed(t, p):
     for tag, f in (("exp", lambda v: v.exp()), ("tanh", lambda v: v.tanh()), ("sigmoid", lambda v: v.sigmoid())):
         a = p.leaf("a " + tag, [1.0, 2.0])
