@@ -24,7 +24,7 @@ from . import _observer, _ops, _version, _views
 from ._dispatch import public
 from ._layout import is_non_overlapping_and_dense
 from ._node import _TYPE_NAMES, InputMetadata
-from ._ops._common import broadcast_shape, collect_next_edges, needs_grad, record, with_original_self
+from ._ops._common import broadcast_shape, collect_next_edges, needs_grad, record, save_inputs, with_original_self
 from ._ops.pointwise import clamp_entry
 from ._tensor import ERR_ZEROTENSOR_IMMUTABLE, Tensor, gradient_edge, make_tensor
 
@@ -324,9 +324,10 @@ def masked_fill_(self: Tensor, mask: Tensor, value: Any) -> Tensor:
                                f"{_SCALAR_NAMES.get(str(mask._data.dtype), mask._data.dtype)}")
         broadcast_shape(self, mask)  # TensorIterator's error for a mask that does not broadcast
     except RuntimeError:
-        if records:  # the node took its seq_nr and collected its edges before the kernel's checks
-            (fn.MaskedFillBackward1 if isinstance(value, Tensor) else fn.MaskedFillBackward0)()
+        if records:  # the node took its seq_nr, collected its edges and saved the mask before the kernel's checks
+            node = (fn.MaskedFillBackward1 if isinstance(value, Tensor) else fn.MaskedFillBackward0)()
             collect_next_edges((self, value) if isinstance(value, Tensor) else (self,))
+            save_inputs(node, mask=mask)
         raise
     if has_internal_overlap(self._data):
         warnings.warn(WARN_MASKED_FILL_EXPANDED, UserWarning, stacklevel=2)
