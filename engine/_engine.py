@@ -380,7 +380,10 @@ def execute(root_edges: list, inputs: list, keep_graph: bool, create_graph: bool
         graph_task.mark_gone()
     error, graph_task.error = graph_task.error, None  # no cycle through the traceback
     if error is not None:
-        raise error
+        try:
+            raise error
+        finally:  # nor through this frame's local: torch frees the graph as soon as the caller drops the error
+            del error
     return graph_task.captured_vars
 
 

@@ -20,7 +20,7 @@ from ._ops import linalg as _ops_linalg
 from ._ops import shape as _ops_shape
 from ._ops.reduce import correction_value
 from ._state import tls
-from ._tensor import _wrap_dim, make_tensor
+from ._tensor import ERR_ZEROTENSOR_IMMUTABLE, _wrap_dim, make_tensor
 from ._version import bump
 
 
@@ -1046,10 +1046,20 @@ def _where_zero(cond, grad):
     return ops.where(cond, grad, ops.zeros_scalar(grad))
 
 
+def _logical_(op, a, b):
+    """a.logical_and_(b) / a.logical_or_(b) of torch's clamp formulas: in place, so `b` must broadcast to `a`'s
+    shape (with tensor bounds of other shapes than self, torch's backward raises here)."""
+    shape = np.broadcast_shapes(a._data.shape, b._data.shape)
+    if shape != a._data.shape:
+        raise RuntimeError(f"output with shape {list(a._data.shape)} doesn't match the broadcast shape "
+                           f"{list(shape)}")
+    return op(a, b)
+
+
 def _clamp_backward(grad, s, lo, hi):
     """clamp_backward: the grad passes where min <= self <= max (the bounds themselves included)."""
     if lo is not None and hi is not None:
-        cond = ops.logical_and(ops.compare(np.greater_equal, s, lo), ops.compare(np.less_equal, s, hi))
+        cond = _logical_(ops.logical_and, ops.compare(np.greater_equal, s, lo), ops.compare(np.less_equal, s, hi))
     elif lo is not None:
         cond = ops.compare(np.greater_equal, s, lo)
     else:
@@ -1076,10 +1086,10 @@ class ClampBackward0(_Generated):
         s, lo, hi = self.self, self.min, self.max  # the bounds' grads first, as torch's generated code
         if lo is not None and hi is not None:  # clamp_backward_min_max
             if self.should_compute_output(1):
-                cond = ops.logical_and(ops.compare(np.less, s, lo), ops.compare(np.less, lo, hi))
+                cond = _logical_(ops.logical_and, ops.compare(np.less, s, lo), ops.compare(np.less, lo, hi))
                 out[1] = _where_zero(cond, grad)
             if self.should_compute_output(2):
-                cond = ops.logical_or(ops.compare(np.greater, s, hi), ops.compare(np.less, hi, lo))
+                cond = _logical_(ops.logical_or, ops.compare(np.greater, s, hi), ops.compare(np.less, hi, lo))
                 out[2] = _where_zero(cond, grad)
         elif lo is not None and self.should_compute_output(1):
             out[1] = _where_zero(ops.compare(np.less, s, lo), grad)
@@ -1178,12 +1188,19 @@ def _unsqueeze_multiple(t, dims: tuple | None, ndim: int):
 
 
 def _var_backward(grad, self_, dims, correction, keepdim: bool):
-    """var_backward: (2 / dof) * grad * (self - self.mean(dim, keepdim=True)); a None correction means 1."""
+    """var_backward: (2 / dof) * grad * (self - self.mean(dim, keepdim=True)); a None correction means 1.
+
+    Over all elements with dof <= 0, torch's formula is grad * where(self == self.mean(), nan, inf) instead: the
+    where of two numbers is float32 (the default dtype), so a (1,)-shaped input's grad is float32 and cast back
+    by validate_outputs; with a dim, a negative dof is a plain negative factor."""
     correction = correction_value(correction)
     if self_._data.ndim == 0 or dims is None:
         dof = self_._data.size - correction
+        if dof <= 0:
+            same = ops.compare(np.equal, self_, ops.mean(self_))
+            return ops.mul(grad, ops.where(same, math.nan, math.inf))
         right = ops.sub(self_, ops.mean(self_))
-        return ops.mul(ops.mul_scalar(grad, 2.0 / dof if dof > 0 else math.nan), right)
+        return ops.mul(ops.mul_scalar(grad, 2.0 / dof), right)
     if not keepdim and self_._data.ndim > 1:
         grad = _unsqueeze_multiple(grad, dims, self_._data.ndim)
     n = 1
@@ -1191,7 +1208,7 @@ def _var_backward(grad, self_, dims, correction, keepdim: bool):
         n *= self_._data.shape[d]
     dof = n - correction
     right = ops.sub(self_, ops.mean(self_, dims, True))
-    return ops.mul(ops.mul_scalar(grad, 2.0 / dof if dof > 0 else math.inf), right)
+    return ops.mul(ops.mul_scalar(grad, 2.0 / dof if dof != 0 else math.inf), right)
 
 
 class VarBackward0(_Generated):
@@ -1270,6 +1287,8 @@ class LinalgVectorNormBackward0(_Generated):
                 powed = _pow_inplace(ops.abs(s), p - 2)
                 self_scaled = ops.mul(s, powed)
             scale_v = ops.div(grad, ops.pow(norm, p - 1))
+            if scale_v._zerotensor:  # torch's scale_v.masked_fill_ writes it in place: a ZeroTensor grad refuses
+                raise RuntimeError(ERR_ZEROTENSOR_IMMUTABLE)
             scale_v = ops.masked_fill(scale_v, ops.compare(np.equal, norm, 0), 0)
             out[0] = ops.mul(self_scaled, scale_v)
 

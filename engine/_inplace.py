@@ -24,7 +24,7 @@ from . import _observer, _ops, _version, _views
 from ._dispatch import public
 from ._layout import is_non_overlapping_and_dense
 from ._node import _TYPE_NAMES, InputMetadata
-from ._ops._common import broadcast_shape, needs_grad, record, with_original_self
+from ._ops._common import broadcast_shape, collect_next_edges, needs_grad, record, save_inputs, with_original_self
 from ._ops.pointwise import clamp_entry
 from ._tensor import ERR_ZEROTENSOR_IMMUTABLE, Tensor, gradient_edge, make_tensor
 
@@ -316,13 +316,24 @@ _SCALAR_NAMES = {"float32": "float", "float64": "double", "float16": "half", "in
 def masked_fill_(self: Tensor, mask: Tensor, value: Any) -> Tensor:
     """Fill where `mask` (broadcast to this shape) with a number (MaskedFillBackward0) or a 0-dim tensor
     (MaskedFillBackward1)."""
-    if mask._data.dtype != np.bool_:
-        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
-                           f"{_SCALAR_NAMES.get(str(mask._data.dtype), mask._data.dtype)}")
-    broadcast_shape(self, mask)  # TensorIterator's error for a mask that does not broadcast
+    records = _records(self, (value,))
+    try:
+        if isinstance(value, Tensor) and value._data.ndim != 0:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value._data.ndim} dimension(s).")
+        if mask._data.dtype != np.bool_:
+            raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                               f"{_SCALAR_NAMES.get(str(mask._data.dtype), mask._data.dtype)}")
+        broadcast_shape(self, mask)  # TensorIterator's error for a mask that does not broadcast
+    except RuntimeError:
+        if records:  # the node took its seq_nr, collected its edges and saved the mask before the kernel's checks
+            node = (fn.MaskedFillBackward1 if isinstance(value, Tensor) else fn.MaskedFillBackward0)()
+            collect_next_edges((self, value) if isinstance(value, Tensor) else (self,))
+            save_inputs(node, mask=mask)
+        raise
     if has_internal_overlap(self._data):
         warnings.warn(WARN_MASKED_FILL_EXPANDED, UserWarning, stacklevel=2)
-    if not _records(self, (value,)):
+    if not records:
         _write(self, _ops.masked_fill(self, mask, value)._data, fills=True)
         return self
     return _rebase(self, _ops.masked_fill(_old(self), mask, value), fills=True)
@@ -381,11 +392,23 @@ def index_put_(self: Tensor, indices: Any, values: Tensor, accumulate: bool = Fa
 def _index_put(self: Tensor, key: tuple, values: Tensor, accumulate: bool, indices: tuple) -> Tensor:
     """`indices`: the index tensors as given (None where a dim is taken whole), which the node saves."""
     from ._ops.index_put import index_put, put_checked
+    same_dtype = not _to_masked_fill(self, indices, values, accumulate)
     if not _records(self, (values,)):
-        put_checked(_writable(self._data), key, values, accumulate)
+        put_checked(_writable(self._data), key, values, accumulate, same_dtype)
         _version.bump_tensor(self)
         return self
-    return _rebase(self, index_put(_old(self), key, values, accumulate, indices), fills=True)
+    return _rebase(self, index_put(_old(self), key, values, accumulate, indices, same_dtype), fills=True)
+
+
+def _to_masked_fill(self: Tensor, indices: Any, values: Tensor, accumulate: bool) -> bool:
+    """torch's canDispatchToMaskedFill: index_put_ of one value (on the CPU) through a single bool mask (the other
+    indices None) is masked_fill_(mask, value.item()), which casts the value to the tensor's dtype. (A uint8 mask
+    goes there too, and is refused by masked_fill_: the engine has no uint8.)"""
+    if accumulate or values._data.size != 1 or values._device != "cpu":
+        return False
+    masks = [i for i in indices if i is not None]
+    return (len(masks) == 1 and isinstance(masks[0], Tensor) and masks[0]._data.dtype == np.bool_
+            and masks[0]._device == self._device)
 
 
 @public("__setitem__", tensor=True)
@@ -423,7 +446,7 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
         raise
     if not records:
         from ._ops.index_put import put_checked
-        put_checked(_writable(view), adv, value, False)
+        put_checked(_writable(view), adv, value, False, not _to_masked_fill(self, tensors, value, False))
         _version.bump_tensor(self)
         return
     _index_put(self, adv, value, False, tuple(tensors))

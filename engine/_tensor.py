@@ -80,7 +80,9 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set the leaf's requires_grad flag in place; returns self."""
-        if self.grad_fn is not None:
+        # torch's C++ is_leaf() reads the stored grad_fn: a stale view is not regenerated here (which could raise
+        # the no_grad-view error), and one made under no_grad is a leaf until its grad_fn is read
+        if self._grad_fn is not None:
             if not requires_grad:
                 raise RuntimeError(
                     "you can only change requires_grad flags of leaf variables. If you want to use a "

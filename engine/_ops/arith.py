@@ -17,6 +17,7 @@ from ._common import (
     _out,
     _pair,
     binary_operator,
+    broadcast_shape,
     common_device,
     has_edge,
     needs_grad,
@@ -217,7 +218,12 @@ def _pow_scalar_base(base: float, e: Tensor) -> Tensor:
 def compare(np_fn, a: Any, b: Any) -> Tensor:
     """Elementwise comparison: a bool tensor, never recorded."""
     a, b = _pair(a, b)
-    return _out(np_fn(a._data, b._data), common_device(a, b))
+    try:
+        data = np_fn(a._data, b._data)
+    except ValueError:
+        broadcast_shape(a, b)  # TensorIterator's error for shapes that do not broadcast
+        raise
+    return _out(data, common_device(a, b))
 
 
 @public("logical_and", torch=True, tensor=True)

@@ -75,7 +75,7 @@ def softmax_backward_data(grad: Tensor, output: Tensor, dim: int) -> Tensor:
     """output * (grad - sum(grad * output, dim)) → SoftmaxBackwardDataBackward0."""
     def compute() -> np.ndarray:
         g, o = grad._data, output._data
-        return o * (g - (g * o).sum(axis=dim, keepdims=True)) if o.ndim else np.zeros_like(o)
+        return o * (g - ((g * o).sum(axis=dim, keepdims=True) if o.ndim else g * o))  # 0-dim: nan for nan, inf
 
     return _binary_node(fn.SoftmaxBackwardDataBackward0, compute, (grad, output),
                         {"grad_output": grad, "output": output, "dim": dim}, grad)
@@ -85,7 +85,7 @@ def log_softmax_backward_data(grad: Tensor, output: Tensor, dim: int) -> Tensor:
     """grad - exp(output) * sum(grad, dim) → LogSoftmaxBackwardDataBackward0."""
     def compute() -> np.ndarray:
         g, o = grad._data, output._data
-        return g - np.exp(o) * g.sum(axis=dim, keepdims=True) if o.ndim else np.zeros_like(o)
+        return g - np.exp(o) * (g.sum(axis=dim, keepdims=True) if o.ndim else g)
 
     return _binary_node(fn.LogSoftmaxBackwardDataBackward0, compute, (grad, output),
                         {"grad_output": grad, "output": output, "dim": dim}, grad)

@@ -38,9 +38,9 @@ def _shape_str(shape: tuple) -> str:
     return str(list(shape))
 
 
-def check_index_put(dst: np.ndarray, key: tuple, values: Tensor) -> None:
+def check_index_put(dst: np.ndarray, key: tuple, values: Tensor, same_dtype: bool = True) -> None:
     """PyTorch's checks of index_put_, in its order: indices in range, values broadcastable to the result,
-    same dtypes."""
+    same dtypes (unless `same_dtype` is False: the write goes to masked_fill_, which casts)."""
     _check_index(make_tensor(dst), key)
     shape = dst[key].shape
     try:
@@ -50,7 +50,7 @@ def check_index_put(dst: np.ndarray, key: tuple, values: Tensor) -> None:
     if not ok:
         raise RuntimeError(f"shape mismatch: value tensor of shape {_shape_str(values._data.shape)} cannot be "
                            f"broadcast to indexing result of shape {_shape_str(shape)}")
-    if values._data.dtype != dst.dtype:
+    if same_dtype and values._data.dtype != dst.dtype:
         from .._inplace import _TYPE
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                            f"{_TYPE.get(str(dst.dtype), dst.dtype)} for the destination and "
@@ -65,11 +65,11 @@ def put(dst: np.ndarray, key: tuple, values: np.ndarray, accumulate: bool) -> No
         dst[key] = values
 
 
-def put_checked(dst: np.ndarray, key: tuple, values: Tensor, accumulate: bool) -> None:
+def put_checked(dst: np.ndarray, key: tuple, values: Tensor, accumulate: bool, same_dtype: bool = True) -> None:
     """check_index_put then put; an index out of range leaves the elements before it written, as torch's CPU
     kernel does (for index arrays that lead the key)."""
     try:
-        check_index_put(dst, key, values)
+        check_index_put(dst, key, values, same_dtype)
     except IndexError:
         if key and all(isinstance(k, np.ndarray) for k in key):
             arrays = [a.ravel() for a in np.broadcast_arrays(*key)]
@@ -86,11 +86,12 @@ def put_checked(dst: np.ndarray, key: tuple, values: Tensor, accumulate: bool) -
     put(dst, key, values._data, accumulate)
 
 
-def index_put(a: Tensor, key: tuple, values: Tensor, accumulate: bool, indices: tuple) -> Tensor:
+def index_put(a: Tensor, key: tuple, values: Tensor, accumulate: bool, indices: tuple,
+              same_dtype: bool = True) -> Tensor:
     """a.index_put(indices, values, accumulate) out of place → IndexPutBackward0 (`key`: `indices` for numpy)."""
     node = save_inputs(IndexPutBackward0(), key=key, indices=indices, accumulate=accumulate) \
         if needs_grad(a, values) else None
-    check_index_put(a._data, key, values)
+    check_index_put(a._data, key, values, same_dtype)
     data = a._data.copy()
     put(data, key, values._data, accumulate)
     out = _out(data, a)

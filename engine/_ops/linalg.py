@@ -13,7 +13,7 @@ from .shape import (
     _unsafe_view,
     contiguous,
     expand,
-    expand_mismatch,
+    expand_shape,
     reshape,
     squeeze,
     squeeze_dims,
@@ -262,17 +262,15 @@ def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: floa
                     alpha=alpha, beta=beta, mat1_sym_sizes=mat1._data.shape,
                     mat1_sym_strides=_strides(mat1) if e1 else (), mat2_sym_sizes=mat2._data.shape,
                     mat2_sym_strides=_strides(mat2) if e2 else ())
-    if mat1._data.ndim != 2 or mat2._data.ndim != 2:
-        raise RuntimeError("mat1 must be a matrix, got %d-D tensor" % mat1._data.ndim)
+    for name, m in (("mat1", mat1), ("mat2", mat2)):
+        if m._data.ndim != 2:
+            raise RuntimeError(f"{name} must be a matrix, got {m._data.ndim}-D tensor")
     if mat1._data.shape[1] != mat2._data.shape[0]:
         raise RuntimeError(
             f"mat1 and mat2 shapes cannot be multiplied ({mat1._data.shape[0]}x{mat1._data.shape[1]} and "
             f"{mat2._data.shape[0]}x{mat2._data.shape[1]})")
     check_same_device("addmm", self=bias, mat1=mat1, mat2=mat2)
-    target = (mat1._data.shape[0], mat2._data.shape[1])
-    for i, (n, size) in enumerate(zip(target[2 - bias._data.ndim:], bias._data.shape, strict=False)):
-        if size not in (1, n):  # the bias is expanded to the product's shape first
-            raise RuntimeError(expand_mismatch(i + 2 - bias._data.ndim, target, bias._data.shape))
+    expand_shape(bias, (mat1._data.shape[0], mat2._data.shape[1]))  # the bias is expanded to the product's shape
     for name, first in (("self", bias), ("mat1", mat1)):  # torch checks self against mat2 first
         if first._data.dtype != mat2._data.dtype:
             raise RuntimeError(f"{name} and mat2 must have the same dtype, but got {_dtype_name(first)} and "

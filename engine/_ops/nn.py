@@ -52,23 +52,36 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
 @public("masked_fill", tensor=True)
 def masked_fill(a: Tensor, mask: Tensor, value: Any) -> Tensor:
     """Fill where `mask` with a number (MaskedFillBackward0) or a 0-dim tensor (MaskedFillBackward1)."""
-    if isinstance(value, Tensor) and value._data.ndim != 0:
-        raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
-                           f"{value._data.ndim} dimension(s).")
     common_device(a, mask)
-    broadcast_shape(mask, a)  # expand_outplace(mask, self)'s error for shapes that do not broadcast (not numpy's)
     if isinstance(value, Tensor):
+        # the node takes its seq_nr first (so does MaskedFillBackward0's below); the kernel then expands (mask,
+        # self) and checks the value's dims
         node = save_inputs(fn.MaskedFillBackward1(), mask=mask) if needs_grad(a, value) else None
+        broadcast_shape(mask, a)  # expand_outplace(mask, self)'s error for shapes that do not broadcast
+        if value._data.ndim != 0:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value._data.ndim} dimension(s).")
+        _check_bool_mask(mask)
         out = _out(np.asarray(np.where(mask._data, value._data.astype(a._data.dtype), a._data), order="C"), a)
         if node is not None:
             record(node, (a, value), out)
         return out
     node = save_inputs(fn.MaskedFillBackward0(), mask=mask) if needs_grad(a) else None
+    broadcast_shape(mask, a)  # expand_outplace(mask, self)'s error for shapes that do not broadcast (not numpy's)
+    _check_bool_mask(mask)
     # torch fills a contiguous clone of `a`
     out = _out(np.asarray(np.where(mask._data, np.asarray(value, dtype=a._data.dtype), a._data), order="C"), a)
     if node is not None:
         record(node, (a,), out)
     return out
+
+
+def _check_bool_mask(mask: Tensor) -> None:
+    if mask._data.dtype != np.bool_:
+        from .._inplace import _SCALAR_NAMES
+
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{_SCALAR_NAMES.get(str(mask._data.dtype), mask._data.dtype)}")
 
 
 def _shifted(x: np.ndarray, d: int) -> np.ndarray:

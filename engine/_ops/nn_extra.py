@@ -406,16 +406,35 @@ class NllLossBackwardBackward0(_Generated):
             out[1] = _out(np.zeros_like(grad._data), grad)
 
 
-def _nll_check(a: Tensor, target: Tensor) -> None:
-    """nll_loss_nd's checks, made before the node is created (so before it takes a seq_nr)."""
-    nd = a._data.ndim
-    if nd < 1 or nd > 2:
-        if nd == 0:
-            raise ValueError(f"Expected 1 or more dimensions (got {nd})")
-        raise NotImplementedError("agdb's engine implements nll_loss for (C,) and (N, C) inputs only")
-    if nd == 2 and target._data.ndim >= 1 and target._data.shape[0] != a._data.shape[0]:
-        raise ValueError(f"Expected input batch_size ({a._data.shape[0]}) to match target batch_size "
-                         f"({target._data.shape[0]}).")
+class NllLoss2DBackward0(NllLossBackward0):
+    """nll_loss2d's node: made only to take its seq_nr and pack its inputs before the kernel refuses them."""
+
+    __slots__ = ()
+
+
+def _nll_check(a: Tensor, target: Tensor, weight: Tensor | None, reduction: int, ignore_index: int) -> None:
+    """nll_loss_nd's checks, made before the node is created (so before it takes a seq_nr). Inputs of more than 2
+    dims get torch's checks, then the engine's refusal (it has no nll_loss2d kernel)."""
+    nd, shape = a._data.ndim, a._data.shape
+    if nd == 0:
+        raise ValueError(f"Expected 1 or more dimensions (got {nd})")
+    batch = target._data.shape[0] if target._data.ndim else 0  # torch reads sizes()[0] of a 0-dim target as 0
+    if nd != 1 and batch != shape[0]:
+        raise ValueError(f"Expected input batch_size ({shape[0]}) to match target batch_size ({batch}).")
+    if nd <= 2:
+        return
+    if nd == 4:  # straight to nll_loss2d: its node first, then check_inputs_nll_loss2d
+        if needs_grad(a):
+            save_inputs(NllLoss2DBackward0(), self=a, target=target, weight=weight, reduction=reduction,
+                        ignore_index=ignore_index)
+        if target._data.ndim != 3:
+            raise RuntimeError(f"only batches of spatial targets supported (3D tensors) but got targets of "
+                               f"dimension: {target._data.ndim}")
+    elif target._data.shape[1:] != shape[2:]:
+        raise RuntimeError(f"Expected target size {_shape_list((shape[0],) + shape[2:])}, got "
+                           f"{_shape_list(target._data.shape)}")
+    raise NotImplementedError("agdb's engine implements nll_loss and cross_entropy for (C,) and (N, C) inputs "
+                              "only: run the program on real torch with `agdb torch SCRIPT`")
 
 
 def _not_differentiable(op: str, name: str, t: Tensor | None) -> None:
@@ -461,7 +480,7 @@ def nll_loss(a: Tensor, target: Tensor, reduction: int = 1, ignore_index: int = 
              weight: Tensor | None = None) -> Tensor:
     """-weight[target[i]] * input[i, target[i]], reduced (the mean divides by the weights' sum) →
     NllLossBackward0 (one slot: self; the weights have no grad)."""
-    _nll_check(a, target)
+    _nll_check(a, target, weight, reduction, ignore_index)
     _not_differentiable("nll_loss_forward", "weight", weight)
     node = save_inputs(NllLossBackward0(), self=a, target=target, weight=weight, reduction=reduction,
                        ignore_index=ignore_index) if needs_grad(a) else None

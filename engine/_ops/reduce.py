@@ -173,12 +173,14 @@ def argmin(a: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
 
 
 def _arg_index(find: Any, a: Tensor, dim: int | None, keepdim: bool) -> Tensor:
-    """argmax/argmin: `find` over all elements (dim None) or along `dim`, as int64."""
+    """argmax/argmin: `find` over all elements (dim None) or along `dim`, as int64. keepdim keeps every dim as
+    size 1 with no `dim`, and a 0-dim input stays 0-dim."""
     if dim is None:
-        return _out(np.array(find(a._data), dtype=np.int64), a)
+        res = np.array(find(a._data), dtype=np.int64)
+        return _out(res.reshape((1,) * a._data.ndim) if keepdim else res, a)
     d = _wrap_dim(dim, a._data.ndim)
-    res = find(a._data, axis=d)
-    if keepdim:
+    res = find(a._data, axis=d if a._data.ndim else None)
+    if keepdim and a._data.ndim:
         res = np.expand_dims(res, d)
     return _out(res.astype(np.int64), a)
 

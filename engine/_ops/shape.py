@@ -16,7 +16,16 @@ from .._state import INT64_MAX
 from .._tensor import Tensor, _wrap_dim, make_tensor
 from .._version import bump, version_of
 from .._views import creation_meta_now, geometry, mark_view, strided_data
-from ._common import _out, check_same_device, legacy_type_name, needs_grad, record, record_outputs, save_inputs
+from ._common import (
+    _out,
+    check_same_device,
+    has_edge,
+    legacy_type_name,
+    needs_grad,
+    record,
+    record_outputs,
+    save_inputs,
+)
 
 
 def _view_out(data: np.ndarray, a: Tensor, multi_output: bool = False) -> Tensor:
@@ -226,8 +235,11 @@ def reshape(a: Tensor, *shape: Any) -> Tensor:
     try:
         shape = _infer_shape(size, a._data.size)
     except RuntimeError:
-        if needs_grad(a):
-            fn.ViewBackward0()  # PyTorch's view node takes its seq_nr before the size check fails
+        # torch's reshape of a contiguous tensor is its view, whose node takes a seq_nr (and collects its edges:
+        # a stale view regenerates) before the size check fails; any other tensor fails infer_size first.
+        if a.is_contiguous() and needs_grad(a):
+            fn.ViewBackward0()
+            has_edge(a)
         raise
     data = _as_view(a._data, shape)
     if data is not None:
@@ -312,22 +324,8 @@ def expand(a: Tensor, *sizes: Any) -> Tensor:
     """Broadcast to `sizes` without copying → ExpandBackward0."""
     node = fn.ExpandBackward0() if needs_grad(a) else None
     sizes = size_arg("expand", "size", sizes)
-    nd, n = a._data.ndim, len(sizes)
-    if n < nd:
-        raise RuntimeError(
-            f"expand({legacy_type_name(a)}{{{list(a._data.shape)}}}, size={list(sizes)}): the number of "
-            f"sizes provided ({n}) must be greater or equal to the number of dimensions in the tensor ({nd})")
-    shape = list(sizes)
-    for i in range(n):
-        j = i - (n - nd)
-        if shape[i] == -1:
-            if j < 0:
-                raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a leading, "
-                                   f"non-existing dimension {i}")
-            shape[i] = a._data.shape[j]
-        elif j >= 0 and a._data.shape[j] != 1 and a._data.shape[j] != shape[i]:
-            raise RuntimeError(expand_mismatch(i, sizes, a._data.shape))
-    lead = n - nd
+    shape = expand_shape(a, sizes)
+    lead = len(sizes) - a._data.ndim
     if all(s == 1 for s in shape[:lead]) and tuple(shape[lead:]) == a._data.shape:
         # nothing broadcast: no zero stride, so writable, as in torch (a[()] of a 0-dim array would be a copy)
         out = _view_out(a._data[(None,) * lead] if lead else a._data.view(), a)
@@ -386,6 +384,8 @@ def getitem(a: Tensor, key: Any) -> Tensor:
             raise IndexError("slice() cannot be applied to a 0-dim tensor.")
         return slice_(a, 0, key.start, key.stop, key.step or 1)
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool) and a._data.ndim == 0:
+        if key != 0:  # torch's select of a 0-dim tensor checks the bounds (size 0) before the 0-dim test
+            raise IndexError(f"index {int(key)} is out of bounds for dimension 0 with size 0")
         raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in "
                          "C++ to convert a 0-dim tensor to a number")
     if not isinstance(key, tuple):
@@ -630,6 +630,27 @@ def _tensor_list(tensors: Sequence[Tensor]) -> list[Tensor]:
         if not isinstance(x, Tensor):
             raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(x).__name__}")
     return tensors
+
+
+def expand_shape(a: Tensor, sizes: tuple[int, ...]) -> list[int]:
+    """The shape `a.expand(*sizes)` has (-1 keeps a size), with infer_expand_geometry's errors: the dims are
+    checked from the last one."""
+    nd, n = a._data.ndim, len(sizes)
+    if n < nd:
+        raise RuntimeError(
+            f"expand({legacy_type_name(a)}{{{list(a._data.shape)}}}, size={list(sizes)}): the number of "
+            f"sizes provided ({n}) must be greater or equal to the number of dimensions in the tensor ({nd})")
+    shape = list(sizes)
+    for i in reversed(range(n)):
+        j = i - (n - nd)
+        if shape[i] == -1:
+            if j < 0:
+                raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a leading, "
+                                   f"non-existing dimension {i}")
+            shape[i] = a._data.shape[j]
+        elif j >= 0 and a._data.shape[j] != 1 and a._data.shape[j] != shape[i]:
+            raise RuntimeError(expand_mismatch(i, sizes, a._data.shape))
+    return shape
 
 
 def expand_mismatch(i: int, sizes: Any, existing: tuple) -> str:

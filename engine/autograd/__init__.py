@@ -57,9 +57,12 @@ def _make_grads(outputs: Sequence[Any], grads: Sequence[Any]) -> tuple:
             raise TypeError(f"element {i} of tensors must be a tensor or a GradientEdge")
         if isinstance(grad, Tensor):
             if tuple(grad.shape) != out_size:
+                # torch's message finds the positions with grads.index(grad) and outputs.index(out), which compare
+                # with == from the first element on: for a later one, that comparison's error (shapes that do not
+                # broadcast, or bool() of a many-element result) is what torch raises
                 raise RuntimeError(
-                    f"Mismatch in shape: grad_output[{i}] has a shape of {grad.shape} and output[{i}] has a "
-                    f"shape of {_size_repr(out_size)}.")
+                    f"Mismatch in shape: grad_output[{grads.index(grad)}] has a shape of {grad.shape} and "
+                    f"output[{outputs.index(out)}] has a shape of {_size_repr(out_size)}.")
             new_grads.append(grad)
         elif grad is None:
             if out_requires_grad:

@@ -6,27 +6,42 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 from .. import _saved
 from .._node import Node
-from .._state import tls
-from .._tensor import Tensor, gradient_edge
+from .._state import enable_grad, tls
+from .._tensor import Tensor
 
 __all__ = ["Node", "GradientEdge", "get_gradient_edge", "saved_tensors_hooks", "save_on_cpu",
            "disable_saved_tensors_hooks"]
 
 
 class GradientEdge(NamedTuple):
-    """A node and which of its inputs a gradient flows into."""
+    """A node and which of its inputs a gradient flows into; `ownership_token` keeps a custom Function's node
+    alive, as torch's does."""
 
     node: Node
     output_nr: int
+    ownership_token: Node | None = None
 
 
 def get_gradient_edge(tensor: Tensor) -> GradientEdge:
-    """The edge the gradient w.r.t. `tensor` flows along (creates a leaf's AccumulateGrad if needed)."""
+    """The edge the gradient w.r.t. `tensor` flows along (creates a leaf's AccumulateGrad if needed).
+
+    torch reaches a leaf's accumulator through a throwaway `tensor.view_as(tensor)` under enable_grad, and makes
+    one more for a custom Function's node (its ownership token): each takes a seq_nr, so later numbers agree."""
+    from .function import BackwardCFunction
+
     if not tensor.requires_grad:
         raise RuntimeError("It is not possible to get the gradient edge for a Tensor that does not require "
                            "gradients")
-    node, nr = gradient_edge(tensor)
-    return GradientEdge(node, nr)
+    if tensor.grad_fn is None:
+        with enable_grad():
+            node = tensor.view_as(tensor).grad_fn.next_functions[0][0]
+    else:
+        node = tensor.grad_fn
+    token = None
+    if isinstance(node, BackwardCFunction):
+        with enable_grad():
+            token = tensor.view_as(tensor).grad_fn
+    return GradientEdge(node, tensor.output_nr, token)
 
 
 class saved_tensors_hooks:

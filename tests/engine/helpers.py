@@ -59,8 +59,9 @@ def node_label(node, leaf_names: dict[int, str]) -> str:
 
 
 def acc_of(leaf):
-    """The AccumulateGrad node of `leaf` (created if it does not exist yet)."""
-    return engine.autograd.graph.get_gradient_edge(leaf).node
+    """The AccumulateGrad node of `leaf` (created if it does not exist yet, taking no seq_nr: unlike
+    get_gradient_edge, whose throwaway view_as takes one)."""
+    return engine._tensor.grad_accumulator(leaf)
 
 
 class GraphTaskRecorder:

@@ -111,9 +111,26 @@ def test_creating_accumulate_grad_does_not_bump():
     """engine-semantics §1.3/§1.5: creating a leaf's AccumulateGrad leaves the counter unchanged."""
     a = engine.randn(3, requires_grad=True)
     s = gs()
-    edge = engine.autograd.graph.get_gradient_edge(a)  # creates the AccumulateGrad
-    assert edge.node.name() == "torch::autograd::AccumulateGrad"
+    acc = engine._tensor.grad_accumulator(a)  # creates the AccumulateGrad
+    assert acc.name() == "torch::autograd::AccumulateGrad"
     assert gs() == s
+
+
+def test_get_gradient_edge_of_a_leaf_bumps_once():
+    """torch's get_gradient_edge reaches a leaf's AccumulateGrad through a throwaway `a.view_as(a)` made under
+    enable_grad (torch/autograd/graph.py, _get_grad_fn_or_grad_acc): one seq_nr, even under no_grad; a non-leaf's
+    edge is its grad_fn, no seq_nr."""
+    a = engine.randn(3, requires_grad=True)
+    s = gs()
+    edge = engine.autograd.graph.get_gradient_edge(a)
+    assert edge.node.name() == "torch::autograd::AccumulateGrad" and edge.output_nr == 0
+    assert gs() == s + 1
+    with engine.no_grad():
+        assert engine.autograd.graph.get_gradient_edge(a).node is edge.node
+    assert gs() == s + 2
+    h = a * 3
+    assert engine.autograd.graph.get_gradient_edge(h).node is h.grad_fn
+    assert gs() == s + 3
 
 
 def test_first_op_on_leaf_bumps_once_despite_creating_accumulator():
