@@ -1,0 +1,119 @@
+"""engine.nn's CNN layers (Conv1d, Conv2d, more beside them), with PyTorch 2.13's constructor arguments, defaults,
+attributes and reprs. Each forward calls engine.nn.functional, so a module records what its functional form does.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .._tensor import Tensor
+from . import functional as F
+from . import init
+from .module import Module
+from .modules import _empty
+from .parameter import Parameter
+
+
+def _ntuple(value: Any, n: int) -> tuple:
+    if isinstance(value, (tuple, list)):
+        return tuple(value)
+    return (value,) * n
+
+
+def _reverse_repeat_tuple(t: tuple, n: int) -> tuple:
+    return tuple(x for x in reversed(t) for _ in range(n))
+
+
+class _ConvNd(Module):
+    _nd = 0
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 dilation: Any = 1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        nd = self._nd
+        kernel_size, stride = _ntuple(kernel_size, nd), _ntuple(stride, nd)
+        padding = padding if isinstance(padding, str) else _ntuple(padding, nd)
+        dilation = _ntuple(dilation, nd)
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        valid_padding_strings = {"same", "valid"}
+        if isinstance(padding, str):
+            if padding not in valid_padding_strings:
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of {valid_padding_strings}")
+            if padding == "same" and any(s != 1 for s in stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+        valid_padding_modes = {"zeros", "reflect", "replicate", "circular"}
+        if padding_mode not in valid_padding_modes:
+            raise ValueError(f"padding_mode must be one of {valid_padding_modes}, but got "
+                             f"padding_mode='{padding_mode}'")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
+        self.transposed, self.output_padding = False, (0,) * nd
+        self.groups, self.padding_mode = groups, padding_mode
+        if isinstance(self.padding, str):
+            self._reversed_padding_repeated_twice = [0, 0] * len(kernel_size)
+            if padding == "same":
+                for d, k, i in zip(dilation, kernel_size, range(len(kernel_size) - 1, -1, -1), strict=True):
+                    total = d * (k - 1)
+                    left = total // 2
+                    self._reversed_padding_repeated_twice[2 * i] = left
+                    self._reversed_padding_repeated_twice[2 * i + 1] = total - left
+        else:
+            self._reversed_padding_repeated_twice = list(_reverse_repeat_tuple(self.padding, 2))
+        self.weight = Parameter(_empty(out_channels, in_channels // groups, *kernel_size, device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(_empty(out_channels, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            if fan_in != 0:
+                bound = 1 / math.sqrt(fan_in)
+                init.uniform_(self.bias, -bound, bound)
+
+    def extra_repr(self) -> str:
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0,) * len(self.padding):
+            s += f", padding={self.padding}"
+        if self.dilation != (1,) * len(self.dilation):
+            s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * len(self.output_padding):
+            s += f", output_padding={self.output_padding}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
+        return s
+
+    def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        if self.padding_mode != "zeros":
+            raise NotImplementedError(f"agdb's engine does not implement padding_mode='{self.padding_mode}' (torch "
+                                      "pads with F.pad first); run the program on real torch with `agdb torch SCRIPT`")
+        conv = F.conv1d if self._nd == 1 else F.conv2d
+        return conv(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return self._conv_forward(input, self.weight, self.bias)
+
+
+class Conv1d(_ConvNd):
+    """1-d convolution over (N, C, L) or (C, L) → ConvolutionBackward0."""
+
+    _nd = 1
+
+
+class Conv2d(_ConvNd):
+    """2-d convolution over (N, C, H, W) or (C, H, W) → ConvolutionBackward0."""
+
+    _nd = 2
