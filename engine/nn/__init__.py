@@ -4,7 +4,7 @@ from __future__ import annotations
 from . import functional, init, utils
 from . import module as _module
 from . import modules as _modules
-from .layers import Conv1d, Conv2d
+from .layers import AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, MaxPool2d
 from .module import Module
 from .modules import (
     GELU,
@@ -35,6 +35,7 @@ _modules.module = _module  # torch.nn.modules.module: where torch keeps the glob
 __all__ = [
     "functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Linear",
     "ReLU", "Tanh", "Sigmoid", "GELU", "Softmax", "LogSoftmax", "Flatten", "Identity", "Dropout", "Embedding",
-    "LayerNorm", "Conv1d", "Conv2d",
+    "LayerNorm", "Conv1d", "Conv2d", "MaxPool2d", "AvgPool2d",
+    "AdaptiveAvgPool2d",
     "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss",
 ]

@@ -1,4 +1,5 @@
-"""`engine.nn.functional`'s CNN layers: conv1d, conv2d (more to come beside them), declared on the dispatch point.
+"""`engine.nn.functional`'s CNN layers (conv1d, conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, batch_norm),
+declared on the dispatch point.
 
 engine/nn/functional.py imports this module before it builds its table, so these names are part of it.
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._dispatch import public
-from .._ops import conv
+from .._ops import conv, pool
 from .._tensor import Tensor
 
 
@@ -23,3 +24,41 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
            dilation: Any = 1, groups: int = 1) -> Tensor:
     """2-d convolution of (N, C, H, W) or (C, H, W) → ConvolutionBackward0."""
     return conv.conv_nd("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def _ints(value: Any) -> tuple:
+    """An IntArrayRef argument as torch's parser reads it: an int repeats for both dims, None is empty."""
+    if value is None:
+        return ()
+    if isinstance(value, int):
+        return (value, value)
+    return tuple(int(v) for v in value)
+
+
+@public("max_pool2d", functional=True)
+def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+               ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """Window maxima → MaxPool2DWithIndicesBackward0; with return_indices, (values, indices)."""
+    values, indices = pool.max_pool2d_with_indices(input, _ints(kernel_size), _ints(stride), _ints(padding),
+                                                   _ints(dilation), ceil_mode)
+    return (values, indices) if return_indices else values
+
+
+@public("avg_pool2d", functional=True)
+def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """Window means → AvgPool2DBackward0."""
+    return pool.avg_pool2d(input, _ints(kernel_size), _ints(stride), _ints(padding), ceil_mode, count_include_pad,
+                           divisor_override)
+
+
+@public("adaptive_avg_pool2d", functional=True)
+def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
+    """Means over adaptive bins → AdaptiveAvgPool2DBackward0 (a 1x1 output: MeanBackward1). None keeps a size."""
+    if not isinstance(output_size, int):
+        defaults = input.size()
+        if len(defaults) <= len(output_size):
+            raise ValueError(f"Input dimension should be at least {len(output_size) + 1}")
+        output_size = [v if v is not None else d for v, d in zip(output_size, defaults[-len(output_size):],
+                                                                  strict=False)]
+    return pool.adaptive_avg_pool2d(input, output_size)

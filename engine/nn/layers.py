@@ -1,5 +1,6 @@
-"""engine.nn's CNN layers (Conv1d, Conv2d, more beside them), with PyTorch 2.13's constructor arguments, defaults,
-attributes and reprs. Each forward calls engine.nn.functional, so a module records what its functional form does.
+"""engine.nn's CNN layers (Conv1d, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm1d/2d), with PyTorch
+2.13's constructor arguments, defaults, attributes and reprs. Each forward calls engine.nn.functional, so a module
+records what its functional form does.
 """
 from __future__ import annotations
 
@@ -117,3 +118,56 @@ class Conv2d(_ConvNd):
     """2-d convolution over (N, C, H, W) or (C, H, W) → ConvolutionBackward0."""
 
     _nd = 2
+
+
+class MaxPool2d(Module):
+    """Window maxima → MaxPool2DWithIndicesBackward0; stride defaults to kernel_size."""
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+                 return_indices: bool = False, ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if (stride is not None) else kernel_size
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+
+    def forward(self, input: Tensor) -> Any:
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool2d(Module):
+    """Window means → AvgPool2DBackward0; stride defaults to kernel_size."""
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override: int | None = None) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if (stride is not None) else kernel_size
+        self.padding, self.ceil_mode = padding, ceil_mode
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool2d(Module):
+    """Means over adaptive bins → AdaptiveAvgPool2DBackward0 (MeanBackward1 for a 1x1 output)."""
+
+    def __init__(self, output_size: Any) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.adaptive_avg_pool2d(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"

@@ -141,3 +141,113 @@ def _conv_errors(t, p):
 
 
 _errors("conv", _conv_errors)
+
+
+# -- pooling --------------------------------------------------------------------------------------------------
+_op("max_pool2d", lambda t, x: F(t).max_pool2d(x, 2), (2, 2, 5, 4))
+_op("max_pool2d_stride_padding", lambda t, x: F(t).max_pool2d(x, 3, stride=2, padding=1), (1, 2, 6, 5))
+_op("max_pool2d_dilation_ceil", lambda t, x: F(t).max_pool2d(x, (2, 3), (2, 1), (1, 0), dilation=2,
+                                                              ceil_mode=True), (1, 1, 7, 8))
+_op("max_pool2d_unbatched", lambda t, x: F(t).max_pool2d(x, 2, 1), (2, 4, 4))
+_op("max_pool2d_indices", lambda t, x: F(t).max_pool2d(x, 2, return_indices=True)[0] * 3, (1, 2, 4, 4))
+_op("avg_pool2d", lambda t, x: F(t).avg_pool2d(x, 2), (2, 2, 5, 4))
+_op("avg_pool2d_padding", lambda t, x: F(t).avg_pool2d(x, 3, stride=2, padding=1), (1, 2, 6, 5))
+_op("avg_pool2d_no_pad_count", lambda t, x: F(t).avg_pool2d(x, 3, 2, 1, count_include_pad=False), (1, 2, 6, 5))
+_op("avg_pool2d_ceil", lambda t, x: F(t).avg_pool2d(x, (2, 3), (2, 2), (1, 1), ceil_mode=True), (1, 1, 6, 7))
+_op("avg_pool2d_ceil_no_pad_count", lambda t, x: F(t).avg_pool2d(x, 3, 2, 1, True, False), (1, 1, 6, 6))
+_op("avg_pool2d_divisor", lambda t, x: F(t).avg_pool2d(x, 2, divisor_override=3), (1, 2, 4, 4))
+_op("avg_pool2d_unbatched", lambda t, x: F(t).avg_pool2d(x, 2, 1), (2, 4, 4))
+_op("adaptive_avg_pool2d", lambda t, x: F(t).adaptive_avg_pool2d(x, (2, 3)), (2, 2, 5, 7))
+_op("adaptive_avg_pool2d_int", lambda t, x: F(t).adaptive_avg_pool2d(x, 3), (1, 2, 7, 5))
+_op("adaptive_avg_pool2d_none", lambda t, x: F(t).adaptive_avg_pool2d(x, (None, 2)), (1, 2, 3, 5))
+_op("adaptive_avg_pool2d_larger", lambda t, x: F(t).adaptive_avg_pool2d(x, (4, 3)), (1, 1, 3, 2))
+_op("adaptive_avg_pool2d_one", lambda t, x: F(t).adaptive_avg_pool2d(x, 1), (2, 3, 4, 4))
+_op("adaptive_avg_pool2d_one_unbatched", lambda t, x: F(t).adaptive_avg_pool2d(x, (1, 1)), (3, 4, 4))
+_op("adaptive_avg_pool2d_unbatched", lambda t, x: F(t).adaptive_avg_pool2d(x, 2), (3, 4, 5))
+
+
+@program("layers_max_pool2d_ties")
+def _max_pool_ties(t, p):
+    """Equal maxima in a window: the first in scan order takes the grad, as torch's kernel keeps it."""
+    x = p.leaf("x", [[[[1.0, 1.0, 0.0, 2.0], [1.0, 0.5, 2.0, 2.0], [-1.0, -1.0, 3.0, 0.0], [-1.0, -1.0, 0.0, 3.0]]]])
+    y, idx = F(t).max_pool2d(x, 2, 1, return_indices=True)
+    p.watch(y)
+    p.value("indices", idx)
+    p.run("backward", lambda: (y * p.const([[[[1.0, 2.0, 3.0]] * 3]])).sum().backward())
+    p.value("grad", x.grad)
+
+
+@program("layers_pool_modules")
+def _pool_modules(t, p):
+    nn = t.nn
+    x = p.leaf("x", data(2, 2, 6, 6))
+    mods = [nn.MaxPool2d(2), nn.MaxPool2d(3, stride=1, padding=1, dilation=1, ceil_mode=True),
+            nn.MaxPool2d((2, 2), return_indices=True), nn.AvgPool2d(2), nn.AvgPool2d(3, 2, 1, True, False, 2),
+            nn.AdaptiveAvgPool2d((2, 3)), nn.AdaptiveAvgPool2d(1), nn.AdaptiveAvgPool2d((None, 2))]
+    outs = []
+    for m in mods:
+        y = m(x)
+        if isinstance(y, tuple):
+            p.value("indices", y[1])
+            y = y[0]
+        outs.append(y)
+        p.value("repr", repr(m))
+    p.watch(*outs)
+    p.counter("forward")
+    p.value("outs", tuple(outs))
+    total = outs[0].sum()
+    for i, y in enumerate(outs[1:]):
+        total = total + y.sum() * (i + 2)
+    p.run("backward", lambda: total.backward())
+    p.value("grad", x.grad)
+
+
+def _pool_errors(t, p):
+    x = p.leaf("x", data(1, 2, 4, 4))
+    return {
+        "max pad": lambda: F(t).max_pool2d(x, 2, padding=2),
+        "max too small": lambda: F(t).max_pool2d(x, 5),
+        "max 2d": lambda: F(t).max_pool2d(x[0, 0], 2),
+        "max zero kernel": lambda: F(t).max_pool2d(x, 0),
+        "max zero stride": lambda: F(t).max_pool2d(x, 2, 0),
+        "max zero dilation": lambda: F(t).max_pool2d(x, 2, dilation=0),
+        "avg pad": lambda: F(t).avg_pool2d(x, 2, padding=2),
+        "avg too small": lambda: F(t).avg_pool2d(x, 5),
+        "avg 5d": lambda: F(t).avg_pool2d(x.unsqueeze(0), 2),
+        "avg zero divisor": lambda: F(t).avg_pool2d(x, 2, divisor_override=0),
+        "adaptive 2d": lambda: F(t).adaptive_avg_pool2d(x[0, 0], 2),
+        "adaptive 3 sizes": lambda: F(t).adaptive_avg_pool2d(x, (1, 2, 3)),
+        "max long": lambda: F(t).max_pool2d(t.ones(1, 1, 2, 2, dtype=t.int64), 2),
+        "avg long": lambda: F(t).avg_pool2d(t.ones(1, 1, 2, 2, dtype=t.int64), 2),
+    }
+
+
+_errors("pool", _pool_errors)
+
+
+def _cnn(t, p, dtype):
+    """A small CNN classifier: conv, relu, max-pool, conv, adaptive pool, linear, loss. In float32 the values are
+    compared by dtype and shape only (numpy's and torch's float32 sums round differently)."""
+    nn = t.nn
+    dt = getattr(t, dtype)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1, dtype=dt), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(4, 4, 3, groups=2, dtype=dt), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(4, 3, dtype=dt))
+    _load(t, p, model, "cnn", **{"0.weight": data(4, 1, 3, 3), "0.bias": data(4, seed=1),
+                                 "3.weight": data(4, 2, 3, 3, seed=2), "3.bias": data(4, seed=3),
+                                 "7.weight": data(3, 4, seed=4), "7.bias": data(3, seed=5)})
+    x = p.leaf("x", data(2, 1, 6, 6, seed=6), dtype=dtype)
+    loss = nn.CrossEntropyLoss()(model(x), t.tensor([2, 0]))
+    p.watch(loss)
+    p.counter("forward")
+    p.run("backward", lambda: loss.backward())
+    grads = tuple(q.grad for q in model.parameters()) + (x.grad,)
+    if dtype == "float64":
+        p.value("loss", loss)
+        p.value("grads", grads)
+    else:
+        p.value("dtypes", tuple((str(g.dtype), tuple(g.shape)) for g in grads + (loss,)))
+
+
+for _dt in ("float32", "float64"):
+    PROGRAMS[f"layers_cnn_classifier_{_dt}"] = lambda t, p, _dt=_dt: _cnn(t, p, _dt)
