@@ -4,7 +4,7 @@ from __future__ import annotations
 from . import functional, init, utils
 from . import module as _module
 from . import modules as _modules
-from .layers import AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, MaxPool2d
+from .layers import AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, MaxPool2d
 from .module import Module
 from .modules import (
     GELU,
@@ -36,6 +36,6 @@ __all__ = [
     "functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Linear",
     "ReLU", "Tanh", "Sigmoid", "GELU", "Softmax", "LogSoftmax", "Flatten", "Identity", "Dropout", "Embedding",
     "LayerNorm", "Conv1d", "Conv2d", "MaxPool2d", "AvgPool2d",
-    "AdaptiveAvgPool2d",
+    "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d",
     "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss",
 ]

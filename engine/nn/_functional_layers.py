@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._dispatch import public
+from .._ops import batch_norm as batch_norm_op
 from .._ops import conv, pool
 from .._tensor import Tensor
 
@@ -62,3 +63,18 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
         output_size = [v if v is not None else d for v, d in zip(output_size, defaults[-len(output_size):],
                                                                   strict=False)]
     return pool.adaptive_avg_pool2d(input, output_size)
+
+
+@public("batch_norm", functional=True)
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None,
+               bias: Tensor | None = None, training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise each channel (dim 1) by the batch's statistics (training; the running ones updated in place) or by
+    the running ones → NativeBatchNormBackward0."""
+    if training:
+        size = input.size()
+        size_prods = size[0]
+        for i in range(len(size) - 2):
+            size_prods *= size[i + 2]
+        if size_prods == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
+    return batch_norm_op.batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)

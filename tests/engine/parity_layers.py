@@ -251,3 +251,68 @@ def _cnn(t, p, dtype):
 
 for _dt in ("float32", "float64"):
     PROGRAMS[f"layers_cnn_classifier_{_dt}"] = lambda t, p, _dt=_dt: _cnn(t, p, _dt)
+
+
+# -- batch norm -----------------------------------------------------------------------------------------------
+_op("batch_norm_train", lambda t, x, w, b: F(t).batch_norm(x, None, None, w, b, training=True), (3, 2, 2, 3), (2,),
+    (2,))
+_op("batch_norm_train_no_affine", lambda t, x: F(t).batch_norm(x, None, None, training=True, eps=0.1), (4, 3))
+_op("batch_norm_eval", lambda t, x, w, b: F(t).batch_norm(x, t.tensor([0.1, -0.2], dtype=t.float64),
+                                                         t.tensor([1.5, 0.5], dtype=t.float64), w, b), (3, 2, 2, 2),
+    (2,), (2,))
+_op("batch_norm_eval_input_only", lambda t, x, w, b: F(t).batch_norm(
+    x, t.tensor([0.1, -0.2], dtype=t.float64), t.tensor([1.5, 0.5], dtype=t.float64), w, b), (3, 2, 4), (2,), (2,),
+    grad=(True, False, False))
+_op("batch_norm_train_weight_only", lambda t, x, w, b: F(t).batch_norm(x, None, None, w, b, True), (3, 2, 4), (2,),
+    (2,), grad=(False, True, False))
+
+
+def _bn_module(t, p, cls, shape, **kw):
+    nn = t.nn
+    bn = getattr(nn, cls)(shape[1], dtype=t.float64, **kw)
+    if bn.weight is not None:
+        _load(t, p, bn, "bn", weight=data(shape[1], seed=1), bias=data(shape[1], seed=2))
+    x = p.leaf("x", data(*shape, seed=3))
+    p.value("repr", repr(bn))
+    p.value("buffers", tuple((n, b) for n, b in bn.named_buffers()))
+    for step in range(2):
+        y = bn(x * (step + 1))
+        p.watch(y, tag=f"graph {step}")
+        p.value("y", y)
+        p.value("buffers", tuple((n, b, b._version) for n, b in bn.named_buffers()))
+        p.run("backward", lambda y=y: (y * y).sum().backward())
+    p.value("grads", (x.grad,) + tuple(q.grad for q in bn.parameters()))
+    bn.eval()
+    y = bn(x)
+    p.watch(y, tag="eval")
+    p.value("eval y", y)
+    p.value("buffers", tuple((n, b, b._version) for n, b in bn.named_buffers()))
+    p.run("eval backward", lambda: y.sum().backward())
+    p.value("grads", (x.grad,) + tuple(q.grad for q in bn.parameters()))
+    p.value("state_dict", tuple(bn.state_dict()))
+
+
+for _name, _cls, _shape, _kw in (
+        ("2d", "BatchNorm2d", (3, 2, 2, 3), {}),
+        ("2d_momentum_none", "BatchNorm2d", (2, 3, 2, 2), {"momentum": None}),
+        ("2d_no_affine", "BatchNorm2d", (2, 2, 3, 2), {"affine": False, "eps": 1e-3}),
+        ("2d_no_running_stats", "BatchNorm2d", (2, 2, 2, 2), {"track_running_stats": False}),
+        ("1d", "BatchNorm1d", (4, 3), {"momentum": 0.3}),
+        ("1d_3d_input", "BatchNorm1d", (2, 3, 4), {})):
+    PROGRAMS[f"layers_batch_norm_module_{_name}"] = lambda t, p, c=_cls, s=_shape, k=_kw: _bn_module(t, p, c, s, **k)
+
+
+def _bn_errors(t, p):
+    x = p.leaf("x", data(1, 2, 3, 3))
+    return {
+        "one value per channel": lambda: F(t).batch_norm(p.leaf("x1", data(1, 2)), None, None, training=True),
+        "2d module 3d input": lambda: t.nn.BatchNorm2d(2)(x[0]),
+        "1d module 4d input": lambda: t.nn.BatchNorm1d(2)(x),
+        "channels": lambda: F(t).batch_norm(x, t.zeros(3, dtype=t.float64), t.ones(3, dtype=t.float64)),
+        "weight size": lambda: F(t).batch_norm(x, None, None, p.leaf("w", [1.0, 2.0, 3.0]), training=True),
+        "eval without stats": lambda: F(t).batch_norm(x, None, None),
+        "module train batch 1": lambda: t.nn.BatchNorm1d(2, dtype=t.float64)(p.leaf("x2", data(1, 2))),
+    }
+
+
+_errors("batch_norm", _bn_errors)
