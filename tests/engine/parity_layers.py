@@ -316,3 +316,44 @@ def _bn_errors(t, p):
 
 
 _errors("batch_norm", _bn_errors)
+
+
+# -- recurrent cells ------------------------------------------------------------------------------------------
+def _lstm_cell(t, p, batched: bool, state: bool, bias: bool):
+    """LSTMCell over two steps: torch's CPU decomposition (linear, linear, add, unsafe_chunk, gates, cell)."""
+    cell = t.nn.LSTMCell(3, 2, bias=bias, dtype=t.float64)
+    weights = {"weight_ih": data(8, 3), "weight_hh": data(8, 2, seed=1)}
+    if bias:
+        weights.update(bias_ih=data(8, seed=2), bias_hh=data(8, seed=3))
+    _load(t, p, cell, "cell", **weights)
+    lead = (2,) if batched else ()
+    xs = [p.leaf(f"x{i}", data(*lead, 3, seed=4 + i)) for i in range(2)]
+    hx = (p.leaf("h0", data(*lead, 2, seed=6)), p.const(data(*lead, 2, seed=7))) if state else None
+    for i, x in enumerate(xs):
+        hx = cell(x, hx)
+        p.watch(*hx, tag=f"step {i}")
+    p.value("h, c", hx)
+    p.value("repr", repr(cell))
+    p.run("backward", lambda: (hx[0].sum() + (hx[1] * 2).sum()).backward())
+    p.value("grads", tuple(xs) + tuple(x.grad for x in xs) + tuple(q.grad for q in cell.parameters()))
+
+
+for _b in (True, False):
+    for _s in (True, False):
+        PROGRAMS[f"layers_lstm_cell_{'batched' if _b else 'unbatched'}_{'state' if _s else 'zeros'}"] = \
+            lambda t, p, _b=_b, _s=_s: _lstm_cell(t, p, _b, _s, True)
+PROGRAMS["layers_lstm_cell_no_bias"] = lambda t, p: _lstm_cell(t, p, True, True, False)
+
+
+def _rnn_errors(t, p):
+    cell = t.nn.LSTMCell(3, 2, dtype=t.float64)
+    return {
+        "3d input": lambda: cell(p.leaf("x3", data(1, 2, 3))),
+        "input size": lambda: cell(p.leaf("x4", data(2, 4))),
+        "hidden size": lambda: cell(p.leaf("x", data(2, 3)), (p.const(data(2, 3)), p.const(data(2, 2)))),
+        "hidden batch": lambda: cell(p.leaf("x", data(2, 3)), (p.const(data(3, 2)), p.const(data(3, 2)))),
+        "hidden 3d": lambda: cell(p.leaf("x", data(2, 3)), (p.const(data(1, 2, 2)), p.const(data(1, 2, 2)))),
+    }
+
+
+_errors("rnn", _rnn_errors)
