@@ -27,6 +27,7 @@ from .modules import (
     Softmax,
     Tanh,
 )
+from .losses import BCELoss, HuberLoss, SmoothL1Loss
 from .parameter import Parameter
 
 _modules.module = _module  # torch.nn.modules.module: where torch keeps the global module hook functions
@@ -36,4 +37,5 @@ __all__ = [
     "ReLU", "Tanh", "Sigmoid", "GELU", "Softmax", "LogSoftmax", "Flatten", "Identity", "Dropout", "Embedding",
     "LayerNorm",
     "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss",
+    "SmoothL1Loss", "HuberLoss", "BCELoss",
 ]

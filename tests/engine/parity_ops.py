@@ -178,6 +178,9 @@ def _smooth_l1(t, p):
     _grad_graph(t, p, "target grad", F.smooth_l1_loss(x, yt), x, yt)
     _grad_graph(t, p, "huber target grad", F.huber_loss(x, yt), x, yt)
     _grad_graph(t, p, "broadcast", _quiet(lambda: F.smooth_l1_loss(x, y[0])), x)
+    for tag, f in (("smooth_l1", F.smooth_l1_loss), ("huber", F.huber_loss)):
+        g, = t.autograd.grad(f(x, yt, reduction="sum"), [x], create_graph=True)
+        p.value(tag + " second order", t.autograd.grad((g * g).sum(), [x, yt]))
     p.value("modules", (t.nn.SmoothL1Loss(beta=2.0)(x, y), t.nn.HuberLoss(delta=0.5, reduction="sum")(x, y)))
     p.value("float32 with float64", F.smooth_l1_loss(x.float(), y))
     for tag, f in (("negative beta", lambda: F.smooth_l1_loss(x, y, beta=-1.0)),
@@ -198,6 +201,8 @@ def _bce(t, p):
         _grad_graph(t, p, "bce " + tag, F.binary_cross_entropy(x, y, **kw), x)
     yt = p.leaf("yt", [[0.0, 1.0], [0.5, 0.25]])
     _grad_graph(t, p, "target grad", F.binary_cross_entropy(x, yt), x, yt)
+    g, = t.autograd.grad(F.binary_cross_entropy(x[0], yt[1], weight=w), [x], create_graph=True)
+    p.value("second order", t.autograd.grad((g * g).sum(), [x, yt]))
     p.value("module", t.nn.BCELoss(weight=w)(x, y))
     z = p.leaf("z", [0.0, 1.0])
     loss = F.binary_cross_entropy(z, p.const([1.0, 0.0]))
