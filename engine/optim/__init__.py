@@ -11,8 +11,9 @@ from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam
 from .adamw import AdamW
+from .lbfgs import LBFGS
 from .optimizer import Optimizer, required
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["lr_scheduler", "Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "required"]
+__all__ = ["lr_scheduler", "Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "LBFGS", "required"]

@@ -314,3 +314,47 @@ def _normal_(t, p):
                    ("long", lambda: t.zeros(3, dtype=t.long).normal_())):
         p.run(tag, f)
     p.counter("errors")
+
+
+def _lbfgs_run(t, p, tag, **kwargs):
+    """A few LBFGS steps on a small least-squares model; what the closure saw and made, each step."""
+    w = t.tensor([[0.5, -0.3], [0.2, 0.8]], dtype=t.float64, requires_grad=True)
+    b = t.tensor([0.1, -0.2], dtype=t.float64, requires_grad=True)
+    x = t.tensor([[1.0, 2.0], [-1.0, 0.5], [0.3, -0.7]], dtype=t.float64)
+    y = t.tensor([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]], dtype=t.float64)
+    opt = t.optim.LBFGS([w, b], **kwargs)
+    calls = []
+
+    def closure():
+        opt.zero_grad()
+        out = t.tanh(x @ w + b)
+        loss = ((out - y) ** 2).sum() + 0.1 * (w ** 4).sum()
+        loss.backward()
+        calls.append((t.is_grad_enabled(), round(loss.item(), 10)))
+        return loss
+
+    for step in range(3):
+        r = opt.step(closure)
+        p.value(f"{tag} step {step}", (r, w, b, len(calls)))
+        p.counter(f"{tag} step {step}")
+    state = opt.state[w]
+    p.value(f"{tag} calls", tuple(calls))
+    p.value(f"{tag} state", (sorted(state), state["func_evals"], state["n_iter"], len(state["old_dirs"]),
+                             float(state["t"]), state["prev_flat_grad"]))
+    p.value(f"{tag} groups", ([{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups],
+                              (w._version, b._version)))
+
+
+@program("LBFGS: fixed steps and strong_wolfe line search, closure calls under enable_grad, state, errors")
+def _lbfgs(t, p):
+    _lbfgs_run(t, p, "fixed", lr=0.2, max_iter=4)
+    _lbfgs_run(t, p, "wolfe", lr=1, max_iter=5, history_size=3, line_search_fn="strong_wolfe")
+    _lbfgs_run(t, p, "defaults")
+    a = t.ones(2, requires_grad=True)
+    c = t.ones(2, requires_grad=True)
+    for tag, f in (("negative lr", lambda: t.optim.LBFGS([a], lr=-1.0)),
+                   ("groups", lambda: t.optim.LBFGS([{"params": [a]}, {"params": [c]}])),
+                   ("line search", lambda: t.optim.LBFGS([a], line_search_fn="armijo").step(
+                       lambda: (a * a).sum().backward() or (a * a).sum()))):
+        p.run(tag, f)
+    p.counter("errors")
