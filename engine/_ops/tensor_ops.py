@@ -196,11 +196,22 @@ def _order(x: np.ndarray, largest: bool) -> np.ndarray:
     return np.lexsort((np.where(nan, 0, x), nan), axis=-1)
 
 
+def _stl_order(moved: np.ndarray, order: np.ndarray, k: int, largest: bool, sorted_: bool) -> None:
+    """Where the values' own order is not torch's (a row with equal values, or sorted=False), `order`'s row
+    becomes the order torch's kernel leaves (engine/_ops/_stl.py), in place."""
+    from ._stl import topk_indices
+
+    rows = moved.reshape(-1, moved.shape[-1])
+    flat = order.reshape(-1, k)
+    for r, row in enumerate(rows):
+        if not sorted_ or np.unique(row).size < row.size:
+            flat[r] = topk_indices(row.tolist(), k, largest, sorted_)
+
+
 @public("topk", torch=True, tensor=True)
 def topk(a: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> TopkResult:  # noqa: A002
-    """The `k` largest (or smallest) elements along `dim` and their int64 indices → TopkBackward0 on values.
-
-    Equal values come out in index order; torch's order among ties follows its selection algorithm."""
+    """The `k` largest (or smallest) elements along `dim` and their int64 indices → TopkBackward0 on values,
+    equal values (and sorted=False) in the order torch's kernel leaves them."""
     node = TopkBackward0() if needs_grad(a) else None
     k = int_arg("topk", "k", 1, k)
     dim = int_arg("topk", "dim", 2, dim)
@@ -213,7 +224,9 @@ def topk(a: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
         values, idx = x.copy(), np.zeros((), dtype=np.int64)
     else:
         moved = np.moveaxis(x, d, -1)
-        order = _order(moved, largest)[..., :k]
+        order = np.ascontiguousarray(_order(moved, largest)[..., :k])  # rows written in place below
+        if k:
+            _stl_order(moved, order, k, largest, sorted)
         values = np.moveaxis(np.take_along_axis(moved, order, -1), -1, d)
         idx = np.moveaxis(order.astype(np.int64), -1, d)
     out = _out(np.array(values, order="C"), a)  # (ascontiguousarray makes a 0-dim array 1-D)

@@ -106,6 +106,16 @@ def _topk(t, p):
         p.value(f"0-dim k={k}", (v, i))
     _grad_graph(t, p, "0-dim", s.topk(1)[0], s)
     p.value("k=0", x.topk(0))
+    ties = p.leaf("ties", [[float(v % 3) for v in range(i, i + 20)] for i in range(3)])
+    for k, largest, srt in ((1, True, True), (5, True, True), (7, False, True), (4, True, False), (20, False, False)):
+        v, i = ties.topk(k, largest=largest, sorted=srt)
+        p.value(f"ties k={k} largest={largest} sorted={srt}", (v, i))
+    v, i = ties.topk(2, dim=0)
+    p.value("ties along 0", i)
+    _grad_graph(t, p, "ties grad", ties.topk(6)[0], ties)
+    wide = t.tensor([float(v % 4) for v in range(130)] + [float("nan")] * 2)
+    p.value("partial_sort path", (wide.topk(2), wide.topk(2, largest=False)))
+    p.value("nan ties", t.tensor([float("nan"), 1.0, float("nan"), 1.0]).topk(3))
     p.value("long", t.tensor([3, 1, 2]).topk(2))
     for tag, f in (("k too big", lambda: x.topk(5)), ("k negative", lambda: x.topk(-1)),
                    ("0-dim k=2", lambda: s.topk(2)), ("dim out of range", lambda: x.topk(1, dim=2))):
