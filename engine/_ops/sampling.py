@@ -187,7 +187,7 @@ def _normal_tensors(mean: Any, std: Any, rng: np.random.Generator) -> Tensor:
 @public("normal_", tensor=True)
 def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Tensor:
     """Fill with samples of N(mean, std) in place; with history → NormalBackward0 (a zero grad)."""
-    from .._inplace import _old, _records, _rebase, _write
+    from .._inplace import _old, _rebase, _records, _write
 
     rng = _random.rng("normal_", generator)
     records = _records(self, ())
