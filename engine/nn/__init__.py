@@ -4,6 +4,7 @@ from __future__ import annotations
 from . import functional, init, utils
 from . import module as _module
 from . import modules as _modules
+from .losses import BCELoss, HuberLoss, SmoothL1Loss
 from .module import Module
 from .modules import (
     GELU,
@@ -27,7 +28,6 @@ from .modules import (
     Softmax,
     Tanh,
 )
-from .losses import BCELoss, HuberLoss, SmoothL1Loss
 from .parameter import Parameter
 
 _modules.module = _module  # torch.nn.modules.module: where torch keeps the global module hook functions
