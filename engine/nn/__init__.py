@@ -5,6 +5,7 @@ from . import functional, init, utils
 from . import module as _module
 from . import modules as _modules
 from .layers import AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, MaxPool2d
+from .losses import BCELoss, HuberLoss, SmoothL1Loss
 from .module import Module
 from .modules import (
     GELU,
@@ -39,4 +40,5 @@ __all__ = [
     "LayerNorm", "Conv1d", "Conv2d", "MaxPool2d", "AvgPool2d",
     "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LSTMCell",
     "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss",
+    "SmoothL1Loss", "HuberLoss", "BCELoss",
 ]

@@ -7,11 +7,13 @@ and with its arithmetic, so parameters, state and `_version` counters match torc
 from __future__ import annotations
 
 from . import lr_scheduler
+from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam
 from .adamw import AdamW
+from .lbfgs import LBFGS
 from .optimizer import Optimizer, required
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["lr_scheduler", "Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "required"]
+__all__ = ["lr_scheduler", "Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "LBFGS", "required"]

@@ -30,7 +30,15 @@ ADAGRAD = [
     dict(lr=0.1, eps=1e-3, maximize=True),
     dict(lr=0.05, lr_decay=0.5, weight_decay=0.2, initial_accumulator_value=0.1, maximize=True),
 ]
-CONFIGS = [("RMSprop", kw) for kw in RMSPROP] + [("Adagrad", kw) for kw in ADAGRAD]
+ADADELTA = [
+    dict(),
+    dict(lr=0.5, rho=0.5, eps=1e-4),
+    dict(lr=0.5, weight_decay=0.1),
+    dict(lr=0.5, maximize=True),
+    dict(lr=0.1, rho=0.0, weight_decay=0.05, maximize=True),
+]
+CONFIGS = [("RMSprop", kw) for kw in RMSPROP] + [("Adagrad", kw) for kw in ADAGRAD] + \
+    [("Adadelta", kw) for kw in ADADELTA]
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -47,7 +55,7 @@ def test_adagrad_state_is_made_in_the_constructor(dtype):
     base._compare_state(ours, theirs, opt, topt, dtype)
 
 
-@pytest.mark.parametrize("name", ["RMSprop", "Adagrad"])
+@pytest.mark.parametrize("name", ["RMSprop", "Adagrad", "Adadelta"])
 def test_param_groups_and_repr(name):
     def run(lib):
         a, b, c = (lib.ones(2, requires_grad=True) for _ in range(3))
@@ -58,7 +66,8 @@ def test_param_groups_and_repr(name):
 
 
 @pytest.mark.parametrize(("name", "kwargs"), [("RMSprop", {"momentum": 0.9, "centered": True}),
-                                              ("Adagrad", {"lr_decay": 0.1, "initial_accumulator_value": 0.2})])
+                                              ("Adagrad", {"lr_decay": 0.1, "initial_accumulator_value": 0.2}),
+                                              ("Adadelta", {"rho": 0.8})])
 def test_state_dict_load_state_dict_and_added_group(name, kwargs):
     def run(lib):
         a = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)

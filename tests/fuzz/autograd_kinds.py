@@ -502,7 +502,8 @@ def functional(g: Generator) -> None:
     as modules."""
     x = g.pick(lambda v: v.dtype in FLOAT and v.shape not in (None, ())) or g.leaf((2, 3))
     op = g.weighted({"softmax": 2, "log_softmax": 1, "layer_norm": 1, "dropout": 0.5, "mse_loss": 2,
-                     "l1_loss": 0.5, "cross_entropy": 1.5, "nll_loss": 0.5, "bce_logits": 0.7})
+                     "l1_loss": 0.5, "cross_entropy": 1.5, "nll_loss": 0.5, "bce_logits": 0.7, "smooth_l1_loss": 0.5,
+                     "huber_loss": 0.3, "bce": 0.5})
     d = int(g.rng.integers(-len(x.shape), len(x.shape)))
     k = x.shape[-1]
     if op == "layer_norm" and k == 1:  # see make_module: normalising one element is exactly 0 in the engine only
@@ -521,7 +522,7 @@ def functional(g: Generator) -> None:
         out = g.derived(x.shape, x.dtype, x, positive=x.positive)
         out.inference, out.kernel_version = x.inference, x.kernel_version  # both forms return `x` itself
         g.emit("functional", op, "{out0} = " + text, [x], [out])
-    elif op in ("mse_loss", "l1_loss", "bce_logits"):
+    elif op in ("mse_loss", "l1_loss", "bce_logits", "smooth_l1_loss", "huber_loss", "bce"):
         _pointwise_loss(g, x, op)
     else:
         _class_loss(g, x, op)
@@ -531,9 +532,17 @@ def _pointwise_loss(g: Generator, x: Var, op: str) -> None:
     shape = x.shape
     if op == "mse_loss" and len(shape) >= 2 and g.chance(0.15) and g.allow("mse_loss_broadcast"):
         shape = shape[1:]
-    target = g.leaf(shape, positive=op == "bce_logits", rg=g.chance(0.2))
+    target = g.leaf(shape, positive=op in ("bce_logits", "bce"), rg=g.chance(0.2))
     if op == "bce_logits":
         text = "t.nn.functional.binary_cross_entropy_with_logits({0}, {1}.clamp(max=1.0))"
+    elif op == "bce":  # probabilities kept off 0 and 1, where a float32 rounding would flip the clamped log
+        text = g.pick_item(["t.nn.functional.binary_cross_entropy({0}.sigmoid() * 0.5 + 0.25, {1}.clamp(max=1.0))",
+                            't.nn.BCELoss(reduction="sum")({0}.sigmoid() * 0.5 + 0.25, {1}.clamp(max=1.0))'])
+    elif op == "smooth_l1_loss":
+        text = g.pick_item(["t.nn.functional.smooth_l1_loss({0}, {1})", "t.nn.SmoothL1Loss(beta=0.5)({0}, {1})",
+                            't.nn.functional.smooth_l1_loss({0}, {1}, reduction="sum", beta=2.0)'])
+    elif op == "huber_loss":
+        text = g.pick_item(["t.nn.functional.huber_loss({0}, {1})", "t.nn.HuberLoss(delta=0.5)({0}, {1})"])
     elif op == "mse_loss":
         text = g.pick_item(["t.nn.functional.mse_loss({0}, {1})", "t.nn.MSELoss()({0}, {1})",
                             't.nn.functional.mse_loss({0}, {1}, reduction="sum")'])
@@ -564,7 +573,8 @@ _OPTIMIZERS = {"t.optim.SGD({params}, lr=0.1)": 3, "t.optim.SGD({params}, lr=0.1
                "t.optim.SGD({params}, lr=0.05, momentum=0.5, nesterov=True)": 0.3,
                "t.optim.SGD({params}, lr=0.1, weight_decay=0.01)": 0.5, "t.optim.Adam({params}, lr=0.01)": 2,
                "t.optim.AdamW({params}, lr=0.01)": 0.7, "t.optim.RMSprop({params}, lr=0.01)": 0.5,
-               "t.optim.Adagrad({params}, lr=0.1)": 0.5}
+               "t.optim.Adagrad({params}, lr=0.1)": 0.5, "t.optim.Adadelta({params})": 0.3,
+               "t.optim.Adadelta({params}, lr=0.5, weight_decay=0.01)": 0.2}
 
 
 def make_optimizer(g: Generator) -> Var:

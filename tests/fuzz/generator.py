@@ -52,9 +52,10 @@ ABSENT: dict[str, str] = {
                  "compared up to there (interpret._torch_bug)",
     "stale_view_hook": "register_hook on a view whose base was written in place since: torch 2.13 itself "
                        "segfaults (Tensor.register_hook), so the program cannot be compared",
-    "third_order": "a third-order graph through layer_norm, log_sigmoid, nll_loss or binary_cross_entropy_with_logits: "
-                   "their second-order nodes compute in numpy and refuse create_graph with NotImplementedError "
-                   "(engine/_ops/nn_extra.py); a program stops being compared there (interpret._refused_on_purpose)",
+    "third_order": "a third-order graph through layer_norm, log_sigmoid, nll_loss, binary_cross_entropy(_with_logits), "
+                   "smooth_l1_loss or huber_loss: their second-order nodes compute in numpy and refuse create_graph "
+                   "with NotImplementedError (engine/_ops/nn_extra.py, losses.py); a program stops being compared "
+                   "there (interpret._refused_on_purpose)",
     "refused_inplace": "Tensor.pow_, exp_, neg_, relu_, sigmoid_, tanh_, abs_, sqrt_, clamp_, t_ and unsqueeze_ "
                        "raise NotImplementedError on purpose (engine/_inplace.py)",
 }

@@ -29,6 +29,8 @@ UNARY: dict[str, tuple[tuple[str, ...], str, str, float]] = {
     "sgn": (("{0}.sgn()",), "any", "", 0.3),
     "sign": (("{0}.sign()",), "any", "", 0.3),
     "log1p": (("{0}.log1p()",), "pos", "pos", 0.5),
+    "log10": (("{0}.log10()", "t.log10({0})"), "pos", "", 0.5),
+    "flip": (("{0}.flip(0)", "{0}.flip(-1)", "t.flip({0}, (0,))", "{0}.flip(())"), "any", "keep", 0.5),
     "expm1": (("{0}.expm1()",), "any", "keep", 0.5),
     "square": (("{0}.square()", "{0} ** 2", "{0}.pow(2)", "t.pow({0}, 2)"), "any", "keep", 3),
     "cube": (("{0} ** 3",), "any", "keep", 0.5),
