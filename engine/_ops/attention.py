@@ -6,6 +6,8 @@ mask as 0/-inf), the output and the rows' logsumexp.
 
 Elsewhere torch takes its math path (scaled matmuls, _safe_softmax, bmm: about sixteen nodes); the engine refuses
 those calls with NotImplementedError rather than record another graph.
+
+Also here: baddbmm and Tensor.unflatten, which nn.MultiheadAttention's forward calls.
 """
 from __future__ import annotations
 
@@ -14,10 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from .._dispatch import public
 from .._dtype import from_numpy_dtype
 from .._functions import _Generated
-from .._tensor import Tensor
-from ._common import _out, needs_grad, quietly, save_inputs
+from .._layout import empty_preserving
+from .._tensor import Tensor, _wrap_dim
+from ._common import _out, has_edge, needs_grad, quietly, record, save_inputs
 from .nn_extra import _record_many
 
 
@@ -80,7 +84,16 @@ def _fused(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, dropout_p:
         return False
     if attn_mask is not None and needs_grad(attn_mask):
         return False
+    if any(t._data.strides[-1] != t._data.itemsize and t._data.shape[-1] > 1 for t in (q, k, v)):
+        return False  # torch's check_last_dim_stride_equals_1
     return qs[:2] == ks[:2] == vs[:2] and qs[-1] == ks[-1] == vs[-1] and ks[2] == vs[2]
+
+
+def _like_query(q: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The output laid out as torch's kernel lays it out: empty_like(query) (its strides, when dense)."""
+    out = empty_preserving(q, q.dtype)
+    out[...] = values
+    return out
 
 
 def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, dropout_p: float,
@@ -99,8 +112,9 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
     if not _fused(q, k, v, attn_mask, dropout_p, enable_gqa):
         raise NotImplementedError(
             "agdb's engine implements scaled_dot_product_attention only where torch takes its fused CPU kernel "
-            "(4-d query, key and value with equal batch and head sizes and head dims, an attn_mask that requires no "
-            "grad, dropout_p=0, enable_gqa=False); run the program on real torch with `agdb torch SCRIPT`")
+            "(4-d query, key and value with equal batch and head sizes and head dims and a unit-strided last dim, "
+            "an attn_mask that requires no grad, dropout_p=0, enable_gqa=False); run the program on real torch with "
+            "`agdb torch SCRIPT`")
     mask = attn_mask
     if mask is not None and mask._data.dtype == np.bool_:
         mask = _out(np.where(mask._data, 0.0, -np.inf).astype(q._data.dtype), q)
@@ -120,7 +134,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
     p, lse = quietly(lambda: _probs(_scores(q._data, k._data, None if mask is None else mask._data, is_causal,
                                             used)))
     dtype = q._data.dtype
-    result = _out(np.ascontiguousarray(np.matmul(p, v._data.astype(np.float64)), dtype=dtype), q)
+    result = _out(_like_query(q._data, np.matmul(p, v._data.astype(np.float64))), q)
     if node is not None:
         node.output = result
         node.logsumexp = _out(np.ascontiguousarray(lse, dtype=dtype), q)
@@ -133,3 +147,56 @@ def _name(dtype: np.dtype) -> str:
     return {"float64": "double", "float32": "float", "int64": "long int", "int32": "int",
             "bool": "bool"}.get(str(from_numpy_dtype(dtype)).replace("engine.", "").replace("torch.", ""),
                                 str(dtype))
+
+
+# -- the ops nn.MultiheadAttention's Python forward calls that the rest of the engine lacks -------------------
+class BaddbmmBackward0(_Generated):
+    __slots__ = ("batch1", "batch2", "alpha", "beta")
+    _saved_tensor_names = ("batch1", "batch2")
+    _saved_values = ("alpha", "beta")
+
+    def formulas(self, grad, out):
+        from .arith import mul_scalar
+        from .linalg import bmm
+        from .shape import transpose
+        if self.should_compute_output(0):  # maybe_multiply(grad, beta)
+            out[0] = grad if self.beta == 1 else mul_scalar(grad, self.beta)
+        if self.should_compute_output(1):  # grad.bmm(batch2.transpose(1, 2)) * alpha
+            g = bmm(grad, transpose(self.batch2, 1, 2))
+            out[1] = g if self.alpha == 1 else mul_scalar(g, self.alpha)
+        if self.should_compute_output(2):  # batch1.transpose(1, 2).bmm(grad) * alpha
+            g = bmm(transpose(self.batch1, 1, 2), grad)
+            out[2] = g if self.alpha == 1 else mul_scalar(g, self.alpha)
+
+
+@public("baddbmm", torch=True, tensor=True)
+def baddbmm(a: Tensor, batch1: Tensor, batch2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+    """beta * a + alpha * (batch1 @ batch2), batch by batch → BaddbmmBackward0 (edges self, batch1, batch2)."""
+    node = BaddbmmBackward0() if needs_grad(a, batch1, batch2) else None
+    if node is not None:
+        has_edge(a)
+        e1, e2 = has_edge(batch1), has_edge(batch2)
+        save_inputs(node, batch1=batch1 if e2 else None, batch2=batch2 if e1 else None, alpha=alpha, beta=beta)
+    for name, m in (("batch1", batch1), ("batch2", batch2)):
+        if m._data.ndim != 3:
+            raise RuntimeError(f"{name} must be a 3D tensor")
+    s1, s2 = batch1._data.shape, batch2._data.shape
+    if s2[0] != s1[0] or s2[1] != s1[2]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{s1[0]}, {s1[2]}] but "
+                           f"got: [{s2[0]}, {s2[1]}].")
+    prod = np.matmul(batch1._data, batch2._data)
+    base = np.broadcast_to(a._data, prod.shape)
+    data = base + prod if beta == 1 and alpha == 1 else beta * base + alpha * prod
+    out = _out(np.ascontiguousarray(data, dtype=prod.dtype), batch1)
+    if node is not None:
+        record(node, (a, batch1, batch2), out)
+    return out
+
+
+@public("unflatten", torch=True, tensor=True)
+def unflatten(a: Tensor, dim: int, sizes: Any) -> Tensor:
+    """Split dim `dim` into `sizes` (one may be -1) → a view (ViewBackward0)."""
+    from .shape import view
+    shape = a._data.shape
+    d = _wrap_dim(dim, len(shape))
+    return view(a, tuple(shape[:d]) + tuple(int(s) for s in sizes) + tuple(shape[d + 1:]))

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._dispatch import public
-from .._ops import batch_norm as batch_norm_op
 from .._ops import attention, conv, pool
+from .._ops import batch_norm as batch_norm_op
 from .._tensor import Tensor
 
 

@@ -161,7 +161,10 @@ def l1_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any
     return nn_extra.l1_loss(input, target, reduction)
 
 
-from . import _functional_layers  # noqa: E402,F401 - declares conv1d, conv2d, ... before the table
+from . import (
+    _attention_functional,  # noqa: E402,F401 - declares multi_head_attention_forward
+    _functional_layers,  # noqa: E402,F401 - declares conv1d, conv2d, ... before the table
+)
 
 globals().update(table("nn.functional"))  # the names above, now passing through the dispatch point
 __all__ = list(table("nn.functional"))
