@@ -229,3 +229,79 @@ PROGRAMS["attention_encoder_two_layers"] = lambda t, p: _encoder(t, p, 2, False,
 PROGRAMS["attention_encoder_two_layers_norm_first_causal"] = lambda t, p: _encoder(t, p, 2, True, "gelu", True,
                                                                                    "causal", final_norm=True)
 PROGRAMS["attention_encoder_padding"] = lambda t, p: _encoder(t, p, 1, False, "relu", True, "padding")
+
+
+# -- a GPT-style block, trained for two steps -----------------------------------------------------------------
+def _gpt(t, p, sdpa: bool):
+    """minGPT/nanoGPT's shape: token and position embeddings, a pre-norm block (LayerNorm, causal self-attention by
+    SDPA or by a masked softmax, GELU MLP), a final LayerNorm and head, cross_entropy with ignore_index; AdamW."""
+    nn, fn = t.nn, t.nn.functional
+    n_embd, n_head, block, vocab = 4, 2, 3, 5
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(n_embd, dtype=t.float64), nn.LayerNorm(n_embd, dtype=t.float64)
+            self.c_attn = nn.Linear(n_embd, 3 * n_embd, dtype=t.float64)
+            self.c_proj = nn.Linear(n_embd, n_embd, dtype=t.float64)
+            self.fc = nn.Linear(n_embd, 2 * n_embd, dtype=t.float64)
+            self.proj = nn.Linear(2 * n_embd, n_embd, dtype=t.float64)
+            self.register_buffer("bias", t.tensor([[1.0, 0, 0], [1, 1, 0], [1, 1, 1]]).view(1, 1, block, block))
+
+        def attn(self, x):
+            b, s, c = x.size()
+            q, k, v = self.c_attn(x).split(n_embd, dim=2)
+            k = k.view(b, s, n_head, c // n_head).transpose(1, 2)
+            q = q.view(b, s, n_head, c // n_head).transpose(1, 2)
+            v = v.view(b, s, n_head, c // n_head).transpose(1, 2)
+            if sdpa:
+                y = fn.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=True)
+            else:
+                att = (q @ k.transpose(-2, -1)) * (1.0 / (k.size(-1) ** 0.5))
+                att = att.masked_fill(self.bias[:, :, :s, :s] == 0, float("-inf"))
+                y = fn.softmax(att, dim=-1) @ v
+            return self.c_proj(y.transpose(1, 2).contiguous().view(b, s, c))
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.proj(fn.gelu(self.fc(self.ln_2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, n_embd, dtype=t.float64), nn.Embedding(block, n_embd,
+                                                                                            dtype=t.float64)
+            self.h = nn.ModuleList([Block()])
+            self.ln_f = nn.LayerNorm(n_embd, dtype=t.float64)
+            self.lm_head = nn.Linear(n_embd, vocab, bias=False, dtype=t.float64)
+
+        def forward(self, idx, targets):
+            pos = t.arange(0, idx.size(1), dtype=t.long)
+            x = self.wte(idx) + self.wpe(pos)
+            for blk in self.h:
+                x = blk(x)
+            logits = self.lm_head(self.ln_f(x))
+            return fn.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+
+    model = GPT()
+    weights = {}
+    for i, (name, q) in enumerate(model.named_parameters()):
+        weights[name] = data(*q.shape, seed=i) if q.dim() else 0.1
+    _load(t, p, model, "gpt", **weights)
+    optimizer = t.optim.AdamW(model.parameters(), lr=0.05)
+    idx = t.tensor([[1, 4, 2], [0, 3, 3]])
+    targets = t.tensor([[4, 2, -1], [3, 3, 1]])
+    for step in range(2):
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(idx, targets)
+        p.watch(loss, tag=f"graph {step}")
+        p.counter(f"forward {step}")
+        p.value("loss", loss)
+        p.run("backward", lambda loss=loss: loss.backward())
+        p.value("grads", tuple(q.grad for q in model.parameters()))
+        optimizer.step()
+    p.value("params", tuple(model.parameters()))
+
+
+PROGRAMS["attention_gpt_block_sdpa"] = lambda t, p: _gpt(t, p, True)
+PROGRAMS["attention_gpt_block_masked_softmax"] = lambda t, p: _gpt(t, p, False)
