@@ -250,3 +250,93 @@ def lstm_mkldnn(x: Tensor, hx: Tensor, cx: Tensor, weights: list, has_biases: bo
     if batch_first:
         x = transpose(x, 0, 1)
     return x, hy, cy
+
+
+# -- nn.GRUCell and nn.GRU ----------------------------------------------------------------------------------
+def _gru_step(igates: tuple, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
+    """torch's GRUCell: hgates = linear_hh(h).unsafe_chunk(3, 1); r = hgates[0].add_(igates[0]).sigmoid_(),
+    z = hgates[1].add_(igates[1]).sigmoid_(), n = igates[2].add(hgates[2].mul_(r)).tanh_(),
+    h' = (h - n).mul_(z).add_(n). Each mul_ saves a clone of the value it overwrites (CloneBackward0: a seq_nr
+    that no edge reaches)."""
+    hgates = unsafe_chunk(linear(h, w_hh, b_hh), 3, 1)
+    reset = sigmoid(hgates[0].add_(igates[0]))
+    update = sigmoid(hgates[1].add_(igates[1]))
+    new = tanh(add(igates[2], hgates[2].mul_(reset)))
+    return (h - new).mul_(update).add_(new)
+
+
+def _check_cell(x: Tensor, hidden: tuple, w_ih: Tensor, w_hh: Tensor) -> None:
+    """check_rnn_cell_forward_input and check_rnn_cell_forward_hidden."""
+    if _size(x, 1) != _size(w_ih, 1):
+        raise RuntimeError(f"input has inconsistent input_size: got {_size(x, 1)} expected {_size(w_ih, 1)}")
+    for label, h in enumerate(hidden):
+        if _size(x, 0) != _size(h, 0):
+            raise RuntimeError(f"Input batch size {_size(x, 0)} doesn't match hidden{label} batch size {_size(h, 0)}")
+        if _size(h, 1) != _size(w_hh, 1):
+            raise RuntimeError(f"hidden{label} has inconsistent hidden_size: got {_size(h, 1)}, expected "
+                               f"{_size(w_hh, 1)}")
+
+
+def gru_cell(x: Tensor, hx: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None, b_hh: Tensor | None) -> Tensor:
+    """at::gru_cell on CPU: linear_ih(x) chunked, then the cell's ops."""
+    _check_cell(x, (hx,), w_ih, w_hh)
+    return _gru_step(unsafe_chunk(linear(x, w_ih, b_ih), 3, 1), hx, w_hh, b_hh)
+
+
+class TransposeBackward1(fn.TransposeBackward0):
+    """transpose_'s node: transpose's formula."""
+
+    __slots__ = ()
+
+
+def _transpose_(t: Tensor) -> Tensor:
+    """t.transpose_(0, 1) on a result that is not a view: the same memory read with dims 0 and 1 swapped, one more
+    version, and TransposeBackward1 as its grad_fn."""
+    from .. import _version
+    from .._inplace import _set_history
+    from .._tensor import make_tensor
+    from ._common import record
+    node = TransposeBackward1() if needs_grad(t) else None
+    swapped = np.swapaxes(t._data, 0, 1)
+    if node is not None:
+        node.dim0, node.dim1 = 0, 1
+        result = make_tensor(swapped, device=t._device)
+        record(node, (t,), result)
+    t._data = swapped
+    _version.bump_tensor(t)
+    if node is not None:
+        _set_history(t, node, 0)
+    return t
+
+
+def gru_steps(x: Tensor, hx: Tensor, weights: list, num_layers: int, bidirectional: bool,
+              batch_first: bool) -> tuple[Tensor, Tensor]:
+    """at::gru's CPU path: like lstm_steps with one hidden state (each step's input projection chunked first);
+    output, then hy stacked, then the output transposed in place for batch_first."""
+    from .shape import cat, stack, transpose, unbind
+    if batch_first:
+        x = transpose(x, 0, 1)
+    layer_hx = unbind(hx, 0)
+    directions = 2 if bidirectional else 1
+    finals = []
+    for layer in range(num_layers):
+        outs = []
+        for direction in range(directions):
+            w_ih, w_hh, b_ih, b_hh = weights[layer * directions + direction]
+            steps = list(unbind(linear(x, w_ih, b_ih), 0))
+            if direction:
+                steps.reverse()
+            h = layer_hx[layer * directions + direction]
+            outputs = []
+            for x_t in steps:
+                h = _gru_step(unsafe_chunk(x_t, 3, 1), h, w_hh, b_hh)
+                outputs.append(h)
+            if direction:
+                outputs.reverse()
+            outs.append(stack(outputs, 0))
+            finals.append(h)
+        x = outs[0] if directions == 1 else cat(outs, outs[0].dim() - 1)
+    hy = stack(finals, 0)
+    if batch_first:
+        x = _transpose_(x)
+    return x, hy

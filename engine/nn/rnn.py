@@ -1,5 +1,5 @@
-"""engine.nn's recurrent layers (LSTMCell, LSTM), with PyTorch 2.13's constructor arguments, checks, init and repr;
-the forward records torch's CPU paths (engine/_ops/rnn.py)."""
+"""engine.nn's recurrent layers (LSTMCell, GRUCell, LSTM, GRU), with PyTorch 2.13's constructor arguments, checks,
+init and repr; the forward records torch's CPU paths (engine/_ops/rnn.py)."""
 from __future__ import annotations
 
 import math
@@ -79,13 +79,14 @@ class LSTMCell(RNNCellBase):
         return ret
 
 
-class LSTM(Module):
-    """A multi-layer LSTM over (T, N, in) (or (N, T, in) with batch_first, or unbatched (T, in)): parameters
-    weight_ih_l{k}[_reverse], weight_hh_l{k}[_reverse], bias_ih_l{k}[_reverse], bias_hh_l{k}[_reverse], uniform in
-    ±1/sqrt(hidden_size). float32 with torch.backends.mkldnn.enabled takes torch's oneDNN path, else its native
-    per-step path."""
+class RNNBase(Module):
+    """A multi-layer recurrent layer over (T, N, in) (or (N, T, in) with batch_first, or unbatched (T, in)):
+    parameters weight_ih_l{k}[_reverse], weight_hh_l{k}[_reverse], bias_ih_l{k}[_reverse], bias_hh_l{k}[_reverse],
+    uniform in ±1/sqrt(hidden_size)."""
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+    _gates = 4
+
+    def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
                  device: Any = None, dtype: Any = None) -> None:
         super().__init__()
@@ -93,7 +94,7 @@ class LSTM(Module):
             raise ValueError("dropout should be a number in range [0, 1] representing the probability of an element "
                              "being zeroed")
         if proj_size:
-            raise NotImplementedError("agdb's engine does not implement nn.LSTM's proj_size")
+            raise NotImplementedError(f"agdb's engine does not implement nn.{mode}'s proj_size")
         if dropout > 0 and num_layers == 1:
             warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
                           f"expects num_layers greater than 1, but got dropout={dropout} and num_layers={num_layers}",
@@ -110,7 +111,7 @@ class LSTM(Module):
             raise ValueError("hidden_size must be greater than zero")
         if num_layers <= 0:
             raise ValueError("num_layers must be greater than zero")
-        self.mode, self.input_size, self.hidden_size, self.num_layers = "LSTM", input_size, hidden_size, num_layers
+        self.mode, self.input_size, self.hidden_size, self.num_layers = mode, input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
         self.bidirectional, self.proj_size = bidirectional, proj_size
         kw = {"device": device, "dtype": dtype}
@@ -120,9 +121,10 @@ class LSTM(Module):
             for direction in range(directions):
                 layer_input = input_size if layer == 0 else hidden_size * directions
                 suffix = f"_l{layer}" + ("_reverse" if direction == 1 else "")
-                params = [("weight_ih", (4 * hidden_size, layer_input)), ("weight_hh", (4 * hidden_size, hidden_size))]
+                rows = self._gates * hidden_size
+                params = [("weight_ih", (rows, layer_input)), ("weight_hh", (rows, hidden_size))]
                 if bias:
-                    params += [("bias_ih", (4 * hidden_size,)), ("bias_hh", (4 * hidden_size,))]
+                    params += [("bias_ih", (rows,)), ("bias_hh", (rows,))]
                 for name, shape in params:
                     setattr(self, name + suffix, Parameter(_empty(*shape, **kw)))
                     self._flat_weights_names.append(name + suffix)
@@ -163,9 +165,28 @@ class LSTM(Module):
                                f"{input.size(-1)}")
         batch = input.size(0) if self.batch_first else input.size(1)
         expected = (self.num_layers * (2 if self.bidirectional else 1), batch, self.hidden_size)
-        for i, h in enumerate(hx):
-            if tuple(h.size()) != expected:
-                raise RuntimeError(f"Expected hidden[{i}] size {expected}, got {list(h.size())}")
+        if isinstance(hx, tuple):
+            for i, h in enumerate(hx):
+                if tuple(h.size()) != expected:
+                    raise RuntimeError(f"Expected hidden[{i}] size {expected}, got {list(h.size())}")
+        elif tuple(hx.size()) != expected:
+            raise RuntimeError(f"Expected hidden size {expected}, got {list(hx.size())}")
+
+    def _weight_groups(self) -> list:
+        """(w_ih, w_hh, b_ih, b_hh) per layer and direction (None biases without bias)."""
+        weights = self._flat_weights
+        per = 4 if self.bias else 2
+        return [tuple(weights[i:i + per]) + ((None, None) if not self.bias else ()) for i in
+                range(0, len(weights), per)]
+
+
+class LSTM(RNNBase):
+    """A multi-layer LSTM; float32 with torch.backends.mkldnn.enabled takes torch's oneDNN path, else its native
+    per-step path."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__("LSTM", *args, **kwargs)
+
 
     def forward(self, input: Tensor, hx: Any = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         batch_dim = 0 if self.batch_first else 1
@@ -190,10 +211,7 @@ class LSTM(Module):
         self._check_forward_args(input, hx)
         if self.dropout > 0 and self.training and self.num_layers > 1:
             raise NotImplementedError("agdb's engine does not implement nn.LSTM's dropout between layers in training")
-        weights = self._flat_weights
-        per = 4 if self.bias else 2
-        groups = [tuple(weights[i:i + per]) + ((None, None) if not self.bias else ()) for i in
-                  range(0, len(weights), per)]
+        groups = self._weight_groups()
         if input.dtype == float32 and backends.mkldnn.enabled and input.numel() != 0:
             out, h, c = rnn_ops.lstm_mkldnn(input, hx[0], hx[1], groups, self.bias, self.num_layers,
                                             self.bidirectional, self.batch_first, self.training)
@@ -203,3 +221,61 @@ class LSTM(Module):
         if not is_batched:
             out, h, c = squeeze(out, batch_dim), squeeze(h, 1), squeeze(c, 1)
         return out, (h, c)
+
+
+class GRU(RNNBase):
+    """A multi-layer GRU (torch's native per-step path on CPU, in float32 too)."""
+
+    _gates = 3
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__("GRU", *args, **kwargs)
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        if input.dim() not in (2, 3):
+            raise ValueError(f"GRU: Expected input to be 2D or 3D, got {input.dim()}D instead")
+        batch_dim = 0 if self.batch_first else 1
+        is_batched = input.dim() == 3
+        if not is_batched:
+            input = unsqueeze(input, batch_dim)
+            if hx is not None:
+                if hx.dim() != 2:
+                    raise RuntimeError(f"For unbatched 2-D input, hx should also be 2-D but got {hx.dim()}-D tensor")
+                hx = unsqueeze(hx, 1)
+        elif hx is not None and hx.dim() != 3:
+            raise RuntimeError(f"For batched 3-D input, hx should also be 3-D but got {hx.dim()}-D tensor")
+        if hx is None:
+            batch = input.size(0) if self.batch_first else input.size(1)
+            hx = zeros(self.num_layers * (2 if self.bidirectional else 1), batch, self.hidden_size, dtype=input.dtype,
+                       device=input.device)
+        self._check_forward_args(input, hx)
+        if self.dropout > 0 and self.training and self.num_layers > 1:
+            raise NotImplementedError("agdb's engine does not implement nn.GRU's dropout between layers in training")
+        out, h = rnn_ops.gru_steps(input, hx, self._weight_groups(), self.num_layers, self.bidirectional,
+                                   self.batch_first)
+        if not is_batched:
+            out, h = squeeze(out, batch_dim), squeeze(h, 1)
+        return out, h
+
+
+class GRUCell(RNNCellBase):
+    """One GRU step: h' from input (N, in) or (in,) and h (zeros when not given)."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__(input_size, hidden_size, bias, num_chunks=3, device=device, dtype=dtype)
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
+        if input.dim() not in (1, 2):
+            raise ValueError(f"GRUCell: Expected input to be 1D or 2D, got {input.dim()}D instead")
+        if hx is not None and hx.dim() not in (1, 2):
+            raise ValueError(f"GRUCell: Expected hidden to be 1D or 2D, got {hx.dim()}D instead")
+        is_batched = input.dim() == 2
+        if not is_batched:
+            input = unsqueeze(input, 0)
+        if hx is None:
+            hx = zeros(input.size(0), self.hidden_size, dtype=input.dtype, device=input.device)
+        elif not is_batched:
+            hx = unsqueeze(hx, 0)
+        ret = rnn_ops.gru_cell(input, hx, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        return squeeze(ret, 0) if not is_batched else ret
