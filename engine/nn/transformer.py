@@ -11,6 +11,7 @@ import copy
 import warnings
 from typing import Any, Callable
 
+from .._state import is_grad_enabled
 from .._tensor import Tensor
 from . import functional as F  # noqa: N812 - torch's alias
 from . import init
@@ -225,6 +226,23 @@ class TransformerEncoder(Module):
         is_causal = _detect_is_causal_mask(mask, is_causal, seq_len)
         for mod in self.layers:
             output = mod(output, src_mask=mask, is_causal=is_causal, src_key_padding_mask=src_key_padding_mask)
+        if self._nested(src, mask, src_key_padding_mask):
+            # torch ran the layers on a nested tensor of the real tokens and pads it back with zeros
+            output = output.masked_fill((src_key_padding_mask != 0).unsqueeze(-1), 0.0)
         if self.norm is not None:
             output = self.norm(output)
         return output
+
+    def _nested(self, src: Tensor, mask: Tensor | None, padding: Tensor | None) -> bool:
+        """Whether torch's forward takes its nested-tensor fast path (eval, no autograd, a left-aligned padding
+        mask and no attention mask)."""
+        first = self.layers[0]
+        if not self.use_nested_tensor or first.training or src.dim() != 3 or padding is None or mask is not None:
+            return False
+        real = (padding == 0).tolist()
+        if self.mask_check and any(row != sorted(row, reverse=True) for row in real):
+            return False  # not left-aligned
+        tensors = (src, first.self_attn.in_proj_weight, first.self_attn.in_proj_bias, first.self_attn.out_proj.weight,
+                   first.self_attn.out_proj.bias, first.norm1.weight, first.norm1.bias, first.norm2.weight,
+                   first.norm2.bias, first.linear1.weight, first.linear1.bias, first.linear2.weight, first.linear2.bias)
+        return not (is_grad_enabled() and any(x is not None and x.requires_grad for x in tensors))

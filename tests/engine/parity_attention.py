@@ -305,3 +305,33 @@ def _gpt(t, p, sdpa: bool):
 
 PROGRAMS["attention_gpt_block_sdpa"] = lambda t, p: _gpt(t, p, True)
 PROGRAMS["attention_gpt_block_masked_softmax"] = lambda t, p: _gpt(t, p, False)
+
+
+@program_("attention_eval_no_grad_fast_paths")
+def _fast_paths(t, p):
+    """Eval mode under no_grad: torch's fused fast paths; no node, the same values (and the nested-tensor encoder's
+    zeros at padded positions)."""
+    nn = t.nn
+    m = nn.MultiheadAttention(4, 2, batch_first=True, dtype=t.float64)
+    _load(t, p, m, "mha", **_mha_weights(4))
+    layer = nn.TransformerEncoderLayer(4, 2, dim_feedforward=6, dropout=0.0, batch_first=True, dtype=t.float64)
+    _load(t, p, layer, "layer", **_layer_weights("", 0))
+    enc = nn.TransformerEncoder(layer, 2)
+    m.eval()
+    enc.eval()
+    x = p.const(data(2, 3, 4, seed=11))
+    pad = t.tensor([[False, False, True], [False, False, False]])
+    with t.no_grad():
+        out, w = m(x, x, x)
+        p.value("mha", (out, w))
+        out, w = m(x, x, x, key_padding_mask=pad, need_weights=False)
+        p.value("mha padded", (out, w))
+        p.value("layer", layer(x))
+        p.value("layer padded", layer(x, src_key_padding_mask=pad))
+        p.value("encoder", enc(x))
+        p.value("encoder padded", enc(x, src_key_padding_mask=pad))
+        p.value("encoder padded first", enc(x, src_key_padding_mask=t.tensor([[True, False, False]] * 2)))
+        normed = nn.TransformerEncoder(layer, 1, norm=nn.LayerNorm(4, dtype=t.float64))
+        normed.eval()
+        p.value("encoder padded, final norm", normed(x, src_key_padding_mask=pad))
+    p.counter("after")
