@@ -2,7 +2,8 @@
 batch and head sizes and head dims, a mask that requires no grad and no dropout, torch picks its fused kernel
 (_scaled_dot_product_flash_attention_for_cpu) in float32 and float64 alike: one
 ScaledDotProductFlashAttentionForCpuBackward0 node (slots query, key, value) that saves the inputs, the mask (a bool
-mask as 0/-inf), the output and the rows' logsumexp.
+mask as 0/-inf), the output and the rows' logsumexp. Under create_graph its grads hang off a NotImplemented node, as
+torch's backward op has no derivative.
 
 Elsewhere torch takes its math path (scaled matmuls, _safe_softmax, bmm: about sixteen nodes); the engine refuses
 those calls with NotImplementedError rather than record another graph.
@@ -20,6 +21,7 @@ from .._dispatch import public
 from .._dtype import from_numpy_dtype
 from .._functions import _Generated
 from .._layout import empty_preserving
+from .._node import Error
 from .._tensor import Tensor, _wrap_dim
 from ._common import _out, has_edge, needs_grad, quietly, record, save_inputs
 from .nn_extra import _record_many
@@ -58,9 +60,6 @@ class ScaledDotProductFlashAttentionForCpuBackward0(_Generated):
         mask = [self.should_compute_output(i) for i in range(3)]
         if not any(mask):
             return
-        if needs_grad(grad, self.query, self.key, self.value):
-            raise NotImplementedError("agdb's engine does not record _scaled_dot_product_flash_attention_for_cpu's "
-                                      "backward graph; take this grad without create_graph=True")
         q, k, v = self.query._data, self.key._data, self.value._data
         scale = self.scale if self.scale is not None else 1.0 / math.sqrt(q.shape[-1])
         attn = None if self.attn_mask is None else self.attn_mask._data
@@ -75,6 +74,18 @@ class ScaledDotProductFlashAttentionForCpuBackward0(_Generated):
         for i, (compute, like) in enumerate(zip(results, (self.query, self.key, self.value), strict=True)):
             if mask[i]:
                 out[i] = _out(np.ascontiguousarray(compute(), dtype=like._data.dtype), like)
+        inputs = (grad, self.query, self.key, self.value, self.output)
+        if needs_grad(*inputs):  # create_graph: torch's backward op has no derivative, its grads a NotImplemented
+            node = NotImplemented("derivative for aten::_scaled_dot_product_flash_attention_for_cpu_backward is not "
+                                  "implemented")
+            _record_many(node, tuple(t for t in inputs if has_edge(t)), out)
+
+
+class NotImplemented(Error):  # noqa: A001 - torch's name
+    """The grad_fn of what a backward op without a derivative returns under create_graph: raises when run."""
+
+    __slots__ = ()
+    _name = "torch::autograd::NotImplemented"
 
 
 def _fused(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, dropout_p: float, enable_gqa: bool) -> bool:

@@ -21,7 +21,8 @@ def program_(name: str) -> Callable:
     return register
 
 
-def _sdpa(name: str, shapes: tuple, dtype: str = "float64", grad: tuple = (True, True, True), **kw) -> None:
+def _sdpa(name: str, shapes: tuple, dtype: str = "float64", grad: tuple = (True, True, True), create_graph=False,
+          **kw) -> None:
     """SDPA of leaves q, k, v of `shapes`; `mask` in kw is built by a function of t."""
     def fn(t, p):
         q, k, v = (p.leaf(n, data(*s, seed=i), requires_grad=g, dtype=dtype)
@@ -30,7 +31,7 @@ def _sdpa(name: str, shapes: tuple, dtype: str = "float64", grad: tuple = (True,
         live = [x for x in (q, k, v) if x.requires_grad]
         if dtype == "float64":
             _forward_and_grads(t, p, lambda *xs: F(t).scaled_dot_product_attention(q, k, v, **args), *live,
-                               create_graph=False)
+                               create_graph=create_graph)
             return
         y = F(t).scaled_dot_product_attention(q, k, v, **args)
         p.watch(y)
@@ -63,6 +64,10 @@ _sdpa("mask_and_causal", _QKV, attn_mask=lambda t: t.tensor(data(4, 4, seed=6), 
 _sdpa("scale", _QKV, scale=0.7)
 _sdpa("query_only", _QKV, grad=(True, False, False))
 _sdpa("value_only", _QKV, grad=(False, False, True))
+# create_graph: the grads' grad_fn is a NotImplemented node (seq 2**64-1) over grad_out, the inputs and the output,
+# and the second-order grad raises torch's error
+_sdpa("create_graph", _QKV, create_graph=True)
+_sdpa("create_graph_query_only", _QKV, grad=(True, False, False), create_graph=True)
 
 
 @program_("attention_sdpa_output_layout")
