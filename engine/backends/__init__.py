@@ -19,4 +19,9 @@ cuda = types.ModuleType("torch.backends.cuda", "No CUDA; the flags keep torch's 
 cuda.matmul = types.SimpleNamespace(allow_tf32=False, allow_fp16_reduced_precision_reduction=True)  # type: ignore[attr-defined]
 cuda.is_built = lambda: False  # type: ignore[attr-defined]
 
-__all__ = ["mps", "cudnn", "cuda"]
+mkldnn = types.ModuleType("torch.backends.mkldnn", "oneDNN, as a CPU torch on Linux has it: `enabled` picks nn.LSTM's "
+                          "float32 path (one MkldnnRnnLayerBackward0 per layer, or per-step nodes when False).")
+mkldnn.is_available = lambda: True  # type: ignore[attr-defined]
+mkldnn.enabled = True  # type: ignore[attr-defined]
+
+__all__ = ["mps", "cudnn", "cuda", "mkldnn"]

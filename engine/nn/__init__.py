@@ -30,7 +30,8 @@ from .modules import (
     Tanh,
 )
 from .parameter import Parameter
-from .rnn import LSTMCell
+from .rnn import GRU, LSTM, GRUCell, LSTMCell
+from .transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 
 _modules.module = _module  # torch.nn.modules.module: where torch keeps the global module hook functions
 
@@ -38,7 +39,8 @@ __all__ = [
     "functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Linear",
     "ReLU", "Tanh", "Sigmoid", "GELU", "Softmax", "LogSoftmax", "Flatten", "Identity", "Dropout", "Embedding",
     "LayerNorm", "Conv1d", "Conv2d", "MaxPool2d", "AvgPool2d",
-    "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LSTMCell",
+    "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LSTMCell", "LSTM", "GRUCell", "GRU", "MultiheadAttention",
+    "TransformerEncoderLayer", "TransformerEncoder",
     "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss",
     "SmoothL1Loss", "HuberLoss", "BCELoss",
 ]

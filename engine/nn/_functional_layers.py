@@ -1,5 +1,5 @@
-"""`engine.nn.functional`'s CNN layers (conv1d, conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, batch_norm),
-declared on the dispatch point.
+"""`engine.nn.functional`'s CNN layers (conv1d, conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, batch_norm) and
+scaled_dot_product_attention, declared on the dispatch point.
 
 engine/nn/functional.py imports this module before it builds its table, so these names are part of it.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._dispatch import public
+from .._ops import attention, conv, pool
 from .._ops import batch_norm as batch_norm_op
-from .._ops import conv, pool
 from .._tensor import Tensor
 
 
@@ -78,3 +78,13 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         if size_prods == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
     return batch_norm_op.batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+@public("scaled_dot_product_attention", functional=True)
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """softmax(query @ key^T * scale + attn_mask) @ value → ScaledDotProductFlashAttentionForCpuBackward0 (the fused
+    CPU kernel; the calls torch sends down its math path are refused)."""
+    return attention.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                                  enable_gqa)

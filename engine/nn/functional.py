@@ -162,7 +162,8 @@ def l1_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any
     return nn_extra.l1_loss(input, target, reduction)
 
 
-from . import _functional_layers  # noqa: E402,F401 - declares conv1d, conv2d, ... before the table
+# declare conv1d, conv2d, ..., scaled_dot_product_attention and multi_head_attention_forward before the table
+from . import _attention_functional, _functional_layers  # noqa: E402,F401
 
 globals().update(table("nn.functional"))  # the names above, now passing through the dispatch point
 __all__ = list(table("nn.functional"))

@@ -156,7 +156,7 @@ class Generator:
         return Program(seed, tuple(self.s.stmts), notes=tuple(sorted(self.s.notes)))
 
     def _draw_mode(self, kind: str) -> str | None:
-        if kind in ("backward", "grad", "optim", "hook", "leaf", "module"):
+        if kind in ("backward", "grad", "optim", "hook", "leaf", "module", "layer"):
             return None
         r = self.rng.random()
         return "no_grad" if r < 0.08 else "inference_mode" if r < 0.09 else None
@@ -360,3 +360,4 @@ def kind(name: str, weight: float) -> Callable:
 
 from tests.fuzz import autograd_kinds as _autograd_kinds  # noqa: E402,F401  (registers the statement kinds)
 from tests.fuzz import kinds as _kinds  # noqa: E402,F401
+from tests.fuzz import layer_kinds as _layer_kinds  # noqa: E402,F401
