@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import os
+import runpy
 import sys
 from typing import Any, Iterator
 
@@ -263,10 +264,20 @@ def _recorded_own_graphs(args: argparse.Namespace) -> tuple[tuple[Any, dict, str
 
     def run_script(script: str, script_args: list[str]) -> tuple[dict, str | None]:
         signals = getattr(args, "signals", None) or ScriptSignals()
-        run = record_script(script, script_args, ScriptSource("torch"), signals)
+        real_run_path = runpy.run_path
+
+        def keeping_globals(*a: Any, **k: Any) -> dict:  # the recorded run's globals, for an agdb_fx mark
+            holder["scope"] = real_run_path(*a, **k)
+            return holder["scope"]
+
+        runpy.run_path = keeping_globals
+        try:
+            run = record_script(script, script_args, ScriptSource("torch"), signals)
+        finally:
+            runpy.run_path = real_run_path
         holder["trace"] = run.trace
         lines = run.error_text.strip().splitlines()
-        return {}, None if run.error is None else (lines[-1] if lines else str(run.error))
+        return holder.get("scope", {}), None if run.error is None else (lines[-1] if lines else str(run.error))
 
     found = run_own_graphs(args.script, list(getattr(args, "script_args", [])), args.json,
                            takers=getattr(args, "torch_frames", False), runner=run_script)
@@ -291,3 +302,68 @@ def _save_with_graphs(found: Any, trace: Any, output: str) -> None:
     plural = "s" if len(subgraphs) != 1 else ""
     sys.stderr.write(f"wrote {output}: the bridge's trace of the run ({len(trace):,} events) and the joint graph "
                      f"{root.id} with {len(subgraphs)} subgraph{plural}{more}: agdb open {output}, key 9\n")
+
+
+def joint_graphs_torch(args: argparse.Namespace, command: str) -> tuple[list[tuple[str, str, Any]], str | None]:
+    """The joint graphs of a script run on real PyTorch: each compile's (its id, a title, the Graph), or, for a
+    script that compiled nothing but marks a target, that target's joint graph from torch's AOTAutograd (id
+    `c0.joint`); and how the script failed (one line), or None.
+
+    Raises:
+        FxError: torch missing, no such script; a script that compiled nothing and marks nothing, or raised before
+            compiling; no compile had a backward; a marked target torch could not trace.
+    """
+    found, scope, error = run_own_graphs(args.script, list(args.script_args), args.json, command)
+    if not len(found):
+        if error is not None or scope.get("agdb_fx") is None:
+            raise FxError(error or compiled_nothing(args.script, f"{command} checks"))
+        captured, _ = capture_script_torch(args.script, scope=scope)
+        return [("c0.joint", f"the joint graph of {captured.api} on the script's agdb_fx target", captured.joint)], \
+            None
+    joints = found.roots("joint")
+    if not joints:
+        raise FxError((f"{error}; " if error else "") + f"{args.script} made no joint graph: its compiles ran under "
+                      "no_grad or on inputs needing no gradient (inference graphs only), and a pass on joint graphs "
+                      "has nothing to check")
+    return [(e.id, found.compiles[e.compile].title(), e.graph) for e in joints], error
+
+
+def cmd_check_pass_torch(args: argparse.Namespace, pass_fn: Any) -> int:
+    """`agdb check-pass --torch SCRIPT MODULE:FUNCTION [ARGS...]`: the pass on each joint graph of the script's own
+    compiled run (or of its marked target), each checked on torch's fake tensors (TorchRunner). Exit status 1 when
+    any violation, or when a graph cannot be checked (named, after the results of the others)."""
+    from agdb.tracer.fx.check_pass import check_pass
+    from agdb.tracer.fx.interpret import NotRunnable
+
+    try:
+        joints, error = joint_graphs_torch(args, "agdb check-pass --torch")
+    except FxError as e:
+        return fail(str(e))
+    from agdb.tracer.sources.torch.fx_runner import TorchRunner
+
+    results: list[tuple[str, str, list]] = []
+    unrunnable: list[str] = []
+    for graph_id, title, graph in joints:
+        try:
+            results.append((graph_id, title, check_pass(graph, pass_fn, runner=TorchRunner(graph))))
+        except NotRunnable as e:
+            unrunnable.append(f"{graph_id}: {e}")
+        except Exception as e:  # noqa: BLE001 - the pass is user code
+            return fail(f"the pass raised {type(e).__name__} on {graph_id}: {_first_line(e)}")
+    if args.json:
+        print(json.dumps({"graphs": [g for g, _, _ in results],
+                          "violations": [{"graph": g, **v.to_json()} for g, _, vs in results for v in vs],
+                          "not_checked": unrunnable}, indent=2))
+    else:
+        for graph_id, title, found in results:
+            count = f"{len(found)} violation{'s' if len(found) != 1 else ''}" if found else "no invariant broken"
+            print(f"{graph_id} ({title}): {args.pass_fn}: {count}")
+            for v in found:
+                print(f"  [{v.kind}] {v.message}")
+    if unrunnable:
+        more = f" (and {len(unrunnable) - 1} more graph{'s' if len(unrunnable) > 2 else ''})" if len(unrunnable) > 1 \
+            else ""
+        return fail(f"cannot check {unrunnable[0]}{more}")
+    if error is not None:
+        return fail(f"{error} (the graphs compiled before that were checked)")
+    return 1 if any(found for _, _, found in results) else 0
