@@ -2,7 +2,8 @@
 backward call it makes, for test_real_programs.py to compare.
 
 A program is a directory holding the files of a public program (each headed with its source and its edits);
-its `main.py` runs as `__main__`, with the directory first on `sys.path` and an empty command line. On the
+its `main.py` runs as `__main__`, with the directory first on `sys.path` and the command line the test
+gives (none, or options that pick one of the program's models). On the
 engine, `import torch` gets the engine through the `--as-torch` shim (app/torch_shim.py), exactly as
 `agdb record` runs a script.
 
@@ -212,8 +213,9 @@ def _leaf_grads(root: Any) -> list:
     return grads
 
 
-def describe(program_dir: Path, library: str) -> tuple[list, str]:
-    """Run `program_dir/main.py` on `library` ("engine" or "torch"); return its events and what it printed."""
+def describe(program_dir: Path, library: str, argv: tuple[str, ...] = ()) -> tuple[list, str]:
+    """Run `program_dir/main.py` with command-line arguments `argv` on `library` ("engine" or "torch"); return
+    its events and what it printed."""
     saved = torch_shim.install() if library == "engine" else None
     t = engine if library == "engine" else __import__("torch")
     p = Probe(t)
@@ -221,16 +223,16 @@ def describe(program_dir: Path, library: str) -> tuple[list, str]:
     patched = _sites(t, _random_functions(t, stream)) + [(t.Tensor, "backward", _watch_backward(t, p))]
     originals = [(owner, name, owner.__dict__.get(name, _ABSENT)) for owner, name, _ in patched]
     before = set(sys.modules)
-    argv, path = sys.argv, list(sys.path)
+    saved_argv, saved_path = sys.argv, list(sys.path)
     out = io.StringIO()
-    sys.argv, sys.path[:0] = [str(program_dir / "main.py")], [str(program_dir)]
+    sys.argv, sys.path[:0] = [str(program_dir / "main.py"), *argv], [str(program_dir)]
     try:
         for owner, name, fn in patched:
             setattr(owner, name, fn)
         with warnings.catch_warnings(), contextlib.redirect_stdout(out):
             warnings.simplefilter("ignore")
             runpy.run_path(str(program_dir / "main.py"), run_name="__main__")
-    except Exception as e:  # noqa: BLE001 - how a program ends is compared
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - how a program ends is compared
         p.events.append(("raised", type(e).__name__, str(e)))
     finally:
         for owner, name, value in reversed(originals):
@@ -238,7 +240,7 @@ def describe(program_dir: Path, library: str) -> tuple[list, str]:
                 delattr(owner, name)
             else:
                 setattr(owner, name, value)
-        sys.argv, sys.path[:] = argv, path
+        sys.argv, sys.path[:] = saved_argv, saved_path
         for name in set(sys.modules) - before:  # the program's own modules hold the library they imported
             module = sys.modules[name]
             if str(getattr(module, "__file__", "") or "").startswith(str(program_dir)):

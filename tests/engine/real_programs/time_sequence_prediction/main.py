@@ -2,7 +2,7 @@
 # Licence: BSD 3-Clause, Copyright (c) 2017, Pytorch contributors; the full notice is in ../licenses/pytorch-examples.LICENSE.
 # Edits (sizes and data only; each changed line marked "# EDIT"):
 # - file renamed train.py -> main.py (the harness runs main.py).
-# - `torch.load('traindata.pt')` (written by generate_sine_wave.py of the same directory) replaced by that script's own numpy formula, inline, for N=6 waves of L=12 points instead of 100 of 1000.
+# - `torch.load('traindata.pt')` (written by generate_sine_wave.py of the same directory) replaced by that script's own numpy formula, inline, for N=6 waves of L=7 points instead of 100 of 1000.
 # - matplotlib (import, plots and savefig: file output) removed.
 # - defaults: 1 step instead of 15; 4 predicted future points instead of 1000.
 from __future__ import print_function
@@ -48,8 +48,8 @@ if __name__ == '__main__':
     np.random.seed(0)
     torch.manual_seed(0)
     # load data and make training set
-    _x = np.empty((6, 12), 'int64')  # EDIT: generate_sine_wave.py's data, inline and smaller
-    _x[:] = np.array(range(12)) + np.random.randint(-4 * 20, 4 * 20, 6).reshape(6, 1)  # EDIT
+    _x = np.empty((6, 7), 'int64')  # EDIT: generate_sine_wave.py's data, inline and smaller
+    _x[:] = np.array(range(7)) + np.random.randint(-4 * 20, 4 * 20, 6).reshape(6, 1)  # EDIT
     data = np.sin(_x / 1.0 / 20).astype('float64')  # EDIT
     input = torch.from_numpy(data[3:, :-1])
     target = torch.from_numpy(data[3:, 1:])
