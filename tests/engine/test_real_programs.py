@@ -16,6 +16,9 @@ from tests.engine.real_programs.harness import describe
 ROOT = Path(__file__).parent / "real_programs"
 CONFIGS: dict[str, tuple[str, tuple[str, ...]]] = {
     "word_language_model_transformer": ("word_language_model", ("--model", "Transformer")),
+    "minGPT_adder": ("minGPT_adder", ("--data.ndigit=1", "--model.model_type=None", "--model.n_layer=2",
+                                      "--model.n_head=2", "--model.n_embd=8", "--trainer.batch_size=4",
+                                      "--trainer.num_workers=0", "--trainer.max_iters=2")),
     **{f"makemore_{kind}": ("makemore", ("--type", kind)) for kind in ("bigram", "mlp", "rnn", "gru", "bow")},
 }
 """Runs of a program with command-line options that pick another of its models: name -> (directory, argv)."""
@@ -33,6 +36,7 @@ _NO_TRANSFORMER = ("model.py defines TransformerModel(nn.Transformer) at import,
 KNOWN_GAPS: dict[str, str] = {
     "word_language_model": _NO_TRANSFORMER,
     "word_language_model_transformer": _NO_TRANSFORMER,
+    "mnist_rnn": "the model uses nn.Dropout2d (on a 2-D input, torch's deprecated path), which the engine lacks",
 }
 """Programs that do not yet run on the engine as on torch, and why (each xfails strictly)."""
 
