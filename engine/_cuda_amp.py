@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import warnings
+
 from . import amp
 
 

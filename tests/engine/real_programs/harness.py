@@ -2,7 +2,7 @@
 backward call it makes, for test_real_programs.py to compare.
 
 A program is a directory holding the files of a public program (each headed with its source and its edits);
-its `main.py` runs as `__main__`, with the directory first on `sys.path` and the command line the test
+its `main.py` runs as `__main__` in that directory, which is also first on `sys.path`, and the command line the test
 gives (none, or options that pick one of the program's models). On the
 engine, `import torch` gets the engine through the `--as-torch` shim (app/torch_shim.py), exactly as
 `agdb record` runs a script.
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import runpy
 import sys
 import warnings
@@ -223,12 +224,13 @@ def describe(program_dir: Path, library: str, argv: tuple[str, ...] = ()) -> tup
     patched = _sites(t, _random_functions(t, stream)) + [(t.Tensor, "backward", _watch_backward(t, p))]
     originals = [(owner, name, owner.__dict__.get(name, _ABSENT)) for owner, name, _ in patched]
     before = set(sys.modules)
-    saved_argv, saved_path = sys.argv, list(sys.path)
+    saved_argv, saved_path, saved_cwd = sys.argv, list(sys.path), os.getcwd()
     out = io.StringIO()
     sys.argv, sys.path[:0] = [str(program_dir / "main.py"), *argv], [str(program_dir)]
     try:
         for owner, name, fn in patched:
             setattr(owner, name, fn)
+        os.chdir(program_dir)  # as its author runs it: some programs read their own files by relative path
         with warnings.catch_warnings(), contextlib.redirect_stdout(out):
             warnings.simplefilter("ignore")
             runpy.run_path(str(program_dir / "main.py"), run_name="__main__")
@@ -241,6 +243,7 @@ def describe(program_dir: Path, library: str, argv: tuple[str, ...] = ()) -> tup
             else:
                 setattr(owner, name, value)
         sys.argv, sys.path[:] = saved_argv, saved_path
+        os.chdir(saved_cwd)
         for name in set(sys.modules) - before:  # the program's own modules hold the library they imported
             module = sys.modules[name]
             if str(getattr(module, "__file__", "") or "").startswith(str(program_dir)):
