@@ -260,3 +260,21 @@ def _grad_scaler(t, p):
         p.value(tag + " w", (w, w.grad, w._version))
         opt.zero_grad()
     p.counter("end")
+
+
+@program("autograd.Variable: a detached alias of a tensor, of its dtype; requires_grad= makes a leaf")
+def _variable(t, p):
+    from_long = t.autograd.Variable(t.tensor([1, 2]))
+    p.value("long", (from_long, type(from_long).__name__, from_long.is_leaf))
+    w = t.autograd.Variable(t.ones(2, dtype=t.float64), requires_grad=True)
+    p.labels[id(w)] = "w"
+    p.value("leaf", (w.requires_grad, w.is_leaf, type(w).__name__))
+    y = (w * 3).sum()
+    z = t.autograd.Variable(y)
+    p.value("from a non-leaf", (z.grad_fn, z.requires_grad, z.is_leaf))
+    p.value("isinstance", (isinstance(t.ones(1), t.autograd.Variable), isinstance(1.0, t.autograd.Variable)))
+    p.run("a list", lambda: t.autograd.Variable([1.0]))
+    p.watch(y)
+    y.backward()
+    p.value("w.grad", w.grad)
+    p.counter("end")
