@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import random
 import runpy
 import sys
 import warnings
@@ -231,6 +232,8 @@ def describe(program_dir: Path, library: str, argv: tuple[str, ...] = ()) -> tup
         for owner, name, fn in patched:
             setattr(owner, name, fn)
         os.chdir(program_dir)  # as its author runs it: some programs read their own files by relative path
+        random.seed(SEED)  # Python's and numpy's global generators, which some programs use unseeded
+        np.random.seed(SEED % 2**32)
         with warnings.catch_warnings(), contextlib.redirect_stdout(out):
             warnings.simplefilter("ignore")
             runpy.run_path(str(program_dir / "main.py"), run_name="__main__")
