@@ -63,6 +63,7 @@ def _params() -> list:
 
 
 @pytest.mark.torch
+@pytest.mark.long
 @pytest.mark.parametrize("name", _params())
 def test_real_program_matches_torch(name: str) -> None:
     """The program runs on the engine as on torch: same backward calls, graphs, seq_nrs, order, values, grads."""
