@@ -25,7 +25,7 @@ from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enab
 globals().update(_dispatch.table("torch"))  # engine.exp, engine.matmul, ...: the ops declared as torch=
 _dispatch.install()  # Tensor's methods, operators and properties
 
-from . import accelerator, autograd, backends, cuda, linalg, mps, nn, optim, utils  # noqa: E402 - needs the Tensor methods installed
+from . import accelerator, amp, autograd, backends, cuda, distributed, linalg, mps, nn, optim, utils  # noqa: E402 - needs the Tensor methods installed
 
 float = float32  # noqa: A001 - torch.float
 double = float64
@@ -40,7 +40,7 @@ __all__ = [
     "long", "dtype",
     "Size", "device", "get_default_dtype", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",
     "inference_mode", "is_inference_mode_enabled",
-    "accelerator", "autograd", "backends", "cuda", "linalg", "mps", "nn", "optim", "utils",
+    "accelerator", "amp", "autograd", "backends", "cuda", "distributed", "linalg", "mps", "nn", "optim", "utils",
     "add_observer", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
     *_dispatch.table("torch"),
 ]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import _cuda_amp as amp  # noqa: F401 - torch.cuda.amp
+
 _NOT_COMPILED = "Torch not compiled with CUDA enabled"
 
 

@@ -1,5 +1,6 @@
-"""log10, tril/triu (and their in-place forms), flip/fliplr/flipud, topk and Tensor.type, with the nodes torch
-2.13 records (Log10Backward0, TrilBackward0, TriuBackward0, FlipBackward0, TopkBackward0, ToCopyBackward0).
+"""log10, tril/triu (and their in-place forms), flip/fliplr/flipud, roll, topk and Tensor.type, with the nodes
+torch 2.13 records (Log10Backward0, TrilBackward0, TriuBackward0, FlipBackward0, RollBackward0, TopkBackward0,
+ToCopyBackward0).
 
 Each node is made before the op's checks, as torch's generated code makes it, so a call that fails on a tensor
 that requires grad has taken its seq_nr.
@@ -172,6 +173,44 @@ def flipud(a: Tensor) -> Tensor:
     return _flip(a, (0,))
 
 
+# -- roll -------------------------------------------------------------------------------------------------
+class RollBackward0(_Generated):
+    __slots__ = ("shifts", "dims")
+    _saved_values = ("dims", "shifts")
+    _saved_int64 = ("dims", "shifts")
+
+    def formulas(self, grad, out):
+        if self.should_compute_output(0):  # grad.roll(-reversed(shifts), reversed(dims))
+            out[0] = _roll(grad, tuple(-s for s in reversed(self.shifts)), tuple(reversed(self.dims)))
+
+
+def _roll(a: Tensor, shifts: tuple, dims: tuple) -> Tensor:
+    node = RollBackward0() if needs_grad(a) else None
+    if len(shifts) != len(dims) and not (not dims and len(shifts) == 1):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    nd = a._data.ndim
+    if dims:
+        data = np.roll(a._data, shifts, tuple(_wrap_dim(d, nd) for d in dims))
+    else:  # rolled as a flattened tensor, then given its shape back
+        data = np.roll(a._data.reshape(-1), shifts[0]).reshape(a._data.shape)
+    out = _out(np.array(data), a)
+    if node is not None:
+        node.shifts, node.dims = shifts, dims
+        record(node, (a,), out)
+    return out
+
+
+def _int_tuple(name: str, value: Any) -> tuple:
+    values = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    return tuple(int_arg("roll", name, 1, v) for v in values)
+
+
+@public("roll", torch=True, tensor=True)
+def roll(input: Tensor, shifts: Any, dims: Any = ()) -> Tensor:  # noqa: A002 - torch's name
+    """Shift elements along `dims` (cyclically; along the flattened tensor without dims) → RollBackward0."""
+    return _roll(input, _int_tuple("shifts", shifts), _int_tuple("dims", dims) if dims is not None else ())
+
+
 # -- topk -------------------------------------------------------------------------------------------------
 class TopkBackward0(_Generated):
     __slots__ = ("dim", "indices", "self_sym_sizes")
@@ -269,4 +308,4 @@ def type_(a: Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: An
     return to(a, target)
 
 
-__all__ = ["log10", "tril", "triu", "flip", "fliplr", "flipud", "topk", "TopkResult"]
+__all__ = ["log10", "tril", "triu", "flip", "fliplr", "flipud", "roll", "topk", "TopkResult"]

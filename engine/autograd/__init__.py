@@ -228,10 +228,22 @@ class _ExecutionEngine:
         _engine.queue_callback(callback)
 
 
-class Variable(Tensor):
-    """Alias kept for `Variable._execution_engine.queue_callback`, as PyTorch code uses it."""
+class _VariableMeta(type):
+    def __instancecheck__(cls, other: object) -> bool:
+        return isinstance(other, Tensor)
+
+
+class Variable(Tensor, metaclass=_VariableMeta):
+    """The legacy wrapper: `Variable(t)` is a detached alias of `t` (a Tensor of its dtype, sharing its data),
+    a leaf that requires grad when asked; every Tensor is an instance. `Variable._execution_engine` offers
+    queue_callback, as PyTorch code uses it."""
 
     _execution_engine = _ExecutionEngine()
+
+    def __new__(cls, data: Any, requires_grad: bool = False, volatile: bool = False) -> Tensor:
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+        return data.detach().requires_grad_(requires_grad)
 
 
 from . import functional  # noqa: E402 - needs grad defined

@@ -1,7 +1,7 @@
 """`engine.nn`: Module, Parameter, the layers, containers and losses, `functional` and `init`."""
 from __future__ import annotations
 
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from . import module as _module
 from . import modules as _modules
 from .layers import AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, MaxPool2d

@@ -238,3 +238,43 @@ def _zero_size_writes(t, p):
     z = t.zeros(3, 0, dtype=t.float64)
     p.value("copy_ fill_ add_", (z.copy_(t.ones(3, 0, dtype=t.float64)), z.fill_(2.0), z.add_(1.0), z._version))
     p.counter("end")
+
+
+@program("GradScaler on a CPU-only machine: disabled, so scale/unscale_/step/update are the plain training step")
+def _grad_scaler(t, p):
+    w = p.leaf("w", [1.0, -2.0])
+    opt = t.optim.SGD([w], lr=0.5)
+    for tag, make in (("cuda.amp", lambda: t.cuda.amp.GradScaler(enabled=True)),
+                      ("amp default", lambda: t.amp.GradScaler()), ("amp cuda", lambda: t.amp.GradScaler("cuda"))):
+        scaler = make()
+        p.value(tag, (scaler.is_enabled(), scaler.get_scale(), scaler.state_dict()))
+        p.run(tag + " growth factor", scaler.get_growth_factor)
+        loss = (w * w).sum()
+        scaled = scaler.scale(loss)
+        p.value(tag + " scaled is loss", scaled is loss)
+        p.watch(scaled, tag=tag + " graph")
+        scaled.backward()
+        p.value(tag + " unscale_", scaler.unscale_(opt))
+        p.value(tag + " step", scaler.step(opt))
+        p.value(tag + " update", scaler.update())
+        p.value(tag + " w", (w, w.grad, w._version))
+        opt.zero_grad()
+    p.counter("end")
+
+
+@program("autograd.Variable: a detached alias of a tensor, of its dtype; requires_grad= makes a leaf")
+def _variable(t, p):
+    from_long = t.autograd.Variable(t.tensor([1, 2]))
+    p.value("long", (from_long, type(from_long).__name__, from_long.is_leaf))
+    w = t.autograd.Variable(t.ones(2, dtype=t.float64), requires_grad=True)
+    p.labels[id(w)] = "w"
+    p.value("leaf", (w.requires_grad, w.is_leaf, type(w).__name__))
+    y = (w * 3).sum()
+    z = t.autograd.Variable(y)
+    p.value("from a non-leaf", (z.grad_fn, z.requires_grad, z.is_leaf))
+    p.value("isinstance", (isinstance(t.ones(1), t.autograd.Variable), isinstance(1.0, t.autograd.Variable)))
+    p.run("a list", lambda: t.autograd.Variable([1.0]))
+    p.watch(y)
+    y.backward()
+    p.value("w.grad", w.grad)
+    p.counter("end")

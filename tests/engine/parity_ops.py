@@ -1,4 +1,4 @@
-"""Ops real programs use (issue 30's list): log10, tril/triu, flip, topk, one_hot, Tensor.type, the losses
+"""Ops real programs use (issue 30's list): log10, tril/triu, flip, roll, topk, one_hot, Tensor.type, the losses
 smooth_l1/huber/binary_cross_entropy, and the random ops multinomial, normal and normal_, as programs run on
 the engine and on torch by test_ops_parity.py.
 
@@ -62,6 +62,23 @@ def _tril_triu(t, p):
     p.value("long", t.triu(t.ones(2, 3, dtype=t.long)))
     for tag, f in (("1-D", lambda: t.tril(t.ones(3))), ("0-D", lambda: t.tensor(1.0).triu()),
                    ("1-D in place", lambda: t.ones(3).tril_())):
+        p.run(tag, f)
+    p.counter("errors")
+
+
+@program("roll: flattened, one dim, several dims, negative shifts and dims; saved attributes; errors")
+def _roll(t, p):
+    x = p.leaf("x", [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    _grad_graph(t, p, "roll flat", t.roll(x, 1) * x, x)
+    _grad_graph(t, p, "roll dim", x.roll(2, 1) * x, x)
+    _grad_graph(t, p, "roll dims", x.roll((1, -1), (0, -1)) * x, x)
+    _grad_graph(t, p, "roll keywords", t.roll(x, shifts=[-4], dims=[0]) * x, x)
+    y = x.roll((1, -1), (0, -1))
+    p.value("saved", (y.grad_fn._saved_shifts, y.grad_fn._saved_dims))
+    p.value("0-dim", t.roll(t.tensor(2.0), 1))
+    p.value("long", t.arange(5).roll(-2))
+    for tag, f in (("shifts without dims", lambda: x.roll((1, 2))), ("misaligned", lambda: x.roll((1, 2), (0,))),
+                   ("out of range", lambda: x.roll(1, 5))):
         p.run(tag, f)
     p.counter("errors")
 

@@ -517,3 +517,13 @@ def test_node_device_is_first_non_cpu_output():
     assert o1.grad_fn.device() == "cuda:1"
     (o1.sum() + o2.cpu().sum()).backward()
     assert x.grad.tolist() == [2.0, 2.0]
+
+
+def test_distributed_imports_and_refuses_process_groups():
+    """`torch.distributed` and `torch.nn.parallel` import (a script's single-process path runs); starting a
+    process group or wrapping a module in DistributedDataParallel is refused with the bridge command."""
+    assert engine.distributed.is_initialized() is False
+    for call in (lambda: engine.distributed.init_process_group("gloo"), engine.distributed.destroy_process_group,
+                 lambda: engine.nn.parallel.DistributedDataParallel(engine.nn.Linear(1, 1))):
+        with pytest.raises(NotImplementedError, match="agdb torch SCRIPT"):
+            call()
