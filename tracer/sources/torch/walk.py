@@ -136,6 +136,8 @@ class Walker:
         b, row = self.b, state.row
         pending = state.log if state.log or state.calls else None
         facts_of, bumps, unnamed, type_names = self.raw.node_facts, self.raw.bumps, self._unnamed, self._type_names
+        packed = self.raw.nodes.present  # NOTE [packed node facts]: those facts are rewritten together, below
+        keys, names, seqs, flats, inputs = [], [], [], [], []
         described = self._described
         if new:
             top = max(key for _, key in new) + 1
@@ -153,20 +155,30 @@ class Walker:
             described[key] = 1
             old = facts_of.get(key)
             seq = seq_col[key]
-            if old is None and pending is not None:  # after what the log holds (its increment may be there)
-                pending.append((NODE, key, name, seq, edges_of[key], inputs_of.get(key, 1)))
-            elif old is None:  # met first by a walk (an AccumulateGrad, or a node made before recording)
-                b.node_created(thread=row, node=key, name=name, seq_nr=seq, topological_nr=0,
-                               next_edges=edges_of[key], num_inputs=inputs_of.get(key, 1))
-            else:  # made while recording: its name and edges now; its creation step, thread and line as they were.
+            if old is not None or key < len(packed) and packed[key]:
+                # Made while recording: its name and edges now; its creation step, thread and line as they were.
                 # The fields of TraceBuilder.node, written here (a walk's edges are already (key or 0, int) pairs);
                 # node() writes them the same way for a node described from the log.
                 edges = edges_of[key]  # flat, as _flat makes them (inline: a call per node costs the walk)
+                flat = edges[0] if len(edges) == 1 else tuple(_chain(edges))
+                if old is None:
+                    keys.append(key)
+                    names.append(name)
+                    seqs.append(seq)
+                    flats.append(flat)
+                    inputs.append(inputs_of.get(key, 1))
+                    continue
                 if old.seq_nr == seq:  # the increment's int: not a second one per node
                     seq = old.seq_nr
-                facts_of[key] = _new(NodeFacts, (name, seq, 0, "cpu", old.thread,
-                                                 edges[0] if len(edges) == 1 else tuple(_chain(edges)),
-                                                 old.frame, old.step, inputs_of.get(key, 1)))
+                facts_of[key] = _new(NodeFacts, (name, seq, 0, "cpu", old.thread, flat, old.frame, old.step,
+                                                 inputs_of.get(key, 1)))
+            elif pending is not None:  # after what the log holds (its increment may be there)
+                pending.append((NODE, key, name, seq, edges_of[key], inputs_of.get(key, 1)))
+            else:  # met first by a walk (an AccumulateGrad, or a node made before recording)
+                b.node_created(thread=row, node=key, name=name, seq_nr=seq, topological_nr=0,
+                               next_edges=edges_of[key], num_inputs=inputs_of.get(key, 1))
+        self.raw.nodes.write(keys, name=names, seq_nr=seqs, topological_nr=0, device="cpu", next_edges=flats,
+                             num_inputs=inputs)
 
     def node(self, state: ThreadState, frame: int, key: int, name: str, seq: int, edges: tuple,
              num_inputs: int) -> None:
@@ -176,9 +188,9 @@ class Walker:
         per-node ones, which that loop keeps inline: a call per node there costs the 100k wide graph's
         registration 4-7% (a 10 µs/node target it sits just under)."""
         b, raw = self.b, self.raw
-        if seq != UINT64_MAX and seq >= state.rlast and key not in raw.node_facts:
+        if seq != UINT64_MAX and seq >= state.rlast and key not in raw.nodes:
             self._gap(state, seq + 1, frame)
-        facts = raw.node_facts.get(key)
+        facts = raw.nodes.get(key)
         if facts is None:
             b.node_created(thread=state.row, node=key, name=name, seq_nr=seq, topological_nr=0, next_edges=edges,
                            num_inputs=num_inputs)

@@ -1,0 +1,265 @@
+"""NodeTable: a builder's node facts by key, in a dict or packed in columns (NOTE [packed node facts]).
+
+Never imports the engine, textual or rich.
+
+NOTE [packed node facts]
+A NodeFacts tuple a node, in a dict by key, costs ~120 B for the tuple, ~40 for the dict's slot and ~30 for each int
+of its own (the key, the seq_nr, the step, the topological_nr): ~250 B a node, which a million-node graph recorded
+from real PyTorch pays on top of everything else. So a builder made with `pack_nodes` moves the facts into columns
+by key (~50 B a node) each time it freezes rows (NOTE [frozen chunks] in builder.py). Writers still put a whole
+NodeFacts in `recent`, a plain dict (NOTE [builder fast path]); a node's facts in `recent` win over its packed ones,
+so a writer never needs to know where they are. Readers ask the table (`get`, `in`), never `recent` alone. Facts
+that do not fit the columns (a key far past their end, a seq_nr below 0, a thread row past 32 bits, ...) stay in
+`recent`. `pack` never loses a write made meanwhile on another thread: it pops each fact it packed and puts back
+whatever it popped that is not what it packed.
+"""
+from __future__ import annotations
+
+import threading
+from itertools import compress
+from operator import is_not
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
+
+import numpy as np
+
+_new = tuple.__new__
+
+
+class NodeFacts(NamedTuple):
+    """What a trace knows of one node, by its key: `RawBuffers.node_facts` holds one per node. A source on the fast
+    path makes one with `tuple.__new__(NodeFacts, (...))`, a third of the cost of calling the class."""
+
+    name: str
+    seq_nr: int
+    topological_nr: int
+    device: str
+    thread: int  # thread row, or -1
+    next_edges: tuple[int, ...]  # flat: child key or 0, input_nr, child key or 0, input_nr, ...
+    frame: int  # frame row of the line that made it, or -1
+    step: int  # the step of its creation (the number of events before it)
+    num_inputs: int  # input slots
+
+
+FIELDS = NodeFacts._fields
+_INTS = {"seq_nr": np.uint64, "topological_nr": np.int64, "thread": np.int32, "frame": np.int32,
+         "step": np.int64, "num_inputs": np.int32}
+"""The int columns and their dtypes; `name` and `device` are ids into the table's texts, `next_edges` objects."""
+_TEXTS = ("name", "device")
+_INDEX = {name: i for i, name in enumerate(FIELDS)}
+
+
+class Packed(NamedTuple):
+    """A NodeTable copied at one moment (`NodeTable.snapshot`): the packed facts, in ascending key order, and the
+    facts of `recent`, which win over the packed ones of the same key."""
+
+    keys: np.ndarray  # int64, ascending
+    columns: dict[str, np.ndarray]  # field -> one value per key (texts as str objects, next_edges as objects)
+    recent: dict
+
+
+class NodeTable:
+    """Node key -> NodeFacts (NOTE [packed node facts]): a mapping for readers (`get`, `in`, `keys`), `recent` for
+    writers, `pack` to move `recent` into the columns, `write` to change fields of many nodes at once."""
+
+    REACH = 1 << 16
+    """How far past the columns' end a key may fall and still be packed (they grow to take it)."""
+
+    def __init__(self) -> None:
+        self.recent: dict[int, NodeFacts] = {}
+        self.present = bytearray()  # by key: 1 where the columns hold that key's facts (grown in place, never rebound)
+        self._columns: dict[str, np.ndarray] = {name: np.zeros(0, dtype=_dtype(name)) for name in FIELDS}
+        self._texts: list[str] = []
+        self._text_ids: dict[str, int] = {}
+        self._lock = threading.Lock()  # one packer or writer of the columns at a time
+
+    # -- reading ------------------------------------------------------------------------------------------------------
+    def get(self, key: int, default: Any = None) -> NodeFacts | Any:
+        """The facts of node `key`, or `default`."""
+        facts = self.recent.get(key)
+        if facts is not None:
+            return facts
+        present = self.present
+        if not 0 < key < len(present) or not present[key]:
+            return default
+        cols, texts = self._columns, self._texts
+        return _new(NodeFacts, (texts[cols["name"][key]], int(cols["seq_nr"][key]), int(cols["topological_nr"][key]),
+                                texts[cols["device"][key]], int(cols["thread"][key]), cols["next_edges"][key],
+                                int(cols["frame"][key]), int(cols["step"][key]), int(cols["num_inputs"][key])))
+
+    def __getitem__(self, key: int) -> NodeFacts:
+        facts = self.get(key)
+        if facts is None:
+            raise KeyError(key)
+        return facts
+
+    def __contains__(self, key: int) -> bool:
+        if key in self.recent:
+            return True
+        present = self.present
+        return 0 < key < len(present) and present[key] == 1
+
+    def __setitem__(self, key: int, facts: NodeFacts) -> None:
+        self.recent[key] = facts
+
+    def keys(self) -> list[int]:
+        """Every node key with facts, ascending."""
+        with self._lock:
+            packed = np.flatnonzero(np.frombuffer(self.present, dtype=np.uint8)).tolist()
+        return sorted(set(packed).union(self.recent))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    # -- writing ------------------------------------------------------------------------------------------------------
+    def write(self, keys: Sequence[int], **fields: Any) -> None:
+        """Set `fields` (NodeFacts field names: one value per key, or one for all) of the nodes `keys` that have facts;
+        a key with none is passed over."""
+        if not len(keys):
+            return
+        recent = self.recent
+        with self._lock:
+            in_recent = list(map(recent.__contains__, keys))
+            if any(in_recent):  # rebuilt a tuple each (a value already there is left as it was)
+                slots = [(_INDEX[name], values) for name, values in fields.items()]
+                for i in compress(range(len(keys)), in_recent):
+                    old = recent.get(keys[i])
+                    if old is None:
+                        continue
+                    new = list(old)
+                    for j, values in slots:
+                        new[j] = values[i] if _per_key(values) else values
+                    if new != list(old):
+                        recent[keys[i]] = _new(NodeFacts, new)
+            karr = np.asarray(keys, dtype=np.int64)
+            present = np.frombuffer(self.present, dtype=np.uint8)
+            inside = (karr > 0) & (karr < len(present))
+            inside[inside] = present[karr[inside]] == 1
+            inside &= ~np.asarray(in_recent, dtype=bool)
+            del present
+            if not inside.any():
+                return
+            rows = karr[inside]
+            cols = self._columns
+            for name, values in fields.items():
+                if _per_key(values):
+                    values = _column(name, values, self._text_id)[inside]
+                elif name in _TEXTS:
+                    values = self._text_id(values)
+                cols[name][rows] = values
+
+    def pack(self) -> None:
+        """Move the facts of `recent` that fit into the columns (NOTE [packed node facts])."""
+        recent = self.recent
+        with self._lock:
+            items = list(recent.items())
+            try:
+                keys, karr, facts, values = self._transpose(items)
+            except (OverflowError, TypeError, ValueError):  # an odd key or value: find which, one at a time
+                keys, karr, facts, values = self._transpose([item for item in items if self._fits(*item)])
+            if not keys:
+                return
+            self._grow(int(karr.max()) + 1)
+            cols = self._columns
+            for name, column in values.items():
+                cols[name][karr] = column
+            present = np.frombuffer(self.present, dtype=np.uint8)
+            present[karr] = 1
+            del present  # no view may outlive the call: `present` grows in place
+            moved = list(map(recent.pop, keys))
+            for i in compress(range(len(keys)), map(is_not, moved, facts)):  # written meanwhile: that write wins
+                recent.setdefault(keys[i], moved[i])
+
+    def snapshot(self) -> Packed:
+        """A copy of the table at one moment (for freezing a trace while other threads still write)."""
+        with self._lock:
+            recent = dict(self.recent)
+            keys = np.flatnonzero(np.frombuffer(self.present, dtype=np.uint8)).astype(np.int64)
+            texts = np.array(self._texts + [""], dtype=object)
+            columns = {name: (texts[col[keys]] if name in _TEXTS else col[keys]) for name, col in self._columns.items()}
+        return Packed(keys, columns, recent)
+
+    # -- helpers ------------------------------------------------------------------------------------------------------
+    def _text_id(self, texts: Any) -> Any:
+        """The ids of `texts` (a str, or a sequence of them) in this table's texts, added as met."""
+        ids = self._text_ids
+        if isinstance(texts, str):
+            found = ids.get(texts)
+            if found is None:
+                found = ids[texts] = len(self._texts)
+                self._texts.append(texts)
+            return found
+        found = list(map(ids.get, texts))
+        if None in found:
+            for text in texts:
+                if text not in ids:
+                    if not isinstance(text, str):
+                        raise TypeError(f"a node's name and device are str, not {text!r}")
+                    ids[text] = len(self._texts)
+                    self._texts.append(text)
+            found = list(map(ids.__getitem__, texts))
+        return found
+
+    def _transpose(self, items: list) -> tuple[tuple, np.ndarray, tuple, dict[str, np.ndarray]]:
+        """(keys, keys as int64, facts, field -> column) of the `items` (key, facts) whose keys the columns can reach;
+        raises if a key or a value does not fit."""
+        if not items:
+            return (), np.zeros(0, dtype=np.int64), (), {}
+        keys, facts = zip(*items, strict=True)
+        karr = np.array(keys, dtype=np.int64)
+        fits = (karr > 0) & (karr < len(self.present) + self.REACH)
+        if not fits.all():
+            keys, facts, karr = tuple(compress(keys, fits)), tuple(compress(facts, fits)), karr[fits]
+            if not keys:
+                return (), karr, (), {}
+        fields = zip(FIELDS, zip(*facts, strict=True), strict=True)
+        return keys, karr, facts, {name: _column(name, column, self._text_id) for name, column in fields}
+
+    def _fits(self, key: Any, facts: Any) -> bool:
+        """Whether one node's facts fit the columns (pack's slow path)."""
+        try:
+            if not 0 < np.array(key, dtype=np.int64) < len(self.present) + self.REACH:
+                return False
+            for name, value in zip(FIELDS, facts, strict=True):
+                if name in _TEXTS:
+                    if not isinstance(value, str):
+                        return False
+                elif name in _INTS:
+                    np.array([value], dtype=_INTS[name])
+        except (OverflowError, TypeError, ValueError):
+            return False
+        return True
+
+    def _grow(self, top: int) -> None:
+        """Make the columns (and `present`) reach key `top - 1`, at least doubling them."""
+        size = len(self.present)
+        if top <= size:
+            return
+        new = max(top, 2 * size, 1024)
+        for name, col in self._columns.items():
+            grown = np.zeros(new, dtype=col.dtype) if col.dtype != object else np.empty(new, dtype=object)
+            grown[:size] = col
+            self._columns[name] = grown
+        self.present.extend(bytes(new - size))
+
+
+def _dtype(name: str) -> Any:
+    if name in _INTS:
+        return _INTS[name]
+    return object if name == "next_edges" else np.int32
+
+
+def _per_key(values: Any) -> bool:
+    return not isinstance(values, (str, int, np.integer))
+
+
+def _column(name: str, values: Iterable, text_id: Any) -> np.ndarray:
+    """One field's values as its column's dtype (raises if one does not fit)."""
+    if name in _INTS:
+        return np.array(values, dtype=_INTS[name])
+    if name in _TEXTS:
+        return np.array(text_id(values), dtype=np.int32)
+    values = values if isinstance(values, (tuple, list)) else tuple(values)
+    return np.fromiter(values, dtype=object, count=len(values))
