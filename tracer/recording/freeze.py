@@ -220,7 +220,8 @@ def _match_pops(table: np.ndarray, dense: np.ndarray, pushes: np.ndarray, pops: 
 def _merge_bumps(b: Snapshot) -> tuple[np.ndarray, dict[str, Any]]:
     """Every node's static facts as columns in ascending key order (the packed ones, with the table's `recent` over
     them: NOTE [packed node facts] in node_table.py), with the name, number and line kept at the bump for nodes never
-    completed. The ints as int64 (seq_nr as its seq_code), the rest as object arrays."""
+    completed. The ints as int64 (seq_nr as its seq_code), the rest as object arrays; a node's next edges as the
+    packed columns hold them (`edge_child`, `edge_nr`, `next_edges`: node_table._DTYPES)."""
     packed = b.node_facts
     extra = dict(packed.recent)
     pkeys = packed.keys
@@ -250,6 +251,8 @@ def _merge_bumps(b: Snapshot) -> tuple[np.ndarray, dict[str, Any]]:
         parts[name] = (pcols[name][keep], np.fromiter(ecols[name], dtype=object, count=len(ekeys)))
     for name in ("topological_nr", "thread", "frame", "num_inputs"):
         parts[name] = (pcols[name][keep], np.array(ecols[name], dtype=np.int64))
+    parts["edge_child"] = (pcols["edge_child"][keep], np.full(len(ekeys), -1, dtype=np.int64))  # all in next_edges
+    parts["edge_nr"] = (pcols["edge_nr"][keep], np.zeros(len(ekeys), dtype=np.int64))
     return keys[order], {name: np.concatenate(pair)[order] for name, pair in parts.items()}
 
 
@@ -283,8 +286,7 @@ def _frame_table(frames: list, cwd: str | None, sid: Any, columns: dict) -> None
 def _node_table(b: Snapshot, facts: dict[str, Any], key_array: np.ndarray, sid: Any, columns: dict) -> None:
     """The node and edge columns, from `_merge_bumps`' columns. A trace can have a million nodes: each column is made
     by numpy, not by a Python loop a node (NOTE [strings in first-use order])."""
-    edges = facts["next_edges"]
-    flat = np.fromiter(itertools.chain.from_iterable(edges), dtype=np.int64).reshape(-1, 2)
+    flat, nedges = _flat_edges(facts["edge_child"], facts["edge_nr"], facts["next_edges"])
     children = flat[:, 0]
     pos, found = lookup_sorted(key_array, children)
     columns.update(
@@ -295,7 +297,7 @@ def _node_table(b: Snapshot, facts: dict[str, Any], key_array: np.ndarray, sid: 
         node_thread=compact(facts["thread"]),
         node_frame=compact(facts["frame"]),
         node_inputs=compact(facts["num_inputs"]),
-        node_nedges=compact(np.fromiter(map(len, edges), dtype=np.int64, count=len(edges)) // 2),
+        node_nedges=compact(nedges),
         edge_child=compact(np.where(found & (children != 0), pos, -1)),
         edge_input_nr=compact(flat[:, 1]),
     )
@@ -306,6 +308,26 @@ def _node_table(b: Snapshot, facts: dict[str, Any], key_array: np.ndarray, sid: 
     if b.leaf_names:
         names = b.leaf_names
         columns["node_leaf_name"] = compact([sid(names[k]) if k in names else -1 for k in keys])
+
+
+def _flat_edges(child: np.ndarray, nr: np.ndarray, objects: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(every node's next edges back to back as (child key or 0, input_nr) rows, each node's number of edges): a
+    node's one edge from the int columns where `child` >= 0, else from its flat tuple in `objects`."""
+    one = child >= 0
+    others = np.flatnonzero(~one)
+    tuples = objects[others]
+    sizes = np.fromiter(map(len, tuples), dtype=np.int64, count=len(tuples))
+    lengths = np.full(len(child), 2, dtype=np.int64)
+    lengths[others] = sizes
+    starts = np.zeros(len(child) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    flat = np.empty(int(starts[-1]), dtype=np.int64)
+    at = starts[:-1][one]
+    flat[at], flat[at + 1] = child[one], nr[one]
+    values = np.fromiter(itertools.chain.from_iterable(tuples), dtype=np.int64)
+    within = np.arange(len(values)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    flat[np.repeat(starts[:-1][others], sizes) + within] = values
+    return flat.reshape(-1, 2), lengths // 2
 
 
 def _string_ids(texts: Any, sid: Any) -> np.ndarray:

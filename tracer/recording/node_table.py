@@ -4,9 +4,10 @@ Never imports the engine, textual or rich.
 
 NOTE [packed node facts]
 A NodeFacts tuple a node, in a dict by key, costs ~120 B for the tuple, ~40 for the dict's slot and ~30 for each int
-of its own (the key, the seq_nr, the step, the topological_nr): ~250 B a node, which a million-node graph recorded
-from real PyTorch pays on top of everything else. So a builder made with `pack_nodes` moves the facts into columns
-by key (~50 B a node) each time it freezes rows (NOTE [frozen chunks] in builder.py). Writers still put a whole
+of its own (the key, the seq_nr, the step, the topological_nr), and a node with one next edge a pair (56 B): ~300 B
+a node, which a million-node graph recorded from real PyTorch pays on top of everything else. So a builder made
+with `pack_nodes` moves the facts into columns by key (~65 B a node; one next edge as two ints, not a pair) each time
+it freezes rows (NOTE [frozen chunks] in builder.py). Writers still put a whole
 NodeFacts in `recent`, a plain dict (NOTE [builder fast path]); a node's facts in `recent` win over its packed ones,
 so a writer never needs to know where they are. Readers ask the table (`get`, `in`), never `recent` alone. Facts
 that do not fit the columns (a key far past their end, a seq_nr below 0, a thread row past 32 bits, ...) stay in
@@ -43,7 +44,11 @@ class NodeFacts(NamedTuple):
 FIELDS = NodeFacts._fields
 _INTS = {"seq_nr": np.uint64, "topological_nr": np.int64, "thread": np.int32, "frame": np.int32,
          "step": np.int64, "num_inputs": np.int32}
-"""The int columns and their dtypes; `name` and `device` are ids into the table's texts, `next_edges` objects."""
+"""The int columns and their dtypes; `name` and `device` are ids into the table's texts. `next_edges` is three
+columns: `edge_child` and `edge_nr` for one edge (child key or 0, input_nr), else `next_edges`, the flat tuple
+(`edge_child` is -1 there, and `next_edges` None where the ints hold the edge)."""
+_DTYPES = {**_INTS, "name": np.int32, "device": np.int32, "next_edges": object, "edge_child": np.int64,
+           "edge_nr": np.int32}
 _TEXTS = ("name", "device")
 _INDEX = {name: i for i, name in enumerate(FIELDS)}
 
@@ -53,7 +58,7 @@ class Packed(NamedTuple):
     facts of `recent`, which win over the packed ones of the same key."""
 
     keys: np.ndarray  # int64, ascending
-    columns: dict[str, np.ndarray]  # field -> one value per key (texts as str objects, next_edges as objects)
+    columns: dict[str, np.ndarray]  # column -> one value per key (texts as str objects; next_edges as _DTYPES says)
     recent: dict
 
 
@@ -67,7 +72,7 @@ class NodeTable:
     def __init__(self) -> None:
         self.recent: dict[int, NodeFacts] = {}
         self.present = bytearray()  # by key: 1 where the columns hold that key's facts (grown in place, never rebound)
-        self._columns: dict[str, np.ndarray] = {name: np.zeros(0, dtype=_dtype(name)) for name in FIELDS}
+        self._columns: dict[str, np.ndarray] = {name: np.zeros(0, dtype=dtype) for name, dtype in _DTYPES.items()}
         self._texts: list[str] = []
         self._text_ids: dict[str, int] = {}
         self._lock = threading.Lock()  # one packer or writer of the columns at a time
@@ -82,8 +87,11 @@ class NodeTable:
         if not 0 < key < len(present) or not present[key]:
             return default
         cols, texts = self._columns, self._texts
+        edges = cols["next_edges"][key]
+        if edges is None:
+            edges = (int(cols["edge_child"][key]), int(cols["edge_nr"][key]))
         return _new(NodeFacts, (texts[cols["name"][key]], int(cols["seq_nr"][key]), int(cols["topological_nr"][key]),
-                                texts[cols["device"][key]], int(cols["thread"][key]), cols["next_edges"][key],
+                                texts[cols["device"][key]], int(cols["thread"][key]), edges,
                                 int(cols["frame"][key]), int(cols["step"][key]), int(cols["num_inputs"][key])))
 
     def __getitem__(self, key: int) -> NodeFacts:
@@ -120,19 +128,12 @@ class NodeTable:
         if not len(keys):
             return
         recent = self.recent
+        fields = {name: values if _per_key(values) else [values] * len(keys) for name, values in fields.items()}
+        slots = [(_INDEX[name], values) for name, values in fields.items()]
         with self._lock:
             in_recent = list(map(recent.__contains__, keys))
-            if any(in_recent):  # rebuilt a tuple each (a value already there is left as it was)
-                slots = [(_INDEX[name], values) for name, values in fields.items()]
-                for i in compress(range(len(keys)), in_recent):
-                    old = recent.get(keys[i])
-                    if old is None:
-                        continue
-                    new = list(old)
-                    for j, values in slots:
-                        new[j] = values[i] if _per_key(values) else values
-                    if new != list(old):
-                        recent[keys[i]] = _new(NodeFacts, new)
+            for i in compress(range(len(keys)), in_recent):  # a tuple each, as its writer made it
+                self._rewrite(keys[i], recent.get(keys[i]), i, slots)
             karr = np.asarray(keys, dtype=np.int64)
             present = np.frombuffer(self.present, dtype=np.uint8)
             inside = (karr > 0) & (karr < len(present))
@@ -141,14 +142,27 @@ class NodeTable:
             del present
             if not inside.any():
                 return
+            try:
+                converted = {column: values[inside] for name, per_key in fields.items()
+                             for column, values in _columns(name, per_key, self._text_id).items()}
+            except (OverflowError, TypeError, ValueError):  # a value the columns cannot hold: those facts in `recent`
+                for i in np.flatnonzero(inside).tolist():
+                    self._rewrite(keys[i], self.get(keys[i]), i, slots)
+                return
             rows = karr[inside]
             cols = self._columns
-            for name, values in fields.items():
-                if _per_key(values):
-                    values = _column(name, values, self._text_id)[inside]
-                elif name in _TEXTS:
-                    values = self._text_id(values)
-                cols[name][rows] = values
+            for column, values in converted.items():
+                cols[column][rows] = values
+
+    def _rewrite(self, key: int, old: NodeFacts | None, i: int, slots: list) -> None:
+        """Node `key`'s facts in `recent`, with the fields of `slots` (index, values) set to their `i`-th values."""
+        if old is None:
+            return
+        new = list(old)
+        for j, values in slots:
+            new[j] = values[i]
+        if new != list(old):
+            self.recent[key] = _new(NodeFacts, new)
 
     def pack(self) -> None:
         """Move the facts of `recent` that fit into the columns (NOTE [packed node facts])."""
@@ -214,8 +228,10 @@ class NodeTable:
             keys, facts, karr = tuple(compress(keys, fits)), tuple(compress(facts, fits)), karr[fits]
             if not keys:
                 return (), karr, (), {}
-        fields = zip(FIELDS, zip(*facts, strict=True), strict=True)
-        return keys, karr, facts, {name: _column(name, column, self._text_id) for name, column in fields}
+        values: dict[str, np.ndarray] = {}
+        for name, column in zip(FIELDS, zip(*facts, strict=True), strict=True):
+            values.update(_columns(name, column, self._text_id))
+        return keys, karr, facts, values
 
     def _fits(self, key: Any, facts: Any) -> bool:
         """Whether one node's facts fit the columns (pack's slow path)."""
@@ -228,6 +244,8 @@ class NodeTable:
                         return False
                 elif name in _INTS:
                     np.array([value], dtype=_INTS[name])
+                else:
+                    len(value)
         except (OverflowError, TypeError, ValueError):
             return False
         return True
@@ -245,21 +263,39 @@ class NodeTable:
         self.present.extend(bytes(new - size))
 
 
-def _dtype(name: str) -> Any:
-    if name in _INTS:
-        return _INTS[name]
-    return object if name == "next_edges" else np.int32
-
-
 def _per_key(values: Any) -> bool:
     return not isinstance(values, (str, int, np.integer))
 
 
-def _column(name: str, values: Iterable, text_id: Any) -> np.ndarray:
-    """One field's values as its column's dtype (raises if one does not fit)."""
+def _columns(name: str, values: Iterable, text_id: Any) -> dict[str, np.ndarray]:
+    """One field's values as its columns (raises if one does not fit)."""
     if name in _INTS:
-        return np.array(values, dtype=_INTS[name])
+        return {name: np.array(values, dtype=_INTS[name])}
     if name in _TEXTS:
-        return np.array(text_id(values), dtype=np.int32)
+        return {name: np.array(text_id(values), dtype=np.int32)}
     values = values if isinstance(values, (tuple, list)) else tuple(values)
-    return np.fromiter(values, dtype=object, count=len(values))
+    n = len(values)
+    objects = np.fromiter(values, dtype=object, count=n)
+    child = np.full(n, -1, dtype=np.int64)
+    nr = np.zeros(n, dtype=np.int32)
+    two = np.flatnonzero(np.fromiter(map(len, values), dtype=np.int64, count=n) == 2)
+    if len(two):  # one edge each: as two ints, where both fit (a child key or 0, an input_nr of 32 bits)
+        try:
+            pairs = np.array([values[i] for i in two.tolist()], dtype=np.int64).reshape(-1, 2)
+        except (OverflowError, TypeError, ValueError):
+            fit = [i for i in two.tolist() if _int_pair(values[i])]
+            two = np.asarray(fit, dtype=np.int64)
+            pairs = np.array([values[i] for i in fit], dtype=np.int64).reshape(-1, 2)
+        info = np.iinfo(np.int32)
+        ok = (pairs[:, 0] >= 0) & (pairs[:, 1] >= info.min) & (pairs[:, 1] <= info.max)
+        two = two[ok]
+        child[two], nr[two], objects[two] = pairs[ok, 0], pairs[ok, 1], None
+    return {"next_edges": objects, "edge_child": child, "edge_nr": nr}
+
+
+def _int_pair(edge: Any) -> bool:
+    try:
+        np.array(edge, dtype=np.int64)
+    except (OverflowError, TypeError, ValueError):
+        return False
+    return True

@@ -20,6 +20,8 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from agdb.tracer.replay import scheduler
 from agdb.tracer.replay.scheduler import ExecInfo, NodeTask, node_key
 from agdb.tracer.store.schema import UINT64_MAX
@@ -66,18 +68,72 @@ class SeqNrs:
         return seq
 
 
+class Edges:
+    """Node key -> next edges as (child key or 0, input_nr) pairs, for one graph: a node with one next edge (every node
+    of a deep chain) as two ints in columns by key, rather than a dict slot, a 1-tuple and a pair (~140 B a node of a
+    million-node chain); the others in a dict. A walk hands its one-edge nodes over in bulk (`add_one_edge`)."""
+
+    __slots__ = ("base", "child", "nr", "other")
+
+    SPARSE = 4
+    """Columns only for keys at most this many times as spread as they are many (a graph's keys mostly are dense)."""
+
+    def __init__(self) -> None:
+        self.base = 0  # the key of column index 0
+        self.child = array("q")  # by key - base: the one edge's child key (0: a null edge), or -1: see `other`
+        self.nr = array("q")
+        self.other: dict[int, tuple[tuple[int, int], ...]] = {}
+
+    def get(self, key: int, default: Any = None) -> Any:
+        """The next edges of node `key`, or `default`."""
+        i = key - self.base
+        if 0 <= i < len(self.child):
+            child = self.child[i]
+            if child >= 0:
+                return ((child, self.nr[i]),)
+        return self.other.get(key, default)
+
+    def __getitem__(self, key: int) -> tuple[tuple[int, int], ...]:
+        edges = self.get(key)
+        if edges is None:
+            raise KeyError(key)
+        return edges
+
+    def __contains__(self, key: int) -> bool:
+        return self.get(key) is not None
+
+    def __setitem__(self, key: int, edges: tuple[tuple[int, int], ...]) -> None:
+        i = key - self.base
+        if 0 <= i < len(self.child):
+            self.child[i] = -1
+        self.other[key] = edges
+
+    def add_one_edge(self, keys: array, children: array, nrs: array) -> None:
+        """Nodes `keys` (new to this graph), each with one next edge (`children[i]`, `nrs[i]`)."""
+        if not keys:
+            return
+        low, high = min(keys), max(keys)
+        if self.child or high - low + 1 > self.SPARSE * len(keys) + 1024 or min(children) < 0:
+            for key, child, nr in zip(keys, children, nrs, strict=True):
+                self[key] = ((child, nr),)
+            return
+        at = np.frombuffer(keys, dtype=np.int64) - low
+        child, nr = np.full(high - low + 1, -1, dtype=np.int64), np.zeros(high - low + 1, dtype=np.int64)
+        child[at], nr[at] = np.frombuffer(children, dtype=np.int64), np.frombuffer(nrs, dtype=np.int64)
+        self.base, self.child, self.nr = low, array("q", child.tobytes()), array("q", nr.tobytes())
+
 
 @dataclass(frozen=True)
 class Graph:
     """The part of the autograd graph a backward call can reach, as plain data.
 
     seq: node key -> seq_nr (a dict, or the bridge's SeqNrs, shared by its graphs); edges: node key -> next edges as
-    (child key or 0, input_nr), one entry for each node of the graph; num_inputs: input slots, of the nodes with more
-    than one (a node not in it has one).
+    (child key or 0, input_nr), one entry for each node of the graph (a dict, or the bridge's Edges); num_inputs: input
+    slots, of the nodes with more than one (a node not in it has one).
     """
 
     seq: dict[int, int] | SeqNrs
-    edges: dict[int, tuple[tuple[int, int], ...]]
+    edges: dict[int, tuple[tuple[int, int], ...]] | Edges
     num_inputs: dict[int, int] = field(default_factory=dict)
 
     def topological_nrs(self, roots: Sequence[int]) -> dict[int, int]:
@@ -117,7 +173,9 @@ class GraphTaskModel:
         self.buffers: dict[int, list[bool]] = {}  # not ready yet: which slots hold a defined grad
         self.running: int | None = None
         self.reached: int | None = None  # popped for its hooks (a tensor hook runs before the node's pre-hooks)
-        self.popped: list[int] = []  # the nodes popped for this task in order (the execution-order witness's kind)
+        # The nodes popped for this task in order (the execution-order witness's kind), as an array: the ints a list
+        # would hold are Edges' own, made as the nodes were routed (32 B a node of a million-node chain).
+        self.popped = array("q")
         self.root_grads: tuple = ()  # the grads a GraphRoot hands to the roots (summaries)
         self.finished = False
 

@@ -18,12 +18,13 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
+from array import array
 from typing import Any
 
 from agdb.tracer.recording.builder import Bump, NodeFacts
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import LEAN, Hooks
-from agdb.tracer.sources.torch.model import Graph, SeqNrs
+from agdb.tracer.sources.torch.model import Edges, Graph, SeqNrs
 from agdb.tracer.sources.torch.naming import LeafNames
 from agdb.tracer.sources.torch.state import NODE, BridgeState, ThreadState
 from agdb.tracer.store.schema import UINT64_MAX
@@ -45,7 +46,7 @@ class Walk:
 
     def __init__(self, seq_nrs: SeqNrs) -> None:
         self.key_of: dict[int, int] = {}
-        self.graph = Graph(seq_nrs, {}, {})
+        self.graph = Graph(seq_nrs, Edges(), {})
         self.hooked: list = []  # the nodes this walk hooked: key, pre-hook dict, ... (NOTE [hooked nodes] in hooks.py)
 
 
@@ -92,8 +93,9 @@ class Walker:
         row = state.row
         key_of = walk.key_of
         graph = walk.graph
-        seqs, edges_of, inputs_of = graph.seq, graph.edges, graph.num_inputs
+        seqs, edges_of, inputs_of = graph.seq, graph.edges.other, graph.num_inputs
         seq_col = seqs.col  # written in place (grown by seqs.grow, which extends it)
+        one_key, one_child, one_nr = array("q"), array("q"), array("q")  # the nodes with one next edge (Edges)
         used: set[int] = set()
         stack = []
         key_fn, hook, described, hooked = self.key, self._hook, self._described, walk.hooked
@@ -124,10 +126,16 @@ class Walker:
                 edges.append((ck, nr))
                 if nr and inputs_of.get(ck, 1) <= nr:  # only counts above 1: a deep graph's nodes mostly have one
                     inputs_of[ck] = nr + 1
-            edges_of[key] = tuple(edges)
+            if len(edges) == 1:
+                one_key.append(key)
+                one_child.append(edges[0][0])
+                one_nr.append(edges[0][1])
+            else:
+                edges_of[key] = tuple(edges)
             hook(n, key, state, hooked, mode)
             if key >= len(described) or not described[key]:
                 new.append((n, key))
+        graph.edges.add_one_edge(one_key, one_child, one_nr)
 
     def describe(self, new: list, graph: Graph, state: ThreadState) -> None:
         """Node facts for nodes the trace has not described yet: their edges, input count and real name (an increment
@@ -144,6 +152,7 @@ class Walker:
             if top > len(described):
                 described.extend(bytes(max(top - len(described), len(described))))
         seq_col, edges_of, inputs_of = graph.seq.col, graph.edges, graph.num_inputs
+        one_child, one_nr, base, other = edges_of.child, edges_of.nr, edges_of.base, edges_of.other  # Edges, inline
         for n, key in new:
             name = type_names.get(type(n))
             if name is None:
@@ -159,8 +168,13 @@ class Walker:
                 # Made while recording: its name and edges now; its creation step, thread and line as they were.
                 # The fields of TraceBuilder.node, written here (a walk's edges are already (key or 0, int) pairs);
                 # node() writes them the same way for a node described from the log.
-                edges = edges_of[key]  # flat, as _flat makes them (inline: a call per node costs the walk)
-                flat = edges[0] if len(edges) == 1 else tuple(_chain(edges))
+                # Flat, as _flat makes them (inline: a call per node costs the walk).
+                i = key - base
+                if 0 <= i < len(one_child) and one_child[i] >= 0:
+                    flat = (one_child[i], one_nr[i])
+                else:
+                    edges = other[key]
+                    flat = edges[0] if len(edges) == 1 else tuple(_chain(edges))
                 if old is None:
                     keys.append(key)
                     names.append(name)
