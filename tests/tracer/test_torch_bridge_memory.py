@@ -271,3 +271,31 @@ def test_edges_map_like_a_dict(spread):
     assert edges[4 * spread] == ((0, 1),)
     with pytest.raises(KeyError):
         edges[10**9]
+
+
+def test_counts_map_like_a_dict():
+    """Counts (a graph task's dependency counts as an array by key) answers as the dict it was made from would, through
+    what scheduler.route does to it (counts taken down, dropped at zero); a small or spread-out dict stays a dict."""
+    import random
+
+    from agdb.tracer.sources.torch.columns import Counts
+
+    rng = random.Random(3)
+    keys = rng.sample(range(50, 5000), 2000)
+    truth = {k: rng.randint(1, 3) for k in keys}
+    counts = Counts.of(dict(truth))
+    assert isinstance(counts, Counts)
+    for _ in range(6000):
+        key = rng.choice(keys)
+        count = counts.get(key)
+        assert count == truth.get(key) and (key in counts) == (key in truth)
+        if count is None:
+            with pytest.raises(KeyError):
+                del counts[key]
+        elif count == 1:
+            del counts[key], truth[key]
+        else:
+            counts[key] = truth[key] = count - 1
+    assert [counts.get(k) for k in range(0, 5100)] == [truth.get(k) for k in range(0, 5100)]
+    small, spread = {1: 2}, {k * 10_000: 1 for k in range(2000)}
+    assert Counts.of(small) is small and Counts.of(spread) is spread

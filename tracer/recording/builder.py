@@ -219,9 +219,12 @@ class TraceBuilder:
                               dependencies: Iterable[tuple[int, int]], pruned: Iterable[int] = ()) -> None:
         """Each node's dependency count as (node, count) (or an (n, 2) int array of them), and the nodes not
         expanded because topo < min."""
-        # An array, not pairs of ints: one per node of the graph (~60 B each as tuples).
+        # An array, not pairs of ints: one per node of the graph (~60 B each as tuples); 32-bit where they fit.
         pairs = dependencies if isinstance(dependencies, np.ndarray) else list(dependencies)
-        self._deps.append((np.asarray(pairs, dtype=np.int64).reshape(-1, 2), tuple(pruned)))
+        pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        if pairs.size and -2**31 <= pairs.min() and pairs.max() < 2**31:
+            pairs = pairs.astype(np.int32)
+        self._deps.append((pairs, tuple(pruned)))
         self._rows.extend((Kind.DEPENDENCIES_COMPUTED, thread, graph_task, 0, 0, min_topo_nr, 0))
 
     def exec_info_computed(self, *, thread: int, graph_task: int, needed: Iterable[int] = (),

@@ -24,103 +24,10 @@ import numpy as np
 
 from agdb.tracer.replay import scheduler
 from agdb.tracer.replay.scheduler import ExecInfo, NodeTask, node_key
-from agdb.tracer.store.schema import UINT64_MAX
-
-ABSENT = UINT64_MAX - 1
-"""What SeqNrs holds for a key with no seq_nr: never one of torch's (its counters count up from 0 by ones; a node with
-no number has UINT64_MAX)."""
+from agdb.tracer.sources.torch.columns import Counts, Edges, SeqNrs
 
 Capture = Callable[["GraphTaskModel", int, int], Any]
 """(graph task, node, result index) -> the captured grad, when the bridge knows it."""
-
-
-class SeqNrs:
-    """Node key -> seq_nr, as a column indexed by the key: for the bridge's keys, small ints handed out one by one
-    (a dict of a million-node graph's seq_nrs costs ~84 B a node, the column 8). A key's seq_nr never changes
-    (NOTE [node identity] in walk.py), so every graph the bridge walks shares one column; a key no walk gave a
-    seq_nr reads as absent."""
-
-    __slots__ = ("col",)
-
-    def __init__(self) -> None:
-        self.col = array("Q")  # ABSENT where no seq_nr was set
-
-    def grow(self, key: int) -> None:
-        """Make room up to `key` (at least doubling, so that a walk's appends cost O(1) each)."""
-        col = self.col
-        col.extend(array("Q", [ABSENT]) * max(key + 1 - len(col), len(col), 1024))
-
-    def __setitem__(self, key: int, seq: int) -> None:
-        if key >= len(self.col):
-            self.grow(key)
-        self.col[key] = seq
-
-    def get(self, key: int, default: int | None = None) -> int | None:
-        """The seq_nr of `key`, or `default` if none was set."""
-        col = self.col
-        seq = col[key] if 0 <= key < len(col) else ABSENT
-        return default if seq == ABSENT else seq
-
-    def __getitem__(self, key: int) -> int:
-        seq = self.get(key)
-        if seq is None:
-            raise KeyError(key)
-        return seq
-
-
-class Edges:
-    """Node key -> next edges as (child key or 0, input_nr) pairs, for one graph: a node with one next edge (every node
-    of a deep chain) as two ints in columns by key, rather than a dict slot, a 1-tuple and a pair (~140 B a node of a
-    million-node chain); the others in a dict. A walk hands its one-edge nodes over in bulk (`add_one_edge`)."""
-
-    __slots__ = ("base", "child", "nr", "other")
-
-    SPARSE = 4
-    """Columns only for keys at most this many times as spread as they are many (a graph's keys mostly are dense)."""
-
-    def __init__(self) -> None:
-        self.base = 0  # the key of column index 0
-        self.child = array("q")  # by key - base: the one edge's child key (0: a null edge), or -1: see `other`
-        self.nr = array("q")
-        self.other: dict[int, tuple[tuple[int, int], ...]] = {}
-
-    def get(self, key: int, default: Any = None) -> Any:
-        """The next edges of node `key`, or `default`."""
-        i = key - self.base
-        if 0 <= i < len(self.child):
-            child = self.child[i]
-            if child >= 0:
-                return ((child, self.nr[i]),)
-        return self.other.get(key, default)
-
-    def __getitem__(self, key: int) -> tuple[tuple[int, int], ...]:
-        edges = self.get(key)
-        if edges is None:
-            raise KeyError(key)
-        return edges
-
-    def __contains__(self, key: int) -> bool:
-        return self.get(key) is not None
-
-    def __setitem__(self, key: int, edges: tuple[tuple[int, int], ...]) -> None:
-        i = key - self.base
-        if 0 <= i < len(self.child):
-            self.child[i] = -1
-        self.other[key] = edges
-
-    def add_one_edge(self, keys: array, children: array, nrs: array) -> None:
-        """Nodes `keys` (new to this graph), each with one next edge (`children[i]`, `nrs[i]`)."""
-        if not keys:
-            return
-        low, high = min(keys), max(keys)
-        if self.child or high - low + 1 > self.SPARSE * len(keys) + 1024 or min(children) < 0:
-            for key, child, nr in zip(keys, children, nrs, strict=True):
-                self[key] = ((child, nr),)
-            return
-        at = np.frombuffer(keys, dtype=np.int64) - low
-        child, nr = np.full(high - low + 1, -1, dtype=np.int64), np.zeros(high - low + 1, dtype=np.int64)
-        child[at], nr[at] = np.frombuffer(children, dtype=np.int64), np.frombuffer(nrs, dtype=np.int64)
-        self.base, self.child, self.nr = low, array("q", child.tobytes()), array("q", nr.tobytes())
 
 
 @dataclass(frozen=True)
@@ -164,7 +71,7 @@ class GraphTaskModel:
         self.inputs = tuple(inputs)
         self.accumulate_grad = accumulate_grad
         self.topo = topo
-        self.dependencies: dict[int, int] = {}
+        self.dependencies: dict[int, int] | Counts = {}
         self.pruned: list[int] = []
         self.info: ExecInfo | None = None  # exec_info, once prepared (None: every node runs)
         self.needed: set[int] = set()
@@ -218,8 +125,11 @@ class EngineModel:
                              keep_graph=keep_graph, create_graph=create_graph,
                              accumulate_grad=gt.accumulate_grad, reentrant_depth=gt.depth)
         min_topo = gt.prepare()
-        e.dependencies_computed(graph_task=gt.id, min_topo_nr=min_topo, dependencies=gt.dependencies.items(),
-                                pruned=gt.pruned)
+        counts = gt.dependencies  # in the order compute_dependencies counted them: the trace keeps that order
+        keys = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
+        pairs = np.column_stack((keys, np.fromiter(counts.values(), dtype=np.int64, count=len(counts))))
+        e.dependencies_computed(graph_task=gt.id, min_topo_nr=min_topo, dependencies=pairs, pruned=gt.pruned)
+        gt.dependencies = Counts.of(counts)  # what route takes down from now on: an array by key, if dense
         if gt.exec_info:
             e.exec_info_computed(graph_task=gt.id, needed=sorted(gt.needed),
                                  captured=[(n, i, o) for n, caps in gt.captures.items() for i, o in caps])
