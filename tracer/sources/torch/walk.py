@@ -22,9 +22,10 @@ from array import array
 from typing import Any
 
 from agdb.tracer.recording.builder import Bump, NodeFacts
+from agdb.tracer.sources.torch.columns import Edges, SeqNrs
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import LEAN, Hooks
-from agdb.tracer.sources.torch.model import Edges, Graph, SeqNrs
+from agdb.tracer.sources.torch.model import Graph
 from agdb.tracer.sources.torch.naming import LeafNames
 from agdb.tracer.sources.torch.state import NODE, BridgeState, ThreadState
 from agdb.tracer.store.schema import UINT64_MAX
@@ -42,10 +43,14 @@ UNNUMBERED = -1
 
 
 class Walk:
-    """What one walk found: each node's key by the id of its wrapper, the graph, and the nodes it hooked."""
+    """What one walk found: each node's key by its wrapper, the graph, and the nodes it hooked.
+
+    torch's node wrappers hash and compare by identity, so `key_of` is keyed by the wrapper itself (an id() would be an
+    int of its own per node, 32 B): it holds the wrappers, so each names one node for as long as the walk is kept
+    (NOTE [node identity])."""
 
     def __init__(self, seq_nrs: SeqNrs) -> None:
-        self.key_of: dict[int, int] = {}
+        self.key_of: dict[Any, int] = {}
         self.graph = Graph(seq_nrs, Edges(), {})
         self.hooked: list = []  # the nodes this walk hooked: key, pre-hook dict, ... (NOTE [hooked nodes] in hooks.py)
 
@@ -78,18 +83,17 @@ class Walker:
     def walk(self, state: ThreadState, nodes: list) -> Walk:
         """Every node reachable from `nodes`, in one pass: keys, edges, hooks, and facts for nodes new to the trace."""
         walk = Walk(self._seq_nrs)
-        held: list = []  # wrappers stay alive during the walk, so id() names one node (NOTE [node identity])
-        new: list = []
+        new: list = []  # flat: node, key, node, key, ... (not a tuple a node: a million-node walk's)
         LEAN.thread = threading.get_ident()
         try:
-            self._walk_into(state, walk, nodes, held, new)
+            self._walk_into(state, walk, nodes, new)
         finally:
             LEAN.thread = None
         self.describe(new, walk.graph, state)
-        del held, new
+        del new
         return walk
 
-    def _walk_into(self, state: ThreadState, walk: Walk, nodes: list, held: list, new: list) -> None:
+    def _walk_into(self, state: ThreadState, walk: Walk, nodes: list, new: list) -> None:
         row = state.row
         key_of = walk.key_of
         graph = walk.graph
@@ -101,11 +105,10 @@ class Walker:
         key_fn, hook, described, hooked = self.key, self._hook, self._described, walk.hooked
         mode = self.shared.mode or self.shared.line_mode  # a custom Function's backward runs with it
         for n in nodes:
-            if n is not None and id(n) not in key_of:
+            if n is not None and n not in key_of:
                 key, seq = key_fn(n, row, used)
-                key_of[id(n)] = key
+                key_of[n] = key
                 seqs[key] = seq
-                held.append(n)
                 stack.append((n, key))
         while stack:
             n, key = stack.pop()
@@ -114,14 +117,13 @@ class Walker:
                 if c is None:
                     edges.append((0, nr))
                     continue
-                ck = key_of.get(id(c))
+                ck = key_of.get(c)
                 if ck is None:
                     ck, cseq = key_fn(c, row, used)
-                    key_of[id(c)] = ck
+                    key_of[c] = ck
                     if ck >= len(seq_col):
                         seqs.grow(ck)
                     seq_col[ck] = cseq
-                    held.append(c)
                     stack.append((c, ck))
                 edges.append((ck, nr))
                 if nr and inputs_of.get(ck, 1) <= nr:  # only counts above 1: a deep graph's nodes mostly have one
@@ -134,7 +136,7 @@ class Walker:
                 edges_of[key] = tuple(edges)
             hook(n, key, state, hooked, mode)
             if key >= len(described) or not described[key]:
-                new.append((n, key))
+                new += n, key
         graph.edges.add_one_edge(one_key, one_child, one_nr)
 
     def describe(self, new: list, graph: Graph, state: ThreadState) -> None:
@@ -148,12 +150,13 @@ class Walker:
         keys, names, seqs, flats, inputs = [], [], [], [], []
         described = self._described
         if new:
-            top = max(key for _, key in new) + 1
+            top = max(itertools.islice(new, 1, None, 2)) + 1
             if top > len(described):
                 described.extend(bytes(max(top - len(described), len(described))))
         seq_col, edges_of, inputs_of = graph.seq.col, graph.edges, graph.num_inputs
         one_child, one_nr, base, other = edges_of.child, edges_of.nr, edges_of.base, edges_of.other  # Edges, inline
-        for n, key in new:
+        pairs = iter(new)
+        for n, key in zip(pairs, pairs, strict=True):
             name = type_names.get(type(n))
             if name is None:
                 name = type_names[type(n)] = n.name()
@@ -288,7 +291,7 @@ class Walker:
             for row, keys in list(self._walks):
                 if any(self._handles.get(k) is None or self._handles[k]() is None for k in keys):
                     del self._walks[(row, keys)]
-        self._walks[(state.row, tuple(key_of[id(n)] for n in starts))] = graph
+        self._walks[(state.row, tuple(key_of[n] for n in starts))] = graph
 
     def forget(self) -> None:
         """Forget every walk kept, and the leaves' AccumulateGrads (the recording ended)."""
