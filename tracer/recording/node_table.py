@@ -17,7 +17,7 @@ whatever it popped that is not what it packed.
 from __future__ import annotations
 
 import threading
-from itertools import compress
+from itertools import chain, compress
 from operator import is_not
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
@@ -128,8 +128,7 @@ class NodeTable:
         if not len(keys):
             return
         recent = self.recent
-        fields = {name: values if _per_key(values) else [values] * len(keys) for name, values in fields.items()}
-        slots = [(_INDEX[name], values) for name, values in fields.items()]
+        slots = [(_INDEX[name], values if _per_key(values) else _Same(values)) for name, values in fields.items()]
         with self._lock:
             in_recent = list(map(recent.__contains__, keys))
             for i in compress(range(len(keys)), in_recent):  # a tuple each, as its writer made it
@@ -142,9 +141,15 @@ class NodeTable:
             del present
             if not inside.any():
                 return
+            converted: dict[str, Any] = {}
             try:
-                converted = {column: values[inside] for name, per_key in fields.items()
-                             for column, values in _columns(name, per_key, self._text_id).items()}
+                for name, given in fields.items():
+                    if _per_key(given):
+                        for column, values in _columns(name, given, self._text_id).items():
+                            converted[column] = values[inside]
+                    else:  # one value for all: converted once, assigned to every row
+                        for column, values in _columns(name, [given], self._text_id).items():
+                            converted[column] = values[0]
             except (OverflowError, TypeError, ValueError):  # a value the columns cannot hold: those facts in `recent`
                 for i in np.flatnonzero(inside).tolist():
                     self._rewrite(keys[i], self.get(keys[i]), i, slots)
@@ -156,13 +161,12 @@ class NodeTable:
 
     def _rewrite(self, key: int, old: NodeFacts | None, i: int, slots: list) -> None:
         """Node `key`'s facts in `recent`, with the fields of `slots` (index, values) set to their `i`-th values."""
-        if old is None:
+        if old is None or all(old[j] == values[i] for j, values in slots):
             return
         new = list(old)
         for j, values in slots:
             new[j] = values[i]
-        if new != list(old):
-            self.recent[key] = _new(NodeFacts, new)
+        self.recent[key] = _new(NodeFacts, new)
 
     def pack(self) -> None:
         """Move the facts of `recent` that fit into the columns (NOTE [packed node facts])."""
@@ -263,6 +267,18 @@ class NodeTable:
         self.present.extend(bytes(new - size))
 
 
+class _Same:
+    """One value for every key, read as `values[i]` (NodeTable.write)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __getitem__(self, i: int) -> Any:
+        return self.value
+
+
 def _per_key(values: Any) -> bool:
     return not isinstance(values, (str, int, np.integer))
 
@@ -281,7 +297,8 @@ def _columns(name: str, values: Iterable, text_id: Any) -> dict[str, np.ndarray]
     two = np.flatnonzero(np.fromiter(map(len, values), dtype=np.int64, count=n) == 2)
     if len(two):  # one edge each: as two ints, where both fit (a child key or 0, an input_nr of 32 bits)
         try:
-            pairs = np.array([values[i] for i in two.tolist()], dtype=np.int64).reshape(-1, 2)
+            picked = values if len(two) == n else [values[i] for i in two.tolist()]
+            pairs = np.fromiter(chain.from_iterable(picked), dtype=np.int64, count=2 * len(two)).reshape(-1, 2)
         except (OverflowError, TypeError, ValueError):
             fit = [i for i in two.tolist() if _int_pair(values[i])]
             two = np.asarray(fit, dtype=np.int64)

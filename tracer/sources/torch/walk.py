@@ -21,6 +21,8 @@ import weakref
 from array import array
 from typing import Any
 
+import numpy as np
+
 from agdb.tracer.recording.builder import Bump, NodeFacts
 from agdb.tracer.sources.torch.columns import Edges, SeqNrs
 from agdb.tracer.sources.torch.forward import Forward
@@ -147,7 +149,7 @@ class Walker:
         pending = state.log if state.log or state.calls else None
         facts_of, bumps, unnamed, type_names = self.raw.node_facts, self.raw.bumps, self._unnamed, self._type_names
         packed = self.raw.nodes.present  # NOTE [packed node facts]: those facts are rewritten together, below
-        keys, names, seqs, flats, inputs = [], [], [], [], []
+        keys, names, flats = [], [], []
         described = self._described
         if new:
             top = max(itertools.islice(new, 1, None, 2)) + 1
@@ -170,20 +172,18 @@ class Walker:
             if old is not None or key < len(packed) and packed[key]:
                 # Made while recording: its name and edges now; its creation step, thread and line as they were.
                 # The fields of TraceBuilder.node, written here (a walk's edges are already (key or 0, int) pairs);
-                # node() writes them the same way for a node described from the log.
-                # Flat, as _flat makes them (inline: a call per node costs the walk).
+                # node() writes them the same way for a node described from the log. The edges flat, as _flat makes
+                # them, read from the graph's Edges inline (a call per node costs the walk).
                 i = key - base
                 if 0 <= i < len(one_child) and one_child[i] >= 0:
                     flat = (one_child[i], one_nr[i])
                 else:
                     edges = other[key]
                     flat = edges[0] if len(edges) == 1 else tuple(_chain(edges))
-                if old is None:
+                if old is None:  # packed: its seq_nr and input count are read below, for all at once
                     keys.append(key)
                     names.append(name)
-                    seqs.append(seq)
                     flats.append(flat)
-                    inputs.append(inputs_of.get(key, 1))
                     continue
                 if old.seq_nr == seq:  # the increment's int: not a second one per node
                     seq = old.seq_nr
@@ -194,8 +194,10 @@ class Walker:
             else:  # met first by a walk (an AccumulateGrad, or a node made before recording)
                 b.node_created(thread=row, node=key, name=name, seq_nr=seq, topological_nr=0,
                                next_edges=edges_of[key], num_inputs=inputs_of.get(key, 1))
-        self.raw.nodes.write(keys, name=names, seq_nr=seqs, topological_nr=0, device="cpu", next_edges=flats,
-                             num_inputs=inputs)
+        if keys:
+            seqs = np.frombuffer(seq_col, dtype=np.uint64)[np.asarray(keys, dtype=np.int64)]
+            self.raw.nodes.write(keys, name=names, seq_nr=seqs, topological_nr=0, device="cpu", next_edges=flats,
+                                 num_inputs=list(map(inputs_of.get, keys, itertools.repeat(1))))
 
     def node(self, state: ThreadState, frame: int, key: int, name: str, seq: int, edges: tuple,
              num_inputs: int) -> None:
