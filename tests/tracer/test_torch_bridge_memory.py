@@ -24,11 +24,12 @@ hook dicts, and the walk's note of them: NOTE [hooked nodes] in tracer/sources/t
 closures, two OrderedDicts and a weak reference to each held about 1,580; one callable and two weak references,
 about 820; int-keyed dicts, 680; a weak reference to the first and an entry in a dict by key, 600."""
 
-RECORDING_BYTES_PER_NODE = 1300
+RECORDING_BYTES_PER_NODE = 1000
 """What recording a deep chain may hold in Python objects a node while its backward runs, beyond the plain run
-(hooks, keys, seq_nrs, edges, dependency counts, node facts, the events so far): about 1,230 B on a 10,000-node
-chain; 1,420 with a dict per graph of seq_nrs, one per row of seq_nr -> key, a weak reference per hooked node and a
-set of the nodes described."""
+(hooks, keys, seq_nrs, edges, dependency counts, node facts, the events so far): about 930 B on a 10,000-node chain
+(the node facts' columns, allocated for 16,384 keys there, count ~105 of it); 1,230 with each node's facts a
+NodeFacts tuple in a dict, its edges a 1-tuple in a dict and its dependency count in a dict; 1,420 with a dict per
+graph of seq_nrs, one per row of seq_nr -> key, a weak reference per hooked node and a set of the nodes described."""
 
 
 def _chain(n: int):
