@@ -248,22 +248,22 @@ def test_seq_nrs_map_like_a_dict():
         seqs[4]
 
 
-@pytest.mark.parametrize("spread", [1, 10_000])
-def test_edges_map_like_a_dict(spread):
-    """Edges (a graph's next edges, one-edge nodes in columns by key) answers as a dict given the same entries would:
-    one-edge nodes handed over in bulk, dense (columns) or spread out (a dict), null edges, nodes with two edges or
-    none, and an entry set again afterwards."""
+@pytest.mark.parametrize(("spread", "smallest"), [(1, 1), (10_000, 1), (1, 1024)])
+def test_edges_map_like_a_dict(monkeypatch, spread, smallest):
+    """Edges.of (a walk's next edges, its one-edge nodes in columns by key) answers as a dict given the same entries
+    would: dense (columns), spread out or few (a plain dict), null edges, nodes with two edges or none, and an entry
+    set again afterwards."""
     from array import array
 
-    from agdb.tracer.sources.torch.model import Edges
+    from agdb.tracer.sources.torch.columns import Edges
 
-    edges, truth = Edges(), {}
+    monkeypatch.setattr(Edges, "SMALLEST", smallest)
     ones = [(5 * spread, 4 * spread, 0), (4 * spread, 0, 1), (3 * spread, 2 * spread, 0), (2 * spread, 1, 2)]
-    for key, child, nr in ones:
-        truth[key] = ((child, nr),)
-    edges.other[7] = truth[7] = ((1, 0), (2, 1))
-    edges.other[8] = truth[8] = ()
-    edges.add_one_edge(*(array("q", column) for column in zip(*ones, strict=True)))
+    truth = {key: ((child, nr),) for key, child, nr in ones}
+    other = {7: ((1, 0), (2, 1)), 8: ()}
+    truth.update(other)
+    edges = Edges.of(other, *(array("q", column) for column in zip(*ones, strict=True)))
+    assert isinstance(edges, Edges) == (spread == 1 and smallest == 1)
     edges[3 * spread] = truth[3 * spread] = ((9, 0), (0, 0))
     edges[6 * spread] = truth[6 * spread] = ((1, 1),)
     for key in [*truth, 1, 9, 2 * spread + 1, 10**9]:

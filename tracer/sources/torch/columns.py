@@ -53,12 +53,31 @@ class SeqNrs:
 class Edges:
     """Node key -> next edges as (child key or 0, input_nr) pairs, for one graph: a node with one next edge (every node
     of a deep chain) as two ints in columns by key, rather than a dict slot, a 1-tuple and a pair (~140 B a node of a
-    million-node chain); the others in a dict. A walk hands its one-edge nodes over in bulk (`add_one_edge`)."""
+    million-node chain); the others in a dict. `of` makes one from what a walk found, or a plain dict of them all."""
 
     __slots__ = ("base", "child", "nr", "other")
 
     SPARSE = 4
     """Columns only for keys at most this many times as spread as they are many (a graph's keys mostly are dense)."""
+    SMALLEST = 1024
+    """Fewer one-edge nodes than this stay in a dict: its get, in C, costs the model's scheduling less than a method's
+    (Counts too)."""
+
+    @classmethod
+    def of(cls, other: dict, keys: array, children: array, nrs: array) -> Edges | dict:
+        """A walk's edges: `other` (node -> its edges, for nodes with other than one) and the nodes `keys`, each with
+        one next edge (`children[i]`, `nrs[i]`); `other` itself, with them added, if they are few or spread out."""
+        low, high = (min(keys), max(keys)) if keys else (0, 0)
+        if len(keys) < cls.SMALLEST or high - low + 1 > cls.SPARSE * len(keys) + 1024 or min(children) < 0:
+            for key, child, nr in zip(keys, children, nrs, strict=True):
+                other[key] = ((child, nr),)
+            return other
+        at = np.frombuffer(keys, dtype=np.int64) - low
+        child, nr = np.full(high - low + 1, -1, dtype=np.int64), np.zeros(high - low + 1, dtype=np.int64)
+        child[at], nr[at] = np.frombuffer(children, dtype=np.int64), np.frombuffer(nrs, dtype=np.int64)
+        made = cls()
+        made.base, made.child, made.nr, made.other = low, array("q", child.tobytes()), array("q", nr.tobytes()), other
+        return made
 
     def __init__(self) -> None:
         self.base = 0  # the key of column index 0
@@ -90,20 +109,6 @@ class Edges:
             self.child[i] = -1
         self.other[key] = edges
 
-    def add_one_edge(self, keys: array, children: array, nrs: array) -> None:
-        """Nodes `keys` (new to this graph), each with one next edge (`children[i]`, `nrs[i]`)."""
-        if not keys:
-            return
-        low, high = min(keys), max(keys)
-        if self.child or high - low + 1 > self.SPARSE * len(keys) + 1024 or min(children) < 0:
-            for key, child, nr in zip(keys, children, nrs, strict=True):
-                self[key] = ((child, nr),)
-            return
-        at = np.frombuffer(keys, dtype=np.int64) - low
-        child, nr = np.full(high - low + 1, -1, dtype=np.int64), np.zeros(high - low + 1, dtype=np.int64)
-        child[at], nr[at] = np.frombuffer(children, dtype=np.int64), np.frombuffer(nrs, dtype=np.int64)
-        self.base, self.child, self.nr = low, array("q", child.tobytes()), array("q", nr.tobytes())
-
 
 class Counts:
     """Node key -> dependency count of one graph task, as scheduler.route reads, takes down and drops them: an array by
@@ -112,8 +117,8 @@ class Counts:
 
     __slots__ = ("base", "col")
 
-    SMALLEST = 1024
-    """Fewer counts than this stay a dict (no gain worth an array)."""
+    SMALLEST = Edges.SMALLEST
+    """Fewer counts than this stay a dict."""
 
     @classmethod
     def of(cls, counts: dict[int, int]) -> Counts | dict[int, int]:

@@ -53,7 +53,7 @@ class Walk:
 
     def __init__(self, seq_nrs: SeqNrs) -> None:
         self.key_of: dict[Any, int] = {}
-        self.graph = Graph(seq_nrs, Edges(), {})
+        self.graph = Graph(seq_nrs, {}, {})  # its edges are Edges.of what the walk found (Walker._walk_into)
         self.hooked: list = []  # the nodes this walk hooked: key, pre-hook dict, ... (NOTE [hooked nodes] in hooks.py)
 
 
@@ -99,7 +99,7 @@ class Walker:
         row = state.row
         key_of = walk.key_of
         graph = walk.graph
-        seqs, edges_of, inputs_of = graph.seq, graph.edges.other, graph.num_inputs
+        seqs, edges_of, inputs_of = graph.seq, {}, graph.num_inputs
         seq_col = seqs.col  # written in place (grown by seqs.grow, which extends it)
         one_key, one_child, one_nr = array("q"), array("q"), array("q")  # the nodes with one next edge (Edges)
         used: set[int] = set()
@@ -139,7 +139,7 @@ class Walker:
             hook(n, key, state, hooked, mode)
             if key >= len(described) or not described[key]:
                 new += n, key
-        graph.edges.add_one_edge(one_key, one_child, one_nr)
+        walk.graph = Graph(seqs, Edges.of(edges_of, one_key, one_child, one_nr), inputs_of)
 
     def describe(self, new: list, graph: Graph, state: ThreadState) -> None:
         """Node facts for nodes the trace has not described yet: their edges, input count and real name (an increment
@@ -156,7 +156,10 @@ class Walker:
             if top > len(described):
                 described.extend(bytes(max(top - len(described), len(described))))
         seq_col, edges_of, inputs_of = graph.seq.col, graph.edges, graph.num_inputs
-        one_child, one_nr, base, other = edges_of.child, edges_of.nr, edges_of.base, edges_of.other  # Edges, inline
+        if isinstance(edges_of, Edges):  # read inline below
+            one_child, one_nr, base, other = edges_of.child, edges_of.nr, edges_of.base, edges_of.other
+        else:  # a small graph's dict
+            one_child, one_nr, base, other = (), (), 0, edges_of
         pairs = iter(new)
         for n, key in zip(pairs, pairs, strict=True):
             name = type_names.get(type(n))
