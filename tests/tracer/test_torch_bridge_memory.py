@@ -24,11 +24,12 @@ hook dicts, and the walk's note of them: NOTE [hooked nodes] in tracer/sources/t
 closures, two OrderedDicts and a weak reference to each held about 1,580; one callable and two weak references,
 about 820; int-keyed dicts, 680; a weak reference to the first and an entry in a dict by key, 600."""
 
-RECORDING_BYTES_PER_NODE = 1300
+RECORDING_BYTES_PER_NODE = 1000
 """What recording a deep chain may hold in Python objects a node while its backward runs, beyond the plain run
-(hooks, keys, seq_nrs, edges, dependency counts, node facts, the events so far): about 1,230 B on a 10,000-node
-chain; 1,420 with a dict per graph of seq_nrs, one per row of seq_nr -> key, a weak reference per hooked node and a
-set of the nodes described."""
+(hooks, keys, seq_nrs, edges, dependency counts, node facts, the events so far): about 930 B on a 10,000-node chain
+(the node facts' columns, allocated for 16,384 keys there, count ~105 of it); 1,230 with each node's facts a
+NodeFacts tuple in a dict, its edges a 1-tuple in a dict and its dependency count in a dict; 1,420 with a dict per
+graph of seq_nrs, one per row of seq_nr -> key, a weak reference per hooked node and a set of the nodes described."""
 
 
 def _chain(n: int):
@@ -245,3 +246,57 @@ def test_seq_nrs_map_like_a_dict():
     assert seqs[3000] == UINT64_MAX
     with pytest.raises(KeyError):
         seqs[4]
+
+
+@pytest.mark.parametrize(("spread", "smallest"), [(1, 1), (10_000, 1), (1, 1024)])
+def test_edges_map_like_a_dict(monkeypatch, spread, smallest):
+    """Edges.of (a walk's next edges, its one-edge nodes in columns by key) answers as a dict given the same entries
+    would: dense (columns), spread out or few (a plain dict), null edges, nodes with two edges or none, and an entry
+    set again afterwards."""
+    from array import array
+
+    from agdb.tracer.sources.torch.columns import Edges
+
+    monkeypatch.setattr(Edges, "SMALLEST", smallest)
+    ones = [(5 * spread, 4 * spread, 0), (4 * spread, 0, 1), (3 * spread, 2 * spread, 0), (2 * spread, 1, 2)]
+    truth = {key: ((child, nr),) for key, child, nr in ones}
+    other = {7: ((1, 0), (2, 1)), 8: ()}
+    truth.update(other)
+    edges = Edges.of(other, *(array("q", column) for column in zip(*ones, strict=True)))
+    assert isinstance(edges, Edges) == (spread == 1 and smallest == 1)
+    edges[3 * spread] = truth[3 * spread] = ((9, 0), (0, 0))
+    edges[6 * spread] = truth[6 * spread] = ((1, 1),)
+    for key in [*truth, 1, 9, 2 * spread + 1, 10**9]:
+        assert edges.get(key) == truth.get(key) and edges.get(key, ()) == truth.get(key, ())
+        assert (key in edges) == (key in truth)
+    assert edges[4 * spread] == ((0, 1),)
+    with pytest.raises(KeyError):
+        edges[10**9]
+
+
+def test_counts_map_like_a_dict():
+    """Counts (a graph task's dependency counts as an array by key) answers as the dict it was made from would, through
+    what scheduler.route does to it (counts taken down, dropped at zero); a small or spread-out dict stays a dict."""
+    import random
+
+    from agdb.tracer.sources.torch.columns import Counts
+
+    rng = random.Random(3)
+    keys = rng.sample(range(50, 5000), 2000)
+    truth = {k: rng.randint(1, 3) for k in keys}
+    counts = Counts.of(dict(truth))
+    assert isinstance(counts, Counts)
+    for _ in range(6000):
+        key = rng.choice(keys)
+        count = counts.get(key)
+        assert count == truth.get(key) and (key in counts) == (key in truth)
+        if count is None:
+            with pytest.raises(KeyError):
+                del counts[key]
+        elif count == 1:
+            del counts[key], truth[key]
+        else:
+            counts[key] = truth[key] = count - 1
+    assert [counts.get(k) for k in range(0, 5100)] == [truth.get(k) for k in range(0, 5100)]
+    small, spread = {1: 2}, {k * 10_000: 1 for k in range(2000)}
+    assert Counts.of(small) is small and Counts.of(spread) is spread

@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from agdb.tracer.recording.freeze import Snapshot, compact, freeze, merge_summary_blocks, summary_block
+from agdb.tracer.recording.node_table import NodeFacts, NodeTable
 from agdb.tracer.store.events import TensorSummary
 from agdb.tracer.store.schema import HOOK_KINDS, WAKE_UP, Kind, Provenance, seq_code
 from agdb.tracer.store.trace import Trace
@@ -49,21 +50,6 @@ ROW = 7
 
 
 _new = tuple.__new__  # a NamedTuple made without its class's Python-level __new__ (NodeFacts says why)
-
-
-class NodeFacts(NamedTuple):
-    """What a trace knows of one node, by its key: `RawBuffers.node_facts` holds one per node. A source on the fast
-    path makes one with `tuple.__new__(NodeFacts, (...))`, a third of the cost of calling the class."""
-
-    name: str
-    seq_nr: int
-    topological_nr: int
-    device: str
-    thread: int  # thread row, or -1
-    next_edges: tuple[int, ...]  # flat: child key or 0, input_nr, child key or 0, input_nr, ...
-    frame: int  # frame row of the line that made it, or -1
-    step: int  # the step of its creation (the number of events before it)
-    num_inputs: int  # input slots
 
 
 class Bump(NamedTuple):
@@ -84,6 +70,8 @@ class RawBuffers:
     rows: list[int]
     """Raw events not frozen yet, flat; call `TraceBuilder.freeze_rows()` once they hold CHUNK rows or more."""
     node_facts: dict[int, NodeFacts]
+    """Where a node's facts are written (`nodes.recent`). With `pack_nodes` it holds only those written since the last
+    pack: read facts through `nodes` (NOTE [packed node facts] in node_table.py)."""
     bumps: dict[int, Bump]
     """Increments of nodes whose facts are not written yet (a node's facts, once written, win)."""
     summaries: list
@@ -91,6 +79,8 @@ class RawBuffers:
     (shape, dtype, device, preview, has_nan, has_inf) per tensor; or, for one small CPU tensor, the bare array."""
     stacks: dict[int, str]
     """Node key -> the forward traceback anomaly mode kept."""
+    nodes: NodeTable
+    """Every node's facts, for reading (and for `NodeTable.write`, which changes fields of many nodes at once)."""
 
 
 class TraceBuilder:
@@ -100,9 +90,13 @@ class TraceBuilder:
         source: what writes the trace: `engine`, `torch`, or a tool's or test's name (kept in the trace).
         provenance: per event kind, `observed` or `reconstructed`; kinds left out are ones the source cannot
             provide (`missing`), so a panel can say so. Default: every kind observed.
+        pack_nodes: move the nodes' facts into columns each time rows are frozen (NOTE [packed node facts] in
+            node_table.py), for a source whose graphs have millions of nodes; it then reads them through
+            `RawBuffers.nodes`, not `RawBuffers.node_facts`.
     """
 
-    def __init__(self, source: str = "engine", provenance: Mapping[Kind, Provenance] | None = None) -> None:
+    def __init__(self, source: str = "engine", provenance: Mapping[Kind, Provenance] | None = None,
+                 pack_nodes: bool = False) -> None:
         self.source = source
         kinds = provenance if provenance is not None else {k: "observed" for k in Kind}
         self.provenance = {Kind(k).name.lower(): v for k, v in kinds.items() if v != "missing"}
@@ -111,7 +105,9 @@ class TraceBuilder:
         self._frozen = 0  # rows in _chunks
         self._summary_blocks: list[dict] = []  # frozen summaries (_freeze.summary_block), before `summaries`
         self._chunk_lock = threading.Lock()  # one freezer at a time; a snapshot sees chunks and rows together
-        self._node_facts: dict[int, NodeFacts] = {}
+        self._nodes = NodeTable()
+        self._node_facts = self._nodes.recent  # where facts are written; packed into _nodes' columns if _pack_nodes
+        self._pack_nodes = pack_nodes
         self._summaries: list = []
         self._bumps: dict[int, Bump] = {}
         self._stacks: dict[int, str] = {}
@@ -223,9 +219,12 @@ class TraceBuilder:
                               dependencies: Iterable[tuple[int, int]], pruned: Iterable[int] = ()) -> None:
         """Each node's dependency count as (node, count) (or an (n, 2) int array of them), and the nodes not
         expanded because topo < min."""
-        # An array, not pairs of ints: one per node of the graph (~60 B each as tuples).
+        # An array, not pairs of ints: one per node of the graph (~60 B each as tuples); 32-bit where they fit.
         pairs = dependencies if isinstance(dependencies, np.ndarray) else list(dependencies)
-        self._deps.append((np.asarray(pairs, dtype=np.int64).reshape(-1, 2), tuple(pruned)))
+        pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        if pairs.size and -2**31 <= pairs.min() and pairs.max() < 2**31:
+            pairs = pairs.astype(np.int32)
+        self._deps.append((pairs, tuple(pruned)))
         self._rows.extend((Kind.DEPENDENCIES_COMPUTED, thread, graph_task, 0, 0, min_topo_nr, 0))
 
     def exec_info_computed(self, *, thread: int, graph_task: int, needed: Iterable[int] = (),
@@ -296,7 +295,7 @@ class TraceBuilder:
 
     def raw_buffers(self) -> RawBuffers:
         """The buffers behind the named methods, for a source's hottest events (NOTE [builder fast path])."""
-        return RawBuffers(self._rows, self._node_facts, self._bumps, self._summaries, self._stacks)
+        return RawBuffers(self._rows, self._node_facts, self._bumps, self._summaries, self._stacks, self._nodes)
 
     @property
     def num_events(self) -> int:
@@ -329,6 +328,8 @@ class TraceBuilder:
             del summaries[:k]
         finally:
             self._chunk_lock.release()
+        if self._pack_nodes:
+            self._nodes.pack()
 
     def _snapshot(self) -> Snapshot:
         """Everything held, copied at one moment (Snapshot says in which order, and why)."""
@@ -337,7 +338,7 @@ class TraceBuilder:
             summary_blocks, raw_summaries = list(self._summary_blocks), list(self._summaries)
         bumps = dict(self._bumps)  # before node_facts: the Recorder drops a node's bump once its facts are in
         return Snapshot(
-            chunks=chunks, rows=rows, bumps=bumps, node_facts=dict(self._node_facts), stacks=dict(self._stacks),
+            chunks=chunks, rows=rows, bumps=bumps, node_facts=self._nodes.snapshot(), stacks=dict(self._stacks),
             leaf_names=dict(self._leaf_names), strings=dict(self._strings),
             summaries=merge_summary_blocks([*summary_blocks, summary_block(raw_summaries)]),
             threads=list(self._threads), queues=dict(self._queues), frames=list(self._frame_rows),

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from agdb.tracer.recording.frames import absolute_file, read_source
+from agdb.tracer.recording.node_table import FIELDS, Packed
 from agdb.tracer.store.arrays import lookup_sorted
 from agdb.tracer.store.schema import NODE_KINDS, SOURCE_CONTEXT, SUMMARY_KINDS, Kind, seq_code
 from agdb.tracer.store.trace import Trace
@@ -29,12 +30,11 @@ def freeze(snap: Snapshot, progress: Callable[[int, int], None] | None = None) -
             index = strings[text] = len(strings)
         return index
 
-    nodes = _merge_bumps(snap)
-    keys = sorted(nodes)
+    key_array, facts = _merge_bumps(snap)
     table = snap.table()
     if progress:
         progress(0, len(table))
-    dense = _dense_nodes(table[:, 3], np.asarray(keys, dtype=np.int64))
+    dense = _dense_nodes(table[:, 3], key_array)
     table, dense = snap.settle(table, dense)
     threads, queues, frames, tasks, deps, exec_infos = (snap.threads, snap.queues, snap.frames, snap.tasks,
                                                         snap.deps, snap.exec_infos)
@@ -48,9 +48,8 @@ def freeze(snap: Snapshot, progress: Callable[[int, int], None] | None = None) -
         ev_task=compact(_number_tasks(table[:, 2])), ev_node=compact(dense),
         ev_a=compact(table[:, 4]), ev_b=compact(table[:, 5]),
         push_seq=compact(c_col[pushes]), pop_push=compact(np.where(stale, -origin - 2, origin)))
-    key_array = np.asarray(keys, dtype=np.int64)
     _side_tables(snap, tasks, deps, exec_infos, key_array, sid, columns)
-    _node_table(snap, nodes, keys, key_array, sid, columns)
+    _node_table(snap, facts, key_array, sid, columns)
     _frame_table(frames, snap.cwd, sid, columns)
     columns.update(thread_name=compact([sid(name) for name in threads]),
                    queue_name=compact([sid(q) for q in queues]))
@@ -74,7 +73,7 @@ class Snapshot:
     chunks: list  # frozen rows: ROW compact columns a chunk
     rows: list[int]  # raw rows after them, flat
     bumps: dict  # node key -> builder.Bump
-    node_facts: dict  # node key -> builder.NodeFacts
+    node_facts: Packed  # the builder's NodeTable, copied (NodeTable.snapshot)
     stacks: dict[int, str]
     leaf_names: dict[int, str]
     strings: dict[str, int]
@@ -218,16 +217,43 @@ def _match_pops(table: np.ndarray, dense: np.ndarray, pushes: np.ndarray, pops: 
     return np.where(sorted_joint[pos] == pop_joint, pushes[order][pos], -1).astype(np.int64)
 
 
-def _merge_bumps(b: Snapshot) -> dict:
-    """Static node facts, with the name, number and line kept at the bump for nodes never completed."""
-    nodes = dict(b.node_facts)
+def _merge_bumps(b: Snapshot) -> tuple[np.ndarray, dict[str, Any]]:
+    """Every node's static facts as columns in ascending key order (the packed ones, with the table's `recent` over
+    them: NOTE [packed node facts] in node_table.py), with the name, number and line kept at the bump for nodes never
+    completed. The ints as int64 (seq_nr as its seq_code), the rest as object arrays; a node's next edges as the
+    packed columns hold them (`edge_child`, `edge_nr`, `next_edges`: node_table._DTYPES)."""
+    packed = b.node_facts
+    extra = dict(packed.recent)
+    pkeys = packed.keys
+    pcols = {name: col.astype(np.int64) if col.dtype != object and name != "seq_nr" else col
+             for name, col in packed.columns.items()}
     for key, (name, seq, frame) in b.bumps.items():
-        info = nodes.get(key)
-        if info is None:
-            nodes[key] = (name, seq, 0, "cpu", -1, (), frame, 0, 0)
-        elif info[6] < 0:
-            nodes[key] = info[:6] + (frame,) + info[7:]
-    return nodes
+        info = extra.get(key)
+        if info is not None:
+            if info[6] < 0:
+                extra[key] = info[:6] + (frame,) + info[7:]
+            continue
+        pos = int(np.searchsorted(pkeys, key)) if len(pkeys) else 0
+        if pos < len(pkeys) and pkeys[pos] == key:
+            if pcols["frame"][pos] < 0:
+                pcols["frame"][pos] = frame
+        else:
+            extra[key] = (name, seq, 0, "cpu", -1, (), frame, 0, 0)
+    ekeys = sorted(extra)
+    infos = list(map(extra.__getitem__, ekeys))
+    ecols = dict(zip(FIELDS, zip(*infos, strict=True), strict=True)) if infos else dict.fromkeys(FIELDS, ())
+    keep = ~np.isin(pkeys, np.asarray(ekeys, dtype=np.int64)) if ekeys else np.ones(len(pkeys), dtype=bool)
+    keys = np.concatenate([pkeys[keep], np.asarray(ekeys, dtype=np.int64)])
+    order = np.argsort(keys, kind="stable")
+    seq = pcols["seq_nr"][keep]
+    parts = {"seq_nr": (np.where(seq >= np.uint64(2**63), -1, seq.astype(np.int64)), _seq_codes(ecols["seq_nr"]))}
+    for name in ("name", "device", "next_edges"):
+        parts[name] = (pcols[name][keep], np.fromiter(ecols[name], dtype=object, count=len(ekeys)))
+    for name in ("topological_nr", "thread", "frame", "num_inputs"):
+        parts[name] = (pcols[name][keep], np.array(ecols[name], dtype=np.int64))
+    parts["edge_child"] = (pcols["edge_child"][keep], np.full(len(ekeys), -1, dtype=np.int64))  # all in next_edges
+    parts["edge_nr"] = (pcols["edge_nr"][keep], np.zeros(len(ekeys), dtype=np.int64))
+    return keys[order], {name: np.concatenate(pair)[order] for name, pair in parts.items()}
 
 
 def _frame_table(frames: list, cwd: str | None, sid: Any, columns: dict) -> None:
@@ -257,26 +283,26 @@ def _frame_table(frames: list, cwd: str | None, sid: Any, columns: dict) -> None
         source_text=compact([sid(texts[file][line - 1]) for file, line in source]))
 
 
-def _node_table(b: Snapshot, nodes: dict, keys: list, key_array: np.ndarray, sid: Any, columns: dict) -> None:
-    """The node and edge columns. A trace can have a million nodes: the facts are transposed once (zip, in C) and
-    each column is made by numpy, not by a Python loop a node (NOTE [strings in first-use order])."""
-    infos = list(map(nodes.__getitem__, keys))
-    name, seq, topo, device, thread, edges, frame, _, inputs = zip(*infos, strict=True) if infos else ((),) * 9
-    flat = np.fromiter(itertools.chain.from_iterable(edges), dtype=np.int64).reshape(-1, 2)
+def _node_table(b: Snapshot, facts: dict[str, Any], key_array: np.ndarray, sid: Any, columns: dict) -> None:
+    """The node and edge columns, from `_merge_bumps`' columns. A trace can have a million nodes: each column is made
+    by numpy, not by a Python loop a node (NOTE [strings in first-use order])."""
+    flat, nedges = _flat_edges(facts["edge_child"], facts["edge_nr"], facts["next_edges"])
     children = flat[:, 0]
     pos, found = lookup_sorted(key_array, children)
     columns.update(
-        node_name=compact(_string_ids(name, sid)),
-        node_seq=compact(_seq_codes(seq)),
-        node_topo=compact(np.array(topo, dtype=np.int64)),
-        node_device=compact(_string_ids(device, sid)),
-        node_thread=compact(np.array(thread, dtype=np.int64)),
-        node_frame=compact(np.array(frame, dtype=np.int64)),
-        node_inputs=compact(np.array(inputs, dtype=np.int64)),
-        node_nedges=compact(np.fromiter(map(len, edges), dtype=np.int64, count=len(edges)) // 2),
+        node_name=compact(_string_ids(facts["name"], sid)),
+        node_seq=compact(facts["seq_nr"]),
+        node_topo=compact(facts["topological_nr"]),
+        node_device=compact(_string_ids(facts["device"], sid)),
+        node_thread=compact(facts["thread"]),
+        node_frame=compact(facts["frame"]),
+        node_inputs=compact(facts["num_inputs"]),
+        node_nedges=compact(nedges),
         edge_child=compact(np.where(found & (children != 0), pos, -1)),
         edge_input_nr=compact(flat[:, 1]),
     )
+    if b.stacks or b.leaf_names:
+        keys = key_array.tolist()
     if b.stacks:
         columns["node_stack"] = compact([sid(b.stacks[k]) if k in b.stacks else -1 for k in keys])
     if b.leaf_names:
@@ -284,7 +310,27 @@ def _node_table(b: Snapshot, nodes: dict, keys: list, key_array: np.ndarray, sid
         columns["node_leaf_name"] = compact([sid(names[k]) if k in names else -1 for k in keys])
 
 
-def _string_ids(texts: tuple, sid: Any) -> np.ndarray:
+def _flat_edges(child: np.ndarray, nr: np.ndarray, objects: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(every node's next edges back to back as (child key or 0, input_nr) rows, each node's number of edges): a
+    node's one edge from the int columns where `child` >= 0, else from its flat tuple in `objects`."""
+    one = child >= 0
+    others = np.flatnonzero(~one)
+    tuples = objects[others]
+    sizes = np.fromiter(map(len, tuples), dtype=np.int64, count=len(tuples))
+    lengths = np.full(len(child), 2, dtype=np.int64)
+    lengths[others] = sizes
+    starts = np.zeros(len(child) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    flat = np.empty(int(starts[-1]), dtype=np.int64)
+    at = starts[:-1][one]
+    flat[at], flat[at + 1] = child[one], nr[one]
+    values = np.fromiter(itertools.chain.from_iterable(tuples), dtype=np.int64)
+    within = np.arange(len(values)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    flat[np.repeat(starts[:-1][others], sizes) + within] = values
+    return flat.reshape(-1, 2), lengths // 2
+
+
+def _string_ids(texts: Any, sid: Any) -> np.ndarray:
     """The string ids of `texts`. NOTE [strings in first-use order]: a string's id is the order in which freeze
     first asks for it, and the trace's bytes depend on it; asking once per distinct text in order of first
     appearance gives the ids a call per item would."""
@@ -292,7 +338,7 @@ def _string_ids(texts: tuple, sid: Any) -> np.ndarray:
     return np.fromiter(map(ids.__getitem__, texts), dtype=np.int64, count=len(texts))
 
 
-def _seq_codes(seqs: tuple) -> np.ndarray:
+def _seq_codes(seqs: Any) -> np.ndarray:
     """seq_code of each seq_nr, vectorised: 2**64-1 and anything from 2**63 on is -1."""
     try:
         raw = np.array(seqs, dtype=np.uint64)

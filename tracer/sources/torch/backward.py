@@ -112,7 +112,7 @@ class Backward:
             else:
                 call.hooked = walked.hooked
         else:
-            key_of = {id(n): walker.key(n, state.row, set())[0] for n in starts}
+            key_of = {n: walker.key(n, state.row, set())[0] for n in starts}
         for i, (n, _) in enumerate(inputs):
             if n is None:  # a leaf: its AccumulateGrad if the walk met one (torch does not make one here)
                 key = walker.leaf_key(given[i])
@@ -120,8 +120,8 @@ class Backward:
                     inputs[i] = (key, 0)
         call.before = _seq()
         call.frame = self._forward.user_frame()
-        call.roots = [(key_of[id(n)], nr) for n, nr in roots]
-        call.inputs = [(n, nr) if isinstance(n, int) else (key_of[id(n)], nr) if n is not None else (0, 0)
+        call.roots = [(key_of[n], nr) for n, nr in roots]
+        call.inputs = [(n, nr) if isinstance(n, int) else (key_of[n], nr) if n is not None else (0, 0)
                        for n, nr in inputs]
         call.multi = len(roots) > 1
         call.keep_graph = bool(params["retain_graph"])

@@ -80,7 +80,8 @@ class Bridge:
         self.defer = defer
         self.single_threaded = single_threaded
         self.culprits = culprits  # how the forward is seen: by line (NOTE [line culprits]) or by a mode
-        self.shared = BridgeState(TraceBuilder(source="torch", provenance=PROVENANCE), values, defer)
+        # pack_nodes: a million-node graph's facts in columns (NOTE [packed node facts] in node_table.py)
+        self.shared = BridgeState(TraceBuilder(source="torch", provenance=PROVENANCE, pack_nodes=True), values, defer)
         self.forward = Forward(self.shared)
         self.leaf_names = LeafNames(self.shared)
         self.hooks = Hooks(self.shared)
@@ -124,7 +125,7 @@ class Bridge:
         raw = shared.raw
         index = {}
         if shared.divergences:  # a dict of every node's key: only when a divergence names nodes
-            index = {key: i for i, key in enumerate(sorted(set(raw.node_facts) | set(raw.bumps)))}
+            index = {key: i for i, key in enumerate(sorted(set(raw.nodes.keys()) | set(raw.bumps)))}
         release_freed_memory()
         trace = shared.b.finish(progress)
         if shared.failures:

@@ -125,7 +125,7 @@ class Forward:
         culprits])."""
         self.write_seen(state)
         keys, unnamed = self._seq_keys[state.row], self._unnamed
-        facts_of, bumps = self.raw.node_facts, self.raw.bumps
+        facts_of, bumps = self.raw.nodes, self.raw.bumps
         for seq, name in names.items():
             key = keys.get(seq)
             if key is None or key not in unnamed:
@@ -171,7 +171,7 @@ class Forward:
         if key is None:
             key = keys[seq] = next(self._keys)
         else:
-            facts = self.raw.node_facts.get(key)
+            facts = self.raw.nodes.get(key)
             if facts is not None and name.startswith("?"):
                 name = facts.name
         if name.startswith("?"):
@@ -182,9 +182,8 @@ class Forward:
         rows = raw.rows
         raw.bumps[key] = _new(Bump, (name, seq, frame))
         rows.extend((_K_BUMP, row, 0, key, 0, 0, 0))  # flat: ROW ints a row (NOTE [frozen chunks])
-        facts = raw.node_facts
-        if key not in facts:  # its edges come when a walk meets it (Walker.describe)
-            facts[key] = _new(NodeFacts, (name, seq, 0, "cpu", row, (), frame, self.b.num_events, 1))
+        if key not in raw.nodes:  # its edges come when a walk meets it (Walker.describe)
+            raw.node_facts[key] = _new(NodeFacts, (name, seq, 0, "cpu", row, (), frame, self.b.num_events, 1))
             rows.extend((_K_CREATED, row, 0, key, 0, 0, 0))
             if len(rows) >= CHUNK * ROW:
                 self.b.freeze_rows()

@@ -20,51 +20,14 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from agdb.tracer.replay import scheduler
 from agdb.tracer.replay.scheduler import ExecInfo, NodeTask, node_key
-from agdb.tracer.store.schema import UINT64_MAX
-
-ABSENT = UINT64_MAX - 1
-"""What SeqNrs holds for a key with no seq_nr: never one of torch's (its counters count up from 0 by ones; a node with
-no number has UINT64_MAX)."""
+from agdb.tracer.sources.torch.columns import Counts, Edges, SeqNrs
 
 Capture = Callable[["GraphTaskModel", int, int], Any]
 """(graph task, node, result index) -> the captured grad, when the bridge knows it."""
-
-
-class SeqNrs:
-    """Node key -> seq_nr, as a column indexed by the key: for the bridge's keys, small ints handed out one by one
-    (a dict of a million-node graph's seq_nrs costs ~84 B a node, the column 8). A key's seq_nr never changes
-    (NOTE [node identity] in walk.py), so every graph the bridge walks shares one column; a key no walk gave a
-    seq_nr reads as absent."""
-
-    __slots__ = ("col",)
-
-    def __init__(self) -> None:
-        self.col = array("Q")  # ABSENT where no seq_nr was set
-
-    def grow(self, key: int) -> None:
-        """Make room up to `key` (at least doubling, so that a walk's appends cost O(1) each)."""
-        col = self.col
-        col.extend(array("Q", [ABSENT]) * max(key + 1 - len(col), len(col), 1024))
-
-    def __setitem__(self, key: int, seq: int) -> None:
-        if key >= len(self.col):
-            self.grow(key)
-        self.col[key] = seq
-
-    def get(self, key: int, default: int | None = None) -> int | None:
-        """The seq_nr of `key`, or `default` if none was set."""
-        col = self.col
-        seq = col[key] if 0 <= key < len(col) else ABSENT
-        return default if seq == ABSENT else seq
-
-    def __getitem__(self, key: int) -> int:
-        seq = self.get(key)
-        if seq is None:
-            raise KeyError(key)
-        return seq
-
 
 
 @dataclass(frozen=True)
@@ -72,12 +35,12 @@ class Graph:
     """The part of the autograd graph a backward call can reach, as plain data.
 
     seq: node key -> seq_nr (a dict, or the bridge's SeqNrs, shared by its graphs); edges: node key -> next edges as
-    (child key or 0, input_nr), one entry for each node of the graph; num_inputs: input slots, of the nodes with more
-    than one (a node not in it has one).
+    (child key or 0, input_nr), one entry for each node of the graph (a dict, or the bridge's Edges); num_inputs: input
+    slots, of the nodes with more than one (a node not in it has one).
     """
 
     seq: dict[int, int] | SeqNrs
-    edges: dict[int, tuple[tuple[int, int], ...]]
+    edges: dict[int, tuple[tuple[int, int], ...]] | Edges
     num_inputs: dict[int, int] = field(default_factory=dict)
 
     def topological_nrs(self, roots: Sequence[int]) -> dict[int, int]:
@@ -108,7 +71,7 @@ class GraphTaskModel:
         self.inputs = tuple(inputs)
         self.accumulate_grad = accumulate_grad
         self.topo = topo
-        self.dependencies: dict[int, int] = {}
+        self.dependencies: dict[int, int] | Counts = {}
         self.pruned: list[int] = []
         self.info: ExecInfo | None = None  # exec_info, once prepared (None: every node runs)
         self.needed: set[int] = set()
@@ -117,7 +80,9 @@ class GraphTaskModel:
         self.buffers: dict[int, list[bool]] = {}  # not ready yet: which slots hold a defined grad
         self.running: int | None = None
         self.reached: int | None = None  # popped for its hooks (a tensor hook runs before the node's pre-hooks)
-        self.popped: list[int] = []  # the nodes popped for this task in order (the execution-order witness's kind)
+        # The nodes popped for this task in order (the execution-order witness's kind), as an array: the ints a list
+        # would hold are Edges' own, made as the nodes were routed (32 B a node of a million-node chain).
+        self.popped = array("q")
         self.root_grads: tuple = ()  # the grads a GraphRoot hands to the roots (summaries)
         self.finished = False
 
@@ -160,8 +125,11 @@ class EngineModel:
                              keep_graph=keep_graph, create_graph=create_graph,
                              accumulate_grad=gt.accumulate_grad, reentrant_depth=gt.depth)
         min_topo = gt.prepare()
-        e.dependencies_computed(graph_task=gt.id, min_topo_nr=min_topo, dependencies=gt.dependencies.items(),
-                                pruned=gt.pruned)
+        counts = gt.dependencies  # in the order compute_dependencies counted them: the trace keeps that order
+        keys = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
+        pairs = np.column_stack((keys, np.fromiter(counts.values(), dtype=np.int64, count=len(counts))))
+        e.dependencies_computed(graph_task=gt.id, min_topo_nr=min_topo, dependencies=pairs, pruned=gt.pruned)
+        gt.dependencies = Counts.of(counts)  # what route takes down from now on: an array by key, if dense
         if gt.exec_info:
             e.exec_info_computed(graph_task=gt.id, needed=sorted(gt.needed),
                                  captured=[(n, i, o) for n, caps in gt.captures.items() for i, o in caps])

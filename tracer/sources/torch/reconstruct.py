@@ -228,11 +228,7 @@ class Reconstruction:
         gt.inputs = tuple(inputs)
         gt.exec_info = bool(inputs)
         gt.topo = graph.topological_nrs([gt.graph_root] + [n for n, _ in gt.inputs])  # inputs= may lie off it
-        facts_of = self.raw.node_facts
-        for key, topo in gt.topo.items():
-            facts = facts_of.get(key)
-            if facts is not None and facts.topological_nr != topo:
-                facts_of[key] = facts._replace(topological_nr=topo)
+        self.raw.nodes.write(list(gt.topo), topological_nr=list(gt.topo.values()))
         state.model.start(gt, call.roots, call.keep_graph, call.create_graph)
         gt.topo = {}  # read only to prepare the call (dependencies, exec_info): a deep graph's dict goes now
 

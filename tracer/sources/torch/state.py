@@ -18,7 +18,8 @@ from typing import Any, Iterator
 import torch
 
 from agdb.tracer.recording.builder import TraceBuilder
-from agdb.tracer.sources.torch.model import Divergence, EngineModel, SeqNrs
+from agdb.tracer.sources.torch.columns import SeqNrs
+from agdb.tracer.sources.torch.model import Divergence, EngineModel
 
 _seq = torch.autograd._get_sequence_nr
 

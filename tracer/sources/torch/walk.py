@@ -18,12 +18,16 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
+from array import array
 from typing import Any
 
+import numpy as np
+
 from agdb.tracer.recording.builder import Bump, NodeFacts
+from agdb.tracer.sources.torch.columns import Edges, SeqNrs
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import LEAN, Hooks
-from agdb.tracer.sources.torch.model import Graph, SeqNrs
+from agdb.tracer.sources.torch.model import Graph
 from agdb.tracer.sources.torch.naming import LeafNames
 from agdb.tracer.sources.torch.state import NODE, BridgeState, ThreadState
 from agdb.tracer.store.schema import UINT64_MAX
@@ -41,11 +45,15 @@ UNNUMBERED = -1
 
 
 class Walk:
-    """What one walk found: each node's key by the id of its wrapper, the graph, and the nodes it hooked."""
+    """What one walk found: each node's key by its wrapper, the graph, and the nodes it hooked.
+
+    torch's node wrappers hash and compare by identity, so `key_of` is keyed by the wrapper itself (an id() would be an
+    int of its own per node, 32 B): it holds the wrappers, so each names one node for as long as the walk is kept
+    (NOTE [node identity])."""
 
     def __init__(self, seq_nrs: SeqNrs) -> None:
-        self.key_of: dict[int, int] = {}
-        self.graph = Graph(seq_nrs, {}, {})
+        self.key_of: dict[Any, int] = {}
+        self.graph = Graph(seq_nrs, {}, {})  # its edges are Edges.of what the walk found (Walker._walk_into)
         self.hooked: list = []  # the nodes this walk hooked: key, pre-hook dict, ... (NOTE [hooked nodes] in hooks.py)
 
 
@@ -77,33 +85,32 @@ class Walker:
     def walk(self, state: ThreadState, nodes: list) -> Walk:
         """Every node reachable from `nodes`, in one pass: keys, edges, hooks, and facts for nodes new to the trace."""
         walk = Walk(self._seq_nrs)
-        held: list = []  # wrappers stay alive during the walk, so id() names one node (NOTE [node identity])
-        new: list = []
+        new: list = []  # flat: node, key, node, key, ... (not a tuple a node: a million-node walk's)
         LEAN.thread = threading.get_ident()
         try:
-            self._walk_into(state, walk, nodes, held, new)
+            self._walk_into(state, walk, nodes, new)
         finally:
             LEAN.thread = None
         self.describe(new, walk.graph, state)
-        del held, new
+        del new
         return walk
 
-    def _walk_into(self, state: ThreadState, walk: Walk, nodes: list, held: list, new: list) -> None:
+    def _walk_into(self, state: ThreadState, walk: Walk, nodes: list, new: list) -> None:
         row = state.row
         key_of = walk.key_of
         graph = walk.graph
-        seqs, edges_of, inputs_of = graph.seq, graph.edges, graph.num_inputs
+        seqs, edges_of, inputs_of = graph.seq, {}, graph.num_inputs
         seq_col = seqs.col  # written in place (grown by seqs.grow, which extends it)
+        one_key, one_child, one_nr = array("q"), array("q"), array("q")  # the nodes with one next edge (Edges)
         used: set[int] = set()
         stack = []
         key_fn, hook, described, hooked = self.key, self._hook, self._described, walk.hooked
         mode = self.shared.mode or self.shared.line_mode  # a custom Function's backward runs with it
         for n in nodes:
-            if n is not None and id(n) not in key_of:
+            if n is not None and n not in key_of:
                 key, seq = key_fn(n, row, used)
-                key_of[id(n)] = key
+                key_of[n] = key
                 seqs[key] = seq
-                held.append(n)
                 stack.append((n, key))
         while stack:
             n, key = stack.pop()
@@ -112,22 +119,27 @@ class Walker:
                 if c is None:
                     edges.append((0, nr))
                     continue
-                ck = key_of.get(id(c))
+                ck = key_of.get(c)
                 if ck is None:
                     ck, cseq = key_fn(c, row, used)
-                    key_of[id(c)] = ck
+                    key_of[c] = ck
                     if ck >= len(seq_col):
                         seqs.grow(ck)
                     seq_col[ck] = cseq
-                    held.append(c)
                     stack.append((c, ck))
                 edges.append((ck, nr))
                 if nr and inputs_of.get(ck, 1) <= nr:  # only counts above 1: a deep graph's nodes mostly have one
                     inputs_of[ck] = nr + 1
-            edges_of[key] = tuple(edges)
+            if len(edges) == 1:
+                one_key.append(key)
+                one_child.append(edges[0][0])
+                one_nr.append(edges[0][1])
+            else:
+                edges_of[key] = tuple(edges)
             hook(n, key, state, hooked, mode)
             if key >= len(described) or not described[key]:
-                new.append((n, key))
+                new += n, key
+        walk.graph = Graph(seqs, Edges.of(edges_of, one_key, one_child, one_nr), inputs_of)
 
     def describe(self, new: list, graph: Graph, state: ThreadState) -> None:
         """Node facts for nodes the trace has not described yet: their edges, input count and real name (an increment
@@ -136,13 +148,20 @@ class Walker:
         b, row = self.b, state.row
         pending = state.log if state.log or state.calls else None
         facts_of, bumps, unnamed, type_names = self.raw.node_facts, self.raw.bumps, self._unnamed, self._type_names
+        packed = self.raw.nodes.present  # NOTE [packed node facts]: those facts are rewritten together, below
+        keys, names, flats = [], [], []
         described = self._described
         if new:
-            top = max(key for _, key in new) + 1
+            top = max(itertools.islice(new, 1, None, 2)) + 1
             if top > len(described):
                 described.extend(bytes(max(top - len(described), len(described))))
         seq_col, edges_of, inputs_of = graph.seq.col, graph.edges, graph.num_inputs
-        for n, key in new:
+        if isinstance(edges_of, Edges):  # read inline below
+            one_child, one_nr, base, other = edges_of.child, edges_of.nr, edges_of.base, edges_of.other
+        else:  # a small graph's dict
+            one_child, one_nr, base, other = (), (), 0, edges_of
+        pairs = iter(new)
+        for n, key in zip(pairs, pairs, strict=True):
             name = type_names.get(type(n))
             if name is None:
                 name = type_names[type(n)] = n.name()
@@ -153,20 +172,35 @@ class Walker:
             described[key] = 1
             old = facts_of.get(key)
             seq = seq_col[key]
-            if old is None and pending is not None:  # after what the log holds (its increment may be there)
-                pending.append((NODE, key, name, seq, edges_of[key], inputs_of.get(key, 1)))
-            elif old is None:  # met first by a walk (an AccumulateGrad, or a node made before recording)
-                b.node_created(thread=row, node=key, name=name, seq_nr=seq, topological_nr=0,
-                               next_edges=edges_of[key], num_inputs=inputs_of.get(key, 1))
-            else:  # made while recording: its name and edges now; its creation step, thread and line as they were.
+            if old is not None or key < len(packed) and packed[key]:
+                # Made while recording: its name and edges now; its creation step, thread and line as they were.
                 # The fields of TraceBuilder.node, written here (a walk's edges are already (key or 0, int) pairs);
-                # node() writes them the same way for a node described from the log.
-                edges = edges_of[key]  # flat, as _flat makes them (inline: a call per node costs the walk)
+                # node() writes them the same way for a node described from the log. The edges flat, as _flat makes
+                # them, read from the graph's Edges inline (a call per node costs the walk).
+                i = key - base
+                if 0 <= i < len(one_child) and one_child[i] >= 0:
+                    flat = (one_child[i], one_nr[i])
+                else:
+                    edges = other[key]
+                    flat = edges[0] if len(edges) == 1 else tuple(_chain(edges))
+                if old is None:  # packed: its seq_nr and input count are read below, for all at once
+                    keys.append(key)
+                    names.append(name)
+                    flats.append(flat)
+                    continue
                 if old.seq_nr == seq:  # the increment's int: not a second one per node
                     seq = old.seq_nr
-                facts_of[key] = _new(NodeFacts, (name, seq, 0, "cpu", old.thread,
-                                                 edges[0] if len(edges) == 1 else tuple(_chain(edges)),
-                                                 old.frame, old.step, inputs_of.get(key, 1)))
+                facts_of[key] = _new(NodeFacts, (name, seq, 0, "cpu", old.thread, flat, old.frame, old.step,
+                                                 inputs_of.get(key, 1)))
+            elif pending is not None:  # after what the log holds (its increment may be there)
+                pending.append((NODE, key, name, seq, edges_of[key], inputs_of.get(key, 1)))
+            else:  # met first by a walk (an AccumulateGrad, or a node made before recording)
+                b.node_created(thread=row, node=key, name=name, seq_nr=seq, topological_nr=0,
+                               next_edges=edges_of[key], num_inputs=inputs_of.get(key, 1))
+        if keys:
+            seqs = np.frombuffer(seq_col, dtype=np.uint64)[np.asarray(keys, dtype=np.int64)]
+            self.raw.nodes.write(keys, name=names, seq_nr=seqs, topological_nr=0, device="cpu", next_edges=flats,
+                                 num_inputs=list(map(inputs_of.get, keys, itertools.repeat(1))))
 
     def node(self, state: ThreadState, frame: int, key: int, name: str, seq: int, edges: tuple,
              num_inputs: int) -> None:
@@ -176,9 +210,9 @@ class Walker:
         per-node ones, which that loop keeps inline: a call per node there costs the 100k wide graph's
         registration 4-7% (a 10 µs/node target it sits just under)."""
         b, raw = self.b, self.raw
-        if seq != UINT64_MAX and seq >= state.rlast and key not in raw.node_facts:
+        if seq != UINT64_MAX and seq >= state.rlast and key not in raw.nodes:
             self._gap(state, seq + 1, frame)
-        facts = raw.node_facts.get(key)
+        facts = raw.nodes.get(key)
         if facts is None:
             b.node_created(thread=state.row, node=key, name=name, seq_nr=seq, topological_nr=0, next_edges=edges,
                            num_inputs=num_inputs)
@@ -262,7 +296,7 @@ class Walker:
             for row, keys in list(self._walks):
                 if any(self._handles.get(k) is None or self._handles[k]() is None for k in keys):
                     del self._walks[(row, keys)]
-        self._walks[(state.row, tuple(key_of[id(n)] for n in starts))] = graph
+        self._walks[(state.row, tuple(key_of[n] for n in starts))] = graph
 
     def forget(self) -> None:
         """Forget every walk kept, and the leaves' AccumulateGrads (the recording ended)."""
