@@ -33,22 +33,26 @@ def register(sub: Any) -> None:
     fx.add_argument("script")
     fx.add_argument("script_args", nargs="*", help="with --torch, arguments for the script (after `--` if they "
                     "start with -)")
-    fx.add_argument("--json", action="store_true", help="print the graph, map and anomalies as JSON")
+    fx.add_argument("--json", action="store_true", help="print the graphs, map and anomalies as JSON (with --torch: "
+                    "agdb.fx-report/2, docs/fx-graphs.schema.json)")
     fx.add_argument("--python-op", action="store_true",
-                    help="show custom autograd.Functions as PythonOp/PythonOpGrad nodes (default: traced through)")
+                    help="show custom autograd.Functions as PythonOp/PythonOpGrad nodes (default: traced through; with "
+                         "--torch, grouped from the script's compiled graphs by call site)")
     fx.add_argument("-o", "--output", default=None, metavar="FILE.agdb",
                     help="also save a trace with the joint graph (the engine's; with --torch, the bridge's trace of "
-                         "one eager run): draw it with agdb export --view joint, open it with agdb open (key 9)")
+                         "the script's run with its first compile's joint graph and subgraphs, or of one eager run of "
+                         "a marked target): draw it with agdb export --view joint, open it with agdb open (key 9)")
     fx.add_argument("--torch", action="store_true",
-                    help="run SCRIPT on real PyTorch and convert the graphs torch's AOTAutograd makes (a module: "
-                         "aot_export_joint_with_descriptors; a function: aot_function's joint, forward and backward "
-                         "graphs), with torch's own seq_nr, partitioner_tag, is_gradient_acc and descriptors")
+                    help="run SCRIPT unchanged on real PyTorch and show every graph its own torch.compile calls make, "
+                         "meta as torch set it; a script that compiles nothing but marks a target: torch's AOTAutograd "
+                         "graphs of that target")
     fx.add_argument("--torch-frames", action="store_true",
                     help="with --torch, note the Python frames (inside torch too: a decomposition, DTensor, a "
                          "higher-order op) in flight when each sequence number was taken while torch traced, and "
                          "name them for each anomaly")
     fx.add_argument("--partitions", action="store_true",
-                    help="with --torch, also print aot_function's forward and backward graphs")
+                    help="with --torch, also print the forward and backward graphs (of each compile, or of "
+                         "aot_function for a marked target)")
     fx.set_defaults(func=cmd_fx)
     cp = sub.add_parser("check-pass", help="run a graph pass on a script's joint graphs and check its invariants",
                         description="Run the pass MODULE:FUNCTION on a copy of each joint graph and name each node "
