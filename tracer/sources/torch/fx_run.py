@@ -33,6 +33,7 @@ import re
 import sys
 import threading
 import types
+import weakref
 from typing import Any, Callable, Iterator
 
 import torch
@@ -99,22 +100,24 @@ def _watching_takers(found: GraphSet) -> Iterator[None]:
     no forward node), the question is which code made the autograd node that took it: a decomposition, DTensor,
     a higher-order op's autograd Function. While torch traces, every op reaches ProxyTorchDispatchMode after its
     autograd kernel ran, so the counter has moved by the nodes that op made: each number taken since the last op
-    seen on this thread is noted with the Python frames in flight (torch's tracing machinery left out), innermost
-    last. A number taken outside tracing (eager code between compiles) is not seen."""
+    seen by the same trace is noted with the Python frames in flight (torch's tracing machinery left out), innermost
+    last; the first op of a trace names only the number just before it. A number taken outside tracing (eager code
+    between compiles) is not named."""
     from torch.fx.experimental import proxy_tensor
 
     mode = proxy_tensor.ProxyTorchDispatchMode
     original = mode.__dict__["__torch_dispatch__"]
-    last = threading.local()
+    last: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per trace (a mode a trace): eager code between
+    # two traces moves the counter too, and those numbers are not this trace's to name
 
     def __torch_dispatch__(self: Any, *args: Any, **kwargs: Any) -> Any:
         now = torch.autograd._get_sequence_nr()
-        seen = getattr(last, "value", now - 1)
+        seen = last.get(self, now - 1)
         if now > seen:
             frames = _frames_in_flight(sys._getframe(1))
             for seq_nr in range(seen, now):
                 found.takers.setdefault(seq_nr, frames)
-        last.value = now
+        last[self] = now
         return original(self, *args, **kwargs)
 
     mode.__torch_dispatch__ = __torch_dispatch__
