@@ -170,12 +170,13 @@ def _custom_lost(fwd: Node, bwd: Node) -> tuple[list[str], dict]:
     have = bwd.meta.get("custom") or {}
     if not isinstance(want, dict) or not isinstance(have, dict):
         return [], {}
-    keys = [k for k in want if k not in have or not _same(have[k], want[k])]
+    keys = [k for k in want if k not in have or not same_value(have[k], want[k])]
     return ([f"lacks custom[{k!r}]" if k not in have else f"has custom[{k!r}] = {have[k]!r}" for k in keys],
             {k: want[k] for k in keys})
 
 
-def _same(a: Any, b: Any) -> bool:
+def same_value(a: Any, b: Any) -> bool:
+    """Two meta values equal, a list and a tuple of the same items included (plain data turns tuples into lists)."""
     return a == b or (isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and list(a) == list(b))
 
 

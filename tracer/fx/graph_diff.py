@@ -13,9 +13,8 @@ Imports the standard library and tracer/fx only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from agdb.tracer.fx.family_map import family_map
+from agdb.tracer.fx.family_map import family_map, same_value
 from agdb.tracer.fx.graph import Graph, Node
 from agdb.tracer.fx.graph_set import GraphSet
 
@@ -142,7 +141,7 @@ def _meta_changes(graph_id: str, na: Node, nb: Node) -> list[Change]:
     ca, cb = na.meta.get("custom") or {}, nb.meta.get("custom") or {}
     if isinstance(ca, dict) and isinstance(cb, dict):
         dropped = [k for k in ca if k not in cb]
-        changed = [k for k in ca if k in cb and not _same(ca[k], cb[k])]
+        changed = [k for k in ca if k in cb and not same_value(ca[k], cb[k])]
         added = [k for k in cb if k not in ca]
         if dropped:
             out.append(Change("annotation_dropped", graph_id, (na.name,), f"{graph_id}: {na.name} lost "
@@ -190,6 +189,3 @@ def _names(names: list[str], shown: int = 8) -> str:
     text = ", ".join(names[:shown]) + (f", ... ({len(names) - shown} more)" if len(names) > shown else "")
     return f"{len(names)} node{'s' if len(names) != 1 else ''} ({text})"
 
-
-def _same(x: Any, y: Any) -> bool:
-    return x == y or (isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)) and list(x) == list(y))

@@ -15,7 +15,6 @@ from typing import Any, Iterator, Literal
 from agdb.tracer.fx.graph import Graph, Node, Opaque, _decode, _encode
 
 GraphKind = Literal["joint", "forward", "backward", "subgraph"]
-KINDS: tuple[str, ...] = ("joint", "forward", "backward", "subgraph")
 FORMAT = "agdb.fx-graphs/1"
 
 

@@ -71,8 +71,8 @@ def capture_run(takers: bool = False) -> Iterator[GraphSet]:
         inference_compiler = fw_compiler if inference_compiler is None else inference_compiler
         with lock:
             c = _new_compile(found, needs_autograd=bool(getattr(aot_state, "needs_autograd", True)))
-            if not c.inference:
-                _add(found, c, "joint", aot_graph_capture.graph_module, lock=None)
+        if not c.inference:
+            _add(found, c, "joint", aot_graph_capture.graph_module, lock)
         return original(aot_state, aot_graph_capture, partition_fn, _keeping(found, c, "forward", fw_compiler, lock),
                          _keeping(found, c, "backward", bw_compiler, lock),
                          _keeping(found, c, "forward", inference_compiler, lock))
@@ -169,8 +169,8 @@ def _keeping(found: GraphSet, c: Compile, kind: str, compiler: Callable, lock: t
     return keep
 
 
-def _add(found: GraphSet, c: Compile, kind: str, gm: Any, lock: threading.Lock | None) -> None:
-    with lock if lock is not None else contextlib.nullcontext():
+def _add(found: GraphSet, c: Compile, kind: str, gm: Any, lock: threading.Lock) -> None:
+    with lock:
         taken = {e.id for e in found.graphs}
         graph_id = f"c{c.index}.{kind}"
         n = 1
