@@ -38,7 +38,7 @@ class Forward:
         self._fast_frames: dict[tuple, int] = {}  # (user code, bytecode offset) -> frame row (NOTE [forward hot path])
         self._skip: dict[int, bool] = {}  # id(code) -> whether it is a library's
         self._codes: list = []  # the code objects keyed by id (NOTE [code keys] in lines.py)
-        self._thread_state = shared.thread_state
+        self.thread_state = shared.thread_state  # this thread's ThreadState
 
     # -- what the forward sees -------------------------------------------------------------------------------------
     def op_bumped(self, func: Any, out: Any, before: int) -> None:
@@ -52,7 +52,7 @@ class Forward:
         try:
             state = self._local.state
         except AttributeError:
-            state = self._thread_state()
+            state = self.thread_state()
         after = _seq()
         last = state.last
         start = before if before > last else last  # a backward inside `func` accounted for its own
@@ -100,7 +100,7 @@ class Forward:
 
     def function_applied(self, cls: type) -> None:
         """A custom Function's apply begins: its PyNode takes the counter's value now."""
-        state = self._thread_state()
+        state = self.thread_state()
         now = _seq()
         state.last = now + 1
         self.bumps(state, now, now + 1, f"{cls.__name__}Backward", self.user_frame())

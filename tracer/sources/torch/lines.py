@@ -68,6 +68,7 @@ class LineCulprits:
     """
 
     def __init__(self, forward: Any, mode: Any, state: Any, is_library: Callable[[str], bool]) -> None:
+        self.stopped = [False]  # the recording ended: every thread's tracer takes itself off (threads.py)
         # NOTE [stale locals]: function frames whose locals agdb read, by id (see `touch`).
         self._touched: dict[int, Any] = {}
         self.forward = forward  # forward.py's Forward: where the increments are written
@@ -90,9 +91,23 @@ class LineCulprits:
         self._unpush: Callable[[], None] = lambda: None
 
     # -- attaching ------------------------------------------------------------------------------------------------
+    def for_thread(self, state: Any) -> LineCulprits:
+        """The tracer of another thread (NOTE [threads' line tracers] in threads.py): its own counter, state and
+        pending numbers; this one's caches, frames to refresh and stop flag."""
+        other = LineCulprits(self.forward, self.mode, state, self._is_library)
+        for name in _SHARED:
+            setattr(other, name, getattr(self, name))
+        return other
+
+    def start(self, frame: Any, event: str, arg: Any) -> Any:
+        """Become this thread's trace function at its first call (`frame`), as threading's hook."""
+        trace, _local, self.flush = self._tracers(None)
+        sys.settrace(trace)
+        return trace(frame, event, arg)
+
     def attach(self) -> None:
         self._previous = sys.gettrace()  # None: the bridge takes this way only then
-        trace, local, flush = self._tracers()
+        trace, local, flush = self._tracers(self._innermost_user(sys._getframe(1)))
         self.flush = flush
         lower_flag()  # left up, this thread would spin at its next call (NOTE [the async-exception flag])
         sys.settrace(trace)
@@ -142,11 +157,11 @@ class LineCulprits:
         return user
 
     # -- the trace functions -----------------------------------------------------------------------------------
-    def _tracers(self) -> tuple:
+    def _tracers(self, at: Any) -> tuple:
         state, seq, user, is_user, moved = self.state, _seq, self._user, self._is_user, self._moved
         mode_lines, table, touched = self._mode_lines, self._table, self._touched
-        mode = self.mode
-        where: list = [None, -1]  # the user frame and bytecode offset running now (the line an increment is on)
+        mode, stopped = self.mode, self.stopped
+        where: list = [at, at.f_lasti if at is not None else -1]  # the user frame and bytecode offset running now (the line an increment is on)
         pushed: list = [None]  # the frame that pushed the mode for its line (NOTE [line culprits]: views)
         suspended: list = []  # frames whose mode is off while a user function they called runs
 
@@ -210,6 +225,10 @@ class LineCulprits:
                 u = is_user(code)
             if not u:
                 return None
+            if stopped[0]:  # a thread still running when the recording ended (NOTE [threads' line tracers])
+                unpush()
+                sys.settrace(None)
+                return None
             if seq() != state.last:
                 moved(where[0], where[1], "call", frame, arg)
             if pushed[0] is not None and _compile_context() is None:  # the callee's own lines say whether they
@@ -235,8 +254,6 @@ class LineCulprits:
                 _pop(mode)
 
         self._unpush = unpush
-        where[0] = self._innermost_user(sys._getframe(2))
-        where[1] = where[0].f_lasti if where[0] is not None else -1
         return trace, local_mode, flush
 
     def _innermost_user(self, f: Any) -> Any:
@@ -250,8 +267,10 @@ class LineCulprits:
         state = self.state
         start, now = state.last, _seq()
         state.last = now
-        if now <= start:
+        if now <= start or self.stopped[0]:
             return
+        if state.row < 0:  # this thread's first number: its row now (NOTE [threads' line tracers])
+            state = self.state = self.forward.thread_state()
         if at is None:
             row, names, inplace = -1, (), ""
         else:
@@ -402,6 +421,8 @@ class LineCulprits:
         return table
 
 
+_SHARED = ("stopped", "_touched", "_lines", "_codes", "_tables", "_user", "_type_names", "_mode_lines")
+"""What every thread's LineCulprits shares with the recording thread's (caches whose entries any thread may add)."""
 _push = torch._C._push_on_torch_function_stack
 _compile_context = torch._guards.TracingContext.try_get
 

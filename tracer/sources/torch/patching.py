@@ -24,6 +24,7 @@ from agdb.tracer.sources.torch.hooks import register_hook
 from agdb.tracer.sources.torch.lines import LineCulprits
 from agdb.tracer.sources.torch.naming import is_library
 from agdb.tracer.sources.torch.state import BridgeState
+from agdb.tracer.sources.torch.threads import watch_new_threads
 
 _seq = torch.autograd._get_sequence_nr
 _BACKWARD = torch.Tensor.backward
@@ -79,12 +80,14 @@ class Patches:
         if culprits == "lines" and sys.gettrace() is None:
             # The mode for the lines that need it; a user's tensor hook is caught by the patched Tensor methods.
             shared.line_mode = CulpritMode(self.forward, self.backward, special=(_BACKWARD,))
-            shared.lines = LineCulprits(self.forward, shared.line_mode, state, is_library)
+            shared.lines = shared.local.lines = LineCulprits(self.forward, shared.line_mode, state, is_library)
             self._patch_tensor_hooks()
             shared.lines.attach()
+            self._restore.append(watch_new_threads(shared, shared.lines, shared.line_mode))
             return "lines"
         shared.mode = CulpritMode(self.forward, self.backward)
         shared.mode.__enter__()
+        self._restore.append(watch_new_threads(shared, None, shared.mode))
         return "mode"
 
     def detach(self) -> None:
@@ -92,9 +95,11 @@ class Patches:
         shared = self.shared
         if shared.mode is not None:
             mode, shared.mode = shared.mode, None
+            mode.recording = False  # on another thread's stack it stays, doing nothing (NOTE [threads' line tracers])
             mode.__exit__(None, None, None)
         if shared.lines is not None:
             lines, shared.lines = shared.lines, None
+            shared.line_mode.recording = False
             lines.detach()
         while self._restore:
             self._restore.pop()()
@@ -109,7 +114,7 @@ class Patches:
             def patched(*args, __func=func, **kwargs):
                 if tracing():  # NOTE [compile time]
                     return __func(*args, **kwargs)
-                lines = shared.lines
+                lines = shared.lines_here()
                 if lines is not None:
                     lines.flush(args[:1])
                 return tensor_hooks.register(backward, __func, args, kwargs)
@@ -124,7 +129,7 @@ class Patches:
         def apply(cls, *args, **kwargs):
             if tracing():  # NOTE [compile time]
                 return original(cls, *args, **kwargs)
-            lines = shared.lines
+            lines = shared.lines_here()
             if lines is not None:
                 lines.flush(args)
             forward.function_applied(cls)
@@ -140,7 +145,7 @@ class Patches:
                 shared.compile_time_calls += 1
                 return original(t_outputs, *args, **kwargs)
             state = shared.thread_state()
-            lines = shared.lines
+            lines = shared.lines_here()
             trace_fn = None
             if lines is not None:
                 lines.flush(tuple(t_outputs))
@@ -164,6 +169,7 @@ class CulpritMode(TorchFunctionMode):
         self.backward = backward  # what the user's tensor hooks report to (tensor_hooks.py)
         self._bumped = forward.op_bumped
         self._special_funcs = _SPECIAL if special is None else frozenset(special)  # lines: tensor hooks are patched
+        self.recording = True  # False once the recording ended: a thread's stack may still hold this mode
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         # NOTE [forward hot path]: this runs around every torch call of the program, so it does nothing but read
@@ -175,7 +181,7 @@ class CulpritMode(TorchFunctionMode):
             out = self._special(func, args, kwargs or {})
         else:
             out = func(*args, **kwargs) if kwargs else func(*args)
-        if _seq() != before and not tracing():  # AOTAutograd's fake tensors take numbers too: not the program's
+        if _seq() != before and self.recording and not tracing():  # AOTAutograd's fake tensors take numbers too: not the program's
             self._bumped(func, out, before)
         return out
 

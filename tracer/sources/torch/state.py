@@ -173,15 +173,33 @@ class BridgeState:
         self.line_mode: Any = None  # the mode the line tracer pushes for the lines that need it
 
     def thread_state(self) -> ThreadState:
-        """This thread's state, made on its first use."""
+        """This thread's state, made on its first use (its row in the trace then: threads are numbered in the order
+        they first appear, as the engine's Recorder numbers them)."""
         try:
             return self.local.state
         except AttributeError:
             pass
         with self.lock:
             row = self.b.thread(threading.current_thread().name)
-        state = self.local.state = ThreadState(row, EngineModel(Emitter(self.b, row), self._diverged), _seq())
+        model = EngineModel(Emitter(self.b, row), self._diverged)
+        state = getattr(self.local, "unseen", None)
+        if state is None:
+            state = ThreadState(row, model, _seq())
+        else:  # the state a thread's line tracer kept since the thread began (NOTE [threads' line tracers])
+            del self.local.unseen
+            state.row, state.model = row, model
+        self.local.state = state
         self.states.append(state)
+        return state
+
+    def lines_here(self) -> Any:
+        """This thread's LineCulprits while lines are recorded (NOTE [threads' line tracers]), else None."""
+        return getattr(self.local, "lines", None) if self.lines is not None else None
+
+    def unseen_thread_state(self) -> ThreadState:
+        """A state for this thread with no row yet: the counter as the thread began, for its line tracer to compare
+        with until the thread takes its first number (thread_state then gives it its row)."""
+        state = self.local.unseen = ThreadState(-1, None, _seq())
         return state
 
     def _diverged(self, d: Divergence) -> None:
