@@ -9,7 +9,7 @@ from textual.message import Message
 from agdb.tracer.recording.culprits import Culprit, TraceCulprits
 from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.store.trace import Trace
-from agdb.tracer.views.labels import shown_name
+from agdb.tracer.views.labels import shown_name, thread_labels
 
 from .lazy_list import LazyList
 
@@ -28,6 +28,9 @@ class CulpritsView(LazyList):
         super().__init__(**kwargs)
         self.culprits: Sequence[Culprit] = TraceCulprits(trace)  # decoded row by row as the panel shows them
         self.shown = 0
+        self.threads = thread_labels(trace, trace.columns["ev_thread"][self.culprits.steps])
+        """Each numbering thread's label, when more than one thread took numbers (else {}: no thread column)."""
+        self.thread_width = max((len(n) for n in self.threads.values()), default=0)
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Show the culprits that happened by the state's step."""
@@ -40,8 +43,12 @@ class CulpritsView(LazyList):
             self.cursor = count - 1
 
     def header(self) -> str:
-        """The column headers: the counter before and after the bump, the node that took it, its line."""
-        return f"{'seq_nr':>6} → {'next':<5} {'node':<28} {'line':>5}  source"
+        """The column headers: the counter before and after the bump, the node that took it, the thread (when
+        several took numbers: each has its own counter), its line."""
+        return f"{'seq_nr':>6} → {'next':<5} {'node':<28} {self._thread_cell('thread')}{'line':>5}  source"
+
+    def _thread_cell(self, text: str) -> str:
+        return f"{text:<{self.thread_width}} " if self.thread_width else ""
 
     def row_count(self) -> int:
         return max(self.shown, 1)
@@ -50,7 +57,8 @@ class CulpritsView(LazyList):
         if not self.shown:
             return Text("no sequence number was taken yet", style="italic")
         c = self.culprits[index]
-        return Text(f"{c.old:>6} → {c.new:<5} {shown_name(c.node_name):<28} {c.lineno:>5}: {c.source}")
+        thread = self._thread_cell(self.threads.get(c.thread, ""))
+        return Text(f"{c.old:>6} → {c.new:<5} {shown_name(c.node_name):<28} {thread}{c.lineno:>5}: {c.source}")
 
     def action_select(self) -> None:
         if self.shown:

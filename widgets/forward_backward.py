@@ -8,7 +8,7 @@ from agdb.tracer.replay.forward_map import FLAGS, ForwardMap
 from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.replay.rows import forward_rows_made
 from agdb.tracer.store.trace import Trace
-from agdb.tracer.views.labels import NodeLabels, fit, seq_text
+from agdb.tracer.views.labels import NodeLabels, fit, seq_text, thread_labels
 
 from .lazy_list import LazyList
 
@@ -42,6 +42,10 @@ class ForwardBackwardView(LazyList):
         self.labels = NodeLabels(trace)
         self.name_width = self.labels.column_width(22)
         """Width of the backward node column: its longest name, within 22..NAME_WIDTH_MAX (longer ones are cut)."""
+        self._node_thread = trace.columns["node_thread"]
+        self.threads = thread_labels(trace, self._node_thread)
+        """Each thread's label, when the trace's nodes were made on more than one thread (else {}: no column)."""
+        self.thread_width = max((len(n) for n in self.threads.values()), default=0)
         combos = np.flatnonzero(np.bincount(self.forward_map.flags, minlength=1)).tolist()  # O(n): no sort
         self.flag_width = max((len(self._flag_text(c)) for c in combos), default=0)
         """Width of the flags column: the widest combination of flags this trace has (0: no flag at all)."""
@@ -53,7 +57,8 @@ class ForwardBackwardView(LazyList):
     def header(self) -> str:
         """The column headers, aligned with the rows."""
         flags = f"{'flags':<{self.flag_width}} " if self.flag_width else ""
-        return f"{'seq_nr':>8} {'op':<10} → {'backward node':<{self.name_width}} {flags}{'line':>4}  source"
+        thread = f"{'thread':<{self.thread_width}} " if self.thread_width else ""
+        return f"{'seq_nr':>8} {'op':<10} → {'backward node':<{self.name_width}} {thread}{flags}{'line':>4}  source"
 
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Dim the ops that had not run by the state's step."""
@@ -83,6 +88,8 @@ class ForwardBackwardView(LazyList):
         op = self.forward_map.op(index)
         name = fit(self.labels.column_name(op.node), self.name_width)
         text = Text.assemble(f"{seq_text(op.seq_nr):>8} ", (f"{op.op:<10} ", "bold"), f"→ {name} ")
+        if self.thread_width:  # the thread that made the node: each thread numbers its own nodes
+            text.append(f"{self.threads.get(int(self._node_thread[op.node]), ''):<{self.thread_width}} ")
         if self.flag_width:
             flags = self._flag_text(int(self.forward_map.flags[op.node]))
             style = "forward-backward--accumulate" if op.flags == ("accumulate",) else "forward-backward--flag"

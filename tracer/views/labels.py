@@ -93,6 +93,23 @@ def cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
+THREAD_WIDTH = 12
+"""A thread column is at most this wide: a longer name keeps its end (`…Executor-0_1`), where numbered names differ."""
+
+
+def thread_labels(trace: Trace, rows: np.ndarray) -> dict[int, str]:
+    """Thread row -> its name for a thread column, for the threads among `rows` (event or node thread rows; -1:
+    none); {} when they are fewer than two, since one thread needs no column. Two threads of one name are told apart
+    by their rows (`w#3`)."""
+    shown = [r for r in np.unique(rows).tolist() if 0 <= r < len(trace.threads)]
+    if len(shown) < 2:
+        return {}
+    names = {r: trace.threads[r][1] for r in shown}
+    repeated = {n for n in names.values() if list(names.values()).count(n) > 1}
+    labels = {r: f"{n}#{r}" if n in repeated else n for r, n in names.items()}
+    return {r: n if len(n) <= THREAD_WIDTH else "…" + n[-(THREAD_WIDTH - 1):] for r, n in labels.items()}
+
+
 @dataclass(frozen=True, eq=False)
 class _Columns:
     """Per node, what its label is made of: name code, kind of distinction, number, leaf code (0: none)."""
