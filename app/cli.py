@@ -310,7 +310,8 @@ CULPRIT_CAPS = {"seq_nr": 16, "node": 24, "thread": 12, "file:line": 24, "functi
 """Widths the culprits table keeps for its small columns when the terminal is too narrow for their longest cells
 (longer cells fold)."""
 GIVE_WAY = (("function", 24), ("thread", 16))
-"""The small columns that give way to the source, in this order, when it would be narrower than this."""
+"""The small columns that give way to the source, in this order, when it would be narrower than this (the thread
+only when every row is on one thread)."""
 
 
 def _culprit_columns(rows: list, trace, width: int, source: int) -> tuple[list[tuple[str, int]], list[dict], int]:
@@ -325,7 +326,8 @@ def _culprit_columns(rows: list, trace, width: int, source: int) -> tuple[list[t
     names = ["seq_nr", "node", "thread", "file:line", "function"]
     widest = {n: max(len(n), *(len(row[n]) for row in cells)) for n in names}
     caps: dict[str, int] = {}  # none while everything fits
-    give_way = list(GIVE_WAY)
+    # several threads: each counts on its own, so a row means nothing without its thread, which then stays
+    give_way = [g for g in GIVE_WAY if g[0] != "thread" or len({c.thread for c in rows}) < 2]
     while True:
         cols = [(n, min(widest[n], caps.get(n, widest[n]))) for n in names]
         room = width - sum(w for _, w in cols) - 3 * (len(cols) + 1) - 1  # padding and rules
