@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from agdb.app.app import AgdbApp
-from agdb.tracer.views.labels import THREAD_WIDTH, thread_labels
 from agdb.tracer import TraceBuilder
+from agdb.tracer.views.labels import THREAD_WIDTH, thread_labels
 from agdb.widgets.culprits import CulpritsView
 from agdb.widgets.forward_backward import ForwardBackwardView
 from tests.app.pilot import opened

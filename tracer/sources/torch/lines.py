@@ -161,7 +161,8 @@ class LineCulprits:
         state, seq, user, is_user, moved = self.state, _seq, self._user, self._is_user, self._moved
         mode_lines, table, touched = self._mode_lines, self._table, self._touched
         mode, stopped = self.mode, self.stopped
-        where: list = [at, at.f_lasti if at is not None else -1]  # the user frame and bytecode offset running now (the line an increment is on)
+        # the user frame and bytecode offset running now (the line an increment is on)
+        where: list = [at, at.f_lasti if at is not None else -1]
         pushed: list = [None]  # the frame that pushed the mode for its line (NOTE [line culprits]: views)
         suspended: list = []  # frames whose mode is off while a user function they called runs
 

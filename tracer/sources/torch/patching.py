@@ -181,7 +181,8 @@ class CulpritMode(TorchFunctionMode):
             out = self._special(func, args, kwargs or {})
         else:
             out = func(*args, **kwargs) if kwargs else func(*args)
-        if _seq() != before and self.recording and not tracing():  # AOTAutograd's fake tensors take numbers too: not the program's
+        # AOTAutograd's fake tensors take numbers too: not the program's
+        if _seq() != before and self.recording and not tracing():
             self._bumped(func, out, before)
         return out
 
