@@ -46,7 +46,10 @@ class ForwardBackwardView(LazyList):
         self.threads = thread_labels(trace, self._node_thread)
         """Each thread's label, when the trace's nodes were made on more than one thread (else {}: no column)."""
         self.thread_width = max((len(n) for n in self.threads.values()), default=0)
-        combos = np.flatnonzero(np.bincount(self.forward_map.flags, minlength=1)).tolist()  # O(n): no sort
+        # With a thread column, `other thread` says what the column already shows on every row of a second thread
+        # (each thread numbers from its own counter): its room goes to the source instead.
+        self._shown_flags = ~(1 << FLAGS.index("other_thread")) & 0xFF if self.threads else 0xFF
+        combos = np.flatnonzero(np.bincount(self.forward_map.flags & self._shown_flags, minlength=1)).tolist()
         self.flag_width = max((len(self._flag_text(c)) for c in combos), default=0)
         """Width of the flags column: the widest combination of flags this trace has (0: no flag at all)."""
 
@@ -91,7 +94,7 @@ class ForwardBackwardView(LazyList):
         if self.thread_width:  # the thread that made the node: each thread numbers its own nodes
             text.append(f"{self.threads.get(int(self._node_thread[op.node]), ''):<{self.thread_width}} ")
         if self.flag_width:
-            flags = self._flag_text(int(self.forward_map.flags[op.node]))
+            flags = self._flag_text(int(self.forward_map.flags[op.node]) & self._shown_flags)
             style = "forward-backward--accumulate" if op.flags == ("accumulate",) else "forward-backward--flag"
             text.append(f"{flags:<{self.flag_width}} ", self.component_style(style) if flags else "")
         text.append(f"{op.lineno:>4}: {op.source}" if op.lineno > 0 else " " * 5)  # 0: no line (a bridge's leaf)

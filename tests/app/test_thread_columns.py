@@ -46,7 +46,8 @@ def test_thread_labels_are_short_distinct_and_absent_for_one_thread():
 
 
 async def test_culprits_and_forward_backward_panels_show_each_row_s_thread():
-    """At 80x24 both panels put each row's thread beside it: the culprits' threads are the trace's own."""
+    """At 80x24 both panels put each row's thread beside it: the culprits' threads are the trace's own; F↔B drops
+    its `other thread` flag, which the column makes redundant."""
     trace = _two_workers()
     app = AgdbApp(trace=trace)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -68,6 +69,7 @@ async def test_culprits_and_forward_backward_panels_show_each_row_s_thread():
             op = fwd.forward_map.op(i)
             if op.op != "leaf":
                 assert short[op.thread] in fwd.row_text(i).plain
+            assert "other thread" not in fwd.row_text(i).plain  # the column says it: the flag's room goes to source
 
 
 async def test_one_thread_keeps_the_panels_as_they_were(demo_trace):

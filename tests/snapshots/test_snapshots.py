@@ -129,3 +129,36 @@ def test_accumulategrads_named_by_their_leaves(snap_compare):
         await pilot.pause()
 
     assert snap_compare(AgdbApp(trace=trace, title="leaf names"), run_before=zoom_deps, terminal_size=(100, 30))
+
+
+def _threads_trace():
+    """docs/examples/threads.py recorded on agdb's engine: two workers, each numbering its own nodes from 0."""
+    from pathlib import Path
+
+    from agdb.app.run_script import run_recorded
+
+    example = Path(__file__).resolve().parents[2] / "docs" / "examples" / "threads.py"
+    return run_in_script_thread(lambda: run_recorded(str(example), [], capture_output=True)).trace
+
+
+def run_in_script_thread(fn):
+    """`fn()` on a fresh thread named `script` (what the recording names the thread that ran the script)."""
+    box = {}
+    thread = threading.Thread(target=lambda: box.update(run=fn()), name="script")
+    thread.start()
+    thread.join()
+    return box["run"]
+
+
+@pytest.mark.parametrize("panel", ["4", "7"], ids=["forward-backward", "culprits"])
+def test_thread_column_at_80x24(snap_compare, panel):
+    """At 80x24 the F↔B and culprits panels of a two-worker trace give each row its thread, in a narrow column."""
+    trace = _threads_trace()
+
+    async def open_panel(pilot) -> None:
+        await pilot.pause()
+        pilot.app.screen.step = len(trace) - 1
+        await pilot.press(panel)
+        await pilot.pause()
+
+    assert snap_compare(AgdbApp(trace=trace, title="threads"), run_before=open_panel, terminal_size=(80, 24))
