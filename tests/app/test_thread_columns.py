@@ -79,3 +79,24 @@ async def test_one_thread_keeps_the_panels_as_they_were(demo_trace):
         screen = await opened(app, pilot)
         assert "thread" not in screen.query_one(CulpritsView).header()
         assert "thread" not in screen.query_one(ForwardBackwardView).header()
+
+
+async def test_tui_torch_records_the_workers_of_a_script():
+    """`agdb tui --torch docs/examples/threads.py`: the script runs on the TUI's own thread for it, and each worker
+    it starts gets its culprits, with its thread, in the culprits panel."""
+    pytest.importorskip("torch")
+    from pathlib import Path
+
+    from agdb.app.run_script import ScriptSource
+    from tests.app.pilot import recorded
+
+    example = Path(__file__).resolve().parents[2] / "docs" / "examples" / "threads.py"
+    app = AgdbApp(script=str(example), source=ScriptSource("torch"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await recorded(app, pilot)
+        view = screen.query_one(CulpritsView)
+        trace = screen.trace
+        rows = [(trace.threads[c.thread][1], c.old, c.node_name, c.lineno) for c in view.culprits]
+        made = [("MulBackward0", 10), ("TanhBackward0", 10), ("MulBackward0", 11), ("SumBackward0", 11)]
+        assert rows == [(w, i, *m) for w in ("worker-0", "worker-1") for i, m in enumerate(made)]
+        assert "thread" in view.header()
