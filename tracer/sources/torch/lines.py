@@ -40,7 +40,8 @@ WINDOW = 4096
 class LineCulprits:
     """NOTE [line culprits]
     A TorchFunctionMode that does nothing already costs 1.7-2x a small op's time, so the bridge reads the
-    counter at every line of the user's code instead (`sys.settrace` on the recording thread; frames of torch,
+    counter at every line of the user's code instead (`sys.settrace` on the recording thread, and on each thread
+    started while recording: NOTE [threads' line tracers] in threads.py; frames of torch,
     agdb and Python's own library get no line events): an increment seen at an event belongs to the line that
     ran before it (a line event, a call into or a return from a user function). The
     trace function is the only work done per line, so its fast path is a counter read and a compare.
