@@ -46,8 +46,8 @@ def launch(script: str, script_args: list[str], output: Path, nproc: int, single
         run(args)
     except ChildFailedError as e:
         failed = {rank: failure.exitcode for rank, failure in e.failures.items()}
-    for rank in sorted(failed):
-        fail(f"rank {rank} failed: {ended(failed[rank])}")
+    for line in failure_lines(failed):
+        fail(line)
     written = [str(p) for p in paths if p.exists()]
     missing = [rank for rank, p in enumerate(paths) if not p.exists()]
     if missing:
@@ -55,6 +55,21 @@ def launch(script: str, script_args: list[str], output: Path, nproc: int, single
     if written:
         sys.stderr.write(f"agdb: {len(written)} of {nproc} rank traces: {' '.join(written)} (agdb ranks reads them)\n")
     return 1 if failed or missing else 0
+
+
+def failure_lines(failed: dict[int, int]) -> list[str]:
+    """One line a failed rank. torch's launcher stops the other ranks with SIGTERM once one fails, and counts them
+    as failed too: when some rank failed otherwise, those are said to have been stopped, not to have failed."""
+    stopped = -signal.SIGTERM
+    causes = sorted(rank for rank, code in failed.items() if code != stopped)
+    lines = []
+    for rank in sorted(failed):
+        if causes and failed[rank] == stopped:
+            which = ", ".join(map(str, causes))
+            lines.append(f"rank {rank} was stopped (SIGTERM) by torch's launcher once rank {which} had failed")
+        else:
+            lines.append(f"rank {rank} failed: {ended(failed[rank])}")
+    return lines
 
 
 def ended(exitcode: int) -> str:
