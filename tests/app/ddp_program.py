@@ -2,7 +2,8 @@
 
 Gloo on the CPU, `find_unused_parameters=True`, 3 steps; rank 1 skips the `extra` submodule at step 1, so that
 the ranks build different graphs there. Each rank writes what its own post-accumulate-grad hooks saw, per step, to
-OUT.rankN.json: the independent truth agdb's report is held to. With KILL_AT, rank 1 kills itself with SIGKILL at
+OUT.rankN.json: the independent truth agdb's report is held to; and its parameters after training, which a run
+without agdb must end with too. With KILL_AT, rank 1 kills itself with SIGKILL at
 the start of that step.
 
 usage: ddp_program.py OUT [KILL_AT]
@@ -57,7 +58,8 @@ def main():
     steps = [{"step": i, "params_with_grad": got, "unused_params": [n for n in names if n not in got]}
              for i, got in enumerate(seen)]
     with open(f"{out}.rank{rank}.json", "w") as f:
-        json.dump({"rank": rank, "world_size": dist.get_world_size(), "steps": steps}, f)
+        json.dump({"rank": rank, "world_size": dist.get_world_size(), "steps": steps,
+                   "params": {n: p.tolist() for n, p in names.items()}}, f)
     dist.destroy_process_group()
 
 

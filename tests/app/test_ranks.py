@@ -17,6 +17,9 @@ from agdb.tracer.store.tracefile import load
 from tests.app.test_cli import agdb
 
 PROGRAM = Path(__file__).with_name("ddp_program.py")
+LINES = PROGRAM.read_text().splitlines()
+EXTRA = LINES.index("            x = self.extra(x)") + 1
+HEAD = LINES.index("        return self.head(x)") + 1
 HANG_GUARD = 600
 """Seconds a launch may take before the test kills it (a normal one takes about 20 on a loaded machine)."""
 
@@ -68,6 +71,21 @@ def test_each_rank_writes_its_trace_with_its_rank_and_world_size(run):
                                                       "head.weight", "head.bias"]  # no `module.` prefix
 
 
+def test_recording_changes_nothing_ddp_does(run):
+    """The same program launched by torch's launcher without agdb: the same grads seen by its hooks, and the same
+    parameters after its 3 steps of allreduced SGD on both ranks."""
+    tmp, code, err = run
+    assert code == 0, err
+    plain = tmp / "plain"
+    plain.mkdir()
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(PROGRAM),
+            str(plain / "truth")]
+    done = subprocess.run(argv, cwd=plain, capture_output=True, text=True, timeout=HANG_GUARD)
+    assert done.returncode == 0, done.stderr
+    for rank in (0, 1):
+        assert _truth(plain, rank) == _truth(tmp, rank)
+
+
 def test_ranks_reports_what_the_programs_own_post_accumulate_grad_hooks_saw(run, capsys):
     tmp, code, err = run
     assert code == 0, err
@@ -76,13 +94,13 @@ def test_ranks_reports_what_the_programs_own_post_accumulate_grad_hooks_saw(run,
     assert code == 1  # the ranks differ
     assert [r["rank"] for r in report["ranks"]] == [0, 1]
     for rank in (0, 1):
-        assert report["ranks"][rank]["steps"] == _truth(tmp, rank)["steps"]
+        assert report["ranks"][rank]["steps"] == _truth(tmp, rank)["steps"]  # the order too
     assert report["ranks"][1]["steps"][1]["unused_params"] == ["extra.0.weight", "extra.0.bias"]  # the skip
     first = report["first_difference"]
     assert set(first) == {"step", "ranks", "message"}
     assert (first["step"], first["ranks"]) == (1, [0, 1])
     assert "extra.0.weight" in first["message"] and "extra.0.bias" in first["message"]
-    assert "ddp_program.py:31 `x = self.extra(x)`" in first["message"]  # the line that used them on rank 0
+    assert f"ddp_program.py:{EXTRA} `x = self.extra(x)`" in first["message"]  # the line that used them on rank 0
 
 
 def test_ranks_text_names_the_unused_parameters_and_the_difference(run, capsys):
@@ -113,10 +131,10 @@ async def test_diff_tui_opens_two_ranks_side_by_side(run):
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.pause()
         bumps = app.query_one("#bumps", DataTable)
-        # at step 1 rank 0's next number goes to `x = self.extra(x)` (line 31), rank 1's to the head (line 32)
+        # at step 1 rank 0's next number goes to `x = self.extra(x)`, rank 1's to the head
         row = [str(cell) for cell in bumps.get_row_at(app.differences["bumps"][0])]
-        assert (row[2], row[3], row[4], row[5]) == ("TBackward0", "ddp_program.py:31", "TBackward0",
-                                                    "ddp_program.py:32")
+        assert (row[2], row[3], row[4], row[5]) == ("TBackward0", f"ddp_program.py:{EXTRA}", "TBackward0",
+                                                    f"ddp_program.py:{HEAD}")
         await pilot.press("q")
 
 
