@@ -4,9 +4,9 @@ Gloo on the CPU, `find_unused_parameters=True`, 3 steps; rank 1 skips the `extra
 the ranks build different graphs there. Each rank writes what its own post-accumulate-grad hooks saw, per step, to
 OUT.rankN.json: the independent truth agdb's report is held to; and its parameters after training, which a run
 without agdb must end with too. With KILL_AT, rank 1 kills itself with SIGKILL at
-the start of that step.
+the start of that step (with `raise` after it, it raises instead).
 
-usage: ddp_program.py OUT [KILL_AT]
+usage: ddp_program.py OUT [KILL_AT [raise]]
 """
 import json
 import os
@@ -36,6 +36,7 @@ class Net(nn.Module):
 def main():
     out = sys.argv[1]
     kill_at = int(sys.argv[2]) if len(sys.argv) > 2 else -1
+    raises = sys.argv[3:] == ["raise"]
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(0)
@@ -49,6 +50,8 @@ def main():
     torch.manual_seed(1 + rank)
     for step in range(3):
         if rank == 1 and step == kill_at:
+            if raises:
+                raise RuntimeError(f"rank 1 fails at step {step}")
             os.kill(os.getpid(), signal.SIGKILL)
         seen.append([])
         opt.zero_grad()

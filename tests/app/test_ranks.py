@@ -56,6 +56,14 @@ def killed(tmp_path_factory):
     return tmp, code, err
 
 
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory):
+    pytest.importorskip("torch.distributed")
+    tmp = tmp_path_factory.mktemp("ddp_crashed")
+    code, err = _launch(tmp, "2", "raise")
+    return tmp, code, err
+
+
 def _truth(tmp: Path, rank: int) -> dict:
     return json.loads((tmp / f"truth.rank{rank}.json").read_text())
 
@@ -153,6 +161,16 @@ def test_a_rank_killed_mid_run_is_named_and_the_others_trace_loads(killed, run, 
     assert code == 1 and "rank 1: no trace given" in out
 
 
+def test_a_rank_that_raises_keeps_its_trace_and_is_named(crashed, run, capsys):
+    tmp, code, err = crashed
+    assert code == 1
+    assert "rank 1 failed: exit code 1" in err and "RuntimeError: rank 1 fails at step 2" in err
+    code, out, _ = agdb(["ranks", tmp / "run.rank0.agdb", tmp / "run.rank1.agdb", "--json"], capsys)
+    report = json.loads(out)
+    assert report["ranks"][1]["steps"] == _truth(run[0], 1)["steps"][:2]  # rank 1 raised before step 2's backward
+    assert report["first_difference"]["step"] == 1
+
+
 def test_the_ranks_torchs_launcher_stopped_are_not_blamed():
     lines = failure_lines({0: -signal.SIGTERM, 1: -signal.SIGKILL})
     assert lines == ["rank 0 was stopped (SIGTERM) by torch's launcher once rank 1 had failed",
@@ -163,3 +181,19 @@ def test_the_ranks_torchs_launcher_stopped_are_not_blamed():
 def test_rank_trace_names():
     assert rank_path(Path("/x/run.agdb"), 1) == Path("/x/run.rank1.agdb")
     assert rank_path(Path("/x/run"), 0) == Path("/x/run.rank0.agdb")
+
+
+def test_a_rank_with_fewer_backward_calls_differs_where_its_trace_ends():
+    from agdb.tracer.views.ranks import Rank, Step, first_difference
+
+    same = Step(0, ("w", "b"), ())
+    a = Rank(0, 2, (same, Step(1, ("w", "b"), ())), trace=None)
+    b = Rank(1, 2, (same,), trace=None, partial="SIGTERM")
+    assert first_difference([b, a]) == {
+        "step": 1, "ranks": [0, 1],
+        "message": "step 1: rank 1 has no step 1: its trace ends after 1 backward call(s), cut short by SIGTERM; "
+                   "rank 0 made step 1"}
+    c = Rank(2, 3, (Step(0, ("b", "w"), (), {"b": 1, "w": 2}),), trace=None)
+    a = Rank(0, 3, (Step(0, ("w", "b"), (), {"w": 2, "b": 1}),), trace=None)
+    assert first_difference([a, c])["message"] == ("step 0: the ranks accumulated the same parameters in another "
+                                                   "order: at position 0 rank 0 w, rank 2 b")

@@ -150,7 +150,7 @@ def _message(a: Rank, b: Rank, k: int) -> str:
     for short, long in ((a, b), (b, a)):
         if k >= len(short.steps):
             how = f", cut short by {short.partial}" if short.partial else ""
-            return (f"rank {short.rank} has no step {k}: its trace ends after {len(short.steps)} backward call(s)"
+            return (f"step {k}: rank {short.rank} has no step {k}: its trace ends after {len(short.steps)} backward call(s)"
                     f"{how}; rank {long.rank} made step {k}")
     sa, sb = a.steps[k], b.steps[k]
     parts = []
