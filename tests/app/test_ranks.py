@@ -191,8 +191,8 @@ def test_a_rank_with_fewer_backward_calls_differs_where_its_trace_ends():
     b = Rank(1, 2, (same,), trace=None, partial="SIGTERM")
     assert first_difference([b, a]) == {
         "step": 1, "ranks": [0, 1],
-        "message": "step 1: rank 1 has no step 1: its trace ends after 1 backward call(s), cut short by SIGTERM; "
-                   "rank 0 made step 1"}
+        "message": "step 1: rank 1 has none, its trace ends after 1 backward call(s), cut short by SIGTERM; "
+                   "rank 0 made it"}
     c = Rank(2, 3, (Step(0, ("b", "w"), (), {"b": 1, "w": 2}),), trace=None)
     a = Rank(0, 3, (Step(0, ("w", "b"), (), {"w": 2, "b": 1}),), trace=None)
     assert first_difference([a, c])["message"] == ("step 0: the ranks accumulated the same parameters in another "

@@ -150,8 +150,8 @@ def _message(a: Rank, b: Rank, k: int) -> str:
     for short, long in ((a, b), (b, a)):
         if k >= len(short.steps):
             how = f", cut short by {short.partial}" if short.partial else ""
-            return (f"step {k}: rank {short.rank} has no step {k}: its trace ends after {len(short.steps)} backward call(s)"
-                    f"{how}; rank {long.rank} made step {k}")
+            return (f"step {k}: rank {short.rank} has none, its trace ends after {len(short.steps)} backward call(s)"
+                    f"{how}; rank {long.rank} made it")
     sa, sb = a.steps[k], b.steps[k]
     parts = []
     for mine, other, s_mine, s_other in ((a, b, sa, sb), (b, a, sb, sa)):
