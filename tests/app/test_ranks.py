@@ -3,6 +3,7 @@ ddp_program.py's own post-accumulate-grad hooks are the truth each rank's report
 submodule at step 1; a rank that kills itself leaves the other's trace whole and is named."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -40,34 +41,43 @@ def _launch(tmp: Path, *program_args: str) -> tuple[int, str]:
     return proc.returncode, err
 
 
+def _once(tmp_path_factory, name: str, *program_args: str) -> tuple[Path, int, str]:
+    """`_launch` once per test session, shared by xdist's workers (their base temporary directories share a
+    parent): the first to take the lock launches, the others read what it left."""
+    pytest.importorskip("torch.distributed")
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    tmp, done = root / name, root / name / "launched.json"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            tmp.mkdir(exist_ok=True)
+            code, err = _launch(tmp, *program_args)
+            done.write_text(json.dumps([code, err]))
+    code, err = json.loads(done.read_text())
+    return tmp, code, err
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    pytest.importorskip("torch.distributed")
-    tmp = tmp_path_factory.mktemp("ddp")
-    code, err = _launch(tmp)
-    return tmp, code, err
+    return _once(tmp_path_factory, "ddp_run")
 
 
 @pytest.fixture(scope="module")
 def killed(tmp_path_factory):
-    pytest.importorskip("torch.distributed")
-    tmp = tmp_path_factory.mktemp("ddp_killed")
-    code, err = _launch(tmp, "2")
-    return tmp, code, err
+    return _once(tmp_path_factory, "ddp_killed", "2")
 
 
 @pytest.fixture(scope="module")
 def crashed(tmp_path_factory):
-    pytest.importorskip("torch.distributed")
-    tmp = tmp_path_factory.mktemp("ddp_crashed")
-    code, err = _launch(tmp, "2", "raise")
-    return tmp, code, err
+    return _once(tmp_path_factory, "ddp_crashed", "2", "raise")
 
 
 def _truth(tmp: Path, rank: int) -> dict:
     return json.loads((tmp / f"truth.rank{rank}.json").read_text())
 
 
+@pytest.mark.long
 def test_each_rank_writes_its_trace_with_its_rank_and_world_size(run):
     tmp, code, err = run
     assert code == 0, err
@@ -79,6 +89,7 @@ def test_each_rank_writes_its_trace_with_its_rank_and_world_size(run):
                                                       "head.weight", "head.bias"]  # no `module.` prefix
 
 
+@pytest.mark.long
 def test_recording_changes_nothing_ddp_does(run):
     """The same program launched by torch's launcher without agdb: the same grads seen by its hooks, and the same
     parameters after its 3 steps of allreduced SGD on both ranks."""
@@ -94,6 +105,7 @@ def test_recording_changes_nothing_ddp_does(run):
         assert _truth(plain, rank) == _truth(tmp, rank)
 
 
+@pytest.mark.long
 def test_ranks_reports_what_the_programs_own_post_accumulate_grad_hooks_saw(run, capsys):
     tmp, code, err = run
     assert code == 0, err
@@ -111,6 +123,7 @@ def test_ranks_reports_what_the_programs_own_post_accumulate_grad_hooks_saw(run,
     assert f"ddp_program.py:{EXTRA} `x = self.extra(x)`" in first["message"]  # the line that used them on rank 0
 
 
+@pytest.mark.long
 def test_ranks_text_names_the_unused_parameters_and_the_difference(run, capsys):
     tmp, _, _ = run
     code, out, _ = agdb(["ranks", tmp / "run.rank1.agdb", tmp / "run.rank0.agdb"], capsys)
@@ -119,12 +132,14 @@ def test_ranks_text_names_the_unused_parameters_and_the_difference(run, capsys):
     assert "first difference: ranks 0 and 1 at step 1: rank 1 gave no grad to extra.0.bias, extra.0.weight" in out
 
 
+@pytest.mark.long
 def test_two_traces_of_one_rank_are_refused(run, capsys):
     tmp, _, _ = run
     code, _, err = agdb(["ranks", tmp / "run.rank0.agdb", tmp / "run.rank0.agdb"], capsys)
     assert code == 1 and "two traces are rank 0" in err
 
 
+@pytest.mark.long
 async def test_diff_tui_opens_two_ranks_side_by_side(run):
     from textual.widgets import DataTable
 
@@ -146,6 +161,7 @@ async def test_diff_tui_opens_two_ranks_side_by_side(run):
         await pilot.press("q")
 
 
+@pytest.mark.long
 def test_a_rank_killed_mid_run_is_named_and_the_others_trace_loads(killed, run, capsys):
     tmp, code, err = killed
     assert code == 1
@@ -161,6 +177,7 @@ def test_a_rank_killed_mid_run_is_named_and_the_others_trace_loads(killed, run, 
     assert code == 1 and "rank 1: no trace given" in out
 
 
+@pytest.mark.long
 def test_a_rank_that_raises_keeps_its_trace_and_is_named(crashed, run, capsys):
     tmp, code, err = crashed
     assert code == 1
