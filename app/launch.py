@@ -32,6 +32,10 @@ def rank_path(output: Path, rank: int) -> Path:
 def launch(script: str, script_args: list[str], output: Path, nproc: int, single_threaded: bool) -> int:
     """Run `script` on `nproc` processes, each recorded into its rank's trace; the status agdb ends with: 0 when
     every rank ended well, else 1 after naming each failed rank and how it ended."""
+    import torch.distributed
+
+    if not torch.distributed.is_available():
+        return fail("this torch was built without torch.distributed, so agdb torch --nproc cannot launch ranks")
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
