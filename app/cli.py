@@ -21,7 +21,7 @@ from agdb.tracer.store.tracefile import TraceFormatError
 from agdb.tracer.views.labels import NodeLabels, shown_name
 from agdb.tracer.views.sentences import recording_notes
 
-from . import fx_cli, torch_cli
+from . import fx_cli, ranks, torch_cli
 from .commands import compiles, err, fail, load_trace, output_file, record_script, save_run
 from .main_stack import ensure_big_stack
 from .run_script import DEFAULT_SOURCE, ScriptSource
@@ -177,6 +177,7 @@ def _parser() -> argparse.ArgumentParser:
     _serve_parser(sub)
     fx_cli.register(sub)  # fx, check-pass
     torch_cli.add_commands(sub)
+    ranks.add_command(sub)  # agdb torch --nproc's rank traces
     return p
 
 

@@ -47,6 +47,10 @@ def add_commands(sub: Any) -> None:
     tor.add_argument("--single-threaded", action="store_true",
                      help="run backward calls with autograd multithreading disabled, so that torch's own execution "
                           "order of each is recorded as a second witness (it changes nothing on the CPU)")
+    tor.add_argument("--nproc", type=_positive, metavar="N",
+                     help="run the script on N processes through torch.distributed.run (as torchrun --standalone; "
+                          "the script calls init_process_group itself) and write one trace per rank: "
+                          "OUTPUT.rank0.agdb, OUTPUT.rank1.agdb, ... (agdb ranks compares them)")
     tor.set_defaults(func=cmd_torch)
     dif = sub.add_parser("diff", help="compare two traces: node names, seq_nrs, culprit lines, edges, execution "
                                       "order",
@@ -69,6 +73,10 @@ def cmd_torch(args: argparse.Namespace) -> int:
     output = output_file(args.output)
     if output is None:
         return 1
+    if args.nproc:
+        from .launch import launch
+
+        return launch(args.script, args.script_args, output, args.nproc, args.single_threaded)
     run = record_script(args.script, args.script_args, ScriptSource("torch", single_threaded=args.single_threaded),
                         args.signals, on_os_exit=lambda run: save_run(run, output, args.output))
     status = save_run(run, output, args.output)
@@ -85,6 +93,13 @@ def cmd_torch(args: argparse.Namespace) -> int:
                          "(docs/torch-bridge.md):\n"
                          + "".join(f"  {_printable(line)}\n" for line in diverged.split("\n")))
     return status
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of processes (1 or more)")
+    return value
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:

@@ -109,6 +109,27 @@ def _bridge_errors(value: Any, num_nodes: int) -> str | None:
     return None if isinstance(value, list) and all(isinstance(e, str) for e in value) else "is not a list of strings"
 
 
+def _count(value: Any, num_nodes: int) -> str | None:
+    return None if _is_int(value) and value >= 0 else "is not a count (an integer, 0 or more)"
+
+
+def _ddp(value: Any, num_nodes: int) -> str | None:
+    """Each DDP model's parameter names and its AccumulateGrads' [node row, index in parameters] (ddp.py)."""
+    if not isinstance(value, list):
+        return "is not a list"
+    for i, model in enumerate(value):
+        names = model.get("parameters") if isinstance(model, dict) else None
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            return f"[{i}] is not an object with a list of parameter names"
+        pairs = model.get("accumulate_grads")
+        if not isinstance(pairs, list) or not all(
+                isinstance(p, list) and len(p) == 2 and all(_is_int(x) for x in p)
+                and 0 <= p[0] < num_nodes and 0 <= p[1] < len(names) for p in pairs):
+            return f"[{i}].accumulate_grads is not a list of [node row, parameter index]"
+    return None
+
+
 _CHECKS = {"source": _string, "partial": _signal_name, "provenance": _provenance, "omitted": _omitted,
-           "divergences": _divergences, "graph_tasks": _graph_tasks, "bridge_errors": _bridge_errors}
+           "divergences": _divergences, "graph_tasks": _graph_tasks, "bridge_errors": _bridge_errors,
+           "rank": _count, "world_size": _count, "ddp": _ddp}
 """The keys a view reads, and the check of each (`parameter_names` is read entry by entry, skipping bad ones)."""

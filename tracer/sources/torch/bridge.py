@@ -27,6 +27,7 @@ from typing import Callable
 
 from agdb.tracer.recording.builder import TraceBuilder
 from agdb.tracer.sources.torch.backward import Backward
+from agdb.tracer.sources.torch.ddp import DdpModels
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import Hooks
 from agdb.tracer.sources.torch.naming import LeafNames
@@ -89,14 +90,18 @@ class Bridge:
         self.reconstruction = Reconstruction(self.shared, self.forward, self.walker)
         self.backward = Backward(self.shared, self.forward, self.walker, self.hooks, self.reconstruction)
         self.patches = Patches(self.shared, self.forward, self.backward, single_threaded)
+        self.ddp = DdpModels(self.shared, self.walker.leaf_key)  # NOTE [DDP's parameters] in ddp.py
+        self.leaf_names.on_leaf = self.ddp.leaf
 
     def attach(self) -> Bridge:
         """Start recording on this thread (the mode is per thread; backward calls are caught on any)."""
         self.culprits = self.patches.attach(self.culprits)
+        self.ddp.attach()
         return self
 
     def detach(self) -> None:
         """Stop recording, reconstruct what is pending, and remove every hook the bridge put on a node."""
+        self.ddp.detach()
         self.patches.detach()
         for state in self.shared.states:
             state.log.limit = sys.maxsize  # a backward running elsewhere replays no more parts (NOTE [replay in parts])
@@ -124,7 +129,7 @@ class Bridge:
         shared = self.shared
         raw = shared.raw
         index = {}
-        if shared.divergences:  # a dict of every node's key: only when a divergence names nodes
+        if shared.divergences or self.ddp.keys:  # a dict of every node's key: only when something names nodes
             index = {key: i for i, key in enumerate(sorted(set(raw.nodes.keys()) | set(raw.bumps)))}
         release_freed_memory()
         trace = shared.b.finish(progress)
@@ -132,6 +137,7 @@ class Bridge:
             trace.meta["bridge_errors"] = shared.failures[:20]
         trace.meta["divergences"] = [by_row(d, index) for d in shared.divergences]
         trace.meta["graph_tasks"] = self.reconstruction.graph_tasks
+        trace.meta.update(self.ddp.meta(index))
         if shared.compile_time_calls:  # NOTE [compile-time calls] in backward.py: not recorded, only counted
             trace.meta["compile_time_calls"] = shared.compile_time_calls
         dynamo_config = sys.modules.get("torch._dynamo.config")

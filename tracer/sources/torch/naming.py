@@ -80,9 +80,12 @@ class LeafNames:
         self.shared = shared
         self._local = shared.local  # call_frame, names: set by a backward call as it begins
         self._paths = ParameterPaths(torch.nn.Module)
+        self.on_leaf: Callable[[int, Any], None] | None = None  # told of each new AccumulateGrad (ddp.py)
 
     def leaf_name(self, key: int, var: Any) -> None:
         """Name AccumulateGrad `key`'s leaf from the frames of the backward call that met it, if they name it."""
+        if self.on_leaf is not None:
+            self.on_leaf(key, var)
         local = self._local
         names = getattr(local, "names", None)
         if names is None:

@@ -1,0 +1,70 @@
+"""A DDP program for `agdb torch --nproc` and `agdb ranks` (tests/app/test_ranks.py), run by torch's launcher.
+
+Gloo on the CPU, `find_unused_parameters=True`, 3 steps; rank 1 skips the `extra` submodule at step 1, so that
+the ranks build different graphs there. Each rank writes what its own post-accumulate-grad hooks saw, per step, to
+OUT.rankN.json: the independent truth agdb's report is held to; and its parameters after training, which a run
+without agdb must end with too. With KILL_AT, rank 1 kills itself with SIGKILL at
+the start of that step (with `raise` after it, it raises instead).
+
+usage: ddp_program.py OUT [KILL_AT [raise]]
+"""
+import json
+import os
+import signal
+import sys
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 4)
+        self.extra = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, x, skip):
+        x = torch.relu(self.body(x))
+        if not skip:
+            x = self.extra(x)
+        return self.head(x)
+
+
+def main():
+    out = sys.argv[1]
+    kill_at = int(sys.argv[2]) if len(sys.argv) > 2 else -1
+    raises = sys.argv[3:] == ["raise"]
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = Net()
+    ddp = DistributedDataParallel(model, find_unused_parameters=True)
+    names = dict(model.named_parameters())
+    seen = []
+    for name, p in names.items():
+        p.register_post_accumulate_grad_hook(lambda p, name=name: seen[-1].append(name))
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    torch.manual_seed(1 + rank)
+    for step in range(3):
+        if rank == 1 and step == kill_at:
+            if raises:
+                raise RuntimeError(f"rank 1 fails at step {step}")
+            os.kill(os.getpid(), signal.SIGKILL)
+        seen.append([])
+        opt.zero_grad()
+        loss = ddp(torch.randn(8, 4), skip=rank == 1 and step == 1).pow(2).mean()
+        loss.backward()
+        opt.step()
+    steps = [{"step": i, "params_with_grad": got, "unused_params": [n for n in names if n not in got]}
+             for i, got in enumerate(seen)]
+    with open(f"{out}.rank{rank}.json", "w") as f:
+        json.dump({"rank": rank, "world_size": dist.get_world_size(), "steps": steps,
+                   "params": {n: p.tolist() for n, p in names.items()}}, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
