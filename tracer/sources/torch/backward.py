@@ -8,8 +8,8 @@ Imports torch (through bridge.py only); never textual or rich.
 from __future__ import annotations
 
 import gc
-import itertools
 import sys
+import threading
 import weakref
 from typing import Any
 
@@ -40,7 +40,6 @@ class Backward:
         self._walker = walker
         self._hooks = hooks
         self._reconstruction = reconstruction
-        self._gt_ids = itertools.count(1)
         self._retained: list[Any] = []  # weakrefs to the tensors retain_grad() was called on while recording
 
     def run(self, state: ThreadState, original: Any, t_outputs: Any, args: tuple, kwargs: dict) -> Any:
@@ -89,7 +88,7 @@ class Backward:
     def _call(self, state: ThreadState, t_outputs: Any, args: tuple, kwargs: dict) -> Call | None:
         """Walk the graph a call is about to run and hook its nodes; None when torch will refuse the call."""
         params = _run_args(args, kwargs)
-        call = Call()
+        call = Call(state)
         roots = []
         for t in t_outputs:
             edge = _edge(t)
@@ -128,11 +127,11 @@ class Backward:
         call.create_graph = bool(params["create_graph"])
         call.grads = tuple(params["grad_tensors"] or ())
         call.parent_id = _gt_id()
-        call.gt = GraphTaskModel(next(self._gt_ids), _depth(state, call.parent_id), graph, 0, (), (),
-                                 params["accumulate_grad"], {})
+        # numbered when its GraphTaskStarted is written (Reconstruction._begin)
+        call.gt = GraphTaskModel(0, _depth(state, call.parent_id), graph, 0, (), (), params["accumulate_grad"], {})
         if self._retained:
             call.retains = self._retains(state)
-        witness = self._witness_hook(state, call)
+        witness = self._witness_hook(state, call, threading.get_ident())
         call.witness_hooks = [n.register_prehook(witness) for n, _ in roots]
         return call
 
@@ -142,7 +141,7 @@ class Backward:
     # the patched entry point passes them straight to torch and only counts them (meta["compile_time_calls"]), since
     # walking, hooking and summarising a fake graph changed what torch traced (NOTE [compile time] in compiling.py).
 
-    def _witness_hook(self, state: ThreadState, call: Call) -> Any:
+    def _witness_hook(self, state: ThreadState, call: Call, caller: int) -> Any:
         """A pre-hook for the call's roots, put on for this call only: torch's id of the graph task and, with
         multithreading disabled, its execution order.
 
@@ -160,11 +159,16 @@ class Backward:
         then differs from what ran while the model, run on the shared queue, does not.
         """
         lookup = self._walker.witness_key
+        shared = self.shared
 
         def witness(grad_outputs: Any) -> None:
             if call.torch_id is not None:
                 return
             call.torch_id = _gt_id()
+            if threading.get_ident() != caller:  # torch's reentrant pool runs it (NOTE [pool thread] in state.py)
+                here = shared.thread_state(_POOL_THREAD)
+                here.adopt(call.thread)
+                call.runner = here
             if _multithreading():
                 return
             try:
@@ -183,7 +187,8 @@ class Backward:
         state = self.shared.thread_state()
         if state.calls:
             node = _running()
-            key = self._walker.lookup(node, state.row) if node is not None else 0
+            # looked up by the thread that walked the running call's graph (a pool thread runs its caller's nodes)
+            key = self._walker.lookup(node, state.calls[-1].thread.row) if node is not None else 0
             del node
             state.log.append((HOOK, key, kind, name, _seq()))
 
@@ -211,9 +216,15 @@ class Backward:
         return found
 
 
+_POOL_THREAD = "pt_autograd_reentrant"
+"""The name a trace gives torch's reentrant pool thread, as agdb's engine names its own (torch names it nothing, and
+Python calls a thread it did not start `Dummy-N`)."""
+
+
 def _depth(state: ThreadState, parent: int) -> int:
     """The reentrant depth of a call made while graph task `parent` runs: one below the recorded call torch
-    says it is nested in (torch's reentrant depth counts the backward calls nested on one thread)."""
+    says it is nested in (torch's reentrant depth counts the calls nested in the outermost one, through the pool
+    thread too: NOTE [pool thread] in state.py; the calls in progress are the lane's)."""
     if parent < 0:
         return 0
     for outer in reversed(state.calls):

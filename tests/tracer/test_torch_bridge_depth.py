@@ -1,0 +1,206 @@
+"""Reentrant backward past torch's MAX_DEPTH (60) through the bridge: the calls torch hands to its reentrant pool
+thread are recorded on that thread, at the depths torch gives them, on the caller's ready queue, with the graph task
+ids torch's own hooks read; and the trace agrees with agdb's engine on the same program."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from agdb import tracer  # noqa: E402
+from agdb.tracer.store import events as ev  # noqa: E402
+from agdb.tracer.store.schema import Kind  # noqa: E402
+from agdb.tracer.store.tracefile import load  # noqa: E402
+from tests.app.test_cli import agdb  # noqa: E402
+
+DEEP = 65
+"""Nest levels below the outermost call: torch runs reentrant calls 1..60 inline, 61..65 on one pool thread."""
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "deep_reentrant.py"
+
+
+class _Program:
+    """Nest(DEEP): each level's backward runs a backward of its own, one level deeper, while a node of its own graph
+    task waits in the queue. Every node gets a pre-hook of the program's, which logs what torch says there: the
+    node, torch's graph task id, and whether it runs on the thread that started the outermost backward."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple] = []
+        self.parents: dict[int, int] = {}  # torch's id of each inner call's graph task -> the id it was started in
+        self.held: list = []  # the hooked nodes' wrappers: ids stay unique, the hooks stay on
+        self.caller = threading.get_ident()
+        program = self
+
+        class Nest(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, depth):
+                ctx.depth = depth
+                return x.clone()
+
+            @staticmethod
+            def backward(ctx, grad):
+                if ctx.depth > 0:
+                    outer = torch._C._current_graph_task_id()
+                    with torch.enable_grad():
+                        inner = torch.ones(1, requires_grad=True)
+                        waiting = inner.exp().sum()
+                        z = Nest.apply(inner, ctx.depth - 1).sum() + waiting
+                        program.watch(z)
+                        program.next_parent = outer
+                        z.backward()
+                return grad, None
+
+        self.Nest = Nest
+        self.next_parent = -1
+
+    def watch(self, z) -> None:
+        """Pre-hook every node below `z` once; the root's hook also notes which graph task started this one."""
+        seen, stack = set(), [z.grad_fn]
+        while stack:
+            n = stack.pop()
+            if n is None or id(n) in seen:
+                continue
+            seen.add(id(n))
+            self.held.append(n)
+            label = (n.name(), n._sequence_nr())
+            n.register_prehook(lambda go, label=label: self.log.append(label + (
+                torch._C._current_graph_task_id(), threading.get_ident() == self.caller)))
+            stack.extend(c for c, _ in n.next_functions)
+        root = z.grad_fn
+
+        def parent(go, program=self):
+            here = torch._C._current_graph_task_id()
+            program.parents.setdefault(here, program.next_parent)
+
+        root.register_prehook(parent)
+
+    def run(self) -> None:
+        x = torch.ones(1, requires_grad=True)
+        z = self.Nest.apply(x, DEEP).sum()
+        self.watch(z)
+        self.next_parent = -1
+        z.backward()
+
+
+def _record(**options):
+    program = _Program()
+    with tracer.record("torch", **options) as rec:
+        program.run()
+    program.held.clear()
+    return rec.trace, program
+
+
+def _caller_row(trace) -> int:
+    rows = [row for row, name in trace.threads if name == threading.current_thread().name]
+    assert len(rows) == 1, trace.threads
+    return rows[0]
+
+
+def _runs(trace):
+    """(name, seq_nr, torch's graph task id, ran on the calling thread) of every node start but GraphRoot's, read from
+    the trace alone: what the program's own hooks log."""
+    ids = {t["graph_task"]: t["torch_id"] for t in trace.meta["graph_tasks"]}
+    caller = _caller_row(trace)
+    out = []
+    for step in trace.steps_of(Kind.NODE_STARTED):
+        e = trace[int(step)]
+        info = trace.node(e.node)
+        if info.name != "GraphRoot":
+            out.append((info.name, info.seq_nr, ids.get(e.graph_task), e.thread == caller))
+    return out
+
+
+@pytest.mark.parametrize("options", [{}, {"values": False, "defer": True}, {"culprits": "mode"}],
+                         ids=["default", "no-values-deferred", "mode"])
+def test_each_node_runs_on_the_thread_and_in_the_graph_task_torch_ran_it_in(options):
+    """Past depth 60 torch runs a graph task on its pool thread: every node start in the trace is on the thread, and in
+    the graph task (torch's id), that the program's own pre-hooks saw, in their order, and the model predicts it."""
+    trace, program = _record(**options)
+    on_pool = [entry for entry in program.log if not entry[3]]
+    assert on_pool, "torch ran nothing on another thread: the program is not deep enough"
+    assert _runs(trace) == program.log
+    assert trace.meta["divergences"] == []
+
+
+def test_depths_past_60_count_on_through_the_pool_thread():
+    """Each graph task's reentrant depth is its nesting below the outermost call, as torch's own ids say (the graph
+    task each inner call was started in), on the pool thread too: 61 to 65, not 1 to 4."""
+    trace, program = _record()
+    depth = {-1: -1}
+
+    def depth_of(torch_id):
+        if torch_id not in depth:
+            depth[torch_id] = depth_of(program.parents[torch_id]) + 1
+        return depth[torch_id]
+
+    tasks = trace.meta["graph_tasks"]
+    assert len(tasks) == DEEP + 1
+    for task in tasks:
+        assert task["parent_torch_id"] == program.parents[task["torch_id"]]
+        assert task["reentrant_depth"] == depth_of(task["torch_id"])
+    assert sorted(t["reentrant_depth"] for t in tasks) == list(range(DEEP + 1))
+
+
+def test_the_meta_numbers_graph_tasks_as_the_events_do():
+    """meta["graph_tasks"] names each graph task by the number its events carry: same depth, same torch id as the
+    nodes that ran in it."""
+    trace, _ = _record()
+    started = {trace[int(s)].graph_task: trace[int(s)].reentrant_depth for s in trace.steps_of(Kind.GRAPH_TASK_STARTED)}
+    assert {t["graph_task"]: t["reentrant_depth"] for t in trace.meta["graph_tasks"]} == started
+
+
+def test_the_pool_thread_pops_the_callers_queue():
+    """torch's pool thread adopts the caller's ready queue: every push and pop, on either thread, is on the caller's
+    CPU queue, and the trace has no queue of the pool thread's own."""
+    trace, _ = _record()
+    caller = _caller_row(trace)
+    threads = set()
+    queues = set()
+    for step in trace.steps_of(Kind.TASK_PUSHED, Kind.TASK_POPPED):
+        e = trace[int(step)]
+        threads.add(e.thread)
+        queues.add(e.queue)
+    assert len(threads) == 2 and caller in threads
+    assert queues == {f"cpu:{caller}"}
+    assert trace.queues == (f"cpu:{caller}",)
+
+
+def _shape(trace):
+    """What a reader sees of threads, depths and queues, in event order: for each graph task start its depth and
+    thread; for each node start its name, seq_nr relative to its thread's first, and thread; for each push or pop
+    its queue. Threads by order of first appearance (the engine names its pool thread, torch leaves it Python's
+    name for a thread it did not start)."""
+    first: dict[int, int] = {}
+    for i in range(trace.num_nodes):
+        info = trace.node(i)
+        if 0 <= info.seq_nr < 2**63:
+            first[info.thread] = min(first.get(info.thread, info.seq_nr), info.seq_nr)
+    order: dict[int, int] = {}
+    out = []
+    for e in trace:
+        if isinstance(e, ev.GraphTaskStarted):
+            out.append(("task", e.reentrant_depth, order.setdefault(e.thread, len(order))))
+        elif isinstance(e, ev.NodeStarted):
+            info = trace.node(e.node)
+            seq = info.seq_nr - first[info.thread] if 0 <= info.seq_nr < 2**63 else None
+            out.append((info.name, seq, order.setdefault(e.thread, len(order))))
+        elif isinstance(e, (ev.TaskPushed, ev.TaskPopped)):
+            out.append((type(e).__name__, e.queue))
+    return out
+
+
+def test_the_engine_and_torch_agree_past_depth_60(tmp_path, capsys):
+    """docs/examples/deep_reentrant.py on agdb's engine and on real torch: the same graph tasks at the same depths on
+    the same threads, the same nodes run on the same threads, every task on the caller's queue; `agdb diff` agrees."""
+    engine, real = tmp_path / "engine.agdb", tmp_path / "torch.agdb"
+    code, _, err = agdb(["record", "--as-torch", EXAMPLE, "-o", engine], capsys)
+    assert code == 0, err
+    code, _, err = agdb(["torch", EXAMPLE, "-o", real], capsys)
+    assert code == 0, err
+    a, b = load(engine), load(real)
+    assert len(a.threads) == len(b.threads) == 2
+    assert _shape(b) == _shape(a)
+    code, out, _ = agdb(["diff", engine, real], capsys)
+    assert code == 0, out
