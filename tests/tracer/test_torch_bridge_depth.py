@@ -22,11 +22,13 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "deep_reen
 
 
 class _Program:
-    """Nest(DEEP): each level's backward runs a backward of its own, one level deeper, while a node of its own graph
-    task waits in the queue. Every node gets a pre-hook of the program's, which logs what torch says there: the
-    node, torch's graph task id, and whether it runs on the thread that started the outermost backward."""
+    """Nest(DEEP): each level's backward runs a backward of its own (`backward()`, or `autograd.grad` with
+    `how="grad"`), one level deeper, while a node of its own graph task waits in the queue; with `fail`, the deepest
+    level raises.
+    Every node gets a pre-hook of the program's, which logs what torch says there: the node, torch's graph task id,
+    and whether it runs on the thread that started the outermost backward."""
 
-    def __init__(self) -> None:
+    def __init__(self, how: str = "backward", fail: bool = False) -> None:
         self.log: list[tuple] = []
         self.parents: dict[int, int] = {}  # torch's id of each inner call's graph task -> the id it was started in
         self.held: list = []  # the hooked nodes' wrappers: ids stay unique, the hooks stay on
@@ -41,6 +43,8 @@ class _Program:
 
             @staticmethod
             def backward(ctx, grad):
+                if ctx.depth == 0 and fail:
+                    raise ValueError("the deepest level fails")
                 if ctx.depth > 0:
                     outer = torch._C._current_graph_task_id()
                     with torch.enable_grad():
@@ -49,7 +53,10 @@ class _Program:
                         z = Nest.apply(inner, ctx.depth - 1).sum() + waiting
                         program.watch(z)
                         program.next_parent = outer
-                        z.backward()
+                        if how == "grad":
+                            torch.autograd.grad(z, [inner])
+                        else:
+                            z.backward()
                 return grad, None
 
         self.Nest = Nest
@@ -84,10 +91,14 @@ class _Program:
         z.backward()
 
 
-def _record(**options):
-    program = _Program()
+def _record(how: str = "backward", fail: bool = False, **options):
+    program = _Program(how, fail)
     with tracer.record("torch", **options) as rec:
-        program.run()
+        if fail:
+            with pytest.raises(ValueError, match="the deepest level fails"):
+                program.run()
+        else:
+            program.run()
     program.held.clear()
     return rec.trace, program
 
@@ -112,8 +123,9 @@ def _runs(trace):
     return out
 
 
-@pytest.mark.parametrize("options", [{}, {"values": False, "defer": True}, {"culprits": "mode"}],
-                         ids=["default", "no-values-deferred", "mode"])
+@pytest.mark.parametrize("options", [{}, {"values": False, "defer": True}, {"culprits": "mode"},
+                                     {"single_threaded": True}],
+                         ids=["default", "no-values-deferred", "mode", "single-threaded"])
 def test_each_node_runs_on_the_thread_and_in_the_graph_task_torch_ran_it_in(options):
     """Past depth 60 torch runs a graph task on its pool thread: every node start in the trace is on the thread, and in
     the graph task (torch's id), that the program's own pre-hooks saw, in their order, and the model predicts it."""
@@ -122,6 +134,28 @@ def test_each_node_runs_on_the_thread_and_in_the_graph_task_torch_ran_it_in(opti
     assert on_pool, "torch ran nothing on another thread: the program is not deep enough"
     assert _runs(trace) == program.log
     assert trace.meta["divergences"] == []
+    if options.get("single_threaded"):  # torch's execution order, read on the pool thread too, agrees
+        verdicts = [t.get("execution_order") for t in trace.meta["graph_tasks"]]
+        assert all(v is not None and v["model"] == v["observed"] == "agrees" for v in verdicts), verdicts
+
+
+@pytest.mark.parametrize("how", ["grad", "fail"])
+def test_autograd_grad_and_a_failure_past_depth_60_are_recorded_where_they_ran(how):
+    """autograd.grad at every level, and a backward whose deepest level raises on the pool thread: node starts as the
+    program's hooks saw them; each failed graph task's error is raised on the thread that ran it (the pool thread for
+    the tasks it ran), and no divergence."""
+    trace, program = _record(how="grad" if how == "grad" else "backward", fail=how == "fail")
+    assert any(not entry[3] for entry in program.log)
+    assert _runs(trace) == program.log
+    assert trace.meta["divergences"] == []
+    tasks = trace.meta["graph_tasks"]
+    assert len(tasks) == DEEP + 1
+    if how == "fail":
+        caller = _caller_row(trace)
+        depth = {t["graph_task"]: t["reentrant_depth"] for t in tasks}
+        raised = {trace[int(s)].graph_task: trace[int(s)].thread for s in trace.steps_of(Kind.ERROR_RAISED)}
+        assert sorted(depth[g] for g in raised) == list(range(DEEP + 1))
+        assert {depth[g] for g, row in raised.items() if row != caller} == set(range(61, DEEP + 1))
 
 
 def test_depths_past_60_count_on_through_the_pool_thread():
