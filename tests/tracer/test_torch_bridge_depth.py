@@ -33,6 +33,7 @@ class _Program:
         self.parents: dict[int, int] = {}  # torch's id of each inner call's graph task -> the id it was started in
         self.held: list = []  # the hooked nodes' wrappers: ids stay unique, the hooks stay on
         self.caller = threading.get_ident()
+        self.threads: set[int] = set()  # the idents of the threads the hooks ran on
         program = self
 
         class Nest(torch.autograd.Function):
@@ -72,8 +73,7 @@ class _Program:
             seen.add(id(n))
             self.held.append(n)
             label = (n.name(), n._sequence_nr())
-            n.register_prehook(lambda go, label=label: self.log.append(label + (
-                torch._C._current_graph_task_id(), threading.get_ident() == self.caller)))
+            n.register_prehook(lambda go, label=label: self._ran(label))
             stack.extend(c for c, _ in n.next_functions)
         root = z.grad_fn
 
@@ -82,6 +82,11 @@ class _Program:
             program.parents.setdefault(here, program.next_parent)
 
         root.register_prehook(parent)
+
+    def _ran(self, label: tuple) -> None:
+        here = threading.get_ident()
+        self.threads.add(here)  # compared here only, never stored in a trace
+        self.log.append(label + (torch._C._current_graph_task_id(), here == self.caller))
 
     def run(self) -> None:
         x = torch.ones(1, requires_grad=True)
@@ -238,3 +243,18 @@ def test_the_engine_and_torch_agree_past_depth_60(tmp_path, capsys):
     assert _shape(b) == _shape(a)
     code, out, _ = agdb(["diff", engine, real], capsys)
     assert code == 0, out
+
+
+def test_a_second_deep_backward_runs_on_the_same_pool_thread_and_row():
+    """Two deep backward calls in one recording: torch reuses its idle pool thread, and the trace has one row per
+    thread the program's hooks ran on; every node start is where the program's hooks saw it."""
+    program = _Program()
+    with tracer.record("torch") as rec:
+        program.run()
+        program.run()
+    program.held.clear()
+    trace = rec.trace
+    assert _runs(trace) == program.log
+    assert trace.meta["divergences"] == []
+    assert len(program.threads) == 2  # the caller and one pool thread, as torch reuses an idle one
+    assert len(trace.threads) == len(program.threads)
