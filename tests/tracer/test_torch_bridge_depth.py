@@ -34,6 +34,7 @@ class _Program:
         self.held: list = []  # the hooked nodes' wrappers: ids stay unique, the hooks stay on
         self.caller = threading.get_ident()
         self.threads: set[int] = set()  # the idents of the threads the hooks ran on
+        self.made: list[tuple] = []  # (on the calling thread, counter before an inner call, counter after it)
         program = self
 
         class Nest(torch.autograd.Function):
@@ -56,6 +57,12 @@ class _Program:
                         program.next_parent = outer
                         if how == "grad":
                             torch.autograd.grad(z, [inner])
+                        elif how == "unused":  # torch makes an Identity for a leaf with no AccumulateGrad yet
+                            unused = torch.ones(1, requires_grad=True)
+                            before = torch.autograd._get_sequence_nr()
+                            torch.autograd.grad(z, [inner, unused], allow_unused=True)
+                            program.made.append((threading.get_ident() == program.caller, before,
+                                                 torch.autograd._get_sequence_nr()))
                         else:
                             z.backward()
                 return grad, None
@@ -161,6 +168,22 @@ def test_autograd_grad_and_a_failure_past_depth_60_are_recorded_where_they_ran(h
         raised = {trace[int(s)].graph_task: trace[int(s)].thread for s in trace.steps_of(Kind.ERROR_RAISED)}
         assert sorted(depth[g] for g in raised) == list(range(DEEP + 1))
         assert {depth[g] for g, row in raised.items() if row != caller} == set(range(61, DEEP + 1))
+
+
+def test_an_identity_torch_makes_for_a_handed_over_call_is_on_the_caller_s_thread():
+    """autograd.grad(z, [inner, unused]) at every level: torch makes an Identity for `unused` on the thread that calls,
+    taking the number the program's counter shows there as the call begins, also when the pool thread runs the call."""
+    trace, program = _record(how="unused")
+    caller = _caller_row(trace)
+    assert len(program.made) == DEEP
+    # where nothing below the call makes a node on the calling thread, the counter moved by that one number
+    assert {(on_caller, after - before) for on_caller, before, after in program.made if after - before < 3} == \
+        {(True, 1), (False, 1)}
+    assert sorted((on_caller, before) for on_caller, before, _ in program.made) == \
+        sorted((info.thread == caller, info.seq_nr) for info in map(trace.node, range(trace.num_nodes))
+               if info.name == "torch::autograd::Identity")
+    assert not [i for i in range(trace.num_nodes) if trace.node(i).name.startswith("?")]
+    assert _runs(trace) == program.log
 
 
 def test_depths_past_60_count_on_through_the_pool_thread():

@@ -66,10 +66,12 @@ class Backward:
         try:
             result = original(t_outputs, *args, **kwargs)
         except BaseException as e:
-            log.append((END, call, (type(e).__name__, str(e)), None, _seq()))
+            call.after = _seq()
+            log.append((END, call, (type(e).__name__, str(e)), None, call.after))
             raise
         else:
-            log.append((END, call, None, result, _seq()))
+            call.after = _seq()
+            log.append((END, call, None, result, call.after))
         finally:
             if collecting:
                 gc.enable()

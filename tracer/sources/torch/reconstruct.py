@@ -204,9 +204,14 @@ class Reconstruction:
         bump = self._forward.bump
         self._forward.gap(state, call.before, call.frame)
         multi = 1 if call.multi else 0
-        # Another thread's counter says nothing of the caller's (NOTE [pool thread] in state.py): the caller made its
-        # GraphRoot then, and an Identity it made is left to the gap its END accounts for.
-        made = now - call.before if seen_on is state else multi
+        # Another thread's counter says nothing of the caller's (NOTE [pool thread] in state.py); but the caller waited
+        # from the moment it made its GraphRoot and Identities until the call returned, so its counter then says how
+        # many it made (unknown only if this part of the log is replayed before the call returned: NOTE [replay in
+        # parts]; its Identities are then left to the gap its END accounts for).
+        if seen_on is state:
+            made = now - call.before
+        else:
+            made = call.after - call.before if call.after is not None else multi
         s = call.before
         inputs = list(call.inputs)
         missing = [i for i, (k, _) in enumerate(inputs) if not k]

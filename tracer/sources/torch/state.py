@@ -101,11 +101,12 @@ class Call:
 
     __slots__ = ("gt", "before", "roots", "inputs", "multi", "keep_graph", "create_graph", "begun", "frame", "grads",
                  "hooked", "torch_id", "parent_id", "witness", "witness_error", "witness_hooks", "retains", "observed",
-                 "thread", "runner")
+                 "thread", "runner", "after")
 
     def __init__(self, thread: ThreadState) -> None:
         self.thread = thread  # the thread that made the call (its counter, its row)
         self.runner = thread  # the thread torch ran its nodes on: another one past MAX_DEPTH (NOTE [pool thread])
+        self.after: int | None = None  # the caller's counter when the call returned
         self.begun = False
         self.hooked: list = []  # the nodes this call hooked on a graph it frees, removed after it (NOTE [hooked nodes])
         self.torch_id: int | None = None  # torch's graph task id, read by the witness hook on its roots
