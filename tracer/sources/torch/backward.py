@@ -226,7 +226,7 @@ Python calls a thread it did not start `Dummy-N`)."""
 def _depth(state: ThreadState, parent: int) -> int:
     """The reentrant depth of a call made while graph task `parent` runs: one below the recorded call torch
     says it is nested in (torch's reentrant depth counts the calls nested in the outermost one, through the pool
-    thread too: NOTE [pool thread] in state.py; the calls in progress are the lane's)."""
+    thread too: NOTE [pool thread] in state.py; the calls in progress are the owner's)."""
     if parent < 0:
         return 0
     for outer in reversed(state.calls):

@@ -102,7 +102,7 @@ class Bridge:
             state.log.limit = sys.maxsize  # a backward running elsewhere replays no more parts (NOTE [replay in parts])
         for state in self.shared.states:
             self.forward.write_seen(state)
-            if state.lane is not state:
+            if state.owner is not state:
                 continue  # a pool thread's log is its caller's (NOTE [pool thread] in state.py)
             if state.log and not state.calls:
                 self.reconstruction.replay(state)

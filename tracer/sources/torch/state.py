@@ -138,17 +138,18 @@ class ThreadState:
     nested there; the next one it hands to a thread of its reentrant pool, which adopts the caller's ready queue and
     runs the graph task, and the calls nested in it (inline, its own count of them starting at 0), while the caller
     waits. The bridge sees the hand-over in the call's witness hook (backward.py), which fires on the thread running
-    the call's first node: that thread `adopt`s the caller's lane (its log, its calls in progress, its model of the
-    queue), so that what happens there is logged in the order it happened, between the caller's entries, and is
-    modelled on the queue torch uses; its own row, counter and culprits stay its own. Each log entry that depends on
-    the thread carries it (a call its caller and runner, an increment and a walk's node their thread).
+    the call's first node: that thread `adopt`s the caller as its owner (torch's GraphTask::owner_), taking the
+    owner's log, calls in progress and model of the queue, so that what happens there is logged in the order it
+    happened, between the caller's entries, and is modelled on the queue torch uses; its own row, counter and
+    culprits stay its own. Each log entry that depends on the thread carries it (a call its caller and runner, an
+    increment and a walk's node their thread).
     """
 
     def __init__(self, row: int, make_model: Callable[[], EngineModel], now: int) -> None:
         self.row = row
         self._make_model = make_model
         self._model: EngineModel | None = None
-        self.lane = self  # whose log, calls and queue this thread uses (NOTE [pool thread])
+        self.owner = self  # whose ready queue, log and calls this thread uses (NOTE [pool thread])
         self.last = now  # the counter as accounted for by the time of the last observation
         self.rlast = now  # the counter as accounted for by the reconstruction
         self.calls: list[Call] = []  # backward calls in progress, innermost last
@@ -169,15 +170,15 @@ class ThreadState:
         return model
 
     def adopt(self, caller: ThreadState) -> None:
-        """Run on `caller`'s lane from now on: torch handed this thread a graph task of `caller`'s (NOTE [pool
-        thread]). A thread with a log of its own pending keeps it (it never happens on a pool thread)."""
-        lane = caller.lane
-        if lane is self.lane or self.log or self.calls:
+        """Use `caller`'s ready queue, log and calls from now on: torch handed this thread a graph task of `caller`'s
+        (NOTE [pool thread]). A thread with a log of its own pending keeps it (it never happens on a pool thread)."""
+        owner = caller.owner
+        if owner is self.owner or self.log or self.calls:
             return
-        self.lane = lane
-        self.log, self.calls, self.replaying = lane.log, lane.calls, lane.replaying
-        self.after_accumulation = lane.after_accumulation
-        self._model = lane.model
+        self.owner = owner
+        self.log, self.calls, self.replaying = owner.log, owner.calls, owner.replaying
+        self.after_accumulation = owner.after_accumulation
+        self._model = owner.model
 
 
 class BridgeState:
