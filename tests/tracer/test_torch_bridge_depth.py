@@ -34,6 +34,7 @@ class _Program:
         self.held: list = []  # the hooked nodes' wrappers: ids stay unique, the hooks stay on
         self.caller = threading.get_ident()
         self.threads: set[int] = set()  # the idents of the threads the hooks ran on
+        self.hooks: set[tuple] = set()  # (torch's graph task id, on the calling thread) of each tensor hook run
         self.made: list[tuple] = []  # (on the calling thread, counter before an inner call, counter after it)
         program = self
 
@@ -53,6 +54,8 @@ class _Program:
                         inner = torch.ones(1, requires_grad=True)
                         waiting = inner.exp().sum()
                         z = Nest.apply(inner, ctx.depth - 1).sum() + waiting
+                        if how == "hooks":  # a tensor hook on the root: torch runs it before any Node pre-hook
+                            z.register_hook(program.tensor_hook)
                         program.watch(z)
                         program.next_parent = outer
                         if how == "grad":
@@ -89,6 +92,10 @@ class _Program:
             program.parents.setdefault(here, program.next_parent)
 
         root.register_prehook(parent)
+
+    def tensor_hook(self, grad):
+        """A tensor hook of the program's: notes torch's graph task id and whether it runs on the calling thread."""
+        self.hooks.add((torch._C._current_graph_task_id(), threading.get_ident() == self.caller))
 
     def _ran(self, label: tuple) -> None:
         here = threading.get_ident()
@@ -183,6 +190,20 @@ def test_an_identity_torch_makes_for_a_handed_over_call_is_on_the_caller_s_threa
         sorted((info.thread == caller, info.seq_nr) for info in map(trace.node, range(trace.num_nodes))
                if info.name == "torch::autograd::Identity")
     assert not [i for i in range(trace.num_nodes) if trace.node(i).name.startswith("?")]
+    assert _runs(trace) == program.log
+
+
+def test_a_tensor_hook_on_a_handed_over_call_s_root_is_recorded_on_the_pool_thread():
+    """A tensor hook of the program's on each inner call's root tensor runs before any Node pre-hook, also on the pool
+    thread before the bridge's witness hook: every run is in the trace, in the graph task and on the thread torch ran
+    it in, and the pool thread's row is named as the engine names its own."""
+    trace, program = _record(how="hooks")
+    ids = {t["graph_task"]: t["torch_id"] for t in trace.meta["graph_tasks"]}
+    caller = _caller_row(trace)
+    seen = {(ids[trace[int(s)].graph_task], trace[int(s)].thread == caller) for s in trace.steps_of(Kind.HOOK_RAN)}
+    assert len(program.hooks) == DEEP
+    assert seen == program.hooks
+    assert [name for _, name in trace.threads if name != threading.current_thread().name] == ["pt_autograd_reentrant"]
     assert _runs(trace) == program.log
 
 

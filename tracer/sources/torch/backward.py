@@ -168,7 +168,7 @@ class Backward:
                 return
             call.torch_id = _gt_id()
             if threading.get_ident() != caller:  # torch's reentrant pool runs it (NOTE [pool thread] in state.py)
-                here = shared.thread_state(_POOL_THREAD)
+                here = shared.thread_state()
                 here.adopt(call.thread)
                 call.runner = here
             if _multithreading():
@@ -187,12 +187,32 @@ class Backward:
     def hook_ran(self, kind: str, name: str) -> None:
         """A hook of the user's returned: log it for the node torch says is running."""
         state = self.shared.thread_state()
-        if state.calls:
+        if not state.calls:
+            state = self._handed_over(state)
+        if state is not None:
             node = _running()
             # looked up by the thread that walked the running call's graph (a pool thread runs its caller's nodes)
             key = self._walker.lookup(node, state.calls[-1].thread.row) if node is not None else 0
             del node
             state.log.append((HOOK, key, kind, name, _seq()))
+
+    def _handed_over(self, here: ThreadState) -> ThreadState | None:
+        """`here` with the call torch handed it adopted, when a hook of the user's runs before that call's witness hook
+        (a tensor hook on its root: NOTE [pool thread] in state.py), found by its root that torch says is running;
+        else None (no recorded call is running here)."""
+        node = _running()
+        if node is None:
+            return None
+        for owner in list(self.shared.states):
+            if owner.owner is not owner or not owner.calls:
+                continue
+            call = owner.calls[-1]
+            if call.torch_id is None and call.thread is not here and \
+                    self._walker.lookup(node, call.thread.row) in {key for key, _ in call.roots}:
+                here.adopt(call.thread)
+                call.runner = here
+                return here
+        return None
 
     def retained(self, t: Any) -> None:
         """retain_grad() was called on `t`, a tensor with a grad_fn (its retains_grad hook, NOTE in _retains)."""
@@ -216,11 +236,6 @@ class Backward:
                 found[key] = found.get(key, 0) + 1
         self._retained = alive
         return found
-
-
-_POOL_THREAD = "pt_autograd_reentrant"
-"""The name a trace gives torch's reentrant pool thread, as agdb's engine names its own (torch names it nothing, and
-Python calls a thread it did not start `Dummy-N`)."""
 
 
 def _depth(state: ThreadState, parent: int) -> int:

@@ -213,8 +213,8 @@ class BridgeState:
         self.mode: Any = None  # the TorchFunctionMode while it watches the forward (culprits="mode")
         self.line_mode: Any = None  # the mode the line tracer pushes for the lines that need it
 
-    def thread_state(self, name: str | None = None) -> ThreadState:
-        """This thread's state, made on its first use (its row named `name`, else as Python names the thread)."""
+    def thread_state(self) -> ThreadState:
+        """This thread's state, made on its first use."""
         try:
             return self.local.state
         except AttributeError:
@@ -227,7 +227,7 @@ class BridgeState:
             if found is not None and found[0] is thread:
                 state = self.local.state = found[1]
                 return state
-            row = self.b.thread(name or thread.name)
+            row = self.b.thread(_thread_name(thread))
             state = self.local.state = ThreadState(row, functools.partial(self._model, row), _seq())
             self._by_ident[threading.get_ident()] = (thread, state)
             self.states.append(state)
@@ -248,6 +248,19 @@ class BridgeState:
     def _diverged(self, d: Divergence) -> None:
         self.divergences.append({"graph_task": d.graph_task, "step": d.step, "expected": d.expected,
                                  "observed": d.observed})
+
+
+POOL_THREAD = "pt_autograd_reentrant"
+"""The name a trace gives torch's reentrant pool thread, as agdb's engine names its own (torch names it nothing, and
+Python calls a thread it did not start `Dummy-N`)."""
+
+
+def _thread_name(thread: threading.Thread) -> str:
+    """A thread's name in the trace: Python's, but POOL_THREAD for a thread Python did not start that is running a
+    graph task (on the CPU, only torch's reentrant pool runs one on a thread of its own: NOTE [pool thread])."""
+    if isinstance(thread, threading._DummyThread) and torch._C._current_graph_task_id() >= 0:
+        return POOL_THREAD
+    return thread.name
 
 
 @contextlib.contextmanager
