@@ -82,8 +82,7 @@ class _Program:
                 continue
             seen.add(id(n))
             self.held.append(n)
-            label = (n.name(), n._sequence_nr())
-            n.register_prehook(lambda go, label=label: self._ran(label))
+            n.register_prehook(lambda go: self._ran())
             stack.extend(c for c, _ in n.next_functions)
         root = z.grad_fn
 
@@ -97,10 +96,12 @@ class _Program:
         """A tensor hook of the program's: notes torch's graph task id and whether it runs on the calling thread."""
         self.hooks.add((torch._C._current_graph_task_id(), threading.get_ident() == self.caller))
 
-    def _ran(self, label: tuple) -> None:
+    def _ran(self) -> None:
+        """A node's pre-hook: the node torch says is running, its graph task id, and the thread."""
         here = threading.get_ident()
         self.threads.add(here)  # compared here only, never stored in a trace
-        self.log.append(label + (torch._C._current_graph_task_id(), here == self.caller))
+        node = torch._C._current_autograd_node()
+        self.log.append((node.name(), node._sequence_nr(), torch._C._current_graph_task_id(), here == self.caller))
 
     def run(self) -> None:
         x = torch.ones(1, requires_grad=True)
