@@ -303,3 +303,30 @@ def test_a_second_deep_backward_runs_on_the_same_pool_thread_and_row():
     assert trace.meta["divergences"] == []
     assert len(program.threads) == 2  # the caller and one pool thread, as torch reuses an idle one
     assert len(trace.threads) == len(program.threads)
+
+
+@pytest.mark.parametrize("culprits", ["lines", "mode"])
+def test_a_tensor_hook_registered_inside_a_custom_backward_is_reported_once_per_run(culprits):
+    """Inside a custom Function's backward the bridge's mode is on and Tensor.register_hook is patched: the hook is
+    wrapped once, so each of its runs is one HookRan event (as many as the program's own count)."""
+    runs: list[int] = []
+
+    class Inner(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            with torch.enable_grad():
+                inner = torch.ones(1, requires_grad=True)
+                w = inner.exp()
+                w.register_hook(lambda g: runs.append(1))
+                w.sum().backward()
+            return grad
+
+    with tracer.record("torch", culprits=culprits) as rec:
+        x = torch.ones(1, requires_grad=True)
+        Inner.apply(x).sum().backward()
+    assert len(runs) == 1
+    assert len(rec.trace.steps_of(Kind.HOOK_RAN)) == len(runs)
