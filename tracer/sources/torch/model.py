@@ -190,7 +190,7 @@ class EngineModel:
                 continue  # a failed call's task, left behind (finish): discarded as the engine pops it
             for _slot, index in tgt.captures.get(node, ()):
                 e.grad_captured(graph_task=tgt.id, node=node, output_index=index,
-                                        grad=captured(tgt, node, index) if captured else None)
+                                grad=captured(tgt, node, index) if captured else None)
             if not tgt.runs(node):
                 continue
             if node == until and tgt is gt:
@@ -253,7 +253,7 @@ class EngineModel:
             is_def = i < len(defined) and defined[i]
             if slot < len(buffer):
                 e.buffer_written(graph_task=gt.id, node=child, slot=slot,
-                                         is_accumulation=bool(is_def and buffer[slot]))
+                                 is_accumulation=bool(is_def and buffer[slot]))
                 buffer[slot] = buffer[slot] or is_def
             if is_ready:
                 gt.buffers.pop(child, None)

@@ -139,11 +139,11 @@ class ThreadState:
     runs the graph task, and the calls nested in it (inline, its own count of them starting at 0), while the caller
     waits. The bridge sees the hand-over in the call's witness hook (backward.py), which fires on the thread running
     the call's first node (or earlier, in a tensor hook of the user's on its root: Backward._handed_over): that
-    thread `adopt`s the caller as its owner (torch's GraphTask::owner_), taking the
-    owner's log, calls in progress and model of the queue, so that what happens there is logged in the order it
-    happened, between the caller's entries, and is modelled on the queue torch uses; its own row, counter and
-    culprits stay its own. Each log entry that depends on the thread carries it (a call its caller and runner, an
-    increment and a walk's node their thread).
+    thread `adopt`s the caller as its owner (torch's GraphTask::owner_), taking the owner's log, calls in progress
+    and model of the queue, so that what happens there is logged in the order it happened, between the caller's
+    entries, and is modelled on the queue torch uses; its own row, counter and culprits stay its own. Each log entry
+    that depends on the thread carries it (a call its caller and runner, an increment and a walk's node their
+    thread).
     """
 
     def __init__(self, row: int, make_model: Callable[[], EngineModel], now: int) -> None:
