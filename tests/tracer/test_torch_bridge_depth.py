@@ -330,3 +330,42 @@ def test_a_tensor_hook_registered_inside_a_custom_backward_is_reported_once_per_
         Inner.apply(x).sum().backward()
     assert len(runs) == 1
     assert len(rec.trace.steps_of(Kind.HOOK_RAN)) == len(runs)
+
+
+@pytest.mark.parametrize("defer", [False, True], ids=["default", "deferred"])
+def test_the_pool_thread_serves_a_second_caller_on_that_caller_s_queue(defer):
+    """Two deep backward calls from two threads, one after the other: torch's idle pool thread serves both, each on
+    its caller's queue; every graph task's depth is its nesting (0 to 65, twice), and every push of a call's tree is
+    on the queue of the thread its outermost call was made on (also when the replay waits for the recording's end)."""
+    from tests.engine.helpers import run_in_thread
+
+    first, second = _Program(), _Program()
+
+    def on_another_thread():
+        second.caller = threading.get_ident()
+        second.run()
+
+    with tracer.record("torch", defer=defer) as rec:
+        first.run()
+        run_in_thread(on_another_thread)
+    first.held.clear()
+    second.held.clear()
+    trace = rec.trace
+    assert trace.meta["divergences"] == []
+    tasks = {t["torch_id"]: t for t in trace.meta["graph_tasks"]}
+    assert sorted(t["reentrant_depth"] for t in tasks.values()) == sorted(list(range(DEEP + 1)) * 2)
+
+    def outermost(torch_id):
+        while tasks[torch_id]["parent_torch_id"] >= 0:
+            torch_id = tasks[torch_id]["parent_torch_id"]
+        return torch_id
+
+    by_number = {t["graph_task"]: t["torch_id"] for t in tasks.values()}
+    started_on = {by_number[trace[int(s)].graph_task]: trace[int(s)].thread
+                  for s in trace.steps_of(Kind.GRAPH_TASK_STARTED)}
+    queues: dict[int, set] = {}
+    for s in trace.steps_of(Kind.TASK_PUSHED):
+        e = trace[int(s)]
+        queues.setdefault(outermost(by_number[e.graph_task]), set()).add(e.queue)
+    assert len(queues) == 2
+    assert all(found == {f"cpu:{started_on[root]}"} for root, found in queues.items()), queues

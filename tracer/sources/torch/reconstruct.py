@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from agdb.tracer.sources.torch.forward import Forward
-from agdb.tracer.sources.torch.model import first_difference
+from agdb.tracer.sources.torch.model import EngineModel, first_difference
 from agdb.tracer.sources.torch.state import BUMP, CALL, HOOK, NODE, POST, PRE, BridgeState, Call, ThreadState, gc_paused
 from agdb.tracer.sources.torch.walk import UNNUMBERED, Walker
 from agdb.tracer.store.events import TensorSummary
@@ -92,7 +92,7 @@ class Reconstruction:
                 call = stack[-1]
                 now = entry[3]  # the counter of the thread running the node (NOTE [pool thread] in state.py)
                 if not call.begun:
-                    self._begin(call, now, call.runner)
+                    self._begin(model, call, now, call.runner)
                 if now > call.runner.rlast:
                     self._forward.gap(call.runner, now, call.frame)
                 key = entry[1]
@@ -107,7 +107,7 @@ class Reconstruction:
                     continue
                 call = stack[-1]
                 if not call.begun:
-                    self._begin(call, now, call.runner)
+                    self._begin(model, call, now, call.runner)
                 if hook_kind == "post_accumulate_grad":
                     after_accumulation.append((key, name))
                 else:
@@ -131,7 +131,7 @@ class Reconstruction:
             elif kind == BUMP:
                 _, start, after, names, frame, thread = entry
                 if stack and not stack[-1].begun:
-                    self._begin(stack[-1], start, thread)
+                    self._begin(model, stack[-1], start, thread)
                 self._forward.emit_bumps(thread, start, after, names, frame)
             elif kind == NODE:
                 self._walker.node(entry[1], stack[-1].frame if stack else -1, *entry[2:])
@@ -142,7 +142,7 @@ class Reconstruction:
             else:  # END
                 _, call, error, result, now = entry
                 if not call.begun:
-                    self._begin(call, now, call.thread)
+                    self._begin(model, call, now, call.thread)
                 self._forward.gap(call.thread, now, call.frame)
                 results = tuple(result) if isinstance(result, (tuple, list)) else ()
                 model.finish(call.gt, error, lambda gt, node, i, r=results: values(r[i]) if i < len(r) else None)
@@ -195,9 +195,10 @@ class Reconstruction:
         return [popped[i] if k == UNNUMBERED and i < len(popped) and seq.get(popped[i]) == UINT64_MAX
                 and popped[i] not in is_acc else k for i, k in enumerate(witness)]
 
-    def _begin(self, call: Call, now: int, seen_on: ThreadState) -> None:
+    def _begin(self, model: EngineModel, call: Call, now: int, seen_on: ThreadState) -> None:
         """The call's first sign of life, at counter `now` of thread `seen_on`: name the nodes the engine made on the
-        calling thread (Identity, GraphRoot), then start the model (dependencies, exec_info, the root's push)."""
+        calling thread (Identity, GraphRoot), then start `model` (the log's: a pool thread's own may have moved on to
+        another owner since, NOTE [pool thread] in state.py) with its dependencies, exec_info and the root's push."""
         call.begun = True
         state = call.thread
         row = state.row
@@ -233,7 +234,7 @@ class Reconstruction:
             self.b.node(root, name="GraphRoot", seq_nr=s, thread=row, next_edges=call.roots, num_inputs=0,
                         frame=call.frame)
             s += 1
-            state.model.simulated.add(root)
+            model.simulated.add(root)
             gt.graph_root, gt.root_slots = root, ()
             gt.root_grads = tuple(self.value(g) for g in call.grads)
         else:
@@ -244,7 +245,6 @@ class Reconstruction:
         gt.exec_info = bool(inputs)
         gt.topo = graph.topological_nrs([gt.graph_root] + [n for n, _ in gt.inputs])  # inputs= may lie off it
         self.raw.nodes.write(list(gt.topo), topological_nr=list(gt.topo.values()))
-        model = state.model
         own = model.emit
         if row != own.thread:
             gt.caller = self._emitter(row, own.queue)

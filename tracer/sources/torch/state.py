@@ -172,9 +172,11 @@ class ThreadState:
 
     def adopt(self, caller: ThreadState) -> None:
         """Use `caller`'s ready queue, log and calls from now on: torch handed this thread a graph task of `caller`'s
-        (NOTE [pool thread]). A thread with a log of its own pending keeps it (it never happens on a pool thread)."""
+        (NOTE [pool thread]). A thread with a log of its own pending keeps it (it never happens on a pool thread); one
+        that served another owner leaves that owner's log, pending or not, to it (the pool thread finished that
+        owner's graph task before it took this one)."""
         owner = caller.owner
-        if owner is self.owner or self.log or self.calls:
+        if owner is self.owner or self.owner is self and (self.log or self.calls):
             return
         self.owner = owner
         self.log, self.calls, self.replaying = owner.log, owner.calls, owner.replaying
