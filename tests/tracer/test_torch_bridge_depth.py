@@ -290,9 +290,10 @@ def test_the_engine_and_torch_agree_past_depth_60(tmp_path, capsys):
     assert code == 0, out
 
 
-def test_a_second_deep_backward_runs_on_the_same_pool_thread_and_row():
-    """Two deep backward calls in one recording: torch reuses its idle pool thread, and the trace has one row per
-    thread the program's hooks ran on; every node start is where the program's hooks saw it."""
+def test_a_second_deep_backward_keeps_one_row_per_thread():
+    """Two deep backward calls in one recording: torch reuses its idle pool thread (or starts another if that one had
+    not gone back to wait yet), and the trace has one row per thread the program's hooks ran on; every node start is
+    where the program's hooks saw it."""
     program = _Program()
     with tracer.record("torch") as rec:
         program.run()
@@ -301,8 +302,7 @@ def test_a_second_deep_backward_runs_on_the_same_pool_thread_and_row():
     trace = rec.trace
     assert _runs(trace) == program.log
     assert trace.meta["divergences"] == []
-    assert len(program.threads) == 2  # the caller and one pool thread, as torch reuses an idle one
-    assert len(trace.threads) == len(program.threads)
+    assert len(trace.threads) == len(program.threads) >= 2
 
 
 @pytest.mark.parametrize("culprits", ["lines", "mode"])
