@@ -45,35 +45,44 @@ def test_every_example_is_the_same_on_the_engine_and_on_real_torch(example, tmp_
 
 
 def _made_and_started(trace):
-    """The trace's node creations (name, seq_nr relative to the first) and graph task starts (reentrant depth), in
-    order; AccumulateGrads left out: the bridge meets them at a backward's walk, the engine sees them made."""
-    first = _first_seq_nr(trace)
+    """The trace's node creations (name, thread, seq_nr relative to its thread's first) and graph task starts
+    (reentrant depth), in order; AccumulateGrads left out: the bridge meets them at a backward's walk, the engine sees
+    them made."""
+    first = _first_seq_nrs(trace)
     out = []
     for e in trace:
         if isinstance(e, ev.NodeCreated) and not e.name.endswith("AccumulateGrad"):
-            out.append((e.name, e.seq_nr - first))
+            out.append((e.name, e.thread, e.seq_nr - first[e.thread]))
         elif isinstance(e, ev.GraphTaskStarted):
             out.append(("graph task", e.reentrant_depth))
     return out
 
 
-def _first_seq_nr(trace):
-    """The lowest seq_nr a node of the trace took (AccumulateGrads take none): relative seq_nrs count from it."""
-    return min((trace.node(i).seq_nr for i in range(trace.num_nodes) if 0 <= trace.node(i).seq_nr < 2**63),
-               default=0)
+def _first_seq_nrs(trace):
+    """The lowest seq_nr each thread's nodes took (AccumulateGrads take none): relative seq_nrs count from it, thread
+    by thread, since each thread has a counter of its own (torch's reentrant pool thread keeps counting from one
+    backward to the next in a process, and the engine's from another point)."""
+    first: dict[int, int] = {}
+    for i in range(trace.num_nodes):
+        info = trace.node(i)
+        if 0 <= info.seq_nr < 2**63:
+            first[info.thread] = min(first.get(info.thread, info.seq_nr), info.seq_nr)
+    return first
 
 
 def _walked(trace):
-    """Each node's next edges, topological_nr, input count and line, nodes known by name and seq_nr relative to the
-    trace's first (an AccumulateGrad, which has no number, by its leaf's name: both sources name a leaf by the path
-    the user writes, NOTE [leaf names]), for the nodes whose edges the trace has (on the bridge: those a backward's
-    walk met)."""
-    first = _first_seq_nr(trace)
+    """Each node's next edges, topological_nr, input count and line, nodes known by name, thread and seq_nr relative
+    to its thread's first (an AccumulateGrad, which has no number, by its leaf's name: both sources name a leaf by
+    the path the user writes, NOTE [leaf names]), for the nodes whose edges the trace has (on the bridge: those a
+    backward's walk met)."""
+    first = _first_seq_nrs(trace)
     leaves = stored_names(trace)
 
     def known(i):
         info = trace.node(i)
-        return info.name, info.seq_nr - first if 0 <= info.seq_nr < 2**63 else leaves.get(i)
+        if 0 <= info.seq_nr < 2**63:
+            return info.name, info.thread, info.seq_nr - first[info.thread]
+        return info.name, leaves.get(i)
 
     def facts(i):
         info = trace.node(i)

@@ -8,8 +8,8 @@ Imports torch (through bridge.py only); never textual or rich.
 from __future__ import annotations
 
 import gc
-import itertools
 import sys
+import threading
 import weakref
 from typing import Any
 
@@ -40,7 +40,6 @@ class Backward:
         self._walker = walker
         self._hooks = hooks
         self._reconstruction = reconstruction
-        self._gt_ids = itertools.count(1)
         self._retained: list[Any] = []  # weakrefs to the tensors retain_grad() was called on while recording
 
     def run(self, state: ThreadState, original: Any, t_outputs: Any, args: tuple, kwargs: dict) -> Any:
@@ -67,10 +66,12 @@ class Backward:
         try:
             result = original(t_outputs, *args, **kwargs)
         except BaseException as e:
-            log.append((END, call, (type(e).__name__, str(e)), None, _seq()))
+            call.after = _seq()
+            log.append((END, call, (type(e).__name__, str(e)), None, call.after))
             raise
         else:
-            log.append((END, call, None, result, _seq()))
+            call.after = _seq()
+            log.append((END, call, None, result, call.after))
         finally:
             if collecting:
                 gc.enable()
@@ -89,7 +90,7 @@ class Backward:
     def _call(self, state: ThreadState, t_outputs: Any, args: tuple, kwargs: dict) -> Call | None:
         """Walk the graph a call is about to run and hook its nodes; None when torch will refuse the call."""
         params = _run_args(args, kwargs)
-        call = Call()
+        call = Call(state)
         roots = []
         for t in t_outputs:
             edge = _edge(t)
@@ -128,11 +129,11 @@ class Backward:
         call.create_graph = bool(params["create_graph"])
         call.grads = tuple(params["grad_tensors"] or ())
         call.parent_id = _gt_id()
-        call.gt = GraphTaskModel(next(self._gt_ids), _depth(state, call.parent_id), graph, 0, (), (),
-                                 params["accumulate_grad"], {})
+        # numbered when its GraphTaskStarted is written (Reconstruction._begin)
+        call.gt = GraphTaskModel(0, _depth(state, call.parent_id), graph, 0, (), (), params["accumulate_grad"], {})
         if self._retained:
             call.retains = self._retains(state)
-        witness = self._witness_hook(state, call)
+        witness = self._witness_hook(state, call, threading.get_ident())
         call.witness_hooks = [n.register_prehook(witness) for n, _ in roots]
         return call
 
@@ -142,7 +143,7 @@ class Backward:
     # the patched entry point passes them straight to torch and only counts them (meta["compile_time_calls"]), since
     # walking, hooking and summarising a fake graph changed what torch traced (NOTE [compile time] in compiling.py).
 
-    def _witness_hook(self, state: ThreadState, call: Call) -> Any:
+    def _witness_hook(self, state: ThreadState, call: Call, caller: int) -> Any:
         """A pre-hook for the call's roots, put on for this call only: torch's id of the graph task and, with
         multithreading disabled, its execution order.
 
@@ -160,11 +161,16 @@ class Backward:
         then differs from what ran while the model, run on the shared queue, does not.
         """
         lookup = self._walker.witness_key
+        shared = self.shared
 
         def witness(grad_outputs: Any) -> None:
             if call.torch_id is not None:
                 return
             call.torch_id = _gt_id()
+            if threading.get_ident() != caller:  # torch's reentrant pool runs it (NOTE [pool thread] in state.py)
+                here = shared.thread_state()
+                here.adopt(call.thread)
+                call.runner = here
             if _multithreading():
                 return
             try:
@@ -181,11 +187,32 @@ class Backward:
     def hook_ran(self, kind: str, name: str) -> None:
         """A hook of the user's returned: log it for the node torch says is running."""
         state = self.shared.thread_state()
-        if state.calls:
+        if not state.calls:
+            state = self._handed_over(state)
+        if state is not None:
             node = _running()
-            key = self._walker.lookup(node, state.row) if node is not None else 0
+            # looked up by the thread that walked the running call's graph (a pool thread runs its caller's nodes)
+            key = self._walker.lookup(node, state.calls[-1].thread.row) if node is not None else 0
             del node
             state.log.append((HOOK, key, kind, name, _seq()))
+
+    def _handed_over(self, here: ThreadState) -> ThreadState | None:
+        """`here` with the call torch handed it adopted, when a hook of the user's runs before that call's witness hook
+        (a tensor hook on its root: NOTE [pool thread] in state.py), found by its root that torch says is running;
+        else None (no recorded call is running here)."""
+        node = _running()
+        if node is None:
+            return None
+        for owner in list(self.shared.states):
+            if owner.owner is not owner or not owner.calls:
+                continue
+            call = owner.calls[-1]
+            if call.torch_id is None and call.thread is not here and \
+                    self._walker.lookup(node, call.thread.row) in {key for key, _ in call.roots}:
+                here.adopt(call.thread)
+                call.runner = here
+                return here
+        return None
 
     def retained(self, t: Any) -> None:
         """retain_grad() was called on `t`, a tensor with a grad_fn (its retains_grad hook, NOTE in _retains)."""
@@ -213,7 +240,8 @@ class Backward:
 
 def _depth(state: ThreadState, parent: int) -> int:
     """The reentrant depth of a call made while graph task `parent` runs: one below the recorded call torch
-    says it is nested in (torch's reentrant depth counts the backward calls nested on one thread)."""
+    says it is nested in (torch's reentrant depth counts the calls nested in the outermost one, through the pool
+    thread too: NOTE [pool thread] in state.py; the calls in progress are the owner's)."""
     if parent < 0:
         return 0
     for outer in reversed(state.calls):

@@ -107,12 +107,14 @@ class Bridge:
             state.log.limit = sys.maxsize  # a backward running elsewhere replays no more parts (NOTE [replay in parts])
         for state in self.shared.states:
             self.forward.write_seen(state)
+            if state.owner is not state:
+                continue  # a pool thread's log is its caller's (NOTE [pool thread] in state.py)
             if state.log and not state.calls:
                 self.reconstruction.replay(state)
             elif state.calls:  # a backward still running on its thread: its log is not replayed, but the nodes
                 for entry in list(state.log):  # its walks met are made, so that no edge points at nothing
                     if entry[0] == NODE:
-                        self.walker.node(state, -1, *entry[1:])
+                        self.walker.node(entry[1], -1, *entry[2:])
             for call in state.calls:  # its graph's hooks come off now, as the retained graphs' do
                 self.hooks.unhook(call.hooked)
         self.hooks.unhook_all()

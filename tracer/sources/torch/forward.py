@@ -194,7 +194,7 @@ class Forward:
         if state.seen:
             self.write_seen(state)
         if state.log or state.calls:  # keep the order of a pending log (NOTE [observe now, reconstruct later])
-            state.log.append((BUMP, start, after, names, frame))
+            state.log.append((BUMP, start, after, names, frame, state))  # its thread: NOTE [pool thread] in state.py
             return
         self.emit_bumps(state, start, after, names, frame)
 

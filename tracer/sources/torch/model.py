@@ -85,6 +85,11 @@ class GraphTaskModel:
         self.popped = array("q")
         self.root_grads: tuple = ()  # the grads a GraphRoot hands to the roots (summaries)
         self.finished = False
+        # Where the events of the thread that made the call, and of the thread that ran its nodes, go: the model's own
+        # emitter when None. They differ when torch ran the call on another thread than its caller's, on the
+        # caller's queue (its reentrant pool, past MAX_DEPTH nested calls).
+        self.caller: Any = None
+        self.runner: Any = None
 
     # -- the engine's preparation (compute_dependencies, init_to_execute) -----------------------------------
     def prepare(self) -> int:
@@ -119,8 +124,8 @@ class EngineModel:
     # -- a call begins ---------------------------------------------------------------------------------------
     def start(self, gt: GraphTaskModel, roots: Sequence[tuple[int, int]], keep_graph: bool, create_graph: bool
               ) -> None:
-        """GraphTaskStarted, the dependency counts, exec_info and the root's push."""
-        e = self.emit
+        """GraphTaskStarted, the dependency counts, exec_info and the root's push (by the calling thread)."""
+        e = gt.caller or self.emit
         e.graph_task_started(graph_task=gt.id, graph_root=gt.graph_root, roots=roots, inputs=gt.inputs,
                              keep_graph=keep_graph, create_graph=create_graph,
                              accumulate_grad=gt.accumulate_grad, reentrant_depth=gt.depth)
@@ -135,20 +140,21 @@ class EngineModel:
                                  captured=[(n, i, o) for n, caps in gt.captures.items() for i, o in caps])
         if gt.root_slots:  # one root: its grad goes to the slot of the root's edge
             e.buffer_written(graph_task=gt.id, node=gt.graph_root, slot=gt.root_slots[0], is_accumulation=False)
-        self._push(gt, gt.graph_root)
+        self._push(gt, gt.graph_root, e)
 
-    def _push(self, gt: GraphTaskModel, node: int) -> None:
+    def _push(self, gt: GraphTaskModel, node: int, e: Any) -> None:
         seq = gt.graph.seq.get(node, 0)
         scheduler.push(self.queue, NodeTask(node_key(gt.depth, seq), gt, node))
-        self.emit.task_pushed(graph_task=gt.id, node=node, seq_nr=seq, queue_length=len(self.queue))
+        e.task_pushed(graph_task=gt.id, node=node, seq_nr=seq, queue_length=len(self.queue))
 
-    def _pop(self) -> NodeTask:
-        """Pop the queue's front task: TaskPopped, stale when its graph task is over (the engine discards it)."""
+    def _pop(self, e: Any) -> NodeTask:
+        """Pop the queue's front task: TaskPopped (by `e`'s thread), stale when its graph task is over (the engine
+        discards it)."""
         task = scheduler.pop(self.queue)
         gt = task.graph_task
         if not gt.finished and task.node not in self.simulated:
             gt.popped.append(task.node)
-        self.emit.task_popped(graph_task=gt.id, node=task.node, queue_length=len(self.queue), stale=gt.finished)
+        e.task_popped(graph_task=gt.id, node=task.node, queue_length=len(self.queue), stale=gt.finished)
         return task
 
     # -- what was observed ------------------------------------------------------------------------------------
@@ -156,14 +162,14 @@ class EngineModel:
         """`node`'s pre-hook fired in `gt`: pop up to it, checking the prediction, then NodeStarted."""
         self._reach(gt, node)
         gt.running = node
-        self.emit.node_started(graph_task=gt.id, node=node, inputs=inputs)
+        (gt.runner or self.emit).node_started(graph_task=gt.id, node=node, inputs=inputs)
 
     def hook_ran(self, gt: GraphTaskModel, node: int, kind: str, name: str) -> None:
         """A hook of the user's on `node` returned: HookRan, after popping up to the node (tensor and retains_grad
         hooks run before the node's pre-hooks; post_accumulate_grad hooks inside AccumulateGrad's apply)."""
         if kind != "post_accumulate_grad":
             self._reach(gt, node)
-        self.emit.hook_ran(graph_task=gt.id, node=node, hook_kind=kind, hook_name=name)
+        (gt.runner or self.emit).hook_ran(graph_task=gt.id, node=node, hook_kind=kind, hook_name=name)
 
     def _reach(self, gt: GraphTaskModel, node: int) -> None:
         if gt.reached != node:
@@ -172,24 +178,25 @@ class EngineModel:
 
     def advance(self, gt: GraphTaskModel, until: int | None, captured: Capture | None = None) -> None:
         """Pop what the engine pops before `until` runs (None: until `gt` has no task left): captures and the
-        nodes the bridge cannot see run in the model; any other node is a divergence."""
+        nodes the bridge cannot see run in the model; any other node is a divergence. `gt`'s thread pops them."""
+        e = gt.runner or self.emit
         while self.queue:
             head = self.queue[0]
             if until is None and head.graph_task is not gt and not head.graph_task.finished:
                 return  # the rest belongs to the calls this one is nested in
-            task = self._pop()
+            task = self._pop(e)
             tgt, node = task.graph_task, task.node
             if tgt.finished:
                 continue  # a failed call's task, left behind (finish): discarded as the engine pops it
             for _slot, index in tgt.captures.get(node, ()):
-                self.emit.grad_captured(graph_task=tgt.id, node=node, output_index=index,
-                                        grad=captured(tgt, node, index) if captured else None)
+                e.grad_captured(graph_task=tgt.id, node=node, output_index=index,
+                                grad=captured(tgt, node, index) if captured else None)
             if not tgt.runs(node):
                 continue
             if node == until and tgt is gt:
                 return
             if node in self.simulated:
-                self._run_unseen(tgt, node)
+                self._run_unseen(tgt, node, e)
                 continue
             self._diverged(gt, expected=node, observed=until)
             if until is not None:
@@ -198,16 +205,17 @@ class EngineModel:
         if until is not None:
             self._diverged(gt, expected=None, observed=until)
 
-    def _run_unseen(self, gt: GraphTaskModel, node: int) -> None:
+    def _run_unseen(self, gt: GraphTaskModel, node: int, e: Any) -> None:
         """A node no hook can be put on (GraphRoot): it runs in the model, passing the roots' grads on."""
-        self.emit.node_started(graph_task=gt.id, node=node, inputs=())
-        self.emit.node_finished(graph_task=gt.id, node=node, outputs=gt.root_grads)
-        self.route(gt, node, [g is not None for g in gt.root_grads])
+        e.node_started(graph_task=gt.id, node=node, inputs=())
+        e.node_finished(graph_task=gt.id, node=node, outputs=gt.root_grads)
+        self.route(gt, node, [g is not None for g in gt.root_grads], e)
 
     def _head(self, gt: GraphTaskModel) -> NodeTask | None:
         """Pop up to the next task of `gt` that would run (captures and failed calls' tasks on the way), or None."""
+        e = gt.runner or self.emit
         while self.queue and (self.queue[0].graph_task is gt or self.queue[0].graph_task.finished):
-            task = self._pop()
+            task = self._pop(e)
             if task.graph_task is gt and gt.runs(task.node):
                 return task
         return None
@@ -218,7 +226,7 @@ class EngineModel:
             if task.node == node and task.graph_task is gt:
                 self.queue.pop(i)
                 scheduler.heapify(self.queue)
-                self.emit.task_popped(graph_task=gt.id, node=node, queue_length=len(self.queue))
+                (gt.runner or self.emit).task_popped(graph_task=gt.id, node=node, queue_length=len(self.queue))
                 gt.popped.append(node)
                 return
 
@@ -228,25 +236,28 @@ class EngineModel:
     def node_finished(self, gt: GraphTaskModel, node: int, outputs: Sequence[Any], defined: Sequence[bool]
                       ) -> None:
         """`node` returned `outputs` (one per next edge): NodeFinished, then route each to its child."""
-        self.emit.node_finished(graph_task=gt.id, node=node, outputs=outputs)
+        e = gt.runner or self.emit
+        e.node_finished(graph_task=gt.id, node=node, outputs=outputs)
         gt.running = gt.reached = None
-        self.route(gt, node, defined)
+        self.route(gt, node, defined, e)
 
-    def route(self, gt: GraphTaskModel, node: int, defined: Sequence[bool]) -> None:
-        """The engine's output routing, in output order (a None grad is routed like any other). A child with no
-        count is passed over: torch raises "dependency not found" there, and the observed run says what happened."""
+    def route(self, gt: GraphTaskModel, node: int, defined: Sequence[bool], e: Any = None) -> None:
+        """The engine's output routing, in output order (a None grad is routed like any other), by `gt`'s thread. A
+        child with no count is passed over: torch raises "dependency not found" there, and the observed run says
+        what happened."""
+        e = e or gt.runner or self.emit
         for i, child, slot, is_ready in scheduler.route(gt.graph.edges.get(node, ()), gt.dependencies, gt.info):
             buffer = gt.buffers.get(child)
             if buffer is None:
                 buffer = [False] * max(gt.graph.num_inputs.get(child, 1), slot + 1)
             is_def = i < len(defined) and defined[i]
             if slot < len(buffer):
-                self.emit.buffer_written(graph_task=gt.id, node=child, slot=slot,
-                                         is_accumulation=bool(is_def and buffer[slot]))
+                e.buffer_written(graph_task=gt.id, node=child, slot=slot,
+                                 is_accumulation=bool(is_def and buffer[slot]))
                 buffer[slot] = buffer[slot] or is_def
             if is_ready:
                 gt.buffers.pop(child, None)
-                self._push(gt, child)
+                self._push(gt, child, e)
             else:
                 gt.buffers[child] = buffer
 
@@ -261,12 +272,13 @@ class EngineModel:
                 else:
                     head = self._head(gt)
                     gt.running = head.node if head is not None else None
-            self.emit.error_raised(graph_task=gt.id, node=gt.running, error_type=error[0], message=error[1])
+            (gt.runner or self.emit).error_raised(graph_task=gt.id, node=gt.running, error_type=error[0],
+                                                  message=error[1])
             # The engine leaves the failed task's queued tasks behind with depth INT_MAX, in place (NOTE [scheduler
             # rules]): they come first, and the calls it was nested in pop and discard them.
             scheduler.mark_gone(self.queue, gt)
         gt.finished = True
-        self.emit.graph_task_finished(graph_task=gt.id, has_error=error is not None)
+        (gt.caller or self.emit).graph_task_finished(graph_task=gt.id, has_error=error is not None)
 
 
 def first_difference(witness: Sequence[int], order: Sequence[int], complete: bool = True) -> int | None:

@@ -7,13 +7,15 @@ Imports torch (through bridge.py only); never textual or rich.
 """
 from __future__ import annotations
 
+import itertools
 import sys
+import threading
 from typing import Any
 
 import torch
 
 from agdb.tracer.sources.torch.forward import Forward
-from agdb.tracer.sources.torch.model import first_difference
+from agdb.tracer.sources.torch.model import EngineModel, first_difference
 from agdb.tracer.sources.torch.state import BUMP, CALL, HOOK, NODE, POST, PRE, BridgeState, Call, ThreadState, gc_paused
 from agdb.tracer.sources.torch.walk import UNNUMBERED, Walker
 from agdb.tracer.store.events import TensorSummary
@@ -38,6 +40,11 @@ class Reconstruction:
         self.divergences = shared.divergences
         self._forward = forward
         self._walker = walker
+        self._emitter = shared.emitter
+        # Graph tasks are numbered as their GraphTaskStarted is written, under a lock: the trace numbers them by first
+        # appearance, and meta["graph_tasks"] and the divergences must name each by the number its events carry.
+        self._gt_ids = itertools.count(1)
+        self._start_lock = threading.Lock()
         self.graph_tasks: list[dict] = []  # per graph task: torch's ids, depth, the witness's verdict (meta)
 
     def replay(self, state: ThreadState) -> None:
@@ -83,11 +90,11 @@ class Reconstruction:
                 if not stack:
                     continue
                 call = stack[-1]
-                now = entry[3]
+                now = entry[3]  # the counter of the thread running the node (NOTE [pool thread] in state.py)
                 if not call.begun:
-                    self._begin(state, call, now)
-                elif now > state.rlast:
-                    self._forward.gap(state, now, call.frame)
+                    self._begin(model, call, now, call.runner)
+                if now > call.runner.rlast:
+                    self._forward.gap(call.runner, now, call.frame)
                 key = entry[1]
                 self._check_running(call, key, entry[4], entry[5])
                 call.observed.append(key)
@@ -100,7 +107,7 @@ class Reconstruction:
                     continue
                 call = stack[-1]
                 if not call.begun:
-                    self._begin(state, call, now)
+                    self._begin(model, call, now, call.runner)
                 if hook_kind == "post_accumulate_grad":
                     after_accumulation.append((key, name))
                 else:
@@ -110,7 +117,7 @@ class Reconstruction:
                     continue
                 gt, key, grad_inputs, grad_outputs = stack[-1].gt, entry[1], entry[2], entry[3]
                 if key in self._is_acc and grad_outputs and grad_outputs[0] is not None:
-                    self.b.grad_accumulated(thread=state.row, graph_task=gt.id, node=key,
+                    self.b.grad_accumulated(thread=stack[-1].runner.row, graph_task=gt.id, node=key,
                                             grad=values(grad_outputs[0]))
                 if after_accumulation:
                     for hook_key, name in after_accumulation:
@@ -122,21 +129,21 @@ class Reconstruction:
                 else:  # grad_inputs holds whether each was defined
                     model.node_finished(gt, key, [None] * len(grad_inputs), grad_inputs)
             elif kind == BUMP:
-                _, start, after, names, frame = entry
+                _, start, after, names, frame, thread = entry
                 if stack and not stack[-1].begun:
-                    self._begin(state, stack[-1], start)
-                self._forward.emit_bumps(state, start, after, names, frame)
+                    self._begin(model, stack[-1], start, thread)
+                self._forward.emit_bumps(thread, start, after, names, frame)
             elif kind == NODE:
-                self._walker.node(state, stack[-1].frame if stack else -1, *entry[1:])
+                self._walker.node(entry[1], stack[-1].frame if stack else -1, *entry[2:])
             elif kind == CALL:
                 call = entry[1]
-                self._forward.gap(state, call.before, call.frame)
+                self._forward.gap(call.thread, call.before, call.frame)
                 stack.append(call)
             else:  # END
                 _, call, error, result, now = entry
                 if not call.begun:
-                    self._begin(state, call, now)
-                self._forward.gap(state, now, call.frame)
+                    self._begin(model, call, now, call.thread)
+                self._forward.gap(call.thread, now, call.frame)
                 results = tuple(result) if isinstance(result, (tuple, list)) else ()
                 model.finish(call.gt, error, lambda gt, node, i, r=results: values(r[i]) if i < len(r) else None)
                 self._task_ended(call, error is None)
@@ -188,15 +195,24 @@ class Reconstruction:
         return [popped[i] if k == UNNUMBERED and i < len(popped) and seq.get(popped[i]) == UINT64_MAX
                 and popped[i] not in is_acc else k for i, k in enumerate(witness)]
 
-    def _begin(self, state: ThreadState, call: Call, now: int) -> None:
-        """The call's first sign of life: name the nodes the engine made (Identity, GraphRoot), then start the
-        model (dependencies, exec_info, the root's push)."""
+    def _begin(self, model: EngineModel, call: Call, now: int, seen_on: ThreadState) -> None:
+        """The call's first sign of life, at counter `now` of thread `seen_on`: name the nodes the engine made on the
+        calling thread (Identity, GraphRoot), then start `model` (the log's: a pool thread's own may have moved on to
+        another owner since, NOTE [pool thread] in state.py) with its dependencies, exec_info and the root's push."""
         call.begun = True
+        state = call.thread
         row = state.row
         bump = self._forward.bump
         self._forward.gap(state, call.before, call.frame)
-        made = now - call.before
         multi = 1 if call.multi else 0
+        # Another thread's counter says nothing of the caller's (NOTE [pool thread] in state.py); but the caller waited
+        # from the moment it made its GraphRoot and Identities until the call returned, so its counter then says how
+        # many it made (unknown only if this part of the log is replayed before the call returned: NOTE [replay in
+        # parts]; its Identities are then left to the gap its END accounts for).
+        if seen_on is state:
+            made = now - call.before
+        else:
+            made = call.after - call.before if call.after is not None else multi
         s = call.before
         inputs = list(call.inputs)
         missing = [i for i, (k, _) in enumerate(inputs) if not k]
@@ -218,7 +234,7 @@ class Reconstruction:
             self.b.node(root, name="GraphRoot", seq_nr=s, thread=row, next_edges=call.roots, num_inputs=0,
                         frame=call.frame)
             s += 1
-            state.model.simulated.add(root)
+            model.simulated.add(root)
             gt.graph_root, gt.root_slots = root, ()
             gt.root_grads = tuple(self.value(g) for g in call.grads)
         else:
@@ -229,7 +245,14 @@ class Reconstruction:
         gt.exec_info = bool(inputs)
         gt.topo = graph.topological_nrs([gt.graph_root] + [n for n, _ in gt.inputs])  # inputs= may lie off it
         self.raw.nodes.write(list(gt.topo), topological_nr=list(gt.topo.values()))
-        state.model.start(gt, call.roots, call.keep_graph, call.create_graph)
+        own = model.emit
+        if row != own.thread:
+            gt.caller = self._emitter(row, own.queue)
+        if call.runner.row != own.thread:
+            gt.runner = self._emitter(call.runner.row, own.queue)
+        with self._start_lock:
+            gt.id = next(self._gt_ids)
+            model.start(gt, call.roots, call.keep_graph, call.create_graph)
         gt.topo = {}  # read only to prepare the call (dependencies, exec_info): a deep graph's dict goes now
 
     def value(self, t: Any) -> Any:

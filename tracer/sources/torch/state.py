@@ -13,7 +13,7 @@ import sys
 import threading
 from array import array
 from collections import defaultdict
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -77,11 +77,12 @@ class SeqKeys:
 
 
 class Emitter:
-    """The builder's event methods with this thread's row and CPU queue filled in (what the model writes to)."""
+    """The builder's event methods with a thread's row and a CPU queue's row filled in (what the model writes to)."""
 
-    def __init__(self, builder: TraceBuilder, thread: int) -> None:
+    def __init__(self, builder: TraceBuilder, thread: int, queue: int) -> None:
         self.b = builder
-        queue = builder.queue(f"cpu:{thread}")
+        self.thread = thread
+        self.queue = queue
         for name in ("graph_task_started", "dependencies_computed", "exec_info_computed", "buffer_written",
                      "hook_ran", "node_started", "node_finished", "grad_captured", "grad_accumulated", "error_raised",
                      "graph_task_finished"):
@@ -99,9 +100,13 @@ class Call:
     """One backward()/autograd.grad() call: what the walk found before it ran (the rest is in the log)."""
 
     __slots__ = ("gt", "before", "roots", "inputs", "multi", "keep_graph", "create_graph", "begun", "frame", "grads",
-                 "hooked", "torch_id", "parent_id", "witness", "witness_error", "witness_hooks", "retains", "observed")
+                 "hooked", "torch_id", "parent_id", "witness", "witness_error", "witness_hooks", "retains", "observed",
+                 "thread", "runner", "after")
 
-    def __init__(self) -> None:
+    def __init__(self, thread: ThreadState) -> None:
+        self.thread = thread  # the thread that made the call (its counter, its row)
+        self.runner = thread  # the thread torch ran its nodes on: another one past MAX_DEPTH (NOTE [pool thread])
+        self.after: int | None = None  # the caller's counter when the call returned
         self.begun = False
         self.hooked: list = []  # the nodes this call hooked on a graph it frees, removed after it (NOTE [hooked nodes])
         self.torch_id: int | None = None  # torch's graph task id, read by the witness hook on its roots
@@ -126,11 +131,26 @@ class Log(list):
 
 
 class ThreadState:
-    """One thread's recording state."""
+    """One thread's recording state.
 
-    def __init__(self, row: int, model: EngineModel, now: int) -> None:
+    NOTE [pool thread]
+    torch runs a reentrant backward call inline on the calling thread while fewer than MAX_DEPTH (60) such calls are
+    nested there; the next one it hands to a thread of its reentrant pool, which adopts the caller's ready queue and
+    runs the graph task, and the calls nested in it (inline, its own count of them starting at 0), while the caller
+    waits. The bridge sees the hand-over in the call's witness hook (backward.py), which fires on the thread running
+    the call's first node (or earlier, in a tensor hook of the user's on its root: Backward._handed_over): that
+    thread `adopt`s the caller as its owner (torch's GraphTask::owner_), taking the owner's log, calls in progress
+    and model of the queue, so that what happens there is logged in the order it happened, between the caller's
+    entries, and is modelled on the queue torch uses; its own row, counter and culprits stay its own. Each log entry
+    that depends on the thread carries it (a call its caller and runner, an increment and a walk's node their
+    thread).
+    """
+
+    def __init__(self, row: int, make_model: Callable[[], EngineModel], now: int) -> None:
         self.row = row
-        self.model = model
+        self._make_model = make_model
+        self._model: EngineModel | None = None
+        self.owner = self  # whose ready queue, log and calls this thread uses (NOTE [pool thread])
         self.last = now  # the counter as accounted for by the time of the last observation
         self.rlast = now  # the counter as accounted for by the reconstruction
         self.calls: list[Call] = []  # backward calls in progress, innermost last
@@ -140,6 +160,28 @@ class ThreadState:
         self.pushed: list[int] = []  # nodes whose pre-hook put the mode back on (popped by their post-hook)
         self.seen: list[tuple] = []  # (seq_nr, name, frame row) of forward increments not written yet
         self.seen_unnamed: dict[int, int] = {}  # seq_nr -> its index in `seen`, for those named `?` there
+
+    @property
+    def model(self) -> EngineModel:
+        """The model of the ready queue this thread's backward calls use, made on first use (a pool thread uses its
+        caller's: NOTE [pool thread])."""
+        model = self._model
+        if model is None:
+            model = self._model = self._make_model()
+        return model
+
+    def adopt(self, caller: ThreadState) -> None:
+        """Use `caller`'s ready queue, log and calls from now on: torch handed this thread a graph task of `caller`'s
+        (NOTE [pool thread]). A thread with a log of its own pending keeps it (it never happens on a pool thread); one
+        that served another owner leaves that owner's log, pending or not, to it (the pool thread finished that
+        owner's graph task before it took this one)."""
+        owner = caller.owner
+        if owner is self.owner or self.owner is self and (self.log or self.calls):
+            return
+        self.owner = owner
+        self.log, self.calls, self.replaying = owner.log, owner.calls, owner.replaying
+        self.after_accumulation = owner.after_accumulation
+        self._model = owner.model
 
 
 class BridgeState:
@@ -155,6 +197,8 @@ class BridgeState:
         self.keys = itertools.count(1)  # node keys, one counter for every kind of node
         self.local = threading.local()  # state; while a backward call begins: call_frame, names
         self.states: list[ThreadState] = []
+        self._emitters: dict[tuple[int, int], Emitter] = {}
+        self._by_ident: dict[int, tuple[threading.Thread, ThreadState]] = {}
         self.lock = threading.Lock()
         self.compile_time_calls = 0  # backward calls torch made while it traced, left alone (NOTE [compile time])
         self.seq_keys: defaultdict[int, SeqKeys] = defaultdict(SeqKeys)  # thread row -> its seq_nrs' keys
@@ -179,17 +223,25 @@ class BridgeState:
             return self.local.state
         except AttributeError:
             pass
+        # A thread Python did not start (torch's pool thread) runs each hook called from C++ outside any Python frame
+        # in a Python thread state of its own, with empty thread-locals: the state is found again by the thread.
+        thread = threading.current_thread()
         with self.lock:
-            row = self.b.thread(threading.current_thread().name)
-        model = EngineModel(Emitter(self.b, row), self._diverged)
-        state = getattr(self.local, "unseen", None)
-        if state is None:
-            state = ThreadState(row, model, _seq())
-        else:  # the state a thread's line tracer kept since the thread began (NOTE [threads' line tracers])
-            del self.local.unseen
-            state.row, state.model = row, model
-        self.local.state = state
-        self.states.append(state)
+            found = self._by_ident.get(threading.get_ident())
+            if found is not None and found[0] is thread:
+                state = self.local.state = found[1]
+                return state
+            row = self.b.thread(_thread_name(thread))
+            make_model = functools.partial(self._model, row)
+            state = getattr(self.local, "unseen", None)
+            if state is None:
+                state = ThreadState(row, make_model, _seq())
+            else:  # the state a thread's line tracer kept since the thread began (NOTE [threads' line tracers])
+                del self.local.unseen
+                state.row, state._make_model = row, make_model
+            self.local.state = state
+            self._by_ident[threading.get_ident()] = (thread, state)
+            self.states.append(state)
         return state
 
     def lines_here(self) -> Any:
@@ -199,12 +251,41 @@ class BridgeState:
     def unseen_thread_state(self) -> ThreadState:
         """A state for this thread with no row yet: the counter as the thread began, for its line tracer to compare
         with until the thread takes its first number (thread_state then gives it its row)."""
-        state = self.local.unseen = ThreadState(-1, None, _seq())
+        state = self.local.unseen = ThreadState(-1, _no_model, _seq())
         return state
+
+    def _model(self, row: int) -> EngineModel:
+        """A model of thread `row`'s CPU ready queue (its queue row taken only now: a pool thread has none)."""
+        return EngineModel(self.emitter(row, self.b.queue(f"cpu:{row}")), self._diverged)
+
+    def emitter(self, thread: int, queue: int) -> Emitter:
+        """The Emitter writing thread `thread`'s events about queue `queue`."""
+        key = (thread, queue)
+        found = self._emitters.get(key)
+        if found is None:
+            found = self._emitters[key] = Emitter(self.b, thread, queue)
+        return found
 
     def _diverged(self, d: Divergence) -> None:
         self.divergences.append({"graph_task": d.graph_task, "step": d.step, "expected": d.expected,
                                  "observed": d.observed})
+
+
+POOL_THREAD = "pt_autograd_reentrant"
+"""The name a trace gives torch's reentrant pool thread, as agdb's engine names its own (torch names it nothing, and
+Python calls a thread it did not start `Dummy-N`)."""
+
+
+def _no_model() -> EngineModel:
+    raise AssertionError("a thread's state has no model before thread_state gives it its row")
+
+
+def _thread_name(thread: threading.Thread) -> str:
+    """A thread's name in the trace: Python's, but POOL_THREAD for a thread Python did not start that is running a
+    graph task (on the CPU, only torch's reentrant pool runs one on a thread of its own: NOTE [pool thread])."""
+    if isinstance(thread, threading._DummyThread) and torch._C._current_graph_task_id() >= 0:
+        return POOL_THREAD
+    return thread.name
 
 
 @contextlib.contextmanager

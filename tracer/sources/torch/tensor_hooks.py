@@ -39,9 +39,12 @@ def register(backward: Any, func: Any, args: tuple, kwargs: dict) -> Any:
 
 
 def _reporting(backward: Any, hook: Any, kind: str) -> Any:
-    """`hook`, reporting each run that returns (as the engine reports a hook: after it returned)."""
-    if not callable(hook):
-        return hook  # torch's own error says what is wrong
+    """`hook`, reporting each run that returns (as the engine reports a hook: after it returned). A hook that reports
+    already is left as it is: with the mode on (inside a custom Function's backward) the patched Tensor method calls
+    torch's, whose torch-function dispatch hands the call, wrapped hook and all, to the mode and the patched method
+    again."""
+    if not callable(hook) or getattr(hook, "_agdb_reports", False):
+        return hook  # not callable: torch's own error says what is wrong
     name = getattr(hook, "__qualname__", None) or type(hook).__name__
 
     @functools.wraps(hook)
@@ -50,4 +53,5 @@ def _reporting(backward: Any, hook: Any, kind: str) -> Any:
         backward.hook_ran(kind, name)
         return result
 
+    reported._agdb_reports = True  # type: ignore[attr-defined]
     return reported

@@ -193,7 +193,7 @@ class Walker:
                 facts_of[key] = _new(NodeFacts, (name, seq, 0, "cpu", old.thread, flat, old.frame, old.step,
                                                  inputs_of.get(key, 1)))
             elif pending is not None:  # after what the log holds (its increment may be there)
-                pending.append((NODE, key, name, seq, edges_of[key], inputs_of.get(key, 1)))
+                pending.append((NODE, state, key, name, seq, edges_of[key], inputs_of.get(key, 1)))
             else:  # met first by a walk (an AccumulateGrad, or a node made before recording)
                 b.node_created(thread=row, node=key, name=name, seq_nr=seq, topological_nr=0,
                                next_edges=edges_of[key], num_inputs=inputs_of.get(key, 1))
