@@ -49,10 +49,11 @@ def _made_and_started(trace):
     (reentrant depth), in order; AccumulateGrads left out: the bridge meets them at a backward's walk, the engine sees
     them made."""
     first = _first_seq_nrs(trace)
+    thread = {row: k for k, row in enumerate(sorted(first))}
     out = []
     for e in trace:
         if isinstance(e, ev.NodeCreated) and not e.name.endswith("AccumulateGrad"):
-            out.append((e.name, e.thread, e.seq_nr - first[e.thread]))
+            out.append((e.name, thread[e.thread], e.seq_nr - first[e.thread]))
         elif isinstance(e, ev.GraphTaskStarted):
             out.append(("graph task", e.reentrant_depth))
     return out
@@ -71,17 +72,20 @@ def _first_seq_nrs(trace):
 
 
 def _walked(trace):
-    """Each node's next edges, topological_nr, input count and line, nodes known by name, thread and seq_nr relative
+    """Each node's next edges, topological_nr, input count and line, nodes known by name, thread (the k-th of the
+    threads that took numbers: a source may give a thread that took none a row, and name the script's thread
+    otherwise) and seq_nr relative
     to its thread's first (an AccumulateGrad, which has no number, by its leaf's name: both sources name a leaf by
     the path the user writes, NOTE [leaf names]), for the nodes whose edges the trace has (on the bridge: those a
     backward's walk met)."""
     first = _first_seq_nrs(trace)
+    thread = {row: k for k, row in enumerate(sorted(first))}
     leaves = stored_names(trace)
 
     def known(i):
         info = trace.node(i)
         if 0 <= info.seq_nr < 2**63:
-            return info.name, info.thread, info.seq_nr - first[info.thread]
+            return info.name, thread[info.thread], info.seq_nr - first[info.thread]
         return info.name, leaves.get(i)
 
     def facts(i):
