@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from agdb.tracer.sources import torch as torch_source
+from agdb.tracer.views.sentences import compile_time_not_shown
 
 from .commands import fail, load_trace, output_file, record_script, save_run
 from .run_script import ScriptSource
@@ -76,6 +77,9 @@ def cmd_torch(args: argparse.Namespace) -> int:
         fail("the script turned on compiled autograd (torch._dynamo.config.compiled_autograd): its backward runs "
              "inside compiled graphs, not in autograd's engine, so no backward call of it is recorded; turn it off "
              "to record the backward (agdb fx --torch shows the compiled graphs)")
+    hidden = compile_time_not_shown(run.trace.meta, args.output)
+    if hidden:
+        sys.stderr.write(f"agdb: {_printable(hidden)}\n")
     witness = torch_source.witness_text(run.trace)
     if witness:
         sys.stderr.write(f"agdb: {witness}\n")

@@ -132,8 +132,8 @@ class Bridge:
             trace.meta["bridge_errors"] = shared.failures[:20]
         trace.meta["divergences"] = [by_row(d, index) for d in shared.divergences]
         trace.meta["graph_tasks"] = self.reconstruction.graph_tasks
-        if shared.compile_time_calls:  # NOTE [compile-time calls] in backward.py: not recorded, only counted
-            trace.meta["compile_time_calls"] = shared.compile_time_calls
+        if shared.compile_time_calls:  # NOTE [compile-time calls] in backward.py: kept apart, not recorded as tasks
+            trace.meta["compile_time_calls"] = list(shared.compile_time_calls)
         dynamo_config = sys.modules.get("torch._dynamo.config")
         if dynamo_config is not None and getattr(dynamo_config, "compiled_autograd", False):
             # compiled autograd runs backward inside a compiled graph: autograd's engine runs no graph task, so

@@ -15,6 +15,10 @@ The compiled program itself runs as any program does: its CompiledFunction node 
 """
 from __future__ import annotations
 
+import sys
+import types
+from typing import Any
+
 import torch
 
 _get_mode = torch._C._get_dispatch_mode
@@ -25,3 +29,57 @@ _is_compiling = torch.compiler.is_compiling
 def tracing() -> bool:
     """True while Dynamo or AOTAutograd traces (NOTE [compile time])."""
     return _is_compiling() or _get_mode(_KEYS.PROXY) is not None or _get_mode(_KEYS.FAKE) is not None
+
+
+# NOTE [compile-time entries]
+# A backward call torch makes while it traces is not walked, hooked or summarised (NOTE [compile time]); what is kept
+# of it is what can be read without running anything of torch's: which compile made it (Dynamo's compile id, read
+# from torch's CompileContext, and the frame Dynamo is compiling, a local of its `_compile` up the stack), whether
+# it is a backward() or an autograd.grad() (its `accumulate_grad`), and the names of its roots' and inputs' nodes.
+# A node's name is a method of the node, not of the fake tensor; the tensors' `grad_fn` getter is read with torch
+# functions disabled, so that no mode or subclass of the tracer sees it. The list is the trace's
+# `meta["compile_time_calls"]` (docs/trace-format.md), apart from the program's graph tasks.
+NAMES_KEPT = 20
+"""Node names kept per list of a compile-time entry (the count says how many there were)."""
+
+
+def compile_time_entry(t_outputs: Any, args: tuple, kwargs: dict) -> dict:
+    """The plain entry of one backward call torch made while tracing (NOTE [compile-time entries]): `compile_id`,
+    `function`, `file`, `line`, `kind` ("backward" or "grad"), `roots` and `inputs` (node names, at most
+    NAMES_KEPT each; "leaf" for a tensor with no grad_fn) and `num_roots`, `num_inputs`."""
+    from torch._guards import CompileContext
+
+    accumulate = kwargs.get("accumulate_grad", args[5] if len(args) > 5 else True)
+    given = kwargs.get("inputs", args[3] if len(args) > 3 else None) or ()
+    compile_id = CompileContext.current_compile_id()
+    code = compiled_code()
+    with torch._C.DisableTorchFunction():
+        roots = _names(t_outputs)
+        inputs = _names(given)
+    return {"compile_id": None if compile_id is None else str(compile_id),
+            "function": None if code is None else code.co_name, "file": None if code is None else code.co_filename,
+            "line": None if code is None else code.co_firstlineno, "kind": "backward" if accumulate else "grad",
+            "roots": roots[:NAMES_KEPT], "num_roots": len(roots), "inputs": inputs[:NAMES_KEPT],
+            "num_inputs": len(inputs)}
+
+
+def _names(tensors: Any) -> list[str]:
+    out = []
+    for t in tensors:
+        if isinstance(t, torch.autograd.graph.GradientEdge):
+            out.append(t.node.name())
+            continue
+        fn = t.grad_fn
+        out.append("leaf" if fn is None else fn.name())
+    return out
+
+
+def compiled_code() -> types.CodeType | None:
+    """The code object Dynamo is compiling (a local of its `_compile`, up the stack), or None outside Dynamo."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_compile" and frame.f_code.co_filename.endswith("convert_frame.py"):
+            code = frame.f_locals.get("code")
+            return code if isinstance(code, types.CodeType) else None
+        frame = frame.f_back
+    return None

@@ -32,7 +32,6 @@ import os
 import re
 import sys
 import threading
-import types
 import weakref
 from typing import Any, Callable, Iterator
 
@@ -41,6 +40,7 @@ import torch
 from agdb.tracer.fx.graph import Graph, Opaque
 from agdb.tracer.fx.graph_set import Compile, GraphEntry, GraphSet
 
+from .compiling import compiled_code
 from .fx import TorchFxError, _val, target_name
 
 _STAGE2 = "aot_stage2_compile"
@@ -141,23 +141,12 @@ def _frames_in_flight(frame: Any) -> list[dict]:
 
 def _new_compile(found: GraphSet, needs_autograd: bool) -> Compile:
     compile_id = torch._guards.CompileContext.current_compile_id()
-    code = _compiled_code()
+    code = compiled_code()
     c = Compile(len(found.compiles), None if compile_id is None else str(compile_id),
                 None if code is None else code.co_name, None if code is None else code.co_filename,
                 None if code is None else code.co_firstlineno, inference=not needs_autograd)
     found.compiles.append(c)
     return c
-
-
-def _compiled_code() -> types.CodeType | None:
-    """The code object Dynamo is compiling (a local of its `_compile`, up the stack), or None outside Dynamo."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        if frame.f_code.co_name == "_compile" and frame.f_code.co_filename.endswith("convert_frame.py"):
-            code = frame.f_locals.get("code")
-            return code if isinstance(code, types.CodeType) else None
-        frame = frame.f_back
-    return None
 
 
 def _keeping(found: GraphSet, c: Compile, kind: str, compiler: Callable, lock: threading.Lock) -> Callable:

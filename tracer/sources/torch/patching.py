@@ -18,7 +18,7 @@ from torch.overrides import TorchFunctionMode
 
 from agdb.tracer.sources.torch import tensor_hooks
 from agdb.tracer.sources.torch.backward import Backward
-from agdb.tracer.sources.torch.compiling import _is_compiling, tracing
+from agdb.tracer.sources.torch.compiling import _is_compiling, compile_time_entry, tracing
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import register_hook
 from agdb.tracer.sources.torch.lines import LineCulprits
@@ -27,6 +27,7 @@ from agdb.tracer.sources.torch.state import BridgeState
 
 _seq = torch.autograd._get_sequence_nr
 _BACKWARD = torch.Tensor.backward
+_is_dynamo_compiling = torch.compiler.is_dynamo_compiling
 
 GC_THRESHOLD = 100_000
 """Allocations between two young-generation collections while recording (NOTE [collections while recording])."""
@@ -136,8 +137,13 @@ class Patches:
         shared, backward = self.shared, self.backward
 
         def _engine_run_backward(t_outputs, *args, **kwargs):
+            if _is_dynamo_compiling():  # Dynamo inlines this wrapper (a backward inside a compiled function, under
+                return original(t_outputs, *args, **kwargs)  # compiled autograd): it must see the plain call
             if tracing():  # NOTE [compile time]: AOTAutograd's own autograd.grad while it builds a joint graph
-                shared.compile_time_calls += 1
+                try:
+                    shared.compile_time_calls.append(compile_time_entry(t_outputs, args, kwargs))
+                except Exception as e:  # noqa: BLE001 - agdb's failure must not become the program's
+                    shared.failures.append(f"a compile-time backward call: {type(e).__name__}: {e}")
                 return original(t_outputs, *args, **kwargs)
             state = shared.thread_state()
             lines = shared.lines

@@ -156,7 +156,8 @@ class BridgeState:
         self.local = threading.local()  # state; while a backward call begins: call_frame, names
         self.states: list[ThreadState] = []
         self.lock = threading.Lock()
-        self.compile_time_calls = 0  # backward calls torch made while it traced, left alone (NOTE [compile time])
+        self.compile_time_calls: list[dict] = []  # backward calls torch made while it traced, left alone: an entry
+        # each (NOTE [compile-time entries] in compiling.py)
         self.seq_keys: defaultdict[int, SeqKeys] = defaultdict(SeqKeys)  # thread row -> its seq_nrs' keys
         self.seq_nrs = SeqNrs()  # key -> seq_nr, of every node a walk met (the graphs' `seq`)
         self.acc_keys: dict[int, tuple[Any, int]] = {}  # id(leaf) -> (weakref to it, key)
