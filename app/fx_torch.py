@@ -288,6 +288,7 @@ def _save_with_graphs(found: Any, trace: Any, output: str) -> None:
     """Save the bridge's trace of the run with the first compile's joint graph and its subgraphs (the TUI's key 9,
     `agdb export --view joint`). Every graph is in agdb fx --json's output."""
     from agdb.tracer.store.tracefile import save
+    from agdb.tracer.views.compiled import with_compiles
     from agdb.tracer.views.joint import with_joint
 
     joints = found.roots("joint")
@@ -296,12 +297,19 @@ def _save_with_graphs(found: Any, trace: Any, output: str) -> None:
     root = joints[0]
     family = found.family(root.id)[1:]
     subgraphs = [(e.id, "" if e.parent == root.id else e.parent, e.name, e.graph) for e in family]
-    save(with_joint(trace, root.graph, subgraphs), output)
+    save(with_compiles(with_joint(trace, root.graph, subgraphs), compiles_meta(found, root.compile)), output)
     more = f" (the first of {len(joints)} compiles with a backward: agdb fx --json has them all)" if len(joints) > 1 \
         else ""
     plural = "s" if len(subgraphs) != 1 else ""
     sys.stderr.write(f"wrote {output}: the bridge's trace of the run ({len(trace):,} events) and the joint graph "
                      f"{root.id} with {len(subgraphs)} subgraph{plural}{more}: agdb open {output}, key 9\n")
+
+
+def compiles_meta(found: Any, saved: int | None) -> list[dict]:
+    """The capture's compiles as a trace's `meta["compiles"]` (tracer/views/compiled.py): each with the ids of its
+    top graphs, and whether its joint graph is the one saved (`saved`, a compile's index)."""
+    return [{**vars(c), "graphs": [e.id for e in found.roots() if e.compile == c.index],
+             "joint_saved": c.index == saved} for c in found.compiles]
 
 
 def joint_graphs_torch(args: argparse.Namespace, command: str) -> tuple[list[tuple[str, str, Any]], str | None]:

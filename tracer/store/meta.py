@@ -140,6 +140,33 @@ def _compile_time_call(e: Any) -> str | None:
     return None
 
 
+def _compiled_functions(value: Any, num_nodes: int) -> str | None:
+    if not isinstance(value, list):
+        return "is not a list"
+    for i, e in enumerate(value):
+        if not (isinstance(e, dict) and _is_int(e.get("node")) and 0 <= e["node"] < num_nodes
+                and _is_int(e.get("aot_id"))):
+            return f"[{i}] is not an object with a node row and an integer aot_id"
+    return None
+
+
+def _compiles(value: Any, num_nodes: int) -> str | None:
+    if not isinstance(value, list):
+        return "is not a list"
+    for i, c in enumerate(value):
+        if not (isinstance(c, dict) and _is_int(c.get("index"))):
+            return f"[{i}] is not an object with an integer index"
+        for field in ("compile_id", "function", "file"):
+            if not (c.get(field) is None or isinstance(c[field], str)):
+                return f"[{i}] has a {field} that is not a string"
+        for field in ("line", "aot_id"):
+            if not (c.get(field) is None or _is_int(c[field])):
+                return f"[{i}] has a {field} that is not an integer"
+        if not (isinstance(c.get("graphs", []), list) and all(isinstance(g, str) for g in c.get("graphs", []))):
+            return f"[{i}] has graphs that are not a list of graph ids"
+    return None
+
+
 def compile_time_calls(meta: dict) -> tuple[int, list[dict]]:
     """How many backward calls torch.compile made while it traced, and their entries (none in older traces, which
     kept only the count); docs/trace-format.md, `compile_time_calls`."""
@@ -155,5 +182,6 @@ def _bridge_errors(value: Any, num_nodes: int) -> str | None:
 
 _CHECKS = {"source": _string, "partial": _signal_name, "provenance": _provenance, "omitted": _omitted,
            "divergences": _divergences, "graph_tasks": _graph_tasks, "bridge_errors": _bridge_errors,
-           "compile_time_calls": _compile_time_calls}
+           "compile_time_calls": _compile_time_calls, "compiled_functions": _compiled_functions,
+           "compiles": _compiles}
 """The keys a view reads, and the check of each (`parameter_names` is read entry by entry, skipping bad ones)."""

@@ -27,6 +27,7 @@ from typing import Callable
 
 from agdb.tracer.recording.builder import TraceBuilder
 from agdb.tracer.sources.torch.backward import Backward
+from agdb.tracer.sources.torch.compiling import compiled_function_rows
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import Hooks
 from agdb.tracer.sources.torch.naming import LeafNames
@@ -124,7 +125,7 @@ class Bridge:
         shared = self.shared
         raw = shared.raw
         index = {}
-        if shared.divergences:  # a dict of every node's key: only when a divergence names nodes
+        if shared.divergences or shared.compiled_functions:  # a dict of every node's key: only when rows are named
             index = {key: i for i, key in enumerate(sorted(set(raw.nodes.keys()) | set(raw.bumps)))}
         release_freed_memory()
         trace = shared.b.finish(progress)
@@ -134,6 +135,9 @@ class Bridge:
         trace.meta["graph_tasks"] = self.reconstruction.graph_tasks
         if shared.compile_time_calls:  # NOTE [compile-time calls] in backward.py: kept apart, not recorded as tasks
             trace.meta["compile_time_calls"] = list(shared.compile_time_calls)
+        if shared.compiled_functions:  # NOTE [compiled function nodes] in compiling.py
+            trace.meta["compiled_functions"] = compiled_function_rows(trace, shared.compiled_functions,
+                                                                      shared.seq_keys, index)
         dynamo_config = sys.modules.get("torch._dynamo.config")
         if dynamo_config is not None and getattr(dynamo_config, "compiled_autograd", False):
             # compiled autograd runs backward inside a compiled graph: autograd's engine runs no graph task, so

@@ -83,3 +83,28 @@ def compiled_code() -> types.CodeType | None:
             return code if isinstance(code, types.CodeType) else None
         frame = frame.f_back
     return None
+
+
+# NOTE [compiled function nodes]
+# AOTAutograd makes one autograd.Function class per compile (`CompiledFunction`, built in
+# torch/_functorch/_aot_autograd/runtime_wrappers.py), whose class attribute `_aot_id` is the compile's
+# `aot_config.aot_id`; running the compiled region applies it, and its node, CompiledFunctionBackward, is a node of
+# the program's graph like any other (`node._forward_cls._aot_id` names the same compile). The bridge's patched
+# `Function.apply` notes the class's `_aot_id` with the number the node takes (the counter at entry), and the trace
+# says, for each CompiledFunctionBackward node, which compile it belongs to (`meta["compiled_functions"]`); the FX
+# capture notes the same id for each compile it keeps (fx_run.py), which is how a view finds the node's graphs
+# (tracer/views/compiled.py).
+COMPILED_NODE = "CompiledFunctionBackward"
+
+
+def compiled_function_rows(trace: Any, noted: list[tuple[int, int, int]], keys_of: Any, row_of: dict[int, int]
+                           ) -> list[dict]:
+    """`meta["compiled_functions"]`: `{"node": row, "aot_id": id}` for each noted (thread row, seq_nr, aot_id)
+    whose node the trace holds and names CompiledFunctionBackward (NOTE [compiled function nodes]); `keys_of[row]`
+    maps a thread's seq_nrs to node keys, `row_of` node keys to the trace's rows."""
+    out = []
+    for thread, seq, aot_id in noted:
+        row = row_of.get(keys_of[thread].get(seq, 0), -1)
+        if row >= 0 and trace.node_name(row) == COMPILED_NODE:
+            out.append({"node": row, "aot_id": int(aot_id)})
+    return out

@@ -70,7 +70,8 @@ def capture_run(takers: bool = False) -> Iterator[GraphSet]:
         bw_compiler = fw_compiler if bw_compiler is None else bw_compiler
         inference_compiler = fw_compiler if inference_compiler is None else inference_compiler
         with lock:
-            c = _new_compile(found, needs_autograd=bool(getattr(aot_state, "needs_autograd", True)))
+            c = _new_compile(found, needs_autograd=bool(getattr(aot_state, "needs_autograd", True)),
+                             aot_id=getattr(getattr(aot_state, "aot_config", None), "aot_id", None))
         if not c.inference:
             _add(found, c, "joint", aot_graph_capture.graph_module, lock)
         return original(aot_state, aot_graph_capture, partition_fn, _keeping(found, c, "forward", fw_compiler, lock),
@@ -139,12 +140,15 @@ def _frames_in_flight(frame: Any) -> list[dict]:
     return out[::-1]
 
 
-def _new_compile(found: GraphSet, needs_autograd: bool) -> Compile:
+def _new_compile(found: GraphSet, needs_autograd: bool, aot_id: Any) -> Compile:
+    """A new compile: Dynamo's compile id and frame, and AOTAutograd's id (NOTE [compiled function nodes] in
+    compiling.py: the trace's CompiledFunctionBackward nodes name it)."""
     compile_id = torch._guards.CompileContext.current_compile_id()
     code = compiled_code()
     c = Compile(len(found.compiles), None if compile_id is None else str(compile_id),
                 None if code is None else code.co_name, None if code is None else code.co_filename,
-                None if code is None else code.co_firstlineno, inference=not needs_autograd)
+                None if code is None else code.co_firstlineno, inference=not needs_autograd,
+                aot_id=aot_id if type(aot_id) is int else None)
     found.compiles.append(c)
     return c
 

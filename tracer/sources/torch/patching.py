@@ -128,6 +128,9 @@ class Patches:
             lines = shared.lines
             if lines is not None:
                 lines.flush(args)
+            aot_id = cls.__dict__.get("_aot_id")
+            if aot_id is not None:  # NOTE [compiled function nodes] in compiling.py
+                shared.compiled_functions.append((shared.thread_state().row, _seq(), aot_id))
             forward.function_applied(cls)
             return original(cls, *args, **kwargs)
 
