@@ -124,7 +124,8 @@ def test_well_formed_bridge_meta_opens_everywhere(tmp_path):
             "graph_tasks": [{"graph_task": 1, "torch_id": 3, "parent_torch_id": None, "reentrant_depth": 0,
                              "execution_order": {"length": 2, "model": "agrees", "observed": 1}}],
             "omitted": {"graph_tasks": 1, "events": 4}, "compile_time_calls": GOOD_COMPILE_TIME,
-            "compiled_functions": [{"node": 0, "aot_id": 0}], "compiles": GOOD_COMPILES}
+            "compiled_functions": [{"node": 0, "aot_id": 0}], "compiles": GOOD_COMPILES,
+            "compile_time_seq_nrs": [[0, 0, 6], [0, 7, 16]]}
     path = _write(tmp_path, trace, meta=meta)
     assert load(path).meta["divergences"] == GOOD_DIVERGENCES
     assert load(path).meta["compile_time_calls"] == GOOD_COMPILE_TIME
@@ -156,6 +157,7 @@ def test_well_formed_bridge_meta_opens_everywhere(tmp_path):
     ("compiles", [{"compile_id": "0/0"}], ("meta.compiles[0]", "index")),
     ("compiles", [{**GOOD_COMPILES[0], "aot_id": "0"}], ("meta.compiles[0]", "aot_id")),
     ("compiles", [{**GOOD_COMPILES[0], "graphs": [0]}], ("meta.compiles[0]", "graphs")),
+    ("compile_time_seq_nrs", [[0, 6, 0]], ("meta.compile_time_seq_nrs", "start <= stop")),
 ])
 def test_malformed_meta_is_refused_in_one_line(tmp_path, key, value, words):
     """A `meta` key a view reads, in a form it cannot read (written with agdb's own `save`), is refused on load

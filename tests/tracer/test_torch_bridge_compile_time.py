@@ -116,3 +116,26 @@ def test_keeping_the_entries_changes_nothing_torch_traces(tmp_path):
     assert (recorded["compiles"], recorded["graphs"]) == (plain["compiles"], plain["graphs"])
     entries = recorded["entries"]
     assert entries and {e["compile_id"] for e in entries} <= {c["compile_id"] for c in plain["compiles"]}
+
+
+def test_numbers_torch_takes_while_it_compiles_are_no_nodes_of_the_program(tmp_path):
+    """AOTAutograd's fake tensors take sequence numbers while torch compiles: none becomes a node or a culprit of the
+    trace. Every node the program made is in its loss's graph, so every numbered node of the trace is one torch ran
+    (its own pre-hooks saw it: the trace's observed NODE_STARTED), and the numbers left out are the compiles'."""
+    from agdb.tracer.recording import culprits
+
+    torch._dynamo.reset()
+    try:
+        with tracer.record("torch") as rec:
+            exec(compile(TWO, str(tmp_path / "two.py"), "exec"), {})  # noqa: S102 - the test's own program
+    finally:
+        torch._dynamo.reset()
+    trace = rec.trace
+    ran = {trace.event_node(int(s)) for s in trace.steps_of(Kind.NODE_STARTED)}
+    numbered = [i for i in range(trace.num_nodes) if trace.node(i).seq_nr < 2**63]
+    assert numbered and set(numbered) <= ran, [(trace.node_name(i), trace.node(i).seq_nr) for i in set(numbered) - ran]
+    assert "?" not in {c.node_name for c in culprits.of_trace(trace)}
+    ranges = trace.meta["compile_time_seq_nrs"]
+    assert len(ranges) == 2 and all(stop > start for _, start, stop in ranges)
+    left_out = {s for _, start, stop in ranges for s in range(start, stop)}
+    assert not left_out & {trace.node(i).seq_nr for i in numbered}

@@ -150,6 +150,13 @@ def _compiled_functions(value: Any, num_nodes: int) -> str | None:
     return None
 
 
+def _compile_time_seq_nrs(value: Any, num_nodes: int) -> str | None:
+    if isinstance(value, list) and all(isinstance(r, list) and len(r) == 3 and all(_is_int(x) and x >= 0 for x in r)
+                                       and r[1] <= r[2] for r in value):
+        return None
+    return "is not a list of [thread row, start, stop] with start <= stop"
+
+
 def _compiles(value: Any, num_nodes: int) -> str | None:
     if not isinstance(value, list):
         return "is not a list"
@@ -183,5 +190,5 @@ def _bridge_errors(value: Any, num_nodes: int) -> str | None:
 _CHECKS = {"source": _string, "partial": _signal_name, "provenance": _provenance, "omitted": _omitted,
            "divergences": _divergences, "graph_tasks": _graph_tasks, "bridge_errors": _bridge_errors,
            "compile_time_calls": _compile_time_calls, "compiled_functions": _compiled_functions,
-           "compiles": _compiles}
+           "compiles": _compiles, "compile_time_seq_nrs": _compile_time_seq_nrs}
 """The keys a view reads, and the check of each (`parameter_names` is read entry by entry, skipping bad ones)."""

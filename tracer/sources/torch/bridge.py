@@ -135,6 +135,9 @@ class Bridge:
         trace.meta["graph_tasks"] = self.reconstruction.graph_tasks
         if shared.compile_time_calls:  # NOTE [compile-time calls] in backward.py: kept apart, not recorded as tasks
             trace.meta["compile_time_calls"] = list(shared.compile_time_calls)
+        if shared.compile_seqs:  # NOTE [numbers taken while compiling] in compiling.py
+            trace.meta["compile_time_seq_nrs"] = sorted([row, a, b] for row, ranges in shared.compile_seqs.items()
+                                                        for a, b in ranges)
         if shared.compiled_functions:  # NOTE [compiled function nodes] in compiling.py
             trace.meta["compiled_functions"] = compiled_function_rows(trace, shared.compiled_functions,
                                                                       shared.seq_keys, index)

@@ -15,15 +15,17 @@ The compiled program itself runs as any program does: its CompiledFunction node 
 """
 from __future__ import annotations
 
+import functools
 import sys
 import types
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 _get_mode = torch._C._get_dispatch_mode
 _KEYS = torch._C._TorchDispatchModeKey
 _is_compiling = torch.compiler.is_compiling
+_seq = torch.autograd._get_sequence_nr
 
 
 def tracing() -> bool:
@@ -108,3 +110,66 @@ def compiled_function_rows(trace: Any, noted: list[tuple[int, int, int]], keys_o
         if row >= 0 and trace.node_name(row) == COMPILED_NODE:
             out.append({"node": row, "aot_id": int(aot_id)})
     return out
+
+
+# NOTE [numbers taken while compiling]
+# While Dynamo compiles a frame, AOTAutograd runs the frame's ops on fake tensors with grad mode on, and each op's
+# autograd node takes a number of the thread's counter as a real one does (a compile of a three-op function takes
+# about six). No program's tensor leads to those nodes, so the bridge would write each number as an unnamed node
+# (`?`) and a culprit on the line that called the compiled function. Dynamo compiles a frame in one call of
+# torch._dynamo.convert_frame._compile, which runs torch's code only (Dynamo runs none of the program's): the
+# numbers taken during that call are the compile's. The bridge wraps that name (plain Python around Dynamo, which
+# traces nothing of it), notes each call's range, and writes no unnamed node for a number in one
+# (`meta["compile_time_seq_nrs"]`: `[thread row, start, stop]` each). Dynamo is imported by the first
+# torch.compile call, not by `import torch` (importing it costs a second): if it is not imported when the
+# recording starts, the bridge wraps `torch.compile` and wraps `_compile` once that call has imported it.
+_CONVERT_FRAME = "torch._dynamo.convert_frame"
+
+
+def watch_compiles(note: Callable[[int, int], None]) -> Callable[[], None]:
+    """Call `note(start, stop)` after each Dynamo compile that took numbers start..stop-1 on its thread (NOTE
+    [numbers taken while compiling]); returns what puts torch back."""
+    restore: list[Callable[[], None]] = []
+
+    def wrap_compile(convert_frame: Any) -> None:
+        original = convert_frame._compile
+
+        def _compile(*args: Any, **kwargs: Any) -> Any:
+            before = _seq()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                after = _seq()
+                if after > before:
+                    note(before, after)
+
+        convert_frame._compile = _compile
+        restore.append(lambda: setattr(convert_frame, "_compile", original))
+
+    loaded = sys.modules.get(_CONVERT_FRAME)
+    if loaded is not None and hasattr(loaded, "_compile"):
+        wrap_compile(loaded)
+    else:
+        original_compile = torch.compile
+
+        def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 - torch's name, put back on detach
+            out = original_compile(*args, **kwargs)
+            module = sys.modules.get(_CONVERT_FRAME)
+            if not restore[1:] and module is not None and hasattr(module, "_compile"):
+                wrap_compile(module)
+            return out
+
+        functools.update_wrapper(compile, original_compile)
+        torch.compile = compile
+        restore.append(lambda: setattr(torch, "compile", original_compile))
+
+    def undo() -> None:
+        while restore:
+            restore.pop()()
+
+    return undo
+
+
+def is_compile_time(ranges: list[tuple[int, int]], seq: int) -> bool:
+    """Whether `seq` is in one of a thread's compile ranges (NOTE [numbers taken while compiling])."""
+    return any(start <= seq < stop for start, stop in ranges)

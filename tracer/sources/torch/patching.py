@@ -18,7 +18,7 @@ from torch.overrides import TorchFunctionMode
 
 from agdb.tracer.sources.torch import tensor_hooks
 from agdb.tracer.sources.torch.backward import Backward
-from agdb.tracer.sources.torch.compiling import _is_compiling, compile_time_entry, tracing
+from agdb.tracer.sources.torch.compiling import _is_compiling, compile_time_entry, tracing, watch_compiles
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import register_hook
 from agdb.tracer.sources.torch.lines import LineCulprits
@@ -56,6 +56,7 @@ class Patches:
         original_apply = Function.__dict__["apply"]
         Function.apply = classmethod(self._wrap_apply(original_apply.__func__))
         self._restore.append(lambda: setattr(Function, "apply", original_apply))
+        self._restore.append(watch_compiles(self._compiled))  # NOTE [numbers taken while compiling]
         mixin = torch.autograd.function._HookMixin
         previous = mixin.__dict__["_register_hook"]  # torch's, or a recording's this one is nested in
         mixin._register_hook = staticmethod(register_hook)
@@ -99,6 +100,13 @@ class Patches:
             lines.detach()
         while self._restore:
             self._restore.pop()()
+
+    def _compiled(self, start: int, stop: int) -> None:
+        """A Dynamo compile on this thread took numbers start..stop-1 (NOTE [numbers taken while compiling])."""
+        shared = self.shared
+        row = shared.thread_state().row
+        with shared.lock:
+            shared.compile_seqs.setdefault(row, []).append((start, stop))
 
     def _patch_tensor_hooks(self) -> None:
         """Without the mode, the calls that put a user's hook on a tensor are caught where torch defines them."""
