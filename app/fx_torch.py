@@ -297,7 +297,7 @@ def _save_with_graphs(found: Any, trace: Any, output: str) -> None:
     root = joints[0]
     family = found.family(root.id)[1:]
     subgraphs = [(e.id, "" if e.parent == root.id else e.parent, e.name, e.graph) for e in family]
-    save(with_compiles(with_joint(trace, root.graph, subgraphs), compiles_meta(found, root.compile)), output)
+    save(with_compiles(with_joint(trace, root.graph, subgraphs), compiles_meta(found)), output)
     more = f" (the first of {len(joints)} compiles with a backward: agdb fx --json has them all)" if len(joints) > 1 \
         else ""
     plural = "s" if len(subgraphs) != 1 else ""
@@ -305,11 +305,27 @@ def _save_with_graphs(found: Any, trace: Any, output: str) -> None:
                      f"{root.id} with {len(subgraphs)} subgraph{plural}{more}: agdb open {output}, key 9\n")
 
 
-def compiles_meta(found: Any, saved: int | None) -> list[dict]:
+def compiles_meta(found: Any) -> list[dict]:
     """The capture's compiles as a trace's `meta["compiles"]` (tracer/views/compiled.py): each with the ids of its
-    top graphs, and whether its joint graph is the one saved (`saved`, a compile's index)."""
-    return [{**vars(c), "graphs": [e.id for e in found.roots() if e.compile == c.index],
-             "joint_saved": c.index == saved} for c in found.compiles]
+    top graphs and, when it has one, its joint graph with the graphs nested in it (the Joint panel opens it from a
+    CompiledFunctionBackward node)."""
+    from agdb.tracer.fx.graph import to_data
+    from agdb.tracer.views.joint import SUBGRAPHS
+
+    out = []
+    for c in found.compiles:
+        entry = {**vars(c), "graphs": [e.id for e in found.roots() if e.compile == c.index]}
+        joint = next((e for e in found.roots("joint") if e.compile == c.index), None)
+        if joint is not None:
+            data = to_data(joint.graph)
+            family = found.family(joint.id)[1:]
+            if family:
+                data["info"] = {**data["info"], SUBGRAPHS: [
+                    {"id": e.id, "parent": "" if e.parent == joint.id else e.parent, "name": e.name,
+                     "graph": to_data(e.graph)} for e in family]}
+            entry["joint"] = data
+        out.append(entry)
+    return out
 
 
 def joint_graphs_torch(args: argparse.Namespace, command: str) -> tuple[list[tuple[str, str, Any]], str | None]:

@@ -124,3 +124,36 @@ def test_inspector_and_show_name_the_compiled_graphs(recorded, tmp_path, capsys,
     code, out, _ = agdb(["show", path, "--node", node], capsys, monkeypatch)
     assert code == 0
     assert f"compiled graph c{c}: c{c}.forward / c{c}.backward" in out
+
+
+async def test_enter_on_the_compiled_graph_line_opens_that_compile_s_joint_graph(recorded):
+    """In the TUI, Enter on the inspector's "compiled graph cN" line of g's node shows c1's joint graph (exp and mm,
+    the ops g runs) in the Joint panel, and on f's node c0's (sin and cos); the Joint panel opened first shows the
+    trace's first joint graph, as before."""
+    from agdb.app.app import AgdbApp
+    from agdb.tracer.views.compiled import compile_of_node
+    from agdb.widgets.joint_graph import JointGraphView
+    from agdb.widgets.node_inspector import NodeInspector
+    from tests.app.pilot import opened
+
+    trace, _ = recorded
+    app = AgdbApp(trace=trace, title="compiled")
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = await opened(app, pilot)
+        joint = screen.query_one(JointGraphView)
+        assert joint.graph_id == "" and joint.nodes
+        seen = {}
+        for node in _compiled_nodes(trace)[:2]:
+            screen.selected_node = node
+            await pilot.pause()
+            inspector = screen.query_one(NodeInspector)
+            assert inspector.compile_row is not None
+            inspector.focus()
+            inspector.cursor = inspector.compile_row
+            await pilot.press("enter")
+            await pilot.pause()
+            c = compile_of_node(trace, node)
+            assert joint.graph_id == f"c{c['index']}.joint"
+            seen[c["function"]] = {n.name for n in joint.nodes}
+        assert {"sin", "cos"} <= seen["f"] and not {"exp", "mm"} & seen["f"]
+        assert {"exp", "mm"} <= seen["g"] and not {"sin", "cos"} & seen["g"]

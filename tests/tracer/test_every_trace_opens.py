@@ -111,7 +111,7 @@ GOOD_DIVERGENCES = [
     {"kind": "witness", "against": "model", "graph_task": 1, "step": 6, "index": 0, "expected": 1, "observed": -1},
 ]
 GOOD_COMPILES = [{"index": 0, "compile_id": "0/0", "function": "f", "file": "f.py", "line": 3, "inference": False,
-                  "aot_id": 0, "graphs": ["c0.joint", "c0.forward", "c0.backward"], "joint_saved": True}]
+                  "aot_id": 0, "graphs": ["c0.joint", "c0.forward", "c0.backward"]}]
 GOOD_COMPILE_TIME = [{"compile_id": "0/0", "function": "f", "file": "f.py", "line": 3, "kind": "grad",
                       "roots": ["SumBackward0"], "num_roots": 1, "inputs": ["torch::autograd::Error"], "num_inputs": 1}]
 

@@ -171,6 +171,8 @@ def _compiles(value: Any, num_nodes: int) -> str | None:
                 return f"[{i}] has a {field} that is not an integer"
         if not (isinstance(c.get("graphs", []), list) and all(isinstance(g, str) for g in c.get("graphs", []))):
             return f"[{i}] has graphs that are not a list of graph ids"
+        if not isinstance(c.get("joint", {}), dict):  # the joint view reads the graph, and says what it cannot
+            return f"[{i}] has a joint that is not a graph's object"
     return None
 
 

@@ -13,6 +13,8 @@ COMPILES = "compiles"
 """The meta key of the FX capture's compiles, saved with the trace by `agdb fx --torch -o` (with_compiles)."""
 COMPILED_FUNCTIONS = "compiled_functions"
 """The meta key of the bridge's `{"node", "aot_id"}` per CompiledFunctionBackward node."""
+COMPILED_LINE = "compiled graph "
+"""How the inspector's line naming a node's compile begins (the TUI opens the compile's joint graph from it)."""
 
 
 def compile_of_node(trace: Any, node: int) -> dict | None:
@@ -41,18 +43,36 @@ def compiled_graph_lines(trace: Any, node: int) -> list[str]:
     if c.get("function") and c.get("file"):
         where = f" of {c['function']} ({os.path.basename(c['file'])}:{c.get('line')})"
     ident = f", Dynamo compile {c['compile_id']}" if c.get("compile_id") else ""
-    lines = [f"compiled graph c{i}: {' / '.join(graphs)}{where}{ident}"]
-    if c.get("joint_saved"):
-        lines.append(f"  its joint graph c{i}.joint is in this trace: the Joint panel (key 9), `agdb export --view "
-                     "joint`")
-    else:
-        lines.append(f"  its joint graph c{i}.joint is not in this trace: `agdb fx --torch SCRIPT --json` has it")
+    lines = [f"{COMPILED_LINE}c{i}: {' / '.join(graphs)}{where}{ident}"]
+    if isinstance(c.get("joint"), dict):
+        lines.append(f"  its joint graph c{i}.joint is in this trace: Enter on the line above opens it in the Joint "
+                     "panel")
     return lines
+
+
+def compile_joint(trace: Any, index: int) -> Any:
+    """The joint graph (with its subgraphs in `info`) of compile `index` of the trace's `compiles`.
+
+    Raises:
+        ViewError: the trace holds no joint graph of that compile, or it cannot be read.
+    """
+    from agdb.tracer.fx.graph import from_data
+    from agdb.tracer.views.model import ViewError
+
+    c = next((c for c in trace.meta.get(COMPILES) or () if c.get("index") == index), None)
+    if c is None or not isinstance(c.get("joint"), dict):
+        raise ViewError(f"this trace holds no joint graph of compile c{index}: `agdb fx --torch SCRIPT -o "
+                        "FILE.agdb` saves every compile's")
+    try:
+        return from_data(c["joint"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise ViewError(f"the joint graph of compile c{index} cannot be read: {e}") from None
 
 
 def with_compiles(trace: Any, compiles: list[dict]) -> Any:
     """A copy of `trace` whose meta holds the capture's compiles: `{"index", "compile_id", "function", "file",
-    "line", "inference", "aot_id", "graphs": [ids of its top graphs], "joint_saved"}` each."""
+    "line", "inference", "aot_id", "graphs": [ids of its top graphs], "joint": its joint graph's data (absent for
+    an inference compile)}` each."""
     from agdb.tracer.store.trace import Trace
 
     return Trace(trace.columns, trace.strings, {**trace.meta, COMPILES: compiles})
