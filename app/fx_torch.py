@@ -285,9 +285,22 @@ def _recorded_own_graphs(args: argparse.Namespace) -> tuple[tuple[Any, dict, str
 
 
 def _save_with_graphs(found: Any, trace: Any, output: str) -> None:
-    """Save the bridge's trace of the run with the first compile's joint graph and its subgraphs (the TUI's key 9,
-    `agdb export --view joint`). Every graph is in agdb fx --json's output."""
+    """Save the bridge's trace of the run with its graphs (with_graphs)."""
     from agdb.tracer.store.tracefile import save
+
+    save(with_graphs(found, trace, output), output)
+    sys.stderr.write(f"wrote {output}: the bridge's trace of the run ({len(trace):,} events) and "
+                     f"{graphs_text(found)}: agdb open {output}, key 9\n")
+
+
+def with_graphs(found: Any, trace: Any, output: str) -> Any:
+    """The bridge's trace of the run with the first compile's joint graph and its subgraphs (the TUI's key 9,
+    `agdb export --view joint`), and every compile with its own joint graph (`meta["compiles"]`, which a
+    CompiledFunctionBackward node's inspector line opens). Every graph is in agdb fx --json's output.
+
+    Raises:
+        FxError: no compile had a backward (nothing to save to `output`).
+    """
     from agdb.tracer.views.compiled import with_compiles
     from agdb.tracer.views.joint import with_joint
 
@@ -297,12 +310,19 @@ def _save_with_graphs(found: Any, trace: Any, output: str) -> None:
     root = joints[0]
     family = found.family(root.id)[1:]
     subgraphs = [(e.id, "" if e.parent == root.id else e.parent, e.name, e.graph) for e in family]
-    save(with_compiles(with_joint(trace, root.graph, subgraphs), compiles_meta(found)), output)
-    more = f" (the first of {len(joints)} compiles with a backward: agdb fx --json has them all)" if len(joints) > 1 \
-        else ""
-    plural = "s" if len(subgraphs) != 1 else ""
-    sys.stderr.write(f"wrote {output}: the bridge's trace of the run ({len(trace):,} events) and the joint graph "
-                     f"{root.id} with {len(subgraphs)} subgraph{plural}{more}: agdb open {output}, key 9\n")
+    return with_compiles(with_joint(trace, root.graph, subgraphs), compiles_meta(found))
+
+
+def graphs_text(found: Any) -> str:
+    """What with_graphs keeps, for the line that says the trace was written."""
+    joints = found.roots("joint")
+    root = joints[0]
+    count = len(found.family(root.id)) - 1
+    first = f"the joint graph {root.id} with {count} subgraph{'s' if count != 1 else ''}"
+    if len(joints) == 1:
+        return first
+    return (f"{first} (the first of {len(joints)} compiles with a backward: a CompiledFunctionBackward node's "
+            "inspector line opens its own)")
 
 
 def compiles_meta(found: Any) -> list[dict]:

@@ -48,6 +48,10 @@ def add_commands(sub: Any) -> None:
     tor.add_argument("--single-threaded", action="store_true",
                      help="run backward calls with autograd multithreading disabled, so that torch's own execution "
                           "order of each is recorded as a second witness (it changes nothing on the CPU)")
+    tor.add_argument("--fx", action="store_true",
+                     help="also keep the graphs the script's own torch.compile calls make, as `agdb fx --torch -o` "
+                          "does: each CompiledFunctionBackward node then names its compile's graphs and the TUI "
+                          "opens them (AOTAutograd's and Inductor's caches are off meanwhile: docs/fx.md)")
     tor.set_defaults(func=cmd_torch)
     dif = sub.add_parser("diff", help="compare two traces: node names, seq_nrs, culprit lines, edges, execution "
                                       "order",
@@ -70,8 +74,14 @@ def cmd_torch(args: argparse.Namespace) -> int:
     output = output_file(args.output)
     if output is None:
         return 1
-    run = record_script(args.script, args.script_args, ScriptSource("torch", single_threaded=args.single_threaded),
-                        args.signals, on_os_exit=lambda run: save_run(run, output, args.output))
+    source = ScriptSource("torch", single_threaded=args.single_threaded)
+    if getattr(args, "fx", False):
+        run = _record_with_graphs(args, output, source)
+        if run is None:
+            return 1
+    else:
+        run = record_script(args.script, args.script_args, source, args.signals,
+                            on_os_exit=lambda run: save_run(run, output, args.output))
     status = save_run(run, output, args.output)
     if run.trace.meta.get("compiled_autograd"):
         fail("the script turned on compiled autograd (torch._dynamo.config.compiled_autograd): its backward runs "
@@ -89,6 +99,40 @@ def cmd_torch(args: argparse.Namespace) -> int:
                          "(docs/torch-bridge.md):\n"
                          + "".join(f"  {_printable(line)}\n" for line in diverged.split("\n")))
     return status
+
+
+def _record_with_graphs(args: argparse.Namespace, output: Any, source: ScriptSource) -> Any:
+    """`agdb torch --fx`: the script recorded while the FX capture keeps every graph its compiles make
+    (tracer/sources/torch/fx_run.py), the trace saved with them (app/fx_torch.py's with_graphs); None when this
+    torch has no place to take the graphs from (said in one line)."""
+    from agdb.tracer.sources.torch.fx import TorchFxError
+    from agdb.tracer.sources.torch.fx_run import capture_run
+
+    from .fx_common import FxError
+    from .fx_torch import graphs_text, with_graphs
+
+    said: list[str] = []
+
+    def with_them(run: Any) -> Any:
+        if len(found) and not said:
+            try:
+                run.trace = with_graphs(found, run.trace, args.output)
+                said.append(f"agdb: kept {graphs_text(found)}")
+            except FxError:  # compiles without a backward: no joint graph, and no CompiledFunctionBackward node
+                said.append("agdb: no compile had a backward, so no graph is kept with the trace")
+        return run
+
+    try:
+        with capture_run() as found:
+            run = record_script(args.script, args.script_args, source, args.signals,
+                                on_os_exit=lambda run: save_run(with_them(run), output, args.output))
+    except TorchFxError as e:
+        fail(str(e))
+        return None
+    run = with_them(run)
+    for line in said:
+        sys.stderr.write(_printable(line) + "\n")
+    return run
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:

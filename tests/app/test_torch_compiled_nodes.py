@@ -157,3 +157,38 @@ async def test_enter_on_the_compiled_graph_line_opens_that_compile_s_joint_graph
             seen[c["function"]] = {n.name for n in joint.nodes}
         assert {"sin", "cos"} <= seen["f"] and not {"exp", "mm"} & seen["f"]
         assert {"exp", "mm"} <= seen["g"] and not {"sin", "cos"} & seen["g"]
+
+
+def test_agdb_torch_fx_links_the_nodes_as_agdb_fx_o_does(recorded, tmp_path):
+    """`agdb torch --fx` records the same run with the graphs: its CompiledFunctionBackward nodes, in the order they
+    took their numbers, name the same compiled functions as in `agdb fx --torch -o`'s trace, whose links the ops
+    torch ran confirmed; without --fx the nodes still carry their aot_id, and the inspector says how to get the
+    graphs."""
+    from agdb.tracer.views.compiled import compile_of_node, compiled_graph_lines
+    from tests.app.test_torch_compile_time_cli import _run
+
+    trace, _ = recorded
+    script = tmp_path / "two_ops.py"
+    script.write_text(TWO_OPS)
+    out, said = {}, {}
+    for flag in ("--fx", None):
+        path = tmp_path / f"{flag or 'plain'}.agdb"
+        torch._dynamo.reset()
+        try:
+            code, _, said[flag] = _run(["torch", *([flag] if flag else []), script, "-o", path, "--",
+                                        tmp_path / "ops.json"])
+        finally:
+            torch._dynamo.reset()
+        assert code == 0, said[flag]
+        out[flag] = load(path)
+    assert "agdb: kept the joint graph c0.joint with 0 subgraphs (the first of 2 compiles" in said["--fx"]
+
+    def functions(t) -> list:
+        nodes = sorted(_compiled_nodes(t), key=lambda n: t.node(n).seq_nr)
+        return [compile_of_node(t, n).get("function") for n in nodes]
+
+    assert functions(out["--fx"]) == functions(trace) == ["f", "g", "f", "g"]
+    plain = out[None]
+    node = _compiled_nodes(plain)[0]
+    assert set(compile_of_node(plain, node)) == {"aot_id"}
+    assert compiled_graph_lines(plain, node)[0].startswith("compiled region of AOTAutograd compile ")

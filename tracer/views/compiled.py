@@ -45,8 +45,8 @@ def compiled_graph_lines(trace: Any, node: int) -> list[str]:
     ident = f", Dynamo compile {c['compile_id']}" if c.get("compile_id") else ""
     lines = [f"{COMPILED_LINE}c{i}: {' / '.join(graphs)}{where}{ident}"]
     if isinstance(c.get("joint"), dict):
-        lines.append(f"  its joint graph c{i}.joint is in this trace: Enter on the line above opens it in the Joint "
-                     "panel")
+        lines.append(f"  its joint graph c{i}.joint is in this trace (in the TUI, Enter on the line above shows it "
+                     "in the Joint panel)")
     return lines
 
 
