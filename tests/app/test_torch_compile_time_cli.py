@@ -78,3 +78,25 @@ def test_show_compile_time_lists_each_call_with_its_compile(two_compiles, capsys
     code, out, _ = agdb(["show", trace, "--compile-time", "--json"], capsys)
     data = json.loads(out)
     assert data["count"] == 2 and data["compile_time_calls"] == load(trace).meta["compile_time_calls"]
+
+
+def test_show_compile_time_on_traces_without_entries(tmp_path, capsys, monkeypatch):
+    """A trace of no compiled program says there were none; an older torch trace that kept only the count says how
+    many there were and that only the count was kept (and `agdb show` notes that many)."""
+    from agdb import engine, tracer
+    from agdb.tracer.store.tracefile import save
+
+    with tracer.record() as rec:
+        x = engine.tensor([1.0, 2.0], requires_grad=True)
+        (x * x).sum().backward()
+    for name, meta, first in (("none", {}, "no compile-time backward calls"),
+                              ("count", {"compile_time_calls": 3}, "3 compile-time backward calls: made by")):
+        path = tmp_path / f"{name}.agdb"
+        trace = rec.trace
+        save(type(trace)(trace.columns, trace.strings, {**trace.meta, **meta}), path, durable=False)
+        code, out, _ = agdb(["show", path, "--compile-time"], capsys, monkeypatch)
+        assert code == 0 and out.splitlines()[0].startswith(first)
+        if meta:
+            assert out.splitlines()[1].strip() == "(this trace kept only their count)"
+            _, shown, _ = agdb(["show", path], capsys, monkeypatch)
+            assert "note: 3 compile-time backward calls not shown" in shown

@@ -1,4 +1,8 @@
-"""Whether torch is tracing the program rather than running it: the bridge stands aside then.
+"""Whether torch is tracing the program rather than running it (the bridge stands aside then), and what the bridge
+keeps of torch.compile's own work: an entry per backward call torch made while tracing, the numbers taken while
+Dynamo compiled, and the compile each compiled region's backward node belongs to.
+
+Imports torch (through bridge.py and fx_run.py only); never textual or rich.
 
 NOTE [compile time]
 torch.compile runs the user's code twice over before it runs it: Dynamo traces the Python (inlining whatever
@@ -11,7 +15,8 @@ _tensor_constant0"). So every place the bridge wraps asks `tracing()` first and,
 call straight on. Under Dynamo `torch.compiler.is_compiling()` is True, and Dynamo folds it, so the wrapper it
 inlines is the plain call; under AOTAutograd's make_fx, the proxy or fake dispatch mode is active.
 
-The compiled program itself runs as any program does: its CompiledFunction node is recorded like any node.
+The compiled program itself runs as any program does: its CompiledFunction node is recorded like any node (NOTE
+[compiled function nodes]).
 """
 from __future__ import annotations
 

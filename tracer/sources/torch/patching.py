@@ -1,5 +1,7 @@
 """What the bridge changes in torch while it records, and puts back after: `_engine_run_backward` (every backward
-call) and `Function.apply` (a custom Function's node) wrapped, the lean registration of a node's hooks (hooks.py),
+call) and `Function.apply` (a custom Function's node) wrapped, Dynamo's `_compile` (or `torch.compile` until
+Dynamo is imported) wrapped to note the numbers each compile takes (compiling.py), the lean registration of a node's
+hooks (hooks.py),
 the collector's threshold (NOTE [collections while recording]), multithreading (single_threaded), and how the
 forward is watched: the line tracer (lines.py) with the calls that put a user's hook on a tensor patched, or a
 TorchFunctionMode around every torch call (culprits="mode", or a trace function already set).
