@@ -310,7 +310,7 @@ def with_graphs(found: Any, trace: Any, output: str) -> Any:
     root = joints[0]
     family = found.family(root.id)[1:]
     subgraphs = [(e.id, "" if e.parent == root.id else e.parent, e.name, e.graph) for e in family]
-    return with_compiles(with_joint(trace, root.graph, subgraphs), compiles_meta(found))
+    return with_compiles(with_joint(trace, root.graph, subgraphs), compiles_meta(found, root.compile))
 
 
 def graphs_text(found: Any) -> str:
@@ -325,18 +325,21 @@ def graphs_text(found: Any) -> str:
             "inspector line opens its own)")
 
 
-def compiles_meta(found: Any) -> list[dict]:
+def compiles_meta(found: Any, saved: int | None = None) -> list[dict]:
     """The capture's compiles as a trace's `meta["compiles"]` (tracer/views/compiled.py): each with the ids of its
     top graphs and, when it has one, its joint graph with the graphs nested in it (the Joint panel opens it from a
-    CompiledFunctionBackward node)."""
+    CompiledFunctionBackward node), or "fx_joint" for compile `saved`, whose joint graph is the trace's own."""
     from agdb.tracer.fx.graph import to_data
+    from agdb.tracer.views.compiled import IN_FX_JOINT
     from agdb.tracer.views.joint import SUBGRAPHS
 
     out = []
     for c in found.compiles:
         entry = {**vars(c), "graphs": [e.id for e in found.roots() if e.compile == c.index]}
         joint = next((e for e in found.roots("joint") if e.compile == c.index), None)
-        if joint is not None:
+        if joint is not None and c.index == saved:
+            entry["joint"] = IN_FX_JOINT  # kept once, as the trace's fx_joint
+        elif joint is not None:
             data = to_data(joint.graph)
             family = found.family(joint.id)[1:]
             if family:

@@ -7,7 +7,7 @@ from textual.message import Message
 from agdb.tracer.replay.node_details import node_details
 from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.store.trace import Trace
-from agdb.tracer.views.compiled import COMPILED_LINE, compile_of_node
+from agdb.tracer.views.compiled import COMPILED_LINE, compile_of_node, has_joint
 from agdb.tracer.views.labels import NodeLabels
 from agdb.tracer.views.panel_text import detail_lines
 
@@ -45,7 +45,7 @@ class NodeInspector(LazyList):
             self.lines = [styled(line) for line in found]
             self.compile_row = None
             c = compile_of_node(self.trace, selected)
-            if c is not None and isinstance(c.get("joint"), dict):
+            if c is not None and has_joint(c):
                 self.compile_row = next(i for i, line in enumerate(found) if line.text.startswith(COMPILED_LINE))
                 self.compile_index = c["index"]
         self.rows_changed()

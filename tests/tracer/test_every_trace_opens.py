@@ -111,7 +111,7 @@ GOOD_DIVERGENCES = [
     {"kind": "witness", "against": "model", "graph_task": 1, "step": 6, "index": 0, "expected": 1, "observed": -1},
 ]
 GOOD_COMPILES = [{"index": 0, "compile_id": "0/0", "function": "f", "file": "f.py", "line": 3, "inference": False,
-                  "aot_id": 0, "graphs": ["c0.joint", "c0.forward", "c0.backward"]}]
+                  "aot_id": 0, "graphs": ["c0.joint", "c0.forward", "c0.backward"], "joint": "fx_joint"}]
 GOOD_COMPILE_TIME = [{"compile_id": "0/0", "function": "f", "file": "f.py", "line": 3, "kind": "grad",
                       "roots": ["SumBackward0"], "num_roots": 1, "inputs": ["torch::autograd::Error"], "num_inputs": 1}]
 
@@ -157,6 +157,7 @@ def test_well_formed_bridge_meta_opens_everywhere(tmp_path):
     ("compiles", [{"compile_id": "0/0"}], ("meta.compiles[0]", "index")),
     ("compiles", [{**GOOD_COMPILES[0], "aot_id": "0"}], ("meta.compiles[0]", "aot_id")),
     ("compiles", [{**GOOD_COMPILES[0], "graphs": [0]}], ("meta.compiles[0]", "graphs")),
+    ("compiles", [{**GOOD_COMPILES[0], "joint": 3}], ("meta.compiles[0]", "joint")),
     ("compile_time_seq_nrs", [[0, 6, 0]], ("meta.compile_time_seq_nrs", "start <= stop")),
 ])
 def test_malformed_meta_is_refused_in_one_line(tmp_path, key, value, words):

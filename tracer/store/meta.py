@@ -171,8 +171,9 @@ def _compiles(value: Any, num_nodes: int) -> str | None:
                 return f"[{i}] has a {field} that is not an integer"
         if not (isinstance(c.get("graphs", []), list) and all(isinstance(g, str) for g in c.get("graphs", []))):
             return f"[{i}] has graphs that are not a list of graph ids"
-        if not isinstance(c.get("joint", {}), dict):  # the joint view reads the graph, and says what it cannot
-            return f"[{i}] has a joint that is not a graph's object"
+        # a joint graph's object, or "fx_joint" (the trace's own); the joint view reads the graph, saying what fails
+        if not (isinstance(c.get("joint", {}), dict) or c["joint"] == "fx_joint"):
+            return f"[{i}] has a joint that is neither a graph's object nor \"fx_joint\""
     return None
 
 

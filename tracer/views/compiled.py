@@ -15,6 +15,13 @@ COMPILED_FUNCTIONS = "compiled_functions"
 """The meta key of the bridge's `{"node", "aot_id"}` per CompiledFunctionBackward node."""
 COMPILED_LINE = "compiled graph "
 """How the inspector's line naming a node's compile begins (the TUI opens the compile's joint graph from it)."""
+IN_FX_JOINT = "fx_joint"
+"""A compile's `joint` when its joint graph is the trace's own `fx_joint` (kept once)."""
+
+
+def has_joint(c: dict) -> bool:
+    """Whether a `compiles` entry carries its joint graph (its data, or IN_FX_JOINT)."""
+    return isinstance(c.get("joint"), dict) or c.get("joint") == IN_FX_JOINT
 
 
 def compile_of_node(trace: Any, node: int) -> dict | None:
@@ -44,7 +51,7 @@ def compiled_graph_lines(trace: Any, node: int) -> list[str]:
         where = f" of {c['function']} ({os.path.basename(c['file'])}:{c.get('line')})"
     ident = f", Dynamo compile {c['compile_id']}" if c.get("compile_id") else ""
     lines = [f"{COMPILED_LINE}c{i}: {' / '.join(graphs)}{where}{ident}"]
-    if isinstance(c.get("joint"), dict):
+    if has_joint(c):
         lines.append(f"  its joint graph c{i}.joint is in this trace (in the TUI, Enter on the line above shows it "
                      "in the Joint panel)")
     return lines
@@ -57,12 +64,15 @@ def compile_joint(trace: Any, index: int) -> Any:
         ViewError: the trace holds no joint graph of that compile, or it cannot be read.
     """
     from agdb.tracer.fx.graph import from_data
+    from agdb.tracer.views.joint import joint_of_trace
     from agdb.tracer.views.model import ViewError
 
     c = next((c for c in trace.meta.get(COMPILES) or () if c.get("index") == index), None)
-    if c is None or not isinstance(c.get("joint"), dict):
+    if c is None or not has_joint(c):
         raise ViewError(f"this trace holds no joint graph of compile c{index}: `agdb fx --torch SCRIPT -o "
                         "FILE.agdb` saves every compile's")
+    if c["joint"] == IN_FX_JOINT:
+        return joint_of_trace(trace)
     try:
         return from_data(c["joint"])
     except (ValueError, KeyError, TypeError) as e:
@@ -71,8 +81,8 @@ def compile_joint(trace: Any, index: int) -> Any:
 
 def with_compiles(trace: Any, compiles: list[dict]) -> Any:
     """A copy of `trace` whose meta holds the capture's compiles: `{"index", "compile_id", "function", "file",
-    "line", "inference", "aot_id", "graphs": [ids of its top graphs], "joint": its joint graph's data (absent for
-    an inference compile)}` each."""
+    "line", "inference", "aot_id", "graphs": [ids of its top graphs], "joint": its joint graph's data, or "fx_joint"
+    for the one the trace holds as its own joint graph (absent for an inference compile)}` each."""
     from agdb.tracer.store.trace import Trace
 
     return Trace(trace.columns, trace.strings, {**trace.meta, COMPILES: compiles})
