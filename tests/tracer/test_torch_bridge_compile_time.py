@@ -118,16 +118,20 @@ def test_keeping_the_entries_changes_nothing_torch_traces(tmp_path):
     assert entries and {e["compile_id"] for e in entries} <= {c["compile_id"] for c in plain["compiles"]}
 
 
-def test_numbers_torch_takes_while_it_compiles_are_no_nodes_of_the_program(tmp_path):
+@pytest.mark.parametrize("program", ["two", "nested"])
+def test_numbers_torch_takes_while_it_compiles_are_no_nodes_of_the_program(tmp_path, program):
     """AOTAutograd's fake tensors take sequence numbers while torch compiles: none becomes a node or a culprit of the
-    trace. Every node the program made is in its loss's graph, so every numbered node of the trace is one torch ran
-    (its own pre-hooks saw it: the trace's observed NODE_STARTED), and the numbers left out are the compiles'."""
+    trace, named (the nested region's function runs line by line while torch traces it) or not. Every node the
+    programs made is in their loss's graph, so every numbered node of the trace is one torch ran (its own pre-hooks
+    saw it: the trace's observed NODE_STARTED), and the numbers left out are the compiles'."""
     from agdb.tracer.recording import culprits
+
+    from .test_torch_bridge_compile import NESTED
 
     torch._dynamo.reset()
     try:
         with tracer.record("torch") as rec:
-            exec(compile(TWO, str(tmp_path / "two.py"), "exec"), {})  # noqa: S102 - the test's own program
+            exec(compile(TWO if program == "two" else NESTED, str(tmp_path / f"{program}.py"), "exec"), {})  # noqa: S102
     finally:
         torch._dynamo.reset()
     trace = rec.trace
@@ -136,6 +140,6 @@ def test_numbers_torch_takes_while_it_compiles_are_no_nodes_of_the_program(tmp_p
     assert numbered and set(numbered) <= ran, [(trace.node_name(i), trace.node(i).seq_nr) for i in set(numbered) - ran]
     assert "?" not in {c.node_name for c in culprits.of_trace(trace)}
     ranges = trace.meta["compile_time_seq_nrs"]
-    assert len(ranges) == 2 and all(stop > start for _, start, stop in ranges)
+    assert len(ranges) == 2 and all(stop > start for _, start, stop in ranges)  # two compiles: f and g, or a break
     left_out = {s for _, start, stop in ranges for s in range(start, stop)}
     assert not left_out & {trace.node(i).seq_nr for i in numbered}

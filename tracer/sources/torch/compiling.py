@@ -122,12 +122,15 @@ def compiled_function_rows(trace: Any, noted: list[tuple[int, int, int]], keys_o
 # autograd node takes a number of the thread's counter as a real one does (a compile of a three-op function takes
 # about six). No program's tensor leads to those nodes, so the bridge would write each number as an unnamed node
 # (`?`) and a culprit on the line that called the compiled function. Dynamo compiles a frame in one call of
-# torch._dynamo.convert_frame._compile, which runs torch's code only (Dynamo runs none of the program's): the
-# numbers taken during that call are the compile's. The bridge wraps that name (plain Python around Dynamo, which
-# traces nothing of it), notes each call's range, and writes no unnamed node for a number in one
-# (`meta["compile_time_seq_nrs"]`: `[thread row, start, stop]` each). Dynamo is imported by the first
-# torch.compile call, not by `import torch` (importing it costs a second): if it is not imported when the
-# recording starts, the bridge wraps `torch.compile` and wraps `_compile` once that call has imported it.
+# torch._dynamo.convert_frame._compile, and every number taken during that call is the compile's (what runs there
+# is torch's tracing, on fake tensors, even where it runs the program's Python, as for a nested compile region's
+# function). The bridge wraps that name (plain Python around Dynamo, which traces nothing of it), notes each call's
+# range (`meta["compile_time_seq_nrs"]`: `[thread row, start, stop]` each), and writes no node for a number in one:
+# neither an unnamed one (Forward.bump) nor one the line tracer named while the program's lines ran on fake
+# tensors (its notes are written only after the compile returned, when the range is known: Forward.write_seen).
+# Dynamo is imported by the first torch.compile call, not by `import torch` (importing it costs a second): if it
+# is not imported when the recording starts, the bridge wraps `torch.compile` and wraps `_compile` once that call
+# has imported it.
 _CONVERT_FRAME = "torch._dynamo.convert_frame"
 
 

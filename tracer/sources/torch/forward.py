@@ -113,6 +113,9 @@ class Forward:
         if seen:
             state.seen = []
             state.seen_unnamed = {}
+            ranges = self._compile_seqs.get(state.row) if self._compile_seqs else None
+            if ranges:  # lines torch ran while it compiled (a nested region's function): no node of the program's
+                seen = [e for e in seen if not is_compile_time(ranges, e[0])]  # (NOTE [numbers taken while compiling])
             bump_one, bump = self.bump_one, self.bump
             for start, name, frame in seen:
                 if name == "?":  # bump keeps it among the unnamed, for late_names or a walk to name
