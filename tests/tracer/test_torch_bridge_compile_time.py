@@ -34,8 +34,10 @@ for _ in range(2):
 
 def _own_witness():
     """A wrapper of torch's `_engine_run_backward`, put on before the recording (so the bridge's wraps it): what
-    torch itself says of each call made while torch.compile traced (Dynamo's compile id, backward or grad, the
-    roots' node names), in order."""
+    torch itself says of each call made while torch.compile traced (Dynamo's compile id, which of torch.autograd's
+    `backward` and `grad` made it, the roots' node names, how many inputs), in order."""
+    import sys
+
     import torch.autograd as ag
     from torch._guards import CompileContext
 
@@ -43,9 +45,12 @@ def _own_witness():
     seen: list[tuple] = []
 
     def run(t_outputs, *args, **kwargs):
-        if torch.compiler.is_compiling():
-            seen.append((str(CompileContext.current_compile_id()),
-                         "backward" if kwargs.get("accumulate_grad", True) else "grad",
+        if torch.compiler.is_compiling():  # the kind by which of torch.autograd's functions called
+            caller = sys._getframe(1)
+            while caller.f_code.co_filename != ag.__file__:
+                caller = caller.f_back
+            caller = caller.f_code.co_name
+            seen.append((str(CompileContext.current_compile_id()), caller,
                          [t.grad_fn.name() for t in t_outputs], len(args[3] if len(args) > 3 else ())))
         return original(t_outputs, *args, **kwargs)
 
