@@ -20,6 +20,7 @@ The compiled program itself runs as any program does: its CompiledFunction node 
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import sys
 import types
@@ -179,5 +180,7 @@ def watch_compiles(note: Callable[[int, int], None]) -> Callable[[], None]:
 
 
 def is_compile_time(ranges: list[tuple[int, int]], seq: int) -> bool:
-    """Whether `seq` is in one of a thread's compile ranges (NOTE [numbers taken while compiling])."""
-    return any(start <= seq < stop for start, stop in ranges)
+    """Whether `seq` is in one of a thread's compile ranges, kept sorted and disjoint (NOTE [numbers taken while
+    compiling])."""
+    i = bisect.bisect_right(ranges, (seq, sys.maxsize)) - 1
+    return i >= 0 and ranges[i][0] <= seq < ranges[i][1]

@@ -10,6 +10,7 @@ Imports torch (through bridge.py only); never textual or rich.
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import gc
 import sys
@@ -107,8 +108,10 @@ class Patches:
         """A Dynamo compile on this thread took numbers start..stop-1 (NOTE [numbers taken while compiling])."""
         shared = self.shared
         row = shared.thread_state().row
-        with shared.lock:
-            shared.compile_seqs.setdefault(row, []).append((start, stop))
+        with shared.lock:  # sorted and disjoint, for is_compile_time: a compile nested in this one is inside it
+            ranges = shared.compile_seqs.setdefault(row, [])
+            ranges[:] = [r for r in ranges if not start <= r[0] < stop]
+            bisect.insort(ranges, (start, stop))
 
     def _patch_tensor_hooks(self) -> None:
         """Without the mode, the calls that put a user's hook on a tensor are caught where torch defines them."""
