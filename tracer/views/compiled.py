@@ -42,7 +42,7 @@ def compiled_graph_lines(trace: Any, node: int) -> list[str]:
     if c is None:
         return []
     if "index" not in c:
-        return [f"compiled region of AOTAutograd compile {c['aot_id']}: `agdb fx --torch SCRIPT -o FILE.agdb` records "
+        return [f"compiled region of AOTAutograd compile {c['aot_id']}: `agdb torch --fx SCRIPT -o FILE.agdb` records "
                 "the run with its graphs, linked here"]
     i = c["index"]
     graphs = [g for g in c.get("graphs") or () if not g.endswith(".joint")] or [f"c{i}.forward", f"c{i}.backward"]
