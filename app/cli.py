@@ -17,9 +17,10 @@ from agdb.tracer.recording import culprits as culprits_mod
 from agdb.tracer.replay.replay import Replay
 from agdb.tracer.replay.rows import state_before
 from agdb.tracer.replay.state_json import state_to_json
+from agdb.tracer.store.printable import printable
 from agdb.tracer.store.tracefile import TraceFormatError
 from agdb.tracer.views.labels import NodeLabels, shown_name
-from agdb.tracer.views.sentences import recording_notes
+from agdb.tracer.views.sentences import compile_time_lines, recording_notes
 
 from . import fx_cli, ranks, torch_cli
 from .commands import compiles, err, fail, load_trace, output_file, record_script, save_run
@@ -122,6 +123,9 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--node", default=None, metavar="NODE",
                       help="the node inspector's lines and only this node's rows: its index, seq:N, or a name only "
                            "one node has")
+    show.add_argument("--compile-time", action="store_true",
+                      help="instead of the state, the backward calls torch.compile made while it traced (a torch "
+                           "trace keeps them apart: no view shows or counts them as graph tasks)")
     rows = show.add_mutually_exclusive_group()
     rows.add_argument("--limit", type=int, default=None, metavar="N",
                       help=f"at most N rows per list (default {DEFAULT_LIMIT}; --json: all)")
@@ -224,6 +228,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from .export import ExportError, resolve_focus
 
     trace = load_trace(args.trace)
+    if args.compile_time:
+        return _show_compile_time(trace, args.json)
     if len(trace) == 0:
         fail(f"{args.trace} holds no events")
         return 1
@@ -251,6 +257,20 @@ def _cmd_show(args: argparse.Namespace) -> int:
     # for_display: a trace's names may hold terminal escape sequences (print_step takes no markup either)
     print_step(trace.for_display(), state, before, StdoutConsole(), limit, node,
                "; ".join(recording_notes(trace.meta)))
+    return 0
+
+
+def _show_compile_time(trace, as_json: bool) -> int:
+    """`agdb show --compile-time`: the compile-time backward calls a torch trace kept apart (docs/trace-format.md)."""
+    if as_json:
+        from agdb.tracer.store.meta import compile_time_calls
+
+        count, entries = compile_time_calls(trace.meta)
+        print(json.dumps({"count": count, "compile_time_calls": entries}, indent=2))
+        return 0
+    out = StdoutConsole()
+    for line in compile_time_lines(trace.meta):  # names and paths made safe to show, as for_display makes them
+        out.print(Text(printable(line)))
     return 0
 
 

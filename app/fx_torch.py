@@ -285,9 +285,23 @@ def _recorded_own_graphs(args: argparse.Namespace) -> tuple[tuple[Any, dict, str
 
 
 def _save_with_graphs(found: Any, trace: Any, output: str) -> None:
-    """Save the bridge's trace of the run with the first compile's joint graph and its subgraphs (the TUI's key 9,
-    `agdb export --view joint`). Every graph is in agdb fx --json's output."""
+    """Save the bridge's trace of the run with its graphs (with_graphs)."""
     from agdb.tracer.store.tracefile import save
+
+    save(with_graphs(found, trace, output), output)
+    sys.stderr.write(f"wrote {output}: the bridge's trace of the run ({len(trace):,} events) and "
+                     f"{graphs_text(found)}: agdb open {output}, key 9\n")
+
+
+def with_graphs(found: Any, trace: Any, output: str) -> Any:
+    """The bridge's trace of the run with the first compile's joint graph and its subgraphs (the TUI's key 9,
+    `agdb export --view joint`), and every compile with its own joint graph (`meta["compiles"]`, which a
+    CompiledFunctionBackward node's inspector line opens). Every graph is in agdb fx --json's output.
+
+    Raises:
+        FxError: no compile had a backward (nothing to save to `output`).
+    """
+    from agdb.tracer.views.compiled import with_compiles
     from agdb.tracer.views.joint import with_joint
 
     joints = found.roots("joint")
@@ -296,12 +310,45 @@ def _save_with_graphs(found: Any, trace: Any, output: str) -> None:
     root = joints[0]
     family = found.family(root.id)[1:]
     subgraphs = [(e.id, "" if e.parent == root.id else e.parent, e.name, e.graph) for e in family]
-    save(with_joint(trace, root.graph, subgraphs), output)
-    more = f" (the first of {len(joints)} compiles with a backward: agdb fx --json has them all)" if len(joints) > 1 \
-        else ""
-    plural = "s" if len(subgraphs) != 1 else ""
-    sys.stderr.write(f"wrote {output}: the bridge's trace of the run ({len(trace):,} events) and the joint graph "
-                     f"{root.id} with {len(subgraphs)} subgraph{plural}{more}: agdb open {output}, key 9\n")
+    return with_compiles(with_joint(trace, root.graph, subgraphs), compiles_meta(found, root.compile))
+
+
+def graphs_text(found: Any) -> str:
+    """What with_graphs keeps, for the line that says the trace was written."""
+    joints = found.roots("joint")
+    root = joints[0]
+    count = len(found.family(root.id)) - 1
+    first = f"the joint graph {root.id} with {count} subgraph{'s' if count != 1 else ''}"
+    if len(joints) == 1:
+        return first
+    return (f"{first} (the first of {len(joints)} compiles with a backward: a CompiledFunctionBackward node's "
+            "inspector line opens its own)")
+
+
+def compiles_meta(found: Any, saved: int | None = None) -> list[dict]:
+    """The capture's compiles as a trace's `meta["compiles"]` (tracer/views/compiled.py): each with the ids of its
+    top graphs and, when it has one, its joint graph with the graphs nested in it (the Joint panel opens it from a
+    CompiledFunctionBackward node), or "fx_joint" for compile `saved`, whose joint graph is the trace's own."""
+    from agdb.tracer.fx.graph import to_data
+    from agdb.tracer.views.compiled import IN_FX_JOINT
+    from agdb.tracer.views.joint import SUBGRAPHS
+
+    out = []
+    for c in found.compiles:
+        entry = {**vars(c), "graphs": [e.id for e in found.roots() if e.compile == c.index]}
+        joint = next((e for e in found.roots("joint") if e.compile == c.index), None)
+        if joint is not None and c.index == saved:
+            entry["joint"] = IN_FX_JOINT  # kept once, as the trace's fx_joint
+        elif joint is not None:
+            data = to_data(joint.graph)
+            family = found.family(joint.id)[1:]
+            if family:
+                data["info"] = {**data["info"], SUBGRAPHS: [
+                    {"id": e.id, "parent": "" if e.parent == joint.id else e.parent, "name": e.name,
+                     "graph": to_data(e.graph)} for e in family]}
+            entry["joint"] = data
+        out.append(entry)
+    return out
 
 
 def joint_graphs_torch(args: argparse.Namespace, command: str) -> tuple[list[tuple[str, str, Any]], str | None]:

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from agdb.tracer.sources import torch as torch_source
+from agdb.tracer.views.sentences import compile_time_not_shown
 
 from .commands import fail, load_trace, output_file, record_script, save_run
 from .run_script import ScriptSource
@@ -51,6 +52,10 @@ def add_commands(sub: Any) -> None:
                      help="run the script on N processes through torch.distributed.run (as torchrun --standalone; "
                           "the script calls init_process_group itself) and write one trace per rank: "
                           "OUTPUT.rank0.agdb, OUTPUT.rank1.agdb, ... (agdb ranks compares them)")
+    tor.add_argument("--fx", action="store_true",
+                     help="also keep the graphs the script's own torch.compile calls make, as `agdb fx --torch -o` "
+                          "does: each CompiledFunctionBackward node then names its compile's graphs and the TUI "
+                          "opens them (AOTAutograd's and Inductor's caches are off meanwhile: docs/fx.md)")
     tor.set_defaults(func=cmd_torch)
     dif = sub.add_parser("diff", help="compare two traces: node names, seq_nrs, culprit lines, edges, execution "
                                       "order",
@@ -77,13 +82,22 @@ def cmd_torch(args: argparse.Namespace) -> int:
         from .launch import launch
 
         return launch(args.script, args.script_args, output, args.nproc, args.single_threaded)
-    run = record_script(args.script, args.script_args, ScriptSource("torch", single_threaded=args.single_threaded),
-                        args.signals, on_os_exit=lambda run: save_run(run, output, args.output))
+    source = ScriptSource("torch", single_threaded=args.single_threaded)
+    if getattr(args, "fx", False):
+        run = _record_with_graphs(args, output, source)
+        if run is None:
+            return 1
+    else:
+        run = record_script(args.script, args.script_args, source, args.signals,
+                            on_os_exit=lambda run: save_run(run, output, args.output))
     status = save_run(run, output, args.output)
     if run.trace.meta.get("compiled_autograd"):
         fail("the script turned on compiled autograd (torch._dynamo.config.compiled_autograd): its backward runs "
              "inside compiled graphs, not in autograd's engine, so no backward call of it is recorded; turn it off "
              "to record the backward (agdb fx --torch shows the compiled graphs)")
+    hidden = compile_time_not_shown(run.trace.meta, args.output)
+    if hidden:
+        sys.stderr.write(f"agdb: {_printable(hidden)}\n")
     witness = torch_source.witness_text(run.trace)
     if witness:
         sys.stderr.write(f"agdb: {witness}\n")
@@ -100,6 +114,40 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not a number of processes (1 or more)")
     return value
+
+
+def _record_with_graphs(args: argparse.Namespace, output: Any, source: ScriptSource) -> Any:
+    """`agdb torch --fx`: the script recorded while the FX capture keeps every graph its compiles make
+    (tracer/sources/torch/fx_run.py), the trace saved with them (app/fx_torch.py's with_graphs); None when this
+    torch has no place to take the graphs from (said in one line)."""
+    from agdb.tracer.sources.torch.fx import TorchFxError
+    from agdb.tracer.sources.torch.fx_run import capture_run
+
+    from .fx_common import FxError
+    from .fx_torch import graphs_text, with_graphs
+
+    said: list[str] = []
+
+    def with_them(run: Any) -> Any:
+        if len(found) and not said:
+            try:
+                run.trace = with_graphs(found, run.trace, args.output)
+                said.append(f"agdb: kept {graphs_text(found)}")
+            except FxError:  # compiles without a backward: no joint graph, and no CompiledFunctionBackward node
+                said.append("agdb: no compile had a backward, so no graph is kept with the trace")
+        return run
+
+    try:
+        with capture_run() as found:
+            run = record_script(args.script, args.script_args, source, args.signals,
+                                on_os_exit=lambda run: save_run(with_them(run), output, args.output))
+    except TorchFxError as e:
+        fail(str(e))
+        return None
+    run = with_them(run)
+    for line in said:
+        sys.stderr.write(_printable(line) + "\n")
+    return run
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:

@@ -9,13 +9,16 @@ saved.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from rich.text import Text
 
 from agdb.tracer.fx.family_map import family_anomalies, family_map
-from agdb.tracer.fx.graph import Node, op_name
+from agdb.tracer.fx.graph import Graph, Node, op_name
 from agdb.tracer.fx.seq_map import anomalies
 from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.store.trace import Trace
+from agdb.tracer.views.compiled import compile_joint
 from agdb.tracer.views.joint import META_KEY, joint_of_trace, subgraphs_of
 from agdb.tracer.views.model import ViewError
 
@@ -35,17 +38,31 @@ class JointGraphView(LazyList):
 
     def __init__(self, trace: Trace, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.trace = trace
+        self.graph_id = ""
+        """Which joint graph the rows show: "" for the trace's own (`fx_joint`), `c1.joint` for a compile's."""
+        self._read(lambda: joint_of_trace(trace) if META_KEY in trace.meta else None)
+
+    def show_compile(self, index: int) -> None:
+        """Show the joint graph of compile `index` (a CompiledFunctionBackward node's, tracer/views/compiled.py)."""
+        self._read(lambda: compile_joint(self.trace, index))
+        self.graph_id = f"c{index}.joint"
+        self.cursor = 0
+        self.rows_changed()
+
+    def _read(self, read: Callable[[], Graph | None]) -> None:
+        """The rows, partners and flags of the graph `read()` returns (None: the trace holds none)."""
         self.nodes: list[Node] = []
         self.note = ""
         self.partners: dict[Node, set[Node]] = {}
         self.flagged: dict[Node, str] = {}
         self.names: dict[Node, str] = {}
         self.depth: dict[Node, int] = {}
-        if META_KEY not in trace.meta:
-            self.note = "this trace holds no joint graph: record one with `agdb fx SCRIPT -o FILE.agdb`"
-            return
         try:
-            graph = joint_of_trace(trace)
+            graph = read()
+            if graph is None:
+                self.note = "this trace holds no joint graph: record one with `agdb fx SCRIPT -o FILE.agdb`"
+                return
             subgraphs = subgraphs_of(graph)
         except ViewError as e:
             self.note = str(e)

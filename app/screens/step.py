@@ -29,8 +29,10 @@ from agdb.widgets.culprits import CulpritsView
 from agdb.widgets.event_log import EventLog
 from agdb.widgets.forward_backward import ForwardBackwardView
 from agdb.widgets.graph_view import GraphView
+from agdb.widgets.joint_graph import JointGraphView
 from agdb.widgets.key_hints import KeyHints
 from agdb.widgets.lazy_list import LazyList
+from agdb.widgets.node_inspector import NodeInspector
 from agdb.widgets.timeline import Timeline
 
 from ..messages import BreakpointHit, ExportFailed, GraphExported, NodeFollowed, StepChanged
@@ -477,6 +479,17 @@ class StepScreen(Screen[None]):
         if self.layout_state.wide and source != "fwd":
             self.layout_state.choose("inspector")
             self._relayout(self.size.width, self.size.height)
+
+    @on(NodeInspector.JointRequested)
+    def _joint_requested(self, event: NodeInspector.JointRequested) -> None:
+        """A CompiledFunctionBackward's compile was chosen in the inspector: its joint graph in the Joint panel."""
+        joint = self._panel("joint")
+        if not isinstance(joint, JointGraphView):
+            return
+        joint.show_compile(event.index)
+        self.layout_state.choose("joint")
+        self._relayout(self.size.width, self.size.height)
+        joint.focus()
 
     @on(EventLog.StepChosen)
     def _event_chosen(self, event: EventLog.StepChosen) -> None:

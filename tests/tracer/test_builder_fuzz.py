@@ -14,6 +14,7 @@ from agdb.tracer.store.tracefile import save
 from tests.tracer.builder_fuzz import metas, traces
 from tests.tracer.loader_fuzz import check
 
+
 def fuzz(examples: int) -> settings:
     """Fixed examples (derandomized, no database): the same cases on every run, so never a flaky failure."""
     return settings(max_examples=examples, deadline=None, derandomize=True, database=None,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from agdb.tracer.recording.builder import TraceBuilder
 from agdb.tracer.replay.diff import compare, side_of
-from agdb.tracer.views.labels import NodeLabels
 from agdb.tracer.store.schema import UINT64_MAX
+from agdb.tracer.views.labels import NodeLabels
 
 ACC = "torch::autograd::AccumulateGrad"
 

@@ -110,6 +110,10 @@ GOOD_DIVERGENCES = [
     {"kind": "running_node", "graph_task": 1, "step": 5, "node": -1, "running_seq_nr": 2},
     {"kind": "witness", "against": "model", "graph_task": 1, "step": 6, "index": 0, "expected": 1, "observed": -1},
 ]
+GOOD_COMPILES = [{"index": 0, "compile_id": "0/0", "function": "f", "file": "f.py", "line": 3, "inference": False,
+                  "aot_id": 0, "graphs": ["c0.joint", "c0.forward", "c0.backward"], "joint": "fx_joint"}]
+GOOD_COMPILE_TIME = [{"compile_id": "0/0", "function": "f", "file": "f.py", "line": 3, "kind": "grad",
+                      "roots": ["SumBackward0"], "num_roots": 1, "inputs": ["torch::autograd::Error"], "num_inputs": 1}]
 
 
 def test_well_formed_bridge_meta_opens_everywhere(tmp_path):
@@ -119,9 +123,12 @@ def test_well_formed_bridge_meta_opens_everywhere(tmp_path):
     meta = {**trace.meta, "divergences": GOOD_DIVERGENCES, "bridge_errors": ["a hook failed"],
             "graph_tasks": [{"graph_task": 1, "torch_id": 3, "parent_torch_id": None, "reentrant_depth": 0,
                              "execution_order": {"length": 2, "model": "agrees", "observed": 1}}],
-            "omitted": {"graph_tasks": 1, "events": 4}}
+            "omitted": {"graph_tasks": 1, "events": 4}, "compile_time_calls": GOOD_COMPILE_TIME,
+            "compiled_functions": [{"node": 0, "aot_id": 0}], "compiles": GOOD_COMPILES,
+            "compile_time_seq_nrs": [[0, 0, 6], [0, 7, 16]]}
     path = _write(tmp_path, trace, meta=meta)
     assert load(path).meta["divergences"] == GOOD_DIVERGENCES
+    assert load(path).meta["compile_time_calls"] == GOOD_COMPILE_TIME
     use_everywhere(path, tui=True)
 
 
@@ -140,6 +147,18 @@ def test_well_formed_bridge_meta_opens_everywhere(tmp_path):
     ("omitted", {"graph_tasks": "2"}, ("meta.omitted",)),
     ("bridge_errors", [1], ("meta.bridge_errors",)),
     ("source", 3, ("meta.source",)),
+    ("compile_time_calls", -1, ("meta.compile_time_calls", "count")),
+    ("compile_time_calls", [{**GOOD_COMPILE_TIME[0], "kind": "run"}], ("meta.compile_time_calls[0]", "kind")),
+    ("compile_time_calls", [{**GOOD_COMPILE_TIME[0], "roots": [1]}], ("roots",)),
+    ("compile_time_calls", [{**GOOD_COMPILE_TIME[0], "num_inputs": 0}], ("num_inputs",)),
+    ("compile_time_calls", [{**GOOD_COMPILE_TIME[0], "line": "3"}], ("line",)),
+    ("compiled_functions", [{"node": 99, "aot_id": 0}], ("meta.compiled_functions[0]", "node row")),
+    ("compiled_functions", [{"node": 0}], ("meta.compiled_functions[0]", "aot_id")),
+    ("compiles", [{"compile_id": "0/0"}], ("meta.compiles[0]", "index")),
+    ("compiles", [{**GOOD_COMPILES[0], "aot_id": "0"}], ("meta.compiles[0]", "aot_id")),
+    ("compiles", [{**GOOD_COMPILES[0], "graphs": [0]}], ("meta.compiles[0]", "graphs")),
+    ("compiles", [{**GOOD_COMPILES[0], "joint": 3}], ("meta.compiles[0]", "joint")),
+    ("compile_time_seq_nrs", [[0, 6, 0]], ("meta.compile_time_seq_nrs", "start <= stop")),
 ])
 def test_malformed_meta_is_refused_in_one_line(tmp_path, key, value, words):
     """A `meta` key a view reads, in a form it cannot read (written with agdb's own `save`), is refused on load

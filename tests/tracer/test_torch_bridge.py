@@ -13,10 +13,10 @@ from agdb import tracer  # noqa: E402
 from agdb.tracer.recording.culprits import of_trace  # noqa: E402
 from agdb.tracer.sources import torch as torch_bridge  # noqa: E402
 from agdb.tracer.store import events as ev  # noqa: E402
-from agdb.tracer.store.schema import UINT64_MAX, Kind  # noqa: E402
 from agdb.tracer.store.leaf_labels import stored_names  # noqa: E402
-from tests.tracer import torch_programs  # noqa: E402
+from agdb.tracer.store.schema import UINT64_MAX, Kind  # noqa: E402
 from tests.engine.helpers import run_in_thread  # noqa: E402
+from tests.tracer import torch_programs  # noqa: E402
 
 
 def _watcher(log):

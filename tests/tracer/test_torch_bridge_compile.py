@@ -1,5 +1,5 @@
 """A torch.compile'd model's training step, recorded by the bridge: torch.compile's own autograd.grad calls (AOT
-autograd traces the backward while it compiles) are left to torch and only counted (NOTE [compile-time calls] in
+autograd traces the backward while it compiles) are left to torch and kept apart (NOTE [compile-time calls] in
 tracer/sources/torch/backward.py), so no false divergence is raised and the program compiles as it does without
 agdb: a nested compile region, a graph break and a custom Function included.
 
@@ -58,10 +58,10 @@ def test_no_divergence_is_reported_for_a_compiled_training_step(compiled_trainin
     assert [(n.name, n.seq_nr) for n in last if n.name != "GraphRoot"] == seen
 
 
-def test_compile_time_calls_are_counted_and_only_the_program_s_are_recorded(compiled_training):
-    """The call torch.compile made while it traced is counted, not recorded; the program's three are."""
+def test_compile_time_calls_are_kept_apart_and_only_the_program_s_are_recorded(compiled_training):
+    """The call torch.compile made while it traced is an entry apart, not a graph task; the program's three are."""
     trace, _ = compiled_training
-    assert trace.meta["compile_time_calls"] == 1
+    assert [(e["compile_id"], e["kind"]) for e in trace.meta["compile_time_calls"]] == [("0/0", "grad")]
     assert len(trace.meta["graph_tasks"]) == 3
     assert len(trace.steps_of(Kind.GRAPH_TASK_STARTED)) == 3
 

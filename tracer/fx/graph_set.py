@@ -31,6 +31,7 @@ class Compile:
     file: str | None = None
     line: int | None = None
     inference: bool = False  # nothing needed a gradient: one forward graph, no joint
+    aot_id: int | None = None  # AOTAutograd's id of the compile, which its CompiledFunctionBackward nodes carry
 
     def title(self) -> str:
         where = f" ({self.function} in {self.file}:{self.line})" if self.function and self.file else ""

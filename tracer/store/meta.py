@@ -105,6 +105,87 @@ def _graph_tasks(value: Any, num_nodes: int) -> str | None:
     return None
 
 
+COMPILE_TIME_KINDS = ("backward", "grad")
+"""A compile-time backward call's `kind`: Tensor.backward / autograd.backward, or autograd.grad."""
+
+
+def _compile_time_calls(value: Any, num_nodes: int) -> str | None:
+    if _is_int(value) and value >= 0:  # older bridge traces: only a count
+        return None
+    if not isinstance(value, list):
+        return "is not a list (or a count)"
+    for i, e in enumerate(value):
+        found = _compile_time_call(e)
+        if found:
+            return f"[{i}] {found}"
+    return None
+
+
+def _compile_time_call(e: Any) -> str | None:
+    if not isinstance(e, dict):
+        return "is not an object"
+    if e.get("kind") not in COMPILE_TIME_KINDS:
+        return "has no kind (backward or grad)"
+    for field in ("compile_id", "function", "file"):
+        if not (e.get(field) is None or isinstance(e[field], str)):
+            return f"has a {field} that is not a string"
+    if not (e.get("line") is None or _is_int(e["line"])):
+        return "has a line that is not an integer"
+    for names, count in (("roots", "num_roots"), ("inputs", "num_inputs")):
+        listed = e.get(names)
+        if not (isinstance(listed, list) and all(isinstance(n, str) for n in listed)):
+            return f"has {names} that are not a list of node names"
+        if not (_is_int(e.get(count)) and e[count] >= len(listed)):
+            return f"has no {count} of at least {len(listed)}"
+    return None
+
+
+def _compiled_functions(value: Any, num_nodes: int) -> str | None:
+    if not isinstance(value, list):
+        return "is not a list"
+    for i, e in enumerate(value):
+        if not (isinstance(e, dict) and _is_int(e.get("node")) and 0 <= e["node"] < num_nodes
+                and _is_int(e.get("aot_id"))):
+            return f"[{i}] is not an object with a node row and an integer aot_id"
+    return None
+
+
+def _compile_time_seq_nrs(value: Any, num_nodes: int) -> str | None:
+    if isinstance(value, list) and all(isinstance(r, list) and len(r) == 3 and all(_is_int(x) and x >= 0 for x in r)
+                                       and r[1] <= r[2] for r in value):
+        return None
+    return "is not a list of [thread row, start, stop] with start <= stop"
+
+
+def _compiles(value: Any, num_nodes: int) -> str | None:
+    if not isinstance(value, list):
+        return "is not a list"
+    for i, c in enumerate(value):
+        if not (isinstance(c, dict) and _is_int(c.get("index"))):
+            return f"[{i}] is not an object with an integer index"
+        for field in ("compile_id", "function", "file"):
+            if not (c.get(field) is None or isinstance(c[field], str)):
+                return f"[{i}] has a {field} that is not a string"
+        for field in ("line", "aot_id"):
+            if not (c.get(field) is None or _is_int(c[field])):
+                return f"[{i}] has a {field} that is not an integer"
+        if not (isinstance(c.get("graphs", []), list) and all(isinstance(g, str) for g in c.get("graphs", []))):
+            return f"[{i}] has graphs that are not a list of graph ids"
+        # a joint graph's object, or "fx_joint" (the trace's own); the joint view reads the graph, saying what fails
+        if not (isinstance(c.get("joint", {}), dict) or c["joint"] == "fx_joint"):
+            return f"[{i}] has a joint that is neither a graph's object nor \"fx_joint\""
+    return None
+
+
+def compile_time_calls(meta: dict) -> tuple[int, list[dict]]:
+    """How many backward calls torch.compile made while it traced, and their entries (none in older traces, which
+    kept only the count); docs/trace-format.md, `compile_time_calls`."""
+    value = meta.get("compile_time_calls")
+    if isinstance(value, list):
+        return len(value), value
+    return (value if _is_int(value) else 0), []
+
+
 def _bridge_errors(value: Any, num_nodes: int) -> str | None:
     return None if isinstance(value, list) and all(isinstance(e, str) for e in value) else "is not a list of strings"
 
@@ -131,5 +212,7 @@ def _ddp(value: Any, num_nodes: int) -> str | None:
 
 _CHECKS = {"source": _string, "partial": _signal_name, "provenance": _provenance, "omitted": _omitted,
            "divergences": _divergences, "graph_tasks": _graph_tasks, "bridge_errors": _bridge_errors,
-           "rank": _count, "world_size": _count, "ddp": _ddp}
+           "rank": _count, "world_size": _count, "ddp": _ddp,
+           "compile_time_calls": _compile_time_calls, "compiled_functions": _compiled_functions,
+           "compiles": _compiles, "compile_time_seq_nrs": _compile_time_seq_nrs}
 """The keys a view reads, and the check of each (`parameter_names` is read entry by entry, skipping bad ones)."""

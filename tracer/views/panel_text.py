@@ -17,6 +17,7 @@ from agdb.tracer.replay.rows import PruningRows, QueueRows
 from agdb.tracer.replay.state import ReadyTask
 from agdb.tracer.store import events as ev
 from agdb.tracer.store.trace import Trace
+from agdb.tracer.views.compiled import compiled_graph_lines
 from agdb.tracer.views.labels import NodeLabels, fit, priority_cells, priority_text, seq_text
 
 Tag = Literal["", "title", "note", "error", "nan"]
@@ -142,6 +143,7 @@ def detail_lines(labels: NodeLabels, d: NodeDetails) -> list[Line]:
     lines = [Line(f"{name(info.index)}  (node {info.index})", info.index, "title"),
              Line(f"seq_nr {seq_text(info.seq_nr)}  topological_nr {info.topological_nr}  device {info.device}"),
              Line(f"made by {info.forward_op}{where}"),
+             *(Line(text) for text in compiled_graph_lines(trace, info.index)),
              Line(f"next edges ({len(info.next_edges)}):", tag="title")]
     for slot, (child, input_nr) in enumerate(info.next_edges):
         target = "None (no grad needed)" if child is None else f"{name(child)} (node {child}) input_nr {input_nr}"

@@ -6,6 +6,7 @@ Imports the tracer only; no UI.
 from __future__ import annotations
 
 from agdb.tracer.store import events as ev
+from agdb.tracer.store.meta import compile_time_calls
 from agdb.tracer.views.labels import NodeLabels, Width, priority_text, seq_text, shown_name
 
 
@@ -82,4 +83,43 @@ def recording_notes(meta: dict) -> list[str]:
                      f"{omitted.get('events', '?')} events after that are left out")
     if isinstance(meta.get("partial"), str):
         notes.append(f"the recording was cut short by {meta['partial']}: the script did not run to its end")
+    hidden = compile_time_not_shown(meta)
+    if hidden:
+        notes.append(hidden)
     return notes
+
+
+def compile_time_not_shown(meta: dict, path: str = "") -> str:
+    """What a bridge trace leaves out of every view by default: the backward calls torch.compile made while it
+    traced (`meta.compile_time_calls`), or "" when there were none; `path` is the trace's file, for the command."""
+    count, _ = compile_time_calls(meta)
+    if not count:
+        return ""
+    calls = "call" if count == 1 else "calls"
+    command = f"agdb show --compile-time {path}" if path else "agdb show --compile-time"
+    return f"{count} compile-time backward {calls} not shown (torch.compile's own: {command})"
+
+
+def compile_time_lines(meta: dict) -> list[str]:
+    """`agdb show --compile-time`: one line per backward call torch.compile made while it traced, in order (which
+    compile, backward or autograd.grad, its roots and inputs), after a line that says what they are."""
+    count, entries = compile_time_calls(meta)
+    if not count:
+        return ["no compile-time backward calls: torch.compile traced no backward while this trace was recorded"]
+    lines = [f"{count} compile-time backward call{'s' if count != 1 else ''}: made by torch.compile while it traced "
+             "(AOTAutograd on fake tensors), not the program's; no view counts them as graph tasks"]
+    if not entries:
+        lines.append("  (this trace kept only their count)")
+    for i, e in enumerate(entries, 1):
+        where = f" ({e['function']} in {e['file']}:{e['line']})" if e.get("function") and e.get("file") else ""
+        ident = f"compile {e['compile_id']}" if e.get("compile_id") else "a compile outside Dynamo"
+        what = "autograd.grad" if e["kind"] == "grad" else "backward"
+        lines.append(f"  {i}. {ident}{where}: {what} from {_listed(e['roots'], e['num_roots'], 'root')}"
+                     + (f" to {_listed(e['inputs'], e['num_inputs'], 'input')}" if e["num_inputs"] else ""))
+    return lines
+
+
+def _listed(names: list[str], count: int, noun: str) -> str:
+    shown = ", ".join(shown_name(n) for n in names)
+    more = f", … {count - len(names)} more" if count > len(names) else ""
+    return f"{count} {noun}{'s' if count != 1 else ''} ({shown}{more})"

@@ -140,8 +140,9 @@ class Backward:
     # NOTE [compile-time calls]
     # torch.compile's AOT autograd traces a model's backward by calling autograd.grad itself, on fake tensors, while
     # it compiles (the first call of a compiled model, and each recompilation). Those calls never reach this class:
-    # the patched entry point passes them straight to torch and only counts them (meta["compile_time_calls"]), since
-    # walking, hooking and summarising a fake graph changed what torch traced (NOTE [compile time] in compiling.py).
+    # the patched entry point passes them straight to torch and keeps only a plain entry of each, apart from the
+    # program's graph tasks (meta["compile_time_calls"], NOTE [compile-time entries] in compiling.py), since walking,
+    # hooking and summarising a fake graph changed what torch traced (NOTE [compile time] in compiling.py).
 
     def _witness_hook(self, state: ThreadState, call: Call, caller: int) -> Any:
         """A pre-hook for the call's roots, put on for this call only: torch's id of the graph task and, with

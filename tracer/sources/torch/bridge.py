@@ -27,6 +27,7 @@ from typing import Callable
 
 from agdb.tracer.recording.builder import TraceBuilder
 from agdb.tracer.sources.torch.backward import Backward
+from agdb.tracer.sources.torch.compiling import compiled_function_rows
 from agdb.tracer.sources.torch.ddp import DdpModels
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import Hooks
@@ -131,7 +132,7 @@ class Bridge:
         shared = self.shared
         raw = shared.raw
         index = {}
-        if shared.divergences or self.ddp.keys:  # a dict of every node's key: only when something names nodes
+        if shared.divergences or self.ddp.keys or shared.compiled_functions:  # a dict of every node's key: only when rows are named
             index = {key: i for i, key in enumerate(sorted(set(raw.nodes.keys()) | set(raw.bumps)))}
         release_freed_memory()
         trace = shared.b.finish(progress)
@@ -140,8 +141,14 @@ class Bridge:
         trace.meta["divergences"] = [by_row(d, index) for d in shared.divergences]
         trace.meta["graph_tasks"] = self.reconstruction.graph_tasks
         trace.meta.update(self.ddp.meta(index))
-        if shared.compile_time_calls:  # NOTE [compile-time calls] in backward.py: not recorded, only counted
-            trace.meta["compile_time_calls"] = shared.compile_time_calls
+        if shared.compile_time_calls:  # NOTE [compile-time calls] in backward.py: kept apart, not recorded as tasks
+            trace.meta["compile_time_calls"] = list(shared.compile_time_calls)
+        if shared.compile_seqs:  # NOTE [numbers taken while compiling] in compiling.py
+            trace.meta["compile_time_seq_nrs"] = sorted([row, a, b] for row, ranges in shared.compile_seqs.items()
+                                                        for a, b in ranges)
+        if shared.compiled_functions:  # NOTE [compiled function nodes] in compiling.py
+            trace.meta["compiled_functions"] = compiled_function_rows(trace, shared.compiled_functions,
+                                                                      shared.seq_keys, index)
         dynamo_config = sys.modules.get("torch._dynamo.config")
         if dynamo_config is not None and getattr(dynamo_config, "compiled_autograd", False):
             # compiled autograd runs backward inside a compiled graph: autograd's engine runs no graph task, so

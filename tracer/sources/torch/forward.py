@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from agdb.tracer.recording.builder import CHUNK, ROW, Bump, NodeFacts
+from agdb.tracer.sources.torch.compiling import is_compile_time
 from agdb.tracer.sources.torch.naming import is_library, node_names
 from agdb.tracer.sources.torch.state import BUMP, BridgeState, ThreadState
 from agdb.tracer.store.schema import Kind
@@ -39,6 +40,7 @@ class Forward:
         self._skip: dict[int, bool] = {}  # id(code) -> whether it is a library's
         self._codes: list = []  # the code objects keyed by id (NOTE [code keys] in lines.py)
         self.thread_state = shared.thread_state  # this thread's ThreadState
+        self._compile_seqs = shared.compile_seqs  # NOTE [numbers taken while compiling] in compiling.py
 
     # -- what the forward sees -------------------------------------------------------------------------------------
     def op_bumped(self, func: Any, out: Any, before: int) -> None:
@@ -111,6 +113,9 @@ class Forward:
         if seen:
             state.seen = []
             state.seen_unnamed = {}
+            ranges = self._compile_seqs.get(state.row) if self._compile_seqs else None
+            if ranges:  # lines torch ran while it compiled (a nested region's function): no node of the program's
+                seen = [e for e in seen if not is_compile_time(ranges, e[0])]  # (NOTE [numbers taken while compiling])
             bump_one, bump = self.bump_one, self.bump
             for start, name, frame in seen:
                 if name == "?":  # bump keeps it among the unnamed, for late_names or a walk to name
@@ -165,7 +170,12 @@ class Forward:
 
     # -- writing increments ----------------------------------------------------------------------------------------
     def bump(self, row: int, seq: int, name: str, frame: int) -> int:
-        """Write one increment; a node a walk already met keeps its key (and its name, if ours is a guess)."""
+        """Write one increment; a node a walk already met keeps its key (and its name, if ours is a guess). A number
+        a Dynamo compile took is written as no node (NOTE [numbers taken while compiling] in compiling.py)."""
+        if name == "?" and self._compile_seqs:
+            ranges = self._compile_seqs.get(row)
+            if ranges is not None and is_compile_time(ranges, seq):
+                return 0
         keys = self._seq_keys[row]
         key = keys.get(seq)
         if key is None:

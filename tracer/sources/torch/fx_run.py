@@ -32,7 +32,6 @@ import os
 import re
 import sys
 import threading
-import types
 import weakref
 from typing import Any, Callable, Iterator
 
@@ -41,6 +40,7 @@ import torch
 from agdb.tracer.fx.graph import Graph, Opaque
 from agdb.tracer.fx.graph_set import Compile, GraphEntry, GraphSet
 
+from .compiling import compiled_code
 from .fx import TorchFxError, _val, target_name
 
 _STAGE2 = "aot_stage2_compile"
@@ -70,7 +70,8 @@ def capture_run(takers: bool = False) -> Iterator[GraphSet]:
         bw_compiler = fw_compiler if bw_compiler is None else bw_compiler
         inference_compiler = fw_compiler if inference_compiler is None else inference_compiler
         with lock:
-            c = _new_compile(found, needs_autograd=bool(getattr(aot_state, "needs_autograd", True)))
+            c = _new_compile(found, needs_autograd=bool(getattr(aot_state, "needs_autograd", True)),
+                             aot_id=getattr(getattr(aot_state, "aot_config", None), "aot_id", None))
         if not c.inference:
             _add(found, c, "joint", aot_graph_capture.graph_module, lock)
         return original(aot_state, aot_graph_capture, partition_fn, _keeping(found, c, "forward", fw_compiler, lock),
@@ -139,25 +140,17 @@ def _frames_in_flight(frame: Any) -> list[dict]:
     return out[::-1]
 
 
-def _new_compile(found: GraphSet, needs_autograd: bool) -> Compile:
+def _new_compile(found: GraphSet, needs_autograd: bool, aot_id: Any) -> Compile:
+    """A new compile: Dynamo's compile id and frame, and AOTAutograd's id (NOTE [compiled function nodes] in
+    compiling.py: the trace's CompiledFunctionBackward nodes name it)."""
     compile_id = torch._guards.CompileContext.current_compile_id()
-    code = _compiled_code()
+    code = compiled_code()
     c = Compile(len(found.compiles), None if compile_id is None else str(compile_id),
                 None if code is None else code.co_name, None if code is None else code.co_filename,
-                None if code is None else code.co_firstlineno, inference=not needs_autograd)
+                None if code is None else code.co_firstlineno, inference=not needs_autograd,
+                aot_id=aot_id if type(aot_id) is int else None)
     found.compiles.append(c)
     return c
-
-
-def _compiled_code() -> types.CodeType | None:
-    """The code object Dynamo is compiling (a local of its `_compile`, up the stack), or None outside Dynamo."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        if frame.f_code.co_name == "_compile" and frame.f_code.co_filename.endswith("convert_frame.py"):
-            code = frame.f_locals.get("code")
-            return code if isinstance(code, types.CodeType) else None
-        frame = frame.f_back
-    return None
 
 
 def _keeping(found: GraphSet, c: Compile, kind: str, compiler: Callable, lock: threading.Lock) -> Callable:

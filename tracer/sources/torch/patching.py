@@ -1,5 +1,7 @@
 """What the bridge changes in torch while it records, and puts back after: `_engine_run_backward` (every backward
-call) and `Function.apply` (a custom Function's node) wrapped, the lean registration of a node's hooks (hooks.py),
+call) and `Function.apply` (a custom Function's node) wrapped, Dynamo's `_compile` (or `torch.compile` until
+Dynamo is imported) wrapped to note the numbers each compile takes (compiling.py), the lean registration of a node's
+hooks (hooks.py),
 the collector's threshold (NOTE [collections while recording]), multithreading (single_threaded), and how the
 forward is watched: the line tracer (lines.py) with the calls that put a user's hook on a tensor patched, or a
 TorchFunctionMode around every torch call (culprits="mode", or a trace function already set).
@@ -8,6 +10,7 @@ Imports torch (through bridge.py only); never textual or rich.
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import gc
 import sys
@@ -18,7 +21,7 @@ from torch.overrides import TorchFunctionMode
 
 from agdb.tracer.sources.torch import tensor_hooks
 from agdb.tracer.sources.torch.backward import Backward
-from agdb.tracer.sources.torch.compiling import _is_compiling, tracing
+from agdb.tracer.sources.torch.compiling import _is_compiling, compile_time_entry, tracing, watch_compiles
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import register_hook
 from agdb.tracer.sources.torch.lines import LineCulprits
@@ -28,6 +31,7 @@ from agdb.tracer.sources.torch.threads import watch_new_threads
 
 _seq = torch.autograd._get_sequence_nr
 _BACKWARD = torch.Tensor.backward
+_is_dynamo_compiling = torch.compiler.is_dynamo_compiling
 
 GC_THRESHOLD = 100_000
 """Allocations between two young-generation collections while recording (NOTE [collections while recording])."""
@@ -56,6 +60,7 @@ class Patches:
         original_apply = Function.__dict__["apply"]
         Function.apply = classmethod(self._wrap_apply(original_apply.__func__))
         self._restore.append(lambda: setattr(Function, "apply", original_apply))
+        self._restore.append(watch_compiles(self._compiled))  # NOTE [numbers taken while compiling]
         mixin = torch.autograd.function._HookMixin
         previous = mixin.__dict__["_register_hook"]  # torch's, or a recording's this one is nested in
         mixin._register_hook = staticmethod(register_hook)
@@ -104,6 +109,15 @@ class Patches:
         while self._restore:
             self._restore.pop()()
 
+    def _compiled(self, start: int, stop: int) -> None:
+        """A Dynamo compile on this thread took numbers start..stop-1 (NOTE [numbers taken while compiling])."""
+        shared = self.shared
+        row = shared.thread_state().row
+        with shared.lock:  # sorted and disjoint, for is_compile_time: a compile nested in this one is inside it
+            ranges = shared.compile_seqs.setdefault(row, [])
+            ranges[:] = [r for r in ranges if not start <= r[0] < stop]
+            bisect.insort(ranges, (start, stop))
+
     def _patch_tensor_hooks(self) -> None:
         """Without the mode, the calls that put a user's hook on a tensor are caught where torch defines them."""
         shared, backward = self.shared, self.backward
@@ -132,6 +146,9 @@ class Patches:
             lines = shared.lines_here()
             if lines is not None:
                 lines.flush(args)
+            aot_id = cls.__dict__.get("_aot_id")
+            if aot_id is not None:  # NOTE [compiled function nodes] in compiling.py
+                shared.compiled_functions.append((shared.thread_state().row, _seq(), aot_id))
             forward.function_applied(cls)
             return original(cls, *args, **kwargs)
 
@@ -141,8 +158,13 @@ class Patches:
         shared, backward = self.shared, self.backward
 
         def _engine_run_backward(t_outputs, *args, **kwargs):
+            if _is_dynamo_compiling():  # Dynamo inlines this wrapper (a backward inside a compiled function, under
+                return original(t_outputs, *args, **kwargs)  # compiled autograd): it must see the plain call
             if tracing():  # NOTE [compile time]: AOTAutograd's own autograd.grad while it builds a joint graph
-                shared.compile_time_calls += 1
+                try:
+                    shared.compile_time_calls.append(compile_time_entry(t_outputs, args, kwargs))
+                except Exception as e:  # noqa: BLE001 - agdb's failure must not become the program's
+                    shared.failures.append(f"a compile-time backward call: {type(e).__name__}: {e}")
                 return original(t_outputs, *args, **kwargs)
             state = shared.thread_state()
             lines = shared.lines_here()

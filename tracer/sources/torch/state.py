@@ -200,7 +200,12 @@ class BridgeState:
         self._emitters: dict[tuple[int, int], Emitter] = {}
         self._by_ident: dict[int, tuple[threading.Thread, ThreadState]] = {}
         self.lock = threading.Lock()
-        self.compile_time_calls = 0  # backward calls torch made while it traced, left alone (NOTE [compile time])
+        self.compile_time_calls: list[dict] = []  # backward calls torch made while it traced, left alone: an entry
+        # each (NOTE [compile-time entries] in compiling.py)
+        self.compiled_functions: list[tuple[int, int, int]] = []  # (thread row, seq_nr, aot_id) of each compiled
+        # region's autograd Function applied (NOTE [compiled function nodes] in compiling.py)
+        # thread row -> the (start, stop) numbers each Dynamo compile took (NOTE [numbers taken while compiling])
+        self.compile_seqs: dict[int, list[tuple[int, int]]] = {}
         self.seq_keys: defaultdict[int, SeqKeys] = defaultdict(SeqKeys)  # thread row -> its seq_nrs' keys
         self.seq_nrs = SeqNrs()  # key -> seq_nr, of every node a walk met (the graphs' `seq`)
         self.acc_keys: dict[int, tuple[Any, int]] = {}  # id(leaf) -> (weakref to it, key)
