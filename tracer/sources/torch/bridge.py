@@ -132,7 +132,7 @@ class Bridge:
         shared = self.shared
         raw = shared.raw
         index = {}
-        if shared.divergences or self.ddp.keys or shared.compiled_functions:  # every node's key: only when rows are named
+        if shared.divergences or self.ddp.keys or shared.compiled_functions:  # every key: only when rows are named
             index = {key: i for i, key in enumerate(sorted(set(raw.nodes.keys()) | set(raw.bumps)))}
         release_freed_memory()
         trace = shared.b.finish(progress)
