@@ -138,6 +138,27 @@ class Forward:
             if bump is not None:
                 bumps[key] = bump._replace(name=name)
 
+    def renumbered(self, state: ThreadState, old: int, new: int) -> None:
+        """`_set_sequence_nr` gave the node numbered `old` the number `new` (NOTE [renumbered nodes] in lines.py): the
+        node keeps its key, line and events, and carries `new` from now on, as torch's hooks and walks read it."""
+        self.write_seen(state)
+        if state.log or state.calls:  # a renumbering inside a backward call: its walk already keyed the node
+            return
+        keys = self._seq_keys[state.row]
+        if keys.get(new) is not None:  # another node holds `new` already: the walk tells the two apart
+            return
+        key = keys.pop(old)
+        if key is None:
+            return
+        keys[new] = key
+        raw = self.raw
+        facts = raw.nodes.get(key)
+        if facts is not None:
+            raw.node_facts[key] = facts._replace(seq_nr=new)
+        bump = raw.bumps.get(key)
+        if bump is not None:
+            raw.bumps[key] = bump._replace(seq_nr=new)
+
     # -- lines -----------------------------------------------------------------------------------------------------
     def frame_row(self, code: Any, lineno: int) -> int:
         """The frame row of line `lineno` of `code`."""

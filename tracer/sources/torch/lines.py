@@ -84,8 +84,10 @@ class LineCulprits:
         self._type_names: dict[type, str] = forward.type_names
         self._pending: OrderedDict[int, int] = OrderedDict()  # seq_nrs left `?` (oldest first), within WINDOW
         self._traced: list = []  # frames given our trace function at attach
+        self._renumbering: list = []  # (frame, [(node, its seq_nr)]) of lines that call _set_sequence_nr, running
         self._previous: Any = None
         self._mode_lines: dict[int, frozenset] = {}  # id(code) -> offsets of its line events that push the mode
+        self._renumber_lines: dict[int, frozenset] = {}  # id(code) -> those of them that call _set_sequence_nr
         self.flush: Callable[[tuple], None] = lambda candidates=(): None
         self._unpush: Callable[[], None] = lambda: None
 
@@ -146,6 +148,7 @@ class LineCulprits:
         state, seq, user, is_user, moved = self.state, _seq, self._user, self._is_user, self._moved
         mode_lines, table, touched = self._mode_lines, self._table, self._touched
         mode = self.mode
+        renumber_lines, renumbering, renumber_check = self._renumber_lines, self._renumbering, self._renumber_check
         where: list = [None, -1]  # the user frame and bytecode offset running now (the line an increment is on)
         pushed: list = [None]  # the frame that pushed the mode for its line (NOTE [line culprits]: views)
         suspended: list = []  # frames whose mode is off while a user function they called runs
@@ -187,6 +190,8 @@ class LineCulprits:
             if pushed[0] is frame and event != "exception":
                 pushed[0] = None
                 _pop(mode)
+                if renumbering:
+                    renumber_check(frame)
             if seq() != state.last:
                 moved(where[0], where[1], event, frame, arg)
             elif touched and id(frame) in touched:
@@ -197,6 +202,8 @@ class LineCulprits:
                 if pushed[0] is None and lasti in mode_lines[id(frame.f_code)]:
                     _push(mode)
                     pushed[0] = frame
+                    if renumber_lines and lasti in renumber_lines.get(id(frame.f_code), ()):
+                        renumbering.append((frame, self._numbered(frame, lasti)))
             elif event == "return":
                 returned(frame)
             elif event == "exception" and arg[0] is GeneratorExit:
@@ -230,6 +237,7 @@ class LineCulprits:
 
         def unpush() -> None:
             suspended.clear()
+            renumbering.clear()
             if pushed[0] is not None:
                 pushed[0] = None
                 _pop(mode)
@@ -243,6 +251,42 @@ class LineCulprits:
         while f is not None and not self._is_user(f.f_code):
             f = f.f_back
         return f
+
+    # -- renumbered nodes ----------------------------------------------------------------------------------------
+    def _numbered(self, frame: Any, lasti: int) -> list:
+        """NOTE [renumbered nodes]
+        `grad_fn._set_sequence_nr(n)` gives a node another number after its line took one, and the bridge knows a
+        node by its number (NOTE [node identity] in walk.py): a walk would meet it as a node of its own, with no
+        line, and the node its line made would stay out of the graph. torch's node types are immutable, so the
+        call cannot be wrapped; a line that calls it (read from its bytecode) runs with the mode pushed, and its
+        tensors' grad_fns and the nodes it names are read, with their numbers, when it begins and again when it
+        ends (`_renumber_check`): a number that changed moves the node's key (Forward.renumbered). A node the
+        line itself makes, or one renumbered under culprits="mode" (no line events), is not followed."""
+        names = self._line(frame.f_code, lasti)[1]
+        if not names:
+            return []
+        scope = frame.f_locals
+        self.touch((frame,))
+        found = []
+        for name in names:
+            v = scope.get(name)
+            if v is None and name not in scope:
+                v = frame.f_globals.get(name)
+            if isinstance(v, _TENSOR):
+                v = v.grad_fn if v._base is None else None  # never a view's grad_fn (NOTE [line culprits])
+            if v is not None and hasattr(v, "_set_sequence_nr"):
+                found.append((v, v._sequence_nr()))
+        return found
+
+    def _renumber_check(self, frame: Any) -> None:
+        """The line `frame` ran ended: move the key of every node it gave another number (NOTE [renumbered nodes])."""
+        pending = self._renumbering
+        for i in range(len(pending) - 1, -1, -1):
+            if pending[i][0] is frame:
+                for node, old in pending.pop(i)[1]:
+                    new = node._sequence_nr()
+                    if new != old:
+                        self.forward.renumbered(self.state, old, new)
 
     # -- an increment -------------------------------------------------------------------------------------------
     def _moved(self, at: Any, lasti: int, event: str, frame: Any, arg: Any) -> None:
@@ -371,6 +415,7 @@ class LineCulprits:
                 if lineno is not None:
                     starts.append(begin)
                     linenos.append(lineno)
+            renumbering: set[int] = set()
             stores: dict[int, list[str]] = {}
             methods: dict[int, set[str]] = {}
             viewing: set[int] = set()
@@ -384,7 +429,10 @@ class LineCulprits:
                     viewing.add(line)
                 elif (ins.opname in _METHODS or ins.opname == "LOAD_GLOBAL") and isinstance(ins.argval, str):
                     op = ins.argval
-                    if op in _VIEW_OPS:
+                    if op == "_set_sequence_nr":  # NOTE [renumbered nodes]
+                        renumbering.add(line)
+                        viewing.add(line)
+                    elif op in _VIEW_OPS:
                         viewing.add(line)
                     elif op.endswith("_") and not op.startswith("_"):
                         methods.setdefault(line, set()).add(op)
@@ -392,6 +440,9 @@ class LineCulprits:
             if _made_by_dynamo(code):  # NOTE [compile time]: its subscripts are Dynamo's, and the mode must not
                 viewing.clear()        # come and go on the stack while Dynamo compiles what this code calls
             self._mode_lines[id(code)] = frozenset(b for b, ln in zip(starts, linenos, strict=True) if ln in viewing)
+            if renumbering:
+                self._renumber_lines[id(code)] = frozenset(
+                    b for b, ln in zip(starts, linenos, strict=True) if ln in renumbering)
             facts = {}
             for line in set(stores) | set(methods):
                 ops = methods.get(line, set())

@@ -1,0 +1,163 @@
+"""The bridge's trace says exactly what torch did (issue 29, item 4): one node per autograd node whatever its seq_nr,
+the "no graph" flag, the live `agdb.seq_nr` log, column carets, and leaf names, each checked against torch's own
+hooks and accessors or against agdb's engine running the same program."""
+from __future__ import annotations
+
+import logging
+import textwrap
+
+import pytest
+
+from agdb import engine, tracer
+from agdb.tracer.recording.culprits import of_trace
+from agdb.tracer.replay.forward_map import ForwardMap
+from agdb.tracer.store.schema import Kind
+from tests.engine.helpers import run_in_thread
+
+torch = pytest.importorskip("torch")
+
+
+def _run(source: str, lib, where=None, **options):
+    """Record `source` with `torch` bound to `lib` (agdb's engine or real torch), on a fresh thread; from a file in
+    the directory `where` when given (columns need the source on disk)."""
+    text = textwrap.dedent(source)
+    filename = "program.py"
+    if where is not None:
+        filename = str(where / "program.py")
+        (where / "program.py").write_text(text)
+    code = compile(text, filename, "exec")
+    scope = {"torch": lib, "__name__": "program"}
+
+    def go():
+        with tracer.record("engine" if lib is engine else "torch", **options) as rec:
+            exec(code, scope)
+        return rec.trace
+
+    return run_in_thread(go), scope
+
+
+# -- a) one node per autograd node -------------------------------------------------------------------------------
+def test_a_renumbered_node_is_one_node_with_its_line_and_its_final_seq_nr(tmp_path):
+    """`_set_sequence_nr` gives a node another number after its line took one: the trace holds it once, on its line,
+    with the number torch's own pre-hook reads when it runs, and in the graph (SumBackward0 leads to it). Followed on
+    the line tracer only (NOTE [renumbered nodes] in lines.py)."""
+    trace, scope = _run("""
+        x = torch.ones(2, requires_grad=True)
+        y = x.exp()
+        y.grad_fn._set_sequence_nr(10_000)
+        ran = []
+        y.grad_fn.register_prehook(lambda g: ran.append((y.grad_fn.name(), y.grad_fn._sequence_nr())))
+        y.sum().backward()
+        """, torch, tmp_path)
+    assert scope["ran"] == [("ExpBackward0", 10_000)]  # torch's own witness
+    exps = [i for i in range(trace.num_nodes) if trace.node(i).name == "ExpBackward0"]
+    assert len(exps) == 1
+    exp = trace.node(exps[0])
+    assert (exp.seq_nr, exp.lineno, exp.source) == (10_000, 3, "y = x.exp()")
+    sums = [trace.node(i) for i in range(trace.num_nodes) if trace.node(i).name == "SumBackward0"]
+    assert [child for child, _ in sums[0].next_edges] == [exps[0]]
+    started = [trace.node(trace.event_node(int(s))) for s in trace.steps_of(Kind.NODE_STARTED)]
+    assert [(n.name, n.seq_nr) for n in started if n.name == "ExpBackward0"] == [("ExpBackward0", 10_000)]
+
+
+# -- b) the "no graph" flag --------------------------------------------------------------------------------------
+NO_GRAD_FUNCTION = """
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    x = torch.ones(2, requires_grad=True)
+    with torch.no_grad():
+        z = Twice.apply(x)
+    y = Twice.apply(x)
+    (y * 3).sum().backward()
+    """
+
+
+def _flags_by_name(trace):
+    forward = ForwardMap(trace)
+    return sorted((op.op, op.flags) for op in (forward.op(row) for row in range(len(forward))))
+
+
+@pytest.mark.parametrize("culprits", ["lines", "mode"])
+def test_a_function_applied_under_no_grad_is_flagged_no_graph_as_on_the_engine(culprits):
+    """torch: the Function under no_grad took a number (the counter moved) and its output has no grad_fn, so its node
+    joined no graph; the one applied with grad did. The bridge flags the first `no_graph`, as the engine's trace
+    does for the same program."""
+    torch_trace, scope = _run(NO_GRAD_FUNCTION, torch, culprits=culprits)
+    assert scope["z"].grad_fn is None and scope["y"].grad_fn is not None  # torch's own answer
+    engine_trace, _ = _run(NO_GRAD_FUNCTION, engine)
+    got = _flags_by_name(torch_trace)
+    assert ("twice", ("no_graph",)) in got and ("twice", ()) in got, got
+    assert got == _flags_by_name(engine_trace)
+
+
+# -- c) the live agdb.seq_nr log -----------------------------------------------------------------------------------
+CHAIN = """
+    x = torch.ones(2, requires_grad=True)
+    y = x.exp()
+    z = (y * 2).sum()
+    z.backward()
+    """
+
+
+@pytest.mark.parametrize("culprits", ["lines", "mode"])
+def test_the_seq_nr_logger_prints_each_increment_while_torch_records(caplog, culprits):
+    """With `agdb.seq_nr` at INFO, recording real torch logs one line per increment, as the engine's recording of the
+    same program does (the numbers: each thread's counter starts where it is, so compared from the first)."""
+    caplog.set_level(logging.INFO, logger="agdb.seq_nr")
+    _run(CHAIN, torch, culprits=culprits)
+    on_torch = [r.getMessage() for r in caplog.records if r.name == "agdb.seq_nr"]
+    caplog.clear()
+    _run(CHAIN, engine)
+    on_engine = [r.getMessage() for r in caplog.records if r.name == "agdb.seq_nr"]
+    assert len(on_torch) == 3, on_torch
+    assert [m.split(" by ", 1)[1] for m in on_torch] == [m.split(" by ", 1)[1] for m in on_engine]
+
+
+# -- d) column carets ----------------------------------------------------------------------------------------------
+CARETS = """
+    def square(t):
+        return t * t
+
+    x = torch.ones(2, requires_grad=True)
+    w = torch.ones(2, requires_grad=True)
+    z = (x.sin() * w).sum()
+    h = x
+    for _ in range(3):
+        h = h.tanh()
+    v = square(x.cos()) + torch.exp(w)
+    parts = [p.exp() * 2 for p in (x, w)]
+    """
+
+
+def _culprit_columns(trace):
+    return [(c.node_name, c.lineno, c.source[c.col:c.end_col] if c.col >= 0 else None) for c in of_trace(trace)]
+
+
+def test_columns_on_the_engine_are_what_python_positions_say(tmp_path):
+    """The reference the bridge is held to: the engine's columns, from `co_positions` at the op's bytecode."""
+    trace, _ = _run(CARETS, engine, tmp_path)
+    got = _culprit_columns(trace)
+    assert ("SinBackward0", 7, "x.sin()") in got
+    assert ("MulBackward0", 7, "x.sin() * w") in got
+    assert ("SumBackward0", 7, "(x.sin() * w).sum()") in got
+    assert ("MulBackward0", 3, "t * t") in got
+    assert ("AddBackward0", 11, "square(x.cos()) + torch.exp(w)") in got
+
+
+@pytest.mark.parametrize("culprits", ["lines", "mode"])
+def test_torch_culprits_have_the_engines_columns(culprits, tmp_path):
+    """Every culprit of a torch recording carries the column range the engine's rule gives the same program: the
+    bytecode running in the user's frame when the node took its number (Python's `co_positions`)."""
+    torch_trace, _ = _run(CARETS, torch, tmp_path, culprits=culprits)
+    engine_trace, _ = _run(CARETS, engine, tmp_path)
+    got = _culprit_columns(torch_trace)
+    assert all(col is not None for *_, col in got), got
+    assert got == _culprit_columns(engine_trace)
+
