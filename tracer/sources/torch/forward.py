@@ -98,12 +98,15 @@ class Forward:
         else:
             self.bumps(state, start, start + 1, name, frame)
 
-    def function_applied(self, cls: type) -> None:
-        """A custom Function's apply begins: its PyNode takes the counter's value now."""
+    def function_applied(self, cls: type, args: tuple) -> None:
+        """A custom Function's apply begins: its PyNode takes the counter's value now. It joins a graph only when grad
+        mode is on and an input needs a grad (torch's `is_executable`): otherwise no NodeCreated is written, as
+        agdb's engine writes none for it, and the views flag it `no_graph` (NOTE [seq_nr anomalies])."""
         state = self._thread_state()
         now = _seq()
         state.last = now + 1
-        self.bumps(state, now, now + 1, f"{cls.__name__}Backward", self.user_frame())
+        joins = torch.is_grad_enabled() and any(isinstance(a, _TENSOR) and a.requires_grad for a in args)
+        self.bumps(state, now, now + 1, f"{cls.__name__}Backward", self.user_frame(), joins)
 
     def write_seen(self, state: ThreadState) -> None:
         """Write the increments the line tracer only noted (NOTE [line culprits]): before anything else is."""
@@ -185,8 +188,9 @@ class Forward:
         return -1
 
     # -- writing increments ----------------------------------------------------------------------------------------
-    def bump(self, row: int, seq: int, name: str, frame: int) -> int:
-        """Write one increment; a node a walk already met keeps its key (and its name, if ours is a guess)."""
+    def bump(self, row: int, seq: int, name: str, frame: int, created: bool = True) -> int:
+        """Write one increment; a node a walk already met keeps its key (and its name, if ours is a guess). Without
+        `created`, the node's facts are kept but no NodeCreated is written (a node that joins no graph)."""
         keys = self._seq_keys[row]
         key = keys.get(seq)
         if key is None:
@@ -205,25 +209,28 @@ class Forward:
         rows.extend((_K_BUMP, row, 0, key, 0, 0, 0))  # flat: ROW ints a row (NOTE [frozen chunks])
         if key not in raw.nodes:  # its edges come when a walk meets it (Walker.describe)
             raw.node_facts[key] = _new(NodeFacts, (name, seq, 0, "cpu", row, (), frame, self.b.num_events, 1))
-            rows.extend((_K_CREATED, row, 0, key, 0, 0, 0))
+            if created:
+                rows.extend((_K_CREATED, row, 0, key, 0, 0, 0))
             if len(rows) >= CHUNK * ROW:
                 self.b.freeze_rows()
         return key
 
-    def bumps(self, state: ThreadState, start: int, after: int, names: Any, frame: int) -> None:
-        """Increments start..after-1 on `frame`, named by `names` (a list, or one name for the first)."""
+    def bumps(self, state: ThreadState, start: int, after: int, names: Any, frame: int, created: bool = True) -> None:
+        """Increments start..after-1 on `frame`, named by `names` (a list, or one name for the first); `created`: as
+        `bump`'s."""
         if state.seen:
             self.write_seen(state)
         if state.log or state.calls:  # keep the order of a pending log (NOTE [observe now, reconstruct later])
-            state.log.append((BUMP, start, after, names, frame))
+            state.log.append((BUMP, start, after, names, frame, created))
             return
-        self.emit_bumps(state, start, after, names, frame)
+        self.emit_bumps(state, start, after, names, frame, created)
 
-    def emit_bumps(self, state: ThreadState, start: int, after: int, names: Any, frame: int) -> None:
+    def emit_bumps(self, state: ThreadState, start: int, after: int, names: Any, frame: int,
+                   created: bool = True) -> None:
         """Write increments start..after-1 now (after the gap before them), named as `bumps` names them."""
         self.gap(state, start, frame)
         for s in range(start, after):
-            self.bump(state.row, s, names[s - start] if isinstance(names, list) else names, frame)
+            self.bump(state.row, s, names[s - start] if isinstance(names, list) else names, frame, created)
             if not isinstance(names, list):
                 names = "?"
         state.rlast = max(state.rlast, after)

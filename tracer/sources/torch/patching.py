@@ -127,7 +127,7 @@ class Patches:
             lines = shared.lines
             if lines is not None:
                 lines.flush(args)
-            forward.function_applied(cls)
+            forward.function_applied(cls, args)
             return original(cls, *args, **kwargs)
 
         return apply

@@ -122,10 +122,10 @@ class Reconstruction:
                 else:  # grad_inputs holds whether each was defined
                     model.node_finished(gt, key, [None] * len(grad_inputs), grad_inputs)
             elif kind == BUMP:
-                _, start, after, names, frame = entry
+                _, start, after, names, frame, created = entry
                 if stack and not stack[-1].begun:
                     self._begin(state, stack[-1], start)
-                self._forward.emit_bumps(state, start, after, names, frame)
+                self._forward.emit_bumps(state, start, after, names, frame, created)
             elif kind == NODE:
                 self._walker.node(state, stack[-1].frame if stack else -1, *entry[1:])
             elif kind == CALL:
