@@ -22,6 +22,7 @@ The parts share one BridgeState (state.py), which owns what they all read and wr
 """
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Callable
 
@@ -92,6 +93,7 @@ class Bridge:
 
     def attach(self) -> Bridge:
         """Start recording on this thread (the mode is per thread; backward calls are caught on any)."""
+        self.forward.log_culprits = logging.getLogger("agdb.seq_nr").isEnabledFor(logging.INFO)  # as the engine's
         self.culprits = self.patches.attach(self.culprits)
         return self
 

@@ -11,7 +11,9 @@ from typing import Any
 
 import torch
 
+from agdb.tracer.recording import culprits
 from agdb.tracer.recording.builder import CHUNK, ROW, Bump, NodeFacts
+from agdb.tracer.recording.frames import source_line
 from agdb.tracer.sources.torch.naming import is_library, node_names
 from agdb.tracer.sources.torch.state import BUMP, BridgeState, ThreadState
 from agdb.tracer.store.schema import Kind
@@ -39,6 +41,7 @@ class Forward:
         self._skip: dict[int, bool] = {}  # id(code) -> whether it is a library's
         self._codes: list = []  # the code objects keyed by id (NOTE [code keys] in lines.py)
         self._thread_state = shared.thread_state
+        self.log_culprits = False  # whether `agdb.seq_nr` logs each increment as it is written (read at attach)
 
     # -- what the forward sees -------------------------------------------------------------------------------------
     def op_bumped(self, func: Any, out: Any, before: int) -> None:
@@ -94,6 +97,8 @@ class Forward:
                 rows.extend((_K_BUMP, row, 0, key, 0, 0, 0, _K_CREATED, row, 0, key, 0, 0, 0))
                 if len(rows) >= CHUNK * ROW:
                     self.b.freeze_rows()
+                if self.log_culprits:
+                    self.log(start, name, frame)
             state.rlast = start + 1
         else:
             self.bumps(state, start, start + 1, name, frame)
@@ -162,6 +167,17 @@ class Forward:
         if bump is not None:
             raw.bumps[key] = bump._replace(seq_nr=new)
 
+    def log(self, seq: int, name: str, frame: int) -> None:
+        """One `agdb.seq_nr` line for an increment as it is written, in the engine's form (tracer.recording.culprits)."""
+        if frame >= 0:
+            filename, lineno, function, source, col, end_col = self.b._frame_rows[frame]
+        else:
+            filename, lineno, function, source, col, end_col = "", 0, "?", "", -1, -1
+        if source is None:
+            source = source_line(filename, lineno) if filename else ""
+        culprits.logger.info(culprits.Culprit(seq, seq + 1, name, 0, filename, lineno, function, source, -1, col,
+                                              end_col).line())
+
     # -- lines -----------------------------------------------------------------------------------------------------
     def frame_row(self, code: Any, lineno: int) -> int:
         """The frame row of line `lineno` of `code`."""
@@ -201,6 +217,8 @@ class Forward:
                 name = facts.name
         if name.startswith("?"):
             self._unnamed.add(key)
+        if self.log_culprits:
+            self.log(seq, name, frame)
         # NOTE [builder fast path]: one increment per forward op, so its two events are appended the way
         # TraceBuilder.seq_nr_bumped and node_created append them (as the engine's Recorder does).
         raw = self.raw

@@ -317,7 +317,7 @@ class LineCulprits:
                         if node_name is None:
                             node_name = self._type_names[type(g)] = g.name()
                         del g
-                        if state.calls or state.log:
+                        if state.calls or state.log or self.forward.log_culprits:  # logged: written at once
                             self.forward.bump_one(state, start, node_name, row)
                         else:  # noted now, written before anything else is (Forward.write_seen)
                             state.seen.append((start, node_name, row))
@@ -337,7 +337,7 @@ class LineCulprits:
             self.touch((frame,))
         found = self._names(nodes, start, now, inplace) if nodes else ["?"] * (now - start)
         del nodes
-        if state.calls or state.log:
+        if state.calls or state.log or self.forward.log_culprits:
             self.forward.bumps(state, start, now, found, row)
         else:
             seen = state.seen
