@@ -133,6 +133,7 @@ CARETS = """
         h = h.tanh()
     v = square(x.cos()) + torch.exp(w)
     parts = [p.exp() * 2 for p in (x, w)]
+    total = torch.cat(parts).sum()
     """
 
 

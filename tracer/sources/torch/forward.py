@@ -13,7 +13,7 @@ import torch
 
 from agdb.tracer.recording import culprits
 from agdb.tracer.recording.builder import CHUNK, ROW, Bump, NodeFacts
-from agdb.tracer.recording.frames import source_line
+from agdb.tracer.recording.frames import columns_at, source_line
 from agdb.tracer.sources.torch.naming import is_library, node_names
 from agdb.tracer.sources.torch.state import BUMP, BridgeState, ThreadState
 from agdb.tracer.store.schema import Kind
@@ -179,12 +179,14 @@ class Forward:
                                               end_col).line())
 
     # -- lines -----------------------------------------------------------------------------------------------------
-    def frame_row(self, code: Any, lineno: int) -> int:
-        """The frame row of line `lineno` of `code`."""
-        key = (id(code), lineno)  # NOTE [code keys] in lines.py
+    def frame_row(self, code: Any, lasti: int, lineno: int) -> int:
+        """The frame row of line `lineno` of `code` whose bytecode at offset `lasti` ran, with that bytecode's columns
+        (the engine's rule: tracer.recording.frames.columns); `lasti` -1: the line without columns."""
+        key = (id(code), lasti, lineno)  # NOTE [code keys] in lines.py
         row = self._frames.get(key)
         if row is None:
-            row = self._frames[key] = self.b.frame(code.co_filename, lineno, code.co_name)
+            col, end_col = columns_at(code, lasti, lineno) if lasti >= 0 else (-1, -1)
+            row = self._frames[key] = self.b.frame(code.co_filename, lineno, code.co_name, col=col, end_col=end_col)
             self._codes.append(code)
         return row
 
@@ -199,7 +201,7 @@ class Forward:
                 inside = skip[id(code)] = is_library(code.co_filename)
                 self._codes.append(code)
             if not inside:
-                return self.frame_row(code, f.f_lineno)
+                return self.frame_row(code, f.f_lasti, f.f_lineno)
             f = f.f_back
         return -1
 

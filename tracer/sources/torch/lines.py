@@ -84,9 +84,13 @@ class LineCulprits:
         self._type_names: dict[type, str] = forward.type_names
         self._pending: OrderedDict[int, int] = OrderedDict()  # seq_nrs left `?` (oldest first), within WINDOW
         self._traced: list = []  # frames given our trace function at attach
+        self._marks: list = []  # (first, after, offset): numbers an opcode-traced line's instruction took
         self._renumbering: list = []  # (frame, [(node, its seq_nr)]) of lines that call _set_sequence_nr, running
         self._previous: Any = None
         self._mode_lines: dict[int, frozenset] = {}  # id(code) -> offsets of its line events that push the mode
+        self._opcode_lines: dict[int, frozenset] = {}  # id(code) -> those that trace opcodes (NOTE [columns on lines])
+        self._special: dict[int, frozenset] = {}  # id(code) -> both together: a code with none gets `local`
+        self._last_culprits: dict[int, frozenset] = {}  # id(code) -> where opcode events stop (NOTE [columns on lines])
         self._renumber_lines: dict[int, frozenset] = {}  # id(code) -> those of them that call _set_sequence_nr
         self.flush: Callable[[tuple], None] = lambda candidates=(): None
         self._unpush: Callable[[], None] = lambda: None
@@ -147,6 +151,8 @@ class LineCulprits:
     def _tracers(self) -> tuple:
         state, seq, user, is_user, moved = self.state, _seq, self._user, self._is_user, self._moved
         mode_lines, table, touched = self._mode_lines, self._table, self._touched
+        opcode_lines, special, marks, last_culprits = self._opcode_lines, self._special, self._marks, self._last_culprits
+        opmark = [0]  # the counter at the last opcode event (NOTE [columns on lines])
         mode = self.mode
         renumber_lines, renumbering, renumber_check = self._renumber_lines, self._renumbering, self._renumber_check
         where: list = [None, -1]  # the user frame and bytecode offset running now (the line an increment is on)
@@ -186,7 +192,17 @@ class LineCulprits:
                 touched.pop(id(frame), None)
             return local
 
-        def local_mode(frame, event, arg):  # the same, pushing the mode for the lines that need it
+        def local_mode(frame, event, arg):  # the same, pushing the mode or tracing opcodes for the lines that need it
+            if event == "opcode":  # NOTE [columns on lines]: numbers taken since the last opcode are its
+                now = seq()          # instruction's; they are written with the line's names when the line ends
+                if now != opmark[0]:
+                    marks.append((opmark[0], now, where[1]))
+                    opmark[0] = now
+                where[0] = frame
+                lasti = where[1] = frame.f_lasti
+                if lasti in last_culprits[id(frame.f_code)]:  # no culprit after it on its line: the next event
+                    frame.f_trace_opcodes = False               # sees what it took
+                return local_mode
             if pushed[0] is frame and event != "exception":
                 pushed[0] = None
                 _pop(mode)
@@ -199,11 +215,16 @@ class LineCulprits:
             if event == "line":
                 where[0] = frame
                 lasti = where[1] = frame.f_lasti
-                if pushed[0] is None and lasti in mode_lines[id(frame.f_code)]:
-                    _push(mode)
-                    pushed[0] = frame
-                    if renumber_lines and lasti in renumber_lines.get(id(frame.f_code), ()):
-                        renumbering.append((frame, self._numbered(frame, lasti)))
+                if lasti in special[id(frame.f_code)]:
+                    code_id = id(frame.f_code)
+                    if lasti in opcode_lines[code_id]:
+                        frame.f_trace_opcodes = True
+                        opmark[0] = state.last
+                    if pushed[0] is None and lasti in mode_lines[code_id]:
+                        _push(mode)
+                        pushed[0] = frame
+                        if renumber_lines and lasti in renumber_lines.get(code_id, ()):
+                            renumbering.append((frame, self._numbered(frame, lasti)))
             elif event == "return":
                 returned(frame)
             elif event == "exception" and arg[0] is GeneratorExit:
@@ -225,10 +246,10 @@ class LineCulprits:
                 pushed[0] = None                                           # that the mode stack stays as it was)
             where[0] = frame
             where[1] = frame.f_lasti
-            lines = mode_lines.get(id(code))
+            lines = special.get(id(code))
             if lines is None:
                 table(code)
-                lines = mode_lines[id(code)]
+                lines = special[id(code)]
             return local_mode if lines else local
 
         def flush(candidates: tuple = ()) -> None:
@@ -301,6 +322,11 @@ class LineCulprits:
         else:
             got = self._lines.get((id(at.f_code), lasti))
             row, names, inplace = got if got is not None else self._line(at.f_code, lasti)
+        rows = None  # each number's frame row, when opcode events split the range (NOTE [columns on lines])
+        if self._marks:
+            rows = self._rows(at, start, now, row)
+            if now - start == 1:
+                row, rows = rows[0], None
         if names:
             scope = at.f_locals
             if at.f_code.co_flags & _CO_OPTIMIZED and at.f_trace is not None:
@@ -338,7 +364,11 @@ class LineCulprits:
         found = self._names(nodes, start, now, inplace) if nodes else ["?"] * (now - start)
         del nodes
         if state.calls or state.log or self.forward.log_culprits:
-            self.forward.bumps(state, start, now, found, row)
+            if rows is None:
+                self.forward.bumps(state, start, now, found, row)
+            else:
+                for a, b, r in _runs(rows):
+                    self.forward.bumps(state, start + a, start + b, found[a:b], r)
         else:
             seen = state.seen
             if "?" in found:
@@ -346,12 +376,29 @@ class LineCulprits:
                 for i, name in enumerate(found):
                     if name == "?":
                         waiting[start + i] = len(seen) + i
-            seen.extend([(s, name, row) for s, name in zip(range(start, now), found, strict=True)])
+            if rows is None:
+                seen.extend([(s, name, row) for s, name in zip(range(start, now), found, strict=True)])
+            else:
+                seen.extend(zip(range(start, now), found, rows, strict=True))
         if "?" in found:
             pending = self._pending
             for i, name in enumerate(found):
                 if name == "?":
                     pending[start + i] = 1
+
+    def _rows(self, at: Any, start: int, now: int, last: int) -> list[int]:
+        """The frame row of each number start..now-1: the instruction opcode events saw take it (`_marks`: (first,
+        after, offset) each), else `last`, the row of the instruction running now (NOTE [columns on lines])."""
+        rows = [last] * (now - start)
+        code = at.f_code if at is not None else None
+        for first, after, offset in self._marks:
+            if code is None:
+                break
+            row = self._line(code, offset)[0]
+            for s in range(max(first, start), min(after, now)):
+                rows[s - start] = row
+        self._marks.clear()
+        return rows
 
     def _names(self, todo: list, start: int, now: int, inplace: str) -> list[str]:
         """Names of the nodes numbered start..now-1 (and of earlier `?` ones) reached from the nodes `todo`."""
@@ -400,11 +447,12 @@ class LineCulprits:
         that holds bytecode offset `lasti`, once per offset."""
         got = self._lines.get((id(code), lasti))
         if got is None:
-            starts, linenos, facts = self._table(code)
+            starts, linenos, facts, culprit_at = self._table(code)
             i = bisect.bisect_right(starts, lasti) - 1
             lineno = linenos[i] if i >= 0 else code.co_firstlineno
             stored, inplace = facts.get(lineno, ((), ""))
-            got = self._lines[(id(code), lasti)] = (self.forward.frame_row(code, lineno), stored, inplace)
+            row = self.forward.frame_row(code, culprit_at.get(lasti, -1), lineno)
+            got = self._lines[(id(code), lasti)] = (row, stored, inplace)
         return got
 
     def _table(self, code: Any) -> tuple:
@@ -440,6 +488,9 @@ class LineCulprits:
             if _made_by_dynamo(code):  # NOTE [compile time]: its subscripts are Dynamo's, and the mode must not
                 viewing.clear()        # come and go on the stack while Dynamo compiles what this code calls
             self._mode_lines[id(code)] = frozenset(b for b, ln in zip(starts, linenos, strict=True) if ln in viewing)
+            culprit_at, ambiguous, self._last_culprits[id(code)] = _culprit_instructions(code, starts, linenos)
+            self._opcode_lines[id(code)] = ambiguous
+            self._special[id(code)] = self._mode_lines[id(code)] | ambiguous
             if renumbering:
                 self._renumber_lines[id(code)] = frozenset(
                     b for b, ln in zip(starts, linenos, strict=True) if ln in renumbering)
@@ -448,9 +499,50 @@ class LineCulprits:
                 ops = methods.get(line, set())
                 facts[line] = (tuple(dict.fromkeys(stores.get(line, ()))),
                                _hidden_name(next(iter(ops))) if len(ops) == 1 else "")
-            table = self._tables[id(code)] = (starts, linenos, facts)
+            table = self._tables[id(code)] = (starts, linenos, facts, culprit_at)
             self._codes.append(code)
         return table
+
+
+_CULPRITS = frozenset((
+    "CALL", "CALL_FUNCTION_EX", "BINARY_OP", "BINARY_SUBSCR", "STORE_SUBSCR", "DELETE_SUBSCR", "COMPARE_OP",
+    "CONTAINS_OP", "UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT", "UNARY_NOT", "LOAD_ATTR", "STORE_ATTR",
+    "GET_ITER", "FOR_ITER", "UNPACK_SEQUENCE", "UNPACK_EX", "LIST_EXTEND", "BEFORE_WITH", "DICT_MERGE"))
+"""Instructions that may run a torch op (a call, an operator, a property such as `.T`, iterating a tensor)."""
+
+
+def _culprit_instructions(code: Any, starts: list, linenos: list) -> tuple[dict[int, int], frozenset, frozenset]:
+    """NOTE [columns on lines]
+    The engine puts on a node the column range of the bytecode its user frame ran when the node took its number
+    (`co_positions`, tracer.recording.frames.columns); the line tracer sees an increment only at the next event,
+    when the frame has moved on. So each offset a line is entered at (its first instruction, or a loop's jump
+    target) is mapped to the one instruction that may run a torch op between it and the line's end, when there is
+    one (`h = h.tanh()`: its call; a `for` header entered again at FOR_ITER). Where there are several
+    (`(x.sin() * w).sum()`), the line is entered with opcode events on (`f_trace_opcodes`), whose every event
+    moves `where` to the instruction about to run: an increment seen at the next event is that instruction's; they
+    are turned off at the line's last such instruction, whose numbers the next event sees. Returns (offset -> the
+    culprit instruction's offset, for the offsets with one or whose own instruction is one; the offsets that need
+    opcode events; each line's last culprit instruction)."""
+    instructions = [(ins.offset, ins.opname) for ins in dis.get_instructions(code)]
+    culprit_at: dict[int, int] = {}
+    ambiguous = set()
+    line_of = [linenos[bisect.bisect_right(starts, offset) - 1] if offset >= starts[0] else -1
+               for offset, _ in instructions] if starts else [-1] * len(instructions)
+    last = set()
+    nearest, count, line = -1, 0, None
+    for i in range(len(instructions) - 1, -1, -1):  # backwards: what follows each offset within its line
+        offset, name = instructions[i]
+        if line_of[i] != line:
+            nearest, count, line = -1, 0, line_of[i]
+        if name in _CULPRITS:
+            if not count:
+                last.add(offset)
+            nearest, count = offset, count + 1
+        if count == 1 or name in _CULPRITS:
+            culprit_at[offset] = nearest if count == 1 else offset
+        if count > 1:
+            ambiguous.add(offset)
+    return culprit_at, frozenset(ambiguous), frozenset(last)
 
 
 _push = torch._C._push_on_torch_function_stack
@@ -483,6 +575,16 @@ def _add(nodes: list, v: Any) -> None:
                 g = (item if item._base is None else item._base).grad_fn
                 if g is not None:
                     nodes.append(g)
+
+
+def _runs(rows: list) -> list[tuple[int, int, int]]:
+    """(first index, index after, row) of each run of equal rows."""
+    runs, first = [], 0
+    for i in range(1, len(rows) + 1):
+        if i == len(rows) or rows[i] != rows[first]:
+            runs.append((first, i, rows[first]))
+            first = i
+    return runs
 
 
 def _hidden_name(op: str) -> str:
