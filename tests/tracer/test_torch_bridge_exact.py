@@ -162,3 +162,90 @@ def test_torch_culprits_have_the_engines_columns(culprits, tmp_path):
     assert all(col is not None for *_, col in got), got
     assert got == _culprit_columns(engine_trace)
 
+
+
+# -- e) the module call that made each op ----------------------------------------------------------------------------
+MODULES = """
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(3, 3)
+            self.act = torch.nn.Tanh()
+
+        def forward(self, x):
+            return self.act(self.fc1(x)) * 2
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([Block(), Block()])
+            self.head = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU(), torch.nn.Linear(2, 1))
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return self.head(x)
+
+    model = Net()
+    x = torch.ones(2, 3)
+    out = model(x)
+    loss = out.sum()
+    loss.backward()
+    """
+
+
+def _module_truth(source: str):
+    """torch's own answer: forward pre- and post-hooks (the test's, not agdb's) on every module read the thread's
+    counter around each call; each number belongs to the innermost call that was running when it was taken, named as
+    `model` plus the module's path from `named_modules()` written as Python reaches it."""
+    from agdb.tracer.recording.leaf_names import python_path
+
+    seq = torch.autograd._get_sequence_nr
+    owner: dict[int, str] = {}
+
+    def install(model):
+        stack = []
+        for name, m in model.named_modules():
+            path = "model" + (python_path(name) if name else "")
+
+            def pre(mod, args, path=path):
+                stack.append((path, seq()))
+
+            def post(mod, args, out):
+                path, first = stack.pop()
+                for s in range(first, seq()):
+                    owner.setdefault(s, path)  # an inner call ends first and claims its numbers first
+
+            m.register_forward_pre_hook(pre)
+            m.register_forward_hook(post)
+
+    text = textwrap.dedent(source).replace("out = model(x)", "install(model)\nout = model(x)")
+
+    def go():
+        scope = {"torch": torch, "__name__": "program", "install": install}
+        exec(compile(text, "truth.py", "exec"), scope)
+
+    run_in_thread(go)
+    first = min(owner)
+    return {s - first: path for s, path in owner.items()}
+
+
+def _culprit_modules(trace):
+    rows = of_trace(trace)
+    first = rows[0].old
+    return {c.old - first: c.module for c in rows}
+
+
+@pytest.mark.parametrize("culprits", ["lines", "mode"])
+def test_each_op_names_the_module_call_that_made_it_as_torch_hooks_see_it(culprits):
+    """Five ops of one line `out = model(x)` are told apart by the module call that made each (`model.blocks[0].fc1`,
+    `model.head[2]`), as torch's own forward hooks see it; an op outside every module call (`out.sum()`) has none;
+    agdb's engine gives the same program the same paths."""
+    truth = _module_truth(MODULES)
+    torch_trace, _ = _run(MODULES, torch, culprits=culprits)
+    got = _culprit_modules(torch_trace)
+    assert {s: got.get(s) for s in truth} == truth
+    assert "model.blocks[1].act" in truth.values() and "model.head[0]" in truth.values()
+    assert [m for s, m in sorted(got.items()) if s not in truth] == [""]  # the sum
+    engine_trace, _ = _run(MODULES, engine)
+    assert _culprit_modules(engine_trace) == got

@@ -42,6 +42,8 @@ class Forward:
         self._codes: list = []  # the code objects keyed by id (NOTE [code keys] in lines.py)
         self._thread_state = shared.thread_state
         self.log_culprits = False  # whether `agdb.seq_nr` logs each increment as it is written (read at attach)
+        self.calls: Any = None  # the module calls running (ModuleCalls, NOTE [module paths]), while attached
+        self._module_rows: dict[tuple[int, str], int] = {}  # (frame row, module path) -> frame row
 
     # -- what the forward sees -------------------------------------------------------------------------------------
     def op_bumped(self, func: Any, out: Any, before: int) -> None:
@@ -64,11 +66,13 @@ class Forward:
             return
         f = _getframe(2)  # the caller of __torch_function__
         code = f.f_code
-        frame = self._fast_frames.get((id(code), f.f_lasti)) if self._skip.get(id(code)) is False else None
+        calls = self.calls
+        module = calls.current() if calls is not None else ""
+        frame = self._fast_frames.get((id(code), f.f_lasti, module)) if self._skip.get(id(code)) is False else None
         if frame is None:
-            frame = self.user_frame()
+            frame = self.user_frame(module)
             if self._skip.get(id(code)) is False:
-                self._fast_frames[(id(code), f.f_lasti)] = frame
+                self._fast_frames[(id(code), f.f_lasti, module)] = frame
         del f
         if after - start == 1 and type(out) is _TENSOR:
             gf = out.grad_fn
@@ -111,7 +115,8 @@ class Forward:
         now = _seq()
         state.last = now + 1
         joins = torch.is_grad_enabled() and any(isinstance(a, _TENSOR) and a.requires_grad for a in args)
-        self.bumps(state, now, now + 1, f"{cls.__name__}Backward", self.user_frame(), joins)
+        module = self.calls.current() if self.calls is not None else ""
+        self.bumps(state, now, now + 1, f"{cls.__name__}Backward", self.user_frame(module), joins)
 
     def write_seen(self, state: ThreadState) -> None:
         """Write the increments the line tracer only noted (NOTE [line culprits]): before anything else is."""
@@ -170,27 +175,40 @@ class Forward:
     def log(self, seq: int, name: str, frame: int) -> None:
         """One `agdb.seq_nr` line for an increment as it is written, in the engine's form (tracer.recording.culprits)."""
         if frame >= 0:
-            filename, lineno, function, source, col, end_col = self.b._frame_rows[frame]
+            filename, lineno, function, source, col, end_col, *module = self.b._frame_rows[frame]
         else:
-            filename, lineno, function, source, col, end_col = "", 0, "?", "", -1, -1
+            filename, lineno, function, source, col, end_col, module = "", 0, "?", "", -1, -1, []
         if source is None:
             source = source_line(filename, lineno) if filename else ""
         culprits.logger.info(culprits.Culprit(seq, seq + 1, name, 0, filename, lineno, function, source, -1, col,
-                                              end_col).line())
+                                              end_col, module[0] if module else "").line())
 
     # -- lines -----------------------------------------------------------------------------------------------------
-    def frame_row(self, code: Any, lasti: int, lineno: int) -> int:
+    def frame_row(self, code: Any, lasti: int, lineno: int, module: str = "") -> int:
         """The frame row of line `lineno` of `code` whose bytecode at offset `lasti` ran, with that bytecode's columns
-        (the engine's rule: tracer.recording.frames.columns); `lasti` -1: the line without columns."""
-        key = (id(code), lasti, lineno)  # NOTE [code keys] in lines.py
+        (the engine's rule: tracer.recording.frames.columns; `lasti` -1: the line without columns), in the module
+        call `module` (NOTE [module paths])."""
+        key = (id(code), lasti, lineno, module)  # NOTE [code keys] in lines.py
         row = self._frames.get(key)
         if row is None:
             col, end_col = columns_at(code, lasti, lineno) if lasti >= 0 else (-1, -1)
-            row = self._frames[key] = self.b.frame(code.co_filename, lineno, code.co_name, col=col, end_col=end_col)
+            row = self._frames[key] = self.b.frame(code.co_filename, lineno, code.co_name, col=col, end_col=end_col,
+                                                   module=module)
             self._codes.append(code)
         return row
 
-    def user_frame(self) -> int:
+    def in_module(self, row: int, module: str) -> int:
+        """Frame row `row` in the module call `module` (the line tracer learns the module after the row)."""
+        if row < 0 or not module:
+            return row
+        found = self._module_rows.get((row, module))
+        if found is None:
+            filename, lineno, function, source, col, end_col = self.b._frame_rows[row][:6]
+            found = self._module_rows[(row, module)] = self.b.frame(filename, lineno, function, source, col=col,
+                                                                    end_col=end_col, module=module)
+        return found
+
+    def user_frame(self, module: str = "") -> int:
         """The frame row of the innermost line outside torch and agdb (for `1 - x`, torch/overrides.py calls)."""
         f = sys._getframe(2)
         skip = self._skip
@@ -201,7 +219,7 @@ class Forward:
                 inside = skip[id(code)] = is_library(code.co_filename)
                 self._codes.append(code)
             if not inside:
-                return self.frame_row(code, f.f_lasti, f.f_lineno)
+                return self.frame_row(code, f.f_lasti, f.f_lineno, module)
             f = f.f_back
         return -1
 

@@ -325,8 +325,15 @@ class LineCulprits:
         rows = None  # each number's frame row, when opcode events split the range (NOTE [columns on lines])
         if self._marks:
             rows = self._rows(at, start, now, row)
-            if now - start == 1:
-                row, rows = rows[0], None
+        calls = self.forward.calls
+        if calls is not None and calls.timeline:  # module calls ran: each number in its own (NOTE [module paths])
+            paths = [calls.path_at(s) for s in range(start, now)]
+            if any(paths):
+                in_module = self.forward.in_module
+                rows = [in_module(r, p) for r, p in zip(rows or [row] * (now - start), paths, strict=True)]
+            calls.forget_before(now)
+        if rows is not None and now - start == 1:
+            row, rows = rows[0], None
         if names:
             scope = at.f_locals
             if at.f_code.co_flags & _CO_OPTIMIZED and at.f_trace is not None:

@@ -1,5 +1,5 @@
 """What the bridge changes in torch while it records, and puts back after: `_engine_run_backward` (every backward
-call) and `Function.apply` (a custom Function's node) wrapped, the lean registration of a node's hooks (hooks.py),
+call), `Function.apply` (a custom Function's node) and `nn.Module.__call__` (the module calls running) wrapped, the lean registration of a node's hooks (hooks.py),
 the collector's threshold (NOTE [collections while recording]), multithreading (single_threaded), and how the
 forward is watched: the line tracer (lines.py) with the calls that put a user's hook on a tensor patched, or a
 TorchFunctionMode around every torch call (culprits="mode", or a trace function already set).
@@ -11,11 +11,13 @@ from __future__ import annotations
 import functools
 import gc
 import sys
+import threading
 from typing import Any, Callable
 
 import torch
 from torch.overrides import TorchFunctionMode
 
+from agdb.tracer.recording.module_calls import ModuleCalls
 from agdb.tracer.sources.torch import tensor_hooks
 from agdb.tracer.sources.torch.backward import Backward
 from agdb.tracer.sources.torch.compiling import _is_compiling, tracing
@@ -55,6 +57,7 @@ class Patches:
         original_apply = Function.__dict__["apply"]
         Function.apply = classmethod(self._wrap_apply(original_apply.__func__))
         self._restore.append(lambda: setattr(Function, "apply", original_apply))
+        self._attach_module_calls(culprits == "lines" and sys.gettrace() is None)
         mixin = torch.autograd.function._HookMixin
         previous = mixin.__dict__["_register_hook"]  # torch's, or a recording's this one is nested in
         mixin._register_hook = staticmethod(register_hook)
@@ -98,6 +101,34 @@ class Patches:
             lines.detach()
         while self._restore:
             self._restore.pop()()
+
+    def _attach_module_calls(self, lines: bool) -> None:
+        """Wrap nn.Module.__call__ while recording, so that each op knows the module call that made it (NOTE [module
+        paths] in tracer/recording/module_calls.py): a thin wrapper, not a global module hook, which would put every
+        module call on nn.Module's slow path. The line tracer, which sees an op after its call returned, reads the
+        counter's timeline of module calls; the mode reads the calls running. A recording nested in another keeps
+        the outer one's."""
+        original = torch.nn.Module.__dict__["__call__"]
+        if getattr(original, "__wrapped__", None) is not None:
+            return
+        shared = self.shared
+
+        def touched(frames: list) -> None:  # NOTE [stale locals] in lines.py
+            if shared.lines is not None:
+                shared.lines.touch(frames)
+
+        calls = ModuleCalls(torch.nn.Module, lambda code: not is_library(code.co_filename), touched,
+                            torch.autograd._get_sequence_nr)
+        if lines:
+            calls.timeline_thread = threading.get_ident()
+        torch.nn.Module.__call__ = calls.wrap(original, tracing)
+        self.forward.calls = calls
+
+        def restore() -> None:
+            torch.nn.Module.__call__ = original
+            self.forward.calls = None
+
+        self._restore.append(restore)
 
     def _patch_tensor_hooks(self) -> None:
         """Without the mode, the calls that put a user's hook on a tensor are caught where torch defines them."""
