@@ -327,11 +327,10 @@ class LineCulprits:
             rows = self._rows(at, start, now, row)
         calls = self.forward.calls
         if calls is not None and calls.timeline:  # module calls ran: each number in its own (NOTE [module paths])
-            paths = [calls.path_at(s) for s in range(start, now)]
+            paths = calls.paths(start, now)
             if any(paths):
                 in_module = self.forward.in_module
                 rows = [in_module(r, p) for r, p in zip(rows or [row] * (now - start), paths, strict=True)]
-            calls.forget_before(now)
         if rows is not None and now - start == 1:
             row, rows = rows[0], None
         if names:

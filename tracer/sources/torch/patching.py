@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import gc
 import sys
-import threading
 from typing import Any, Callable
 
 import torch
@@ -119,9 +118,11 @@ class Patches:
 
         calls = ModuleCalls(torch.nn.Module, lambda code: not is_library(code.co_filename), touched,
                             torch.autograd._get_sequence_nr)
-        if lines:
-            calls.timeline_thread = threading.get_ident()
-        torch.nn.Module.__call__ = calls.wrap(original, tracing)
+        calls.timed = lines  # before wrapping: the wrapper reads it once
+        # Dynamo inlines the wrapper and folds is_dynamo_compiling to True (NOTE [compile time]); at run time it is a
+        # bare `return False`, one call (each call is an event for the line tracer). Module calls under AOT's fake
+        # tensors only read the counter, which takes nothing from them.
+        torch.nn.Module.__call__ = calls.wrap(original, torch.compiler.is_dynamo_compiling, torch_call=True)
         self.forward.calls = calls
 
         def restore() -> None:
