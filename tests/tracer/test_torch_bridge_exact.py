@@ -40,7 +40,7 @@ def _run(source: str, lib, where=None, **options):
 def test_a_renumbered_node_is_one_node_with_its_line_and_its_final_seq_nr(tmp_path):
     """`_set_sequence_nr` gives a node another number after its line took one: the trace holds it once, on its line,
     with the number torch's own pre-hook reads when it runs, and in the graph (SumBackward0 leads to it). Followed on
-    the line tracer only (NOTE [renumbered nodes] in lines.py)."""
+    the line tracer only (NOTE [renumbered nodes] in renumbered.py)."""
     trace, scope = _run("""
         x = torch.ones(2, requires_grad=True)
         y = x.exp()

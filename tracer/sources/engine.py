@@ -24,8 +24,7 @@ import numpy as np
 from agdb.tracer.recording import culprits
 from agdb.tracer.recording.builder import CHUNK, ROW, SMALL, Bump, NodeFacts, TraceBuilder, summary_of
 from agdb.tracer.recording.frames import columns as frame_columns
-from agdb.tracer.recording.frames import user_frame, user_frame_from
-from agdb.tracer.recording.frames import is_agdb_code
+from agdb.tracer.recording.frames import is_agdb_code, user_frame, user_frame_from
 from agdb.tracer.recording.leaf_names import LeafNamer, drop_snapshots
 from agdb.tracer.recording.module_calls import ModuleCalls
 from agdb.tracer.store.schema import UINT64_MAX, WAKE_UP, Kind

@@ -152,8 +152,9 @@ class Forward:
                 bumps[key] = bump._replace(name=name)
 
     def renumbered(self, state: ThreadState, old: int, new: int) -> None:
-        """`_set_sequence_nr` gave the node numbered `old` the number `new` (NOTE [renumbered nodes] in lines.py): the
-        node keeps its key, line and events, and carries `new` from now on, as torch's hooks and walks read it."""
+        """`_set_sequence_nr` gave the node numbered `old` the number `new` (NOTE [renumbered nodes] in
+        renumbered.py): the node keeps its key, line and events, and carries `new` from now on, as torch's hooks and
+        walks read it."""
         self.write_seen(state)
         if state.log or state.calls:  # a renumbering inside a backward call: its walk already keyed the node
             return
@@ -173,7 +174,7 @@ class Forward:
             raw.bumps[key] = bump._replace(seq_nr=new)
 
     def log(self, seq: int, name: str, frame: int) -> None:
-        """One `agdb.seq_nr` line for an increment as it is written, in the engine's form (tracer.recording.culprits)."""
+        """One `agdb.seq_nr` line for an increment as it is written, in the engine's form (recording/culprits.py)."""
         if frame >= 0:
             filename, lineno, function, source, col, end_col, *module = self.b._frame_rows[frame]
         else:

@@ -14,20 +14,11 @@ from typing import Any, Callable
 import torch
 
 from agdb.tracer.recording.async_exc import lower_flag
+from agdb.tracer.sources.torch.line_table import LineTable, code_table
+from agdb.tracer.sources.torch.renumbered import Renumbered
 
 _seq = torch.autograd._get_sequence_nr
 _TENSOR = torch.Tensor
-_NAMES = frozenset(("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF", "LOAD_FAST", "LOAD_NAME",
-                    "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLOSURE"))
-_METHODS = frozenset(("LOAD_METHOD", "LOAD_ATTR"))
-_VIEW_OPS = frozenset((
-    "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "ravel", "transpose", "t", "T", "mT", "H",
-    "mH", "adjoint", "permute", "movedim", "moveaxis", "swapaxes", "swapdims", "squeeze", "unsqueeze", "expand",
-    "expand_as", "broadcast_to", "narrow", "select", "split", "split_with_sizes", "tensor_split", "chunk",
-    "unbind", "hsplit", "vsplit", "dsplit", "diagonal", "as_strided", "unfold", "real", "imag", "view_as_real",
-    "view_as_complex", "detach", "alias", "indices", "values", "contiguous", "data", "__getitem__"))
-"""Names of torch calls that may return a view (a line calling one is seen through the mode)."""
-_MODE_OPS = frozenset(("BINARY_SUBSCR", "STORE_SUBSCR", "DELETE_SUBSCR"))
 _CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot (NOTE [stale locals])
 _GENERATOR = 0x20 | 0x80 | 0x200  # inspect.CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR: frames that yield
 _YIELD_VALUE = dis.opmap["YIELD_VALUE"]
@@ -86,6 +77,7 @@ class LineCulprits:
         self._traced: list = []  # frames given our trace function at attach
         self._marks: list = []  # (first, after, offset): numbers an opcode-traced line's instruction took
         self._renumbering: list = []  # (frame, [(node, its seq_nr)]) of lines that call _set_sequence_nr, running
+        self.renumbered = Renumbered(self, self._renumbering)
         self._previous: Any = None
         self._mode_lines: dict[int, frozenset] = {}  # id(code) -> offsets of its line events that push the mode
         self._opcode_lines: dict[int, frozenset] = {}  # id(code) -> those that trace opcodes (NOTE [columns on lines])
@@ -151,10 +143,11 @@ class LineCulprits:
     def _tracers(self) -> tuple:
         state, seq, user, is_user, moved = self.state, _seq, self._user, self._is_user, self._moved
         mode_lines, table, touched = self._mode_lines, self._table, self._touched
-        opcode_lines, special, marks, last_culprits = self._opcode_lines, self._special, self._marks, self._last_culprits
+        opcode_lines, special, marks = self._opcode_lines, self._special, self._marks
+        last_culprits = self._last_culprits
         opmark = [0]  # the counter at the last opcode event (NOTE [columns on lines])
         mode = self.mode
-        renumber_lines, renumbering, renumber_check = self._renumber_lines, self._renumbering, self._renumber_check
+        renumber_lines, renumbering, renumber_check = self._renumber_lines, self._renumbering, self.renumbered.check
         where: list = [None, -1]  # the user frame and bytecode offset running now (the line an increment is on)
         pushed: list = [None]  # the frame that pushed the mode for its line (NOTE [line culprits]: views)
         suspended: list = []  # frames whose mode is off while a user function they called runs
@@ -224,7 +217,7 @@ class LineCulprits:
                         _push(mode)
                         pushed[0] = frame
                         if renumber_lines and lasti in renumber_lines.get(code_id, ()):
-                            renumbering.append((frame, self._numbered(frame, lasti)))
+                            renumbering.append((frame, self.renumbered.numbered(frame, lasti)))
             elif event == "return":
                 returned(frame)
             elif event == "exception" and arg[0] is GeneratorExit:
@@ -272,42 +265,6 @@ class LineCulprits:
         while f is not None and not self._is_user(f.f_code):
             f = f.f_back
         return f
-
-    # -- renumbered nodes ----------------------------------------------------------------------------------------
-    def _numbered(self, frame: Any, lasti: int) -> list:
-        """NOTE [renumbered nodes]
-        `grad_fn._set_sequence_nr(n)` gives a node another number after its line took one, and the bridge knows a
-        node by its number (NOTE [node identity] in walk.py): a walk would meet it as a node of its own, with no
-        line, and the node its line made would stay out of the graph. torch's node types are immutable, so the
-        call cannot be wrapped; a line that calls it (read from its bytecode) runs with the mode pushed, and its
-        tensors' grad_fns and the nodes it names are read, with their numbers, when it begins and again when it
-        ends (`_renumber_check`): a number that changed moves the node's key (Forward.renumbered). A node the
-        line itself makes, or one renumbered under culprits="mode" (no line events), is not followed."""
-        names = self._line(frame.f_code, lasti)[1]
-        if not names:
-            return []
-        scope = frame.f_locals
-        self.touch((frame,))
-        found = []
-        for name in names:
-            v = scope.get(name)
-            if v is None and name not in scope:
-                v = frame.f_globals.get(name)
-            if isinstance(v, _TENSOR):
-                v = v.grad_fn if v._base is None else None  # never a view's grad_fn (NOTE [line culprits])
-            if v is not None and hasattr(v, "_set_sequence_nr"):
-                found.append((v, v._sequence_nr()))
-        return found
-
-    def _renumber_check(self, frame: Any) -> None:
-        """The line `frame` ran ended: move the key of every node it gave another number (NOTE [renumbered nodes])."""
-        pending = self._renumbering
-        for i in range(len(pending) - 1, -1, -1):
-            if pending[i][0] is frame:
-                for node, old in pending.pop(i)[1]:
-                    new = node._sequence_nr()
-                    if new != old:
-                        self.forward.renumbered(self.state, old, new)
 
     # -- an increment -------------------------------------------------------------------------------------------
     def _moved(self, at: Any, lasti: int, event: str, frame: Any, arg: Any) -> None:
@@ -453,7 +410,7 @@ class LineCulprits:
         that holds bytecode offset `lasti`, once per offset."""
         got = self._lines.get((id(code), lasti))
         if got is None:
-            starts, linenos, facts, culprit_at = self._table(code)
+            starts, linenos, facts, culprit_at = self._table(code)[:4]
             i = bisect.bisect_right(starts, lasti) - 1
             lineno = linenos[i] if i >= 0 else code.co_firstlineno
             stored, inplace = facts.get(lineno, ((), ""))
@@ -461,105 +418,23 @@ class LineCulprits:
             got = self._lines[(id(code), lasti)] = (row, stored, inplace)
         return got
 
-    def _table(self, code: Any) -> tuple:
+    def _table(self, code: Any) -> LineTable:
         table = self._tables.get(id(code))
         if table is None:
-            starts, linenos = [], []
-            for begin, _end, lineno in code.co_lines():
-                if lineno is not None:
-                    starts.append(begin)
-                    linenos.append(lineno)
-            renumbering: set[int] = set()
-            stores: dict[int, list[str]] = {}
-            methods: dict[int, set[str]] = {}
-            viewing: set[int] = set()
-            line = code.co_firstlineno
-            for ins in dis.get_instructions(code):
-                if ins.positions is not None and ins.positions.lineno is not None:
-                    line = ins.positions.lineno
-                if ins.opname in _NAMES and isinstance(ins.argval, str):
-                    stores.setdefault(line, []).append(ins.argval)
-                if ins.opname in _MODE_OPS or (ins.opname == "BINARY_OP" and ins.argrepr.endswith("=")):
-                    viewing.add(line)
-                elif (ins.opname in _METHODS or ins.opname == "LOAD_GLOBAL") and isinstance(ins.argval, str):
-                    op = ins.argval
-                    if op == "_set_sequence_nr":  # NOTE [renumbered nodes]
-                        renumbering.add(line)
-                        viewing.add(line)
-                    elif op in _VIEW_OPS:
-                        viewing.add(line)
-                    elif op.endswith("_") and not op.startswith("_"):
-                        methods.setdefault(line, set()).add(op)
-                        viewing.add(line)
-            if _made_by_dynamo(code):  # NOTE [compile time]: its subscripts are Dynamo's, and the mode must not
-                viewing.clear()        # come and go on the stack while Dynamo compiles what this code calls
-            self._mode_lines[id(code)] = frozenset(b for b, ln in zip(starts, linenos, strict=True) if ln in viewing)
-            culprit_at, ambiguous, self._last_culprits[id(code)] = _culprit_instructions(code, starts, linenos)
-            self._opcode_lines[id(code)] = ambiguous
-            self._special[id(code)] = self._mode_lines[id(code)] | ambiguous
-            if renumbering:
-                self._renumber_lines[id(code)] = frozenset(
-                    b for b, ln in zip(starts, linenos, strict=True) if ln in renumbering)
-            facts = {}
-            for line in set(stores) | set(methods):
-                ops = methods.get(line, set())
-                facts[line] = (tuple(dict.fromkeys(stores.get(line, ()))),
-                               _hidden_name(next(iter(ops))) if len(ops) == 1 else "")
-            table = self._tables[id(code)] = (starts, linenos, facts, culprit_at)
+            table = self._tables[id(code)] = code_table(code)
             self._codes.append(code)
+            self._mode_lines[id(code)] = table.mode_offsets
+            self._opcode_lines[id(code)] = table.opcode_offsets
+            self._last_culprits[id(code)] = table.last_culprits
+            self._special[id(code)] = table.mode_offsets | table.opcode_offsets
+            if table.renumber_offsets:
+                self._renumber_lines[id(code)] = table.renumber_offsets
         return table
 
-
-_CULPRITS = frozenset((
-    "CALL", "CALL_FUNCTION_EX", "BINARY_OP", "BINARY_SUBSCR", "STORE_SUBSCR", "DELETE_SUBSCR", "COMPARE_OP",
-    "CONTAINS_OP", "UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT", "UNARY_NOT", "LOAD_ATTR", "STORE_ATTR",
-    "GET_ITER", "FOR_ITER", "UNPACK_SEQUENCE", "UNPACK_EX", "LIST_EXTEND", "BEFORE_WITH", "DICT_MERGE"))
-"""Instructions that may run a torch op (a call, an operator, a property such as `.T`, iterating a tensor)."""
-
-
-def _culprit_instructions(code: Any, starts: list, linenos: list) -> tuple[dict[int, int], frozenset, frozenset]:
-    """NOTE [columns on lines]
-    The engine puts on a node the column range of the bytecode its user frame ran when the node took its number
-    (`co_positions`, tracer.recording.frames.columns); the line tracer sees an increment only at the next event,
-    when the frame has moved on. So each offset a line is entered at (its first instruction, or a loop's jump
-    target) is mapped to the one instruction that may run a torch op between it and the line's end, when there is
-    one (`h = h.tanh()`: its call; a `for` header entered again at FOR_ITER). Where there are several
-    (`(x.sin() * w).sum()`), the line is entered with opcode events on (`f_trace_opcodes`), whose every event
-    moves `where` to the instruction about to run: an increment seen at the next event is that instruction's; they
-    are turned off at the line's last such instruction, whose numbers the next event sees. Returns (offset -> the
-    culprit instruction's offset, for the offsets with one or whose own instruction is one; the offsets that need
-    opcode events; each line's last culprit instruction)."""
-    instructions = [(ins.offset, ins.opname) for ins in dis.get_instructions(code)]
-    culprit_at: dict[int, int] = {}
-    ambiguous = set()
-    line_of = [linenos[bisect.bisect_right(starts, offset) - 1] if offset >= starts[0] else -1
-               for offset, _ in instructions] if starts else [-1] * len(instructions)
-    last = set()
-    nearest, count, line = -1, 0, None
-    for i in range(len(instructions) - 1, -1, -1):  # backwards: what follows each offset within its line
-        offset, name = instructions[i]
-        if line_of[i] != line:
-            nearest, count, line = -1, 0, line_of[i]
-        if name in _CULPRITS:
-            if not count:
-                last.add(offset)
-            nearest, count = offset, count + 1
-        if count == 1 or name in _CULPRITS:
-            culprit_at[offset] = nearest if count == 1 else offset
-        if count > 1:
-            ambiguous.add(offset)
-    return culprit_at, frozenset(ambiguous), frozenset(last)
 
 
 _push = torch._C._push_on_torch_function_stack
 _compile_context = torch._guards.TracingContext.try_get
-
-
-def _made_by_dynamo(code: Any) -> bool:
-    """Whether `code` is bytecode Dynamo wrote (a compiled frame's, a resume function's): it keeps the user's file
-    and line numbers, so its lines still take the user's increments, but its instructions are Dynamo's."""
-    codes = getattr(sys.modules.get("torch._dynamo.convert_frame"), "output_codes", None)  # None: not imported yet
-    return codes is not None and code in codes
 
 
 def _pop(mode: Any) -> None:
@@ -592,7 +467,3 @@ def _runs(rows: list) -> list[tuple[int, int, int]]:
             first = i
     return runs
 
-
-def _hidden_name(op: str) -> str:
-    """The node an in-place op on a view makes and hides inside CopySlices: `mul_` -> MulBackward0."""
-    return "".join(part.capitalize() for part in op.strip("_").split("_")) + "Backward0"

@@ -1,5 +1,6 @@
 """What the bridge changes in torch while it records, and puts back after: `_engine_run_backward` (every backward
-call), `Function.apply` (a custom Function's node) and `nn.Module.__call__` (the module calls running) wrapped, the lean registration of a node's hooks (hooks.py),
+call), `Function.apply` (a custom Function's node) and `nn.Module.__call__` (the module calls running) wrapped, the
+lean registration of a node's hooks (hooks.py),
 the collector's threshold (NOTE [collections while recording]), multithreading (single_threaded), and how the
 forward is watched: the line tracer (lines.py) with the calls that put a user's hook on a tensor patched, or a
 TorchFunctionMode around every torch call (culprits="mode", or a trace function already set).
