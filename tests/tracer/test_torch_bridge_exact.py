@@ -249,3 +249,30 @@ def test_each_op_names_the_module_call_that_made_it_as_torch_hooks_see_it(culpri
     assert [m for s, m in sorted(got.items()) if s not in truth] == [""]  # the sum
     engine_trace, _ = _run(MODULES, engine)
     assert _culprit_modules(engine_trace) == got
+
+
+# -- f) one leaf name on both sources --------------------------------------------------------------------------------
+LEAVES = """
+    class Holder:
+        def __init__(self):
+            self.head = torch.nn.Linear(2, 1)
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Tanh())
+    holder = Holder()
+    towers = [torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)]
+    x = torch.ones(3, 2)
+    h = model(x)
+    (holder.head(h).sum() + towers[0](h).sum() + towers[1](h).sum()).backward()
+    """
+
+
+def test_one_script_names_its_leaves_alike_on_the_engine_and_on_torch():
+    """A Sequential held in `model`, a module in an object's attribute and modules in a list: each parameter by the
+    path the script writes to reach it, the same on both sources (written by hand from the script)."""
+    expected = sorted(["model[0].weight", "model[0].bias", "holder.head.weight", "holder.head.bias",
+                       "towers[0].weight", "towers[0].bias", "towers[1].weight", "towers[1].bias"])
+    names = {}
+    for lib in (engine, torch):
+        trace, _ = _run(LEAVES, lib)
+        names[lib.__name__] = sorted(trace.index.leaf_labels.values())
+    assert names == {"agdb.engine": expected, "torch": expected}
