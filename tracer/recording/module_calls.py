@@ -58,8 +58,13 @@ class ModuleCalls:
 
     def paths(self, start: int, after: int) -> list[str]:
         """The path of the innermost module call that was running when each number start..after-1 was taken ("" for
-        none), in one pass over the timeline; the changes no later number can need are dropped."""
+        none; [] when none was in a module call), in one pass over the timeline; the changes no later number can need
+        are dropped."""
         timeline = self.timeline
+        if timeline and timeline[-1][0] <= start:  # no change while they were taken: one call (or none) for all
+            del timeline[:-1]
+            path = self.path(timeline[0][1])
+            return [path] * (after - start) if path else []
         i = -1
         while i + 1 < len(timeline) and timeline[i + 1][0] <= start:
             i += 1

@@ -285,7 +285,7 @@ class LineCulprits:
         calls = self.forward.calls
         if calls is not None and calls.timeline:  # module calls ran: each number in its own (NOTE [module paths])
             paths = calls.paths(start, now)
-            if any(paths):
+            if paths and any(paths):
                 in_module = self.forward.in_module
                 rows = [in_module(r, p) for r, p in zip(rows or [row] * (now - start), paths, strict=True)]
         if rows is not None and now - start == 1:
