@@ -276,3 +276,11 @@ def test_one_script_names_its_leaves_alike_on_the_engine_and_on_torch():
         trace, _ = _run(LEAVES, lib)
         names[lib.__name__] = sorted(trace.index.leaf_labels.values())
     assert names == {"agdb.engine": expected, "torch": expected}
+
+
+def test_modules_false_leaves_module_calls_alone():
+    """`record("torch", modules=False)` puts nothing on nn.Module.__call__ and no module path on a culprit."""
+    before = torch.nn.Module.__call__
+    trace, _ = _run(MODULES, torch, modules=False)
+    assert torch.nn.Module.__call__ is before
+    assert {c.module for c in of_trace(trace)} == {""}

@@ -37,11 +37,13 @@ GC_THRESHOLD = 100_000
 class Patches:
     """Puts the bridge into torch (`attach`) and takes it out again (`detach`), in the reverse order."""
 
-    def __init__(self, shared: BridgeState, forward: Forward, backward: Backward, single_threaded: bool) -> None:
+    def __init__(self, shared: BridgeState, forward: Forward, backward: Backward, single_threaded: bool,
+                 modules: bool = True) -> None:
         self.shared = shared
         self.forward = forward
         self.backward = backward
         self.single_threaded = single_threaded  # multithreading off while attached: the witness (NOTE [witness])
+        self.modules = modules  # whether module calls are followed (NOTE [module paths])
         self._restore: list[Callable[[], Any]] = []
 
     def attach(self, culprits: str) -> str:
@@ -57,7 +59,8 @@ class Patches:
         original_apply = Function.__dict__["apply"]
         Function.apply = classmethod(self._wrap_apply(original_apply.__func__))
         self._restore.append(lambda: setattr(Function, "apply", original_apply))
-        self._attach_module_calls(culprits == "lines" and sys.gettrace() is None)
+        if self.modules:
+            self._attach_module_calls(culprits == "lines" and sys.gettrace() is None)
         mixin = torch.autograd.function._HookMixin
         previous = mixin.__dict__["_register_hook"]  # torch's, or a recording's this one is nested in
         mixin._register_hook = staticmethod(register_hook)
