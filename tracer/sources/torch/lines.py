@@ -76,6 +76,8 @@ class LineCulprits:
         self._pending: OrderedDict[int, int] = OrderedDict()  # seq_nrs left `?` (oldest first), within WINDOW
         self._traced: list = []  # frames given our trace function at attach
         self._marks: list = []  # (first, after, offset): numbers an opcode-traced line's instruction took
+        self._timeline: Any = ()  # the module calls' timeline (ModuleCalls.timeline), or () when not followed
+        self._write_now = False
         self._renumbering: list = []  # (frame, [(node, its seq_nr)]) of lines that call _set_sequence_nr, running
         self.renumbered = Renumbered(self, self._renumbering)
         self._previous: Any = None
@@ -90,6 +92,9 @@ class LineCulprits:
     # -- attaching ------------------------------------------------------------------------------------------------
     def attach(self) -> None:
         self._previous = sys.gettrace()  # None: the bridge takes this way only then
+        self._write_now = self.forward.log_culprits  # the agdb.seq_nr log wants each increment as it is seen
+        calls = self.forward.calls  # the module calls' timeline, when followed (NOTE [module paths])
+        self._timeline = calls.timeline if calls is not None and calls.timed else ()
         trace, local, flush = self._tracers()
         self.flush = flush
         lower_flag()  # left up, this thread would spin at its next call (NOTE [the async-exception flag])
@@ -280,16 +285,16 @@ class LineCulprits:
             got = self._lines.get((id(at.f_code), lasti))
             row, names, inplace = got if got is not None else self._line(at.f_code, lasti)
         rows = None  # each number's frame row, when opcode events split the range (NOTE [columns on lines])
-        if self._marks:
-            rows = self._rows(at, start, now, row)
-        calls = self.forward.calls
-        if calls is not None and calls.timeline:  # module calls ran: each number in its own (NOTE [module paths])
-            paths = calls.paths(start, now)
-            if paths and any(paths):
-                in_module = self.forward.in_module
-                rows = [in_module(r, p) for r, p in zip(rows or [row] * (now - start), paths, strict=True)]
-        if rows is not None and now - start == 1:
-            row, rows = rows[0], None
+        if self._marks or self._timeline:
+            if self._marks:
+                rows = self._rows(at, start, now, row)
+            if self._timeline:  # module calls ran: each number in its own (NOTE [module paths])
+                paths = self.forward.calls.paths(start, now)
+                if paths and any(paths):
+                    in_module = self.forward.in_module
+                    rows = [in_module(r, p) for r, p in zip(rows or [row] * (now - start), paths, strict=True)]
+            if rows is not None and now - start == 1:
+                row, rows = rows[0], None
         if names:
             scope = at.f_locals
             if at.f_code.co_flags & _CO_OPTIMIZED and at.f_trace is not None:
@@ -306,7 +311,7 @@ class LineCulprits:
                         if node_name is None:
                             node_name = self._type_names[type(g)] = g.name()
                         del g
-                        if state.calls or state.log or self.forward.log_culprits:  # logged: written at once
+                        if state.calls or state.log or self._write_now:  # logged: written at once
                             self.forward.bump_one(state, start, node_name, row)
                         else:  # noted now, written before anything else is (Forward.write_seen)
                             state.seen.append((start, node_name, row))
@@ -326,7 +331,7 @@ class LineCulprits:
             self.touch((frame,))
         found = self._names(nodes, start, now, inplace) if nodes else ["?"] * (now - start)
         del nodes
-        if state.calls or state.log or self.forward.log_culprits:
+        if state.calls or state.log or self._write_now:
             if rows is None:
                 self.forward.bumps(state, start, now, found, row)
             else:
