@@ -284,3 +284,37 @@ def test_modules_false_leaves_module_calls_alone():
     trace, _ = _run(MODULES, torch, modules=False)
     assert torch.nn.Module.__call__ is before
     assert {c.module for c in of_trace(trace)} == {""}
+
+
+TEMPORARY_AND_FAILING = """
+    class Boom(torch.nn.Module):
+        def forward(self, x):
+            y = x.exp()
+            raise ValueError("boom")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.fc(x)
+
+    x = torch.ones(1, 2, requires_grad=True)
+    a = Net()(x)
+    try:
+        Boom()(x)
+    except ValueError:
+        pass
+    b = (a * 2).sum()
+    """
+
+
+@pytest.mark.parametrize("lib", [engine, torch], ids=["engine", "torch"])
+def test_a_temporary_module_is_named_by_its_class_and_a_failed_call_ends(lib):
+    """`Net()(x)` has no holder: its calls are named by the class (`Net.fc`); a module call that raised ends there, so
+    the ops after it are in no module call."""
+    trace, _ = _run(TEMPORARY_AND_FAILING, lib)
+    assert [(c.node_name, c.module) for c in of_trace(trace)] == [
+        ("TBackward0", "Net.fc"), ("AddmmBackward0", "Net.fc"), ("ExpBackward0", "Boom"), ("MulBackward0", ""),
+        ("SumBackward0", "")]
