@@ -14,6 +14,7 @@ from typing import Any, Callable
 import torch
 
 from agdb.tracer.recording.async_exc import lower_flag
+from agdb.tracer.sources.torch.line_names import add_nodes, marked_rows, names_reached, runs
 from agdb.tracer.sources.torch.line_table import LineTable, code_table
 from agdb.tracer.sources.torch.renumbered import Renumbered
 
@@ -22,10 +23,7 @@ _TENSOR = torch.Tensor
 _CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot (NOTE [stale locals])
 _GENERATOR = 0x20 | 0x80 | 0x200  # inspect.CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR: frames that yield
 _YIELD_VALUE = dis.opmap["YIELD_VALUE"]
-MAX_CANDIDATES = 16
-"""Tensors looked at per list or tuple a line stores or reads (its last ones: a list the line appended to)."""
-WINDOW = 4096
-"""How far back (in seq_nrs) a node left unnamed by its own line may still be named by a later line."""
+
 
 
 class LineCulprits:
@@ -287,7 +285,7 @@ class LineCulprits:
         rows = None  # each number's frame row, when opcode events split the range (NOTE [columns on lines])
         if self._marks or self._timeline:
             if self._marks:
-                rows = self._rows(at, start, now, row)
+                rows = marked_rows(self, at, start, now, row)
             if self._timeline:  # module calls ran: each number in its own (NOTE [module paths])
                 paths = self.forward.calls.paths(start, now)
                 if paths and any(paths):
@@ -322,20 +320,20 @@ class LineCulprits:
             if v is None and name not in scope:
                 v = at.f_globals.get(name)
             if v is not None:
-                _add(nodes, v)
+                add_nodes(nodes, v)
         if event == "return" or event == "flush":
             if arg is not None:
-                _add(nodes, arg)
+                add_nodes(nodes, arg)
         elif event == "call":
-            _add(nodes, tuple(frame.f_locals.values()))
+            add_nodes(nodes, tuple(frame.f_locals.values()))
             self.touch((frame,))
-        found = self._names(nodes, start, now, inplace) if nodes else ["?"] * (now - start)
+        found = names_reached(self, nodes, start, now, inplace) if nodes else ["?"] * (now - start)
         del nodes
         if state.calls or state.log or self._write_now:
             if rows is None:
                 self.forward.bumps(state, start, now, found, row)
             else:
-                for a, b, r in _runs(rows):
+                for a, b, r in runs(rows):
                     self.forward.bumps(state, start + a, start + b, found[a:b], r)
         else:
             seen = state.seen
@@ -353,61 +351,6 @@ class LineCulprits:
             for i, name in enumerate(found):
                 if name == "?":
                     pending[start + i] = 1
-
-    def _rows(self, at: Any, start: int, now: int, last: int) -> list[int]:
-        """The frame row of each number start..now-1: the instruction opcode events saw take it (`_marks`: (first,
-        after, offset) each), else `last`, the row of the instruction running now (NOTE [columns on lines])."""
-        rows = [last] * (now - start)
-        code = at.f_code if at is not None else None
-        for first, after, offset in self._marks:
-            if code is None:
-                break
-            row = self._line(code, offset)[0]
-            for s in range(max(first, start), min(after, now)):
-                rows[s - start] = row
-        self._marks.clear()
-        return rows
-
-    def _names(self, todo: list, start: int, now: int, inplace: str) -> list[str]:
-        """Names of the nodes numbered start..now-1 (and of earlier `?` ones) reached from the nodes `todo`."""
-        pending = self._pending  # in increasing order: its first key is the lowest (O(1) in an OrderedDict)
-        while pending:
-            low = next(iter(pending))
-            if low >= now - WINDOW:
-                break
-            del pending[low]
-        else:
-            low = start
-        found: dict[int, str] = {}
-        type_names, push, pop = self._type_names, todo.append, todo.pop
-        while todo:
-            n = pop()
-            s = n._sequence_nr()
-            if low <= s < now and s not in found and (s >= start or s in pending):
-                name = type_names.get(type(n))
-                if name is None:
-                    name = type_names[type(n)] = n.name()
-                found[s] = name
-                for c, _ in n.next_functions:
-                    if c is not None:
-                        push(c)
-        late = {s: name for s, name in found.items() if s < start}
-        if late:
-            state = self.state
-            seen, waiting, written = state.seen, state.seen_unnamed, {}
-            for s, name in late.items():
-                del pending[s]
-                i = waiting.pop(s, None)
-                if i is None:
-                    written[s] = name
-                else:  # not written yet: named where it waits
-                    seen[i] = (s, name, seen[i][2])
-            if written:
-                self.forward.late_names(state, written)
-        names = [found.get(s) or "?" for s in range(start, now)]
-        if names[0] == "?" and inplace and any(n.endswith("CopySlices") for n in names):
-            names[0] = inplace
-        return names
 
     # -- lines ---------------------------------------------------------------------------------------------------
     def _line(self, code: Any, lasti: int) -> tuple:
@@ -447,28 +390,4 @@ def _pop(mode: Any) -> None:
     depth = torch._C._len_torch_function_stack()
     if depth and torch._C._get_function_stack_at(depth - 1) is mode:
         torch._C._pop_torch_function_stack()
-
-
-def _add(nodes: list, v: Any) -> None:
-    """The grad_fn of `v`, or of the tensors in it if it is a tuple or list (a view's: its base's)."""
-    if isinstance(v, _TENSOR):
-        g = (v if v._base is None else v._base).grad_fn  # never a view's grad_fn (NOTE [line culprits])
-        if g is not None:
-            nodes.append(g)
-    elif type(v) is tuple or type(v) is list:
-        for item in v[-MAX_CANDIDATES:]:  # the last: what a line appended
-            if isinstance(item, _TENSOR):
-                g = (item if item._base is None else item._base).grad_fn
-                if g is not None:
-                    nodes.append(g)
-
-
-def _runs(rows: list) -> list[tuple[int, int, int]]:
-    """(first index, index after, row) of each run of equal rows."""
-    runs, first = [], 0
-    for i in range(1, len(rows) + 1):
-        if i == len(rows) or rows[i] != rows[first]:
-            runs.append((first, i, rows[first]))
-            first = i
-    return runs
 
