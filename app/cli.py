@@ -327,7 +327,7 @@ def _print_culprits(trace, args: argparse.Namespace, failed: bool = False) -> in
     return 0
 
 
-CULPRIT_CAPS = {"seq_nr": 16, "node": 24, "thread": 12, "file:line": 24, "function": 16}
+CULPRIT_CAPS = {"seq_nr": 16, "node": 24, "module": 24, "thread": 12, "file:line": 24, "function": 16}
 """Widths the culprits table keeps for its small columns when the terminal is too narrow for their longest cells
 (longer cells fold)."""
 GIVE_WAY = (("function", 24), ("thread", 16))
@@ -341,10 +341,12 @@ def _culprit_columns(rows: list, trace, width: int, source: int) -> tuple[list[t
     longest line is `source` wide)."""
     cells = [{"seq_nr": f"{c.old} → {c.new}", "node": shown_name(c.node_name),
               "thread": trace.threads[c.thread][1] if trace.threads else "",
-              "file:line": f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", "function": c.function}
+              "file:line": f"{Path(c.filename).name}:{c.lineno}" if c.filename else "?", "function": c.function,
+              "module": c.module}
              for c in rows]
     cells = [{k: short(v) for k, v in row.items()} for row in cells]
-    names = ["seq_nr", "node", "thread", "file:line", "function"]
+    # the module call that made each op (NOTE [module paths]), when any was made in one
+    names = ["seq_nr", "node", *(["module"] if any(c.module for c in rows) else []), "thread", "file:line", "function"]
     widest = {n: max(len(n), *(len(row[n]) for row in cells)) for n in names}
     caps: dict[str, int] = {}  # none while everything fits
     # several threads: each counts on its own, so a row means nothing without its thread, which then stays

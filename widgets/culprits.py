@@ -58,7 +58,8 @@ class CulpritsView(LazyList):
             return Text("no sequence number was taken yet", style="italic")
         c = self.culprits[index]
         thread = self._thread_cell(self.threads.get(c.thread, ""))
-        return Text(f"{c.old:>6} → {c.new:<5} {shown_name(c.node_name):<28} {thread}{c.lineno:>5}: {c.source}")
+        module = f"  ({c.module})" if c.module else ""  # the module call that made it (NOTE [module paths])
+        return Text(f"{c.old:>6} → {c.new:<5} {shown_name(c.node_name):<28} {thread}{c.lineno:>5}: {c.source}{module}")
 
     def action_select(self) -> None:
         if self.shown:

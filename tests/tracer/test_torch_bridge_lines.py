@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 from agdb import tracer  # noqa: E402
 from agdb.tracer.recording.culprits import of_trace  # noqa: E402
-from agdb.tracer.sources.torch.lines import MAX_CANDIDATES  # noqa: E402
+from agdb.tracer.sources.torch.line_names import MAX_CANDIDATES  # noqa: E402
 from tests.tracer.test_torch_bridge import _marked_lines  # noqa: E402
 
 

@@ -116,7 +116,7 @@ class TraceBuilder:
         self._threads: list[str] = []
         self._queues: dict[str, int] = {}
         self._frames: dict[tuple, int] = {}
-        self._frame_rows: list[tuple[str, int, str, str | None, int, int]] = []
+        self._frame_rows: list[tuple] = []  # (file, line, function, source, col, end_col[, module])
         self._tasks: list[tuple] = []
         self._deps: list[tuple] = []
         self._exec_infos: list[tuple] = []
@@ -141,10 +141,12 @@ class TraceBuilder:
         return row
 
     def frame(self, filename: str, lineno: int, function: str, source: str | None = None, *, col: int = -1,
-              end_col: int = -1) -> int:
+              end_col: int = -1, module: str = "") -> int:
         """The row of a Python line in the frame table; `source` is read from the file at finish when None.
 
         `col`, `end_col`: which part of the line was running (the expression that made the node), as a range of
+        `module`: the path of the module call that made the node (`model.fc1`; NOTE [module paths] in
+        module_calls.py), "" for none.
         characters of the line's stripped text, end excluded; -1 for unknown (tracer.recording.frames.columns).
 
         At finish the trace also stores the lines around it (schema.SOURCE_CONTEXT either side) from the file,
@@ -152,11 +154,13 @@ class TraceBuilder:
         """
         if not 0 <= col < end_col:
             col = end_col = -1
-        key = (filename, lineno, function, col, end_col)
+        key = (filename, lineno, function, col, end_col, module) if module else (filename, lineno, function, col,
+                                                                                 end_col)
         row = self._frames.get(key)
         if row is None:
             row = self._frames[key] = len(self._frame_rows)
-            self._frame_rows.append((filename, lineno, function, source, col, end_col))
+            self._frame_rows.append((filename, lineno, function, source, col, end_col, module) if module else
+                                    (filename, lineno, function, source, col, end_col))
         return row
 
     def string(self, text: str) -> int:

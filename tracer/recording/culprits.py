@@ -36,6 +36,7 @@ class Culprit:
     step: int
     col: int = -1  # source[col:end_col] is the expression that bumped it (-1: unknown)
     end_col: int = -1
+    module: str = ""  # the module call that made the node (`model.fc1`: NOTE [module paths]), or ""
 
     def carets(self) -> str:
         """The caret line to print under `source` ("" when the columns are unknown): see tracer.recording.expression."""
@@ -44,15 +45,21 @@ class Culprit:
     def line(self) -> str:
         """What the `agdb.seq_nr` logger emits: one line, and a line of carets under its source when known."""
         where = f"{os.path.basename(self.filename)}:{self.lineno}" if self.filename else "<unknown>"
-        head = f"seq_nr {self.old} -> {self.new} by {self.node_name} at {where} in {self.function}: "
+        module = f" in {self.module}" if self.module else ""
+        head = f"seq_nr {self.old} -> {self.new} by {self.node_name}{module} at {where} in {self.function}: "
         marks = self.carets()
         return head + self.source + (f"\n{' ' * len(head)}{marks}" if marks else "")
 
 
-def from_event(e: SeqNrBumped) -> Culprit:
-    """The culprit an event records."""
+def from_event(e: SeqNrBumped, module: str = "") -> Culprit:
+    """The culprit an event records (`module`: its node's module path, which the event does not carry)."""
     return Culprit(e.old, e.seq_nr, e.node_name, e.thread, e.filename, e.lineno, e.function, e.source, e.step,
-                   e.col, e.end_col)
+                   e.col, e.end_col, module)
+
+
+def _of_step(trace: Any, step: int) -> Culprit:
+    e = trace[step]
+    return from_event(e, trace.node(e.node).module if "frame_module" in trace.columns else "")
 
 
 def select(culprits: Iterable[Culprit], start: int | None = None, stop: int | None = None) -> list[Culprit]:
@@ -73,15 +80,15 @@ class TraceCulprits(Sequence[Culprit]):
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        return from_event(self.trace[int(self.steps[i])])
+        return _of_step(self.trace, int(self.steps[i]))
 
 
 def of_trace(trace: Any) -> list[Culprit]:
     """Every increment recorded in `trace`, in order."""
-    return [from_event(trace[int(s)]) for s in trace.steps_of(Kind.SEQ_NR_BUMPED)]
+    return [_of_step(trace, int(s)) for s in trace.steps_of(Kind.SEQ_NR_BUMPED)]
 
 
-def log_bump(node: Any, seq_nr: int, frame: Any) -> None:
+def log_bump(node: Any, seq_nr: int, frame: Any, module: str = "") -> None:
     """Emit one `agdb.seq_nr` line for a bump seen live (callers check logger.isEnabledFor first)."""
     col = end_col = -1
     if frame is None:
@@ -90,7 +97,8 @@ def log_bump(node: Any, seq_nr: int, frame: Any) -> None:
         filename, lineno, function = frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
         col, end_col = columns(frame)
     source = source_line(filename, lineno) if filename else ""  # reads regular files only: no /dev/zero
-    culprit = Culprit(seq_nr, seq_nr + 1, node.name(), 0, filename, lineno, function, source, -1, col, end_col)
+    culprit = Culprit(seq_nr, seq_nr + 1, node.name(), 0, filename, lineno, function, source, -1, col, end_col,
+                      module)
     logger.info(culprit.line())
 
 

@@ -132,13 +132,17 @@ def columns(frame: Any) -> tuple[int, int]:
     call `y.sin()`, the `y.sin() * w` of a multiplication, the whole `(y.sin() * w).sum()` of the call after
     it. An expression that runs past its line is cut at the line's end.
     """
-    code = frame.f_code
+    return columns_at(frame.f_code, frame.f_lasti, frame.f_lineno)
+
+
+def columns_at(code: Any, lasti: int, lineno: int) -> tuple[int, int]:
+    """`columns` of the bytecode at offset `lasti` of `code` (on line `lineno`), for a frame that has moved on: the
+    torch bridge's line tracer knows the instruction that ran only after it ran."""
     positions = getattr(code, "co_positions", None)
-    if positions is None or frame.f_lasti < 0:
+    if positions is None or lasti < 0:
         return (-1, -1)
-    position = next(itertools.islice(positions(), frame.f_lasti // 2, None), None)
+    position = next(itertools.islice(positions(), lasti // 2, None), None)
     lines = read_source(code.co_filename) or ()
-    lineno = frame.f_lineno
     if position is None or None in position or position[0] != lineno or not 0 < lineno <= len(lines):
         return (-1, -1)
     line = lines[lineno - 1]

@@ -279,6 +279,8 @@ def _frame_table(frames: list, cwd: str | None, sid: Any, columns: dict) -> None
         frame_source=compact([sid(own_line(file, f[1]) if f[3] is None else f[3])
                               for file, f in zip(files, frames, strict=True)]),
         frame_col=compact([f[4] for f in frames]), frame_end_col=compact([f[5] for f in frames]),
+        **({"frame_module": compact([sid(f[6]) if len(f) > 6 else -1 for f in frames])}  # optional: module paths
+           if any(len(f) > 6 for f in frames) else {}),
         source_file=compact([sid(file) for file, _ in source]), source_line=compact([line for _, line in source]),
         source_text=compact([sid(texts[file][line - 1]) for file, line in source]))
 

@@ -24,8 +24,9 @@ import numpy as np
 from agdb.tracer.recording import culprits
 from agdb.tracer.recording.builder import CHUNK, ROW, SMALL, Bump, NodeFacts, TraceBuilder, summary_of
 from agdb.tracer.recording.frames import columns as frame_columns
-from agdb.tracer.recording.frames import user_frame, user_frame_from
+from agdb.tracer.recording.frames import is_agdb_code, user_frame, user_frame_from
 from agdb.tracer.recording.leaf_names import LeafNamer, drop_snapshots
+from agdb.tracer.recording.module_calls import ModuleCalls
 from agdb.tracer.store.schema import UINT64_MAX, WAKE_UP, Kind
 from agdb.tracer.store.trace import Trace
 
@@ -59,6 +60,8 @@ class Recorder:
         self._namer = LeafNamer()
         self._leaves: dict[int, Any] = {}  # uid -> weak ref to an AccumulateGrad with a leaf, while it lives
         self._node_init: Any = None  # the code of the engine's Node.__init__, once attached (NOTE [bump frames])
+        self._calls: ModuleCalls | None = None  # the module calls running, while attached (NOTE [module paths])
+        self._restore_call: Any = None
 
     # -- attaching -------------------------------------------------------------------------------------------
     def attach(self) -> Recorder:
@@ -69,14 +72,30 @@ class Recorder:
         if self._handle is None:
             self._node_init = Node.__init__.__code__
             self._log_culprits = logging.getLogger("agdb.seq_nr").isEnabledFor(logging.INFO)
+            self._attach_module_calls()
             self._handle = add_observer(self)
         return self
+
+    def _attach_module_calls(self) -> None:
+        """Wrap the engine's Module.__call__ while attached, so that each op knows the module call that made it (NOTE
+        [module paths] in tracer/recording/module_calls.py). A recording nested in another keeps the outer one's."""
+        from agdb.engine.nn.module import Module
+
+        original = Module.__dict__["__call__"]
+        if getattr(original, "__wrapped__", None) is not None:
+            return
+        self._calls = ModuleCalls(Module, lambda code: not is_agdb_code(code), drop_snapshots)
+        Module.__call__ = self._calls.wrap(original)
+        self._restore_call = lambda: setattr(Module, "__call__", original)
 
     def detach(self) -> None:
         """Stop recording; the events so far stay."""
         if self._handle is not None:
             self._handle.remove()
             self._handle = None
+            if self._restore_call is not None:
+                self._restore_call()
+                self._restore_call = self._calls = None
 
     @property
     def num_events(self) -> int:
@@ -104,21 +123,21 @@ class Recorder:
         self._local.index = index
         return index
 
-    def _frame_index(self, f: Any) -> int:
-        """The frame table row of frame `f` (the user's line and the columns of the expression running in it),
-        or -1 for none."""
+    def _frame_index(self, f: Any, module: str = "") -> int:
+        """The frame table row of frame `f` (the user's line and the columns of the expression running in it) in the
+        module call `module` (NOTE [module paths]), or -1 for none."""
         if f is None:
             return -1
         # f_lasti: cheaper than f_lineno, and it tells `x * w` from `.sum()`. The code by id: hashing a code object
         # costs ~0.3 us (frames._inside); _frame_codes keeps each code alive, so its id is not reused.
-        key = (id(f.f_code), f.f_lasti)
+        key = (id(f.f_code), f.f_lasti, module)
         index = self._frames.get(key)
         if index is None:
             code = f.f_code
             self._frame_codes.append(code)
             col, end_col = frame_columns(f)
             index = self._frames[key] = self.builder.frame(code.co_filename, f.f_lineno, code.co_name,
-                                                           col=col, end_col=end_col)
+                                                           col=col, end_col=end_col, module=module)
         return index
 
     def _queue(self, queue: Any) -> int:
@@ -212,13 +231,15 @@ class Recorder:
         except ValueError:  # called from a script's top level
             f = None
         frame = user_frame_from(f.f_back if f is not None and f.f_code is self._node_init else _getframe(1))
-        index = self._frames.get((id(frame.f_code), frame.f_lasti)) if frame is not None else -1  # _frame_index's
+        calls = self._calls
+        module = calls.current() if calls is not None else ""
+        index = self._frames.get((id(frame.f_code), frame.f_lasti, module)) if frame is not None else -1
         if index is None:  # first look-up, inline: its call costs more than the look-up
-            index = self._frame_index(frame)
+            index = self._frame_index(frame, module)
         self.bumps[uid] = _new(Bump, (node._name or node.name(), seq_nr, index))
         self.rows.extend((_K_BUMP, thread, 0, uid, 0, 0, 0))
         if self._log_culprits:
-            culprits.log_bump(node, seq_nr, frame)
+            culprits.log_bump(node, seq_nr, frame, module)
 
     def node_created(self, node: Any) -> None:
         try:
@@ -227,7 +248,8 @@ class Recorder:
             thread = self._thread()
         uid = node._uid
         bump = self.bumps.get(uid)
-        frame = bump[2] if bump is not None else self._frame_index(user_frame())
+        frame = bump[2] if bump is not None else self._frame_index(
+            user_frame(), self._calls.current() if self._calls is not None else "")
         rows = self.rows
         metadata = node._input_metadata
         edges = node.next_edges

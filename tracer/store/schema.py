@@ -197,6 +197,8 @@ COLUMNS: tuple[Column, ...] = (
            lowest=-1, since=4),
     Column("frame_end_col", "frame", "where it ends (excluded), or -1; a range of frame_source", lowest=-1,
            since=4),
+    Column("frame_module", "frame", "the path of the module call that made the node (model.fc1), or -1",
+           refers="string", lowest=-1, optional=True, since=5),
     Column("thread_name", "thread", "the thread's name", refers="string", lowest=0),
     Column("queue_name", "queue", "`cuda:N`, or `cpu:T` for the CPU queue of thread row T", refers="string", lowest=0),
     Column("task_root", "task", "its GraphRoot node", refers="node", lowest=-1),

@@ -46,6 +46,7 @@ class NodeInfo:
     forward_stack: str = ""  # the forward traceback, for nodes made under anomaly mode
     col: int = -1  # the expression of `source` that made it: source[col:end_col] (-1: unknown)
     end_col: int = -1
+    module: str = ""  # the module call that made it, as the user reaches the module (`model.fc1`), or ""
 
     @property
     def forward_op(self) -> str:
@@ -213,7 +214,14 @@ def _node_info(trace: Trace, i: int) -> NodeInfo:
     stack = s[stacks[i]] if stacks is not None and stacks[i] >= 0 else ""
     return NodeInfo(i, s[c["node_name"][i]], seq_decode(int(c["node_seq"][i])), int(c["node_topo"][i]),
                     s[c["node_device"][i]], int(c["node_thread"][i]), edges, int(created[i]),
-                    int(c["node_inputs"][i]), filename, lineno, function, source, stack, col, end_col)
+                    int(c["node_inputs"][i]), filename, lineno, function, source, stack, col, end_col,
+                    frame_module(trace, frame))
+
+
+def frame_module(trace: Trace, frame: int) -> str:
+    """The module path of frame row `frame` (NOTE [module paths] in tracer/recording/module_calls.py), or ""."""
+    modules = trace.columns.get("frame_module")  # optional: only traces of programs that called modules have it
+    return trace.strings[modules[frame]] if modules is not None and frame >= 0 and modules[frame] >= 0 else ""
 
 
 def _frame(trace: Trace, frame: int) -> tuple[str, int, str, str, int, int]:

@@ -22,6 +22,7 @@ The parts share one BridgeState (state.py), which owns what they all read and wr
 """
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Callable
 
@@ -71,11 +72,13 @@ class Bridge:
     each line of the user's code through `sys.settrace` (NOTE [line culprits] in lines.py); "mode" reads it
     around each torch call through a TorchFunctionMode (dearer: docs/torch-bridge.md). A trace function already
     set, such as a debugger's or coverage's, keeps its place, and the mode is used.
+    modules: name the module call that made each op in its culprit (`model.fc1`; NOTE [module paths] in
+    tracer/recording/module_calls.py): each module call then costs a little more (docs/benchmarks.md).
     Deep graphs: run the recorded code in `run_with_big_stack` (torch frees a deep graph recursively).
     """
 
     def __init__(self, values: bool = True, defer: bool = False, single_threaded: bool = False,
-                 culprits: str = "lines") -> None:
+                 culprits: str = "lines", modules: bool = True) -> None:
         if culprits not in ("lines", "mode"):
             raise ValueError(f"culprits must be 'lines' or 'mode', not {culprits!r}")
         self.values = values
@@ -90,12 +93,13 @@ class Bridge:
         self.walker = Walker(self.shared, self.hooks, self.forward, self.leaf_names)
         self.reconstruction = Reconstruction(self.shared, self.forward, self.walker)
         self.backward = Backward(self.shared, self.forward, self.walker, self.hooks, self.reconstruction)
-        self.patches = Patches(self.shared, self.forward, self.backward, single_threaded)
+        self.patches = Patches(self.shared, self.forward, self.backward, single_threaded, modules)
         self.ddp = DdpModels(self.shared, self.walker.leaf_key)  # NOTE [DDP's parameters] in ddp.py
         self.leaf_names.on_leaf = self.ddp.leaf
 
     def attach(self) -> Bridge:
         """Start recording on this thread (the mode is per thread; backward calls are caught on any)."""
+        self.forward.log_culprits = logging.getLogger("agdb.seq_nr").isEnabledFor(logging.INFO)  # as the engine's
         self.culprits = self.patches.attach(self.culprits)
         self.ddp.attach()
         return self

@@ -11,8 +11,10 @@ from typing import Any
 
 import torch
 
+from agdb.tracer.recording import culprits
 from agdb.tracer.recording.builder import CHUNK, ROW, Bump, NodeFacts
 from agdb.tracer.sources.torch.compiling import is_compile_time
+from agdb.tracer.recording.frames import columns_at, source_line
 from agdb.tracer.sources.torch.naming import is_library, node_names
 from agdb.tracer.sources.torch.state import BUMP, BridgeState, ThreadState
 from agdb.tracer.store.schema import Kind
@@ -41,6 +43,9 @@ class Forward:
         self._codes: list = []  # the code objects keyed by id (NOTE [code keys] in lines.py)
         self.thread_state = shared.thread_state  # this thread's ThreadState
         self._compile_seqs = shared.compile_seqs  # NOTE [numbers taken while compiling] in compiling.py
+        self.log_culprits = False  # whether `agdb.seq_nr` logs each increment as it is written (read at attach)
+        self.calls: Any = None  # the module calls running (ModuleCalls, NOTE [module paths]), while attached
+        self._module_rows: dict[tuple[int, str], int] = {}  # (frame row, module path) -> frame row
 
     # -- what the forward sees -------------------------------------------------------------------------------------
     def op_bumped(self, func: Any, out: Any, before: int) -> None:
@@ -63,11 +68,13 @@ class Forward:
             return
         f = _getframe(2)  # the caller of __torch_function__
         code = f.f_code
-        frame = self._fast_frames.get((id(code), f.f_lasti)) if self._skip.get(id(code)) is False else None
+        calls = self.calls
+        module = calls.current() if calls is not None else ""
+        frame = self._fast_frames.get((id(code), f.f_lasti, module)) if self._skip.get(id(code)) is False else None
         if frame is None:
-            frame = self.user_frame()
+            frame = self.user_frame(module)
             if self._skip.get(id(code)) is False:
-                self._fast_frames[(id(code), f.f_lasti)] = frame
+                self._fast_frames[(id(code), f.f_lasti, module)] = frame
         del f
         if after - start == 1 and type(out) is _TENSOR:
             gf = out.grad_fn
@@ -96,16 +103,22 @@ class Forward:
                 rows.extend((_K_BUMP, row, 0, key, 0, 0, 0, _K_CREATED, row, 0, key, 0, 0, 0))
                 if len(rows) >= CHUNK * ROW:
                     self.b.freeze_rows()
+                if self.log_culprits:
+                    self.log(start, name, frame)
             state.rlast = start + 1
         else:
             self.bumps(state, start, start + 1, name, frame)
 
-    def function_applied(self, cls: type) -> None:
-        """A custom Function's apply begins: its PyNode takes the counter's value now."""
+    def function_applied(self, cls: type, args: tuple) -> None:
+        """A custom Function's apply begins: its PyNode takes the counter's value now. It joins a graph only when grad
+        mode is on and an input needs a grad (torch's `is_executable`): otherwise no NodeCreated is written, as
+        agdb's engine writes none for it, and the views flag it `no_graph` (NOTE [seq_nr anomalies])."""
         state = self.thread_state()
         now = _seq()
         state.last = now + 1
-        self.bumps(state, now, now + 1, f"{cls.__name__}Backward", self.user_frame())
+        joins = torch.is_grad_enabled() and any(isinstance(a, _TENSOR) and a.requires_grad for a in args)
+        module = self.calls.current() if self.calls is not None else ""
+        self.bumps(state, now, now + 1, f"{cls.__name__}Backward", self.user_frame(module), joins)
 
     def write_seen(self, state: ThreadState) -> None:
         """Write the increments the line tracer only noted (NOTE [line culprits]): before anything else is."""
@@ -143,17 +156,65 @@ class Forward:
             if bump is not None:
                 bumps[key] = bump._replace(name=name)
 
+    def renumbered(self, state: ThreadState, old: int, new: int) -> None:
+        """`_set_sequence_nr` gave the node numbered `old` the number `new` (NOTE [renumbered nodes] in
+        renumbered.py): the node keeps its key, line and events, and carries `new` from now on, as torch's hooks and
+        walks read it."""
+        self.write_seen(state)
+        if state.log or state.calls:  # a renumbering inside a backward call: its walk already keyed the node
+            return
+        keys = self._seq_keys[state.row]
+        if keys.get(new) is not None:  # another node holds `new` already: the walk tells the two apart
+            return
+        key = keys.pop(old)
+        if key is None:
+            return
+        keys[new] = key
+        raw = self.raw
+        facts = raw.nodes.get(key)
+        if facts is not None:
+            raw.node_facts[key] = facts._replace(seq_nr=new)
+        bump = raw.bumps.get(key)
+        if bump is not None:
+            raw.bumps[key] = bump._replace(seq_nr=new)
+
+    def log(self, seq: int, name: str, frame: int) -> None:
+        """One `agdb.seq_nr` line for an increment as it is written, in the engine's form (recording/culprits.py)."""
+        if frame >= 0:
+            filename, lineno, function, source, col, end_col, *module = self.b._frame_rows[frame]
+        else:
+            filename, lineno, function, source, col, end_col, module = "", 0, "?", "", -1, -1, []
+        if source is None:
+            source = source_line(filename, lineno) if filename else ""
+        culprits.logger.info(culprits.Culprit(seq, seq + 1, name, 0, filename, lineno, function, source, -1, col,
+                                              end_col, module[0] if module else "").line())
+
     # -- lines -----------------------------------------------------------------------------------------------------
-    def frame_row(self, code: Any, lineno: int) -> int:
-        """The frame row of line `lineno` of `code`."""
-        key = (id(code), lineno)  # NOTE [code keys] in lines.py
+    def frame_row(self, code: Any, lasti: int, lineno: int, module: str = "") -> int:
+        """The frame row of line `lineno` of `code` whose bytecode at offset `lasti` ran, with that bytecode's columns
+        (the engine's rule: tracer.recording.frames.columns; `lasti` -1: the line without columns), in the module
+        call `module` (NOTE [module paths])."""
+        key = (id(code), lasti, lineno, module)  # NOTE [code keys] in lines.py
         row = self._frames.get(key)
         if row is None:
-            row = self._frames[key] = self.b.frame(code.co_filename, lineno, code.co_name)
+            col, end_col = columns_at(code, lasti, lineno) if lasti >= 0 else (-1, -1)
+            row = self._frames[key] = self.b.frame(code.co_filename, lineno, code.co_name, col=col, end_col=end_col,
+                                                   module=module)
             self._codes.append(code)
         return row
 
-    def user_frame(self) -> int:
+    def in_module(self, row: int, module: str) -> int:
+        """Frame row `row` in the module call `module` (the line tracer learns the module after the row)."""
+        if row < 0 or not module:
+            return row
+        found = self._module_rows.get((row, module))
+        if found is None:
+            filename, lineno, function, source, col, end_col = self.b._frame_rows[row][:6]
+            found = self._module_rows[(row, module)] = self.b.frame(filename, lineno, function, source, col=col,
+                                                                    end_col=end_col, module=module)
+        return found
+
+    def user_frame(self, module: str = "") -> int:
         """The frame row of the innermost line outside torch and agdb (for `1 - x`, torch/overrides.py calls)."""
         f = sys._getframe(2)
         skip = self._skip
@@ -164,13 +225,14 @@ class Forward:
                 inside = skip[id(code)] = is_library(code.co_filename)
                 self._codes.append(code)
             if not inside:
-                return self.frame_row(code, f.f_lineno)
+                return self.frame_row(code, f.f_lasti, f.f_lineno, module)
             f = f.f_back
         return -1
 
     # -- writing increments ----------------------------------------------------------------------------------------
-    def bump(self, row: int, seq: int, name: str, frame: int) -> int:
-        """Write one increment; a node a walk already met keeps its key (and its name, if ours is a guess). A number
+    def bump(self, row: int, seq: int, name: str, frame: int, created: bool = True) -> int:
+        """Write one increment; a node a walk already met keeps its key (and its name, if ours is a guess). Without
+        `created`, the node's facts are kept but no NodeCreated is written (a node that joins no graph). A number
         a Dynamo compile took is written as no node (NOTE [numbers taken while compiling] in compiling.py)."""
         if name == "?" and self._compile_seqs:
             ranges = self._compile_seqs.get(row)
@@ -186,6 +248,8 @@ class Forward:
                 name = facts.name
         if name.startswith("?"):
             self._unnamed.add(key)
+        if self.log_culprits:
+            self.log(seq, name, frame)
         # NOTE [builder fast path]: one increment per forward op, so its two events are appended the way
         # TraceBuilder.seq_nr_bumped and node_created append them (as the engine's Recorder does).
         raw = self.raw
@@ -194,25 +258,28 @@ class Forward:
         rows.extend((_K_BUMP, row, 0, key, 0, 0, 0))  # flat: ROW ints a row (NOTE [frozen chunks])
         if key not in raw.nodes:  # its edges come when a walk meets it (Walker.describe)
             raw.node_facts[key] = _new(NodeFacts, (name, seq, 0, "cpu", row, (), frame, self.b.num_events, 1))
-            rows.extend((_K_CREATED, row, 0, key, 0, 0, 0))
+            if created:
+                rows.extend((_K_CREATED, row, 0, key, 0, 0, 0))
             if len(rows) >= CHUNK * ROW:
                 self.b.freeze_rows()
         return key
 
-    def bumps(self, state: ThreadState, start: int, after: int, names: Any, frame: int) -> None:
-        """Increments start..after-1 on `frame`, named by `names` (a list, or one name for the first)."""
+    def bumps(self, state: ThreadState, start: int, after: int, names: Any, frame: int, created: bool = True) -> None:
+        """Increments start..after-1 on `frame`, named by `names` (a list, or one name for the first); `created`: as
+        `bump`'s."""
         if state.seen:
             self.write_seen(state)
         if state.log or state.calls:  # keep the order of a pending log (NOTE [observe now, reconstruct later])
-            state.log.append((BUMP, start, after, names, frame, state))  # its thread: NOTE [pool thread] in state.py
+            state.log.append((BUMP, start, after, names, frame, created, state))  # its thread: NOTE [pool thread]
             return
-        self.emit_bumps(state, start, after, names, frame)
+        self.emit_bumps(state, start, after, names, frame, created)
 
-    def emit_bumps(self, state: ThreadState, start: int, after: int, names: Any, frame: int) -> None:
+    def emit_bumps(self, state: ThreadState, start: int, after: int, names: Any, frame: int,
+                   created: bool = True) -> None:
         """Write increments start..after-1 now (after the gap before them), named as `bumps` names them."""
         self.gap(state, start, frame)
         for s in range(start, after):
-            self.bump(state.row, s, names[s - start] if isinstance(names, list) else names, frame)
+            self.bump(state.row, s, names[s - start] if isinstance(names, list) else names, frame, created)
             if not isinstance(names, list):
                 names = "?"
         state.rlast = max(state.rlast, after)

@@ -14,27 +14,16 @@ from typing import Any, Callable
 import torch
 
 from agdb.tracer.recording.async_exc import lower_flag
+from agdb.tracer.sources.torch.line_names import add_nodes, marked_rows, names_reached, runs
+from agdb.tracer.sources.torch.line_table import LineTable, code_table
+from agdb.tracer.sources.torch.renumbered import Renumbered
 
 _seq = torch.autograd._get_sequence_nr
 _TENSOR = torch.Tensor
-_NAMES = frozenset(("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF", "LOAD_FAST", "LOAD_NAME",
-                    "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLOSURE"))
-_METHODS = frozenset(("LOAD_METHOD", "LOAD_ATTR"))
-_VIEW_OPS = frozenset((
-    "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "ravel", "transpose", "t", "T", "mT", "H",
-    "mH", "adjoint", "permute", "movedim", "moveaxis", "swapaxes", "swapdims", "squeeze", "unsqueeze", "expand",
-    "expand_as", "broadcast_to", "narrow", "select", "split", "split_with_sizes", "tensor_split", "chunk",
-    "unbind", "hsplit", "vsplit", "dsplit", "diagonal", "as_strided", "unfold", "real", "imag", "view_as_real",
-    "view_as_complex", "detach", "alias", "indices", "values", "contiguous", "data", "__getitem__"))
-"""Names of torch calls that may return a view (a line calling one is seen through the mode)."""
-_MODE_OPS = frozenset(("BINARY_SUBSCR", "STORE_SUBSCR", "DELETE_SUBSCR"))
 _CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot (NOTE [stale locals])
 _GENERATOR = 0x20 | 0x80 | 0x200  # inspect.CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR: frames that yield
 _YIELD_VALUE = dis.opmap["YIELD_VALUE"]
-MAX_CANDIDATES = 16
-"""Tensors looked at per list or tuple a line stores or reads (its last ones: a list the line appended to)."""
-WINDOW = 4096
-"""How far back (in seq_nrs) a node left unnamed by its own line may still be named by a later line."""
+
 
 
 class LineCulprits:
@@ -86,8 +75,17 @@ class LineCulprits:
         self._type_names: dict[type, str] = forward.type_names
         self._pending: OrderedDict[int, int] = OrderedDict()  # seq_nrs left `?` (oldest first), within WINDOW
         self._traced: list = []  # frames given our trace function at attach
+        self._marks: list = []  # (first, after, offset): numbers an opcode-traced line's instruction took
+        self._timeline: Any = ()  # the module calls' timeline (ModuleCalls.timeline), or () when not followed
+        self._write_now = False
+        self._renumbering: list = []  # (frame, [(node, its seq_nr)]) of lines that call _set_sequence_nr, running
+        self.renumbered = Renumbered(self, self._renumbering)
         self._previous: Any = None
         self._mode_lines: dict[int, frozenset] = {}  # id(code) -> offsets of its line events that push the mode
+        self._opcode_lines: dict[int, frozenset] = {}  # id(code) -> those that trace opcodes (NOTE [columns on lines])
+        self._special: dict[int, frozenset] = {}  # id(code) -> both together: a code with none gets `local`
+        self._last_culprits: dict[int, frozenset] = {}  # id(code) -> where opcode events stop (NOTE [columns on lines])
+        self._renumber_lines: dict[int, frozenset] = {}  # id(code) -> those of them that call _set_sequence_nr
         self.flush: Callable[[tuple], None] = lambda candidates=(): None
         self._unpush: Callable[[], None] = lambda: None
 
@@ -102,12 +100,21 @@ class LineCulprits:
 
     def start(self, frame: Any, event: str, arg: Any) -> Any:
         """Become this thread's trace function at its first call (`frame`), as threading's hook."""
+        self._follow()
         trace, _local, self.flush = self._tracers(None)
         sys.settrace(trace)
         return trace(frame, event, arg)
 
+    def _follow(self) -> None:
+        """What the tracers read from the Forward when they begin: whether agdb.seq_nr logs each increment as it is
+        seen, and the module calls' timeline, when followed (NOTE [module paths])."""
+        self._write_now = self.forward.log_culprits
+        calls = self.forward.calls
+        self._timeline = calls.timeline if calls is not None and calls.timed else ()
+
     def attach(self) -> None:
         self._previous = sys.gettrace()  # None: the bridge takes this way only then
+        self._follow()
         trace, local, flush = self._tracers(self._innermost_user(sys._getframe(1)))
         self.flush = flush
         lower_flag()  # left up, this thread would spin at its next call (NOTE [the async-exception flag])
@@ -161,7 +168,11 @@ class LineCulprits:
     def _tracers(self, at: Any) -> tuple:
         state, seq, user, is_user, moved = self.state, _seq, self._user, self._is_user, self._moved
         mode_lines, table, touched = self._mode_lines, self._table, self._touched
+        opcode_lines, special, marks = self._opcode_lines, self._special, self._marks
+        last_culprits = self._last_culprits
+        opmark = [0]  # the counter at the last opcode event (NOTE [columns on lines])
         mode, stopped = self.mode, self.stopped
+        renumber_lines, renumbering, renumber_check = self._renumber_lines, self._renumbering, self.renumbered.check
         # the user frame and bytecode offset running now (the line an increment is on)
         where: list = [at, at.f_lasti if at is not None else -1]
         pushed: list = [None]  # the frame that pushed the mode for its line (NOTE [line culprits]: views)
@@ -200,10 +211,22 @@ class LineCulprits:
                 touched.pop(id(frame), None)
             return local
 
-        def local_mode(frame, event, arg):  # the same, pushing the mode for the lines that need it
+        def local_mode(frame, event, arg):  # the same, pushing the mode or tracing opcodes for the lines that need it
+            if event == "opcode":  # NOTE [columns on lines]: numbers taken since the last opcode are its
+                now = seq()          # instruction's; they are written with the line's names when the line ends
+                if now != opmark[0]:
+                    marks.append((opmark[0], now, where[1]))
+                    opmark[0] = now
+                where[0] = frame
+                lasti = where[1] = frame.f_lasti
+                if lasti in last_culprits[id(frame.f_code)]:  # no culprit after it on its line: the next event
+                    frame.f_trace_opcodes = False               # sees what it took
+                return local_mode
             if pushed[0] is frame and event != "exception":
                 pushed[0] = None
                 _pop(mode)
+                if renumbering:
+                    renumber_check(frame)
             if seq() != state.last:
                 moved(where[0], where[1], event, frame, arg)
             elif touched and id(frame) in touched:
@@ -211,9 +234,16 @@ class LineCulprits:
             if event == "line":
                 where[0] = frame
                 lasti = where[1] = frame.f_lasti
-                if pushed[0] is None and lasti in mode_lines[id(frame.f_code)]:
-                    _push(mode)
-                    pushed[0] = frame
+                if lasti in special[id(frame.f_code)]:
+                    code_id = id(frame.f_code)
+                    if lasti in opcode_lines[code_id]:
+                        frame.f_trace_opcodes = True
+                        opmark[0] = state.last
+                    if pushed[0] is None and lasti in mode_lines[code_id]:
+                        _push(mode)
+                        pushed[0] = frame
+                        if renumber_lines and lasti in renumber_lines.get(code_id, ()):
+                            renumbering.append((frame, self.renumbered.numbered(frame, lasti)))
             elif event == "return":
                 returned(frame)
             elif event == "exception" and arg[0] is GeneratorExit:
@@ -239,10 +269,10 @@ class LineCulprits:
                 pushed[0] = None                                           # that the mode stack stays as it was)
             where[0] = frame
             where[1] = frame.f_lasti
-            lines = mode_lines.get(id(code))
+            lines = special.get(id(code))
             if lines is None:
                 table(code)
-                lines = mode_lines[id(code)]
+                lines = special[id(code)]
             return local_mode if lines else local
 
         def flush(candidates: tuple = ()) -> None:
@@ -251,6 +281,7 @@ class LineCulprits:
 
         def unpush() -> None:
             suspended.clear()
+            renumbering.clear()
             if pushed[0] is not None:
                 pushed[0] = None
                 _pop(mode)
@@ -278,6 +309,17 @@ class LineCulprits:
         else:
             got = self._lines.get((id(at.f_code), lasti))
             row, names, inplace = got if got is not None else self._line(at.f_code, lasti)
+        rows = None  # each number's frame row, when opcode events split the range (NOTE [columns on lines])
+        if self._marks or self._timeline:
+            if self._marks:
+                rows = marked_rows(self, at, start, now, row)
+            if self._timeline:  # module calls ran: each number in its own (NOTE [module paths])
+                paths = self.forward.calls.paths(start, now)
+                if paths and any(paths):
+                    in_module = self.forward.in_module
+                    rows = [in_module(r, p) for r, p in zip(rows or [row] * (now - start), paths, strict=True)]
+            if rows is not None and now - start == 1:
+                row, rows = rows[0], None
         if names:
             scope = at.f_locals
             if at.f_code.co_flags & _CO_OPTIMIZED and at.f_trace is not None:
@@ -294,7 +336,7 @@ class LineCulprits:
                         if node_name is None:
                             node_name = self._type_names[type(g)] = g.name()
                         del g
-                        if state.calls or state.log:
+                        if state.calls or state.log or self._write_now:  # logged: written at once
                             self.forward.bump_one(state, start, node_name, row)
                         else:  # noted now, written before anything else is (Forward.write_seen)
                             state.seen.append((start, node_name, row))
@@ -305,17 +347,21 @@ class LineCulprits:
             if v is None and name not in scope:
                 v = at.f_globals.get(name)
             if v is not None:
-                _add(nodes, v)
+                add_nodes(nodes, v)
         if event == "return" or event == "flush":
             if arg is not None:
-                _add(nodes, arg)
+                add_nodes(nodes, arg)
         elif event == "call":
-            _add(nodes, tuple(frame.f_locals.values()))
+            add_nodes(nodes, tuple(frame.f_locals.values()))
             self.touch((frame,))
-        found = self._names(nodes, start, now, inplace) if nodes else ["?"] * (now - start)
+        found = names_reached(self, nodes, start, now, inplace) if nodes else ["?"] * (now - start)
         del nodes
-        if state.calls or state.log:
-            self.forward.bumps(state, start, now, found, row)
+        if state.calls or state.log or self._write_now:
+            if rows is None:
+                self.forward.bumps(state, start, now, found, row)
+            else:
+                for a, b, r in runs(rows):
+                    self.forward.bumps(state, start + a, start + b, found[a:b], r)
         else:
             seen = state.seen
             if "?" in found:
@@ -323,53 +369,15 @@ class LineCulprits:
                 for i, name in enumerate(found):
                     if name == "?":
                         waiting[start + i] = len(seen) + i
-            seen.extend([(s, name, row) for s, name in zip(range(start, now), found, strict=True)])
+            if rows is None:
+                seen.extend([(s, name, row) for s, name in zip(range(start, now), found, strict=True)])
+            else:
+                seen.extend(zip(range(start, now), found, rows, strict=True))
         if "?" in found:
             pending = self._pending
             for i, name in enumerate(found):
                 if name == "?":
                     pending[start + i] = 1
-
-    def _names(self, todo: list, start: int, now: int, inplace: str) -> list[str]:
-        """Names of the nodes numbered start..now-1 (and of earlier `?` ones) reached from the nodes `todo`."""
-        pending = self._pending  # in increasing order: its first key is the lowest (O(1) in an OrderedDict)
-        while pending:
-            low = next(iter(pending))
-            if low >= now - WINDOW:
-                break
-            del pending[low]
-        else:
-            low = start
-        found: dict[int, str] = {}
-        type_names, push, pop = self._type_names, todo.append, todo.pop
-        while todo:
-            n = pop()
-            s = n._sequence_nr()
-            if low <= s < now and s not in found and (s >= start or s in pending):
-                name = type_names.get(type(n))
-                if name is None:
-                    name = type_names[type(n)] = n.name()
-                found[s] = name
-                for c, _ in n.next_functions:
-                    if c is not None:
-                        push(c)
-        late = {s: name for s, name in found.items() if s < start}
-        if late:
-            state = self.state
-            seen, waiting, written = state.seen, state.seen_unnamed, {}
-            for s, name in late.items():
-                del pending[s]
-                i = waiting.pop(s, None)
-                if i is None:
-                    written[s] = name
-                else:  # not written yet: named where it waits
-                    seen[i] = (s, name, seen[i][2])
-            if written:
-                self.forward.late_names(state, written)
-        names = [found.get(s) or "?" for s in range(start, now)]
-        if names[0] == "?" and inplace and any(n.endswith("CopySlices") for n in names):
-            names[0] = inplace
-        return names
 
     # -- lines ---------------------------------------------------------------------------------------------------
     def _line(self, code: Any, lasti: int) -> tuple:
@@ -377,63 +385,34 @@ class LineCulprits:
         that holds bytecode offset `lasti`, once per offset."""
         got = self._lines.get((id(code), lasti))
         if got is None:
-            starts, linenos, facts = self._table(code)
+            starts, linenos, facts, culprit_at = self._table(code)[:4]
             i = bisect.bisect_right(starts, lasti) - 1
             lineno = linenos[i] if i >= 0 else code.co_firstlineno
             stored, inplace = facts.get(lineno, ((), ""))
-            got = self._lines[(id(code), lasti)] = (self.forward.frame_row(code, lineno), stored, inplace)
+            row = self.forward.frame_row(code, culprit_at.get(lasti, -1), lineno)
+            got = self._lines[(id(code), lasti)] = (row, stored, inplace)
         return got
 
-    def _table(self, code: Any) -> tuple:
+    def _table(self, code: Any) -> LineTable:
         table = self._tables.get(id(code))
         if table is None:
-            starts, linenos = [], []
-            for begin, _end, lineno in code.co_lines():
-                if lineno is not None:
-                    starts.append(begin)
-                    linenos.append(lineno)
-            stores: dict[int, list[str]] = {}
-            methods: dict[int, set[str]] = {}
-            viewing: set[int] = set()
-            line = code.co_firstlineno
-            for ins in dis.get_instructions(code):
-                if ins.positions is not None and ins.positions.lineno is not None:
-                    line = ins.positions.lineno
-                if ins.opname in _NAMES and isinstance(ins.argval, str):
-                    stores.setdefault(line, []).append(ins.argval)
-                if ins.opname in _MODE_OPS or (ins.opname == "BINARY_OP" and ins.argrepr.endswith("=")):
-                    viewing.add(line)
-                elif (ins.opname in _METHODS or ins.opname == "LOAD_GLOBAL") and isinstance(ins.argval, str):
-                    op = ins.argval
-                    if op in _VIEW_OPS:
-                        viewing.add(line)
-                    elif op.endswith("_") and not op.startswith("_"):
-                        methods.setdefault(line, set()).add(op)
-                        viewing.add(line)
-            if _made_by_dynamo(code):  # NOTE [compile time]: its subscripts are Dynamo's, and the mode must not
-                viewing.clear()        # come and go on the stack while Dynamo compiles what this code calls
-            self._mode_lines[id(code)] = frozenset(b for b, ln in zip(starts, linenos, strict=True) if ln in viewing)
-            facts = {}
-            for line in set(stores) | set(methods):
-                ops = methods.get(line, set())
-                facts[line] = (tuple(dict.fromkeys(stores.get(line, ()))),
-                               _hidden_name(next(iter(ops))) if len(ops) == 1 else "")
-            table = self._tables[id(code)] = (starts, linenos, facts)
+            table = self._tables[id(code)] = code_table(code)
             self._codes.append(code)
+            self._mode_lines[id(code)] = table.mode_offsets
+            self._opcode_lines[id(code)] = table.opcode_offsets
+            self._last_culprits[id(code)] = table.last_culprits
+            self._special[id(code)] = table.mode_offsets | table.opcode_offsets
+            if table.renumber_offsets:
+                self._renumber_lines[id(code)] = table.renumber_offsets
         return table
 
 
-_SHARED = ("stopped", "_touched", "_lines", "_codes", "_tables", "_user", "_type_names", "_mode_lines")
+
+_SHARED = ("stopped", "_touched", "_lines", "_codes", "_tables", "_user", "_type_names", "_mode_lines", "_opcode_lines",
+           "_special", "_last_culprits", "_renumber_lines")
 """What every thread's LineCulprits shares with the recording thread's (caches whose entries any thread may add)."""
 _push = torch._C._push_on_torch_function_stack
 _compile_context = torch._guards.TracingContext.try_get
-
-
-def _made_by_dynamo(code: Any) -> bool:
-    """Whether `code` is bytecode Dynamo wrote (a compiled frame's, a resume function's): it keeps the user's file
-    and line numbers, so its lines still take the user's increments, but its instructions are Dynamo's."""
-    codes = getattr(sys.modules.get("torch._dynamo.convert_frame"), "output_codes", None)  # None: not imported yet
-    return codes is not None and code in codes
 
 
 def _pop(mode: Any) -> None:
@@ -442,21 +421,3 @@ def _pop(mode: Any) -> None:
     if depth and torch._C._get_function_stack_at(depth - 1) is mode:
         torch._C._pop_torch_function_stack()
 
-
-def _add(nodes: list, v: Any) -> None:
-    """The grad_fn of `v`, or of the tensors in it if it is a tuple or list (a view's: its base's)."""
-    if isinstance(v, _TENSOR):
-        g = (v if v._base is None else v._base).grad_fn  # never a view's grad_fn (NOTE [line culprits])
-        if g is not None:
-            nodes.append(g)
-    elif type(v) is tuple or type(v) is list:
-        for item in v[-MAX_CANDIDATES:]:  # the last: what a line appended
-            if isinstance(item, _TENSOR):
-                g = (item if item._base is None else item._base).grad_fn
-                if g is not None:
-                    nodes.append(g)
-
-
-def _hidden_name(op: str) -> str:
-    """The node an in-place op on a view makes and hides inside CopySlices: `mul_` -> MulBackward0."""
-    return "".join(part.capitalize() for part in op.strip("_").split("_")) + "Backward0"

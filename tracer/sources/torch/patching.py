@@ -1,7 +1,7 @@
 """What the bridge changes in torch while it records, and puts back after: `_engine_run_backward` (every backward
-call) and `Function.apply` (a custom Function's node) wrapped, Dynamo's `_compile` (or `torch.compile` until
-Dynamo is imported) wrapped to note the numbers each compile takes (compiling.py), the lean registration of a node's
-hooks (hooks.py),
+call), `Function.apply` (a custom Function's node) and `nn.Module.__call__` (the module calls running) wrapped,
+Dynamo's `_compile` (or `torch.compile` until Dynamo is imported) wrapped to note the numbers each compile takes
+(compiling.py), the lean registration of a node's hooks (hooks.py),
 the collector's threshold (NOTE [collections while recording]), multithreading (single_threaded), and how the
 forward is watched: the line tracer (lines.py) with the calls that put a user's hook on a tensor patched, or a
 TorchFunctionMode around every torch call (culprits="mode", or a trace function already set).
@@ -19,6 +19,7 @@ from typing import Any, Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
+from agdb.tracer.recording.module_calls import ModuleCalls
 from agdb.tracer.sources.torch import tensor_hooks
 from agdb.tracer.sources.torch.backward import Backward
 from agdb.tracer.sources.torch.compiling import _is_compiling, compile_time_entry, tracing, watch_compiles
@@ -40,11 +41,13 @@ GC_THRESHOLD = 100_000
 class Patches:
     """Puts the bridge into torch (`attach`) and takes it out again (`detach`), in the reverse order."""
 
-    def __init__(self, shared: BridgeState, forward: Forward, backward: Backward, single_threaded: bool) -> None:
+    def __init__(self, shared: BridgeState, forward: Forward, backward: Backward, single_threaded: bool,
+                 modules: bool = True) -> None:
         self.shared = shared
         self.forward = forward
         self.backward = backward
         self.single_threaded = single_threaded  # multithreading off while attached: the witness (NOTE [witness])
+        self.modules = modules  # whether module calls are followed (NOTE [module paths])
         self._restore: list[Callable[[], Any]] = []
 
     def attach(self, culprits: str) -> str:
@@ -61,6 +64,8 @@ class Patches:
         Function.apply = classmethod(self._wrap_apply(original_apply.__func__))
         self._restore.append(lambda: setattr(Function, "apply", original_apply))
         self._restore.append(watch_compiles(self._compiled))  # NOTE [numbers taken while compiling]
+        if self.modules:
+            self._attach_module_calls(culprits == "lines" and sys.gettrace() is None)
         mixin = torch.autograd.function._HookMixin
         previous = mixin.__dict__["_register_hook"]  # torch's, or a recording's this one is nested in
         mixin._register_hook = staticmethod(register_hook)
@@ -118,6 +123,36 @@ class Patches:
             ranges[:] = [r for r in ranges if not start <= r[0] < stop]
             bisect.insort(ranges, (start, stop))
 
+    def _attach_module_calls(self, lines: bool) -> None:
+        """Wrap nn.Module.__call__ while recording, so that each op knows the module call that made it (NOTE [module
+        paths] in tracer/recording/module_calls.py): a thin wrapper, not a global module hook, which would put every
+        module call on nn.Module's slow path. The line tracer, which sees an op after its call returned, reads the
+        counter's timeline of module calls; the mode reads the calls running. A recording nested in another keeps
+        the outer one's."""
+        original = torch.nn.Module.__dict__["__call__"]
+        if getattr(original, "__wrapped__", None) is not None:
+            return
+        shared = self.shared
+
+        def touched(frames: list) -> None:  # NOTE [stale locals] in lines.py
+            if shared.lines is not None:
+                shared.lines.touch(frames)
+
+        calls = ModuleCalls(torch.nn.Module, lambda code: not is_library(code.co_filename), touched,
+                            torch.autograd._get_sequence_nr)
+        calls.timed = lines  # before wrapping: the wrapper reads it once
+        # Dynamo inlines the wrapper and folds is_dynamo_compiling to True (NOTE [compile time]); at run time it is a
+        # bare `return False`, one call (each call is an event for the line tracer). Module calls under AOT's fake
+        # tensors only read the counter, which takes nothing from them.
+        torch.nn.Module.__call__ = calls.wrap(original, torch.compiler.is_dynamo_compiling, torch_call=True)
+        self.forward.calls = calls
+
+        def restore() -> None:
+            torch.nn.Module.__call__ = original
+            self.forward.calls = None
+
+        self._restore.append(restore)
+
     def _patch_tensor_hooks(self) -> None:
         """Without the mode, the calls that put a user's hook on a tensor are caught where torch defines them."""
         shared, backward = self.shared, self.backward
@@ -149,7 +184,7 @@ class Patches:
             aot_id = cls.__dict__.get("_aot_id")
             if aot_id is not None:  # NOTE [compiled function nodes] in compiling.py
                 shared.compiled_functions.append((shared.thread_state().row, _seq(), aot_id))
-            forward.function_applied(cls)
+            forward.function_applied(cls, args)
             return original(cls, *args, **kwargs)
 
         return apply

@@ -129,10 +129,10 @@ class Reconstruction:
                 else:  # grad_inputs holds whether each was defined
                     model.node_finished(gt, key, [None] * len(grad_inputs), grad_inputs)
             elif kind == BUMP:
-                _, start, after, names, frame, thread = entry
+                _, start, after, names, frame, created, thread = entry
                 if stack and not stack[-1].begun:
                     self._begin(model, stack[-1], start, thread)
-                self._forward.emit_bumps(thread, start, after, names, frame)
+                self._forward.emit_bumps(thread, start, after, names, frame, created)
             elif kind == NODE:
                 self._walker.node(entry[1], stack[-1].frame if stack else -1, *entry[2:])
             elif kind == CALL:

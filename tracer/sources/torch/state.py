@@ -68,6 +68,15 @@ class SeqKeys:
         else:
             self.other[seq] = key
 
+    def pop(self, seq: int) -> int | None:
+        """Forget the key of `seq` (its node took another number, by `_set_sequence_nr`), and return it."""
+        key = self.get(seq)
+        i = seq - self.base
+        if 0 <= i < len(self.col):
+            self.col[i] = 0
+        self.other.pop(seq, None)
+        return key
+
     def setdefault(self, seq: int, key: int) -> int:
         """The key of `seq`, set to `key` if it had none."""
         found = self.get(seq)
