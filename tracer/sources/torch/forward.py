@@ -13,8 +13,8 @@ import torch
 
 from agdb.tracer.recording import culprits
 from agdb.tracer.recording.builder import CHUNK, ROW, Bump, NodeFacts
-from agdb.tracer.sources.torch.compiling import is_compile_time
 from agdb.tracer.recording.frames import columns_at, source_line
+from agdb.tracer.sources.torch.compiling import is_compile_time
 from agdb.tracer.sources.torch.naming import is_library, node_names
 from agdb.tracer.sources.torch.state import BUMP, BridgeState, ThreadState
 from agdb.tracer.store.schema import Kind
