@@ -14,13 +14,17 @@ again on the next tick, but only while every such stream is at the start of a li
 or a `\\r` bar of its own, is never overwritten). A stream that is not a terminal is left alone.
 The drawing thread only writes to stderr, under one re-entrant lock with the wrapped writes (a signal handler
 that prints while the main thread writes takes it again): it installs no handler and blocks no signal, so Ctrl-C
-and SIGTERM stop and save a recording as they do without it (NOTE [signals and the script] in signals.py).
+and SIGTERM stop and save a recording as they do without it (NOTE [signals and the script] in signals.py). A
+process the script forks (a DataLoader's workers) has no drawing thread: there the line is off and its lock new, so
+that a child forked while the thread held the lock can still print.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
+import weakref
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -89,6 +93,7 @@ class ProgressLine:
         self._write(_HIDE_CURSOR)
         self.draw()
         self._remove_listener = self.progress.on_change(self.draw)  # each phase is drawn, however short
+        _SHOWN.add(self)
         threading.Thread(target=self._tick, name="agdb-progress", daemon=True).start()
         return self
 
@@ -107,9 +112,14 @@ class ProgressLine:
                 if getattr(sys, name) is wrapper:  # the script may have set a stream of its own since
                     setattr(sys, name, wrapper.real)
             self._wrapped.clear()
+            _SHOWN.discard(self)
             self.erase()
             self._write(_SHOW_CURSOR)
             self.is_shown = False
+
+    def forked(self) -> None:
+        """In a child the script forked: no line, and a lock nobody holds."""
+        self.is_shown, self._drawn, self._lock = False, False, threading.RLock()
 
     def draw(self) -> None:
         """Draw the line again, unless a stream of the script's is half-way through a line."""
@@ -178,6 +188,18 @@ class _AboveProgress:
 
     def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, buffer, ...: the real stream's
         return getattr(self.real, name)
+
+
+_SHOWN: weakref.WeakSet[ProgressLine] = weakref.WeakSet()
+"""The lines shown in this process, for the fork handler."""
+
+
+def _after_fork_in_child() -> None:
+    for line in list(_SHOWN):
+        line.forked()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _is_terminal(stream: Any) -> bool:

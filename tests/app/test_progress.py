@@ -216,6 +216,25 @@ def test_torch_on_a_terminal_shows_every_phase_of_the_bridge(tmp_path):
     assert max(_count(f) for f in frames if " events · " in f) == len(load(tmp_path / "t.agdb"))
 
 
+def test_fx_torch_json_on_a_terminal_shows_the_phase_and_keeps_stdout_json(tmp_path):
+    """`agdb fx --torch --json` with stderr on a terminal: the line shows the phase and the time (it records no
+    events, so it counts none), and stdout is the JSON alone."""
+    pytest.importorskip("torch")
+    import json
+
+    (tmp_path / "s.py").write_text(textwrap.dedent("""\
+        import torch
+        f = torch.compile(lambda x: (x.sin() * 2).sum())
+        f(torch.randn(4, requires_grad=True)).backward()
+    """))
+    status, out, err = _run(tmp_path, ["fx", "s.py", "--torch", "--json"], _Terminal())
+    assert status == 0, err
+    assert json.loads(out)["graphs"]
+    frames = [f for f in _frames(err) if " · " in f]
+    assert frames and all(f.endswith(ELAPSED.findall(f)[-1]) and "events" not in f for f in frames), frames
+    assert any("running script · " in f for f in frames), frames
+
+
 def test_ctrl_c_with_the_progress_line_saves_the_partial_trace(tmp_path):
     """SIGINT while the progress line is drawn on the terminal: the trace recorded so far is saved, marked partial,
     and agdb dies of SIGINT, as without the line."""
@@ -246,6 +265,46 @@ def test_ctrl_c_with_the_progress_line_saves_the_partial_trace(tmp_path):
     trace = load(tmp_path / "t.agdb")
     assert trace.meta["partial"] == "SIGINT" and len(trace) > 0
     assert f"agdb: interrupted: kept {len(trace):,} events" in _screen(err)
+
+
+def test_a_child_forked_while_the_line_is_drawn_can_print():
+    """A process the script forks while the drawing thread holds the line's lock (a DataLoader worker) prints
+    through the wrapped stream without waiting for a lock no thread of it will release."""
+    from rich.console import Console
+
+    from agdb.app.progress_line import ProgressLine, _AboveProgress
+
+    read_end, write_end = os.pipe()
+    line = ProgressLine(RunProgress(), Console(file=open(os.devnull, "w"), force_terminal=True))
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with line._lock:
+            held.set()
+            release.wait()
+
+    with line:  # shown: a forked child must turn it off
+        threading.Thread(target=hold, daemon=True).start()
+        held.wait()
+        pid = os.fork()
+        if pid == 0:  # the child: print, then end without running the parent's clean-up
+            try:
+                _AboveProgress(os.fdopen(write_end, "w"), line).write("from the child\n")
+            finally:
+                os._exit(0)
+        try:
+            deadline = time.monotonic() + DEADLINE
+            while os.waitpid(pid, os.WNOHANG) == (0, 0):
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    raise AssertionError("the forked child hung on the progress line's lock")
+                time.sleep(0.01)
+        finally:
+            release.set()
+    os.close(write_end)
+    with os.fdopen(read_end) as child_output:
+        assert child_output.read() == "from the child\n"
 
 
 async def test_tui_loading_screen_shows_phase_count_and_bar(tmp_path):
