@@ -74,12 +74,18 @@ class ProgressLine:
         self._out: TextIO = sys.stderr
         self._wrapped: dict[str, _AboveProgress] = {}
         self._remove_listener: Any = None
+        if self.is_shown:
+            self._bar, self._task = self._make_bar(console)
+
+    @staticmethod
+    def _make_bar(console: Console) -> tuple[Progress, Any]:
+        """Rich's progress, used as the renderable of one line: spinner, bar (when there is room), words."""
         columns: list[Any] = [SpinnerColumn(table_column=Column(no_wrap=True))]
         if console.width >= BAR_FROM_WIDTH:  # a narrow terminal keeps the words, not the bar
             columns.append(BarColumn(bar_width=BAR_WIDTH, table_column=Column(no_wrap=True)))
         columns.append(TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis")))
-        self._bar = Progress(*columns, console=console, auto_refresh=False, transient=True)
-        self._task = self._bar.add_task("", total=None)
+        bar = Progress(*columns, console=console, auto_refresh=False, transient=True)
+        return bar, bar.add_task("", total=None)
 
     def __enter__(self) -> ProgressLine:
         if not self.is_shown:
