@@ -12,12 +12,14 @@ from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Static
+from textual.widgets import ProgressBar, Static
 from textual.worker import get_current_worker
 
 from agdb.tracer.store.printable import printable
 
 from .messages import TraceFailed, TraceLoaded, TraceProgress
+from .progress_line import TICK_SECONDS, progress_text
+from .run_progress import RunProgress
 from .run_script import DEFAULT_SOURCE, ScriptSource
 from .screens.help import keys_text
 from .screens.step import StepScreen
@@ -66,11 +68,14 @@ class AgdbApp(App[None]):
         self._script_worker: threading.Thread | None = None
         self._quitting = False  # set by action_quit: a trace that arrives now is not shown
         self._quit_on_signals = False
+        self._progress: RunProgress | None = None  # the recording's, polled while the loading screen shows it
+        self._progress_timer: Any = None
         self.stopped_by: int | None = None
         """The signal that quit the app, when one did (`quit_on_signals`)."""
 
     def compose(self) -> ComposeResult:
         yield Static("loading…", id="status")
+        yield ProgressBar(id="progress", show_eta=False, classes="-hidden")
 
     def quit_on_signals(self) -> None:
         """Let SIGINT, SIGTERM and SIGHUP (a closed terminal, `timeout`, `kill`) quit the app as `q` does, so that the
@@ -141,7 +146,30 @@ class AgdbApp(App[None]):
         # the thread (`cpu (MainThread)`) and the script may read threading.current_thread().name.
         thread = self._script_worker = threading.Thread(target=self._record_in_thread, args=(script,),
                                                         name="MainThread", daemon=True)
+        # NOTE [progress by polling] in run_progress.py: a timer of this loop reads it, the script is never slowed
+        self._progress = RunProgress()
+        self.query_one("#progress", ProgressBar).remove_class("-hidden")
+        self._show_progress()
+        self._progress_timer = self.set_interval(TICK_SECONDS, self._show_progress)
         thread.start()
+
+    def _show_progress(self) -> None:
+        """The loading screen's line for a recording: the phase, the events so far, the time elapsed, and its bar
+        (pulsing while the script runs, filling while agdb freezes the trace)."""
+        progress = self._progress
+        if progress is None or self._cancelled or isinstance(self.screen, StepScreen):
+            return
+        self.query_one("#status", Static).update(
+            Text(f"recording {self.script}… {progress.events:,} events\n{progress_text(progress, counting=False)}"
+                 "\n\n(Escape stops it, q quits)"))  # it names a path: not markup
+        self.query_one("#progress", ProgressBar).update(total=progress.total or None, progress=progress.done)
+
+    def _stop_progress(self) -> None:
+        if self._progress_timer is not None:
+            self._progress_timer.stop()
+            self._progress_timer = None
+        self._progress = None
+        self.query_one("#progress", ProgressBar).add_class("-hidden")
 
     def _record_in_thread(self, script: str) -> None:
         try:
@@ -169,9 +197,7 @@ class AgdbApp(App[None]):
         try:
             # The TUI owns the terminal: the script gets an empty stdin (input() raises EOFError at once)
             # rather than racing the TUI for the keys.
-            run = run_recorded(script, self.script_args, self.source,
-                               on_progress=lambda n: self.post_message(
-                                   TraceProgress(f"recording {script}… {n:,} events (Escape stops it, q quits)")),
+            run = run_recorded(script, self.script_args, self.source, progress=self._progress,
                                on_script_end=script_ended, no_stdin=True, capture_output=True)
         except OSError as e:
             self.post_message(TraceFailed(str(e)))
@@ -249,6 +275,7 @@ class AgdbApp(App[None]):
 
     @on(TraceLoaded)
     def _loaded(self, message: TraceLoaded) -> None:
+        self._stop_progress()
         if self._quitting:
             return
         if len(message.trace) == 0:
@@ -272,6 +299,7 @@ class AgdbApp(App[None]):
 
     @on(TraceFailed)
     def _failed(self, message: TraceFailed) -> None:
+        self._stop_progress()
         self.failure = " ".join(printable(message.error).split())  # one line, for the CLI to print on exit
         # Text: a path or a message may hold [brackets], which a str would have parsed as markup.
         self.query_one("#status", Static).update(

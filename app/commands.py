@@ -14,6 +14,8 @@ from agdb.tracer.store.atomic import is_read_only
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.store.tracefile import load, save
 
+from .progress_line import ProgressLine
+from .run_progress import SAVING, RunProgress
 from .run_script import OsExitCalled, ScriptRun, ScriptSource, run_recorded, syntax_error
 from .signals import ScriptSignals, Terminated
 
@@ -33,16 +35,17 @@ def record_script(script: str, script_args: list[str], source: ScriptSource, sig
     """Run and record `script`, telling how it ended; `on_os_exit(run)` saves and exits if it calls os._exit.
 
     `signals` (the command's, from main) is armed here and stays armed until the command ends, so that a signal
-    stops the script and one after it waits for the trace to be saved (NOTE [signals and the script])."""
+    stops the script and one after it waits for the trace to be saved (NOTE [signals and the script]). On a terminal,
+    stderr shows the phase, the events so far and the time elapsed (progress_line.py)."""
     signals.arm()
-    with err.status("recording…") as status:
+    progress = RunProgress()
+    with ProgressLine(progress, err) as line:
         def os_exit(run: ScriptRun) -> int:
-            status.stop()
+            line.close()
             report(run)
             return on_os_exit(run)
 
-        run = run_recorded(script, script_args, source,
-                           on_progress=lambda n: status.update(f"recording… {n:,} events"),
+        run = run_recorded(script, script_args, source, progress=progress,
                            on_os_exit=os_exit if on_os_exit is not None else None,
                            on_script_start=signals.script_started, on_script_end=signals.script_ended)
     report(run)
@@ -101,8 +104,10 @@ def save_run(run: ScriptRun, output: Path, shown: str) -> int:
         kept = " (the file there is left as it was)" if output.exists() else ""
         fail(f"nothing was recorded, so {shown} was not written{kept}")
         return run.exit_status or 1
-    with err.status(f"saving {len(run.trace):,} events…"):
-        save(run.trace, output)
+    progress = RunProgress(SAVING)
+    progress.settle(len(run.trace))
+    with ProgressLine(progress, err):
+        save(run.trace, output, progress.advance)
     sys.stderr.write(f"wrote {shown}: {len(run.trace):,} events, {run.trace.num_nodes:,} nodes\n")
     return run.exit_status
 

@@ -190,7 +190,7 @@ def run_own_graphs(script: str, script_args: list[str], quiet: bool, command: st
     if quiet:
         sys.stdout = sys.stderr  # the script's prints must not break the JSON on stdout
     try:
-        with capture_run(takers=takers) as found:
+        with capture_run(takers=takers) as found, _progress_line(runner is None):
             scope, error = (runner or run_as_main)(script, script_args)
     except TorchFxError as e:
         raise FxError(str(e)) from None
@@ -198,6 +198,16 @@ def run_own_graphs(script: str, script_args: list[str], quiet: bool, command: st
         if sys.stdout is sys.stderr:
             sys.stdout = saved_stdout
     return found, scope, error
+
+
+def _progress_line(is_shown: bool) -> contextlib.AbstractContextManager:
+    """The phase and the time elapsed on stderr while the script runs and compiles, on a terminal (a recorded run,
+    -o, shows its own line, with the events so far)."""
+    from .commands import err
+    from .progress_line import ProgressLine
+    from .run_progress import RUNNING, RunProgress
+
+    return ProgressLine(RunProgress(RUNNING), err, counting=False) if is_shown else contextlib.nullcontext()
 
 
 def compiled_nothing(script: str, shows: str) -> str:

@@ -39,6 +39,7 @@ from agdb.tracer.recording.async_exc import interrupt
 from agdb.tracer.sources import torch as torch_source
 from agdb.tracer.sources.source import SourceName
 
+from .run_progress import FREEZING, RECONSTRUCTING, RUNNING, RunProgress
 from .signals import Terminated, stopped_by
 
 TorchImport = Literal["auto", "engine", "torch"]
@@ -95,7 +96,7 @@ REAL_TORCH_NOTE = ("the script ran on real PyTorch without agdb's bridge, so not
 
 
 def run_recorded(script: str, args: list[str], source: ScriptSource = DEFAULT_SOURCE,
-                 on_progress: Callable[[int], None] | None = None,
+                 progress: RunProgress | None = None,
                  on_script_end: Callable[[], None] | None = None,
                  no_stdin: bool = False,
                  on_os_exit: Callable[[ScriptRun], int] | None = None,
@@ -107,6 +108,9 @@ def run_recorded(script: str, args: list[str], source: ScriptSource = DEFAULT_SO
     (signals.ScriptSignals raises a signal held until then); `on_script_end` is called the moment the script stops
     (its code returned and the non-daemon threads it started ended), before agdb's own clean-up (the app uses it
     to stop sending interrupts, which must reach the script and nothing after it).
+
+    `progress`: where the run writes its phase and which a display polls for the events so far (NOTE [progress by
+    polling] in run_progress.py).
 
     `no_stdin`: give the script an empty stdin (the TUI owns the terminal); `read_stdin` says if it read.
 
@@ -124,7 +128,7 @@ def run_recorded(script: str, args: list[str], source: ScriptSource = DEFAULT_SO
     if not path.is_file():
         raise FileNotFoundError(f"no such script: {script}")
     path = path.resolve()  # the script may chdir; its frames and tracebacks keep naming this file
-    run = _Run(script, path, args, source, on_progress, no_stdin, on_os_exit, capture_output, on_script_start)
+    run = _Run(script, path, args, source, progress, no_stdin, on_os_exit, capture_output, on_script_start)
     if source.name == "torch":
         if not torch_source.available():
             raise torch_source.TorchMissing(torch_source.INSTALL_HINT)
@@ -137,12 +141,12 @@ class _Run:
     """One run of a script under a trace source, on the calling thread."""
 
     def __init__(self, script: str, path: Path, args: list[str], source: ScriptSource,
-                 on_progress: Callable[[int], None] | None, no_stdin: bool,
+                 progress: RunProgress | None, no_stdin: bool,
                  on_os_exit: Callable[[ScriptRun], int] | None, capture_output: bool,
                  on_script_start: Callable[[], None] | None = None) -> None:
         self.script, self.path, self.args, self.source = script, path, args, source
-        self.on_progress, self.no_stdin, self.on_os_exit, self.capture_output = (on_progress, no_stdin, on_os_exit,
-                                                                                  capture_output)
+        self.progress = progress if progress is not None else RunProgress()
+        self.no_stdin, self.on_os_exit, self.capture_output = no_stdin, on_os_exit, capture_output
         self.on_script_start = on_script_start
 
     def __call__(self, on_script_end: Callable[[], None] | None) -> ScriptRun:
@@ -158,14 +162,14 @@ class _Run:
         output = _Output() if self.capture_output else None
         shim = torch_shim.install() if as_torch else None
         options = {"single_threaded": True} if source.single_threaded else {}
+        progress = self.progress
+        if not on_engine:
+            progress.enter("loading torch")  # the bridge imports it: seconds, before the script's first line
         recording = make_source(source.name, **options).attach()
-        stop = threading.Event()
-        if self.on_progress is not None:
-            threading.Thread(target=_tick, args=(recording, stop, self.on_progress), daemon=True).start()
+        progress.watch(recording)
         state: dict[str, Any] = {}
 
         def restore() -> None:
-            stop.set()
             sys.argv, sys.path[:], os._exit = saved_argv, saved_path, saved_exit
             if stdin is not None:
                 sys.stdin = saved_stdin
@@ -178,7 +182,11 @@ class _Run:
                 torch_shim.uninstall(shim)
 
         def finished(error: BaseException | None, error_text: str) -> ScriptRun:
-            trace = recording.finish()
+            # the bridge models what torch hides before it freezes (NOTE [observe now, reconstruct later])
+            progress.enter(FREEZING if on_engine else RECONSTRUCTING)
+            trace = recording.finish(lambda done, total: progress.advance(done, total) if done else
+                                     progress.enter(FREEZING, total))
+            progress.settle(len(trace))
             signum = stopped_by(error)
             if signum is not None:  # the script did not end of itself: the trace is only what it did until then
                 trace.meta["partial"] = signal.Signals(signum).name
@@ -196,6 +204,7 @@ class _Run:
             if output is not None:
                 sys.stdout = sys.stderr = output
             try:
+                progress.enter(RUNNING)
                 error = _run_main(path, self.on_script_start)
             finally:
                 if on_script_end is not None:
@@ -437,11 +446,6 @@ class _Output(io.TextIOBase):
             dropped = self.dropped + max(0, len(text) - MAX_OUTPUT)
             text = text[-MAX_OUTPUT:]
         return f"[… the first {dropped:,} characters are left out]\n{text}" if dropped else text
-
-
-def _tick(source: Any, stop: threading.Event, on_progress: Callable[[int], None]) -> None:
-    while not stop.wait(0.2):
-        on_progress(source.num_events)
 
 
 def _user_tb(tb: Any, script: Path) -> Any:
