@@ -22,6 +22,7 @@ from ._random import Generator, default_generator, manual_seed
 from ._state import enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled
 from ._tensor import Tensor
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
+from .serialization import load, save
 
 globals().update(_dispatch.table("torch"))  # engine.exp, engine.matmul, ...: the ops declared as torch=
 _dispatch.install()  # Tensor's methods, operators and properties
