@@ -22,6 +22,12 @@ Three graphs, each built fresh for every repetition:
   between them) on a batch of ``NN_BATCH``, scored with ``nn.CrossEntropyLoss``, and one
   ``optim.SGD(momentum=0.9)`` step after backward. Its weights are built once per configuration; each
   repetition runs ``zero_grad``, forward, backward and the step.
+* ``gpt``: a GPT-nano training step: nanoGPT's model (token and position embeddings, pre-LayerNorm blocks of
+  manual causal self-attention and a GELU MLP, a final LayerNorm and an lm_head) with ``GPT_LAYERS`` layers,
+  ``GPT_HEADS`` heads, ``n_embd`` ``GPT_EMBD`` on a batch of ``GPT_BATCH`` sequences of ``GPT_BLOCK`` tokens,
+  ``F.cross_entropy``, and an ``optim.AdamW`` step; the same weights on both libraries. Besides the per-op and
+  per-node ratios, its whole step (forward + backward + AdamW, summed per repetition) is compared with torch's
+  (target <= 2).
 
 Each repetition times the forward pass (the graph's build, tensor creation included) and the
 ``loss.backward()`` call (``retain_graph=False``) separately, with ``time.perf_counter_ns`` (with
@@ -45,8 +51,8 @@ The node count of a graph is the number of distinct nodes reached by walking ``g
 from the loss' ``grad_fn``, AccumulateGrad nodes included. µs/node = median backward time / node count.
 Ratios: no-op observer / no observer (target <= 1.15, backward), engine / torch backward per node
 (target <= 2) and forward per op (target <= 2). A missed target is reported, not raised: this is a
-benchmark, not a test. The ``nn`` graph is small (about 1 ms a pass), so it runs ``NN_REPS_FACTOR`` times as
-many repetitions.
+benchmark, not a test. The ``nn`` and ``gpt`` graphs are small (milliseconds a pass), so they run
+``NN_REPS_FACTOR`` times as many repetitions.
 """
 from __future__ import annotations
 
@@ -322,6 +328,68 @@ def count_ops(root: Any) -> int:
     return sum(type(fn).__name__ != "AccumulateGrad" for fn in seen.values())
 
 
+# -- the GPT-nano model -----------------------------------------------------------------------------------
+GPT_VOCAB, GPT_BLOCK, GPT_EMBD, GPT_HEADS, GPT_LAYERS, GPT_BATCH = 65, 16, 32, 4, 2, 4
+"""A character-level GPT as nanoGPT's (manual causal attention, GELU MLP, pre-LayerNorm blocks), shrunk."""
+
+
+def make_gpt(lib: Any, seed: int = 2) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """The GPT, its data and AdamW on `lib`, with the same float32 weights on each library (drawn in the order
+    of named_parameters, which both libraries give alike); returns (forward building the loss, AdamW step)."""
+    nn, F = lib.nn, lib.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(GPT_EMBD), nn.LayerNorm(GPT_EMBD)
+            self.c_attn, self.c_proj = nn.Linear(GPT_EMBD, 3 * GPT_EMBD), nn.Linear(GPT_EMBD, GPT_EMBD)
+            self.c_fc, self.mlp_proj = nn.Linear(GPT_EMBD, 4 * GPT_EMBD), nn.Linear(4 * GPT_EMBD, GPT_EMBD)
+            self.register_buffer("bias", lib.tril(lib.ones(GPT_BLOCK, GPT_BLOCK)).view(1, 1, GPT_BLOCK, GPT_BLOCK))
+
+        def attn(self, x: Any) -> Any:
+            B, T, C = x.size()
+            q, k, v = self.c_attn(x).split(GPT_EMBD, dim=2)
+            k = k.view(B, T, GPT_HEADS, C // GPT_HEADS).transpose(1, 2)
+            q = q.view(B, T, GPT_HEADS, C // GPT_HEADS).transpose(1, 2)
+            v = v.view(B, T, GPT_HEADS, C // GPT_HEADS).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / float(np.sqrt(k.size(-1))))
+            att = F.softmax(att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf")), dim=-1)
+            return self.c_proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))
+
+        def forward(self, x: Any) -> Any:
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(GPT_VOCAB, GPT_EMBD), nn.Embedding(GPT_BLOCK, GPT_EMBD)
+            self.blocks = nn.ModuleList([Block() for _ in range(GPT_LAYERS)])
+            self.ln_f, self.lm_head = nn.LayerNorm(GPT_EMBD), nn.Linear(GPT_EMBD, GPT_VOCAB, bias=False)
+
+        def forward(self, idx: Any, targets: Any) -> Any:
+            x = self.wte(idx) + self.wpe(lib.arange(idx.size(1)))
+            for block in self.blocks:
+                x = block(x)
+            logits = self.lm_head(self.ln_f(x))
+            return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+    model = GPT()
+    rng = np.random.default_rng(seed)
+    with lib.no_grad():
+        for _, param in model.named_parameters():
+            param.copy_(lib.tensor((rng.standard_normal(tuple(param.shape)) * 0.02).astype(np.float32)))
+    idx = lib.tensor(rng.integers(0, GPT_VOCAB, (GPT_BATCH, GPT_BLOCK)))
+    targets = lib.tensor(rng.integers(0, GPT_VOCAB, (GPT_BATCH, GPT_BLOCK)))
+    optimizer = lib.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def forward() -> Any:
+        optimizer.zero_grad(set_to_none=True)
+        return model(idx, targets)
+
+    return forward, optimizer.step
+
+
 # -- main --------------------------------------------------------------------------------------------------
 def _graphs(sizes: dict) -> list[Graph]:
     arrays = mlp_arrays(sizes["mlp_width"], sizes["mlp_depth"])
@@ -333,6 +401,8 @@ def _graphs(sizes: dict) -> list[Graph]:
                      "summed", lambda lib: (lambda: build_mlp(lib, arrays), None)),
         Graph("nn", f"nn.Sequential of {NN_LAYERS} Linear({NN_WIDTH}) + ReLU, batch {NN_BATCH}, CrossEntropyLoss, "
                     "SGD(momentum) step", lambda lib: make_nn(lib, weights)),
+        Graph("gpt", f"GPT-nano ({GPT_LAYERS} layers, {GPT_HEADS} heads, n_embd {GPT_EMBD}, block {GPT_BLOCK}, "
+                     f"batch {GPT_BATCH}, vocab {GPT_VOCAB}), cross_entropy, AdamW step", make_gpt),
     ]
 
 
@@ -380,7 +450,7 @@ def run(quick: bool, reps: int | None) -> dict:
         torch_counts = counts.get("torch", (None, None))
         result["graphs"][graph.name] = {"description": graph.description, "nodes": nodes, "ops": ops,
                                         "torch_nodes": torch_counts[0], "torch_ops": torch_counts[1]}
-        times = measure(graph, configs, reps * (NN_REPS_FACTOR if graph.name == "nn" else 1))
+        times = measure(graph, configs, reps * (NN_REPS_FACTOR if graph.name in ("nn", "gpt") else 1))
         per: dict[tuple[str, str], float] = {}
         for config in configs:
             n_nodes, n_ops = counts[lib_name(config.lib)]
@@ -389,6 +459,11 @@ def run(quick: bool, reps: int | None) -> dict:
                 row = _row(graph.name, config, phase, phase_times, count, unit)
                 result["results"].append(row)
                 per[(config.name, phase)] = row["median_ms"] / count
+            if graph.name == "gpt":  # the whole training step, as the step row's target reads it
+                steps = [sum(parts) for parts in zip(*times[config.name].values(), strict=True)]
+                row = _row(graph.name, config, "total", steps, 1, "steps")
+                result["results"].append(row)
+                per[(config.name, "total")] = row["median_ms"]
         _checks(result["checks"], graph.name, per)
     return result
 
@@ -403,6 +478,9 @@ def _checks(checks: list, graph: str, per: dict[tuple[str, str], float]) -> None
     if ("torch", "backward") in per:
         check("engine / torch", per[("engine", "backward")] / per[("torch", "backward")], TORCH_TARGET)
         check("forward engine / torch", per[("engine", "forward")] / per[("torch", "forward")], FORWARD_TARGET)
+    if ("torch", "total") in per:
+        check("train step engine / torch", per[("engine", "total")] / per[("torch", "total")],
+              TORCH_TARGET)
 
 
 def print_report(result: dict) -> None:

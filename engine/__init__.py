@@ -15,12 +15,14 @@ from ._legacy import BoolTensor, DoubleTensor, FloatTensor, IntTensor, LongTenso
 from ._observer import add_observer
 from ._ops import amax as _amax  # noqa: F401 - its nodes subclass _functions', loaded by now
 from ._ops import attention as _attention  # noqa: F401 - declares baddbmm and unflatten before the table
+from ._ops import hyperbolic_grid as _hyperbolic_grid  # noqa: F401 - the same
 from ._ops import sampling as _sampling  # noqa: F401 - the same
 from ._ops import tensor_ops as _tensor_ops  # noqa: F401 - the same
 from ._random import Generator, default_generator, manual_seed
 from ._state import enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled
 from ._tensor import Tensor
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
+from .serialization import load, save
 
 globals().update(_dispatch.table("torch"))  # engine.exp, engine.matmul, ...: the ops declared as torch=
 _dispatch.install()  # Tensor's methods, operators and properties

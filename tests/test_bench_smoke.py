@@ -22,12 +22,12 @@ def _run_bench(tmp_path: Path, script: str, *args: str, timeout: int = 300) -> t
 @pytest.mark.long
 def test_bench_quick_writes_json(tmp_path):
     """`bench/engine.py --quick --json` writes positive forward µs/op and backward µs/node for every graph and
-    config, and the nn model's optimizer step."""
+    config, the nn model's optimizer step, and the GPT-nano step (forward, backward, AdamW and their total)."""
     stdout, data = _run_bench(tmp_path, "engine.py", "--quick")
     assert "µs/node" in stdout and "µs/op" in stdout
 
     assert {"meta", "targets", "graphs", "results", "checks"} <= set(data)
-    assert set(data["graphs"]) == {"chain", "mlp", "nn"}
+    assert set(data["graphs"]) == {"chain", "mlp", "nn", "gpt"}
     for graph in data["graphs"].values():
         assert 0 < graph["ops"] < graph["nodes"]
 
@@ -35,15 +35,18 @@ def test_bench_quick_writes_json(tmp_path):
     seen = set()
     for row in data["results"]:
         assert {"graph", "config", "phase", "reps", "times_ms", "median_ms"} <= set(row)
-        unit = {"forward": "op", "backward": "node", "step": "step"}[row["phase"]]
+        unit = {"forward": "op", "backward": "node", "step": "step", "total": "step"}[row["phase"]]
         assert row[f"{unit}s"] > 0 and len(row["times_ms"]) == row["reps"]
         assert row["median_ms"] > 0 and row[f"us_per_{unit}"] > 0
         seen.add((row["graph"], row["config"], row["phase"]))
-    phases = {"chain": ("forward", "backward"), "mlp": ("forward", "backward"), "nn": ("forward", "backward", "step")}
+    phases = {"chain": ("forward", "backward"), "mlp": ("forward", "backward"), "nn": ("forward", "backward", "step"),
+              "gpt": ("forward", "backward", "step", "total")}
     assert seen == {(g, c, p) for g, ps in phases.items() for c in configs for p in ps}
 
     for check in data["checks"]:
         assert check["ratio"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)
+    if data["meta"]["torch"]:
+        assert any(c["graph"] == "gpt" and c["name"] == "train step engine / torch" for c in data["checks"])
 
 
 def test_threads_bench_quick_writes_json(tmp_path):

@@ -36,6 +36,7 @@ from ._common import (
     save_inputs,
     with_original_self,
 )
+from ._erf import erf as _erf
 from .arith import add, add_scalar, compare, div, div_scalar, mul, mul_scalar, neg, sub
 from .nn import _REDUCTIONS, log_softmax, masked_fill
 from .pointwise import abs as abs_
@@ -47,7 +48,6 @@ _SQRT_2 = math.sqrt(2.0)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _K = 0.044715
-_erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def reduction_enum(reduction: str) -> int:

@@ -201,3 +201,55 @@ def _iterable(t, p):
     p.run("shuffle", lambda: d.DataLoader(Stream(), shuffle=True))
     p.run("len", lambda: len(d.DataLoader(Stream())))
     p.counter("end")
+
+
+@program("DataLoader with worker processes: the same batches in order, and the sampler read ahead as torch's")
+def _workers(t, p):
+    d = _data(t)
+    pulls = []
+
+    class Logged(d.Sampler):
+        """Logs each index the loader takes, which torch's worker iterator does ahead of the batches it yields."""
+
+        def __init__(self, n):
+            self.n = n
+
+        def __iter__(self):
+            for i in range(self.n):
+                pulls.append(("pull", i))
+                yield i
+
+        def __len__(self):
+            return self.n
+
+    ds = d.TensorDataset(t.arange(7.0).reshape(7, 1), t.arange(7) * 10)
+    for workers, prefetch in ((1, 2), (2, 1), (2, 3)):
+        pulls.clear()
+        loader = d.DataLoader(ds, batch_size=2, sampler=Logged(7), num_workers=workers, prefetch_factor=prefetch)
+        it = iter(loader)
+        pulls.append(("iter",))
+        for xb, yb in it:
+            pulls.append(("batch", xb.tolist(), yb.tolist()))
+        p.value(f"workers {workers} prefetch {prefetch}", list(pulls))
+    loader = d.DataLoader(ds, batch_size=3, num_workers=2, persistent_workers=True)
+    p.value("persistent, two epochs", [[b.tolist() for b, _ in loader] for _ in range(2)])
+
+    def after(epochs, persistent):
+        """The generator's next values after `epochs` passes: torch draws its workers' base seed once per worker
+        iterator, which persistent workers keep from one epoch to the next."""
+        t.manual_seed(0)
+        loader = d.DataLoader(ds, batch_size=3, num_workers=2, persistent_workers=persistent)
+        for _ in range(epochs):
+            list(loader)
+        return t.rand(2).tolist()
+    persistent_two = after(2, True)
+    p.value("seeds drawn by persistent workers", (persistent_two == after(1, False), persistent_two == after(2, False)))
+    x = p.leaf("x", X52)
+    loader = d.DataLoader(d.TensorDataset(x.detach() * 2, t.tensor(Y5)), batch_size=2, num_workers=2)
+    w = p.leaf("w", [[0.1, -0.2, 0.3], [0.4, 0.5, -0.6]])
+    for i, (xb, yb) in enumerate(loader):
+        loss = t.nn.functional.cross_entropy(xb @ w, yb)
+        p.watch(loss, tag=f"loss {i}")
+        loss.backward()
+    p.value("w.grad", w.grad)
+    p.counter("end")

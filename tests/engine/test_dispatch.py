@@ -267,8 +267,9 @@ def test_observation_changes_no_node_name_seq_nr_or_grad():
 # -- the registry covers the public surface -------------------------------------------------------------------
 NOT_OPS_ENGINE = {"manual_seed", "is_tensor", "get_default_dtype", "no_grad", "enable_grad", "is_grad_enabled",
                   "set_grad_enabled", "add_observer", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
-                  "inference_mode", "is_inference_mode_enabled"}
-"""engine.* callables that return no tensor: settings, predicates, context managers."""
+                  "inference_mode", "is_inference_mode_enabled", "save", "load"}
+"""engine.* callables that are not ops: settings, predicates, context managers, and torch.save/torch.load (Python
+code in torch too, outside its dispatcher)."""
 
 NOT_OPS_TENSOR = {"backward", "register_hook", "register_post_accumulate_grad_hook", "retain_grad",
                   "requires_grad_", "dim", "size", "numel", "nelement", "stride", "is_contiguous",

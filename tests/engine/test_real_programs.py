@@ -23,6 +23,7 @@ CONFIGS: dict[str, tuple[str, tuple[str, ...]]] = {
                             "--n_embd=8", "--block_size=8", "--batch_size=2", "--gradient_accumulation_steps=2",
                             "--max_iters=2", "--eval_iters=1", "--warmup_iters=1", "--lr_decay_iters=2")),
     **{f"makemore_{kind}": ("makemore", ("--type", kind)) for kind in ("bigram", "mlp", "rnn", "gru", "bow")},
+    "dcgan": ("dcgan", ("--dataset", "fake")),
 }
 """Runs of a program with command-line options that pick another of its models: name -> (directory, argv)."""
 RUNS = {d.name: (d.name, ()) for d in ROOT.iterdir() if (d / "main.py").is_file()} | CONFIGS
@@ -42,6 +43,8 @@ KNOWN_GAPS: dict[str, str] = {
     "nanoGPT": ("train.py maps its dtype option through {'float32': torch.float32, 'bfloat16': torch.bfloat16, "
                 "'float16': torch.float16} at module level, and the engine has neither bfloat16 nor float16"),
     "mnist_rnn": "the model uses nn.Dropout2d (on a 2-D input, torch's deprecated path), which the engine lacks",
+    "dcgan": ("the generator is five nn.ConvTranspose2d layers and the discriminator uses nn.LeakyReLU, which the "
+              "engine lacks (its forward also reads Tensor.is_xpu, which the engine's Tensor has not)"),
 }
 """Programs that do not yet run on the engine as on torch, and why (each xfails strictly)."""
 

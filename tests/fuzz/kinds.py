@@ -30,6 +30,8 @@ UNARY: dict[str, tuple[tuple[str, ...], str, str, float]] = {
     "sign": (("{0}.sign()",), "any", "", 0.3),
     "log1p": (("{0}.log1p()",), "pos", "pos", 0.5),
     "log10": (("{0}.log10()", "t.log10({0})"), "pos", "", 0.5),
+    "sinh": (("{0}.sinh()", "t.sinh({0})"), "any", "", 0.3),
+    "cosh": (("{0}.cosh()", "t.cosh({0})"), "any", "pos", 0.3),
     "flip": (("{0}.flip(0)", "{0}.flip(-1)", "t.flip({0}, (0,))", "{0}.flip(())"), "any", "keep", 0.5),
     "expm1": (("{0}.expm1()",), "any", "keep", 0.5),
     "square": (("{0}.square()", "{0} ** 2", "{0}.pow(2)", "t.pow({0}, 2)"), "any", "keep", 3),
@@ -76,8 +78,8 @@ def unary(g: Generator) -> None:
     op = g.weighted(ops)
     if op == "sgn" and not g.allow("sgn_saved"):
         op = "sign"
-    if (x.big and op in ("sin", "cos")) or (x.noisy and op in ("sign", "sgn", "abs")):
-        op = "tanh"  # a huge argument, or a sign of rounding noise, would compare noise with noise
+    if (x.big and op in ("sin", "cos", "sinh", "cosh")) or (x.noisy and op in ("sign", "sgn", "abs")):
+        op = "tanh"  # a huge argument (or sinh's overflow), or a sign of rounding noise, would compare noise
     forms, _, result, _ = UNARY[op]
     text = g.pick_item(list(forms))
     dtype = "f32" if op == "float" else "f64" if op == "double" else x.dtype

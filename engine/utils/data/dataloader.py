@@ -1,8 +1,13 @@
 """DataLoader and the default collate, as torch's.
 
-Batches are fetched in the calling process whatever `num_workers` says (the engine has no worker processes):
-the order of batches is the same as torch's, and any nodes a dataset's `__getitem__` makes take this thread's
-seq_nrs, where torch's workers would make them in their own processes.
+Batches are fetched in the calling process whatever `num_workers` says (the engine has no worker processes). With
+workers, torch's main process still runs the sampler, and reads it ahead: `prefetch_factor * num_workers` batches of
+indices when the iterator starts, then one more after each batch it yields. The engine reads the sampler at those
+same moments, so batches, their order and the random draws of a sampler match torch's. What runs inside torch's
+workers runs here in the calling process: any nodes a dataset's `__getitem__` makes take this thread's seq_nrs,
+its random draws come from this process's generator, `get_worker_info()` is None and `worker_init_fn` is not
+called (torch calls it in the workers only). An IterableDataset with workers is refused: each of torch's workers
+iterates its own copy of the dataset, which the engine does not reproduce.
 """
 from __future__ import annotations
 
@@ -188,6 +193,7 @@ class DataLoader:
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
         self.persistent_workers = persistent_workers
+        self._iterated = False
 
     @property
     def _auto_collation(self) -> bool:
@@ -198,21 +204,55 @@ class DataLoader:
         return self.batch_sampler if self._auto_collation else self.sampler
 
     def __iter__(self) -> Iterator[Any]:
-        # torch's iterator draws a base seed for its workers from the loader's generator on every pass
-        draw_seed(self.generator if self.generator is not None else _random.default_generator)
+        # torch's iterator draws a base seed for its workers from the loader's generator when it is made: on every
+        # pass, except with persistent workers, whose one iterator serves every pass
+        if not (self.persistent_workers and self.num_workers > 0 and self._iterated):
+            draw_seed(self.generator if self.generator is not None else _random.default_generator)
+        self._iterated = True
         if self._iterable:
+            if self.num_workers > 0:
+                raise NotImplementedError(
+                    f"DataLoader with num_workers={self.num_workers} over an IterableDataset: on torch each worker "
+                    "process iterates its own copy of the dataset (get_worker_info() tells it which), and agdb's "
+                    "engine has no worker processes. Use num_workers=0, or run the script on real torch with "
+                    "`agdb torch SCRIPT`")
             return self._iter_stream()
+        if self.num_workers > 0:
+            return self._iter_prefetched()
         return self._iter_map()
 
-    def _iter_map(self) -> Iterator[Any]:
+    def _fetch(self, index: Any) -> Any:
+        if not self._auto_collation:
+            return self.collate_fn(self.dataset[index])
         getitems = getattr(self.dataset, "__getitems__", None)
+        if callable(getitems):
+            return self.collate_fn(getitems(index))
+        return self.collate_fn([self.dataset[i] for i in index])
+
+    def _iter_map(self) -> Iterator[Any]:
         for index in self._index_sampler:
-            if not self._auto_collation:
-                yield self.collate_fn(self.dataset[index])
-            elif callable(getitems):
-                yield self.collate_fn(getitems(index))
-            else:
-                yield self.collate_fn([self.dataset[i] for i in index])
+            yield self._fetch(index)
+
+    def _iter_prefetched(self) -> Iterator[Any]:
+        """torch's worker iterator: the sampler read ahead now, by prefetch_factor * num_workers batches."""
+        indices = iter(self._index_sampler)
+        pending: collections.deque = collections.deque()
+
+        def put() -> None:
+            try:
+                pending.append(next(indices))
+            except StopIteration:
+                pass
+
+        for _ in range(self.prefetch_factor * self.num_workers):  # type: ignore[operator]
+            put()
+
+        def batches() -> Iterator[Any]:
+            while pending:
+                index = pending.popleft()
+                put()  # torch asks for the next index before it hands out (or re-raises) this batch
+                yield self._fetch(index)
+        return batches()
 
     def _iter_stream(self) -> Iterator[Any]:
         stream = iter(self.dataset)

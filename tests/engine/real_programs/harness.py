@@ -74,12 +74,12 @@ def _random_functions(t: Any, s: _Stream) -> dict[str, Callable]:
             x.copy_(t.tensor(values, dtype=x.dtype))
         return x
 
-    def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, **_):
-        shape = _shape(size)
+    def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, **kwargs):
+        shape = _shape(size or (kwargs["size"],))
         return make(s.draw("randn", shape, lambda g: g.standard_normal(shape)), dtype, requires_grad)
 
-    def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, **_):
-        shape = _shape(size)
+    def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, **kwargs):
+        shape = _shape(size or (kwargs["size"],))
         return make(s.draw("rand", shape, lambda g: g.random(shape)), dtype, requires_grad)
 
     def randn_like(x, dtype=None, **_):
