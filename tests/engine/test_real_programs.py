@@ -41,7 +41,6 @@ KNOWN_GAPS: dict[str, str] = {
     "word_language_model_transformer": _NO_TRANSFORMER,
     "nanoGPT": ("train.py maps its dtype option through {'float32': torch.float32, 'bfloat16': torch.bfloat16, "
                 "'float16': torch.float16} at module level, and the engine has neither bfloat16 nor float16"),
-    "mnist_rnn": "the model uses nn.Dropout2d (on a 2-D input, torch's deprecated path), which the engine lacks",
 }
 """Programs that do not yet run on the engine as on torch, and why (each xfails strictly)."""
 

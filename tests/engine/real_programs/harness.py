@@ -151,9 +151,19 @@ def _random_functions(t: Any, s: _Stream) -> dict[str, Callable]:
         noise = t.tensor(keep / (1.0 - p), dtype=input.dtype)
         return input.mul_(noise) if inplace else input * noise
 
+    def feature_dropout(input, p, train):
+        if p == 0 or not train or input.numel() == 0:
+            return input
+        if p == 1:
+            return input * t.zeros((), dtype=input.dtype)
+        shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
+        keep = s.draw("feature_dropout", shape, lambda g: g.random(shape)) >= p
+        return input * t.tensor(keep / (1.0 - p), dtype=input.dtype)
+
     return {"randn": randn, "rand": rand, "randn_like": randn_like, "rand_like": rand_like, "randint": randint,
             "randperm": randperm, "seed": seed, "multinomial": multinomial, "normal": normal,
-            "uniform_": uniform_, "normal_": normal_, "random_": random_, "dropout": dropout}
+            "uniform_": uniform_, "normal_": normal_, "random_": random_, "dropout": dropout,
+            "feature_dropout": feature_dropout}
 
 
 def _sites(t: Any, fns: dict[str, Callable]) -> list[tuple[Any, str, Any]]:
@@ -164,7 +174,8 @@ def _sites(t: Any, fns: dict[str, Callable]) -> list[tuple[Any, str, Any]]:
     sites += [(t.Tensor, name, fns[name]) for name in ("uniform_", "normal_", "random_", "multinomial")]
     sites.append((t.nn.functional, "dropout", fns["dropout"]))
     if t is engine:
-        from agdb.engine.nn import init
+        from agdb.engine.nn import _dropout, init
+        sites.append((_dropout._VF, "feature_dropout", fns["feature_dropout"]))
         from agdb.engine.utils.data import dataloader, dataset, sampler
         sites += [(init, "uniform_", lambda x, a=0.0, b=1.0, generator=None: fns["uniform_"](x, a, b)),
                   (init, "normal_", lambda x, mean=0.0, std=1.0, generator=None: fns["normal_"](x, mean, std)),
@@ -175,6 +186,7 @@ def _sites(t: Any, fns: dict[str, Callable]) -> list[tuple[Any, str, Any]]:
     else:
         import torch.utils.data.dataset as dataset_module
         sites.append((dataset_module, "randperm", fns["randperm"]))
+        sites.append((t._VF, "feature_dropout", fns["feature_dropout"]))  # dropout1d/2d/3d's kernel
     return [(owner, name, fn) for owner, name, fn in sites if hasattr(owner, name)]
 
 
