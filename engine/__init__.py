@@ -14,8 +14,8 @@ from ._factories import is_tensor
 from ._legacy import BoolTensor, DoubleTensor, FloatTensor, IntTensor, LongTensor
 from ._observer import add_observer
 from ._ops import amax as _amax  # noqa: F401 - its nodes subclass _functions', loaded by now
-from ._ops import dropout as _dropout  # noqa: F401 - declares feature_dropout before the table
 from ._ops import attention as _attention  # noqa: F401 - declares baddbmm and unflatten before the table
+from ._ops import dropout as _dropout  # noqa: F401 - declares feature_dropout before the table
 from ._ops import sampling as _sampling  # noqa: F401 - the same
 from ._ops import tensor_ops as _tensor_ops  # noqa: F401 - the same
 from ._random import Generator, default_generator, manual_seed

@@ -7,6 +7,7 @@ Imported by nn/functional.py before it builds its table, so these entries are am
 from __future__ import annotations
 
 import warnings
+
 from .._dispatch import public
 from .._ops.dropout import feature_dropout
 from .._tensor import Tensor
@@ -57,10 +58,11 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
     _no_inplace(inplace)
     inp_dim = input.dim()
     if inp_dim not in (3, 4):
-        warnings.warn(f"dropout2d: Received a {inp_dim}-D input to dropout2d, which is deprecated and will result in an "
-                      "error in a future release. To retain the behavior and silence this warning, please use dropout "
-                      "instead. Note that dropout2d exists to provide channel-wise dropout on inputs with 2 spatial "
-                      "dimensions, a channel dimension, and an optional batch dimension (i.e. 3D or 4D inputs).",
+        warnings.warn(f"dropout2d: Received a {inp_dim}-D input to dropout2d, which is deprecated and will result in "
+                      "an error in a future release. To retain the behavior and silence this warning, please use "
+                      "dropout instead. Note that dropout2d exists to provide channel-wise dropout on inputs with 2 "
+                      "spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 3D or 4D "
+                      "inputs).",
                       stacklevel=3)
     if inp_dim == 3:
         warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout behavior "
@@ -79,10 +81,11 @@ def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
     _no_inplace(inplace)
     inp_dim = input.dim()
     if inp_dim not in (4, 5):
-        warnings.warn(f"dropout3d: Received a {inp_dim}-D input to dropout3d, which is deprecated and will result in an "
-                      "error in a future release. To retain the behavior and silence this warning, please use dropout "
-                      "instead. Note that dropout3d exists to provide channel-wise dropout on inputs with 3 spatial "
-                      "dimensions, a channel dimension, and an optional batch dimension (i.e. 4D or 5D inputs).",
+        warnings.warn(f"dropout3d: Received a {inp_dim}-D input to dropout3d, which is deprecated and will result in "
+                      "an error in a future release. To retain the behavior and silence this warning, please use "
+                      "dropout instead. Note that dropout3d exists to provide channel-wise dropout on inputs with 3 "
+                      "spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 4D or 5D "
+                      "inputs).",
                       stacklevel=3)
     is_batched = inp_dim == 5
     if not is_batched:
