@@ -15,14 +15,15 @@ from .._tensor import Tensor, _wrap_dim, grad_accumulator, gradient_edge, make_t
 from .._version import OWNER, _owner, node_saved_versions, version_of
 
 _KIND = {np.dtype(np.bool_): 0, np.dtype(np.int64): 1, np.dtype(np.int32): 1, np.dtype(np.float32): 2,
-         np.dtype(np.float64): 2}
+         np.dtype(np.float64): 2, np.dtype(np.float16): 2}
 
 
 _DEFAULT_OF_KIND = {0: np.dtype(np.bool_), 1: np.dtype(np.int64), 2: np.dtype(np.float32)}
 
 
 _F32 = np.dtype(np.float32)
-_FLOATS = (_F32, np.dtype(np.float64))
+_F16 = np.dtype(np.float16)
+_FLOATS = (_F32, np.dtype(np.float64), _F16)
 
 
 _NUMBER = (int, float, bool, np.number)
@@ -341,7 +342,12 @@ def _binary(np_fn, a: Tensor, b: Tensor, float_only: bool = False) -> np.ndarray
         raise RuntimeError(
             f"The size of tensor a ({_mismatch(a, b)[0]}) must match the size of tensor b "
             f"({_mismatch(a, b)[1]}) at non-singleton dimension {_mismatch(a, b)[2]}") from None
-    res = res if res.dtype == dt else res.astype(dt)
+    if res.dtype != dt:
+        if dt == _F16:  # torch rounds out-of-range values to inf without a word; numpy's cast warns
+            with np.errstate(over="ignore"):
+                res = res.astype(dt)
+        else:
+            res = res.astype(dt)
     if res.ndim > 1 and not (a._data.flags.c_contiguous and b._data.flags.c_contiguous
                              and (1 not in res.shape or a._data.shape == b._data.shape)):
         res = tensor_iterator_layout(res, (a._data, b._data))  # torch's strides, not numpy's (see _layout)
@@ -399,7 +405,8 @@ def _dims(dim: Any, ndim: int) -> tuple[int, ...]:
 
 
 def _dtype_title(a: Tensor) -> str:
-    return {"int64": "Long", "bool": "Bool", "float32": "Float", "float64": "Double"}[a.dtype.name]
+    return {"int64": "Long", "bool": "Bool", "float32": "Float", "float64": "Double", "float16": "Half",
+            "int32": "Int"}[a.dtype.name]
 
 
 def _strides(a: Tensor) -> tuple[int, ...]:
@@ -419,7 +426,8 @@ def binary_operator(op):
 
 def legacy_type_name(t: Tensor) -> str:
     """PyTorch's legacy type name, as some messages print it: torch.FloatTensor, torch.cuda.DoubleTensor."""
-    kind = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}[t.dtype.name]
+    kind = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool", "float16": "Half",
+            "int32": "Int"}[t.dtype.name]
     return ("torch.cuda." if t._device.startswith("cuda") else "torch.") + kind + "Tensor"
 
 

@@ -14,6 +14,11 @@ from .reduce import sum
 from .shape import _as_view, _view_data, view_exact
 
 
+def _opmath(x: np.ndarray) -> np.ndarray:
+    """The type torch's CPU kernels compute a half tensor in (float), rounding the result once."""
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
 def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor, operands: tuple = ()) -> Tensor:
     """`operands`: the arrays torch's TensorIterator kernel takes, in its order, when the result is laid out by
     them (a transposed grad makes a transposed result)."""
@@ -74,8 +79,9 @@ def threshold_backward(grad: Tensor, self: Tensor, threshold: float) -> Tensor:
 def softmax_backward_data(grad: Tensor, output: Tensor, dim: int) -> Tensor:
     """output * (grad - sum(grad * output, dim)) → SoftmaxBackwardDataBackward0."""
     def compute() -> np.ndarray:
-        g, o = grad._data, output._data
-        return o * (g - ((g * o).sum(axis=dim, keepdims=True) if o.ndim else g * o))  # 0-dim: nan for nan, inf
+        g, o = _opmath(grad._data), _opmath(output._data)
+        res = o * (g - ((g * o).sum(axis=dim, keepdims=True) if o.ndim else g * o))  # 0-dim: nan for nan, inf
+        return res.astype(np.result_type(grad._data, output._data), copy=False)
 
     return _binary_node(fn.SoftmaxBackwardDataBackward0, compute, (grad, output),
                         {"grad_output": grad, "output": output, "dim": dim}, grad)
@@ -84,8 +90,9 @@ def softmax_backward_data(grad: Tensor, output: Tensor, dim: int) -> Tensor:
 def log_softmax_backward_data(grad: Tensor, output: Tensor, dim: int) -> Tensor:
     """grad - exp(output) * sum(grad, dim) → LogSoftmaxBackwardDataBackward0."""
     def compute() -> np.ndarray:
-        g, o = grad._data, output._data
-        return g - np.exp(o) * (g.sum(axis=dim, keepdims=True) if o.ndim else g)
+        g, o = _opmath(grad._data), _opmath(output._data)
+        res = g - np.exp(o) * (g.sum(axis=dim, keepdims=True) if o.ndim else g)
+        return res.astype(np.result_type(grad._data, output._data), copy=False)
 
     return _binary_node(fn.LogSoftmaxBackwardDataBackward0, compute, (grad, output),
                         {"grad_output": grad, "output": output, "dim": dim}, grad)
