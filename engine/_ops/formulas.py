@@ -34,7 +34,8 @@ def tanh_backward(grad: Tensor, output: Tensor) -> Tensor:
     """grad * (1 - output**2) → TanhBackwardBackward0."""
     if not tls.grad_enabled or not needs_grad(grad, output):  # the common case (no create_graph): no node
         g, o = grad._data, output._data
-        if g.shape == o.shape and g.dtype == o.dtype and g.ndim and g.flags.c_contiguous and o.flags.c_contiguous:
+        if g.shape == o.shape and g.dtype == o.dtype and g.ndim and g.flags.c_contiguous and o.flags.c_contiguous \
+                and g.dtype != np.float16:
             # TensorIterator's fast setup: the result is C-ordered as the operands, so the layout has nothing to
             # change; computed in one new array (the same operations, two temporaries fewer)
             return make_tensor(quietly(_tanh_grad_new, g, o), False, grad._device)
@@ -48,6 +49,8 @@ def tanh_backward(grad: Tensor, output: Tensor) -> Tensor:
 
 
 def _tanh_grad(g: np.ndarray, o: np.ndarray) -> np.ndarray:
+    if g.dtype == np.float16 or o.dtype == np.float16:  # computed in float, rounded once (torch's half kernel)
+        return (_opmath(g) * (1 - _opmath(o) * _opmath(o))).astype(np.result_type(g, o))
     return g * (1 - o * o)
 
 
@@ -64,8 +67,14 @@ _subtract = np.subtract
 
 def sigmoid_backward(grad: Tensor, output: Tensor) -> Tensor:
     """grad * output * (1 - output) → SigmoidBackwardBackward0."""
-    return _binary_node(fn.SigmoidBackwardBackward0, lambda: grad._data * output._data * (1 - output._data),
+    return _binary_node(fn.SigmoidBackwardBackward0, lambda: _sigmoid_grad(grad._data, output._data),
                         (grad, output), {"grad_output": grad, "output": output}, grad, (grad._data, output._data))
+
+
+def _sigmoid_grad(g: np.ndarray, o: np.ndarray) -> np.ndarray:
+    if g.dtype == np.float16:  # torch's half kernel: c10::Half arithmetic, each step rounded, in this order
+        return g * (1 - o) * o
+    return g * o * (1 - o)
 
 
 def threshold_backward(grad: Tensor, self: Tensor, threshold: float) -> Tensor:

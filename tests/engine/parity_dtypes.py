@@ -35,6 +35,18 @@ def _pointwise(t, p):
     p.value("big", (x * 60000.0, x + 65504.0, x / 1e5))
 
 
+@program("dtypes_half_activations")
+def _activations(t, p):
+    """tanh and sigmoid in half: torch's backward kernels compute in float and round once."""
+    x = p.leaf("x", [[-0.71, -0.3, -1.15], [1.22, -1.17, -0.4]], dtype="float64")
+    h = x.half()
+    y = t.tanh(h) * 2 + t.sigmoid(h)
+    p.watch(y)
+    p.value("y", y)
+    p.run("backward", lambda: y.double().sum().backward())
+    p.value("x.grad", x.grad)
+
+
 @program("dtypes_half_casts")
 def _casts(t, p):
     w = p.leaf("w", [0.1, 0.3, 70000.0, 1e-8, -2.0], dtype="float32")
