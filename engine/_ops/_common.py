@@ -159,10 +159,37 @@ def record(node: Node, inputs: Sequence[Tensor | None], out: Tensor) -> Tensor:
         out._view.attr_version = version_of(out._data)
     out._requires_grad = True
     if node._saved_tensor_names:  # what backward will check: the saved tensors' versions now
-        node._saved_versions = _saved_records(node)
+        node._saved_versions = keep_outputs_unowned(node, _saved_records(node))
     if _observer.observers:
         _observer.notify("node_created", node)
     return out
+
+
+def keep_outputs_unowned(node: Node, records: Any) -> Any:
+    """Keep each output `node` saved as torch's SavedVariable keeps one: its memory, without the output tensor
+    (whose grad_fn is `node`). The slot and the record take a new tensor on the same memory with no history, so
+    that the node and its output do not hold each other: torch frees such a node, and the AccumulateGrads it
+    points to, with the output's last reference, where a cycle would wait for Python's cycle collector (a later
+    `backward(inputs=[leaf])` would then find the leaf's old accumulator where torch makes an Identity). Every
+    reader gives the output back with this node as grad_fn (unpack_plain, Node._unpack_outputs), as torch's
+    unpack does. Records packed by saved-tensor hooks are the hooks' to keep."""
+    if records is None or records.__class__ is not tuple:
+        return records
+    kept = None
+    for i, record in enumerate(records):
+        t = record[0]
+        if record[2] is OWNER and t._grad_fn is node:
+            alias = make_tensor(t._data, device=t._device)
+            alias._inference = t._inference
+            if t._zerotensor:
+                alias._zerotensor = True
+            for key, value in node._saved_items():
+                if value is t:
+                    node._set_saved(key, alias)
+            if kept is None:
+                kept = list(records)
+            kept[i] = (alias,) + record[1:]
+    return records if kept is None else tuple(kept)
 
 
 def _saved_records(node: Node) -> Any:
@@ -438,6 +465,6 @@ def record_outputs(node: Node, inputs: Sequence[Tensor | None], outs: Sequence[T
     for i, o in enumerate(outs):
         o.grad_fn, o._output_nr, o._requires_grad = node, i, True
     if node._saved_tensor_names:
-        node._saved_versions = node_saved_versions(node)
+        node._saved_versions = keep_outputs_unowned(node, node_saved_versions(node))
     if _observer.observers:
         _observer.notify("node_created", node)

@@ -4,6 +4,7 @@ and values agree."""
 from __future__ import annotations
 
 from tests.engine.parity_suite import parity_tests
-from tests.engine.parity_transformer import PROGRAMS
+from tests.engine.parity_transformer import MKLDNN_PROGRAMS, PROGRAMS
 
 test_program_matches_torch = parity_tests(PROGRAMS)
+test_mkldnn_program_matches_torch = parity_tests(MKLDNN_PROGRAMS)
