@@ -159,7 +159,7 @@ def record(node: Node, inputs: Sequence[Tensor | None], out: Tensor) -> Tensor:
         out._view.attr_version = version_of(out._data)
     out._requires_grad = True
     if node._saved_tensor_names:  # what backward will check: the saved tensors' versions now
-        node._saved_versions = keep_outputs_unowned(node, _saved_records(node))
+        node._saved_versions = _saved_records(node)
     if _observer.observers:
         _observer.notify("node_created", node)
     return out
@@ -179,10 +179,7 @@ def keep_outputs_unowned(node: Node, records: Any) -> Any:
     for i, record in enumerate(records):
         t = record[0]
         if record[2] is OWNER and t._grad_fn is node:
-            alias = make_tensor(t._data, device=t._device)
-            alias._inference = t._inference
-            if t._zerotensor:
-                alias._zerotensor = True
+            alias = _unowned(t)
             for key, value in node._saved_items():
                 if value is t:
                     node._set_saved(key, alias)
@@ -196,18 +193,31 @@ def _saved_records(node: Node) -> Any:
     """node_saved_versions(node), inline for the common case: nothing saved early, no saved-tensor hooks and no
     inference tensor ever, every saved value a Tensor or None."""
     if node._saved_versions is not None or _state.saved_hooks_seen or _state.inference_seen:
-        return node_saved_versions(node)
+        return keep_outputs_unowned(node, node_saved_versions(node))
     records = []
     for name in node._saved_tensor_names:
         t = getattr(node, name, None)
         if t is None:
             continue
         if not isinstance(t, Tensor):  # a tuple of tensors (index's `indices`)
-            return node_saved_versions(node)
+            return keep_outputs_unowned(node, node_saved_versions(node))
         grad_fn = t._grad_fn if t._view is None else t.grad_fn
-        records.append((t, version_of(t._data) if _version._counters else 0,
-                        OWNER if grad_fn is node else grad_fn, t._output_nr))  # no cycle: see OWNER
+        if grad_fn is node:  # its own output: kept unowned (keep_outputs_unowned, inline)
+            alias = _unowned(t)
+            object.__setattr__(node, name, alias)
+            records.append((alias, version_of(t._data) if _version._counters else 0, OWNER, t._output_nr))
+        else:
+            records.append((t, version_of(t._data) if _version._counters else 0, grad_fn, t._output_nr))
     return tuple(records) if records else None
+
+
+def _unowned(t: Tensor) -> Tensor:
+    """A new tensor on `t`'s memory with no history: how a node keeps its own saved output (keep_outputs_unowned)."""
+    alias = make_tensor(t._data, device=t._device)
+    alias._inference = t._inference
+    if t._zerotensor:
+        alias._zerotensor = True
+    return alias
 
 
 def _arr(x: Any) -> np.ndarray:
