@@ -202,8 +202,10 @@ def _saved_records(node: Node) -> Any:
         if not isinstance(t, Tensor):  # a tuple of tensors (index's `indices`)
             return keep_outputs_unowned(node, node_saved_versions(node))
         grad_fn = t._grad_fn if t._view is None else t.grad_fn
-        if grad_fn is node:  # its own output: kept unowned (keep_outputs_unowned, inline)
-            alias = _unowned(t)
+        if grad_fn is node:  # its own output: kept unowned (keep_outputs_unowned; no inference tensor here)
+            alias = make_tensor(t._data, False, t._device)
+            if t._zerotensor:
+                alias._zerotensor = True
             object.__setattr__(node, name, alias)
             records.append((alias, version_of(t._data) if _version._counters else 0, OWNER, t._output_nr))
         else:
