@@ -96,10 +96,16 @@ def call_layer(g: Generator, m: Var) -> Var:
     """m(x) on an input of the right rank and width; the output tensor (an LSTM's or GRU's first)."""
     op = m.info["kind"]
     x = _input(g, 2 if op == "GRUCell" else 3, m.info["in"])
+    attention = op == "MultiheadAttention" or op in _TRANSFORMERS
+    seq, batch = (1, 0) if m.info["bf"] else (0, 1)
+    if attention and x.shape[seq] == 1:
+        # one key: softmax is exactly 1 and the query and key weights' grads are 0 but for rounding, which an
+        # adaptive optimizer's step scales up into a difference
+        x = g.leaf((2, 3, m.info["in"]) if m.info["bf"] else (3, 2, m.info["in"]), rg=g.chance(0.5))
     ins = [m, x]
     if op in ("TransformerDecoderLayer", "Transformer"):
-        ins.append(_input(g, 3, m.info["in"]))  # the memory (or the encoder's source): any length, same batch
-        if ins[2].shape[0 if m.info["bf"] else 1] != x.shape[0 if m.info["bf"] else 1]:
+        ins.append(_input(g, 3, m.info["in"]))  # the memory (or the encoder's source): same batch, two keys or more
+        if ins[2].shape[batch] != x.shape[batch] or ins[2].shape[seq] == 1:
             ins[2] = x
     out = g.derived(x.shape[:-1] + (m.info["out"],), "f64", *ins)
     out.rg, out.leaf, out.anc = True, False, out.anc | {m.name}
