@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from . import _dispatch, _factories, _inplace, _ops  # noqa: F401 - importing an op module declares its ops
 from ._device import device
-from ._dtype import Size, dtype, float32, float64, get_default_dtype, int32, int64
+from ._dtype import Size, bfloat16, dtype, float16, float32, float64, get_default_dtype, int32, int64
 from ._dtype import bool_ as bool  # noqa: A001 - torch.bool
 from ._factories import is_tensor
 from ._legacy import BoolTensor, DoubleTensor, FloatTensor, IntTensor, LongTensor
 from ._observer import add_observer
 from ._ops import amax as _amax  # noqa: F401 - its nodes subclass _functions', loaded by now
 from ._ops import attention as _attention  # noqa: F401 - declares baddbmm and unflatten before the table
+from ._ops import dropout as _dropout  # noqa: F401 - declares feature_dropout before the table
 from ._ops import hyperbolic_grid as _hyperbolic_grid  # noqa: F401 - the same
 from ._ops import sampling as _sampling  # noqa: F401 - the same
 from ._ops import tensor_ops as _tensor_ops  # noqa: F401 - the same
@@ -31,6 +32,7 @@ from . import accelerator, amp, autograd, backends, cuda, distributed, linalg, m
 
 float = float32  # noqa: A001 - torch.float
 double = float64
+half = float16
 long = int64
 int = int32  # noqa: A001 - torch.int
 
@@ -38,8 +40,8 @@ __version__ = "2.13.0+agdb"
 
 __all__ = [
     "Tensor", "FloatTensor", "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor", "manual_seed", "Generator",
-    "default_generator", "is_tensor", "float32", "float64", "int64", "int32", "int", "bool", "float", "double",
-    "long", "dtype",
+    "default_generator", "is_tensor", "float32", "float64", "float16", "bfloat16", "half", "int64", "int32", "int",
+    "bool", "float", "double", "long", "dtype",
     "Size", "device", "get_default_dtype", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",
     "inference_mode", "is_inference_mode_enabled",
     "accelerator", "amp", "autograd", "backends", "cuda", "distributed", "linalg", "mps", "nn", "optim", "utils",

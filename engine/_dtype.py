@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["dtype", "float32", "float64", "int64", "int32", "bool_", "Size", "get_default_dtype", "as_dtype"]
+__all__ = ["dtype", "float32", "float64", "float16", "bfloat16", "int64", "int32", "bool_", "Size", "get_default_dtype",
+           "as_dtype"]
 
 
 class dtype:
@@ -33,13 +34,36 @@ class dtype:
 
 float32 = dtype("float32", np.float32, 2)
 float64 = dtype("float64", np.float64, 2)
+float16 = dtype("float16", np.float16, 2)  # numpy's half: each op rounds its result to half, as torch's CPU kernels
 int64 = dtype("int64", np.int64, 1)
 int32 = dtype("int32", np.int32, 1)
 bool_ = dtype("bool", np.bool_, 0)
 
-_BY_NP = {d.np: d for d in (float32, float64, int64, int32, bool_)}
-_BY_NAME = {d.name: d for d in (float32, float64, int64, int32, bool_)}
-_BY_NAME.update({"float": float32, "double": float64, "long": int64, "int": int32})
+
+
+class _Absent(dtype):
+    """A dtype torch has and the engine names but cannot hold: numpy has no such element type. Comparing, printing
+    and mapping it work (a program may name it in a table); making a tensor of it raises."""
+
+    __slots__ = ()
+
+    def __init__(self, name: str, itemsize: int) -> None:  # noqa: D107 - no numpy dtype to give the base class
+        object.__setattr__(self, "name", name)
+        self.is_floating_point = True
+        self._kind = 2
+        self._itemsize = itemsize
+
+    @property
+    def np(self) -> np.dtype:  # type: ignore[override]
+        raise NotImplementedError(f"agdb's engine has no {self.name} tensors (numpy has no such dtype); run the "
+                                  "program on real torch with `agdb torch SCRIPT`")
+
+
+bfloat16 = _Absent("bfloat16", 2)
+
+_BY_NP = {d.np: d for d in (float32, float64, float16, int64, int32, bool_)}
+_BY_NAME = {d.name: d for d in (float32, float64, float16, bfloat16, int64, int32, bool_)}
+_BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64, "int": int32})
 
 
 def get_default_dtype() -> dtype:
@@ -60,15 +84,16 @@ def as_dtype(value: object) -> dtype:
     try:
         np_dtype = np.dtype(value)  # type: ignore[call-overload]
     except TypeError:
-        raise TypeError(f"unsupported dtype {value!r}: engine supports float32, float64, int64, int32 and "
+        raise TypeError(f"unsupported dtype {value!r}: engine supports float32, float64, float16, int64, int32 and "
                         "bool") from None
     if np_dtype in _BY_NP:
         return _BY_NP[np_dtype]
     if np_dtype.kind == "f":
-        return float64 if np_dtype.itemsize > 4 else float32
+        return float64 if np_dtype.itemsize > 4 else float32 if np_dtype.itemsize > 2 else float16
     if np_dtype.kind in "iu":
         return int64
-    raise TypeError(f"unsupported dtype {value!r}: engine supports float32, float64, int64, int32 and bool")
+    raise TypeError(f"unsupported dtype {value!r}: engine supports float32, float64, float16, int64, int32 and "
+                    "bool")
 
 
 def from_numpy_dtype(np_dtype: np.dtype) -> dtype:

@@ -122,6 +122,43 @@ def full(size: Any, fill_value: Any, dtype: Any = None, device: Any = None, requ
     return _finish(np.full(shape, fill_value, dtype=np_dtype), requires_grad, device)
 
 
+def _new(t: Tensor, dtype: Any, device: Any) -> tuple[Any, Any]:
+    """Tensor.new_*'s defaults: the dtype and device of `t`."""
+    return (t.dtype if dtype is None else dtype), (t.device if device is None else device)
+
+
+@public("new_zeros", tensor=True)
+def new_zeros(t: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+              **kwargs: Any) -> Tensor:
+    """zeros of `size` with the dtype and device of `t` unless told."""
+    dtype, device = _new(t, dtype, device)
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad, **kwargs)
+
+
+@public("new_ones", tensor=True)
+def new_ones(t: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+             **kwargs: Any) -> Tensor:
+    """ones of `size` with the dtype and device of `t` unless told."""
+    dtype, device = _new(t, dtype, device)
+    return ones(*size, dtype=dtype, device=device, requires_grad=requires_grad, **kwargs)
+
+
+@public("new_empty", tensor=True)
+def new_empty(t: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+              **kwargs: Any) -> Tensor:
+    """empty (zero-filled here) of `size` with the dtype and device of `t` unless told."""
+    dtype, device = _new(t, dtype, device)
+    return empty(*size, dtype=dtype, device=device, requires_grad=requires_grad, **kwargs)
+
+
+@public("new_full", tensor=True)
+def new_full(t: Tensor, size: Any, fill_value: Any, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """full of `size` with the dtype and device of `t` unless told."""
+    dtype, device = _new(t, dtype, device)
+    return full(size, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
 def _like(t: Tensor, dtype: Any, device: Any) -> tuple[tuple, np.dtype, Any]:
     return t._data.shape, (as_dtype(dtype).np if dtype is not None else t._data.dtype), (device or t._device)
 

@@ -432,7 +432,7 @@ def _coerce_array(arr: np.ndarray) -> np.ndarray:
     """Bring an array to one of the engine's dtypes, as torch.tensor does with Python data."""
     kind = arr.dtype.kind
     if kind == "f":
-        if arr.dtype.itemsize == 8 or arr.dtype.itemsize == 4:
+        if arr.dtype.itemsize == 8 or arr.dtype.itemsize == 4 or arr.dtype.itemsize == 2:
             return arr
         return arr.astype(np.float32)
     if kind in "iu":
@@ -549,7 +549,8 @@ def _obeys_layout_contract(grad: np.ndarray, variable: np.ndarray) -> bool:
 
 
 def _c_type(t: Tensor) -> str:
-    return {"float32": "float", "float64": "double", "int64": "long int", "bool": "bool"}[t.dtype.name]
+    return {"float32": "float", "float64": "double", "int64": "long int", "bool": "bool", "float16": "c10::Half",
+            "int32": "int"}[t.dtype.name]
 
 
 def _format_tensor(t: Tensor) -> str:
@@ -566,8 +567,8 @@ def _format_tensor(t: Tensor) -> str:
     else:
         body = np.array2string(arr, **kwargs)
     extras = []
-    if arr.dtype == np.float64:
-        extras.append("dtype=torch.float64")
+    if arr.dtype == np.float64 or arr.dtype == np.float16:
+        extras.append(f"dtype=torch.{arr.dtype}")
     elif arr.dtype == np.int64 and arr.size == 0:
         extras.append("dtype=torch.int64")
     if t._device != "cpu":

@@ -15,14 +15,15 @@ from .._tensor import Tensor, _wrap_dim, grad_accumulator, gradient_edge, make_t
 from .._version import OWNER, _owner, node_saved_versions, version_of
 
 _KIND = {np.dtype(np.bool_): 0, np.dtype(np.int64): 1, np.dtype(np.int32): 1, np.dtype(np.float32): 2,
-         np.dtype(np.float64): 2}
+         np.dtype(np.float64): 2, np.dtype(np.float16): 2}
 
 
 _DEFAULT_OF_KIND = {0: np.dtype(np.bool_), 1: np.dtype(np.int64), 2: np.dtype(np.float32)}
 
 
 _F32 = np.dtype(np.float32)
-_FLOATS = (_F32, np.dtype(np.float64))
+_F16 = np.dtype(np.float16)
+_FLOATS = (_F32, np.dtype(np.float64), _F16)
 
 
 _NUMBER = (int, float, bool, np.number)
@@ -164,22 +165,61 @@ def record(node: Node, inputs: Sequence[Tensor | None], out: Tensor) -> Tensor:
     return out
 
 
+def keep_outputs_unowned(node: Node, records: Any) -> Any:
+    """Keep each output `node` saved as torch's SavedVariable keeps one: its memory, without the output tensor
+    (whose grad_fn is `node`). The slot and the record take a new tensor on the same memory with no history, so
+    that the node and its output do not hold each other: torch frees such a node, and the AccumulateGrads it
+    points to, with the output's last reference, where a cycle would wait for Python's cycle collector (a later
+    `backward(inputs=[leaf])` would then find the leaf's old accumulator where torch makes an Identity). Every
+    reader gives the output back with this node as grad_fn (unpack_plain, Node._unpack_outputs), as torch's
+    unpack does. Records packed by saved-tensor hooks are the hooks' to keep."""
+    if records is None or records.__class__ is not tuple:
+        return records
+    kept = None
+    for i, record in enumerate(records):
+        t = record[0]
+        if record[2] is OWNER and t._grad_fn is node:
+            alias = _unowned(t)
+            for key, value in node._saved_items():
+                if value is t:
+                    node._set_saved(key, alias)
+            if kept is None:
+                kept = list(records)
+            kept[i] = (alias,) + record[1:]
+    return records if kept is None else tuple(kept)
+
+
 def _saved_records(node: Node) -> Any:
     """node_saved_versions(node), inline for the common case: nothing saved early, no saved-tensor hooks and no
     inference tensor ever, every saved value a Tensor or None."""
     if node._saved_versions is not None or _state.saved_hooks_seen or _state.inference_seen:
-        return node_saved_versions(node)
+        return keep_outputs_unowned(node, node_saved_versions(node))
     records = []
     for name in node._saved_tensor_names:
         t = getattr(node, name, None)
         if t is None:
             continue
         if not isinstance(t, Tensor):  # a tuple of tensors (index's `indices`)
-            return node_saved_versions(node)
+            return keep_outputs_unowned(node, node_saved_versions(node))
         grad_fn = t._grad_fn if t._view is None else t.grad_fn
-        records.append((t, version_of(t._data) if _version._counters else 0,
-                        OWNER if grad_fn is node else grad_fn, t._output_nr))  # no cycle: see OWNER
+        if grad_fn is node:  # its own output: kept unowned (keep_outputs_unowned; no inference tensor here)
+            alias = make_tensor(t._data, False, t._device)
+            if t._zerotensor:
+                alias._zerotensor = True
+            object.__setattr__(node, name, alias)
+            records.append((alias, version_of(t._data) if _version._counters else 0, OWNER, t._output_nr))
+        else:
+            records.append((t, version_of(t._data) if _version._counters else 0, grad_fn, t._output_nr))
     return tuple(records) if records else None
+
+
+def _unowned(t: Tensor) -> Tensor:
+    """A new tensor on `t`'s memory with no history: how a node keeps its own saved output (keep_outputs_unowned)."""
+    alias = make_tensor(t._data, device=t._device)
+    alias._inference = t._inference
+    if t._zerotensor:
+        alias._zerotensor = True
+    return alias
 
 
 def _arr(x: Any) -> np.ndarray:
@@ -341,7 +381,12 @@ def _binary(np_fn, a: Tensor, b: Tensor, float_only: bool = False) -> np.ndarray
         raise RuntimeError(
             f"The size of tensor a ({_mismatch(a, b)[0]}) must match the size of tensor b "
             f"({_mismatch(a, b)[1]}) at non-singleton dimension {_mismatch(a, b)[2]}") from None
-    res = res if res.dtype == dt else res.astype(dt)
+    if res.dtype != dt:
+        if dt == _F16:  # torch rounds out-of-range values to inf without a word; numpy's cast warns
+            with np.errstate(over="ignore"):
+                res = res.astype(dt)
+        else:
+            res = res.astype(dt)
     if res.ndim > 1 and not (a._data.flags.c_contiguous and b._data.flags.c_contiguous
                              and (1 not in res.shape or a._data.shape == b._data.shape)):
         res = tensor_iterator_layout(res, (a._data, b._data))  # torch's strides, not numpy's (see _layout)
@@ -399,7 +444,8 @@ def _dims(dim: Any, ndim: int) -> tuple[int, ...]:
 
 
 def _dtype_title(a: Tensor) -> str:
-    return {"int64": "Long", "bool": "Bool", "float32": "Float", "float64": "Double"}[a.dtype.name]
+    return {"int64": "Long", "bool": "Bool", "float32": "Float", "float64": "Double", "float16": "Half",
+            "int32": "Int"}[a.dtype.name]
 
 
 def _strides(a: Tensor) -> tuple[int, ...]:
@@ -419,7 +465,8 @@ def binary_operator(op):
 
 def legacy_type_name(t: Tensor) -> str:
     """PyTorch's legacy type name, as some messages print it: torch.FloatTensor, torch.cuda.DoubleTensor."""
-    kind = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}[t.dtype.name]
+    kind = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool", "float16": "Half",
+            "int32": "Int"}[t.dtype.name]
     return ("torch.cuda." if t._device.startswith("cuda") else "torch.") + kind + "Tensor"
 
 
@@ -430,6 +477,6 @@ def record_outputs(node: Node, inputs: Sequence[Tensor | None], outs: Sequence[T
     for i, o in enumerate(outs):
         o.grad_fn, o._output_nr, o._requires_grad = node, i, True
     if node._saved_tensor_names:
-        node._saved_versions = node_saved_versions(node)
+        node._saved_versions = keep_outputs_unowned(node, node_saved_versions(node))
     if _observer.observers:
         _observer.notify("node_created", node)

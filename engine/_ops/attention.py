@@ -5,8 +5,8 @@ ScaledDotProductFlashAttentionForCpuBackward0 node (slots query, key, value) tha
 mask as 0/-inf), the output and the rows' logsumexp. Under create_graph its grads hang off a NotImplemented node, as
 torch's backward op has no derivative.
 
-Elsewhere torch takes its math path (scaled matmuls, _safe_softmax, bmm: about sixteen nodes); the engine refuses
-those calls with NotImplementedError rather than record another graph.
+Elsewhere torch takes its math path (scaled matmuls, _safe_softmax, dropout, bmm: about sixteen nodes), and so does
+the engine (attention_math.py); enable_gqa=True is refused.
 
 Also here: baddbmm and Tensor.unflatten, which nn.MultiheadAttention's forward calls.
 """
@@ -120,12 +120,12 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
         raise RuntimeError("Expected query, key, and value to have the same dtype, but got query.dtype: "
                            f"{_name(dtypes[0])} key.dtype: {_name(dtypes[1])} and value.dtype: {_name(dtypes[2])} "
                            "instead.")
+    if enable_gqa:
+        raise NotImplementedError("agdb's engine does not implement scaled_dot_product_attention with "
+                                  "enable_gqa=True; run the program on real torch with `agdb torch SCRIPT`")
     if not _fused(q, k, v, attn_mask, dropout_p, enable_gqa):
-        raise NotImplementedError(
-            "agdb's engine implements scaled_dot_product_attention only where torch takes its fused CPU kernel "
-            "(4-d query, key and value with equal batch and head sizes and head dims and a unit-strided last dim, "
-            "an attn_mask that requires no grad, dropout_p=0, enable_gqa=False); run the program on real torch with "
-            "`agdb torch SCRIPT`")
+        from .attention_math import sdpa_math
+        return sdpa_math(q, k, v, attn_mask, dropout_p, is_causal, scale)
     mask = attn_mask
     if mask is not None and mask._data.dtype == np.bool_:
         mask = _out(np.where(mask._data, 0.0, -np.inf).astype(q._data.dtype), q)

@@ -14,6 +14,11 @@ from .reduce import sum
 from .shape import _as_view, _view_data, view_exact
 
 
+def _opmath(x: np.ndarray) -> np.ndarray:
+    """The type torch's CPU kernels compute a half tensor in (float), rounding the result once."""
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
 def _binary_node(node_cls, np_fn, inputs: tuple, saved: dict, like: Tensor, operands: tuple = ()) -> Tensor:
     """`operands`: the arrays torch's TensorIterator kernel takes, in its order, when the result is laid out by
     them (a transposed grad makes a transposed result)."""
@@ -29,7 +34,8 @@ def tanh_backward(grad: Tensor, output: Tensor) -> Tensor:
     """grad * (1 - output**2) → TanhBackwardBackward0."""
     if not tls.grad_enabled or not needs_grad(grad, output):  # the common case (no create_graph): no node
         g, o = grad._data, output._data
-        if g.shape == o.shape and g.dtype == o.dtype and g.ndim and g.flags.c_contiguous and o.flags.c_contiguous:
+        if g.shape == o.shape and g.dtype == o.dtype and g.ndim and g.flags.c_contiguous and o.flags.c_contiguous \
+                and g.dtype != np.float16:
             # TensorIterator's fast setup: the result is C-ordered as the operands, so the layout has nothing to
             # change; computed in one new array (the same operations, two temporaries fewer)
             return make_tensor(quietly(_tanh_grad_new, g, o), False, grad._device)
@@ -43,6 +49,8 @@ def tanh_backward(grad: Tensor, output: Tensor) -> Tensor:
 
 
 def _tanh_grad(g: np.ndarray, o: np.ndarray) -> np.ndarray:
+    if g.dtype == np.float16 or o.dtype == np.float16:  # computed in float, rounded once (torch's half kernel)
+        return (_opmath(g) * (1 - _opmath(o) * _opmath(o))).astype(np.result_type(g, o))
     return g * (1 - o * o)
 
 
@@ -59,8 +67,14 @@ _subtract = np.subtract
 
 def sigmoid_backward(grad: Tensor, output: Tensor) -> Tensor:
     """grad * output * (1 - output) → SigmoidBackwardBackward0."""
-    return _binary_node(fn.SigmoidBackwardBackward0, lambda: grad._data * output._data * (1 - output._data),
+    return _binary_node(fn.SigmoidBackwardBackward0, lambda: _sigmoid_grad(grad._data, output._data),
                         (grad, output), {"grad_output": grad, "output": output}, grad, (grad._data, output._data))
+
+
+def _sigmoid_grad(g: np.ndarray, o: np.ndarray) -> np.ndarray:
+    if g.dtype == np.float16:  # torch's half kernel: c10::Half arithmetic, each step rounded, in this order
+        return g * (1 - o) * o
+    return g * o * (1 - o)
 
 
 def threshold_backward(grad: Tensor, self: Tensor, threshold: float) -> Tensor:
@@ -74,8 +88,9 @@ def threshold_backward(grad: Tensor, self: Tensor, threshold: float) -> Tensor:
 def softmax_backward_data(grad: Tensor, output: Tensor, dim: int) -> Tensor:
     """output * (grad - sum(grad * output, dim)) → SoftmaxBackwardDataBackward0."""
     def compute() -> np.ndarray:
-        g, o = grad._data, output._data
-        return o * (g - ((g * o).sum(axis=dim, keepdims=True) if o.ndim else g * o))  # 0-dim: nan for nan, inf
+        g, o = _opmath(grad._data), _opmath(output._data)
+        res = o * (g - ((g * o).sum(axis=dim, keepdims=True) if o.ndim else g * o))  # 0-dim: nan for nan, inf
+        return res.astype(np.result_type(grad._data, output._data), copy=False)
 
     return _binary_node(fn.SoftmaxBackwardDataBackward0, compute, (grad, output),
                         {"grad_output": grad, "output": output, "dim": dim}, grad)
@@ -84,8 +99,9 @@ def softmax_backward_data(grad: Tensor, output: Tensor, dim: int) -> Tensor:
 def log_softmax_backward_data(grad: Tensor, output: Tensor, dim: int) -> Tensor:
     """grad - exp(output) * sum(grad, dim) → LogSoftmaxBackwardDataBackward0."""
     def compute() -> np.ndarray:
-        g, o = grad._data, output._data
-        return g - np.exp(o) * (g.sum(axis=dim, keepdims=True) if o.ndim else g)
+        g, o = _opmath(grad._data), _opmath(output._data)
+        res = g - np.exp(o) * (g.sum(axis=dim, keepdims=True) if o.ndim else g)
+        return res.astype(np.result_type(grad._data, output._data), copy=False)
 
     return _binary_node(fn.LogSoftmaxBackwardDataBackward0, compute, (grad, output),
                         {"grad_output": grad, "output": output, "dim": dim}, grad)

@@ -105,7 +105,12 @@ def _softmax_like(np_fn, node_cls, a: Tensor, dim: int, dtype: Any) -> Tensor:
         a = to(a, dtype)
     node = node_cls() if needs_grad(a) else None
     d = _wrap_dim(dim, a._data.ndim)
-    out = _out(np.asarray(np_fn(_float_data(a), d), order="C"), a)  # contiguous whatever the input's layout
+    x = _float_data(a)
+    if x.dtype == np.float16:  # torch's half kernel computes in float and rounds once
+        values = np_fn(x.astype(np.float32), d).astype(np.float16)
+    else:
+        values = np_fn(x, d)
+    out = _out(np.asarray(values, order="C"), a)  # contiguous whatever the input's layout
     if node is not None:
         node.dim, node.result = dim, out  # the dim as given
         record(node, (a,), out)

@@ -30,6 +30,7 @@ from ._common import (
     broadcast_shape,
     collect_next_edges,
     common_device,
+    keep_outputs_unowned,
     needs_grad,
     record,
     result_dtype,
@@ -72,7 +73,7 @@ def _record_many(node: Any, inputs: tuple, outs: list) -> None:
         if o is not None:
             o.grad_fn, o._output_nr, o._requires_grad = node, i, True
     if node._saved_tensor_names:
-        node._saved_versions = node_saved_versions(node)
+        node._saved_versions = keep_outputs_unowned(node, node_saved_versions(node))
     if _observer.observers:
         _observer.notify("node_created", node)
 

@@ -72,7 +72,8 @@ def tanh(a: Tensor) -> Tensor:
 
 
 def _sigmoid_np(x: np.ndarray) -> np.ndarray:
-    return _arr(1.0 / (1.0 + np.exp(-x))).astype(x.dtype, copy=False)
+    w = x.astype(np.float32) if x.dtype == np.float16 else x  # torch's half kernel: float inside, rounded once
+    return _arr(1.0 / (1.0 + np.exp(-w))).astype(x.dtype, copy=False)
 
 
 @public("sigmoid", torch=True, tensor=True)

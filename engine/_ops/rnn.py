@@ -94,8 +94,18 @@ def _full_layer(x: Tensor, hidden: tuple, weights: tuple, reverse: bool = False)
     return stack(outputs, 0), final
 
 
+def _between_layers(x: Tensor, layer: int, num_layers: int, dropout_p: float, train: bool) -> Tensor:
+    """at::dropout of a layer's output before the next layer (training only, never after the last one), as
+    RNN.cpp's layer stacks do: MulBackward0 with noise from the engine's generator."""
+    if dropout_p == 0 or not train or layer == num_layers - 1:
+        return x
+    from .. import _random
+    from .nn_extra import dropout
+    return dropout(x, dropout_p, True, _random.rng("dropout", None))
+
+
 def lstm_steps(x: Tensor, hx: Tensor, cx: Tensor, weights: list, num_layers: int, bidirectional: bool,
-               batch_first: bool) -> tuple[Tensor, Tensor, Tensor]:
+               batch_first: bool, dropout_p: float = 0.0, train: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """at::lstm's native CPU path (_lstm_impl): hx and cx unbound per layer, each layer a FullLayer (or a
     FullBidirectionalLayer: forward, then the reversed steps, cat), then cy and hy stacked (cy first, as GCC
     evaluates make_tuple's arguments)."""
@@ -113,7 +123,8 @@ def lstm_steps(x: Tensor, hx: Tensor, cx: Tensor, weights: list, num_layers: int
             outs.append(out)
             final_h.append(h)
             final_c.append(c)
-        x = outs[0] if directions == 1 else cat(outs, outs[0].dim() - 1)
+        x = _between_layers(outs[0] if directions == 1 else cat(outs, outs[0].dim() - 1), layer, num_layers,
+                            dropout_p, train)
     cy = stack(final_c, 0)
     hy = stack(final_h, 0)
     if batch_first:
@@ -219,7 +230,8 @@ def mkldnn_rnn_layer(x: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor, b_hh: 
 
 
 def lstm_mkldnn(x: Tensor, hx: Tensor, cx: Tensor, weights: list, has_biases: bool, num_layers: int,
-                bidirectional: bool, batch_first: bool, train: bool) -> tuple[Tensor, Tensor, Tensor]:
+                bidirectional: bool, batch_first: bool, train: bool,
+                dropout_p: float = 0.0) -> tuple[Tensor, Tensor, Tensor]:
     """at::lstm's oneDNN path (float32 on CPU): input made (T, N, *) and contiguous, one mkldnn_rnn_layer per layer
     and direction (hx[index] and cx[index] selected first; zeros for absent biases), cat of the directions, then
     hy and cy stacked."""
@@ -245,7 +257,7 @@ def lstm_mkldnn(x: Tensor, hx: Tensor, cx: Tensor, weights: list, has_biases: bo
             outs.append(out)
             layer_hy.append(hy)
             layer_cy.append(cy)
-        x = outs[0] if directions == 1 else cat(outs, -1)
+        x = _between_layers(outs[0] if directions == 1 else cat(outs, -1), layer, num_layers, dropout_p, train)
     hy, cy = stack(layer_hy, 0), stack(layer_cy, 0)
     if batch_first:
         x = transpose(x, 0, 1)
@@ -310,7 +322,7 @@ def _transpose_(t: Tensor) -> Tensor:
 
 
 def gru_steps(x: Tensor, hx: Tensor, weights: list, num_layers: int, bidirectional: bool,
-              batch_first: bool) -> tuple[Tensor, Tensor]:
+              batch_first: bool, dropout_p: float = 0.0, train: bool = False) -> tuple[Tensor, Tensor]:
     """at::gru's CPU path: like lstm_steps with one hidden state (each step's input projection chunked first);
     output, then hy stacked, then the output transposed in place for batch_first."""
     from .shape import cat, stack, transpose, unbind
@@ -335,7 +347,8 @@ def gru_steps(x: Tensor, hx: Tensor, weights: list, num_layers: int, bidirection
                 outputs.reverse()
             outs.append(stack(outputs, 0))
             finals.append(h)
-        x = outs[0] if directions == 1 else cat(outs, outs[0].dim() - 1)
+        x = _between_layers(outs[0] if directions == 1 else cat(outs, outs[0].dim() - 1), layer, num_layers,
+                            dropout_p, train)
     hy = stack(finals, 0)
     if batch_first:
         x = _transpose_(x)

@@ -9,7 +9,7 @@ import numpy as np
 from .. import _functions as fn
 from .._args import int_arg, size_arg
 from .._dispatch import public
-from .._dtype import as_dtype, bool_, float32, float64, int32, int64
+from .._dtype import as_dtype, bool_, float16, float32, float64, int32, int64
 from .._layout import contiguous_strides, empty_preserving
 from .._node import Node
 from .._state import INT64_MAX
@@ -775,7 +775,8 @@ def to(a: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         return a
     # An integer or bool result is not differentiable: torch makes no node and takes no seq_nr.
     node = fn.ToCopyBackward0() if new_dtype.kind == "f" and needs_grad(a) else None
-    out = make_tensor(a._data.astype(new_dtype, copy=True), device=new_device)
+    with np.errstate(over="ignore"):  # a float beyond half's range becomes inf, as torch's cast, without a warning
+        out = make_tensor(a._data.astype(new_dtype, copy=True), device=new_device)
     if node is not None:
         node.self_dtype, node.self_device = a.dtype, a._device
         record(node, (a,), out)
@@ -837,6 +838,12 @@ def _reshape_as(self: Tensor, other: Tensor) -> Tensor:
 def _float(self: Tensor) -> Tensor:
     """self.to(torch.float32)."""
     return to(self, dtype=float32)
+
+
+@public("to", tensor="half")
+def _half(self: Tensor) -> Tensor:
+    """self.to(torch.float16)."""
+    return to(self, dtype=float16)
 
 
 @public("to", tensor="double")

@@ -1,6 +1,6 @@
-"""log10, tril/triu (and their in-place forms), flip/fliplr/flipud, roll, topk and Tensor.type, with the nodes
-torch 2.13 records (Log10Backward0, TrilBackward0, TriuBackward0, FlipBackward0, RollBackward0, TopkBackward0,
-ToCopyBackward0).
+"""log10, tril/triu (and their in-place forms), flip/fliplr/flipud, roll, topk, Tensor.type and narrow, with the
+nodes torch 2.13 records (Log10Backward0, TrilBackward0, TriuBackward0, FlipBackward0, RollBackward0, TopkBackward0,
+ToCopyBackward0, SliceBackward0).
 
 Each node is made before the op's checks, as torch's generated code makes it, so a call that fails on a tensor
 that requires grad has taken its seq_nr.
@@ -309,3 +309,26 @@ def type_(a: Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: An
 
 
 __all__ = ["log10", "tril", "triu", "flip", "fliplr", "flipud", "roll", "topk", "TopkResult"]
+
+
+# -- narrow -----------------------------------------------------------------------------------------------
+@public("narrow", torch=True, tensor=True)
+def narrow(a: Tensor, dim: int, start: Any, length: int) -> Tensor:
+    """a.slice(dim, start, start + length) after at::narrow's checks → SliceBackward0 (a view)."""
+    from .shape import slice_
+
+    if a.dim() == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    if isinstance(start, Tensor):
+        start = int(start.item())
+    start, length = int_arg("narrow", "start", 2, start), int_arg("narrow", "length", 3, length)
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    size = a._data.shape[_wrap_dim(dim, a._data.ndim)]
+    if not -size <= start <= size:
+        raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], but got {start})")
+    if start < 0:
+        start += size
+    if start > size - length:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+    return slice_(a, dim, start, start + length)

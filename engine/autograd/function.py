@@ -258,7 +258,10 @@ def _process_outputs(ctx: BackwardCFunction, tensor_inputs: list, output: Any, i
                     raise TypeError(f"save_for_backward can only save variables, but argument {i} is of type "
                                     f"{type(t).__name__}")
             ctx._saved = list(ctx.to_save)
-            ctx._saved_versions = saved_versions(ctx._saved, ctx)  # packs them under saved_tensors_hooks
+            from .._ops._common import keep_outputs_unowned
+
+            # packs them under saved_tensors_hooks; a saved output is kept without its grad_fn, as a generated node's
+            ctx._saved_versions = keep_outputs_unowned(ctx, saved_versions(ctx._saved, ctx))
             ctx.to_save = None  # as torch's: saved now (and a saved output must not keep its own node alive)
         if _observer.observers:
             _observer.notify("node_created", ctx)

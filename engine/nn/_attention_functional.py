@@ -11,8 +11,6 @@ import math
 import warnings
 from typing import Any
 
-import numpy as np
-
 from .._dispatch import public
 from .._factories import zeros_like
 from .._ops.attention import baddbmm
@@ -232,5 +230,5 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
 
 def generate_square_subsequent_mask(sz: int, device: Any = None, dtype: Any = None) -> Tensor:
     """The float causal mask: -inf above the diagonal, 0 elsewhere (torch.triu of a full -inf, no node)."""
-    from .._factories import tensor
-    return tensor(np.triu(np.full((sz, sz), -np.inf), 1), dtype=dtype, device=device)
+    from .._factories import full
+    return full((sz, sz), float("-inf"), dtype=dtype, device=device).triu(diagonal=1)

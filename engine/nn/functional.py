@@ -12,7 +12,7 @@ from .. import _ops, _random
 from .._dispatch import public, table
 from .._ops import nn_extra
 from .._tensor import Tensor
-from . import _functional_more  # noqa: F401 - declares its entries before the table below is built
+from . import _dropout, _functional_more  # noqa: F401 - declare their entries before the table below is built
 
 
 def _no_legacy(size_average: Any, reduce: Any) -> None:

@@ -461,6 +461,10 @@ class Module:
         from .._dtype import float32
         return self._apply(lambda t: t.to(float32) if t.dtype.is_floating_point else t)
 
+    def half(self) -> Module:
+        from .._dtype import float16
+        return self._apply(lambda t: t.to(float16) if t.dtype.is_floating_point else t)
+
     def double(self) -> Module:
         from .._dtype import float64
         return self._apply(lambda t: t.to(float64) if t.dtype.is_floating_point else t)

@@ -209,15 +209,13 @@ class LSTM(RNNBase):
             if not is_batched:
                 hx = (unsqueeze(hx[0], 1), unsqueeze(hx[1], 1))
         self._check_forward_args(input, hx)
-        if self.dropout > 0 and self.training and self.num_layers > 1:
-            raise NotImplementedError("agdb's engine does not implement nn.LSTM's dropout between layers in training")
         groups = self._weight_groups()
         if input.dtype == float32 and backends.mkldnn.enabled and input.numel() != 0:
             out, h, c = rnn_ops.lstm_mkldnn(input, hx[0], hx[1], groups, self.bias, self.num_layers,
-                                            self.bidirectional, self.batch_first, self.training)
+                                            self.bidirectional, self.batch_first, self.training, self.dropout)
         else:
             out, h, c = rnn_ops.lstm_steps(input, hx[0], hx[1], groups, self.num_layers, self.bidirectional,
-                                           self.batch_first)
+                                           self.batch_first, self.dropout, self.training)
         if not is_batched:
             out, h, c = squeeze(out, batch_dim), squeeze(h, 1), squeeze(c, 1)
         return out, (h, c)
@@ -249,10 +247,8 @@ class GRU(RNNBase):
             hx = zeros(self.num_layers * (2 if self.bidirectional else 1), batch, self.hidden_size, dtype=input.dtype,
                        device=input.device)
         self._check_forward_args(input, hx)
-        if self.dropout > 0 and self.training and self.num_layers > 1:
-            raise NotImplementedError("agdb's engine does not implement nn.GRU's dropout between layers in training")
         out, h = rnn_ops.gru_steps(input, hx, self._weight_groups(), self.num_layers, self.bidirectional,
-                                   self.batch_first)
+                                   self.batch_first, self.dropout, self.training)
         if not is_batched:
             out, h = squeeze(out, batch_dim), squeeze(h, 1)
         return out, h

@@ -162,6 +162,69 @@ def _dropout_module(t, p):
     p.value("repr2", repr(t.nn.Dropout(p=0.25, inplace=False)))
 
 
+
+def _channel_dropout(t, p, fn, shape, prob=0.5, training=True):
+    """dropout1d/2d/3d: warnings, the graph (an Unsqueeze/Squeeze pair for unbatched inputs), and that each (sample,
+    channel) slice is all zero or all 2x (at p=0.5) when batched."""
+    import warnings
+    n = 1
+    for s in shape:
+        n *= s
+    x = p.leaf("x", [[0.25 + 0.5 * (i % 7) for i in range(n)]]).view(*shape)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = p.run("call", lambda: getattr(F(t), fn)(x, prob, training))
+    p.value("warnings", tuple(str(w.message) for w in caught))
+    if y is None:
+        return
+    p.value("same object", y is x)
+    p.watch(y)
+    p.counter("forward")
+    if prob == 0.5 and training and y is not x and len(shape) >= 2:
+        rows = (y / x).reshape(shape[0], shape[1], -1) if len(shape) > 2 else (y / x)
+        flat = rows.reshape(-1, rows.shape[-1]) if rows.dim() > 1 else rows.reshape(-1, 1)
+        p.value("each channel 0 or 2x", bool(((flat == 0).all(-1) | (flat == 2).all(-1)).all().item()))
+    else:
+        p.value("y", y)
+    p.run("backward", lambda: y.sum().backward())
+    if prob != 0.5 or not training:
+        p.value("x.grad", x.grad)
+
+
+for _fn, _shapes in (("dropout1d", ((2, 3, 4), (3, 4), (5,))), ("dropout2d", ((2, 3, 2, 2), (2, 3, 4), (2, 5), (5,))),
+                     ("dropout3d", ((2, 3, 1, 2, 2), (3, 2, 2, 2), (2, 3, 4)))):
+    for _shape in _shapes:
+        _tag = "x".join(map(str, _shape))
+        PROGRAMS[f"nn_{_fn}_{_tag}"] = lambda t, p, _f=_fn, _s=_shape: _channel_dropout(t, p, _f, _s)
+    for _pr, _tr in ((0.0, True), (1.0, True), (0.5, False)):
+        PROGRAMS[f"nn_{_fn}_{_pr}_{_tr}"] = lambda t, p, _f=_fn, _s=_shapes[0], _pr=_pr, _tr=_tr: _channel_dropout(
+            t, p, _f, _s, _pr, _tr)
+
+
+@program("nn_dropout_nd_modules")
+def _dropout_nd_modules(t, p):
+    import warnings
+    x = p.leaf("x", [[0.5, 1.5, 2.5, 3.5], [1.0, 2.0, 3.0, 4.0]])
+    for name in ("Dropout1d", "Dropout2d", "Dropout3d"):
+        drop = getattr(t.nn, name)(0.25)
+        p.value(f"{name} repr", repr(drop))
+        p.value(f"{name} repr inplace", repr(getattr(t.nn, name)(p=0.5, inplace=True)))
+        p.run(f"{name} bad p", lambda name=name: getattr(t.nn, name)(1.5))
+        drop.eval()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            v = x.view(1, 2, 4)
+            out = drop(v)
+            p.value(f"{name} eval", (out is v, out))
+    drop = t.nn.Dropout2d(1.0)
+    y = drop(x.view(1, 2, 2, 2))
+    p.watch(y)
+    p.value("p=1", y)
+    p.run("F.dropout2d p", lambda: F(t).dropout2d(x, 1.5))
+    p.run("torch.feature_dropout p", lambda: t.feature_dropout(x, 1.5, True))
+    p.run("torch.feature_dropout 1-D", lambda: t.feature_dropout(x.view(8), 0.5, True))
+    p.run("torch.feature_dropout 1-D p=1", lambda: p.value("zeros", t.feature_dropout(x.view(8), 1.0, True)))
+
 # -- modules: weights copied in from written-out data ---------------------------------------------------------
 W43 = [[0.1, -0.2, 0.3], [0.4, 0.5, -0.6], [-0.7, 0.8, 0.9], [1.0, -1.1, 0.2]]
 B4 = [0.05, -0.15, 0.25, 0.35]

@@ -320,9 +320,23 @@ def _addmm_checks(t, p):
         p.counter(tag)
 
 
-@program("a node that saved its output is freed with its last tensor: backward(inputs=) then needs Identity", gap=True)
+@program("a node that saved its output is freed with its last tensor: backward(inputs=) then needs Identity")
 def _saved_output_node_freed(t, p):
-    for tag, f in (("exp", lambda v: v.exp()), ("tanh", lambda v: v.tanh()), ("sigmoid", lambda v: v.sigmoid())):
+    class Exp(t.autograd.Function):  # save_for_backward(out): the same cycle through ctx
+        @staticmethod
+        def forward(ctx, v):
+            out = v.exp()
+            ctx.save_for_backward(out)
+            return out
+
+        @staticmethod
+        def backward(ctx, g):
+            out, = ctx.saved_tensors
+            return g * out
+
+    for tag, f in (("exp", lambda v: v.exp()), ("tanh", lambda v: v.tanh()), ("sigmoid", lambda v: v.sigmoid()),
+                   ("softmax", lambda v: v.softmax(0)), ("pow", lambda v: v ** 2.5), ("relu", lambda v: v.relu()),
+                   ("custom Function", Exp.apply)):
         a = p.leaf("a " + tag, [1.0, 2.0])
         b = p.leaf("b " + tag, [3.0, 4.0])
         y = f(a * 2)
@@ -336,3 +350,33 @@ def _saved_output_node_freed(t, p):
         finally:
             gc.enable()
         p.made(tag, b.grad)
+
+
+@program("a saved output is read back with its node as grad_fn, and double backward goes through it")
+def _saved_output_read_back(t, p):
+    class Exp(t.autograd.Function):
+        @staticmethod
+        def forward(ctx, v):
+            out = v.exp()
+            ctx.save_for_backward(out)
+            return out
+
+        @staticmethod
+        def backward(ctx, g):
+            out, = ctx.saved_tensors
+            p.value("unpacked in backward", (out.grad_fn is ctx, out.requires_grad))
+            return g * out
+
+    x = p.leaf("x", [0.5, -1.0, 2.0])
+    for tag, f in (("exp", lambda v: v.exp()), ("tanh", lambda v: v.tanh()), ("sigmoid", lambda v: v.sigmoid()),
+                   ("custom Function", Exp.apply)):
+        y = f(x * 1.5)
+        r = y.grad_fn._saved_result if tag != "custom Function" else y.grad_fn.saved_tensors[0]
+        p.value(tag + " read", (r is y, r.grad_fn is y.grad_fn, r.requires_grad, r._version, r.is_leaf, r))
+        g, = t.autograd.grad(y.sum(), [x], create_graph=True)
+        p.watch(g, tag=tag + " grad graph")
+        p.run(tag + " second order", lambda g=g, tag=tag: p.value(tag + " gg", t.autograd.grad(g.sum(), [x])))
+        y2 = f(x * 0.5)
+        y2.add_(1)
+        with p.attempt(tag + " modified output"):
+            y2.sum().backward()

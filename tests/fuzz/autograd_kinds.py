@@ -466,9 +466,9 @@ def make_module(g: Generator) -> Var:
 
 
 def _attr(param: str) -> str:
-    """The Python expression of a parameter under its module: "0.weight" is "[0].weight"."""
-    head, _, rest = param.partition(".")
-    return f"[{head}].{rest}" if head.isdigit() else f".{param}"
+    """The Python expression of a parameter under its module: "0.weight" is "[0].weight", "layers.0.w" is
+    ".layers[0].w"."""
+    return "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in param.split("."))
 
 
 def call_module(g: Generator, m: Var) -> Var:

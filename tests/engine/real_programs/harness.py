@@ -15,7 +15,10 @@ the nodes run (Node pre-hooks), and then the `.grad` of every leaf the graph rea
 Random numbers. The engine's random values are its own (numpy's PCG64, not torch's Mersenne Twister), so the
 two runs would start from different weights. Both runs therefore draw from one harness stream instead: the
 random entry points a program reaches (factories, `nn.init`, dropout, samplers, `random_split`) are replaced,
-on both libraries, by functions that take their values from a numpy generator seeded the same for each run.
+on both libraries, by functions that take their values from a numpy generator seeded the same for each run;
+dropout inside a kernel (an RNN's between its layers, attention's math path), which no Python entry point
+reaches, takes its Bernoulli values from the stream too (torch's `bernoulli_` kernel, the engine's generator for
+"dropout").
 The rest of the op (dtype, shape, the node it records, or none) stays the library's own. On the engine every
 other draw is refused, so none can escape the stream unnoticed; on torch an unreplaced draw shows up as
 differing values.
@@ -151,12 +154,22 @@ def _random_functions(t: Any, s: _Stream) -> dict[str, Callable]:
         noise = t.tensor(keep / (1.0 - p), dtype=input.dtype)
         return input.mul_(noise) if inplace else input * noise
 
+    def feature_dropout(input, p, train):
+        if p == 0 or not train or input.numel() == 0:
+            return input
+        if p == 1:
+            return input * t.zeros((), dtype=input.dtype)
+        shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
+        keep = s.draw("feature_dropout", shape, lambda g: g.random(shape)) >= p
+        return input * t.tensor(keep / (1.0 - p), dtype=input.dtype)
+
     return {"randn": randn, "rand": rand, "randn_like": randn_like, "rand_like": rand_like, "randint": randint,
             "randperm": randperm, "seed": seed, "multinomial": multinomial, "normal": normal,
-            "uniform_": uniform_, "normal_": normal_, "random_": random_, "dropout": dropout}
+            "uniform_": uniform_, "normal_": normal_, "random_": random_, "dropout": dropout,
+            "feature_dropout": feature_dropout}
 
 
-def _sites(t: Any, fns: dict[str, Callable]) -> list[tuple[Any, str, Any]]:
+def _sites(t: Any, s: _Stream, fns: dict[str, Callable]) -> list[tuple[Any, str, Any]]:
     """(owner, attribute, replacement) for each random entry point of `t`. Only attributes `t` has are
     replaced: a program that needs one the engine lacks fails on the engine, as it would for a user."""
     top = ["randn", "rand", "randn_like", "rand_like", "randint", "randperm", "multinomial", "normal"]
@@ -164,18 +177,65 @@ def _sites(t: Any, fns: dict[str, Callable]) -> list[tuple[Any, str, Any]]:
     sites += [(t.Tensor, name, fns[name]) for name in ("uniform_", "normal_", "random_", "multinomial")]
     sites.append((t.nn.functional, "dropout", fns["dropout"]))
     if t is engine:
-        from agdb.engine.nn import init
+        from agdb.engine.nn import _dropout, init
+        sites.append((_dropout._VF, "feature_dropout", fns["feature_dropout"]))
         from agdb.engine.utils.data import dataloader, dataset, sampler
         sites += [(init, "uniform_", lambda x, a=0.0, b=1.0, generator=None: fns["uniform_"](x, a, b)),
                   (init, "normal_", lambda x, mean=0.0, std=1.0, generator=None: fns["normal_"](x, mean, std)),
                   (sampler, "randperm", fns["randperm"]), (sampler, "randint", fns["randint"]),
                   (sampler, "draw_seed", fns["seed"]), (dataloader, "draw_seed", fns["seed"]),
                   (dataset, "randperm", fns["randperm"]),
-                  (engine._random, "rng", _refuse), (engine._factories, "rng", _refuse)]
+                  (engine._random, "rng", _kernel_rng(s)), (engine._factories, "rng", _refuse)]
     else:
         import torch.utils.data.dataset as dataset_module
         sites.append((dataset_module, "randperm", fns["randperm"]))
+        sites.append((t._VF, "feature_dropout", fns["feature_dropout"]))  # dropout1d/2d/3d's kernel
     return [(owner, name, fn) for owner, name, fn in sites if hasattr(owner, name)]
+
+
+class _BernoulliDraws:
+    """The engine's generator as its at::dropout kernel uses it (`rng.random(shape) >= p`), drawing from the stream
+    what torch's kernel draws with `bernoulli_` (see _TorchBernoulli)."""
+
+    def __init__(self, s: _Stream) -> None:
+        self.s = s
+
+    def random(self, shape: tuple) -> np.ndarray:
+        return self.s.draw("bernoulli_", tuple(shape), lambda g: g.random(tuple(shape)))
+
+
+def _kernel_rng(s: _Stream) -> Callable:
+    """engine._random.rng for the run: dropout inside a kernel (an RNN's between layers, attention's math path),
+    which no Python entry point reaches, draws from the stream; every other draw is refused."""
+    draws = _BernoulliDraws(s)
+
+    def rng(fn: str, generator: Any = None) -> Any:
+        return draws if fn == "dropout" and generator is None else _refuse(fn, generator)
+    return rng
+
+
+@contextlib.contextmanager
+def _torch_bernoulli(s: _Stream) -> Any:
+    """torch's CPU kernel of `bernoulli_(p)` (what at::dropout calls inside a C++ kernel: an RNN's layers,
+    attention's math path) replaced for the run by one that takes its values from the stream as the engine's
+    kernel does (keep where the draw is >= the drop probability). A kernel registered on the dispatcher, not a
+    dispatch mode: under a Python mode torch treats every tensor as a subclass and records other nodes (a
+    reshape's ViewBackward0 for ReshapeAliasBackward0)."""
+    import torch
+
+    def bernoulli_(x, p=0.5, *, generator=None):
+        shape = tuple(x.shape)
+        keep = s.draw("bernoulli_", shape, lambda g: g.random(shape)) >= 1.0 - p
+        return x.copy_(torch.tensor(keep, dtype=x.dtype))
+
+    library = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Overriding a previously registered kernel"
+        library.impl("bernoulli_.float", bernoulli_, "CPU")
+    try:
+        yield
+    finally:
+        library._destroy()
 
 
 def _refuse(fn: str, generator: Any = None) -> Any:
@@ -222,7 +282,7 @@ def describe(program_dir: Path, library: str, argv: tuple[str, ...] = ()) -> tup
     t = engine if library == "engine" else __import__("torch")
     p = Probe(t)
     stream = _Stream(p)
-    patched = _sites(t, _random_functions(t, stream)) + [(t.Tensor, "backward", _watch_backward(t, p))]
+    patched = _sites(t, stream, _random_functions(t, stream)) + [(t.Tensor, "backward", _watch_backward(t, p))]
     originals = [(owner, name, owner.__dict__.get(name, _ABSENT)) for owner, name, _ in patched]
     before = set(sys.modules)
     saved_argv, saved_path, saved_cwd = sys.argv, list(sys.path), os.getcwd()
@@ -234,7 +294,8 @@ def describe(program_dir: Path, library: str, argv: tuple[str, ...] = ()) -> tup
         os.chdir(program_dir)  # as its author runs it: some programs read their own files by relative path
         random.seed(SEED)  # Python's and numpy's global generators, which some programs use unseeded
         np.random.seed(SEED % 2**32)
-        with warnings.catch_warnings(), contextlib.redirect_stdout(out):
+        mode = _torch_bernoulli(stream) if library == "torch" else contextlib.nullcontext()
+        with warnings.catch_warnings(), contextlib.redirect_stdout(out), mode:
             warnings.simplefilter("ignore")
             runpy.run_path(str(program_dir / "main.py"), run_name="__main__")
     except (Exception, SystemExit) as e:  # noqa: BLE001 - how a program ends is compared
