@@ -295,7 +295,7 @@ def describe(program_dir: Path, library: str, argv: tuple[str, ...] = ()) -> tup
         random.seed(SEED)  # Python's and numpy's global generators, which some programs use unseeded
         np.random.seed(SEED % 2**32)
         mode = _torch_bernoulli(stream) if library == "torch" else contextlib.nullcontext()
-        with warnings.catch_warnings(), contextlib.redirect_stdout(out), mode:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(out), mode, _global_switches(t):
             warnings.simplefilter("ignore")
             runpy.run_path(str(program_dir / "main.py"), run_name="__main__")
     except (Exception, SystemExit) as e:  # noqa: BLE001 - how a program ends is compared
@@ -318,3 +318,30 @@ def describe(program_dir: Path, library: str, argv: tuple[str, ...] = ()) -> tup
 
 
 _ABSENT = object()
+
+_SWITCHES = (("backends.cudnn", "enabled"), ("backends.cudnn", "benchmark"), ("backends.cudnn", "deterministic"),
+             ("backends.cudnn", "allow_tf32"), ("backends.cuda.matmul", "allow_tf32"))
+"""The library's process-wide switches a program may set (nanoGPT sets allow_tf32, dcgan cudnn.benchmark): put back
+after each run, so that no later test of the process reads a program's settings."""
+
+
+@contextlib.contextmanager
+def _global_switches(t: Any) -> Any:
+    def owner(path: str) -> Any:
+        obj = t
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+        return obj
+
+    saved = [(owner(path), name, getattr(owner(path), name, _ABSENT)) for path, name in _SWITCHES]
+    dtype, grad = t.get_default_dtype(), t.is_grad_enabled()
+    try:
+        yield
+    finally:
+        for obj, name, value in saved:
+            if obj is not None and value is not _ABSENT:
+                setattr(obj, name, value)
+        if t.get_default_dtype() != dtype:  # only then: the call itself is not free of effects on torch
+            t.set_default_dtype(dtype)
+        if t.is_grad_enabled() != grad:
+            t.set_grad_enabled(grad)
