@@ -361,8 +361,10 @@ class StepScreen(Screen[None]):
         if self.maximized is not None:
             self.minimize()
             return
-        if self._focused_panel() is not None and self.focused is not None:
-            self.maximize(self.focused, container=False)
+        panel_id = self._focused_panel()
+        if panel_id is not None:
+            # The panel's box, not its list: the border title and the column headers above the rows stay.
+            self.maximized = self.query_one(f"#panel-{panel_id}")
 
     def action_help(self) -> None:
         """Show every key, and the legend of states in the graph panel's colours."""

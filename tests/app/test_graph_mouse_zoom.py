@@ -96,3 +96,45 @@ def _screen_lines(app) -> list[str]:
     """What the terminal shows now, line by line (the compositor's lines, cached where nothing asked for a
     repaint, so a stale panel reads stale)."""
     return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+
+@pytest.mark.parametrize(("key", "panel"), [("4", "fwd"), ("7", "culprits"), ("9", "joint")])
+async def test_zoom_keeps_the_panel_title_and_headers(key, panel):
+    """A zoomed F↔B, Culprits or Joint panel keeps its title and its column headers on screen."""
+    from tests.app.test_joint_panel import joint_trace
+
+    app = AgdbApp(trace=joint_trace(), title="joint")
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await opened(app, pilot)
+        await pilot.press(key)
+        await pilot.pause()
+        title = screen.query_one(f"#panel-{panel}").border_title
+        header = screen.panel_widgets[panel].header().split()
+        await pilot.press("z")
+        await pilot.pause()
+        await pilot.pause()
+        assert screen.maximized is not None
+        lines = _screen_lines(app)
+        assert any(f"─ {title} ─" in line for line in lines), "\n".join(lines)
+        assert any(all(word in line for word in header) for line in lines), "\n".join(lines)
+        await pilot.press("z")
+        await pilot.pause()
+        assert screen.maximized is None
+
+
+async def test_joint_header_is_whole_at_120_columns():
+    """At 120×40 the Joint panel's column header is on screen whole, in the tab below the graph as zoomed."""
+    from tests.app.test_joint_panel import joint_trace
+
+    app = AgdbApp(trace=joint_trace(), title="joint")
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await opened(app, pilot)
+        await pilot.press("9")
+        await pilot.pause()
+        header = " ".join(screen.panel_widgets["joint"].header().replace("│", " ").split())
+        for zoom in ((), ("z",)):
+            await pilot.press(*zoom)
+            await pilot.pause()
+            lines = [" ".join(line.replace("│", " ").split()) for line in _screen_lines(app)]
+            assert any(header in line for line in lines), "\n".join(lines)
