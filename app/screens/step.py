@@ -28,6 +28,7 @@ from agdb.tracer.views.labels import NodeLabels
 from agdb.widgets.culprits import CulpritsView
 from agdb.widgets.event_log import EventLog
 from agdb.widgets.forward_backward import ForwardBackwardView
+from agdb.widgets.graph_canvas import GraphCanvas
 from agdb.widgets.graph_view import GraphView
 from agdb.widgets.joint_graph import JointGraphView
 from agdb.widgets.key_hints import KeyHints
@@ -371,7 +372,9 @@ class StepScreen(Screen[None]):
         graph = self._panel("graph")
         styles = ({s: graph.component_style(f"graph-view--{s}") for s in STATES}
                   if isinstance(graph, GraphView) else {})
-        self.app.push_screen(HelpScreen(self.BINDINGS, styles))
+        more = [("Graph panel", GraphCanvas.BINDINGS), ("Every list panel", LazyList.BINDINGS),
+                ("Anywhere (o: agdb tui only; Escape also cancels a recording)", self.app.BINDINGS)]
+        self.app.push_screen(HelpScreen(self.BINDINGS, styles, more))
 
     def _focused_panel(self) -> str | None:
         widget = self.focused
