@@ -10,6 +10,7 @@ Imports numpy and the tracer only; no renderer, no UI. Nothing here recurses on 
 """
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import numpy as np
@@ -327,7 +328,7 @@ class _Builder:
             seq = Ints(self._at(self.seq_codes, vs), "max")
             # A leaf's op is `leaf` for every one of them: its name (x, fc1.weight) tells which.
             leaves = tuple(f" {self.labels.distinction(v)}".rstrip() if op == "leaf" else ""
-                           for op, v in zip(ops, vs.tolist()))
+                           for op, v in zip(ops, vs.tolist(), strict=True))
             label = (Texts(rows, tuple(ops)), Texts(rows, leaves),
                      "\nseq ", seq, "\n", Texts(rows, tuple(wheres)), marks)
             brief = (Texts(rows, tuple(ops)), *distinction_pieces(self.trace, shown, "box"))
@@ -493,8 +494,15 @@ class _Builder:
 def _legend(states: np.ndarray | None = None, has_accumulation: bool = True) -> NodeBlock:
     """A box per state the picture's boxes are in (None: every state), saying what it means, and one for
     accumulation points if the picture has any: a five-box picture needs no thirteen-box key."""
-    used = (range(len(STATES)) if states is None
-            else np.flatnonzero(np.bincount(states[states >= 0], minlength=len(STATES))).tolist())
+    used = (tuple(range(len(STATES))) if states is None
+            else tuple(np.flatnonzero(np.bincount(states[states >= 0], minlength=len(STATES))).tolist()))
+    return _legend_of(used, has_accumulation)
+
+
+@functools.cache
+def _legend_of(used: tuple[int, ...], has_accumulation: bool) -> NodeBlock:
+    """The legend of these states (a few hundred combinations at most: one block each, made once, so that the
+    DOT renderer's cache of the full legend's lines still sees the same block)."""
     keys = (*(STATES[s] for s in used), *(("accumulation",) if has_accumulation else ()))
     accumulation = ("⊕ sums grads / AccumulateGrad",) if has_accumulation else ()
     texts = (*(STATE_TEXT[STATES[s]] for s in used), *accumulation)
