@@ -363,6 +363,9 @@ class StepScreen(Screen[None]):
             self.minimize()
             return
         panel_id = self._focused_panel()
+        if panel_id is not None and not self.layout_state.is_displayed(panel_id):
+            # A panel key typed just before: the focus moves to its panel after this key is handled.
+            panel_id = self.layout_state.active
         if panel_id is not None:
             # The panel's box, not its list: the border title and the column headers above the rows stay.
             self.maximized = self.query_one(f"#panel-{panel_id}")

@@ -138,3 +138,18 @@ async def test_joint_header_is_whole_at_120_columns():
             await pilot.pause()
             lines = [" ".join(line.replace("│", " ").split()) for line in _screen_lines(app)]
             assert any(header in line for line in lines), "\n".join(lines)
+
+
+async def test_zoom_right_after_a_panel_key_zooms_that_panel(demo_trace):
+    """`2`, `1`, `z` typed at once at 80×24 (one panel at a time) zoom the graph panel just shown, not the
+    queues panel that had the focus a moment before and is now hidden (an empty, hatched screen)."""
+    app = AgdbApp(trace=demo_trace)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await opened(app, pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        screen.action_show_panel("graph")  # `1` and `z` in one read of the terminal: no pause between them
+        screen.action_zoom()
+        await pilot.pause()
+        assert screen.maximized is not None and screen.maximized.id == "panel-graph"
+        assert screen.maximized.display
