@@ -135,7 +135,7 @@ class StepScreen(Screen[None]):
                     yield widget
                     yield from (Static(id=extra) for extra in panel.beside)
         yield Input(id="prompt", classes="-hidden")
-        yield Timeline(id="timeline")
+        yield Timeline(self.trace, id="timeline")
         # ctrl+p is the App's (the command palette): named here too, it is the way to every other action.
         yield KeyHints([*(b for b in self.BINDINGS if b.show), Binding("ctrl+p", "", "Palette")], id="key-hints")
 
