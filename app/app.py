@@ -11,6 +11,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.notifications import Notify
 from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
 from textual.worker import get_current_worker
@@ -33,6 +34,11 @@ QUIT_WAIT_TRIES = 50
 NO_STDIN_NOTE = ("The script read its standard input, which it does not get under the TUI (the TUI reads the "
                  "keyboard). Record it with `agdb record SCRIPT -o FILE`, where it can read input, then open the "
                  "file with `agdb open FILE`.")
+
+MAX_TOASTS = 2
+"""Notes on screen at once; an older one goes when a newer comes (a pile of them covered the inspector)."""
+KEPT_TOAST_S = 3600
+"""A note with a longer timeout is kept until clicked away (the script's error), whatever comes after it."""
 
 
 class AgdbApp(App[None]):
@@ -108,6 +114,16 @@ class AgdbApp(App[None]):
             self._record(self.script)
         else:
             self.post_message(TraceFailed("nothing to open: give a trace, a .agdb file or a script"))
+
+    def on_notify(self, event: Notify) -> None:
+        """A new note (App._on_notify shows it): keep only the MAX_TOASTS newest, and every note kept until
+        clicked away."""
+        self._notifications.add(event.notification)  # idempotent: whether Textual's handler ran first or not
+        passing = [n for n in self._notifications if n.timeout < KEPT_TOAST_S]
+        for old in passing[:-MAX_TOASTS]:
+            self._unnotify(old, refresh=False)
+        if len(passing) > MAX_TOASTS:
+            self._refresh_notifications()
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette (ctrl+p) offers every action of the step screen, with its key."""

@@ -21,6 +21,12 @@ FLAG_MEANING = {"accumulate": "an AccumulateGrad: the grad goes into a leaf's .g
                 "no_graph": "took a seq_nr but joined no graph",
                 "other_thread": "another thread used the same seq_nr: the two cannot be compared"}
 """What each flag means, for the help screen's legend."""
+SOURCE_MIN = 28
+"""Characters of the source line a row keeps in a narrow panel, before the node and flags columns do."""
+NAME_MIN = 16
+"""The node column is cut no narrower (a cut AccumulateGrad keeps its leaf name's end: `…ojection.weight`)."""
+FLAGS_MIN = 11
+"""The flags column is cut no narrower: `accumulates` whole."""
 
 
 class ForwardBackwardView(LazyList):
@@ -52,6 +58,23 @@ class ForwardBackwardView(LazyList):
         combos = np.flatnonzero(np.bincount(self.forward_map.flags & self._shown_flags, minlength=1)).tolist()
         self.flag_width = max((len(self._flag_text(c)) for c in combos), default=0)
         """Width of the flags column: the widest combination of flags this trace has (0: no flag at all)."""
+        self._widths = (self.name_width, self.flag_width)  # the widths the longest name and flags want
+
+    def fit_columns(self, width: int) -> bool:
+        """Narrow the node and flags columns (down to NAME_MIN and FLAGS_MIN, cut with `…`) so that the source
+        keeps SOURCE_MIN characters; as wide as the trace wants when there is room."""
+        name, flags = self._widths
+        thread = self.thread_width + 1 if self.thread_width else 0
+        fixed = len(f"{'':>8} {'':<10} → ") + 1 + thread + len(f"{'':>4}: ")
+        over = fixed + name + (flags + 1 if flags else 0) + SOURCE_MIN - width
+        if over > 0:
+            cut_name = min(over, max(name - NAME_MIN, 0))
+            name, over = name - cut_name, over - cut_name
+        if over > 0 and flags:
+            flags -= min(over, max(flags - FLAGS_MIN, 0))
+        changed = (name, flags) != (self.name_width, self.flag_width)
+        self.name_width, self.flag_width = name, flags
+        return changed
 
     @staticmethod
     def _flag_text(bits: int) -> str:
@@ -59,7 +82,7 @@ class ForwardBackwardView(LazyList):
 
     def header(self) -> str:
         """The column headers, aligned with the rows."""
-        flags = f"{'flags':<{self.flag_width}} " if self.flag_width else ""
+        flags = f"{fit('flags', self.flag_width)} " if self.flag_width else ""
         thread = f"{'thread':<{self.thread_width}} " if self.thread_width else ""
         return f"{'seq_nr':>8} {'op':<10} → {'backward node':<{self.name_width}} {thread}{flags}{'line':>4}  source"
 
@@ -89,14 +112,20 @@ class ForwardBackwardView(LazyList):
         if not len(self.forward_map):
             return Text("the trace holds no node", style="italic")
         op = self.forward_map.op(index)
-        name = fit(self.labels.column_name(op.node), self.name_width)
+        name = self.labels.column_name(op.node)
+        if len(name) > self.name_width and op.flags == ("accumulate",):
+            # The op (`leaf`) and the flag (`accumulates`) say AccumulateGrad already: its leaf's name is the news,
+            # and the end of a parameter's path (`…proj.weight`) tells more than its start.
+            name = name.removeprefix("AccumulateGrad ")
+            name = name if len(name) <= self.name_width else "…" + name[len(name) - self.name_width + 1:]
+        name = fit(name, self.name_width)
         text = Text.assemble(f"{seq_text(op.seq_nr):>8} ", (f"{op.op:<10} ", "bold"), f"→ {name} ")
         if self.thread_width:  # the thread that made the node: each thread numbers its own nodes
             text.append(f"{self.threads.get(int(self._node_thread[op.node]), ''):<{self.thread_width}} ")
         if self.flag_width:
             flags = self._flag_text(int(self.forward_map.flags[op.node]) & self._shown_flags)
             style = "forward-backward--accumulate" if op.flags == ("accumulate",) else "forward-backward--flag"
-            text.append(f"{flags:<{self.flag_width}} ", self.component_style(style) if flags else "")
+            text.append(f"{fit(flags, self.flag_width)} ", self.component_style(style) if flags else "")
         text.append(f"{op.lineno:>4}: {op.source}" if op.lineno > 0 else " " * 5)  # 0: no line (a bridge's leaf)
         if op.step > self.step:
             text.stylize("dim")

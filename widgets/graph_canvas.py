@@ -15,6 +15,7 @@ import numpy as np
 from rich.text import Text
 from textual import work
 from textual.binding import Binding
+from textual.events import Click
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import var
@@ -77,6 +78,7 @@ class GraphCanvas(GraphView):
         self._width = 0  # the panel's width and (cursor box, selected box), as of the last _refresh_drawn
         self._marked = (-1, -1)
         self._drawn_painted: dict[int, object] = {}
+        self._click_scroll_hold = False  # the cursor moves to a clicked box: keep the scroll position
 
     def on_mount(self) -> None:
         self.set_class(self.drawn, "-drawn")
@@ -95,6 +97,42 @@ class GraphCanvas(GraphView):
     def on_resize(self) -> None:
         super().on_resize()
         self._width = self.size.width
+        if self.drawn:
+            # Textual may paint the new size before this handler runs, with the old width kept above: a zoom or
+            # a resized terminal would show the picture clipped at the old width until the next key.
+            self._drawn_painted.clear()
+            self.refresh()
+
+    def on_click(self, event: Click) -> None:
+        """In the drawing, a click puts the cursor on the box under the mouse (a click between boxes does nothing);
+        a double-click also selects it, like Enter. In the list, a row, as in every panel (LazyList.on_click)."""
+        if not self.drawn:
+            return
+        event.prevent_default()  # not LazyList's handler: its row under the mouse is no box
+        offset = event.get_content_offset(self)
+        box = self.box_at(self.scroll_offset.x + offset.x, self.scroll_offset.y + offset.y) if offset else -1
+        if box < 0 or self.picture is None:
+            return
+        self.focus()
+        # The drawing stays put: scrolling a half-shown box into view would move another box under the second
+        # click of a double-click.
+        self._click_scroll_hold = True
+        try:
+            self.cursor = self.row_of(int(self.picture.box_node[box]))
+        finally:
+            self._click_scroll_hold = False
+        if event.chain == 2:
+            self.action_select()
+
+    def box_at(self, x: int, line: int) -> int:
+        """The box drawn at column `x` of drawn line `line` (the header is line 0), or -1."""
+        lay = self.picture
+        if lay is None:
+            return -1
+        for b in lay.rows.get(line - HEADER_LINES, ()):
+            if lay.box_x[b] <= x < lay.box_x[b] + lay.box_w[b]:
+                return b
+        return -1
 
     # -- state --------------------------------------------------------------------------------------------------
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
@@ -241,7 +279,8 @@ class GraphCanvas(GraphView):
         if not self.drawn:
             super().watch_cursor(old, new)
         elif not self._postpone_if_hidden():
-            self.scroll_to_row(new)
+            if not self._click_scroll_hold:
+                self.scroll_to_row(new)
             self._refresh_drawn()
 
     def scroll_to_row(self, index: int) -> None:

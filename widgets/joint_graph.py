@@ -115,7 +115,7 @@ class JointGraphView(LazyList):
 
     def header(self) -> str:
         """One header for both halves: the row's width is the panel's, unknown when the header is made."""
-        return f"{'seq':>6} node = op(args): forward nodes on the left, backward nodes right of │"
+        return f"{'seq':>6} node = op(args) · forward nodes │ backward nodes"
 
     def row_text(self, index: int) -> Text:
         if not self.nodes:

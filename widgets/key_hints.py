@@ -39,6 +39,16 @@ class KeyHints(Widget):
         """The hints as plain text."""
         return " " + "  ".join(f"{key} {what}" for key, what in self.hints)
 
+    def fitting(self, width: int) -> list[tuple[str, str]]:
+        """The hints that fit in `width` columns whole: the last one (the palette, the way to every other key) and
+        Help always, then the others from the left; a hint cut in half (`z Zoo…`) helps nobody."""
+        pinned = {len(self.hints) - 1} | {i for i, (_, what) in enumerate(self.hints) if what == "Help"}
+        kept = list(range(len(self.hints)))
+        droppable = [i for i in kept if i not in pinned]
+        while droppable and 1 + sum(len(f"{k} {w}") + 2 for k, w in (self.hints[i] for i in kept)) - 2 > width:
+            kept.remove(droppable.pop())
+        return [self.hints[i] for i in kept]
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if y:
@@ -46,7 +56,7 @@ class KeyHints(Widget):
         if self._strip is None or self._strip[0] != width:
             key_style = self.get_component_rich_style("key-hints--key")
             line = Text(" ", no_wrap=True, end="")
-            for i, (key, what) in enumerate(self.hints):
+            for i, (key, what) in enumerate(self.fitting(width)):
                 line.append(("  " if i else "") + key, key_style)
                 line.append(f" {what}")
             line.truncate(width, overflow="ellipsis", pad=True)

@@ -73,6 +73,14 @@ class LazyList(ScrollView, can_focus=True):
         """Column headers the screen shows above the rows, aligned with them ("" for none)."""
         return ""
 
+    def fit_columns(self, width: int) -> bool:
+        """Fit the columns to rows `width` characters wide (past the gutter); whether the layout changed.
+
+        Panels whose columns are sized for the trace's longest names shrink them here, so that a narrow terminal
+        still shows the columns to their right (a source line, a seq_nr). By default the columns are fixed.
+        """
+        return False
+
     def row_count(self) -> int:
         """How many rows there are now."""
         return 0
@@ -110,6 +118,13 @@ class LazyList(ScrollView, can_focus=True):
             self._scroll_update(size)
 
     def on_resize(self) -> None:
+        if self.fit_columns(max(self.scrollable_content_region.width - self.GUTTER, 1)):
+            self.__dict__["_painted"] = {}
+            self.__dict__["_strips"] = {}
+            if self.parent is not None:  # the column headers the screen put above the rows
+                for header in self.parent.query(".panel--header"):
+                    header.update(Text(" " * self.GUTTER + self.header()))
+            self.refresh()
         self._update_size(self.row_count())
         self.scroll_to_row(self.cursor)  # a zoom, an unzoom or a smaller terminal keeps the cursor's row in view
 

@@ -26,6 +26,7 @@ class ReadyQueueView(LazyList):
         self.trace = trace
         self.labels = NodeLabels(trace)
         self.name_width = self.labels.column_width(22)
+        self._name_wanted = self.name_width  # the width the trace's longest name wants
         self.rows: list[Text] = [Text("no queue yet")]
         self.row_nodes: list[int | None] = [None]
         self._shown: object = None
@@ -34,11 +35,28 @@ class ReadyQueueView(LazyList):
         """The column headers: a task's place in the pop order, and its priority (depth, then seq_nr)."""
         return f"  {'pop':>3}  {'node':<{self.name_width}} {'depth':>5} {'seq_nr':>6}"
 
+    def fit_columns(self, width: int) -> bool:
+        """Narrow the node column (down to 14, cut with `…`) so that depth and seq_nr stay in view."""
+        name = max(14, min(self._name_wanted, width - len(self.header()) + self.name_width))
+        changed = name != self.name_width
+        if changed:
+            self.name_width = name
+            self._relayout()
+        return changed
+
     def show_state(self, state: EngineState, selected: int | None = None) -> None:
         """Lay out the queues of a step."""
         if state.ready_queues == self._shown:
             return  # the queues did not change at this step: no repaint
         self._shown = state.ready_queues
+        self._state = state
+        self._relayout()
+
+    def _relayout(self) -> None:
+        """Make the rows of the state shown, at the node column's width."""
+        state = self.__dict__.get("_state")
+        if state is None:
+            return
         rows: list[Text] = []
         nodes: list[int | None] = []
         title = self.component_style("ready-queue--title")

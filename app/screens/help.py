@@ -68,9 +68,15 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen #legend { border-left: vkey $accent 50%; }
     """
 
-    def __init__(self, bindings: Iterable[Binding], state_styles: dict[str, Style] | None = None) -> None:
+    def __init__(self, bindings: Iterable[Binding], state_styles: dict[str, Style] | None = None,
+                 more: Iterable[tuple[str, Iterable[Binding]]] = ()) -> None:
+        """Args:
+            bindings: the step screen's keys.
+            more: (heading, keys) of the other places that answer keys: a panel, every list, the app.
+        """
         super().__init__()
         self.bindings_shown = list(bindings)
+        self.more = [(heading, list(keys)) for heading, keys in more]
         self.state_styles = state_styles or {}
 
     def compose(self) -> ComposeResult:
@@ -78,9 +84,12 @@ class HelpScreen(ModalScreen[None]):
         keys = Group(
             Text("agdb keys", style="bold"),
             _table((Text(keys_text(b), style="bold"), b.tooltip or b.description) for b in self.bindings_shown),
-            Text("\nIn a panel: ↑/↓ or j/k move the cursor, home/end go to its first and last row, a click moves it, "
-                 "Enter or a double-click selects its node (every panel marks it and the node inspector shows it) "
-                 "or, in the event log, goes to that step. Tab and shift+Tab move between panels; ctrl+p opens the "
+            *(part for heading, keys in self.more
+              for part in (Text(f"\n{heading}", style="bold"),
+                           _table((Text(keys_text(b), style="bold"), b.tooltip or b.description) for b in keys))),
+            Text("\nA click moves a panel's cursor; Enter or a double-click selects its node (every panel marks it "
+                 "and the node inspector shows it) or, in the event log, goes to that step. In the drawn graph a "
+                 "click picks the box under the pointer. Tab and shift+Tab move between panels; ctrl+p opens the "
                  "command palette.\n"
                  "Search: a name or the start of one of its words (Mul, accumulate, grad) or a seq_nr (12, seq 12).\n"
                  "Breakpoints: node NAME, seq N, push [NAME], nan, error.\n"

@@ -28,6 +28,7 @@ from agdb.tracer.views.labels import NodeLabels
 from agdb.widgets.culprits import CulpritsView
 from agdb.widgets.event_log import EventLog
 from agdb.widgets.forward_backward import ForwardBackwardView
+from agdb.widgets.graph_canvas import GraphCanvas
 from agdb.widgets.graph_view import GraphView
 from agdb.widgets.joint_graph import JointGraphView
 from agdb.widgets.key_hints import KeyHints
@@ -134,7 +135,7 @@ class StepScreen(Screen[None]):
                     yield widget
                     yield from (Static(id=extra) for extra in panel.beside)
         yield Input(id="prompt", classes="-hidden")
-        yield Timeline(id="timeline")
+        yield Timeline(self.trace, id="timeline")
         # ctrl+p is the App's (the command palette): named here too, it is the way to every other action.
         yield KeyHints([*(b for b in self.BINDINGS if b.show), Binding("ctrl+p", "", "Palette")], id="key-hints")
 
@@ -361,15 +362,22 @@ class StepScreen(Screen[None]):
         if self.maximized is not None:
             self.minimize()
             return
-        if self._focused_panel() is not None and self.focused is not None:
-            self.maximize(self.focused, container=False)
+        panel_id = self._focused_panel()
+        if panel_id is not None and not self.layout_state.is_displayed(panel_id):
+            # A panel key typed just before: the focus moves to its panel after this key is handled.
+            panel_id = self.layout_state.active
+        if panel_id is not None:
+            # The panel's box, not its list: the border title and the column headers above the rows stay.
+            self.maximized = self.query_one(f"#panel-{panel_id}")
 
     def action_help(self) -> None:
         """Show every key, and the legend of states in the graph panel's colours."""
         graph = self._panel("graph")
         styles = ({s: graph.component_style(f"graph-view--{s}") for s in STATES}
                   if isinstance(graph, GraphView) else {})
-        self.app.push_screen(HelpScreen(self.BINDINGS, styles))
+        more = [("Graph panel", GraphCanvas.BINDINGS), ("Every list panel", LazyList.BINDINGS),
+                ("Anywhere (o: agdb tui only; Escape also cancels a recording)", self.app.BINDINGS)]
+        self.app.push_screen(HelpScreen(self.BINDINGS, styles, more))
 
     def _focused_panel(self) -> str | None:
         widget = self.focused
@@ -460,6 +468,9 @@ class StepScreen(Screen[None]):
 
     @on(BreakpointHit)
     def _breakpoint_hit(self, message: BreakpointHit) -> None:
+        node = getattr(self.trace[message.step], "node", None)  # the node the stopping event is about, if any
+        if node is not None:
+            self.selected_node = node
         self.notify(f"stopped at step {message.step} on breakpoint `{message.breakpoint}`", title="breakpoint",
                     markup=False)
 

@@ -352,13 +352,13 @@ async def test_a_hidden_panel_catches_up_when_shown(demo_trace):
 
 
 async def test_zoom_toggles_the_focused_panel(demo_trace):
-    """`z` maximises the focused panel's view and `z` again restores the layout."""
+    """`z` maximises the focused panel (its box: title, headers and rows) and `z` again restores the layout."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await opened(app, pilot)
         await pilot.press("3", "z")
         await pilot.pause()
-        assert screen.maximized is not None and screen.maximized.id == "deps"
+        assert screen.maximized is not None and screen.maximized.id == "panel-deps"
         await pilot.press("z")
         await pilot.pause()
         assert screen.maximized is None

@@ -275,11 +275,13 @@ async def test_home_and_end_move_the_cursor_in_every_panel(demo_trace):
 
 
 async def test_click_moves_the_cursor_and_double_click_selects(demo_trace):
-    """A click on a graph row puts the cursor there; a double-click selects its node."""
+    """A click on a row of the graph panel's list (`v`) puts the cursor there; a double-click selects its node."""
     app = AgdbApp(trace=demo_trace)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await opened(app, pilot)
         graph = screen.query_one("#graph", LazyList)
+        await pilot.press("v")
+        await pilot.pause()
         await pilot.click(graph, offset=(5, 3))
         await pilot.pause()
         assert graph.cursor == 3 and screen.selected_node is None

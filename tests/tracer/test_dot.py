@@ -24,8 +24,10 @@ from agdb.tracer.replay.replay import Replay
 from agdb.tracer.store import events as ev
 from agdb.tracer.store.schema import UINT64_MAX
 from agdb.tracer.views.dot import ViewError, picture, to_dot
+from agdb.tracer.views.labels import NodeLabels
 
 DEMO = record_example()
+DEMO_LABELS = NodeLabels(DEMO)
 STEPS = {
     "tie": next(e.step for e in DEMO if isinstance(e, ev.TaskPushed) and e.queue_length >= 2),
     "pruning": next(e.step for e in DEMO if isinstance(e, ev.DependenciesComputed) and e.pruned),
@@ -154,7 +156,8 @@ def test_backward_picture_matches_trace(moment):
         # the name as every view writes it: an AccumulateGrad by its leaf, a numbered node with its seq_nr
         assert lines[0] == short(info.name) + (f" {leaf}" if leaf is not None else f" seq {info.seq_nr}")
         assert info.seq_nr != UINT64_MAX or leaf is not None  # the demo has no Error node
-        assert re.fullmatch(rf"topo {info.topological_nr}( · #\d+)?", lines[1]), lines[1]
+        # every execution index the node had by then: a reused AccumulateGrad ran once per backward call
+        assert re.fullmatch(rf"topo {info.topological_nr}( · #\d+(, #\d+)*)?", lines[1]), lines[1]
         if states[v] is not None:
             assert cls == f"agdb-{states[v]}", (v, info.name)
     assert not [b for b in boxes if b.startswith("chain")]
@@ -190,7 +193,8 @@ def test_forward_view_reverses_edges():
     boxes, arrows, _ = render(to_dot(DEMO, view="forward"))
     for v in range(DEMO.num_nodes):
         info = DEMO.node(v)
-        assert boxes[f"n{v}"][1][0] == info.forward_op
+        leaf = DEMO_LABELS.distinction(v) if info.forward_op == "leaf" else ""
+        assert boxes[f"n{v}"][1][0] == f"{info.forward_op} {leaf}".rstrip()  # a leaf says which
         assert f"line {info.lineno}: " in boxes[f"n{v}"][1][2]
     expected = sorted((f"n{c}", f"n{p}", f"in {slot}") for (p, c), e in next_edges(DEMO).items() for slot, _ in e)
     assert sorted(graph_arrows(arrows)) == expected

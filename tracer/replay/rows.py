@@ -155,6 +155,7 @@ class PruningRows:
     needed: tuple[int, ...]
     captured: tuple[int, ...]
     finished_at: int | None  # None: the task runs; else the step it finished at (the last one that pruned)
+    skipped: tuple[int, ...] = ()  # counted, but neither needed nor captured by exec_info (and not pruned): never run
 
 
 def pruning_rows(trace: Trace, state: EngineState) -> tuple[PruningRows, ...]:
@@ -167,7 +168,8 @@ def pruning_rows(trace: Trace, state: EngineState) -> tuple[PruningRows, ...]:
 
     if state.graph_tasks:
         return tuple(PruningRows(gt.graph_task, gt.reentrant_depth, gt.min_topo_nr, with_topo(gt.pruned),
-                                 tuple(gt.needed), tuple(gt.captured), None) for gt in state.graph_tasks)
+                                 tuple(gt.needed), tuple(gt.captured), None, _skipped(gt))
+                     for gt in state.graph_tasks)
     ended, tasks = _pruning_tasks(trace)
     i = bisect.bisect_right(ended, state.step)
     if not i:
@@ -175,6 +177,15 @@ def pruning_rows(trace: Trace, state: EngineState) -> tuple[PruningRows, ...]:
     tid = tasks[i - 1]
     task = trace.index.tasks[tid]
     return (PruningRows(tid, task.depth, task.min_topo, with_topo(task.pruned), (), (), task.end),)
+
+
+def _skipped(gt) -> tuple[int, ...]:
+    """The nodes a graph task counted that exec_info does not need (the graph panel's `skipped`), by node id."""
+    if not (gt.needed or gt.captured):
+        return ()  # no exec_info: every counted node runs
+    nodes, _ = gt.dependency_arrays()
+    kept = np.asarray([*gt.needed, *gt.captured, *gt.pruned], dtype=np.int64)
+    return tuple(np.sort(nodes[~np.isin(nodes, kept)]).tolist())
 
 
 def _pruning_tasks(trace: Trace) -> tuple[list[int], list[int]]:

@@ -10,6 +10,7 @@ Imports numpy and the tracer only; no renderer, no UI. Nothing here recurses on 
 """
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import numpy as np
@@ -245,7 +246,7 @@ class _Builder:
                                         np.arange(row, row + len(block))))
                 edge_blocks.extend((order_edges, points))
                 row += len(block)
-        legend = LEGEND
+        legend = _legend(states, any(b.peripheries is not None and (b.peripheries == 2).any() for b in blocks))
         blocks.append(legend)
         clusters.append(Cluster("legend", "legend", "legend", np.arange(row, row + len(legend))))
         edge_blocks.append(EdgeBlock("order", np.arange(row, row + len(legend) - 1),
@@ -315,7 +316,7 @@ class _Builder:
         if self.view == "backward":
             orders = self._at(self.order, vs)
             label: tuple[Piece, ...] = (*label_pieces(self.trace, shown, "list"), "\ntopo ", Ints(topo),
-                                        Texts((orders >= 0).view(np.int8), ("", " · #")), Ints(orders), marks)
+                                        _earlier_runs(self.trace, vs, orders), Ints(orders), marks)
             brief = label_pieces(self.trace, shown, "box")
         else:  # the forward view: the op, its seq_nr and its line, read node by node (no hot path)
             ops, wheres = [], []
@@ -325,7 +326,11 @@ class _Builder:
                 wheres.append(f"line {info.lineno}: {info.source[:48].rstrip()}" if info.lineno else "")
             rows = np.arange(len(vs))
             seq = Ints(self._at(self.seq_codes, vs), "max")
-            label = (Texts(rows, tuple(ops)), "\nseq ", seq, "\n", Texts(rows, tuple(wheres)), marks)
+            # A leaf's op is `leaf` for every one of them: its name (x, fc1.weight) tells which.
+            leaves = tuple(f" {self.labels.distinction(v)}".rstrip() if op == "leaf" else ""
+                           for op, v in zip(ops, vs.tolist(), strict=True))
+            label = (Texts(rows, tuple(ops)), Texts(rows, leaves),
+                     "\nseq ", seq, "\n", Texts(rows, tuple(wheres)), marks)
             brief = (Texts(rows, tuple(ops)), *distinction_pieces(self.trace, shown, "box"))
         return NodeBlock("node", "n", Ints(vs), label, vs, self._at(self.codes, vs), peripheries, emphasis, brief,
                          topo)
@@ -486,17 +491,54 @@ class _Builder:
         return block, order, points
 
 
-def _legend() -> NodeBlock:
-    """A box per state, saying what it means, and one for accumulation points."""
-    keys = (*STATES, "accumulation")
-    texts = (*(STATE_TEXT[s] for s in STATES), "⊕ sums grads / AccumulateGrad")
+def _legend(states: np.ndarray | None = None, has_accumulation: bool = True) -> NodeBlock:
+    """A box per state the picture's boxes are in (None: every state), saying what it means, and one for
+    accumulation points if the picture has any: a five-box picture needs no thirteen-box key."""
+    used = (tuple(range(len(STATES))) if states is None
+            else tuple(np.flatnonzero(np.bincount(states[states >= 0], minlength=len(STATES))).tolist()))
+    return _legend_of(used, has_accumulation)
+
+
+@functools.cache
+def _legend_of(used: tuple[int, ...], has_accumulation: bool) -> NodeBlock:
+    """The legend of these states (a few hundred combinations at most: one block each, made once, so that the
+    DOT renderer's cache of the full legend's lines still sees the same block)."""
+    keys = (*(STATES[s] for s in used), *(("accumulation",) if has_accumulation else ()))
+    accumulation = ("⊕ sums grads / AccumulateGrad",) if has_accumulation else ()
+    texts = (*(STATE_TEXT[STATES[s]] for s in used), *accumulation)
     k = len(keys)
     rows = np.arange(k)
-    state = np.asarray([*range(len(STATES)), -1], dtype=np.int8)
-    peripheries = np.asarray([1] * len(STATES) + [2], dtype=np.int8)
+    state = np.asarray([*used, *((-1,) if has_accumulation else ())], dtype=np.int8)
+    peripheries = np.asarray([1] * len(used) + ([2] if has_accumulation else []), dtype=np.int8)
     return NodeBlock("legend", "legend_", Texts(rows, keys), (Texts(rows, texts),), np.full(k, -1, np.int64),
                      state, peripheries)
 
 
 LEGEND = _legend()
-"""The legend's boxes: the same in every model."""
+"""The full legend's boxes: every state and accumulation (a picture carries only the entries it uses)."""
+
+RUNS_LISTED = 4
+"""A node that ran more often lists its first runs' execution indices, then how many there were, then the last."""
+
+
+def _earlier_runs(trace: Trace, nodes: np.ndarray, orders: np.ndarray) -> Texts:
+    """Per node, the text before its last execution index (`orders`, -1: none): ` · #` for a node that ran once,
+    ` · #7, #14, #` for one that ran again (an AccumulateGrad reused by several backward calls)."""
+    ran = np.asarray(trace.columns["ev_node"][trace.steps_of(Kind.NODE_STARTED)], dtype=np.int64)
+    codes = (orders >= 0).astype(np.int64)
+    table = ["", " · #"]
+    again = np.flatnonzero((np.bincount(ran, minlength=trace.num_nodes)[nodes] > 1) & (orders >= 0))
+    if len(again):
+        by_node = np.argsort(ran, kind="stable")  # execution indices grouped by node, ascending within a node
+        sorted_nodes = ran[by_node]
+        for row in again.tolist():
+            lo, hi = np.searchsorted(sorted_nodes, [nodes[row], nodes[row] + 1])
+            runs = by_node[lo:hi]
+            runs = runs[runs < orders[row]].tolist()  # the runs before the last one, up to the step
+            if not runs:
+                continue
+            shown = ", ".join(f"#{i}" for i in runs[:RUNS_LISTED])
+            more = f", … {len(runs) + 1} runs" if len(runs) > RUNS_LISTED else ""
+            codes[row] = len(table)
+            table.append(f" · {shown}{more}, #")
+    return Texts(codes, tuple(table))

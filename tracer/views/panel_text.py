@@ -87,6 +87,9 @@ def _section(labels: NodeLabels, s: PruningRows, name_width: int) -> list[Line]:
         # A captured grad may flow into no node (-1: an input with no grad_fn of its own).
         lines.extend(Line(f"  capture {name(n) if n >= 0 else '(no node)'}", n if n >= 0 else None)
                      for n in s.captured)
+        if s.skipped:
+            lines.append(Line(f"  exec_info skips {len(s.skipped)}: counted, but no needed grad flows through them"))
+            lines.extend(Line(f"  skipped {name(n)}", n) for n in s.skipped)
     else:
         lines.append(Line("  exec_info empty: every reachable node runs", tag="note"))
     return lines
