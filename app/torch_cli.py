@@ -1,4 +1,4 @@
-"""The bridge's commands: `agdb torch SCRIPT -o TRACE`, the `--torch` flag of record/culprits/tui, and `agdb diff`.
+"""The bridge's commands: `agdb torch SCRIPT [-o TRACE]`, the `--torch` flag of record/culprits/tui, and `agdb diff`.
 
 Kept apart from cli.py, which only calls `add_commands` and `add_torch_flag`; both build on commands.py. Never
 imports torch: the bridge does, when a script runs.
@@ -8,12 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from agdb.tracer.sources import torch as torch_source
 from agdb.tracer.views.sentences import compile_time_not_shown
 
-from .commands import fail, load_trace, output_file, record_script, save_run
+from .commands import compiles, fail, load_trace, output_file, record_script, save_run
 from .run_script import ScriptSource
 
 TORCH = ScriptSource("torch")
@@ -44,7 +45,9 @@ def add_commands(sub: Any) -> None:
                                      "what torch does not show (docs/torch-bridge.md).")
     tor.add_argument("script")
     tor.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
-    tor.add_argument("-o", "--output", required=True, help="trace file to write (.agdb)")
+    tor.add_argument("-o", "--output", default=None,
+                     help="trace file to write (default: the script's name with .agdb, in the current directory, "
+                          "as `agdb record --torch` names it)")
     tor.add_argument("--single-threaded", action="store_true",
                      help="run backward calls with autograd multithreading disabled, so that torch's own execution "
                           "order of each is recorded as a second witness (it changes nothing on the CPU)")
@@ -75,8 +78,10 @@ def cmd_torch(args: argparse.Namespace) -> int:
     if not torch_source.available():
         fail(f"agdb torch runs real PyTorch, which is not installed. {torch_source.INSTALL_HINT}")
         return 1
+    if args.output is None:
+        args.output = Path(args.script).stem + ".agdb"
     output = output_file(args.output)
-    if output is None:
+    if output is None or not compiles(args.script):  # a typo is said once, before torch is imported
         return 1
     if args.nproc:
         from .launch import launch

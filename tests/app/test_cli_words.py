@@ -116,3 +116,18 @@ def test_tui_real_torch_that_records_nothing_says_so_without_the_tui(tmp_path, c
     code, _, err = agdb(["tui", "--real-torch", script], capsys)
     assert (code, opened) == (1, [])
     assert "nothing was recorded" in err
+
+
+async def test_tui_of_a_script_that_records_nothing_closes_for_the_command_line(tmp_path):
+    """`agdb tui SCRIPT` whose run records nothing closes the TUI with status 1 and a failure for the command line
+    to print, rather than waiting on a full screen that only says so."""
+    from agdb.app.app import AgdbApp
+
+    script = _script(tmp_path, "nothing.py", "print('hello')\n")
+    app = AgdbApp(script=str(script))
+    app.is_closed_when_empty = True
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+    assert app.return_code == 1
+    assert app.failure is not None and "nothing was recorded" in app.failure
