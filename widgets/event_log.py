@@ -7,7 +7,7 @@ from textual.message import Message
 from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.views.labels import NodeLabels
-from agdb.tracer.views.panel_text import event_text
+from agdb.tracer.views.sentences import sentence
 
 from .lazy_list import LazyList
 
@@ -40,7 +40,9 @@ class EventLog(LazyList):
         return len(self.trace)
 
     def row_text(self, index: int) -> Text:
-        return Text(f"{index:>7}  {event_text(self.trace[index], self.labels)}")
+        # the status line's sentence, not the record's fields: a node by its label, seq_nr max as `max`
+        event = self.trace[index]
+        return Text(f"{index:>7}  {type(event).__name__}  {sentence(event, self.labels)}")
 
     def row_key(self, index: int) -> object:
         return index  # an event's line never changes
