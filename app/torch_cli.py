@@ -62,9 +62,10 @@ def add_commands(sub: Any) -> None:
     tor.set_defaults(func=cmd_torch)
     dif = sub.add_parser("diff", help="compare two traces: node names, seq_nrs, culprit lines, edges, execution "
                                       "order",
-                         description="Align two traces by thread and relative seq_nr and show the first difference "
-                                     "in node names, seq_nr assignment, culprit lines, graph edges and execution "
-                                     "order. Exit status 0 when they agree, 1 when they differ.")
+                         description="Line two traces up by thread and, as a diff tool does, by node name and "
+                                     "source text, and show the first difference in node names, seq_nr "
+                                     "assignment, culprit lines, graph edges and execution order (lines that only "
+                                     "moved are not one). Exit status 0 when they agree, 1 when they differ.")
     dif.add_argument("a", metavar="A", help="a saved .agdb trace")
     dif.add_argument("b", metavar="B", help="another")
     shown = dif.add_mutually_exclusive_group()
@@ -186,7 +187,11 @@ def _cmd_diff(args: argparse.Namespace) -> int:
             culprit = x.first.get("culprit")
             if isinstance(culprit, dict) and culprit.get("source"):
                 out.write(f"    {_printable(culprit['line'])}  {_printable(culprit['source'])}\n")
-    out.write("the traces agree\n" if equal else "the traces differ\n")
+    moved = next(x for x in aspects if x.name == "culprit lines").summary.partition("B's line numbers ")[2]
+    if equal and moved:  # an edit that moved lines only: not a difference, but worth a word
+        out.write(f"the traces agree: the same graph, B's line numbers {moved}\n")
+    else:
+        out.write("the traces agree\n" if equal else "the traces differ\n")
     return 0 if equal else 1
 
 
