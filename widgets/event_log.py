@@ -34,15 +34,16 @@ class EventLog(LazyList):
 
     def header(self) -> str:
         """The column headers."""
-        return f"{'step':>7}  event"
+        return f"{'step':>7}  event (what the engine did, then the event's kind)"
 
     def row_count(self) -> int:
         return len(self.trace)
 
     def row_text(self, index: int) -> Text:
-        # the status line's sentence, not the record's fields: a node by its label, seq_nr max as `max`
+        # the status line's sentence, not the record's fields: a node by its label, seq_nr max as `max`; the
+        # event's kind after it, dim, so that a narrow panel cuts the kind rather than the sentence
         event = self.trace[index]
-        return Text(f"{index:>7}  {type(event).__name__}  {sentence(event, self.labels)}")
+        return Text.assemble(f"{index:>7}  {sentence(event, self.labels)}", (f"  {type(event).__name__}", "dim"))
 
     def row_key(self, index: int) -> object:
         return index  # an event's line never changes
