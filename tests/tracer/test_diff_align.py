@@ -7,6 +7,8 @@ import json
 import textwrap
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agdb.app.cli import main
 from agdb.tracer.replay.diff import align, compare, side_of
@@ -93,3 +95,33 @@ async def test_the_side_by_side_screen_marks_only_the_inserted_rows(traces):
         assert bumps.row_count == 4 and app.differences["bumps"] == [2]
         assert runs.row_count == 6 and app.differences["runs"] == [1]
         assert str(runs.get_row_at(1)[1]) == "" and str(runs.get_row_at(1)[2]).startswith("MulBackward0")
+
+
+def _lcs_length(xs: list, ys: list) -> int:
+    """The longest common subsequence's length, by the textbook table: the truth `align` is checked against."""
+    table = [[0] * (len(ys) + 1) for _ in range(len(xs) + 1)]
+    for i, x in enumerate(xs):
+        for j, y in enumerate(ys):
+            table[i + 1][j + 1] = table[i][j] + 1 if x == y else max(table[i][j + 1], table[i + 1][j])
+    return table[-1][-1]
+
+
+@given(st.lists(st.sampled_from("abc"), max_size=14), st.lists(st.sampled_from("abc"), max_size=14))
+def test_align_is_a_longest_common_subsequence(xs, ys):
+    """Every row appears once, in order on both sides; the rows paired have equal keys, as many as the longest
+    common subsequence has."""
+    pairs = align(xs, ys, key=str)
+    assert [i for i, _ in pairs if i is not None] == list(range(len(xs)))
+    assert [j for _, j in pairs if j is not None] == list(range(len(ys)))
+    both = [(i, j) for i, j in pairs if i is not None and j is not None]
+    assert all(xs[i] == ys[j] for i, j in both)
+    assert len(both) == _lcs_length(xs, ys)
+
+
+@given(st.lists(st.sampled_from("abAB"), max_size=12), st.lists(st.sampled_from("abAB"), max_size=12))
+def test_alike_rows_pair_in_order_on_both_sides(xs, ys):
+    """With `alike` (same letter, either case), changed rows pair up and both sides stay in order."""
+    pairs = align(xs, ys, key=str, alike=lambda x, y: x.lower() == y.lower())
+    assert [i for i, _ in pairs if i is not None] == list(range(len(xs)))
+    assert [j for _, j in pairs if j is not None] == list(range(len(ys)))
+    assert all(xs[i].lower() == ys[j].lower() for i, j in pairs if i is not None and j is not None)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
 from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 from agdb.tracer.store.schema import UINT64_MAX, Kind, short_name
@@ -38,16 +37,18 @@ _SHIFTS = (1, -1, 2, -2, 3, -3)
 """Shifts tried when explaining where two runs' seq_nrs part (extra or missing numbers)."""
 
 
-ALIGN_MOST = 20_000
-"""Rows between the common head and tail past which two sides are paired by position instead (the matcher's time
-grows with the product of the two)."""
+ALIGN_MOST = 1_000
+"""Rows added or removed (between the common head and tail) past which two sides are paired by position instead:
+the alignment's time grows with their number times the rows."""
 T = TypeVar("T")
 
 
-def align(xs: Sequence[T], ys: Sequence[T], key: Callable[[T], Any]) -> list[tuple[int | None, int | None]]:
-    """Index pairs lining up xs and ys as a diff tool does: the rows of their longest common run of keys (difflib's
-    matcher, after the common head and tail) pair up, a row on one side only pairs with None, and a changed stretch
-    pairs row by row in order.
+def align(xs: Sequence[T], ys: Sequence[T], key: Callable[[T], Any],
+          alike: Callable[[T, T], bool] | None = None) -> list[tuple[int | None, int | None]]:
+    """Index pairs lining up xs and ys as a diff tool does: a longest common subsequence of their keys (Myers'
+    shortest edit script) pairs up, a row on one side only pairs with None. Between two common rows, a row removed
+    and a row added that are `alike` pair up as one changed row (a node whose line was edited). Past ALIGN_MOST
+    rows added or removed, the rows between the common head and tail pair by position.
     """
     kx, ky = [key(x) for x in xs], [key(y) for y in ys]
     head = 0
@@ -57,18 +58,82 @@ def align(xs: Sequence[T], ys: Sequence[T], key: Callable[[T], Any]) -> list[tup
     while tail < min(len(kx), len(ky)) - head and kx[-1 - tail] == ky[-1 - tail]:
         tail += 1
     mx, my = kx[head:len(kx) - tail], ky[head:len(ky) - tail]
-    pairs: list[tuple[int | None, int | None]] = [(i, i) for i in range(head)]
-    if len(mx) > ALIGN_MOST and len(my) > ALIGN_MOST:
-        codes = [("replace", 0, len(mx), 0, len(my))]
-    else:
-        codes = SequenceMatcher(None, mx, my, autojunk=False).get_opcodes()
-    for _, i1, i2, j1, j2 in codes:
-        n = min(i2 - i1, j2 - j1)
-        pairs.extend((head + i1 + k, head + j1 + k) for k in range(n))  # equal rows, or changed ones in order
-        pairs.extend((head + i, None) for i in range(i1 + n, i2))
-        pairs.extend((None, head + j) for j in range(j1 + n, j2))
-    pairs.extend((len(kx) - tail + k, len(ky) - tail + k) for k in range(tail))
-    return pairs
+    middle = _shortest_edit(mx, my, ALIGN_MOST)
+    if middle is None:
+        n = min(len(mx), len(my))
+        middle = [(k, k) for k in range(n)] + [(k, None) for k in range(n, len(mx))] + \
+                 [(None, k) for k in range(n, len(my))]
+    if alike is not None:
+        middle = _changed_rows(middle, lambda i, j: alike(xs[head + i], ys[head + j]))
+    return ([(i, i) for i in range(head)]
+            + [(None if i is None else head + i, None if j is None else head + j) for i, j in middle]
+            + [(len(kx) - tail + k, len(ky) - tail + k) for k in range(tail)])
+
+
+def _shortest_edit(a: list, b: list, most: int) -> list[tuple[int | None, int | None]] | None:
+    """Myers' O((N+M)·D) diff: a, b lined up with the fewest rows added or removed (D), or None past `most`."""
+    n, m = len(a), len(b)
+    v = {1: 0}  # diagonal k -> the furthest x reached on it
+    rounds: list[dict[int, int]] = []
+    for d in range(min(n + m, most) + 1):
+        rounds.append(dict(v))
+        for k in range(-d, d + 1, 2):
+            x = v[k + 1] if k == -d or (k != d and v[k - 1] < v[k + 1]) else v[k - 1] + 1
+            y = x - k
+            while x < n and y < m and a[x] == b[y]:
+                x, y = x + 1, y + 1
+            v[k] = x
+            if x >= n and y >= m:
+                return _edit_path(rounds, n, m)
+    return None
+
+
+def _changed_rows(pairs: list, alike: Callable[[int, int], bool]) -> list[tuple[int | None, int | None]]:
+    """`pairs` with each run of one-sided rows between two common ones re-paired: a removed row and a later added
+    one that are alike become one row, in order on both sides; the others stay one-sided."""
+    out: list[tuple[int | None, int | None]] = []
+    gap: list[tuple[int | None, int | None]] = []
+    for pair in [*pairs, None]:
+        if pair is not None and None in pair:
+            gap.append(pair)
+            continue
+        removed = [i for i, _ in gap if i is not None]
+        added = [j for _, j in gap if j is not None]
+        r = a = 0  # the next removed and added rows not yet written
+        for i in removed:
+            found = next((n for n in range(a, len(added)) if alike(i, added[n])), None)
+            if found is None:
+                continue
+            while removed[r] != i:  # the removed rows before this one, then the added ones before its match
+                out.append((removed[r], None))
+                r += 1
+            out.extend((None, added[n]) for n in range(a, found))
+            out.append((i, added[found]))
+            r, a = r + 1, found + 1
+        out.extend((i, None) for i in removed[r:])
+        out.extend((None, j) for j in added[a:])
+        if pair is not None:
+            out.append(pair)
+        gap = []
+    return out
+
+
+def _edit_path(rounds: list[dict[int, int]], x: int, y: int) -> list[tuple[int | None, int | None]]:
+    """The pairs of Myers' path, walked back from (x, y) through the furthest points of each round."""
+    out: list[tuple[int | None, int | None]] = []
+    for d in range(len(rounds) - 1, -1, -1):
+        v, k = rounds[d], x - y
+        prev_k = k + 1 if k == -d or (k != d and v[k - 1] < v[k + 1]) else k - 1
+        prev_x = v[prev_k]
+        prev_y = prev_x - prev_k
+        while x > prev_x and y > prev_y:
+            x, y = x - 1, y - 1
+            out.append((x, y))
+        if d > 0:
+            out.append((None, prev_y) if x == prev_x else (prev_x, None))
+        x, y = prev_x, prev_y
+    out.reverse()
+    return out
 
 
 class Labels(Protocol):
@@ -192,7 +257,7 @@ def bump_pairs(a: Side, b: Side) -> list[tuple[int, Bump | None, Bump | None]]:
     out: list[tuple[int, Bump | None, Bump | None]] = []
     for t, xs, ys in _pairs(a, b):
         out.extend((t, None if i is None else xs[i], None if j is None else ys[j])
-                   for i, j in align(xs, ys, _bump_key))
+                   for i, j in align(xs, ys, _bump_key, alike=lambda x, y: x.name == y.name))
     return out
 
 
