@@ -44,7 +44,7 @@ class DiffApp(App[int]):
         yield Static(Text(printable(f"A: {self.a.label} ({self.a.source})    B: {self.b.label} ({self.b.source})")),
                      classes="caption")
         yield Static(Text(summary), classes="caption")
-        yield Static("seq_nrs handed out, by thread and relative seq_nr", classes="caption")
+        yield Static("seq_nrs handed out, by thread, lined up as a diff tool lines up two files", classes="caption")
         yield DataTable(id="bumps", cursor_type="row", zebra_stripes=True)
         yield Static("node runs, in order", classes="caption")
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
