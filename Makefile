@@ -10,7 +10,7 @@ JOBS ?= 2
 # pytest-xdist workers for `make test` (one per core); TEST_JOBS=0 runs the suite in this one process.
 TEST_JOBS ?= auto
 
-.PHONY: test demo bench clean graphviz fuzz
+.PHONY: test demo bench clean graphviz chromium fuzz
 
 # Graphviz's `dot` renders exports to SVG/PNG/PDF (DOT text needs nothing). It comes from the system's
 # packages; without root or apt, exports other than .dot explain how to install it.
@@ -18,6 +18,13 @@ graphviz:
 	@command -v dot >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
 		(apt-get install -y -q graphviz >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q graphviz >/dev/null)); } || \
 		echo "Graphviz's dot was not installed: rendering tests will be skipped (apt-get install graphviz)"
+
+# Chromium, headless, shows `agdb serve`'s page to tests/app/test_serve_browser.py (through Playwright, which then
+# downloads no browser). From the system's packages, as Graphviz; without it that test is skipped.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+		(apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)); } || \
+		echo "Chromium was not installed: the browser test of agdb serve will be skipped (apt-get install chromium)"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +43,7 @@ $(STAMP): pyproject.toml
 	fi
 	touch $(STAMP)
 
-test: $(STAMP) graphviz
+test: $(STAMP) graphviz chromium
 	$(VENV)/bin/ruff check engine app bench tracer widgets
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist worksteal
 

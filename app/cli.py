@@ -445,8 +445,20 @@ def _cmd_tui(args: argparse.Namespace) -> int:
 
     if not compiles(args.script):
         return 1
-    return _run_app(AgdbApp(script=args.script, script_args=args.script_args, source=args.source,
-                            export_rule=_export_rule(args)))
+    if args.source.name == "engine" and args.source.torch_import == "torch":
+        # --real-torch: the script's torch is not recorded, so its run mostly records nothing; it runs here first,
+        # so that this is said on the command line rather than in a full-screen TUI
+        run = record_script(args.script, args.script_args, args.source, args.signals)
+        if len(run.trace) == 0:
+            if not run.note:
+                fail(f"nothing was recorded: {args.script} ran no op of agdb's engine that needs a grad")
+            return run.exit_status or 1
+        return _run_app(AgdbApp(trace=run.trace, title=args.script, source_files=[args.script],
+                                export_rule=_export_rule(args)))
+    app = AgdbApp(script=args.script, script_args=args.script_args, source=args.source,
+                  export_rule=_export_rule(args))
+    app.is_closed_when_empty = True  # a run that records nothing is said on the command line (_run_app)
+    return _run_app(app)
 
 
 def _cmd_open(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from .progress_line import ProgressLine
 from .run_progress import SAVING, RunProgress
 from .run_script import OsExitCalled, ScriptRun, ScriptSource, run_recorded, syntax_error
 from .signals import ScriptSignals, Terminated
+from .tracebacks import user_frames
 
 err = Console(stderr=True, highlight=False)
 """agdb's notes and progress, on stderr (stdout carries what a command prints)."""
@@ -61,9 +62,8 @@ def report(run: ScriptRun) -> None:
     elif isinstance(run.error, (SystemExit, OsExitCalled)):
         fail(f"{run.error_text} (what it recorded is kept)")
     elif run.error is not None:
-        sys.stderr.write(f"agdb: the script raised (the trace up to that point is kept):\n{run.error_text}")
-        if not run.error_text.endswith("\n"):
-            sys.stderr.write("\n")
+        text = user_frames(run.error_text)  # the engine's or the bridge's frames say nothing about the script
+        sys.stderr.write(f"agdb: the script raised (the trace up to that point is kept):\n{text}\n")
     if run.note:
         fail(run.note)
 

@@ -1,8 +1,9 @@
 """`agdb diff A B --tui`: the two traces side by side, A's columns left of B's, differences marked.
 
-Two tables: the seq_nrs each thread handed out (node and culprit line, by relative seq_nr) and the node runs in
-order, nodes named as every view names them (tracer/views/labels.py). `d` / `D` go to the next / previous difference
-in the focused table; Tab switches tables. The data is tracer.replay.diff's: this module only lays it out.
+Two tables: the seq_nrs each thread handed out (node and culprit line) and the node runs in order, each lined up
+as a diff tool lines up two files (tracer.replay.diff.align: an extra op is one row with one side empty), nodes
+named as every view names them (tracer/views/labels.py). `d` / `D` go to the next / previous difference in the
+focused table; Tab switches tables. The data is tracer.replay.diff's: this module only lays it out.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Static
 
-from agdb.tracer.replay.diff import Aspect, Side, run_text, same_line, same_run
+from agdb.tracer.replay.diff import Aspect, Side, bump_pairs, run_pairs, run_text, same_line, same_run
 from agdb.tracer.store.printable import printable
 
 _DIFF = "bold red"
@@ -43,7 +44,7 @@ class DiffApp(App[int]):
         yield Static(Text(printable(f"A: {self.a.label} ({self.a.source})    B: {self.b.label} ({self.b.source})")),
                      classes="caption")
         yield Static(Text(summary), classes="caption")
-        yield Static("seq_nrs handed out, by thread and relative seq_nr", classes="caption")
+        yield Static("seq_nrs handed out, by thread, lined up as a diff tool lines up two files", classes="caption")
         yield DataTable(id="bumps", cursor_type="row", zebra_stripes=True)
         yield Static("node runs, in order", classes="caption")
         yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
@@ -51,28 +52,20 @@ class DiffApp(App[int]):
 
     def on_mount(self) -> None:
         bumps = self.query_one("#bumps", DataTable)
-        bumps.add_columns("thread", "relative seq_nr", "A node", "A line", "B node", "B line", "")
-        row = 0
-        for t in range(max(len(self.a.bumps), len(self.b.bumps))):
-            xs = self.a.bumps[t] if t < len(self.a.bumps) else []
-            ys = self.b.bumps[t] if t < len(self.b.bumps) else []
-            for i in range(max(len(xs), len(ys))):
-                x = xs[i] if i < len(xs) else None
-                y = ys[i] if i < len(ys) else None
-                name_differs = x is None or y is None or x.name != y.name
-                line_differs = not same_line(x, y)
-                if name_differs or line_differs:
-                    self.differences["bumps"].append(row)
-                bumps.add_row(str(t), str(i), _cell(x.label if x else "", name_differs),
-                              _cell(x.where if x else "", line_differs), _cell(y.label if y else "", name_differs),
-                              _cell(y.where if y else "", line_differs),
-                              Text("≠", style=_DIFF) if name_differs or line_differs else "")
-                row += 1
+        bumps.add_columns("thread", "A seq_nr", "A node", "A line", "B seq_nr", "B node", "B line", "")
+        # rows lined up as a diff tool lines up two files (diff.align): an extra op is one row with one side empty
+        for row, (t, x, y) in enumerate(bump_pairs(self.a, self.b)):
+            name_differs = x is None or y is None or x.name != y.name
+            line_differs = not same_line(x, y)
+            if name_differs or line_differs:
+                self.differences["bumps"].append(row)
+            bumps.add_row(str(t), str(x.seq) if x else "", _cell(x.label if x else "", name_differs),
+                          _cell(x.where if x else "", line_differs), str(y.seq) if y else "",
+                          _cell(y.label if y else "", name_differs), _cell(y.where if y else "", line_differs),
+                          Text("≠", style=_DIFF) if name_differs or line_differs else "")
         runs = self.query_one("#runs", DataTable)
         runs.add_columns("#", "A ran", "B ran", "")
-        for i in range(max(len(self.a.runs), len(self.b.runs))):
-            x = self.a.runs[i] if i < len(self.a.runs) else None
-            y = self.b.runs[i] if i < len(self.b.runs) else None
+        for i, (x, y) in enumerate(run_pairs(self.a, self.b, self.shifted)):
             differs = not same_run(x, y, self.shifted)
             if differs:
                 self.differences["runs"].append(i)

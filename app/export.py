@@ -16,7 +16,7 @@ import graphviz
 import numpy as np
 
 from agdb.tracer.replay.replay import EngineState
-from agdb.tracer.replay.search import find_nodes, is_number
+from agdb.tracer.replay.search import find_nodes, is_number, nodes_with_seq
 from agdb.tracer.store.atomic import refuse_read_only, write_atomically
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.views.dot import View, ViewError
@@ -77,8 +77,8 @@ class ExportRule:
 
 
 def resolve_focus(trace: Trace, text: str, flag: str = "--focus", order: np.ndarray | None = None) -> int:
-    """A node from `12`, `node:12` (its index in the trace), `seq:5` / `seq 5` (its seq_nr) or a name that only
-    one node has.
+    """A node from `12`, `node:12` (its index in the trace), `seq:5` / `seq 5` (its seq_nr), a name that only
+    one node has, or a node's label as agdb prints it (`AccumulateGrad m[0].weight`, `MulBackward0 seq 3`).
 
     With `order` (each node's execution index at a step, -1 if it has not run: tracer.replay.node_states), a bare
     number is an execution index, the leading number of the TUI's graph rows; without it, a node index.
@@ -103,8 +103,27 @@ def resolve_focus(trace: Trace, text: str, flag: str = "--focus", order: np.ndar
     found = find_nodes(trace, query)
     if len(found) == 1:
         return int(found[0])
+    named = labelled(trace, text)
+    if len(named) == 1:  # the name as agdb prints it: `MulBackward0 seq 3`, `AccumulateGrad fc1.weight`
+        return named[0]
     what = "no node" if not len(found) else f"{len(found)} nodes ({', '.join(map(str, found[:5].tolist()))}…)"
     raise ExportError(f"{flag} {text!r} matches {what}; give a node index (as the TUI shows it) or seq:N")
+
+
+def labelled(trace: Trace, text: str) -> list[int]:
+    """The nodes whose label (views/labels: what `agdb show`, the TUI and the pictures print) is `text`; only
+    nodes that can carry such a label are labelled: those of the seq_nr it names, or the named leaves'."""
+    from agdb.tracer.views.labels import NodeLabels
+
+    words = text.split()
+    if len(words) == 3 and words[1] == "seq" and is_number(words[2]):
+        candidates = nodes_with_seq(trace, int(words[2])).tolist()
+    elif len(words) >= 2:
+        candidates = list(trace.index.leaf_labels)
+    else:
+        return []
+    label = NodeLabels(trace).label
+    return [int(n) for n in candidates if label(int(n)) == text]
 
 
 def _node_index(trace: Trace, node: int) -> int:

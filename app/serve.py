@@ -42,6 +42,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Signals that stop the server cleanly (its tabs' processes are ended first)."""
 DRIVER = "agdb.app.served_driver:ServedDriver"
 """The Textual driver of each tab: textual's WebDriver, which quits when the server is gone."""
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+"""agdb's copy of textual-serve's page, whose web font comes from the server itself (textual-serve's links to a
+font host on the internet, which an offline machine cannot reach)."""
 LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
 """Names of this machine that are always accepted in the Host header."""
 
@@ -119,7 +122,7 @@ class AgdbServer(Server):
     words (on stderr, as agdb's notes go)."""
 
     def __init__(self, argv: list[str], host: str, port: int, title: str, max_sessions: int = 4) -> None:
-        super().__init__(shlex.join(argv), host=host, port=port, title=title)
+        super().__init__(shlex.join(argv), host=host, port=port, title=title, templates_path=TEMPLATES)
         self.argv = argv
         self.max_sessions = max_sessions
         self.token = secrets.token_urlsafe(24)

@@ -142,12 +142,12 @@ def _print_queues(out: Console, trace: Trace, labels: NodeLabels, state: EngineS
         rows = []
         for i, t in shown:
             pop, name, depth, seq = task_cells(labels, i, t)
-            rows.append((pop, short(name), depth, seq, "-" if t.node is None else str(t.node)))
+            rows.append((pop, short(name), depth, seq))
         caption = [queue_note(q)] if q.tasks and node is None else []
         if len(shown) < len(tasks):
             was_cut = True
             caption.append(_more(len(tasks) - len(shown)))
-        print_table(out, ("pop", "node", "depth", "seq_nr", "id"), rows, "; ".join(caption) or None)
+        print_table(out, ("pop", "node", "depth", "seq_nr"), rows, "; ".join(caption) or None)
     return was_cut
 
 
@@ -158,10 +158,10 @@ def _print_dependencies(out: Console, labels: NodeLabels, rows: DependencyRows, 
     if not chosen:
         return False
     out.print(Text("dependencies and input buffers:"))
-    cells = [(short(labels.label(row.node)), str(row.count), slots_text(row.filled), "yes" if row.is_changed else "",
-              str(row.node)) for row in chosen]
+    cells = [(short(labels.label(row.node)), str(row.count), slots_text(row.filled), "yes" if row.is_changed else "")
+             for row in chosen]
     left = len(rows) - len(chosen) if node is None else 0
-    print_table(out, ("node", "to go", "buffer", "changed", "id"), cells, _more(left) if left else None)
+    print_table(out, ("node", "to go", "buffer", "changed"), cells, _more(left) if left else None)
     return left > 0
 
 

@@ -1,4 +1,4 @@
-"""The bridge's commands: `agdb torch SCRIPT -o TRACE`, the `--torch` flag of record/culprits/tui, and `agdb diff`.
+"""The bridge's commands: `agdb torch SCRIPT [-o TRACE]`, the `--torch` flag of record/culprits/tui, and `agdb diff`.
 
 Kept apart from cli.py, which only calls `add_commands` and `add_torch_flag`; both build on commands.py. Never
 imports torch: the bridge does, when a script runs.
@@ -8,12 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from agdb.tracer.sources import torch as torch_source
 from agdb.tracer.views.sentences import compile_time_not_shown
 
-from .commands import fail, load_trace, output_file, record_script, save_run
+from .commands import compiles, fail, load_trace, output_file, record_script, save_run
 from .run_script import ScriptSource
 
 TORCH = ScriptSource("torch")
@@ -44,7 +45,9 @@ def add_commands(sub: Any) -> None:
                                      "what torch does not show (docs/torch-bridge.md).")
     tor.add_argument("script")
     tor.add_argument("script_args", nargs="*", help="arguments for the script (after `--` if they start with -)")
-    tor.add_argument("-o", "--output", required=True, help="trace file to write (.agdb)")
+    tor.add_argument("-o", "--output", default=None,
+                     help="trace file to write (default: the script's name with .agdb, in the current directory, "
+                          "as `agdb record --torch` names it)")
     tor.add_argument("--single-threaded", action="store_true",
                      help="run backward calls with autograd multithreading disabled, so that torch's own execution "
                           "order of each is recorded as a second witness (it changes nothing on the CPU)")
@@ -59,9 +62,10 @@ def add_commands(sub: Any) -> None:
     tor.set_defaults(func=cmd_torch)
     dif = sub.add_parser("diff", help="compare two traces: node names, seq_nrs, culprit lines, edges, execution "
                                       "order",
-                         description="Align two traces by thread and relative seq_nr and show the first difference "
-                                     "in node names, seq_nr assignment, culprit lines, graph edges and execution "
-                                     "order. Exit status 0 when they agree, 1 when they differ.")
+                         description="Line two traces up by thread and, as a diff tool does, by node name and "
+                                     "source text, and show the first difference in node names, seq_nr "
+                                     "assignment, culprit lines, graph edges and execution order (lines that only "
+                                     "moved are not one). Exit status 0 when they agree, 1 when they differ.")
     dif.add_argument("a", metavar="A", help="a saved .agdb trace")
     dif.add_argument("b", metavar="B", help="another")
     shown = dif.add_mutually_exclusive_group()
@@ -75,8 +79,10 @@ def cmd_torch(args: argparse.Namespace) -> int:
     if not torch_source.available():
         fail(f"agdb torch runs real PyTorch, which is not installed. {torch_source.INSTALL_HINT}")
         return 1
+    if args.output is None:
+        args.output = Path(args.script).stem + ".agdb"
     output = output_file(args.output)
-    if output is None:
+    if output is None or not compiles(args.script):  # a typo is said once, before torch is imported
         return 1
     if args.nproc:
         from .launch import launch
@@ -181,7 +187,11 @@ def _cmd_diff(args: argparse.Namespace) -> int:
             culprit = x.first.get("culprit")
             if isinstance(culprit, dict) and culprit.get("source"):
                 out.write(f"    {_printable(culprit['line'])}  {_printable(culprit['source'])}\n")
-    out.write("the traces agree\n" if equal else "the traces differ\n")
+    moved = next(x for x in aspects if x.name == "culprit lines").summary.partition("B's line numbers ")[2]
+    if equal and moved:  # an edit that moved lines only: not a difference, but worth a word
+        out.write(f"the traces agree: the same graph, B's line numbers {moved}\n")
+    else:
+        out.write("the traces agree\n" if equal else "the traces differ\n")
     return 0 if equal else 1
 
 

@@ -6,6 +6,8 @@ execution order as PyTorch 2.13 on CPU.
 """
 from __future__ import annotations
 
+import warnings
+
 from . import _dispatch, _factories, _inplace, _ops  # noqa: F401 - importing an op module declares its ops
 from ._device import device
 from ._dtype import Size, bfloat16, dtype, float16, float32, float64, get_default_dtype, int32, int64
@@ -24,6 +26,12 @@ from ._state import enable_grad, inference_mode, is_grad_enabled, is_inference_m
 from ._tensor import Tensor
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from .serialization import load, save
+
+# PyTorch computes inf * 0 or 0 / 0 without a word; numpy warns (RuntimeWarning) from the engine line that called
+# it. Those warnings are dropped, and only those: a script's own numpy calls, and the engine's other warnings
+# (UserWarning, as torch's), still show.
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"(agdb\.)?engine(\.|$)",
+                        message=r"(invalid value|divide by zero|overflow|underflow) encountered")
 
 globals().update(_dispatch.table("torch"))  # engine.exp, engine.matmul, ...: the ops declared as torch=
 _dispatch.install()  # Tensor's methods, operators and properties

@@ -133,6 +133,8 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs(tmp_path):
                            capture_output=True, text=True, cwd=tmp_path, check=True).stdout
     assert where.split() == [str(Path(_site_packages(python), "agdb", "__init__.py")),
                              str(Path(_site_packages(python), "agdb", "engine", "__init__.py"))]
+    # agdb serve's page (its web font served locally) is package data
+    assert Path(_site_packages(python), "agdb", "app", "templates", "app_index.html").is_file()
     command = subprocess.run([str(venv / "bin" / "agdb"), "--help"], capture_output=True, text=True, timeout=300)
     assert command.returncode == 0 and "usage: agdb" in command.stdout, command.stderr
     assert "usage: agdb" in _agdb(python, tmp_path, "--help").stdout

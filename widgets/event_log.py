@@ -7,7 +7,7 @@ from textual.message import Message
 from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.store.trace import Trace
 from agdb.tracer.views.labels import NodeLabels
-from agdb.tracer.views.panel_text import event_text
+from agdb.tracer.views.sentences import sentence
 
 from .lazy_list import LazyList
 
@@ -34,13 +34,16 @@ class EventLog(LazyList):
 
     def header(self) -> str:
         """The column headers."""
-        return f"{'step':>7}  event"
+        return f"{'step':>7}  event (what the engine did, then the event's kind)"
 
     def row_count(self) -> int:
         return len(self.trace)
 
     def row_text(self, index: int) -> Text:
-        return Text(f"{index:>7}  {event_text(self.trace[index], self.labels)}")
+        # the status line's sentence, not the record's fields: a node by its label, seq_nr max as `max`; the
+        # event's kind after it, dim, so that a narrow panel cuts the kind rather than the sentence
+        event = self.trace[index]
+        return Text.assemble(f"{index:>7}  {sentence(event, self.labels)}", (f"  {type(event).__name__}", "dim"))
 
     def row_key(self, index: int) -> object:
         return index  # an event's line never changes

@@ -37,7 +37,7 @@ from agdb.widgets.node_inspector import NodeInspector
 from agdb.widgets.timeline import Timeline
 
 from ..messages import BreakpointHit, ExportFailed, GraphExported, NodeFollowed, StepChanged
-from .errors import user_frames
+from ..tracebacks import user_frames
 from .help import HelpScreen
 from .panels import BY_ID, PANELS, WIDE_MIN, PanelLayout
 from .source import show_source

@@ -253,13 +253,13 @@ def test_both_sources_name_parameter_leaves_alike(recorded):
 @pytest.mark.parametrize("source", ["engine", "torch"])
 def test_diff_text_names_nodes_as_the_views_do(recorded, capsys, source):
     """`agdb diff` of bare.py against bare.py with `* 2` after the sum: B's extra MulBackward0 takes seq_nr 3 and
-    runs first; the text names the runs where they part as every view does."""
+    runs first; the text names the extra run, and the sum whose line changed, as every view does."""
     a, b = recorded["bare", source], recorded["more", source]
     capsys.readouterr()
     assert main(["diff", str(a), str(b)]) == 1
     out = capsys.readouterr().out
-    assert "A ran SumBackward0 seq 2 (relative seq_nr 2) in graph task" in out, out
-    assert "B ran MulBackward0 seq 3 (relative seq_nr 3) in graph task" in out, out
+    assert "B ran MulBackward0 seq 3 (relative seq_nr 3) in graph task 1, which A did not run" in out, out
+    assert "A SumBackward0 at bare.py:6, B SumBackward0 at more.py:6" in out, out
     assert "torch::" not in out
 
 

@@ -15,6 +15,11 @@ difference:
 - execution order: the nodes the backward calls ran, in order (name and relative seq_nr; name only once the
   assignment differs).
 
+Within a thread, seq_nrs are lined up as a diff tool lines up two files (`align`): by the longest common
+subsequence of (node name, source text), so that an op added to the script is one inserted row and every later row
+still pairs with its counterpart; a line added without a grad op changes only line numbers, which the culprit lines
+aspect reports as a shift, not as a difference. The node runs are aligned alike.
+
 Nodes are compared by their recorded short names, and written for people by the `labels` each side is read with
 (tracer/views/labels.py's NodeLabels: `MulBackward0 seq 3`, `AccumulateGrad fc1.weight`), so the text names a node
 as every other view does.
@@ -23,13 +28,112 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 from agdb.tracer.store.schema import UINT64_MAX, Kind, short_name
 
 ASPECTS = ("node names", "seq_nr assignment", "culprit lines", "graph edges", "execution order")
 _SHIFTS = (1, -1, 2, -2, 3, -3)
 """Shifts tried when explaining where two runs' seq_nrs part (extra or missing numbers)."""
+
+
+ALIGN_MOST = 1_000
+"""Rows added or removed (between the common head and tail) past which two sides are paired by position instead:
+the alignment's time grows with their number times the rows."""
+T = TypeVar("T")
+
+
+def align(xs: Sequence[T], ys: Sequence[T], key: Callable[[T], Any],
+          alike: Callable[[T, T], bool] | None = None) -> list[tuple[int | None, int | None]]:
+    """Index pairs lining up xs and ys as a diff tool does: a longest common subsequence of their keys (Myers'
+    shortest edit script) pairs up, a row on one side only pairs with None. Between two common rows, a row removed
+    and a row added that are `alike` pair up as one changed row (a node whose line was edited). Past ALIGN_MOST
+    rows added or removed, the rows between the common head and tail pair by position.
+    """
+    kx, ky = [key(x) for x in xs], [key(y) for y in ys]
+    head = 0
+    while head < min(len(kx), len(ky)) and kx[head] == ky[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(kx), len(ky)) - head and kx[-1 - tail] == ky[-1 - tail]:
+        tail += 1
+    mx, my = kx[head:len(kx) - tail], ky[head:len(ky) - tail]
+    middle = _shortest_edit(mx, my, ALIGN_MOST)
+    if middle is None:
+        n = min(len(mx), len(my))
+        middle = [(k, k) for k in range(n)] + [(k, None) for k in range(n, len(mx))] + \
+                 [(None, k) for k in range(n, len(my))]
+    if alike is not None:
+        middle = _changed_rows(middle, lambda i, j: alike(xs[head + i], ys[head + j]))
+    return ([(i, i) for i in range(head)]
+            + [(None if i is None else head + i, None if j is None else head + j) for i, j in middle]
+            + [(len(kx) - tail + k, len(ky) - tail + k) for k in range(tail)])
+
+
+def _shortest_edit(a: list, b: list, most: int) -> list[tuple[int | None, int | None]] | None:
+    """Myers' O((N+M)·D) diff: a, b lined up with the fewest rows added or removed (D), or None past `most`."""
+    n, m = len(a), len(b)
+    v = {1: 0}  # diagonal k -> the furthest x reached on it
+    rounds: list[dict[int, int]] = []
+    for d in range(min(n + m, most) + 1):
+        rounds.append(dict(v))
+        for k in range(-d, d + 1, 2):
+            x = v[k + 1] if k == -d or (k != d and v[k - 1] < v[k + 1]) else v[k - 1] + 1
+            y = x - k
+            while x < n and y < m and a[x] == b[y]:
+                x, y = x + 1, y + 1
+            v[k] = x
+            if x >= n and y >= m:
+                return _edit_path(rounds, n, m)
+    return None
+
+
+def _changed_rows(pairs: list, alike: Callable[[int, int], bool]) -> list[tuple[int | None, int | None]]:
+    """`pairs` with each run of one-sided rows between two common ones re-paired: a removed row and a later added
+    one that are alike become one row, in order on both sides; the others stay one-sided."""
+    out: list[tuple[int | None, int | None]] = []
+    gap: list[tuple[int | None, int | None]] = []
+    for pair in [*pairs, None]:
+        if pair is not None and None in pair:
+            gap.append(pair)
+            continue
+        removed = [i for i, _ in gap if i is not None]
+        added = [j for _, j in gap if j is not None]
+        r = a = 0  # the next removed and added rows not yet written
+        for i in removed:
+            found = next((n for n in range(a, len(added)) if alike(i, added[n])), None)
+            if found is None:
+                continue
+            while removed[r] != i:  # the removed rows before this one, then the added ones before its match
+                out.append((removed[r], None))
+                r += 1
+            out.extend((None, added[n]) for n in range(a, found))
+            out.append((i, added[found]))
+            r, a = r + 1, found + 1
+        out.extend((i, None) for i in removed[r:])
+        out.extend((None, j) for j in added[a:])
+        if pair is not None:
+            out.append(pair)
+        gap = []
+    return out
+
+
+def _edit_path(rounds: list[dict[int, int]], x: int, y: int) -> list[tuple[int | None, int | None]]:
+    """The pairs of Myers' path, walked back from (x, y) through the furthest points of each round."""
+    out: list[tuple[int | None, int | None]] = []
+    for d in range(len(rounds) - 1, -1, -1):
+        v, k = rounds[d], x - y
+        prev_k = k + 1 if k == -d or (k != d and v[k - 1] < v[k + 1]) else k - 1
+        prev_x = v[prev_k]
+        prev_y = prev_x - prev_k
+        while x > prev_x and y > prev_y:
+            x, y = x - 1, y - 1
+            out.append((x, y))
+        if d > 0:
+            out.append((None, prev_y) if x == prev_x else (prev_x, None))
+        x, y = prev_x, prev_y
+    out.reverse()
+    return out
 
 
 class Labels(Protocol):
@@ -141,9 +245,31 @@ def _graph_of(trace: Any, side: Side, rows: dict[int, int], bases: dict[int, int
 
 def compare(a: Side, b: Side) -> list[Aspect]:
     """Each aspect of ASPECTS, equal or with its first difference."""
-    assignment = _assignment(a, b)
+    pairs = bump_pairs(a, b)
+    assignment = _assignment(a, b, pairs)
     shifted = not assignment.equal
-    return [_names(a, b), assignment, _lines(a, b), _graph(a, b, shifted), _order(a, b, shifted)]
+    return [_names(a, pairs), assignment, _lines(pairs), _graph(a, b, shifted), _order(a, b, shifted)]
+
+
+def bump_pairs(a: Side, b: Side) -> list[tuple[int, Bump | None, Bump | None]]:
+    """Each thread's seq_nrs lined up (`align` by node name and source text): (thread, A's, B's), None on the side
+    that has no counterpart."""
+    out: list[tuple[int, Bump | None, Bump | None]] = []
+    for t, xs, ys in _pairs(a, b):
+        out.extend((t, None if i is None else xs[i], None if j is None else ys[j])
+                   for i, j in align(xs, ys, _bump_key, alike=lambda x, y: x.name == y.name))
+    return out
+
+
+def run_pairs(a: Side, b: Side, shifted: bool) -> list[tuple[Run | None, Run | None]]:
+    """The node runs lined up (`align`): by name and relative seq_nr, by name only once the assignment differs."""
+    key = (lambda r: r.name) if shifted else (lambda r: (r.name, r.seq))
+    return [(None if i is None else a.runs[i], None if j is None else b.runs[j])
+            for i, j in align(a.runs, b.runs, key)]
+
+
+def _bump_key(x: Bump) -> Any:
+    return x.name, _line_key(x)
 
 
 def _graph(a: Side, b: Side, shifted: bool) -> Aspect:
@@ -188,72 +314,64 @@ def _bump_json(bump: Bump | None) -> dict | None:
                                       "line": bump.where, "source": bump.source}
 
 
-def _first_bump_difference(a: Side, b: Side, key) -> tuple[int, int, Bump | None, Bump | None] | None:
-    for t, xs, ys in _pairs(a, b):
-        for i in range(max(len(xs), len(ys))):
-            x = xs[i] if i < len(xs) else None
-            y = ys[i] if i < len(ys) else None
-            if x is None or y is None or key(x) != key(y):
-                return t, i, x, y
-    return None
-
-
-def _names(a: Side, b: Side) -> Aspect:
-    found = _first_bump_difference(a, b, lambda x: x.name)
-    total = sum(len(x) for x in a.bumps)
-    if found is None:
-        return Aspect("node names", True, f"equal: {total} seq_nrs on {len(a.bumps)} thread(s)")
-    t, i, x, y = found
-    return Aspect("node names", False, f"thread {t}, relative seq_nr {i}: A {_said(x)}, B {_said(y)}",
-                  {"thread": t, "seq_nr": i, "a": _bump_json(x), "b": _bump_json(y)})
+def _names(a: Side, pairs: list) -> Aspect:
+    """The node of each lined-up seq_nr; rows on one side only are the assignment's to report."""
+    both = [(t, x, y) for t, x, y in pairs if x is not None and y is not None]
+    for t, x, y in both:
+        if x.name != y.name:
+            return Aspect("node names", False, f"thread {t}, relative seq_nr {x.seq}: A {_said(x)}, B {_said(y)}",
+                          {"thread": t, "seq_nr": x.seq, "a": _bump_json(x), "b": _bump_json(y)})
+    alone = len(pairs) - len(both)
+    more = f" (and {alone} seq_nr(s) on one side only: see the seq_nr assignment)" if alone else ""
+    return Aspect("node names", True, f"equal: {len(both)} seq_nrs on {len(a.bumps)} thread(s){more}")
 
 
 def _said(bump: Bump | None) -> str:
     return "nothing" if bump is None else f"{bump.label} at {bump.where}"
 
 
-def _assignment(a: Side, b: Side) -> Aspect:
+def _assignment(a: Side, b: Side, pairs: list) -> Aspect:
     if len(a.bumps) != len(b.bumps):
         return Aspect("seq_nr assignment", False, f"A has {len(a.bumps)} numbering thread(s), B {len(b.bumps)}",
                       {"threads": [len(a.bumps), len(b.bumps)]})
     for t, xs, ys in _pairs(a, b):
-        names_x, names_y = [x.name for x in xs], [y.name for y in ys]
-        if names_x == names_y:
-            continue
-        i = next((k for k in range(min(len(xs), len(ys))) if names_x[k] != names_y[k]), min(len(xs), len(ys)))
-        shift = _shift(names_x, names_y, i)
-        if shift > 0:  # B took extra numbers at i
-            culprit = ys[i]
-            text = (f"thread {t}: B took {shift} more seq_nr(s) at relative {i} ({culprit.label} at {culprit.where}); "
-                    f"B's later seq_nrs are {shift} higher")
-        elif shift < 0:
-            culprit = xs[i]
-            text = (f"thread {t}: A took {-shift} more seq_nr(s) at relative {i} ({culprit.label} at {culprit.where}); "
-                    f"B's later seq_nrs are {-shift} lower")
+        rows = [(x, y) for u, x, y in pairs if u == t]
+        inserted = [y for x, y in rows if x is None]
+        removed = [x for x, y in rows if y is None]
+        if not inserted and not removed:
+            if [x.name for x in xs] == [y.name for y in ys]:
+                continue
+            i = next(k for k, (x, y) in enumerate(zip(xs, ys, strict=False)) if x.name != y.name)
+            return Aspect("seq_nr assignment", False, f"thread {t}: A and B took {len(xs)} seq_nrs each, for "
+                          f"other nodes from relative {i} on",
+                          {"thread": t, "seq_nr": i, "shift": 0, "counts": [len(xs), len(ys)], "culprit": None,
+                           "inserted": [], "removed": []})
+        parts = [_took(who, extra) for who, extra in (("B", inserted), ("A", removed)) if extra]
+        first = min(inserted + removed, key=lambda bump: bump.seq)
+        shift = len(inserted) - len(removed)
+        if not removed and _contiguous(inserted):
+            parts.append(f"B's later seq_nrs are {shift} higher")
+        elif not inserted and _contiguous(removed):
+            parts.append(f"B's later seq_nrs are {-shift} lower")
         else:
-            culprit = None
-            text = f"thread {t}: A took {len(xs)} seq_nrs, B {len(ys)}; they part at relative {i}"
-        return Aspect("seq_nr assignment", False, text,
-                      {"thread": t, "seq_nr": i, "shift": shift, "counts": [len(xs), len(ys)],
-                       "culprit": _bump_json(culprit)})
+            parts.append(f"the other {len(rows) - len(inserted) - len(removed)} line up")
+        return Aspect("seq_nr assignment", False, f"thread {t}: " + "; ".join(parts),
+                      {"thread": t, "seq_nr": first.seq, "shift": shift, "counts": [len(xs), len(ys)],
+                       "culprit": _bump_json(first), "inserted": [_bump_json(y) for y in inserted],
+                       "removed": [_bump_json(x) for x in removed]})
     counts = [len(x) for x in a.bumps]
     return Aspect("seq_nr assignment", True, f"equal: {sum(counts)} seq_nrs, same numbers for the same nodes")
 
 
-def _shift(xs: list[str], ys: list[str], i: int) -> int:
-    """The d for which B's names from i+d on are A's from i on (B took d extra numbers), or 0 when none fits."""
-    for d in _SHIFTS:
-        if d > 0 and ys[i + d:] == xs[i:] and len(ys) - len(xs) == d:
-            return d
-        if d < 0 and xs[i - d:] == ys[i:] and len(xs) - len(ys) == -d:
-            return d
-    for d in _SHIFTS:  # the tails need not match to the end: a window after the difference is enough
-        window = 8
-        if d > 0 and ys[i + d:i + d + window] == xs[i:i + window] and len(xs) > i:
-            return d
-        if d < 0 and xs[i - d:i - d + window] == ys[i:i + window] and len(ys) > i:
-            return d
-    return 0
+def _took(who: str, extra: list[Bump]) -> str:
+    """`B took 2 more seq_nr(s) at relative 3 (MulBackward0 at m.py:5), 4 (…)`: the first few, then a count."""
+    shown = ", ".join(f"{bump.seq} ({bump.label} at {bump.where})" for bump in extra[:3])
+    more = f" and {len(extra) - 3} more" if len(extra) > 3 else ""
+    return f"{who} took {len(extra)} more seq_nr(s) at relative {shown}{more}"
+
+
+def _contiguous(bumps: list[Bump]) -> bool:
+    return bool(bumps) and bumps[-1].seq - bumps[0].seq == len(bumps) - 1
 
 
 def same_line(x: Bump | None, y: Bump | None) -> bool:
@@ -267,20 +385,37 @@ def same_run(x: Run | None, y: Run | None, shifted: bool) -> bool:
 
 
 def _line_key(x: Bump) -> Any:
-    """What a culprit line is compared by: its line number and source text where it has source, so that two
-    versions of a script under different file names (`train.py`, `train_v2.py`) agree on a line they share; else
-    its file name and line."""
+    """What a culprit line is compared by: its source text where it has source, so that two versions of a script
+    agree on a line they share whatever its file name (`train.py`, `train_v2.py`) and number (a line added above
+    it); else its file name and line."""
     source = x.source.strip()
-    return (x.where.rpartition(":")[2], source) if source else x.where
+    return source if source else x.where
 
 
-def _lines(a: Side, b: Side) -> Aspect:
-    found = _first_bump_difference(a, b, _line_key)
-    if found is None:
+def _line_number(x: Bump) -> int | None:
+    number = x.where.rpartition(":")[2]
+    return int(number) if number.isdigit() else None
+
+
+def _lines(pairs: list) -> Aspect:
+    """The line blamed for each lined-up seq_nr, by source text; line numbers that moved are said, not a
+    difference."""
+    shifts: set[int] = set()
+    for t, x, y in pairs:
+        if x is None or y is None:
+            continue
+        if not same_line(x, y):
+            return Aspect("culprit lines", False, f"thread {t}, relative seq_nr {x.seq}: A {_said(x)}, B {_said(y)}",
+                          {"thread": t, "seq_nr": x.seq, "a": _bump_json(x), "b": _bump_json(y)})
+        numbers = _line_number(x), _line_number(y)
+        if None not in numbers and x.source.strip():
+            shifts.add(numbers[1] - numbers[0])
+    moved = sorted(d for d in shifts if d)
+    if not moved:
         return Aspect("culprit lines", True, "equal: every seq_nr blamed on the same line")
-    t, i, x, y = found
-    return Aspect("culprit lines", False, f"thread {t}, relative seq_nr {i}: A {_said(x)}, B {_said(y)}",
-                  {"thread": t, "seq_nr": i, "a": _bump_json(x), "b": _bump_json(y)})
+    how = " and ".join(f"{d:+}" for d in moved)
+    return Aspect("culprit lines", True, f"equal by source text: every seq_nr blamed on the same line, B's "
+                  f"line numbers shifted by {how}" + (" where they moved" if 0 in shifts else ""))
 
 
 def _run_json(run: Run | None) -> dict | None:
@@ -289,15 +424,26 @@ def _run_json(run: Run | None) -> dict | None:
 
 
 def _order(a: Side, b: Side, shifted: bool = False) -> Aspect:
-    """The node runs in order, by name and relative seq_nr; by name only when the seq_nr assignment already
-    differs (`shifted`: from there on every relative seq_nr may be off, which that aspect has said)."""
+    """The node runs, lined up (`run_pairs`): by name and relative seq_nr; by name only when the seq_nr assignment
+    already differs (`shifted`: from there on every relative seq_nr may be off, which that aspect has said)."""
     tasks = len({r.graph_task for r in a.runs})
-    for i in range(max(len(a.runs), len(b.runs))):
-        x = a.runs[i] if i < len(a.runs) else None
-        y = b.runs[i] if i < len(b.runs) else None
-        if not same_run(x, y, shifted):
+    pairs = run_pairs(a, b, shifted)
+    for i, (x, y) in enumerate(pairs):
+        if x is not None and y is not None and not same_run(x, y, shifted):
             return Aspect("execution order", False, f"node run {i}: A ran {_ran(x)}, B ran {_ran(y)}",
-                          {"index": i, "a": _run_json(x), "b": _run_json(y)})
+                          {"index": i, "a": _run_json(x), "b": _run_json(y), "inserted": [], "removed": []})
+    inserted = [(i, y) for i, (x, y) in enumerate(pairs) if x is None]
+    removed = [(i, x) for i, (x, y) in enumerate(pairs) if y is None]
+    if inserted or removed:
+        i, run = min(inserted + removed, key=lambda pair: pair[0])
+        who, other = ("B", "A") if run in [y for _, y in inserted] else ("A", "B")
+        count = len(inserted) + len(removed)
+        more = f" ({count - 1} more run(s) on one side only)" if count > 1 else ""
+        return Aspect("execution order", False, f"node run {i}: {who} ran {_ran(run)}, which {other} did not "
+                      f"run{more}; the other {len(pairs) - count} runs line up in order",
+                      {"index": i, "a": _run_json(run if who == "A" else None),
+                       "b": _run_json(run if who == "B" else None),
+                       "inserted": [_run_json(y) for _, y in inserted], "removed": [_run_json(x) for _, x in removed]})
     how = ", by name (their seq_nrs are assigned differently)" if shifted else ""
     return Aspect("execution order", True, f"equal{how}: {len(a.runs)} node runs in {tasks} graph task(s)")
 

@@ -9,7 +9,7 @@ Imports the tracer only; no UI.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Literal
 
 from agdb.tracer.replay.node_details import NodeDetails
@@ -166,32 +166,3 @@ def detail_lines(labels: NodeLabels, d: NodeDetails) -> list[Line]:
         lines.append(Line("forward traceback (anomaly mode):", tag="title"))
         lines.extend(Line("  " + row) for row in info.forward_stack.rstrip("\n").splitlines())
     return lines
-
-
-# -- the event log ----------------------------------------------------------------------------------------------
-_SKIP = {"step", "thread", "graph_task", "filename", "function", "inputs", "outputs", "next_edges", "grad",
-         "dependencies", "pruned", "needed", "captured", "roots", "node_name", "name"}
-"""Fields the event log leaves out: where and when (its own columns), long lists, and the recorded name (the node
-field is written with its label instead)."""
-
-
-def event_text(e: ev.Event, labels: NodeLabels) -> str:
-    """A one-line summary of an event: its kind and fields, the node by index and label, a queue by its label,
-    seq_nrs and priorities as views/labels writes them."""
-    parts = []
-    for f in fields(e):
-        if f.name in _SKIP:
-            continue
-        value = getattr(e, f.name)
-        if f.name == "node":
-            text = "None" if value is None or value < 0 else f"{value} ({labels.label(value)})"
-        elif f.name == "queue":
-            text = repr(labels.trace.queue_label(value))
-        elif f.name == "priority":
-            text = priority_text(value)
-        elif f.name in ("seq_nr", "old"):
-            text = seq_text(value)
-        else:
-            text = repr(value)
-        parts.append(f"{f.name}={text}")
-    return f"{type(e).__name__}  " + " ".join(parts)

@@ -1,10 +1,10 @@
-"""The script's error as the step screen shows it: the user's frames only, agdb's own left out."""
+"""A script's traceback as agdb shows it (command line and TUI): the user's frames, agdb's own left out."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-AGDB_ROOT = Path(__file__).resolve().parents[2]
+AGDB_ROOT = Path(__file__).resolve().parents[1]
 """The directory holding agdb's packages (engine/, tracer/, app/, widgets/): frames there are agdb's."""
 _FRAME = re.compile(r'^  File "(?P<path>[^"]*)", line \d+')
 
