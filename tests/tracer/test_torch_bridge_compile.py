@@ -7,6 +7,8 @@ The backend is aot_eager: the same AOT autograd tracing as the default inductor,
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -61,7 +63,9 @@ def test_no_divergence_is_reported_for_a_compiled_training_step(compiled_trainin
 def test_compile_time_calls_are_kept_apart_and_only_the_program_s_are_recorded(compiled_training):
     """The call torch.compile made while it traced is an entry apart, not a graph task; the program's three are."""
     trace, _ = compiled_training
-    assert [(e["compile_id"], e["kind"]) for e in trace.meta["compile_time_calls"]] == [("0/0", "grad")]
+    # Dynamo numbers frames through the process (other tests compiled before this one): the frame's first compile
+    [call] = trace.meta["compile_time_calls"]
+    assert call["kind"] == "grad" and re.fullmatch(r"\d+/0", call["compile_id"]), call
     assert len(trace.meta["graph_tasks"]) == 3
     assert len(trace.steps_of(Kind.GRAPH_TASK_STARTED)) == 3
 
