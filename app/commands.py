@@ -48,7 +48,9 @@ def record_script(script: str, script_args: list[str], source: ScriptSource, sig
 
         run = run_recorded(script, script_args, source, progress=progress,
                            on_os_exit=os_exit if on_os_exit is not None else None,
-                           on_script_start=signals.script_started, on_script_end=signals.script_ended)
+                           on_script_start=signals.script_started, on_script_end=signals.script_ended,
+                           on_save_ready=(None if signals.watcher is None else
+                                          lambda save: setattr(signals.watcher, "save", save)))
     report(run)
     return run
 

@@ -14,8 +14,11 @@ def main() -> int:
     # the ranks share one terminal: no live status line each (rich reads this when agdb's console is made)
     had = os.environ.get("TTY_INTERACTIVE")
     os.environ["TTY_INTERACTIVE"] = "0"
+    from . import signals
     from .cli import main as agdb
     from .launch import rank_path
+
+    signals.SAVE_WHEN_BLOCKED = True  # NOTE [a stop signal while blocked in C++] in blocked.py
 
     if had is None:
         os.environ.pop("TTY_INTERACTIVE")  # the script sees the environment it would under torchrun

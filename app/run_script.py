@@ -101,7 +101,8 @@ def run_recorded(script: str, args: list[str], source: ScriptSource = DEFAULT_SO
                  no_stdin: bool = False,
                  on_os_exit: Callable[[ScriptRun], int] | None = None,
                  capture_output: bool = False,
-                 on_script_start: Callable[[], None] | None = None) -> ScriptRun:
+                 on_script_start: Callable[[], None] | None = None,
+                 on_save_ready: Callable[[Callable[[BaseException, dict], int]], None] | None = None) -> ScriptRun:
     """Run `script` with `args` as `__main__`, recorded by `source`; the trace is kept if the script fails.
 
     `on_script_start` is called just before the script's code runs, and what it raises counts as the script's
@@ -120,6 +121,10 @@ def run_recorded(script: str, args: list[str], source: ScriptSource = DEFAULT_SO
     `on_os_exit`: called, from the script's thread, with the run so far when the script calls os._exit;
     it saves what it must and returns the status the process then ends with. Without it, the script is
     stopped with OsExitCalled.
+
+    `on_save_ready`: with `on_os_exit`, called before the script runs with `save(error, meta)`, which another thread
+    may call while the script's thread is blocked (NOTE [a stop signal while blocked in C++] in blocked.py): it
+    finishes the run as ended by `error`, adds `meta` to the trace and passes it to `on_os_exit`, once.
     NOTE [running the script in agdb's process].
 
     Raises FileNotFoundError, and TorchMissing (its message says how to install torch) for real torch without it.
@@ -128,7 +133,8 @@ def run_recorded(script: str, args: list[str], source: ScriptSource = DEFAULT_SO
     if not path.is_file():
         raise FileNotFoundError(f"no such script: {script}")
     path = path.resolve()  # the script may chdir; its frames and tracebacks keep naming this file
-    run = _Run(script, path, args, source, progress, no_stdin, on_os_exit, capture_output, on_script_start)
+    run = _Run(script, path, args, source, progress, no_stdin, on_os_exit, capture_output, on_script_start,
+               on_save_ready)
     if source.name == "torch":
         if not torch_source.available():
             raise torch_source.TorchMissing(torch_source.INSTALL_HINT)
@@ -143,8 +149,10 @@ class _Run:
     def __init__(self, script: str, path: Path, args: list[str], source: ScriptSource,
                  progress: RunProgress | None, no_stdin: bool,
                  on_os_exit: Callable[[ScriptRun], int] | None, capture_output: bool,
-                 on_script_start: Callable[[], None] | None = None) -> None:
+                 on_script_start: Callable[[], None] | None = None,
+                 on_save_ready: Callable[[Callable[[BaseException, dict], int]], None] | None = None) -> None:
         self.script, self.path, self.args, self.source = script, path, args, source
+        self.on_save_ready = on_save_ready
         self.progress = progress if progress is not None else RunProgress()
         self.no_stdin, self.on_os_exit, self.capture_output = no_stdin, on_os_exit, capture_output
         self.on_script_start = on_script_start
@@ -195,6 +203,8 @@ class _Run:
                              stdin is not None and stdin.was_read, output.text() if output is not None else "")
 
         os._exit = _os_exit_for(os.getpid(), saved_exit, self.on_os_exit, restore, finished, state)
+        if self.on_save_ready is not None and self.on_os_exit is not None:
+            self.on_save_ready(_save_in_place(self.on_os_exit, finished, state))
         error, error_text = None, ""
         try:
             sys.argv = [script, *self.args]
@@ -380,6 +390,21 @@ def _os_exit_for(pid: int, real_exit: Callable[[int], Any], on_os_exit: Callable
             real_exit(final)
 
     return os_exit
+
+
+def _save_in_place(on_os_exit: Callable[[ScriptRun], int], finished: Callable[..., ScriptRun],
+                   state: dict) -> Callable[[BaseException, dict], int]:
+    """`run_recorded`'s `save(error, meta)` for on_save_ready: the run finished as ended by `error`, once."""
+
+    def save(error: BaseException, meta: dict) -> int:
+        if state.get("exiting"):
+            return 1  # os._exit is saving already
+        state["exiting"] = True
+        run = finished(error, str(error))
+        run.trace.meta.update(meta)
+        return on_os_exit(run)
+
+    return save
 
 
 class _NoInput(io.TextIOBase):

@@ -19,6 +19,8 @@ default (a SIGINT or SIGHUP the shell ignores, for a background job or under noh
 agdb ends by a signal the way Python ends after an uncaught KeyboardInterrupt: it restores the default
 disposition and raises the signal on itself, so that the shell sees a process killed by it (a shell loop over
 `agdb record` stops at Ctrl-C, `timeout` reports the signal) rather than an exit status of 128 + n.
+A rank worker of `agdb torch --nproc` also saves when the signal finds the script blocked in C++, where no handler
+runs (NOTE [a stop signal while blocked in C++] in blocked.py).
 
 Never imports textual or rich.
 """
@@ -37,6 +39,9 @@ import agdb.tracer
 
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """The signals that stop a recording and are then re-raised on agdb itself."""
+
+SAVE_WHEN_BLOCKED = False
+"""Whether `arm` also starts blocked.py's watcher (set by rank_worker.py)."""
 
 RETRY_SECONDS = 0.005
 """How often a signal held while the recorder runs is tried again."""
@@ -73,6 +78,16 @@ class ScriptSignals:
         self._pending_lock = threading.Lock()  # a retry never fires after the handler raised (one signal, one raise)
         self.held: int | None = None
         """A signal that came while the script was not running: agdb ends by it once the trace is saved."""
+        self.script_thread: int | None = None  # the ident of the thread the script runs on
+        self.ended = threading.Event()  # set when the script stops
+        self.taken = False  # blocked.py's watcher saves in the script's place: the handler parks the thread
+        self.terminated = Terminated
+        self.watcher: Any = None  # blocked.py's BlockedWatcher, when armed with SAVE_WHEN_BLOCKED
+
+    @property
+    def running(self) -> bool:
+        """Whether the script's code runs (between script_started and script_ended)."""
+        return self._running
 
     def __enter__(self) -> ScriptSignals:
         return self
@@ -82,6 +97,9 @@ class ScriptSignals:
         for signum, handler in self._saved.items():
             signal.signal(signum, handler)
         self._saved.clear()
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
 
     def arm(self) -> None:
         """Install agdb's handler for each STOPPING signal whose disposition is the default; nothing off the main
@@ -93,9 +111,14 @@ class ScriptSignals:
             if signum not in self._saved and current in (signal.SIG_DFL, signal.default_int_handler):
                 self._saved[signum] = current
                 signal.signal(signum, self._handle)
+        if SAVE_WHEN_BLOCKED and self.watcher is None:
+            from .blocked import BlockedWatcher
+
+            self.watcher = BlockedWatcher(self, tuple(self._saved))
 
     def script_started(self) -> None:
         """The script's code runs from now: a signal stops it (one held since `arm` does so at once)."""
+        self.script_thread = threading.get_ident()
         self._running = True
         held, self.held = self.held, None
         if held is not None:
@@ -105,12 +128,15 @@ class ScriptSignals:
         """The script stopped: hold signals until the trace is saved, with agdb's handlers back in place of any the
         script left installed."""
         self._running = False
+        self.ended.set()
         with self._pending_lock:
             self._pending = None
         for signum in self._saved:
             signal.signal(signum, self._handle)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.taken:  # blocked.py's watcher is saving the trace and ending the process: this thread waits
+            threading.Event().wait()
         if not self._running:
             self.held = self.held or signum
         elif _in_tracer(frame):
