@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from agdb.tracer.store.events import GraphTaskStarted
+from agdb.tracer.store.events import GraphTaskFinished, GraphTaskStarted
 from agdb.tracer.store.schema import Kind
 from agdb.tracer.store.trace import Trace
 
@@ -46,6 +46,10 @@ class Rank:
     steps: tuple[Step, ...]
     trace: Trace = field(compare=False, repr=False)
     partial: str = ""  # the signal that cut its recording short, if one did
+    blocked: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Where the script's thread was blocked in C++ when the signal came: {filename, lineno, name, source} (meta
+    `blocked`, NOTE [a stop signal while blocked in C++] in app/blocked.py), or {}."""
+    unfinished: bool = False  # its last backward call had not returned when the recording ended
 
 
 class RanksError(ValueError):
@@ -78,7 +82,40 @@ def read_rank(trace: Trace, fallback_rank: int | None = None) -> Rank:
         ran = tuple(c["ev_node"][started[(started >= lo) & (started < hi)]].tolist())
         steps.append(Step(i, tuple(got), unused, got, ran))
     world = trace.meta.get("world_size")
-    return Rank(int(rank), world, tuple(steps), trace, str(trace.meta.get("partial", "")))
+    return Rank(int(rank), world, tuple(steps), trace, str(trace.meta.get("partial", "")),
+                dict(trace.meta.get("blocked") or {}), bool(tops) and not _finished(trace, tops[-1]))
+
+
+def _finished(trace: Trace, top: int) -> bool:
+    """Whether the graph task started at step `top` finished."""
+    task = trace[top].graph_task
+    for s in trace.steps_of(Kind.GRAPH_TASK_FINISHED).tolist():
+        event = trace[int(s)]
+        if s > top and isinstance(event, GraphTaskFinished) and event.graph_task == task:
+            return True
+    return False
+
+
+def stopped_text(r: Rank) -> str:
+    """Where a rank cut short by a signal was, from its trace: "stuck in backward call 2 (step 1) under
+    ddp_program.py:58 `loss.backward()`", "stuck after backward call 1 (step 0) at ...", or "" when the recording
+    ended of itself."""
+    if not r.partial:
+        return ""
+    calls = len(r.steps)
+    if r.blocked.get("in_backward") and not r.unfinished:  # blocked before the bridge recorded the call's start
+        calls += 1
+    if r.unfinished or r.blocked.get("in_backward"):
+        where = f"in backward call {calls} (step {calls - 1})"
+    elif calls:
+        where = f"after backward call {calls} (step {calls - 1})"
+    else:
+        where = "before its first backward call"
+    b = r.blocked
+    if b:
+        where += f" at {_short(b['filename'])}:{b['lineno']}" + (f" `{b['source']}`" if b.get("source") else "")
+        return f"stuck {where}, blocked in C++ when {r.partial} came"
+    return f"stopped by {r.partial} {where}"
 
 
 def _depth(trace: Trace, step: int) -> int:
@@ -190,7 +227,8 @@ def to_json(ranks: list[Rank]) -> dict[str, Any]:
     """The `agdb ranks --json` object."""
     ordered = sorted(ranks, key=lambda r: r.rank)
     return {"ranks": [{"rank": r.rank, "steps": [{"step": s.step, "params_with_grad": list(s.params_with_grad),
-                                                  "unused_params": list(s.unused_params)} for s in r.steps]}
+                                                  "unused_params": list(s.unused_params)} for s in r.steps],
+                       "partial": r.partial or None, "stopped": stopped_text(r) or None}
                       for r in ordered],
             "first_difference": first_difference(ordered)}
 
@@ -199,7 +237,7 @@ def to_text(ranks: list[Rank], paths: dict[int, str], missing: list[int]) -> str
     """What `agdb ranks` prints: each rank's steps, the ranks with no trace, and the first difference."""
     out = []
     for r in sorted(ranks, key=lambda r: r.rank):
-        cut = f", cut short by {r.partial}" if r.partial else ""
+        cut = f", partial: {stopped_text(r)}" if r.partial else ""
         out.append(f"rank {r.rank} ({paths.get(r.rank, '?')}: {len(r.steps)} backward call(s){cut})")
         for s in r.steps:
             out.append(f"  step {s.step}: grad to {', '.join(s.params_with_grad) or 'no parameter'}")
@@ -211,6 +249,8 @@ def to_text(ranks: list[Rank], paths: dict[int, str], missing: list[int]) -> str
     if len(ranks) < 2:
         out.append("one rank's trace: nothing to compare it with")
         return "\n".join(out) + "\n"
+    partial = [str(r.rank) for r in sorted(ranks, key=lambda r: r.rank) if r.partial]
+    cut = f" recorded (rank{'s' if len(partial) > 1 else ''} {', '.join(partial)} cut short)" if partial else ""
     out.append(f"first difference: ranks {diff['ranks'][0]} and {diff['ranks'][1]} at {diff['message']}" if diff
-               else "the ranks agree at every step")
+               else f"the ranks agree at every step{cut}")
     return "\n".join(out) + "\n"
