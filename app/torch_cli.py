@@ -55,6 +55,9 @@ def add_commands(sub: Any) -> None:
                      help="run the script on N processes through torch.distributed.run (as torchrun --standalone; "
                           "the script calls init_process_group itself) and write one trace per rank: "
                           "OUTPUT.rank0.agdb, OUTPUT.rank1.agdb, ... (agdb ranks compares them)")
+    tor.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+                     help="with --nproc: stop the ranks after SECONDS (none by default), save their traces and say "
+                          "where each was stuck, as Ctrl-C does; for a run that hangs (ranks blocked in a collective)")
     tor.add_argument("--fx", action="store_true",
                      help="also keep the graphs the script's own torch.compile calls make, as `agdb fx --torch -o` "
                           "does: each CompiledFunctionBackward node then names its compile's graphs and the TUI "
@@ -87,7 +90,7 @@ def cmd_torch(args: argparse.Namespace) -> int:
     if args.nproc:
         from .launch import launch
 
-        return launch(args.script, args.script_args, output, args.nproc, args.single_threaded)
+        return launch(args.script, args.script_args, output, args.nproc, args.single_threaded, args.timeout)
     source = ScriptSource("torch", single_threaded=args.single_threaded)
     if getattr(args, "fx", False):
         run = _record_with_graphs(args, output, source)
@@ -119,6 +122,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not a number of processes (1 or more)")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds (more than 0)")
     return value
 
 
