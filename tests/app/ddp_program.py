@@ -4,9 +4,11 @@ Gloo on the CPU, `find_unused_parameters=True`, 3 steps; rank 1 skips the `extra
 the ranks build different graphs there. Each rank writes what its own post-accumulate-grad hooks saw, per step, to
 OUT.rankN.json: the independent truth agdb's report is held to; and its parameters after training, which a run
 without agdb must end with too. With KILL_AT, rank 1 kills itself with SIGKILL at
-the start of that step (with `raise` after it, it raises instead).
+the start of that step (with `raise` after it, it raises instead; with `hang`, it waits there for a message rank 0
+never sends, while rank 0 goes on into that step's backward, whose allreduce waits for rank 1: both hang; each
+writes OUT.rankN.hangs just before, so that a test knows when to interrupt them).
 
-usage: ddp_program.py OUT [KILL_AT [raise]]
+usage: ddp_program.py OUT [KILL_AT [raise|hang]]
 """
 import json
 import os
@@ -37,6 +39,7 @@ def main():
     out = sys.argv[1]
     kill_at = int(sys.argv[2]) if len(sys.argv) > 2 else -1
     raises = sys.argv[3:] == ["raise"]
+    hangs = sys.argv[3:] == ["hang"]
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(0)
@@ -52,10 +55,15 @@ def main():
         if rank == 1 and step == kill_at:
             if raises:
                 raise RuntimeError(f"rank 1 fails at step {step}")
+            if hangs:
+                open(f"{out}.rank1.hangs", "w").close()
+                dist.recv(torch.zeros(1), src=0)
             os.kill(os.getpid(), signal.SIGKILL)
         seen.append([])
         opt.zero_grad()
         loss = ddp(torch.randn(8, 4), skip=rank == 1 and step == 1).pow(2).mean()
+        if hangs and step == kill_at:
+            open(f"{out}.rank{rank}.hangs", "w").close()
         loss.backward()
         opt.step()
     steps = [{"step": i, "params_with_grad": got, "unused_params": [n for n in names if n not in got]}

@@ -9,7 +9,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,18 +23,24 @@ PROGRAM = Path(__file__).with_name("ddp_program.py")
 LINES = PROGRAM.read_text().splitlines()
 EXTRA = LINES.index("            x = self.extra(x)") + 1
 HEAD = LINES.index("        return self.head(x)") + 1
+RECV = LINES.index("                dist.recv(torch.zeros(1), src=0)") + 1
+BACKWARD = LINES.index("        loss.backward()") + 1
+TIMEOUT = 45
+"""--timeout of the hung launch: long enough for both ranks to reach the hang (about 20 s on a loaded machine)."""
 HANG_GUARD = 600
 """Seconds a launch may take before the test kills it (a normal one takes about 20 on a loaded machine)."""
 
 
-def _launch(tmp: Path, *program_args: str) -> tuple[int, str]:
-    """`agdb torch --nproc 2 ddp_program.py -o run.agdb -- truth ARGS` in its own process group; its status and
-    stderr."""
-    argv = [sys.executable, "-m", "agdb", "torch", "--nproc", "2", str(PROGRAM), "-o", str(tmp / "run.agdb"), "--",
-            str(tmp / "truth"), *program_args]
+def _launch(tmp: Path, *program_args: str, flags: tuple[str, ...] = (), interrupt: bool = False) -> tuple[int, str]:
+    """`agdb torch --nproc 2 FLAGS ddp_program.py -o run.agdb -- truth ARGS` in its own process group; its status
+    and stderr. `interrupt`: SIGINT to agdb alone (as a Ctrl-C it alone got) once both ranks said they hang."""
+    argv = [sys.executable, "-m", "agdb", "torch", "--nproc", "2", *flags, str(PROGRAM), "-o", str(tmp / "run.agdb"),
+            "--", str(tmp / "truth"), *program_args]
     proc = subprocess.Popen(argv, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
+        if interrupt:
+            _when_hung(tmp, proc)
         _, err = proc.communicate(timeout=HANG_GUARD)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -41,7 +49,18 @@ def _launch(tmp: Path, *program_args: str) -> tuple[int, str]:
     return proc.returncode, err
 
 
-def _once(tmp_path_factory, name: str, *program_args: str) -> tuple[Path, int, str]:
+def _when_hung(tmp: Path, proc: subprocess.Popen) -> None:
+    """Send SIGINT to `proc` once both ranks wrote their `.hangs` file (just before the call that blocks)."""
+    marks = [tmp / f"truth.rank{rank}.hangs" for rank in (0, 1)]
+    deadline = threading.Event()
+    for _ in range(HANG_GUARD * 20):
+        if all(m.exists() for m in marks) or proc.poll() is not None:
+            break
+        deadline.wait(0.05)  # polls for the files, bounded by HANG_GUARD
+    proc.send_signal(signal.SIGINT)
+
+
+def _once(tmp_path_factory, name: str, *program_args: str, **how: Any) -> tuple[Path, int, str]:
     """`_launch` once per test session, shared by xdist's workers (their base temporary directories share a
     parent): the first to take the lock launches, the others read what it left."""
     pytest.importorskip("torch.distributed")
@@ -52,7 +71,7 @@ def _once(tmp_path_factory, name: str, *program_args: str) -> tuple[Path, int, s
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
             tmp.mkdir(exist_ok=True)
-            code, err = _launch(tmp, *program_args)
+            code, err = _launch(tmp, *program_args, **how)
             done.write_text(json.dumps([code, err]))
     code, err = json.loads(done.read_text())
     return tmp, code, err
@@ -71,6 +90,16 @@ def killed(tmp_path_factory):
 @pytest.fixture(scope="module")
 def crashed(tmp_path_factory):
     return _once(tmp_path_factory, "ddp_crashed", "2", "raise")
+
+
+@pytest.fixture(scope="module")
+def hung(tmp_path_factory):
+    return _once(tmp_path_factory, "ddp_hung", "1", "hang", flags=("--timeout", str(TIMEOUT)))
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory):
+    return _once(tmp_path_factory, "ddp_interrupted", "1", "hang", interrupt=True)
 
 
 def _truth(tmp: Path, rank: int) -> dict:
@@ -219,3 +248,40 @@ def test_a_rank_with_fewer_backward_calls_differs_where_its_trace_ends():
     a = Rank(0, 3, (Step(0, ("w", "b"), (), {"w": 2, "b": 1}),), trace=None)
     assert first_difference([a, c])["message"] == ("step 0: the ranks accumulated the same parameters in another "
                                                    "order: at position 0 rank 0 w, rank 2 b")
+
+
+def _stuck(signame: str) -> list[str]:
+    """What agdb says of the hung ranks: rank 0 entered step 1's backward, whose allreduce waits for rank 1; rank 1
+    waits in `dist.recv` after step 0 (where ddp_program.py's `.hangs` files say each got to)."""
+    return [f"rank 0 was stuck in backward call 2 (step 1) at ddp_program.py:{BACKWARD} `loss.backward()`, blocked "
+            f"in C++ when {signame} came",
+            f"rank 1 was stuck after backward call 1 (step 0) at ddp_program.py:{RECV} "
+            f"`dist.recv(torch.zeros(1), src=0)`, blocked in C++ when {signame} came"]
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("launch", ["hung", "interrupted"])
+def test_ranks_blocked_in_a_collective_keep_their_traces_and_say_where(launch, run, capsys, request):
+    """Both ranks blocked in gloo (holding no GIL, so no Python handler runs): --timeout, or SIGINT to agdb, stops
+    them; each rank's trace is saved all the same, marked partial, and agdb says where each was stuck."""
+    tmp, code, err = request.getfixturevalue(launch)
+    signame = "SIGTERM" if launch == "hung" else "SIGINT"
+    assert all((tmp / f"truth.rank{rank}.hangs").exists() for rank in (0, 1)), err  # both reached the hang
+    if launch == "hung":
+        assert code == 1 and f"agdb: --timeout {TIMEOUT} s passed: the ranks still running were stopped" in err
+    else:
+        assert code == -signal.SIGINT and "agdb: SIGINT came: the ranks still running were stopped" in err
+    assert [line[len("agdb: "):] for line in err.splitlines() if " was stuck " in line] == _stuck(signame), err
+    for rank in (0, 1):
+        trace = load(tmp / f"run.rank{rank}.agdb")
+        assert (trace.meta["rank"], trace.meta["partial"]) == (rank, signame)
+        assert trace.meta["divergences"] == [] and not trace.meta.get("bridge_errors")
+    code, out, _ = agdb(["ranks", tmp / "run.rank0.agdb", tmp / "run.rank1.agdb", "--json"], capsys)
+    report = json.loads(out)
+    for rank, line in enumerate(_stuck(signame)):
+        got = report["ranks"][rank]
+        assert got["steps"] == _truth(run[0], rank)["steps"][:1]  # step 0, as the whole run's hooks saw it
+        assert (got["partial"], got["stopped"]) == (signame, line.partition(" was ")[2])
+    code, out, _ = agdb(["ranks", tmp / "run.rank0.agdb", tmp / "run.rank1.agdb"], capsys)
+    assert f"partial: {_stuck(signame)[1].partition(' was ')[2]})" in out
+    assert "the ranks agree at every step recorded (ranks 0, 1 cut short)" in out
