@@ -285,3 +285,18 @@ def test_ranks_blocked_in_a_collective_keep_their_traces_and_say_where(launch, r
     code, out, _ = agdb(["ranks", tmp / "run.rank0.agdb", tmp / "run.rank1.agdb"], capsys)
     assert f"partial: {_stuck(signame)[1].partition(' was ')[2]})" in out
     assert "the ranks agree at every step recorded (ranks 0, 1 cut short)" in out
+
+
+def test_where_a_partial_rank_stopped_is_said_from_its_trace():
+    from agdb.tracer.views.ranks import Rank, Step, stopped_text
+
+    step = Step(0, ("w",), ())
+    line = {"filename": "/x/train.py", "lineno": 9, "name": "main", "source": "loss.backward()"}
+    assert stopped_text(Rank(0, 2, (step,), trace=None)) == ""  # ended of itself
+    # blocked before the bridge recorded the call's start: the call after the recorded ones
+    assert stopped_text(Rank(0, 2, (step,), trace=None, partial="SIGTERM", blocked={**line, "in_backward": True})) \
+        == "stuck in backward call 2 (step 1) at train.py:9 `loss.backward()`, blocked in C++ when SIGTERM came"
+    assert stopped_text(Rank(1, 2, (step,), trace=None, partial="SIGINT", unfinished=True)) \
+        == "stopped by SIGINT in backward call 1 (step 0)"
+    assert stopped_text(Rank(1, 2, (), trace=None, partial="SIGHUP")) \
+        == "stopped by SIGHUP before its first backward call"
