@@ -150,8 +150,10 @@ class Hooks:
         post_dict = n.register_hook(post)
         if type(pre_dict) is HookDict:
             pre_dict.post = post_dict
-        else:
+        elif isinstance(post_dict, dict):
             self._foreign[key] = _weakref(post_dict)
+        else:  # torch's RemovableHandle: the recording ended during this walk, and torch's registration is back
+            self._foreign[key] = lambda handle=post_dict: handle
         hooked += key, pre_dict
         if key in self._is_acc:
             self._acc_alive[key] = _weakref(pre_dict)
@@ -182,6 +184,10 @@ class Hooks:
         """Take the bridge's hooks out of node `key`'s hook dicts, if the node still lives (`pre_dict` is not None)."""
         post_ref = self._foreign.pop(key, None)
         if pre_dict is None:
+            return
+        if not isinstance(pre_dict, dict):  # RemovableHandles (hook): each takes its own hook off
+            pre_dict.remove()
+            post_ref().remove()
             return
         pre_dict.pop(HOOK_KEY, None)
         if type(pre_dict) is HookDict:
