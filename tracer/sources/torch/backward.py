@@ -82,8 +82,11 @@ class Backward:
             state.last = _seq()  # the reconstruction accounts for every increment up to here
             if not state.calls:
                 state.pushed.clear()  # after an error the engine already took the mode off
-                if not self.shared.defer:
+                if not self.shared.defer or state.replay_now:
+                    state.replay_now = False
                     self._reconstruction.replay(state)
+                else:  # the replay waits for the recording's end, the keys do not (NOTE [keys before the replay])
+                    self._forward.key_up_to(state, state.last)
         return result
 
     def _call(self, state: ThreadState, t_outputs: Any, args: tuple, kwargs: dict) -> Call | None:
@@ -123,6 +126,9 @@ class Backward:
         call.roots = [(key_of[n], nr) for n, nr in roots]
         call.inputs = [(n, nr) if isinstance(n, int) else (key_of[n], nr) if n is not None else (0, 0)
                        for n, nr in inputs]
+        if any(not k for k, _ in call.inputs):
+            # an unreached `inputs=` leaf: its replay may key a node of no number (NOTE [keys before the replay])
+            state.replay_now = True
         call.multi = len(roots) > 1
         call.keep_graph = bool(params["retain_graph"])
         call.create_graph = bool(params["create_graph"])

@@ -53,15 +53,18 @@ class Bridge:
     NOTE [observe now, reconstruct later]
     While a backward runs, the hooks only append what they see to the thread's log (a tuple each: the node, its
     grads, the counter), so that a recorded backward costs about what bare Python hooks cost. Walking the
-    model of the engine, summarising grads and writing events happens afterwards, when the outermost backward
-    call returns (or, with `defer`, when the recording ends: cheaper while the program runs, but every grad of
-    every backward stays alive until then). Increments of the counter seen while a log is pending go into the
-    log too, so the trace keeps the order in which things happened.
+    model of the engine, summarising grads and writing events happens afterwards: by default when the recording
+    ends, so that no backward call of the program pays for it (`defer=False`: when the outermost backward call
+    returns). A log is never let grow past PART entries, whose grads it keeps alive: the post-hook that finds it
+    longer replays it there (NOTE [replay in parts] in reconstruct.py). Increments of the counter seen while a log
+    is pending go into the log too, so the trace keeps the order in which things happened.
 
     Options (`agdb.tracer.record("torch", **options)`):
     values: keep each grad's first values and NaN/inf flags (False: shapes and dtypes only, a little faster).
-    defer: reconstruct what torch hides when the recording ends rather than after each backward call (the program
-    runs faster, but every grad it computes stays alive until then).
+    defer: reconstruct what torch hides when the recording ends (True, the default), or before each outermost
+    backward call returns (False: each call pays for its own reconstruction, and the trace holds its events as
+    soon as it returns). Either way a log longer than PART entries is replayed as it grows (NOTE [replay in
+    parts]).
     single_threaded: run backward calls with autograd multithreading disabled (as
     `torch.autograd.set_multithreading_enabled(False)` does), so that torch's own execution order of each is
     recorded as a second witness (docs/torch-bridge.md). On the CPU it changes nothing in what runs.
@@ -72,7 +75,7 @@ class Bridge:
     Deep graphs: run the recorded code in `run_with_big_stack` (torch frees a deep graph recursively).
     """
 
-    def __init__(self, values: bool = True, defer: bool = False, single_threaded: bool = False,
+    def __init__(self, values: bool = True, defer: bool = True, single_threaded: bool = False,
                  culprits: str = "lines") -> None:
         if culprits not in ("lines", "mode"):
             raise ValueError(f"culprits must be 'lines' or 'mode', not {culprits!r}")

@@ -14,7 +14,7 @@ import torch
 
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.model import first_difference
-from agdb.tracer.sources.torch.state import BUMP, CALL, HOOK, NODE, POST, PRE, BridgeState, Call, ThreadState, gc_paused
+from agdb.tracer.sources.torch.state import BUMP, CALL, HOOK, LATE, NODE, POST, PRE, BridgeState, Call, ThreadState, gc_paused
 from agdb.tracer.sources.torch.walk import UNNUMBERED, Walker
 from agdb.tracer.store.events import TensorSummary
 from agdb.tracer.store.schema import UINT64_MAX
@@ -31,7 +31,6 @@ class Reconstruction:
         self.b = shared.b
         self.raw = shared.raw
         self.values = shared.values
-        self.defer = shared.defer
         self.failures = shared.failures
         self._keys = shared.keys
         self._is_acc = shared.is_acc
@@ -53,11 +52,13 @@ class Reconstruction:
         bridge.py): a million-node backward would keep a million grads and two million entries alive until it
         returns. The replay runs the log in order and keeps where it is (the calls begun, state.replaying), so a
         post-hook that finds the log longer than PART replays what it holds there and then, on the engine's
-        thread between two nodes; what follows is replayed the same way, or when the call returns. The events
-        and their order are those of one replay at the end. Not with `defer`, which puts every replay off.
+        thread between two nodes; what follows is replayed the same way, or when the recording ends (with
+        `defer=False`, when the outermost call returns). The events and their order are those of one replay at the
+        end. With `defer` (the default) this is what bounds the grads kept alive: a training loop's many small
+        backward calls leave their logs to the end, and the one whose post-hook finds the log past PART replays it.
         """
         log = state.log
-        if self.defer or log.replay_part is not None:
+        if log.replay_part is not None:
             return
 
         def replay_part() -> None:
@@ -128,6 +129,8 @@ class Reconstruction:
                 self._forward.emit_bumps(state, start, after, names, frame)
             elif kind == NODE:
                 self._walker.node(state, stack[-1].frame if stack else -1, *entry[1:])
+            elif kind == LATE:
+                self._forward.name_late(state, entry[1])
             elif kind == CALL:
                 call = entry[1]
                 self._forward.gap(state, call.before, call.frame)

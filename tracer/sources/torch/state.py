@@ -24,7 +24,7 @@ from agdb.tracer.sources.torch.model import Divergence, EngineModel
 _seq = torch.autograd._get_sequence_nr
 
 # Log entries (NOTE [observe now, reconstruct later] in bridge.py): tuples whose first item is one of these.
-CALL, PRE, POST, BUMP, END, HOOK, NODE = range(7)
+CALL, PRE, POST, BUMP, END, HOOK, NODE, LATE = range(8)
 
 
 class SeqKeys:
@@ -133,6 +133,8 @@ class ThreadState:
         self.model = model
         self.last = now  # the counter as accounted for by the time of the last observation
         self.rlast = now  # the counter as accounted for by the reconstruction
+        self.keyed = now  # the counter as given node keys while a log waits (NOTE [keys before the replay])
+        self.replay_now = False  # a call whose replay gives keys no pass can foresee (Backward.run)
         self.calls: list[Call] = []  # backward calls in progress, innermost last
         self.log = Log()  # observations not reconstructed yet
         self.replaying: list[Call] = []  # the calls the replay has begun and not ended, innermost last
