@@ -111,3 +111,26 @@ def test_the_default_trace_is_the_one_reconstructed_after_each_call(monkeypatch,
     assert _recorded(program, {"values": values}) == after_each
     monkeypatch.setattr(reconstruct, "PART", 8, raising=False)
     assert _recorded(program, {"values": values}) == after_each
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="the resident set read from /proc")
+def test_a_waiting_log_whose_grads_grow_the_process_is_replayed_when_a_call_returns(monkeypatch):
+    """NOTE [what a waiting log holds]: steps whose grads are 8 MB each, with 24 MB allowed: the log never holds
+    more than about half of them when a call returns (else it would hold all twelve), and the trace has every step, in the order
+    torch's own pre-hooks saw."""
+    from agdb.tracer.sources.torch import state as state_mod
+
+    monkeypatch.setattr(state_mod, "WAITING_BYTES", 24 << 20)
+    w = torch.zeros(2_000_000, requires_grad=True)
+    waiting, ran = [], []
+    with tracer.record("torch") as rec:
+        for step in range(12):
+            loss = (w * (step + 1)).sum()
+            loss.grad_fn.register_prehook(lambda g: ran.append("SumBackward0"))
+            loss.backward()
+            waiting.append(len(rec.source.shared.thread_state().log))
+    assert waiting.count(0) >= 2 and max(waiting) <= 6 * waiting[0], waiting  # all twelve steps: about 12 times
+    trace = rec.trace
+    assert len(trace.steps_of(Kind.GRAPH_TASK_FINISHED)) == 12
+    names = [trace.node(trace.event_node(int(s))).name for s in trace.steps_of(Kind.NODE_STARTED)]
+    assert [n for n in names if n == "SumBackward0"] == ran and len(ran) == 12

@@ -14,7 +14,8 @@ import torch
 
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.model import first_difference
-from agdb.tracer.sources.torch.state import BUMP, CALL, HOOK, LATE, NODE, POST, PRE, BridgeState, Call, ThreadState, gc_paused
+from agdb.tracer.sources.torch.state import (BUMP, CALL, HOOK, LATE, NODE, POST, PRE, BridgeState, Call, ThreadState,
+                                             gc_paused, resident_bytes)
 from agdb.tracer.sources.torch.walk import UNNUMBERED, Walker
 from agdb.tracer.store.events import TensorSummary
 from agdb.tracer.store.schema import UINT64_MAX
@@ -43,6 +44,7 @@ class Reconstruction:
         """Run the log through the model: events in the order things happened."""
         with torch._C.DisableTorchFunction(), gc_paused():  # our own tensor calls; no cycles made here
             self._replay_log(state)
+        state.rss_base = resident_bytes()  # NOTE [what a waiting log holds] in state.py
 
     def replay_in_parts(self, state: ThreadState) -> None:
         """Let the hooks replay this thread's log whenever it holds more than PART entries.

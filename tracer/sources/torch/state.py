@@ -135,6 +135,7 @@ class ThreadState:
         self.rlast = now  # the counter as accounted for by the reconstruction
         self.keyed = now  # the counter as given node keys while a log waits (NOTE [keys before the replay])
         self.replay_now = False  # a call whose replay gives keys no pass can foresee (Backward.run)
+        self.rss_base = resident_bytes()  # the process's resident memory when the log last began waiting
         self.calls: list[Call] = []  # backward calls in progress, innermost last
         self.log = Log()  # observations not reconstructed yet
         self.replaying: list[Call] = []  # the calls the replay has begun and not ended, innermost last
@@ -201,6 +202,38 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+WAITING_BYTES = 1 << 28
+"""How far the process's resident memory may grow while a log waits for the recording's end before the next
+outermost backward call to return replays it (NOTE [what a waiting log holds])."""
+
+
+def resident_bytes() -> int:
+    """The process's resident memory in bytes, or 0 where it cannot be read cheaply (not Linux).
+
+    NOTE [what a waiting log holds]
+    A log waiting for the recording's end (`defer`, the default) keeps every grad its hooks saw alive. Its entries are
+    bounded (NOTE [replay in parts] in reconstruct.py), but not their bytes: a model of a few hundred nodes with large
+    grads would keep a hundred steps' grads. Summing the grads' sizes in the hooks would cost each node what the
+    hooks cost; reading the resident set once per outermost backward call costs a few µs. So when a call returns and
+    the process has grown by more than WAITING_BYTES since the log began waiting, the log is replayed there, as with
+    `defer=False`. The program's own growth counts too: that only moves a replay earlier, never changes the trace.
+    """
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+_PAGE = 4096
+try:
+    import os as _os
+
+    _PAGE = _os.sysconf("SC_PAGE_SIZE")
+except (ValueError, OSError, AttributeError):
+    pass
 
 
 def release_freed_memory() -> None:
