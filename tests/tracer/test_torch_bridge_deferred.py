@@ -115,22 +115,23 @@ def test_the_default_trace_is_the_one_reconstructed_after_each_call(monkeypatch,
 
 @pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="the resident set read from /proc")
 def test_a_waiting_log_whose_grads_grow_the_process_is_replayed_when_a_call_returns(monkeypatch):
-    """NOTE [what a waiting log holds]: steps whose grads are 8 MB each, with 24 MB allowed: the log never holds
-    more than about half of them when a call returns (else it would hold all twelve), and the trace has every step, in the order
-    torch's own pre-hooks saw."""
+    """NOTE [what a waiting log holds]: sixteen steps whose grads are 16 MB each, with 32 MB allowed: the log is
+    replayed when calls return, and never holds half the steps (else it would hold all sixteen: 256 MB); the trace has
+    every step, in the order torch's own pre-hooks saw. (Memory the heap already had free absorbs some steps' grads
+    before the process grows: how many varies, hence the loose bound.)"""
     from agdb.tracer.sources.torch import state as state_mod
 
-    monkeypatch.setattr(state_mod, "WAITING_BYTES", 24 << 20)
-    w = torch.zeros(2_000_000, requires_grad=True)
+    monkeypatch.setattr(state_mod, "WAITING_BYTES", 32 << 20)
+    w = torch.zeros(4_000_000, requires_grad=True)
     waiting, ran = [], []
     with tracer.record("torch") as rec:
-        for step in range(12):
+        for step in range(16):
             loss = (w * (step + 1)).sum()
             loss.grad_fn.register_prehook(lambda g: ran.append("SumBackward0"))
             loss.backward()
             waiting.append(len(rec.source.shared.thread_state().log))
-    assert waiting.count(0) >= 2 and max(waiting) <= 6 * waiting[0], waiting  # all twelve steps: about 12 times
+    assert waiting.count(0) >= 2 and max(waiting) <= 8 * waiting[0], waiting
     trace = rec.trace
-    assert len(trace.steps_of(Kind.GRAPH_TASK_FINISHED)) == 12
+    assert len(trace.steps_of(Kind.GRAPH_TASK_FINISHED)) == 16
     names = [trace.node(trace.event_node(int(s))).name for s in trace.steps_of(Kind.NODE_STARTED)]
-    assert [n for n in names if n == "SumBackward0"] == ran and len(ran) == 12
+    assert [n for n in names if n == "SumBackward0"] == ran and len(ran) == 16
