@@ -48,6 +48,8 @@ class Backward:
     def run(self, state: ThreadState, original: Any, t_outputs: Any, args: tuple, kwargs: dict) -> Any:
         """One backward call, recorded (torch's own `_engine_run_backward` is `original`)."""
         self._forward.write_seen(state)
+        if state.log and not state.calls:  # the forward's numbers before the walk's (NOTE [keys before the replay])
+            self._forward.key_up_to(state, state.last)
         local = self._local  # this thread's: leaves' variables, read if a new leaf needs them (LeafNames)
         local.call_frame, local.names = sys._getframe(1), None
         try:

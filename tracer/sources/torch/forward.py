@@ -202,8 +202,6 @@ class Forward:
             self.write_seen(state)
         if state.log or state.calls:  # keep the order of a pending log (NOTE [observe now, reconstruct later])
             state.log.append((BUMP, start, after, names, frame))
-            if not state.calls:
-                self.key_up_to(state, after)
             return
         self.emit_bumps(state, start, after, names, frame)
 
@@ -224,10 +222,11 @@ class Forward:
         increment (forward.bump). The trace numbers its nodes in the order of their keys, so a replay put off to
         the recording's end (NOTE [observe now, reconstruct later] in bridge.py) would let the next backward's walk
         key the forward's new nodes first, in the walk's order, and the same nodes would be numbered otherwise than
-        by a replay after each call. So, while a log waits, the numbers it accounts for are keyed where the replay
-        after each call would have keyed them: a forward increment when it is logged (outside a backward call), and
-        up to the counter when an outermost call returns (Backward.run), in ascending order, as the replay keys them
-        (its increments and gaps come in the counter's order). The replay then finds every key made.
+        by a replay after each call. So, while a log waits, the numbers it accounts for are keyed before anything
+        else could key them, in ascending order, as that replay keys them (its increments and gaps come in the
+        counter's order): up to the counter when an outermost call returns, and up to the last number the forward's
+        observers saw (`state.last`) when an outermost call begins, before its walk (Backward.run). On one thread
+        nothing else takes a key in between, so the numbering is the same; the replay then finds every key made.
         """
         keys = self._seq_keys[state.row]
         start = state.keyed if state.log else max(state.keyed, state.rlast)
