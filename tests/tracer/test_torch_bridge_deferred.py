@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 
 from agdb import tracer  # noqa: E402
 from agdb.tracer.sources.torch import reconstruct  # noqa: E402
+from agdb.tracer.sources.torch import state as state_mod  # noqa: E402
 from agdb.tracer.store import events as ev  # noqa: E402
 from agdb.tracer.store.schema import Kind  # noqa: E402
 from tests.tracer.torch_programs import PROGRAMS  # noqa: E402
@@ -110,6 +111,7 @@ def test_the_default_trace_is_the_one_reconstructed_after_each_call(monkeypatch,
     after_each = _recorded(program, {"values": values, "defer": False})
     assert _recorded(program, {"values": values}) == after_each
     monkeypatch.setattr(reconstruct, "PART", 8, raising=False)
+    monkeypatch.setattr(state_mod, "WAITING_BYTES", -1)  # NOTE [what a waiting log holds]: as if each part grew it
     assert _recorded(program, {"values": values}) == after_each
 
 
@@ -119,8 +121,6 @@ def test_a_waiting_log_whose_grads_grow_the_process_is_replayed_when_a_call_retu
     replayed when calls return, and never holds half the steps (else it would hold all sixteen: 256 MB); the trace has
     every step, in the order torch's own pre-hooks saw. (Memory the heap already had free absorbs some steps' grads
     before the process grows: how many varies, hence the loose bound.)"""
-    from agdb.tracer.sources.torch import state as state_mod
-
     monkeypatch.setattr(state_mod, "WAITING_BYTES", 32 << 20)
     w = torch.zeros(4_000_000, requires_grad=True)
     waiting, ran = [], []
@@ -135,3 +135,19 @@ def test_a_waiting_log_whose_grads_grow_the_process_is_replayed_when_a_call_retu
     assert len(trace.steps_of(Kind.GRAPH_TASK_FINISHED)) == 16
     names = [trace.node(trace.event_node(int(s))).name for s in trace.steps_of(Kind.NODE_STARTED)]
     assert [n for n in names if n == "SumBackward0"] == ran and len(ran) == 16
+
+
+def test_a_long_backward_whose_grads_are_small_is_not_replayed_inside_the_call(monkeypatch):
+    """A 3,000-node chain with PART at 256 entries: by default its log waits whole (the process does not grow by
+    WAITING_BYTES), read from a hook of the program's own on the leaf, which runs last; the trace has every node."""
+    monkeypatch.setattr(reconstruct, "PART", 256, raising=False)
+    x = torch.ones(2, requires_grad=True)
+    seen = []
+    with tracer.record("torch") as rec:
+        h = x
+        for _ in range(3000):
+            h = h.tanh()
+        x.register_hook(lambda g: seen.append(len(rec.source.shared.thread_state().log)))
+        h.sum().backward()
+    assert len(seen) == 1 and seen[0] > 6000
+    assert len(rec.trace.steps_of(Kind.NODE_STARTED)) == 3002 and rec.trace.meta["divergences"] == []

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from agdb.tracer.sources.torch import state as state_mod
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.model import first_difference
 from agdb.tracer.sources.torch.state import (BUMP, CALL, HOOK, LATE, NODE, POST, PRE, BridgeState, Call, ThreadState,
@@ -32,6 +33,7 @@ class Reconstruction:
         self.b = shared.b
         self.raw = shared.raw
         self.values = shared.values
+        self.defer = shared.defer
         self.failures = shared.failures
         self._keys = shared.keys
         self._is_acc = shared.is_acc
@@ -56,14 +58,21 @@ class Reconstruction:
         post-hook that finds the log longer than PART replays what it holds there and then, on the engine's
         thread between two nodes; what follows is replayed the same way, or when the recording ends (with
         `defer=False`, when the outermost call returns). The events and their order are those of one replay at the
-        end. With `defer` (the default) this is what bounds the grads kept alive: a training loop's many small
-        backward calls leave their logs to the end, and the one whose post-hook finds the log past PART replays it.
+        end. With `defer` (the default), a log past PART entries is replayed only if the process has grown by
+        WAITING_BYTES since it began waiting (NOTE [what a waiting log holds] in state.py); if not, the hooks look
+        again PART entries later. A 100k-node backward whose grads are small then runs with no replay inside it,
+        and a million-node one, whose graph alone grows the process past that, is replayed in parts.
         """
         log = state.log
         if log.replay_part is not None:
             return
+        defer = self.defer
 
         def replay_part() -> None:
+            if defer and resident_bytes() - state.rss_base <= state_mod.WAITING_BYTES:
+                log.limit = len(log) + PART
+                return
+            log.limit = PART
             try:
                 self.replay(state)
             except Exception as e:  # noqa: BLE001 - agdb's failure must not become the program's
