@@ -15,13 +15,12 @@ from typing import Any
 
 import torch
 
+from agdb.tracer.sources.torch import state as state_mod
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import Hooks
 from agdb.tracer.sources.torch.model import GraphTaskModel
 from agdb.tracer.sources.torch.reconstruct import Reconstruction
-from agdb.tracer.sources.torch import state as state_mod
-from agdb.tracer.sources.torch.state import (CALL, END, HOOK, BridgeState, Call, ThreadState, gc_paused,
-                                             resident_bytes)
+from agdb.tracer.sources.torch.state import CALL, END, HOOK, BridgeState, Call, ThreadState, gc_paused, resident_bytes
 from agdb.tracer.sources.torch.walk import Walker
 
 _seq = torch.autograd._get_sequence_nr

@@ -15,8 +15,20 @@ import torch
 from agdb.tracer.sources.torch import state as state_mod
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.model import first_difference
-from agdb.tracer.sources.torch.state import (BUMP, CALL, HOOK, LATE, NODE, POST, PRE, BridgeState, Call, ThreadState,
-                                             gc_paused, resident_bytes)
+from agdb.tracer.sources.torch.state import (
+    BUMP,
+    CALL,
+    HOOK,
+    LATE,
+    NODE,
+    POST,
+    PRE,
+    BridgeState,
+    Call,
+    ThreadState,
+    gc_paused,
+    resident_bytes,
+)
 from agdb.tracer.sources.torch.walk import UNNUMBERED, Walker
 from agdb.tracer.store.events import TensorSummary
 from agdb.tracer.store.schema import UINT64_MAX
