@@ -15,11 +15,12 @@ from typing import Any
 
 import torch
 
+from agdb.tracer.sources.torch import state as state_mod
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import Hooks
 from agdb.tracer.sources.torch.model import GraphTaskModel
 from agdb.tracer.sources.torch.reconstruct import Reconstruction
-from agdb.tracer.sources.torch.state import CALL, END, HOOK, BridgeState, Call, ThreadState, gc_paused
+from agdb.tracer.sources.torch.state import CALL, END, HOOK, BridgeState, Call, ThreadState, gc_paused, resident_bytes
 from agdb.tracer.sources.torch.walk import Walker
 
 _seq = torch.autograd._get_sequence_nr
@@ -45,6 +46,8 @@ class Backward:
     def run(self, state: ThreadState, original: Any, t_outputs: Any, args: tuple, kwargs: dict) -> Any:
         """One backward call, recorded (torch's own `_engine_run_backward` is `original`)."""
         self._forward.write_seen(state)
+        if state.log and not state.calls:  # the forward's numbers before the walk's (NOTE [keys before the replay])
+            self._forward.key_up_to(state, state.last)
         local = self._local  # this thread's: leaves' variables, read if a new leaf needs them (LeafNames)
         local.call_frame, local.names = sys._getframe(1), None
         try:
@@ -83,8 +86,13 @@ class Backward:
             state.last = _seq()  # the reconstruction accounts for every increment up to here
             if not state.calls:
                 state.pushed.clear()  # after an error the engine already took the mode off
-                if not self.shared.defer:
+                # NOTE [what a waiting log holds] in state.py: a log whose grads grew the process much waits no more
+                grown = resident_bytes() - state.rss_base > state_mod.WAITING_BYTES
+                if not self.shared.defer or state.replay_now or grown:
+                    state.replay_now = False
                     self._reconstruction.replay(state)
+                else:  # the replay waits for the recording's end, the keys do not (NOTE [keys before the replay])
+                    self._forward.key_up_to(state, state.last)
         return result
 
     def _call(self, state: ThreadState, t_outputs: Any, args: tuple, kwargs: dict) -> Call | None:
@@ -124,6 +132,9 @@ class Backward:
         call.roots = [(key_of[n], nr) for n, nr in roots]
         call.inputs = [(n, nr) if isinstance(n, int) else (key_of[n], nr) if n is not None else (0, 0)
                        for n, nr in inputs]
+        if any(not k for k, _ in call.inputs):
+            # an unreached `inputs=` leaf: its replay may key a node of no number (NOTE [keys before the replay])
+            state.replay_now = True
         call.multi = len(roots) > 1
         call.keep_graph = bool(params["retain_graph"])
         call.create_graph = bool(params["create_graph"])
