@@ -115,6 +115,29 @@ def test_the_default_trace_is_the_one_reconstructed_after_each_call(monkeypatch,
     assert _recorded(program, {"values": values}) == after_each
 
 
+def _threads(watch):
+    """The recording thread's backward, then two threads one after the other, each with its own forward and backward
+    (docs/examples/threads.py), then the recording thread's again: what each thread did is written in that order."""
+    w = torch.tensor([0.5, -1.0], requires_grad=True)
+
+    def step(scale):
+        h = (w * scale).tanh()
+        (h * h).sum().backward()
+
+    step(3.0)
+    for i in range(2):
+        worker = threading.Thread(target=step, args=(i + 1.0,), name=f"worker-{i}")
+        worker.start()
+        worker.join()
+    step(4.0)
+
+
+def test_threads_events_are_in_the_order_they_happened():
+    """NOTE [deferral on one thread]: with threads recording one after another, the default's trace equals the one
+    reconstructed after each call, event by event: no thread's backward is written after what a later thread did."""
+    assert _recorded(_threads, {}) == _recorded(_threads, {"defer": False})
+
+
 @pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="the resident set read from /proc")
 def test_a_waiting_log_whose_grads_grow_the_process_is_replayed_when_a_call_returns(monkeypatch):
     """NOTE [what a waiting log holds]: eight steps whose grads are 40 MB each, with 64 MB allowed: the log is replayed

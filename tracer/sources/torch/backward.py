@@ -88,12 +88,31 @@ class Backward:
                 state.pushed.clear()  # after an error the engine already took the mode off
                 # NOTE [what a waiting log holds] in state.py: a log whose grads grew the process much waits no more
                 grown = resident_bytes() - state.rss_base > state_mod.WAITING_BYTES
-                if not self.shared.defer or state.replay_now or grown:
+                if not self.shared.defer or not self.shared.alone or state.replay_now or grown:
                     state.replay_now = False
                     self._reconstruction.replay(state)
                 else:  # the replay waits for the recording's end, the keys do not (NOTE [keys before the replay])
                     self._forward.key_up_to(state, state.last)
         return result
+
+    def thread_starting(self) -> None:
+        """This thread starts another: its waiting log is replayed first (NOTE [deferral on one thread]).
+
+        NOTE [deferral on one thread]
+        A log waits for the recording's end (NOTE [observe now, reconstruct later] in bridge.py) only while the thread
+        that began the recording is the only one with a row (`BridgeState.alone`; torch's pool thread runs its
+        caller's calls and does not count). Each thread's events are written when its log is replayed, so a log that
+        waited while another thread wrote its own would put one thread's backward after what the other did later.
+        So from the moment a second thread takes a row, every outermost call is replayed when it returns, as with
+        `defer=False`; and a thread that starts another while recording replays its waiting log first, on its own
+        thread, since the thread it starts may take a row before anything else happens here. A log that waits when a
+        thread it did not start takes a row (one started before the recording, or by another thread) is replayed
+        when its next outermost call returns, or when the recording ends.
+        """
+        state = getattr(self._local, "state", None)
+        if state is not None and state.owner is state and state.log and not state.calls:
+            self._forward.write_seen(state)
+            self._reconstruction.replay(state)
 
     def _call(self, state: ThreadState, t_outputs: Any, args: tuple, kwargs: dict) -> Call | None:
         """Walk the graph a call is about to run and hook its nodes; None when torch will refuse the call."""

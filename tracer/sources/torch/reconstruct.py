@@ -48,6 +48,7 @@ class Reconstruction:
         self.raw = shared.raw
         self.values = shared.values
         self.defer = shared.defer
+        self._shared = shared  # whether one thread records (NOTE [deferral on one thread] in backward.py)
         self.failures = shared.failures
         self._keys = shared.keys
         self._is_acc = shared.is_acc
@@ -85,10 +86,10 @@ class Reconstruction:
         log = state.log
         if log.replay_part is not None:
             return
-        defer = self.defer
+        defer, shared = self.defer, self._shared
 
         def replay_part() -> None:
-            if defer and resident_bytes() - state.rss_base <= state_mod.WAITING_BYTES:
+            if defer and shared.alone and resident_bytes() - state.rss_base <= state_mod.WAITING_BYTES:
                 log.limit = len(log) + PART
                 return
             log.limit = PART

@@ -207,6 +207,7 @@ class BridgeState:
         self.raw = builder.raw_buffers()  # NOTE [builder fast path]
         self.values = values  # summarise grads (False: shapes only, cheaper)
         self.defer = defer
+        self.alone = True  # only the thread that began the recording has a row (NOTE [deferral on one thread])
         self.keys = itertools.count(1)  # node keys, one counter for every kind of node
         self.local = threading.local()  # state; while a backward call begins: call_frame, names
         self.states: list[ThreadState] = []
@@ -249,7 +250,10 @@ class BridgeState:
             if found is not None and found[0] is thread:
                 state = self.local.state = found[1]
                 return state
-            row = self.b.thread(_thread_name(thread))
+            name = _thread_name(thread)
+            if self.states and name != POOL_THREAD:  # a pool thread runs its caller's calls (NOTE [pool thread])
+                self.alone = False  # NOTE [deferral on one thread] in backward.py
+            row = self.b.thread(name)
             make_model = functools.partial(self._model, row)
             state = getattr(self.local, "unseen", None)
             if state is None:
