@@ -103,8 +103,18 @@ def _late_names(watch):
             out.backward()
 
 
+def _renumbered(watch):
+    """A node given another number by `_set_sequence_nr` after its line took one, while a log waits (NOTE
+    [renumbered nodes] in renumbered.py)."""
+    x = torch.ones(2, requires_grad=True)
+    for step in range(3):
+        y = x.exp()
+        y.grad_fn._set_sequence_nr(10_000 + step)
+        y.sum().backward()
+
+
 @pytest.mark.parametrize("values", [True, False], ids=["values", "no-values"])
-@pytest.mark.parametrize("program", [*PROGRAMS, _training, _late_names], ids=lambda p: p.__name__)
+@pytest.mark.parametrize("program", [*PROGRAMS, _training, _late_names, _renumbered], ids=lambda p: p.__name__)
 def test_the_default_trace_is_the_one_reconstructed_after_each_call(monkeypatch, program, values):
     """Events and meta equal those of `defer=False` (the model run before each call returns), with the default's log
     replayed at the end and, PART set to 8, in parts as it grows across calls (NOTE [replay in parts])."""

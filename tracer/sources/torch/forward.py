@@ -16,7 +16,7 @@ from agdb.tracer.recording.builder import CHUNK, ROW, Bump, NodeFacts
 from agdb.tracer.recording.frames import columns_at, source_line
 from agdb.tracer.sources.torch.compiling import is_compile_time
 from agdb.tracer.sources.torch.naming import is_library, node_names
-from agdb.tracer.sources.torch.state import BUMP, LATE, BridgeState, ThreadState
+from agdb.tracer.sources.torch.state import BUMP, LATE, RENUMBER, BridgeState, ThreadState
 from agdb.tracer.store.schema import Kind
 
 _seq = torch.autograd._get_sequence_nr
@@ -168,14 +168,25 @@ class Forward:
         renumbered.py): the node keeps its key, line and events, and carries `new` from now on, as torch's hooks and
         walks read it."""
         self.write_seen(state)
-        if state.log or state.calls:  # a renumbering inside a backward call: its walk already keyed the node
+        if state.calls:  # a renumbering inside a backward call: its walk already keyed the node
             return
+        if state.log:  # its increment waits in the log: keyed now, as a replay after each call would have keyed it
+            self.key_up_to(state, state.last)  # (NOTE [keys before the replay]), and known by both numbers until
+            keys = self._seq_keys[state.row]  # the replay has written it
+            key = keys.get(old)
+            if key is not None and keys.get(new) is None:
+                keys[new] = key
+                state.log.append((RENUMBER, old, new, state))  # its thread: NOTE [pool thread] in state.py
+            return
+        self.move_key(state, old, new)
+
+    def move_key(self, state: ThreadState, old: int, new: int) -> None:
+        """The node numbered `old` carries `new` from now on (renumbered), unless another node holds `new`."""
         keys = self._seq_keys[state.row]
-        if keys.get(new) is not None:  # another node holds `new` already: the walk tells the two apart
+        key = keys.get(old)
+        if key is None or keys.get(new, key) != key:  # another node holds `new` already: the walk tells the two apart
             return
-        key = keys.pop(old)
-        if key is None:
-            return
+        keys.pop(old)
         keys[new] = key
         raw = self.raw
         facts = raw.nodes.get(key)

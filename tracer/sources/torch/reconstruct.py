@@ -25,6 +25,7 @@ from agdb.tracer.sources.torch.state import (
     NODE,
     POST,
     PRE,
+    RENUMBER,
     BridgeState,
     Call,
     ThreadState,
@@ -162,6 +163,8 @@ class Reconstruction:
                 self._walker.node(entry[1], stack[-1].frame if stack else -1, *entry[2:])
             elif kind == LATE:  # its thread's numbers (NOTE [pool thread] in state.py)
                 self._forward.name_late(entry[2], entry[1])
+            elif kind == RENUMBER:
+                self._forward.move_key(entry[3], entry[1], entry[2])
             elif kind == CALL:
                 call = entry[1]
                 self._forward.gap(call.thread, call.before, call.frame)

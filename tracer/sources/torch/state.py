@@ -25,7 +25,7 @@ from agdb.tracer.sources.torch.model import Divergence, EngineModel
 _seq = torch.autograd._get_sequence_nr
 
 # Log entries (NOTE [observe now, reconstruct later] in bridge.py): tuples whose first item is one of these.
-CALL, PRE, POST, BUMP, END, HOOK, NODE, LATE = range(8)
+CALL, PRE, POST, BUMP, END, HOOK, NODE, LATE, RENUMBER = range(9)
 
 
 class SeqKeys:
