@@ -24,9 +24,14 @@ other processes does not count.
   grad for its summary) and with values=False (they keep none). The floor beside it: bare Python pre- and
   post-hooks that do nothing, on every node.
 - reconstruction: running agdb's model of the engine over what the hooks logged, summarising grads and writing
-  the events (NOTE [observe now, reconstruct later] in tracer/sources/torch/bridge.py), in µs per node run. It
-  runs after the backward (here with defer=True, when the recording ends; measured in the first round only):
-  informational, no target. `backward, record() default` is the backward call with it inside (defer=False).
+  the events (NOTE [observe now, reconstruct later] in tracer/sources/torch/bridge.py), in µs per node run. By
+  default it runs when the recording ends (measured in the first round only): informational, no target.
+  `backward, record() default` is the second backward with record()'s default options (target <= 1.5x);
+  `backward, reconstructed after each call` the same with defer=False, which reconstructs inside the call.
+- end to end: what a user waits for, `with record("torch") as rec: z = forward(); z.backward()` until `rec.trace`
+  is frozen (recording, reconstruction, the finished trace), over the plain forward and first backward (target
+  <= 3x); beside it torch's own way to see a backward's order with seq_nrs, torch.profiler (CPU activities,
+  record_shapes off) around the same forward and backward, before reading its events and with `prof.events()`.
 
     .venv/bin/python bench/torch_bridge.py [--quick] [--reps N] [--json PATH]
 
@@ -51,10 +56,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import bench_main, print_target_table  # noqa: E402
 
-TARGETS = {"forward_chain": 1.6, "forward_wide": 2.0, "registration_us": 10.0, "backward": 1.3}
+TARGETS = {"forward_chain": 1.6, "forward_wide": 2.0, "registration_us": 10.0, "backward": 1.3,
+           "default_backward": 1.5, "end_to_end": 3.0}
 TIMED = ("plain_forward", "noop_mode_forward", "noop_trace_forward", "reading_forward", "recorded_forward",
          "mode_forward", "plain_backward", "bare_hooks_backward", "recorded_backward", "shapes_only_backward",
-         "default_backward", "registration", "bare_registration")
+         "default_backward", "after_each_backward", "registration", "bare_registration", "plain_run",
+         "recorded_run", "profiler_run", "profiler_events_run")
 
 
 def _chain(torch: Any, n: int) -> Callable[[], Any]:
@@ -218,13 +225,45 @@ def _recorded_round(forward: Callable[[], Any], times: dict, reconstruct: bool) 
         del z
         for state in rec.source.shared.states:
             state.log.clear()
+    with tracer.record("torch") as rec:  # record()'s default: the reconstruction waits for the recording's end
+        z = forward()
+        z.backward(retain_graph=True)
+        times["default_backward"].append(_timed(lambda: z.backward(retain_graph=True))[0])
+        del z
+        for state in rec.source.shared.states:  # timed in the end-to-end rows
+            state.log.clear()
     if reconstruct:
-        with tracer.record("torch") as rec:  # record()'s default: each backward call reconstructs before it returns
+        with tracer.record("torch", defer=False) as rec:  # each backward call reconstructs before it returns
             z = forward()
             z.backward(retain_graph=True)
-            times["default_backward"].append(_timed(lambda: z.backward(retain_graph=True))[0])
+            times["after_each_backward"].append(_timed(lambda: z.backward(retain_graph=True))[0])
             del z
     return info
+
+
+def _end_to_end_round(torch: Any, forward: Callable[[], Any], times: dict, i: int) -> None:
+    """The plain run, the recorded run until its trace is frozen, and torch.profiler's, in an order turned each
+    round (a shared machine's load falls on all alike)."""
+    from agdb import tracer
+
+    def plain() -> None:
+        forward().backward()
+
+    def recorded() -> None:
+        with tracer.record("torch") as rec:
+            forward().backward()
+        assert rec.trace is not None
+
+    def profiled(read: bool) -> None:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=False) as prof:
+            forward().backward()
+        if read:
+            prof.events()
+
+    runs = [("plain_run", plain), ("recorded_run", recorded), ("profiler_run", lambda: profiled(False)),
+            ("profiler_events_run", lambda: profiled(True))]
+    for name, fn in runs[i % len(runs):] + runs[:i % len(runs)]:
+        times[name].append(_timed(fn)[0])
 
 
 def measure(kind: str, n: int, reps: int) -> dict:
@@ -244,6 +283,7 @@ def measure(kind: str, n: int, reps: int) -> dict:
         nodes = _plain_round(forward, noop, times, reading)
         got = _recorded_round(forward, times, reconstruct=i == 0)
         info = info or got
+        _end_to_end_round(torch, forward, times, i)
     med = {k: statistics.median(v) for k, v in times.items() if v}
     return {"graph": kind, "nodes": nodes, "reps": reps,
             "times_ms": {k: [x * 1e3 for x in v] for k, v in times.items() if v},
@@ -261,6 +301,11 @@ def measure(kind: str, n: int, reps: int) -> dict:
             "bare_hooks_ratio": med["bare_hooks_backward"] / med["plain_backward"],
             "shapes_only_ratio": med["shapes_only_backward"] / med["plain_backward"],
             "default_backward_ratio": med["default_backward"] / med["plain_backward"],
+            "after_each_backward_ratio": med["after_each_backward"] / med["plain_backward"],
+            "plain_run_ms": med["plain_run"] * 1e3,
+            "end_to_end_ratio": med["recorded_run"] / med["plain_run"],
+            "profiler_ratio": med["profiler_run"] / med["plain_run"],
+            "profiler_events_ratio": med["profiler_events_run"] / med["plain_run"],
             "reconstruction_us_per_node": info["finish"] / (nodes * 2) * 1e6, "events": info["events"],
             "divergences": info["divergences"]}
 
@@ -282,7 +327,10 @@ def run(quick: bool, reps: int | None) -> dict:
                 (f"{label}: forward with culprits", r["forward_ratio"], fwd, "x"),
                 (f"{label}: hook registration", r["registration_us_per_node"], TARGETS["registration_us"], "µs/node"),
                 (f"{label}: backward", r["backward_ratio"], TARGETS["backward"], "x"),
-                (f"{label}: backward, values=False", r["shapes_only_ratio"], TARGETS["backward"], "x")):
+                (f"{label}: backward, values=False", r["shapes_only_ratio"], TARGETS["backward"], "x"),
+                (f"{label}: backward, record() default", r["default_backward_ratio"], TARGETS["default_backward"],
+                 "x"),
+                (f"{label}: end to end, record() default", r["end_to_end_ratio"], TARGETS["end_to_end"], "x")):
             checks.append({"name": name, "value": value, "target": target, "unit": unit, "met": value <= target})
             table.append(name)
         for name, value, unit in ((f"{label}: do-nothing mode forward", r["noop_mode_ratio"], "x"),
@@ -290,7 +338,11 @@ def run(quick: bool, reps: int | None) -> dict:
                                   (f"{label}: forward, culprits by the mode", r["mode_ratio"], "x"),
                                   (f"{label}: bare registration", r["bare_registration_us_per_node"], "µs/node"),
                                   (f"{label}: bare hooks backward", r["bare_hooks_ratio"], "x"),
-                                  (f"{label}: backward, record() default", r["default_backward_ratio"], "x"),
+                                  (f"{label}: backward, reconstructed after each call",
+                                   r["after_each_backward_ratio"], "x"),
+                                  (f"{label}: end to end, torch.profiler", r["profiler_ratio"], "x"),
+                                  (f"{label}: end to end, torch.profiler with events()", r["profiler_events_ratio"],
+                                   "x"),
                                   (f"{label}: reconstruction", r["reconstruction_us_per_node"], "µs/node")):
             info.append({"name": name, "value": value, "unit": unit})
             table.append(name)

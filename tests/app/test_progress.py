@@ -338,3 +338,33 @@ async def test_tui_loading_screen_shows_phase_count_and_bar(tmp_path):
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+def test_the_torch_count_moves_while_the_recording_s_end_reconstructs(monkeypatch):
+    """record("torch")'s default writes the backward calls' events when the recording ends (NOTE [observe now,
+    reconstruct later] in tracer/sources/torch/bridge.py): in the reconstructing phase the count the display reads
+    goes on from the forward's, call by call, up to the trace's length."""
+    real = pytest.importorskip("torch")
+    from agdb.app.run_progress import RECONSTRUCTING
+    from agdb.tracer.sources.source import make_source
+    from agdb.tracer.sources.torch.reconstruct import Reconstruction
+
+    progress = RunProgress()
+    source = make_source("torch").attach()
+    progress.watch(source)
+    try:
+        x = real.ones(2, requires_grad=True)
+        for _ in range(3):
+            (x.tanh() * 2).sum().backward()
+    finally:
+        counted = progress.events
+        seen: list[tuple[str, int]] = []
+        ended = Reconstruction._task_ended
+        monkeypatch.setattr(Reconstruction, "_task_ended",
+                            lambda self, call, complete: (seen.append((progress.phase, progress.events)),
+                                                          ended(self, call, complete)))
+        progress.enter(RECONSTRUCTING)
+        trace = source.finish()
+    assert [phase for phase, _ in seen] == [RECONSTRUCTING] * 3
+    counts = [n for _, n in seen]
+    assert counted < counts[0] < counts[1] < counts[2] <= len(trace), (counted, counts, len(trace))

@@ -98,3 +98,27 @@ def _check(groups: list) -> None:
         at += len(shape)
         np.testing.assert_array_equal(block["s_preview"][i], np.asarray(preview, dtype=np.float32))
     assert at == len(dims) and len(block["s_info"]) == len(expected)
+
+
+@given(st.sampled_from(["float16", "float32", "float64", "int64", "int8", "bool", "complex64"]),
+       st.lists(st.sampled_from([0.0, -1.5, 2.25, 7.0, math.nan, math.inf, -math.inf]), min_size=17, max_size=40),
+       st.booleans())
+def test_a_large_array_s_summary_is_its_shape_dtype_first_values_and_flags(dtype, values, square):
+    """summarize (a grad past SMALL elements), against a hand computation value by value."""
+    from agdb.tracer.recording.builder import summarize
+
+    kind = np.dtype(dtype).kind
+    if kind != "f" and kind != "c":
+        values = [v if math.isfinite(v) else 3.0 for v in values]
+    with np.errstate(invalid="ignore", over="ignore"):
+        data = np.array(values, dtype=dtype)
+    if square:
+        data = np.stack([data, data])
+    flat = [complex(v).real if kind == "c" else float(v) for v in data.reshape(-1).tolist()]
+    shape, name, device, preview, has_nan, has_inf = summarize(data, "cpu")
+    assert (shape, name, device) == (data.shape, dtype, "cpu")
+    assert all(type(v) is float for v in preview) and len(preview) == 3
+    assert [str(v) for v in preview] == [str(v) for v in flat[:3]]  # str: nan == nan
+    floats = kind == "f"
+    assert has_nan == (floats and any(math.isnan(v) for v in flat))
+    assert has_inf == (floats and any(math.isinf(v) for v in flat))

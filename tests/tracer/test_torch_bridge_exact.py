@@ -37,12 +37,16 @@ def _run(source: str, lib, where=None, **options):
 
 
 # -- a) one node per autograd node -------------------------------------------------------------------------------
-def test_a_renumbered_node_is_one_node_with_its_line_and_its_final_seq_nr(tmp_path):
+@pytest.mark.parametrize("before", ["", "(torch.ones(2, requires_grad=True) * 3).sum().backward()"],
+                         ids=["first", "after-a-backward"])
+def test_a_renumbered_node_is_one_node_with_its_line_and_its_final_seq_nr(tmp_path, before):
     """`_set_sequence_nr` gives a node another number after its line took one: the trace holds it once, on its line,
     with the number torch's own pre-hook reads when it runs, and in the graph (SumBackward0 leads to it). Followed on
-    the line tracer only (NOTE [renumbered nodes] in renumbered.py)."""
-    trace, scope = _run("""
+    the line tracer only (NOTE [renumbered nodes] in renumbered.py); after a backward call too, whose log waits for
+    the recording's end (NOTE [keys before the replay] in forward.py)."""
+    trace, scope = _run(f"""
         x = torch.ones(2, requires_grad=True)
+        {before}
         y = x.exp()
         y.grad_fn._set_sequence_nr(10_000)
         ran = []
@@ -53,9 +57,9 @@ def test_a_renumbered_node_is_one_node_with_its_line_and_its_final_seq_nr(tmp_pa
     exps = [i for i in range(trace.num_nodes) if trace.node(i).name == "ExpBackward0"]
     assert len(exps) == 1
     exp = trace.node(exps[0])
-    assert (exp.seq_nr, exp.lineno, exp.source) == (10_000, 3, "y = x.exp()")
+    assert (exp.seq_nr, exp.lineno, exp.source) == (10_000, 4, "y = x.exp()")
     sums = [trace.node(i) for i in range(trace.num_nodes) if trace.node(i).name == "SumBackward0"]
-    assert [child for child, _ in sums[0].next_edges] == [exps[0]]
+    assert [child for child, _ in sums[-1].next_edges] == [exps[0]]  # y.sum()'s
     started = [trace.node(trace.event_node(int(s))) for s in trace.steps_of(Kind.NODE_STARTED)]
     assert [(n.name, n.seq_nr) for n in started if n.name == "ExpBackward0"] == [("ExpBackward0", 10_000)]
 

@@ -16,6 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agdb import tracer  # noqa: E402
+from agdb.tracer.sources.torch import state as state_mod  # noqa: E402
 from agdb.tracer.store.schema import Kind  # noqa: E402
 
 HOOK_BYTES_PER_NODE = 530
@@ -76,6 +77,7 @@ def test_a_long_backward_s_log_is_replayed_in_parts(monkeypatch):
     from agdb.tracer.sources.torch import reconstruct
 
     monkeypatch.setattr(reconstruct, "PART", 256, raising=False)
+    monkeypatch.setattr(state_mod, "WAITING_BYTES", -1)  # replayed at each PART, however little the process grew
     x = torch.ones(2, requires_grad=True)
     seen = []
     with tracer.record("torch") as rec:
@@ -120,6 +122,7 @@ def test_a_trace_replayed_in_parts_equals_the_one_replayed_at_the_end(monkeypatc
         whole = recorded(program)
         with monkeypatch.context() as m:
             m.setattr(reconstruct, "PART", 2, raising=False)
+            m.setattr(state_mod, "WAITING_BYTES", -1)  # at each PART, however little the process grew
             parts = recorded(program)
         assert parts == whole, program.__name__
 
@@ -193,6 +196,7 @@ def test_a_deep_chain_s_recording_holds_at_most_the_budget_per_node(monkeypatch)
     at most RECORDING_BYTES_PER_NODE a node in Python objects (the graph itself is torch's, in C++)."""
     from agdb.tracer.sources.torch import reconstruct
 
+    monkeypatch.setattr(state_mod, "WAITING_BYTES", -1)  # NOTE [what a waiting log holds]: as if the graph grew it
     monkeypatch.setattr(reconstruct, "PART", 1024, raising=False)  # as a long backward's log is (replayed in parts)
     n = 10_000
     x = torch.ones(2, requires_grad=True)

@@ -378,14 +378,31 @@ def summary_of(data: np.ndarray, device: str) -> tuple:
 
 
 def summarize(data: np.ndarray, device: str) -> tuple:
-    """(shape, dtype, device, preview, has_nan, has_inf) of an array."""
+    """(shape, dtype, device, preview, has_nan, has_inf) of an array.
+
+    Once per large grad of a recording (the bridge's reconstruction of an MLP makes one per Linear layer's node):
+    numpy's `dtype.name` is Python code (a few µs, hence `_DTYPE_NAMES`), a float array's `tolist()` gives the floats
+    `float()` would, and one reduction of `isfinite` tells whether the nan and inf checks are needed at all.
+    """
     flat = data.reshape(-1)
     head = flat[:_PREVIEW]
-    preview = tuple(float(v) for v in (head.real if head.dtype.kind == "c" else head))  # a complex grad: its real part
-    if data.dtype.kind == "f":
-        finite = np.isfinite(flat)
-        has_nan = bool(np.isnan(flat).any()) if not finite.all() else False
-        has_inf = bool(np.isinf(flat).any()) if not finite.all() else False
+    dtype = data.dtype
+    kind = dtype.kind
+    if kind == "f":
+        preview = tuple(head.tolist())
+        if _all(_isfinite(flat)):
+            has_nan = has_inf = False
+        else:
+            has_nan, has_inf = bool(np.isnan(flat).any()), bool(np.isinf(flat).any())
     else:
+        preview = tuple(float(v) for v in (head.real if kind == "c" else head))  # a complex grad: its real part
         has_nan = has_inf = False
-    return (tuple(data.shape), data.dtype.name, device, preview, has_nan, has_inf)
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return (tuple(data.shape), name, device, preview, has_nan, has_inf)
+
+
+_DTYPE_NAMES: dict[np.dtype, str] = {}
+_isfinite = np.isfinite
+_all = np.logical_and.reduce

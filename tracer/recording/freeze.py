@@ -512,31 +512,33 @@ def _sort_items(flat: list, info: np.ndarray, dtype_id: np.ndarray, device_id: n
     blocks: dict[tuple, tuple[list[int], list[np.ndarray]]] = {}
     last: tuple = (None, None, None)  # the key of the last small array, whose block is `found`
     found: tuple[list[int], list[np.ndarray]] = ([], [])
-    for i, item in enumerate(flat):
-        if item is None:
-            continue
-        if type(item) is ndarray:
-            arr, device = item, "cpu"
-        elif len(item) == 2:  # (small array, device)
-            arr, device = item
-        else:
-            shape, dtype, device, values, has_nan, has_inf = item
-            info[i] = 1 | int(has_nan) << 1 | int(has_inf) << 2 | len(values) << 3
-            dtype_id[i], device_id[i], ndim[i] = sid(dtype), sid(device), len(shape)
-            with np.errstate(over="ignore"):  # NOTE [quiet previews]
-                preview[i, :len(values)] = values
-            shaped.append((i, shape))
-            continue
-        # Small arrays are summarised below, a block at a time. Hashing a dtype costs ~0.3 us, and the arrays
-        # of a chunk mostly share one dtype, shape and device: so first compare with the last array's.
-        dtype, shape = arr.dtype, arr.shape
-        if dtype is not last[0] or shape != last[1] or device != last[2]:
-            last = (dtype, shape, device)
-            found = blocks.get(last)
-            if found is None:
-                found = blocks[last] = ([], [])
-        found[0].append(i)
-        found[1].append(arr)
+    # NOTE [quiet previews]: the previews of summary tuples are cast with the warnings off, entered once for the loop
+    # (a few µs each time: more than the rest of an item's work); nothing else here could warn
+    with np.errstate(over="ignore"):
+        for i, item in enumerate(flat):
+            if item is None:
+                continue
+            if type(item) is ndarray:
+                arr, device = item, "cpu"
+            elif len(item) == 2:  # (small array, device)
+                arr, device = item
+            else:
+                shape, dtype, device, values, has_nan, has_inf = item
+                info[i] = 1 | int(has_nan) << 1 | int(has_inf) << 2 | len(values) << 3
+                dtype_id[i], device_id[i], ndim[i] = sid(dtype), sid(device), len(shape)
+                preview[i, :len(values)] = values  # warnings off (NOTE [quiet previews])
+                shaped.append((i, shape))
+                continue
+            # Small arrays are summarised below, a block at a time. Hashing a dtype costs ~0.3 us, and the arrays
+            # of a chunk mostly share one dtype, shape and device: so first compare with the last array's.
+            dtype, shape = arr.dtype, arr.shape
+            if dtype is not last[0] or shape != last[1] or device != last[2]:
+                last = (dtype, shape, device)
+                found = blocks.get(last)
+                if found is None:
+                    found = blocks[last] = ([], [])
+            found[0].append(i)
+            found[1].append(arr)
     return blocks
 
 

@@ -15,11 +15,12 @@ from typing import Any
 
 import torch
 
+from agdb.tracer.sources.torch import state as state_mod
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import Hooks
 from agdb.tracer.sources.torch.model import GraphTaskModel
 from agdb.tracer.sources.torch.reconstruct import Reconstruction
-from agdb.tracer.sources.torch.state import CALL, END, HOOK, BridgeState, Call, ThreadState, gc_paused
+from agdb.tracer.sources.torch.state import CALL, END, HOOK, BridgeState, Call, ThreadState, gc_paused, resident_bytes
 from agdb.tracer.sources.torch.walk import Walker
 
 _seq = torch.autograd._get_sequence_nr
@@ -45,6 +46,8 @@ class Backward:
     def run(self, state: ThreadState, original: Any, t_outputs: Any, args: tuple, kwargs: dict) -> Any:
         """One backward call, recorded (torch's own `_engine_run_backward` is `original`)."""
         self._forward.write_seen(state)
+        if state.log and not state.calls:  # the forward's numbers before the walk's (NOTE [keys before the replay])
+            self._forward.key_up_to(state, state.last)
         local = self._local  # this thread's: leaves' variables, read if a new leaf needs them (LeafNames)
         local.call_frame, local.names = sys._getframe(1), None
         try:
@@ -83,9 +86,33 @@ class Backward:
             state.last = _seq()  # the reconstruction accounts for every increment up to here
             if not state.calls:
                 state.pushed.clear()  # after an error the engine already took the mode off
-                if not self.shared.defer:
+                # NOTE [what a waiting log holds] in state.py: a log whose grads grew the process much waits no more
+                grown = resident_bytes() - state.rss_base > state_mod.WAITING_BYTES
+                if not self.shared.defer or not self.shared.alone or state.replay_now or grown:
+                    state.replay_now = False
                     self._reconstruction.replay(state)
+                else:  # the replay waits for the recording's end, the keys do not (NOTE [keys before the replay])
+                    self._forward.key_up_to(state, state.last)
         return result
+
+    def thread_starting(self) -> None:
+        """This thread starts another: its waiting log is replayed first (NOTE [deferral on one thread]).
+
+        NOTE [deferral on one thread]
+        A log waits for the recording's end (NOTE [observe now, reconstruct later] in bridge.py) only while the thread
+        that began the recording is the only one with a row (`BridgeState.alone`; torch's pool thread runs its
+        caller's calls and does not count). Each thread's events are written when its log is replayed, so a log that
+        waited while another thread wrote its own would put one thread's backward after what the other did later.
+        So from the moment a second thread takes a row, every outermost call is replayed when it returns, as with
+        `defer=False`; and a thread that starts another while recording replays its waiting log first, on its own
+        thread, since the thread it starts may take a row before anything else happens here. A log that waits when a
+        thread it did not start takes a row (one started before the recording, or by another thread) is replayed
+        when its next outermost call returns, or when the recording ends.
+        """
+        state = getattr(self._local, "state", None)
+        if state is not None and state.owner is state and state.log and not state.calls:
+            self._forward.write_seen(state)
+            self._reconstruction.replay(state)
 
     def _call(self, state: ThreadState, t_outputs: Any, args: tuple, kwargs: dict) -> Call | None:
         """Walk the graph a call is about to run and hook its nodes; None when torch will refuse the call."""
@@ -124,6 +151,9 @@ class Backward:
         call.roots = [(key_of[n], nr) for n, nr in roots]
         call.inputs = [(n, nr) if isinstance(n, int) else (key_of[n], nr) if n is not None else (0, 0)
                        for n, nr in inputs]
+        if any(not k for k, _ in call.inputs):
+            # an unreached `inputs=` leaf: its replay may key a node of no number (NOTE [keys before the replay])
+            state.replay_now = True
         call.multi = len(roots) > 1
         call.keep_graph = bool(params["retain_graph"])
         call.create_graph = bool(params["create_graph"])

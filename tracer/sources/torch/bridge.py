@@ -56,15 +56,18 @@ class Bridge:
     NOTE [observe now, reconstruct later]
     While a backward runs, the hooks only append what they see to the thread's log (a tuple each: the node, its
     grads, the counter), so that a recorded backward costs about what bare Python hooks cost. Walking the
-    model of the engine, summarising grads and writing events happens afterwards, when the outermost backward
-    call returns (or, with `defer`, when the recording ends: cheaper while the program runs, but every grad of
-    every backward stays alive until then). Increments of the counter seen while a log is pending go into the
-    log too, so the trace keeps the order in which things happened.
+    model of the engine, summarising grads and writing events happens afterwards: by default when the recording
+    ends, so that no backward call of the program pays for it (`defer=False`: when the outermost backward call
+    returns). A waiting log keeps every grad it saw alive, so it is replayed earlier once the process has grown by
+    WAITING_BYTES (NOTE [what a waiting log holds] in state.py), looked at when a call returns and every PART
+    entries inside one (NOTE [replay in parts] in reconstruct.py). Increments of the counter seen while a log
+    is pending go into the log too, so the trace keeps the order in which things happened.
 
     Options (`agdb.tracer.record("torch", **options)`):
     values: keep each grad's first values and NaN/inf flags (False: shapes and dtypes only, a little faster).
-    defer: reconstruct what torch hides when the recording ends rather than after each backward call (the program
-    runs faster, but every grad it computes stays alive until then).
+    defer: reconstruct what torch hides when the recording ends (True, the default), or before each outermost
+    backward call returns (False: each call pays for its own reconstruction, and the trace holds its events as
+    soon as it returns, and a long backward is replayed every PART entries: NOTE [replay in parts]).
     single_threaded: run backward calls with autograd multithreading disabled (as
     `torch.autograd.set_multithreading_enabled(False)` does), so that torch's own execution order of each is
     recorded as a second witness (docs/torch-bridge.md). On the CPU it changes nothing in what runs.
@@ -77,7 +80,7 @@ class Bridge:
     Deep graphs: run the recorded code in `run_with_big_stack` (torch frees a deep graph recursively).
     """
 
-    def __init__(self, values: bool = True, defer: bool = False, single_threaded: bool = False,
+    def __init__(self, values: bool = True, defer: bool = True, single_threaded: bool = False,
                  culprits: str = "lines", modules: bool = True) -> None:
         if culprits not in ("lines", "mode"):
             raise ValueError(f"culprits must be 'lines' or 'mode', not {culprits!r}")

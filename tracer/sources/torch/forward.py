@@ -16,7 +16,7 @@ from agdb.tracer.recording.builder import CHUNK, ROW, Bump, NodeFacts
 from agdb.tracer.recording.frames import columns_at, source_line
 from agdb.tracer.sources.torch.compiling import is_compile_time
 from agdb.tracer.sources.torch.naming import is_library, node_names
-from agdb.tracer.sources.torch.state import BUMP, BridgeState, ThreadState
+from agdb.tracer.sources.torch.state import BUMP, LATE, RENUMBER, BridgeState, ThreadState
 from agdb.tracer.store.schema import Kind
 
 _seq = torch.autograd._get_sequence_nr
@@ -140,8 +140,15 @@ class Forward:
 
     def late_names(self, state: ThreadState, names: dict[int, str]) -> None:
         """Nodes bumped as `?` (seq_nr -> name) met later by a line that kept what they led to (NOTE [line
-        culprits])."""
+        culprits]); while a log waits, named when the replay has written their increments."""
         self.write_seen(state)
+        if state.log or state.calls:
+            state.log.append((LATE, names, state))  # its thread: NOTE [pool thread]
+            return
+        self.name_late(state, names)
+
+    def name_late(self, state: ThreadState, names: dict[int, str]) -> None:
+        """Give the nodes written as `?` their late names (late_names)."""
         keys, unnamed = self._seq_keys[state.row], self._unnamed
         facts_of, bumps = self.raw.nodes, self.raw.bumps
         for seq, name in names.items():
@@ -161,14 +168,25 @@ class Forward:
         renumbered.py): the node keeps its key, line and events, and carries `new` from now on, as torch's hooks and
         walks read it."""
         self.write_seen(state)
-        if state.log or state.calls:  # a renumbering inside a backward call: its walk already keyed the node
+        if state.calls:  # a renumbering inside a backward call: its walk already keyed the node
             return
+        if state.log:  # its increment waits in the log: keyed now, as a replay after each call would have keyed it
+            self.key_up_to(state, state.last)  # (NOTE [keys before the replay]), and known by both numbers until
+            keys = self._seq_keys[state.row]  # the replay has written it
+            key = keys.get(old)
+            if key is not None and keys.get(new) is None:
+                keys[new] = key
+                state.log.append((RENUMBER, old, new, state))  # its thread: NOTE [pool thread] in state.py
+            return
+        self.move_key(state, old, new)
+
+    def move_key(self, state: ThreadState, old: int, new: int) -> None:
+        """The node numbered `old` carries `new` from now on (renumbered), unless another node holds `new`."""
         keys = self._seq_keys[state.row]
-        if keys.get(new) is not None:  # another node holds `new` already: the walk tells the two apart
+        key = keys.get(old)
+        if key is None or keys.get(new, key) != key:  # another node holds `new` already: the walk tells the two apart
             return
-        key = keys.pop(old)
-        if key is None:
-            return
+        keys.pop(old)
         keys[new] = key
         raw = self.raw
         facts = raw.nodes.get(key)
@@ -283,6 +301,29 @@ class Forward:
             if not isinstance(names, list):
                 names = "?"
         state.rlast = max(state.rlast, after)
+
+    def key_up_to(self, state: ThreadState, now: int) -> None:
+        """Give every number below `now` a node key now, as the replay would (NOTE [keys before the replay]).
+
+        NOTE [keys before the replay]
+        A node's key is given by whichever comes first: a walk that meets it, or the replay that writes its
+        increment (forward.bump). The trace numbers its nodes in the order of their keys, so a replay put off to
+        the recording's end (NOTE [observe now, reconstruct later] in bridge.py) would let the next backward's walk
+        key the forward's new nodes first, in the walk's order, and the same nodes would be numbered otherwise than
+        by a replay after each call. So, while a log waits, the numbers it accounts for are keyed before anything
+        else could key them, in ascending order, as that replay keys them (its increments and gaps come in the
+        counter's order): up to the counter when an outermost call returns, and up to the last number the forward's
+        observers saw (`state.last`) when an outermost call begins, before its walk (Backward.run). On one thread
+        nothing else takes a key in between, so the numbering is the same; the replay then finds every key made.
+        """
+        keys = self._seq_keys[state.row]
+        start = state.keyed if state.log else max(state.keyed, state.rlast)
+        if start < now:
+            counter, get = self._keys, keys.get
+            for s in range(start, now):
+                if get(s) is None:
+                    keys[s] = next(counter)
+            state.keyed = now
 
     def gap(self, state: ThreadState, now: int, frame: int) -> None:
         """Increments nobody saw (nodes C++ made during a backward, ...): unnamed until a walk meets them."""

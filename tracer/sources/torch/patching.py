@@ -14,6 +14,7 @@ import bisect
 import functools
 import gc
 import sys
+import threading
 from typing import Any, Callable
 
 import torch
@@ -76,6 +77,7 @@ class Patches:
         # none while a backward call runs: its hooks log a tuple per node run, all acyclic, which each collection
         # reaching the older generations would walk again (what the user's code leaves in cycles meanwhile is
         # collected after the call).
+        self._patch_thread_start()  # NOTE [deferral on one thread] in backward.py
         threshold = gc.get_threshold()
         gc.set_threshold(max(threshold[0], GC_THRESHOLD), *threshold[1:])
         self._restore.append(lambda: gc.set_threshold(*threshold))
@@ -113,6 +115,23 @@ class Patches:
             lines.detach()
         while self._restore:
             self._restore.pop()()
+
+    def _patch_thread_start(self) -> None:
+        """Wrap threading.Thread.start while recording: a thread that starts another first replays its waiting log
+        (NOTE [deferral on one thread] in backward.py)."""
+        original = threading.Thread.__dict__["start"]
+        starting = self.backward.thread_starting
+
+        @functools.wraps(original)
+        def start(thread: threading.Thread) -> None:
+            try:
+                starting()
+            except Exception as e:  # noqa: BLE001 - agdb's failure must not become the program's
+                self.shared.failures.append(f"{type(e).__name__}: {e}")
+            original(thread)
+
+        threading.Thread.start = start
+        self._restore.append(lambda: setattr(threading.Thread, "start", original))
 
     def _compiled(self, start: int, stop: int) -> None:
         """A Dynamo compile on this thread took numbers start..stop-1 (NOTE [numbers taken while compiling])."""

@@ -14,9 +14,24 @@ from typing import Any
 
 import torch
 
+from agdb.tracer.sources.torch import state as state_mod
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.model import EngineModel, first_difference
-from agdb.tracer.sources.torch.state import BUMP, CALL, HOOK, NODE, POST, PRE, BridgeState, Call, ThreadState, gc_paused
+from agdb.tracer.sources.torch.state import (
+    BUMP,
+    CALL,
+    HOOK,
+    LATE,
+    NODE,
+    POST,
+    PRE,
+    RENUMBER,
+    BridgeState,
+    Call,
+    ThreadState,
+    gc_paused,
+    resident_bytes,
+)
 from agdb.tracer.sources.torch.walk import UNNUMBERED, Walker
 from agdb.tracer.store.events import TensorSummary
 from agdb.tracer.store.schema import UINT64_MAX
@@ -34,6 +49,7 @@ class Reconstruction:
         self.raw = shared.raw
         self.values = shared.values
         self.defer = shared.defer
+        self._shared = shared  # whether one thread records (NOTE [deferral on one thread] in backward.py)
         self.failures = shared.failures
         self._keys = shared.keys
         self._is_acc = shared.is_acc
@@ -51,6 +67,7 @@ class Reconstruction:
         """Run the log through the model: events in the order things happened."""
         with torch._C.DisableTorchFunction(), gc_paused():  # our own tensor calls; no cycles made here
             self._replay_log(state)
+        state.rss_base = resident_bytes()  # NOTE [what a waiting log holds] in state.py
 
     def replay_in_parts(self, state: ThreadState) -> None:
         """Let the hooks replay this thread's log whenever it holds more than PART entries.
@@ -60,14 +77,23 @@ class Reconstruction:
         bridge.py): a million-node backward would keep a million grads and two million entries alive until it
         returns. The replay runs the log in order and keeps where it is (the calls begun, state.replaying), so a
         post-hook that finds the log longer than PART replays what it holds there and then, on the engine's
-        thread between two nodes; what follows is replayed the same way, or when the call returns. The events
-        and their order are those of one replay at the end. Not with `defer`, which puts every replay off.
+        thread between two nodes; what follows is replayed the same way, or when the recording ends (with
+        `defer=False`, when the outermost call returns). The events and their order are those of one replay at the
+        end. With `defer` (the default), a log past PART entries is replayed only if the process has grown by
+        WAITING_BYTES since it began waiting (NOTE [what a waiting log holds] in state.py); if not, the hooks look
+        again PART entries later. A 100k-node backward whose grads are small then runs with no replay inside it,
+        and a million-node one, whose graph alone grows the process past that, is replayed in parts.
         """
         log = state.log
-        if self.defer or log.replay_part is not None:
+        if log.replay_part is not None:
             return
+        defer, shared = self.defer, self._shared
 
         def replay_part() -> None:
+            if defer and shared.alone and resident_bytes() - state.rss_base <= state_mod.WAITING_BYTES:
+                log.limit = len(log) + PART
+                return
+            log.limit = PART
             try:
                 self.replay(state)
             except Exception as e:  # noqa: BLE001 - agdb's failure must not become the program's
@@ -135,6 +161,10 @@ class Reconstruction:
                 self._forward.emit_bumps(thread, start, after, names, frame, created)
             elif kind == NODE:
                 self._walker.node(entry[1], stack[-1].frame if stack else -1, *entry[2:])
+            elif kind == LATE:  # its thread's numbers (NOTE [pool thread] in state.py)
+                self._forward.name_late(entry[2], entry[1])
+            elif kind == RENUMBER:
+                self._forward.move_key(entry[3], entry[1], entry[2])
             elif kind == CALL:
                 call = entry[1]
                 self._forward.gap(call.thread, call.before, call.frame)

@@ -9,6 +9,7 @@ import contextlib
 import functools
 import gc
 import itertools
+import os
 import sys
 import threading
 from array import array
@@ -24,7 +25,7 @@ from agdb.tracer.sources.torch.model import Divergence, EngineModel
 _seq = torch.autograd._get_sequence_nr
 
 # Log entries (NOTE [observe now, reconstruct later] in bridge.py): tuples whose first item is one of these.
-CALL, PRE, POST, BUMP, END, HOOK, NODE = range(7)
+CALL, PRE, POST, BUMP, END, HOOK, NODE, LATE, RENUMBER = range(9)
 
 
 class SeqKeys:
@@ -162,6 +163,9 @@ class ThreadState:
         self.owner = self  # whose ready queue, log and calls this thread uses (NOTE [pool thread])
         self.last = now  # the counter as accounted for by the time of the last observation
         self.rlast = now  # the counter as accounted for by the reconstruction
+        self.keyed = now  # the counter as given node keys while a log waits (NOTE [keys before the replay])
+        self.replay_now = False  # a call whose replay gives keys no pass can foresee (Backward.run)
+        self.rss_base = resident_bytes()  # the process's resident memory when the log last began waiting
         self.calls: list[Call] = []  # backward calls in progress, innermost last
         self.log = Log()  # observations not reconstructed yet
         self.replaying: list[Call] = []  # the calls the replay has begun and not ended, innermost last
@@ -203,6 +207,7 @@ class BridgeState:
         self.raw = builder.raw_buffers()  # NOTE [builder fast path]
         self.values = values  # summarise grads (False: shapes only, cheaper)
         self.defer = defer
+        self.alone = True  # only the thread that began the recording has a row (NOTE [deferral on one thread])
         self.keys = itertools.count(1)  # node keys, one counter for every kind of node
         self.local = threading.local()  # state; while a backward call begins: call_frame, names
         self.states: list[ThreadState] = []
@@ -245,7 +250,10 @@ class BridgeState:
             if found is not None and found[0] is thread:
                 state = self.local.state = found[1]
                 return state
-            row = self.b.thread(_thread_name(thread))
+            name = _thread_name(thread)
+            if self.states and name != POOL_THREAD:  # a pool thread runs its caller's calls (NOTE [pool thread])
+                self.alone = False  # NOTE [deferral on one thread] in backward.py
+            row = self.b.thread(name)
             make_model = functools.partial(self._model, row)
             state = getattr(self.local, "unseen", None)
             if state is None:
@@ -312,6 +320,39 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+WAITING_BYTES = 1 << 28
+"""How far the process's resident memory may grow while a log waits for the recording's end before the next
+outermost backward call to return replays it (NOTE [what a waiting log holds])."""
+
+
+def resident_bytes() -> int:
+    """The process's resident memory in bytes, or 0 where it cannot be read cheaply (not Linux).
+
+    NOTE [what a waiting log holds]
+    A log waiting for the recording's end (`defer`, the default) keeps every grad its hooks saw alive. Its entries are
+    bounded (NOTE [replay in parts] in reconstruct.py), but not their bytes: a model of a few hundred nodes with large
+    grads would keep a hundred steps' grads. Summing the grads' sizes in the hooks would cost each node what the
+    hooks cost; reading the resident set once per outermost backward call costs a few µs. So when a call returns and
+    the process has grown by more than WAITING_BYTES since the log began waiting, the log is replayed there, as with
+    `defer=False`. The program's own growth counts too: that only moves a replay earlier, never changes the trace.
+    """
+    pid = os.getpid()
+    try:
+        if _STATM[0] != pid:  # opened once per process (a forked child's /proc/self is another file): 6 µs a read
+            _STATM[:] = [pid, os.open("/proc/self/statm", os.O_RDONLY)]
+        return int(os.pread(_STATM[1], 128, 0).split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError, AttributeError):  # no /proc, or no os.pread (Windows)
+        _STATM[0] = -1
+        return 0
+
+
+_STATM: list = [-1, -1]  # the pid that opened it, and the descriptor
+try:
+    _PAGE = os.sysconf("SC_PAGE_SIZE")
+except (ValueError, OSError, AttributeError):
+    _PAGE = 4096
 
 
 def release_freed_memory() -> None:
