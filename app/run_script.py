@@ -39,6 +39,7 @@ from agdb.tracer.recording.async_exc import interrupt
 from agdb.tracer.sources import torch as torch_source
 from agdb.tracer.sources.source import SourceName
 
+from . import signals
 from .run_progress import FREEZING, RECONSTRUCTING, RUNNING, RunProgress
 from .signals import Terminated, stopped_by
 
@@ -170,6 +171,9 @@ class _Run:
         output = _Output() if self.capture_output else None
         shim = torch_shim.install() if as_torch else None
         options = {"single_threaded": True} if source.single_threaded else {}
+        if not on_engine and signals.SAVE_WHEN_BLOCKED:  # a rank of `agdb torch --nproc` (NOTE [a stop signal while
+            options["defer"] = False  # blocked in C++]): each backward call written as it returns, so that a rank
+            # saved by the watcher while its script thread is blocked holds every call it finished
         progress = self.progress
         if not on_engine:
             progress.enter("loading torch")  # the bridge imports it: seconds, before the script's first line

@@ -253,6 +253,6 @@ def test_torch_bridge_bench_quick_writes_json(tmp_path):
                     "reconstruction_us_per_node", "shapes_only_ratio", "noop_mode_ratio", "default_backward_ratio",
                     "bare_registration_us_per_node", "mode_ratio"):
             assert r[key] > 0, key
-        assert all(len(times) == r["reps"] for name, times in r["times_ms"].items() if name != "default_backward")
-    assert len(data["checks"]) == 12 and all(isinstance(c["met"], bool) for c in data["checks"])
+        assert all(len(times) == r["reps"] for name, times in r["times_ms"].items() if name != "after_each_backward")
+    assert len(data["checks"]) == 18 and all(isinstance(c["met"], bool) for c in data["checks"])
     assert data["rows"][0]["reading_ratio"] > 0 and data["rows"][1]["reading_ratio"] is None  # the chain's only

@@ -71,6 +71,7 @@ def main():
     with open(f"{out}.rank{rank}.json", "w") as f:
         json.dump({"rank": rank, "world_size": dist.get_world_size(), "steps": steps,
                    "params": {n: p.tolist() for n, p in names.items()}}, f)
+    dist.barrier()  # both ranks done before the group goes: else gloo's threads may abort one at exit (SIGABRT)
     dist.destroy_process_group()
 
 
