@@ -260,7 +260,7 @@ def _not_inplace(name: str):
     return method
 
 
-for _op in ("pow_", "exp_", "neg_", "relu_", "sigmoid_", "tanh_", "sqrt_", "abs_", "t_",
+for _op in ("pow_", "exp_", "neg_", "sigmoid_", "tanh_", "sqrt_", "abs_", "t_",
             "transpose_", "unsqueeze_", "squeeze_"):
     public(_op, tensor=True)(_not_inplace(_op))
 
