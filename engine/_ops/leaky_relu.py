@@ -93,7 +93,13 @@ def _inplace(self: Tensor, node_cls: Any, value: np.ndarray, **saved: Any) -> Te
     node = node_cls()
     for name, v in saved.items():
         setattr(node, name, v)
-    result = _out(value, old)
+    if self._view is None:  # torch saves self itself, after the write: a later write to it fails the backward
+        _inplace._write(self, value)
+        _inplace._set_history(self, node, 0)
+        node.result = self
+        record(node, (old,), self)
+        return self
+    result = _out(value, old)  # a view's node goes inside a CopySlices; it saves the value written
     node.result = result
     record(node, (old,), result)
     return _inplace._rebase(self, result)

@@ -52,6 +52,13 @@ _op("leaky_relu_create_graph", lambda t, x: F(t).leaky_relu(x, 0.1) ** 2, (2, 3)
 _op("relu_inplace", lambda t, x: F(t).relu(x - 0.1, inplace=True), (3, 3))
 _op("relu_method_inplace", lambda t, x: (x * 2).relu_() * x, (5,))
 _op("torch_relu_inplace", lambda t, x: t.relu_(x.sin()), (2, 2))
+_op("relu_inplace_on_view", lambda t, x: _written_view(x * 1, lambda v: v.relu_()), (3, 4))
+_op("leaky_relu_inplace_on_view", lambda t, x: _written_view(x * 1, lambda v: F(t).leaky_relu_(v, 0.5)), (3, 4))
+
+
+def _written_view(h, write):
+    write(h[1:, ::2])
+    return h
 
 
 def _program(name: str) -> Callable:
@@ -100,8 +107,17 @@ def _errors(t, p):
         "relu_ leaf": lambda: x.relu_(),
         "leaky_relu_ leaf": lambda: F(t).leaky_relu_(x),
         "leaky_relu_ negative slope backward": lambda: F(t).leaky_relu(x * 1, -0.5, inplace=True).sum().backward(),
+        "relu_ output written": lambda: _write_then_backward(lambda h: h.relu_(), x),
+        "leaky_relu_ output written": lambda: _write_then_backward(lambda h: F(t).leaky_relu_(h, 0.2), x),
         "module padding_mode": lambda: t.nn.ConvTranspose2d(2, 2, 2, padding_mode="reflect"),
     }
     for tag, case in cases.items():
         p.run(tag, case)
         p.counter(tag)
+
+
+def _write_then_backward(op, x):
+    """The in-place op saves its written result: writing it again makes the backward refuse."""
+    y = op(x * 2)
+    y.mul_(2)
+    y.sum().backward()
