@@ -1269,7 +1269,9 @@ class LinalgVectorNormBackward0(_Generated):
         if p == 1.0:
             out[0] = ops.mul(ops.sgn(s), grad)
         elif p == 2.0:
-            scaled = ops.masked_fill(ops.div(s, norm), ops.compare(np.equal, norm, 0), 0)
+            from ._inplace import masked_fill_  # torch writes self / norm in place: it keeps self's layout
+
+            scaled = masked_fill_(ops.div(s, norm), ops.compare(np.equal, norm, 0), 0)
             out[0] = ops.mul(grad, scaled)
         elif math.isinf(p):
             out[0] = _max_norm_backward(grad, s, norm, tuple(_wrapped(self.dim, ndim)) if self.dim else
