@@ -455,8 +455,10 @@ class MaximumBackward0(_Generated):
 
     def _part(self, grad, ufunc):
         s, o = self.self, self.other
+        from ._inplace import masked_fill_  # torch's formula writes in place: the grad keeps where's layout
+
         w = ops.where(ops.compare(np.equal, s, o), ops.div_scalar(grad, 2), grad)
-        return _written(ops.masked_fill(w, ops.compare(ufunc, s, o), 0), 1)  # torch's `.masked_fill_`
+        return masked_fill_(w, ops.compare(ufunc, s, o), 0)
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):
