@@ -137,7 +137,8 @@ def _layout(r):
 def _maximum_grad_layout(t, p):
     # fuzz seed 730202192993: the engine's maximum formula laid its grad out C-contiguous (an out-of-place
     # masked_fill) where torch's masked_fill_ keeps where's layout; through a transpose the leaf's grad then came
-    # non-contiguous, and AccumulateGrad copied it (version 1) where torch's stole it (version 0)
+    # non-contiguous, and AccumulateGrad copied it (version 1) where torch's stole it (version 0). v6's grad, the
+    # sum of that permuted grad to (3, 1, 1), has torch's contiguous strides at its size-1 dims: (1, 1, 1)
     for order in ("v6, v5", "v5, v6"):
         v1 = p.leaf(f"v1 {order}", [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
         v5 = t.unsqueeze(v1.div(p.const([[1.0], [2.0]])).transpose(1, 0), 1)
@@ -147,6 +148,4 @@ def _maximum_grad_layout(t, p):
         p.watch(out)
         p.run("backward", lambda out=out: out.sum().backward())
         p.made("grads", v1.grad, v6.grad)
-        # (v6.grad's strides are left out: at its size-1 dims the engine's sum of a permuted grad gives (1, 3, 3)
-        # where torch gives (1, 1, 1), a difference still open in tests/fuzz/FINDINGS.md)
-        p.value("strides", v1.grad.stride())
+        p.value("strides", (v1.grad.stride(), v6.grad.stride()))  # v6's: a sum's strides at size-1 dims
