@@ -471,12 +471,15 @@ def _index_width(k: Any) -> int:
 
 
 def _check_index(a: Tensor, key: tuple) -> None:
+    """The index kernel's bounds check: its message numbers the index tensors (j), not the dims they index."""
+    j = 0
     for d, k in enumerate(key):
-        if isinstance(k, np.ndarray) and k.size:
+        if isinstance(k, np.ndarray):
             size = a._data.shape[d]
-            bad = k[(k >= size) | (k < -size)]
+            bad = k[(k >= size) | (k < -size)] if k.size else k
             if bad.size:
-                raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {d} with size {size}")
+                raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {j} with size {size}")
+            j += 1
 
 
 def index(a: Tensor, key: tuple, indices: tuple, masks: Sequence[tuple] = ()) -> Tensor:

@@ -149,3 +149,40 @@ def _maximum_grad_layout(t, p):
         p.run("backward", lambda out=out: out.sum().backward())
         p.made("grads", v1.grad, v6.grad)
         p.value("strides", (v1.grad.stride(), v6.grad.stride()))  # v6's: a sum's strides at size-1 dims
+
+
+@program("advanced indexing's bounds error numbers the index tensors, not the dims they index")
+def _index_bounds_dim(t, p):
+    # fuzz seed 730402194242: `x[:, t.tensor([2, 3])]` on a (2, 3, 4) x: torch "... for dimension 0 with size 3"
+    # (the kernel's index number), the engine named dimension 1
+    x = p.leaf("x", [[[float(i + 4 * j + 12 * k) for i in range(4)] for j in range(3)] for k in range(2)])
+    cases = {
+        "[:, i]": lambda: x[:, t.tensor([2, 3])],
+        "[i, i]": lambda: x[t.tensor([0]), t.tensor([5])],
+        "[:, :, i]": lambda: x[:, :, t.tensor([7])],
+        "[i, :, i]": lambda: x[t.tensor([0]), :, t.tensor([7])],
+        "[..., i]": lambda: x[..., t.tensor([9])],
+        "[:, 2-d i]": lambda: x[:, t.tensor([[1, 3], [0, 0]])],
+        "set [:, i]": lambda: x.detach().clone().__setitem__((slice(None), t.tensor([3])), 1.0),
+        "set [i, :, i]": lambda: x.detach().clone().__setitem__((t.tensor([0]), slice(None), t.tensor([7])), 1.0),
+    }
+    for tag, case in cases.items():
+        p.run(tag, case)
+        p.counter(tag)
+
+
+@program("a write through a mask or index into a ZeroTensor grad is refused, whatever the mask selects")
+def _zerotensor_setitem(t, p):
+    # fuzz seed 730402192751: sgn's grad is a ZeroTensor; `g[g > 0.5] = 2.0` selects nothing, and torch still
+    # refuses it ("ZeroTensors are immutable"), where the engine wrote nothing and bumped the version
+    v1 = p.leaf("v1", [[1.0, -2.0], [-3.0, 4.0], [5.0, 6.0]])
+    writes = {
+        "mask selecting nothing": lambda g: g.__setitem__(g > 0.5, 2.0),
+        "mask selecting all": lambda g: g.__setitem__(g < 0.5, 2.0),
+        "index": lambda g: g.__setitem__(t.tensor([0]), 1.0),
+        "mask of the wrong shape": lambda g: g.__setitem__(t.tensor([True, False]), 1.0),
+    }
+    for tag, write in writes.items():
+        g, = t.autograd.grad(v1.sgn().sum(), [v1])
+        p.run(tag, lambda g=g, write=write: write(g))
+        p.made(tag, g)
