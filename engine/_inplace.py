@@ -435,6 +435,8 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
     stripped = _strip_leading_ones(value._data.shape)
     if stripped != value._data.shape:
         value = _ops.view(value, *stripped) if stripped else _ops.view(value, ())
+    if self._zerotensor:  # torch's ZeroTensor fallback refuses index_put_ before its kernel reads a mask or index
+        raise RuntimeError(ERR_ZEROTENSOR_IMMUTABLE)
     try:
         adv = _advanced_key(view.shape, tensors)
     except IndexError:
