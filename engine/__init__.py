@@ -19,6 +19,7 @@ from ._ops import amax as _amax  # noqa: F401 - its nodes subclass _functions', 
 from ._ops import attention as _attention  # noqa: F401 - declares baddbmm and unflatten before the table
 from ._ops import dropout as _dropout  # noqa: F401 - declares feature_dropout before the table
 from ._ops import hyperbolic_grid as _hyperbolic_grid  # noqa: F401 - the same
+from ._ops import leaky_relu as _leaky_relu  # noqa: F401 - the same (relu_)
 from ._ops import sampling as _sampling  # noqa: F401 - the same
 from ._ops import tensor_ops as _tensor_ops  # noqa: F401 - the same
 from ._random import Generator, default_generator, manual_seed

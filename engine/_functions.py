@@ -455,8 +455,10 @@ class MaximumBackward0(_Generated):
 
     def _part(self, grad, ufunc):
         s, o = self.self, self.other
+        from ._inplace import masked_fill_  # torch's formula writes in place: the grad keeps where's layout
+
         w = ops.where(ops.compare(np.equal, s, o), ops.div_scalar(grad, 2), grad)
-        return _written(ops.masked_fill(w, ops.compare(ufunc, s, o), 0), 1)  # torch's `.masked_fill_`
+        return masked_fill_(w, ops.compare(ufunc, s, o), 0)
 
     def formulas(self, grad, out):
         if self.should_compute_output(1):
@@ -1269,7 +1271,9 @@ class LinalgVectorNormBackward0(_Generated):
         if p == 1.0:
             out[0] = ops.mul(ops.sgn(s), grad)
         elif p == 2.0:
-            scaled = ops.masked_fill(ops.div(s, norm), ops.compare(np.equal, norm, 0), 0)
+            from ._inplace import masked_fill_  # torch writes self / norm in place: it keeps self's layout
+
+            scaled = masked_fill_(ops.div(s, norm), ops.compare(np.equal, norm, 0), 0)
             out[0] = ops.mul(grad, scaled)
         elif math.isinf(p):
             out[0] = _max_norm_backward(grad, s, norm, tuple(_wrapped(self.dim, ndim)) if self.dim else

@@ -260,7 +260,7 @@ def _not_inplace(name: str):
     return method
 
 
-for _op in ("pow_", "exp_", "neg_", "relu_", "sigmoid_", "tanh_", "sqrt_", "abs_", "t_",
+for _op in ("pow_", "exp_", "neg_", "sigmoid_", "tanh_", "sqrt_", "abs_", "t_",
             "transpose_", "unsqueeze_", "squeeze_"):
     public(_op, tensor=True)(_not_inplace(_op))
 
@@ -435,6 +435,8 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
     stripped = _strip_leading_ones(value._data.shape)
     if stripped != value._data.shape:
         value = _ops.view(value, *stripped) if stripped else _ops.view(value, ())
+    if self._zerotensor:  # torch's ZeroTensor fallback refuses index_put_ before its kernel reads a mask or index
+        raise RuntimeError(ERR_ZEROTENSOR_IMMUTABLE)
     try:
         adv = _advanced_key(view.shape, tensors)
     except IndexError:

@@ -238,6 +238,14 @@ class Tensor:
         return device_cls(self._device)
 
     @property
+    def is_cuda(self) -> bool:
+        return self._device.startswith("cuda")
+
+    @property
+    def is_xpu(self) -> bool:
+        return False  # the engine's devices are cpu, cuda:N and meta
+
+    @property
     def ndim(self) -> int:
         """Number of dimensions."""
         return self._data.ndim

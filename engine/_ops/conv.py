@@ -60,8 +60,9 @@ class ConvolutionBackward0(_Generated):
             if needs_grad(grad, self.input, self.weight):
                 raise NotImplementedError("agdb's engine does not record convolution_backward's graph "
                                           "(ConvolutionBackwardBackward0); take this grad without create_graph=True")
-            res = convolution_backward(grad._data, self.input._data, self.weight._data, self.stride, self.padding,
-                                       self.dilation, self.groups, mask)
+            backward = transposed_backward if self.transposed else convolution_backward
+            res = backward(grad._data, self.input._data, self.weight._data, self.stride, self.padding,
+                           self.dilation, self.groups, mask)
             for i in range(3):
                 if mask[i]:
                     out[i] = _out(res[i], self.input)
@@ -138,7 +139,18 @@ def convolution(a: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple, p
     common_device(a, weight, bias)
     if weight._data.dtype != a._data.dtype:  # the CPU kernel's check, after the shape checks
         raise RuntimeError(f"expected scalar type {_title(a)} but found {_title(weight)}")
-    x, w = a._data, weight._data
+    y = _convolve(a._data, weight._data, stride, padding, dilation, groups)
+    if bias is not None:
+        y = y + bias._data.reshape((-1,) + (1,) * (y.ndim - 2))
+    result = _out(np.ascontiguousarray(y, dtype=a._data.dtype), a)
+    if node is not None:
+        _record_many(node, (a, weight, bias), [result])
+    return result
+
+
+def _convolve(x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple, dilation: tuple,
+              groups: int) -> np.ndarray:
+    """The convolution of `x` (N, C, *spatial) with `w` (O, C/groups, *kernel), no bias."""
     ws = w.shape
     cols, out, nd = _im2col(x, ws, stride, padding, dilation, groups)
     og = ws[0] // groups
@@ -147,13 +159,7 @@ def convolution(a: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple, p
     n = x.shape[0]
     y = res.reshape((groups, n) + out + (og,))
     y = np.moveaxis(y, -1, 1).reshape((groups * og, n) + out)  # channel = g*og + o
-    y = np.moveaxis(y, 0, 1)
-    if bias is not None:
-        y = y + bias._data.reshape((-1,) + (1,) * nd)
-    result = _out(np.ascontiguousarray(y, dtype=x.dtype), a)
-    if node is not None:
-        _record_many(node, (a, weight, bias), [result])
-    return result
+    return np.moveaxis(y, 0, 1)
 
 
 def convolution_backward(g: np.ndarray, x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple,
@@ -247,3 +253,85 @@ def _title(t: Tensor) -> str:
 
 def _scalar(t: Tensor) -> str:
     return {"float32": "float", "float64": "double", "int64": "long"}.get(t._data.dtype.name, t._data.dtype.name)
+
+
+# -- transposed convolution: the adjoint of the convolution above, with weight (C_in, C_out/groups, *kernel) --------
+
+def transposed_sizes(xs: tuple, ws: tuple, stride: tuple, padding: tuple, output_padding: tuple,
+                     dilation: tuple) -> tuple:
+    return tuple((xs[2 + i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (ws[2 + i] - 1) + output_padding[i] + 1
+                 for i in range(len(xs) - 2))
+
+
+def _check_transposed(a: Tensor, weight: Tensor, bias: Tensor | None, groups: int) -> None:
+    """check_shape_forward's checks for transposed=1, in its order."""
+    ws, xs = weight._data.shape, a._data.shape
+    if len(ws) != len(xs):
+        raise RuntimeError(f"Expected {len(ws)}-dimensional input for {len(ws)}-dimensional weight {_sizes(ws)}, but "
+                           f"got {len(xs)}-dimensional input of size {_sizes(xs)} instead")
+    if xs[1] != ws[0]:
+        raise RuntimeError(f"Given transposed=1, weight of size {_sizes(ws)}, expected input{_sizes(xs)} to have "
+                           f"{ws[0]} channels, but got {xs[1]} channels instead")
+    if bias is not None and (bias._data.ndim != 1 or bias._data.shape[0] != ws[1] * groups):
+        raise RuntimeError(f"Given transposed=1, weight of size {_sizes(ws)}, expected bias to be 1-dimensional with "
+                           f"{ws[1] * groups} elements, but got bias of size {_sizes(bias._data.shape)} instead")
+
+
+def convolution_transposed(a: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple, padding: tuple,
+                           output_padding: tuple, groups: int, dilation: tuple) -> Tensor:
+    """at::convolution with transposed=True → ConvolutionBackward0 (transposed saved True); the tuples have one
+    value per spatial dim. The result is convolution's grad_input for a grad of `a`'s values."""
+    node = save_inputs(ConvolutionBackward0(), input=a, weight=weight,
+                       bias_sym_sizes_opt=(0,) if bias is None else tuple(bias._data.shape), stride=stride,
+                       padding=padding, dilation=dilation, transposed=True, output_padding=output_padding,
+                       groups=groups) if needs_grad(a, weight, bias) else None
+    _check_transposed(a, weight, bias, groups)
+    common_device(a, weight, bias)
+    if weight._data.dtype != a._data.dtype:
+        raise RuntimeError(f"expected scalar type {_title(a)} but found {_title(weight)}")
+    x, w = a._data, weight._data
+    out = transposed_sizes(x.shape, w.shape, stride, padding, output_padding, dilation)
+    if any(o <= 0 for o in out):
+        raise RuntimeError(f"Given input size per channel: ({' x '.join(map(str, x.shape[2:]))}). Calculated output "
+                           f"size per channel: ({' x '.join(map(str, out))}). Output size is too small")
+    shape = (x.shape[0], w.shape[1] * groups) + out
+    y = convolution_backward(x, np.empty(shape, x.dtype), w, stride, padding, dilation, groups,
+                             [True, False, False])[0]
+    if bias is not None:
+        y = y + bias._data.reshape((-1,) + (1,) * len(out))
+    result = _out(np.ascontiguousarray(y, dtype=x.dtype), a)
+    if node is not None:
+        _record_many(node, (a, weight, bias), [result])
+    return result
+
+
+def transposed_backward(g: np.ndarray, x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple,
+                        dilation: tuple, groups: int, mask: list) -> list:
+    """(grad_input, grad_weight, grad_bias) of a transposed convolution: grad_input is the convolution of the grad,
+    grad_weight the convolution's weight grad with the roles of input and grad swapped."""
+    res: list = [None, None, None]
+    if mask[0]:
+        gx = _convolve(g, w, stride, padding, dilation, groups)
+        res[0] = np.ascontiguousarray(gx[(Ellipsis,) + tuple(slice(0, s) for s in x.shape[2:])], dtype=x.dtype)
+    if mask[1]:
+        res[1] = convolution_backward(x, g, w, stride, padding, dilation, groups, [False, True, False])[1]
+    if mask[2]:
+        res[2] = np.asarray(g.sum(axis=(0,) + tuple(range(2, g.ndim))), dtype=x.dtype)
+    return res
+
+
+def conv_transpose_nd(name: str, nd: int, a: Tensor, weight: Tensor, bias: Tensor | None, stride: Any,
+                      padding: Any, output_padding: Any, groups: int, dilation: Any) -> Tensor:
+    """at::conv_transpose1d / 2d: batchify an unbatched input (UnsqueezeBackward0 before, SqueezeBackward1 after),
+    then a transposed convolution."""
+    from .shape import squeeze, unsqueeze
+
+    dim = a._data.ndim
+    if dim not in (nd + 1, nd + 2):
+        raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to {name}, but got input of "
+                           f"size: {_sizes(a._data.shape)}")
+    batched = dim == nd + 2
+    x = a if batched else unsqueeze(a, 0)
+    out = convolution_transposed(x, weight, bias, expand_param(stride, nd), expand_param(padding, nd),
+                                 expand_param(output_padding, nd), groups, expand_param(dilation, nd))
+    return out if batched else squeeze(out, 0)

@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import _functions as fn
 from .. import _state
-from .._layout import tensor_iterator_layout
+from .._layout import contiguous_strides, tensor_iterator_layout
 from .._state import tls
 from .._tensor import Tensor, _wrap_dim, make_tensor
 from .._views import NO_GRAD_MODE, ViewInfo, creation_meta_now
@@ -180,9 +180,8 @@ def _sum_to_unrecorded(grad: Tensor, shape: tuple[int, ...], reduce: list, leadi
     if not reduce:
         return _view_data(grad, shape, None) if leading > 0 else grad
     data = grad._data
-    data = _add_reduce(data, tuple(reduce), np.int64 if data.dtype.kind in "bi" else None, keepdims=True)
-    if not data.flags.c_contiguous:
-        data = data.copy(order="C")
+    data = contiguous_strides(
+        _add_reduce(data, tuple(reduce), np.int64 if data.dtype.kind in "bi" else None, keepdims=True))
     device = grad._device
     summed = make_tensor(data, False, device)
     if leading == 0:

@@ -12,6 +12,7 @@ from .. import _functions as fn
 from .._args import reduction_dim
 from .._dispatch import public
 from .._dtype import as_dtype
+from .._layout import contiguous_strides
 from .._tensor import Tensor, _wrap_dim
 from ._common import _binary, _dims, _dtype_title, _out, needs_grad, record, save_inputs
 from .shape import to
@@ -57,9 +58,9 @@ def _mean_method(self: Tensor, dim: Any = None, keepdim: bool = False, dtype: An
 
 
 def _reduced(data: Any, like: Tensor) -> Tensor:
-    """A reduction's result: contiguous, as torch allocates it (numpy keeps the input's dim order)."""
-    data = np.asarray(data)
-    return _out(data if data.flags.c_contiguous else data.copy(order="C"), like)
+    """A reduction's result: contiguous, as torch allocates it (numpy keeps the input's dim order, and odd strides
+    at size-1 dims of a permuted input)."""
+    return _out(contiguous_strides(np.asarray(data)), like)
 
 
 def _given_dims(dim: Any) -> tuple[int, ...]:

@@ -10,7 +10,8 @@ from .. import _functions as fn
 from .._args import int_arg, size_arg
 from .._dispatch import public
 from .._dtype import as_dtype, bool_, float16, float32, float64, int32, int64
-from .._layout import contiguous_strides, empty_preserving
+from .._layout import _strides as _layout_strides
+from .._layout import contiguous_strides, empty_preserving, empty_strided
 from .._node import Node
 from .._state import INT64_MAX
 from .._tensor import Tensor, _wrap_dim, make_tensor
@@ -470,12 +471,15 @@ def _index_width(k: Any) -> int:
 
 
 def _check_index(a: Tensor, key: tuple) -> None:
+    """The index kernel's bounds check: its message numbers the index tensors (j), not the dims they index."""
+    j = 0
     for d, k in enumerate(key):
-        if isinstance(k, np.ndarray) and k.size:
+        if isinstance(k, np.ndarray):
             size = a._data.shape[d]
-            bad = k[(k >= size) | (k < -size)]
+            bad = k[(k >= size) | (k < -size)] if k.size else k
             if bad.size:
-                raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {d} with size {size}")
+                raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {j} with size {size}")
+            j += 1
 
 
 def index(a: Tensor, key: tuple, indices: tuple, masks: Sequence[tuple] = ()) -> Tensor:
@@ -487,12 +491,38 @@ def index(a: Tensor, key: tuple, indices: tuple, masks: Sequence[tuple] = ()) ->
     for mask, dim in masks:
         _check_mask(a, mask, dim)
     _check_index(a, key)
-    data = a._data[key]
-    if _c_ordered(a._data):  # torch lays the result out as its input; numpy moves indexed dims first
-        data = contiguous_strides(data)
+    data = _index_layout(a._data, key, a._data[key])
     out = _out(data, a)
     if node is not None:
         record(node, (a,), out)
+    return out
+
+
+def _index_layout(src: np.ndarray, key: tuple, data: np.ndarray) -> np.ndarray:
+    """`data` (numpy's `src[key]`) laid out as torch's index kernel lays it out: TensorIterator orders the result's
+    dims by the strides of `src` restrided to the result (0 across the index dims) and of the broadcast index
+    tensors (0 across the other dims), skipping a pair of dims where an operand has stride 0."""
+    adv = [d for d, k in enumerate(key) if isinstance(k, np.ndarray)]
+    if data.ndim < 2 or not adv or any(key[d].dtype == np.bool_ for d in adv):
+        return contiguous_strides(data) if data.ndim >= 2 and _c_ordered(src) else data
+    if src.flags.c_contiguous and all(key[d].ndim <= 1 for d in adv):  # the common case: C order, as computed below
+        return contiguous_strides(data)
+    idx = np.broadcast_arrays(*[key[d] for d in adv])
+    rest = [d for d in range(src.ndim) if d not in adv]
+    at = adv[0] if adv == list(range(adv[0], adv[-1] + 1)) else 0  # not adjacent: torch moves them to the front
+    before, after = [d for d in rest if d < at], [d for d in rest if d >= at]
+    item = src.itemsize
+    src_strides = tuple(src.strides[d] for d in before) + (0,) * idx[0].ndim + tuple(src.strides[d] for d in after)
+    idx_item = idx[0].itemsize
+    operands = [np.lib.stride_tricks.as_strided(src, data.shape, src_strides)]
+    for i in idx:
+        strides = (0,) * len(before) + tuple(s // idx_item * item for s in i.strides) + (0,) * len(after)
+        operands.append(np.lib.stride_tricks.as_strided(src, data.shape, strides))
+    strides = _layout_strides(data.shape, tuple(operands))
+    if tuple(s * data.itemsize for s in strides) == data.strides:
+        return data
+    out = empty_strided(data.shape, strides, data.dtype)
+    np.copyto(out, data)
     return out
 
 

@@ -45,7 +45,7 @@ def _make_grads(outputs: Sequence[Any], grads: Sequence[Any]) -> tuple:
     from .. import _factories
 
     new_grads = []
-    for i, (out, grad) in enumerate(zip(outputs, grads, strict=False)):
+    for out, grad in zip(outputs, grads, strict=False):
         if isinstance(out, GradientEdge):
             meta = out.node._input_metadata[out.output_nr]
             out_size, out_dtype, out_device = tuple(meta.shape), meta.dtype, meta.device
@@ -53,8 +53,8 @@ def _make_grads(outputs: Sequence[Any], grads: Sequence[Any]) -> tuple:
         elif isinstance(out, Tensor):
             out_size, out_dtype, out_device = tuple(out.shape), out.dtype, out._device
             out_requires_grad = out.requires_grad
-        else:
-            raise TypeError(f"element {i} of tensors must be a tensor or a GradientEdge")
+        else:  # torch's Python _make_grads asserts this before its C++ engine could name the element
+            raise AssertionError("Expected output to be a torch.Tensor")
         if isinstance(grad, Tensor):
             if tuple(grad.shape) != out_size:
                 # torch's message finds the positions with grads.index(grad) and outputs.index(out), which compare

@@ -5,7 +5,17 @@ from . import functional, init, parallel, utils
 from . import module as _module
 from . import modules as _modules
 from ._dropout import Dropout1d, Dropout2d, Dropout3d
-from .layers import AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, MaxPool2d
+from .layers import (
+    AdaptiveAvgPool2d,
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
+    Conv1d,
+    Conv2d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    MaxPool2d,
+)
 from .losses import BCELoss, HuberLoss, SmoothL1Loss
 from .module import Module
 from .modules import (
@@ -18,6 +28,7 @@ from .modules import (
     Identity,
     L1Loss,
     LayerNorm,
+    LeakyReLU,
     Linear,
     LogSoftmax,
     ModuleDict,
@@ -45,9 +56,9 @@ _modules.module = _module  # torch.nn.modules.module: where torch keeps the glob
 
 __all__ = [
     "functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Linear",
-    "ReLU", "Tanh", "Sigmoid", "GELU", "Softmax", "LogSoftmax", "Flatten", "Identity", "Dropout", "Dropout1d",
-    "Dropout2d", "Dropout3d", "Embedding",
-    "LayerNorm", "Conv1d", "Conv2d", "MaxPool2d", "AvgPool2d",
+    "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "GELU", "Softmax", "LogSoftmax", "Flatten", "Identity", "Dropout",
+    "Dropout1d", "Dropout2d", "Dropout3d", "Embedding",
+    "LayerNorm", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d",
     "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "LSTMCell", "LSTM", "GRUCell", "GRU", "MultiheadAttention",
     "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
     "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss",

@@ -1,5 +1,5 @@
-"""`engine.nn.functional`'s CNN layers (conv1d, conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, batch_norm) and
-scaled_dot_product_attention, declared on the dispatch point.
+"""`engine.nn.functional`'s CNN layers (conv1d, conv2d, conv_transpose1d/2d, max_pool2d, avg_pool2d,
+adaptive_avg_pool2d, batch_norm) and scaled_dot_product_attention, declared on the dispatch point.
 
 engine/nn/functional.py imports this module before it builds its table, so these names are part of it.
 """
@@ -25,6 +25,22 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
            dilation: Any = 1, groups: int = 1) -> Tensor:
     """2-d convolution of (N, C, H, W) or (C, H, W) → ConvolutionBackward0."""
     return conv.conv_nd("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+@public("conv_transpose1d", functional=True)
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+                     output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Tensor:
+    """1-d transposed convolution of (N, C, L) or (C, L) → ConvolutionBackward0."""
+    return conv.conv_transpose_nd("conv_transpose1d", 1, input, weight, bias, stride, padding, output_padding, groups,
+                                  dilation)
+
+
+@public("conv_transpose2d", functional=True)
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+                     output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Tensor:
+    """2-d transposed convolution of (N, C, H, W) or (C, H, W) → ConvolutionBackward0."""
+    return conv.conv_transpose_nd("conv_transpose2d", 2, input, weight, bias, stride, padding, output_padding, groups,
+                                  dilation)
 
 
 def _ints(value: Any) -> tuple:

@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import _ops, _random
 from .._dispatch import public, table
+from .._ops import leaky_relu as _leaky_relu
 from .._ops import nn_extra
 from .._tensor import Tensor
 from . import _dropout, _functional_more  # noqa: F401 - declare their entries before the table below is built
@@ -64,9 +65,28 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
 
 @public("relu", functional=True)
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
-    """max(input, 0) → ReluBackward0."""
-    _unsupported(inplace=inplace)
-    return _ops.relu(input)
+    """max(input, 0) → ReluBackward0 (in place: torch.relu_, whose ReluBackward0 saves the written result)."""
+    return _leaky_relu.relu_(input) if inplace else _ops.relu(input)
+
+
+@public("relu_", functional=True)
+def relu_(input: Tensor) -> Tensor:
+    """max(input, 0) in place → ReluBackward0."""
+    return _leaky_relu.relu_(input)
+
+
+@public("leaky_relu", functional=True)
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """max(input, 0) + negative_slope * min(input, 0) → LeakyReluBackward0 (in place: LeakyReluBackward1)."""
+    if inplace:
+        return _leaky_relu.leaky_relu_(input, negative_slope)
+    return _leaky_relu.leaky_relu(input, negative_slope)
+
+
+@public("leaky_relu_", functional=True)
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """leaky_relu in place → LeakyReluBackward1."""
+    return _leaky_relu.leaky_relu_(input, negative_slope)
 
 
 @public("sigmoid", functional=True)

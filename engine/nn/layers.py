@@ -1,6 +1,6 @@
-"""engine.nn's CNN layers (Conv1d, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm1d/2d), with PyTorch
-2.13's constructor arguments, defaults, attributes and reprs. Each forward calls engine.nn.functional, so a module
-records what its functional form does.
+"""engine.nn's CNN layers (Conv1d, Conv2d, ConvTranspose1d/2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d,
+BatchNorm1d/2d), with PyTorch 2.13's constructor arguments, defaults, attributes and reprs. Each forward calls
+engine.nn.functional, so a module records what its functional form does.
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ def _reverse_repeat_tuple(t: tuple, n: int) -> tuple:
 
 class _ConvNd(Module):
     _nd = 0
+    _transposed = False
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
                  dilation: Any = 1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
@@ -56,7 +57,7 @@ class _ConvNd(Module):
                              f"padding_mode='{padding_mode}'")
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
-        self.transposed, self.output_padding = False, (0,) * nd
+        self.transposed, self.output_padding = self._transposed, (0,) * nd
         self.groups, self.padding_mode = groups, padding_mode
         if isinstance(self.padding, str):
             self._reversed_padding_repeated_twice = [0, 0] * len(kernel_size)
@@ -68,7 +69,8 @@ class _ConvNd(Module):
                     self._reversed_padding_repeated_twice[2 * i + 1] = total - left
         else:
             self._reversed_padding_repeated_twice = list(_reverse_repeat_tuple(self.padding, 2))
-        self.weight = Parameter(_empty(out_channels, in_channels // groups, *kernel_size, device=device, dtype=dtype))
+        channels = (in_channels, out_channels // groups) if self._transposed else (out_channels, in_channels // groups)
+        self.weight = Parameter(_empty(*channels, *kernel_size, device=device, dtype=dtype))
         if bias:
             self.bias = Parameter(_empty(out_channels, device=device, dtype=dtype))
         else:
@@ -118,6 +120,40 @@ class Conv1d(_ConvNd):
 
 class Conv2d(_ConvNd):
     """2-d convolution over (N, C, H, W) or (C, H, W) → ConvolutionBackward0."""
+
+    _nd = 2
+
+
+class _ConvTransposeNd(_ConvNd):
+    _transposed = True
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 output_padding: Any = 0, groups: int = 1, bias: bool = True, dilation: Any = 1,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {self.__class__.__name__}')
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
+                         device, dtype)
+        self.output_padding = _ntuple(output_padding, self._nd)
+
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:
+        if output_size is not None:
+            raise NotImplementedError("agdb's engine does not implement ConvTranspose's output_size= (torch derives "
+                                      "output_padding from it); pass output_padding, or run the program on real "
+                                      "torch with `agdb torch SCRIPT`")
+        conv = F.conv_transpose1d if self._nd == 1 else F.conv_transpose2d
+        return conv(input, self.weight, self.bias, self.stride, self.padding, self.output_padding, self.groups,
+                    self.dilation)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """1-d transposed convolution over (N, C, L) or (C, L) → ConvolutionBackward0."""
+
+    _nd = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """2-d transposed convolution over (N, C, H, W) or (C, H, W) → ConvolutionBackward0."""
 
     _nd = 2
 

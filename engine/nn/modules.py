@@ -276,6 +276,18 @@ class ReLU(Module):
         return "inplace=True" if self.inplace else ""
 
 
+class LeakyReLU(Module):
+    def __init__(self, negative_slope: float = 1e-2, inplace: bool = False) -> None:
+        super().__init__()
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}{', inplace=True' if self.inplace else ''}"
+
+
 class Tanh(Module):
     def forward(self, input: Tensor) -> Tensor:
         return F.tanh(input)

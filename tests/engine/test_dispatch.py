@@ -274,8 +274,8 @@ code in torch too, outside its dispatcher)."""
 NOT_OPS_TENSOR = {"backward", "register_hook", "register_post_accumulate_grad_hook", "retain_grad",
                   "requires_grad_", "dim", "size", "numel", "nelement", "stride", "is_contiguous",
                   "is_floating_point", "item", "tolist", "numpy", "requires_grad", "is_leaf", "grad", "retains_grad",
-                  "output_nr", "shape", "dtype", "device", "ndim", "_version", "is_inference", "grad_fn", "_base",
-                  "_is_view", "_is_zerotensor", "_set_data"}
+                  "output_nr", "shape", "dtype", "device", "is_cuda", "is_xpu", "ndim", "_version", "is_inference",
+                  "grad_fn", "_base", "_is_view", "_is_zerotensor", "_set_data"}
 """Tensor methods and properties that are autograd's API or read metadata and Python values (and the setter
 of `.data`)."""
 

@@ -40,10 +40,7 @@ step (Adam's m / sqrt(v) above all) magnifies those last-bit differences where a
 SCALED_ATOL = 1e-3
 """Absolute tolerance as a fraction of the array's largest magnitude (at least 1), for the same reason."""
 
-KNOWN_GAPS: dict[str, str] = {
-    "dcgan": ("the generator is five nn.ConvTranspose2d layers and the discriminator uses nn.LeakyReLU, which the "
-              "engine lacks (its forward also reads Tensor.is_xpu, which the engine's Tensor has not)"),
-}
+KNOWN_GAPS: dict[str, str] = {}
 """Programs that do not yet run on the engine as on torch, and why (each xfails strictly)."""
 
 

@@ -17,7 +17,9 @@ INPLACE: dict[str, tuple[tuple[str, ...], bool, bool, str, float]] = {
     "pow_": (("{0}.pow_(2)",), False, False, "", 0.5),
     "exp_": (("{0}.exp_()",), False, False, "pos", 0.5),
     "neg_": (("{0}.neg_()",), False, False, "", 0.3),
-    "relu_": (("{0}.relu_()",), False, False, "", 1),
+    "relu_": (("{0}.relu_()", "t.relu_({0})", "t.nn.functional.relu({0}, inplace=True)"), False, False, "", 1),
+    "leaky_relu_": (("t.nn.functional.leaky_relu_({0}, 0.2)", "t.nn.functional.leaky_relu({0}, 0.1, inplace=True)",
+                     "t.nn.LeakyReLU(0.2, inplace=True)({0})"), False, False, "", 0.7),
     "sigmoid_": (("{0}.sigmoid_()",), False, False, "pos", 0.5),
     "tanh_": (("{0}.tanh_()",), False, False, "", 0.5),
     "abs_": (("{0}.abs_()",), False, False, "", 0.3),
@@ -36,7 +38,7 @@ INPLACE: dict[str, tuple[tuple[str, ...], bool, bool, str, float]] = {
 }
 
 
-REFUSED_INPLACE = ("pow_", "exp_", "neg_", "relu_", "sigmoid_", "tanh_", "abs_", "sqrt_", "clamp_", "t_",
+REFUSED_INPLACE = ("pow_", "exp_", "neg_", "sigmoid_", "tanh_", "abs_", "sqrt_", "clamp_", "t_",
                    "unsqueeze_")
 """In-place ops the engine refuses with NotImplementedError (engine/_inplace.py): see ABSENT."""
 

@@ -56,7 +56,10 @@ ABSENT: dict[str, str] = {
                    "smooth_l1_loss or huber_loss: their second-order nodes compute in numpy and refuse create_graph "
                    "with NotImplementedError (engine/_ops/nn_extra.py, losses.py); a program stops being compared "
                    "there (interpret._refused_on_purpose)",
-    "refused_inplace": "Tensor.pow_, exp_, neg_, relu_, sigmoid_, tanh_, abs_, sqrt_, clamp_, t_ and unsqueeze_ "
+    "conv_create_graph": "create_graph through a (transposed) convolution: torch records ConvolutionBackwardBackward0, "
+                         "which the engine refuses with NotImplementedError (engine/_ops/conv.py); a program stops "
+                         "being compared there (interpret._refused_on_purpose)",
+    "refused_inplace": "Tensor.pow_, exp_, neg_, sigmoid_, tanh_, abs_, sqrt_, clamp_, t_ and unsqueeze_ "
                        "raise NotImplementedError on purpose (engine/_inplace.py)",
 }
 """Surface the engine refuses on purpose (not a wrong answer): never drawn, whatever `known_gaps` says.

@@ -23,6 +23,8 @@ UNARY: dict[str, tuple[tuple[str, ...], str, str, float]] = {
     "tanh": (("{0}.tanh()", "t.tanh({0})", "t.nn.functional.tanh({0})"), "any", "", 3),
     "sigmoid": (("{0}.sigmoid()", "t.sigmoid({0})"), "any", "pos", 3),
     "relu": (("{0}.relu()", "t.relu({0})", "t.nn.functional.relu({0})"), "any", "", 4),
+    "leaky_relu": (("t.nn.functional.leaky_relu({0})", "t.nn.functional.leaky_relu({0}, 0.2)",
+                    "t.nn.LeakyReLU(0.3)({0})"), "any", "", 1),
     "gelu": (("t.nn.functional.gelu({0})", 't.nn.functional.gelu({0}, approximate="tanh")'), "any", "", 1),
     "sqrt": (("{0}.sqrt()", "t.sqrt({0})"), "pos", "pos", 1),
     "abs": (("{0}.abs()", "abs({0})"), "any", "", 1),

@@ -1,7 +1,7 @@
 """The recurrent and attention layers as fuzzer statement kinds: GRUCell, LSTM, GRU, MultiheadAttention,
 TransformerEncoderLayer, TransformerDecoderLayer and Transformer with written-out float64 weights,
 F.scaled_dot_product_attention (its fused CPU node and its math path), channel dropout in its deterministic
-settings, and a round trip through float16.
+settings, a round trip through float16, and transposed convolutions.
 
 A layer is a "module" variable like the module kind's (an optimizer or the train kind may take it); calling one goes
 through call_layer.
@@ -26,6 +26,8 @@ def layer(g: Generator) -> None:
         _channel_dropout(g)
     elif g.chance(0.1):
         _half(g)
+    elif g.chance(0.25):
+        _conv_transpose(g)
     elif mods and g.chance(0.5):
         call_layer(g, g.pick_item(mods))
     else:
@@ -174,3 +176,26 @@ def _half(g: Generator) -> None:
                       "t.tanh({0}.half())", "{0}.half().sigmoid()"])
     out = g.derived(x.shape, "f64", x)
     g.emit("layer", "half", f"{{out0}} = ({op}).double()", [x], [out])
+
+
+def _conv_transpose(g: Generator) -> None:
+    """conv_transpose1d of a (N, C, L) tensor, conv_transpose2d of a (N, C, H, W) or unbatched (C, H, W) one:
+    one ConvolutionBackward0 with transposed=True (unbatched: Unsqueeze/Squeeze around it)."""
+    x = g.pick(lambda v: v.dtype == "f64" and v.shape is not None and len(v.shape) in (3, 4)
+               and all(0 < d <= 4 for d in v.shape)) or g.leaf((2, 3, 2))
+    n = len(x.shape)
+    nd = 2 if n == 4 or g.chance(0.5) else 1
+    batched = n == nd + 2
+    c = x.shape[1] if batched else x.shape[0]
+    stride = g.pick_item([1, 2])
+    out_pad = g.pick_item([0, stride - 1])
+    spatial = tuple((d - 1) * stride + 2 + out_pad for d in x.shape[n - nd:])
+    w = g.leaf((c, 2) + (2,) * nd, rg=g.chance(0.7))
+    ins = [x, w]
+    bias = "None"
+    if g.chance(0.5):
+        ins.append(g.leaf((2,), rg=g.chance(0.7)))
+        bias = "{2}"
+    out = g.derived(((x.shape[0],) if batched else ()) + (2,) + spatial, "f64", *ins)
+    g.emit("layer", f"conv_transpose{nd}d", f"{{out0}} = t.nn.functional.conv_transpose{nd}d({{0}}, {{1}}, {bias}, "
+           f"{stride}, 0, {out_pad})", ins, [out])

@@ -1,0 +1,188 @@
+"""Three classes of fuzz seed 64014 (tests/fuzz/FINDINGS.md), one program each, run on engine and torch by
+test_fuzz_classes_more_parity.py. The comments name what differed.
+
+Each is `fn(t, p)` (see parity.py).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+PROGRAMS: dict[str, Callable] = {}
+
+
+def program(name: str):
+    def register(fn: Callable) -> Callable:
+        PROGRAMS[name] = fn
+        return fn
+    return register
+
+
+@program("autograd.backward of a non-tensor output: _make_grads' AssertionError")
+def _backward_none(t, p):
+    # the engine raised TypeError "element 0 of tensors must be a tensor or a GradientEdge" (the C++ engine's
+    # check, which torch's Python _make_grads never lets a non-tensor reach)
+    x = p.leaf("x", [1.0, 2.0])
+    cases = {
+        "(None, None)": lambda: t.autograd.backward((None, None)),
+        "(None,)": lambda: t.autograd.backward((None,)),
+        "None": lambda: t.autograd.backward(None),
+        "[x * 2, None]": lambda: t.autograd.backward([x * 2, None]),
+        "(None, x * 2)": lambda: t.autograd.backward((None, x * 2)),
+        "(0.5, x.sum())": lambda: t.autograd.backward((0.5, x.sum())),
+        "grad (None, None)": lambda: t.autograd.grad((None, None), [x]),
+        "grad with grad_outputs": lambda: t.autograd.grad((None,), [x], grad_outputs=(t.ones(2),)),
+    }
+    for tag, case in cases.items():
+        p.run(tag, case)
+        p.counter(tag)
+
+
+class _ScaleMul:
+    """The fuzzer's two-output Function, made for the module `t` under test."""
+
+    @staticmethod
+    def make(t):
+        class ScaleMul(t.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, y, alpha, square):
+                ctx.save_for_backward(x, y)
+                ctx.alpha, ctx.square = alpha, square
+                prod = x * y
+                return x * alpha + y, (prod * prod if square else prod)
+
+            @staticmethod
+            def backward(ctx, g_lin, g_prod):
+                x, y = ctx.saved_tensors
+                factor = 2 * x * y if ctx.square else 1
+                return g_lin * ctx.alpha + g_prod * factor * y, g_lin + g_prod * factor * x, None, None
+        return ScaleMul
+
+
+@program("norm's grad keeps self's layout: a custom Function's create_graph backward through a batch_first LSTM")
+def _norm_layout_through_lstm(t, p):
+    # fuzz seed 64014199266: the grad of norm() was laid out C-contiguous on the engine (torch's formula writes
+    # self / norm in place, keeping the layout of self, here a batch_first LSTM's transposed output), so the
+    # Function's grad for its Linear input viewed where torch clones (CloneBackward0, UnsafeViewBackward0): the
+    # engine took one seq_nr fewer
+    scale_mul = _ScaleMul.make(t)
+    v1 = p.const([[[1.0, 2.0, -3.0], [4.0, -5.0, -6.0]], [[7.0, -8.0, -9.0], [10.0, 11.0, 12.0]],
+                  [[13.0, 14.0, 15.0], [16.0, -17.0, -18.0]]])
+    lstm = t.nn.LSTM(3, 2, batch_first=True, dtype=t.float64)
+    lstm.load_state_dict({
+        "weight_ih_l0": p.const([[-1.64, 1.28, 0.72], [0.48, -1.78, 1.15], [1.61, -1.56, -1.78], [-0.39, 0.43, -0.34],
+                                 [-1.78, -1.9, -0.43], [0.13, -0.29, 0.15], [0.4, 0.35, 1.43], [1.16, -1.91, -1.88]]),
+        "weight_hh_l0": p.const([[-1.07, 0.38], [-1.22, -0.75], [0.11, 0.88], [0.35, 1.74], [-1.33, -1.85],
+                                 [1.8, -0.74], [-0.16, -1.45], [-1.34, -1.14]]),
+        "bias_ih_l0": p.const([-1.34, 0.18, 0.65, -1.23, -1.56, 1.64, 0.35, 0.37]),
+        "bias_hh_l0": p.const([1.68, 1.81, 0.54, 1.26, -0.48, -0.71, 0.59, 0.56])})
+    lin = t.nn.Linear(3, 2, dtype=t.float64)
+    lin.load_state_dict({"weight": p.const([[-0.45, -1.52, 1.61], [0.35, -1.18, 1.46]]),
+                         "bias": p.const([0.95, 0.21])})
+    v3 = lstm(v1)[0]
+    v5 = lin(v1)
+    v6, v7 = scale_mul.apply(v3, v5, -1.5, True)
+    v8 = v6.norm()
+    p.watch(v8, hooks="new", tag="graph")
+    p.run("backward", lambda: v8.backward(create_graph=True))
+    p.counter("backward")
+    params = (*lstm.parameters(), *lin.parameters())
+    p.value("grads", tuple(q.grad for q in params))
+    p.watch(*(q.grad for q in params), hooks="new", tag="grads' graph")
+    for ord_ in (2, 3, 1.5, 0.5, 1):
+        x = v3.detach().requires_grad_()
+        g, = t.autograd.grad(x.norm(ord_) * 1, x, create_graph=True)
+        p.value(f"norm({ord_}) grad", (g, g.stride()))
+        p.counter(f"norm({ord_})")
+
+
+@program("advanced indexing of an expanded or permuted tensor: torch's result layout, and Linear's fold")
+def _index_layout(t, p):
+    # the engine kept numpy's layout for `x[idx]` of an expanded 4-d tensor (strides (36, 4, 1, 12)); torch's index
+    # kernel writes it C-contiguous there, so F.linear folds it (ViewBackward0, AddmmBackward0) where the engine
+    # took the matmul path (AddBackward0)
+    w = p.leaf("w", [[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]])
+    b = p.leaf("b", [0.1, 0.2])
+    base = p.leaf("base", [[1.0, 2.0, 3.0]])
+    y = t.nn.functional.linear(base.expand(2, 3, 4, 3)[t.tensor([0, 1])], w, b)
+    p.watch(y)
+    p.value("y", (y, y.stride()))
+    p.run("backward", lambda: y.sum().backward())
+    p.value("grads", (w.grad, b.grad, base.grad))
+    i2, i22 = t.tensor([0, 1]), t.tensor([[0, 1], [1, 0]])
+    sources = {
+        "contiguous": lambda: t.arange(24.).reshape(2, 3, 4),
+        "transposed": lambda: t.arange(24.).reshape(2, 3, 4).transpose(0, 2),
+        "permuted": lambda: t.arange(24.).reshape(2, 3, 4).permute(1, 2, 0),
+        "expanded last": lambda: t.arange(4.).reshape(1, 1, 4).expand(2, 3, 4),
+        "expanded middle": lambda: t.arange(3.).reshape(1, 3, 1).expand(2, 3, 4),
+        "expanded, transposed": lambda: t.arange(6.).reshape(2, 1, 3).expand(2, 4, 3).transpose(0, 2),
+        "sliced": lambda: t.arange(48.).reshape(2, 3, 8)[:, :, ::2],
+    }
+    keys = {"[i]": (i2,), "[:, i]": (slice(None), i2), "[..., i]": (Ellipsis, i2), "[i, i]": (i2, i2),
+            "[i, :, i]": (i2, slice(None), i2), "[mask]": (t.tensor([True, False]),),
+            "[:, 2-d mask]": (slice(None), t.tensor([[True, False, True, False]] * 3)),
+            "[2-d i]": (i22,), "[:, 2-d i.t()]": (slice(None), i22.t()),
+            "[i.t(), :, 2-d i]": (i22.t(), slice(None), i22),
+            "[column i, :, i]": (i2.reshape(2, 1), slice(None), i2)}
+    for sname, make in sources.items():
+        for kname, key in keys.items():
+            p.run(f"{sname}{kname}", lambda make=make, key=key: _layout(make()[key]))
+
+
+def _layout(r):
+    return tuple(r.shape), r.stride()
+
+
+@program("maximum's grad keeps where's layout: a leaf's grad through a transposed view is stolen, version 0")
+def _maximum_grad_layout(t, p):
+    # fuzz seed 730202192993: the engine's maximum formula laid its grad out C-contiguous (an out-of-place
+    # masked_fill) where torch's masked_fill_ keeps where's layout; through a transpose the leaf's grad then came
+    # non-contiguous, and AccumulateGrad copied it (version 1) where torch's stole it (version 0). v6's grad, the
+    # sum of that permuted grad to (3, 1, 1), has torch's contiguous strides at its size-1 dims: (1, 1, 1)
+    for order in ("v6, v5", "v5, v6"):
+        v1 = p.leaf(f"v1 {order}", [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+        v5 = t.unsqueeze(v1.div(p.const([[1.0], [2.0]])).transpose(1, 0), 1)
+        v6 = p.leaf(f"v6 {order}", [[[1.0]], [[2.0]], [[3.0]]])
+        out = v6.maximum(v5) if order == "v6, v5" else t.maximum(v5, v6)
+        v5.register_hook(lambda g: p.value("v5 grad layout", (g.stride(), g._version)))
+        p.watch(out)
+        p.run("backward", lambda out=out: out.sum().backward())
+        p.made("grads", v1.grad, v6.grad)
+        p.value("strides", (v1.grad.stride(), v6.grad.stride()))  # v6's: a sum's strides at size-1 dims
+
+
+@program("advanced indexing's bounds error numbers the index tensors, not the dims they index")
+def _index_bounds_dim(t, p):
+    # fuzz seed 730402194242: `x[:, t.tensor([2, 3])]` on a (2, 3, 4) x: torch "... for dimension 0 with size 3"
+    # (the kernel's index number), the engine named dimension 1
+    x = p.leaf("x", [[[float(i + 4 * j + 12 * k) for i in range(4)] for j in range(3)] for k in range(2)])
+    cases = {
+        "[:, i]": lambda: x[:, t.tensor([2, 3])],
+        "[i, i]": lambda: x[t.tensor([0]), t.tensor([5])],
+        "[:, :, i]": lambda: x[:, :, t.tensor([7])],
+        "[i, :, i]": lambda: x[t.tensor([0]), :, t.tensor([7])],
+        "[..., i]": lambda: x[..., t.tensor([9])],
+        "[:, 2-d i]": lambda: x[:, t.tensor([[1, 3], [0, 0]])],
+        "set [:, i]": lambda: x.detach().clone().__setitem__((slice(None), t.tensor([3])), 1.0),
+        "set [i, :, i]": lambda: x.detach().clone().__setitem__((t.tensor([0]), slice(None), t.tensor([7])), 1.0),
+    }
+    for tag, case in cases.items():
+        p.run(tag, case)
+        p.counter(tag)
+
+
+@program("a write through a mask or index into a ZeroTensor grad is refused, whatever the mask selects")
+def _zerotensor_setitem(t, p):
+    # fuzz seed 730402192751: sgn's grad is a ZeroTensor; `g[g > 0.5] = 2.0` selects nothing, and torch still
+    # refuses it ("ZeroTensors are immutable"), where the engine wrote nothing and bumped the version
+    v1 = p.leaf("v1", [[1.0, -2.0], [-3.0, 4.0], [5.0, 6.0]])
+    writes = {
+        "mask selecting nothing": lambda g: g.__setitem__(g > 0.5, 2.0),
+        "mask selecting all": lambda g: g.__setitem__(g < 0.5, 2.0),
+        "index": lambda g: g.__setitem__(t.tensor([0]), 1.0),
+        "mask of the wrong shape": lambda g: g.__setitem__(t.tensor([True, False]), 1.0),
+    }
+    for tag, write in writes.items():
+        g, = t.autograd.grad(v1.sgn().sum(), [v1])
+        p.run(tag, lambda g=g, write=write: write(g))
+        p.made(tag, g)
