@@ -28,8 +28,17 @@ OTHER_PROGRAMS: dict[str, Callable] = {
 }
 
 
+_VIEW_RESULT = ("relu_/leaky_relu_ on a view: torch's node inside CopySlices saves the view itself (a pack hook sees "
+                "it with its regenerated AsStridedBackward0), the engine saves a copy of the written value (the hook "
+                "sees ReluBackward0/LeakyReluBackward1); engine/_ops/leaky_relu.py _inplace")
+KNOWN_GAPS = {"parity_gan_layers:gan_relu_inplace_on_view": _VIEW_RESULT,
+              "parity_gan_layers:gan_leaky_relu_inplace_on_view": _VIEW_RESULT}
+"""Programs whose pack and unpack calls still differ from torch's, and why (each xfails strictly)."""
+
+
 @pytest.mark.torch
-@pytest.mark.parametrize("name", sorted(OTHER_PROGRAMS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[n]))
+                                  if n in KNOWN_GAPS else n for n in sorted(OTHER_PROGRAMS)])
 def test_program_matches_torch_under_saved_tensor_hooks(name: str) -> None:
     """Every parity program under logging saved_tensors_hooks: the same pack and unpack calls, in the same order,
     with the same tensors and grad mode, and otherwise the same events as torch."""
