@@ -14,7 +14,7 @@ from agdb.tracer.replay.node_states import STATES
 from agdb.tracer.replay.replay import EngineState
 from agdb.tracer.store.printable import printable
 from agdb.tracer.store.trace import Trace
-from agdb.tracer.views.graph_model import LEGEND, VIEWS, View, graph_model
+from agdb.tracer.views.graph_model import VIEWS, View, graph_model
 from agdb.tracer.views.model import (
     GRAPH_KINDS,
     LARGE,
@@ -119,20 +119,23 @@ def _cluster_lines(model: GraphModel, c: Cluster, blocks: list[tuple[int, np.nda
                    inner: list[str] = ()) -> list[str]:  # type: ignore[assignment]
     """A cluster (its members split by `_rows_by_block`) with its boxes, the clusters drawn inside it (`inner`, their
     lines) and the arrows that order them; the legend's, the same in every picture, once."""
-    is_legend = len(blocks) == 1 and model.nodes[blocks[0][0]] is LEGEND and len(blocks[0][1]) == len(LEGEND)
-    if is_legend and _LEGEND_LINES:
-        return _LEGEND_LINES
+    block = model.nodes[blocks[0][0]] if len(blocks) == 1 else None
+    legend = id(block) if block is not None and block.kind == "legend" and len(blocks[0][1]) == len(block) else None
+    if legend in _LEGEND_LINES:
+        return _LEGEND_LINES[legend]
     lines = [f'  subgraph cluster_{c.id} {{ label="{_q(c.label)}"; {_CLUSTER_STYLE[c.kind]}']
     lines.extend(_box_text(model.nodes[b].take(rows)) for b, rows in blocks)
     lines.extend(inner)
     lines.extend(_edge_text(e, ids, "    ") for e in model.edges if e.kind == "order" and e.cluster == c.id)
     lines.append("  }")
-    if is_legend:
-        _LEGEND_LINES[:] = lines
+    if legend is not None:
+        _LEGEND_LINES[legend] = lines
     return lines
 
 
-_LEGEND_LINES: list[str] = []
+_LEGEND_LINES: dict[int, list[str]] = {}
+"""A legend's lines by its block's id: graph_model's legends are made once per set of states (`_legend_of`) and
+live as long as the process, so an id names one legend for good."""
 
 
 # -- boxes ----------------------------------------------------------------------------------------------------

@@ -501,8 +501,8 @@ def _legend(states: np.ndarray | None = None, has_accumulation: bool = True) -> 
 
 @functools.cache
 def _legend_of(used: tuple[int, ...], has_accumulation: bool) -> NodeBlock:
-    """The legend of these states (a few hundred combinations at most: one block each, made once, so that the
-    DOT renderer's cache of the full legend's lines still sees the same block)."""
+    """The legend of these states (a few hundred combinations at most: one block each, made once and kept, so
+    that the DOT renderer can keep each legend's lines by its block: dot.py's _LEGEND_LINES)."""
     keys = (*(STATES[s] for s in used), *(("accumulation",) if has_accumulation else ()))
     accumulation = ("⊕ sums grads / AccumulateGrad",) if has_accumulation else ()
     texts = (*(STATE_TEXT[STATES[s]] for s in used), *accumulation)
