@@ -7,7 +7,7 @@ difference:
 - node names: the node that took each relative seq_nr;
 - seq_nr assignment: how many numbers each thread took, and where one run took more (a shift: "B took one
   more seq_nr at model.py:12, so every later seq_nr is one higher");
-- culprit lines: the line blamed for each relative seq_nr (by line number and source text: _line_key);
+- culprit lines: the line blamed for each relative seq_nr (by source text, else file and line: _line_key);
 - graph edges: each node's next edges (children by relative seq_nr; an AccumulateGrad by its name only, not its
   leaf's: a leaf bound only in a function that returned before the backward call has a name on the engine and
   none on the bridge, NOTE [leaf names]), for the nodes whose edges both traces have (a bridge knows a
@@ -33,8 +33,6 @@ from typing import Any, Callable, Protocol, Sequence, TypeVar
 from agdb.tracer.store.schema import UINT64_MAX, Kind, short_name
 
 ASPECTS = ("node names", "seq_nr assignment", "culprit lines", "graph edges", "execution order")
-_SHIFTS = (1, -1, 2, -2, 3, -3)
-"""Shifts tried when explaining where two runs' seq_nrs part (extra or missing numbers)."""
 
 
 ALIGN_MOST = 1_000
