@@ -203,9 +203,7 @@ def _saved_records(node: Node) -> Any:
             return keep_outputs_unowned(node, node_saved_versions(node))
         grad_fn = t._grad_fn if t._view is None else t.grad_fn
         if grad_fn is node:  # its own output: kept unowned (keep_outputs_unowned; no inference tensor here)
-            alias = make_tensor(t._data, False, t._device)
-            if t._zerotensor:
-                alias._zerotensor = True
+            alias = _unowned(t)
             object.__setattr__(node, name, alias)
             records.append((alias, version_of(t._data) if _version._counters else 0, OWNER, t._output_nr))
         else:
@@ -444,6 +442,7 @@ def _dims(dim: Any, ndim: int) -> tuple[int, ...]:
 
 
 def _dtype_title(a: Tensor) -> str:
+    """torch's scalar type name, as its kernels' messages print it: Float, Long."""
     return {"int64": "Long", "bool": "Bool", "float32": "Float", "float64": "Double", "float16": "Half",
             "int32": "Int"}[a.dtype.name]
 
@@ -465,9 +464,7 @@ def binary_operator(op):
 
 def legacy_type_name(t: Tensor) -> str:
     """PyTorch's legacy type name, as some messages print it: torch.FloatTensor, torch.cuda.DoubleTensor."""
-    kind = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool", "float16": "Half",
-            "int32": "Int"}[t.dtype.name]
-    return ("torch.cuda." if t._device.startswith("cuda") else "torch.") + kind + "Tensor"
+    return ("torch.cuda." if t._device.startswith("cuda") else "torch.") + _dtype_title(t) + "Tensor"
 
 
 def record_outputs(node: Node, inputs: Sequence[Tensor | None], outs: Sequence[Tensor]) -> None:

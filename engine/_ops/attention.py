@@ -128,7 +128,8 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
         return sdpa_math(q, k, v, attn_mask, dropout_p, is_causal, scale)
     mask = attn_mask
     if mask is not None and mask._data.dtype == np.bool_:
-        mask = _out(np.where(mask._data, 0.0, -np.inf).astype(q._data.dtype), q)
+        from .attention_math import _boolean_to_float
+        mask = _boolean_to_float(mask, q)
     if mask is not None:
         target = q._data.shape[:-1] + (k._data.shape[-2],)
         try:

@@ -13,6 +13,12 @@ from .._tensor import Tensor, make_tensor
 from .arith import mul
 
 
+def check_dropout_p(p: float) -> None:
+    """torch's Python-level check of a dropout probability (F.dropout, F.dropout1d/2d/3d, the Dropout modules)."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
 @public("feature_dropout", torch=True)
 def feature_dropout(input: Tensor, p: float, train: bool) -> Tensor:  # noqa: A002 - torch's names
     """input * noise, the noise shaped (N, C, 1, ...) → MulBackward0; the input itself when p == 0, not training

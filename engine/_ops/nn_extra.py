@@ -39,6 +39,7 @@ from ._common import (
 )
 from ._erf import erf as _erf
 from .arith import add, add_scalar, compare, div, div_scalar, mul, mul_scalar, neg, sub
+from .dropout import check_dropout_p
 from .nn import _REDUCTIONS, log_softmax, masked_fill
 from .pointwise import abs as abs_
 from .pointwise import sigmoid
@@ -364,8 +365,7 @@ def embedding_dense_backward(grad: Tensor, indices: Tensor, num_weights: int, pa
 # -- dropout --------------------------------------------------------------------------------------------
 def dropout(a: Tensor, p: float, train: bool, rng: Any) -> Tensor:
     """at::dropout on CPU: the input itself (p == 0, eval, empty), else input * noise → MulBackward0."""
-    if p < 0.0 or p > 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    check_dropout_p(p)
     if not isinstance(a, Tensor):  # the parser's check, after the Python-level one on p
         raise TypeError(f"dropout(): argument 'input' (position 1) must be Tensor, not {type(a).__name__}")
     if p == 0 or not train or a._data.size == 0:

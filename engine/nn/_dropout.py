@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 
 from .._dispatch import public
-from .._ops.dropout import feature_dropout
+from .._ops.dropout import check_dropout_p, feature_dropout
 from .._tensor import Tensor
 from .module import Module
 
@@ -23,11 +23,6 @@ class _VariableFunctions:
 _VF = _VariableFunctions()
 
 
-def _check_p(p: float) -> None:
-    if p < 0.0 or p > 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-
-
 def _no_inplace(inplace: bool) -> None:
     if inplace:
         raise NotImplementedError("agdb's engine does not implement inplace= here; leave it at its default")
@@ -36,7 +31,7 @@ def _no_inplace(inplace: bool) -> None:
 @public("dropout1d", functional=True)
 def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:  # noqa: A002
     """Zero whole channels of a (N, C, L) or (C, L) input → MulBackward0 (with Unsqueeze/Squeeze for (C, L))."""
-    _check_p(p)
+    check_dropout_p(p)
     _no_inplace(inplace)
     inp_dim = input.dim()
     if inp_dim not in (2, 3):
@@ -54,7 +49,7 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:  # noqa: A002
     """Zero whole channels of a (N, C, H, W) input → MulBackward0; other ranks warn as torch does and take the
     same kernel (a 3-D input as (N, C, L))."""
-    _check_p(p)
+    check_dropout_p(p)
     _no_inplace(inplace)
     inp_dim = input.dim()
     if inp_dim not in (3, 4):
@@ -77,7 +72,7 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:  # noqa: A002
     """Zero whole channels of a (N, C, D, H, W) or (C, D, H, W) input → MulBackward0 (with Unsqueeze/Squeeze for
     the unbatched form); other ranks warn as torch does."""
-    _check_p(p)
+    check_dropout_p(p)
     _no_inplace(inplace)
     inp_dim = input.dim()
     if inp_dim not in (4, 5):
@@ -100,8 +95,7 @@ class _DropoutNd(Module):
 
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
-        if p < 0 or p > 1:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        check_dropout_p(p)
         self.p = p
         self.inplace = inplace
 

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from .._dtype import as_dtype, get_default_dtype
+from .._ops.dropout import check_dropout_p
 from .._state import no_grad
 from .._tensor import Tensor, make_tensor
 from . import functional as F
@@ -350,8 +351,7 @@ class Flatten(Module):
 class Dropout(Module):
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
-        if p < 0 or p > 1:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        check_dropout_p(p)
         self.p = p
         self.inplace = inplace
 
