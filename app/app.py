@@ -62,10 +62,10 @@ class AgdbApp(App[None]):
         """Files the user named on the command line: the only ones the source view may open, and only for a
         trace that stores no source of its own (recorded before format version 3)."""
         self.export_rule = export_rule
+        """Where the export key may write (None: anywhere); `agdb serve` gives its tabs a confining rule."""
         self.is_closed_when_empty = False
         """Whether a script whose run recorded nothing closes the TUI at once, for the CLI to say why (`agdb tui`);
         else (`agdb serve`'s tabs) the screen says it."""
-        """Where the export key may write (None: anywhere); `agdb serve` gives its tabs a confining rule."""
         self.failure: str | None = None
         """Why the trace could not be opened, once it could not: the CLI prints it and exits non-zero."""
         self.script_output = ""

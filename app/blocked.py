@@ -45,7 +45,7 @@ class BlockedWatcher:
 
     def __init__(self, signals: Any, stopping: tuple[int, ...]) -> None:
         self.signals, self.stopping = signals, stopping
-        self.save: Callable[[BaseException, dict], int] | None = None
+        self.save: Callable[[BaseException, dict], int | None] | None = None
         """Set by the run: finish the recording with this error, add the meta, save; returns the exit status."""
         self._reader, writer = socket.socketpair()
         writer.setblocking(False)
@@ -84,15 +84,17 @@ class BlockedWatcher:
         meta = {"blocked": {**script_line(frame), "in_backward": _in_backward(frame)}}
         error: BaseException = KeyboardInterrupt() if signum == signal.SIGINT else self.signals.terminated(signum)
         status = 128 + signum
+        saved = True
         try:
-            self.save(error, meta)  # type: ignore[misc]
+            saved = self.save(error, meta) is not None  # type: ignore[misc]
         finally:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
-            _real_exit(status)
+            if saved:  # else the script's os._exit is saving it, and ends the process itself
+                for stream in (sys.stdout, sys.stderr):
+                    try:
+                        stream.flush()
+                    except (OSError, ValueError):
+                        pass
+                _real_exit(status)
 
 
 def _innermost(ident: int | None) -> tuple[Any, int] | None:

@@ -66,7 +66,7 @@ class ProgressLine:
 
     def __init__(self, progress: RunProgress, console: Console, counting: bool = True) -> None:
         self.progress, self.console, self.counting = progress, console, counting
-        self.is_shown = console.is_terminal and not console.is_dumb_terminal
+        self.is_shown = console.is_interactive  # a terminal, not dumb, and not TTY_INTERACTIVE=0 (rank_worker.py)
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._drawn = False

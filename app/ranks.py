@@ -8,6 +8,8 @@ import re
 import sys
 from typing import Any
 
+from agdb.tracer.store.printable import printable
+
 from .commands import fail, load_trace
 
 _RANK_IN_NAME = re.compile(r"\.rank(\d+)\.agdb$")
@@ -43,10 +45,6 @@ def cmd_ranks(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(to_json(read), indent=2))
     else:
-        sys.stdout.write(_printable(to_text(read, paths, missing)))
+        sys.stdout.write(printable(to_text(read, paths, missing), keep_newlines=True))
     return 1 if missing or first_difference(read) is not None else 0
 
-
-def _printable(text: str) -> str:
-    """No terminal escape sequences from a trace's names and lines reach the terminal."""
-    return "".join(ch if ch.isprintable() or ch == "\n" else repr(ch)[1:-1] for ch in text)

@@ -70,6 +70,11 @@ DEFAULT_SOURCE = ScriptSource()
 """agdb's engine, giving the script's `import torch` the engine when its source imports torch."""
 
 
+SaveInPlace = Callable[[BaseException, dict], "int | None"]
+"""`save(error, meta)`: the run finished as ended by `error` and saved, its status; None when it was being saved
+already (app/blocked.py calls it from its watcher thread)."""
+
+
 class OsExitCalled(BaseException):
     """The script called os._exit(status) where agdb must not end: it is stopped there (TUI recording)."""
 
@@ -103,7 +108,7 @@ def run_recorded(script: str, args: list[str], source: ScriptSource = DEFAULT_SO
                  on_os_exit: Callable[[ScriptRun], int] | None = None,
                  capture_output: bool = False,
                  on_script_start: Callable[[], None] | None = None,
-                 on_save_ready: Callable[[Callable[[BaseException, dict], int]], None] | None = None) -> ScriptRun:
+                 on_save_ready: Callable[[SaveInPlace], None] | None = None) -> ScriptRun:
     """Run `script` with `args` as `__main__`, recorded by `source`; the trace is kept if the script fails.
 
     `on_script_start` is called just before the script's code runs, and what it raises counts as the script's
@@ -151,7 +156,7 @@ class _Run:
                  progress: RunProgress | None, no_stdin: bool,
                  on_os_exit: Callable[[ScriptRun], int] | None, capture_output: bool,
                  on_script_start: Callable[[], None] | None = None,
-                 on_save_ready: Callable[[Callable[[BaseException, dict], int]], None] | None = None) -> None:
+                 on_save_ready: Callable[[SaveInPlace], None] | None = None) -> None:
         self.script, self.path, self.args, self.source = script, path, args, source
         self.on_save_ready = on_save_ready
         self.progress = progress if progress is not None else RunProgress()
@@ -397,12 +402,13 @@ def _os_exit_for(pid: int, real_exit: Callable[[int], Any], on_os_exit: Callable
 
 
 def _save_in_place(on_os_exit: Callable[[ScriptRun], int], finished: Callable[..., ScriptRun],
-                   state: dict) -> Callable[[BaseException, dict], int]:
-    """`run_recorded`'s `save(error, meta)` for on_save_ready: the run finished as ended by `error`, once."""
+                   state: dict) -> SaveInPlace:
+    """`run_recorded`'s `save(error, meta)` for on_save_ready: the run finished as ended by `error`, once (None: it
+    was being saved already)."""
 
-    def save(error: BaseException, meta: dict) -> int:
+    def save(error: BaseException, meta: dict) -> int | None:
         if state.get("exiting"):
-            return 1  # os._exit is saving already
+            return None  # os._exit is saving already, and ends the process once it has
         state["exiting"] = True
         run = finished(error, str(error))
         run.trace.meta.update(meta)

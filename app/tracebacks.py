@@ -9,11 +9,17 @@ AGDB_ROOT = Path(__file__).resolve().parents[1]
 _FRAME = re.compile(r'^  File "(?P<path>[^"]*)", line \d+')
 
 
+_PACKAGES = tuple(AGDB_ROOT / p for p in ("engine", "tracer", "app", "widgets"))
+"""agdb's own code: in a checkout, AGDB_ROOT also holds docs/examples/, bench/ and tests/, which are scripts'."""
+
+
 def _is_agdb(path: str) -> bool:
     try:
-        return Path(path).resolve().is_relative_to(AGDB_ROOT)
+        resolved = Path(path).resolve()
     except (OSError, ValueError):
         return False
+    # installed, agdb's own __init__, __main__ and _entry sit in AGDB_ROOT itself (in a checkout, in app/_agdb)
+    return resolved.parent == AGDB_ROOT or any(resolved.is_relative_to(p) for p in _PACKAGES)
 
 
 def user_frames(text: str) -> str:

@@ -468,8 +468,8 @@ class StepScreen(Screen[None]):
 
     @on(BreakpointHit)
     def _breakpoint_hit(self, message: BreakpointHit) -> None:
-        node = getattr(self.trace[message.step], "node", None)  # the node the stopping event is about, if any
-        if node is not None:
+        node = self.trace.event_node(message.step)  # the node the stopping event is about, or -1
+        if node >= 0:
             self.selected_node = node
         self.notify(f"stopped at step {message.step} on breakpoint `{message.breakpoint}`", title="breakpoint",
                     markup=False)

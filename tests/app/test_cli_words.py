@@ -131,3 +131,16 @@ async def test_tui_of_a_script_that_records_nothing_closes_for_the_command_line(
         await pilot.pause()
     assert app.return_code == 1
     assert app.failure is not None and "nothing was recorded" in app.failure
+
+
+def test_a_script_beside_agdbs_packages_keeps_its_frames():
+    """In a checkout agdb's packages share a folder with docs/examples/, bench/ and tests/: a script there is the
+    user's, and its frames stay in the traceback; only engine/, tracer/, app/ and widgets/ are agdb's."""
+    from agdb.app.tracebacks import AGDB_ROOT, user_frames
+
+    text = (f'Traceback (most recent call last):\n  File "{AGDB_ROOT}/docs/examples/bad.py", line 3, in <module>\n'
+            f'    y = x.foo()\n  File "{AGDB_ROOT}/engine/_tensor.py", line 9, in foo\n    raise ValueError("x")\n'
+            "ValueError: x")
+    shown = user_frames(text)
+    assert 'docs/examples/bad.py", line 3' in shown and "y = x.foo()" in shown
+    assert "_tensor.py" not in shown and "… 1 frame(s) of agdb left out" in shown

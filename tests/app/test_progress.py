@@ -138,6 +138,22 @@ def _count(frame: str) -> int:
     return int(re.search(r"([\d,]+) events", frame).group(1).replace(",", ""))
 
 
+def test_no_line_where_the_terminal_is_not_interactive(monkeypatch):
+    """`agdb torch --nproc`'s ranks share one terminal and set TTY_INTERACTIVE=0 while agdb's console is made
+    (rank_worker.py): they draw no line each, as Rich's own live displays draw none."""
+    import io
+
+    from rich.console import Console
+
+    from agdb.app.progress_line import ProgressLine
+
+    monkeypatch.setenv("TTY_INTERACTIVE", "0")
+    console = Console(file=io.StringIO(), force_terminal=True)
+    assert console.is_terminal and not ProgressLine(RunProgress("running script"), console).is_shown
+    monkeypatch.delenv("TTY_INTERACTIVE")
+    assert ProgressLine(RunProgress("running script"), Console(file=io.StringIO(), force_terminal=True)).is_shown
+
+
 def test_progress_polls_the_sources_counter_and_tells_each_phase():
     """RunProgress reads the events from the source it watches, keeps the count once settled, and tells each change
     of phase to its listeners (at once, from the thread that changed it)."""
