@@ -15,12 +15,11 @@ from typing import Any
 
 import torch
 
-from agdb.tracer.sources.torch import state as state_mod
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.hooks import Hooks
 from agdb.tracer.sources.torch.model import GraphTaskModel
 from agdb.tracer.sources.torch.reconstruct import Reconstruction
-from agdb.tracer.sources.torch.state import CALL, END, HOOK, BridgeState, Call, ThreadState, gc_paused, resident_bytes
+from agdb.tracer.sources.torch.state import CALL, END, HOOK, BridgeState, Call, ThreadState, gc_paused
 from agdb.tracer.sources.torch.walk import Walker
 
 _seq = torch.autograd._get_sequence_nr
@@ -86,9 +85,7 @@ class Backward:
             state.last = _seq()  # the reconstruction accounts for every increment up to here
             if not state.calls:
                 state.pushed.clear()  # after an error the engine already took the mode off
-                # NOTE [what a waiting log holds] in state.py: a log whose grads grew the process much waits no more
-                grown = resident_bytes() - state.rss_base > state_mod.WAITING_BYTES
-                if not self.shared.defer or not self.shared.alone or state.replay_now or grown:
+                if state.replay_now or not self.shared.may_wait(state):
                     state.replay_now = False
                     self._reconstruction.replay(state)
                 else:  # the replay waits for the recording's end, the keys do not (NOTE [keys before the replay])

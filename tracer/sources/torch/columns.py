@@ -121,12 +121,15 @@ class Counts:
     """Fewer counts than this stay a dict."""
 
     @classmethod
-    def of(cls, counts: dict[int, int]) -> Counts | dict[int, int]:
-        """`counts` as a Counts, or itself if it is small or its keys are spread out (or a count is not positive)."""
+    def of(cls, counts: dict[int, int], keys: np.ndarray | None = None, values: np.ndarray | None = None
+           ) -> Counts | dict[int, int]:
+        """`counts` as a Counts, or itself if it is small or its keys are spread out (or a count is not positive);
+        `keys` and `values`: its keys and counts as arrays, if the caller has them already."""
         if len(counts) < cls.SMALLEST:
             return counts
-        keys = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
-        values = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
+        if keys is None or values is None:
+            keys = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
+            values = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
         low, high = int(keys.min()), int(keys.max())
         if high - low + 1 > Edges.SPARSE * len(counts) + 1024 or values.min() < 1:
             return counts

@@ -55,18 +55,14 @@ def compile_time_entry(t_outputs: Any, args: tuple, kwargs: dict) -> dict:
     """The plain entry of one backward call torch made while tracing (NOTE [compile-time entries]): `compile_id`,
     `function`, `file`, `line`, `kind` ("backward" or "grad"), `roots` and `inputs` (node names, at most
     NAMES_KEPT each; "leaf" for a tensor with no grad_fn) and `num_roots`, `num_inputs`."""
-    from torch._guards import CompileContext
-
     accumulate = kwargs.get("accumulate_grad", args[5] if len(args) > 5 else True)
     given = kwargs.get("inputs", args[3] if len(args) > 3 else None) or ()
-    compile_id = CompileContext.current_compile_id()
-    code = compiled_code()
+    compile_id, function, file, line = compile_origin()
     with torch._C.DisableTorchFunction():
         roots = _names(t_outputs)
         inputs = _names(given)
-    return {"compile_id": None if compile_id is None else str(compile_id),
-            "function": None if code is None else code.co_name, "file": None if code is None else code.co_filename,
-            "line": None if code is None else code.co_firstlineno, "kind": "backward" if accumulate else "grad",
+    return {"compile_id": compile_id, "function": function, "file": file, "line": line,
+            "kind": "backward" if accumulate else "grad",
             "roots": roots[:NAMES_KEPT], "num_roots": len(roots), "inputs": inputs[:NAMES_KEPT],
             "num_inputs": len(inputs)}
 
@@ -80,6 +76,18 @@ def _names(tensors: Any) -> list[str]:
         fn = t.grad_fn
         out.append("leaf" if fn is None else fn.name())
     return out
+
+
+def compile_origin() -> tuple[str | None, str | None, str | None, int | None]:
+    """The compile in progress: Dynamo's compile id (as "0/0") and the function, file and first line of the frame
+    Dynamo is compiling; each None outside Dynamo."""
+    from torch._guards import CompileContext
+
+    compile_id = CompileContext.current_compile_id()
+    code = compiled_code()
+    if code is None:
+        return None if compile_id is None else str(compile_id), None, None, None
+    return None if compile_id is None else str(compile_id), code.co_name, code.co_filename, code.co_firstlineno
 
 
 def compiled_code() -> types.CodeType | None:

@@ -40,7 +40,7 @@ import torch
 from agdb.tracer.fx.graph import Graph, Opaque
 from agdb.tracer.fx.graph_set import Compile, GraphEntry, GraphSet
 
-from .compiling import compiled_code
+from .compiling import compile_origin
 from .fx import TorchFxError, _val, target_name
 
 _STAGE2 = "aot_stage2_compile"
@@ -143,11 +143,7 @@ def _frames_in_flight(frame: Any) -> list[dict]:
 def _new_compile(found: GraphSet, needs_autograd: bool, aot_id: Any) -> Compile:
     """A new compile: Dynamo's compile id and frame, and AOTAutograd's id (NOTE [compiled function nodes] in
     compiling.py: the trace's CompiledFunctionBackward nodes name it)."""
-    compile_id = torch._guards.CompileContext.current_compile_id()
-    code = compiled_code()
-    c = Compile(len(found.compiles), None if compile_id is None else str(compile_id),
-                None if code is None else code.co_name, None if code is None else code.co_filename,
-                None if code is None else code.co_firstlineno, inference=not needs_autograd,
+    c = Compile(len(found.compiles), *compile_origin(), inference=not needs_autograd,
                 aot_id=aot_id if type(aot_id) is int else None)
     found.compiles.append(c)
     return c

@@ -132,9 +132,10 @@ class EngineModel:
         min_topo = gt.prepare()
         counts = gt.dependencies  # in the order compute_dependencies counted them: the trace keeps that order
         keys = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
-        pairs = np.column_stack((keys, np.fromiter(counts.values(), dtype=np.int64, count=len(counts))))
-        e.dependencies_computed(graph_task=gt.id, min_topo_nr=min_topo, dependencies=pairs, pruned=gt.pruned)
-        gt.dependencies = Counts.of(counts)  # what route takes down from now on: an array by key, if dense
+        values = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
+        e.dependencies_computed(graph_task=gt.id, min_topo_nr=min_topo, dependencies=np.column_stack((keys, values)),
+                                pruned=gt.pruned)
+        gt.dependencies = Counts.of(counts, keys, values)  # what route takes down from now on: an array by key
         if gt.exec_info:
             e.exec_info_computed(graph_task=gt.id, needed=sorted(gt.needed),
                                  captured=[(n, i, o) for n, caps in gt.captures.items() for i, o in caps])

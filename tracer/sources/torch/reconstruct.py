@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-from agdb.tracer.sources.torch import state as state_mod
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.model import EngineModel, first_difference
 from agdb.tracer.sources.torch.state import (
@@ -48,8 +47,7 @@ class Reconstruction:
         self.b = shared.b
         self.raw = shared.raw
         self.values = shared.values
-        self.defer = shared.defer
-        self._shared = shared  # whether one thread records (NOTE [deferral on one thread] in backward.py)
+        self._shared = shared  # whether a log may wait (BridgeState.may_wait)
         self.failures = shared.failures
         self._keys = shared.keys
         self._is_acc = shared.is_acc
@@ -87,10 +85,10 @@ class Reconstruction:
         log = state.log
         if log.replay_part is not None:
             return
-        defer, shared = self.defer, self._shared
+        may_wait = self._shared.may_wait
 
         def replay_part() -> None:
-            if defer and shared.alone and resident_bytes() - state.rss_base <= state_mod.WAITING_BYTES:
+            if may_wait(state):
                 log.limit = len(log) + PART
                 return
             log.limit = PART

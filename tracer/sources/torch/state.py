@@ -266,6 +266,12 @@ class BridgeState:
             self.states.append(state)
         return state
 
+    def may_wait(self, state: ThreadState) -> bool:
+        """Whether `state`'s log may keep waiting for the recording's end (NOTE [what a waiting log holds], NOTE
+        [deferral on one thread] in backward.py): deferred, one thread recording, and the process not grown by
+        WAITING_BYTES since the log began waiting (read only then: a look at /proc)."""
+        return self.defer and self.alone and resident_bytes() - state.rss_base <= WAITING_BYTES
+
     def lines_here(self) -> Any:
         """This thread's LineCulprits while lines are recorded (NOTE [threads' line tracers]), else None."""
         return getattr(self.local, "lines", None) if self.lines is not None else None
