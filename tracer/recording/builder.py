@@ -145,9 +145,9 @@ class TraceBuilder:
         """The row of a Python line in the frame table; `source` is read from the file at finish when None.
 
         `col`, `end_col`: which part of the line was running (the expression that made the node), as a range of
+        characters of the line's stripped text, end excluded; -1 for unknown (tracer.recording.frames.columns).
         `module`: the path of the module call that made the node (`model.fc1`; NOTE [module paths] in
         module_calls.py), "" for none.
-        characters of the line's stripped text, end excluded; -1 for unknown (tracer.recording.frames.columns).
 
         At finish the trace also stores the lines around it (schema.SOURCE_CONTEXT either side) from the file,
         if it is a regular file then, so that no reader ever opens a path a trace names.

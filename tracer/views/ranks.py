@@ -66,20 +66,19 @@ def read_rank(trace: Trace, fallback_rank: int | None = None) -> Rank:
     tasks = trace.steps_of(Kind.GRAPH_TASK_STARTED)
     tops = [int(s) for s in tasks.tolist() if _depth(trace, int(s)) == 0]
     bounds = np.asarray(tops + [len(trace)], dtype=np.int64)
-    accumulated = trace.steps_of(Kind.GRAD_ACCUMULATED)
+    accumulated = trace.steps_of(Kind.GRAD_ACCUMULATED)  # ascending steps: each backward call's are a slice
     started = trace.steps_of(Kind.NODE_STARTED)
+    acc_at, run_at = np.searchsorted(accumulated, bounds), np.searchsorted(started, bounds)
     steps = []
     for i in range(len(tops)):
-        lo, hi = bounds[i], bounds[i + 1]
-        acc = accumulated[(accumulated >= lo) & (accumulated < hi)]
-        rows = c["ev_node"][acc].tolist()
+        rows = c["ev_node"][accumulated[acc_at[i]:acc_at[i + 1]]].tolist()
         got: dict[str, int] = {}
         for row in rows:
             name = known.get(row)
             if name is not None and name not in got:
                 got[name] = row
         unused = tuple(n for n in names if n not in got)
-        ran = tuple(c["ev_node"][started[(started >= lo) & (started < hi)]].tolist())
+        ran = tuple(c["ev_node"][started[run_at[i]:run_at[i + 1]]].tolist())
         steps.append(Step(i, tuple(got), unused, got, ran))
     world = trace.meta.get("world_size")
     return Rank(int(rank), world, tuple(steps), trace, str(trace.meta.get("partial", "")),
