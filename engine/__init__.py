@@ -13,7 +13,7 @@ from ._device import device
 from ._dtype import Size, bfloat16, dtype, float16, float32, float64, get_default_dtype, int32, int64
 from ._dtype import bool_ as bool  # noqa: A001 - torch.bool
 from ._factories import is_tensor
-from ._legacy import BoolTensor, DoubleTensor, FloatTensor, IntTensor, LongTensor
+from ._legacy import BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor
 from ._observer import add_observer
 from ._ops import amax as _amax  # noqa: F401 - its nodes subclass _functions', loaded by now
 from ._ops import attention as _attention  # noqa: F401 - declares baddbmm and unflatten before the table
@@ -48,7 +48,8 @@ int = int32  # noqa: A001 - torch.int
 __version__ = "2.13.0+agdb"
 
 __all__ = [
-    "Tensor", "FloatTensor", "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor", "manual_seed", "Generator",
+    "Tensor", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "BoolTensor", "manual_seed",
+    "Generator",
     "default_generator", "is_tensor", "float32", "float64", "float16", "bfloat16", "half", "int64", "int32", "int",
     "bool", "float", "double", "long", "dtype",
     "Size", "device", "get_default_dtype", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["dtype", "float32", "float64", "float16", "bfloat16", "int64", "int32", "bool_", "Size", "get_default_dtype",
-           "as_dtype"]
+           "as_dtype", "scalar_type_name", "legacy_type_name", "cpp_type_name"]
 
 
 class dtype:
@@ -100,6 +100,41 @@ def from_numpy_dtype(np_dtype: np.dtype) -> dtype:
     """The engine dtype of a numpy array's dtype (fast path for arrays the engine made)."""
     found = _BY_NP.get(np_dtype)
     return found if found is not None else as_dtype(np_dtype)
+
+
+# c10's ScalarType names: torch's kernels print them ("expected scalar type Half") and the legacy tensor types are
+# named after them (torch.HalfTensor).
+_SCALAR_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+                      "int64": "Long", "int32": "Int", "bool": "Bool"}
+# Types whose C++ name (CPUFloatType) torch's Python layer rewrites to the legacy name in a C++ error message; Bool
+# and BFloat16 came later and keep theirs (checked on torch 2.13: `expand(CPUBoolType{[2, 3]}, ...)`).
+_REWRITTEN_IN_ERRORS = frozenset(("float32", "float64", "float16", "int64", "int32"))
+
+
+def _of(value: object) -> dtype:
+    """The engine dtype of a dtype, a numpy dtype, a name, or anything with a `dtype` (a tensor, an array)."""
+    if isinstance(value, (dtype, np.dtype, str, type)):
+        return as_dtype(value)
+    return as_dtype(value.dtype)  # type: ignore[attr-defined]
+
+
+def scalar_type_name(value: object) -> str:
+    """c10's name of the element type (Float, Double, Half, Long, Int, Bool) of a dtype or of a tensor."""
+    return _SCALAR_TYPE_NAMES[_of(value).name]
+
+
+def legacy_type_name(value: object, device: str = "cpu") -> str:
+    """The legacy tensor type's name, as `Tensor.type()` and `torch.typename` give it: torch.HalfTensor,
+    torch.cuda.FloatTensor."""
+    return ("torch.cuda." if device.startswith("cuda") else "torch.") + scalar_type_name(value) + "Tensor"
+
+
+def cpp_type_name(value: object, device: str = "cpu") -> str:
+    """A tensor's type as torch's C++ error messages print it (Tensor::toString): the legacy name, except for the
+    types torch's Python layer does not rewrite (CPUBoolType, CPUBFloat16Type)."""
+    if _of(value).name in _REWRITTEN_IN_ERRORS:
+        return legacy_type_name(value, device)
+    return ("CUDA" if device.startswith("cuda") else "CPU") + scalar_type_name(value) + "Type"
 
 
 class Size(tuple):

@@ -13,7 +13,7 @@ import numpy as np
 from ._args import factory_size, infer_data_shape, int_arg
 from ._device import canonical_device
 from ._dispatch import public
-from ._dtype import as_dtype, get_default_dtype
+from ._dtype import as_dtype, get_default_dtype, scalar_type_name
 from ._random import rng
 from ._tensor import Tensor, _coerce_array, make_tensor
 
@@ -49,7 +49,6 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
     return _finish(arr, requires_grad, device)
 
 
-_TYPE = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool"}
 _NUMBER = (int, float, bool, np.number)
 
 
@@ -81,7 +80,7 @@ def _tuple_size(fn: str, size: Any, position: int = 1) -> tuple[int, ...]:
 def _floating(kernel: str, np_dtype: np.dtype) -> None:
     """Random floats need a floating dtype: PyTorch's kernel refuses the others."""
     if np_dtype.kind != "f":
-        raise NotImplementedError(f'"{kernel}" not implemented for \'{_TYPE[str(np_dtype)]}\'')
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{scalar_type_name(np_dtype)}\'')
 
 
 def _number(value: Any) -> Any:

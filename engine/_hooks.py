@@ -4,8 +4,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import _observer
+from ._dtype import cpp_type_name
 from ._node import Node, hook_name
-from ._ops import add, clone, legacy_type_name
+from ._ops import add, clone
 from ._tensor import Tensor
 
 if TYPE_CHECKING:
@@ -21,8 +22,8 @@ def check_single_result(original: Any, result: Any, hook: Any) -> None:
     if not isinstance(result, Tensor):
         raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
     if original._data.dtype != result._data.dtype:
-        raise RuntimeError(f"hook '{hook_name(hook)}' has changed the type of value (was "
-                           f"{legacy_type_name(original)} got {legacy_type_name(result)})")
+        was, got = cpp_type_name(original.dtype, original._device), cpp_type_name(result.dtype, result._device)
+        raise RuntimeError(f"hook '{hook_name(hook)}' has changed the type of value (was {was} got {got})")
     if original._device != result._device:
         was_cuda = original._device.startswith("cuda")
         raise RuntimeError(f"hook '{hook_name(hook)}' has changed the type of value "

@@ -22,8 +22,9 @@ import numpy as np
 from . import _functions as fn
 from . import _observer, _ops, _version, _views
 from ._dispatch import public
+from ._dtype import cpp_type_name, legacy_type_name, scalar_type_name
 from ._layout import is_non_overlapping_and_dense
-from ._node import _TYPE_NAMES, InputMetadata
+from ._node import InputMetadata
 from ._ops._common import broadcast_shape, collect_next_edges, needs_grad, record, save_inputs, with_original_self
 from ._ops.pointwise import clamp_entry
 from ._tensor import ERR_ZEROTENSOR_IMMUTABLE, Tensor, gradient_edge, make_tensor
@@ -32,7 +33,6 @@ ERR_LEAF = "a leaf Variable that requires grad is being used in an in-place oper
 ERR_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
                "location. Please clone() the tensor before performing the operation.")
 _NUMBER = (int, float, bool, np.number)
-_TYPE = {dtype: name.removesuffix("Tensor") for dtype, name in _TYPE_NAMES.items()}  # "float32" -> "Float"
 
 
 def _records(self: Tensor, operands: tuple) -> bool:
@@ -89,8 +89,8 @@ def _write(self: Tensor, value: np.ndarray, sources: tuple = (), fills: bool = F
         raise RuntimeError(f"output with shape {list(self._data.shape)} doesn't match the broadcast shape "
                            f"{list(value.shape)}")
     if not np.can_cast(value.dtype, self._data.dtype, casting="same_kind"):
-        raise RuntimeError(f"result type {_TYPE.get(str(value.dtype), value.dtype)} can't be cast to the desired "
-                           f"output type {_TYPE.get(str(self._data.dtype), self._data.dtype)}")
+        raise RuntimeError(f"result type {scalar_type_name(value)} can't be cast to the desired output type "
+                           f"{scalar_type_name(self)}")
     if has_internal_overlap(self._data):
         if not fills:  # fill_, zero_, masked_fill_ and index_put_ skip torch's check
             raise RuntimeError(ERR_OVERLAP)
@@ -424,7 +424,7 @@ def setitem(self: Tensor, key: Any, value: Any) -> None:
     if isinstance(value, _NUMBER):
         value = make_tensor(np.asarray(value, dtype=self._data.dtype), device=self._device)
     elif not isinstance(value, Tensor):
-        raise TypeError(f"can't assign a {type(value).__name__} to a {_TYPE.get(str(self._data.dtype), '')}Tensor")
+        raise TypeError(f"can't assign a {type(value).__name__} to a {legacy_type_name(self.dtype, self._device)}")
     view, tensors, is_view = _basic(self, key)
     records = needs_grad(self, value)
     if records and is_view:  # PyTorch slices with view ops (their nodes and seq_nrs), then writes into that view;
@@ -507,11 +507,10 @@ def _copy_to(self: Tensor, view: np.ndarray, value: Tensor, records: bool) -> No
 
 def _check_expand(src: tuple, dst: tuple, value: Tensor) -> None:
     """expand_inplace's check: `src` (the shape of `value`, leading ones stripped) broadcasts to `dst`."""
-    from ._ops._common import legacy_type_name
-
     if len(src) > len(dst):
-        raise RuntimeError(f"expand({legacy_type_name(value)}{{{list(src)}}}, size={list(dst)}): the number of sizes "
-                           f"provided ({len(dst)}) must be greater or equal to the number of dimensions in the "
+        kind = cpp_type_name(value.dtype, value._device)
+        raise RuntimeError(f"expand({kind}{{{list(src)}}}, size={list(dst)}): the number of sizes provided "
+                           f"({len(dst)}) must be greater or equal to the number of dimensions in the "
                            f"tensor ({len(src)})")
     for i in range(1, len(src) + 1):
         if src[-i] != 1 and src[-i] != dst[-i]:

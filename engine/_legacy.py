@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._dtype import bool_, dtype, float32, float64, int32, int64
+from ._dtype import bool_, dtype, float16, float32, float64, int32, int64, legacy_type_name
 from ._tensor import Tensor, make_tensor
 
 
@@ -27,14 +27,16 @@ class _LegacyType(type):
         return make_tensor(np.array(data, dtype=cls._dtype.np))
 
 
-def _legacy(name: str, dt: dtype) -> type:
+def _legacy(dt: dtype) -> type:
+    name = legacy_type_name(dt).removeprefix("torch.")
     return _LegacyType(name, (), {"_dtype": dt, "__doc__": f"Tensors of {dt} (a legacy constructor)."})
 
 
-FloatTensor = _legacy("FloatTensor", float32)
-DoubleTensor = _legacy("DoubleTensor", float64)
-LongTensor = _legacy("LongTensor", int64)
-IntTensor = _legacy("IntTensor", int32)
-BoolTensor = _legacy("BoolTensor", bool_)
+FloatTensor = _legacy(float32)
+DoubleTensor = _legacy(float64)
+HalfTensor = _legacy(float16)
+LongTensor = _legacy(int64)
+IntTensor = _legacy(int32)
+BoolTensor = _legacy(bool_)
 
-__all__ = ["FloatTensor", "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor"]
+__all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "BoolTensor"]

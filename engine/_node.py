@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from . import _observer, _state
+from ._dtype import cpp_type_name
 from ._state import UINT64_MAX, tls
 from ._version import OWNER
 from ._version import _counters as _version_counters
@@ -52,9 +53,6 @@ class _Freed:
 
 
 _FREED = _Freed()
-
-
-_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor", "bool": "BoolTensor"}
 
 
 def _op_name(node_name: str) -> str:
@@ -101,7 +99,7 @@ def unpacked_origin(node: Any, tensor: Any, saved_grad_fn: Any, saved_output_nr:
 
 def modified_in_place(tensor: Any, grad_fn: Any, output_nr: int, now: int, expected: int) -> str:
     """PyTorch's text for a saved tensor that an in-place op changed after it was saved."""
-    kind = _TYPE_NAMES.get(str(tensor._data.dtype), "Tensor")
+    kind = cpp_type_name(tensor.dtype, tensor._device)
     shape = ", ".join(str(d) for d in tensor._data.shape)
     which = ""
     if grad_fn is not None:
@@ -111,7 +109,7 @@ def modified_in_place(tensor: Any, grad_fn: Any, output_nr: int, now: int, expec
             "Hint: enable anomaly detection to find the operation that failed to compute its gradient, with "
             "torch.autograd.set_detect_anomaly(True, check_nan=False).")
     return (f"one of the variables needed for gradient computation has been modified by an inplace operation: "
-            f"[torch.{kind} [{shape}]]{which} is at version {now}; expected version {expected} instead. {hint}")
+            f"[{kind} [{shape}]]{which} is at version {now}; expected version {expected} instead. {hint}")
 
 
 _uids = itertools.count(1)

@@ -11,7 +11,6 @@ from .._tensor import make_tensor
 from ._common import (
                     _out,  # noqa: E402,F401 - used by the Tensor method table
                     collect_next_edges,
-                    legacy_type_name,
                     needs_grad,
                     record,
                     result_dtype,

@@ -441,12 +441,6 @@ def _dims(dim: Any, ndim: int) -> tuple[int, ...]:
     return dims
 
 
-def _dtype_title(a: Tensor) -> str:
-    """torch's scalar type name, as its kernels' messages print it: Float, Long."""
-    return {"int64": "Long", "bool": "Bool", "float32": "Float", "float64": "Double", "float16": "Half",
-            "int32": "Int"}[a.dtype.name]
-
-
 def _strides(a: Tensor) -> tuple[int, ...]:
     item = a._data.itemsize
     return tuple(s // item for s in a._data.strides)
@@ -460,11 +454,6 @@ def binary_operator(op):
             return NotImplemented
         return op(self, other)
     return method
-
-
-def legacy_type_name(t: Tensor) -> str:
-    """PyTorch's legacy type name, as some messages print it: torch.FloatTensor, torch.cuda.DoubleTensor."""
-    return ("torch.cuda." if t._device.startswith("cuda") else "torch.") + _dtype_title(t) + "Tensor"
 
 
 def record_outputs(node: Node, inputs: Sequence[Tensor | None], outs: Sequence[Tensor]) -> None:

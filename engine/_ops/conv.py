@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .._dtype import scalar_type_name
 from .._functions import _Generated
 from .._tensor import Tensor
 from ._common import _out, common_device, needs_grad, save_inputs
@@ -138,7 +139,7 @@ def convolution(a: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple, p
     _check(a, weight, bias, stride, padding, dilation, groups)
     common_device(a, weight, bias)
     if weight._data.dtype != a._data.dtype:  # the CPU kernel's check, after the shape checks
-        raise RuntimeError(f"expected scalar type {_title(a)} but found {_title(weight)}")
+        raise RuntimeError(f"expected scalar type {scalar_type_name(a)} but found {scalar_type_name(weight)}")
     y = _convolve(a._data, weight._data, stride, padding, dilation, groups)
     if bias is not None:
         y = y + bias._data.reshape((-1,) + (1,) * (y.ndim - 2))
@@ -247,10 +248,6 @@ def conv_nd(name: str, nd: int, a: Tensor, weight: Tensor, bias: Tensor | None, 
     return out if batched else squeeze(out, 0)
 
 
-def _title(t: Tensor) -> str:
-    return {"float32": "Float", "float64": "Double", "int64": "Long"}.get(t._data.dtype.name, t._data.dtype.name)
-
-
 def _scalar(t: Tensor) -> str:
     return {"float32": "float", "float64": "double", "int64": "long"}.get(t._data.dtype.name, t._data.dtype.name)
 
@@ -288,7 +285,7 @@ def convolution_transposed(a: Tensor, weight: Tensor, bias: Tensor | None, strid
     _check_transposed(a, weight, bias, groups)
     common_device(a, weight, bias)
     if weight._data.dtype != a._data.dtype:
-        raise RuntimeError(f"expected scalar type {_title(a)} but found {_title(weight)}")
+        raise RuntimeError(f"expected scalar type {scalar_type_name(a)} but found {scalar_type_name(weight)}")
     x, w = a._data, weight._data
     out = transposed_sizes(x.shape, w.shape, stride, padding, output_padding, dilation)
     if any(o <= 0 for o in out):

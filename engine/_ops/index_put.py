@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._dtype import scalar_type_name
 from .._functions import _Generated
 from .._tensor import Tensor, make_tensor
 from ._common import _out, needs_grad, record, save_inputs
@@ -51,10 +52,9 @@ def check_index_put(dst: np.ndarray, key: tuple, values: Tensor, same_dtype: boo
         raise RuntimeError(f"shape mismatch: value tensor of shape {_shape_str(values._data.shape)} cannot be "
                            f"broadcast to indexing result of shape {_shape_str(shape)}")
     if same_dtype and values._data.dtype != dst.dtype:
-        from .._inplace import _TYPE
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
-                           f"{_TYPE.get(str(dst.dtype), dst.dtype)} for the destination and "
-                           f"{_TYPE.get(str(values._data.dtype), values._data.dtype)} for the source.")
+                           f"{scalar_type_name(dst)} for the destination and {scalar_type_name(values)} for the "
+                           "source.")
 
 
 def put(dst: np.ndarray, key: tuple, values: np.ndarray, accumulate: bool) -> None:

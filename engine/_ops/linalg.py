@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import _functions as fn
 from .._dispatch import public
+from .._dtype import scalar_type_name
 from .._tensor import Tensor
 from .._version import bump
 from ._common import _out, _strides, binary_operator, check_same_device, has_edge, needs_grad, record, save_inputs
@@ -49,11 +50,6 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
     return out
 
 
-def _dtype_name(t: Tensor) -> str:
-    """The scalar type name torch's kernels print: Float, Double, Long, Bool."""
-    return {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}[t.dtype.name]
-
-
 def _check_same_dtype(a: Tensor, b: Tensor, msg: str) -> None:
     if a._data.dtype != b._data.dtype:
         raise RuntimeError(f"{msg}, but got: {a.dtype.name.title()} != {b.dtype.name.title()}".replace(
@@ -70,8 +66,8 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
     if a._data.ndim != 1 or b._data.ndim != 1:  # torch's dot_check order: dims, dtypes, sizes, devices
         raise RuntimeError(f"1D tensors expected, but got {a._data.ndim}D and {b._data.ndim}D tensors")
     if a._data.dtype != b._data.dtype:
-        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {_dtype_name(a)} and "
-                           f"{_dtype_name(b)}")
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {scalar_type_name(a)} and "
+                           f"{scalar_type_name(b)}")
     if a._data.shape[0] != b._data.shape[0]:
         raise RuntimeError(
             "inconsistent tensor size, expected tensor [%d] and src [%d] to have the same number of elements, "
@@ -98,8 +94,8 @@ def mv(a: Tensor, v: Tensor) -> Tensor:
                            f"{a._data.shape[1]}), vec ({v._data.shape[0]})")
     check_same_device("mv", self=a, vec=v)
     if a._data.dtype != v._data.dtype:  # mv runs addmv with a result of vec's dtype: (result, mat, vec)
-        raise RuntimeError(f"addmv input tensors must have the same dtype, but got {_dtype_name(v)}, "
-                           f"{_dtype_name(a)}, and {_dtype_name(v)}")
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got {scalar_type_name(v)}, "
+                           f"{scalar_type_name(a)}, and {scalar_type_name(v)}")
     out = _out(a._data @ v._data, a)
     if node is not None:
         record(node, (a, v), out)
@@ -244,7 +240,7 @@ def bmm(a: Tensor, b: Tensor) -> Tensor:
                            f"{a._data.shape[2]}] but got: [{b._data.shape[0]}, {b._data.shape[1]}].")
     check_same_device("bmm", self=a, mat2=b)
     if a._data.dtype != b._data.dtype:
-        raise RuntimeError(f"expected scalar type {_dtype_name(a)} but found {_dtype_name(b)}")
+        raise RuntimeError(f"expected scalar type {scalar_type_name(a)} but found {scalar_type_name(b)}")
     out = _out(np.matmul(a._data, b._data), a)
     if node is not None:
         record(node, (a, b), out)
@@ -273,8 +269,8 @@ def addmm(bias: Tensor, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: floa
     expand_shape(bias, (mat1._data.shape[0], mat2._data.shape[1]))  # the bias is expanded to the product's shape
     for name, first in (("self", bias), ("mat1", mat1)):  # torch checks self against mat2 first
         if first._data.dtype != mat2._data.dtype:
-            raise RuntimeError(f"{name} and mat2 must have the same dtype, but got {_dtype_name(first)} and "
-                               f"{_dtype_name(mat2)}")
+            raise RuntimeError(f"{name} and mat2 must have the same dtype, but got {scalar_type_name(first)} and "
+                               f"{scalar_type_name(mat2)}")
     prod = mat1._data @ mat2._data
     data = beta * bias._data + alpha * prod if (beta != 1 or alpha != 1) else bias._data + prod
     out = _out(np.broadcast_to(data, prod.shape).astype(prod.dtype), mat1)

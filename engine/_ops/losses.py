@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._dtype import scalar_type_name
 from .._functions import _Generated, _written
 from .._tensor import Tensor
 from ._common import _float_data, _out, broadcast_shape, needs_grad, quietly, record, result_dtype, save_inputs
-from .nn_extra import _no_third_order, _not_differentiable, _title
+from .nn_extra import _no_third_order, _not_differentiable
 from .shape import expand
 
 _EPSILON = 1e-12  # binary_cross_entropy_backward's floor under (1 - x) * x
@@ -267,7 +268,7 @@ def binary_cross_entropy(a: Tensor, target: Tensor, weight: Tensor | None, reduc
         if needs_grad(a, target) else None
     for other in (target, weight):
         if other is not None and other._data.dtype != a._data.dtype:
-            raise RuntimeError(f"Found dtype {_title(other)} but expected {_title(a)}")
+            raise RuntimeError(f"Found dtype {scalar_type_name(other)} but expected {scalar_type_name(a)}")
     x, t = _float_data(a), target._data
     if ((x < 0) | (x > 1)).any() or np.isnan(x).any():
         raise RuntimeError("all elements of input should be between 0 and 1")

@@ -9,11 +9,11 @@ import numpy as np
 from .. import _functions as fn
 from .._args import required_dim
 from .._dispatch import public
+from .._dtype import scalar_type_name
 from .._layout import tensor_iterator_layout
 from .._tensor import Tensor, _wrap_dim
 from ._common import (
     _arr,
-    _dtype_title,
     _float_data,
     _out,
     _pair,
@@ -39,7 +39,7 @@ def where(condition: Tensor, a: Any, b: Any) -> Tensor:
     node = save_inputs(fn.WhereBackward0(), condition=condition) if needs_grad(a, b) else None
     if condition._data.dtype != np.bool_:  # the kernel's check: the node took its seq_nr and saved condition
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
-                           f"{_dtype_title(condition)}")
+                           f"{scalar_type_name(condition)}")
     dt = result_dtype(a, b)
     shape = broadcast_shape(condition, a, b)  # torch broadcasts in this order (its error names them so)
     data = np.where(condition._data, a._data, b._data).astype(dt, copy=False).reshape(shape)

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _observer
 from .._dispatch import public
-from .._dtype import from_numpy_dtype
+from .._dtype import cpp_type_name, from_numpy_dtype, scalar_type_name
 from .._functions import _Generated, _written
 from .._layout import tensor_iterator_layout
 from .._node import UNDEFINED_INPUT, InputMetadata
@@ -134,7 +134,7 @@ def gelu(a: Tensor, approximate: str = "none") -> Tensor:
     node = save_inputs(GeluBackward0(), self=a, approximate=approximate) if needs_grad(a) else None
     _check_approximate(approximate)
     if a._data.dtype.kind != "f":
-        raise NotImplementedError(f"\"GeluKernelImpl\" not implemented for '{_title(a)}'")
+        raise NotImplementedError(f"\"GeluKernelImpl\" not implemented for '{scalar_type_name(a)}'")
     out = _out(_gelu_parts(a._data, approximate)[0].astype(a._data.dtype), a)
     if node is not None:
         record(node, (a,), out)
@@ -150,10 +150,6 @@ def gelu_backward(grad: Tensor, self: Tensor, approximate: str) -> Tensor:
     if node is not None:
         record(node, (grad, self), out)
     return out
-
-
-def _title(a: Tensor) -> str:
-    return {"int64": "Long", "bool": "Bool", "float32": "Float", "float64": "Double"}[a._data.dtype.name]
 
 
 # -- layer_norm -----------------------------------------------------------------------------------------
@@ -220,7 +216,7 @@ def layer_norm(a: Tensor, normalized_shape: Any, weight: Tensor | None = None, b
             raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
                                f"{_shape_list(t._data.shape)} and normalized_shape = {_shape_list(ns)}")
     if a._data.dtype.kind != "f":
-        raise NotImplementedError(f"\"LayerNormKernelImpl\" not implemented for '{_title(a)}'")
+        raise NotImplementedError(f"\"LayerNormKernelImpl\" not implemented for '{scalar_type_name(a)}'")
     common_device(a, weight, bias)
     x = a._data
     axes = _ln_axes(a, ns)
@@ -331,7 +327,8 @@ def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1) -> Tensor:
                        padding_idx=padding_idx, scale_grad_by_freq=False, sparse=False) if needs_grad(weight) else None
     if indices._data.dtype != np.int64:
         raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
-                           f"Long, Int; but got {_legacy(indices)} instead (while checking arguments for embedding)")
+                           f"Long, Int; but got {cpp_type_name(indices.dtype, indices._device)} instead (while "
+                           "checking arguments for embedding)")
     num = weight._data.shape[0]
     idx = indices._data
     if idx.size and (idx.min() < 0 or idx.max() >= num):
@@ -340,10 +337,6 @@ def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1) -> Tensor:
     if node is not None:
         record(node, (weight,), out)
     return out
-
-
-def _legacy(t: Tensor) -> str:
-    return "torch." + _title(t) + "Tensor"
 
 
 def embedding_dense_backward(grad: Tensor, indices: Tensor, num_weights: int, padding_idx: int) -> Tensor:
@@ -450,7 +443,7 @@ def _nll_kernel_check(a: Tensor, target: Tensor, weight: Tensor | None) -> None:
     if target._data.ndim > 1:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
     if target._data.dtype != np.int64:
-        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_title(target)}")
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {scalar_type_name(target)}")
     if weight is None:
         return
     classes = a._data.shape[-1]
@@ -458,7 +451,7 @@ def _nll_kernel_check(a: Tensor, target: Tensor, weight: Tensor | None) -> None:
         raise RuntimeError(f"weight tensor should be defined either for all {classes} classes or no classes but "
                            f"got weight tensor of shape: {_shape_list(weight._data.shape)}")
     if weight._data.dtype != a._data.dtype:
-        raise RuntimeError(f"expected scalar type {_title(a)} but found {_title(weight)}")
+        raise RuntimeError(f"expected scalar type {scalar_type_name(a)} but found {scalar_type_name(weight)}")
 
 
 def _nll_rows(a: Tensor, target: Tensor, ignore_index: int,
@@ -618,8 +611,8 @@ def binary_cross_entropy_with_logits(a: Tensor, target: Tensor, reduction: int =
                        pos_weight=pos_weight, reduction=reduction) if needs_grad(a, target) else None
     dt = result_dtype(a, target)
     if target._data.dtype.kind != "f":
-        raise RuntimeError(f"result type {_title(make_tensor(np.zeros((), dt)))} can't be cast to the desired "
-                           f"output type {_title(target)}")
+        raise RuntimeError(f"result type {scalar_type_name(dt)} can't be cast to the desired output type "
+                           f"{scalar_type_name(target)}")
     common_device(a, target)
     x = _float_data(a).astype(np.float64)
     t = target._data.astype(np.float64)

@@ -11,10 +11,10 @@ import numpy as np
 from .. import _functions as fn
 from .._args import reduction_dim
 from .._dispatch import public
-from .._dtype import as_dtype
+from .._dtype import as_dtype, scalar_type_name
 from .._layout import contiguous_strides
 from .._tensor import Tensor, _wrap_dim
-from ._common import _binary, _dims, _dtype_title, _out, needs_grad, record, save_inputs
+from ._common import _binary, _dims, _out, needs_grad, record, save_inputs
 from .shape import to
 
 MaxResult = namedtuple("max", ["values", "indices"])
@@ -80,7 +80,7 @@ def mean(a: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -
     if a._data.dtype.kind != "f":
         raise RuntimeError(
             "mean(): could not infer output dtype. Input dtype must be either a floating point or complex "
-            f"dtype. Got: {_dtype_title(a)}")
+            f"dtype. Got: {scalar_type_name(a)}")
     if dim is None:
         node = fn.MeanBackward0() if needs_grad(a) else None
         with np.errstate(invalid="ignore"):
@@ -328,20 +328,17 @@ def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False,
 def _norm_input(x: Tensor, dtype: Any) -> np.ndarray:
     if x._data.dtype.kind != "f":
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
-                           f"{_dtype_title(x)}")
+                           f"{scalar_type_name(x)}")
     if dtype is None:
         return x._data
     target = as_dtype(dtype).np
     if target.kind != "f":
         raise RuntimeError(f"linalg.vector_norm: dtype should be floating point or complex, but got "
-                           f"{_TITLES[target.name]}")
+                           f"{scalar_type_name(target)}")
     if target.itemsize < x._data.dtype.itemsize:
-        raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({_dtype_title(x)}) should be convertible "
-                           f"without narrowing to the specified dtype ({_TITLES[target.name]})")
+        raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({scalar_type_name(x)}) should be convertible "
+                           f"without narrowing to the specified dtype ({scalar_type_name(target)})")
     return x._data.astype(target)
-
-
-_TITLES = {"int64": "Long", "bool": "Bool", "float32": "Float", "float64": "Double"}
 
 
 def _norm_dims(x: Tensor, dim: Any) -> tuple[int, ...]:

@@ -11,11 +11,11 @@ import numpy as np
 from .. import _random
 from .._args import invalid_combination
 from .._dispatch import public
+from .._dtype import scalar_type_name
 from .._functions import _Generated
 from .._tensor import Tensor, make_tensor
 from ._common import _out, broadcast_shape, common_device, needs_grad, record
 
-_TITLE = {"int64": "Long", "int32": "Int", "bool": "Bool", "float32": "Float", "float64": "Double"}
 _NUMBER = (int, float, np.number)
 
 
@@ -26,7 +26,7 @@ def multinomial(a: Tensor, num_samples: int, replacement: bool = False, *, gener
     rng = _random.rng("multinomial", generator)
     x = a._data
     if x.dtype.kind != "f":
-        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: {_TITLE[x.dtype.name]}")
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: {scalar_type_name(x)}")
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     if x.ndim not in (1, 2):
@@ -123,7 +123,7 @@ def _std_number(std: float) -> None:
 
 def _floating(x: np.ndarray) -> None:
     if x.dtype.kind != "f":
-        raise NotImplementedError(f"\"normal_kernel_cpu\" not implemented for '{_TITLE[x.dtype.name]}'")
+        raise NotImplementedError(f"\"normal_kernel_cpu\" not implemented for '{scalar_type_name(x)}'")
 
 
 @public("normal", torch=True)
@@ -142,7 +142,7 @@ def normal(mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, generator: Any 
     shape, np_dtype = _size("normal", (size,), kwargs), _np_dtype(dtype)
     _std_number(float(std))
     if np_dtype.kind != "f":
-        raise NotImplementedError(f"\"normal_kernel_cpu\" not implemented for '{_TITLE[np_dtype.name]}'")
+        raise NotImplementedError(f"\"normal_kernel_cpu\" not implemented for '{scalar_type_name(np_dtype)}'")
     data = (rng.standard_normal(shape) * float(std) + float(mean)).astype(np_dtype)
     return _finish(data, requires_grad, device)
 

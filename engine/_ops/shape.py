@@ -9,7 +9,7 @@ import numpy as np
 from .. import _functions as fn
 from .._args import int_arg, size_arg
 from .._dispatch import public
-from .._dtype import as_dtype, bool_, float16, float32, float64, int32, int64
+from .._dtype import as_dtype, bool_, cpp_type_name, float16, float32, float64, int32, int64
 from .._layout import _strides as _layout_strides
 from .._layout import contiguous_strides, empty_preserving, empty_strided
 from .._node import Node
@@ -21,7 +21,6 @@ from ._common import (
     _out,
     check_same_device,
     has_edge,
-    legacy_type_name,
     needs_grad,
     record,
     record_outputs,
@@ -668,7 +667,7 @@ def expand_shape(a: Tensor, sizes: tuple[int, ...]) -> list[int]:
     nd, n = a._data.ndim, len(sizes)
     if n < nd:
         raise RuntimeError(
-            f"expand({legacy_type_name(a)}{{{list(a._data.shape)}}}, size={list(sizes)}): the number of "
+            f"expand({cpp_type_name(a.dtype, a._device)}{{{list(a._data.shape)}}}, size={list(sizes)}): the number of "
             f"sizes provided ({n}) must be greater or equal to the number of dimensions in the tensor ({nd})")
     shape = list(sizes)
     for i in reversed(range(n)):

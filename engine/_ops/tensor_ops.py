@@ -14,6 +14,8 @@ import numpy as np
 
 from .._args import int_arg
 from .._dispatch import public
+from .._dtype import bfloat16, bool_, float16, float32, float64, int32, int64, legacy_type_name
+from .._dtype import dtype as dtype_cls
 from .._functions import _Generated, _written
 from .._tensor import Tensor, _wrap_dim
 from ._common import _float_data, _out, needs_grad, quietly, record, save_inputs
@@ -277,32 +279,27 @@ def topk(a: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
 
 
 # -- Tensor.type ------------------------------------------------------------------------------------------
-_TYPE_OF = {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor", "int64": "torch.LongTensor",
-            "int32": "torch.IntTensor", "bool": "torch.BoolTensor"}
+_LEGACY_TYPES = {legacy_type_name(d): d for d in (float32, float64, float16, bfloat16, int64, int32, bool_)}
 
 
 @public("type", tensor=True)
 def type_(a: Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
     """With no dtype, the tensor type's name (`torch.FloatTensor`); else the tensor cast to a dtype, a tensor
     type or its name (ToCopyBackward0), or the tensor itself when it already is of that type."""
-    from .._dtype import dtype as dtype_cls
     from .._legacy import _LegacyType
     from .shape import to
 
     if dtype is None:
-        return _TYPE_OF[a._data.dtype.name] if a._device == "cpu" else \
-            _TYPE_OF[a._data.dtype.name].replace("torch.", "torch.cuda.")
+        return legacy_type_name(a.dtype, a._device)
     if isinstance(dtype, _LegacyType):
         target = dtype._dtype
     elif isinstance(dtype, dtype_cls):
         target = dtype
     else:
-        names = {v: k for k, v in _TYPE_OF.items()}
         name = dtype if isinstance(dtype, str) else getattr(dtype, "__name__", repr(dtype))
-        if name not in names:
+        if name not in _LEGACY_TYPES:
             raise ValueError(f"invalid type: '{name}'")
-        from .._dtype import as_dtype
-        target = as_dtype(names[name])
+        target = _LEGACY_TYPES[name]
     if target.np == a._data.dtype and a._device == "cpu":
         return a
     return to(a, target)

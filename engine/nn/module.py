@@ -10,6 +10,7 @@ import warnings
 from collections import OrderedDict, namedtuple
 from typing import Any, Callable, Iterator
 
+from .._dtype import legacy_type_name
 from .._grads import zero_grads
 from .._node import RemovableHandle, _HookDict
 from .._state import no_grad
@@ -49,8 +50,7 @@ def _addindent(s_: str, num_spaces: int) -> str:
 
 def _type_name(value: Any) -> str:
     if isinstance(value, Tensor):
-        kind = {"float32": "Float", "float64": "Double", "int64": "Long", "bool": "Bool"}[value.dtype.name]
-        return ("torch.cuda." if value._device.startswith("cuda") else "torch.") + kind + "Tensor"
+        return legacy_type_name(value.dtype, value._device)
     return type(value).__name__
 
 

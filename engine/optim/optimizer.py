@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .._dtype import legacy_type_name
 from .._grads import zero_grads
 from .._state import enable_grad, is_grad_enabled, set_grad_enabled
 from .._tensor import Tensor, make_tensor
@@ -31,15 +32,13 @@ class _RequiredParameter:
 
 required = _RequiredParameter()
 
-_TENSOR_TYPES = {"float32": "torch.FloatTensor", "float64": "torch.DoubleTensor", "int64": "torch.LongTensor",
-                 "bool": "torch.BoolTensor"}
 _UNSUPPORTED = ("foreach", "fused", "capturable", "differentiable")
 
 
 def typename(obj: Any) -> str:
     """torch.typename: `torch.FloatTensor` for a tensor, else the object's class name (module-qualified)."""
     if isinstance(obj, Tensor):
-        return _TENSOR_TYPES.get(str(obj._data.dtype), "torch.Tensor")
+        return legacy_type_name(obj.dtype, obj._device)
     cls = type(obj)
     module = cls.__module__
     return cls.__qualname__ if module in (None, "builtins") else f"{module}.{cls.__qualname__}"

@@ -1,14 +1,17 @@
 """The float16 / bfloat16 programs (tests/engine/parity_dtypes.py) on both engine and real PyTorch 2.13: graphs,
-seq_nrs, execution order, errors, dtypes and values agree; and the engine's refusal of bfloat16 tensors."""
+seq_nrs, execution order, errors, dtypes and values agree; the scalar and legacy type names every public path
+prints (tests/engine/parity_dtype_names.py), for each dtype; and the engine's refusal of bfloat16 tensors."""
 from __future__ import annotations
 
 import pytest
 
 from agdb import engine
+from tests.engine.parity_dtype_names import PROGRAMS as NAME_PROGRAMS
 from tests.engine.parity_dtypes import PROGRAMS
 from tests.engine.parity_suite import parity_tests
 
 test_program_matches_torch = parity_tests(PROGRAMS)
+test_dtype_names_match_torch = parity_tests(NAME_PROGRAMS)
 
 
 @pytest.mark.parametrize("make", [lambda: engine.tensor([1.0], dtype=engine.bfloat16),
