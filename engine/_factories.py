@@ -50,6 +50,7 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
 
 
 _NUMBER = (int, float, bool, np.number)
+_HALF_BELOW_ONE = np.nextafter(np.float16(1), np.float16(0))
 
 
 def _np_dtype(dtype: Any) -> np.dtype:
@@ -81,6 +82,23 @@ def _floating(kernel: str, np_dtype: np.dtype) -> None:
     """Random floats need a floating dtype: PyTorch's kernel refuses the others."""
     if np_dtype.kind != "f":
         raise NotImplementedError(f'"{kernel}" not implemented for \'{scalar_type_name(np_dtype)}\'')
+
+
+def _uniform(gen: np.random.Generator, shape: tuple, np_dtype: np.dtype) -> np.ndarray:
+    """Samples in [0, 1). numpy draws float32 and float64 only: a half sample is a float32 one rounded to nearest,
+    and one that rounds up to 1 becomes half's largest below 1 (torch's half samples, too, never reach 1)."""
+    if np_dtype == np.float16:
+        out = gen.random(shape, dtype=np.float32).astype(np.float16)
+        out[out == 1] = _HALF_BELOW_ONE
+        return out
+    return gen.random(shape, dtype=np_dtype)
+
+
+def _standard_normal(gen: np.random.Generator, shape: tuple, np_dtype: np.dtype) -> np.ndarray:
+    """Standard normal samples; half ones drawn in float32 and rounded (numpy draws float32 and float64 only)."""
+    if np_dtype == np.float16:
+        return gen.standard_normal(shape, dtype=np.float32).astype(np.float16)
+    return gen.standard_normal(shape, dtype=np_dtype)
 
 
 def _number(value: Any) -> Any:
@@ -206,7 +224,7 @@ def rand_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: b
     """Uniform samples in [0, 1) with `t`'s shape, dtype and device."""
     shape, np_dtype, dev = _like(t, dtype, device)
     _floating("check_uniform_bounds", np_dtype)
-    return _finish(rng("rand_like", generator).random(shape, dtype=np_dtype), requires_grad, dev)
+    return _finish(_uniform(rng("rand_like", generator), shape, np_dtype), requires_grad, dev)
 
 
 @public("randn_like", torch=True)
@@ -215,7 +233,7 @@ def randn_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: 
     """Standard normal samples with `t`'s shape, dtype and device."""
     shape, np_dtype, dev = _like(t, dtype, device)
     _floating("normal_kernel_cpu", np_dtype)
-    return _finish(rng("randn_like", generator).standard_normal(shape, dtype=np_dtype), requires_grad, dev)
+    return _finish(_standard_normal(rng("randn_like", generator), shape, np_dtype), requires_grad, dev)
 
 
 @public("arange", torch=True)
@@ -302,7 +320,7 @@ def randn(*size: Any, generator: Any = None, dtype: Any = None, device: Any = No
     """Standard normal samples (engine values: the same seed repeats them, PyTorch's differ)."""
     shape, np_dtype = _size("randn", size, kwargs), _np_dtype(dtype)
     _floating("normal_kernel_cpu", np_dtype)
-    return _finish(rng("randn", generator).standard_normal(shape, dtype=np_dtype), requires_grad, device)
+    return _finish(_standard_normal(rng("randn", generator), shape, np_dtype), requires_grad, device)
 
 
 @public("rand", torch=True)
@@ -311,7 +329,7 @@ def rand(*size: Any, generator: Any = None, dtype: Any = None, device: Any = Non
     """Uniform samples in [0, 1) (engine values: the same seed repeats them, PyTorch's differ)."""
     shape, np_dtype = _size("rand", size, kwargs), _np_dtype(dtype)
     _floating("check_uniform_bounds", np_dtype)
-    return _finish(rng("rand", generator).random(shape, dtype=np_dtype), requires_grad, device)
+    return _finish(_uniform(rng("rand", generator), shape, np_dtype), requires_grad, device)
 
 
 @public("randint", torch=True)

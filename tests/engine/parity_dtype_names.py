@@ -119,8 +119,10 @@ def _kernels(t, p):
     _each(t, p, "normal", lambda dt: t.normal(0.0, 1.0, (2,), dtype=dt).shape)
     _each(t, p, "normal_", lambda dt: _ones(t, dt).normal_().shape)
     _each(t, p, "normal(mean)", lambda dt: t.normal(_ones(t, dt), 1.0).shape)
-    _each(t, p, "rand", lambda dt: t.rand(2, dtype=dt).shape, ("float32", "float64", "int64", "int32", "bool"))
-    _each(t, p, "randn", lambda dt: t.randn(2, dtype=dt).shape, ("float32", "float64", "int64", "int32", "bool"))
+    _each(t, p, "rand", lambda dt: t.rand(2, dtype=dt).shape)
+    _each(t, p, "randn", lambda dt: t.randn(2, dtype=dt).shape)
+    _each(t, p, "rand_like", lambda dt: t.rand_like(_ones(t, dt)).shape)
+    _each(t, p, "randn_like", lambda dt: t.randn_like(_ones(t, dt)).shape)
     _each(t, p, "gelu", lambda dt: F.gelu(x(dt)))
     _each(t, p, "layer_norm", lambda dt: F.layer_norm(x(dt), (2,)))
     _each(t, p, "embedding", lambda dt: F.embedding(t.tensor([1, 0]).to(dt), t.ones(2, 3)),

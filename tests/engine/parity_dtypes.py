@@ -118,6 +118,23 @@ def _module(t, p):
     p.value("float again", tuple(str(q.dtype) for q in lin.parameters()))
 
 
+@program("dtypes_half_random")
+def _random(t, p):
+    """rand, randn and their _like forms make half tensors; a uniform half sample is in [0, 1): 2**16 float
+    samples would hold some that round up to 1 in half."""
+    n = 2 ** 16
+    h = t.ones(n, dtype=t.float16)
+    makers = {"rand": lambda: t.rand(n, dtype=t.float16), "randn": lambda: t.randn(n, dtype=t.float16),
+              "rand_like": lambda: t.rand_like(h), "randn_like": lambda: t.randn_like(h)}
+    for tag, make in makers.items():
+        out = p.run(tag, make)
+        if out is None:
+            continue
+        p.value(tag, (str(out.dtype), tuple(out.shape)))
+        if tag in ("rand", "rand_like"):
+            p.value(f"{tag} in [0, 1)", bool(((out >= 0) & (out < 1)).all()))
+
+
 @program("dtypes_bfloat16_named")
 def _bfloat16(t, p):
     table = {"float32": t.float32, "bfloat16": t.bfloat16, "float16": t.float16}
