@@ -3,7 +3,8 @@
 Two tables: the seq_nrs each thread handed out (node and culprit line) and the node runs in order, each lined up
 as a diff tool lines up two files (tracer.replay.diff.align: an extra op is one row with one side empty), nodes
 named as every view names them (tracer/views/labels.py). `d` / `D` go to the next / previous difference in the
-focused table; Tab switches tables. The data is tracer.replay.diff's: this module only lays it out.
+focused table; Tab switches tables. The data is tracer.replay.diff's (`compare`'s rows, lined up once): this
+module only lays it out.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Static
 
-from agdb.tracer.replay.diff import Aspect, Side, bump_pairs, run_pairs, run_text, same_line, same_run
+from agdb.tracer.replay.diff import Comparison, Side, run_text, same_line, same_run
 from agdb.tracer.store.printable import printable
 
 _DIFF = "bold red"
@@ -33,10 +34,10 @@ class DiffApp(App[int]):
     .caption { background: $boost; padding: 0 1; }
     """
 
-    def __init__(self, a: Side, b: Side, aspects: list[Aspect]) -> None:
+    def __init__(self, a: Side, b: Side, comparison: Comparison) -> None:
         super().__init__()
-        self.a, self.b, self.aspects = a, b, aspects
-        self.shifted = any(x.name == "seq_nr assignment" and not x.equal for x in aspects)
+        self.a, self.b, self.comparison = a, b, comparison
+        self.aspects, self.shifted = comparison.aspects, comparison.shifted
         self.differences: dict[str, list[int]] = {"bumps": [], "runs": []}
 
     def compose(self) -> ComposeResult:
@@ -53,8 +54,9 @@ class DiffApp(App[int]):
     def on_mount(self) -> None:
         bumps = self.query_one("#bumps", DataTable)
         bumps.add_columns("thread", "A seq_nr", "A node", "A line", "B seq_nr", "B node", "B line", "")
-        # rows lined up as a diff tool lines up two files (diff.align): an extra op is one row with one side empty
-        for row, (t, x, y) in enumerate(bump_pairs(self.a, self.b)):
+        # rows lined up as a diff tool lines up two files (diff.align, once, by compare): an extra op is one row
+        # with one side empty
+        for row, (t, x, y) in enumerate(self.comparison.bumps):
             name_differs = x is None or y is None or x.name != y.name
             line_differs = not same_line(x, y)
             if name_differs or line_differs:
@@ -65,7 +67,7 @@ class DiffApp(App[int]):
                           Text("≠", style=_DIFF) if name_differs or line_differs else "")
         runs = self.query_one("#runs", DataTable)
         runs.add_columns("#", "A ran", "B ran", "")
-        for i, (x, y) in enumerate(run_pairs(self.a, self.b, self.shifted)):
+        for i, (x, y) in enumerate(self.comparison.runs):
             differs = not same_run(x, y, self.shifted)
             if differs:
                 self.differences["runs"].append(i)

@@ -172,15 +172,15 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
     traces = [load_trace(path) for path in (args.a, args.b)]
     a, b = (side_of(t, path, NodeLabels(t)) for t, path in zip(traces, (args.a, args.b), strict=True))
-    aspects = compare(a, b)
-    equal = all(x.equal for x in aspects)
+    comparison = compare(a, b)
+    aspects, equal = comparison.aspects, comparison.equal
     if args.json:
         print(json.dumps(to_json(a, b, aspects), indent=2))
         return 0 if equal else 1
     if args.tui:
         from .diff_app import DiffApp
 
-        DiffApp(a, b, aspects).run()
+        DiffApp(a, b, comparison).run()
         return 0 if equal else 1
     out = sys.stdout
     out.write(f"A: {_printable(args.a)} ({a.source}, {len(traces[0]):,} events)\n")

@@ -97,6 +97,34 @@ async def test_the_side_by_side_screen_marks_only_the_inserted_rows(traces):
         assert str(runs.get_row_at(1)[1]) == "" and str(runs.get_row_at(1)[2]).startswith("MulBackward0")
 
 
+def test_diff_tui_lines_the_two_traces_up_once(traces, capsys, monkeypatch):
+    """`agdb diff --tui` lines the rows up once, in compare, and lays out those rows: as many `align` calls as
+    `compare` alone makes."""
+    from agdb.app.diff_app import DiffApp
+    from agdb.tracer.replay import diff
+
+    calls = []
+    align = diff.align
+    monkeypatch.setattr(diff, "align", lambda *args, **kwargs: calls.append(1) or align(*args, **kwargs))
+    ta, tb = load(traces["base"]), load(traces["extra"])
+    compare(side_of(ta, "a", NodeLabels(ta)), side_of(tb, "b", NodeLabels(tb)))
+    by_compare = len(calls)
+    assert by_compare == 2  # the one thread's seq_nrs, and the node runs
+    calls.clear()
+    shown = {}
+
+    async def look(pilot):
+        await pilot.pause()
+        shown["differences"] = dict(pilot.app.differences)
+        pilot.app.exit()
+
+    run = DiffApp.run
+    monkeypatch.setattr(DiffApp, "run", lambda self: run(self, headless=True, size=(120, 40), auto_pilot=look))
+    code, _ = _diff(traces["base"], traces["extra"], capsys, "--tui")
+    assert code == 1 and shown["differences"] == {"bumps": [2], "runs": [1]}
+    assert len(calls) == by_compare
+
+
 def _lcs_length(xs: list, ys: list) -> int:
     """The longest common subsequence's length, by the textbook table: the truth `align` is checked against."""
     table = [[0] * (len(ys) + 1) for _ in range(len(xs) + 1)]

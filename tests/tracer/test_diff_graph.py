@@ -39,7 +39,7 @@ def _steps(acc_per_step: list[int], swap: bool = False, unused_leaf: bool = Fals
 
 
 def _graph(a, b):
-    return next(x for x in compare(a, b) if x.name == "graph edges")
+    return next(x for x in compare(a, b).aspects if x.name == "graph edges")
 
 
 def test_the_same_graphs_agree():
@@ -51,7 +51,7 @@ def test_one_accumulate_grad_run_three_times_is_not_three_of_them():
     """Three steps that each made the leaf a new AccumulateGrad against three that ran one (what a bridge that
     keyed AccumulateGrads by their leaf alone recorded): the runs agree by name, the graph does not."""
     new_each_step, one = _steps([1, 2, 3]), _steps([1, 1, 1])
-    aspects = {x.name: x for x in compare(new_each_step, one)}
+    aspects = {x.name: x for x in compare(new_each_step, one).aspects}
     assert aspects["execution order"].equal and aspects["node names"].equal
     graph = aspects["graph edges"]
     assert not graph.equal and graph.first == {"accumulate_grads": [3, 1]}, graph

@@ -185,6 +185,21 @@ class Aspect:
     first: dict[str, Any] | None = None  # where it first differs: index, what A and B have there
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """What `compare` finds: each aspect of ASPECTS, and the rows it lined up, for a view to lay out unchanged."""
+
+    aspects: list[Aspect]
+    bumps: list[tuple[int, Bump | None, Bump | None]]  # bump_pairs
+    runs: list[tuple[Run | None, Run | None]]  # run_pairs, by name only when `shifted`
+    shifted: bool  # the seq_nr assignment differs
+
+    @property
+    def equal(self) -> bool:
+        """Whether every aspect is equal."""
+        return all(x.equal for x in self.aspects)
+
+
 def side_of(trace: Any, label: str, labels: Labels) -> Side:
     """The comparable content of a trace (`label` names the trace, `labels` its nodes)."""
     side = Side(label, trace.source)
@@ -241,12 +256,14 @@ def _graph_of(trace: Any, side: Side, rows: dict[int, int], bases: dict[int, int
             side.edge_labels[known(node)] = tuple(shown(child) for child, _ in info.next_edges)
 
 
-def compare(a: Side, b: Side) -> list[Aspect]:
-    """Each aspect of ASPECTS, equal or with its first difference."""
+def compare(a: Side, b: Side) -> Comparison:
+    """Each aspect of ASPECTS, equal or with its first difference, and the rows lined up to find them."""
     pairs = bump_pairs(a, b)
     assignment = _assignment(a, b, pairs)
     shifted = not assignment.equal
-    return [_names(a, pairs), assignment, _lines(pairs), _graph(a, b, shifted), _order(a, b, shifted)]
+    runs = run_pairs(a, b, shifted)
+    aspects = [_names(a, pairs), assignment, _lines(pairs), _graph(a, b, shifted), _order(a, runs, shifted)]
+    return Comparison(aspects, pairs, runs, shifted)
 
 
 def bump_pairs(a: Side, b: Side) -> list[tuple[int, Bump | None, Bump | None]]:
@@ -421,11 +438,10 @@ def _run_json(run: Run | None) -> dict | None:
                                      "graph_task": run.graph_task}
 
 
-def _order(a: Side, b: Side, shifted: bool = False) -> Aspect:
+def _order(a: Side, pairs: list[tuple[Run | None, Run | None]], shifted: bool) -> Aspect:
     """The node runs, lined up (`run_pairs`): by name and relative seq_nr; by name only when the seq_nr assignment
     already differs (`shifted`: from there on every relative seq_nr may be off, which that aspect has said)."""
     tasks = len({r.graph_task for r in a.runs})
-    pairs = run_pairs(a, b, shifted)
     for i, (x, y) in enumerate(pairs):
         if x is not None and y is not None and not same_run(x, y, shifted):
             return Aspect("execution order", False, f"node run {i}: A ran {_ran(x)}, B ran {_ran(y)}",
