@@ -197,9 +197,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
             culprit = x.first.get("culprit")
             if isinstance(culprit, dict) and culprit.get("source"):
                 out.write(f"    {_printable(culprit['line'])}  {_printable(culprit['source'])}\n")
-    moved = next(x for x in aspects if x.name == "culprit lines").summary.partition("B's line numbers ")[2]
-    if equal and moved:  # an edit that moved lines only: not a difference, but worth a word
-        out.write(f"the traces agree: the same graph, B's line numbers {moved}\n")
+    if equal and comparison.line_shift:  # an edit that moved lines only: not a difference, but worth a word
+        out.write(f"the traces agree: the same graph, B's line numbers {comparison.line_shift}\n")
     else:
         out.write("the traces agree\n" if equal else "the traces differ\n")
     return 0 if equal else 1

@@ -97,6 +97,49 @@ async def test_the_side_by_side_screen_marks_only_the_inserted_rows(traces):
         assert str(runs.get_row_at(1)[1]) == "" and str(runs.get_row_at(1)[2]).startswith("MulBackward0")
 
 
+def test_the_printed_diff_keeps_its_words(traces, capsys):
+    """The text `agdb diff` prints, whole, for lines that moved, an added op, and a trace against itself."""
+    def head(x, y):
+        return f"A: {traces[x]} (engine, {len(load(traces[x])):,} events)\nB: {traces[y]} (engine, " \
+               f"{len(load(traces[y])):,} events)\n"
+
+    same = ("= node names:        equal: 3 seq_nrs on 1 thread(s)\n"
+            "= seq_nr assignment: equal: 3 seq_nrs, same numbers for the same nodes\n")
+    tail = ("= graph edges:       equal: the edges of 3 node(s) both traces know, 2 AccumulateGrad(s) run\n"
+            "= execution order:   equal: 5 node runs in 1 graph task(s)\n")
+    moved = "B's line numbers shifted by +1"
+    assert _diff(traces["base"], traces["printed"], capsys) == (0, head("base", "printed") + same + (
+        f"= culprit lines:     equal by source text: every seq_nr blamed on the same line, {moved}\n") + tail + (
+        f"the traces agree: the same graph, {moved}\n"))
+    assert _diff(traces["printed"], traces["base"], capsys)[1].endswith(
+        "the traces agree: the same graph, B's line numbers shifted by -1\n")
+    assert _diff(traces["base"], traces["base"], capsys) == (0, head("base", "base") + same + (
+        "= culprit lines:     equal: every seq_nr blamed on the same line\n") + tail + "the traces agree\n")
+    code, out = _diff(traces["base"], traces["extra"], capsys)
+    assert code == 1 and out.endswith(
+        f"= culprit lines:     equal by source text: every seq_nr blamed on the same line, {moved} where they moved\n"
+        "= graph edges:       not compared: the seq_nr assignment differs\n"
+        "≠ execution order:   node run 1: B ran MulBackward0 seq 8 (relative seq_nr 2) in graph task 1, which A did "
+        "not run; the other 5 runs line up in order\n"
+        "the traces differ\n"), out
+
+
+def test_compare_says_how_the_line_numbers_moved_in_a_field(traces):
+    """The shift of B's culprit line numbers is a field of the comparison, not only words in a summary."""
+    from agdb.tracer.replay.diff import LineShift
+
+    def shift(x, y):
+        (ta, tb) = load(traces[x]), load(traces[y])
+        return compare(side_of(ta, x, NodeLabels(ta)), side_of(tb, y, NodeLabels(tb))).line_shift
+
+    assert shift("base", "printed") == LineShift((1,), partly=False) and str(shift("base", "printed")) == \
+        "shifted by +1"
+    assert shift("printed", "base") == LineShift((-1,), partly=False)
+    assert shift("base", "extra") == LineShift((1,), partly=True)  # the lines above the added op did not move
+    assert str(shift("base", "extra")) == "shifted by +1 where they moved"
+    assert shift("base", "base") is None
+
+
 def test_diff_tui_lines_the_two_traces_up_once(traces, capsys, monkeypatch):
     """`agdb diff --tui` lines the rows up once, in compare, and lays out those rows: as many `align` calls as
     `compare` alone makes."""

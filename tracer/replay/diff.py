@@ -186,6 +186,18 @@ class Aspect:
 
 
 @dataclass(frozen=True)
+class LineShift:
+    """How B's culprit line numbers moved against A's while every line is the same by source text."""
+
+    by: tuple[int, ...]  # the distinct moves (B's line number minus A's), ascending, none zero
+    partly: bool  # some lines did not move
+
+    def __str__(self) -> str:
+        """`shifted by +1`, `shifted by -2 and +1 where they moved`: the words `agdb diff` prints."""
+        return "shifted by " + " and ".join(f"{d:+}" for d in self.by) + (" where they moved" if self.partly else "")
+
+
+@dataclass(frozen=True)
 class Comparison:
     """What `compare` finds: each aspect of ASPECTS, and the rows it lined up, for a view to lay out unchanged."""
 
@@ -193,6 +205,7 @@ class Comparison:
     bumps: list[tuple[int, Bump | None, Bump | None]]  # bump_pairs
     runs: list[tuple[Run | None, Run | None]]  # run_pairs, by name only when `shifted`
     shifted: bool  # the seq_nr assignment differs
+    line_shift: LineShift | None  # the culprit lines are equal, and B's line numbers moved
 
     @property
     def equal(self) -> bool:
@@ -262,8 +275,9 @@ def compare(a: Side, b: Side) -> Comparison:
     assignment = _assignment(a, b, pairs)
     shifted = not assignment.equal
     runs = run_pairs(a, b, shifted)
-    aspects = [_names(a, pairs), assignment, _lines(pairs), _graph(a, b, shifted), _order(a, runs, shifted)]
-    return Comparison(aspects, pairs, runs, shifted)
+    lines, line_shift = _lines(pairs)
+    aspects = [_names(a, pairs), assignment, lines, _graph(a, b, shifted), _order(a, runs, shifted)]
+    return Comparison(aspects, pairs, runs, shifted, line_shift)
 
 
 def bump_pairs(a: Side, b: Side) -> list[tuple[int, Bump | None, Bump | None]]:
@@ -412,25 +426,25 @@ def _line_number(x: Bump) -> int | None:
     return int(number) if number.isdigit() else None
 
 
-def _lines(pairs: list) -> Aspect:
-    """The line blamed for each lined-up seq_nr, by source text; line numbers that moved are said, not a
-    difference."""
+def _lines(pairs: list) -> tuple[Aspect, LineShift | None]:
+    """The line blamed for each lined-up seq_nr, by source text; line numbers that moved are said (and returned),
+    not a difference."""
     shifts: set[int] = set()
     for t, x, y in pairs:
         if x is None or y is None:
             continue
         if not same_line(x, y):
             return Aspect("culprit lines", False, f"thread {t}, relative seq_nr {x.seq}: A {_said(x)}, B {_said(y)}",
-                          {"thread": t, "seq_nr": x.seq, "a": _bump_json(x), "b": _bump_json(y)})
+                          {"thread": t, "seq_nr": x.seq, "a": _bump_json(x), "b": _bump_json(y)}), None
         numbers = _line_number(x), _line_number(y)
         if None not in numbers and x.source.strip():
             shifts.add(numbers[1] - numbers[0])
-    moved = sorted(d for d in shifts if d)
+    moved = tuple(sorted(d for d in shifts if d))
     if not moved:
-        return Aspect("culprit lines", True, "equal: every seq_nr blamed on the same line")
-    how = " and ".join(f"{d:+}" for d in moved)
+        return Aspect("culprit lines", True, "equal: every seq_nr blamed on the same line"), None
+    shift = LineShift(moved, 0 in shifts)
     return Aspect("culprit lines", True, f"equal by source text: every seq_nr blamed on the same line, B's "
-                  f"line numbers shifted by {how}" + (" where they moved" if 0 in shifts else ""))
+                  f"line numbers {shift}"), shift
 
 
 def _run_json(run: Run | None) -> dict | None:
