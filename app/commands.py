@@ -32,8 +32,9 @@ def fail(message: str) -> int:
 
 
 def record_script(script: str, script_args: list[str], source: ScriptSource, signals: ScriptSignals,
-                  on_os_exit: Callable[[ScriptRun], int] | None = None) -> ScriptRun:
-    """Run and record `script`, telling how it ended; `on_os_exit(run)` saves and exits if it calls os._exit.
+                  on_os_exit: Callable[[ScriptRun], int] | None = None, keep_globals: bool = False) -> ScriptRun:
+    """Run and record `script`, telling how it ended; `on_os_exit(run)` saves and exits if it calls os._exit;
+    with `keep_globals`, the run's `scope` holds the script's globals (run_script.run_recorded).
 
     `signals` (the command's, from main) is armed here and stays armed until the command ends, so that a signal
     stops the script and one after it waits for the trace to be saved (NOTE [signals and the script]). On a terminal,
@@ -50,7 +51,8 @@ def record_script(script: str, script_args: list[str], source: ScriptSource, sig
                            on_os_exit=os_exit if on_os_exit is not None else None,
                            on_script_start=signals.script_started, on_script_end=signals.script_ended,
                            on_save_ready=(None if signals.watcher is None else
-                                          lambda save: setattr(signals.watcher, "save", save)))
+                                          lambda save: setattr(signals.watcher, "save", save)),
+                           keep_globals=keep_globals)
     report(run)
     return run
 

@@ -12,7 +12,6 @@ import argparse
 import contextlib
 import json
 import os
-import runpy
 import sys
 from typing import Any, Iterator
 
@@ -274,20 +273,11 @@ def _recorded_own_graphs(args: argparse.Namespace) -> tuple[tuple[Any, dict, str
 
     def run_script(script: str, script_args: list[str]) -> tuple[dict, str | None]:
         signals = getattr(args, "signals", None) or ScriptSignals()
-        real_run_path = runpy.run_path
-
-        def keeping_globals(*a: Any, **k: Any) -> dict:  # the recorded run's globals, for an agdb_fx mark
-            holder["scope"] = real_run_path(*a, **k)
-            return holder["scope"]
-
-        runpy.run_path = keeping_globals
-        try:
-            run = record_script(script, script_args, ScriptSource("torch"), signals)
-        finally:
-            runpy.run_path = real_run_path
+        # the recorded run's globals, for an agdb_fx mark
+        run = record_script(script, script_args, ScriptSource("torch"), signals, keep_globals=True)
         holder["trace"] = run.trace
         lines = run.error_text.strip().splitlines()
-        return holder.get("scope", {}), None if run.error is None else (lines[-1] if lines else str(run.error))
+        return run.scope or {}, None if run.error is None else (lines[-1] if lines else str(run.error))
 
     found = run_own_graphs(args.script, list(getattr(args, "script_args", [])), args.json,
                            takers=getattr(args, "torch_frames", False), runner=run_script)

@@ -94,6 +94,7 @@ class ScriptRun:
     exit_status: int = 0  # the status `python SCRIPT` would have ended with
     read_stdin: bool = False  # the script read its stdin, and was given none (no_stdin)
     output: str = ""  # what the script printed (stdout and stderr, interleaved), when captured
+    scope: dict | None = None  # the script's globals, when asked for (keep_globals) and its code returned
 
 
 REAL_TORCH_NOTE = ("the script ran on real PyTorch without agdb's bridge, so nothing was recorded. Record real "
@@ -108,7 +109,8 @@ def run_recorded(script: str, args: list[str], source: ScriptSource = DEFAULT_SO
                  on_os_exit: Callable[[ScriptRun], int] | None = None,
                  capture_output: bool = False,
                  on_script_start: Callable[[], None] | None = None,
-                 on_save_ready: Callable[[SaveInPlace], None] | None = None) -> ScriptRun:
+                 on_save_ready: Callable[[SaveInPlace], None] | None = None,
+                 keep_globals: bool = False) -> ScriptRun:
     """Run `script` with `args` as `__main__`, recorded by `source`; the trace is kept if the script fails.
 
     `on_script_start` is called just before the script's code runs, and what it raises counts as the script's
@@ -133,6 +135,10 @@ def run_recorded(script: str, args: list[str], source: ScriptSource = DEFAULT_SO
     finishes the run as ended by `error`, adds `meta` to the trace and passes it to `on_os_exit`, once.
     NOTE [running the script in agdb's process].
 
+    `keep_globals`: hand back the script's globals in `scope` (`agdb fx --torch -o` reads its `agdb_fx` mark there);
+    otherwise they are dropped on the script's thread as soon as its code returns (on real torch, with them go its
+    graphs, which need the big stack to be freed).
+
     Raises FileNotFoundError, and TorchMissing (its message says how to install torch) for real torch without it.
     """
     path = Path(script)
@@ -140,7 +146,7 @@ def run_recorded(script: str, args: list[str], source: ScriptSource = DEFAULT_SO
         raise FileNotFoundError(f"no such script: {script}")
     path = path.resolve()  # the script may chdir; its frames and tracebacks keep naming this file
     run = _Run(script, path, args, source, progress, no_stdin, on_os_exit, capture_output, on_script_start,
-               on_save_ready)
+               on_save_ready, keep_globals)
     if source.name == "torch":
         if not torch_source.available():
             raise torch_source.TorchMissing(torch_source.INSTALL_HINT)
@@ -156,9 +162,9 @@ class _Run:
                  progress: RunProgress | None, no_stdin: bool,
                  on_os_exit: Callable[[ScriptRun], int] | None, capture_output: bool,
                  on_script_start: Callable[[], None] | None = None,
-                 on_save_ready: Callable[[SaveInPlace], None] | None = None) -> None:
+                 on_save_ready: Callable[[SaveInPlace], None] | None = None, keep_globals: bool = False) -> None:
         self.script, self.path, self.args, self.source = script, path, args, source
-        self.on_save_ready = on_save_ready
+        self.on_save_ready, self.keep_globals = on_save_ready, keep_globals
         self.progress = progress if progress is not None else RunProgress()
         self.no_stdin, self.on_os_exit, self.capture_output = no_stdin, on_os_exit, capture_output
         self.on_script_start = on_script_start
@@ -198,7 +204,7 @@ class _Run:
             if shim is not None:
                 torch_shim.uninstall(shim)
 
-        def finished(error: BaseException | None, error_text: str) -> ScriptRun:
+        def finished(error: BaseException | None, error_text: str, scope: dict | None = None) -> ScriptRun:
             # the bridge models what torch hides before it freezes (NOTE [observe now, reconstruct later])
             progress.enter(FREEZING if on_engine else RECONSTRUCTING)
             trace = recording.finish(lambda done, total: progress.advance(done, total) if done else
@@ -209,12 +215,12 @@ class _Run:
                 trace.meta["partial"] = signal.Signals(signum).name
             note = REAL_TORCH_NOTE if wants_torch and not as_torch and len(trace) == 0 else ""
             return ScriptRun(trace, error, error_text, note, exit_status(error),
-                             stdin is not None and stdin.was_read, output.text() if output is not None else "")
+                             stdin is not None and stdin.was_read, output.text() if output is not None else "", scope)
 
         os._exit = _os_exit_for(os.getpid(), saved_exit, self.on_os_exit, restore, finished, state)
         if self.on_save_ready is not None and self.on_os_exit is not None:
             self.on_save_ready(_save_in_place(self.on_os_exit, finished, state))
-        error, error_text = None, ""
+        error, error_text, scope = None, "", None
         try:
             sys.argv = [script, *self.args]
             sys.path.insert(0, str(path.parent))
@@ -224,7 +230,7 @@ class _Run:
                 sys.stdout = sys.stderr = output
             try:
                 progress.enter(RUNNING)
-                error = _run_main(path, self.on_script_start)
+                error, scope = _run_main(path, self.on_script_start, self.keep_globals)
             finally:
                 if on_script_end is not None:
                     on_script_end()
@@ -236,29 +242,34 @@ class _Run:
             error, error_text = script_error(error, path)
             if error is not None and not on_engine and not isinstance(error, (SystemExit, OsExitCalled)):
                 error.__traceback__ = None  # its frames hold the script's tensors: free them on this thread's stack
-        return finished(error, error_text)
+        return finished(error, error_text, scope)
 
 
-def _run_main(path: Path, on_start: Callable[[], None] | None) -> BaseException | None:
+def _run_main(path: Path, on_start: Callable[[], None] | None,
+              keep_globals: bool = False) -> tuple[BaseException | None, dict | None]:
     """Run the script as `__main__`, then, on the main thread, wait for the non-daemon threads it started, as Python
-    does before it exits (not after a SIGTERM or os._exit, which end Python at once); returns what it raised."""
+    does before it exits (not after a SIGTERM or os._exit, which end Python at once); returns what it raised, and
+    its globals when `keep_globals` and its code returned."""
     before = set(threading.enumerate())
     error: BaseException | None = None
+    scope = None
     try:
         if on_start is not None:
             on_start()
-        runpy.run_path(str(path), run_name="__main__")  # on real torch its graphs die here, on a big stack
+        scope = runpy.run_path(str(path), run_name="__main__")
+        if not keep_globals:
+            scope = None  # on real torch its graphs die here, on a big stack
     except BaseException as e:  # noqa: BLE001 - the user's error is reported, the trace is kept
         error = e
     if isinstance(error, (Terminated, OsExitCalled)) or threading.current_thread() is not threading.main_thread():
         # not in the TUI either: there the script shares the process with Textual's own threads (its executor's
         # idle workers among them, which never end), so a thread left running by the script outlives its recording
-        return error
+        return error, scope
     try:
         _join_new_threads(before)
     except BaseException as e:  # noqa: BLE001 - a signal while waiting: it ends the run, as it ends Python's wait
         error = error or e
-    return error
+    return error, scope
 
 
 def _join_new_threads(before: set[threading.Thread]) -> None:

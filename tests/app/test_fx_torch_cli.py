@@ -169,3 +169,16 @@ def test_the_torch_fx_command_imports_torch_only_when_run():
     loaded = set(run.stdout.split())
     assert "agdb.app.fx_torch" in loaded
     assert "torch" not in loaded and "agdb.tracer.sources.torch.fx" not in loaded
+
+
+@needs_torch
+def test_fx_torch_output_file_takes_the_mark_from_the_recorded_runs_globals(tmp_path, capsys):
+    """-o records the run with the bridge and reads the script's `agdb_fx` mark from the globals the recorder's run
+    hands back: the script sees the standard library's runpy.run_path, not a stand-in, and the mark is found."""
+    script = MLP.replace("import torch\n", "import runpy\nimport torch\n") + (
+        'print("run_path:", runpy.run_path.__module__, runpy.run_path.__qualname__)\n')
+    assert main(["fx", _script(tmp_path, script), "--torch", "-o", str(tmp_path / "m.agdb")]) == 0
+    captured = capsys.readouterr()
+    assert "run_path: runpy run_path\n" in captured.out
+    assert captured.out.startswith("run_path: runpy run_path\nreal PyTorch: the joint graph of "
+                                   "aot_export_joint_with_descriptors\n"), captured.out
