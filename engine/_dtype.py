@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["dtype", "float32", "float64", "float16", "bfloat16", "int64", "int32", "bool_", "Size", "get_default_dtype",
-           "as_dtype", "scalar_type_name", "legacy_type_name", "cpp_type_name"]
+           "as_dtype", "scalar_type_name", "legacy_type_name", "cpp_type_name", "c_type_name"]
 
 
 class dtype:
@@ -106,6 +106,9 @@ def from_numpy_dtype(np_dtype: np.dtype) -> dtype:
 # named after them (torch.HalfTensor).
 _SCALAR_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
                       "int64": "Long", "int32": "Int", "bool": "Bool"}
+# The C++ element types, as torch's messages that print one name them (its compiler's demangled name).
+_C_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+                 "int64": "long int", "int32": "int", "bool": "bool"}
 # Types whose C++ name (CPUFloatType) torch's Python layer rewrites to the legacy name in a C++ error message; Bool
 # and BFloat16 came later and keep theirs (checked on torch 2.13: `expand(CPUBoolType{[2, 3]}, ...)`).
 _REWRITTEN_IN_ERRORS = frozenset(("float32", "float64", "float16", "int64", "int32"))
@@ -121,6 +124,12 @@ def _of(value: object) -> dtype:
 def scalar_type_name(value: object) -> str:
     """c10's name of the element type (Float, Double, Half, Long, Int, Bool) of a dtype or of a tensor."""
     return _SCALAR_TYPE_NAMES[_of(value).name]
+
+
+def c_type_name(value: object) -> str:
+    """The C++ element type of a dtype or of a tensor, as some of torch's messages print it: float, double,
+    c10::Half, long int."""
+    return _C_TYPE_NAMES[_of(value).name]
 
 
 def legacy_type_name(value: object, device: str = "cpu") -> str:

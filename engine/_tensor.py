@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _observer, _state, _views
 from ._dispatch import public
-from ._dtype import Size, dtype, from_numpy_dtype
+from ._dtype import Size, c_type_name, dtype, from_numpy_dtype
 from ._layout import is_non_overlapping_and_dense
 from ._node import AccumulateGrad, Node, RemovableHandle, _HookDict, add_hook
 from ._state import tls
@@ -126,8 +126,8 @@ class Tensor:
                     f"'{list(self.shape)}'. Please ensure that the gradient and the tensor are the same size")
             if value.dtype is not self.dtype:
                 raise RuntimeError(
-                    f"attempting to assign a gradient with dtype '{_c_type(value)}' to a tensor with dtype "
-                    f"'{_c_type(self)}'. Please ensure that the gradient and the tensor have the same dtype")
+                    f"attempting to assign a gradient with dtype '{c_type_name(value)}' to a tensor with dtype "
+                    f"'{c_type_name(self)}'. Please ensure that the gradient and the tensor have the same dtype")
         self._grad = value
 
     @property
@@ -554,11 +554,6 @@ def _obeys_layout_contract(grad: np.ndarray, variable: np.ndarray) -> bool:
     # a size-1 dim's stride does not matter, unless it is 0: such a grad is a view (an expand's), never adopted
     return all((a == b) if n != 1 else (a != 0)
                for n, a, b in zip(grad.shape, grad.strides, variable.strides, strict=True))
-
-
-def _c_type(t: Tensor) -> str:
-    return {"float32": "float", "float64": "double", "int64": "long int", "bool": "bool", "float16": "c10::Half",
-            "int32": "int"}[t.dtype.name]
 
 
 def _format_tensor(t: Tensor) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._dtype import scalar_type_name
+from .._dtype import c_type_name, scalar_type_name
 from .._functions import _Generated
 from .._tensor import Tensor
 from ._common import _out, common_device, needs_grad, save_inputs
@@ -224,7 +224,7 @@ def conv_nd(name: str, nd: int, a: Tensor, weight: Tensor, bias: Tensor | None, 
     from .shape import squeeze, unsqueeze
 
     if bias is not None and bias._data.dtype != a._data.dtype:
-        raise RuntimeError(f"Input type ({_scalar(a)}) and bias type ({_scalar(bias)}) should be the same")
+        raise RuntimeError(f"Input type ({c_type_name(a)}) and bias type ({c_type_name(bias)}) should be the same")
     dim = a._data.ndim
     if dim not in (nd + 1, nd + 2):
         raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to {name}, but got input of "
@@ -246,10 +246,6 @@ def conv_nd(name: str, nd: int, a: Tensor, weight: Tensor, bias: Tensor | None, 
         pad_t = expand_param(padding, nd)
     out = convolution(x, weight, bias, stride_t, pad_t, dilation_t, groups, output_padding)
     return out if batched else squeeze(out, 0)
-
-
-def _scalar(t: Tensor) -> str:
-    return {"float32": "float", "float64": "double", "int64": "long"}.get(t._data.dtype.name, t._data.dtype.name)
 
 
 # -- transposed convolution: the adjoint of the convolution above, with weight (C_in, C_out/groups, *kernel) --------

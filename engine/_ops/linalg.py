@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import _functions as fn
 from .._dispatch import public
-from .._dtype import scalar_type_name
+from .._dtype import c_type_name, scalar_type_name
 from .._tensor import Tensor
 from .._version import bump
 from ._common import _out, _strides, binary_operator, check_same_device, has_edge, needs_grad, record, save_inputs
@@ -52,8 +52,7 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
 
 def _check_same_dtype(a: Tensor, b: Tensor, msg: str) -> None:
     if a._data.dtype != b._data.dtype:
-        raise RuntimeError(f"{msg}, but got: {a.dtype.name.title()} != {b.dtype.name.title()}".replace(
-            "Float32", "float").replace("Float64", "double"))
+        raise RuntimeError(f"{msg}, but got: {c_type_name(a)} != {c_type_name(b)}")
 
 
 @public("dot", torch=True, tensor=True)

@@ -1,5 +1,6 @@
-"""Every public path that prints a dtype's scalar type name (`Half`, `Long`) or legacy type name
-(`torch.HalfTensor`), run by test_dtypes_parity.py on engine and torch, for each dtype the engine holds.
+"""Every public path that prints a dtype's scalar type name (`Half`, `Long`), legacy type name (`torch.HalfTensor`)
+or C++ element type (`c10::Half`), run by test_dtypes_parity.py on engine and torch, for each dtype the engine
+holds.
 
 Each is `fn(t, p)`; see parity.py.
 """
@@ -135,6 +136,9 @@ def _kernels(t, p):
     _each(t, p, "conv1d", lambda dt: F.conv1d(t.ones(1, 1, 3, dtype=dt), t.ones(1, 1, 2)), DTYPES[:-1])
     _each(t, p, "conv_transpose1d", lambda dt: F.conv_transpose1d(t.ones(1, 1, 3, dtype=dt), t.ones(1, 1, 2)),
           DTYPES[:-2])
+    _each(t, p, "conv1d bias", lambda dt: F.conv1d(t.ones(1, 1, 3), t.ones(1, 1, 2), t.ones(1, dtype=dt)))
+    _each(t, p, "mm", lambda dt: t.mm(t.ones(2, 2), t.ones(2, 2, dtype=dt)))
+    _each(t, p, "mm self", lambda dt: t.mm(t.ones(2, 2, dtype=dt), t.ones(2, 2, dtype=t.float64)))
     _each(t, p, "dot", lambda dt: t.dot(_ones(t, dt), t.ones(2)))
     _each(t, p, "mv", lambda dt: t.mv(t.ones(2, 2), _ones(t, dt)))
     _each(t, p, "bmm", lambda dt: t.bmm(t.ones(1, 2, 2, dtype=dt), t.ones(1, 2, 2)), DTYPES[:-1])
