@@ -22,7 +22,7 @@ import numpy as np
 from . import _functions as fn
 from . import _observer, _ops, _version, _views
 from ._dispatch import public
-from ._dtype import cpp_type_name, legacy_type_name, scalar_type_name
+from ._dtype import c_type_name, cpp_type_name, legacy_type_name, scalar_type_name
 from ._layout import is_non_overlapping_and_dense
 from ._node import InputMetadata
 from ._ops._common import broadcast_shape, collect_next_edges, needs_grad, record, save_inputs, with_original_self
@@ -308,8 +308,6 @@ def _writable(arr: np.ndarray) -> np.ndarray:
 
 
 ERR_VIEW_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
-_SCALAR_NAMES = {"float32": "float", "float64": "double", "float16": "half", "int64": "long", "int32": "int",
-                 "int16": "short", "int8": "signed char", "uint8": "unsigned char", "bool": "bool"}
 
 
 @public("masked_fill_", tensor=True)
@@ -323,7 +321,7 @@ def masked_fill_(self: Tensor, mask: Tensor, value: Any) -> Tensor:
                                f"{value._data.ndim} dimension(s).")
         if mask._data.dtype != np.bool_:
             raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
-                               f"{_SCALAR_NAMES.get(str(mask._data.dtype), mask._data.dtype)}")
+                               f"{c_type_name(mask)}")
         broadcast_shape(self, mask)  # TensorIterator's error for a mask that does not broadcast
     except RuntimeError:
         if records:  # the node took its seq_nr, collected its edges and saved the mask before the kernel's checks

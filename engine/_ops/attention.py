@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._dispatch import public
-from .._dtype import from_numpy_dtype
+from .._dtype import c_type_name
 from .._functions import _Generated
 from .._layout import empty_preserving
 from .._node import Error
@@ -114,12 +114,12 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
         kind = attn_mask._data.dtype
         if kind != np.bool_ and kind.kind != "f" and kind != q._data.dtype:
             raise RuntimeError("Expected attn_mask dtype to be bool or float or to match query dtype, but got "
-                               f"attn_mask.dtype: {_name(kind)} and  query.dtype: {_name(q._data.dtype)} instead.")
+                               f"attn_mask.dtype: {c_type_name(kind)} and  query.dtype: {c_type_name(q)} instead.")
     dtypes = (q._data.dtype, k._data.dtype, v._data.dtype)
     if len(set(dtypes)) != 1:
+        names = [c_type_name(d) for d in dtypes]
         raise RuntimeError("Expected query, key, and value to have the same dtype, but got query.dtype: "
-                           f"{_name(dtypes[0])} key.dtype: {_name(dtypes[1])} and value.dtype: {_name(dtypes[2])} "
-                           "instead.")
+                           f"{names[0]} key.dtype: {names[1]} and value.dtype: {names[2]} instead.")
     if enable_gqa:
         raise NotImplementedError("agdb's engine does not implement scaled_dot_product_attention with "
                                   "enable_gqa=True; run the program on real torch with `agdb torch SCRIPT`")
@@ -152,13 +152,6 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
         node.logsumexp = _out(np.ascontiguousarray(lse, dtype=dtype), q)
         _record_many(node, (q, k, v), [result])
     return result
-
-
-def _name(dtype: np.dtype) -> str:
-    """A dtype as torch's C++ messages print it (double, float, long int, ...)."""
-    return {"float64": "double", "float32": "float", "int64": "long int", "int32": "int",
-            "bool": "bool"}.get(str(from_numpy_dtype(dtype)).replace("engine.", "").replace("torch.", ""),
-                                str(dtype))
 
 
 # -- the ops nn.MultiheadAttention's Python forward calls that the rest of the engine lacks -------------------

@@ -15,7 +15,8 @@ FLOATS = ("float32", "float64", "float16")
 # Cases where the engine differs from torch for a reason other than the name are left out of their case's dtypes:
 # embedding takes int32 indices on torch; binary_cross_entropy_with_logits keeps a float16 target's dtype and
 # refuses a bool one with its own message; torch's slow_conv*/bmm kernels refuse Bool (and Int, transposed)
-# before they compare dtypes.
+# before they compare dtypes; scaled_dot_product_attention refuses a float attn_mask of another dtype than the
+# query's (the engine takes it).
 
 
 def program(name: str) -> Callable:
@@ -115,6 +116,12 @@ def _kernels(t, p):
     _each(t, p, "vector_norm dtype", lambda dt: t.linalg.vector_norm(t.ones(2, dtype=t.float64), dtype=dt))
     _each(t, p, "vector_norm input", lambda dt: t.linalg.vector_norm(_ones(t, dt)))
     _each(t, p, "mean", lambda dt: _ones(t, dt).mean())
+    _each(t, p, "masked_fill_", lambda dt: t.ones(2).masked_fill_(_ones(t, dt), 0.0))
+    _each(t, p, "attention key", lambda dt: F.scaled_dot_product_attention(
+        t.ones(1, 2, 4), t.ones(1, 2, 4, dtype=dt), t.ones(1, 2, 4)))
+    _each(t, p, "attention mask", lambda dt: F.scaled_dot_product_attention(
+        t.ones(1, 2, 4), t.ones(1, 2, 4), t.ones(1, 2, 4), attn_mask=t.ones(2, 2, dtype=dt)),
+          ("float32", "int64", "int32", "bool"))
     _each(t, p, "where", lambda dt: t.where(_ones(t, dt), t.ones(2), t.zeros(2)))
     _each(t, p, "multinomial", lambda dt: t.multinomial(_ones(t, dt), 1).shape)
     _each(t, p, "normal", lambda dt: t.normal(0.0, 1.0, (2,), dtype=dt).shape)
