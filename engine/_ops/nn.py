@@ -9,7 +9,7 @@ import numpy as np
 from .. import _functions as fn
 from .._args import required_dim
 from .._dispatch import public
-from .._dtype import scalar_type_name
+from .._dtype import c_type_name, scalar_type_name
 from .._layout import tensor_iterator_layout
 from .._tensor import Tensor, _wrap_dim
 from ._common import (
@@ -78,10 +78,7 @@ def masked_fill(a: Tensor, mask: Tensor, value: Any) -> Tensor:
 
 def _check_bool_mask(mask: Tensor) -> None:
     if mask._data.dtype != np.bool_:
-        from .._inplace import _SCALAR_NAMES
-
-        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
-                           f"{_SCALAR_NAMES.get(str(mask._data.dtype), mask._data.dtype)}")
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {c_type_name(mask)}")
 
 
 def _shifted(x: np.ndarray, d: int) -> np.ndarray:

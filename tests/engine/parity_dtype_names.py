@@ -117,6 +117,8 @@ def _kernels(t, p):
     _each(t, p, "vector_norm input", lambda dt: t.linalg.vector_norm(_ones(t, dt)))
     _each(t, p, "mean", lambda dt: _ones(t, dt).mean())
     _each(t, p, "masked_fill_", lambda dt: t.ones(2).masked_fill_(_ones(t, dt), 0.0))
+    _each(t, p, "masked_fill", lambda dt: t.ones(2).masked_fill(_ones(t, dt), 0.0))
+    _each(t, p, "masked_fill with history", lambda dt: t.ones(2, requires_grad=True).masked_fill(_ones(t, dt), 0.0))
     _each(t, p, "attention key", lambda dt: F.scaled_dot_product_attention(
         t.ones(1, 2, 4), t.ones(1, 2, 4, dtype=dt), t.ones(1, 2, 4)))
     _each(t, p, "attention mask", lambda dt: F.scaled_dot_product_attention(
