@@ -75,6 +75,12 @@ counted by walking ``grad_fn.next_functions`` from the loss, AccumulateGrad incl
    [frozen chunks] in tracer/recording/builder.py) are a constant, not a cost per event: they weigh less in a bigger
    chain.
 
+Not in the default run: ``measure_floors()`` times the backward alone under a no-op observer, an observer with
+one call a node that keeps what the Recorder keeps but freezes nothing (``OneCallObserver``: the floor of a design
+with fewer, fatter observer points), and the Recorder, alternated; and the Recorder's time freezing chunks inside
+its backward (``.venv/bin/python -c "import sys; sys.path.insert(0, 'bench'); import tracer as b;
+b._use_cpu_time(); print(b.measure_floors())"``).
+
 The closing table lists every figure; those with a target say "met" or "NOT met", the others "info".
 A missed target is reported, not raised: this is a benchmark, not a test. The machine's load average is
 printed, as other work on a 2-vCPU machine moves these numbers.
@@ -344,6 +350,83 @@ def measure_overhead(sizes: dict) -> dict:
 
 
 # -- part 2: bytes per event ---------------------------------------------------------------------------------
+class OneCallObserver:
+    """The least a recorder with one engine call per executed node could cost: `node_finished` alone, extending a
+    flat list with five events' ints at once and keeping two small copies of a grad (a backward node's five events
+    and two summary groups), nothing frozen. Not a trace: a floor for a design with fewer, fatter observer points."""
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+        self.summaries: list = []
+
+    def node_finished(self, graph_task: Any, node: Any, outputs: list) -> None:
+        t = outputs[0] if outputs else None
+        if t is not None:
+            data = t._data
+            self.summaries.append(data.copy())
+            self.summaries.append(data.copy())
+        gt, uid = graph_task.id, node._uid
+        self.rows.extend((6, 0, gt, uid, 0, 0, 0, 7, 0, gt, uid, 0, 0, 0, 8, 0, gt, uid, 0, 0, 0,
+                          9, 0, gt, uid, 0, 0, 0, 10, 0, gt, uid, 0, 0, 0))
+
+
+def _backward_once(chains: int, length: int, mode: str) -> tuple[float, float]:
+    """One backward of the graph (built untimed) under `mode` (plain, noop, one_call, recorder); ns of the backward,
+    and ns of it the Recorder spent freezing rows and summaries into chunks (0 for the others)."""
+    recorder = handle = None
+    frozen = [0]
+    if mode == "recorder":
+        recorder = Recorder()
+        freeze_rows = recorder.builder.freeze_rows
+
+        def timed_freeze() -> None:
+            t = _clock()
+            freeze_rows()
+            frozen[0] += _clock() - t
+
+        recorder.builder.freeze_rows = timed_freeze
+        recorder.attach()
+    elif mode != "plain":
+        handle = engine.add_observer(NoOpObserver() if mode == "noop" else OneCallObserver())
+    loss = build_graph(chains, length)
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = _clock()
+        loss.backward()
+        t1 = _clock()
+    finally:
+        gc.enable()
+        if recorder is not None:
+            recorder.finish()
+        if handle is not None:
+            handle.remove()
+    return float(t1 - t0), float(frozen[0])
+
+
+def measure_floors(chains: int = 20, length: int = 1_000, reps: int = 7) -> dict:
+    """Backward-only ratios over plain of the no-op observer, OneCallObserver and the Recorder, the four alternated
+    `reps` times after a warm-up (medians), and the share of the Recorder's backward spent freezing chunks (which
+    the memory target needs while recording). Not part of `run`: call it on its own (docs/benchmarks.md)."""
+    modes = ("plain", "noop", "one_call", "recorder")
+    for mode in modes:
+        _backward_once(2, 50, mode)
+    times: dict[str, list[float]] = {mode: [] for mode in modes}
+    frozen: list[float] = []
+    for _ in range(reps):
+        for mode in modes:
+            t, f = _backward_once(chains, length, mode)
+            times[mode].append(t)
+            if mode == "recorder":
+                frozen.append(f)
+    plain = statistics.median(times["plain"])
+    return {"graph": f"{chains} x {length}", "reps": reps, "clock": _clock.__name__,
+            "backward_ms": {mode: statistics.median(v) / 1e6 for mode, v in times.items()},
+            "ratios": {mode: statistics.median(v) / plain for mode, v in times.items()},
+            "recorder_freeze_ms": statistics.median(frozen) / 1e6,
+            "recorder_freeze_ratio": statistics.median(frozen) / plain}
+
+
 def deep_size(obj: Any, seen: set) -> int:
     """sys.getsizeof of obj and what it holds (tuples, lists, dicts, arrays owning data), each object once."""
     if id(obj) in seen:

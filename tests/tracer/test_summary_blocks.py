@@ -66,12 +66,17 @@ def test_summary_block_equals_summarising_each_tensor_alone(groups):
 @st.composite
 def _backward_chunk(draw) -> list:
     """A chunk as a backward makes them (NOTE [summary fast path] in freeze): bare arrays of one dtype and shape,
-    with perhaps a group of no tensor, one None or one array kept in a tuple among them, or one odd array."""
+    some perhaps kept in a pair beside a None, with perhaps a group of no tensor, one None or one array kept in a
+    tuple among them, or one odd array."""
     shape, dtype = draw(_SHAPES), draw(_DTYPES)
     groups = draw(st.lists(_array(shape, dtype), min_size=1, max_size=12))
+    first = groups[0]
+    if draw(st.booleans()):  # a binary op's node whose other input needs no grad: (grad, None) or (None, grad)
+        sides = draw(st.lists(st.sampled_from([0, 1, 2]), min_size=len(groups), max_size=len(groups)))
+        groups = [g if k == 0 else (g, None) if k == 1 else (None, g) for g, k in zip(groups, sides, strict=True)]
     extra = draw(st.sampled_from([None, (), (None,), "tuple", "odd"]))
     if extra is not None:
-        item = {"tuple": (groups[0].copy(),), "odd": np.zeros((5,), dtype=np.float16)}.get(extra, extra)
+        item = {"tuple": (first.copy(),), "odd": np.zeros((5,), dtype=np.float16)}.get(extra, extra)
         groups.insert(draw(st.integers(0, len(groups))), item)
     return groups
 
