@@ -9,10 +9,13 @@ CrossEntropyLoss, its losses summed over N/33 small batches) and a wide graph (N
 the same rounds. Times are the process's CPU time (time.process_time): on a shared machine, time given to
 other processes does not count.
 - forward with culprits: the culprit of every seq_nr increment (NOTE [line culprits] in
-  tracer/sources/torch/lines.py), over the plain forward (targets: <= 1.6x on the chain-like graphs, <= 2x on the
-  wide graph). Beside it: a TorchFunctionMode that does nothing but call the function,
+  tracer/sources/torch/lines.py), over the plain forward (targets, issue 29: <= 2x on the chain and on the wide
+  graph, <= 1.6x on the MLP). Beside it: a TorchFunctionMode that does nothing but call the function,
   a trace function that does nothing at every line of the forward (the floor of any per-line
-  observer: CPython 3.11 runs a thread with a trace function on its slower tracing path), the bridge's own
+  observer: CPython 3.11 runs a thread with a trace function on its slower tracing path), the floor of the bridge's
+  line tracer (a trace function that, as the bridge's, gives line events to the user's frames only and there only
+  reads the counter), the same with nn.Module.__call__ replaced by a wrapper that only keeps the innermost module call
+  (the floor of following module calls by a wrapper, NOTE [module paths]), the bridge's own
   way when a trace function is already set (record(culprits="mode")), and, on the chain, the loop reading each
   new node's seq_nr itself (`h.grad_fn._sequence_nr()`, no tracer: what naming each node through torch's
   accessors costs, whoever does it).
@@ -56,9 +59,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import bench_main, print_target_table  # noqa: E402
 
-TARGETS = {"forward_chain": 1.6, "forward_wide": 2.0, "registration_us": 10.0, "backward": 1.3,
+TARGETS = {"forward_chain": 2.0, "forward_mlp": 1.6, "forward_wide": 2.0, "registration_us": 10.0, "backward": 1.3,
            "default_backward": 1.5, "end_to_end": 3.0}
-TIMED = ("plain_forward", "noop_mode_forward", "noop_trace_forward", "reading_forward", "recorded_forward",
+TIMED = ("plain_forward", "noop_mode_forward", "noop_trace_forward", "counter_trace_forward", "module_calls_forward",
+         "reading_forward", "recorded_forward",
          "mode_forward", "plain_backward", "bare_hooks_backward", "recorded_backward", "shapes_only_backward",
          "default_backward", "after_each_backward", "registration", "bare_registration", "plain_run",
          "recorded_run", "profiler_run", "profiler_events_run")
@@ -159,6 +163,57 @@ def _noop_mode(torch: Any) -> Any:
 
 def _noop_trace(frame: Any, event: str, arg: Any) -> Any:
     return _noop_trace  # a line event for every line of every frame: what reading the counter per line sits on
+
+
+def _counter_trace(torch: Any) -> Callable:
+    """A trace function that gives line events to the user's frames only (none to torch's, agdb's or Python's own
+    library, as the bridge's line tracer) and there does nothing but read the counter: the floor under the bridge's
+    way of seeing the forward, before it names or writes anything."""
+    from agdb.tracer.sources.torch.naming import is_library
+
+    seq, last, user = torch.autograd._get_sequence_nr, [0], {}
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        now = seq()
+        if now != last[0]:
+            last[0] = now
+        return local
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:
+        name = frame.f_code.co_filename
+        mine = user.get(name)
+        if mine is None:
+            mine = user[name] = not is_library(name)
+        return local if mine else None
+
+    return trace
+
+
+def _innermost_call_kept(cell: list) -> Callable:
+    """nn.Module.__call__ doing only what any wrapper that follows module calls must: keep the innermost call."""
+
+    def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
+        up = cell[0]
+        cell[0] = (module, up)
+        try:
+            return module._call_impl(*args, **kwargs)
+        finally:
+            cell[0] = up
+
+    return __call__
+
+
+def _floors_round(torch: Any, forward: Callable[[], Any], times: dict) -> None:
+    """The forward under the counter-reading trace function alone, then with module calls kept as well."""
+    trace, module_call = _counter_trace(torch), torch.nn.Module.__call__
+    sys.settrace(trace)
+    try:
+        times["counter_trace_forward"].append(_timed(forward)[0])
+        torch.nn.Module.__call__ = _innermost_call_kept([None])
+        times["module_calls_forward"].append(_timed(forward)[0])
+    finally:
+        torch.nn.Module.__call__ = module_call
+        sys.settrace(None)
 
 
 def _plain_round(forward: Callable[[], Any], noop: Any, times: dict, reading: Callable[[], Any] | None) -> int:
@@ -281,6 +336,7 @@ def measure(kind: str, n: int, reps: int) -> dict:
     nodes, info = 0, {}
     for i in range(reps):
         nodes = _plain_round(forward, noop, times, reading)
+        _floors_round(torch, forward, times)
         got = _recorded_round(forward, times, reconstruct=i == 0)
         info = info or got
         _end_to_end_round(torch, forward, times, i)
@@ -291,6 +347,8 @@ def measure(kind: str, n: int, reps: int) -> dict:
             "forward_ratio": med["recorded_forward"] / med["plain_forward"],
             "noop_mode_ratio": med["noop_mode_forward"] / med["plain_forward"],
             "noop_trace_ratio": med["noop_trace_forward"] / med["plain_forward"],
+            "counter_trace_ratio": med["counter_trace_forward"] / med["plain_forward"],
+            "module_calls_ratio": med["module_calls_forward"] / med["plain_forward"],
             "reading_ratio": med["reading_forward"] / med["plain_forward"] if "reading_forward" in med else None,
             "mode_ratio": med["mode_forward"] / med["plain_forward"],
             "registration_us_per_node": med["registration"] / nodes * 1e6,
@@ -322,7 +380,7 @@ def run(quick: bool, reps: int | None) -> dict:
     checks, info, table = [], [], []
     for r in rows:
         label = f"{r['graph']} {r['nodes']:,} nodes"
-        fwd = TARGETS["forward_wide" if r["graph"] == "wide" else "forward_chain"]
+        fwd = TARGETS[f"forward_{r['graph']}"]
         for name, value, target, unit in (
                 (f"{label}: forward with culprits", r["forward_ratio"], fwd, "x"),
                 (f"{label}: hook registration", r["registration_us_per_node"], TARGETS["registration_us"], "µs/node"),
@@ -335,6 +393,10 @@ def run(quick: bool, reps: int | None) -> dict:
             table.append(name)
         for name, value, unit in ((f"{label}: do-nothing mode forward", r["noop_mode_ratio"], "x"),
                                   (f"{label}: do-nothing line tracer forward", r["noop_trace_ratio"], "x"),
+                                  (f"{label}: forward, counter read on user lines only", r["counter_trace_ratio"],
+                                   "x"),
+                                  (f"{label}: forward, same and innermost module call kept",
+                                   r["module_calls_ratio"], "x"),
                                   (f"{label}: forward, culprits by the mode", r["mode_ratio"], "x"),
                                   (f"{label}: bare registration", r["bare_registration_us_per_node"], "µs/node"),
                                   (f"{label}: bare hooks backward", r["bare_hooks_ratio"], "x"),

@@ -114,6 +114,8 @@ class ModuleCalls:
         the line tracer on CPython's slower tracing path: the paths are made only when a number is taken."""
         counter, timeline, get_ident = self._counter, self.timeline, threading.get_ident
         thread, roots, root_name, cell, timed = self.thread, self._roots, self._root_name, self.cell, self.timed
+        if timed and torch_call and aside is not None:
+            return self._wrap_timed(original, aside)
 
         def __call__(module, *args, **kwargs):
             if aside is not None and aside() or get_ident() != thread:  # aside first: Dynamo folds it to True
@@ -143,6 +145,44 @@ class ModuleCalls:
                         timeline[-1] = (now, up)
                     else:
                         timeline.append((now, up))
+
+        __call__.__wrapped__ = original  # type: ignore[attr-defined]
+        return __call__
+
+    def _wrap_timed(self, original: Callable, aside: Callable[[], bool]) -> Callable:
+        """`wrap` for the line tracer's recording thread with torch's `_wrapped_call_impl` done inline: the same steps
+        with no option looked at per call, and the timeline's last counter value kept beside it (`last`), so that
+        a change is one compare (each instruction here runs on CPython's tracing path)."""
+        counter, timeline, get_ident = self._counter, self.timeline, threading.get_ident
+        thread, roots, root_name, cell = self.thread, self._roots, self._root_name, self.cell
+        last = [timeline[-1][0] if timeline else -1]  # the timeline's last counter value (never emptied once filled)
+
+        def __call__(module, *args, **kwargs):
+            if aside() or get_ident() != thread:  # aside first: Dynamo folds it to True (NOTE [compile time])
+                return original(module, *args, **kwargs)
+            up = cell[0]
+            if up is None:  # an outermost call: named now, from the frame making it (NOTE [module paths])
+                known = roots.get(id(module))
+                if known is None or known[0]() is not module:
+                    root_name(module)
+            cell[0] = top = (module, up)
+            now = counter()
+            if last[0] == now:  # a change at the counter's value replaces the one before at that value
+                timeline[-1] = (now, top)
+            else:
+                timeline.append((now, top))
+                last[0] = now
+            try:
+                impl = module._compiled_call_impl
+                return impl(*args, **kwargs) if impl is not None else module._call_impl(*args, **kwargs)
+            finally:
+                cell[0] = up
+                now = counter()
+                if last[0] == now:
+                    timeline[-1] = (now, up)
+                else:
+                    timeline.append((now, up))
+                    last[0] = now
 
         __call__.__wrapped__ = original  # type: ignore[attr-defined]
         return __call__

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 
 from agdb.tracer.recording.async_exc import lower_flag
-from agdb.tracer.sources.torch.line_names import add_nodes, marked_rows, names_reached, runs
+from agdb.tracer.sources.torch.line_names import moved
 from agdb.tracer.sources.torch.line_table import LineTable, code_table
 from agdb.tracer.sources.torch.renumbered import Renumbered
 
@@ -177,6 +177,43 @@ class LineCulprits:
         where: list = [at, at.f_lasti if at is not None else -1]
         pushed: list = [None]  # the frame that pushed the mode for its line (NOTE [line culprits]: views)
         suspended: list = []  # frames whose mode is off while a user function they called runs
+        lines_of, pending, timeline, type_names = self._lines, self._pending, self._timeline, self._type_names
+        write_now, bump_one = self._write_now, self.forward.bump_one
+
+        def one(at, lasti, start):
+            """NOTE [one number, one name]
+            `_moved`'s commonest case in closure variables, with no attribute of `self` read and no call of ours: the
+            counter moved by one (`start` taken) on a known line, outside every module call (NOTE [module paths]),
+            with no opcode marks or pending numbers to account for, and a name the line stores or reads holds the
+            tensor whose grad_fn took it. True when it wrote the number; False leaves everything to `_moved`."""
+            if at is None or marks or pending or stopped[0] or state.row < 0:
+                return False
+            if timeline:  # no module call running since before `start`: the changes before it are done with
+                if timeline[-1][0] > start or timeline[-1][1] is not None:
+                    return False
+                del timeline[:-1]
+            got = lines_of.get((id(at.f_code), lasti))
+            if got is None or not got[1]:
+                return False
+            scope = at.f_locals
+            if at.f_code.co_flags & _CO_OPTIMIZED and at.f_trace is not None:
+                touched[id(at)] = at  # NOTE [stale locals]
+            for name in got[1]:
+                v = scope.get(name)
+                if type(v) is _TENSOR and v._base is None:
+                    g = v.grad_fn
+                    if g is not None and g._sequence_nr() == start:
+                        node_name = type_names.get(type(g))
+                        if node_name is None:
+                            node_name = type_names[type(g)] = g.name()
+                        del g
+                        state.last = start + 1
+                        if state.calls or state.log or write_now:  # logged: written at once
+                            bump_one(state, start, node_name, got[0])
+                        else:  # noted now, written before anything else is (Forward.write_seen)
+                            state.seen.append((start, node_name, got[0]))
+                        return True
+            return False
 
         def returned(frame):
             if touched:  # the frame ends, and its snapshot with it; a generator's yield is no end
@@ -198,8 +235,10 @@ class LineCulprits:
                 pushed[0] = suspended.pop()
 
         def local(frame, event, arg):  # a frame whose code has no line that needs the mode
-            if seq() != state.last:
-                moved(where[0], where[1], event, frame, arg)
+            now = seq()
+            if now != state.last:
+                if not (now == state.last + 1 and one(where[0], where[1], now - 1)):
+                    moved(where[0], where[1], event, frame, arg)
             elif touched and id(frame) in touched:
                 frame.f_locals  # noqa: B018 - a refresh (NOTE [stale locals])
             if event == "line":
@@ -227,8 +266,10 @@ class LineCulprits:
                 _pop(mode)
                 if renumbering:
                     renumber_check(frame)
-            if seq() != state.last:
-                moved(where[0], where[1], event, frame, arg)
+            now = seq()
+            if now != state.last:
+                if not (now == state.last + 1 and one(where[0], where[1], now - 1)):
+                    moved(where[0], where[1], event, frame, arg)
             elif touched and id(frame) in touched:
                 frame.f_locals  # noqa: B018 - a refresh (NOTE [stale locals])
             if event == "line":
@@ -294,90 +335,7 @@ class LineCulprits:
             f = f.f_back
         return f
 
-    # -- an increment -------------------------------------------------------------------------------------------
-    def _moved(self, at: Any, lasti: int, event: str, frame: Any, arg: Any) -> None:
-        """The counter moved since the last event: put the new numbers on the line `at` was running."""
-        state = self.state
-        start, now = state.last, _seq()
-        state.last = now
-        if now <= start or self.stopped[0]:
-            return
-        if state.row < 0:  # this thread's first number: its row now (NOTE [threads' line tracers])
-            state = self.state = self.forward.thread_state()
-        if at is None:
-            row, names, inplace = -1, (), ""
-        else:
-            got = self._lines.get((id(at.f_code), lasti))
-            row, names, inplace = got if got is not None else self._line(at.f_code, lasti)
-        rows = None  # each number's frame row, when opcode events split the range (NOTE [columns on lines])
-        if self._marks or self._timeline:
-            if self._marks:
-                rows = marked_rows(self, at, start, now, row)
-            if self._timeline:  # module calls ran: each number in its own (NOTE [module paths])
-                paths = self.forward.calls.paths(start, now)
-                if paths and any(paths):
-                    in_module = self.forward.in_module
-                    rows = [in_module(r, p) for r, p in zip(rows or [row] * (now - start), paths, strict=True)]
-            if rows is not None and now - start == 1:
-                row, rows = rows[0], None
-        if names:
-            scope = at.f_locals
-            if at.f_code.co_flags & _CO_OPTIMIZED and at.f_trace is not None:
-                self._touched[id(at)] = at  # NOTE [stale locals] (touch, inline)
-        else:
-            scope = None
-        if now - start == 1 and not self._pending:  # the hot path: one node, kept in a name of its line's
-            for name in names:
-                v = scope.get(name)
-                if type(v) is _TENSOR and v._base is None:
-                    g = v.grad_fn
-                    if g is not None and g._sequence_nr() == start:
-                        node_name = self._type_names.get(type(g))
-                        if node_name is None:
-                            node_name = self._type_names[type(g)] = g.name()
-                        del g
-                        if state.calls or state.log or self._write_now:  # logged: written at once
-                            self.forward.bump_one(state, start, node_name, row)
-                        else:  # noted now, written before anything else is (Forward.write_seen)
-                            state.seen.append((start, node_name, row))
-                        return
-        nodes: list = []
-        for name in names:
-            v = scope.get(name)
-            if v is None and name not in scope:
-                v = at.f_globals.get(name)
-            if v is not None:
-                add_nodes(nodes, v)
-        if event == "return" or event == "flush":
-            if arg is not None:
-                add_nodes(nodes, arg)
-        elif event == "call":
-            add_nodes(nodes, tuple(frame.f_locals.values()))
-            self.touch((frame,))
-        found = names_reached(self, nodes, start, now, inplace) if nodes else ["?"] * (now - start)
-        del nodes
-        if state.calls or state.log or self._write_now:
-            if rows is None:
-                self.forward.bumps(state, start, now, found, row)
-            else:
-                for a, b, r in runs(rows):
-                    self.forward.bumps(state, start + a, start + b, found[a:b], r)
-        else:
-            seen = state.seen
-            if "?" in found:
-                waiting = state.seen_unnamed
-                for i, name in enumerate(found):
-                    if name == "?":
-                        waiting[start + i] = len(seen) + i
-            if rows is None:
-                seen.extend([(s, name, row) for s, name in zip(range(start, now), found, strict=True)])
-            else:
-                seen.extend(zip(range(start, now), found, rows, strict=True))
-        if "?" in found:
-            pending = self._pending
-            for i, name in enumerate(found):
-                if name == "?":
-                    pending[start + i] = 1
+    _moved = moved  # the counter moved since the last event (line_names.py): the general path
 
     # -- lines ---------------------------------------------------------------------------------------------------
     def _line(self, code: Any, lasti: int) -> tuple:
