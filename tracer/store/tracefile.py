@@ -80,9 +80,15 @@ def column_checksum(buf: bytes | memoryview, version: int = FORMAT_VERSION) -> i
     return int(np.frombuffer(buf, dtype="<u8").sum(dtype=np.uint64))
 
 
-def _padded(arr: np.ndarray) -> bytes:
-    raw = np.ascontiguousarray(arr).tobytes()
-    return raw + b"\0" * (-len(raw) % 8)
+def _padded_checksum(data: np.ndarray, padding: bytes, version: int) -> int:
+    """column_checksum of `data` followed by `padding`, without joining them (a copy of the column)."""
+    if version >= 6:
+        state = xxhash.xxh3_64(data)
+        state.update(padding)
+        return state.intdigest()
+    if version >= 3:
+        return zlib.crc32(padding, zlib.crc32(data))
+    return column_checksum(data.tobytes() + padding, version)
 
 
 def save(trace: Trace, path: str | os.PathLike, progress: Callable[[int, int], None] | None = None,
@@ -101,18 +107,21 @@ def save(trace: Trace, path: str | os.PathLike, progress: Callable[[int, int], N
     columns["string_bytes"] = np.frombuffer(b"".join(strings), dtype=np.uint8)
     blobs, directory, offset = [], [], 0
     for name, arr in columns.items():
-        blob = _padded(arr)
+        data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)  # the column's own memory: written, not copied
+        padding = b"\0" * (-len(data) % 8)
         directory.append({"name": name, "dtype": arr.dtype.name, "shape": list(arr.shape), "offset": offset,
-                          "nbytes": arr.nbytes, "checksum": column_checksum(blob, FORMAT_VERSION)})
-        blobs.append(blob)
-        offset += len(blob)
+                          "nbytes": arr.nbytes, "checksum": _padded_checksum(data, padding, FORMAT_VERSION)})
+        blobs.append((data, padding))
+        offset += len(data) + len(padding)
     header = json.dumps({"format_version": FORMAT_VERSION, "meta": trace.meta, "columns": directory,
                          "num_events": len(trace)}, allow_nan=False).encode("utf-8")
 
-    def chunks() -> Iterator[bytes]:
+    def chunks() -> Iterator[bytes | memoryview]:
         yield MAGIC + len(header).to_bytes(8, "little") + zlib.crc32(header).to_bytes(4, "little") + header
-        for i, blob in enumerate(blobs):
-            yield blob
+        for i, (data, padding) in enumerate(blobs):
+            yield data.data
+            if padding:
+                yield padding
             if progress:
                 progress(i + 1, len(blobs))
 
