@@ -3,8 +3,8 @@
 
 The layout is read here independently of tracer.store.tracefile, from its documented form: the magic line
 `AGDB-TRACE\\n`, an 8-byte little-endian header length, the header's CRC-32 (4 bytes, little-endian), a JSON
-header whose "columns" entries give each column's name, dtype, shape, offset, nbytes and checksum (the CRC-32
-of its bytes padded to 8), then the column bytes.
+header whose "columns" entries give each column's name, dtype, shape, offset, nbytes and checksum (the
+XXH3-64 of its bytes padded to 8), then the column bytes.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xxhash
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -135,7 +136,7 @@ def test_truncated_files_are_refused_at_every_cut():
             assert "truncated" in message, (cut, message)
 
 
-@pytest.mark.parametrize("version", [6, 0, 99, "1", None, 2.0, True])
+@pytest.mark.parametrize("version", [7, 0, 99, "1", None, 2.0, True])
 def test_wrong_version_is_refused(version):
     """A header with another format_version (CRC intact) is refused, naming that version as unsupported."""
     header, body = split(valid_bytes())
@@ -283,8 +284,8 @@ def _bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     write("truncated", data[:len(data) // 2], "truncated")
     write("truncated_header", data[:header_start() + 10], "truncated")
     wrong = copy.deepcopy(header)
-    wrong["format_version"] = 6
-    write("wrong_version", join(wrong, body), "version 6 is not supported")
+    wrong["format_version"] = 7
+    write("wrong_version", join(wrong, body), "version 7 is not supported")
     write("header_flip", flip(data, header_start() + 5), "header fails its checksum")
     col = some_columns(header)[1]
     write("column_flip", flip(data, body_start(data) + col["offset"]), f"column {col['name']} fails its checksum")
@@ -495,7 +496,7 @@ def test_fuzzed_files_load_equal_or_raise_trace_format_error(edits):
 
 
 def _checksum(buf: bytes) -> int:
-    return zlib.crc32(buf + b"\0" * (-len(buf) % 8))
+    return xxhash.xxh3_64_intdigest(buf + b"\0" * (-len(buf) % 8))
 
 
 @given(st.data())

@@ -41,7 +41,7 @@ def write_target(path: str | os.PathLike) -> str:
     return os.path.realpath(path) if os.path.islink(path) else path
 
 
-def write_atomically(path: str | os.PathLike, chunks: Iterable[bytes], durable: bool = True,
+def write_atomically(path: str | os.PathLike, chunks: Iterable[bytes | memoryview], durable: bool = True,
                      replace_read_only: bool = False) -> None:
     """Write `chunks` to `path` through a temporary file renamed over it (NOTE [temporary files of a save]).
 

@@ -5,11 +5,11 @@ docs/trace-format.md; loading checks a file against that schema.
 
 Layout: the magic line `AGDB-TRACE\\n`, an 8-byte little-endian header length, the header's CRC-32 (4
 bytes), a JSON header, then each column's raw bytes padded to 8 bytes, one after another, the last one ending
-the file. The header names every column with its dtype, shape, offset and checksum (the CRC-32 of its padded
-bytes; versions 1 and 2: their wrapping uint64 sum), so a bit flip anywhere is caught and the error names the
-column. Loading checks the magic, the version, the header, every size and place against the file, the
-checksums and the structure (lengths agree, indices in range) before handing out a Trace; whatever is wrong,
-the error is a TraceFormatError that names the file.
+the file. The header names every column with its dtype, shape, offset and checksum (the XXH3-64 of its padded
+bytes; versions 3 to 5: their CRC-32; versions 1 and 2: their wrapping uint64 sum), so a bit flip anywhere is
+caught and the error names the column. Loading checks the magic, the version, the header, every size and place
+against the file, the checksums and the structure (lengths agree, indices in range) before handing out a Trace;
+whatever is wrong, the error is a TraceFormatError that names the file.
 """
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ import json
 import math
 import os
 import stat
-import threading
 import zlib
 from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
+import xxhash
 
 from agdb.tracer.store.atomic import write_atomically
 from agdb.tracer.store.meta import problem as meta_problem
@@ -41,15 +41,16 @@ from agdb.tracer.store.schema import (
 from agdb.tracer.store.trace import Trace
 
 MAGIC = b"AGDB-TRACE\n"
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 """Bumped whenever the layout or a column's meaning changes; older readers refuse newer files. Version 2
 dropped the thread idents (a trace must not depend on them) and added the source and provenance to `meta`;
 version 3 checksums columns with CRC-32 (versions 1 and 2 used a wrapping sum, which two flips of one bit in
 two words, or two swapped words, passed) and stores the source lines around each frame (the `source` table);
 version 4 adds each frame's column range (`frame_col`, `frame_end_col`: which expression of the line ran);
-version 5 the names of AccumulateGrads' leaves (`node_leaf_name`, optional). Versions 1 to 4 still load (their
-frames before 4 have no columns; their leaves before 5 have no names)."""
-_READABLE = (1, 2, 3, 4, 5)
+version 5 the names of AccumulateGrads' leaves (`node_leaf_name`, optional); version 6 checksums columns with
+XXH3-64 (`column_checksum`). Versions 1 to 5 still load (their frames before 4 have no columns; their leaves before
+5 have no names)."""
+_READABLE = (1, 2, 3, 4, 5, 6)
 
 _ALLOWED_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "float32"}
 """The dtypes agdb writes (uint8: ev_kind and the string bytes; float32: s_preview)."""
@@ -65,17 +66,29 @@ class TraceFormatError(ValueError):
 
 
 def column_checksum(buf: bytes | memoryview, version: int = FORMAT_VERSION) -> int:
-    """The checksum of a column's padded bytes in a file of `version`: CRC-32 from version 3 (zlib's runs at
-    about 2 GB/s, three times a BLAKE2b, and catches every flip of up to 32 bits in a row, and reordered words
-    but for a 2**-32 chance); before, the wrapping uint64 sum of its 8-byte words."""
+    """The checksum of a column's padded bytes in a file of `version`.
+
+    From version 6, XXH3-64: under a millisecond for the 20 MB of a 1M-event trace, where zlib's CRC-32 takes
+    about five, and no change of the bytes passes it but for a 2**-64 chance, where the CRC's linearity lets
+    through every change whose own CRC is that of zeros (a 33-bit burst equal to its polynomial, say). Versions
+    3 to 5: CRC-32. Versions 1 and 2: the wrapping uint64 sum of the 8-byte words, which two swapped words pass.
+    """
+    if version >= 6:
+        return xxhash.xxh3_64_intdigest(buf)
     if version >= 3:
         return zlib.crc32(buf)
     return int(np.frombuffer(buf, dtype="<u8").sum(dtype=np.uint64))
 
 
-def _padded(arr: np.ndarray) -> bytes:
-    raw = np.ascontiguousarray(arr).tobytes()
-    return raw + b"\0" * (-len(raw) % 8)
+def _padded_checksum(data: np.ndarray, padding: bytes, version: int) -> int:
+    """column_checksum of `data` followed by `padding`, without joining them (a copy of the column)."""
+    if version >= 6:
+        state = xxhash.xxh3_64(data)
+        state.update(padding)
+        return state.intdigest()
+    if version >= 3:
+        return zlib.crc32(padding, zlib.crc32(data))
+    return column_checksum(data.tobytes() + padding, version)
 
 
 def save(trace: Trace, path: str | os.PathLike, progress: Callable[[int, int], None] | None = None,
@@ -94,18 +107,21 @@ def save(trace: Trace, path: str | os.PathLike, progress: Callable[[int, int], N
     columns["string_bytes"] = np.frombuffer(b"".join(strings), dtype=np.uint8)
     blobs, directory, offset = [], [], 0
     for name, arr in columns.items():
-        blob = _padded(arr)
+        data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)  # the column's own memory: written, not copied
+        padding = b"\0" * (-len(data) % 8)
         directory.append({"name": name, "dtype": arr.dtype.name, "shape": list(arr.shape), "offset": offset,
-                          "nbytes": arr.nbytes, "checksum": column_checksum(blob)})
-        blobs.append(blob)
-        offset += len(blob)
+                          "nbytes": arr.nbytes, "checksum": _padded_checksum(data, padding, FORMAT_VERSION)})
+        blobs.append((data, padding))
+        offset += len(data) + len(padding)
     header = json.dumps({"format_version": FORMAT_VERSION, "meta": trace.meta, "columns": directory,
                          "num_events": len(trace)}, allow_nan=False).encode("utf-8")
 
-    def chunks() -> Iterator[bytes]:
+    def chunks() -> Iterator[bytes | memoryview]:
         yield MAGIC + len(header).to_bytes(8, "little") + zlib.crc32(header).to_bytes(4, "little") + header
-        for i, blob in enumerate(blobs):
-            yield blob
+        for i, (data, padding) in enumerate(blobs):
+            yield data.data
+            if padding:
+                yield padding
             if progress:
                 progress(i + 1, len(blobs))
 
@@ -349,51 +365,14 @@ def _first_bad_checksum(layout: list[_Entry], body: memoryview, version: int) ->
     return None
 
 
-_PARALLEL_BYTES = 1 << 20
-"""Bodies at least this large have their checksums computed in a second thread (NOTE [checksums beside the
-checks])."""
-
-# NOTE [checksums beside the checks]
-# The checksums (CRC-32: about a third of a load) and the structure checks (numpy: most of the rest) read the same
-# bytes and both release the GIL, so for a large body the checksums run in a thread while the structure is
-# checked. The checksums still decide first: when a column fails its checksum, that is the error, whatever the
-# structure checks (run on bytes not yet known to be right, which they never trust) found.
-
-
 def _checked_trace(header: dict, layout: list[_Entry], body: memoryview, name: str) -> Trace:
-    """The Trace of a body whose layout is checked: its checksums, then its strings, structure and meta."""
-    version = header["format_version"]
-
-    def bad_checksum(col: str) -> TraceFormatError:
-        return TraceFormatError(f"{name}: column {col} fails its checksum: the file is corrupt")
-
-    if len(body) < _PARALLEL_BYTES:
-        bad = _first_bad_checksum(layout, body, version)
-        if bad is not None:
-            raise bad_checksum(bad)
-        return _trace(header, _columns(layout, body), name)
-    found: list[str | None] = []
-
-    def check_sums() -> None:
-        try:
-            found.append(_first_bad_checksum(layout, body, version))
-        finally:
-            if not found:
-                found.append("(unreadable)")
-
-    worker = threading.Thread(target=check_sums, name="agdb-checksums", daemon=True)
-    worker.start()
-    try:
-        trace = _trace(header, _columns(layout, body), name)
-    except BaseException:
-        worker.join()
-        if found[0] is not None:
-            raise bad_checksum(found[0]) from None
-        raise
-    worker.join()
-    if found[0] is not None:
-        raise bad_checksum(found[0])
-    return trace
+    """The Trace of a body whose layout is checked: its checksums first (a column that fails its checksum is the
+    error, whatever else is wrong), then its strings, structure and meta. In one thread: XXH3-64 takes under a
+    millisecond of a 1M-event load, less than a second thread cost to start and join on a busy machine."""
+    bad = _first_bad_checksum(layout, body, header["format_version"])
+    if bad is not None:
+        raise TraceFormatError(f"{name}: column {bad} fails its checksum: the file is corrupt")
+    return _trace(header, _columns(layout, body), name)
 
 
 def _entry(entry: object, known: set[str], version: int, name: str) -> tuple[str, str, tuple[int, ...], int, int, int]:
@@ -457,11 +436,11 @@ def _check_structure(c: dict, num_strings: int, header: dict, name: str) -> None
         raise bad("the header and the event columns disagree on the number of events")
     if n and int(kinds.max()) >= len(Kind):
         raise bad(f"an event has an unknown kind (step {int(np.flatnonzero(kinds >= len(Kind))[0])})")
-    counts = np.bincount(kinds, minlength=len(Kind))
+    counts = _Counts(kinds)
     sizes = {"events": n, "pushes": counts[Kind.TASK_PUSHED], "pops": counts[Kind.TASK_POPPED],
              "node": len(c["node_name"]), "frame": len(c["frame_file"]), "thread": len(c["thread_name"]),
              "queue": len(c["queue_name"]), "task": counts[Kind.GRAPH_TASK_STARTED],
-             "summary_group": int(sum(counts[k] for k in SUMMARY_KINDS)), "string": num_strings,
+             "summary_group": counts.summary_groups(), "string": num_strings,
              "edge": int(c["node_nedges"].sum(dtype=np.int64)), "summary": int(c["s_count"].sum(dtype=np.int64)),
              "dim": int(c["s_ndim"].sum(dtype=np.int64)), "source": len(c.get("source_file", ()))}
     for table, kind in RAGGED.items():
@@ -482,14 +461,34 @@ def _check_structure(c: dict, num_strings: int, header: dict, name: str) -> None
         if col.refers and arr.size and int(arr.max()) >= sizes[col.refers]:
             raise bad(f"column {col.name} names a {col.refers} that does not exist")
     _check_event_fields(c, kinds, sizes, name)
-    _check_sizes(c, kinds, sizes, name)
+    _check_sizes(c, kinds, counts, sizes, name)
     pops = c["pop_push"]
     if len(pops):
         pops = pops.astype(np.int64)
         origin = np.where(pops < -1, -pops - 2, pops)
-        pushes = np.flatnonzero(kinds == Kind.TASK_PUSHED)
-        if int(origin.max()) >= n or int(origin.min()) < -1 or not np.isin(origin[origin >= 0], pushes).all():
+        if int(origin.max()) >= n or int(origin.min()) < -1 or \
+                (kinds[origin[origin >= 0]] != int(Kind.TASK_PUSHED)).any():
             raise bad("a TaskPopped points at no TaskPushed")
+
+
+class _Counts:
+    """The number of events of each kind, each counted when first asked: a comparison and a count over ev_kind
+    take a tenth of a millisecond for 1M events, where np.bincount (which widens every code to 64 bits first) takes
+    1.5 ms to count all fifteen kinds."""
+
+    def __init__(self, kinds: np.ndarray) -> None:
+        self.kinds = kinds
+        self._counts: dict[int, int] = {}
+
+    def __getitem__(self, kind: Kind) -> int:
+        if kind not in self._counts:
+            self._counts[kind] = int(np.count_nonzero(self.kinds == int(kind)))
+        return self._counts[kind]
+
+    def summary_groups(self) -> int:
+        """The events of the SUMMARY_KINDS, one range of codes."""
+        low, high = _SUMMARY_CODES
+        return int(np.count_nonzero((self.kinds >= low) & (self.kinds <= high)))
 
 
 def _check_column_form(col: str, arr: np.ndarray, name: str) -> None:
@@ -503,40 +502,51 @@ def _check_column_form(col: str, arr: np.ndarray, name: str) -> None:
 
 def _check_event_fields(c: dict, kinds: np.ndarray, sizes: dict, name: str) -> None:
     """Per-kind ranges of ev_node, ev_a and ev_b (schema.SPECS), so a consistent-looking file cannot crash a
-    replay. Each check reads only the events of its kinds, in the columns' own dtypes: loading 1M events must
-    stay a matter of milliseconds."""
+    replay (NOTE [event fields in bulk])."""
     node, a, b, task = c["ev_node"], c["ev_a"], c["ev_b"], c["ev_task"]
     strings, queues = sizes["string"], sizes["queue"]
-
-    def steps_of(*wanted: Kind) -> np.ndarray:
-        mask = kinds == wanted[0]
+    if len(node) and int(node.min()) < 0:  # the events that name no node are few
+        no_node = np.flatnonzero(node < 0)
+        wrong = _NEEDS_NODE[kinds[no_node]]
+        if wrong.any():
+            raise TraceFormatError(f"{name}: an event that needs a node has none (step "
+                                   f"{int(no_node[np.argmax(wrong)])})")
+    extent = {"a": (int(a.min()), int(a.max())) if len(a) else (0, 0),
+              "b": (int(b.min()), int(b.max())) if len(b) else (0, 0)}
+    columns = {"a": a, "b": b}
+    for wanted, ranges, what in (
+            ((Kind.TASK_PUSHED, Kind.TASK_POPPED), (("a", queues),), "a queue index is out of range"),
+            ((Kind.HOOK_RAN,), (("a", len(HOOK_KINDS)), ("b", strings)), "a hook event is out of range"),
+            ((Kind.ERROR_RAISED,), (("a", strings), ("b", strings)), "an error event names no string"),
+            ((Kind.BUFFER_WRITTEN, Kind.GRAD_CAPTURED), (("a", None),), "a slot index is negative")):
+        ranges = [(col, stop) for col, stop in ranges
+                  if extent[col][0] < 0 or (stop is not None and extent[col][1] >= stop)]
+        if not ranges:
+            continue
+        wrong = np.zeros(len(kinds), dtype=bool)
+        for col, stop in ranges:
+            wrong |= columns[col] < 0
+            if stop is not None:
+                wrong |= columns[col] >= stop
+        mine = kinds == int(wanted[0])
         for kind in wanted[1:]:
-            mask |= kinds == kind
-        return np.flatnonzero(mask)
-
-    def outside(values: np.ndarray, stop: int) -> np.ndarray:
-        return (values < 0) | (values >= stop)
-
-    needs_node = np.zeros(len(Kind), dtype=bool)
-    needs_node[list(NODE_KINDS)] = True
-    no_node = np.flatnonzero(node < 0)  # few: the events that name no node are rare
-    queued = steps_of(Kind.TASK_PUSHED, Kind.TASK_POPPED)
-    hooks = steps_of(Kind.HOOK_RAN)
-    errors = steps_of(Kind.ERROR_RAISED)
-    slotted = steps_of(Kind.BUFFER_WRITTEN, Kind.GRAD_CAPTURED)
-    checks = [
-        (no_node, needs_node[kinds[no_node]], "an event that needs a node has none"),
-        (queued, outside(a[queued], queues), "a queue index is out of range"),
-        (hooks, outside(a[hooks], len(HOOK_KINDS)) | outside(b[hooks], strings), "a hook event is out of range"),
-        (errors, outside(a[errors], strings) | outside(b[errors], strings), "an error event names no string"),
-        (slotted, a[slotted] < 0, "a slot index is negative"),
-    ]
+            mine |= kinds == int(kind)
+        wrong &= mine
+        if wrong.any():
+            raise TraceFormatError(f"{name}: {what} (step {int(np.argmax(wrong))})")
     if len(task) and int(task.max()) > len(task):
-        checks.append((np.flatnonzero(task > len(task)), [True], "a graph task number is larger than the number "
-                                                                "of events"))
-    for steps, wrong, what in checks:
-        if np.any(wrong):
-            raise TraceFormatError(f"{name}: {what} (step {int(steps[np.argmax(wrong)])})")
+        raise TraceFormatError(f"{name}: a graph task number is larger than the number of events (step "
+                               f"{int(np.argmax(task > len(task)))})")
+
+
+_NEEDS_NODE = np.zeros(len(Kind), dtype=bool)
+_NEEDS_NODE[list(NODE_KINDS)] = True
+
+# NOTE [event fields in bulk]
+# Each check of an event's fields is a mask over all events, built only when the column's own minimum and maximum
+# (a few microseconds) do not already show every value in range: `kinds == k` and a comparison of a column cost
+# about 40 microseconds for 1M events, where listing a kind's steps (np.flatnonzero) and gathering their fields
+# cost 0.6 ms or more for each kind. A failure then names the first step that is wrong, as a list would.
 
 
 SLOT_ALLOWANCE = 1 << 16
@@ -554,38 +564,41 @@ SLOTS_PER_ROW = 4
 # or a summary per slot, so a real trace stays far below the bound, however large. An edge may feed a slot past
 # its child's `node_inputs` (TraceBuilder does not stop a writer that describes a node with fewer): a view reads
 # the edge's input_nr as a number only, so the file opens.
-_ONE_SUMMARY = np.zeros(len(Kind), dtype=bool)
-_ONE_SUMMARY[[Kind.GRAD_CAPTURED, Kind.GRAD_ACCUMULATED]] = True
-"""The summary kinds whose group holds exactly one summary (the grad); the decoders read it as [0]."""
-_SUMMARY_CODES = (min(SUMMARY_KINDS), max(SUMMARY_KINDS))
+_SUMMARY_CODES = (int(min(SUMMARY_KINDS)), int(max(SUMMARY_KINDS)))
 """The summary kinds' codes are one range (9 to 12): two comparisons find their events, where a table lookup per
-event cost 3 ms of a 1M-event load."""
+event cost 3 ms of a 1M-event load. Plain ints, as every code compared with a column here: numpy compares an
+array with an IntEnum member ten times as slowly as with an int (0.3 ms against 0.03 for 1M events)."""
 assert set(SUMMARY_KINDS) == set(range(_SUMMARY_CODES[0], _SUMMARY_CODES[1] + 1))
 
 
-def _check_sizes(c: dict, kinds: np.ndarray, sizes: dict, name: str) -> None:
+def _check_sizes(c: dict, kinds: np.ndarray, counts: _Counts, sizes: dict, name: str) -> None:
     """One summary in each GradCaptured and GradAccumulated group, and input slots the file backs (NOTE [sizes
     the file backs])."""
-    counts = c["s_count"]
-    wrong = counts != 1
-    if wrong.any():  # rare: most groups of a node's run hold one tensor; only then find each group's kind
+    group_counts = c["s_count"]
+    wrong = group_counts != 1
+    if wrong.any() and (counts[Kind.GRAD_CAPTURED] or counts[Kind.GRAD_ACCUMULATED]):  # find each group's kind
         is_summary = (kinds >= _SUMMARY_CODES[0]) & (kinds <= _SUMMARY_CODES[1])
-        wrong &= _ONE_SUMMARY[kinds[is_summary]]
+        group_kinds = np.compress(is_summary, kinds)
+        wrong &= (group_kinds == int(Kind.GRAD_CAPTURED)) | (group_kinds == int(Kind.GRAD_ACCUMULATED))
         if wrong.any():
             group = int(np.argmax(wrong))
             step = int(np.flatnonzero(is_summary)[group])
             kind = Kind(int(kinds[step])).name.title().replace("_", "")
-            raise TraceFormatError(f"{name}: a {kind} event holds {int(counts[group])} tensor summaries, not one "
-                                   f"(step {step})")
+            raise TraceFormatError(f"{name}: a {kind} event holds {int(group_counts[group])} tensor summaries, not "
+                                   f"one (step {step})")
     # The replay gives a node max(node_inputs, 1) slots, and more when a grad reaches a slot past them (a writer
     # may describe a node with fewer slots than its edges feed): each such BufferWritten adds up to its slot + 1.
     # Each count is clipped to one past the bound first, so that no sum can overflow int64 and pass.
     allowed = SLOT_ALLOWANCE + SLOTS_PER_ROW * (sizes["events"] + sizes["edge"] + sizes["summary"])
     limits = np.clip(c["node_inputs"].astype(np.int64), 1, allowed + 1)
-    writes = np.flatnonzero(kinds == Kind.BUFFER_WRITTEN)
-    reached = np.minimum(c["ev_a"][writes].astype(np.int64), allowed) + 1
-    slots = int(limits.sum()) + int(np.maximum(reached - limits[c["ev_node"][writes]], 0).sum())
-    if slots > allowed:
+    described = int(limits.sum())
+    a = c["ev_a"]
+    writes = counts[Kind.BUFFER_WRITTEN]
+    if writes and described + writes * (min(int(a.max()), allowed) + 1) > allowed:  # the bound is not plain
+        steps = np.flatnonzero(kinds == int(Kind.BUFFER_WRITTEN))
+        reached = np.minimum(a[steps].astype(np.int64), allowed) + 1
+        described += int(np.maximum(reached - limits[c["ev_node"][steps]], 0).sum())
+    if described > allowed:
         raise TraceFormatError(f"{name}: the nodes' input slots (as described, or as far as a grad reaches) number "
-                               f"{slots:,} or more, more than a trace of {sizes['events']:,} events holds "
+                               f"{described:,} or more, more than a trace of {sizes['events']:,} events holds "
                                f"({allowed:,}): corrupt file")
