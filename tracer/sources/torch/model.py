@@ -112,7 +112,7 @@ class EngineModel:
     """The ready queue of one thread (shared by the graph tasks nested on it) and the events it implies.
 
     `emit` is the TraceBuilder-facing sink: an object with the builder's event methods, bound to a thread row
-    and a queue row by the bridge (see state.Emitter).
+    and a queue row by the bridge (see emitter.Emitter).
     """
 
     def __init__(self, emit: Any, on_divergence: Callable[[Divergence], None]) -> None:

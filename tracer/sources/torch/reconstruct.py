@@ -318,9 +318,10 @@ def small_arrays(log: list) -> dict[int, Any]:
     NOTE [small grads at once]
     The trace copies a small grad's values (TraceBuilder's summary_of); converting each tensor on its own
     (`t.detach().numpy()`) costs 1.4-2.7 µs of torch's Python binding a grad, two grads a node (a sixth of the 10k
-    chain's replay, sampled); the grouping below, the stack and a row each cost about a third of it. torch.stack of a shape's grads and one `.numpy()` give the same values, dtype and shape row by row;
-    every tensor the log holds stays alive until the replay ends, so an id names one tensor. Tensors of a subclass
-    convert their own way and are left to Reconstruction.value.
+    chain's replay, sampled); the grouping below, the stack and a row each cost about a third of it. torch.stack of a
+    shape's grads and one `.numpy()` give the same values, dtype and shape row by row; every tensor the log holds stays
+    alive until the replay ends, so an id names one tensor. Tensors of a subclass convert their own way and are left to
+    Reconstruction.value.
     """
     groups: dict[tuple, list] = {}
     tensor = torch.Tensor
@@ -349,7 +350,7 @@ def small_arrays(log: list) -> dict[int, Any]:
         except RuntimeError:  # on several devices
             continue
         if stacked.is_cpu and stacked.layout == torch.strided:  # else one of the group is not: the group is left
-            out.update(zip(map(id, group), stacked.numpy()))
+            out.update(zip(map(id, group), stacked.numpy(), strict=True))
     return out
 
 
