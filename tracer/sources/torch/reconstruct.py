@@ -129,10 +129,13 @@ class Reconstruction:
                 if now > call.runner.rlast:
                     self._forward.gap(call.runner, now, call.frame)
                 key = entry[1]
-                self._check_running(call, key, entry[4], entry[5])
+                seq = call.gt.graph.seq.get(key)
+                if entry[4] != call.torch_id or (seq is not None and seq != entry[5]):  # else both checks hold
+                    self._check_running(call, key, entry[4], entry[5])
                 call.observed.append(key)
-                for _ in range(call.retains.get(key, 0)):  # torch runs them after the tensor hooks
-                    model.hook_ran(call.gt, key, "retains_grad", "retain_grad")
+                if call.retains:
+                    for _ in range(call.retains.get(key, 0)):  # torch runs them after the tensor hooks
+                        model.hook_ran(call.gt, key, "retains_grad", "retain_grad")
                 model.node_started(call.gt, key, [values(g) for g in entry[2]])
             elif kind == HOOK:
                 _, key, hook_kind, name, now = entry
