@@ -321,12 +321,15 @@ def small_arrays(log: list) -> dict[int, Any]:
     NOTE [small grads at once]
     The trace copies a small grad's values (TraceBuilder's summary_of); converting each tensor on its own
     (`t.detach().numpy()`) costs 1.4-2.7 µs of torch's Python binding a grad, two grads a node (a sixth of the 10k
-    chain's replay, sampled); the grouping below, the stack and a row each cost about a third of it. torch.stack of a
-    shape's grads and one `.numpy()` give the same values, dtype and shape row by row; every tensor the log holds stays
-    alive until the replay ends, so an id names one tensor. Tensors of a subclass convert their own way and are left to
+    chain's replay, sampled); the grouping below, the stack and a row each cost about a third of it. A grad is one
+    tensor object wherever the log holds it (a node's grad_inputs are its children's grad_outputs: a chain's log holds
+    three references to each), and is converted once. torch.stack of a shape's grads and one `.numpy()` give the same
+    values, dtype and shape row by row; every tensor the log holds stays alive until the replay ends, so an id names
+    one tensor. Tensors of a subclass convert their own way and are left to
     Reconstruction.value.
     """
     groups: dict[tuple, list] = {}
+    seen: set[int] = set()
     tensor = torch.Tensor
     for entry in log:
         kind = entry[0]
@@ -337,7 +340,9 @@ def small_arrays(log: list) -> dict[int, Any]:
         else:
             continue
         for t in grads:
-            if type(t) is tensor:  # None and the bools of values=False are not
+            # None and the bools of values=False are no tensors; a grad is seen again as its child's grad_output.
+            if type(t) is tensor and id(t) not in seen:
+                seen.add(id(t))
                 key = (t.shape, t.dtype, t.requires_grad)
                 group = groups.get(key)
                 if group is None:
