@@ -112,7 +112,7 @@ class EngineModel:
     """The ready queue of one thread (shared by the graph tasks nested on it) and the events it implies.
 
     `emit` is the TraceBuilder-facing sink: an object with the builder's event methods, bound to a thread row
-    and a queue row by the bridge (see state.Emitter).
+    and a queue row by the bridge (see emitter.Emitter).
     """
 
     def __init__(self, emit: Any, on_divergence: Callable[[Divergence], None]) -> None:
@@ -161,8 +161,10 @@ class EngineModel:
     # -- what was observed ------------------------------------------------------------------------------------
     def node_started(self, gt: GraphTaskModel, node: int, inputs: Sequence[Any]) -> None:
         """`node`'s pre-hook fired in `gt`: pop up to it, checking the prediction, then NodeStarted."""
-        self._reach(gt, node)
+        if gt.reached != node:  # _reach, inline: once a node
+            self.advance(gt, until=node)
         gt.running = node
+        gt.reached = node
         (gt.runner or self.emit).node_started(graph_task=gt.id, node=node, inputs=inputs)
 
     def hook_ran(self, gt: GraphTaskModel, node: int, kind: str, name: str) -> None:
@@ -247,20 +249,25 @@ class EngineModel:
         child with no count is passed over: torch raises "dependency not found" there, and the observed run says
         what happened."""
         e = e or gt.runner or self.emit
+        buffers, gt_id = gt.buffers, gt.id
         for i, child, slot, is_ready in scheduler.route(gt.graph.edges.get(node, ()), gt.dependencies, gt.info):
-            buffer = gt.buffers.get(child)
-            if buffer is None:
-                buffer = [False] * max(gt.graph.num_inputs.get(child, 1), slot + 1)
+            buffer = buffers.get(child)
             is_def = i < len(defined) and defined[i]
+            if buffer is None:  # the first grad to reach `child`: its buffer holds none yet
+                e.buffer_written(graph_task=gt_id, node=child, slot=slot, is_accumulation=False)
+                if is_ready:
+                    self._push(gt, child, e)
+                else:
+                    buffer = buffers[child] = [False] * max(gt.graph.num_inputs.get(child, 1), slot + 1)
+                    buffer[slot] = is_def
+                continue
             if slot < len(buffer):
-                e.buffer_written(graph_task=gt.id, node=child, slot=slot,
+                e.buffer_written(graph_task=gt_id, node=child, slot=slot,
                                  is_accumulation=bool(is_def and buffer[slot]))
                 buffer[slot] = buffer[slot] or is_def
             if is_ready:
-                gt.buffers.pop(child, None)
+                del buffers[child]
                 self._push(gt, child, e)
-            else:
-                gt.buffers[child] = buffer
 
     def finish(self, gt: GraphTaskModel, error: tuple[str, str] | None, captured: Capture | None = None) -> None:
         """The call returned (or raised `error` as (type, message)): drain what the model still holds."""

@@ -20,6 +20,7 @@ import torch
 
 from agdb.tracer.recording.builder import TraceBuilder
 from agdb.tracer.sources.torch.columns import SeqNrs
+from agdb.tracer.sources.torch.emitter import Emitter
 from agdb.tracer.sources.torch.model import Divergence, EngineModel
 
 _seq = torch.autograd._get_sequence_nr
@@ -84,26 +85,6 @@ class SeqKeys:
         if found is None:
             self[seq] = found = key
         return found
-
-
-class Emitter:
-    """The builder's event methods with a thread's row and a CPU queue's row filled in (what the model writes to)."""
-
-    def __init__(self, builder: TraceBuilder, thread: int, queue: int) -> None:
-        self.b = builder
-        self.thread = thread
-        self.queue = queue
-        for name in ("graph_task_started", "dependencies_computed", "exec_info_computed", "buffer_written",
-                     "hook_ran", "node_started", "node_finished", "grad_captured", "grad_accumulated", "error_raised",
-                     "graph_task_finished"):
-            setattr(self, name, functools.partial(getattr(builder, name), thread=thread))
-        for name in ("task_pushed", "task_popped"):
-            setattr(self, name, functools.partial(getattr(builder, name), thread=thread, queue=queue))
-
-    @property
-    def num_events(self) -> int:
-        """How many events the builder holds."""
-        return self.b.num_events
 
 
 class Call:
