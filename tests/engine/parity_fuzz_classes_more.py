@@ -186,3 +186,23 @@ def _zerotensor_setitem(t, p):
         g, = t.autograd.grad(v1.sgn().sum(), [v1])
         p.run(tag, lambda g=g, write=write: write(g))
         p.made(tag, g)
+
+
+@program("InputBuffer sums in place into a grad that is dense in a permuted order: its layout kept, version 1")
+def _permuted_grad_summed_in_place(t, p):
+    # fuzz seed 730500: `v1.select(1, 1).mul(v1)` then a transpose; mul's grad for v1, laid out (4, 1, 2) as the
+    # transposed grad, reaches v1's buffer first and select's grad is added to it in place (torch's
+    # can_accumulate_inplace asks for non-overlapping and dense, in any dim order). The engine asked for C or F
+    # order, summed out of place into a C-ordered grad (4, 2, 1), version 0
+    values = [[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]]
+    for dims in ((1, 2), (0, 1), (0, 2)):
+        for how in ("backward", "autograd.grad"):
+            v1 = p.leaf(f"v1 {dims} {how}", values)
+            out = v1.select(1, 1).mul(v1).transpose(*dims)
+            if how == "backward":
+                out.backward(t.ones(out.shape))
+                g = v1.grad  # AccumulateGrad copies a grad against v1's layout: copy_ makes version 1 too
+            else:
+                g, = t.autograd.grad(out, [v1], t.ones(out.shape))
+            p.made(f"{dims} {how}", g)
+            p.value(f"{dims} {how} layout", (g.stride(), g._version))
