@@ -206,3 +206,35 @@ def _permuted_grad_summed_in_place(t, p):
                 g, = t.autograd.grad(out, [v1], t.ones(out.shape))
             p.made(f"{dims} {how}", g)
             p.value(f"{dims} {how} layout", (g.stride(), g._version))
+
+
+@program("layer_norm's double backward hands on views its composite wrote in place: their versions and layouts")
+def _layer_norm_double_backward_views(t, p):
+    # fuzz seed 730302200055: torch's layer_norm_double_backward builds gI with div_ and add_s, then reshape_as:
+    # a view, version 3, whose base holds the memory, so v1's InputBuffer summed the other path's grad out of
+    # place (version 0, stolen); the engine's fresh gI was summed into (version 1)
+    v1 = p.leaf("v1", [[1.0, 2.0, -3.0], [4.0, 5.0, -6.0]])
+    m2 = t.nn.LayerNorm(3, dtype=t.float64)
+    m2.load_state_dict({"weight": p.const([-1.94, 1.16, 0.11]), "bias": p.const([1.5, 0.36, 0.79])})
+    v5, = t.autograd.grad(m2(v1).pow(2).sum(), [v1], create_graph=True)
+    v5.var().backward()
+    p.made("two paths into v1", v1.grad, m2.weight.grad, m2.bias.grad)
+    scale = p.const([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]])
+    for shape in ((2, 3), (1, 2, 3), (3, 2)):
+        x = p.leaf(f"x {shape}", [[1.0, 2.0, -3.0], [4.0, 5.0, -6.0]])
+        w, b = p.leaf(f"w {shape}", [-1.94, 1.16, 0.11]), p.leaf(f"b {shape}", [1.5, 0.36, 0.79])
+        xs = x.t().reshape(2, 3) if shape == (3, 2) else x.reshape(shape)  # (3, 2): not a view of x
+        out = t.nn.functional.layer_norm(xs, (3,), w, b)
+        gx, gw, gb = t.autograd.grad((out.pow(2) * scale.reshape(xs.shape)).sum(), [x, w, b], create_graph=True)
+        for k, which in enumerate(((gx,), (gw,), (gb,), (gx, gw), (gx, gw, gb), (gw, gb))):
+            node = next(gr.grad_fn for gr in (gw, gb) if gr.grad_fn.name() == "NativeLayerNormBackwardBackward0")
+            handle = node.register_hook(lambda gi, go, tag=f"{shape} {k}": p.value(tag, tuple(
+                None if g is None else (g._version, g.stride(), g.is_contiguous()) for g in gi)))
+            p.run(f"{shape} {k}", lambda which=which: sum((g * g).sum() for g in which).backward(retain_graph=True))
+            handle.remove()
+            p.made(f"{shape} {k} grads", x.grad, w.grad, b.grad)
+            x.grad = w.grad = b.grad = None
+    y = p.leaf("y", [[1.0, 2.0, -3.0], [4.0, 5.0, -6.0]])
+    gy, = t.autograd.grad(t.nn.functional.layer_norm(y, (3,)).pow(3).sum(), [y], create_graph=True)
+    gy.sum().backward()
+    p.made("gI alone reaches the leaf: stolen with its version", y.grad)
