@@ -1,5 +1,5 @@
-"""Three classes of fuzz seed 64014 (tests/fuzz/FINDINGS.md), one program each, run on engine and torch by
-test_fuzz_classes_more_parity.py. The comments name what differed.
+"""Classes of fuzz seeds 64014 and 730200 to 730500 (tests/fuzz/FINDINGS.md), one program each, run on engine
+and torch by test_fuzz_classes_more_parity.py. The comments name what differed.
 
 Each is `fn(t, p)` (see parity.py).
 """
