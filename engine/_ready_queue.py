@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _observer, _version
-from ._layout import is_non_overlapping_and_dense
+from ._layout import is_non_overlapping_and_dense, tensor_iterator_layout
 from ._state import tls
 from ._tensor import make_tensor
 
@@ -222,6 +222,8 @@ def _accumulate(old: Any, var: Any) -> Any:
     res = np.asarray(old._data + var._data)  # 0-dim arrays add to a numpy scalar, which is read-only
     if res.dtype != old._data.dtype:
         res = res.astype(old._data.dtype)
+    # torch's `old_var + var` is laid out by TensorIterator, after `old` first; numpy's sum of mixed layouts is C
+    res = tensor_iterator_layout(res, (old._data, var._data))
     out = make_tensor(res, device=old._device)
     if old._zerotensor and var._zerotensor:  # torch: a sum of ZeroTensors is one (immutable: never summed into)
         out._zerotensor = True

@@ -194,11 +194,17 @@ def _permuted_grad_summed_in_place(t, p):
     # transposed grad, reaches v1's buffer first and select's grad is added to it in place (torch's
     # can_accumulate_inplace asks for non-overlapping and dense, in any dim order). The engine asked for C or F
     # order, summed out of place into a C-ordered grad (4, 2, 1), version 0
+    # With mul's grad held by a hook the sum is out of place, laid out as TensorIterator lays out `old + new`:
+    # as the first operand, the grad in the buffer (numpy's sum of mixed layouts is C-ordered)
     values = [[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]]
+    held: list = []
     for dims in ((1, 2), (0, 1), (0, 2)):
-        for how in ("backward", "autograd.grad"):
+        for how in ("backward", "autograd.grad", "held, autograd.grad"):
             v1 = p.leaf(f"v1 {dims} {how}", values)
-            out = v1.select(1, 1).mul(v1).transpose(*dims)
+            product = v1.select(1, 1).mul(v1)
+            if how.startswith("held"):
+                product.grad_fn.register_hook(lambda gi, go: held.append(gi[1]))
+            out = product.transpose(*dims)
             if how == "backward":
                 out.backward(t.ones(out.shape))
                 g = v1.grad  # AccumulateGrad copies a grad against v1's layout: copy_ makes version 1 too
