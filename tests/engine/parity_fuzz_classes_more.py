@@ -244,3 +244,25 @@ def _layer_norm_double_backward_views(t, p):
     gy, = t.autograd.grad(t.nn.functional.layer_norm(y, (3,)).pow(3).sum(), [y], create_graph=True)
     gy.sum().backward()
     p.made("gI alone reaches the leaf: stolen with its version", y.grad)
+
+
+@program("relu_ and leaky_relu_ on a view save the view: a later write to its base fails the backward")
+def _inplace_relu_on_view_saved(t, p):
+    # fuzz seed 740102224388: `v2.view(2, 2).relu_()`, then `v2.div_(1.0)`: torch's ReluBackward0 saved the view
+    # (is_inplace_on_view) at version 1 and refuses it at 2 ("output 0 of Relu"); the engine saved a copy
+    for op in ("relu_", "leaky_relu_"):
+        for later in ("div_ of the base", "mul_ of the view", "nothing"):
+            v1 = p.leaf(f"v1 {op} {later}", [-1.0, -2.0, 3.0, -4.0])
+            v2 = v1 ** 3
+            v3 = v2.view(2, 2)
+            if op == "relu_":
+                v3.relu_()
+            else:
+                t.nn.functional.leaky_relu_(v3, 0.1)
+            p.made(f"{op} {later}", v3, v2)
+            if later == "div_ of the base":
+                v2.div_(p.const(1.0))
+            elif later == "mul_ of the view":
+                v3.mul_(2.0)
+            p.run(f"{op} {later} backward", lambda v3=v3: v3.mean().backward())
+            p.made(f"{op} {later} grad", v1.grad)
