@@ -266,3 +266,16 @@ def _inplace_relu_on_view_saved(t, p):
                 v3.mul_(2.0)
             p.run(f"{op} {later} backward", lambda v3=v3: v3.mean().backward())
             p.made(f"{op} {later} grad", v1.grad)
+
+
+@program("F.relu and F.leaky_relu with inplace=True name the in-place aten op in the parser's error")
+def _inplace_functional_none(t, p):
+    # fuzz seed 740302228895: `F.leaky_relu(None, 0.1, inplace=True)`: torch calls torch._C._nn.leaky_relu_, whose
+    # parser says "leaky_relu_(): argument 'input' ..."; the engine named leaky_relu
+    F = t.nn.functional
+    cases = {"leaky_relu inplace": lambda: F.leaky_relu(None, 0.1, inplace=True),
+             "leaky_relu inplace by keyword": lambda: F.leaky_relu(None, inplace=True),
+             "leaky_relu": lambda: F.leaky_relu(None, 0.1), "relu inplace": lambda: F.relu(None, inplace=True),
+             "relu inplace positional": lambda: F.relu(None, True), "relu": lambda: F.relu(None)}
+    for tag, case in cases.items():
+        p.run(tag, case)
