@@ -13,8 +13,9 @@ import numpy as np
 from .. import _functions as fn
 from .._dispatch import public
 from .._functions import _Generated
+from .._node import ViewOwner
 from .._tensor import Tensor
-from .._version import OWNER, version_of
+from .._version import version_of
 from ._common import _out, _unowned, needs_grad, quietly, record, save_inputs
 from .formulas import _binary_node
 
@@ -106,10 +107,11 @@ def _inplace(self: Tensor, node_cls: Any, value: np.ndarray, **saved: Any) -> Te
     _inplace._rebase(self, result)
     if node._saved_versions.__class__ is tuple:  # not packed by saved-tensor hooks (they were given `result`)
         # torch saves the view itself after the write (is_inplace_on_view), so a later write to its memory fails
-        # the backward; kept unowned, with this node as its grad_fn, as any saved output (keep_outputs_unowned)
+        # the backward; kept unowned, with this node as its grad_fn, as any saved output (keep_outputs_unowned),
+        # and the view's grad_fn now, weakly, for the error's text
         alias = _unowned(self)
         object.__setattr__(node, "result", alias)
-        node._saved_versions = ((alias, version_of(self._data), OWNER, 0),)
+        node._saved_versions = ((alias, version_of(self._data), ViewOwner(self.grad_fn), 0),)
     return self
 
 

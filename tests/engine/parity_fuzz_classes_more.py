@@ -266,6 +266,18 @@ def _inplace_relu_on_view_saved(t, p):
                 v3.mul_(2.0)
             p.run(f"{op} {later} backward", lambda v3=v3: v3.mean().backward())
             p.made(f"{op} {later} grad", v1.grad)
+    # fuzz seed 740402225065: the error names the view's grad_fn when it was saved while that node lives ("output
+    # 0 of AsStrided"), else the saving node ("of Relu", as above); the engine named Relu always
+    for how in ("backward((s, s), retain_graph=True)", "s.backward()"):
+        v1 = p.const([[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0], [9.0, 10.0, 11.0, 12.0]]] * 2)
+        v2 = p.leaf(f"v2 {how}", [[[1.0, -2.0], [3.0, -4.0], [5.0, 6.0], [7.0, -8.0]]] * 2)
+        v4 = (v1 @ v2).permute((1, 0, 2))
+        t.relu_(v4)
+        v4 *= 2
+        s = v4.sum()
+        p.run(f"relu_, then *= 2 of the view, {how}",
+              lambda s=s, how=how: t.autograd.backward((s, s), retain_graph=True)
+              if how.startswith("backward") else s.backward())
 
 
 @program("F.relu and F.leaky_relu with inplace=True name the in-place aten op in the parser's error")
