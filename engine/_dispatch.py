@@ -251,8 +251,16 @@ _ATEN_NAMES = {"cross_entropy": "cross_entropy_loss", "nll_loss": "nll_loss_nd"}
 """Functional ops whose parser errors name the aten op they call."""
 
 
+_INPLACE_ARG = {"relu": 1, "leaky_relu": 2}
+"""Functional ops whose `inplace=True` calls the in-place aten op (`relu_`), which the parser's error names: the
+position of `inplace` among the arguments."""
+
+
 def _check_functional_none(attr: str, args: tuple) -> None:
     """torch.nn.functional's own first failures on a None input or target (Python code before the parser)."""
+    at = _INPLACE_ARG.get(attr)
+    if at is not None and args and args[0] is None and len(args) > at and args[at]:
+        raise TypeError(f"{attr}_(): argument 'input' (position 1) must be Tensor, not NoneType")
     if attr in _SIZE_CHECKED and None in args[:2]:
         raise AttributeError("'NoneType' object has no attribute 'size'")
     if attr in ("softmax", "log_softmax", "tanh", "sigmoid") and args and args[0] is None:  # input.<attr>(...)

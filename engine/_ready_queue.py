@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _observer, _version
+from ._layout import is_non_overlapping_and_dense, tensor_iterator_layout
 from ._state import tls
 from ._tensor import make_tensor
 
@@ -172,7 +173,8 @@ def _sole_owner(t: Any, refs: int) -> bool:
     use_count are 1), it is dense and non-overlapping, and mutable (not a ZeroTensor)."""
     data = t._data
     if (sys.getrefcount(t) > refs or not data.flags.writeable or t._zerotensor
-            or not (data.flags.c_contiguous or data.flags.f_contiguous) or sys.getrefcount(data) > 3):
+            or not (data.flags.c_contiguous or data.flags.f_contiguous or is_non_overlapping_and_dense(data))
+            or sys.getrefcount(data) > 3):
         return False
     # The memory is shared when an array it views is held by anything but the view below it (a grad that
     # was viewed, then dropped, as sum_to's result, is not: its storage's use_count is 1).
@@ -220,6 +222,8 @@ def _accumulate(old: Any, var: Any) -> Any:
     res = np.asarray(old._data + var._data)  # 0-dim arrays add to a numpy scalar, which is read-only
     if res.dtype != old._data.dtype:
         res = res.astype(old._data.dtype)
+    # torch's `old_var + var` is laid out by TensorIterator, after `old` first; numpy's sum of mixed layouts is C
+    res = tensor_iterator_layout(res, (old._data, var._data))
     out = make_tensor(res, device=old._device)
     if old._zerotensor and var._zerotensor:  # torch: a sum of ZeroTensors is one (immutable: never summed into)
         out._zerotensor = True

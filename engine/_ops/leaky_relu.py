@@ -13,8 +13,10 @@ import numpy as np
 from .. import _functions as fn
 from .._dispatch import public
 from .._functions import _Generated
+from .._node import ViewOwner
 from .._tensor import Tensor
-from ._common import _out, needs_grad, quietly, record, save_inputs
+from .._version import version_of
+from ._common import _out, _unowned, needs_grad, quietly, record, save_inputs
 from .formulas import _binary_node
 
 
@@ -99,10 +101,18 @@ def _inplace(self: Tensor, node_cls: Any, value: np.ndarray, **saved: Any) -> Te
         node.result = self
         record(node, (old,), self)
         return self
-    result = _out(value, old)  # a view's node goes inside a CopySlices; it saves the value written
+    result = _out(value, old)  # a view's node goes inside a CopySlices
     node.result = result
     record(node, (old,), result)
-    return _inplace._rebase(self, result)
+    _inplace._rebase(self, result)
+    if node._saved_versions.__class__ is tuple:  # not packed by saved-tensor hooks (they were given `result`)
+        # torch saves the view itself after the write (is_inplace_on_view), so a later write to its memory fails
+        # the backward; kept unowned, with this node as its grad_fn, as any saved output (keep_outputs_unowned),
+        # and the view's grad_fn now, weakly, for the error's text
+        alias = _unowned(self)
+        object.__setattr__(node, "result", alias)
+        node._saved_versions = ((alias, version_of(self._data), ViewOwner(self.grad_fn), 0),)
+    return self
 
 
 def leaky_relu_(a: Tensor, negative_slope: Any = 0.01) -> Tensor:

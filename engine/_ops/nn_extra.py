@@ -40,6 +40,7 @@ from ._common import (
 from ._erf import erf as _erf
 from .arith import add, add_scalar, compare, div, div_scalar, mul, mul_scalar, neg, sub
 from .dropout import check_dropout_p
+from .layer_norm_double import layer_norm_double_backward
 from .nn import _REDUCTIONS, log_softmax, masked_fill
 from .pointwise import abs as abs_
 from .pointwise import sigmoid
@@ -188,7 +189,7 @@ class NativeLayerNormBackwardBackward0(_Generated):
         if not any(mask):
             return out
         _no_third_order("native_layer_norm_backward", *grads, self.grad_out, self.input, self.weight)
-        res = _layer_norm_double_backward(self, grads)
+        res = layer_norm_double_backward(self, grads)
         for slot, m, r in zip((0, 1, 4), mask, res, strict=True):
             if m:
                 out[slot] = r
@@ -258,37 +259,6 @@ def native_layer_norm_backward(grad: Tensor, a: Tensor, ns: tuple, mu: Tensor, r
     if node is not None:
         _record_many(node, (grad, a, None, None, weight, bias), res)
     return res
-
-
-def _layer_norm_double_backward(node: NativeLayerNormBackwardBackward0, grads: list) -> list:
-    """Values of the grads w.r.t. (grad_out, input, weight) given the grads of (dx, dw, db)."""
-    ns, a = node.normalized_shape, node.input
-    axes = _ln_axes(a, ns)
-    batch = tuple(range(a._data.ndim - len(ns)))
-    n = math.prod(ns)
-    x = a._data.astype(np.float64)
-    go = node.grad_out._data.astype(np.float64)
-    r = node.rstd._data.astype(np.float64)
-    xhat = (x - node.mean._data) * r
-    w = node.weight._data.astype(np.float64) if node.weight is not None else np.ones(ns)
-    u = grads[0]._data if grads[0] is not None else np.zeros_like(x)
-    p = grads[1]._data if grads[1] is not None else np.zeros(ns)
-    q = grads[2]._data if grads[2] is not None else np.zeros(ns)
-    g = go * w
-    def rowsum(v):
-        return v.sum(axis=axes, keepdims=True)
-    h = (r / n) * (n * u - rowsum(u) - xhat * rowsum(u * xhat))  # d/dg of sum(u * dx)
-    ggo = h * w + p * xhat + q
-    gw = (h * go).sum(axis=batch)
-    dx = (r / n) * (n * g - rowsum(g) - xhat * rowsum(g * xhat))
-    g_xhat = (r / n) * (-u * rowsum(g * xhat) - rowsum(u * xhat) * g) + p * go
-    g_r = rowsum(u * dx) / r + rowsum(g_xhat * xhat) / r
-    gx = r * (g_xhat - g_xhat.mean(axis=axes, keepdims=True)) - g_r * r * r * xhat / n
-    dt = a._data.dtype
-    # a grad is undefined when no defined incoming grad reaches it, as in layer_norm_double_backward
-    has_u, has_p = grads[0] is not None, grads[1] is not None
-    return [_out(ggo.astype(dt), a), _out(gx.astype(dt), a) if has_u or has_p else None,
-            _out(np.asarray(gw).astype(dt), a) if has_u else None]
 
 
 # -- embedding ------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""Three classes of fuzz seed 64014 (tests/fuzz/FINDINGS.md), one program each, run on engine and torch by
-test_fuzz_classes_more_parity.py. The comments name what differed.
+"""Classes of fuzz seeds 64014 and 730200 to 730500 (tests/fuzz/FINDINGS.md), one program each, run on engine
+and torch by test_fuzz_classes_more_parity.py. The comments name what differed.
 
 Each is `fn(t, p)` (see parity.py).
 """
@@ -186,3 +186,108 @@ def _zerotensor_setitem(t, p):
         g, = t.autograd.grad(v1.sgn().sum(), [v1])
         p.run(tag, lambda g=g, write=write: write(g))
         p.made(tag, g)
+
+
+@program("InputBuffer sums in place into a grad that is dense in a permuted order: its layout kept, version 1")
+def _permuted_grad_summed_in_place(t, p):
+    # fuzz seed 730500: `v1.select(1, 1).mul(v1)` then a transpose; mul's grad for v1, laid out (4, 1, 2) as the
+    # transposed grad, reaches v1's buffer first and select's grad is added to it in place (torch's
+    # can_accumulate_inplace asks for non-overlapping and dense, in any dim order). The engine asked for C or F
+    # order, summed out of place into a C-ordered grad (4, 2, 1), version 0
+    # With mul's grad held by a hook the sum is out of place, laid out as TensorIterator lays out `old + new`:
+    # as the first operand, the grad in the buffer (numpy's sum of mixed layouts is C-ordered)
+    values = [[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]]
+    held: list = []
+    for dims in ((1, 2), (0, 1), (0, 2)):
+        for how in ("backward", "autograd.grad", "held, autograd.grad"):
+            v1 = p.leaf(f"v1 {dims} {how}", values)
+            product = v1.select(1, 1).mul(v1)
+            if how.startswith("held"):
+                product.grad_fn.register_hook(lambda gi, go: held.append(gi[1]))
+            out = product.transpose(*dims)
+            if how == "backward":
+                out.backward(t.ones(out.shape))
+                g = v1.grad  # AccumulateGrad copies a grad against v1's layout: copy_ makes version 1 too
+            else:
+                g, = t.autograd.grad(out, [v1], t.ones(out.shape))
+            p.made(f"{dims} {how}", g)
+            p.value(f"{dims} {how} layout", (g.stride(), g._version))
+
+
+@program("layer_norm's double backward hands on views its composite wrote in place: their versions and layouts")
+def _layer_norm_double_backward_views(t, p):
+    # fuzz seed 730302200055: torch's layer_norm_double_backward builds gI with div_ and add_s, then reshape_as:
+    # a view, version 3, whose base holds the memory, so v1's InputBuffer summed the other path's grad out of
+    # place (version 0, stolen); the engine's fresh gI was summed into (version 1)
+    v1 = p.leaf("v1", [[1.0, 2.0, -3.0], [4.0, 5.0, -6.0]])
+    m2 = t.nn.LayerNorm(3, dtype=t.float64)
+    m2.load_state_dict({"weight": p.const([-1.94, 1.16, 0.11]), "bias": p.const([1.5, 0.36, 0.79])})
+    v5, = t.autograd.grad(m2(v1).pow(2).sum(), [v1], create_graph=True)
+    v5.var().backward()
+    p.made("two paths into v1", v1.grad, m2.weight.grad, m2.bias.grad)
+    scale = p.const([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]])
+    for shape in ((2, 3), (1, 2, 3), (3, 2)):
+        x = p.leaf(f"x {shape}", [[1.0, 2.0, -3.0], [4.0, 5.0, -6.0]])
+        w, b = p.leaf(f"w {shape}", [-1.94, 1.16, 0.11]), p.leaf(f"b {shape}", [1.5, 0.36, 0.79])
+        xs = x.t().reshape(2, 3) if shape == (3, 2) else x.reshape(shape)  # (3, 2): not a view of x
+        out = t.nn.functional.layer_norm(xs, (3,), w, b)
+        gx, gw, gb = t.autograd.grad((out.pow(2) * scale.reshape(xs.shape)).sum(), [x, w, b], create_graph=True)
+        for k, which in enumerate(((gx,), (gw,), (gb,), (gx, gw), (gx, gw, gb), (gw, gb))):
+            node = next(gr.grad_fn for gr in (gw, gb) if gr.grad_fn.name() == "NativeLayerNormBackwardBackward0")
+            handle = node.register_hook(lambda gi, go, tag=f"{shape} {k}": p.value(tag, tuple(
+                None if g is None else (g._version, g.stride(), g.is_contiguous()) for g in gi)))
+            p.run(f"{shape} {k}", lambda which=which: sum((g * g).sum() for g in which).backward(retain_graph=True))
+            handle.remove()
+            p.made(f"{shape} {k} grads", x.grad, w.grad, b.grad)
+            x.grad = w.grad = b.grad = None
+    y = p.leaf("y", [[1.0, 2.0, -3.0], [4.0, 5.0, -6.0]])
+    gy, = t.autograd.grad(t.nn.functional.layer_norm(y, (3,)).pow(3).sum(), [y], create_graph=True)
+    gy.sum().backward()
+    p.made("gI alone reaches the leaf: stolen with its version", y.grad)
+
+
+@program("relu_ and leaky_relu_ on a view save the view: a later write to its base fails the backward")
+def _inplace_relu_on_view_saved(t, p):
+    # fuzz seed 740102224388: `v2.view(2, 2).relu_()`, then `v2.div_(1.0)`: torch's ReluBackward0 saved the view
+    # (is_inplace_on_view) at version 1 and refuses it at 2 ("output 0 of Relu"); the engine saved a copy
+    for op in ("relu_", "leaky_relu_"):
+        for later in ("div_ of the base", "mul_ of the view", "nothing"):
+            v1 = p.leaf(f"v1 {op} {later}", [-1.0, -2.0, 3.0, -4.0])
+            v2 = v1 ** 3
+            v3 = v2.view(2, 2)
+            if op == "relu_":
+                v3.relu_()
+            else:
+                t.nn.functional.leaky_relu_(v3, 0.1)
+            p.made(f"{op} {later}", v3, v2)
+            if later == "div_ of the base":
+                v2.div_(p.const(1.0))
+            elif later == "mul_ of the view":
+                v3.mul_(2.0)
+            p.run(f"{op} {later} backward", lambda v3=v3: v3.mean().backward())
+            p.made(f"{op} {later} grad", v1.grad)
+    # fuzz seed 740402225065: the error names the view's grad_fn when it was saved while that node lives ("output
+    # 0 of AsStrided"), else the saving node ("of Relu", as above); the engine named Relu always
+    for how in ("backward((s, s), retain_graph=True)", "s.backward()"):
+        v1 = p.const([[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0], [9.0, 10.0, 11.0, 12.0]]] * 2)
+        v2 = p.leaf(f"v2 {how}", [[[1.0, -2.0], [3.0, -4.0], [5.0, 6.0], [7.0, -8.0]]] * 2)
+        v4 = (v1 @ v2).permute((1, 0, 2))
+        t.relu_(v4)
+        v4 *= 2
+        s = v4.sum()
+        p.run(f"relu_, then *= 2 of the view, {how}",
+              lambda s=s, how=how: t.autograd.backward((s, s), retain_graph=True)
+              if how.startswith("backward") else s.backward())
+
+
+@program("F.relu and F.leaky_relu with inplace=True name the in-place aten op in the parser's error")
+def _inplace_functional_none(t, p):
+    # fuzz seed 740302228895: `F.leaky_relu(None, 0.1, inplace=True)`: torch calls torch._C._nn.leaky_relu_, whose
+    # parser says "leaky_relu_(): argument 'input' ..."; the engine named leaky_relu
+    F = t.nn.functional
+    cases = {"leaky_relu inplace": lambda: F.leaky_relu(None, 0.1, inplace=True),
+             "leaky_relu inplace by keyword": lambda: F.leaky_relu(None, inplace=True),
+             "leaky_relu": lambda: F.leaky_relu(None, 0.1), "relu inplace": lambda: F.relu(None, inplace=True),
+             "relu inplace positional": lambda: F.relu(None, True), "relu": lambda: F.relu(None)}
+    for tag, case in cases.items():
+        p.run(tag, case)
