@@ -1,5 +1,12 @@
-"""Shared pytest setup: the hypothesis profile, bytecode compiled once, and the order that lets the longest tests
-overlap the rest.
+"""Shared pytest setup: one OpenMP thread for torch, the hypothesis profile, bytecode compiled once, and the order
+that lets the longest tests overlap the rest.
+
+OMP_NUM_THREADS=1 (unless set already), before anything imports torch: its value reaches the xdist workers and
+every child process a test starts. torch's intra-op pool otherwise has one OpenMP thread per core, which spin
+while they wait for work: with two workers on two cores, each running torch, the spinning threads take the cores
+from the threads with work to do (tests/engine's real programs and layer and class parity under `-n 2`: 43-65 s of
+user CPU and 25-56 s wall with the default pool, 20-21 s and 14 s with one thread). No test depends on torch's
+intra-op parallelism: agdb observes the autograd engine, whose threads OpenMP does not make.
 
 Importing the strategies module registers and loads the hypothesis profile. Tests marked `long` (tens of
 seconds of one core or more) are moved to the front: under pytest-xdist (`make test` runs `-n auto`) they then
@@ -9,9 +16,12 @@ going alone.
 from __future__ import annotations
 
 import compileall
+import os
 from pathlib import Path
 
-import pytest
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before the imports below, any of which may import torch
+
+import pytest  # noqa: E402
 
 from tests import strategies  # noqa: F401  (registers and loads the "ci" / "dev" hypothesis profiles)
 
