@@ -21,9 +21,9 @@ def _run_bench(tmp_path: Path, script: str, *args: str, timeout: int = 300) -> t
 
 @pytest.mark.long
 def test_bench_quick_writes_json(tmp_path):
-    """`bench/engine.py --quick --json` writes positive forward µs/op and backward µs/node for every graph and
-    config, the nn model's optimizer step, and the GPT-nano step (forward, backward, AdamW and their total)."""
-    stdout, data = _run_bench(tmp_path, "engine.py", "--quick")
+    """`bench/engine.py --quick --reps 1 --json` writes positive forward µs/op and backward µs/node for every graph
+    and config, the nn model's optimizer step, and the GPT-nano step (forward, backward, AdamW and their total)."""
+    stdout, data = _run_bench(tmp_path, "engine.py", "--quick", "--reps", "1")
     assert "µs/node" in stdout and "µs/op" in stdout
 
     assert {"meta", "targets", "graphs", "results", "checks"} <= set(data)
@@ -240,11 +240,11 @@ def test_bench_fx_quick_writes_json(tmp_path):
 
 
 def test_torch_bridge_bench_quick_writes_json(tmp_path):
-    """`bench/torch_bridge.py --quick --json` measures the bridge on a 1k-node chain, MLP and wide graph: every ratio
-    and per-node cost positive, the floors beside them (a do-nothing mode, bare hooks), every round's times kept,
-    and the model predicted every order (no divergence)."""
+    """`bench/torch_bridge.py --quick --reps 1 --json` measures the bridge on a 1k-node chain, MLP and wide graph:
+    every ratio and per-node cost positive, the floors beside them (a do-nothing mode, bare hooks), every round's
+    times kept, and the model predicted every order (no divergence)."""
     pytest.importorskip("torch")
-    stdout, data = _run_bench(tmp_path, "torch_bridge.py", "--quick")
+    stdout, data = _run_bench(tmp_path, "torch_bridge.py", "--quick", "--reps", "1")
     assert "hook registration" in stdout and "backward" in stdout
     assert [r["graph"] for r in data["rows"]] == ["chain", "mlp", "wide"]
     for r in data["rows"]:

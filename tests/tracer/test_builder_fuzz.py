@@ -7,6 +7,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -38,6 +39,7 @@ def test_builder_traces_open_in_show_and_export(data):
     _opens(data, tui=False)
 
 
+@pytest.mark.long
 @fuzz(25)
 @given(st.data())
 def test_builder_traces_open_in_the_tui(data):
