@@ -6,7 +6,7 @@ OUT.rankN.json: the independent truth agdb's report is held to; and its paramete
 without agdb must end with too. With KILL_AT, rank 1 kills itself with SIGKILL at
 the start of that step (with `raise` after it, it raises instead; with `hang`, it waits there for a message rank 0
 never sends, while rank 0 goes on into that step's backward, whose allreduce waits for rank 1: both hang; each
-writes OUT.rankN.hangs just before, so that a test knows when to interrupt them).
+writes OUT.rankN.hangs just before its blocking call, so that a test knows when to interrupt them).
 
 usage: ddp_program.py OUT [KILL_AT [raise|hang]]
 """
@@ -33,6 +33,13 @@ class Net(nn.Module):
         if not skip:
             x = self.extra(x)
         return self.head(x)
+
+
+def _mark_before_ddp_waits(path):
+    """Write `path` at the end of this backward, just before DDP's reducer waits for the allreduce rank 1 never
+    joins: a callback queued from the loss's hook (the backward's first) runs before the one DDP queues once its
+    last bucket is ready, and after it only C++ runs up to the wait."""
+    torch.autograd.Variable._execution_engine.queue_callback(lambda: open(path, "w").close())
 
 
 def main():
@@ -63,7 +70,7 @@ def main():
         opt.zero_grad()
         loss = ddp(torch.randn(8, 4), skip=rank == 1 and step == 1).pow(2).mean()
         if hangs and step == kill_at:
-            open(f"{out}.rank{rank}.hangs", "w").close()
+            loss.register_hook(lambda grad: _mark_before_ddp_waits(f"{out}.rank{rank}.hangs"))
         loss.backward()
         opt.step()
     steps = [{"step": i, "params_with_grad": got, "unused_params": [n for n in names if n not in got]}

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +28,8 @@ BACKWARD = LINES.index("        loss.backward()") + 1
 TIMEOUTS = (30, 90)
 """--timeout of the hung launch, short first: both ranks reach the hang in about 15 s on a quiet machine and 20 on a
 loaded one, and the launch then waits idle for the timeout while holding a test worker. Only when the ranks had not
-both reached the hang SETTLED seconds before the launch ended (their `.hangs` files say so) is it launched again
-with the longer one: a retry on the test's precondition, never on what it asserts."""
-SETTLED = 5
-"""Seconds both ranks must have waited in the hang before the timeout stopped them for a launch to count: each
-writes its `.hangs` file just before the call that blocks, so a timeout right after the later file could still
-find that rank on its way into the call."""
+both reached the hang (their `.hangs` files say so, each written just before the C++ call that blocks) is it
+launched again with the longer one: a retry on the test's precondition, never on what it asserts."""
 HANG_GUARD = 600
 """Seconds a launch may take before the test kills it (a normal one takes about 20 on a loaded machine)."""
 
@@ -58,15 +53,12 @@ def _launch(tmp: Path, *program_args: str, flags: tuple[str, ...] = (), interrup
 
 
 def _when_hung(tmp: Path, proc: subprocess.Popen) -> None:
-    """Send SIGINT to `proc` once both ranks wrote their `.hangs` file (just before the call that blocks) SETTLED
-    seconds ago: a SIGINT right after the files can find a rank still on its way into the call (rank 0 runs its
-    backward up to the allreduce first), and agdb then rightly says it was not stuck there."""
+    """Send SIGINT to `proc` once both ranks wrote their `.hangs` file (rank 1 just before its recv, rank 0 in its
+    backward's first final callback, just before DDP's reducer waits: only C++ runs between each mark and its wait)."""
     marks = [tmp / f"truth.rank{rank}.hangs" for rank in (0, 1)]
     deadline = threading.Event()
     for _ in range(HANG_GUARD * 20):
-        if proc.poll() is not None:
-            break
-        if all(m.exists() for m in marks) and time.time() >= max(m.stat().st_mtime for m in marks) + SETTLED:
+        if all(m.exists() for m in marks) or proc.poll() is not None:
             break
         deadline.wait(0.05)  # polls for the files, bounded by HANG_GUARD
     proc.send_signal(signal.SIGINT)
@@ -108,21 +100,13 @@ def _both_hung(tmp: Path) -> bool:
     return all((tmp / f"truth.rank{rank}.hangs").exists() for rank in (0, 1))
 
 
-def _settled_in_the_hang(tmp: Path) -> bool:
-    """Both ranks reached the hang at least SETTLED s before the launch ended (when `_once` wrote launched.json)."""
-    if not _both_hung(tmp):
-        return False
-    later = max((tmp / f"truth.rank{rank}.hangs").stat().st_mtime for rank in (0, 1))
-    return later + SETTLED <= (tmp / "launched.json").stat().st_mtime
-
-
 @pytest.fixture(scope="module")
 def hung(tmp_path_factory):
-    """The launch stopped by --timeout (the first of TIMEOUTS that both ranks settled in the hang before), and the
+    """The launch stopped by --timeout (the first of TIMEOUTS that both ranks reached the hang before), and the
     timeout."""
     for timeout in TIMEOUTS:
         tmp, code, err = _once(tmp_path_factory, f"ddp_hung{timeout}", "1", "hang", flags=("--timeout", str(timeout)))
-        if _settled_in_the_hang(tmp):
+        if _both_hung(tmp):
             break
     return tmp, code, err, timeout
 
