@@ -123,8 +123,8 @@ def test_the_printed_diff_keeps_its_words(traces, capsys):
     assert code == 1 and out.endswith(
         f"= culprit lines:     equal by source text: every seq_nr blamed on the same line, {moved} where they moved\n"
         "= graph edges:       not compared: the seq_nr assignment differs\n"
-        f"≠ execution order:   node run 1: B ran MulBackward0 seq {seq} (relative seq_nr 2) in graph task 1, which A did "
-        "not run; the other 5 runs line up in order\n"
+        f"≠ execution order:   node run 1: B ran MulBackward0 seq {seq} (relative seq_nr 2) in graph task 1, "
+        "which A did not run; the other 5 runs line up in order\n"
         "the traces differ\n"), out
 
 
