@@ -1,4 +1,4 @@
-"""Classes of fuzz seeds 64014 and 730200 to 730500 (tests/fuzz/FINDINGS.md), one program each, run on engine
+"""Classes of fuzz seeds 64014 and 730200 to 740600 (tests/fuzz/FINDINGS.md), one program each, run on engine
 and torch by test_fuzz_classes_more_parity.py. The comments name what differed.
 
 Each is `fn(t, p)` (see parity.py).
@@ -291,3 +291,47 @@ def _inplace_functional_none(t, p):
              "relu inplace positional": lambda: F.relu(None, True), "relu": lambda: F.relu(None)}
     for tag, case in cases.items():
         p.run(tag, case)
+
+
+@program("Dropout1d/2d/3d of None: torch's Python checks p, then calls input.dim()")
+def _channel_dropout_none(t, p):
+    # fuzz seed 740602224164: `nn.Dropout2d(0.0)(None)`: torch raised AttributeError ('NoneType' object has no
+    # attribute 'dim'), the engine the parser's TypeError; an out-of-range p raises its ValueError first
+    F = t.nn.functional
+    cases = {"Dropout2d(0.0)": lambda: t.nn.Dropout2d(0.0)(None), "Dropout1d()": lambda: t.nn.Dropout1d()(None),
+             "Dropout3d(1.0)": lambda: t.nn.Dropout3d(1.0)(None),
+             "dropout1d p=0.2": lambda: F.dropout1d(None, p=0.2),
+             "dropout2d(None, 2.0)": lambda: F.dropout2d(None, 2.0), "dropout3d p=-1": lambda: F.dropout3d(None, p=-1.0),
+             "dropout2d eval": lambda: F.dropout2d(None, 0.5, False), "dropout(None)": lambda: F.dropout(None)}
+    for tag, case in cases.items():
+        p.run(tag, case)
+        p.counter(tag)
+
+
+@program("a number ** a tensor is contiguous whatever the exponent's layout (pow.Scalar's output)")
+def _pow_scalar_base_layout(t, p):
+    # fuzz seeds 740602225133 and 740602230214: `2 ** v` of a GRU's batch_first output (or of a permuted tensor)
+    # kept the exponent's strides on the engine; torch's is contiguous, so the matmul that follows folds without
+    # a copy (one seq_nr fewer), and nn.Linear on a slice of it is matmul + add, not addmm + view
+    v1 = p.leaf("v1", [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    v2 = v1.permute(1, 0)
+    for tag, base in (("2 **", 2), ("1.5 **", 1.5), ("1 **", 1)):
+        v3 = base ** v2
+        p.made(tag, v3)
+        p.value(f"{tag} strides", (v3.stride(), v3.is_contiguous()))
+    v3 = t.pow(1.5, v2)
+    p.value("pow(1.5, v2) strides", v3.stride())
+    v4 = v3[None, 1:, 1:]
+    m5 = t.nn.Linear(1, 1, dtype=t.float64)
+    m5.load_state_dict({"weight": p.const([[-0.93]]), "bias": p.const([-0.57])})
+    v6 = m5(v4)
+    p.made("Linear", v6)
+    p.watch(v6, tag="Linear graph")
+    v7 = p.leaf("v7", [[[1.0, 2.0, 3.0, 4.0]] * 3] * 2).permute(1, 0, 2)
+    v8 = 2 ** v7
+    p.made("2 ** 3-d", v8)
+    v9 = v8 @ p.leaf("v9", [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])
+    p.made("matmul", v9)
+    p.watch(v9, tag="matmul graph")
+    v10 = t.pow(p.const(2.0), v2)  # a 0-dim tensor base: pow.Tensor_Tensor, laid out as the exponent
+    p.value("pow(tensor(2.), v2) strides", v10.stride())
