@@ -301,7 +301,8 @@ def _channel_dropout_none(t, p):
     cases = {"Dropout2d(0.0)": lambda: t.nn.Dropout2d(0.0)(None), "Dropout1d()": lambda: t.nn.Dropout1d()(None),
              "Dropout3d(1.0)": lambda: t.nn.Dropout3d(1.0)(None),
              "dropout1d p=0.2": lambda: F.dropout1d(None, p=0.2),
-             "dropout2d(None, 2.0)": lambda: F.dropout2d(None, 2.0), "dropout3d p=-1": lambda: F.dropout3d(None, p=-1.0),
+             "dropout2d(None, 2.0)": lambda: F.dropout2d(None, 2.0),
+             "dropout3d p=-1": lambda: F.dropout3d(None, p=-1.0),
              "dropout2d eval": lambda: F.dropout2d(None, 0.5, False), "dropout(None)": lambda: F.dropout(None)}
     for tag, case in cases.items():
         p.run(tag, case)
