@@ -336,3 +336,31 @@ def _pow_scalar_base_layout(t, p):
     p.watch(v9, tag="matmul graph")
     v10 = t.pow(p.const(2.0), v2)  # a 0-dim tensor base: pow.Tensor_Tensor, laid out as the exponent
     p.value("pow(tensor(2.), v2) strides", v10.stride())
+
+
+@program("an in-place op refused on a stale expanded view: its AsStridedBackward0 comes after the op's node")
+def _inplace_refused_stale_view(t, p):
+    # fuzz seed 740602229157: `v5 = v4.expand(2)`, `v4 /= v3`, then `v5 *= v6`, which the kernel refuses (internal
+    # overlap): torch made MulBackward0, then collected its edges, regenerating v5's grad_fn (one seq_nr later);
+    # the engine regenerated it first, so v5's AsStridedBackward0 had one seq_nr less
+    ops = {"*= tensor": lambda v, w: v.mul_(p.const(1.0)), "*= leaf": lambda v, w: v.mul_(w),
+           "/= leaf": lambda v, w: v.div_(w), "+= 2": lambda v, w: v.add_(2.0), "-= leaf": lambda v, w: v.sub_(w),
+           "clamp_": lambda v, w: v.clamp_(-1.0, 1.0), "clamp_ tensor": lambda v, w: v.clamp_(min=w),
+           "*= tensor, fresh view": None}
+    for tag, op in ops.items():
+        v1 = p.leaf(f"v1 {tag}", [1.0, 2.0, 3.0])
+        v2 = p.leaf(f"v2 {tag}", [1.0, 2.0, 3.0])
+        w = p.leaf(f"w {tag}", 2.0)
+        v3 = v2.dot(v1)
+        v4 = v3.sin()
+        v5 = v4.expand(2)
+        if op is None:
+            p.run(tag, lambda v5=v5: v5.mul_(p.const(1.0)))
+        else:
+            v4 /= v3
+            p.run(tag, lambda v5=v5, w=w, op=op: op(v5, w))
+        p.made(tag, v5, v4)
+        p.counter(tag)
+        p.watch(v5, tag=f"{tag} graph")
+        p.run(f"{tag} backward", lambda v5=v5: v5.backward(t.ones_like(v5)))
+        p.value(f"{tag} grads", (v1.grad, v2.grad, w.grad))
