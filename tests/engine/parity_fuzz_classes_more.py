@@ -364,3 +364,22 @@ def _inplace_refused_stale_view(t, p):
         p.watch(v5, tag=f"{tag} graph")
         p.run(f"{tag} backward", lambda v5=v5: v5.backward(t.ones_like(v5)))
         p.value(f"{tag} grads", (v1.grad, v2.grad, w.grad))
+
+
+@program("cross_entropy with a target of the input's shape wants class probabilities: a floating target")
+def _cross_entropy_target_shape(t, p):
+    # fuzz seed 740702223445: `CrossEntropyLoss()(v3, t.tensor([0, 0, 0]))` with v3 of shape (3,): torch's
+    # cross_entropy_loss reads equal shapes as class probabilities and refuses a Long target; the engine took the
+    # class-index path and raised numpy's IndexError
+    F = t.nn.functional
+    v1 = p.leaf("v1", [-1.0, -2.0, 3.0])
+    cases = {"(3,), Long (3,)": lambda: t.nn.CrossEntropyLoss()(t.t(v1[:]), t.tensor([0, 0, 0])),
+             "0-dim, Long 0-dim": lambda: F.cross_entropy(v1[0], t.tensor(0)),
+             "(2, 3), Bool (2, 3)": lambda: F.cross_entropy(v1.expand(2, 3), t.zeros(2, 3, dtype=t.bool)),
+             "label_smoothing=2.0": lambda: F.cross_entropy(v1, t.tensor([0, 1, 2]), label_smoothing=2.0),
+             "ignore_index, Int": lambda: F.cross_entropy(v1.expand(2, 3), t.zeros(2, 3, dtype=t.int32),
+                                                          ignore_index=1),
+             "(2, 3), Long (2,)": lambda: F.cross_entropy(v1.expand(2, 3), t.tensor([0, 2]))}
+    for tag, case in cases.items():
+        p.made(tag, p.run(tag, case))
+        p.counter(tag)
