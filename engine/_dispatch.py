@@ -265,11 +265,23 @@ def _check_functional_none(attr: str, args: tuple) -> None:
         raise AttributeError("'NoneType' object has no attribute 'size'")
     if attr in ("softmax", "log_softmax", "tanh", "sigmoid") and args and args[0] is None:  # input.<attr>(...)
         raise AttributeError(f"'NoneType' object has no attribute '{attr}'")
+    if attr in _CHANNEL_DROPOUT and args and args[0] is None and _valid_p(args[1:2]):
+        raise AttributeError("'NoneType' object has no attribute 'dim'")  # `inp_dim = input.dim()`, after p's check
     if attr in _ATEN_NAMES:
         for position, (value, name) in enumerate(zip(args[:2], ("input", "target"), strict=False), start=1):
             if value is None:
                 raise TypeError(f"{_ATEN_NAMES[attr]}(): argument '{name}' (position {position}) must be Tensor, "
                                 f"not NoneType")
+
+
+_CHANNEL_DROPOUT = frozenset({"dropout1d", "dropout2d", "dropout3d"})
+"""torch.nn.functional ops that check `p` and call `input.dim()` in Python: a None input fails there, with p's
+ValueError first, never in the parser."""
+
+
+def _valid_p(p: tuple) -> bool:
+    """Whether channel dropout's `p` (given positionally, or its default 0.5) passes torch's Python range check."""
+    return not p or (isinstance(p[0], (int, float)) and 0.0 <= p[0] <= 1.0)
 
 
 def _after_failure(entry: OpEntry, args: tuple, seq_nr: int) -> None:
@@ -304,7 +316,8 @@ def _parser_errors(entry: OpEntry, args: tuple) -> None:
     if entry.surface == "nn.functional":
         _check_functional_none(entry.attr, args)
     function = entry.surface in ("torch", "linalg", "nn.functional")
-    if function and entry.attr not in _NOT_TENSOR_FIRST and args and args[0] is None:
+    if function and entry.attr not in _NOT_TENSOR_FIRST and entry.attr not in _CHANNEL_DROPOUT and args and \
+            args[0] is None:
         raise TypeError(f"{entry.attr}(): argument 'input' (position 1) must be Tensor, not NoneType")
     names = _TENSOR_PARAMS.get(entry.attr, ())
     for k, (name, value) in enumerate(zip(names, args[1:], strict=False), start=1):

@@ -27,6 +27,7 @@ from ._layout import is_non_overlapping_and_dense
 from ._node import InputMetadata
 from ._ops._common import broadcast_shape, collect_next_edges, needs_grad, record, save_inputs, with_original_self
 from ._ops.pointwise import clamp_entry
+from ._state import tls
 from ._tensor import ERR_ZEROTENSOR_IMMUTABLE, Tensor, gradient_edge, make_tensor
 
 ERR_LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
@@ -115,12 +116,29 @@ def _arithmetic(compute: Callable[[Tensor, Any], Tensor], saves_self: bool = Fal
                 _check_no_partial_overlap(self, (other,))
             _write(self, compute(self, other, **kwargs)._data)
             return self
+        stale_at = tls.seq_nr if _views.is_stale(self) else None
         old = _old(self)
         # PyTorch's original_self: a node that saves self saves a clone of it (a CloneBackward0, one more seq_nr),
         # which create_graph then differentiates through.
         result = with_original_self(old, compute, other, **kwargs) if saves_self else compute(old, other, **kwargs)
-        return _rebase(self, result, (other,))
+        return _rebase_refusable(self, result, (other,), stale_at)
     return method
+
+
+def _rebase_refusable(self: Tensor, result: Tensor, sources: tuple, stale_at: int | None) -> Tensor:
+    """_rebase, for an op whose kernel may refuse the write (an expanded or overlapping tensor).
+
+    torch makes the op's node, then collects its edges, which regenerates a stale view's AsStridedBackward0; the
+    engine read the old value's grad_fn first, so the two took their seq_nrs the other way round (`stale_at`:
+    the counter before, when self was a stale view). The op's node is dropped when the kernel refuses, but the
+    view keeps its new grad_fn, whose seq_nr shows: it gets torch's (one after the op's node)."""
+    try:
+        return _rebase(self, result, sources)
+    except RuntimeError:
+        view_node, node = self._grad_fn, result._grad_fn
+        if stale_at is not None and view_node._seq == stale_at and node is not None and node._seq == stale_at + 1:
+            view_node._seq, node._seq = stale_at + 1, stale_at
+        raise
 
 
 def _operator(inplace: Callable[..., Tensor]) -> Callable[[Tensor, Any], Any]:
@@ -276,7 +294,8 @@ def _clamp_inplace(compute: Callable[..., Tensor]) -> Callable[..., Tensor]:
         if not _records(self, tuple(b for b in bounds if isinstance(b, Tensor))):
             _write(self, compute(self, *bounds)._data)
             return self
-        return _rebase(self, with_original_self(_old(self), compute, *bounds))
+        stale_at = tls.seq_nr if _views.is_stale(self) else None
+        return _rebase_refusable(self, with_original_self(_old(self), compute, *bounds), (), stale_at)
     return method
 
 

@@ -151,6 +151,15 @@ def view_grad_fn(view: Any) -> Any:
     return node
 
 
+def is_stale(view: Any) -> bool:
+    """Whether reading the tensor's grad_fn regenerates it (a view whose memory was written since it was set)."""
+    from ._version import version_of
+
+    info = view._view
+    return info is not None and info.attr_version != version_of(view._data) and (
+        view._grad_fn is not None or info.base._requires_grad)
+
+
 def _as_strided_node(view: Any, base: Any) -> Any:
     """AsStridedBackward0 from the base's current history to the view's geometry (one seq_nr)."""
     from ._functions import AsStridedBackward0

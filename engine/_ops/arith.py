@@ -8,6 +8,7 @@ import numpy as np
 from .. import _functions as fn
 from .. import _state
 from .._dispatch import public
+from .._layout import contiguous_strides
 from .._state import tls
 from .._tensor import Tensor
 from ._common import (
@@ -208,7 +209,10 @@ def _pow_scalar_base(base: float, e: Tensor) -> Tensor:
     node = save_inputs(fn.PowBackward2(), self=base, exponent=e) if needs_grad(e) else None
     b = scalar_tensor(base, e)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = _out(_binary(np.power, b, e, float_only=e._data.dtype.kind == "f"), e)
+        res = _binary(np.power, b, e, float_only=e._data.dtype.kind == "f")
+    # pow.Scalar's meta function sets its output with no strides, so it is contiguous whatever the exponent's
+    # layout (pow.Tensor_Tensor with a 0-dim base follows the exponent's)
+    out = _out(contiguous_strides(res), e)
     if node is not None:
         node.result = out
         record(node, (e,), out)

@@ -492,7 +492,10 @@ def cross_entropy(a: Tensor, target: Tensor, reduction: int = 1, ignore_index: i
                   weight: Tensor | None = None, label_smoothing: float = 0.0) -> Tensor:
     """nll_loss(log_softmax(input, class dim)) → NllLossBackward0 over LogSoftmaxBackward0; label smoothing
     adds torch's composite: (1 - ls) * nll + ls / C * (the weighted sum of -log_softmax over the classes)."""
-    if target._data.dtype.kind == "f" and target._data.shape == a._data.shape:
+    if target._data.shape == a._data.shape:  # torch's cross_entropy_loss takes equal shapes for class probabilities
+        if target._data.dtype.kind != "f":
+            raise RuntimeError(f"Expected floating point type for target with class probabilities, got "
+                               f"{scalar_type_name(target)}")
         raise NotImplementedError("agdb's engine implements cross_entropy with class-index targets only "
                                   "(not class probabilities)")
     if label_smoothing > 1.0:

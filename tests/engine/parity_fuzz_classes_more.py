@@ -1,4 +1,4 @@
-"""Classes of fuzz seeds 64014 and 730200 to 730500 (tests/fuzz/FINDINGS.md), one program each, run on engine
+"""Classes of fuzz seeds 64014 and 730200 to 740600 (tests/fuzz/FINDINGS.md), one program each, run on engine
 and torch by test_fuzz_classes_more_parity.py. The comments name what differed.
 
 Each is `fn(t, p)` (see parity.py).
@@ -291,3 +291,95 @@ def _inplace_functional_none(t, p):
              "relu inplace positional": lambda: F.relu(None, True), "relu": lambda: F.relu(None)}
     for tag, case in cases.items():
         p.run(tag, case)
+
+
+@program("Dropout1d/2d/3d of None: torch's Python checks p, then calls input.dim()")
+def _channel_dropout_none(t, p):
+    # fuzz seed 740602224164: `nn.Dropout2d(0.0)(None)`: torch raised AttributeError ('NoneType' object has no
+    # attribute 'dim'), the engine the parser's TypeError; an out-of-range p raises its ValueError first
+    F = t.nn.functional
+    cases = {"Dropout2d(0.0)": lambda: t.nn.Dropout2d(0.0)(None), "Dropout1d()": lambda: t.nn.Dropout1d()(None),
+             "Dropout3d(1.0)": lambda: t.nn.Dropout3d(1.0)(None),
+             "dropout1d p=0.2": lambda: F.dropout1d(None, p=0.2),
+             "dropout2d(None, 2.0)": lambda: F.dropout2d(None, 2.0),
+             "dropout3d p=-1": lambda: F.dropout3d(None, p=-1.0),
+             "dropout2d eval": lambda: F.dropout2d(None, 0.5, False), "dropout(None)": lambda: F.dropout(None)}
+    for tag, case in cases.items():
+        p.run(tag, case)
+        p.counter(tag)
+
+
+@program("a number ** a tensor is contiguous whatever the exponent's layout (pow.Scalar's output)")
+def _pow_scalar_base_layout(t, p):
+    # fuzz seeds 740602225133 and 740602230214: `2 ** v` of a GRU's batch_first output (or of a permuted tensor)
+    # kept the exponent's strides on the engine; torch's is contiguous, so the matmul that follows folds without
+    # a copy (one seq_nr fewer), and nn.Linear on a slice of it is matmul + add, not addmm + view
+    v1 = p.leaf("v1", [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    v2 = v1.permute(1, 0)
+    for tag, base in (("2 **", 2), ("1.5 **", 1.5), ("1 **", 1)):
+        v3 = base ** v2
+        p.made(tag, v3)
+        p.value(f"{tag} strides", (v3.stride(), v3.is_contiguous()))
+    v3 = t.pow(1.5, v2)
+    p.value("pow(1.5, v2) strides", v3.stride())
+    v4 = v3[None, 1:, 1:]
+    m5 = t.nn.Linear(1, 1, dtype=t.float64)
+    m5.load_state_dict({"weight": p.const([[-0.93]]), "bias": p.const([-0.57])})
+    v6 = m5(v4)
+    p.made("Linear", v6)
+    p.watch(v6, tag="Linear graph")
+    v7 = p.leaf("v7", [[[1.0, 2.0, 3.0, 4.0]] * 3] * 2).permute(1, 0, 2)
+    v8 = 2 ** v7
+    p.made("2 ** 3-d", v8)
+    v9 = v8 @ p.leaf("v9", [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])
+    p.made("matmul", v9)
+    p.watch(v9, tag="matmul graph")
+    v10 = t.pow(p.const(2.0), v2)  # a 0-dim tensor base: pow.Tensor_Tensor, laid out as the exponent
+    p.value("pow(tensor(2.), v2) strides", v10.stride())
+
+
+@program("an in-place op refused on a stale expanded view: its AsStridedBackward0 comes after the op's node")
+def _inplace_refused_stale_view(t, p):
+    # fuzz seed 740602229157: `v5 = v4.expand(2)`, `v4 /= v3`, then `v5 *= v6`, which the kernel refuses (internal
+    # overlap): torch made MulBackward0, then collected its edges, regenerating v5's grad_fn (one seq_nr later);
+    # the engine regenerated it first, so v5's AsStridedBackward0 had one seq_nr less
+    ops = {"*= tensor": lambda v, w: v.mul_(p.const(1.0)), "*= leaf": lambda v, w: v.mul_(w),
+           "/= leaf": lambda v, w: v.div_(w), "+= 2": lambda v, w: v.add_(2.0), "-= leaf": lambda v, w: v.sub_(w),
+           "clamp_": lambda v, w: v.clamp_(-1.0, 1.0), "clamp_ tensor": lambda v, w: v.clamp_(min=w),
+           "*= tensor, fresh view": None}
+    for tag, op in ops.items():
+        v1 = p.leaf(f"v1 {tag}", [1.0, 2.0, 3.0])
+        v2 = p.leaf(f"v2 {tag}", [1.0, 2.0, 3.0])
+        w = p.leaf(f"w {tag}", 2.0)
+        v3 = v2.dot(v1)
+        v4 = v3.sin()
+        v5 = v4.expand(2)
+        if op is None:
+            p.run(tag, lambda v5=v5: v5.mul_(p.const(1.0)))
+        else:
+            v4 /= v3
+            p.run(tag, lambda v5=v5, w=w, op=op: op(v5, w))
+        p.made(tag, v5, v4)
+        p.counter(tag)
+        p.watch(v5, tag=f"{tag} graph")
+        p.run(f"{tag} backward", lambda v5=v5: v5.backward(t.ones_like(v5)))
+        p.value(f"{tag} grads", (v1.grad, v2.grad, w.grad))
+
+
+@program("cross_entropy with a target of the input's shape wants class probabilities: a floating target")
+def _cross_entropy_target_shape(t, p):
+    # fuzz seed 740702223445: `CrossEntropyLoss()(v3, t.tensor([0, 0, 0]))` with v3 of shape (3,): torch's
+    # cross_entropy_loss reads equal shapes as class probabilities and refuses a Long target; the engine took the
+    # class-index path and raised numpy's IndexError
+    F = t.nn.functional
+    v1 = p.leaf("v1", [-1.0, -2.0, 3.0])
+    cases = {"(3,), Long (3,)": lambda: t.nn.CrossEntropyLoss()(t.t(v1[:]), t.tensor([0, 0, 0])),
+             "0-dim, Long 0-dim": lambda: F.cross_entropy(v1[0], t.tensor(0)),
+             "(2, 3), Bool (2, 3)": lambda: F.cross_entropy(v1.expand(2, 3), t.zeros(2, 3, dtype=t.bool)),
+             "label_smoothing=2.0": lambda: F.cross_entropy(v1, t.tensor([0, 1, 2]), label_smoothing=2.0),
+             "ignore_index, Int": lambda: F.cross_entropy(v1.expand(2, 3), t.zeros(2, 3, dtype=t.int32),
+                                                          ignore_index=1),
+             "(2, 3), Long (2,)": lambda: F.cross_entropy(v1.expand(2, 3), t.tensor([0, 2]))}
+    for tag, case in cases.items():
+        p.made(tag, p.run(tag, case))
+        p.counter(tag)

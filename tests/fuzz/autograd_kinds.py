@@ -592,7 +592,9 @@ def make_optimizer(g: Generator) -> Var:
         o.info = {"params": [], "module": m.name}
         g.emit("optim", "optimizer", "{out0} = " + template.format(params="{0}.parameters()"), [m], [o])
         return o
-    leaves = [v for v in g.s.vars.values() if v.leaf and v.rg and v.dtype in FLOAT and not v.is_view]
+    # of a known shape: `train` makes its forward pass's input to fit the first (a masked leaf's shape is the data's)
+    leaves = [v for v in g.s.vars.values() if v.leaf and v.rg and v.dtype in FLOAT and not v.is_view and
+              v.shape is not None]
     if not leaves:
         leaves = [g.leaf(rg=True)]
     idx = g.rng.choice(len(leaves), size=min(len(leaves), int(g.rng.integers(1, 3))), replace=False)
