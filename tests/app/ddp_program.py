@@ -10,6 +10,7 @@ writes OUT.rankN.hangs just before its blocking call, so that a test knows when 
 
 usage: ddp_program.py OUT [KILL_AT [raise|hang]]
 """
+import gc
 import json
 import os
 import signal
@@ -79,6 +80,8 @@ def main():
         json.dump({"rank": rank, "world_size": dist.get_world_size(), "steps": steps,
                    "params": {n: p.tolist() for n, p in names.items()}}, f)
     dist.barrier()  # both ranks done before the group goes: else gloo's threads may abort one at exit (SIGABRT)
+    del ddp, opt, loss  # DDP's reducer holds the group: destroyed only with it, at exit, gloo's threads may abort
+    gc.collect()
     dist.destroy_process_group()
 
 
