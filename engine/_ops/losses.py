@@ -95,11 +95,14 @@ class _LossBackwardBackward(_Generated):
         g, go = grad._data, self.grad_output._data
         if self.should_compute_output(0):
             out[0] = _out(_sum_like(_piecewise(d, width, self._huber) * g * norm, go.shape).astype(go.dtype), grad)
-        inside = (np.abs(d) <= width) if self._huber else (np.abs(d) < width)
-        slope = (1.0 if self._huber else 1.0 / width if width else 0.0) * inside
+        # torch's huber_loss_double_backward / smooth_l1_loss_double_backward: grad * (d < width) (/ beta), then
+        # `grad_input /= numel` in place under mean (one version; smooth_l1's beta=0 returns zeros before it);
+        # target's is the negation of another such call, a fresh tensor
+        slope = (1.0 if self._huber else 1.0 / width if width else 0.0) * (np.abs(d) < width)
         second = (slope * g * go * norm).astype(x.dtype)
+        writes = 1 if self.reduction == 1 and (self._huber or width) else 0
         if self.should_compute_output(1):
-            out[1] = _out(second, grad)
+            out[1] = _written(_out(second, grad), writes)
         if self.should_compute_output(2):
             out[2] = _out(-second, grad)
 

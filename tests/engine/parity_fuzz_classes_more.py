@@ -1,4 +1,4 @@
-"""Classes of fuzz seeds 64014 and 730200 to 740600 (tests/fuzz/FINDINGS.md), one program each, run on engine
+"""Classes of fuzz seeds 64014 and 730200 to 740900 (tests/fuzz/FINDINGS.md), one program each, run on engine
 and torch by test_fuzz_classes_more_parity.py. The comments name what differed.
 
 Each is `fn(t, p)` (see parity.py).
@@ -383,3 +383,30 @@ def _cross_entropy_target_shape(t, p):
     for tag, case in cases.items():
         p.made(tag, p.run(tag, case))
         p.counter(tag)
+
+
+@program("smooth_l1/huber double backward under mean: the formula's `grad_input /= numel` counts; |d| == delta is 0")
+def _loss_double_backward_mean_version(t, p):
+    # fuzz seed 740902227971: `autograd.grad((v1.grad ** 2).mean(), [v1])` after `huber_loss(v1, v1)`'s create_graph
+    # backward had _version 3 on the engine, 4 on torch: huber_loss_double_backward and
+    # smooth_l1_loss_double_backward divide by the numel in place under mean reduction (not for smooth_l1's
+    # beta=0, which returns zeros first), as mse_loss's does. Their mask is d < delta, strict for huber too
+    F = t.nn.functional
+    losses = {"huber": lambda x, y, **kw: F.huber_loss(x, y, **kw),
+              "huber delta 2": lambda x, y, **kw: F.huber_loss(x, y, delta=2.0, **kw),
+              "smooth_l1": lambda x, y, **kw: F.smooth_l1_loss(x, y, **kw),
+              "smooth_l1 beta 0": lambda x, y, **kw: F.smooth_l1_loss(x, y, beta=0.0, **kw),
+              "mse": lambda x, y, **kw: F.mse_loss(x, y, **kw)}
+    for name, loss in losses.items():
+        for reduction in ("mean", "sum", "none"):
+            for needs in ("same", "input", "target", "both"):
+                tag = f"{name} {reduction} {needs}"
+                a = p.leaf(f"a {tag}", [[[1.0, 2.0, -3.0]], [[-4.0, 5.0, -6.0]]])
+                b = p.leaf(f"b {tag}", [[[1.5, 1.0, -3.0]], [[-4.2, 9.0, -8.0]]])
+                x, y = {"same": (a, a), "input": (a, b.detach()), "target": (a.detach(), b), "both": (a, b)}[needs]
+                wrt = [v for v in (a, b) if v is x or v is y]
+                v2 = loss(x, y, reduction=reduction)
+                gs = t.autograd.grad(v2, wrt, grad_outputs=t.ones_like(v2), create_graph=True)
+                p.made(f"{tag} grads", *gs)
+                v4 = sum(((g ** 2).mean() for g in gs), start=p.const(0.0))
+                p.made(f"{tag} second", *t.autograd.grad(v4, wrt))

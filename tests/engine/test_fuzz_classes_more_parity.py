@@ -1,4 +1,4 @@
-"""The classes of fuzz seeds 64014 and 730200 to 740600 (tests/engine/parity_fuzz_classes_more.py) on both engine
+"""The classes of fuzz seeds 64014 and 730200 to 740900 (tests/engine/parity_fuzz_classes_more.py) on both engine
 and real PyTorch 2.13: graphs, seq_nrs, order, errors, values and layouts agree."""
 from __future__ import annotations
 
