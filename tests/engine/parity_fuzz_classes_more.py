@@ -37,25 +37,13 @@ def _backward_none(t, p):
         p.counter(tag)
 
 
-class _ScaleMul:
-    """The fuzzer's two-output Function, made for the module `t` under test."""
+def _scale_mul(t):
+    """The fuzzer's two-output Function (tests/fuzz/program.py's HELPERS), made for the module `t` under test."""
+    from tests.fuzz.program import HELPERS
 
-    @staticmethod
-    def make(t):
-        class ScaleMul(t.autograd.Function):
-            @staticmethod
-            def forward(ctx, x, y, alpha, square):
-                ctx.save_for_backward(x, y)
-                ctx.alpha, ctx.square = alpha, square
-                prod = x * y
-                return x * alpha + y, (prod * prod if square else prod)
-
-            @staticmethod
-            def backward(ctx, g_lin, g_prod):
-                x, y = ctx.saved_tensors
-                factor = 2 * x * y if ctx.square else 1
-                return g_lin * ctx.alpha + g_prod * factor * y, g_lin + g_prod * factor * x, None, None
-        return ScaleMul
+    scope = {"t": t}
+    exec(HELPERS["ScaleMul"], scope)
+    return scope["ScaleMul"]
 
 
 @program("norm's grad keeps self's layout: a custom Function's create_graph backward through a batch_first LSTM")
@@ -64,7 +52,7 @@ def _norm_layout_through_lstm(t, p):
     # self / norm in place, keeping the layout of self, here a batch_first LSTM's transposed output), so the
     # Function's grad for its Linear input viewed where torch clones (CloneBackward0, UnsafeViewBackward0): the
     # engine took one seq_nr fewer
-    scale_mul = _ScaleMul.make(t)
+    scale_mul = _scale_mul(t)
     v1 = p.const([[[1.0, 2.0, -3.0], [4.0, -5.0, -6.0]], [[7.0, -8.0, -9.0], [10.0, 11.0, 12.0]],
                   [[13.0, 14.0, 15.0], [16.0, -17.0, -18.0]]])
     lstm = t.nn.LSTM(3, 2, batch_first=True, dtype=t.float64)
