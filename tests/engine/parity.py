@@ -18,6 +18,18 @@ import numpy as np
 from agdb.engine._state import UINT64_MAX
 
 
+def registry() -> tuple[dict[str, Callable], Callable[[str], Callable]]:
+    """A parity file's PROGRAMS (name -> program) and the `@program(name)` decorator that fills it."""
+    programs: dict[str, Callable] = {}
+
+    def program(name: str) -> Callable[[Callable], Callable]:
+        def register(fn: Callable) -> Callable:
+            programs[name] = fn
+            return fn
+        return register
+    return programs, program
+
+
 class Probe:
     """What a program uses to make leaves, watch graphs, run actions and record values."""
 

@@ -7,16 +7,10 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Callable
 
-PROGRAMS: dict[str, Callable] = {}
+from tests.engine.parity import registry
 
-
-def program(name: str):
-    def register(fn: Callable) -> Callable:
-        PROGRAMS[name] = fn
-        return fn
-    return register
+PROGRAMS, program = registry()
 
 
 def _made(p, tag: str, *tensors) -> None:

@@ -5,16 +5,9 @@ Each is `fn(t, p)` (see parity.py).
 """
 from __future__ import annotations
 
-from typing import Callable
+from tests.engine.parity import registry
 
-PROGRAMS: dict[str, Callable] = {}
-
-
-def program(name: str):
-    def register(fn: Callable) -> Callable:
-        PROGRAMS[name] = fn
-        return fn
-    return register
+PROGRAMS, program = registry()
 
 
 @program("autograd.backward of a non-tensor output: _make_grads' AssertionError")

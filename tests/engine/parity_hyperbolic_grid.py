@@ -3,16 +3,10 @@ as programs run on the engine and on torch by test_hyperbolic_grid_parity.py. Ea
 from __future__ import annotations
 
 import warnings
-from typing import Callable
 
-PROGRAMS: dict[str, Callable] = {}
+from tests.engine.parity import registry
 
-
-def program(name: str):
-    def register(fn: Callable) -> Callable:
-        PROGRAMS[name] = fn
-        return fn
-    return register
+PROGRAMS, program = registry()
 
 
 @program("sinh and cosh: SinhBackward0 and CoshBackward0, their formulas, integer input, 0-dim")

@@ -8,16 +8,10 @@ dtypes, nodes and seq_nrs, and values only where they do not depend on the draw.
 from __future__ import annotations
 
 import warnings
-from typing import Callable
 
-PROGRAMS: dict[str, Callable] = {}
+from tests.engine.parity import registry
 
-
-def program(name: str):
-    def register(fn: Callable) -> Callable:
-        PROGRAMS[name] = fn
-        return fn
-    return register
+PROGRAMS, program = registry()
 
 
 def _grad_graph(t, p, tag, y, *inputs):

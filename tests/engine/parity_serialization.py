@@ -8,16 +8,10 @@ import io
 import os
 import pickle
 import tempfile
-from typing import Callable
 
-PROGRAMS: dict[str, Callable] = {}
+from tests.engine.parity import registry
 
-
-def program(name: str):
-    def register(fn: Callable) -> Callable:
-        PROGRAMS[name] = fn
-        return fn
-    return register
+PROGRAMS, program = registry()
 
 
 def _kinds(obj) -> object:
