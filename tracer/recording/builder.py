@@ -14,8 +14,8 @@ Identities are the source's own:
 NOTE [builder fast path]: the engine's Recorder sees ~7 events per backward node and must stay cheap, so for its
 hottest events it does not call a method per event: `raw_buffers()` hands it the buffers the named methods write
 (`RawBuffers`: the flat rows, node facts, bumps, summaries, stacks), and it appends to them in exactly the layout
-those methods use; so does the PyTorch bridge for the one increment of each forward op and its graph walks. Every
-other source should call the named methods.
+those methods use; so does the PyTorch bridge for the one increment of each forward op, its graph walks and the
+replay's per-node events (its Emitter). Every other source should call the named methods.
 
 NOTE [frozen chunks]: a raw row (7 ints, flat in `rows`: 56 B of list slots, plus the ints not cached) would add
 up to GBs for a 1M-node backward's 7M events, and freezing them all at the end took 20 s; so once `rows` holds
@@ -263,24 +263,24 @@ class TraceBuilder:
 
     def node_started(self, *, thread: int, graph_task: int, node: int, inputs: Sequence[Any]) -> None:
         """`node`'s apply is about to run on `inputs` (TensorSummary, numpy array or None each)."""
-        self._summaries.append(tuple(_summary_item(t) for t in inputs))
+        self._summaries.append(tuple(summary_item(t) for t in inputs))
         self._rows.extend((Kind.NODE_STARTED, thread, graph_task, node, 0, 0, 0))
         if len(self._rows) >= CHUNK * ROW:
             self.freeze_rows()
 
     def node_finished(self, *, thread: int, graph_task: int, node: int, outputs: Sequence[Any]) -> None:
         """`node`'s apply returned `outputs` (TensorSummary, numpy array or None each)."""
-        self._summaries.append(tuple(_summary_item(t) for t in outputs))
+        self._summaries.append(tuple(summary_item(t) for t in outputs))
         self._rows.extend((Kind.NODE_FINISHED, thread, graph_task, node, 0, 0, 0))
 
     def grad_captured(self, *, thread: int, graph_task: int, node: int, output_index: int, grad: Any) -> None:
         """autograd.grad captured the grad flowing into `node` as its result `output_index`."""
-        self._summaries.append((_summary_item(grad),))
+        self._summaries.append((summary_item(grad),))
         self._rows.extend((Kind.GRAD_CAPTURED, thread, graph_task, node, output_index, 0, 0))
 
     def grad_accumulated(self, *, thread: int, graph_task: int, node: int, grad: Any) -> None:
         """AccumulateGrad `node` wrote its leaf's `.grad`."""
-        self._summaries.append((_summary_item(grad),))
+        self._summaries.append((summary_item(grad),))
         self._rows.extend((Kind.GRAD_ACCUMULATED, thread, graph_task, node, 0, 0, 0))
 
     def error_raised(self, *, thread: int, graph_task: int, node: int | None, error_type: str, message: str) -> None:
@@ -360,8 +360,9 @@ def _check_task(task: int) -> None:
         raise ValueError(f"graph task ids are ints >= 1 (0 means outside backward), not {task!r}")
 
 
-def _summary_item(t: Any) -> Any:
-    """What `summaries` keeps of one tensor: None, (a small array, device) or a summary tuple."""
+def summary_item(t: Any) -> Any:
+    """What `summaries` keeps of one tensor (None, a TensorSummary or an array): None, (a copy of a small array,
+    device) or a summary tuple."""
     if t is None:
         return None
     if isinstance(t, TensorSummary):

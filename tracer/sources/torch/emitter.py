@@ -8,15 +8,29 @@ from __future__ import annotations
 import functools
 from typing import Any, Sequence
 
-from agdb.tracer.recording.builder import TraceBuilder
+from agdb.tracer.recording.builder import CHUNK, ROW, TraceBuilder, summary_item
+from agdb.tracer.store.schema import WAKE_UP, Kind
+
+_FULL = CHUNK * ROW  # raw row ints past which the rows are frozen (TraceBuilder.node_started's check)
+_PUSHED, _POPPED, _WRITTEN = Kind.TASK_PUSHED, Kind.TASK_POPPED, Kind.BUFFER_WRITTEN
+_STARTED, _FINISHED = Kind.NODE_STARTED, Kind.NODE_FINISHED
+_CAPTURED, _ACCUMULATED = Kind.GRAD_CAPTURED, Kind.GRAD_ACCUMULATED
+
+
+def items(grads: Sequence[Any]) -> tuple:
+    """What the trace keeps of each grad: a `(values, device)` pair the replay made already (NOTE [small grads at
+    once] in reconstruct.py) as it is, anything else as the builder's named methods keep it."""
+    return tuple([g if g is None or type(g) is tuple else summary_item(g) for g in grads])
 
 
 class Emitter:
     """The builder's event methods with a thread's row and a CPU queue's row filled in (what the model writes to).
 
-    The events a node's replay writes (pops, pushes, buffer writes, its start and end, hooks, captures) are methods
-    that call the builder's with every keyword spelt out: a functools.partial with keywords copies and merges its
-    dict on each call, ~1 µs more a call, five or six calls a node. The events of a call's start and end are
+    The events a node's replay writes (pops, pushes, buffer writes, its start and end, captures, accumulations) go
+    straight into the builder's raw buffers (NOTE [builder fast path] in tracer/recording/builder.py), in the layout
+    its named methods use: through those, each event would cost two more calls with every keyword spelt out, five or
+    six events a node. A grad comes as the builder's summary item when the replay made it (a pair), else as a value
+    the builder would summarise (`items`). The events of a call's start and end are the builder's methods, as
     partials.
     """
 
@@ -24,35 +38,45 @@ class Emitter:
         self.b = builder
         self.thread = thread
         self.queue = queue
-        for name in ("graph_task_started", "dependencies_computed", "exec_info_computed", "grad_accumulated",
-                     "error_raised", "graph_task_finished"):
+        for name in ("graph_task_started", "dependencies_computed", "exec_info_computed", "error_raised",
+                     "graph_task_finished"):
             setattr(self, name, functools.partial(getattr(builder, name), thread=thread))
-        self._pushed, self._popped, self._written = builder.task_pushed, builder.task_popped, builder.buffer_written
-        self._started, self._finished = builder.node_started, builder.node_finished
-        self._hook, self._captured = builder.hook_ran, builder.grad_captured
+        raw = builder.raw_buffers()
+        self._rows, self._summaries = raw.rows, raw.summaries
+        self._hook = builder.hook_ran
 
     def task_pushed(self, *, graph_task: int, node: int | None, seq_nr: int, queue_length: int) -> None:
-        self._pushed(thread=self.thread, graph_task=graph_task, node=node, queue=self.queue, seq_nr=seq_nr,
-                     queue_length=queue_length)
+        # seq_code inline: 2**64-1 (AccumulateGrad, Error) is stored as -1
+        self._rows.extend((_PUSHED, self.thread, graph_task, node or 0, self.queue, queue_length,
+                           WAKE_UP if node is None else -1 if seq_nr >= 2**63 else seq_nr))
 
     def task_popped(self, *, graph_task: int, node: int | None, queue_length: int, stale: bool = False) -> None:
-        self._popped(thread=self.thread, graph_task=graph_task, node=node, queue=self.queue, queue_length=queue_length,
-                     stale=stale)
+        self._rows.extend((_POPPED, self.thread, graph_task, node or 0, self.queue, queue_length, int(stale)))
 
     def buffer_written(self, *, graph_task: int, node: int, slot: int, is_accumulation: bool) -> None:
-        self._written(thread=self.thread, graph_task=graph_task, node=node, slot=slot, is_accumulation=is_accumulation)
+        self._rows.extend((_WRITTEN, self.thread, graph_task, node, slot, int(is_accumulation), 0))
 
     def node_started(self, *, graph_task: int, node: int, inputs: Sequence[Any]) -> None:
-        self._started(thread=self.thread, graph_task=graph_task, node=node, inputs=inputs)
+        self._summaries.append(items(inputs))  # its side data before its row, as the builder's methods write
+        rows = self._rows
+        rows.extend((_STARTED, self.thread, graph_task, node, 0, 0, 0))
+        if len(rows) >= _FULL:
+            self.b.freeze_rows()
 
     def node_finished(self, *, graph_task: int, node: int, outputs: Sequence[Any]) -> None:
-        self._finished(thread=self.thread, graph_task=graph_task, node=node, outputs=outputs)
+        self._summaries.append(items(outputs))
+        self._rows.extend((_FINISHED, self.thread, graph_task, node, 0, 0, 0))
 
     def hook_ran(self, *, graph_task: int, node: int, hook_kind: str, hook_name: str) -> None:
         self._hook(thread=self.thread, graph_task=graph_task, node=node, hook_kind=hook_kind, hook_name=hook_name)
 
     def grad_captured(self, *, graph_task: int, node: int, output_index: int, grad: Any) -> None:
-        self._captured(thread=self.thread, graph_task=graph_task, node=node, output_index=output_index, grad=grad)
+        self._summaries.append(items((grad,)))
+        self._rows.extend((_CAPTURED, self.thread, graph_task, node, output_index, 0, 0))
+
+    def grad_accumulated(self, *, graph_task: int, node: int, grad: Any) -> None:
+        self._summaries.append(items((grad,)))
+        self._rows.extend((_ACCUMULATED, self.thread, graph_task, node, 0, 0, 0))
 
     @property
     def num_events(self) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
+from itertools import repeat
 from typing import Any
 
 import torch
@@ -153,8 +154,8 @@ class Reconstruction:
                     continue
                 gt, key, grad_inputs, grad_outputs = stack[-1].gt, entry[1], entry[2], entry[3]
                 if key in self._is_acc and grad_outputs and grad_outputs[0] is not None:
-                    self.b.grad_accumulated(thread=stack[-1].runner.row, graph_task=gt.id, node=key,
-                                            grad=values(grad_outputs[0]))
+                    (gt.runner or model.emit).grad_accumulated(graph_task=gt.id, node=key,
+                                                               grad=values(grad_outputs[0]))
                 if after_accumulation:
                     for hook_key, name in after_accumulation:
                         model.hook_ran(gt, hook_key, "post_accumulate_grad", name)
@@ -314,9 +315,11 @@ _STACKED = frozenset((torch.float16, torch.float32, torch.float64, torch.int8, t
 
 
 def small_arrays(log: list) -> dict[int, Any]:
-    """The small grads a log holds (at most SMALL elements, at least one dimension, of a dtype in _STACKED), as numpy
-    arrays by id of the tensor: the rows of one array per shape and dtype, for the groups whose tensors are all on the
-    CPU, strided and without autograd history.
+    """The small grads a log holds (at most SMALL elements, at least one dimension, of a dtype in _STACKED), by id of
+    the tensor, each as the builder's summary item of it, `(values, "cpu")` (the Emitter writes it as it is): the
+    values are the rows of one array per shape and dtype, for the groups whose tensors are all on the CPU, strided
+    and without autograd history. The array is the stack's own, so a row needs no copy of its own (the builder's
+    summary_of copies a small array, which may share a grad's memory).
 
     NOTE [small grads at once]
     The trace copies a small grad's values (TraceBuilder's summary_of); converting each tensor on its own
@@ -358,7 +361,7 @@ def small_arrays(log: list) -> dict[int, Any]:
         except RuntimeError:  # on several devices
             continue
         if stacked.is_cpu and stacked.layout == torch.strided:  # else one of the group is not: the group is left
-            out.update(zip(map(id, group), stacked.numpy(), strict=True))
+            out.update(zip(map(id, group), zip(stacked.numpy(), repeat("cpu")), strict=True))
     return out
 
 
