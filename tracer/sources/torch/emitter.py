@@ -8,7 +8,9 @@ from __future__ import annotations
 import functools
 from typing import Any, Sequence
 
-from agdb.tracer.recording.builder import CHUNK, ROW, TraceBuilder, summary_item
+from numpy import ndarray
+
+from agdb.tracer.recording.builder import CHUNK, ROW, TraceBuilder
 from agdb.tracer.store.schema import WAKE_UP, Kind
 
 _FULL = CHUNK * ROW  # raw row ints past which the rows are frozen (TraceBuilder.node_started's check)
@@ -17,10 +19,14 @@ _STARTED, _FINISHED = Kind.NODE_STARTED, Kind.NODE_FINISHED
 _CAPTURED, _ACCUMULATED = Kind.GRAD_CAPTURED, Kind.GRAD_ACCUMULATED
 
 
-def items(grads: Sequence[Any]) -> tuple:
-    """What the trace keeps of each grad: a `(values, device)` pair the replay made already (NOTE [small grads at
-    once] in reconstruct.py) as it is, anything else as the builder's named methods keep it."""
-    return tuple([g if g is None or type(g) is tuple else summary_item(g) for g in grads])
+def group(grads: Sequence[Any]) -> Any:
+    """The summary group of an event's grads, each the builder's summary item of its grad already (Reconstruction.item,
+    or a small grad's values as a bare array: NOTE [small grads at once] in reconstruct.py): one bare array alone is
+    the group itself, as the engine's Recorder writes one small CPU grad (NOTE [summary fast path] in
+    tracer/recording/freeze.py), else a tuple of them."""
+    if len(grads) == 1 and type(grads[0]) is ndarray:
+        return grads[0]
+    return tuple(grads)
 
 
 class Emitter:
@@ -29,9 +35,8 @@ class Emitter:
     The events a node's replay writes (pops, pushes, buffer writes, its start and end, captures, accumulations) go
     straight into the builder's raw buffers (NOTE [builder fast path] in tracer/recording/builder.py), in the layout
     its named methods use: through those, each event would cost two more calls with every keyword spelt out, five or
-    six events a node. A grad comes as the builder's summary item when the replay made it (a pair), else as a value
-    the builder would summarise (`items`). The events of a call's start and end are the builder's methods, as
-    partials.
+    six events a node. Each grad comes as the builder's summary item of it (`group`). The events of a call's start
+    and end are the builder's methods, as partials.
     """
 
     def __init__(self, builder: TraceBuilder, thread: int, queue: int) -> None:
@@ -57,25 +62,25 @@ class Emitter:
         self._rows.extend((_WRITTEN, self.thread, graph_task, node, slot, int(is_accumulation), 0))
 
     def node_started(self, *, graph_task: int, node: int, inputs: Sequence[Any]) -> None:
-        self._summaries.append(items(inputs))  # its side data before its row, as the builder's methods write
+        self._summaries.append(group(inputs))  # its side data before its row, as the builder's methods write
         rows = self._rows
         rows.extend((_STARTED, self.thread, graph_task, node, 0, 0, 0))
         if len(rows) >= _FULL:
             self.b.freeze_rows()
 
     def node_finished(self, *, graph_task: int, node: int, outputs: Sequence[Any]) -> None:
-        self._summaries.append(items(outputs))
+        self._summaries.append(group(outputs))
         self._rows.extend((_FINISHED, self.thread, graph_task, node, 0, 0, 0))
 
     def hook_ran(self, *, graph_task: int, node: int, hook_kind: str, hook_name: str) -> None:
         self._hook(thread=self.thread, graph_task=graph_task, node=node, hook_kind=hook_kind, hook_name=hook_name)
 
     def grad_captured(self, *, graph_task: int, node: int, output_index: int, grad: Any) -> None:
-        self._summaries.append(items((grad,)))
+        self._summaries.append(grad if type(grad) is ndarray else (grad,))
         self._rows.extend((_CAPTURED, self.thread, graph_task, node, output_index, 0, 0))
 
     def grad_accumulated(self, *, graph_task: int, node: int, grad: Any) -> None:
-        self._summaries.append(items((grad,)))
+        self._summaries.append(grad if type(grad) is ndarray else (grad,))
         self._rows.extend((_ACCUMULATED, self.thread, graph_task, node, 0, 0, 0))
 
     @property

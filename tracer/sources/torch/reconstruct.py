@@ -10,12 +10,11 @@ from __future__ import annotations
 import itertools
 import sys
 import threading
-from itertools import repeat
 from typing import Any
 
 import torch
 
-from agdb.tracer.recording.builder import SMALL
+from agdb.tracer.recording.builder import SMALL, summary_item
 from agdb.tracer.sources.torch.forward import Forward
 from agdb.tracer.sources.torch.model import EngineModel, first_difference
 from agdb.tracer.sources.torch.state import (
@@ -108,15 +107,15 @@ class Reconstruction:
         del state.log[:len(log)]
         model = state.model
         stack = state.replaying  # the calls begun (NOTE [replay in parts])
-        values = self.value
+        values = self.item  # what the model is handed of each grad: the builder's summary item of it (emitter.py)
         if self.values:
             small = small_arrays(log)
             if small:
-                get, value = small.get, self.value
+                get, item = small.get, self.item
 
                 def values(t: Any) -> Any:
                     a = get(id(t))
-                    return value(t) if a is None else a
+                    return item(t) if a is None else a
         after_accumulation = state.after_accumulation  # post_accumulate_grad hooks: events follow GradAccumulated
         for entry in log:
             kind = entry[0]
@@ -277,7 +276,7 @@ class Reconstruction:
             s += 1
             model.simulated.add(root)
             gt.graph_root, gt.root_slots = root, ()
-            gt.root_grads = tuple(self.value(g) for g in call.grads)
+            gt.root_grads = tuple(self.item(g) for g in call.grads)
         else:
             gt.graph_root, slot = call.roots[0]
             gt.root_slots = (slot,)
@@ -296,8 +295,12 @@ class Reconstruction:
             model.start(gt, call.roots, call.keep_graph, call.create_graph)
         gt.topo = {}  # read only to prepare the call (dependencies, exec_info): a deep graph's dict goes now
 
+    def item(self, t: Any) -> Any:
+        """The builder's summary item of a grad (None, a copy of a small array with its device, or a summary)."""
+        return summary_item(self.value(t))
+
     def value(self, t: Any) -> Any:
-        """What the trace keeps of a grad: a numpy view (the builder copies small ones, summarises others)."""
+        """A grad as the builder takes it: a numpy view (the builder copies small ones, summarises others)."""
         if t is None:
             return None
         if not self.values:
@@ -315,11 +318,11 @@ _STACKED = frozenset((torch.float16, torch.float32, torch.float64, torch.int8, t
 
 
 def small_arrays(log: list) -> dict[int, Any]:
-    """The small grads a log holds (at most SMALL elements, at least one dimension, of a dtype in _STACKED), by id of
-    the tensor, each as the builder's summary item of it, `(values, "cpu")` (the Emitter writes it as it is): the
-    values are the rows of one array per shape and dtype, for the groups whose tensors are all on the CPU, strided
-    and without autograd history. The array is the stack's own, so a row needs no copy of its own (the builder's
-    summary_of copies a small array, which may share a grad's memory).
+    """The small grads a log holds (at most SMALL elements, at least one dimension, of a dtype in _STACKED), as numpy
+    arrays by id of the tensor: the rows of one array per shape and dtype, for the groups whose tensors are all on the
+    CPU, strided and without autograd history. Each is the builder's summary item of its grad as it is (a bare array
+    is a small CPU grad's values): the stack's own memory, which the builder need not copy (its summary_of copies a
+    small array, which may share a grad's memory, and the program may change a grad in place).
 
     NOTE [small grads at once]
     The trace copies a small grad's values (TraceBuilder's summary_of); converting each tensor on its own
@@ -329,7 +332,7 @@ def small_arrays(log: list) -> dict[int, Any]:
     three references to each), and is converted once. torch.stack of a shape's grads and one `.numpy()` give the same
     values, dtype and shape row by row; every tensor the log holds stays alive until the replay ends, so an id names
     one tensor. Tensors of a subclass convert their own way and are left to
-    Reconstruction.value.
+    Reconstruction.item.
     """
     groups: dict[tuple, list] = {}
     seen: set[int] = set()
@@ -361,7 +364,7 @@ def small_arrays(log: list) -> dict[int, Any]:
         except RuntimeError:  # on several devices
             continue
         if stacked.is_cpu and stacked.layout == torch.strided:  # else one of the group is not: the group is left
-            out.update(zip(map(id, group), zip(stacked.numpy(), repeat("cpu")), strict=True))
+            out.update(zip(map(id, group), stacked.numpy(), strict=True))
     return out
 
 
