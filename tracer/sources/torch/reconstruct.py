@@ -109,13 +109,18 @@ class Reconstruction:
         stack = state.replaying  # the calls begun (NOTE [replay in parts])
         values = self.item  # what the model is handed of each grad: the builder's summary item of it (emitter.py)
         if self.values:
-            small = small_arrays(log)
-            if small:
-                get, item = small.get, self.item
+            # NOTE [one item a grad]: a grad is one tensor wherever the log holds it (NOTE [small grads at once]), and
+            # its item is made once: an MLP's large grads were summarised two and three times each. A tensor the log
+            # holds stays alive until this replay ends, so an id names one tensor, and no code of the program runs
+            # while it replays, so every reference to it would give the same item.
+            made = small_arrays(log)
+            get, item = made.get, self.item
 
-                def values(t: Any) -> Any:
-                    a = get(id(t))
-                    return item(t) if a is None else a
+            def values(t: Any) -> Any:
+                a = get(id(t))
+                if a is None:
+                    a = made[id(t)] = item(t)
+                return a
         after_accumulation = state.after_accumulation  # post_accumulate_grad hooks: events follow GradAccumulated
         for entry in log:
             kind = entry[0]
