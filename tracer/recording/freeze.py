@@ -506,39 +506,61 @@ def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
 
 def _sort_items(flat: list, info: np.ndarray, dtype_id: np.ndarray, device_id: np.ndarray, ndim: np.ndarray,
                 preview: np.ndarray, shaped: list, sid: Any) -> dict:
-    """_summary_columns' items one by one: a summary tuple's columns are filled in at once; small arrays are sorted
-    into blocks by (dtype, shape, device), returned as {key: (indices, arrays)}, to be summarised a block at a time."""
+    """_summary_columns' items one by one: small arrays are sorted into blocks by (dtype, shape, device), returned as
+    {key: (indices, arrays)}, to be summarised a block at a time; a summary tuple's fields are gathered in lists and
+    written into the columns together after the loop (numpy's item assignment costs ~0.1 µs a field, and a preview's
+    ~0.5 µs), its strings named in item order as before (`sid` numbers them as they come)."""
     ndarray = np.ndarray
     blocks: dict[tuple, tuple[list[int], list[np.ndarray]]] = {}
     last: tuple = (None, None, None)  # the key of the last small array, whose block is `found`
     found: tuple[list[int], list[np.ndarray]] = ([], [])
-    # NOTE [quiet previews]: the previews of summary tuples are cast with the warnings off, entered once for the loop
-    # (a few µs each time: more than the rest of an item's work); nothing else here could warn
-    with np.errstate(over="ignore"):
-        for i, item in enumerate(flat):
-            if item is None:
-                continue
-            if type(item) is ndarray:
-                arr, device = item, "cpu"
-            elif len(item) == 2:  # (small array, device)
-                arr, device = item
-            else:
-                shape, dtype, device, values, has_nan, has_inf = item
-                info[i] = 1 | int(has_nan) << 1 | int(has_inf) << 2 | len(values) << 3
-                dtype_id[i], device_id[i], ndim[i] = sid(dtype), sid(device), len(shape)
-                preview[i, :len(values)] = values  # warnings off (NOTE [quiet previews])
-                shaped.append((i, shape))
-                continue
-            # Small arrays are summarised below, a block at a time. Hashing a dtype costs ~0.3 us, and the arrays
-            # of a chunk mostly share one dtype, shape and device: so first compare with the last array's.
-            dtype, shape = arr.dtype, arr.shape
-            if dtype is not last[0] or shape != last[1] or device != last[2]:
-                last = (dtype, shape, device)
-                found = blocks.get(last)
-                if found is None:
-                    found = blocks[last] = ([], [])
-            found[0].append(i)
-            found[1].append(arr)
+    where: list[int] = []  # the summary tuples: their items, and their columns' values in the same order
+    bits: list[int] = []
+    dtypes: list[int] = []
+    devices: list[int] = []
+    ndims: list[int] = []
+    previews: list[tuple] = []
+    by_shape: dict[tuple, list[int]] = {}
+    for i, item in enumerate(flat):
+        if item is None:
+            continue
+        if type(item) is ndarray:
+            arr, device = item, "cpu"
+        elif len(item) == 2:  # (small array, device)
+            arr, device = item
+        else:
+            shape, dtype, device, values, has_nan, has_inf = item
+            where.append(i)
+            bits.append(1 | int(has_nan) << 1 | int(has_inf) << 2 | len(values) << 3)
+            dtypes.append(sid(dtype))
+            devices.append(sid(device))
+            ndims.append(len(shape))
+            previews.append(values)
+            at = by_shape.get(shape)
+            if at is None:
+                by_shape[shape] = at = []
+            at.append(i)
+            continue
+        # Small arrays are summarised below, a block at a time. Hashing a dtype costs ~0.3 us, and the arrays
+        # of a chunk mostly share one dtype, shape and device: so first compare with the last array's.
+        dtype, shape = arr.dtype, arr.shape
+        if dtype is not last[0] or shape != last[1] or device != last[2]:
+            last = (dtype, shape, device)
+            found = blocks.get(last)
+            if found is None:
+                found = blocks[last] = ([], [])
+        found[0].append(i)
+        found[1].append(arr)
+    if where:
+        idx = np.array(where, dtype=np.int64)
+        info[idx], dtype_id[idx], device_id[idx], ndim[idx] = bits, dtypes, devices, ndims
+        lengths = np.array(list(map(len, previews)), dtype=np.int64)
+        for k in range(1, 4):  # the previews of each length together (an item's preview has 0 to 3 values)
+            rows = np.flatnonzero(lengths == k)
+            if len(rows):
+                with np.errstate(over="ignore"):  # NOTE [quiet previews]
+                    preview[idx[rows], :k] = np.array([previews[r] for r in rows.tolist()], dtype=np.float32)
+        shaped.extend((np.array(at, dtype=np.int64), shape) for shape, at in by_shape.items())
     return blocks
 
 
