@@ -330,13 +330,13 @@ def small_arrays(log: list) -> dict[int, Any]:
     small array, which may share a grad's memory, and the program may change a grad in place).
 
     NOTE [small grads at once]
-    The trace copies a small grad's values (TraceBuilder's summary_of); converting each tensor on its own
-    (`t.detach().numpy()`) costs 1.4-2.7 µs of torch's Python binding a grad, two grads a node (a sixth of the 10k
-    chain's replay, sampled); the grouping below, the stack and a row each cost about a third of it. A grad is one
-    tensor object wherever the log holds it (a node's grad_inputs are its children's grad_outputs: a chain's log holds
-    three references to each), and is converted once. torch.stack of a shape's grads and one `.numpy()` give the same
-    values, dtype and shape row by row; every tensor the log holds stays alive until the replay ends, so an id names
-    one tensor. Tensors of a subclass convert their own way and are left to
+    The trace keeps a copy of a small grad's values (TraceBuilder's summary_of; here the stack is that copy);
+    converting each tensor on its own (`t.detach().numpy()`) costs 1.4-2.7 µs of torch's Python binding a grad, two
+    grads a node (a sixth of the 10k chain's replay, sampled); the grouping below, the stack and a row each cost about
+    a third of it. A grad is one tensor object wherever the log holds it (a node's grad_inputs are its children's
+    grad_outputs: a chain's log holds three references to each), and is converted once. torch.stack of a shape's
+    grads and one `.numpy()` give the same values, dtype and shape row by row; every tensor the log holds stays alive
+    until the replay ends, so an id names one tensor. Tensors of a subclass convert their own way and are left to
     Reconstruction.item.
     """
     groups: dict[tuple, list] = {}
