@@ -78,6 +78,7 @@ class Patches:
         # reaching the older generations would walk again (what the user's code leaves in cycles meanwhile is
         # collected after the call).
         self._patch_thread_start()  # NOTE [deferral on one thread] in backward.py
+        self._patch_imports()  # NOTE [library imports]
         threshold = gc.get_threshold()
         gc.set_threshold(max(threshold[0], GC_THRESHOLD), *threshold[1:])
         self._restore.append(lambda: gc.set_threshold(*threshold))
@@ -115,6 +116,32 @@ class Patches:
             lines.detach()
         while self._restore:
             self._restore.pop()()
+
+    def _patch_imports(self) -> None:
+        """NOTE [library imports]: a module loaded while recording runs its body, and every function that body calls,
+        under the thread's trace function, which gets a call event per frame even where it then ignores the frame.
+        torch loads much lazily (DDP's constructor imports torch._dynamo, and with it sympy: millions of calls),
+        which then cost about twice their plain time for no line of the user's. So a module of a library package
+        already loaded (torch's, or the standard library's: `is_library`), or one that library code imports, loads
+        with no trace function on its thread; the user's own modules still get their lines. CPython's import
+        statement calls importlib._bootstrap's `_find_and_load` by name on every import that is not in
+        sys.modules yet, so wrapping it there sees each load once."""
+        import importlib._bootstrap as bootstrap
+
+        original = bootstrap._find_and_load
+
+        def _find_and_load(name: str, import_: Any) -> Any:
+            trace_fn = sys.gettrace()
+            if trace_fn is None or not _library_import(name, sys._getframe(1)):
+                return original(name, import_)
+            sys.settrace(None)
+            try:
+                return original(name, import_)
+            finally:
+                sys.settrace(trace_fn)
+
+        bootstrap._find_and_load = _find_and_load
+        self._restore.append(lambda: setattr(bootstrap, "_find_and_load", original))
 
     def _patch_thread_start(self) -> None:
         """Wrap threading.Thread.start while recording: a thread that starts another first replays its waiting log
@@ -235,6 +262,18 @@ class Patches:
                     sys.settrace(trace_fn)
 
         return _engine_run_backward
+
+
+def _library_import(name: str, importer: Any) -> bool:
+    """Whether loading module `name` is a library's business (NOTE [library imports]): its top package is loaded
+    from a library's files, or the first frame past importlib's own that asked for it is a library's."""
+    top = sys.modules.get(name.partition(".")[0])
+    if top is not None:
+        file = getattr(top, "__file__", None)
+        return file is not None and is_library(file)
+    while importer is not None and importer.f_code.co_filename.startswith("<frozen importlib"):
+        importer = importer.f_back
+    return importer is not None and is_library(importer.f_code.co_filename)
 
 
 class CulpritMode(TorchFunctionMode):
