@@ -67,7 +67,9 @@ class EngineObserver(Protocol):
         raises is reported by error_raised instead."""
 
     def node_started(self, graph_task: GraphTask, node: Node, inputs: list) -> None:
-        """`node`'s apply is about to run on `inputs` (its grads after the pre-hooks)."""
+        """`node`'s apply is about to run on `inputs` (its grads after the pre-hooks). For a node the engine reports
+        with its pop (task_popped_and_started), the thread's grad mode, current graph task and current node are then
+        still those task_popped sees."""
 
     def task_popped_and_started(self, graph_task: GraphTask, task: NodeTask, queue: Any, inputs: list) -> None:
         """task_popped, then node_started of `task.fn` on `inputs`, in one call: the engine makes it where nothing
