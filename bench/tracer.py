@@ -19,7 +19,8 @@ counted by walking ``grad_fn.next_functions`` from the loss, AccumulateGrad incl
 
    * ``plain``: no observer; the build (forward) and ``loss.backward()`` timed separately;
    * ``no-op``: an observer whose every point (but ``op_called``, which a Recorder does not implement either)
-     returns at once: the floor, what the engine's calls into any observer cost before it records anything;
+     returns at once: the floor, what the engine's calls into any observer cost before it records anything (the
+     fused points included, as the Recorder has them: NOTE [fused points] in engine/_observer.py);
    * ``recorded``: ``tracer.Recorder().attach()`` *before* the build, so forward events (SeqNrBumped,
      NodeCreated) are recorded too; build, backward and ``finish()`` (which detaches and freezes the
      buffers into a Trace) timed separately.
@@ -75,7 +76,8 @@ counted by walking ``grad_fn.next_functions`` from the loss, AccumulateGrad incl
    [frozen chunks] in tracer/recording/builder.py) are a constant, not a cost per event: they weigh less in a bigger
    chain.
 
-Not in the default run: ``measure_floors()`` times the backward alone under a no-op observer, an observer with
+Not in the default run: ``measure_floors()`` times the backward alone under a no-op observer (with the fused points,
+and without them: the engine then calls the two points through its adapters), an observer with
 one call a node that keeps what the Recorder keeps but freezes nothing (``OneCallObserver``: the floor of a design
 with fewer, fatter observer points), and the Recorder, alternated; and the Recorder's time freezing chunks inside
 its backward (``.venv/bin/python -c "import sys; sys.path.insert(0, 'bench'); import tracer as b;
@@ -234,6 +236,13 @@ for _point in _POINTS:
         setattr(NoOpObserver, _point, lambda self, *args: None)
 
 
+class TwoPointNoOpObserver(NoOpObserver):
+    """NoOpObserver without the fused points: the engine calls each of their two points (through its adapters)."""
+
+    task_popped_and_started = None
+    buffer_written_and_task_pushed = None
+
+
 def run_plain(chains: int, length: int, collect: bool = False, observer: Any = None) -> dict:
     """Build (timed) and backward (timed) with no observer, or with `observer` attached; ns. `collect`: leave the
     collector on."""
@@ -371,8 +380,8 @@ class OneCallObserver:
 
 
 def _backward_once(chains: int, length: int, mode: str) -> tuple[float, float]:
-    """One backward of the graph (built untimed) under `mode` (plain, noop, one_call, recorder); ns of the backward,
-    and ns of it the Recorder spent freezing rows and summaries into chunks (0 for the others)."""
+    """One backward of the graph (built untimed) under `mode` (plain, noop, noop_two_point, one_call, recorder); ns of
+    the backward, and ns of it the Recorder spent freezing rows and summaries into chunks (0 for the others)."""
     recorder = handle = None
     frozen = [0]
     if mode == "recorder":
@@ -387,7 +396,8 @@ def _backward_once(chains: int, length: int, mode: str) -> tuple[float, float]:
         recorder.builder.freeze_rows = timed_freeze
         recorder.attach()
     elif mode != "plain":
-        handle = engine.add_observer(NoOpObserver() if mode == "noop" else OneCallObserver())
+        observer = {"noop": NoOpObserver, "noop_two_point": TwoPointNoOpObserver, "one_call": OneCallObserver}[mode]
+        handle = engine.add_observer(observer())
     loss = build_graph(chains, length)
     gc.collect()
     gc.disable()
@@ -405,10 +415,11 @@ def _backward_once(chains: int, length: int, mode: str) -> tuple[float, float]:
 
 
 def measure_floors(chains: int = 20, length: int = 1_000, reps: int = 7) -> dict:
-    """Backward-only ratios over plain of the no-op observer, OneCallObserver and the Recorder, the four alternated
-    `reps` times after a warm-up (medians), and the share of the Recorder's backward spent freezing chunks (which
-    the memory target needs while recording). Not part of `run`: call it on its own (docs/benchmarks.md)."""
-    modes = ("plain", "noop", "one_call", "recorder")
+    """Backward-only ratios over plain of the no-op observer (with and without the fused points), OneCallObserver and
+    the Recorder, the five alternated `reps` times after a warm-up (medians), and the share of the Recorder's backward
+    spent freezing chunks (which the memory target needs while recording). Not part of `run`: call it on its own
+    (docs/benchmarks.md)."""
+    modes = ("plain", "noop", "noop_two_point", "one_call", "recorder")
     for mode in modes:
         _backward_once(2, 50, mode)
     times: dict[str, list[float]] = {mode: [] for mode in modes}

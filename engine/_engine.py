@@ -48,12 +48,13 @@ def call_function(graph_task: GraphTask, fn: Node, input_buffer: InputBuffer) ->
     return outputs
 
 
-def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> bool | None:
+def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer, started: bool = False) -> bool | None:
     """Run one node and route its outputs to the next nodes' buffers (engine-semantics §7.1, §4.5, §5.3).
 
     A node with outputs is counted off its graph task (thread_main's decrement of outstanding_tasks, which torch
     makes right after this) in the routing's critical section: returns whether the graph task is then complete.
-    Otherwise returns None, and the caller counts it off.
+    Otherwise returns None, and the caller counts it off. `started`: thread_main has reported node_started with
+    the pop (NOTE [fused points] in engine/_observer.py).
     """
     exec_info = graph_task.exec_info
     if exec_info:
@@ -76,7 +77,7 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> b
         # call_function with no hook to call: the same steps, without the calls that would find none
         grads = inputs.buffer
         inputs.buffer = _NO_GRADS  # moved out of the buffer, as call_function does
-        if _observer.observers:
+        if _observer.observers and not started:
             for hook in _observer.dispatch.get("node_started", ()):
                 hook(graph_task, fn, grads)
         outputs = fn.apply(grads)
@@ -155,23 +156,27 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> b
                 outputs[i] = None  # moved, so that a later sum into it may reuse its memory (no local holds it)
                 buffer = _new_object(InputBuffer)
                 buffer.buffer = slots
-                if observed:
-                    for hook in _observer.dispatch.get("buffer_written", ()):
-                        hook(graph_task, nxt, input_nr, False, buffer)
+                accumulated = False
                 if not is_ready:
+                    if observed:
+                        for hook in _observer.dispatch.get("buffer_written", ()):
+                            hook(graph_task, nxt, input_nr, False, buffer)
                     not_ready[nxt] = buffer
                     continue
             else:
                 accumulated = buffer.add(input_nr, _take(outputs, i))
-                if observed:
-                    for hook in _observer.dispatch.get("buffer_written", ()):
-                        hook(graph_task, nxt, input_nr, accumulated, buffer)
                 if not is_ready:
+                    if observed:
+                        for hook in _observer.dispatch.get("buffer_written", ()):
+                            hook(graph_task, nxt, input_nr, accumulated, buffer)
                     continue
                 del not_ready[nxt]
             if cpu_queue is None:
                 queue = ready_queue(graph_task, nxt.device()) if _state.cuda_seen else graph_task.cpu_ready_queue
-                queue.push_node(graph_task, nxt, buffer)
+                if observed:  # the write reported with the push (NOTE [fused points])
+                    queue.push_node(graph_task, nxt, buffer, input_nr, accumulated)
+                else:
+                    queue.push_node(graph_task, nxt, buffer)
                 continue
             # cpu_queue.push_node(graph_task, nxt, buffer), inline
             task = _new_list(NodeTask)
@@ -187,7 +192,10 @@ def evaluate_function(graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> b
                     cpu_queue._waiting = False
                     cpu_queue._wake.put(None)
                 _heappush(cpu_queue.heap, task)
-            if _observer.observers:
+            if observed:  # the write and the push, with only the push between them (NOTE [fused points])
+                for hook in _observer.dispatch.get("buffer_written_and_task_pushed", ()):
+                    hook(graph_task, nxt, input_nr, accumulated, buffer, task, cpu_queue)
+            elif _observer.observers:  # attached while the node ran
                 for hook in _observer.dispatch.get("task_pushed", ()):
                     hook(None if graph_task.gone else graph_task, task, cpu_queue)  # task.graph_task
         graph_task.outstanding_tasks -= 1
@@ -218,6 +226,7 @@ def thread_main(graph_task: GraphTask | None) -> None:
                 break
             with queue.lock:  # queue.pop() without the call while a task is there (NOTE [interrupts in the engine])
                 task = _heappop(heap) if heap else None
+            started = False  # node_started reported with the pop (NOTE [fused points] in engine/_observer.py)
             if task is None:
                 if before is not None:
                     tls.grad_enabled, tls.current_graph_task, tls.current_node = before
@@ -225,15 +234,25 @@ def thread_main(graph_task: GraphTask | None) -> None:
                 task = queue.pop()  # waits for one
             elif _observer.observers:
                 owner = task.owner
-                for hook in _observer.dispatch.get("task_popped", ()):
-                    hook(None if owner is None or owner.gone else owner, task, queue)  # task.graph_task
+                fn = task.fn
+                if fn is not None and owner is not None and not owner.gone and not owner.has_error \
+                        and not owner.exec_info and fn._tensor_pre_hooks is None and not fn._retains_grad_hooks \
+                        and not fn._leaf_hooks and not fn._pre_hooks and not fn._post_hooks:
+                    # the node runs, and its first step reports node_started: nothing runs or is reported between
+                    # (the graph task's gone and has_error read here decide, as they would a few lines below)
+                    for hook in _observer.dispatch.get("task_popped_and_started", ()):
+                        hook(owner, task, queue, task.inputs.buffer)
+                    started = True
+                else:
+                    for hook in _observer.dispatch.get("task_popped", ()):
+                        hook(None if owner is None or owner.gone else owner, task, queue)  # task.graph_task
             if task.is_shutdown:
                 break
             local_graph_task = task.owner  # task.graph_task, read inline
-            if local_graph_task is None or local_graph_task.gone:
+            if not started and (local_graph_task is None or local_graph_task.gone):
                 continue  # its GraphTask is gone: discard, no decrement
             fn = task.fn
-            if fn is not None and not local_graph_task.has_error:
+            if started or (fn is not None and not local_graph_task.has_error):
                 if before is None:
                     before = (tls.grad_enabled, tls.current_graph_task, tls.current_node)
                     current = None
@@ -250,7 +269,7 @@ def thread_main(graph_task: GraphTask | None) -> None:
                         # saves nothing to release
                         grads = task.inputs.buffer
                         task.inputs.buffer = _NO_GRADS  # moved out, as call_function does: AccumulateGrad may steal
-                        if _observer.observers:
+                        if _observer.observers and not started:
                             for hook in _observer.dispatch.get("node_started", ()):
                                 hook(local_graph_task, fn, grads)
                         fn.apply(grads)
@@ -263,7 +282,7 @@ def thread_main(graph_task: GraphTask | None) -> None:
                                 hook(local_graph_task, fn, outputs)
                         done = None
                     else:
-                        done = evaluate_function(local_graph_task, fn, task.inputs)
+                        done = evaluate_function(local_graph_task, fn, task.inputs, started)
                 except BaseException as e:  # noqa: BLE001 - the first error completes the future
                     local_graph_task.set_exception(e, fn)
                     done = None

@@ -119,10 +119,12 @@ class ReadyQueue:
             for hook in _observer.dispatch.get("task_pushed", ()):
                 hook(task.graph_task, task, self)
 
-    def push_node(self, graph_task: GraphTask, fn: Node, inputs: InputBuffer) -> None:
+    def push_node(self, graph_task: GraphTask, fn: Node, inputs: InputBuffer, slot: int = -1,
+                  is_accumulation: bool = False) -> None:
         """push(NodeTask(graph_task, fn, inputs)) for a node, in one call and without the constructor's branches: the
         engine pushes every node it makes ready so, holding graph_task.mutex (which push() would take to count the
-        task)."""
+        task). `slot` >= 0: the write to that input slot made the node ready and is reported with the push
+        (buffer_written_and_task_pushed, NOTE [fused points] in engine/_observer.py)."""
         task = _new_list(NodeTask)
         task.owner = graph_task
         task.fn = fn
@@ -137,6 +139,10 @@ class ReadyQueue:
                 self._wake.put(None)
             heapq.heappush(self.heap, task)
         if _observer.observers:
+            if slot >= 0:
+                for hook in _observer.dispatch.get("buffer_written_and_task_pushed", ()):
+                    hook(graph_task, fn, slot, is_accumulation, inputs, task, self)
+                return
             for hook in _observer.dispatch.get("task_pushed", ()):
                 hook(None if graph_task.gone else graph_task, task, self)  # task.graph_task
 

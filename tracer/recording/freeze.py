@@ -482,7 +482,7 @@ def _summary_columns(columns: dict, groups: list, sid: Any) -> None:
         with np.errstate(over="ignore", invalid="ignore"):  # NOTE [quiet previews]
             preview[idx, :k] = head
         bits = np.full(len(idx), 1 | k << 3, dtype=np.int64)
-        if dtype.kind == "f" and block.size:
+        if dtype.kind == "f" and block.size and not _all(_isfinite(block), axis=None):  # one pass when all finite
             bits |= np.isnan(block).any(axis=1).astype(np.int64) << 1
             bits |= np.isinf(block).any(axis=1).astype(np.int64) << 2
         info[idx] = bits
@@ -610,6 +610,8 @@ def _one_block(flat: list) -> dict:
     return {(dtypes[0], shapes[0], "cpu"): (idx, present)}
 
 
+_all = np.logical_and.reduce
+_isfinite = np.isfinite
 _DTYPE = operator.attrgetter("dtype")
 _IS_NOT = operator.is_not
 _SHAPE = operator.attrgetter("shape")

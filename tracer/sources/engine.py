@@ -342,6 +342,43 @@ class Recorder:
         self.rows.extend((_K_POP, thread, owner.id if owner is not None else 0, fn._uid, q, len(queue.heap),
                           task[1] == _STALE_DEPTH))
 
+    # The fused points (NOTE [fused points] in engine/_observer.py): the two events' rows in one extend, as the two
+    # points would write them.
+    def task_popped_and_started(self, gt: Any, task: Any, queue: Any, inputs: list) -> None:
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
+        q = self._queues.get(queue.name)
+        if q is None:
+            q = self._queue(queue)
+        if len(inputs) == 1 and (t := inputs[0]) is not None and (data := t._data) is not None \
+                and data.size <= SMALL and t._device == "cpu":
+            self.summaries.append(data.copy())  # as in node_started
+        else:
+            self._summaries(inputs)
+        task_id, uid = gt.id, task.fn._uid  # gt is task.owner: only a live graph task's node task is fused
+        rows = self.rows
+        rows.extend((_K_POP, thread, task_id, uid, q, len(queue.heap), task[1] == _STALE_DEPTH,
+                     _K_NSTART, thread, task_id, uid, 0, 0, 0))
+        if len(rows) >= _FREEZE_AT:  # NOTE [frozen chunks]
+            self.builder.freeze_rows()
+
+    def buffer_written_and_task_pushed(self, gt: Any, node: Any, slot: int, is_accumulation: bool, buffer: Any,
+                                       task: Any, queue: Any) -> None:
+        try:
+            thread = self._local.index
+        except AttributeError:
+            thread = self._thread()
+        q = self._queues.get(queue.name)
+        if q is None:
+            q = self._queue(queue)
+        seq = -task[2]
+        uid = node._uid
+        self.rows.extend((_K_BUFFER, thread, gt.id, uid, slot, is_accumulation, 0,
+                          _K_PUSH, thread, 0 if gt.gone else gt.id, task.fn._uid, q, len(queue.heap),
+                          seq if seq < 2**63 else -1))
+
     def buffer_written(self, gt: Any, node: Any, slot: int, is_accumulation: bool, buffer: Any) -> None:
         try:
             thread = self._local.index
