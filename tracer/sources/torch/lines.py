@@ -175,42 +175,6 @@ class LineCulprits:
         write_now, bump_one = self._write_now, self.forward.bump_one
         tracers: dict[int, Callable] = {}  # id(code) -> its frames' local trace function (NOTE [per-code tracers])
 
-        def one(start):
-            """NOTE [one number, one name]
-            `_moved`'s commonest case in closure variables, with no attribute of `self` read and no call of ours: the
-            counter moved by one (`start` taken) on a known line, outside every module call (NOTE [module paths]),
-            with no opcode marks or pending numbers to account for, and a name the line stores or reads holds the
-            tensor whose grad_fn took it. True when it wrote the number; False leaves everything to `_moved`."""
-            at, lasti, lines = where
-            if at is None or marks or pending or stopped[0] or state.row < 0:
-                return False
-            if timeline:  # no module call running since before `start`: the changes before it are done with
-                if timeline[-1][0] > start or timeline[-1][1] is not None:
-                    return False
-                del timeline[:-1]
-            got = lines[0].get(lasti)
-            if got is None or not got[1]:
-                return False
-            scope = at.f_locals
-            if lines[1] and at.f_trace is not None:
-                touched[at] = at  # NOTE [stale locals]
-            for name in got[1]:
-                v = scope.get(name)
-                if type(v) is _TENSOR and v._base is None:
-                    g = v.grad_fn
-                    if g is not None and g._sequence_nr() == start:
-                        node_name = type_names.get(type(g))
-                        if node_name is None:
-                            node_name = type_names[type(g)] = g.name()
-                        del g
-                        state.last = start + 1
-                        if state.calls or state.log or write_now:  # logged: written at once
-                            bump_one(state, start, node_name, got[0])
-                        else:  # noted now, written before anything else is (Forward.write_seen)
-                            state.seen.append((start, node_name, got[0]))
-                        return True
-            return False
-
         def returned(frame):
             if touched:  # the frame ends, and its snapshot with it; a generator's yield is no end
                 code = frame.f_code
@@ -235,34 +199,13 @@ class LineCulprits:
                 _push(mode)
                 pushed[0] = suspended.pop()
 
-        def plain_tracer(lines):
-            """The local trace function of a code with no line that needs the mode or opcode events."""
-
-            def local(frame, event, arg):
-                now = seq()
-                if now != state.last:
-                    if not (now == state.last + 1 and one(now - 1)):
-                        moved(where[0], where[1], event, frame, arg)
-                elif touched and frame in touched:
-                    frame.f_locals  # noqa: B018 - a refresh (NOTE [stale locals])
-                if event == "line":
-                    where[0] = frame
-                    where[1] = frame.f_lasti
-                    where[2] = lines
-                elif event == "return":
-                    returned(frame)
-                elif event == "exception" and arg[0] is GeneratorExit:  # closed at a yield: its end, not a yield
-                    touched.pop(frame, None)
-                return local
-
-            return local
-
-        def mode_tracer(lines, table):
-            """The same for a code with such lines: pushing the mode or tracing opcodes for the lines that need it."""
+        def make_tracer(lines, table):
+            """The local trace function of a code's frames: its lines (`lines_of`), and the offsets of its line events
+            that push the mode or trace opcodes (NOTE [line culprits]: views, NOTE [columns on lines])."""
             special, opcode_lines, mode_lines = table.special_offsets, table.opcode_offsets, table.mode_offsets
             last_culprits, renumber_lines = table.last_culprits, table.renumber_offsets
 
-            def local_mode(frame, event, arg):
+            def local(frame, event, arg):
                 if event == "opcode":  # NOTE [columns on lines]: numbers taken since the last opcode are its
                     now = seq()          # instruction's; they are written with the line's names when the line ends
                     if now != opmark[0]:
@@ -273,16 +216,50 @@ class LineCulprits:
                     where[2] = lines
                     if lasti in last_culprits:  # no culprit after it on its line: the next event sees what it took
                         frame.f_trace_opcodes = False
-                    return local_mode
+                    return local
                 if pushed[0] is frame and event != "exception":
                     pushed[0] = None
                     _pop(mode)
                     if renumbering:
                         renumber_check(frame)
                 now = seq()
-                if now != state.last:
-                    if not (now == state.last + 1 and one(now - 1)):
-                        moved(where[0], where[1], event, frame, arg)
+                start = state.last
+                if now != start:
+                    # NOTE [one number, one name]: `_moved`'s commonest case, inline: the counter moved by one on a
+                    # known line, outside every module call (NOTE [module paths]), with no opcode marks or pending
+                    # numbers to account for, and a name the line stores or reads holds the tensor whose grad_fn took
+                    # it; anything else goes to `_moved`.
+                    at, lasti, at_lines = where
+                    got = at_lines[0].get(lasti) if now == start + 1 else None
+                    g = None
+                    if got is not None and got[1] and not (marks or pending or stopped[0] or state.row < 0) and (
+                            not timeline or timeline[-1][0] <= start and timeline[-1][1] is None):
+                        if timeline:  # no module call running since before `start`: the changes before are done with
+                            del timeline[:-1]
+                        scope = at.f_locals
+                        if at_lines[1] and at.f_trace is not None:
+                            touched[at] = at  # NOTE [stale locals]
+                        for name in got[1]:
+                            v = scope.get(name)
+                            if type(v) is _TENSOR and v._base is None:
+                                g = v.grad_fn
+                                if g is not None and g._sequence_nr() == start:
+                                    break
+                        else:
+                            g = None
+                        v = scope = None
+                    if g is not None:
+                        node_name = type_names.get(type(g))
+                        if node_name is None:
+                            node_name = type_names[type(g)] = g.name()
+                        g = None
+                        state.last = now
+                        if state.calls or state.log or write_now:  # logged: written at once
+                            bump_one(state, start, node_name, got[0])
+                        else:  # noted now, written before anything else is (Forward.write_seen)
+                            state.seen.append((start, node_name, got[0]))
+                    else:
+                        moved(at, lasti, event, frame, arg)
                 elif touched and frame in touched:
                     frame.f_locals  # noqa: B018 - a refresh (NOTE [stale locals])
                 if event == "line":
@@ -300,19 +277,17 @@ class LineCulprits:
                                 renumbering.append((frame, self.renumbered.numbered(frame, lasti)))
                 elif event == "return":
                     returned(frame)
-                elif event == "exception" and arg[0] is GeneratorExit:
+                elif event == "exception" and arg[0] is GeneratorExit:  # closed at a yield: its end, not a yield
                     touched.pop(frame, None)
-                return local_mode
+                return local
 
-            return local_mode
+            return local
 
         def tracer_of(code):
             """The local trace function of `code`'s frames, made once per code (NOTE [per-code tracers])."""
             local = tracers.get(id(code))
             if local is None:
-                got = table(code)
-                lines = lines_of(code)
-                local = tracers[id(code)] = mode_tracer(lines, got) if got.special_offsets else plain_tracer(lines)
+                local = tracers[id(code)] = make_tracer(lines_of(code), table(code))
             return local
 
         def trace(frame, event, arg):  # "call" events only: say which frames get line events
