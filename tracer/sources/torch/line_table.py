@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import dis
 import sys
+import weakref
 from typing import Any, Callable, NamedTuple
 
 _NAMES = frozenset(("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF", "LOAD_FAST", "LOAD_NAME",
@@ -55,7 +56,10 @@ class CodeLines:
     def table(self, code: Any) -> LineTable:
         table = self._tables.get(id(code))
         if table is None:
-            table = self._tables[id(code)] = code_table(code)
+            table = _TABLES.get(code)
+            if table is None:
+                table = _TABLES[code] = code_table(code)
+            self._tables[id(code)] = table
             self._codes.append(code)
         return table
 
@@ -82,6 +86,10 @@ class CodeLines:
         return got
 
 
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Code object -> its LineTable, across recordings: reading the bytecode of the bench's five-line chain function
+takes ~0.27 ms, what its plain forward spends on about 150 nodes. A table depends on the code's content only (equal
+code objects get equal tables) and is never changed."""
 NO_LINES: tuple[dict, bool] = ({}, False)
 """The lines of no frame (the line tracer's `where` before any user frame ran); never filled."""
 _CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot
