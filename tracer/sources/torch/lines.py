@@ -158,8 +158,9 @@ class LineCulprits:
         Every line of the user's code costs a trace call, so what one does is measured in instructions: a frame's
         `f_code` is an audited attribute (a `sys.audit` call each time), and `id()` makes an int. So the local trace
         function is made once per code object (`tracer_of`) with that code's tables in its closure, and `where`
-        carries the lines of the code it points into (`_lines_of`: offset -> facts, and whether the frames' locals
-        are a snapshot) beside the frame and offset: naming a node reads neither `f_code` nor a key built from it.
+        carries the lines of the code it points into (CodeLines.lines_of: offset -> facts, and whether the frames'
+        locals are a snapshot) beside the frame and offset: naming a node reads neither `f_code` nor a key built from
+        it.
         Frames are kept in `_touched` by themselves (a frame hashes by identity), not by id."""
         state, seq, user, is_user, moved = self.state, _seq, self._user, self._is_user, self._moved
         touched, code_lines = self._touched, self._code_lines
