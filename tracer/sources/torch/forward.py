@@ -40,7 +40,7 @@ class Forward:
         self._frames: dict[tuple, int] = {}
         self._fast_frames: dict[tuple, int] = {}  # (user code, bytecode offset) -> frame row (NOTE [forward hot path])
         self._skip: dict[int, bool] = {}  # id(code) -> whether it is a library's
-        self._codes: list = []  # the code objects keyed by id (NOTE [code keys] in lines.py)
+        self._codes: list = []  # the code objects keyed by id (NOTE [code keys] in line_table.py)
         self.thread_state = shared.thread_state  # this thread's ThreadState
         self._compile_seqs = shared.compile_seqs  # NOTE [numbers taken while compiling] in compiling.py
         self.log_culprits = False  # whether `agdb.seq_nr` logs each increment as it is written (read at attach)
@@ -212,7 +212,7 @@ class Forward:
         """The frame row of line `lineno` of `code` whose bytecode at offset `lasti` ran, with that bytecode's columns
         (the engine's rule: tracer.recording.frames.columns; `lasti` -1: the line without columns), in the module
         call `module` (NOTE [module paths])."""
-        key = (id(code), lasti, lineno, module)  # NOTE [code keys] in lines.py
+        key = (id(code), lasti, lineno, module)  # NOTE [code keys] in line_table.py
         row = self._frames.get(key)
         if row is None:
             col, end_col = columns_at(code, lasti, lineno) if lasti >= 0 else (-1, -1)

@@ -31,8 +31,7 @@ def moved(self: Any, at: Any, lasti: int, event: str, frame: Any, arg: Any) -> N
     if at is None:
         row, names, inplace = -1, (), ""
     else:
-        got = self._lines.get((id(at.f_code), lasti))
-        row, names, inplace = got if got is not None else self._line(at.f_code, lasti)
+        row, names, inplace = self._line(at.f_code, lasti)
     rows = None  # each number's frame row, when opcode events split the range (NOTE [columns on lines])
     if self._marks or self._timeline:
         if self._marks:
@@ -47,7 +46,7 @@ def moved(self: Any, at: Any, lasti: int, event: str, frame: Any, arg: Any) -> N
     if names:
         scope = at.f_locals
         if at.f_code.co_flags & _CO_OPTIMIZED and at.f_trace is not None:
-            self._touched[id(at)] = at  # NOTE [stale locals] (touch, inline)
+            self._touched[at] = at  # NOTE [stale locals] (touch, inline)
     else:
         scope = None
     if now - start == 1 and not self._pending:  # the hot path: one node, kept in a name of its line's

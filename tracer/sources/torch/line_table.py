@@ -9,7 +9,8 @@ from __future__ import annotations
 import bisect
 import dis
 import sys
-from typing import Any, NamedTuple
+import weakref
+from typing import Any, Callable, NamedTuple
 
 _NAMES = frozenset(("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF", "LOAD_FAST", "LOAD_NAME",
                     "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLOSURE"))
@@ -35,6 +36,63 @@ class LineTable(NamedTuple):
     opcode_offsets: frozenset  # offsets a line is entered at with several culprit instructions after
     last_culprits: frozenset  # each line's last culprit instruction: opcode events stop there
     renumber_offsets: frozenset  # line starts of lines that call _set_sequence_nr (NOTE [renumbered nodes])
+    special_offsets: frozenset  # mode_offsets and opcode_offsets: a code with none is traced the plain way
+
+
+class CodeLines:
+    """Each code object's table and lines, once per code, shared by every thread's line tracer.
+
+    NOTE [code keys]
+    Hashing a code object hashes its bytecode and constants (~1 µs for a large function), so the caches are keyed by
+    id(code), and every code object keyed is held in `_codes` so that no id is reused."""
+
+    def __init__(self, frame_row: Callable[[Any, int, int], int]) -> None:
+        self._frame_row = frame_row  # Forward.frame_row: the frame row of (code, culprit offset, line)
+        self._codes: list = []
+        self._tables: dict[int, LineTable] = {}
+        # id(code) -> (bytecode offset -> (frame row, names, in-place op), whether its frames' locals are a snapshot)
+        self.by_code: dict[int, tuple[dict[int, tuple], bool]] = {}
+
+    def table(self, code: Any) -> LineTable:
+        table = self._tables.get(id(code))
+        if table is None:
+            table = _TABLES.get(code)
+            if table is None:
+                table = _TABLES[code] = code_table(code)
+            self._tables[id(code)] = table
+            self._codes.append(code)
+        return table
+
+    def lines_of(self, code: Any) -> tuple[dict[int, tuple], bool]:
+        """`code`'s lines as `line` fills them, and whether its frames' locals are a snapshot (a function's: NOTE
+        [stale locals] in lines.py); the same objects on every call (NOTE [per-code tracers] in lines.py)."""
+        got = self.by_code.get(id(code))
+        if got is None:
+            self.table(code)
+            got = self.by_code[id(code)] = ({}, bool(code.co_flags & _CO_OPTIMIZED))
+        return got
+
+    def line(self, code: Any, lasti: int) -> tuple:
+        """(frame row, names the line stores or reads, the hidden node's name for its in-place call or "") of the line
+        that holds bytecode offset `lasti`, once per offset."""
+        offsets = self.lines_of(code)[0]
+        got = offsets.get(lasti)
+        if got is None:
+            starts, linenos, facts, culprit_at = self.table(code)[:4]
+            i = bisect.bisect_right(starts, lasti) - 1
+            lineno = linenos[i] if i >= 0 else code.co_firstlineno
+            stored, inplace = facts.get(lineno, ((), ""))
+            got = offsets[lasti] = (self._frame_row(code, culprit_at.get(lasti, -1), lineno), stored, inplace)
+        return got
+
+
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Code object -> its LineTable, across recordings: reading the bytecode of the bench's five-line chain function
+takes ~0.27 ms, what its plain forward spends on about 150 nodes. A table depends on the code's content only (equal
+code objects get equal tables) and is never changed."""
+NO_LINES: tuple[dict, bool] = ({}, False)
+"""The lines of no frame (the line tracer's `where` before any user frame ran); never filled."""
+_CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot
 
 
 def code_table(code: Any) -> LineTable:
@@ -74,9 +132,10 @@ def code_table(code: Any) -> LineTable:
         ops = methods.get(line, set())
         facts[line] = (tuple(dict.fromkeys(stores.get(line, ()))),
                        _hidden_name(next(iter(ops))) if len(ops) == 1 else "")
-    return LineTable(starts, linenos, facts, culprit_at,
-                     frozenset(b for b, ln in zip(starts, linenos, strict=True) if ln in viewing), ambiguous, last,
-                     frozenset(b for b, ln in zip(starts, linenos, strict=True) if ln in renumbering))
+    mode_offsets = frozenset(b for b, ln in zip(starts, linenos, strict=True) if ln in viewing)
+    return LineTable(starts, linenos, facts, culprit_at, mode_offsets, ambiguous, last,
+                     frozenset(b for b, ln in zip(starts, linenos, strict=True) if ln in renumbering),
+                     mode_offsets | ambiguous)
 _CULPRITS = frozenset((
     "CALL", "CALL_FUNCTION_EX", "BINARY_OP", "BINARY_SUBSCR", "STORE_SUBSCR", "DELETE_SUBSCR", "COMPARE_OP",
     "CONTAINS_OP", "UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT", "UNARY_NOT", "LOAD_ATTR", "STORE_ATTR",

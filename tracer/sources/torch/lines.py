@@ -4,7 +4,6 @@ Imports torch (through bridge.py only); never textual or rich.
 """
 from __future__ import annotations
 
-import bisect
 import dis
 import sys
 import threading
@@ -15,7 +14,7 @@ import torch
 
 from agdb.tracer.recording.async_exc import lower_flag
 from agdb.tracer.sources.torch.line_names import moved
-from agdb.tracer.sources.torch.line_table import LineTable, code_table
+from agdb.tracer.sources.torch.line_table import NO_LINES, CodeLines
 from agdb.tracer.sources.torch.renumbered import Renumbered
 
 _seq = torch.autograd._get_sequence_nr
@@ -23,7 +22,6 @@ _TENSOR = torch.Tensor
 _CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, whose f_locals is a snapshot (NOTE [stale locals])
 _GENERATOR = 0x20 | 0x80 | 0x200  # inspect.CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR: frames that yield
 _YIELD_VALUE = dis.opmap["YIELD_VALUE"]
-
 
 
 class LineCulprits:
@@ -59,17 +57,13 @@ class LineCulprits:
 
     def __init__(self, forward: Any, mode: Any, state: Any, is_library: Callable[[str], bool]) -> None:
         self.stopped = [False]  # the recording ended: every thread's tracer takes itself off (threads.py)
-        # NOTE [stale locals]: function frames whose locals agdb read, by id (see `touch`).
-        self._touched: dict[int, Any] = {}
+        # NOTE [stale locals]: function frames whose locals agdb read (see `touch`); a frame hashes by identity.
+        self._touched: dict[Any, Any] = {}
         self.forward = forward  # forward.py's Forward: where the increments are written
         self.mode = mode  # the bridge's TorchFunctionMode, pushed for the lines that may make a view
         self.state = state
         self.thread = threading.get_ident()
-        self._lines: dict[tuple, tuple] = {}  # (id(code), bytecode offset) -> (frame row, names, in-place op)
-        # NOTE [code keys]: hashing a code object hashes its bytecode and constants (~1 µs for a large function),
-        # so the caches are keyed by id(code), and every code object keyed is held in _codes so no id is reused.
-        self._codes: list = []
-        self._tables: dict[int, tuple] = {}  # id(code) -> (line starts, lines, per line: (names, in-place op))
+        self._code_lines = CodeLines(forward.frame_row)  # each code's tables and lines (NOTE [per-code tracers])
         self._user: dict[str, bool] = {}  # co_filename -> whether it is the user's (a str caches its hash)
         self._is_library = is_library
         self._type_names: dict[type, str] = forward.type_names
@@ -81,11 +75,6 @@ class LineCulprits:
         self._renumbering: list = []  # (frame, [(node, its seq_nr)]) of lines that call _set_sequence_nr, running
         self.renumbered = Renumbered(self, self._renumbering)
         self._previous: Any = None
-        self._mode_lines: dict[int, frozenset] = {}  # id(code) -> offsets of its line events that push the mode
-        self._opcode_lines: dict[int, frozenset] = {}  # id(code) -> those that trace opcodes (NOTE [columns on lines])
-        self._special: dict[int, frozenset] = {}  # id(code) -> both together: a code with none gets `local`
-        self._last_culprits: dict[int, frozenset] = {}  # id(code) -> where opcode events stop (NOTE [columns on lines])
-        self._renumber_lines: dict[int, frozenset] = {}  # id(code) -> those of them that call _set_sequence_nr
         self.flush: Callable[[tuple], None] = lambda candidates=(): None
         self._unpush: Callable[[], None] = lambda: None
 
@@ -101,7 +90,7 @@ class LineCulprits:
     def start(self, frame: Any, event: str, arg: Any) -> Any:
         """Become this thread's trace function at its first call (`frame`), as threading's hook."""
         self._follow()
-        trace, _local, self.flush = self._tracers(None)
+        trace, _tracer_of, self.flush = self._tracers(None)
         sys.settrace(trace)
         return trace(frame, event, arg)
 
@@ -115,15 +104,14 @@ class LineCulprits:
     def attach(self) -> None:
         self._previous = sys.gettrace()  # None: the bridge takes this way only then
         self._follow()
-        trace, local, flush = self._tracers(self._innermost_user(sys._getframe(1)))
+        trace, tracer_of, flush = self._tracers(self._innermost_user(sys._getframe(1)))
         self.flush = flush
         lower_flag()  # left up, this thread would spin at its next call (NOTE [the async-exception flag])
         sys.settrace(trace)
         f = sys._getframe(1)
         while f is not None:  # frames already running get line events from now on
             if self._is_user(f.f_code):
-                self._table(f.f_code)
-                f.f_trace = local
+                f.f_trace = tracer_of(f.f_code)
                 self._traced.append(f)
             f = f.f_back
 
@@ -156,7 +144,7 @@ class LineCulprits:
         touched = self._touched
         for f in frames:
             if f.f_code.co_flags & _CO_OPTIMIZED and f.f_trace is not None:
-                touched[id(f)] = f
+                touched[f] = f
 
     def _is_user(self, code: Any) -> bool:
         user = self._user.get(code.co_filename)
@@ -166,60 +154,33 @@ class LineCulprits:
 
     # -- the trace functions -----------------------------------------------------------------------------------
     def _tracers(self, at: Any) -> tuple:
+        """NOTE [per-code tracers]
+        Every line of the user's code costs a trace call, so what one does is measured in instructions: a frame's
+        `f_code` is an audited attribute (a `sys.audit` call each time), and `id()` makes an int. So the local trace
+        function is made once per code object (`tracer_of`) with that code's tables in its closure, and `where`
+        carries the lines of the code it points into (CodeLines.lines_of: offset -> facts, and whether the frames'
+        locals are a snapshot) beside the frame and offset: naming a node reads neither `f_code` nor a key built from
+        it.
+        Frames are kept in `_touched` by themselves (a frame hashes by identity), not by id."""
         state, seq, user, is_user, moved = self.state, _seq, self._user, self._is_user, self._moved
-        mode_lines, table, touched = self._mode_lines, self._table, self._touched
-        opcode_lines, special, marks = self._opcode_lines, self._special, self._marks
-        last_culprits = self._last_culprits
+        touched, code_lines = self._touched, self._code_lines
+        table, lines_of, known_lines = code_lines.table, code_lines.lines_of, code_lines.by_code
+        marks, mode, stopped = self._marks, self.mode, self.stopped
         opmark = [0]  # the counter at the last opcode event (NOTE [columns on lines])
-        mode, stopped = self.mode, self.stopped
-        renumber_lines, renumbering, renumber_check = self._renumber_lines, self._renumbering, self.renumbered.check
-        # the user frame and bytecode offset running now (the line an increment is on)
-        where: list = [at, at.f_lasti if at is not None else -1]
+        renumbering, renumber_check = self._renumbering, self.renumbered.check
+        # the user frame running now, its bytecode offset (the line an increment is on), and its code's lines
+        where: list = [at, at.f_lasti if at is not None else -1, lines_of(at.f_code) if at is not None else NO_LINES]
         pushed: list = [None]  # the frame that pushed the mode for its line (NOTE [line culprits]: views)
         suspended: list = []  # frames whose mode is off while a user function they called runs
-        lines_of, pending, timeline, type_names = self._lines, self._pending, self._timeline, self._type_names
+        pending, timeline, type_names = self._pending, self._timeline, self._type_names
         write_now, bump_one = self._write_now, self.forward.bump_one
-
-        def one(at, lasti, start):
-            """NOTE [one number, one name]
-            `_moved`'s commonest case in closure variables, with no attribute of `self` read and no call of ours: the
-            counter moved by one (`start` taken) on a known line, outside every module call (NOTE [module paths]),
-            with no opcode marks or pending numbers to account for, and a name the line stores or reads holds the
-            tensor whose grad_fn took it. True when it wrote the number; False leaves everything to `_moved`."""
-            if at is None or marks or pending or stopped[0] or state.row < 0:
-                return False
-            if timeline:  # no module call running since before `start`: the changes before it are done with
-                if timeline[-1][0] > start or timeline[-1][1] is not None:
-                    return False
-                del timeline[:-1]
-            got = lines_of.get((id(at.f_code), lasti))
-            if got is None or not got[1]:
-                return False
-            scope = at.f_locals
-            if at.f_code.co_flags & _CO_OPTIMIZED and at.f_trace is not None:
-                touched[id(at)] = at  # NOTE [stale locals]
-            for name in got[1]:
-                v = scope.get(name)
-                if type(v) is _TENSOR and v._base is None:
-                    g = v.grad_fn
-                    if g is not None and g._sequence_nr() == start:
-                        node_name = type_names.get(type(g))
-                        if node_name is None:
-                            node_name = type_names[type(g)] = g.name()
-                        del g
-                        state.last = start + 1
-                        if state.calls or state.log or write_now:  # logged: written at once
-                            bump_one(state, start, node_name, got[0])
-                        else:  # noted now, written before anything else is (Forward.write_seen)
-                            state.seen.append((start, node_name, got[0]))
-                        return True
-            return False
+        tracers: dict[int, Callable] = {}  # id(code) -> its frames' local trace function (NOTE [per-code tracers])
 
         def returned(frame):
             if touched:  # the frame ends, and its snapshot with it; a generator's yield is no end
                 code = frame.f_code
                 if not (code.co_flags & _GENERATOR and code.co_code[frame.f_lasti] == _YIELD_VALUE):
-                    touched.pop(id(frame), None)
+                    touched.pop(frame, None)
             f = frame.f_back
             while f is not None:
                 u = user.get(f.f_code.co_filename)
@@ -229,67 +190,106 @@ class LineCulprits:
                     break
                 f = f.f_back
             where[0] = f
-            where[1] = f.f_lasti if f is not None else -1
+            if f is None:
+                where[1], where[2] = -1, NO_LINES
+            else:
+                where[1] = f.f_lasti
+                lines = known_lines.get(id(f.f_code))
+                where[2] = lines if lines is not None else lines_of(f.f_code)
             if suspended and suspended[-1] is f:  # back in a line that runs with the mode
                 _push(mode)
                 pushed[0] = suspended.pop()
 
-        def local(frame, event, arg):  # a frame whose code has no line that needs the mode
-            now = seq()
-            if now != state.last:
-                if not (now == state.last + 1 and one(where[0], where[1], now - 1)):
-                    moved(where[0], where[1], event, frame, arg)
-            elif touched and id(frame) in touched:
-                frame.f_locals  # noqa: B018 - a refresh (NOTE [stale locals])
-            if event == "line":
-                where[0] = frame
-                where[1] = frame.f_lasti
-            elif event == "return":
-                returned(frame)
-            elif event == "exception" and arg[0] is GeneratorExit:  # closed at a yield: its end, not a yield
-                touched.pop(id(frame), None)
+        def make_tracer(lines, table):
+            """The local trace function of a code's frames: its lines (`lines_of`), and the offsets of its line events
+            that push the mode or trace opcodes (NOTE [line culprits]: views, NOTE [columns on lines])."""
+            special, opcode_lines, mode_lines = table.special_offsets, table.opcode_offsets, table.mode_offsets
+            last_culprits, renumber_lines = table.last_culprits, table.renumber_offsets
+
+            def local(frame, event, arg):
+                if event == "opcode":  # NOTE [columns on lines]: numbers taken since the last opcode are its
+                    now = seq()          # instruction's; they are written with the line's names when the line ends
+                    if now != opmark[0]:
+                        marks.append((opmark[0], now, where[1]))
+                        opmark[0] = now
+                    where[0] = frame
+                    lasti = where[1] = frame.f_lasti
+                    where[2] = lines
+                    if lasti in last_culprits:  # no culprit after it on its line: the next event sees what it took
+                        frame.f_trace_opcodes = False
+                    return local
+                if pushed[0] is frame and event != "exception":
+                    pushed[0] = None
+                    _pop(mode)
+                    if renumbering:
+                        renumber_check(frame)
+                now = seq()
+                start = state.last
+                if now != start:
+                    # NOTE [one number, one name]: `_moved`'s commonest case, inline: the counter moved by one on a
+                    # known line, outside every module call (NOTE [module paths]), with no opcode marks or pending
+                    # numbers to account for, and a name the line stores or reads holds the tensor whose grad_fn took
+                    # it; anything else goes to `_moved`.
+                    at, lasti, at_lines = where
+                    got = at_lines[0].get(lasti) if now == start + 1 else None
+                    g = None
+                    if got is not None and got[1] and not (marks or pending or stopped[0] or state.row < 0) and (
+                            not timeline or timeline[-1][0] <= start and timeline[-1][1] is None):
+                        if timeline:  # no module call running since before `start`: the changes before are done with
+                            del timeline[:-1]
+                        scope = at.f_locals
+                        if at_lines[1] and at.f_trace is not None:
+                            touched[at] = at  # NOTE [stale locals]
+                        for name in got[1]:
+                            v = scope.get(name)
+                            if type(v) is _TENSOR and v._base is None:
+                                g = v.grad_fn
+                                if g is not None and g._sequence_nr() == start:
+                                    break
+                        else:
+                            g = None
+                        v = scope = None
+                    if g is not None:
+                        node_name = type_names.get(type(g))
+                        if node_name is None:
+                            node_name = type_names[type(g)] = g.name()
+                        g = None
+                        state.last = now
+                        if state.calls or state.log or write_now:  # logged: written at once
+                            bump_one(state, start, node_name, got[0])
+                        else:  # noted now, written before anything else is (Forward.write_seen)
+                            state.seen.append((start, node_name, got[0]))
+                    else:
+                        moved(at, lasti, event, frame, arg)
+                elif touched and frame in touched:
+                    frame.f_locals  # noqa: B018 - a refresh (NOTE [stale locals])
+                if event == "line":
+                    where[0] = frame
+                    lasti = where[1] = frame.f_lasti
+                    where[2] = lines
+                    if lasti in special:
+                        if lasti in opcode_lines:
+                            frame.f_trace_opcodes = True
+                            opmark[0] = state.last
+                        if pushed[0] is None and lasti in mode_lines:
+                            _push(mode)
+                            pushed[0] = frame
+                            if lasti in renumber_lines:
+                                renumbering.append((frame, self.renumbered.numbered(frame, lasti)))
+                elif event == "return":
+                    returned(frame)
+                elif event == "exception" and arg[0] is GeneratorExit:  # closed at a yield: its end, not a yield
+                    touched.pop(frame, None)
+                return local
+
             return local
 
-        def local_mode(frame, event, arg):  # the same, pushing the mode or tracing opcodes for the lines that need it
-            if event == "opcode":  # NOTE [columns on lines]: numbers taken since the last opcode are its
-                now = seq()          # instruction's; they are written with the line's names when the line ends
-                if now != opmark[0]:
-                    marks.append((opmark[0], now, where[1]))
-                    opmark[0] = now
-                where[0] = frame
-                lasti = where[1] = frame.f_lasti
-                if lasti in last_culprits[id(frame.f_code)]:  # no culprit after it on its line: the next event
-                    frame.f_trace_opcodes = False               # sees what it took
-                return local_mode
-            if pushed[0] is frame and event != "exception":
-                pushed[0] = None
-                _pop(mode)
-                if renumbering:
-                    renumber_check(frame)
-            now = seq()
-            if now != state.last:
-                if not (now == state.last + 1 and one(where[0], where[1], now - 1)):
-                    moved(where[0], where[1], event, frame, arg)
-            elif touched and id(frame) in touched:
-                frame.f_locals  # noqa: B018 - a refresh (NOTE [stale locals])
-            if event == "line":
-                where[0] = frame
-                lasti = where[1] = frame.f_lasti
-                if lasti in special[id(frame.f_code)]:
-                    code_id = id(frame.f_code)
-                    if lasti in opcode_lines[code_id]:
-                        frame.f_trace_opcodes = True
-                        opmark[0] = state.last
-                    if pushed[0] is None and lasti in mode_lines[code_id]:
-                        _push(mode)
-                        pushed[0] = frame
-                        if renumber_lines and lasti in renumber_lines.get(code_id, ()):
-                            renumbering.append((frame, self.renumbered.numbered(frame, lasti)))
-            elif event == "return":
-                returned(frame)
-            elif event == "exception" and arg[0] is GeneratorExit:
-                touched.pop(id(frame), None)
-            return local_mode
+        def tracer_of(code):
+            """The local trace function of `code`'s frames, made once per code (NOTE [per-code tracers])."""
+            local = tracers.get(id(code))
+            if local is None:
+                local = tracers[id(code)] = make_tracer(lines_of(code), table(code))
+            return local
 
         def trace(frame, event, arg):  # "call" events only: say which frames get line events
             code = frame.f_code
@@ -308,13 +308,13 @@ class LineCulprits:
                 _pop(mode)                                                 # need the mode (NOTE [compile time]:
                 suspended.append(pushed[0])                                # not while Dynamo compiles, which checks
                 pushed[0] = None                                           # that the mode stack stays as it was)
+            local = tracers.get(id(code))
+            if local is None:
+                local = tracer_of(code)
             where[0] = frame
             where[1] = frame.f_lasti
-            lines = special.get(id(code))
-            if lines is None:
-                table(code)
-                lines = special[id(code)]
-            return local_mode if lines else local
+            where[2] = known_lines[id(code)]
+            return local
 
         def flush(candidates: tuple = ()) -> None:
             if threading.get_ident() == self.thread and seq() != state.last and not state.calls:
@@ -328,7 +328,7 @@ class LineCulprits:
                 _pop(mode)
 
         self._unpush = unpush
-        return trace, local_mode, flush
+        return trace, tracer_of, flush
 
     def _innermost_user(self, f: Any) -> Any:
         while f is not None and not self._is_user(f.f_code):
@@ -340,34 +340,11 @@ class LineCulprits:
     # -- lines ---------------------------------------------------------------------------------------------------
     def _line(self, code: Any, lasti: int) -> tuple:
         """(frame row, names the line stores or reads, the hidden node's name for its in-place call or "") of the line
-        that holds bytecode offset `lasti`, once per offset."""
-        got = self._lines.get((id(code), lasti))
-        if got is None:
-            starts, linenos, facts, culprit_at = self._table(code)[:4]
-            i = bisect.bisect_right(starts, lasti) - 1
-            lineno = linenos[i] if i >= 0 else code.co_firstlineno
-            stored, inplace = facts.get(lineno, ((), ""))
-            row = self.forward.frame_row(code, culprit_at.get(lasti, -1), lineno)
-            got = self._lines[(id(code), lasti)] = (row, stored, inplace)
-        return got
-
-    def _table(self, code: Any) -> LineTable:
-        table = self._tables.get(id(code))
-        if table is None:
-            table = self._tables[id(code)] = code_table(code)
-            self._codes.append(code)
-            self._mode_lines[id(code)] = table.mode_offsets
-            self._opcode_lines[id(code)] = table.opcode_offsets
-            self._last_culprits[id(code)] = table.last_culprits
-            self._special[id(code)] = table.mode_offsets | table.opcode_offsets
-            if table.renumber_offsets:
-                self._renumber_lines[id(code)] = table.renumber_offsets
-        return table
+        that holds bytecode offset `lasti` (CodeLines.line)."""
+        return self._code_lines.line(code, lasti)
 
 
-
-_SHARED = ("stopped", "_touched", "_lines", "_codes", "_tables", "_user", "_type_names", "_mode_lines", "_opcode_lines",
-           "_special", "_last_culprits", "_renumber_lines")
+_SHARED = ("stopped", "_touched", "_code_lines", "_user", "_type_names")
 """What every thread's LineCulprits shares with the recording thread's (caches whose entries any thread may add)."""
 _push = torch._C._push_on_torch_function_stack
 _compile_context = torch._guards.TracingContext.try_get
