@@ -446,6 +446,10 @@ def run(quick: bool, reps: int | None) -> dict:
                 build, _ = graph.pass_for(lib)
                 root = build().grad_fn
                 counts[lib_name(lib)] = (count_nodes(root), count_ops(root))
+        # Building the nn graph imports torch._dynamo (torch.optim's first use: ~1e5 objects more); freeze again so
+        # that each repetition's gc.collect() stays cheap (about 0.1 s each otherwise, untimed but spent).
+        gc.collect()
+        gc.freeze()
         nodes, ops = counts["engine"]
         torch_counts = counts.get("torch", (None, None))
         result["graphs"][graph.name] = {"description": graph.description, "nodes": nodes, "ops": ops,

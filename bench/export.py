@@ -432,6 +432,10 @@ def run(quick: bool, reps: int | None, sizes: list[int] | None = None, chain_nod
     if make_dot is not None:
         _make_dot_source(build_torch(1, 50))
     del warm
+    # Everything alive now (torch and its lazy imports: ~1e5 objects) out of the collector's reach, so the
+    # gc.collect() before each timed call is cheap (about 0.1-0.3 s each otherwise, untimed but spent).
+    gc.collect()
+    gc.freeze()
 
     graphs = [measure_size(n, config["reps"]) for n in config["sizes"]]
     chain = measure_chain(config["chain_nodes"])

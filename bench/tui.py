@@ -11,7 +11,8 @@ Run it from the repository root:
 
 Options of this benchmark: ``--nodes N`` (backward nodes; default 100,000, ``--quick`` 2,000), ``--events E``
 (events wanted; default 10 per node), ``--repeats R`` (timed samples of every key and jump measurement;
-default 200, ``--quick`` 20), ``--only-big`` (part 4 alone), ``--big-trace PATH`` (part 4's trace: loaded
+default 200, ``--quick`` 20), ``--only-big`` (part 4 alone), ``--big-nodes N`` (part 4's nodes when it records
+its trace; default 1,000,000, ``--quick`` 20,000), ``--big-trace PATH`` (part 4's trace: loaded
 from PATH if it exists, else recorded and saved there, so that runs of two versions of agdb can share it); and
 the shared ones: ``--reps`` (first-paint runs of each kind; default 3,
 ``--quick`` 1), ``--quick`` and ``--json PATH``.
@@ -587,8 +588,11 @@ def _checks(result: dict, rows: list[tuple[str, float, float | None]]) -> dict:
 
 
 def run(quick: bool, reps: int | None, nodes: int | None = None, events: int | None = None,
-        repeats: int | None = None, only_big: bool = False, big_trace: str | None = None) -> dict:
+        repeats: int | None = None, only_big: bool = False, big_trace: str | None = None,
+        big_nodes: int | None = None) -> dict:
     sizes = dict(QUICK if quick else FULL)
+    if big_nodes is not None:
+        sizes["big_nodes"] = big_nodes
     if nodes is not None:
         sizes["nodes"] = nodes
     sizes["events"] = events if events is not None else EVENTS_PER_NODE * sizes["nodes"]
@@ -780,12 +784,14 @@ def main(argv: list[str] | None = None) -> int:
     own.add_argument("--repeats", type=int, default=None,
                      help="timed samples of every key and jump measurement (default 200; --quick 20)")
     own.add_argument("--only-big", action="store_true", help="part 4 alone (the 1M-node trace)")
+    own.add_argument("--big-nodes", type=int, default=None,
+                     help="nodes of part 4's trace when it is recorded (default 1,000,000; --quick 20,000)")
     own.add_argument("--big-trace", metavar="PATH", default=None,
                      help="part 4's trace: loaded from PATH if it exists, else recorded and saved there")
     args, rest = own.parse_known_args(sys.argv[1:] if argv is None else argv)
-    for name in ("nodes", "repeats"):
+    for name in ("nodes", "repeats", "big_nodes"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
-            own.error(f"--{name} must be at least 1")
+            own.error(f"--{name.replace('_', '-')} must be at least 1")
     if "-h" in rest or "--help" in rest:
         own.print_help()
         print()
@@ -796,7 +802,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_with(args: Any, quick: bool, reps: int | None) -> dict:
     return run(quick, reps, nodes=args.nodes, events=args.events, repeats=args.repeats, only_big=args.only_big,
-               big_trace=args.big_trace)
+               big_trace=args.big_trace, big_nodes=args.big_nodes)
 
 
 if __name__ == "__main__":

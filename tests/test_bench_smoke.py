@@ -126,10 +126,15 @@ def test_tracer_bench_quick_writes_json(tmp_path):
 
 
 @pytest.mark.long
-def test_tui_bench_tiny_writes_json(tmp_path):
-    """`bench/tui.py` on a tiny trace prints its rows and writes first-paint, step and jump timings."""
+def test_tui_bench_tiny_writes_json_and_reuses_its_big_trace(tmp_path):
+    """`bench/tui.py` on a tiny trace prints its rows and writes first-paint, step and jump timings, recording part
+    4's trace (`--big-nodes`, as small as the first part's) and saving it at `--big-trace PATH`; then
+    `--only-big --big-trace PATH` loads that file and reports part 4's rows alone. Two processes: each branch of
+    part 4 (recorded and saved, loaded) runs once."""
+    path = tmp_path / "big.agdb"
     stdout, data = _run_bench(tmp_path, "tui.py", "--quick", "--nodes", "300", "--repeats", "3", "--reps", "1",
-                              timeout=120)
+                              "--big-nodes", "300", "--big-trace", str(path), timeout=120)
+    assert path.exists() and "loaded from" not in stdout, stdout
 
     rows = {}  # the closing table: "name   12.34 ms   <= 22 ms  met"
     for line in stdout.splitlines():
@@ -158,6 +163,7 @@ def test_tui_bench_tiny_writes_json(tmp_path):
     assert any(c["name"].startswith("first step l,") for c in data["checks"])
     assert any(c["name"].startswith("first n right after the first paint,") for c in data["checks"])
     big = data["big"]
+    assert big["nodes"] == 300 and big["painted_ok"] is True and big["step_moved"] is True
     for key in ("first_n_after_paint_ms", "second_n_ms", "first_G_after_paint_ms"):
         assert big[key] > 0, key
     runs = big["consecutive_n"]
@@ -168,21 +174,13 @@ def test_tui_bench_tiny_writes_json(tmp_path):
     for check in data["checks"]:
         assert check["value"] > 0 and check["target"] > 0 and isinstance(check["met"], bool)
 
-
-def test_tui_bench_only_big_reuses_a_saved_trace(tmp_path):
-    """`bench/tui.py --only-big --big-trace PATH` records and saves part 4's trace the first time, loads it the
-    second, and reports part 4's rows alone."""
-    path = tmp_path / "big.agdb"
-    for run in range(2):
-        stdout, data = _run_bench(tmp_path, "tui.py", "--quick", "--only-big", "--big-trace", str(path),
-                                  timeout=120)
-        assert path.exists()
-        assert ("loaded from" in stdout) == (run == 1), stdout
-        assert set(data) == {"meta", "big", "checks", "info", "table"}
-        assert [c["name"].split(",")[0] for c in data["checks"]] == [
-            "first paint", "first step l", "first n right after the first paint",
-            "20 consecutive n right after the first paint", "20 consecutive n"]
-        assert data["big"]["events"] > 0
+    stdout, data = _run_bench(tmp_path, "tui.py", "--quick", "--only-big", "--big-trace", str(path), timeout=120)
+    assert f"loaded from {path}" in stdout, stdout
+    assert set(data) == {"meta", "big", "checks", "info", "table"}
+    assert [c["name"].split(",")[0] for c in data["checks"]] == [
+        "first paint", "first step l", "first n right after the first paint",
+        "20 consecutive n right after the first paint", "20 consecutive n"]
+    assert data["big"]["nodes"] == 300 and data["big"]["events"] == big["events"] > 0
 
 
 def test_export_bench_tiny_writes_json(tmp_path):

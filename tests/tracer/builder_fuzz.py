@@ -3,9 +3,15 @@ the events need not make sense together (a pop with no push, a node run twice, a
 every checksum is right. A hypothesis strategy, for tests/tracer/test_builder_fuzz.py.
 
 What a trace holds comes from `calls`: a list of (method, named arguments) that `build` replays on a builder.
+
+The strategies are built once (functools.cache) and drawn from many times: hypothesis validates a strategy the
+first time it is drawn from, and building and validating these nested ones anew for every trace took about as
+much CPU as opening the trace in every tool. A strategy is a pure function of hypothesis's choices, so the same
+traces come out either way.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -26,6 +32,7 @@ ANY = st.one_of(SMALL, st.sampled_from([2**31, 2**40, 2**62]))
 """A slot, input_nr, result index or depth: small, or larger than any table a view could make for it."""
 
 
+@functools.cache
 def _summary() -> st.SearchStrategy[Any]:
     shapes = st.lists(st.integers(min_value=0, max_value=4), max_size=3).map(tuple)
     arrays = shapes.map(lambda s: np.arange(int(np.prod(s)), dtype=np.float32).reshape(s) - 1.5)
@@ -36,6 +43,7 @@ def _summary() -> st.SearchStrategy[Any]:
     return st.one_of(st.none(), arrays, given)
 
 
+@functools.cache
 def _call(made_only: bool = False, task_start: bool = False) -> st.SearchStrategy[tuple[tuple[str, dict], int]]:
     """(one builder call, a row number for its thread or frame): queues are indices into the rows made first
     (resolved by `traces`). With `made_only`, a call that makes or describes a node; with `task_start`, a
@@ -129,6 +137,7 @@ def traces(draw: st.DrawFn) -> tuple[Any, list]:
     return b.finish(), made
 
 
+@functools.cache
 def metas(num_nodes: int) -> st.SearchStrategy[dict]:
     """Extra `meta` keys as the bridge writes them, well formed, for a trace of `num_nodes` nodes."""
     row = st.integers(min_value=-1, max_value=max(num_nodes - 1, -1))

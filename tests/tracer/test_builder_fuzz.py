@@ -7,7 +7,6 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,9 +38,14 @@ def test_builder_traces_open_in_show_and_export(data):
     _opens(data, tui=False)
 
 
-@pytest.mark.long
-@fuzz(25)
+# What the counts find, each fix of this fuzz's history reverted in turn (docs/benchmarks.md, "The TUI tests, the
+# builder fuzz and the bench smoke runs"): the 100 above find the input_nr label table as long as the largest
+# input_nr (MemoryError) at their 5th trace; the TUI's 12 find input slots bounded as described only, not as far as
+# a grad reaches (MemoryError), at their 5th, as 25 did at their 6th. A count's derandomized traces decide which
+# rare crash it meets (10 or 15 meet the forward map of nodes no event made instead, 12 and 25 do not); the other
+# fixes are met by neither test, and tests/tracer/test_every_trace_opens.py holds a test for each.
+@fuzz(12)
 @given(st.data())
 def test_builder_traces_open_in_the_tui(data):
-    """25 random TraceBuilder traces: each refused cleanly or opened in the TUI headless (and every other tool)."""
+    """12 random TraceBuilder traces: each refused cleanly or opened in the TUI headless (and every other tool)."""
     _opens(data, tui=True)
