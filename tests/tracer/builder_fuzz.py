@@ -6,6 +6,7 @@ What a trace holds comes from `calls`: a list of (method, named arguments) that 
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ def _summary() -> st.SearchStrategy[Any]:
     return st.one_of(st.none(), arrays, given)
 
 
+@functools.cache
 def _call(made_only: bool = False, task_start: bool = False) -> st.SearchStrategy[tuple[tuple[str, dict], int]]:
     """(one builder call, a row number for its thread or frame): queues are indices into the rows made first
     (resolved by `traces`). With `made_only`, a call that makes or describes a node; with `task_start`, a
@@ -129,6 +131,7 @@ def traces(draw: st.DrawFn) -> tuple[Any, list]:
     return b.finish(), made
 
 
+@functools.cache
 def metas(num_nodes: int) -> st.SearchStrategy[dict]:
     """Extra `meta` keys as the bridge writes them, well formed, for a trace of `num_nodes` nodes."""
     row = st.integers(min_value=-1, max_value=max(num_nodes - 1, -1))
