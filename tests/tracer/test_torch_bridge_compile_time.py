@@ -82,22 +82,43 @@ def test_each_compile_time_call_is_an_entry_apart_from_the_graph_tasks(tmp_path)
 
 
 CAPTURE = """
-import json, sys
-import torch
+import json, os, sys, traceback
+from tests.tracer.fx.compiled_runner import import_before_fork
+import_before_fork()
 from agdb import tracer
 from agdb.tracer.sources.torch.fx_run import capture_run
 
-program, recorded, out = sys.argv[1], sys.argv[2] == "recorded", sys.argv[3]
-with capture_run() as found:
-    if recorded:
-        with tracer.record("torch") as rec:
+def capture(program, recorded, out):
+    with capture_run() as found:
+        if recorded:
+            with tracer.record("torch") as rec:
+                exec(compile(program, "nested.py", "exec"), {})
+        else:
             exec(compile(program, "nested.py", "exec"), {})
-    else:
-        exec(compile(program, "nested.py", "exec"), {})
-data = found.to_json()
-json.dump({"compiles": data["compiles"], "graphs": data["graphs"],
-           "entries": rec.trace.meta.get("compile_time_calls") if recorded else None}, open(out, "w"))
+    data = found.to_json()
+    json.dump({"compiles": data["compiles"], "graphs": data["graphs"],
+               "entries": rec.trace.meta.get("compile_time_calls") if recorded else None}, open(out, "w"))
+
+program, outs = sys.argv[1], {"plain": sys.argv[2], "recorded": sys.argv[3]}
+for how, out in outs.items():
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            capture(program, how == "recorded", out)
+            status = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+    if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
+        sys.exit(f"the {how} run failed")
 """
+"""Runs the program twice, plain then recorded, each in a child forked from one process that imported torch and
+agdb and ran nothing: each child starts from that same fresh state (seq_nrs and the region's call ids are per
+process), and the imports are paid once."""
 
 
 def test_keeping_the_entries_changes_nothing_torch_traces(tmp_path):
@@ -108,15 +129,15 @@ def test_keeping_the_entries_changes_nothing_torch_traces(tmp_path):
     import json
     import subprocess
     import sys
+    from pathlib import Path
 
     from .test_torch_bridge_compile import NESTED
 
-    def graphs(how: str) -> dict:
-        out = tmp_path / f"{how}.json"
-        subprocess.run([sys.executable, "-c", CAPTURE, NESTED, how, str(out)], check=True, capture_output=True)
-        return json.loads(out.read_text())
-
-    plain, recorded = graphs("plain"), graphs("recorded")
+    outs = {how: tmp_path / f"{how}.json" for how in ("plain", "recorded")}
+    run = subprocess.run([sys.executable, "-c", CAPTURE, NESTED, str(outs["plain"]), str(outs["recorded"])],
+                         capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert run.returncode == 0, run.stderr[-3000:]
+    plain, recorded = (json.loads(outs[how].read_text()) for how in ("plain", "recorded"))
     assert len(plain["graphs"]) >= 4  # joints, forwards, backwards and the nested region's subgraphs
     assert (recorded["compiles"], recorded["graphs"]) == (plain["compiles"], plain["graphs"])
     entries = recorded["entries"]

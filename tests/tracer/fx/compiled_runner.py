@@ -1,13 +1,14 @@
 """Runs compiled programs under `agdb fx --torch SCRIPT --json` with a recording backend of the test's own.
 
-`python -m tests.tracer.fx.compiled_runner OUT_DIR SCRIPT...` imports torch and agdb once, then runs each script in
-a forked child (torch.compile's state is per process, so each program starts from a fresh one without paying for
-the imports again). In the child, the script's backend (named by FX_CORPUS_BACKEND) is a recording backend:
-`aot_autograd` with the default partitioner and compilers that keep, for the graph they receive and every
-GraphModule in it, each node's name, op, seq_nr, partitioner_tag, is_gradient_acc and custom. agdb's capture rides on
-that same compile. For each script STEM the child writes STEM.out (agdb's stdout), STEM.err (stderr), STEM.rc
-(agdb's exit status) and STEM.received.json (what the recording compilers received, in the order they received
-it). The recording is independent of agdb: it reads torch's GraphModules directly and imports nothing of agdb.
+`python -m tests.tracer.fx.compiled_runner OUT_DIR SCRIPT...` imports torch and agdb once (with the modules a first
+torch.compile imports: `import_before_fork`), then runs each script in a forked child (torch.compile's state is per
+process, so each program starts from a fresh one without paying for the imports again). In the child, the script's
+backend (named by FX_CORPUS_BACKEND) is a recording backend: `aot_autograd` with the default partitioner and
+compilers that keep, for the graph they receive and every GraphModule in it, each node's name, op, seq_nr,
+partitioner_tag, is_gradient_acc and custom. agdb's capture rides on that same compile. For each script STEM the
+child writes STEM.out (agdb's stdout), STEM.err (stderr), STEM.rc (agdb's exit status) and STEM.received.json (what
+the recording compilers received, in the order they received it). The recording is independent of agdb: it reads
+torch's GraphModules directly and imports nothing of agdb.
 """
 from __future__ import annotations
 
@@ -20,6 +21,22 @@ from typing import Any
 
 BACKEND_ENV = "FX_CORPUS_BACKEND"
 RECORDING = "agdb_test_recording"
+
+FIRST_COMPILE_IMPORTS = (
+    "torch._dynamo.repro.after_aot", "torch._dynamo.repro.after_dynamo", "torch._dynamo.dce_extra_outputs",
+    "torch._inductor.scheduler", "torch._inductor.debug", "torch._inductor.compiler_bisector",
+    "torch._inductor.fx_passes.dedupe_symint_uses", "torch.export._trace", "torch._export.passes._node_metadata_hook",
+    "torch._functorch._aot_autograd.subclass_codegen", "torch._subclasses.schema_check_mode",
+    "torch._higher_order_ops.passes.inline_invoke_subgraph", "torch.fx.experimental.validator",
+    "torch.nn.attention.flex_attention", "torch.distributed.tensor.experimental",
+    "agdb.app.cli", "agdb.app.fx_torch", "agdb.app.fx_report", "agdb.tracer.sources.torch.fx_run",
+    "agdb.tracer.views.joint", "agdb.tracer.fx.python_op_view", "agdb.tracer.fx.seq_map",
+    "agdb.tracer.fx.family_map", "agdb.tracer.replay.node_states",
+)
+"""Modules a process's first torch.compile (aot_autograd, a backward, agdb's capture and report) imports on the
+way, in torch 2.13: imported in the parent, each forked child finds them there (about 0.15 s of CPU a child). What
+a child compiles and reports is the same either way (compared output for output: only the modules' addresses in
+nn_module_stack differ); a name another torch version moved is skipped."""
 
 
 def plain(v: Any) -> Any:
@@ -75,15 +92,23 @@ def _child(script: Path, out_dir: Path) -> int:
     return rc
 
 
-def run(out_dir: Path, scripts: list[Path]) -> None:
-    import torch  # noqa: F401  (imported once, before the forks)
-    import torch._dynamo  # noqa: F401
+def import_before_fork() -> None:
+    """Import torch, Dynamo's backends and FIRST_COMPILE_IMPORTS, for children forked after to share."""
+    import importlib
+
+    import torch._dynamo
     import torch._functorch.aot_autograd  # noqa: F401
 
-    import agdb.app.cli  # noqa: F401
-    import agdb.app.fx_torch  # noqa: F401
-    import agdb.tracer.sources.torch.fx_run  # noqa: F401
+    torch._dynamo.list_backends()  # imports every backend module, as a child's first backend lookup would
+    for name in FIRST_COMPILE_IMPORTS:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
 
+
+def run(out_dir: Path, scripts: list[Path]) -> None:
+    import_before_fork()
     for script in scripts:
         sys.stdout.flush()
         sys.stderr.flush()

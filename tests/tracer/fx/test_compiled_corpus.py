@@ -25,6 +25,7 @@ needs_torch = pytest.mark.skipif(not torch_bridge.available(), reason="torch is 
 
 HERE = Path(__file__).resolve().parent
 CORPUS = sorted((HERE / "compiled").glob("*.py"))
+HOLES = sorted((HERE / "compiled" / "holes").glob("*.py"))
 ROOT = HERE.parents[2]
 
 EXPECTED_COMPILES = {
@@ -55,7 +56,7 @@ def run_under_agdb(scripts: list[Path], out: Path) -> dict[str, dict]:
     by script stem, agdb's exit status, stdout, stderr and what the recording compilers received."""
     out.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "tests.tracer.fx.compiled_runner", str(out), *map(str, scripts)],
-                   cwd=ROOT, check=True, timeout=240)
+                   cwd=ROOT, check=True, timeout=600)  # a hang guard: about 15 s of CPU
     results = {}
     for script in scripts:
         stem = out / script.stem
@@ -133,16 +134,43 @@ def no_forward_in_recording(recorded: list[dict]) -> set[tuple[str, str]]:
             n["seq_nr"] is not None and not n["is_gradient_acc"] and n["seq_nr"] not in forward}
 
 
+BAD_SCRIPTS = {
+    "syntax_error": ("import torch\n\ndef f(x)\n    return x\n",
+                     "raised SyntaxError: expected ':' (syntax_error.py, line 3)"),
+    "compiles_nothing": ("import torch\n\nx = torch.randn(3, requires_grad=True)\n(x * 2).sum().backward()\n",
+                         "compiles_nothing.py compiled nothing: agdb fx --torch shows the graphs the script's own "
+                         "torch.compile calls make"),
+    "data_dependent": ('import os\n\nimport torch\n\n\ndef f(x):\n    if x.sum() > 0:\n        return x.sin().sum()\n'
+                       '    return x.cos().sum()\n\n\nx = torch.randn(3, requires_grad=True)\n'
+                       'torch.compile(f, backend=os.environ.get("FX_CORPUS_BACKEND", "aot_eager"), fullgraph=True)'
+                       '(x).backward()\n', "data_dependent.py raised Unsupported: Data-dependent branching"),
+}
+"""Scripts agdb cannot report, and what its one line says. Dynamo fake-runs the function before AOTAutograd sees
+it, so a branch on a tensor's value under fullgraph=True fails there, and no graph was made."""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, dict]:
+    """run_under_agdb's results for the corpus, the planted holes and BAD_SCRIPTS, all run by one runner (torch and
+    agdb imported once for the three tests below, which are all marked `long` so that they stay together at the
+    front of the order and one worker runs them)."""
+    bad = tmp_path_factory.mktemp("bad_scripts")
+    for name, (text, _) in BAD_SCRIPTS.items():
+        (bad / f"{name}.py").write_text(text)
+    scripts = CORPUS + HOLES + [bad / f"{name}.py" for name in BAD_SCRIPTS]
+    assert len({p.stem for p in scripts}) == len(scripts)
+    return run_under_agdb(scripts, tmp_path_factory.mktemp("out"))
+
+
 @needs_torch
 @pytest.mark.long
-def test_every_graph_the_backends_compilers_receive_is_in_agdbs_report(tmp_path):
+def test_every_graph_the_backends_compilers_receive_is_in_agdbs_report(runs):
     """For each program: agdb exits 0; its forward and backward graphs (with subgraphs) are exactly the graphs the
     recording compilers received, in order, with equal node names, seq_nr, partitioner_tag, is_gradient_acc and
     custom; each compile with a backward has a joint graph; no propagation hole is reported where torch has none."""
     assert {p.stem for p in CORPUS} == set(EXPECTED_COMPILES) and len(CORPUS) >= 15
-    results = run_under_agdb(CORPUS, tmp_path)
     problems = []
-    for name, r in results.items():
+    for name, r in ((p.stem, runs[p.stem]) for p in CORPUS):
         if r["rc"] != 0:
             problems.append(f"{name}: agdb exited {r['rc']}: {r['err'][-2000:]}")
             continue
@@ -177,14 +205,15 @@ def test_every_graph_the_backends_compilers_receive_is_in_agdbs_report(tmp_path)
 
 
 @needs_torch
-def test_planted_propagation_holes_are_reported_with_their_nodes(tmp_path):
+@pytest.mark.long
+def test_planted_propagation_holes_are_reported_with_their_nodes(runs):
     """A joint pass that drops one backward node's `custom` (it runs after agdb took the joint graph, before the
     partitioner): an `annotation` anomaly in the backward graph naming that node and its forward partner, and
     nothing in the joint. A joint pass that re-traces with make_fx under preserve_node_meta, without
     preserve_node_seq_nr: every node of the forward and backward graphs the backend receives has one seq_nr (the
     recording shows it), and agdb reports each of the two graphs as `retraced`, naming all its calls, instead of a
     map from one forward node to every backward node."""
-    results = run_under_agdb(sorted((HERE / "compiled" / "holes").glob("*.py")), tmp_path)
+    results = {p.stem: runs[p.stem] for p in HOLES}
     assert {k: r["rc"] for k, r in results.items()} == {"dropped_annotation": 0, "retraced": 0}
 
     dropped = results["dropped_annotation"]
@@ -215,33 +244,13 @@ def test_planted_propagation_holes_are_reported_with_their_nodes(tmp_path):
     assert not [a for a in report["anomalies"] if a["graph"] == "c0.joint" and a["kind"] in HOLE_KINDS]
 
 
-
-BAD_SCRIPTS = {
-    "syntax_error": ("import torch\n\ndef f(x)\n    return x\n",
-                     "raised SyntaxError: expected ':' (syntax_error.py, line 3)"),
-    "compiles_nothing": ("import torch\n\nx = torch.randn(3, requires_grad=True)\n(x * 2).sum().backward()\n",
-                         "compiles_nothing.py compiled nothing: agdb fx --torch shows the graphs the script's own "
-                         "torch.compile calls make"),
-    "data_dependent": ('import os\n\nimport torch\n\n\ndef f(x):\n    if x.sum() > 0:\n        return x.sin().sum()\n'
-                       '    return x.cos().sum()\n\n\nx = torch.randn(3, requires_grad=True)\n'
-                       'torch.compile(f, backend=os.environ.get("FX_CORPUS_BACKEND", "aot_eager"), fullgraph=True)'
-                       '(x).backward()\n', "data_dependent.py raised Unsupported: Data-dependent branching"),
-}
-"""Scripts agdb cannot report, and what its one line says. Dynamo fake-runs the function before AOTAutograd sees
-it, so a branch on a tensor's value under fullgraph=True fails there, and no graph was made."""
-
-
 @needs_torch
-def test_a_script_agdb_cannot_report_ends_with_one_line(tmp_path):
+@pytest.mark.long
+def test_a_script_agdb_cannot_report_ends_with_one_line(runs):
     """A syntax error, a script that compiles nothing (and marks nothing), a compiled function torch cannot trace:
     exit status 1, one `agdb:` line on stderr saying why, no traceback, no report."""
-    scripts = []
-    for name, (text, _) in BAD_SCRIPTS.items():
-        scripts.append(tmp_path / f"{name}.py")
-        scripts[-1].write_text(text)
-    results = run_under_agdb(scripts, tmp_path / "out")
     for name, (_, said) in BAD_SCRIPTS.items():
-        r = results[name]
+        r = runs[name]
         assert (r["rc"], r["out"]) == (1, ""), name
         assert r["err"].startswith("agdb: ") and r["err"].count("\n") == 1 and said in r["err"], r["err"]
         assert "Traceback" not in r["err"]
