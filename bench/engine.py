@@ -115,10 +115,16 @@ class NoopObserver:
     def buffer_written(self, graph_task, node, slot, is_accumulation, buffer):
         pass
 
+    def buffer_written_and_task_pushed(self, graph_task, node, slot, is_accumulation, buffer, task, queue):
+        pass
+
     def hook_ran(self, graph_task, node, kind, hook):
         pass
 
     def node_started(self, graph_task, node, inputs):
+        pass
+
+    def task_popped_and_started(self, graph_task, task, queue, inputs):
         pass
 
     def node_finished(self, graph_task, node, outputs):
