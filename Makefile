@@ -7,8 +7,9 @@ STAMP := $(VENV)/.installed
 SEED ?= 1
 N ?= 1000
 JOBS ?= 2
-# pytest-xdist workers for `make test` (one per core); TEST_JOBS=0 runs the suite in this one process.
-TEST_JOBS ?= auto
+# pytest-xdist workers for `make test`: one per core and one more, which runs while the others wait on the tests'
+# subprocesses (a hung DDP launch waits out its --timeout idle); TEST_JOBS=0 runs the suite in this one process.
+TEST_JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 
 .PHONY: test demo bench clean graphviz chromium fuzz
 
