@@ -31,17 +31,22 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# setuptools >= 70.1 builds wheels itself: tests/test_packaging.py builds one without build isolation, and the
 	# setuptools a venv starts with (65.5 for Python 3.11.7) cannot.
-	$(PY) -m pip install -q --upgrade pip 'setuptools>=70.1'
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --no-compile --upgrade pip 'setuptools>=70.1'
+	# --no-compile, then one compileall over every core at the end: pip compiles each package's modules on one core
+	# (torch's, sympy's: 13 s of the set-up's 41 on a 2-core machine). The bytecode must be there: where
+	# PYTHONDONTWRITEBYTECODE is set, every process the tests start would otherwise compile torch again.
+	$(PY) -m pip install -q --no-compile -e '.[dev]'
 	# torch 2.13.0 only from the local CPU wheel (--no-index): never download the multi-GB CUDA build.
 	# Its small dependencies then come from the index. Without the wheel, torch-parity tests skip.
 	# torchviz (bench/export.py compares with its make_dot) with --no-deps, so it cannot pull a torch.
-	@if $(PY) -m pip install -q --no-index --no-deps torch==2.13.0 2>/dev/null; then \
-		$(PY) -m pip install -q torch==2.13.0; \
-		$(PY) -m pip install -q --no-deps torchviz==0.0.3 || echo "torchviz not installed: bench/export.py skips make_dot"; \
+	@if $(PY) -m pip install -q --no-compile --no-index --no-deps torch==2.13.0 2>/dev/null; then \
+		$(PY) -m pip install -q --no-compile torch==2.13.0; \
+		$(PY) -m pip install -q --no-compile --no-deps torchviz==0.0.3 || echo "torchviz not installed: bench/export.py skips make_dot"; \
 	else \
 		echo "torch 2.13.0 CPU wheel not found locally: the torch-parity tests will be skipped"; \
 	fi
+	# Its status is ignored as pip ignores it: a few files in packages are templates or data, not Python 3.
+	@$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null 2>&1 || true
 	touch $(STAMP)
 
 test: $(STAMP) graphviz chromium
