@@ -170,10 +170,10 @@ class _Run:
         self.on_script_start = on_script_start
 
     def __call__(self, on_script_end: Callable[[], None] | None) -> ScriptRun:
-        from . import torch_shim
-
         script, path, source = self.script, self.path, self.source
         on_engine = source.name == "engine"
+        if on_engine:  # the shim imports agdb's engine: 0.1 s that a run on real torch does not need
+            from . import torch_shim
         wants_torch = on_engine and torch_shim.imports_torch(path)
         as_torch = on_engine and (wants_torch if source.torch_import == "auto" else source.torch_import == "engine")
         saved_argv, saved_path, saved_stdin, saved_exit = sys.argv[:], sys.path[:], sys.stdin, os._exit
