@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import compileall
 import os
+import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before the imports below, any of which may import torch
@@ -92,3 +93,25 @@ def _one_final_collection(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked `long` first, each group in collection order (the same on every xdist worker)."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
+_GLOBAL_MODULE_HOOKS = ("_global_backward_pre_hooks", "_global_backward_hooks", "_global_forward_pre_hooks",
+                        "_global_forward_hooks", "_global_forward_hooks_always_called",
+                        "_global_forward_hooks_with_kwargs")
+"""torch.nn.modules.module's process-wide hook tables (any entry makes `_has_any_global_hook()` true)."""
+
+
+@pytest.fixture(autouse=True)
+def no_global_module_hooks_left():
+    """Fails a test that leaves anything in torch's global module hook tables, and empties them: left there, the
+    hooks run in every later test of the worker, and any later `torch.compile(module)` warns of them (torch's handle
+    of a `with_kwargs=True` global forward hook leaves its id behind when removed)."""
+    yield
+    module = sys.modules.get("torch.nn.modules.module")
+    if module is None:
+        return
+    left = {name: dict(table) for name in _GLOBAL_MODULE_HOOKS if (table := getattr(module, name, None))}
+    if left:
+        for name in left:
+            getattr(module, name).clear()
+        pytest.fail(f"the test left torch's global module hooks behind: {left}")
