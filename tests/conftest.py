@@ -18,6 +18,7 @@ from __future__ import annotations
 import compileall
 import os
 import sys
+import threading
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before the imports below, any of which may import torch
@@ -95,23 +96,74 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
+
 _GLOBAL_MODULE_HOOKS = ("_global_backward_pre_hooks", "_global_backward_hooks", "_global_forward_pre_hooks",
                         "_global_forward_hooks", "_global_forward_hooks_always_called",
                         "_global_forward_hooks_with_kwargs")
 """torch.nn.modules.module's process-wide hook tables (any entry makes `_has_any_global_hook()` true)."""
 
 
+def _patch_points() -> dict:
+    """What a recording patches or sets while attached (trace functions, the engine's observers, the functions of
+    torch and of the engine that the bridge and the Recorder wrap), as now; a module not imported yet is left out."""
+    points: dict = {"sys.settrace": sys.gettrace(), "sys.setprofile": sys.getprofile(),
+                    "threading.settrace": threading._trace_hook, "threading.setprofile": threading._profile_hook}
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "autograd") and hasattr(torch, "nn"):
+        points.update({"torch.nn.Module.__call__": torch.nn.Module.__dict__.get("__call__"),
+                       "torch.autograd.Function.apply": torch.autograd.Function.__dict__.get("apply"),
+                       "torch.autograd.backward": torch.autograd.backward,
+                       "torch.autograd.grad": torch.autograd.grad,
+                       "torch.Tensor.backward": torch.Tensor.backward})
+    observer = sys.modules.get("agdb.engine._observer")
+    if observer is not None:
+        points["engine observers"] = tuple(observer.observers)
+    module = sys.modules.get("agdb.engine.nn.module")
+    if module is not None:
+        points["engine Module.__call__"] = module.Module.__dict__.get("__call__")
+    return points
+
+
 @pytest.fixture(autouse=True)
-def no_global_module_hooks_left():
-    """Fails a test that leaves anything in torch's global module hook tables, and empties them: left there, the
-    hooks run in every later test of the worker, and any later `torch.compile(module)` warns of them (torch's handle
-    of a `with_kwargs=True` global forward hook leaves its id behind when removed)."""
+def no_global_state_left():
+    """Fails a test that leaves process-wide state behind, and puts it back, so that no test changes the ones after
+    it on its worker:
+
+    - torch's global module hook tables: hooks left there run in every later test, and any later
+      `torch.compile(module)` warns of them (torch's handle of a `with_kwargs=True` global forward hook leaves its id
+      behind when removed);
+    - what a recording patches or sets while attached (`_patch_points`): left in place, it would go on recording, or
+      slow, every later test; the same check says that agdb's recordings detach in full, however a test ends them.
+    """
+    before = _patch_points()
     yield
+    after = _patch_points()
+    before.setdefault("engine observers", ())  # the engine imported during the test: it started with none
+    changed = sorted(name for name in before.keys() & after.keys() if before[name] is not after[name]
+                     and before[name] != after[name])
+    for name in changed:
+        _put_back(name, before[name])
     module = sys.modules.get("torch.nn.modules.module")
-    if module is None:
-        return
-    left = {name: dict(table) for name in _GLOBAL_MODULE_HOOKS if (table := getattr(module, name, None))}
-    if left:
-        for name in left:
-            getattr(module, name).clear()
-        pytest.fail(f"the test left torch's global module hooks behind: {left}")
+    hooks = {name: dict(table) for name in _GLOBAL_MODULE_HOOKS if (table := getattr(module, name, None))} \
+        if module is not None else {}
+    for name in hooks:
+        getattr(module, name).clear()
+    if changed or hooks:
+        pytest.fail(f"the test left process-wide state behind: {', '.join(changed)}"
+                    f"{'; ' if changed and hooks else ''}{f'torch global module hooks {hooks}' if hooks else ''}")
+
+
+def _put_back(name: str, value) -> None:
+    """Restores one of `_patch_points` to what it was before the test."""
+    if name in ("sys.settrace", "sys.setprofile", "threading.settrace", "threading.setprofile"):
+        getattr(sys if name.startswith("sys") else threading, name.partition(".")[2])(value)
+    elif name == "engine observers":
+        sys.modules["agdb.engine._observer"]._rebuild_with(list(value))
+    elif name == "engine Module.__call__":
+        sys.modules["agdb.engine.nn.module"].Module.__call__ = value
+    else:
+        torch = sys.modules["torch"]
+        owner = {"torch.nn.Module.__call__": torch.nn.Module, "torch.autograd.Function.apply": torch.autograd.Function,
+                 "torch.autograd.backward": torch.autograd, "torch.autograd.grad": torch.autograd,
+                 "torch.Tensor.backward": torch.Tensor}[name]
+        setattr(owner, name.rpartition(".")[2], value)
