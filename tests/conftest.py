@@ -1,5 +1,6 @@
-"""Shared pytest setup: one OpenMP thread for torch, the hypothesis profile, bytecode compiled once, and the order
-that lets the longest tests overlap the rest.
+"""Shared pytest setup: one OpenMP thread for torch, the hypothesis profile, bytecode and rewritten test modules
+compiled once, the order that lets the longest tests overlap the rest, and a check that no test leaves process-wide
+state behind (`no_global_state_left`).
 
 OMP_NUM_THREADS=1 (unless set already), before anything imports torch: its value reaches the xdist workers and
 every child process a test starts. torch's intra-op pool otherwise has one OpenMP thread per core, which spin
@@ -9,9 +10,9 @@ user CPU and 25-56 s wall with the default pool, 20-21 s and 14 s with one threa
 intra-op parallelism: agdb observes the autograd engine, whose threads OpenMP does not make.
 
 Importing the strategies module registers and loads the hypothesis profile. Tests marked `long` (tens of
-seconds of one core or more) are moved to the front: under pytest-xdist (`make test` runs `-n auto`) they then
-start at once while the other workers share the rest, instead of one of them starting last and keeping the run
-going alone.
+seconds of one core or more) are moved to the front: under pytest-xdist (`make test` runs a worker per core and
+one more) they then start at once while the other workers share the rest, instead of one of them starting last and
+keeping the run going alone.
 """
 from __future__ import annotations
 
@@ -94,7 +95,6 @@ def _one_final_collection(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked `long` first, each group in collection order (the same on every xdist worker)."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
-
 
 
 _GLOBAL_MODULE_HOOKS = ("_global_backward_pre_hooks", "_global_backward_hooks", "_global_forward_pre_hooks",
