@@ -17,6 +17,7 @@ keeping the run going alone.
 from __future__ import annotations
 
 import compileall
+import fnmatch
 import gc
 import os
 import sys
@@ -73,8 +74,9 @@ def _rewrite_test_modules_once(config: pytest.Config) -> None:
         return
     if config.getoption("assertmode") != "rewrite":
         return
+    patterns = config.getini("python_files")  # the test modules pytest rewrites, with the conftests
     for fn in sorted((ROOT / "tests").rglob("*.py")):
-        if not (fn.name.startswith("test_") or fn.name == "conftest.py"):  # python_files' default and conftests
+        if fn.name != "conftest.py" and not any(fnmatch.fnmatch(fn.name, p) for p in patterns):
             continue
         pyc = rewrite.get_cache_dir(fn) / (fn.name[:-3] + rewrite.PYC_TAIL)
         if rewrite._read_pyc(fn, pyc) is not None:
@@ -112,23 +114,31 @@ _GLOBAL_MODULE_HOOKS = ("_global_backward_pre_hooks", "_global_backward_hooks", 
 
 def _patch_points() -> dict:
     """What a recording patches or sets while attached (trace functions, the engine's observers, the functions of
-    torch and of the engine that the bridge and the Recorder wrap), as now; a module not imported yet is left out."""
-    points: dict = {"sys.settrace": sys.gettrace(), "sys.setprofile": sys.getprofile(),
-                    "threading.settrace": threading._trace_hook, "threading.setprofile": threading._profile_hook}
+    torch and of the engine that the bridge and the Recorder wrap), as now: name -> (value, how to put a value back);
+    a module not imported yet is left out."""
+    points: dict = {"sys.settrace": (sys.gettrace(), sys.settrace),
+                    "sys.setprofile": (sys.getprofile(), sys.setprofile),
+                    "threading.settrace": (threading._trace_hook, threading.settrace),
+                    "threading.setprofile": (threading._profile_hook, threading.setprofile)}
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "autograd") and hasattr(torch, "nn"):
-        points.update({"torch.nn.Module.__call__": torch.nn.Module.__dict__.get("__call__"),
-                       "torch.autograd.Function.apply": torch.autograd.Function.__dict__.get("apply"),
-                       "torch.autograd.backward": torch.autograd.backward,
-                       "torch.autograd.grad": torch.autograd.grad,
-                       "torch.Tensor.backward": torch.Tensor.backward})
-    observer = sys.modules.get("agdb.engine._observer")
-    if observer is not None:
-        points["engine observers"] = tuple(observer.observers)
+        for name, owner in (("torch.nn.Module.__call__", torch.nn.Module),
+                            ("torch.autograd.Function.apply", torch.autograd.Function),
+                            ("torch.autograd.backward", torch.autograd), ("torch.autograd.grad", torch.autograd),
+                            ("torch.Tensor.backward", torch.Tensor)):
+            points[name] = _attribute(owner, name.rpartition(".")[2])
     module = sys.modules.get("agdb.engine.nn.module")
     if module is not None:
-        points["engine Module.__call__"] = module.Module.__dict__.get("__call__")
+        points["engine Module.__call__"] = _attribute(module.Module, "__call__")
+    observer = sys.modules.get("agdb.engine._observer")
+    if observer is not None:
+        points["engine observers"] = (tuple(observer.observers), lambda value: observer._rebuild_with(list(value)))
     return points
+
+
+def _attribute(owner, attr: str) -> tuple:
+    """`owner`'s own `attr` (a class's from its __dict__: a classmethod stays one), and how to put a value back."""
+    return vars(owner).get(attr), lambda value: setattr(owner, attr, value)
 
 
 @pytest.fixture(autouse=True)
@@ -145,11 +155,13 @@ def no_global_state_left():
     before = _patch_points()
     yield
     after = _patch_points()
-    before.setdefault("engine observers", ())  # the engine imported during the test: it started with none
-    changed = sorted(name for name in before.keys() & after.keys() if before[name] is not after[name]
-                     and before[name] != after[name])
+    if "engine observers" in after:  # the engine imported during the test started with none
+        before.setdefault("engine observers", ((), after["engine observers"][1]))
+    changed = sorted(name for name in before.keys() & after.keys()
+                     if (old := before[name][0]) is not (new := after[name][0]) and old != new)
     for name in changed:
-        _put_back(name, before[name])
+        value, put_back = before[name]
+        put_back(value)
     module = sys.modules.get("torch.nn.modules.module")
     hooks = {name: dict(table) for name in _GLOBAL_MODULE_HOOKS if (table := getattr(module, name, None))} \
         if module is not None else {}
@@ -159,18 +171,3 @@ def no_global_state_left():
         pytest.fail(f"the test left process-wide state behind: {', '.join(changed)}"
                     f"{'; ' if changed and hooks else ''}{f'torch global module hooks {hooks}' if hooks else ''}")
 
-
-def _put_back(name: str, value) -> None:
-    """Restores one of `_patch_points` to what it was before the test."""
-    if name in ("sys.settrace", "sys.setprofile", "threading.settrace", "threading.setprofile"):
-        getattr(sys if name.startswith("sys") else threading, name.partition(".")[2])(value)
-    elif name == "engine observers":
-        sys.modules["agdb.engine._observer"]._rebuild_with(list(value))
-    elif name == "engine Module.__call__":
-        sys.modules["agdb.engine.nn.module"].Module.__call__ = value
-    else:
-        torch = sys.modules["torch"]
-        owner = {"torch.nn.Module.__call__": torch.nn.Module, "torch.autograd.Function.apply": torch.autograd.Function,
-                 "torch.autograd.backward": torch.autograd, "torch.autograd.grad": torch.autograd,
-                 "torch.Tensor.backward": torch.Tensor}[name]
-        setattr(owner, name.rpartition(".")[2], value)
