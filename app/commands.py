@@ -94,9 +94,22 @@ def output_file(text: str) -> Path | None:
 def compiles(script: str) -> bool:
     """Whether `script` exists and compiles; if not, says why (Python's own SyntaxError report) first."""
     report = syntax_error(script)  # OSError (no such script) goes to main's handler
-    if report is not None:
+    if report is not None and _is_trace(script):
+        fail(f"{script} is a saved trace, not a script: open it with `agdb open {script}`")
+    elif report is not None:
         sys.stderr.write(f"agdb: {script} has a syntax error, so it was not run:\n{report}")
     return report is None
+
+
+def _is_trace(path: str) -> bool:
+    """Whether the file starts as agdb's trace files do (a user passing one where a script belongs)."""
+    from agdb.tracer.store.tracefile import MAGIC
+
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
 
 
 def save_run(run: ScriptRun, output: Path, shown: str) -> int:

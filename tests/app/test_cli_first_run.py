@@ -79,6 +79,19 @@ def test_a_syntax_error_is_reported_first(tmp_path, capsys, no_tui, command):
     assert not (tmp_path / "model.agdb").exists()
 
 
+@pytest.mark.parametrize("command", ["record", "tui", "torch"])  # `agdb culprits run.agdb` reads the trace
+def test_a_saved_trace_given_as_the_script_points_to_agdb_open(tmp_path, capsys, no_tui, command):
+    """A trace file where the script belongs (`agdb tui run.agdb`): agdb says it is a trace and how to open it, rather
+    than that it has a syntax error; nothing runs, exit 1, the trace left as it was."""
+    path = tmp_path / "run.agdb"
+    save(record_example(), path)
+    before = path.read_bytes()
+    code, out, err = agdb([command, path], capsys)
+    assert code == 1 and out == ""
+    assert err == f"agdb: {path} is a saved trace, not a script: open it with `agdb open {path}`\n"
+    assert path.read_bytes() == before
+
+
 # -- record --------------------------------------------------------------------------------------------------------
 def test_record_writes_script_agdb_by_default(tmp_path, capsys, monkeypatch):
     """`agdb record src/model.py` without -o writes model.agdb in the current directory."""
