@@ -34,7 +34,11 @@ other processes does not count.
 - end to end: what a user waits for, `with record("torch") as rec: z = forward(); z.backward()` until `rec.trace`
   is frozen (recording, reconstruction, the finished trace), over the plain forward and first backward (target
   <= 3x); beside it torch's own way to see a backward's order with seq_nrs, torch.profiler (CPU activities,
-  record_shapes off) around the same forward and backward, before reading its events and with `prof.events()`.
+  record_shapes off) around the same forward and backward, before reading its events and with `prof.events()`;
+  and the floor of the bridge's design end to end (`_floor_run`): the forward under the floor of its line tracer
+  with module calls kept, then a bare walk that puts a pre- and a post-hook that do nothing on every node (through
+  the least registration torch's API allows, NOTE [lean registration] in tracer/sources/torch/hooks.py), then the
+  backward; nothing is kept, named or written.
 
     .venv/bin/python bench/torch_bridge.py [--quick] [--reps N] [--json PATH]
 
@@ -65,7 +69,7 @@ TIMED = ("plain_forward", "noop_mode_forward", "noop_trace_forward", "counter_tr
          "reading_forward", "recorded_forward",
          "mode_forward", "plain_backward", "bare_hooks_backward", "recorded_backward", "shapes_only_backward",
          "default_backward", "after_each_backward", "registration", "bare_registration", "plain_run",
-         "recorded_run", "profiler_run", "profiler_events_run")
+         "recorded_run", "floor_run", "profiler_run", "profiler_events_run")
 
 
 def _chain(torch: Any, n: int) -> Callable[[], Any]:
@@ -203,6 +207,39 @@ def _innermost_call_kept(cell: list) -> Callable:
     return __call__
 
 
+def _least_registration(backward_hooks: Any, hook: Any) -> tuple:
+    """torch's `_HookMixin._register_hook` doing only what it must: store the hook in the node's dict (torch calls
+    this Python function for every hook put on a node; the bridge's own does as little, NOTE [lean registration])."""
+    if backward_hooks is None:
+        backward_hooks = {}
+    backward_hooks[len(backward_hooks)] = hook
+    return backward_hooks, backward_hooks
+
+
+def _floor_run(torch: Any, forward: Callable[[], Any]) -> None:
+    """The floor of the bridge's design end to end: what any recording that names each increment from the user's
+    line, walks the graph and puts a Python pre- and post-hook on each node costs before it keeps, names or writes
+    anything (the module's docstring)."""
+    trace, module_call = _counter_trace(torch), torch.nn.Module.__call__
+    sys.settrace(trace)
+    torch.nn.Module.__call__ = _innermost_call_kept([None])
+    try:
+        z = forward()
+    finally:
+        torch.nn.Module.__call__ = module_call
+        sys.settrace(None)
+    mixin = torch.autograd.function._HookMixin
+    register = mixin.__dict__["_register_hook"]
+    mixin._register_hook = staticmethod(_least_registration)
+    try:
+        hook_dicts = _bare_hooks(z)
+    finally:
+        mixin._register_hook = register
+    z.backward()
+    for hooks in hook_dicts:
+        hooks.clear()
+
+
 def _floors_round(torch: Any, forward: Callable[[], Any], times: dict) -> None:
     """The forward under the counter-reading trace function alone, then with module calls kept as well."""
     trace, module_call = _counter_trace(torch), torch.nn.Module.__call__
@@ -315,8 +352,8 @@ def _end_to_end_round(torch: Any, forward: Callable[[], Any], times: dict, i: in
         if read:
             prof.events()
 
-    runs = [("plain_run", plain), ("recorded_run", recorded), ("profiler_run", lambda: profiled(False)),
-            ("profiler_events_run", lambda: profiled(True))]
+    runs = [("plain_run", plain), ("recorded_run", recorded), ("floor_run", lambda: _floor_run(torch, forward)),
+            ("profiler_run", lambda: profiled(False)), ("profiler_events_run", lambda: profiled(True))]
     for name, fn in runs[i % len(runs):] + runs[:i % len(runs)]:
         times[name].append(_timed(fn)[0])
 
@@ -362,6 +399,7 @@ def measure(kind: str, n: int, reps: int) -> dict:
             "after_each_backward_ratio": med["after_each_backward"] / med["plain_backward"],
             "plain_run_ms": med["plain_run"] * 1e3,
             "end_to_end_ratio": med["recorded_run"] / med["plain_run"],
+            "end_to_end_floor_ratio": med["floor_run"] / med["plain_run"],
             "profiler_ratio": med["profiler_run"] / med["plain_run"],
             "profiler_events_ratio": med["profiler_events_run"] / med["plain_run"],
             "reconstruction_us_per_node": info["finish"] / (nodes * 2) * 1e6, "events": info["events"],
@@ -402,6 +440,8 @@ def run(quick: bool, reps: int | None) -> dict:
                                   (f"{label}: bare hooks backward", r["bare_hooks_ratio"], "x"),
                                   (f"{label}: backward, reconstructed after each call",
                                    r["after_each_backward_ratio"], "x"),
+                                  (f"{label}: end to end, floor (counter read, bare walk and hooks)",
+                                   r["end_to_end_floor_ratio"], "x"),
                                   (f"{label}: end to end, torch.profiler", r["profiler_ratio"], "x"),
                                   (f"{label}: end to end, torch.profiler with events()", r["profiler_events_ratio"],
                                    "x"),

@@ -243,13 +243,13 @@ def test_torch_bridge_bench_quick_writes_json(tmp_path):
     times kept, and the model predicted every order (no divergence)."""
     pytest.importorskip("torch")
     stdout, data = _run_bench(tmp_path, "torch_bridge.py", "--quick", "--reps", "1")
-    assert "hook registration" in stdout and "backward" in stdout
+    assert "hook registration" in stdout and "backward" in stdout and "end to end, floor" in stdout
     assert [r["graph"] for r in data["rows"]] == ["chain", "mlp", "wide"]
     for r in data["rows"]:
         assert r["nodes"] >= 1000 and r["divergences"] == 0 and r["events"] > r["nodes"]
         for key in ("forward_ratio", "registration_us_per_node", "backward_ratio", "bare_hooks_ratio",
                     "reconstruction_us_per_node", "shapes_only_ratio", "noop_mode_ratio", "default_backward_ratio",
-                    "bare_registration_us_per_node", "mode_ratio"):
+                    "bare_registration_us_per_node", "mode_ratio", "end_to_end_floor_ratio"):
             assert r[key] > 0, key
         assert all(len(times) == r["reps"] for name, times in r["times_ms"].items() if name != "after_each_backward")
     assert len(data["checks"]) == 18 and all(isinstance(c["met"], bool) for c in data["checks"])
