@@ -37,8 +37,8 @@ other processes does not count.
   record_shapes off) around the same forward and backward, before reading its events and with `prof.events()`;
   and the floor of the bridge's design end to end (`_floor_run`): the forward under the floor of its line tracer
   with module calls kept, then a bare walk that puts a pre- and a post-hook that do nothing on every node (through
-  the least registration torch's API allows, NOTE [lean registration] in tracer/sources/torch/hooks.py), then the
-  backward; nothing is kept, named or written.
+  the least registration torch's API allows, NOTE [lean registration] in tracer/sources/torch/hooks.py; the
+  collector paused, as the bridge pauses it), then the backward; nothing is kept, named or written.
 
     .venv/bin/python bench/torch_bridge.py [--quick] [--reps N] [--json PATH]
 
@@ -216,6 +216,33 @@ def _least_registration(backward_hooks: Any, hook: Any) -> tuple:
     return backward_hooks, backward_hooks
 
 
+def _noop_hook(*args: Any) -> None:
+    """A pre- or post-hook that does nothing: one function for every node, as the bridge puts one object on each."""
+
+
+def _bare_walk(z: Any) -> list:
+    """The least a walk that hooks every node reachable from z does: each node once (torch keeps one wrapper per node
+    while one is held), a do-nothing pre- and post-hook on it, its next functions pushed; with the collector paused,
+    as the bridge's walk pauses it. Returns the hook dicts (the least registration's handles)."""
+    import gc
+
+    seen, stack, hook_dicts = set(), [z.grad_fn], []
+    gc.disable()
+    try:
+        while stack:
+            n = stack.pop()
+            if n is None or n in seen:
+                continue
+            seen.add(n)
+            hook_dicts.append(n.register_prehook(_noop_hook))
+            hook_dicts.append(n.register_hook(_noop_hook))
+            for c, _ in n.next_functions:
+                stack.append(c)
+    finally:
+        gc.enable()
+    return hook_dicts
+
+
 def _floor_run(torch: Any, forward: Callable[[], Any]) -> None:
     """The floor of the bridge's design end to end: what any recording that names each increment from the user's
     line, walks the graph and puts a Python pre- and post-hook on each node costs before it keeps, names or writes
@@ -232,7 +259,7 @@ def _floor_run(torch: Any, forward: Callable[[], Any]) -> None:
     register = mixin.__dict__["_register_hook"]
     mixin._register_hook = staticmethod(_least_registration)
     try:
-        hook_dicts = _bare_hooks(z)
+        hook_dicts = _bare_walk(z)
     finally:
         mixin._register_hook = register
     z.backward()
