@@ -273,14 +273,47 @@ def _run_main(path: Path, on_start: Callable[[], None] | None,
 
 
 def _join_new_threads(before: set[threading.Thread]) -> None:
-    """Join the non-daemon threads started since `before` was taken, and those they start, until none is left."""
+    """Join the non-daemon threads started since `before` was taken, and those they start, until none is left; the
+    executors those threads serve are shut down first, as Python's exit does (NOTE [the script's pools])."""
     me = threading.current_thread()
     while True:
         left = [t for t in threading.enumerate() if t not in before and t is not me and not t.daemon and t.is_alive()]
         if not left:
             return
+        for executor in _pools_served(left):
+            executor.shutdown(wait=False)
         for thread in left:
             thread.join()
+
+
+def _pools_served(threads: list[threading.Thread]) -> list:
+    """The concurrent.futures executors that `threads` work for: a ThreadPoolExecutor's workers, a
+    ProcessPoolExecutor's manager thread.
+
+    NOTE [the script's pools]
+    An idle worker of a ThreadPoolExecutor (or a ProcessPoolExecutor's manager thread) is a non-daemon thread that
+    waits for work until its executor is shut down or collected. Python's exit does not wait for it: before joining
+    the non-daemon threads, it runs the callbacks concurrent.futures registered with threading (its `_python_exit`),
+    which tell every executor's threads to stop once the work queued is done. agdb, waiting for the script's threads
+    while the process goes on, must do the same for the executors the script started: a pool kept alive past the
+    script's end (torch.compile's inductor keeps its compile workers in a module-level cache) would otherwise keep
+    `agdb torch` and `agdb record` waiting forever after the script finished. `shutdown(wait=False)` lets the work
+    already queued run, as the exit does, and touches only those executors, not the process-wide flag the exit
+    sets. The executor is found through the thread's own attributes (private to concurrent.futures, the same in
+    Python 3.11 to 3.13); a thread that does not have them is joined as it is.
+    """
+    workers = sys.modules.get("concurrent.futures.thread")
+    worker = getattr(workers, "_worker", None)
+    found: dict[int, Any] = {}
+    for thread in threads:
+        ref = getattr(thread, "executor_reference", None)  # a ProcessPoolExecutor's manager thread
+        if ref is None and worker is not None and getattr(thread, "_target", None) is worker:
+            args = getattr(thread, "_args", ())
+            ref = args[0] if args else None
+        executor = ref() if callable(ref) else None
+        if executor is not None and callable(getattr(executor, "shutdown", None)):
+            found[id(executor)] = executor
+    return list(found.values())
 
 
 def _on_big_stack(run: _Run, on_script_end: Callable[[], None] | None) -> ScriptRun:

@@ -8,6 +8,7 @@ stays ignored; `agdb fx` says when the script called os._exit. Each child gets t
 """
 from __future__ import annotations
 
+import os
 import random
 import resource
 import signal
@@ -21,6 +22,7 @@ import pytest
 
 import agdb.tracer
 from agdb.app.signals import ScriptSignals, Terminated
+from agdb.tracer.store.schema import Kind
 from agdb.tracer.store.tracefile import load
 
 DEADLINE = 60.0
@@ -192,6 +194,61 @@ def test_the_scripts_threads_are_not_daemons_and_the_main_stack_frees_a_deep_gra
     assert "main True" in stdout and "worker finished False" in stdout
     assert "freed on main True" in stdout
     assert len(load(out).meta["graph_tasks"]) == 200
+
+
+KEPT_POOL = textwrap.dedent("""\
+    import functools
+    from concurrent.futures import {executor}
+    import {module} as torch
+
+
+    def step(i):
+        w = torch.ones(3, requires_grad=True)
+        (w * i).sum().backward()
+        return f"step {{i}} grad {{float(w.grad.sum())}}"
+
+
+    @functools.lru_cache(None)
+    def pool():
+        return {executor}(1)  # kept past the script's end, as torch.compile's inductor keeps its compile workers
+
+
+    if __name__ == "__main__":
+        print(pool().submit(step, 1).result(), flush=True)
+        print("script done", flush=True)
+        pool().submit(print, "queued work done", flush=True)  # not waited for: it runs before the process ends
+""")
+"""A script that leaves an executor alive in a module-level cache, with work queued and not waited for."""
+
+
+@pytest.mark.parametrize(("command", "module", "executor"), [
+    ("record", "agdb.engine", "ThreadPoolExecutor"), ("torch", "torch", "ThreadPoolExecutor"),
+    ("torch", "torch", "ProcessPoolExecutor")])
+def test_an_executor_the_script_keeps_does_not_keep_agdb_waiting(tmp_path, command, module, executor):
+    """`python SCRIPT` ends once the script's code returns even when an executor it made is still alive (Python's exit
+    tells every executor's threads to stop after the work queued): agdb ends too, with the script's output, the queued
+    work done, and the backward calls on the pool's thread recorded. Before, agdb joined the pool's idle worker
+    forever (`agdb torch` on any program torch.compile compiled with inductor's compile workers)."""
+    if module == "torch":
+        pytest.importorskip("torch")
+    path, out = tmp_path / "pool.py", tmp_path / "run.agdb"
+    path.write_text(KEPT_POOL.format(module=module, executor=executor))
+    plain = subprocess.run([sys.executable, path], cwd=tmp_path, capture_output=True, text=True, timeout=DEADLINE)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    # A session of its own: if agdb hangs, the hang guard kills the pool's processes too, which hold the pipes open.
+    proc = subprocess.Popen([sys.executable, "-m", "agdb", command, str(path), "-o", str(out)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_as_at_a_terminal,
+                            start_new_session=True)
+    try:
+        stdout, err = proc.communicate(timeout=DEADLINE)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, err[-3000:]
+    assert stdout == plain.stdout == "step 1 grad 3.0\nscript done\nqueued work done\n"
+    if executor == "ThreadPoolExecutor":  # a process pool's work runs in its own process, unrecorded
+        assert len(load(out).steps_of(Kind.GRAPH_TASK_STARTED)) == 1
 
 
 OWN_HANDLER = textwrap.dedent("""\
