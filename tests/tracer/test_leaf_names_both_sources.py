@@ -101,3 +101,42 @@ def test_a_leaf_bound_only_in_a_returned_function_keeps_its_engine_name():
         """
     assert _leaf_names(source, engine) == ["w"]
     assert _leaf_names(source, torch) == ["leaf N"]
+
+
+def test_a_compiled_module_s_parameters_are_named_as_the_user_reaches_them():
+    """torch.compile wraps a module in an OptimizedModule, whose `named_parameters()` say `_orig_mod.fc1.weight`; the
+    wrapper hands attributes on to the module it wraps, so the user writes `model.fc1.weight`, and the bridge names
+    it so. Indexing is not handed on (`seq[0]` of a compiled Sequential raises), so there `seq._orig_mod[0].weight`.
+    Each name, evaluated in the program's namespace, is one of its parameters, and together they are all of them."""
+    source = """
+        class MLP(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1 = torch.nn.Linear(3, 4)
+                self.fc2 = torch.nn.Linear(4, 1)
+
+            def forward(self, x):
+                return self.fc2(self.fc1(x).relu())
+
+        model = torch.compile(MLP(), backend="eager")
+        seq = torch.compile(torch.nn.Sequential(torch.nn.Linear(3, 2)), backend="eager")
+        x = torch.ones(2, 3)
+        (model(x).sum() + seq(x).sum()).backward()
+        """
+    code = compile(textwrap.dedent(source), "program.py", "exec")
+    scope = {"torch": torch, "__name__": "program"}
+
+    def go():
+        try:
+            with tracer.record("torch") as rec:
+                exec(code, scope)
+        finally:
+            torch._dynamo.reset()  # what Dynamo compiled stays out of the next test's compile ids
+        return rec.trace
+
+    names = list(run_in_thread(go).index.leaf_labels.values())
+    assert sorted(names) == sorted(["model.fc1.weight", "model.fc1.bias", "model.fc2.weight", "model.fc2.bias",
+                                    "seq._orig_mod[0].weight", "seq._orig_mod[0].bias"])
+    reached = [eval(name, scope) for name in names]  # noqa: S307 - the program's own expressions, in its namespace
+    params = list(scope["model"].parameters()) + list(scope["seq"].parameters())
+    assert sorted(map(id, reached)) == sorted(map(id, params))

@@ -226,7 +226,33 @@ class LeafNamer:
 
 
 def _parameter_map(module: Any) -> dict[int, tuple[Any, str]]:
-    return {id(p): (weakref.ref(p), path) for path, p in module.named_parameters()}
+    wrapped = _compiled_wrappers(module)
+    return {id(p): (weakref.ref(p), _unwrapped(path, wrapped) if wrapped else path)
+            for path, p in module.named_parameters()}
+
+
+def _compiled_wrappers(module: Any) -> list[str]:
+    """The paths, inside `module`, of torch.compile's wrappers (OptimizedModule) it holds, itself included ("").
+
+    A compiled module's parameters sit under `_orig_mod.`, its wrapped module (`named_parameters()` says
+    `_orig_mod.fc1.weight`), but the wrapper hands every attribute it lacks on to that module, so the user writes
+    `model.fc1.weight`: that step is left out of the name where the next one is an attribute (_unwrapped). Indexing
+    is not handed on (`model[0]` of a compiled Sequential raises), so `model._orig_mod[0].weight` keeps it. Matched
+    by class name, so that this module needs no torch (the engine has no torch.compile)."""
+    if not hasattr(module, "named_modules"):
+        return []
+    return [name for name, m in module.named_modules() if type(m).__name__ == "OptimizedModule"
+            and getattr(m, "_orig_mod", None) is not None]
+
+
+def _unwrapped(path: str, wrapped: list[str]) -> str:
+    """`path` without the `_orig_mod` step of each wrapper in `wrapped` (_compiled_wrappers) that an attribute
+    follows (python_path writes a step that is no identifier as an index, which the wrapper does not hand on)."""
+    steps = path.split(".")
+    keep = [step for i, step in enumerate(steps)
+            if not (step == "_orig_mod" and ".".join(steps[:i]) in wrapped and i + 1 < len(steps)
+                    and steps[i + 1].isidentifier())]
+    return ".".join(keep)
 
 
 def python_path(dotted: str) -> str:
