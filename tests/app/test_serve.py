@@ -135,6 +135,13 @@ def demo_file(tmp_path) -> Path:
     return path
 
 
+def _run(coroutine):  # noqa: ANN001, ANN202
+    """asyncio.run with a hang guard over the whole visit. Screen.until's deadline alone does not end a visit
+    waiting for what never comes: with a title that never appeared, the visit was still waiting on the tab's
+    websocket after 15 minutes, instead of failing. With this guard it fails with a TimeoutError."""
+    return asyncio.run(asyncio.wait_for(coroutine, 3 * TIMEOUT))
+
+
 class Screen:
     """What a tab's websocket has drawn so far."""
 
@@ -193,7 +200,7 @@ def test_serve_on_a_free_localhost_port(tmp_path, serving, name, title):
                 await Screen(ws).until(title.encode())  # the title line of the step screen
         return page
 
-    page = asyncio.run(visit())
+    page = _run(visit())
     assert f'"ws://localhost:{served.port}/ws/{served.token}"' in page and f"agdb · {name}" in page
     status, err = served.stop(signal.SIGINT)
     assert status == 0, err
@@ -225,7 +232,7 @@ def test_a_page_or_websocket_without_the_token_or_from_another_origin_is_refused
                 statuses.append(refusal.value.status)
         return statuses
 
-    assert asyncio.run(refused()) == [403] * 4 + [404] + [403] * 4  # /ws/ with no token matches no route
+    assert _run(refused()) == [403] * 4 + [404] + [403] * 4  # /ws/ with no token matches no route
     assert served.processes() == []  # refused before any tab was started
 
     async def accepted() -> None:
@@ -233,7 +240,7 @@ def test_a_page_or_websocket_without_the_token_or_from_another_origin_is_refused
             async with _open_tab(session, served) as ws:
                 await Screen(ws).until(b"step 0/")
 
-    asyncio.run(accepted())
+    _run(accepted())
     status, err = served.stop()
     assert status == 0 and "refused a connection" in err
 
@@ -263,7 +270,7 @@ def test_a_huge_resize_is_clamped(serving, demo_file):
                 await screen.until(b"step 1/")
                 return _peak_rss_kb(served.processes())
 
-    assert 0 < asyncio.run(resize()) < 300 * 1024
+    assert 0 < _run(resize()) < 300 * 1024
 
 
 def test_clamp_size_bounds_what_a_browser_asks():
@@ -299,7 +306,7 @@ def test_max_sessions_refuses_a_tab_past_the_limit(serving, demo_file):
                     assert e.status == 503 and time.monotonic() < deadline
                     await asyncio.sleep(0.05)
 
-    asyncio.run(tabs())
+    _run(tabs())
 
 
 SPAWNS = ("import subprocess, sys\n"
@@ -325,7 +332,7 @@ def test_stopping_the_server_ends_every_process_of_its_tabs(tmp_path, serving, s
                 status, err = served.stop(signum)
                 assert status == 0, err
 
-    asyncio.run(two_tabs())
+    _run(two_tabs())
     _wait_until_gone(served)
 
 
@@ -341,7 +348,7 @@ def test_closing_a_tab_ends_its_processes(tmp_path, serving):
                 await Screen(ws).until(b"step 0/")
                 assert len(served.processes()) == 2
 
-    asyncio.run(one_tab())
+    _run(one_tab())
     _wait_until_gone(served)
     assert served.proc.poll() is None
 
@@ -357,7 +364,7 @@ def test_a_tab_whose_server_was_killed_quits(serving, demo_file):
                 served.proc.kill()
                 served.proc.wait()
 
-    asyncio.run(orphan())
+    _run(orphan())
     _wait_until_gone(served)
 
 
@@ -378,11 +385,11 @@ def test_export_is_off_in_a_served_tab_unless_export_dir(tmp_path, serving, demo
                     await screen.keys(keys)
                     await screen.until(shown)
 
-    asyncio.run(press(served, ("e", b"export is off")))
+    _run(press(served, ("e", b"export is off")))
     confined = serving(str(demo_file), "--export-dir", str(exports))
     # The prompt opens with its suggested name selected: what is typed replaces it. The screen is redrawn by
     # changed cells, so what is typed is not waited for, only the notifications.
-    asyncio.run(press(confined, ("e", b"agdb-step0."), ("../escaped.dot\r", b"export failed"),
+    _run(press(confined, ("e", b"agdb-step0."), ("../escaped.dot\r", b"export failed"),
                       ("e", b"agdb-step0."), ("graph.dot\r", b"wrote ")))
     assert not outside.exists()
     assert (exports / "graph.dot").read_text().startswith("digraph")  # "wrote" is notified once it is written
@@ -415,7 +422,7 @@ def test_serve_of_a_script_with_torch_records_real_torch(tmp_path, serving):
             async with _open_tab(session, served) as ws:
                 await Screen(ws).until(b"step 0/")
 
-    asyncio.run(visit())
+    _run(visit())
     status, err = served.stop()
     assert status == 0 and "Traceback" not in err and "KeyError" not in err, err
 
