@@ -56,8 +56,9 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -247,14 +248,8 @@ def _floor_run(torch: Any, forward: Callable[[], Any]) -> None:
     """The floor of the bridge's design end to end: what any recording that names each increment from the user's
     line, walks the graph and puts a Python pre- and post-hook on each node costs before it keeps, names or writes
     anything (the module's docstring)."""
-    trace, module_call = _counter_trace(torch), torch.nn.Module.__call__
-    sys.settrace(trace)
-    torch.nn.Module.__call__ = _innermost_call_kept([None])
-    try:
+    with _counter_traced(torch), _module_calls_kept(torch):
         z = forward()
-    finally:
-        torch.nn.Module.__call__ = module_call
-        sys.settrace(None)
     mixin = torch.autograd.function._HookMixin
     register = mixin.__dict__["_register_hook"]
     mixin._register_hook = staticmethod(_least_registration)
@@ -267,17 +262,33 @@ def _floor_run(torch: Any, forward: Callable[[], Any]) -> None:
         hooks.clear()
 
 
-def _floors_round(torch: Any, forward: Callable[[], Any], times: dict) -> None:
-    """The forward under the counter-reading trace function alone, then with module calls kept as well."""
-    trace, module_call = _counter_trace(torch), torch.nn.Module.__call__
-    sys.settrace(trace)
+@contextmanager
+def _counter_traced(torch: Any) -> Iterator[None]:
+    """The floor of the bridge's line tracer set on this thread (_counter_trace)."""
+    sys.settrace(_counter_trace(torch))
     try:
-        times["counter_trace_forward"].append(_timed(forward)[0])
-        torch.nn.Module.__call__ = _innermost_call_kept([None])
-        times["module_calls_forward"].append(_timed(forward)[0])
+        yield
+    finally:
+        sys.settrace(None)
+
+
+@contextmanager
+def _module_calls_kept(torch: Any) -> Iterator[None]:
+    """nn.Module.__call__ replaced by the floor of following module calls (_innermost_call_kept)."""
+    module_call = torch.nn.Module.__call__
+    torch.nn.Module.__call__ = _innermost_call_kept([None])
+    try:
+        yield
     finally:
         torch.nn.Module.__call__ = module_call
-        sys.settrace(None)
+
+
+def _floors_round(torch: Any, forward: Callable[[], Any], times: dict) -> None:
+    """The forward under the counter-reading trace function alone, then with module calls kept as well."""
+    with _counter_traced(torch):
+        times["counter_trace_forward"].append(_timed(forward)[0])
+        with _module_calls_kept(torch):
+            times["module_calls_forward"].append(_timed(forward)[0])
 
 
 def _plain_round(forward: Callable[[], Any], noop: Any, times: dict, reading: Callable[[], Any] | None) -> int:
