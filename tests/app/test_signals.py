@@ -50,9 +50,12 @@ def _as_at_a_terminal() -> None:
         signal.signal(signum, signal.SIG_DFL)
 
 
-def _start(tmp_path: Path, argv: list[str], preexec=_as_at_a_terminal) -> subprocess.Popen:
+def _start(tmp_path: Path, argv: list[str], preexec=_as_at_a_terminal, new_session: bool = False
+           ) -> subprocess.Popen:
+    """`agdb ARGV` in tmp_path; with `new_session`, in a session (and process group) of its own, which _finish's
+    hang guard kills whole: processes the script started hold the child's pipes open."""
     return subprocess.Popen([sys.executable, "-m", "agdb", *map(str, argv)], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec, start_new_session=new_session)
 
 
 def _wait_for(path: Path, proc: subprocess.Popen) -> None:
@@ -70,7 +73,10 @@ def _finish(proc: subprocess.Popen) -> tuple[str, str]:
         return proc.communicate(timeout=DEADLINE)
     finally:
         if proc.poll() is None:
-            proc.kill()
+            if os.getpgid(proc.pid) == proc.pid:  # started in a group of its own (_start's new_session)
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
             proc.communicate()
 
 
@@ -235,16 +241,8 @@ def test_an_executor_the_script_keeps_does_not_keep_agdb_waiting(tmp_path, comma
     path.write_text(KEPT_POOL.format(module=module, executor=executor))
     plain = subprocess.run([sys.executable, path], cwd=tmp_path, capture_output=True, text=True, timeout=DEADLINE)
     assert plain.returncode == 0, plain.stderr[-3000:]
-    # A session of its own: if agdb hangs, the hang guard kills the pool's processes too, which hold the pipes open.
-    proc = subprocess.Popen([sys.executable, "-m", "agdb", command, str(path), "-o", str(out)], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_as_at_a_terminal,
-                            start_new_session=True)
-    try:
-        stdout, err = proc.communicate(timeout=DEADLINE)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+    proc = _start(tmp_path, [command, path, "-o", out], new_session=True)  # a hung agdb's pool processes die too
+    stdout, err = _finish(proc)
     assert proc.returncode == 0, err[-3000:]
     assert stdout == plain.stdout == "step 1 grad 3.0\nscript done\nqueued work done\n"
     if executor == "ThreadPoolExecutor":  # a process pool's work runs in its own process, unrecorded
