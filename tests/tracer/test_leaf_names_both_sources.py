@@ -13,8 +13,7 @@ from tests.engine.helpers import run_in_thread
 
 torch = pytest.importorskip("torch")
 
-PROGRAMS = {
-    "a model in a variable": ("""
+MLP = """
         class MLP(torch.nn.Module):
             def __init__(self):
                 super().__init__()
@@ -23,7 +22,11 @@ PROGRAMS = {
 
             def forward(self, x):
                 return self.fc2(self.fc1(x).relu())
+"""
+"""A two-layer model's class, indented as the programs below are (textwrap.dedent takes the indent off)."""
 
+PROGRAMS = {
+    "a model in a variable": (MLP + """
         model = MLP()
         model(torch.ones(2, 3)).sum().backward()
         """, ["model.fc1.weight", "model.fc1.bias", "model.fc2.weight", "model.fc2.bias"]),
@@ -51,13 +54,15 @@ PROGRAMS = {
 }
 
 
-def _leaf_names(source: str, lib) -> list[str]:
-    """The leaf label of every AccumulateGrad `source` made or met, recorded from `lib` (in the order first met)."""
+def _leaf_names(source: str, lib, scope: dict | None = None) -> list[str]:
+    """The leaf label of every AccumulateGrad `source` made or met, recorded from `lib` (in the order first met);
+    the program runs in `scope` when given (its globals are then the caller's to read)."""
     code = compile(textwrap.dedent(source), "program.py", "exec")
+    scope = {"torch": lib, "__name__": "program"} if scope is None else scope
 
     def go():
         with tracer.record("engine" if lib is engine else "torch") as rec:
-            exec(code, {"torch": lib, "__name__": "program"})
+            exec(code, scope)
         return rec.trace
 
     trace = run_in_thread(go)
@@ -108,33 +113,17 @@ def test_a_compiled_module_s_parameters_are_named_as_the_user_reaches_them():
     wrapper hands attributes on to the module it wraps, so the user writes `model.fc1.weight`, and the bridge names
     it so. Indexing is not handed on (`seq[0]` of a compiled Sequential raises), so there `seq._orig_mod[0].weight`.
     Each name, evaluated in the program's namespace, is one of its parameters, and together they are all of them."""
-    source = """
-        class MLP(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.fc1 = torch.nn.Linear(3, 4)
-                self.fc2 = torch.nn.Linear(4, 1)
-
-            def forward(self, x):
-                return self.fc2(self.fc1(x).relu())
-
+    source = MLP + """
         model = torch.compile(MLP(), backend="eager")
         seq = torch.compile(torch.nn.Sequential(torch.nn.Linear(3, 2)), backend="eager")
         x = torch.ones(2, 3)
         (model(x).sum() + seq(x).sum()).backward()
         """
-    code = compile(textwrap.dedent(source), "program.py", "exec")
     scope = {"torch": torch, "__name__": "program"}
-
-    def go():
-        try:
-            with tracer.record("torch") as rec:
-                exec(code, scope)
-        finally:
-            torch._dynamo.reset()  # what Dynamo compiled stays out of the next test's compile ids
-        return rec.trace
-
-    names = list(run_in_thread(go).index.leaf_labels.values())
+    try:
+        names = _leaf_names(source, torch, scope)
+    finally:
+        torch._dynamo.reset()  # what Dynamo compiled stays out of the next test's compile ids
     assert sorted(names) == sorted(["model.fc1.weight", "model.fc1.bias", "model.fc2.weight", "model.fc2.bias",
                                     "seq._orig_mod[0].weight", "seq._orig_mod[0].bias"])
     reached = [eval(name, scope) for name in names]  # noqa: S307 - the program's own expressions, in its namespace
