@@ -170,4 +170,3 @@ def no_global_state_left():
     if changed or hooks:
         pytest.fail(f"the test left process-wide state behind: {', '.join(changed)}"
                     f"{'; ' if changed and hooks else ''}{f'torch global module hooks {hooks}' if hooks else ''}")
-
